@@ -1,0 +1,42 @@
+# Two entry points: `make demo` (the product on the built-in virtual lab) and `make test`.
+# Both work on a fresh Debian 12 machine as root: they create .venv and install what they need.
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit lab-tests deps system-deps venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+system-deps:
+	scripts/ensure-system-deps.sh
+
+deps: venv system-deps
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest -m "not lab"
+
+test: deps lint typecheck
+	$(BIN)/pytest
+
+demo: venv
+	$(BIN)/roce-agent check playbooks/fabrics/lab-leafspine.yml
+	$(BIN)/roce-agent plan playbooks/fabrics/lab-leafspine.yml
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

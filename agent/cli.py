@@ -1,0 +1,190 @@
+"""``roce-agent``: the command line.
+
+Exit codes a CI job can rely on: 0 success, 1 the fabric is not as intended (later
+commands), 2 the command could not do its job (bad input, unreadable file). Errors are one
+line each on stderr — never a traceback unless ``--debug`` asks for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar, cast
+
+import click
+from rich.console import Console
+
+from agent import __version__
+from agent.errors import AgentError, IntentError
+from agent.loader import LoadedFabric, load_fabric
+from agent.plan import Plan, build_plan
+from agent.report import render_plan_tables
+from agent.rules import rules_by_id
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_ERROR = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def handle_errors(command: F) -> F:
+    """Turn :class:`AgentError` (and anything unexpected) into a message and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = bool(click.get_current_context().find_root().params.get("debug"))
+        try:
+            return command(*args, **kwargs)
+        except IntentError as exc:
+            err = _stderr()
+            for problem in exc.problems:
+                err.print(f"error: {problem}", markup=False)
+            err.print(f"{len(exc.problems)} problem(s) found; nothing was changed.", markup=False)
+            sys.exit(exc.exit_code)
+        except AgentError as exc:
+            _stderr().print(f"error: {exc}", markup=False)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if debug:
+                raise
+            _stderr().print(
+                f"internal error: {type(exc).__name__}: {exc} (re-run with --debug for details)",
+                markup=False,
+            )
+            sys.exit(EXIT_ERROR)
+
+    return cast(F, wrapper)
+
+
+class LazyGroup(click.Group):
+    """Subgroups imported on first use; keeps ``lab`` out of the agent's import graph."""
+
+    lazy: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "lab": ("lab.cli", "group", "Build and run the virtual lossless lab fabric.")
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module_name, attribute, _ = self.lazy[cmd_name]
+            import importlib
+
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise click.ClickException(
+                    f"the {cmd_name} commands are unavailable: {exc}"
+                ) from None
+            return cast(click.Command, getattr(module, attribute))
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy:
+                rows.append((name, self.lazy[name][2]))
+            else:
+                command = super().get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(limit=70)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="roce-agent")
+@click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
+def main(debug: bool) -> None:
+    """Make RoCEv2 fabrics lossless and prove it.
+
+    Configures PFC, ECN/WRED, DCQCN and the PFC watchdog on switches and host NICs from one
+    intent file (fabric.yaml + a lossless profile), validates the result on the wire and
+    exports fabric health to Prometheus.
+
+    Exit codes: 0 ok, 1 the fabric differs from intent or a check failed, 2 the command
+    could not run (bad input, unreachable, internal error).
+    """
+
+
+def _select(plan: Plan, devices: tuple[str, ...]) -> Plan:
+    if not devices:
+        return plan
+    known = {d.name for d in plan.devices}
+    unknown = [d for d in devices if d not in known]
+    if unknown:
+        raise AgentError(
+            f"--device: no device named {', '.join(repr(u) for u in unknown)} in the fabric "
+            f"(known: {', '.join(sorted(known))})"
+        )
+    return plan.model_copy(update={"devices": [d for d in plan.devices if d.name in devices]})
+
+
+def _load(fabric: Path) -> LoadedFabric:
+    return load_fabric(fabric)
+
+
+@main.command()
+@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@handle_errors
+def check(fabric: Path) -> None:
+    """Validate FABRIC and its profile without touching any device.
+
+    Reports every problem as FILE:LINE:COL: field: message (with the rule ID for
+    cross-field rules) and exits 2; exits 0 when the intent is valid.
+    """
+    loaded = _load(fabric)
+    intent = loaded.intent
+    ports = sum(len(d.ports) for d in intent.devices)
+    click.echo(
+        f"{fabric}: valid — fabric {intent.name}, profile {intent.profile.name} "
+        f"({loaded.profile_file}), {len(intent.devices)} devices, {ports} ports"
+    )
+
+
+@main.command()
+@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--device", "devices", multiple=True, metavar="NAME", help="Only this device (repeatable)."
+)
+@click.option(
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table for people, json for tools.",
+)
+@handle_errors
+def plan(fabric: Path, devices: tuple[str, ...], output: str) -> None:
+    """Show the desired state computed from FABRIC, per device and port.
+
+    DSCP→priority map, PFC priorities, PFC headroom (xoff/xon/size from speed, cable and
+    MTU), pause threshold, ECN thresholds, watchdog, ETS and host NIC (DCQCN) settings.
+    Nothing is connected to.
+    """
+    desired = _select(build_plan(_load(fabric).intent), devices)
+    if output == "json":
+        click.echo(json.dumps(desired.model_dump(mode="json"), indent=2))
+    else:
+        # Pipes and CI logs get wide tables instead of 80-column wrapping.
+        width = None if sys.stdout.isatty() else 200
+        render_plan_tables(desired, Console(highlight=False, width=width))
+
+
+@main.command("rules", hidden=False)
+def list_rules() -> None:
+    """List the cross-field rules ``check`` applies, with their IDs."""
+    for rule_id, summary in rules_by_id().items():
+        click.echo(f"{rule_id}  {summary}")

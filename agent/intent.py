@@ -1,0 +1,427 @@
+"""The fabric intent: inventory, lossless profile, host NIC settings and validation policy.
+
+These pydantic models describe what a user writes in ``fabric.yaml`` and in the profiles
+under ``playbooks/profiles/``. Every field that can reach a device CLI (names, interfaces,
+descriptions) is constrained at load time so that a value such as ``"Ethernet1\\nshutdown"``
+can never be typed into a switch. Loading (with file:line error reporting) lives in
+:mod:`agent.loader`; cross-field rules in :mod:`agent.rules`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+from agent.errors import CredentialError
+from agent.units import UnitError, parse_size, parse_speed
+
+PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host")
+Platform = Literal["arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host"]
+Role = Literal["spine", "leaf", "host"]
+DCQCN_PARAMETERS = (
+    "rpg_time_reset",
+    "rpg_byte_reset",
+    "rpg_ai_rate",
+    "rpg_hai_rate",
+    "rpg_gd",
+    "rpg_min_dec_fac",
+    "rpg_min_rate",
+    "dce_tcp_g",
+    "rate_reduce_monitor_period",
+    "initial_alpha_value",
+    "min_time_between_cnps",
+    "cnp_dscp",
+    "cnp_802p_prio",
+)
+
+
+def _token_check(kind: str, pattern: str, allowed: str, max_length: int) -> Callable[[str], str]:
+    """A check for strings that end up inside device commands.
+
+    One pattern per kind of name keeps CLI injection (newlines, ``;``, spaces) out, and the
+    message says what is allowed rather than echoing a regex.
+    """
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if len(value) > max_length or not compiled.fullmatch(value):
+            raise ValueError(
+                f"invalid {kind} {value!r}: expected 1-{max_length} characters, {allowed}"
+            )
+        return value
+
+    return check
+
+
+check_name = _token_check(
+    "name",
+    r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    "starting with a letter or digit, then letters, digits, '.', '_' or '-'",
+    64,
+)
+check_interface = _token_check(
+    "interface name",
+    r"[A-Za-z][A-Za-z0-9/._-]*",
+    "starting with a letter, then letters, digits, '/', '.', '_' or '-' (e.g. Ethernet1/1)",
+    48,
+)
+Name = Annotated[str, AfterValidator(check_name)]
+InterfaceName = Annotated[str, AfterValidator(check_interface)]
+Username = Annotated[
+    str,
+    AfterValidator(
+        _token_check(
+            "username", r"[A-Za-z_][A-Za-z0-9_.-]*", "letters, digits, '.', '_' or '-'", 32
+        )
+    ),
+]
+Hostname = Annotated[
+    str,
+    AfterValidator(
+        _token_check(
+            "host", r"[A-Za-z0-9][A-Za-z0-9.:-]*", "a DNS name or an IPv4/IPv6 address", 253
+        )
+    ),
+]
+EnvVarName = Annotated[
+    str,
+    AfterValidator(
+        _token_check(
+            "environment variable name", r"[A-Za-z_][A-Za-z0-9_]*", "letters, digits and '_'", 128
+        )
+    ),
+]
+Description = Annotated[
+    str,
+    AfterValidator(
+        _token_check(
+            "description",
+            r"[^\x00-\x1f\x7f]*",
+            "printable text without newlines or control characters",
+            200,
+        )
+    ),
+]
+Priority = Annotated[int, Field(ge=0, le=7)]
+Dscp = Annotated[int, Field(ge=0, le=63)]
+
+
+def _speed(value: Any) -> Any:
+    try:
+        return parse_speed(value) if isinstance(value, str | int) else value
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _size(value: Any) -> Any:
+    if value == "auto":
+        return value
+    try:
+        return parse_size(value) if isinstance(value, str | int) else value
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+SpeedBps = Annotated[int, BeforeValidator(_speed), Field(gt=0, le=1_600_000_000_000)]
+Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40)]
+BytesOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_size)]
+
+
+def _peer(value: str) -> str:
+    device, sep, port = value.partition(":")
+    if not sep or not device or not port:
+        raise ValueError(f"expected 'device:port' (e.g. spine1:Ethernet1), got {value!r}")
+    check_name(device)
+    check_interface(port)
+    return value
+
+
+PeerRef = Annotated[str, AfterValidator(_peer)]
+
+
+def _mac(value: str) -> str:
+    if not re.fullmatch(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}", value):
+        raise ValueError(f"expected a MAC address such as 02:00:00:00:00:01, got {value!r}")
+    return value.lower()
+
+
+MacAddress = Annotated[str, AfterValidator(_mac)]
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a misspelt ``pfc_priorites`` must not pass silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- inventory
+
+
+class Credentials(StrictModel):
+    """Where the password or key lives; the secret itself is never in the fabric file."""
+
+    password_env: EnvVarName | None = None
+    password_file: Path | None = None
+    ssh_key: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_password_source(self) -> Credentials:
+        if self.password_env and self.password_file:
+            raise ValueError("set password_env or password_file, not both")
+        if not (self.password_env or self.password_file or self.ssh_key):
+            raise ValueError("set one of password_env, password_file or ssh_key")
+        return self
+
+    def resolve_password(self, device: str) -> SecretStr | None:
+        """Read the password now; raise :class:`CredentialError` naming device and field."""
+        if self.password_env:
+            value = os.environ.get(self.password_env)
+            if value is None:
+                raise CredentialError(
+                    f"device {device}: credentials.password_env: "
+                    f"environment variable {self.password_env} is not set"
+                )
+            return SecretStr(value)
+        if self.password_file:
+            try:
+                return SecretStr(self.password_file.read_text(encoding="utf-8").rstrip("\r\n"))
+            except OSError as exc:
+                raise CredentialError(
+                    f"device {device}: credentials.password_file: cannot read "
+                    f"{self.password_file}: {exc.strerror}"
+                ) from None
+        return None
+
+    def check_key(self, device: str) -> None:
+        """The key file must be readable before any connection is attempted."""
+        if self.ssh_key and not os.access(self.ssh_key, os.R_OK):
+            raise CredentialError(
+                f"device {device}: credentials.ssh_key: cannot read {self.ssh_key}"
+            )
+
+
+class Port(StrictModel):
+    """One switch or NIC port and the link it terminates."""
+
+    name: InterfaceName
+    speed: SpeedBps
+    cable_m: float = Field(default=3.0, ge=0, le=10_000, description="cable length in metres")
+    mtu: int = Field(default=9100, ge=1280, le=9216)
+    peer: PeerRef | None = None
+    description: Description | None = None
+    ipv4: ipaddress.IPv4Interface | None = None
+    mac: MacAddress | None = None
+
+
+class DeviceDefaults(StrictModel):
+    """Values every device gets unless it sets its own."""
+
+    username: Username | None = None
+    credentials: Credentials | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class Device(StrictModel):
+    """A switch or a host of the fabric and how to reach its management plane."""
+
+    name: Name
+    platform: Platform
+    role: Role
+    host: Hostname | None = None
+    port: int = Field(default=22, ge=1, le=65535)
+    username: Username | None = None
+    credentials: Credentials | None = None
+    netns: Name | None = Field(
+        default=None, description="lab hosts: run probes in this network namespace, not over SSH"
+    )
+    description: Description | None = None
+    ports: list[Port] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> Device:
+        if self.host is None and self.netns is None:
+            raise ValueError("set host (management address) or netns (lab hosts)")
+        if self.host is not None and (self.username is None or self.credentials is None):
+            missing = "username" if self.username is None else "credentials"
+            raise ValueError(f"{missing} is required to reach {self.host} (set it or defaults)")
+        if (self.platform == "linux_host") != (self.role == "host"):
+            raise ValueError(
+                f"IR020 Expected: platform linux_host exactly for role host "
+                f"Actual: platform {self.platform}, role {self.role}"
+            )
+        return self
+
+    def port_named(self, name: str) -> Port | None:
+        return next((p for p in self.ports if p.name == name), None)
+
+
+# --------------------------------------------------------------------------- profile
+
+
+class TrafficClass(StrictModel):
+    dscp: Dscp
+    priority: Priority
+
+
+class Watchdog(StrictModel):
+    """PFC watchdog: a class paused for ``detection_ms`` with traffic queued is a storm."""
+
+    enabled: bool = True
+    detection_ms: int = Field(default=200, ge=10, le=60_000)
+    restoration_ms: int = Field(default=400, ge=10, le=600_000)
+    polling_ms: int = Field(default=100, ge=10, le=10_000)
+    action: Literal["drop", "forward", "alert"] = "drop"
+
+
+class Pfc(StrictModel):
+    priorities: list[Priority] = Field(default_factory=lambda: [3])
+    watchdog: Watchdog = Field(default_factory=Watchdog)
+
+    @field_validator("priorities")
+    @classmethod
+    def _unique(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"priorities must be unique, got {value}")
+        return sorted(value)
+
+
+class EcnQueue(StrictModel):
+    """WRED/ECN on one egress queue: mark between min and max with up to max_probability %."""
+
+    min_threshold: BytesOrAuto = "auto"
+    max_threshold: BytesOrAuto = "auto"
+    max_probability: int = Field(default=100, description="marking probability at max, %")
+
+    @field_validator("max_probability")
+    @classmethod
+    def _probability_range(cls, value: int) -> int:
+        if not 1 <= value <= 100:
+            raise ValueError(f"IR007 Expected: max_probability 1-100 (%) Actual: {value}")
+        return value
+
+
+class Ecn(StrictModel):
+    enabled: bool = True
+    queues: dict[Priority, EcnQueue] = Field(default_factory=lambda: {3: EcnQueue()})
+
+
+class Buffers(StrictModel):
+    """Ingress buffer for each lossless priority of each port.
+
+    ``xoff``, ``xon`` and ``size`` are the PFC headroom in SONiC's BUFFER_PROFILE sense
+    (xoff = bytes still arriving after a pause is sent, size = xon + xoff); ``auto`` computes
+    them per port from speed, cable length and MTU (:func:`agent.tuning.pfc_headroom`).
+    ``pause_threshold`` is the ingress occupancy at which the switch sends XOFF; ECN must
+    mark before it is reached (rule IR005).
+    """
+
+    xoff: BytesOrAuto = "auto"
+    xon: BytesOrAuto = "auto"
+    size: BytesOrAuto = "auto"
+    pause_threshold: BytesOrAuto = "auto"
+
+
+class Ets(StrictModel):
+    """Egress scheduling: strict queues first, then weighted shares (percent) of the rest."""
+
+    strict: list[Priority] = Field(default_factory=lambda: [6])
+    weights: dict[Priority, Annotated[int, Field(ge=1, le=100)]] = Field(
+        default_factory=lambda: {0: 50, 3: 50}
+    )
+
+
+class Dcqcn(StrictModel):
+    """DCQCN reaction/notification point parameters, named as in mlx5 sysfs.
+
+    Unset values take :func:`agent.tuning.dcqcn_nic_defaults`.
+    """
+
+    rpg_time_reset: int | None = Field(default=None, ge=1)
+    rpg_byte_reset: int | None = Field(default=None, ge=1)
+    rpg_ai_rate: int | None = Field(default=None, ge=1)
+    rpg_hai_rate: int | None = Field(default=None, ge=1)
+    rpg_gd: int | None = Field(default=None, ge=0, le=15)
+    rpg_min_dec_fac: int | None = Field(default=None, ge=1, le=100)
+    rpg_min_rate: int | None = Field(default=None, ge=1)
+    dce_tcp_g: int | None = Field(default=None, ge=0, le=1023)
+    rate_reduce_monitor_period: int | None = Field(default=None, ge=1)
+    initial_alpha_value: int | None = Field(default=None, ge=0, le=1023)
+    min_time_between_cnps: int | None = Field(default=None, ge=0)
+    cnp_dscp: Dscp | None = None
+    cnp_802p_prio: Priority | None = None
+
+
+class Nic(StrictModel):
+    """Host NIC side of the profile (mlx5 naming)."""
+
+    trust: Literal["dscp", "pcp"] = "dscp"
+    pfc_priorities: list[Priority] | None = Field(
+        default=None, description="defaults to the switch PFC priorities"
+    )
+    dcqcn: Dcqcn = Field(default_factory=Dcqcn)
+
+
+class Profile(StrictModel):
+    """A lossless profile: the QoS intent applied to every fabric port."""
+
+    name: Name
+    description: Description | None = None
+    source: Description | None = Field(default=None, description="where the values come from")
+    mode: Literal["lossless", "lossy"] = "lossless"
+    trust: Literal["dscp", "pcp"] = "dscp"
+    roce: TrafficClass = TrafficClass(dscp=26, priority=3)
+    cnp: TrafficClass = TrafficClass(dscp=48, priority=6)
+    dscp_map: dict[Priority, list[Dscp]] = Field(
+        default_factory=dict,
+        description="extra DSCP values per priority; unlisted DSCPs go to priority 0",
+    )
+    pfc: Pfc = Field(default_factory=Pfc)
+    ecn: Ecn = Field(default_factory=Ecn)
+    buffers: Buffers = Field(default_factory=Buffers)
+    ets: Ets = Field(default_factory=Ets)
+    nic: Nic = Field(default_factory=Nic)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+class ProbePolicy(StrictModel):
+    rate: SpeedBps = Field(default=1_000_000, description="per-flow probe rate")
+    duration_s: float = Field(default=5.0, gt=0, le=3600)
+    max_loss: int = Field(default=0, ge=0)
+
+
+class ValidationPolicy(StrictModel):
+    """Thresholds the counter and wire checks apply."""
+
+    max_lossless_drops: int = Field(default=0, ge=0)
+    max_pause_frames_per_s: float = Field(default=1000.0, ge=0)
+    max_storms: int = Field(default=0, ge=0)
+    probe: ProbePolicy = Field(default_factory=ProbePolicy)
+
+
+class FabricIntent(StrictModel):
+    """Everything the agent needs to configure and validate one fabric."""
+
+    name: Name
+    profile: Profile
+    devices: list[Device] = Field(min_length=1)
+    validation: ValidationPolicy = Field(default_factory=ValidationPolicy)
+
+    def device(self, name: str) -> Device | None:
+        return next((d for d in self.devices if d.name == name), None)

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.units import UnitError, format_size, format_speed, parse_size, parse_speed
+
+
+@pytest.mark.parametrize(
+    ("text", "bps"),
+    [
+        ("10M", 10_000_000),
+        ("100M", 100_000_000),
+        ("25G", 25_000_000_000),
+        ("100G", 100_000_000_000),
+        ("400G", 400_000_000_000),
+        ("800G", 800_000_000_000),
+        ("2.5G", 2_500_000_000),
+        ("40Gbps", 40_000_000_000),
+        (1000, 1000),
+    ],
+)
+def test_parse_speed(text: str | int, bps: int) -> None:
+    assert parse_speed(text) == bps
+
+
+@pytest.mark.parametrize("text", ["", "fast", "100Q", "-1G", "0", 0, True, "1.5"])
+def test_parse_speed_rejects(text: str | int) -> None:
+    with pytest.raises(UnitError):
+        parse_speed(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("150KB", 150_000),
+        ("1.5MB", 1_500_000),
+        ("150000", 150_000),
+        (150000, 150_000),
+        ("64KiB", 65_536),
+        ("1MiB", 1_048_576),
+        ("9000B", 9000),
+        ("0", 0),
+    ],
+)
+def test_parse_size(text: str | int, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["15 parsecs", "1.5", "KB", "-5KB", -1, False, "1.0000001KB"])
+def test_parse_size_rejects(text: str | int) -> None:
+    with pytest.raises(UnitError):
+        parse_size(text)
+
+
+@given(st.integers(min_value=0, max_value=2**40))
+def test_format_size_round_trips(size: int) -> None:
+    assert parse_size(format_size(size)) == size
+
+
+@given(st.integers(min_value=1, max_value=10**13))
+def test_format_speed_round_trips(bps: int) -> None:
+    assert parse_speed(format_speed(bps)) == bps
