@@ -34,9 +34,8 @@ unit: venv
 test: deps lint typecheck
 	$(BIN)/pytest
 
-demo: venv
-	$(BIN)/roce-agent check playbooks/fabrics/lab-leafspine.yml
-	$(BIN)/roce-agent plan playbooks/fabrics/lab-leafspine.yml
+demo: deps
+	scripts/demo.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

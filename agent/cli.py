@@ -7,70 +7,31 @@ line each on stderr — never a traceback unless ``--debug`` asks for it.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, cast
+from typing import ClassVar, cast
 
 import click
 from rich.console import Console
 
 from agent import __version__
-from agent.errors import AgentError, IntentError
+from agent.cli_support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
+from agent.errors import AgentError
 from agent.loader import LoadedFabric, load_fabric
 from agent.plan import Plan, build_plan
 from agent.report import render_plan_tables
 from agent.rules import rules_by_id
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_ERROR = 2
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _stderr() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def handle_errors(command: F) -> F:
-    """Turn :class:`AgentError` (and anything unexpected) into a message and exit code 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        debug = bool(click.get_current_context().find_root().params.get("debug"))
-        try:
-            return command(*args, **kwargs)
-        except IntentError as exc:
-            err = _stderr()
-            for problem in exc.problems:
-                err.print(f"error: {problem}", markup=False)
-            err.print(f"{len(exc.problems)} problem(s) found; nothing was changed.", markup=False)
-            sys.exit(exc.exit_code)
-        except AgentError as exc:
-            _stderr().print(f"error: {exc}", markup=False)
-            sys.exit(exc.exit_code)
-        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            if debug:
-                raise
-            _stderr().print(
-                f"internal error: {type(exc).__name__}: {exc} (re-run with --debug for details)",
-                markup=False,
-            )
-            sys.exit(EXIT_ERROR)
-
-    return cast(F, wrapper)
+__all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "main"]
 
 
 class LazyGroup(click.Group):
     """Subgroups imported on first use; keeps ``lab`` out of the agent's import graph."""
 
     lazy: ClassVar[dict[str, tuple[str, str, str]]] = {
-        "lab": ("lab.cli", "group", "Build and run the virtual lossless lab fabric.")
+        "probe": ("agent.probes.cli", "group", "Inject and sniff RoCEv2: drops, ECN, CNPs, PFC."),
+        "lab": ("lab.cli", "group", "Build and run the virtual lossless lab fabric."),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -117,6 +117,12 @@ Description = Annotated[
         )
     ),
 ]
+ProbePython = Annotated[
+    str,
+    AfterValidator(
+        _token_check("interpreter path", r"[A-Za-z0-9_./+-]+", "a path without spaces", 255)
+    ),
+]
 Priority = Annotated[int, Field(ge=0, le=7)]
 Dscp = Annotated[int, Field(ge=0, le=63)]
 
@@ -250,6 +256,10 @@ class Device(StrictModel):
         default=None, description="lab hosts: run probes in this network namespace, not over SSH"
     )
     description: Description | None = None
+    probe_python: ProbePython = Field(
+        default="python3",
+        description="hosts reached over SSH: interpreter that has roce-fabric-agent installed",
+    )
     ports: list[Port] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -79,6 +79,6 @@ def format_size(size: int) -> str:
     """Render a byte count compactly without losing precision (``150KB``, ``1.5MB``, ``50176``)."""
     for suffix, factor in (("MB", 10**6), ("KB", 10**3)):
         if size >= factor and (size * 10) % factor == 0:
-            scaled = size / factor
-            return f"{scaled:g}{suffix}"
+            whole, tenths = divmod(size * 10 // factor, 10)
+            return f"{whole}.{tenths}{suffix}" if tenths else f"{whole}{suffix}"
     return str(size)

@@ -2,9 +2,9 @@
 # Install the Debian packages the tests and the lab need, only those that are missing.
 #   iproute2  ip netns / veth for the virtual lab      ethtool  turn veth offloads off
 #   tcpdump   captures in lab tests                    tshark   dissects RoCE in probe tests
-#   procps    pgrep/ps for process checks              openssh-client  ssh-keygen for lab keys
+#   procps    pgrep/ps for process checks              openssh-client/-server  SSH probe runner tests
 set -euo pipefail
-PACKAGES=(iproute2 ethtool tcpdump tshark procps openssh-client)
+PACKAGES=(iproute2 ethtool tcpdump tshark procps openssh-client openssh-server)
 missing=()
 for package in "${PACKAGES[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,0 +1,312 @@
+"""The analysis engine shared by the live receiver and offline pcap analysis.
+
+Per QP: PSN/sequence tracking (lost = gaps never filled, reordered = a gap filled late,
+duplicates), CE marks, CNPs, ICRC errors, one-way latency. Per priority: PFC frames,
+XOFF/XON, paused time (quanta × 512 bit times at link speed, cut short by a later frame for the
+same priority) and storms (a continuous pause longer than a threshold).
+
+It works on raw frames and timestamps only, so a capture taken with tcpdump on a host gives the
+same numbers as the live receiver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scapy.contrib.roce import CNP_OPCODE
+
+from agent.probes.packets import (
+    ECN_CE,
+    MalformedFrame,
+    PfcView,
+    RoceView,
+    parse_pfc,
+    parse_roce,
+)
+
+PSN_MODULO = 1 << 24
+# A jump this large is a new stream (or a restarted sender), not a gap of lost packets.
+MAX_GAP = 1 << 20
+LATENCY_BUCKETS_S = (
+    0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0,
+)  # fmt: skip
+
+
+@dataclass
+class QpStats:
+    """Counters of one flow, keyed by (source IP, destination IP, destination QP)."""
+
+    src_ip: str
+    dst_ip: str
+    qpn: int
+    received: int = 0
+    lost: int = 0
+    reordered: int = 0
+    duplicates: int = 0
+    ce_marked: int = 0
+    cnps: int = 0
+    icrc_errors: int = 0
+    dscp: int | None = None
+    highest: int | None = None
+    first: int | None = None
+    uses_sequence: bool = False
+    latency_count: int = 0
+    latency_sum_s: float = 0.0
+    latency_min_s: float | None = None
+    latency_max_s: float | None = None
+    latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
+    _missing: set[int] = field(default_factory=set, repr=False)
+
+    def track(self, number: int) -> None:
+        """Account one packet with sequence (or unwrapped PSN) ``number``."""
+        self.received += 1
+        if self.highest is None:
+            self.highest = self.first = number
+            return
+        if number == self.highest + 1:
+            self.highest = number
+        elif number > self.highest:
+            gap = number - self.highest - 1
+            if gap > MAX_GAP:
+                self.lost += gap  # counted at once: too large to wait for late arrivals
+            else:
+                self._missing.update(range(self.highest + 1, number))
+            self.highest = number
+        elif number in self._missing:
+            self._missing.discard(number)
+            self.reordered += 1
+        else:
+            self.duplicates += 1
+            self.received -= 1
+
+    def observe_latency(self, seconds: float) -> None:
+        self.latency_count += 1
+        self.latency_sum_s += seconds
+        self.latency_min_s = (
+            seconds if self.latency_min_s is None else min(self.latency_min_s, seconds)
+        )
+        self.latency_max_s = (
+            seconds if self.latency_max_s is None else max(self.latency_max_s, seconds)
+        )
+        for index, bound in enumerate(LATENCY_BUCKETS_S):
+            if seconds <= bound:
+                self.latency_buckets[index] += 1
+                return
+        self.latency_buckets[-1] += 1
+
+    @property
+    def missing(self) -> int:
+        return len(self._missing)
+
+    def total_lost(self, sent: int | None = None) -> int:
+        """Gaps never filled, plus the tail the receiver never saw when ``sent`` is known."""
+        lost = self.lost + len(self._missing)
+        if sent is not None and self.uses_sequence and self.highest is not None:
+            lost += max(0, sent - 1 - self.highest)
+        elif sent is not None and self.highest is None:
+            lost = sent
+        return lost
+
+    def as_dict(self, sent: int | None = None) -> dict[str, Any]:
+        return {
+            "src_ip": self.src_ip,
+            "dst_ip": self.dst_ip,
+            "qpn": self.qpn,
+            "dscp": self.dscp,
+            "received": self.received,
+            "lost": self.total_lost(sent),
+            "reordered": self.reordered,
+            "duplicates": self.duplicates,
+            "ce_marked": self.ce_marked,
+            "cnps": self.cnps,
+            "icrc_errors": self.icrc_errors,
+            "latency": {
+                "count": self.latency_count,
+                "min_s": self.latency_min_s,
+                "avg_s": self.latency_sum_s / self.latency_count if self.latency_count else None,
+                "max_s": self.latency_max_s,
+                "buckets_le_s": dict(
+                    zip([*map(str, LATENCY_BUCKETS_S), "+Inf"], self.latency_buckets, strict=True)
+                ),
+            },
+        }
+
+
+class RoceAnalyzer:
+    """Feeds frames into per-QP statistics."""
+
+    def __init__(self) -> None:
+        self.flows: dict[tuple[str, str, int], QpStats] = {}
+        self.invalid = 0
+        self.frames = 0
+
+    def _flow(self, view: RoceView) -> QpStats:
+        key = (view.src_ip, view.dst_ip, view.qpn)
+        stats = self.flows.get(key)
+        if stats is None:
+            stats = self.flows[key] = QpStats(view.src_ip, view.dst_ip, view.qpn)
+        return stats
+
+    def feed(self, frame: bytes, now_ns: int | None = None) -> RoceView | None:
+        """Account one frame; returns its parsed view when it was valid RoCEv2 data."""
+        try:
+            view = parse_roce(frame)
+        except MalformedFrame:
+            self.invalid += 1
+            return None
+        if view is None:
+            return None
+        self.frames += 1
+        stats = self._flow(view)
+        if not view.icrc_valid:
+            stats.icrc_errors += 1  # counted, never trusted for sequence tracking
+            return None
+        if view.opcode == CNP_OPCODE:
+            stats.cnps += 1
+            return view
+        stats.dscp = view.dscp
+        if view.ecn == ECN_CE:
+            stats.ce_marked += 1
+        if view.seq is not None:
+            stats.uses_sequence = True
+            stats.track(view.seq)
+            if now_ns is not None and view.sent_ns:
+                stats.observe_latency(max(0, now_ns - view.sent_ns) / 1e9)
+        else:
+            stats.track(self._unwrap(stats, view.psn))
+        return view
+
+    @staticmethod
+    def _unwrap(stats: QpStats, psn: int) -> int:
+        """Map a 24-bit PSN onto a monotonic number near the highest seen so far."""
+        if stats.highest is None:
+            return psn
+        base = stats.highest
+        delta = (psn - base) % PSN_MODULO
+        if delta >= PSN_MODULO // 2:
+            delta -= PSN_MODULO
+        return base + delta
+
+    def result(self, sent: dict[tuple[str, str, int], int] | None = None) -> dict[str, Any]:
+        flows = [stats.as_dict((sent or {}).get(key)) for key, stats in sorted(self.flows.items())]
+        totals = {
+            name: sum(f[name] for f in flows)
+            for name in (
+                "received",
+                "lost",
+                "reordered",
+                "duplicates",
+                "ce_marked",
+                "cnps",
+                "icrc_errors",
+            )
+        }
+        return {"flows": flows, "totals": {**totals, "invalid": self.invalid}}
+
+
+@dataclass
+class PriorityPause:
+    """PFC seen for one priority on one interface.
+
+    A pause of q quanta sent at t lasts until t + q × 512 / speed unless a later frame for the
+    same priority (refresh or XON) replaces it. Back-to-back pauses form one continuous pause;
+    one that lasts ``storm_after_s`` is a storm, detected at the first event past that point.
+    """
+
+    frames: int = 0
+    xoff: int = 0
+    xon: int = 0
+    paused_s: float = 0.0
+    storms: int = 0
+    time_to_detect_s: list[float] = field(default_factory=list)
+    _start: float | None = None  # start of the current continuous pause
+    _until: float | None = None  # when the current pause expires
+    _mark: float = 0.0  # paused time is accounted up to here
+    _storm_seen: bool = False
+
+    def _advance(self, at: float, storm_after_s: float) -> None:
+        """Account paused time up to ``at``; end the pause if it expired before."""
+        if self._until is None or self._start is None:
+            return
+        stop = min(at, self._until)
+        self.paused_s += max(0.0, stop - self._mark)
+        self._mark = stop
+        if not self._storm_seen and stop - self._start >= storm_after_s:
+            self.storms += 1
+            self._storm_seen = True
+            self.time_to_detect_s.append(round(stop - self._start, 9))
+        if self._until <= at:
+            self._start = self._until = None
+            self._storm_seen = False
+
+    def frame(self, at: float, quanta: int, speed_bps: int, storm_after_s: float) -> None:
+        self.frames += 1
+        self._advance(at, storm_after_s)
+        if quanta == 0:
+            self.xon += 1
+            self._start = self._until = None
+            self._storm_seen = False
+            return
+        self.xoff += 1
+        if self._start is None:
+            self._start = at
+        self._mark = at
+        self._until = at + quanta * 512 / speed_bps
+
+    def finish(self, at: float | None, storm_after_s: float) -> None:
+        """Close the books at ``at``; None lets a pending pause run its full quanta."""
+        if at is None:
+            at = self._until if self._until is not None else self._mark
+        self._advance(at, storm_after_s)
+
+
+class PfcAnalyzer:
+    """Per-priority PFC accounting for one interface at a known link speed."""
+
+    def __init__(self, speed_bps: int, storm_after_s: float = 0.2) -> None:
+        self.speed_bps = speed_bps
+        self.storm_after_s = storm_after_s
+        self.priorities = [PriorityPause() for _ in range(8)]
+        self.last_at: float | None = None
+
+    def feed(self, frame: bytes, at: float) -> PfcView | None:
+        view = parse_pfc(frame)
+        if view is None:
+            return None
+        self.last_at = at
+        for priority in range(8):
+            if view.enabled >> priority & 1:
+                self.priorities[priority].frame(
+                    at, view.quanta[priority], self.speed_bps, self.storm_after_s
+                )
+        return view
+
+    def result(self, end: float | None = None) -> dict[str, Any]:
+        """Per-priority totals; ``end`` cuts pending pauses short (None: they run out)."""
+        out = {}
+        for priority, pause in enumerate(self.priorities):
+            pause.finish(end, self.storm_after_s)
+            out[str(priority)] = {
+                "frames": pause.frames,
+                "xoff": pause.xoff,
+                "xon": pause.xon,
+                "paused_s": round(pause.paused_s, 9),
+                "storms": pause.storms,
+                "time_to_detect_s": pause.time_to_detect_s,
+            }
+        return {"speed_bps": self.speed_bps, "storm_after_s": self.storm_after_s, "priorities": out}
+
+
+def analyze_frames(
+    frames: Iterable[tuple[float, bytes]], speed_bps: int, storm_after_s: float = 0.2
+) -> dict[str, Any]:
+    """Offline analysis of (timestamp, frame) pairs: RoCE flows and PFC per priority."""
+    roce = RoceAnalyzer()
+    pfc = PfcAnalyzer(speed_bps, storm_after_s)
+    for at, frame in frames:
+        if pfc.feed(frame, at) is None:
+            roce.feed(frame, int(at * 1e9))
+    return {"roce": roce.result(), "pfc": pfc.result()}

@@ -1,0 +1,237 @@
+"""``roce-agent probe …``: wire scenarios over a fabric, low-level probes, pcap analysis."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from agent.cli_support import handle_errors
+from agent.errors import AgentError
+from agent.units import UnitError, parse_speed
+
+OUTPUT = click.option(
+    "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+
+
+def _speed(_: click.Context, __: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_speed(value)
+    except UnitError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _emit(result: dict[str, Any], output: str, title: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+        return
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    rows = result.get("flows")
+    if isinstance(rows, list) and rows and "from" in rows[0]:
+        table = Table(title=title)
+        columns = ("from", "to", "sent", "received", "lost", "ce_marked", "cnps_received",
+                   "pfc_frames_received", "paused_s", "send_rate_bps", "rate_cuts")  # fmt: skip
+        for column in columns:
+            table.add_column(column, justify="left" if column in ("from", "to") else "right")
+        for row in rows:
+            table.add_row(*(str(row[c]) for c in columns))
+        console.print(table)
+    else:
+        console.print_json(json.dumps(result))
+    if "passed" in result:
+        verdict = "PASS" if result["passed"] else "FAIL"
+        console.print(f"{title}: {verdict}")
+        for failure in result.get("failures", []):
+            console.print(f"  - {failure}", markup=False)
+
+
+def _exit_for(result: dict[str, Any]) -> None:
+    if result.get("passed") is False:
+        sys.exit(1)
+
+
+def _intent(fabric: Path) -> Any:
+    from agent.loader import load_fabric
+
+    return load_fabric(fabric).intent
+
+
+@click.group("probe")
+def group() -> None:
+    """Inject and sniff RoCEv2 traffic: drops, ECN marks, CNPs, PFC pauses and storms.
+
+    Scenarios exit 0 when the fabric behaved as a lossless fabric should, 1 when not, 2 when
+    they could not run.
+    """
+
+
+@group.command()
+@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@click.option("--to", "to", required=True, help="Receiving host.")
+@click.option("--from", "senders", required=True, help="Sending hosts, comma separated.")
+@click.option("--duration", type=float, default=3.0, show_default=True, help="Seconds.")
+@click.option("--rate", callback=_speed, help="Per-sender rate (default: line rate).")
+@click.option("--size", type=int, default=1000, show_default=True, help="Payload bytes.")
+@click.option("--no-dcqcn", is_flag=True, help="Senders ignore CNPs (no reaction point).")
+@OUTPUT
+@handle_errors
+def incast(
+    fabric: Path, to: str, senders: str, duration: float, rate: int | None, size: int,
+    no_dcqcn: bool, output: str,
+) -> None:  # fmt: skip
+    """N senders at line rate into one receiver: expect 0 loss, CE and CNPs with ECN on."""
+    from agent.probes.scenarios import incast as run_incast
+
+    names = [s.strip() for s in senders.split(",") if s.strip()]
+    result = run_incast(_intent(fabric), to, names, duration, rate, size, not no_dcqcn)
+    _emit(result, output, f"incast {','.join(names)} → {to}")
+    _exit_for(result)
+
+
+@group.command()
+@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@click.option("--hosts", help="Hosts to include, comma separated (default: all).")
+@click.option("--duration", type=float, default=3.0, show_default=True)
+@click.option("--rate", callback=_speed, default="1M", show_default=True)
+@OUTPUT
+@handle_errors
+def pairwise(fabric: Path, hosts: str | None, duration: float, rate: int, output: str) -> None:
+    """Every host pair at a low rate: expect zero loss everywhere."""
+    from agent.probes.scenarios import pairwise as run_pairwise
+
+    names = [h.strip() for h in hosts.split(",")] if hosts else None
+    result = run_pairwise(_intent(fabric), names, rate, duration)
+    _emit(result, output, "pairwise")
+    _exit_for(result)
+
+
+@group.command()
+@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@click.option("--host", required=True, help="Host that injects the storm into its switch port.")
+@click.option("--duration", type=float, default=2.0, show_default=True)
+@click.option("--rate", "rate_pps", type=float, default=200.0, show_default=True,
+              help="XOFF frames per second.")  # fmt: skip
+@click.option("--traffic-from", help="Host that sends to --host during the storm.")
+@OUTPUT
+@handle_errors
+def storm(
+    fabric: Path, host: str, duration: float, rate_pps: float, traffic_from: str | None,
+    output: str,
+) -> None:  # fmt: skip
+    """Inject a PFC storm (bounded, self-stopping) and check it is seen as one on the wire."""
+    from agent.probes.scenarios import storm as run_storm
+
+    result = run_storm(_intent(fabric), host, duration, rate_pps, traffic_from=traffic_from)
+    _emit(result, output, f"storm from {host}")
+    _exit_for(result)
+
+
+def _worker(role: str, spec: dict[str, Any], output: str) -> None:
+    from agent.probes.worker import run
+
+    try:
+        result = run(role, spec)
+    except (ValueError, TypeError) as exc:
+        raise AgentError(str(exc)) from None
+    _emit(result, output, role)
+
+
+@group.command()
+@click.option("--interface", "ifname", required=True)
+@click.option("--dst", "dst_ip", required=True, help="Destination IPv4 address.")
+@click.option("--rate", callback=_speed, required=True)
+@click.option("--link-speed", callback=_speed, required=True, help="Speed of --interface.")
+@click.option("--count", type=int)
+@click.option("--duration", type=float)
+@click.option("--size", type=int, default=1000, show_default=True)
+@click.option("--dscp", type=int, default=26, show_default=True)
+@click.option("--priority", type=int, default=3, show_default=True)
+@click.option("--qpn", type=lambda v: int(v, 0), default="0x100", show_default=True)
+@click.option("--sport", type=int, default=49152, show_default=True)
+@OUTPUT
+@handle_errors
+def send(output: str, **spec: Any) -> None:
+    """Send one paced RoCEv2 flow from this host (honours PFC like a NIC)."""
+    spec = {"rate_bps": spec.pop("rate"), "link_speed_bps": spec.pop("link_speed"), **spec}
+    spec["duration_s"] = spec.pop("duration")
+    _worker("send", spec, output)
+
+
+@group.command()
+@click.option("--interface", "ifname", required=True)
+@click.option("--duration", type=float, required=True)
+@click.option("--link-speed", callback=_speed, required=True)
+@click.option("--no-cnp", is_flag=True, help="Do not answer CE marks with CNPs.")
+@OUTPUT
+@handle_errors
+def receive(ifname: str, duration: float, link_speed: int, no_cnp: bool, output: str) -> None:
+    """Receive RoCEv2 on this host: per-QP loss, reorder, CE, ICRC, latency; send CNPs."""
+    _worker(
+        "receive",
+        {"ifname": ifname, "duration_s": duration, "link_speed_bps": link_speed,
+         "notification_point": not no_cnp},
+        output,
+    )  # fmt: skip
+
+
+@group.command("sniff-pfc")
+@click.option("--interface", "interfaces", multiple=True, required=True)
+@click.option("--duration", type=float, required=True)
+@click.option("--link-speed", callback=_speed, required=True)
+@click.option("--storm-after", type=float, default=0.2, show_default=True, help="Seconds.")
+@OUTPUT
+@handle_errors
+def sniff_pfc(
+    interfaces: tuple[str, ...], duration: float, link_speed: int, storm_after: float, output: str
+) -> None:
+    """Count PFC frames, XOFF/XON, paused time and storms per interface and priority."""
+    _worker(
+        "sniff-pfc",
+        {"interfaces": list(interfaces), "duration_s": duration, "link_speed_bps": link_speed,
+         "storm_after_s": storm_after},
+        output,
+    )  # fmt: skip
+
+
+@group.command()
+@click.argument("capture", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--link-speed", callback=_speed, default="100G", show_default=True,
+              help="Link speed the capture was taken at (for PFC paused time).")  # fmt: skip
+@click.option("--storm-after", type=float, default=0.2, show_default=True, help="Seconds.")
+@OUTPUT
+@handle_errors
+def analyze(capture: Path, link_speed: int, storm_after: float, output: str) -> None:
+    """Analyze a tcpdump capture: per-QP loss, reorder, CE, CNPs, ICRC errors; PFC per priority."""
+    from agent.probes.analysis import analyze_frames
+    from agent.probes.pcap import read_frames
+
+    result = analyze_frames(read_frames(capture), link_speed, storm_after)
+    result["capture"] = str(capture)
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+        return
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    table = Table(title=f"RoCE flows in {capture}")
+    columns = ("src_ip", "dst_ip", "qpn", "received", "lost", "reordered", "duplicates",
+               "ce_marked", "cnps", "icrc_errors")  # fmt: skip
+    for column in columns:
+        table.add_column(column)
+    for flow in result["roce"]["flows"]:
+        table.add_row(*(f"0x{flow[c]:06x}" if c == "qpn" else str(flow[c]) for c in columns))
+    console.print(table)
+    pfc = Table(title="PFC per priority")
+    for column in ("priority", "frames", "xoff", "xon", "paused_s", "storms"):
+        pfc.add_column(column)
+    for priority, stats in result["pfc"]["priorities"].items():
+        pfc.add_row(priority, *(str(stats[c]) for c in ("frames", "xoff", "xon", "paused_s",
+                                                        "storms")))  # fmt: skip
+    console.print(pfc)
+    console.print(f"invalid RoCE frames: {result['roce']['totals']['invalid']}")

@@ -1,0 +1,109 @@
+"""DCQCN reaction point: how a RoCE NIC changes a QP's rate on CNPs.
+
+Algorithm from Zhu et al., "Congestion Control for Large-Scale RDMA Deployments" (SIGCOMM 2015,
+section 3.1, RP algorithm): on a CNP the target rate takes the current rate and the current
+rate is cut by alpha/2; alpha tracks how often CNPs arrive (EWMA with gain g); without CNPs the
+rate recovers in steps driven by a timer and a byte counter — fast recovery (halfway back to the
+target) for the first F steps, then additive increase, then hyper increase.
+
+Parameters use the mlx5 names and units (NVIDIA "DCQCN CC parameters", mlx5 sysfs
+``/sys/class/net/<if>/ecn/roce_rp/``): ``rpg_gd`` is log2 of the divisor applied to alpha in
+1/1024 units (1023 / 2^11 ≈ alpha/2, the paper's cut), ``dce_tcp_g`` the alpha gain in 1/1024,
+``rpg_min_dec_fac`` the largest single cut in %, rates in Mb/s, times in µs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+FAST_RECOVERY_STEPS = 5  # F in the paper
+ALPHA_UPDATE_PERIOD_S = 55e-6  # the paper's alpha timer (K = 55 µs)
+
+
+@dataclass
+class DcqcnReactionPoint:
+    """Rate state of one QP; feed it CNPs, elapsed time and sent bytes."""
+
+    line_rate_bps: float
+    params: Mapping[str, int]
+    current_bps: float = 0.0
+    target_bps: float = 0.0
+    alpha: float = 1.0
+    cuts: int = 0
+    _last_cut: float | None = None
+    _last_alpha_update: float | None = None  # None until the first event sets the clock
+    _timer_start: float = 0.0
+    _bytes_since_step: int = 0
+    _timer_steps: int = 0
+    _byte_steps: int = 0
+    history: list[tuple[float, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.current_bps = self.target_bps = self.line_rate_bps
+        self.alpha = self.params["initial_alpha_value"] / 1024
+
+    @property
+    def _gain(self) -> float:
+        return (1024 - self.params["dce_tcp_g"]) / 1024
+
+    def on_cnp(self, now: float) -> bool:
+        """Cut the rate unless a cut happened within rate_reduce_monitor_period."""
+        period = self.params["rate_reduce_monitor_period"] * 1e-6
+        if self._last_cut is not None and now - self._last_cut < period:
+            return False
+        self._decay_alpha(now)
+        cut = min(
+            self.alpha * 1024 / (1 << self.params["rpg_gd"]),
+            self.params["rpg_min_dec_fac"] / 100,
+        )
+        self.target_bps = self.current_bps
+        self.current_bps = max(self.current_bps * (1 - cut), self.params["rpg_min_rate"] * 1e6)
+        self.alpha = (1 - self._gain) * self.alpha + self._gain
+        self._last_cut = self._last_alpha_update = now
+        self._timer_start = now
+        self._bytes_since_step = self._timer_steps = self._byte_steps = 0
+        self.cuts += 1
+        self.history.append((now, self.current_bps))
+        return True
+
+    def _start_clock(self, now: float) -> None:
+        if self._last_alpha_update is None:
+            self._last_alpha_update = self._timer_start = now
+
+    def _decay_alpha(self, now: float) -> None:
+        self._start_clock(now)
+        assert self._last_alpha_update is not None
+        if self._last_cut is None:
+            # mlx5: alpha is initial_alpha_value when the first CNP arrives.
+            self._last_alpha_update = now
+            return
+        periods = int((now - self._last_alpha_update) / ALPHA_UPDATE_PERIOD_S)
+        if periods > 0:
+            self.alpha *= (1 - self._gain) ** periods
+            self._last_alpha_update += periods * ALPHA_UPDATE_PERIOD_S
+
+    def on_sent(self, now: float, nbytes: int) -> None:
+        """Advance the byte counter and the timer; recover the rate on each step."""
+        self._decay_alpha(now)
+        self._bytes_since_step += nbytes
+        while self._bytes_since_step >= self.params["rpg_byte_reset"]:
+            self._bytes_since_step -= self.params["rpg_byte_reset"]
+            self._byte_steps += 1
+            self._increase(now)
+        timer = self.params["rpg_time_reset"] * 1e-6
+        while now - self._timer_start >= timer:
+            self._timer_start += timer
+            self._timer_steps += 1
+            self._increase(now)
+
+    def _increase(self, now: float) -> None:
+        if self.current_bps >= self.line_rate_bps:
+            return
+        fast = max(self._timer_steps, self._byte_steps) < FAST_RECOVERY_STEPS
+        hyper = min(self._timer_steps, self._byte_steps) >= FAST_RECOVERY_STEPS
+        if not fast:
+            step = self.params["rpg_hai_rate"] if hyper else self.params["rpg_ai_rate"]
+            self.target_bps = min(self.target_bps + step * 1e6, self.line_rate_bps)
+        self.current_bps = min((self.target_bps + self.current_bps) / 2, self.line_rate_bps)
+        self.history.append((now, self.current_bps))

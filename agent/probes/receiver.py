@@ -1,0 +1,109 @@
+"""The live receiver: counts what arrived and answers CE marks with CNPs like a NIC.
+
+One AF_PACKET socket with the RoCE-or-PFC kernel filter and a 4 MiB buffer feeds the shared
+:mod:`agent.probes.analysis` engine. As a notification point it sends a CNP back to the sender
+of a CE-marked packet, at most one per QP per ``min_time_between_cnps`` (mlx5 semantics).
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent.probes.analysis import PfcAnalyzer, RoceAnalyzer
+from agent.probes.packets import ECN_CE, cnp_packet
+from agent.probes.rawsock import interface_mac, mac_text, open_port
+
+MAX_DURATION_S = 3600.0
+
+
+@dataclass(frozen=True)
+class ReceiveSpec:
+    ifname: str
+    duration_s: float
+    link_speed_bps: int
+    idle_timeout_s: float | None = None  # stop this long after the last data frame
+    notification_point: bool = True
+    min_time_between_cnps_us: int = 4
+    cnp_dscp: int = 48
+    storm_after_s: float = 0.2
+    expected: dict[str, int] | None = None  # "src_ip/qpn" → frames sent (for tail loss)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.duration_s <= MAX_DURATION_S:
+            raise ValueError(f"duration_s must be in (0, {MAX_DURATION_S}], got {self.duration_s}")
+
+
+def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Receive until the duration ends (or the idle timeout); JSON-ready result."""
+    roce = RoceAnalyzer()
+    pfc = PfcAnalyzer(spec.link_speed_bps, spec.storm_after_s)
+    my_mac = interface_mac(spec.ifname)
+    last_cnp: dict[tuple[str, int], float] = {}
+    cnps_sent = 0
+    min_gap = spec.min_time_between_cnps_us * 1e-6
+    sock = open_port(spec.ifname)
+    start = time.monotonic()
+    last_data = start
+    try:
+        if ready:
+            ready()
+        deadline = start + spec.duration_s
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if (
+                spec.idle_timeout_s is not None
+                and roce.frames
+                and now - last_data > (spec.idle_timeout_s)
+            ):
+                break
+            readable, _, _ = select.select([sock], [], [], min(0.05, deadline - now))
+            if not readable:
+                continue
+            while True:
+                try:
+                    frame = sock.recv(65536)
+                except BlockingIOError:
+                    break
+                now = time.monotonic()
+                if pfc.feed(frame, now) is not None:
+                    continue
+                view = roce.feed(frame, time.time_ns())
+                if view is None:
+                    continue
+                last_data = now
+                if spec.notification_point and view.ecn == ECN_CE and view.opcode != 0x81:
+                    key = (view.src_ip, view.qpn)
+                    if now - last_cnp.get(key, -1.0) >= min_gap:
+                        last_cnp[key] = now
+                        cnp = cnp_packet(
+                            my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
+                            view.qpn, spec.cnp_dscp,
+                        )  # fmt: skip
+                        sock.send(bytes(cnp))
+                        cnps_sent += 1
+        elapsed = time.monotonic() - start
+    finally:
+        sock.close()
+    sent = None
+    if spec.expected:
+        sent = {}
+        for flow_name, count in spec.expected.items():
+            src, _, qpn = flow_name.partition("/")
+            for flow_key in roce.flows:
+                if flow_key[0] == src and flow_key[2] == int(qpn, 0):
+                    sent[flow_key] = count
+    result = roce.result(sent)
+    return {
+        "role": "receive",
+        "interface": spec.ifname,
+        "duration_s": round(elapsed, 6),
+        **result,
+        "cnps_sent": cnps_sent,
+        "pfc": pfc.result(time.monotonic()),
+    }

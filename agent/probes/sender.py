@@ -1,0 +1,225 @@
+"""A paced RoCEv2 sender that behaves like a NIC: honours PFC, optionally runs DCQCN.
+
+Frames come from a :class:`RoceTemplate` (no scapy object per packet). The sender never sends
+above its configured rate nor more than its count, and stops by itself at its deadline. A
+plain Linux host ignores PFC frames, but a RoCE NIC stops the paused priority; the sender does
+that itself, so a lab host behaves like a NIC on the wire. With DCQCN on, CNPs for its QP cut
+its rate (reaction point).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import select
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from scapy.contrib.roce import CNP_OPCODE
+
+from agent.probes.dcqcn import DcqcnReactionPoint
+from agent.probes.packets import (
+    ECN_ECT0,
+    Flow,
+    RoceTemplate,
+    parse_pfc,
+    parse_roce,
+)
+from agent.probes.rawsock import interface_mac, open_port
+
+ETHERNET_OVERHEAD = 24  # FCS 4 + preamble/SFD 8 + inter-frame gap 12: what a link really carries
+MAX_DURATION_S = 3600.0
+
+
+@dataclass(frozen=True)
+class SendSpec:
+    """What to send; every field has a bound so a probe always stops by itself."""
+
+    ifname: str
+    dst_ip: str
+    rate_bps: int
+    link_speed_bps: int
+    count: int | None = None
+    duration_s: float | None = None
+    size: int = 1000
+    dscp: int = 26
+    priority: int = 3  # the priority PFC pauses for this traffic (DSCP→priority of the fabric)
+    qpn: int = 0x100
+    sport: int = 49152
+    flow_id: int = 0
+    ecn: int = ECN_ECT0
+    honour_pfc: bool = True
+    dcqcn: dict[str, int] | None = None
+    src_ip: str | None = None
+    dst_mac: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.count is None and self.duration_s is None:
+            raise ValueError("give count or duration_s")
+        if self.rate_bps <= 0 or self.rate_bps > self.link_speed_bps:
+            raise ValueError(
+                f"rate_bps must be 1..link speed ({self.link_speed_bps}), got {self.rate_bps}"
+            )
+        if self.duration_s is not None and not 0 < self.duration_s <= MAX_DURATION_S:
+            raise ValueError(f"duration_s must be in (0, {MAX_DURATION_S}], got {self.duration_s}")
+        if self.count is not None and self.count < 0:
+            raise ValueError(f"count must be >= 0, got {self.count}")
+        if not 0 <= self.priority <= 7:
+            raise ValueError(f"priority must be 0..7, got {self.priority}")
+
+
+@dataclass
+class SendResult:
+    sent: int = 0
+    sent_bytes: int = 0
+    duration_s: float = 0.0
+    paused_s: float = 0.0
+    pfc_frames: int = 0
+    cnps: int = 0
+    rate_cuts: int = 0
+    final_rate_bps: float = 0.0
+    min_rate_bps: float = 0.0
+    rate_history: list[tuple[float, float]] = field(default_factory=list)
+
+    def as_dict(self, spec: SendSpec) -> dict[str, Any]:
+        achieved = self.sent_bytes * 8 / self.duration_s if self.duration_s else 0.0
+        return {
+            "role": "send",
+            "flow": {
+                "src_ip": spec.src_ip,
+                "dst_ip": spec.dst_ip,
+                "qpn": spec.qpn,
+                "sport": spec.sport,
+                "dscp": spec.dscp,
+                "flow_id": spec.flow_id,
+            },
+            "sent": self.sent,
+            "sent_bytes": self.sent_bytes,
+            "duration_s": round(self.duration_s, 6),
+            "send_rate_bps": round(achieved),
+            "configured_rate_bps": spec.rate_bps,
+            "paused_s": round(self.paused_s, 6),
+            "pfc_frames_received": self.pfc_frames,
+            "cnps_received": self.cnps,
+            "rate_cuts": self.rate_cuts,
+            "final_rate_bps": round(self.final_rate_bps),
+            "min_rate_bps": round(self.min_rate_bps),
+        }
+
+
+def _ip_json(args: list[str]) -> Any:
+    done = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout or "[]")
+
+
+def resolve_path(dst_ip: str) -> tuple[str, str, str]:
+    """(interface, source IP, next-hop MAC) for ``dst_ip`` from the kernel's route and
+    neighbour tables — the same lookup a RoCE NIC's driver does for an RC connection."""
+    route = _ip_json(["route", "get", dst_ip])[0]
+    ifname, src = route["dev"], route["prefsrc"]
+    hop = route.get("gateway", dst_ip)
+    for neighbour in _ip_json(["neigh", "show", "dev", ifname]):
+        if neighbour.get("dst") == hop and "lladdr" in neighbour:
+            return ifname, src, str(neighbour["lladdr"])
+    raise RuntimeError(f"no neighbour entry for next hop {hop} on {ifname} (ARP not resolved)")
+
+
+def run_sender(spec: SendSpec) -> dict[str, Any]:
+    """Send the flow; returns a JSON-ready result."""
+    ipaddress.IPv4Address(spec.dst_ip)
+    src_ip, dst_mac = spec.src_ip, spec.dst_mac
+    if src_ip is None or dst_mac is None:
+        _, resolved_src, resolved_mac = resolve_path(spec.dst_ip)
+        src_ip, dst_mac = src_ip or resolved_src, dst_mac or resolved_mac
+    spec = SendSpec(**{**spec.__dict__, "src_ip": src_ip, "dst_mac": dst_mac})
+    flow = Flow(
+        src_mac=interface_mac(spec.ifname),
+        dst_mac=dst_mac,
+        src_ip=src_ip,
+        dst_ip=spec.dst_ip,
+        dscp=spec.dscp,
+        ecn=spec.ecn,
+        sport=spec.sport,
+        qpn=spec.qpn,
+        flow_id=spec.flow_id,
+        size=spec.size,
+    )
+    template = RoceTemplate(flow)
+    wire_bits = (template.length + ETHERNET_OVERHEAD) * 8
+    reaction = DcqcnReactionPoint(spec.rate_bps, spec.dcqcn) if spec.dcqcn else None
+    result = SendResult(final_rate_bps=spec.rate_bps, min_rate_bps=spec.rate_bps)
+    sock = open_port(spec.ifname)
+    try:
+        start = time.monotonic()
+        deadline = start + (spec.duration_s if spec.duration_s is not None else MAX_DURATION_S)
+        next_send = start
+        paused_until = 0.0
+        limit = spec.count if spec.count is not None else 1 << 62
+        while result.sent < limit:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            wake = paused_until if paused_until > now else next_send
+            timeout = max(0.0, min(wake, deadline) - now)
+            readable, _, _ = select.select([sock], [], [], timeout)
+            now = time.monotonic()
+            if readable:
+                paused_until = _drain(sock, spec, reaction, result, now, paused_until)
+            if paused_until > now or now < next_send:
+                continue
+            rate = reaction.current_bps if reaction else spec.rate_bps
+            sock.send(template.frame(result.sent, result.sent, time.time_ns()))
+            result.sent += 1
+            result.sent_bytes += template.length
+            if reaction:
+                reaction.on_sent(now, template.length)
+                result.min_rate_bps = min(result.min_rate_bps, reaction.current_bps)
+            # Pace from the schedule, but never burst to catch up after a pause.
+            next_send = max(next_send + wire_bits / rate, now)
+        end = time.monotonic()
+        result.duration_s = end - start
+        if paused_until > end:
+            result.paused_s -= paused_until - end  # only the time paused while sending
+    finally:
+        sock.close()
+    if reaction:
+        result.final_rate_bps = reaction.current_bps
+        result.rate_cuts = reaction.cuts
+    return result.as_dict(spec)
+
+
+def _drain(
+    sock: Any,
+    spec: SendSpec,
+    reaction: DcqcnReactionPoint | None,
+    result: SendResult,
+    now: float,
+    paused_until: float,
+) -> float:
+    """Handle every queued PFC frame and CNP; returns the new pause deadline."""
+    while True:
+        try:
+            frame = sock.recv(65536)
+        except BlockingIOError:
+            return paused_until
+        pfc = parse_pfc(frame)
+        if pfc is not None:
+            result.pfc_frames += 1
+            if spec.honour_pfc and pfc.enabled >> spec.priority & 1:
+                quanta = pfc.quanta[spec.priority]
+                new_until = now + quanta * 512 / spec.link_speed_bps
+                if paused_until > now:
+                    result.paused_s -= paused_until - now  # replaced: count only the new one
+                result.paused_s += max(0.0, new_until - now)
+                paused_until = new_until if quanta else now
+            continue
+        try:
+            view = parse_roce(frame)
+        except ValueError:
+            continue
+        if view is not None and view.opcode == CNP_OPCODE and view.qpn == spec.qpn:
+            result.cnps += 1
+            if reaction is not None and reaction.on_cnp(now):
+                result.min_rate_bps = min(result.min_rate_bps, reaction.current_bps)

@@ -1,0 +1,1 @@
+"""Virtual lossless fabric: netns runtime and the lab.vswitch software switch."""

@@ -1,0 +1,180 @@
+"""``python -m lab.mgmt``: the management plane of one lab switch.
+
+    python -m lab.mgmt --name leaf1 --listen 127.0.0.1:2201 --control /run/lab/leaf1.sock \\
+        --state-dir /var/lib/lab/leaf1 [--username admin] [--password-file FILE] \\
+        [--authorized-keys FILE] [--ports eth1,eth2] [--login-mode enable|exec]
+        [--dataplane-wait SECONDS] [--log-file F]
+
+Runs in the root network namespace and listens on loopback only (127.0.0.0/8). Exit codes:
+0 after SIGTERM/SIGINT, 2 for a bad command line, 1 if the data plane or the port is unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from lab.logsetup import setup_logging
+from lab.mgmt import names
+from lab.mgmt.config_commands import HOSTNAME_RE
+from lab.mgmt.dataplane import DataplaneError, VswitchDataplane
+from lab.mgmt.persistence import StartupConfigStore, load_or_create_host_key, read_secret_file
+from lab.mgmt.ssh_server import AuthSettings, start_ssh_server
+from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
+
+log = logging.getLogger("lab.mgmt")
+DEFAULT_DATAPLANE_WAIT_S = 15.0
+
+
+class UsageError(ValueError):
+    """A command-line value that cannot be used."""
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``127.0.0.1:2201`` -> (host, port); only loopback addresses are allowed."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise UsageError(f"--listen must be HOST:PORT, got {value!r}")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise UsageError(f"--listen port out of range: {port}")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise UsageError(f"--listen host must be an IPv4 address, got {host!r}") from None
+    if address.version != 4 or address not in ipaddress.ip_network("127.0.0.0/8"):
+        raise UsageError(f"--listen {host}: management listens on loopback (127.0.0.0/8) only")
+    return host, port
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m lab.mgmt", description="EOS-style SSH CLI of a lab switch."
+    )
+    parser.add_argument("--name", required=True, help="switch name (default hostname)")
+    parser.add_argument("--listen", required=True, help="HOST:PORT on 127.0.0.0/8")
+    parser.add_argument("--control", required=True, help="vswitch control socket")
+    parser.add_argument("--state-dir", required=True, type=Path, help="host key, startup-config")
+    parser.add_argument("--username", default="admin")
+    parser.add_argument("--password-file", type=Path, help="file holding the login password")
+    parser.add_argument("--authorized-keys", type=Path, help="OpenSSH authorized_keys file")
+    parser.add_argument("--ports", help="data-plane ports, e.g. eth1,eth2 (default: all)")
+    parser.add_argument(
+        "--login-mode",
+        choices=["enable", "exec"],
+        default="enable",
+        help="land in privileged EXEC (#, default) or user EXEC (>, needs 'enable')",
+    )
+    parser.add_argument(
+        "--dataplane-wait",
+        type=float,
+        default=DEFAULT_DATAPLANE_WAIT_S,
+        help="seconds to wait for the control socket to answer at start",
+    )
+    parser.add_argument("--log-file", help="log here instead of stderr")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
+    return parser.parse_args(argv)
+
+
+def _setup_logging(log_file: str | None, level: str) -> None:
+    # asyncssh logs every connection at INFO: keep it to warnings.
+    setup_logging(log_file, level, {"lab.mgmt": "", "asyncssh": "WARNING"})
+
+
+async def _wait_for_dataplane(dataplane: VswitchDataplane, wait_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while not await dataplane.ping():
+        if loop.time() > deadline:
+            raise DataplaneError(f"no answer on the control socket after {wait_s:g}s")
+        await asyncio.sleep(0.1)
+
+
+def _ports(wanted: str | None, dataplane_config: dict[str, Any]) -> tuple[list[PortInfo], str]:
+    """The CLI's ports (all data-plane ports, or ``--ports``) and a system MAC address."""
+    raw_ports: list[dict[str, Any]] = list(dataplane_config.get("ports", []))
+    known = {str(p["ifname"]): p for p in raw_ports}
+    selected = wanted.split(",") if wanted else sorted(known, key=lambda n: int(n[3:] or 0))
+    unknown = [p for p in selected if p not in known]
+    if unknown:
+        raise UsageError(f"--ports {','.join(unknown)}: not ports of this switch ({sorted(known)})")
+    ports = [PortInfo(names.eos_name(p), int(known[p].get("speed_bps", 0))) for p in selected]
+    mac = (
+        str(known[selected[0]].get("mac", "00:00:00:00:00:00")) if selected else "00:00:00:00:00:00"
+    )
+    return ports, mac
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Run until SIGTERM/SIGINT."""
+    host, port = parse_listen(args.listen)
+    if not re.fullmatch(HOSTNAME_RE, args.name):
+        raise UsageError(f"--name {args.name!r} is not a valid hostname")
+    password = read_secret_file(args.password_file) if args.password_file else None
+    keys = str(args.authorized_keys) if args.authorized_keys else None
+    if password is None and keys is None:
+        raise UsageError("give --password-file and/or --authorized-keys (no anonymous logins)")
+    args.state_dir.mkdir(parents=True, exist_ok=True)
+    host_key = load_or_create_host_key(args.state_dir)
+
+    dataplane = VswitchDataplane(args.control)
+    try:
+        await _wait_for_dataplane(dataplane, args.dataplane_wait)
+        ports, system_mac = _ports(args.ports, await dataplane.get_config())
+        manager = SwitchManager(
+            args.name, ports, dataplane, LoopClock(), StartupConfigStore(args.state_dir)
+        )
+        await manager.start()
+    except DataplaneError as exc:
+        log.error("%s: data plane unusable: %s", args.name, exc)
+        dataplane.close()
+        return 1
+    try:
+        server = await start_ssh_server(
+            host,
+            port,
+            host_key,
+            AuthSettings(args.username, password, keys),
+            manager,
+            privileged_login=args.login_mode == "enable",
+            system_mac=system_mac,
+        )
+    except OSError as exc:
+        log.error("%s: cannot listen on %s:%d: %s", args.name, host, port, exc)
+        dataplane.close()
+        return 1
+    log.info("%s: SSH CLI listening on %s:%d", args.name, host, port)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    log.info("%s: stopping", args.name)
+    server.close()
+    await manager.close()
+    dataplane.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = _parse_args(argv)
+    _setup_logging(args.log_file, args.log_level)
+    try:
+        return asyncio.run(serve(args))
+    except UsageError as exc:
+        log.error("%s", exc)
+        print(f"python -m lab.mgmt: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

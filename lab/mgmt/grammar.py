@@ -1,0 +1,314 @@
+"""Command patterns and the matcher behind every CLI mode.
+
+A pattern is written the way CLI references print syntax::
+
+    "random-detect ecn minimum-threshold <min:int:1-256000000> <min_unit:choice:segments,bytes>
+     maximum-threshold ... [max-mark-probability <prob:int:1-100>] [weight <w:int:0-15>]"
+
+* ``word``                 a keyword; like EOS, any unique prefix is accepted (``sh run``);
+* ``<name:type[:arg]>``    a value bound to ``args[name]`` (types in :data:`VALUE_TYPES`);
+* ``[ ... ]``              an optional group.
+
+Errors follow EOS' wording, which scripts (and netmiko ``error_pattern``) match on:
+``% Invalid input (at token N: 'WORD')``, ``% Incomplete command``, ``% Ambiguous command``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Generic, TypeVar
+
+H = TypeVar("H")
+Converter = Callable[[str], Any]
+
+INCOMPLETE_COMMAND = "% Incomplete command"
+AMBIGUOUS_COMMAND = "% Ambiguous command"
+
+
+class CliError(Exception):
+    """A line the CLI refuses; ``str(exc)`` is exactly what the terminal prints."""
+
+
+def invalid_input(index: int, token: str) -> CliError:
+    """EOS' message for a token that fits nowhere."""
+    return CliError(f"% Invalid input (at token {index}: '{token}')")
+
+
+def _int_range(arg: str) -> Converter:
+    low, high = (int(x) for x in arg.split("-"))
+
+    def convert(token: str) -> int:
+        if not token.isdigit():
+            raise ValueError(token)
+        value = int(token)
+        if not low <= value <= high:
+            raise ValueError(token)
+        return value
+
+    return convert
+
+
+def _decimal_range(arg: str) -> Converter:
+    low_text, high_text = arg.split("~")
+    low, high = Decimal(low_text), Decimal(high_text)
+    max_places = max(-int(Decimal(low_text).as_tuple().exponent), 0)
+
+    def convert(token: str) -> Decimal:
+        if not re.fullmatch(r"\d+(\.\d+)?", token):
+            raise ValueError(token)
+        try:
+            value = Decimal(token)
+        except InvalidOperation:
+            raise ValueError(token) from None
+        places = max(-int(value.as_tuple().exponent), 0)
+        if not low <= value <= high or places > max_places:
+            raise ValueError(token)
+        return value
+
+    return convert
+
+
+def _word(arg: str) -> Converter:
+    pattern = re.compile(arg or r"[A-Za-z0-9_.:/\-]{1,64}")
+
+    def convert(token: str) -> str:
+        if not pattern.fullmatch(token):
+            raise ValueError(token)
+        return token
+
+    return convert
+
+
+VALUE_TYPES: dict[str, Callable[[str], Converter]] = {
+    "int": _int_range,  # <n:int:0-7>
+    "decimal": _decimal_range,  # <s:decimal:0.01~60> (decimals allowed = those of the low end)
+    "word": _word,  # <name:word> or <name:word:REGEX>
+}
+"""Value types usable in patterns; modules add their own with :func:`register_value_type`."""
+
+
+def register_value_type(name: str, factory: Callable[[str], Converter]) -> None:
+    """Make ``<x:name:arg>`` available in patterns."""
+    VALUE_TYPES[name] = factory
+
+
+@dataclass(frozen=True)
+class _Keyword:
+    word: str
+
+
+@dataclass(frozen=True)
+class _Choice:
+    name: str
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Value:
+    name: str
+    convert: Converter
+    many: bool = False
+
+
+@dataclass(frozen=True)
+class _Rest:
+    name: str
+
+
+@dataclass(frozen=True)
+class _Optional:
+    elements: tuple[_Element, ...]
+
+
+_Element = _Keyword | _Choice | _Value | _Rest | _Optional
+
+
+def _spec_words(spec: str) -> list[str]:
+    """Split a pattern into words, ``[``/``]`` and ``<...>`` (kept whole: it may hold a regex)."""
+    words: list[str] = []
+    current = ""
+    depth = 0
+    for char in spec:
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+        if depth == 0 and char in "[] ":
+            if current:
+                words.append(current)
+            current = ""
+            if char != " ":
+                words.append(char)
+            continue
+        current += char
+    if current:
+        words.append(current)
+    return words
+
+
+def _compile(spec: str) -> tuple[_Element, ...]:
+    words = _spec_words(spec)
+    stack: list[list[_Element]] = [[]]
+    for word in words:
+        if word == "[":
+            stack.append([])
+        elif word == "]":
+            group = tuple(stack.pop())
+            stack[-1].append(_Optional(group))
+        elif word.startswith("<") and word.endswith(">"):
+            stack[-1].append(_compile_value(word[1:-1]))
+        else:
+            stack[-1].append(_Keyword(word.lower()))
+    if len(stack) != 1:
+        raise ValueError(f"unbalanced [] in pattern {spec!r}")
+    return tuple(stack[0])
+
+
+def _compile_value(inner: str) -> _Element:
+    name, _, rest = inner.partition(":")
+    kind, _, arg = rest.partition(":")
+    if kind == "rest":
+        return _Rest(name)
+    if kind == "choice":
+        return _Choice(name, tuple(arg.split(",")))
+    many = kind.endswith("s") and kind[:-1] in VALUE_TYPES
+    base = kind[:-1] if many else kind
+    if base not in VALUE_TYPES:
+        raise ValueError(f"unknown value type {kind!r} in <{inner}>")
+    return _Value(name, VALUE_TYPES[base](arg), many)
+
+
+@dataclass(frozen=True)
+class Command(Generic[H]):
+    """One pattern and what to do when a line matches it."""
+
+    pattern: str
+    handler: H
+    elements: tuple[_Element, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "elements", _compile(self.pattern))
+
+
+@dataclass(frozen=True)
+class Match(Generic[H]):
+    """A line matched to a command, with its bound values."""
+
+    command: Command[H]
+    args: dict[str, Any]
+
+
+@dataclass
+class _Failure:
+    """Where matching got furthest before failing (that is the token EOS blames)."""
+
+    index: int = -1
+    incomplete: bool = False
+    # keywords that a token abbreviated, by position (two or more = ambiguous there)
+    abbreviated: dict[int, set[str]] = field(default_factory=dict)
+    spelled_out: set[int] = field(default_factory=set)
+
+    def record(self, index: int, incomplete: bool) -> None:
+        if index > self.index:
+            self.index, self.incomplete = index, incomplete
+        elif index == self.index:
+            self.incomplete = self.incomplete and incomplete
+
+
+def _keyword_fits(token: str, word: str) -> int:
+    """2 = exact, 1 = unique-prefix candidate, 0 = no."""
+    if token == word:
+        return 2
+    return 1 if word.startswith(token) else 0
+
+
+def _walk(
+    elements: tuple[_Element, ...],
+    pos: int,
+    tokens: Sequence[str],
+    args: dict[str, Any],
+    exact: int,
+    failure: _Failure,
+) -> Iterator[tuple[int, dict[str, Any], int]]:
+    if not elements:
+        yield pos, args, exact
+        return
+    head, rest = elements[0], elements[1:]
+    if isinstance(head, _Optional):
+        yield from _walk(head.elements + rest, pos, tokens, args, exact, failure)
+        yield from _walk(rest, pos, tokens, args, exact, failure)
+        return
+    if pos >= len(tokens):
+        failure.record(pos, incomplete=True)
+        return
+    token = tokens[pos]
+    if isinstance(head, _Keyword):
+        fit = _keyword_fits(token.lower(), head.word)
+        if not fit:
+            failure.record(pos, incomplete=False)
+            return
+        if fit == 2:
+            failure.spelled_out.add(pos)
+        else:
+            failure.abbreviated.setdefault(pos, set()).add(head.word)
+        yield from _walk(rest, pos + 1, tokens, args, exact + (fit == 2), failure)
+    elif isinstance(head, _Choice):
+        lowered = token.lower()
+        exact_hits = [o for o in head.options if o == lowered]
+        hits = exact_hits or [o for o in head.options if o.startswith(lowered)]
+        if len(hits) != 1:
+            failure.record(pos, incomplete=False)
+            return
+        bound = {**args, head.name: hits[0]}
+        yield from _walk(rest, pos + 1, tokens, bound, exact + bool(exact_hits), failure)
+    elif isinstance(head, _Rest):
+        bound = {**args, head.name: " ".join(tokens[pos:])}
+        yield from _walk(rest, len(tokens), tokens, bound, exact, failure)
+    else:
+        values: list[Any] = []
+        for token_at in tokens[pos:]:
+            try:
+                values.append(head.convert(token_at))
+            except ValueError:
+                break
+            if not head.many:
+                break
+        if not values:
+            failure.record(pos, incomplete=False)
+            return
+        for count in range(len(values), 0, -1):  # greedy first, then back off
+            value: Any = values[:count] if head.many else values[0]
+            yield from _walk(rest, pos + count, tokens, {**args, head.name: value}, exact, failure)
+
+
+def tokenize(line: str) -> list[str]:
+    """Split a command line into tokens (EOS has no quoting for the commands we take)."""
+    return line.split()
+
+
+def match_command(commands: Sequence[Command[H]], tokens: Sequence[str]) -> Match[H]:
+    """The one command ``tokens`` matches, or :class:`CliError` in EOS' words."""
+    failure = _Failure()
+    best: list[tuple[int, Command[H], dict[str, Any]]] = []
+    for command in commands:
+        for end, args, exact in _walk(command.elements, 0, tokens, {}, 0, failure):
+            if end == len(tokens):
+                best.append((exact, command, args))
+                break
+            failure.record(end, incomplete=False)
+    if not best:
+        for pos, words in failure.abbreviated.items():
+            if len(words) > 1 and pos not in failure.spelled_out and pos <= failure.index:
+                raise CliError(AMBIGUOUS_COMMAND)
+        if failure.incomplete or failure.index < 0 or failure.index >= len(tokens):
+            raise CliError(INCOMPLETE_COMMAND)
+        raise invalid_input(failure.index, tokens[failure.index])
+    top = max(score for score, _, _ in best)
+    winners = [(command, args) for score, command, args in best if score == top]
+    if len({id(command) for command, _ in winners}) > 1:
+        raise CliError(AMBIGUOUS_COMMAND)
+    command, args = winners[0]
+    return Match(command, args)

@@ -1,0 +1,119 @@
+"""Start and stop a lab switch's management process (called by the lab runtime)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PASSWORD_FILE = "login-password"
+LOG_FILE = "mgmt.log"
+
+
+class ManagementStartError(RuntimeError):
+    """The management process exited or never accepted SSH connections."""
+
+
+def _ssh_banner_seen(host: str, port: int, timeout: float) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            return sock.recv(8).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def _log_tail(state_dir: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join((state_dir / LOG_FILE).read_text().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start_management(
+    name: str,
+    listen_host: str,
+    listen_port: int,
+    control_socket: str,
+    state_dir: str | Path,
+    username: str,
+    password: str,
+    ports: Sequence[str] | None,
+    *,
+    authorized_keys: str | Path | None = None,
+    login_mode: str = "enable",
+    dataplane_wait: float = 15.0,
+    timeout: float = 20.0,
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m lab.mgmt`` for one switch; return once its SSH port answers.
+
+    ``ports`` are data-plane names (``eth1``...); None or empty means every port of the switch.
+    ``dataplane_wait`` bounds how long the process waits for the vswitch control socket.
+    The password is handed over in ``<state_dir>/login-password`` (mode 0600), never on the
+    command line; the log goes to ``<state_dir>/mgmt.log``. Raises
+    :class:`ManagementStartError` (after stopping the process) if it does not come up.
+    """
+    state = Path(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    password_path = state / PASSWORD_FILE
+    fd = os.open(password_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(password + "\n")
+    argv = [
+        sys.executable, "-m", "lab.mgmt",
+        "--name", name,
+        "--listen", f"{listen_host}:{listen_port}",
+        "--control", str(control_socket),
+        "--state-dir", str(state),
+        "--username", username,
+        "--password-file", str(password_path),
+        "--login-mode", login_mode,
+        "--dataplane-wait", str(dataplane_wait),
+        "--log-file", str(state / LOG_FILE),
+    ]  # fmt: skip
+    if ports:
+        argv += ["--ports", ",".join(ports)]
+    if authorized_keys is not None:
+        argv += ["--authorized-keys", str(authorized_keys)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    with open(state / LOG_FILE, "ab") as log:
+        # Own session: the switch's CLI outlives `lab up` and ignores its terminal's ^C.
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ManagementStartError(
+                f"{name}: lab.mgmt exited with {proc.returncode}:\n{_log_tail(state)}"
+            )
+        if _ssh_banner_seen(listen_host, listen_port, timeout=1.0):
+            return proc
+        time.sleep(0.05)
+    stop_management(proc)
+    raise ManagementStartError(f"{name}: SSH not up after {timeout:g}s:\n{_log_tail(state)}")
+
+
+def stop_management(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> int | None:
+    """SIGTERM the process (SIGKILL after ``timeout``); returns its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+    return proc.returncode

@@ -1,0 +1,91 @@
+"""Interface names: EOS ``Ethernet3`` <-> data plane ``eth3`` (containerlab naming), ranges."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+_DATAPLANE_RE = re.compile(r"^eth(\d+)$")
+# EOS accepts any abbreviation of "Ethernet" down to "Et" (case-insensitive).
+_EOS_RE = re.compile(r"^(?:e(?:t(?:h(?:e(?:r(?:n(?:e(?:t)?)?)?)?)?)?))(\d[\d,\-]*)$", re.IGNORECASE)
+_RANGE_ITEM_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+class InterfaceNameError(ValueError):
+    """A name that is not an Ethernet interface or range."""
+
+
+def eos_name(dataplane_name: str) -> str:
+    """``eth3`` -> ``Ethernet3``."""
+    match = _DATAPLANE_RE.match(dataplane_name)
+    if match is None:
+        raise InterfaceNameError(f"not a data-plane port name (ethN): {dataplane_name!r}")
+    return f"Ethernet{int(match.group(1))}"
+
+
+def dataplane_name(eos: str) -> str:
+    """``Ethernet3`` -> ``eth3``."""
+    return f"eth{interface_number(eos)}"
+
+
+def interface_number(eos: str) -> int:
+    """``Ethernet3`` -> 3."""
+    if not eos.startswith("Ethernet") or not eos[8:].isdigit():
+        raise InterfaceNameError(f"not an EOS Ethernet name: {eos!r}")
+    return int(eos[8:])
+
+
+def short_name(eos: str) -> str:
+    """``Ethernet3`` -> ``Et3`` (the form EOS uses in tables and prompts)."""
+    return f"Et{interface_number(eos)}"
+
+
+def parse_number_list(text: str) -> list[int]:
+    """``1-3,5`` -> [1, 2, 3, 5]; raises :class:`InterfaceNameError`."""
+    numbers: list[int] = []
+    for item in text.split(","):
+        match = _RANGE_ITEM_RE.match(item)
+        if match is None:
+            raise InterfaceNameError(f"bad interface range item {item!r}")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) else first
+        if last < first:
+            raise InterfaceNameError(f"descending range {item!r}")
+        numbers.extend(range(first, last + 1))
+    return sorted(set(numbers))
+
+
+def parse_interface_range(text: str) -> list[str]:
+    """``Ethernet1-2,4`` / ``Et1`` / ``eth1,3`` -> EOS names, sorted."""
+    match = _EOS_RE.match(text)
+    if match is None:
+        raise InterfaceNameError(f"not an Ethernet interface: {text!r}")
+    return [f"Ethernet{n}" for n in parse_number_list(match.group(1))]
+
+
+def compact_ranges(numbers: Iterable[int]) -> str:
+    """[1, 2, 3, 5] -> ``1-3,5``."""
+    ordered = sorted(set(numbers))
+    parts: list[str] = []
+    start = prev = None
+    for n in ordered:
+        if start is None:
+            start = prev = n
+        elif prev is not None and n == prev + 1:
+            prev = n
+        else:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = n
+    if start is not None:
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(parts)
+
+
+def range_label(names: Sequence[str]) -> str:
+    """Prompt label of one interface or a range: ``Et1``, ``Et1-4``, ``Et1,3``."""
+    return "Et" + compact_ranges(interface_number(n) for n in names)
+
+
+def sort_key(eos: str) -> int:
+    """Sort interfaces numerically (Ethernet2 before Ethernet10)."""
+    return interface_number(eos)

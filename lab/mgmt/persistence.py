@@ -1,0 +1,61 @@
+"""Files under the state directory: ``startup-config``, the SSH host key."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import asyncssh
+
+STARTUP_CONFIG = "startup-config"
+HOST_KEY = "ssh_host_ed25519_key"
+
+
+class StartupConfigStore:
+    """``<state-dir>/startup-config``, replaced atomically so a crash never leaves half a file."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / STARTUP_CONFIG
+
+    def load(self) -> str | None:
+        """The saved text, or None if nothing was ever saved."""
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def save(self, text: str) -> None:
+        """Write ``text`` (temp file + fsync + rename)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".startup-config.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+
+def load_or_create_host_key(state_dir: Path) -> asyncssh.SSHKey:
+    """The switch's host key; generated (ed25519, mode 0600) on first start."""
+    path = state_dir / HOST_KEY
+    if path.exists():
+        key: asyncssh.SSHKey = asyncssh.read_private_key(str(path))
+        return key
+    state_dir.mkdir(parents=True, exist_ok=True)
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(key.export_private_key())
+    return key
+
+
+def read_secret_file(path: Path) -> str:
+    """A password file's content without the trailing newline."""
+    return path.read_text(encoding="utf-8").rstrip("\r\n")

@@ -1,0 +1,204 @@
+"""SSH access to the CLI (asyncssh): authentication, one :class:`CliSession` per shell.
+
+The terminal behaves like EOS' over a pty: every input line is echoed (netmiko waits for the
+echo of each command before it reads the output), output lines end in CRLF, and the prompt is
+written after the output. Input typed ahead while a command runs is echoed when its turn
+comes, so the transcript always reads ``prompt, command, output, prompt``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncssh
+
+from lab.mgmt.cli_session import CliSession
+from lab.mgmt.switch import SwitchManager
+
+log = logging.getLogger("lab.mgmt.ssh")
+
+_BACKSPACES = ("\x7f", "\x08")
+_CTRL_C = "\x03"
+MAX_LINE_CHARS = 16384  # longer input lines are cut (a config line is never this long)
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    """Who may log in: one user, by password and/or by public key."""
+
+    username: str
+    password: str | None = None
+    authorized_keys: str | None = None
+
+
+class LineDiscipline:
+    """Turns raw terminal input into lines and echoes what a terminal would show.
+
+    ``feed`` is only called while no command runs; characters of an unfinished line are
+    echoed at once (so a person sees what they type), complete lines wait in :attr:`lines`
+    with how much of them was already echoed.
+    """
+
+    def __init__(self, write: Callable[[str], None], echo: bool) -> None:
+        self._write = write
+        self._echo = echo
+        self._partial = ""
+        self._echoed = 0
+        self._after_cr = False
+        self.lines: deque[tuple[str, int]] = deque()
+        self.interrupted = False
+
+    def feed(self, data: str) -> None:
+        """Take a chunk of input."""
+        for char in data:
+            if self._after_cr and char == "\n":  # CRLF is one end of line
+                self._after_cr = False
+                continue
+            self._after_cr = char == "\r"
+            if char in "\r\n":
+                self.lines.append((self._partial, self._echoed))
+                self._partial, self._echoed = "", 0
+            elif char in _BACKSPACES:
+                if self._partial:
+                    self._partial = self._partial[:-1]
+                    if self._echoed > len(self._partial):
+                        self._echoed -= 1
+                        if self._echo:
+                            self._write("\b \b")
+            elif char == _CTRL_C:
+                self._partial, self._echoed = "", 0
+                self.interrupted = True
+            elif (char == "\t" or char.isprintable()) and len(self._partial) < MAX_LINE_CHARS:
+                self._partial += char
+        self.echo_partial()
+
+    def echo_partial(self) -> None:
+        """Echo the unfinished line, unless complete lines are still waiting their turn."""
+        if self._echo and not self.lines and self._echoed < len(self._partial):
+            self._write(self._partial[self._echoed :])
+            self._echoed = len(self._partial)
+
+
+class _SwitchSSHServer(asyncssh.SSHServer):
+    def __init__(self, auth: AuthSettings) -> None:
+        self._auth = auth
+        self._conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+
+    def begin_auth(self, username: str) -> bool:
+        if self._auth.authorized_keys and username == self._auth.username and self._conn:
+            self._conn.set_authorized_keys(self._auth.authorized_keys)
+        return True  # always require authentication
+
+    def password_auth_supported(self) -> bool:
+        return self._auth.password is not None
+
+    def validate_password(self, username: str, password: str) -> bool:
+        expected = self._auth.password
+        if expected is None:
+            return False
+        user_ok = hmac.compare_digest(username.encode(), self._auth.username.encode())
+        password_ok = hmac.compare_digest(password.encode(), expected.encode())
+        return user_ok and password_ok
+
+    def public_key_auth_supported(self) -> bool:
+        return self._auth.authorized_keys is not None
+
+
+def _crlf(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\n", "\r\n")
+
+
+class ShellHandler:
+    """Runs one SSH shell (or exec request) against the switch."""
+
+    def __init__(self, manager: SwitchManager, privileged_login: bool, system_mac: str) -> None:
+        self._manager = manager
+        self._privileged_login = privileged_login
+        self._system_mac = system_mac
+
+    async def __call__(self, process: asyncssh.SSHServerProcess[Any]) -> None:
+        user = str(process.get_extra_info("username") or "")
+        terminal = self._manager.new_terminal()
+        cli = CliSession(self._manager, user, terminal, self._privileged_login, self._system_mac)
+        log.info("%s: %s logged in from %s", terminal, user, process.get_extra_info("peername"))
+        try:
+            if process.command is not None:
+                await self._run_exec(process, cli, process.command)
+            else:
+                await self._run_shell(process, cli)
+        finally:
+            cli.disconnect()
+            log.info("%s: closed", terminal)
+        process.exit(0)
+
+    async def _run_exec(
+        self, process: asyncssh.SSHServerProcess[Any], cli: CliSession, command: str
+    ) -> None:
+        for line in command.splitlines() or [""]:
+            output = await cli.execute(line)
+            if output:
+                process.stdout.write(output + "\n")
+
+    async def _run_shell(self, process: asyncssh.SSHServerProcess[Any], cli: CliSession) -> None:
+        write = process.stdout.write
+        echo = process.get_terminal_type() is not None
+        discipline = LineDiscipline(write, echo)
+        write(cli.prompt())
+        while True:
+            while discipline.lines:
+                line, echoed = discipline.lines.popleft()
+                if echo:
+                    write(line[echoed:] + "\r\n")
+                output = await cli.execute(line)
+                if output:
+                    write(_crlf(output) + "\r\n")
+                if cli.closed:
+                    return
+                write(cli.prompt())
+                discipline.echo_partial()
+            if discipline.interrupted:
+                discipline.interrupted = False
+                write("^C\r\n" + cli.prompt())
+            try:
+                data = await process.stdin.read(4096)
+            except (asyncssh.TerminalSizeChanged, asyncssh.BreakReceived, asyncssh.SignalReceived):
+                continue
+            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, BrokenPipeError):
+                return
+            if not data:
+                return
+            discipline.feed(data)
+
+
+async def start_ssh_server(
+    host: str,
+    port: int,
+    host_key: asyncssh.SSHKey,
+    auth: AuthSettings,
+    manager: SwitchManager,
+    privileged_login: bool = True,
+    system_mac: str = "00:00:00:00:00:00",
+) -> asyncssh.SSHAcceptor:
+    """Listen on ``host:port``; returns the acceptor (``close()`` + ``wait_closed()``)."""
+    handler = ShellHandler(manager, privileged_login, system_mac)
+    acceptor: asyncssh.SSHAcceptor = await asyncssh.create_server(
+        lambda: _SwitchSSHServer(auth),
+        host,
+        port,
+        server_host_keys=[host_key],
+        process_factory=handler,
+        line_editor=False,  # the CLI does its own echo, exactly once per character
+        encoding="utf-8",
+        allow_scp=False,
+        login_timeout=30,
+        reuse_address=True,
+    )
+    return acceptor

@@ -1,0 +1,192 @@
+"""Model -> the data plane's ``set_qos`` payload (``lab.vswitch.config.QosConfig`` shape).
+
+What the CLI means, in data-plane terms:
+
+* interface QoS = its ``service-profile``'s lines, overridden field by field by the
+  interface's own lines (an interface line wins; queue settings merge per queue);
+* ``priority-flow-control on`` + ``priority-flow-control priority <p> no-drop`` ->
+  ``pfc_enabled`` / ``no_drop``; global ``priority-flow-control all off`` turns PFC off everywhere;
+* ``random-detect ecn`` thresholds -> ``ecn.min_bytes`` / ``max_bytes`` (see :mod:`units`);
+  ``max-mark-probability`` defaults to 100; ``weight`` is kept in the config but the data plane
+  marks on the instantaneous depth (EWMA weight 0);
+* ``priority strict`` -> ``strict`` (its ``bandwidth percent``, legal on EOS, is then unused);
+* the PFC watchdog runs once ``priority-flow-control pause watchdog default timeout`` is set
+  (switch-wide) or an interface says ``priority-flow-control pause watchdog``; ``polling-interval
+  auto`` (and an unset interval) is half the timeout, so a storm is seen within two polls;
+  unset recovery-time uses the data plane's default (400 ms); the global action defaults to
+  ``drop`` (EOS' default, errdisable, is not modelled); port action ``notify-only`` -> ``alert``;
+* trust: the data plane has one switch-wide trust (``dscp`` | ``none``); every port's effective
+  trust must agree, and ``cos`` is refused (the lab carries no VLAN tags).
+
+Anything the data plane cannot do raises :class:`TranslationError`, so the change is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from lab.mgmt import names
+from lab.mgmt.model import QosSettings, SwitchConfig, TxQueue, WatchdogPortTimer
+from lab.mgmt.units import seconds_to_ms, threshold_bytes
+
+DEFAULT_TIMEOUT_MS = 200
+DEFAULT_RECOVERY_MS = 400
+DEFAULT_ECN_PROBABILITY = 100
+_PORT_ACTION = {"drop": "drop", "notify-only": "alert"}
+
+
+class TranslationError(ValueError):
+    """The configuration is valid CLI but the lab data plane cannot implement it."""
+
+
+def effective_qos(config: SwitchConfig, interface: str) -> QosSettings:
+    """The QoS an interface runs with: its profile overlaid with its own lines."""
+    own = config.interfaces[interface]
+    profile = config.profiles.get(own.service_profile or "", QosSettings())
+    merged = copy.deepcopy(profile)
+    mine = own.qos
+    for attribute in (
+        "trust",
+        "pfc_enabled",
+        "pfc_watchdog",
+        "pfc_watchdog_action",
+        "pfc_watchdog_timer",
+    ):
+        value = getattr(mine, attribute)
+        if value is not None:
+            setattr(merged, attribute, copy.deepcopy(value))
+    merged.pfc_priorities.update(mine.pfc_priorities)
+    for queue_id, queue in mine.tx_queues.items():
+        merged.tx_queues[queue_id] = _merge_queue(merged.tx_queues.get(queue_id), queue)
+    return merged
+
+
+def _merge_queue(base: TxQueue | None, own: TxQueue) -> TxQueue:
+    if base is None:
+        return copy.deepcopy(own)
+    return TxQueue(
+        bandwidth_percent=own.bandwidth_percent
+        if own.bandwidth_percent is not None
+        else base.bandwidth_percent,
+        strict_priority=own.strict_priority or base.strict_priority,
+        ecn=copy.deepcopy(own.ecn if own.ecn is not None else base.ecn),
+        ecn_count=own.ecn_count or base.ecn_count,
+    )
+
+
+def to_vswitch_qos(config: SwitchConfig) -> dict[str, Any]:
+    """The ``qos`` object for ``{"cmd": "set_qos", "qos": ...}``."""
+    interfaces = sorted(config.interfaces, key=names.sort_key)
+    effective = {name: effective_qos(config, name) for name in interfaces}
+    watchdog = _global_watchdog(config)
+    ports: dict[str, Any] = {}
+    for name in interfaces:
+        port = _port_qos(config, name, effective[name], watchdog)
+        if port is not None:
+            ports[names.dataplane_name(name)] = port
+    return {
+        "trust": _switch_trust(config, effective),
+        "dscp_to_tc": {str(dscp): tc for dscp, tc in sorted(config.dscp_to_tc.items())},
+        "watchdog": watchdog,
+        "ports": ports,
+    }
+
+
+def _switch_trust(config: SwitchConfig, effective: dict[str, QosSettings]) -> str:
+    default = config.qos_trust or "dscp"
+    per_port = {name: settings.trust or default for name, settings in effective.items()}
+    if not per_port:
+        per_port = {"(switch)": default}
+    cos = sorted(name for name, trust in per_port.items() if trust == "cos")
+    if cos:
+        raise TranslationError(
+            f"qos trust cos ({', '.join(cos)}): the lab data plane classifies on DSCP only"
+        )
+    kinds = set(per_port.values())
+    if len(kinds) > 1:
+        detail = ", ".join(f"{name} {trust}" for name, trust in sorted(per_port.items()))
+        raise TranslationError(
+            f"interfaces disagree on qos trust ({detail}); the lab data plane has one "
+            "switch-wide trust setting"
+        )
+    return "dscp" if kinds == {"dscp"} else "none"
+
+
+def _polling_ms(polling: Any, timeout_ms: int) -> int:
+    if polling is None:  # "auto"
+        return max(1, timeout_ms // 2)
+    return max(1, seconds_to_ms(polling))
+
+
+def _global_watchdog(config: SwitchConfig) -> dict[str, Any]:
+    wd = config.watchdog
+    timeout_ms = seconds_to_ms(wd.timeout) if wd.timeout is not None else DEFAULT_TIMEOUT_MS
+    return {
+        "enabled": wd.timeout is not None,
+        "timeout_ms": max(1, timeout_ms),
+        "recovery_ms": max(1, seconds_to_ms(wd.recovery_time))
+        if wd.recovery_time is not None
+        else DEFAULT_RECOVERY_MS,
+        "polling_ms": _polling_ms(wd.polling_interval, timeout_ms),
+        "action": wd.action or "drop",
+    }
+
+
+def _port_watchdog(settings: QosSettings, switch_wide: dict[str, Any]) -> dict[str, Any] | None:
+    if (
+        settings.pfc_watchdog is None
+        and settings.pfc_watchdog_action is None
+        and settings.pfc_watchdog_timer is None
+    ):
+        return None
+    port = dict(switch_wide)
+    if settings.pfc_watchdog is not None:
+        port["enabled"] = settings.pfc_watchdog
+    if settings.pfc_watchdog_action is not None:
+        port["action"] = _PORT_ACTION[settings.pfc_watchdog_action]
+    timer: WatchdogPortTimer | None = settings.pfc_watchdog_timer
+    if timer is not None:
+        timeout_ms = max(1, seconds_to_ms(timer.timeout))
+        port["timeout_ms"] = timeout_ms
+        port["recovery_ms"] = max(1, seconds_to_ms(timer.recovery_time))
+        port["polling_ms"] = _polling_ms(timer.polling_interval, timeout_ms)
+    return port
+
+
+def _queue(interface: str, queue_id: int, queue: TxQueue) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if queue.ecn is not None:
+        low = threshold_bytes(queue.ecn.minimum, queue.ecn.minimum_unit)
+        high = threshold_bytes(queue.ecn.maximum, queue.ecn.maximum_unit)
+        if low > high:
+            raise TranslationError(
+                f"{interface} uc-tx-queue {queue_id}: random-detect ecn minimum-threshold "
+                f"({low} bytes) is above maximum-threshold ({high} bytes)"
+            )
+        result["ecn"] = {
+            "min_bytes": low,
+            "max_bytes": high,
+            "max_probability": queue.ecn.max_mark_probability or DEFAULT_ECN_PROBABILITY,
+        }
+    if queue.strict_priority:
+        result["strict"] = True
+    elif queue.bandwidth_percent is not None:
+        result["bandwidth_percent"] = queue.bandwidth_percent
+    return result
+
+
+def _port_qos(
+    config: SwitchConfig, interface: str, settings: QosSettings, switch_wide: dict[str, Any]
+) -> dict[str, Any] | None:
+    pfc_enabled = settings.pfc_enabled is True and not config.pfc_all_off
+    no_drop = sorted(p for p, action in settings.pfc_priorities.items() if action == "no-drop")
+    watchdog = _port_watchdog(settings, switch_wide)
+    queues = {
+        str(q): entry
+        for q, queue in sorted(settings.tx_queues.items())
+        if (entry := _queue(interface, q, queue))
+    }
+    if not pfc_enabled and not no_drop and watchdog is None and not queues:
+        return None
+    return {"pfc_enabled": pfc_enabled, "no_drop": no_drop, "watchdog": watchdog, "queues": queues}

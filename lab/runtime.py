@@ -1,0 +1,830 @@
+"""The netns runtime: build a containerlab topology out of network namespaces, and undo it.
+
+``up`` creates one namespace per node (named like containerlab's containers), one veth pair
+per link, configures hosts in their kernel and starts one ``lab.vswitch`` per switch; ``down``
+removes exactly what ``up`` recorded. The record (``state.json`` in the lab's state directory)
+is written *before* each namespace is created and right after each process starts, so a
+crash or kill in the middle of ``up`` still leaves ``down`` everything it needs.
+
+State directory (default ``/run/roce-agent/lab/<lab>/``; ``--state-dir`` / ``$ROCE_LAB_STATE_DIR``
+name the directory itself)::
+
+    state.json          what was created (namespaces, PIDs with their argv) and the plan
+    fabric.yml          the agent's fabric file for this lab
+    <switch>.json       lab.vswitch --config
+    <switch>.sock       its control socket
+    <switch>.log        its log (--log-file); <switch>.console.log: its stdout/stderr
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import errno
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab import netns
+from lab.addressing import (
+    MGMT_HOST,
+    PASSWORD_ENV,
+    LabPlan,
+    NodePlan,
+    build_plan,
+    fabric_document,
+    fabric_port_name,
+    vswitch_config,
+)
+from lab.topology import Topology, check_lab_name, load_topology
+
+DEFAULT_STATE_ROOT = Path("/run/roce-agent/lab")
+STATE_DIR_ENV = "ROCE_LAB_STATE_DIR"
+USERNAME_ENV = "ROCE_LAB_USERNAME"
+STATE_FILE = "state.json"
+FABRIC_FILE = "fabric.yml"
+STATE_SCHEMA = 1
+TERM_GRACE_S = 3.0
+START_TIMEOUT_S = 30.0
+MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the NUL
+MGMT_SUFFIX = ":mgmt"  # process records of management planes are keyed "<node>:mgmt"
+
+# Switch namespaces: the vswitch owns the data plane in user space; the kernel there must
+# neither forward nor answer (no IPs on the ports, and belt and braces on ARP/ICMP).
+SWITCH_SYSCTLS: dict[str, str | int] = {
+    "net.ipv4.ip_forward": 0,
+    "net.ipv4.conf.all.forwarding": 0,
+    "net.ipv4.conf.all.arp_ignore": 8,
+    "net.ipv4.conf.default.arp_ignore": 8,
+    "net.ipv4.icmp_echo_ignore_all": 1,
+}
+# Every namespace: no IPv6, so no router solicitations, MLD or DAD frames on the lab wire —
+# what the counters show is the test traffic.
+COMMON_SYSCTLS: dict[str, str | int] = {
+    "net.ipv6.conf.all.disable_ipv6": 1,
+    "net.ipv6.conf.default.disable_ipv6": 1,
+}
+
+
+class LabError(Exception):
+    """A problem for the user: the CLI prints the message and exits 2."""
+
+
+# --------------------------------------------------------------------------- state
+
+
+def state_dir_for(lab_name: str, override: str | os.PathLike[str] | None = None) -> Path:
+    """The lab's state directory: ``override`` (the directory itself) or the default."""
+    if override:
+        return Path(override).absolute()
+    env = os.environ.get(STATE_DIR_ENV)
+    if env:
+        return Path(env).absolute()
+    return DEFAULT_STATE_ROOT / lab_name
+
+
+@dataclass
+class LabState:
+    """``state.json``: what ``up`` created, saved atomically after every change."""
+
+    directory: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.directory / STATE_FILE
+
+    @property
+    def name(self) -> str:
+        return str(self.data["lab"])
+
+    @classmethod
+    def load(cls, directory: Path) -> LabState | None:
+        path = directory / STATE_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise LabError(f"cannot read the lab state {path}: {exc}") from None
+        if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA:
+            raise LabError(f"{path} is not a lab state file this version understands")
+        return cls(directory, data)
+
+    def save(self) -> None:
+        tmp = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.data, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def netns(self) -> dict[str, str]:
+        result: dict[str, str] = self.data.setdefault("netns", {})
+        return result
+
+    def processes(self) -> dict[str, dict[str, Any]]:
+        result: dict[str, dict[str, Any]] = self.data.setdefault("processes", {})
+        return result
+
+    def files(self) -> list[str]:
+        result: list[str] = self.data.setdefault("files", [])
+        return result
+
+    def dirs(self) -> list[str]:
+        result: list[str] = self.data.setdefault("dirs", [])
+        return result
+
+    def add_dir(self, name: str) -> Path:
+        """Record a directory (removed whole by ``down``) before it is created."""
+        if name not in self.dirs():
+            self.dirs().append(name)
+            self.save()
+        return self.directory / name
+
+    def add_file(self, name: str) -> Path:
+        """Record a file name before it is created; return its path."""
+        if name not in self.files():
+            self.files().append(name)
+            self.save()
+        return self.directory / name
+
+
+@contextlib.contextmanager
+def _locked(directory: Path, lab_name: str) -> Iterator[None]:
+    """One up/down at a time per lab (flock on the state directory itself)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LabError(
+                f"lab {lab_name}: another `roce-agent lab` command is working on {directory}"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _require_root(command: str) -> None:
+    if not netns.is_root():
+        raise LabError(
+            f"`roce-agent lab {command}` needs root: it creates network namespaces and veth "
+            "pairs (run it with sudo)"
+        )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def allocate_mgmt_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now (kernel-chosen)."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind((MGMT_HOST, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _read_cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]]
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def _is_our_process(pid: int, record: Mapping[str, Any]) -> bool:
+    """The PID still runs the command ``up`` started (not a recycled PID)."""
+    cmdline = _read_cmdline(pid)
+    if not cmdline:
+        return False
+    argv = list(record["argv"])
+    # Before `ip netns exec` has exec'd, the wrapper's own command line is visible.
+    return cmdline == argv or cmdline == list(record.get("launcher", [])) + argv
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our child (when up ran in-process)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _terminate(pids: list[int], grace: float = TERM_GRACE_S) -> dict[int, str]:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; {pid: how it ended}."""
+    outcome: dict[int, str] = {}
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+            outcome[pid] = "SIGTERM"
+        except ProcessLookupError:
+            outcome[pid] = "already-exited"
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        for pid in pids:
+            _reap(pid)
+        if not any(pid_alive(pid) for pid in pids):
+            break
+        time.sleep(0.05)
+    for pid in pids:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                outcome[pid] = "SIGKILL"
+    for pid in pids:
+        for _ in range(40):
+            _reap(pid)
+            if not pid_alive(pid):
+                break
+            time.sleep(0.025)
+    return outcome
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _package_root() -> str:
+    """Directory holding the ``lab`` package, so ``-m lab.vswitch`` works from any cwd."""
+    return str(Path(__file__).resolve().parent.parent)
+
+
+# --------------------------------------------------------------------------- up
+
+
+def up(
+    topology_path: str | os.PathLike[str],
+    *,
+    lab_name: str | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
+    start_timeout: float = START_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Build the lab; return its :func:`status`. Refuses (LabError) if it is already up.
+
+    On any failure everything created so far is removed again before the error is raised.
+    """
+    topology = load_topology(Path(topology_path))
+    name = lab_name or topology.name
+    problem = check_lab_name(name)
+    if problem:
+        raise LabError(f"--name: {problem}")
+    plan = build_plan(topology, name)
+    _require_root("up")
+    missing = netns.missing_tools()
+    if missing:
+        raise LabError("missing tools: " + ", ".join(missing))
+
+    directory = state_dir_for(name, state_dir)
+    longest = max((str(directory / f"{s.name}.sock") for s in plan.switches()), key=len, default="")
+    if len(longest.encode()) > MAX_UNIX_PATH:
+        raise LabError(
+            f"state directory {directory} is too long for the vswitch control sockets "
+            f"({longest} exceeds {MAX_UNIX_PATH} bytes); use a shorter --state-dir"
+        )
+    created_dir = not directory.exists()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LabError(f"cannot create the state directory {directory}: {exc.strerror}") from None
+    try:
+        with _locked(directory, name):
+            _refuse_if_present(plan, directory)
+            state = _new_state(plan, topology, directory)
+            state.save()
+            try:
+                _build(state, plan, start_timeout)
+            except BaseException as exc:
+                report = _teardown(state)
+                cleaned = (
+                    "everything it had created was removed"
+                    if not report.warnings
+                    else "cleanup was incomplete: " + "; ".join(report.warnings)
+                )
+                reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+                raise LabError(f"lab {name}: up failed: {reason}\n({cleaned})") from exc
+    except LabError:
+        if created_dir:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+    return status(name, directory)
+
+
+def _refuse_if_present(plan: LabPlan, directory: Path) -> None:
+    existing = LabState.load(directory)
+    if existing is not None:
+        raise LabError(
+            f"lab {existing.name} is already up (state: {existing.path}, phase "
+            f"{existing.data.get('phase')}); run `roce-agent lab down --lab {existing.name}` "
+            f"first"
+            + (f" (with --state-dir {directory})" if directory.parent != DEFAULT_STATE_ROOT else "")
+        )
+    taken = [p.netns for p in plan.nodes.values() if netns.netns_exists(p.netns)]
+    if taken:
+        raise LabError(
+            f"lab {plan.name}: network namespace(s) {', '.join(taken)} already exist and are "
+            f"not recorded in {directory / STATE_FILE}, so they are not this lab's; pick another "
+            "name with --name, or remove leftovers yourself with `ip netns delete NAME`"
+        )
+
+
+def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
+    switches = plan.switches()
+    ports = dict(zip([s.name for s in switches], allocate_mgmt_ports(len(switches)), strict=True))
+    username = os.environ.get(USERNAME_ENV) or topology.credentials.username
+    password = os.environ.get(PASSWORD_ENV) or topology.credentials.password
+    nodes: dict[str, Any] = {}
+    for node_plan in plan.nodes.values():
+        node = node_plan.node
+        info: dict[str, Any] = {
+            "kind": node.lab_kind,
+            "role": node.role,
+            "netns": node_plan.netns,
+        }
+        if node.is_switch:
+            info.update(
+                mgmt_host=MGMT_HOST,
+                mgmt_port=ports[node.name],
+                config_file=str(directory / f"{node.name}.json"),
+                control_socket=str(directory / f"{node.name}.sock"),
+                log_file=str(directory / f"{node.name}.log"),
+            )
+        elif node_plan.gateway is not None:
+            info["gateway"] = str(node_plan.gateway.peer_address)
+        info["interfaces"] = [
+            {
+                "ifname": i.ifname,
+                "fabric_port": fabric_port_name(plan, node.name, i.index),
+                "mac": i.mac,
+                "ipv4": str(i.address),
+                "peer": i.peer,
+                "peer_ipv4": str(i.peer_address),
+                "speed_bps": i.speed_bps,
+                "mtu": i.mtu,
+            }
+            for i in node_plan.interfaces
+        ]
+        nodes[node.name] = info
+    data: dict[str, Any] = {
+        "schema": STATE_SCHEMA,
+        "lab": plan.name,
+        "topology_file": str(Path(topology.path).absolute()),
+        "state_dir": str(directory),
+        "phase": "creating",
+        "owner_pid": os.getpid(),
+        "created_at": _now(),
+        "credentials": {"username": username, "password": password},
+        "fabric_file": str(directory / FABRIC_FILE),
+        "files": [],
+        "netns": {},
+        "processes": {},
+        "nodes": nodes,
+    }
+    return LabState(directory, data)
+
+
+def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
+    for node_plan in plan.nodes.values():
+        # Recorded first: a crash right after `ip netns add` still leaves it to `down`.
+        state.netns()[node_plan.netns] = "creating"
+        state.save()
+        try:
+            netns.add_netns(node_plan.netns)
+        except netns.CommandError:
+            del state.netns()[node_plan.netns]  # not ours: someone else holds the name
+            state.save()
+            raise
+        state.netns()[node_plan.netns] = "created"
+        state.save()
+        sysctls = dict(COMMON_SYSCTLS)
+        if node_plan.node.is_switch:
+            sysctls.update(SWITCH_SYSCTLS)
+        netns.set_sysctls(node_plan.netns, sysctls)
+
+    for link in plan.topology.links:
+        a = plan.nodes[link.a.node]
+        b = plan.nodes[link.b.node]
+        a_if = next(i for i in a.interfaces if i.ifname == link.a.ifname)
+        b_if = next(i for i in b.interfaces if i.ifname == link.b.ifname)
+        netns.add_veth(a.netns, a_if.ifname, a_if.mac, b.netns, b_if.ifname, b_if.mac, link.mtu)
+
+    for node_plan in plan.nodes.values():
+        netns.ip_batch(node_plan.netns, _ip_commands(node_plan))
+        for interface in node_plan.interfaces:
+            netns.disable_offloads(node_plan.netns, interface.ifname)
+
+    for node_plan in plan.switches():
+        config = state.add_file(f"{node_plan.name}.json")
+        config.write_text(json.dumps(vswitch_config(plan, node_plan.name), indent=2) + "\n")
+    _write_fabric_file(state, plan)
+
+    launched: dict[str, subprocess.Popen[bytes]] = {}
+    for node_plan in plan.switches():
+        launched[node_plan.name] = _start_vswitch(state, node_plan)
+    _wait_for_vswitches(state, launched, start_timeout)
+    for node_plan in plan.switches():
+        _start_management(state, node_plan, start_timeout)
+    state.data["phase"] = "up"
+    state.data["up_at"] = _now()
+    state.save()
+
+
+def _ip_commands(node_plan: NodePlan) -> list[str]:
+    """``ip -batch`` lines that bring a node's interfaces up (and address hosts)."""
+    commands = ["link set dev lo up"]
+    for i in node_plan.interfaces:
+        commands.append(f"link set dev {i.ifname} up")
+    if node_plan.node.is_switch:
+        return commands  # no kernel addresses: the vswitch owns the data plane
+    for i in node_plan.interfaces:
+        commands.append(f"addr add {i.address} dev {i.ifname}")
+        # Static ARP: the first packets must not wait for (or lose) resolution.
+        commands.append(
+            f"neigh replace {i.peer_address} lladdr {i.peer_mac} dev {i.ifname} nud permanent"
+        )
+    if node_plan.gateway is not None:
+        gw = node_plan.gateway
+        commands.append(f"route add default via {gw.peer_address} dev {gw.ifname}")
+    return commands
+
+
+def _write_fabric_file(state: LabState, plan: LabPlan) -> None:
+    ports = {
+        name: int(info["mgmt_port"])
+        for name, info in state.data["nodes"].items()
+        if "mgmt_port" in info
+    }
+    document = fabric_document(plan, ports)
+    if state.data["credentials"]["username"] != plan.topology.credentials.username:
+        document["defaults"]["username"] = state.data["credentials"]["username"]
+    path = state.add_file(FABRIC_FILE)
+    header = (
+        f"# Fabric file of lab {plan.name}, generated by `roce-agent lab up` from\n"
+        f"# {state.data['topology_file']}. The password is read from ${PASSWORD_ENV}\n"
+        f"# (the lab's is shown by `roce-agent lab status`).\n"
+    )
+    path.write_text(header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
+
+
+def _start_vswitch(state: LabState, node_plan: NodePlan) -> subprocess.Popen[bytes]:
+    info = state.data["nodes"][node_plan.name]
+    state.add_file(Path(info["control_socket"]).name)
+    state.add_file(Path(info["log_file"]).name)
+    console = state.add_file(f"{node_plan.name}.console.log")
+    argv = [
+        sys.executable, "-m", "lab.vswitch",
+        "--config", info["config_file"],
+        "--control", info["control_socket"],
+        "--log-file", info["log_file"],
+    ]  # fmt: skip
+    launcher = ["ip", "netns", "exec", node_plan.netns]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+    with console.open("ab") as out:
+        # Own session: the switch outlives this command and ignores its terminal's ^C.
+        proc = subprocess.Popen(
+            [*launcher, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    state.processes()[node_plan.name] = {
+        "pid": proc.pid,
+        "argv": argv,
+        "launcher": launcher,
+        "started_at": _now(),
+    }
+    state.save()
+    return proc
+
+
+def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> None:
+    """The switch's SSH management plane (EOS-style CLI) on its recorded loopback port."""
+    from lab.mgmt.launcher import ManagementStartError, start_management
+
+    info = state.data["nodes"][node_plan.name]
+    directory = state.add_dir(f"{node_plan.name}-mgmt")
+    credentials = state.data["credentials"]
+    try:
+        proc = start_management(
+            node_plan.name,
+            info["mgmt_host"],
+            int(info["mgmt_port"]),
+            info["control_socket"],
+            directory,
+            credentials["username"],
+            credentials["password"],
+            [i.ifname for i in node_plan.interfaces],
+            timeout=timeout,
+        )
+    except ManagementStartError as exc:
+        raise LabError(f"management plane of {node_plan.name} did not start: {exc}") from None
+    state.processes()[node_plan.name + MGMT_SUFFIX] = {
+        "pid": proc.pid,
+        "argv": [str(a) for a in proc.args],  # type: ignore[union-attr]
+        "launcher": [],
+        "started_at": _now(),
+    }
+    state.save()
+
+
+def _wait_for_vswitches(
+    state: LabState, launched: Mapping[str, subprocess.Popen[bytes]], timeout: float
+) -> None:
+    from lab.vswitch.client import VswitchClient, VswitchError
+
+    pending = dict(launched)
+    deadline = time.monotonic() + timeout
+    while pending:
+        for node, proc in list(pending.items()):
+            info = state.data["nodes"][node]
+            if proc.poll() is not None:
+                log = _tail(Path(info["log_file"])) or _tail(
+                    state.directory / f"{node}.console.log"
+                )
+                raise LabError(
+                    f"vswitch {node} exited with code {proc.returncode} during start"
+                    + (f"; its log ends with:\n{log}" if log else "")
+                )
+            if not os.path.exists(info["control_socket"]):
+                continue
+            try:
+                with VswitchClient(info["control_socket"], timeout=1.0) as client:
+                    if client.ping():
+                        del pending[node]
+            except (VswitchError, OSError, ValueError):
+                pass
+        if pending and time.monotonic() > deadline:
+            raise LabError(
+                f"vswitch(es) {', '.join(pending)} did not answer ping on their control socket "
+                f"within {timeout:g} s (logs in {state.directory})"
+            )
+        if pending:
+            time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------- down
+
+
+@dataclass
+class TeardownReport:
+    """What ``down`` removed, and what it could not."""
+
+    stopped: list[dict[str, Any]] = field(default_factory=list)
+    killed_in_netns: list[dict[str, Any]] = field(default_factory=list)
+    deleted_netns: list[str] = field(default_factory=list)
+    removed_files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # informational
+    warnings: list[str] = field(default_factory=list)  # something is left behind
+
+
+def down(lab_name: str, state_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Remove exactly what ``up`` recorded for ``lab_name``; a lab that is not up is a no-op."""
+    directory = state_dir_for(lab_name, state_dir)
+    state = LabState.load(directory) if directory.is_dir() else None
+    if state is None:
+        return {
+            "name": lab_name,
+            "state_dir": str(directory),
+            "result": "not-up",
+            "message": f"lab {lab_name}: nothing recorded in {directory}; nothing to remove",
+        }
+    if state.name != lab_name:
+        raise LabError(f"{state.path} belongs to lab {state.name}, not {lab_name}")
+    _require_root("down")
+    with _locked(directory, lab_name):
+        state = LabState.load(directory)  # re-read under the lock
+        if state is None:
+            return {"name": lab_name, "state_dir": str(directory), "result": "not-up"}
+        report = _teardown(state)
+    return {
+        "name": lab_name,
+        "state_dir": str(directory),
+        "result": "removed" if not report.warnings else "incomplete",
+        "stopped": report.stopped,
+        "killed_in_netns": report.killed_in_netns,
+        "deleted_netns": report.deleted_netns,
+        "removed_files": report.removed_files,
+        "notes": report.notes,
+        "warnings": report.warnings,
+    }
+
+
+def _teardown(state: LabState) -> TeardownReport:
+    report = TeardownReport()
+    state.data["phase"] = "destroying"
+    state.save()
+
+    # 1. The processes up started, by recorded PID, only if still running what we started.
+    ours: dict[int, str] = {}
+    for node, record in state.processes().items():
+        pid = int(record["pid"])
+        if not pid_alive(pid):
+            _reap(pid)
+            report.stopped.append({"node": node, "pid": pid, "how": "already-exited"})
+        elif _is_our_process(pid, record):
+            ours[pid] = node
+        else:
+            report.notes.append(f"PID {pid} ({node}) now runs something else; not signalled")
+    for pid, how in _terminate(list(ours)).items():
+        report.stopped.append({"node": ours[pid], "pid": pid, "how": how})
+
+    # 2. Anything else still inside our namespaces (a namespace with processes in it
+    #    outlives its name, and so would its interfaces).
+    recorded = list(state.netns())
+    for name in recorded:
+        try:
+            pids = netns.netns_pids(name)
+        except netns.CommandError as exc:
+            report.warnings.append(str(exc))
+            continue
+        for pid, how in _terminate(pids).items():
+            report.killed_in_netns.append({"netns": name, "pid": pid, "how": how})
+
+    # 3. The namespaces (their veth ends, and thereby the peers, go with them).
+    for name in recorded:
+        if netns.netns_exists(name):
+            try:
+                netns.delete_netns(name)
+                report.deleted_netns.append(name)
+            except netns.CommandError as exc:
+                report.warnings.append(str(exc))
+                continue
+        del state.netns()[name]
+        state.save()
+
+    # 4. The files up created, then the record itself, then the directory if now empty.
+    if report.warnings:
+        return report  # keep the record so another `down` can finish the job
+    for name in list(state.files()):
+        path = state.directory / name
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            report.removed_files.append(name)
+    for name in list(state.dirs()):
+        path = state.directory / name
+        if path.is_dir():
+            report.removed_files.extend(
+                str(p.relative_to(state.directory)) for p in path.rglob("*") if p.is_file()
+            )
+            shutil.rmtree(path)
+    state.path.unlink(missing_ok=True)
+    for leftover in state.directory.glob(f".{STATE_FILE}.*.tmp"):
+        leftover.unlink(missing_ok=True)
+    try:
+        state.directory.rmdir()
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            report.notes.append(f"kept {state.directory}: it holds files up did not create")
+    return report
+
+
+# --------------------------------------------------------------------------- status
+
+
+def load_state(lab_name: str, state_dir: str | os.PathLike[str] | None = None) -> LabState:
+    """The lab's state, or LabError if it is not up."""
+    directory = state_dir_for(lab_name, state_dir)
+    state = LabState.load(directory) if directory.is_dir() else None
+    if state is None:
+        raise LabError(f"lab {lab_name} is not up (no {STATE_FILE} in {directory})")
+    if state.name != lab_name:
+        raise LabError(f"{state.path} belongs to lab {state.name}, not {lab_name}")
+    return state
+
+
+def status(
+    lab_name: str, state_dir: str | os.PathLike[str] | None = None, *, probe: bool = True
+) -> dict[str, Any]:
+    """The lab as recorded plus live checks (namespace present, PID alive, vswitch answers)."""
+    state = load_state(lab_name, state_dir)
+    data = state.data
+    nodes: dict[str, Any] = {}
+    healthy = data.get("phase") == "up"
+    for name, info in data["nodes"].items():
+        entry: dict[str, Any] = {
+            "kind": info["kind"],
+            "role": info["role"],
+            "netns": info["netns"],
+            "netns_present": netns.netns_exists(info["netns"]),
+        }
+        healthy = healthy and entry["netns_present"]
+        if info["kind"] == "lab-switch":
+            record = state.processes().get(name)
+            pid = int(record["pid"]) if record else None
+            alive = pid is not None and pid_alive(pid) and _is_our_process(pid, record or {})
+            mgmt = state.processes().get(name + MGMT_SUFFIX)
+            mgmt_pid = int(mgmt["pid"]) if mgmt else None
+            mgmt_alive = (
+                mgmt_pid is not None
+                and pid_alive(mgmt_pid)
+                and _is_our_process(mgmt_pid, mgmt or {})
+            )
+            healthy = healthy and mgmt_alive
+            entry.update(
+                mgmt_host=info["mgmt_host"],
+                mgmt_port=info["mgmt_port"],
+                mgmt_state="running" if mgmt_alive else "not-running",
+                mgmt_pid=mgmt_pid,
+                pid=pid,
+                alive=alive,
+                vswitch=_ping(info["control_socket"])
+                if probe and alive
+                else ("not-running" if not alive else "not-probed"),
+                config_file=info["config_file"],
+                control_socket=info["control_socket"],
+                log_file=info["log_file"],
+            )
+            healthy = healthy and alive and entry["vswitch"] in ("ok", "not-probed")
+        elif "gateway" in info:
+            entry["gateway"] = info["gateway"]
+        entry["interfaces"] = info["interfaces"]
+        nodes[name] = entry
+    return {
+        "name": data["lab"],
+        "phase": data.get("phase"),
+        "healthy": healthy,
+        "topology_file": data["topology_file"],
+        "state_dir": str(state.directory),
+        "fabric_file": data["fabric_file"],
+        "credentials": data["credentials"],
+        "password_env": PASSWORD_ENV,
+        "created_at": data.get("created_at"),
+        "nodes": nodes,
+    }
+
+
+def _ping(control_socket: str) -> str:
+    from lab.vswitch.client import VswitchClient, VswitchError
+
+    try:
+        with VswitchClient(control_socket, timeout=2.0) as client:
+            return "ok" if client.ping() else "error"
+    except (VswitchError, OSError, ValueError):
+        return "no-answer"
+
+
+def counters(
+    node: str, lab_name: str, state_dir: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """The vswitch counters of ``node`` (its control socket's ``counters`` answer)."""
+    from lab.vswitch.client import VswitchClient, VswitchError
+
+    state = load_state(lab_name, state_dir)
+    info = state.data["nodes"].get(node)
+    if info is None:
+        raise LabError(
+            f"lab {lab_name} has no node {node!r} (nodes: {', '.join(state.data['nodes'])})"
+        )
+    if info["kind"] != "lab-switch":
+        switches = [n for n, i in state.data["nodes"].items() if i["kind"] == "lab-switch"]
+        raise LabError(
+            f"{node} is a host; counters come from the lab switches ({', '.join(switches)})"
+        )
+    try:
+        with VswitchClient(info["control_socket"], timeout=5.0) as client:
+            return client.counters()
+    except PermissionError:
+        raise LabError(f"no permission to open {info['control_socket']} (run as root)") from None
+    except (VswitchError, OSError, ValueError) as exc:
+        raise LabError(f"vswitch {node} did not answer: {exc}") from None
+
+
+def running_labs(root: Path = DEFAULT_STATE_ROOT) -> list[str]:
+    """Names of labs with a state file under ``root``."""
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / STATE_FILE).is_file())

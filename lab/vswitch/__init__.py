@@ -1,0 +1,19 @@
+"""``lab.vswitch``: a user-space software switch for the virtual lossless fabric.
+
+Its data plane really does what a RoCE fabric needs and what the kernel cannot do on veths:
+IPv4 forwarding with ECMP, DSCP -> traffic class, per-port per-class shaped egress queues
+(strict priority + DWRR), WRED/ECN marking, tail drop, PFC generation from per-ingress
+buffer accounting, honouring received PFC, and the PFC watchdog -- all visible on the wire
+and in counters.  The management plane talks to it only through the control socket.
+
+Modules: ``config`` (pydantic contract), ``packet`` (raw frame parsing/building),
+``forwarding`` (routes, ECMP, neighbors), ``queues`` (queues + scheduler), ``wred``,
+``pfc``, ``watchdog``, ``counters``, ``control`` (socket server), ``client``, ``rawsock``
+(AF_PACKET ports) and ``dataplane`` (the single-threaded loop); run with
+``python -m lab.vswitch``.
+"""
+
+from lab.vswitch.client import VswitchClient, VswitchError
+from lab.vswitch.config import ConfigError, SwitchConfig, load_config
+
+__all__ = ["ConfigError", "SwitchConfig", "VswitchClient", "VswitchError", "load_config"]

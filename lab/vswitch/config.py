@@ -1,0 +1,321 @@
+"""Configuration contract between the lab runtime and ``lab.vswitch`` (pydantic v2 models).
+
+The JSON file passed with ``--config`` is validated by :class:`SwitchConfig`; the QoS part is
+also replaceable at run time (``set_qos`` on the control socket) and is validated by the same
+models, in the context of the running switch's ports, before anything changes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+NUM_CLASSES = 8
+"""Traffic classes == priorities == egress queues per port."""
+
+MAX_SPEED_BPS = 400_000_000_000
+
+Priority = Annotated[int, Field(ge=0, le=NUM_CLASSES - 1)]
+Dscp = Annotated[int, Field(ge=0, le=63)]
+
+_MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+# Linux IFNAMSIZ is 16 including the NUL byte.
+_IFNAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
+
+
+class ConfigError(ValueError):
+    """A configuration (file or control-socket payload) that cannot be used; says what and where."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _normalise_mac(value: str) -> str:
+    mac = value.strip().lower().replace("-", ":")
+    if not _MAC_RE.match(mac):
+        raise ValueError(f"not a MAC address (expected aa:bb:cc:dd:ee:ff): {value!r}")
+    if int(mac[0:2], 16) & 1:
+        raise ValueError(f"multicast MAC address not allowed here: {value!r}")
+    return mac
+
+
+class BufferConfig(_Model):
+    """Buffer thresholds.
+
+    ``xoff_bytes``/``xon_bytes``/``headroom_bytes`` apply to every ingress (port, priority)
+    that is lossless; ``queue_limit_bytes`` is the tail-drop limit of every lossy egress queue.
+    """
+
+    xoff_bytes: int = Field(gt=0)
+    xon_bytes: int = Field(ge=0)
+    headroom_bytes: int = Field(ge=0)
+    queue_limit_bytes: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _xon_below_xoff(self) -> BufferConfig:
+        if self.xon_bytes > self.xoff_bytes:
+            raise ValueError(
+                f"xon_bytes ({self.xon_bytes}) must be <= xoff_bytes ({self.xoff_bytes})"
+            )
+        return self
+
+
+class PortConfig(_Model):
+    """One switch port: an interface in the switch namespace (containerlab-style ethN)."""
+
+    ifname: str
+    mac: str
+    ipv4: ipaddress.IPv4Interface
+    speed_bps: int = Field(gt=0, le=MAX_SPEED_BPS)
+    buffer: BufferConfig | None = None
+
+    @field_validator("ifname")
+    @classmethod
+    def _check_ifname(cls, value: str) -> str:
+        if not _IFNAME_RE.match(value):
+            raise ValueError(f"not a Linux interface name (1-15 chars [A-Za-z0-9_.-]): {value!r}")
+        return value
+
+    @field_validator("mac")
+    @classmethod
+    def _check_mac(cls, value: str) -> str:
+        return _normalise_mac(value)
+
+
+class NeighborConfig(_Model):
+    """A static ARP entry."""
+
+    ip: ipaddress.IPv4Address
+    mac: str
+    port: str
+
+    @field_validator("mac")
+    @classmethod
+    def _check_mac(cls, value: str) -> str:
+        return _normalise_mac(value)
+
+
+class NexthopConfig(_Model):
+    """A next hop; ``port`` may be omitted when ``ip`` is inside a port's connected subnet."""
+
+    ip: ipaddress.IPv4Address
+    port: str | None = None
+
+
+class RouteConfig(_Model):
+    """A static route; several next hops make an ECMP group (5-tuple hash)."""
+
+    prefix: ipaddress.IPv4Network
+    nexthops: list[NexthopConfig] = Field(min_length=1)
+
+
+class EcnConfig(_Model):
+    """WRED-with-ECN marking profile of one egress queue (instantaneous depth, bytes)."""
+
+    min_bytes: int = Field(ge=0)
+    max_bytes: int = Field(gt=0)
+    max_probability: int = Field(ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> EcnConfig:
+        if self.min_bytes > self.max_bytes:
+            raise ValueError(
+                f"min_bytes ({self.min_bytes}) must be <= max_bytes ({self.max_bytes})"
+            )
+        return self
+
+
+class QueueConfig(_Model):
+    """Scheduling and marking of one egress queue."""
+
+    ecn: EcnConfig | None = None
+    strict: bool = False
+    bandwidth_percent: int | None = Field(default=None, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _strict_has_no_weight(self) -> QueueConfig:
+        if self.strict and self.bandwidth_percent is not None:
+            raise ValueError("a strict-priority queue cannot also have bandwidth_percent")
+        return self
+
+
+class WatchdogConfig(_Model):
+    """PFC watchdog (detection / mitigation / restoration), per port or switch-wide."""
+
+    enabled: bool = False
+    timeout_ms: int = Field(default=200, gt=0, le=60_000)
+    recovery_ms: int = Field(default=400, gt=0, le=600_000)
+    polling_ms: int = Field(default=100, gt=0, le=60_000)
+    action: Literal["drop", "no-drop", "alert"] = "drop"
+
+
+class PortQosConfig(_Model):
+    """QoS of one port: PFC (both generating and honouring pause) and its egress queues."""
+
+    pfc_enabled: bool = False
+    no_drop: list[Priority] = Field(default_factory=list)
+    watchdog: WatchdogConfig | None = None
+    queues: dict[Priority, QueueConfig] = Field(default_factory=dict)
+
+    @field_validator("no_drop")
+    @classmethod
+    def _unique_priorities(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"duplicate priorities in {value}")
+        return sorted(value)
+
+    @model_validator(mode="after")
+    def _bandwidth_total(self) -> PortQosConfig:
+        total = sum(q.bandwidth_percent or 0 for q in self.queues.values())
+        if total > 100:
+            raise ValueError(f"bandwidth_percent of the queues adds up to {total} (> 100)")
+        return self
+
+
+class QosConfig(_Model):
+    """Switch QoS: classification, watchdog default, per-port PFC/ETS/ECN."""
+
+    trust: Literal["dscp", "none"] = "dscp"
+    dscp_to_tc: dict[Dscp, Priority] = Field(default_factory=dict)
+    watchdog: WatchdogConfig = Field(default_factory=WatchdogConfig)
+    ports: dict[str, PortQosConfig] = Field(default_factory=dict)
+
+    def tc_for_dscp(self, dscp: int) -> int:
+        """Traffic class of a DSCP; unmapped DSCPs use the EOS default ``dscp >> 3``."""
+        if self.trust == "none":
+            return 0
+        return self.dscp_to_tc.get(dscp, dscp >> 3)
+
+    def port(self, ifname: str) -> PortQosConfig:
+        """The port's QoS, or the defaults (PFC off, no ECN, equal DWRR) if it has none."""
+        return self.ports.get(ifname) or PortQosConfig()
+
+    def watchdog_for(self, ifname: str) -> WatchdogConfig:
+        """Effective watchdog of a port: its override if set, else the switch-wide one."""
+        override = self.port(ifname).watchdog
+        return override if override is not None else self.watchdog
+
+
+class SwitchConfig(_Model):
+    """The whole ``--config`` file."""
+
+    name: str = Field(min_length=1, max_length=64)
+    ports: list[PortConfig] = Field(min_length=1)
+    neighbors: list[NeighborConfig] = Field(default_factory=list)
+    routes: list[RouteConfig] = Field(default_factory=list)
+    buffer: BufferConfig
+    qos: QosConfig = Field(default_factory=QosConfig)
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> SwitchConfig:
+        names = [p.ifname for p in self.ports]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"ports: duplicate ifname {dupes}")
+        known = set(names)
+        for i, nb in enumerate(self.neighbors):
+            if nb.port not in known:
+                raise ValueError(f"neighbors[{i}].port: unknown port {nb.port!r} (have {names})")
+        for i, route in enumerate(self.routes):
+            for j, nh in enumerate(route.nexthops):
+                where = f"routes[{i}].nexthops[{j}]"
+                if nh.port is not None and nh.port not in known:
+                    raise ValueError(f"{where}.port: unknown port {nh.port!r} (have {names})")
+                if nh.port is None and self.connected_port(nh.ip) is None:
+                    raise ValueError(
+                        f"{where}: no port given and {nh.ip} is not in any connected subnet"
+                    )
+        for ifname in self.qos.ports:
+            if ifname not in known:
+                raise ValueError(f"qos.ports.{ifname}: unknown port (have {names})")
+        return self
+
+    def connected_port(self, ip: ipaddress.IPv4Address) -> str | None:
+        """Name of the port whose connected subnet holds ``ip`` (longest prefix), if any."""
+        best: tuple[int, str] | None = None
+        for port in self.ports:
+            if ip in port.ipv4.network and (best is None or port.ipv4.network.prefixlen > best[0]):
+                best = (port.ipv4.network.prefixlen, port.ifname)
+        return best[1] if best else None
+
+    def buffer_for(self, ifname: str) -> BufferConfig:
+        """Effective buffer thresholds of a port: its override if set, else the default."""
+        for port in self.ports:
+            if port.ifname == ifname and port.buffer is not None:
+                return port.buffer
+        return self.buffer
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """JSON-ready dict, same shape as the input file (used by ``get_config``)."""
+        return self.model_dump(mode="json")
+
+
+def format_validation_error(exc: ValidationError, root: str = "") -> str:
+    """One line per problem, each naming the field path (``qos.ports.eth1.no_drop.0``)."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        parts = [str(p) for p in err["loc"]]
+        path = ".".join(([root] if root else []) + parts) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}: {msg}")
+    return "; ".join(lines)
+
+
+def parse_config(data: Any) -> SwitchConfig:
+    """Validate a decoded JSON document; raise :class:`ConfigError` naming the bad fields."""
+    try:
+        return SwitchConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config: {format_validation_error(exc)}") from None
+
+
+def load_config(path: str | Path) -> SwitchConfig:
+    """Read and validate the ``--config`` JSON file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    try:
+        return SwitchConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: invalid config: {format_validation_error(exc)}") from None
+
+
+def with_qos(config: SwitchConfig, qos: Any) -> SwitchConfig:
+    """A copy of ``config`` with ``qos`` replaced, validated against the switch's ports."""
+    data = config.to_json_dict()
+    data["qos"] = qos
+    try:
+        return SwitchConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid qos: {format_validation_error(exc)}") from None
+
+
+def with_buffer(config: SwitchConfig, buffer: Any, port: str | None = None) -> SwitchConfig:
+    """A copy of ``config`` with the default (or one port's) buffer thresholds replaced."""
+    data = config.to_json_dict()
+    if port is None:
+        data["buffer"] = buffer
+    else:
+        for entry in data["ports"]:
+            if entry["ifname"] == port:
+                entry["buffer"] = buffer
+                break
+        else:
+            raise ConfigError(f"set_buffer: unknown port {port!r}")
+    try:
+        return SwitchConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid buffer: {format_validation_error(exc)}") from None

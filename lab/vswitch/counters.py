@@ -1,0 +1,101 @@
+"""Per-port counters and the JSON shape returned by the ``counters`` control command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lab.vswitch.config import NUM_CLASSES
+from lab.vswitch.pfc import IngressAccounting
+from lab.vswitch.queues import EgressQueue
+from lab.vswitch.watchdog import PortWatchdog
+
+
+class PortCounters:
+    """Cumulative rx/tx, forwarding-drop and PFC frame counters of one port."""
+
+    __slots__ = (
+        "drop_arp_unresolved",
+        "drop_no_route",
+        "drop_ttl",
+        "pfc_rx_xoff",
+        "pfc_rx_xon",
+        "pfc_tx_xoff",
+        "pfc_tx_xon",
+        "rx_bytes",
+        "rx_overruns",
+        "rx_packets",
+        "tx_bytes",
+        "tx_packets",
+    )
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Zero everything."""
+        self.rx_packets = 0
+        self.rx_bytes = 0
+        self.rx_overruns = 0
+        self.tx_packets = 0
+        self.tx_bytes = 0
+        self.drop_ttl = 0
+        self.drop_no_route = 0
+        self.drop_arp_unresolved = 0
+        self.pfc_rx_xoff = [0] * NUM_CLASSES
+        self.pfc_rx_xon = [0] * NUM_CLASSES
+        self.pfc_tx_xoff = [0] * NUM_CLASSES
+        self.pfc_tx_xon = [0] * NUM_CLASSES
+
+
+def port_snapshot(
+    counters: PortCounters,
+    paused: list[bool],
+    ingress: IngressAccounting,
+    queues: list[EgressQueue],
+    watchdog: PortWatchdog,
+) -> dict[str, Any]:
+    """The ``counters.ports.<ifname>`` object of the control protocol."""
+    queue_view: dict[str, Any] = {}
+    for tc in range(NUM_CLASSES):
+        q = queues[tc]
+        wd = watchdog.classes[tc]
+        queue_view[str(tc)] = {
+            "tx_packets": q.tx_packets,
+            "tx_bytes": q.tx_bytes,
+            "tail_drops": q.tail_drops,
+            "ecn_marked": q.ecn_marked,
+            "depth_bytes": q.depth_bytes,
+            "watermark_bytes": q.watermark_bytes,
+            "watchdog": {
+                "state": wd.state,
+                "storms_detected": wd.storms_detected,
+                "storms_restored": wd.storms_restored,
+                "dropped_packets": wd.dropped_packets,
+            },
+        }
+    return {
+        "rx_packets": counters.rx_packets,
+        "rx_bytes": counters.rx_bytes,
+        # Extension: frames the kernel dropped before the switch read them (it fell behind).
+        "rx_overruns": counters.rx_overruns,
+        "tx_packets": counters.tx_packets,
+        "tx_bytes": counters.tx_bytes,
+        "drops": {
+            "ttl": counters.drop_ttl,
+            "no_route": counters.drop_no_route,
+            "arp_unresolved": counters.drop_arp_unresolved,
+        },
+        "pfc": {
+            "rx_xoff": list(counters.pfc_rx_xoff),
+            "rx_xon": list(counters.pfc_rx_xon),
+            "tx_xoff": list(counters.pfc_tx_xoff),
+            "tx_xon": list(counters.pfc_tx_xon),
+        },
+        "paused": list(paused),
+        "ingress": {
+            "buffered_bytes": list(ingress.buffered_bytes),
+            "watermark_bytes": list(ingress.watermark_bytes),
+            "headroom_drops": list(ingress.headroom_drops),
+        },
+        "queues": queue_view,
+    }

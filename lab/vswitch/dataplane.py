@@ -1,0 +1,639 @@
+"""The switch: one single-threaded loop over the port sockets, the control socket and timers.
+
+Why one thread and ``select``: the per-packet work is pure Python, so threads would only
+add GIL hand-offs and locking around queues that every stage touches (enqueue accounting,
+PFC generation and the scheduler share state).  One loop keeps every decision ordered and
+cheap, and the management plane lives in another process behind the control socket, so it
+can never stall forwarding.  ``select`` (not ``poll``/``epoll``) because it takes a
+microsecond-resolution timeout: at 10 Mb/s a 1000-byte frame lasts 816 us, and the poll
+timeout is the time to the next event (transmit opportunity, pause expiry, PFC refresh,
+watchdog poll).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from lab.vswitch import packet as pkt
+from lab.vswitch.config import (
+    NUM_CLASSES,
+    ConfigError,
+    PortConfig,
+    SwitchConfig,
+    WatchdogConfig,
+    with_buffer,
+    with_qos,
+)
+from lab.vswitch.control import ControlServer
+from lab.vswitch.counters import PortCounters, port_snapshot
+from lab.vswitch.forwarding import NeighborTable, RouteTable, ecmp_index, ip_to_int
+from lab.vswitch.pfc import IngressAccounting, ReceivedPause
+from lab.vswitch.queues import EgressQueue, QueuedPacket, Scheduler, scheduler_weights
+from lab.vswitch.rawsock import open_port_socket, take_kernel_drops
+from lab.vswitch.watchdog import PortWatchdog
+from lab.vswitch.wred import EcnMarker
+
+log = logging.getLogger("lab.vswitch")
+
+# Shaper: each port has a virtual clock ``tx_free_at`` that every frame advances by its wire
+# time; a frame may go when the clock is not ahead of real time, so the long-run rate never
+# exceeds the port speed.  While the port stays backlogged, the clock may lag real time by up
+# to this much: a late wake-up (timer slack, another process on the core, a long loop
+# iteration) is caught up instead of being lost bandwidth -- the port only sends what a real
+# port would already have sent by now.  An idle port restarts from "now" (no burst credit).
+SHAPER_CATCHUP_S = 0.02
+# A frame due within this much is sent now: below the loop's timer resolution, and it lets a
+# fast port drain several frames per wake-up instead of one select() per frame.
+TX_LOOKAHEAD_S = 0.00005
+RX_BATCH = 32
+MAX_POLL_TIMEOUT_S = 0.5
+ARP_RETRY_S = 0.2
+RX_BUFFER_BYTES = 65536
+
+PortOpener = Callable[[str], socket.socket]
+
+
+class Port:
+    """Runtime state of one port: socket, counters, ingress accounting, egress queues."""
+
+    def __init__(self, index: int, config: PortConfig, sock: socket.socket, now: float) -> None:
+        self.index = index
+        self.name = config.ifname
+        self.mac = pkt.mac_to_bytes(config.mac)
+        self.ip = ip_to_int(config.ipv4.ip)
+        self.ip_bytes = config.ipv4.ip.packed
+        self.net_mask = ip_to_int(config.ipv4.network.netmask)
+        self.net_addr = ip_to_int(config.ipv4.network.network_address)
+        self.speed_bps = float(config.speed_bps)
+        self.byte_time = 8.0 / self.speed_bps
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.counters = PortCounters()
+        self.ingress = IngressAccounting(self.speed_bps)
+        self.pause = ReceivedPause()
+        self.queues = [EgressQueue() for _ in range(NUM_CLASSES)]
+        self.backlog = 0  # packets in all egress queues
+        self.control_tx: deque[bytes] = deque()  # PFC, ARP, ICMP: ahead of data, still shaped
+        self.tx_free_at = now
+        self.tx_idle = True  # nothing was eligible at the last transmit opportunity
+        # Compiled from the config by Switch._compile_port.
+        self.scheduler = Scheduler([False] * NUM_CLASSES, [1] * NUM_CLASSES)
+        self.watchdog = PortWatchdog(self.name, WatchdogConfig(), now)
+        self.lossless = [False] * NUM_CLASSES
+        self.honour_pause = [False] * NUM_CLASSES
+        self.ecn: list[EcnMarker | None] = [None] * NUM_CLASSES
+        self.xoff = self.xon = self.headroom_limit = self.queue_limit = 0
+
+    def in_subnet(self, ip: int) -> bool:
+        """Whether ``ip`` is in this port's connected subnet."""
+        return (ip & self.net_mask) == self.net_addr
+
+    def paused_view(self, now: float) -> list[bool]:
+        """Effective pause per class (a watchdog-overridden pause does not count)."""
+        return [
+            self.pause.paused_until[tc] > now and not self.watchdog.override_pause[tc]
+            for tc in range(NUM_CLASSES)
+        ]
+
+
+class Switch:
+    """The data plane.  ``run()`` loops until :meth:`request_stop` (or a signal wake-up)."""
+
+    def __init__(
+        self,
+        config: SwitchConfig,
+        control_path: str | None = None,
+        open_socket: PortOpener = open_port_socket,
+    ) -> None:
+        self.config = config
+        self.started = time.monotonic()
+        now = self.started
+        self.ports: list[Port] = []
+        try:
+            for i, port_cfg in enumerate(config.ports):
+                self.ports.append(Port(i, port_cfg, open_socket(port_cfg.ifname), now))
+        except OSError:
+            for port in self.ports:
+                port.sock.close()
+            raise
+        self._port_by_fd = {p.fd: p for p in self.ports}
+        index = {p.name: p.index for p in self.ports}
+        self.routes = RouteTable(config, index)
+        self.neighbors = NeighborTable(config, index)
+        self._local_ips = {p.ip for p in self.ports}
+        self._arp_last_request: dict[int, float] = {}
+        self._tc_of_dscp = [0] * 64
+        self._rx_buf = bytearray(RX_BUFFER_BYTES)
+        self._timers_due = 0.0  # monotonic time _run_timers must next run
+        self._running = False
+        self._wakeup_r, self._wakeup_w = os.pipe()
+        os.set_blocking(self._wakeup_r, False)
+        os.set_blocking(self._wakeup_w, False)
+        self.control: ControlServer | None = None
+        self.apply_config(config)
+        if control_path is not None:
+            self.control = ControlServer(control_path, self.handle_request)
+
+    # ---------------------------------------------------------------- configuration
+
+    def apply_config(self, config: SwitchConfig) -> None:
+        """Compile QoS/buffer settings into the per-port fast-path tables (next packet on)."""
+        self.config = config
+        qos = config.qos
+        self._tc_of_dscp = [qos.tc_for_dscp(d) for d in range(64)]
+        now = time.monotonic()
+        for port in self.ports:
+            self._compile_port(port, config, now)
+        self._timers_due = 0.0  # watchdog periods may have changed: recompute at once
+
+    def _compile_port(self, port: Port, config: SwitchConfig, now: float) -> None:
+        qos = config.qos.port(port.name)
+        buffer = config.buffer_for(port.name)
+        no_drop = set(qos.no_drop) if qos.pfc_enabled else set()
+        port.lossless = [tc in no_drop for tc in range(NUM_CLASSES)]
+        port.honour_pause = list(port.lossless)
+        port.xoff = buffer.xoff_bytes
+        port.xon = buffer.xon_bytes
+        port.headroom_limit = buffer.xoff_bytes + buffer.headroom_bytes
+        port.queue_limit = buffer.queue_limit_bytes
+        port.ecn = [None] * NUM_CLASSES
+        for tc, queue_cfg in qos.queues.items():
+            if queue_cfg.ecn is not None:
+                port.ecn[tc] = EcnMarker(queue_cfg.ecn)
+        port.scheduler = Scheduler(*scheduler_weights(qos))
+        for tc in range(NUM_CLASSES):
+            if not port.honour_pause[tc]:
+                port.pause.clear(tc)
+            if port.ingress.xoff_active[tc] and not port.lossless[tc]:
+                self._send_pfc(port, tc, 0, now)  # release the upstream: no longer lossless
+        for tc in port.watchdog.reconfigure(config.qos.watchdog_for(port.name), now):
+            log.warning("%s priority %d: watchdog disabled, storm state cleared", port.name, tc)
+
+    # ---------------------------------------------------------------- main loop
+
+    def request_stop(self) -> None:
+        """Ask the loop to exit (safe from a signal handler)."""
+        self._running = False
+        with contextlib.suppress(OSError):
+            os.write(self._wakeup_w, b"\x00")
+
+    @property
+    def wakeup_fd(self) -> int:
+        """Write end of the self-pipe; pass to ``signal.set_wakeup_fd``."""
+        return self._wakeup_w
+
+    def run(self) -> None:
+        """Forward until stopped."""
+        self._running = True
+        log.info("%s: forwarding on %s", self.config.name, ", ".join(p.name for p in self.ports))
+        base_fds = [*(p.fd for p in self.ports), self._wakeup_r]
+        port_by_fd = self._port_by_fd
+        control = self.control
+        read_fds = base_fds
+        write_fds: list[int] = []
+        generation = -1
+        while self._running:
+            now = time.monotonic()
+            timeout = self._poll_timeout(now)
+            if control is not None and control.generation != generation:
+                generation = control.generation
+                read_fds = base_fds + control.read_fds()
+                write_fds = control.write_fds()
+            readable, writable, _ = select.select(read_fds, write_fds, [], timeout)
+            for fd in readable:
+                port = port_by_fd.get(fd)
+                if port is not None:
+                    self._receive(port)
+                elif fd == self._wakeup_r:
+                    self._drain_wakeup()
+                elif control is not None:
+                    control.on_readable(fd)
+            if control is not None:
+                for fd in writable:
+                    control.on_writable(fd)
+            now = time.monotonic()
+            if now >= self._timers_due:
+                self._run_timers(now)
+            for port in self.ports:
+                if port.control_tx or port.backlog:
+                    self._transmit(port, now)
+
+    def close(self) -> None:
+        """Close sockets and remove the control socket file."""
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        for port in self.ports:
+            port.sock.close()
+        for fd in (self._wakeup_r, self._wakeup_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _drain_wakeup(self) -> None:
+        try:
+            while os.read(self._wakeup_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _poll_timeout(self, now: float) -> float:
+        deadline = min(now + MAX_POLL_TIMEOUT_S, self._timers_due)
+        for port in self.ports:
+            if port.control_tx:
+                deadline = min(deadline, port.tx_free_at - TX_LOOKAHEAD_S)
+            elif port.backlog:
+                pause_until = port.pause.paused_until
+                override = port.watchdog.override_pause
+                for tc, queue in enumerate(port.queues):
+                    if not queue.packets:
+                        continue
+                    if pause_until[tc] > now and not override[tc]:
+                        deadline = min(deadline, pause_until[tc])
+                    else:
+                        deadline = min(deadline, port.tx_free_at - TX_LOOKAHEAD_S)
+                        break
+        return max(0.0, deadline - now)
+
+    def _run_timers(self, now: float) -> None:
+        """PFC XOFF refreshes and watchdog polls; then note when the next one is due."""
+        due = now + MAX_POLL_TIMEOUT_S
+        for port in self.ports:
+            ingress = port.ingress
+            if any(ingress.xoff_active):
+                for tc in range(NUM_CLASSES):
+                    if ingress.xoff_active[tc] and now >= (
+                        ingress.last_xoff_sent[tc] + ingress.refresh_interval
+                    ):
+                        self._send_pfc(port, tc, pkt.PFC_QUANTA_MAX, now)
+                refresh = ingress.next_refresh()
+                if refresh is not None:
+                    due = min(due, refresh)
+            watchdog = port.watchdog
+            if watchdog.enabled:
+                if now >= watchdog.next_poll:
+                    queued = [bool(q.packets) for q in port.queues]
+                    for tc in watchdog.poll(now, port.pause, queued):
+                        if watchdog.override_pause[tc]:
+                            port.pause.clear(tc)
+                        if watchdog.drop_traffic[tc]:
+                            self._flush_queue(port, tc, now)
+                due = min(due, watchdog.next_poll)
+        self._timers_due = due
+
+    # ---------------------------------------------------------------- receive path
+
+    def _receive(self, port: Port) -> None:
+        sock = port.sock
+        buf = self._rx_buf
+        counters = port.counters
+        # One timestamp per batch for forwarding (a batch takes well under a millisecond);
+        # PFC frames get their own, their arrival time is what the pause is measured from.
+        now = time.monotonic()
+        for _ in range(RX_BATCH):
+            try:
+                n = sock.recv_into(buf)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                log.error("%s: receive failed: %s", port.name, exc)
+                return
+            counters.rx_packets += 1
+            counters.rx_bytes += n
+            if n < pkt.ETH_HEADER_LEN:
+                continue
+            ethertype = (buf[12] << 8) | buf[13]
+            if ethertype == pkt.ETHERTYPE_IPV4:
+                self._on_ipv4(port, buf[:n], now)
+            elif ethertype == pkt.ETHERTYPE_MAC_CONTROL:
+                self._on_mac_control(port, buf[:n], time.monotonic())
+            elif ethertype == pkt.ETHERTYPE_ARP:
+                self._on_arp(port, buf[:n], now)
+
+    def _on_ipv4(self, port: Port, frame: bytearray, now: float) -> None:
+        if frame[0:6] != port.mac or len(frame) < 34:
+            return  # not routed to us (broadcast/multicast/other host): a router ignores it
+        ver_ihl = frame[14]
+        ihl = (ver_ihl & 0x0F) * 4
+        if ver_ihl >> 4 != 4 or ihl < 20 or len(frame) < 14 + ihl:
+            return
+        dst = int.from_bytes(frame[30:34], "big")
+        if dst in self._local_ips:
+            self._on_local_ipv4(port, frame, ihl, now)
+            return
+        ttl = frame[22]
+        if ttl <= 1:
+            port.counters.drop_ttl += 1
+            return
+        hops = self.routes.lookup(dst)
+        if hops is None:
+            port.counters.drop_no_route += 1
+            return
+        hop = hops[0] if len(hops) == 1 else hops[ecmp_index(frame, ihl, len(hops))]
+        out_port = self.ports[hop.port]
+        nh_ip = dst if hop.ip is None else hop.ip
+        neighbor = self.neighbors.entries.get(nh_ip)
+        if neighbor is None:
+            port.counters.drop_arp_unresolved += 1
+            self._resolve(out_port, nh_ip, now)
+            return
+        frame[0:12] = neighbor[0] + out_port.mac
+        frame[22] = ttl - 1
+        # RFC 1624 incremental update for TTL-1 (the word ttl<<8|proto drops by 0x100):
+        # HC' = ~(~HC + ~m + m') and ~m + m' == 0xFEFF; one carry fold is enough here.
+        total = (((frame[24] << 8) | frame[25]) ^ 0xFFFF) + 0xFEFF
+        csum = ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
+        frame[24] = csum >> 8
+        frame[25] = csum & 0xFF
+        self._enqueue(port, out_port, self._tc_of_dscp[frame[15] >> 2], frame, now)
+
+    def _on_local_ipv4(self, port: Port, frame: bytearray, ihl: int, now: float) -> None:
+        """Packets to a switch address: answer ICMP echo, drop the rest."""
+        if frame[23] != pkt.IP_PROTO_ICMP or len(frame) < 14 + ihl + 8 or frame[14 + ihl] != 8:
+            return
+        src = int.from_bytes(frame[26:30], "big")
+        hops = self.routes.lookup(src)
+        if hops is None:
+            return
+        out_port = self.ports[hops[0].port]
+        nh_ip = src if hops[0].ip is None else hops[0].ip
+        neighbor = self.neighbors.entries.get(nh_ip)
+        if neighbor is None:
+            self._resolve(out_port, nh_ip, now)
+            return
+        out_port.control_tx.append(pkt.build_icmp_echo_reply(frame, out_port.mac, neighbor[0]))
+
+    def _on_arp(self, port: Port, frame: bytearray, now: float) -> None:
+        parsed = pkt.parse_arp(frame)
+        if parsed is None:
+            return
+        op, sender_mac, sender_ip, _target_mac, target_ip = parsed
+        sender = int.from_bytes(sender_ip, "big")
+        learnable = sender and port.in_subnet(sender) and sender != port.ip
+        if (
+            learnable
+            and not sender_mac[0] & 1
+            and self.neighbors.learn(sender, sender_mac, port.index)
+        ):
+            log.info("%s: learned %s is-at %s", port.name, sender_ip.hex(), sender_mac.hex())
+        if op == 1 and target_ip == port.ip_bytes:
+            reply = pkt.build_arp(2, port.mac, port.ip_bytes, sender_mac, sender_ip)
+            port.control_tx.append(reply)
+
+    def _on_mac_control(self, port: Port, frame: bytearray, now: float) -> None:
+        if len(frame) < 34 or frame[14] != 0x01 or frame[15] != 0x01:
+            return  # not PFC (e.g. 802.3x PAUSE, opcode 0x0001): not used in this lab
+        class_enable = frame[17]
+        counters = port.counters
+        pause = port.pause
+        watchdog = port.watchdog
+        for tc in range(NUM_CLASSES):
+            if not (class_enable >> tc) & 1:
+                continue
+            offset = 18 + 2 * tc
+            quanta = (frame[offset] << 8) | frame[offset + 1]
+            if quanta:
+                counters.pfc_rx_xoff[tc] += 1
+            else:
+                counters.pfc_rx_xon[tc] += 1
+            if not port.honour_pause[tc]:
+                continue
+            if quanta:
+                pause.last_xoff_rx[tc] = now
+            if watchdog.override_pause[tc]:
+                continue
+            pause.apply(tc, quanta, now, port.speed_bps)
+
+    def _resolve(self, port: Port, ip: int, now: float) -> None:
+        """Send (rate-limited) an ARP request for an unresolved next hop."""
+        if now - self._arp_last_request.get(ip, -1e9) < ARP_RETRY_S:
+            return
+        self._arp_last_request[ip] = now
+        request = pkt.build_arp(1, port.mac, port.ip_bytes, pkt.ZERO_MAC, ip.to_bytes(4, "big"))
+        port.control_tx.append(request)
+
+    # ---------------------------------------------------------------- buffers and queues
+
+    def _enqueue(
+        self, in_port: Port, out_port: Port, tc: int, frame: bytearray, now: float
+    ) -> None:
+        """Admission (watchdog, headroom/tail drop), ECN marking, accounting, PFC XOFF."""
+        watchdog = out_port.watchdog
+        if watchdog.drop_traffic[tc]:
+            watchdog.classes[tc].dropped_packets += 1
+            return
+        queue = out_port.queues[tc]
+        length = len(frame)
+        ingress = in_port.ingress
+        lossless = in_port.lossless[tc]
+        if lossless:
+            # A lossless class never tail-drops; it only loses frames that overflow the
+            # headroom reserved for what is in flight after XOFF.
+            if ingress.buffered_bytes[tc] + length > in_port.headroom_limit:
+                ingress.headroom_drops[tc] += 1
+                return
+        elif queue.depth_bytes + length > out_port.queue_limit:
+            queue.tail_drops += 1
+            return
+        marker = out_port.ecn[tc]
+        if marker is not None:
+            tos = frame[15]
+            if (tos & pkt.ECN_MASK) in (1, 2) and marker.should_mark(queue.depth_bytes):
+                old_word = (frame[14] << 8) | tos
+                frame[15] = tos | pkt.ECN_CE
+                csum = pkt.checksum_update(
+                    (frame[24] << 8) | frame[25], old_word, old_word | pkt.ECN_CE
+                )
+                frame[24] = csum >> 8
+                frame[25] = csum & 0xFF
+                queue.ecn_marked += 1
+        # EgressQueue.push plus the ingress charge, inlined: this runs for every frame.
+        queue.packets.append((frame, in_port.index, tc))
+        depth = queue.depth_bytes + length
+        queue.depth_bytes = depth
+        if depth > queue.watermark_bytes:
+            queue.watermark_bytes = depth
+        out_port.backlog += 1
+        total = ingress.buffered_bytes[tc] + length
+        ingress.buffered_bytes[tc] = total
+        if total > ingress.watermark_bytes[tc]:
+            ingress.watermark_bytes[tc] = total
+        if lossless and total > in_port.xoff and not ingress.xoff_active[tc]:
+            self._send_pfc(in_port, tc, pkt.PFC_QUANTA_MAX, now)
+
+    def _release(self, packet: QueuedPacket, now: float) -> None:
+        """A queued frame left the switch (sent or dropped): uncharge its ingress."""
+        frame, in_index, tc = packet
+        in_port = self.ports[in_index]
+        ingress = in_port.ingress
+        remaining = ingress.buffered_bytes[tc] - len(frame)
+        ingress.buffered_bytes[tc] = remaining
+        if ingress.xoff_active[tc] and (remaining < in_port.xon or remaining == 0):
+            self._send_pfc(in_port, tc, 0, now)
+
+    def _send_pfc(self, port: Port, tc: int, quanta: int, now: float) -> None:
+        """Queue XOFF (quanta > 0) or XON for priority ``tc`` out of ``port``, ahead of data."""
+        ingress = port.ingress
+        if quanta:
+            ingress.xoff_active[tc] = True
+            ingress.last_xoff_sent[tc] = now
+            port.counters.pfc_tx_xoff[tc] += 1
+            self._timers_due = min(self._timers_due, now + ingress.refresh_interval)
+        else:
+            ingress.xoff_active[tc] = False
+            port.counters.pfc_tx_xon[tc] += 1
+        port.control_tx.append(pkt.build_pfc_single(port.mac, tc, quanta))
+
+    def _flush_queue(self, port: Port, tc: int, now: float) -> None:
+        """Watchdog drop action: discard everything queued in ``tc``."""
+        queue = port.queues[tc]
+        dropped = 0
+        while queue.packets:
+            self._release(queue.pop(), now)
+            dropped += 1
+        port.backlog -= dropped
+        port.watchdog.classes[tc].dropped_packets += dropped
+
+    def _transmit(self, port: Port, now: float) -> None:
+        """Send while the shaper allows: control frames first, then the scheduler's pick."""
+        if port.tx_idle:
+            if port.tx_free_at < now:
+                port.tx_free_at = now
+            port.tx_idle = False
+        earliest_start = now - SHAPER_CATCHUP_S
+        horizon = now + TX_LOOKAHEAD_S
+        queues = port.queues
+        pause_until = port.pause.paused_until
+        override = port.watchdog.override_pause
+        counters = port.counters
+        byte_time = port.byte_time
+        ports = self.ports
+        eligible: list[bool] | None = None  # pauses cannot change within this call
+        while port.tx_free_at <= horizon:
+            if port.control_tx:
+                frame: bytes | bytearray = port.control_tx.popleft()
+            elif port.backlog:
+                if eligible is None:
+                    eligible = [
+                        bool(queues[tc].packets) and (pause_until[tc] <= now or override[tc])
+                        for tc in range(NUM_CLASSES)
+                    ]
+                tc = port.scheduler.pick(queues, eligible)
+                if tc is None:
+                    port.tx_idle = True  # only paused classes left: no credit while paused
+                    return
+                # EgressQueue.pop and _release, inlined: this runs for every frame.
+                queue = queues[tc]
+                frame, in_index, in_tc = queue.packets.popleft()
+                length = len(frame)
+                queue.depth_bytes -= length
+                if not queue.packets:
+                    eligible[tc] = False
+                port.backlog -= 1
+                queue.tx_packets += 1
+                queue.tx_bytes += length
+                in_port = ports[in_index]
+                ingress = in_port.ingress
+                remaining = ingress.buffered_bytes[in_tc] - length
+                ingress.buffered_bytes[in_tc] = remaining
+                if ingress.xoff_active[in_tc] and (remaining < in_port.xon or remaining == 0):
+                    self._send_pfc(in_port, in_tc, 0, now)
+            else:
+                port.tx_idle = True
+                return
+            try:
+                port.sock.send(frame)
+            except OSError as exc:  # e.g. ENOBUFS: the frame is lost on the "wire"
+                log.debug("%s: send failed: %s", port.name, exc)
+            counters.tx_packets += 1
+            counters.tx_bytes += len(frame)
+            start = port.tx_free_at if port.tx_free_at > earliest_start else earliest_start
+            wire_bytes = len(frame) if len(frame) > pkt.MIN_FRAME_LEN else pkt.MIN_FRAME_LEN
+            port.tx_free_at = start + (wire_bytes + pkt.WIRE_OVERHEAD) * byte_time
+
+    # ---------------------------------------------------------------- control commands
+
+    def handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Dispatch one control-socket request (see ``lab.vswitch.control``)."""
+        cmd = request.get("cmd")
+        if cmd == "ping":
+            return {"ok": True, "name": self.config.name}
+        if cmd == "counters":
+            return {"ok": True, "counters": self.counters_snapshot()}
+        if cmd == "clear_counters":
+            self.clear_counters()
+            return {"ok": True}
+        if cmd == "clear_watermarks":
+            self.clear_watermarks()
+            return {"ok": True}
+        if cmd == "get_config":
+            return {"ok": True, "config": self.config.to_json_dict()}
+        if cmd == "set_qos":
+            if "qos" not in request:
+                return {"ok": False, "error": 'set_qos needs a "qos" object'}
+            return self._reconfigure(lambda: with_qos(self.config, request["qos"]), "qos")
+        if cmd == "set_buffer":
+            if "buffer" not in request:
+                return {"ok": False, "error": 'set_buffer needs a "buffer" object'}
+            port = request.get("port")
+            if port is not None and not isinstance(port, str):
+                return {"ok": False, "error": "set_buffer: port must be a string"}
+            return self._reconfigure(
+                lambda: with_buffer(self.config, request["buffer"], port), "buffer"
+            )
+        return {
+            "ok": False,
+            "error": f"unknown cmd {cmd!r}; known: ping, counters, clear_counters, "
+            "clear_watermarks, get_config, set_qos, set_buffer",
+        }
+
+    def _reconfigure(self, build: Callable[[], SwitchConfig], what: str) -> dict[str, Any]:
+        try:
+            new_config = build()
+        except ConfigError as exc:
+            log.warning("refused %s change: %s", what, exc)
+            return {"ok": False, "error": str(exc)}
+        self.apply_config(new_config)
+        log.info("%s updated", what)
+        return {"ok": True}
+
+    def counters_snapshot(self) -> dict[str, Any]:
+        """The ``counters`` object of the control protocol."""
+        now = time.monotonic()
+        for port in self.ports:
+            port.counters.rx_overruns += take_kernel_drops(port.sock)
+        return {
+            "name": self.config.name,
+            "uptime_s": round(now - self.started, 3),
+            "ports": {
+                port.name: port_snapshot(
+                    port.counters, port.paused_view(now), port.ingress, port.queues, port.watchdog
+                )
+                for port in self.ports
+            },
+        }
+
+    def clear_counters(self) -> None:
+        """Zero cumulative counters (depths, states and watermarks are kept)."""
+        for port in self.ports:
+            take_kernel_drops(port.sock)
+            port.counters.clear()
+            port.ingress.headroom_drops = [0] * NUM_CLASSES
+            for queue in port.queues:
+                queue.clear_counters()
+            for cls in port.watchdog.classes:
+                cls.clear_counters()
+
+    def clear_watermarks(self) -> None:
+        """Restart the peak trackers from the current depths."""
+        for port in self.ports:
+            port.ingress.watermark_bytes = list(port.ingress.buffered_bytes)
+            for queue in port.queues:
+                queue.watermark_bytes = queue.depth_bytes

@@ -1,0 +1,177 @@
+"""Raw-bytes parsing and building of the few frame types the switch handles.
+
+The hot path never builds objects per packet: offsets into the frame, ``struct`` and
+incremental checksum updates (RFC 1624) only.
+"""
+
+from __future__ import annotations
+
+import struct
+
+ETH_HEADER_LEN = 14
+MIN_FRAME_LEN = 60  # 64-byte minimum Ethernet frame without the 4-byte FCS
+WIRE_OVERHEAD = 20  # preamble + SFD (8) + inter-frame gap (12), bytes
+
+ETHERTYPE_IPV4 = 0x0800
+ETHERTYPE_ARP = 0x0806
+ETHERTYPE_MAC_CONTROL = 0x8808
+
+# IEEE 802.1Qbb clause 36 / IEEE 802.3 Annex 31D: PFC is a MAC Control frame sent to the
+# reserved multicast 01-80-C2-00-00-01 with opcode 0x0101, a 2-octet class-enable vector
+# (low octet: one bit per priority) and eight 2-octet pause-time fields (one per priority,
+# in quanta of 512 bit times) -- always all eight (sonic-mgmt PR #7420 fixed a storm
+# generator that only wrote seven), padded to the minimum frame size.
+PFC_DST_MAC = bytes.fromhex("0180c2000001")
+MAC_CONTROL_OPCODE_PAUSE = 0x0001
+MAC_CONTROL_OPCODE_PFC = 0x0101
+PFC_QUANTA_MAX = 0xFFFF
+PAUSE_QUANTUM_BITS = 512
+
+IP_PROTO_ICMP = 1
+IP_PROTO_TCP = 6
+IP_PROTO_UDP = 17
+
+ECN_MASK = 0x03
+ECN_CE = 0x03
+ECN_NOT_ECT = 0x00
+
+BROADCAST_MAC = b"\xff" * 6
+ZERO_MAC = b"\x00" * 6
+
+_PFC_STRUCT = struct.Struct("!6s6sHHH8H")
+_ARP_STRUCT = struct.Struct("!6s6sHHHBBH6s4s6s4s")
+
+
+def mac_to_bytes(mac: str) -> bytes:
+    """``"02:00:00:00:01:01"`` -> 6 bytes."""
+    return bytes.fromhex(mac.replace(":", ""))
+
+
+def mac_to_str(mac: bytes) -> str:
+    """6 bytes -> ``"02:00:00:00:01:01"``."""
+    return ":".join(f"{b:02x}" for b in mac)
+
+
+def pad_frame(frame: bytes) -> bytes:
+    """Pad a frame to the 60-byte Ethernet minimum (FCS excluded)."""
+    if len(frame) >= MIN_FRAME_LEN:
+        return frame
+    return frame + bytes(MIN_FRAME_LEN - len(frame))
+
+
+def wire_time(frame_len: int, speed_bps: float) -> float:
+    """Seconds a frame occupies the wire: (len + preamble/SFD/IFG) * 8 / speed."""
+    return (max(frame_len, MIN_FRAME_LEN) + WIRE_OVERHEAD) * 8 / speed_bps
+
+
+def pause_duration(quanta: int, speed_bps: float) -> float:
+    """Seconds of pause requested by ``quanta`` (each quantum = 512 bit times at the speed)."""
+    return quanta * PAUSE_QUANTUM_BITS / speed_bps
+
+
+def checksum(data: bytes | bytearray | memoryview) -> int:
+    """RFC 1071 Internet checksum of ``data``."""
+    if len(data) % 2:
+        data = bytes(data) + b"\x00"
+    total: int = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def checksum_update(old_checksum: int, old_word: int, new_word: int) -> int:
+    """Incrementally update a checksum when one 16-bit word changes (RFC 1624, eqn. 3)."""
+    total = (~old_checksum & 0xFFFF) + (~old_word & 0xFFFF) + new_word
+    total = (total & 0xFFFF) + (total >> 16)
+    total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def build_pfc(src_mac: bytes, quanta: list[int] | tuple[int, ...], class_enable: int) -> bytes:
+    """A PFC frame: ``quanta[p]`` for each of the 8 priorities, ``class_enable`` bit p = valid."""
+    if len(quanta) != 8:
+        raise ValueError("PFC needs exactly 8 pause-time fields")
+    frame = _PFC_STRUCT.pack(
+        PFC_DST_MAC,
+        src_mac,
+        ETHERTYPE_MAC_CONTROL,
+        MAC_CONTROL_OPCODE_PFC,
+        class_enable & 0xFF,
+        *quanta,
+    )
+    return pad_frame(frame)
+
+
+def build_pfc_single(src_mac: bytes, priority: int, quanta: int) -> bytes:
+    """PFC frame for one priority: XOFF (``quanta`` > 0) or XON (``quanta`` == 0)."""
+    values = [0] * 8
+    values[priority] = quanta
+    return build_pfc(src_mac, values, 1 << priority)
+
+
+def parse_pfc(frame: bytes | bytearray) -> tuple[int, list[int]] | None:
+    """``(class_enable_vector, quanta[8])`` of a PFC frame, or None if it is not PFC."""
+    if len(frame) < ETH_HEADER_LEN + 20:
+        return None
+    _dst, _src, ethertype, opcode, cev, *quanta = _PFC_STRUCT.unpack_from(frame)
+    if ethertype != ETHERTYPE_MAC_CONTROL or opcode != MAC_CONTROL_OPCODE_PFC:
+        return None
+    return cev & 0xFF, list(quanta)
+
+
+def build_arp(
+    op: int,
+    src_mac: bytes,
+    src_ip: bytes,
+    dst_mac: bytes,
+    dst_ip: bytes,
+    eth_dst: bytes | None = None,
+) -> bytes:
+    """ARP request (op 1, broadcast) or reply (op 2, unicast to ``dst_mac``)."""
+    if eth_dst is None:
+        eth_dst = BROADCAST_MAC if op == 1 else dst_mac
+    frame = _ARP_STRUCT.pack(
+        eth_dst,
+        src_mac,
+        ETHERTYPE_ARP,
+        1,  # hardware type Ethernet
+        ETHERTYPE_IPV4,
+        6,
+        4,
+        op,
+        src_mac,
+        src_ip,
+        ZERO_MAC if op == 1 else dst_mac,
+        dst_ip,
+    )
+    return pad_frame(frame)
+
+
+def parse_arp(frame: bytes | bytearray) -> tuple[int, bytes, bytes, bytes, bytes] | None:
+    """``(op, sender_mac, sender_ip, target_mac, target_ip)`` of an Ethernet/IPv4 ARP."""
+    if len(frame) < 42:
+        return None
+    (_d, _s, _t, htype, ptype, hlen, plen, op, smac, sip, tmac, tip) = _ARP_STRUCT.unpack_from(
+        frame
+    )
+    if htype != 1 or ptype != ETHERTYPE_IPV4 or hlen != 6 or plen != 4:
+        return None
+    return op, smac, sip, tmac, tip
+
+
+def build_icmp_echo_reply(request: bytes | bytearray, src_mac: bytes, dst_mac: bytes) -> bytes:
+    """Echo reply to an IPv4 ICMP echo request frame (addresses swapped, TTL 64)."""
+    ihl = (request[14] & 0x0F) * 4
+    total_len = (request[16] << 8) | request[17]
+    ip_header = bytearray(request[14 : 14 + ihl])
+    icmp = bytearray(request[14 + ihl : 14 + total_len])
+    src_ip, dst_ip = bytes(ip_header[12:16]), bytes(ip_header[16:20])
+    ip_header[12:16] = dst_ip
+    ip_header[16:20] = src_ip
+    ip_header[8] = 64
+    ip_header[10:12] = b"\x00\x00"
+    struct.pack_into("!H", ip_header, 10, checksum(ip_header))
+    icmp[0] = 0  # echo reply
+    icmp[2:4] = b"\x00\x00"
+    struct.pack_into("!H", icmp, 2, checksum(icmp))
+    return pad_frame(dst_mac + src_mac + b"\x08\x00" + bytes(ip_header) + bytes(icmp))

@@ -1,0 +1,35 @@
+"""Every switch of a running lab answers netmiko's arista_eos driver on its recorded port."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import Lab
+from netmiko import ConnectHandler
+
+pytestmark = pytest.mark.lab
+SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
+
+
+@pytest.mark.parametrize("switch", SWITCHES)
+def test_switch_management_plane_over_ssh(leafspine_lab: Lab, switch: str) -> None:
+    node = leafspine_lab.status["nodes"][switch]
+    credentials = leafspine_lab.status["credentials"]
+    assert node["mgmt_state"] == "running"
+    connection = ConnectHandler(
+        device_type="arista_eos",
+        host=node["mgmt_host"],
+        port=node["mgmt_port"],
+        username=credentials["username"],
+        password=credentials["password"],
+        fast_cli=True,
+    )
+    try:
+        assert f"Hostname: {switch}" in connection.send_command("show hostname")
+        counters = json.loads(connection.send_command("show priority-flow-control counters | json"))
+        ports = sorted(counters["interfaceCounters"])
+        expected = len(node["interfaces"])
+        assert ports == [f"Ethernet{i}" for i in range(1, expected + 1)]
+    finally:
+        connection.disconnect()

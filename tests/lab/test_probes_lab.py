@@ -1,0 +1,133 @@
+"""Wire validation on the leaf-spine lab: what the probes see equals what the switches count.
+
+The lab switches' QoS is set through their control socket here (the SSH management plane and
+the push path have their own tests); the probes then run exactly as a user runs them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
+
+from agent.loader import load_fabric
+from agent.probes import scenarios
+from lab.vswitch.client import VswitchClient
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+]
+SWITCH_PORTS = {"spine1": 2, "spine2": 2, "leaf1": 4, "leaf2": 4}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    name = f"pr{os.getpid()}"
+    state_dir = tmp_path_factory.mktemp("probelab") / name
+    started = start_lab(name, state_dir)
+    try:
+        yield started
+    finally:
+        stop_lab(name, state_dir)
+
+
+def client(lab: Lab, switch: str) -> VswitchClient:
+    return VswitchClient(str(lab.status["nodes"][switch]["control_socket"]))
+
+
+def set_qos(lab: Lab, pfc: bool, ecn: bool, watchdog: bool = False) -> None:
+    for switch, count in SWITCH_PORTS.items():
+        queue3: dict[str, Any] = {"bandwidth_percent": 50}
+        if ecn:
+            queue3["ecn"] = {"min_bytes": 6000, "max_bytes": 18000, "max_probability": 100}
+        qos = {
+            "trust": "dscp",
+            "dscp_to_tc": {"26": 3, "48": 6},
+            "watchdog": {"enabled": watchdog, "timeout_ms": 300, "recovery_ms": 600,
+                         "polling_ms": 100, "action": "drop"},
+            "ports": {
+                f"eth{i}": {"pfc_enabled": pfc, "no_drop": [3] if pfc else [], "watchdog": None,
+                            "queues": {"3": queue3, "6": {"strict": True},
+                                       "0": {"bandwidth_percent": 50}}}
+                for i in range(1, count + 1)
+            },
+        }  # fmt: skip
+        with client(lab, switch) as c:
+            c.call({"cmd": "set_qos", "qos": qos})
+            c.call({"cmd": "clear_counters"})
+
+
+def switch_totals(lab: Lab) -> dict[str, int]:
+    totals = {"tail_drops": 0, "headroom_drops": 0, "pfc_tx": 0, "ecn_marked": 0}
+    for switch in SWITCH_PORTS:
+        with client(lab, switch) as c:
+            ports = c.counters()["ports"]
+        for port in ports.values():
+            totals["tail_drops"] += port["queues"]["3"]["tail_drops"]
+            totals["ecn_marked"] += port["queues"]["3"]["ecn_marked"]
+            totals["headroom_drops"] += port["ingress"]["headroom_drops"][3]
+            totals["pfc_tx"] += port["pfc"]["tx_xoff"][3]
+    return totals
+
+
+def intent(lab: Lab) -> Any:
+    os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
+    return load_fabric(Path(lab.status["fabric_file"])).intent
+
+
+def test_pfc_off_probe_loss_equals_switch_drops(lab: Lab) -> None:
+    set_qos(lab, pfc=False, ecn=False)
+    result = scenarios.incast(intent(lab), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=False)
+    counted = switch_totals(lab)
+    assert result["totals"]["lost"] > 0
+    assert result["totals"]["lost"] == counted["tail_drops"] + counted["headroom_drops"]
+    assert not result["passed"]
+
+
+def test_pfc_on_no_loss_and_pauses_on_the_wire(lab: Lab) -> None:
+    set_qos(lab, pfc=True, ecn=False)
+    result = scenarios.incast(intent(lab), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=False)
+    counted = switch_totals(lab)
+    assert result["totals"]["lost"] == 0
+    assert result["totals"]["pfc_frames_received"] > 0  # the senders (NICs) were paused
+    assert counted["pfc_tx"] > 0 and counted["tail_drops"] == counted["headroom_drops"] == 0
+
+
+def test_ecn_marks_cnps_and_the_reaction_point_slows_the_senders(lab: Lab) -> None:
+    set_qos(lab, pfc=True, ecn=True)
+    result = scenarios.incast(intent(lab), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=True)
+    totals = result["totals"]
+    assert result["passed"], result["failures"]
+    assert totals["lost"] == 0
+    assert totals["ce_marked"] > 0 and totals["cnps_received"] > 0
+    assert totals["rate_cuts"] > 0
+    assert all(row["min_rate_bps"] < 10_000_000 * 0.75 for row in result["flows"])
+    assert switch_totals(lab)["ecn_marked"] == totals["ce_marked"]
+
+
+def test_storm_is_seen_on_the_wire_and_by_the_watchdog(lab: Lab) -> None:
+    set_qos(lab, pfc=True, ecn=True, watchdog=True)
+    result = scenarios.storm(intent(lab), "h3", duration_s=1.5, rate_pps=200, traffic_from="h1")
+    assert result["passed"], result["failures"]
+    stats = result["sniffed"]["priorities"]["3"]
+    assert stats["storms"] == 1 and stats["time_to_detect_s"][0] <= result["detection_bound_s"]
+    time.sleep(1.0)  # restoration after recovery_ms without pause
+    with client(lab, "leaf2") as c:
+        watchdog = c.counters()["ports"]["eth3"]["queues"]["3"]["watchdog"]
+    assert watchdog["storms_detected"] >= 1
+    assert watchdog["storms_restored"] == watchdog["storms_detected"]
+    assert watchdog["state"] == "operational"
+
+
+def test_pairwise_every_host_pair_without_loss(lab: Lab) -> None:
+    set_qos(lab, pfc=True, ecn=True)
+    result = scenarios.pairwise(intent(lab), rate_bps=500_000, duration_s=1.5)
+    assert result["passed"], result["failures"]
+    assert len(result["flows"]) == 12
+    assert all(row["received"] == row["sent"] > 0 for row in result["flows"])
