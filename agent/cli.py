@@ -16,7 +16,9 @@ import click
 from rich.console import Console
 
 from agent import __version__
+from agent.cli_push import apply_command, diff_command, drift_command
 from agent.cli_support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
+from agent.cli_validate import run_command, validate_command
 from agent.errors import AgentError
 from agent.loader import LoadedFabric, load_fabric
 from agent.plan import Plan, build_plan
@@ -142,6 +144,13 @@ def plan(fabric: Path, devices: tuple[str, ...], output: str) -> None:
         # Pipes and CI logs get wide tables instead of 80-column wrapping.
         width = None if sys.stdout.isatty() else 200
         render_plan_tables(desired, Console(highlight=False, width=width))
+
+
+main.add_command(diff_command)
+main.add_command(apply_command)
+main.add_command(drift_command)
+main.add_command(validate_command)
+main.add_command(run_command)
 
 
 @main.command("rules", hidden=False)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: the product on the built-in virtual lab. Builds the leaf-spine lab, checks and
 # plans its fabric file, probes it (pairwise, then a 2:1 incast with the switches' factory QoS:
-# no PFC, no ECN — the drops the agent exists to prevent), and tears the lab down.
+# no PFC, no ECN — the drops the agent exists to prevent), pushes the lossless profile over SSH
+# (diff, apply in config sessions with commit timer, drift), proves it on the wire (incast
+# without loss, ECN and CNPs, a PFC storm drill) and tears the lab down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AGENT=${AGENT:-.venv/bin/roce-agent}
@@ -39,3 +41,25 @@ if $AGENT probe incast --fabric "$FABRIC" --to h3 --from h1,h2 --duration 2; the
 fi
 echo "(expected: without PFC the RoCE class drops; the switch counters say where)"
 $AGENT lab counters leaf1 --lab $LAB
+
+STATE_DIR=$(mktemp -d)
+step "drift: every switch differs from the intent"
+$AGENT drift "$FABRIC" --output json | python3 -c 'import json,sys; print({d["device"]: d["changes"] for d in json.load(sys.stdin)["devices"]})' || true
+
+step "apply: canary first, then a batch; each change in a config session with commit timer"
+$AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
+
+step "drift after apply (exit 0) and a second apply (0 changes, no session)"
+$AGENT drift "$FABRIC"
+$AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
+
+step "incast again: no loss, ECN marks, CNPs, senders slowed by DCQCN, pauses on the wire"
+$AGENT probe incast --fabric "$FABRIC" --to h3 --from h1,h2 --duration 2
+
+step "PFC storm drill from h3 (with traffic from h1 queued behind it)"
+$AGENT probe storm --fabric "$FABRIC" --host h3 --traffic-from h1 --duration 1.5
+$AGENT lab counters leaf2 --lab $LAB
+
+step "audit log"
+cut -c1-160 "$STATE_DIR/audit.jsonl"
+rm -rf "$STATE_DIR"

@@ -1,0 +1,45 @@
+"""Checks of the fabric, by stable ID. :data:`CATALOG` lists them all."""
+
+from __future__ import annotations
+
+from agent.checks.base import Check, CheckResult, Collected, DeviceData
+from agent.checks.config import (
+    ConfigDrift,
+    DscpClassification,
+    EcnThresholds,
+    EtsScheduling,
+    Headroom,
+    PfcPriorities,
+    PfcWatchdog,
+    RoceModeConsistent,
+)
+from agent.checks.health import (
+    HostNicConsistency,
+    NoLosslessDrops,
+    NoPfcStorms,
+    PauseRate,
+    WatchdogActed,
+    WireProbes,
+)
+
+CATALOG: dict[str, type[Check]] = {
+    cls.check_id: cls
+    for cls in (
+        RoceModeConsistent,
+        DscpClassification,
+        PfcPriorities,
+        EcnThresholds,
+        EtsScheduling,
+        PfcWatchdog,
+        Headroom,
+        ConfigDrift,
+        NoLosslessDrops,
+        PauseRate,
+        NoPfcStorms,
+        WatchdogActed,
+        HostNicConsistency,
+        WireProbes,
+    )
+}
+
+__all__ = ["CATALOG", "Check", "CheckResult", "Collected", "DeviceData"]

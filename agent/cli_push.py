@@ -1,0 +1,168 @@
+"""``roce-agent diff | apply | drift``: what would change, change it safely, detect drift."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agent.cli_support import EXIT_ERROR, EXIT_FAILED, handle_errors
+from agent.errors import AgentError
+from agent.loader import load_fabric
+from agent.push import DEFAULT_PARALLELISM, DeviceResult, Pusher
+from agent.push import state_dir as resolve_state_dir
+
+FABRIC = click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+DEVICES = click.option(
+    "--device", "devices", multiple=True, metavar="NAME", help="Only this device (repeatable)."
+)
+OUTPUT = click.option(
+    "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+STATE_DIR = click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Audit log location (default $ROCE_AGENT_STATE_DIR or /var/lib/roce-agent).",
+)
+
+
+def _console() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _differences_table(results: list[DeviceResult], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("device", "interface", "setting", "expected", "actual"):
+        table.add_column(column)
+    for result in results:
+        for item in result.differences:
+            table.add_row(
+                item.device, item.interface or "-", item.setting, str(item.expected),
+                str(item.actual),
+            )  # fmt: skip
+    return table
+
+
+def _summary_table(results: list[DeviceResult], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("device", "platform", "changes", "result", "duration", "detail"):
+        table.add_column(column, justify="right" if column in ("changes", "duration") else "left")
+    for result in results:
+        table.add_row(
+            result.device,
+            result.platform,
+            str(len(result.differences)),
+            result.result,
+            f"{result.duration_s:.1f} s",
+            result.error or (result.session or ""),
+        )
+    return table
+
+
+def _emit(results: list[DeviceResult], output: str, title: str, show_lines: bool) -> None:
+    if output == "json":
+        click.echo(json.dumps({"devices": [r.as_dict() for r in results]}, indent=2))
+        return
+    console = _console()
+    if any(r.differences for r in results):
+        console.print(_differences_table(results, f"{title}: differences"))
+    if show_lines:
+        for result in results:
+            if result.lines:
+                console.print(f"[bold]{result.device}[/bold] would receive:")
+                console.print("\n".join(result.lines), markup=False, highlight=False)
+    console.print(_summary_table(results, title))
+
+
+@click.command("diff")
+@FABRIC
+@DEVICES
+@OUTPUT
+@click.option("--parallelism", type=int, default=DEFAULT_PARALLELISM, show_default=True)
+@handle_errors
+def diff_command(fabric: Path, devices: tuple[str, ...], output: str, parallelism: int) -> None:
+    """Show what would change on each switch (and the lines that would be sent). Exit 0."""
+    pusher = Pusher.for_intent(load_fabric(fabric).intent)
+    results = pusher.inspect_all(pusher.select(devices), parallelism)
+    _emit(results, output, "diff", show_lines=True)
+    if results and all(r.result in ("unreachable", "failed") for r in results):
+        sys.exit(EXIT_ERROR)
+
+
+@click.command("drift")
+@FABRIC
+@DEVICES
+@OUTPUT
+@click.option("--parallelism", type=int, default=DEFAULT_PARALLELISM, show_default=True)
+@handle_errors
+def drift_command(fabric: Path, devices: tuple[str, ...], output: str, parallelism: int) -> None:
+    """Compare every switch with the intent: exit 1 listing every difference, 0 if none,
+    2 if a device could not be read."""
+    pusher = Pusher.for_intent(load_fabric(fabric).intent)
+    results = pusher.inspect_all(pusher.select(devices), parallelism)
+    _emit(results, output, "drift", show_lines=False)
+    if any(r.differences for r in results):
+        sys.exit(EXIT_FAILED)
+    if any(r.result in ("unreachable", "failed") for r in results):
+        sys.exit(EXIT_ERROR)
+
+
+@click.command("apply")
+@FABRIC
+@DEVICES
+@click.option("--dry-run", is_flag=True, help="Show the changes; open no session.")
+@click.option("--canary", type=int, default=1, show_default=True,
+              help="Devices changed one by one first; a failure stops everything.")  # fmt: skip
+@click.option("--batch-size", type=int, default=8, show_default=True)
+@click.option("--parallelism", type=int, default=DEFAULT_PARALLELISM, show_default=True,
+              help="At most this many SSH sessions at once.")  # fmt: skip
+@click.option("--confirm-timeout", type=click.IntRange(5, 3600), default=300, show_default=True,
+              help="Seconds the device waits for confirmation before rolling back.")  # fmt: skip
+@click.option("--hold", "hold_s", type=click.FloatRange(0, 3600), default=0, metavar="SECONDS",
+              help="Rollback drill: hold each change unconfirmed this long.")  # fmt: skip
+@click.option("--include-hosts", is_flag=True, help="Also configure host NICs (opt-in).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@STATE_DIR
+@OUTPUT
+@handle_errors
+def apply_command(
+    fabric: Path, devices: tuple[str, ...], dry_run: bool, canary: int, batch_size: int,
+    parallelism: int, confirm_timeout: int, hold_s: float, include_hosts: bool, yes: bool,
+    state_dir: Path | None, output: str,
+) -> None:  # fmt: skip
+    """Bring switches to the intent: canary first, then batches, each change in a transaction
+    the switch rolls back by itself unless the readback matches and the agent confirms.
+
+    Exit 0 when every device is applied or already right, 1 on any failure.
+    """
+    intent = load_fabric(fabric).intent
+    pusher = Pusher.for_intent(
+        intent,
+        resolve_state_dir(state_dir),
+        confirm_timeout_s=confirm_timeout,
+        include_hosts=include_hosts,
+        hold_before_confirm_s=hold_s,
+    )
+    selected = pusher.select(devices)
+    if not dry_run and not yes:
+        if not sys.stdin.isatty():
+            raise AgentError("apply changes devices: pass --yes (or run --dry-run first)")
+        click.confirm(f"Apply the intent to {len(selected)} device(s)?", abort=True)
+    console = Console(stderr=True, highlight=False)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=output == "json" or not console.is_terminal,
+    ) as progress:  # fmt: skip
+        task = progress.add_task("apply" if not dry_run else "dry run", total=len(selected))
+        results = pusher.apply_all(
+            selected, canary, batch_size, parallelism, dry_run,
+            on_result=lambda r: progress.advance(task),
+        )  # fmt: skip
+    _emit(results, output, "apply (dry run)" if dry_run else "apply", show_lines=dry_run)
+    if any(r.result in ("failed", "unreachable", "skipped") for r in results):
+        sys.exit(EXIT_FAILED)

@@ -1,0 +1,212 @@
+"""``roce-agent validate`` and ``roce-agent run``: playbooks with reports for people and CI."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from agent.cli_support import EXIT_ERROR, EXIT_FAILED, handle_errors
+from agent.errors import AgentError
+from agent.loader import load_fabric
+from agent.playbooks import PlaybookRunner, Report, StepReport, load_playbook, playbook_path
+from agent.push import state_dir as resolve_state_dir
+
+FORMATS = ("table", "json", "junit", "markdown")
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.as_dict(), indent=2)
+
+
+def render_junit(report: Report) -> str:
+    """One testcase per check result and per step, as CI systems show JUnit."""
+    suites = ET.Element("testsuites", name=f"roce-agent {report.playbook}")
+    suite = ET.SubElement(suites, "testsuite", name=f"{report.playbook} {report.fabric}")
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for step in report.steps:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"step.{step.kind}",
+            name=step.name,
+            time=str(step.duration_s),
+        )
+        counts["tests"] += 1
+        if step.status == "failure":
+            counts["failures"] += 1
+            ET.SubElement(case, "failure", message="step failed").text = json.dumps(step.detail)
+        elif step.status == "error":
+            counts["errors"] += 1
+            ET.SubElement(case, "error", message=str(step.detail.get("error", "")))
+        elif step.status == "skipped":
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message="not run: an earlier step failed")
+    for result in report.checks:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"{result.check}.{result.name}", name=result.device
+        )
+        counts["tests"] += 1
+        text = "\n".join(result.messages)
+        if result.status == "failure":
+            counts["failures"] += 1
+            ET.SubElement(case, "failure", message=result.description).text = text
+        elif result.status == "error":
+            counts["errors"] += 1
+            ET.SubElement(case, "error", message=result.description).text = text
+        elif result.status == "skipped":
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=text or "skipped")
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
+
+
+def render_markdown(report: Report) -> str:
+    verdict = "PASS" if report.passed else "FAIL"
+    lines = [f"## roce-agent {report.playbook}: {verdict} (fabric {report.fabric})", ""]
+    lines += ["| step | status | duration |", "|---|---|---|"]
+    lines += [f"| {s.name} | {s.status} | {s.duration_s:.1f} s |" for s in report.steps]
+    if report.checks:
+        lines += ["", "| check | device | status | details |", "|---|---|---|---|"]
+        for result in report.checks:
+            details = "<br>".join(m.replace("|", "\\|") for m in result.messages)
+            lines.append(
+                f"| {result.check} {result.name} | {result.device} | {result.status} | {details} |"
+            )
+    if report.recommendation and report.recommendation.get("recommended"):
+        best = report.recommendation["recommended"]
+        lines += [
+            "",
+            "Recommended ECN thresholds: "
+            f"{best['min_threshold']}-{best['max_threshold']} B @ {best['max_probability']} %",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def render_table(report: Report, console: Console) -> None:
+    steps = Table(title=f"{report.playbook} on {report.fabric}")
+    for column in ("step", "status", "duration"):
+        steps.add_column(column)
+    for step in report.steps:
+        steps.add_row(step.name, step.status, f"{step.duration_s:.1f} s")
+    console.print(steps)
+    if report.checks:
+        checks = Table(title="checks")
+        for column in ("check", "device", "status", "details"):
+            checks.add_column(column)
+        for result in report.checks:
+            checks.add_row(
+                f"{result.check} {result.name}",
+                result.device,
+                result.status,
+                "\n".join(result.messages),
+            )
+        console.print(checks)
+    if report.recommendation:
+        sweep = Table(title="ECN sweep")
+        rows = report.recommendation["candidates"]
+        for column in rows[0] if rows else ():
+            sweep.add_column(column)
+        for row in rows:
+            sweep.add_row(*(str(v) for v in row.values()))
+        console.print(sweep)
+        best = report.recommendation.get("recommended")
+        console.print(
+            f"recommended: {best}" if best else "no candidate kept zero loss at full goodput"
+        )
+    if report.rolled_back:
+        console.print(
+            "rolled back: " + ", ".join(f"{r.device} ({r.result})" for r in report.rolled_back)
+        )
+    console.print(f"{report.playbook}: {'PASS' if report.passed else 'FAIL'}")
+
+
+def run_playbook(
+    fabric: Path, playbook_name: str, output: str, report_file: Path | None, state_dir: Path | None
+) -> None:
+    intent = load_fabric(fabric).intent
+    playbook = load_playbook(playbook_path(playbook_name))
+    err = Console(stderr=True, highlight=False)
+
+    def progress(step: StepReport) -> None:
+        if output == "table" or report_file is not None:
+            err.print(f"[{step.status}] {step.name} ({step.duration_s:.1f} s)", markup=False)
+
+    runner = PlaybookRunner(intent, resolve_state_dir(state_dir), on_step=progress)
+    with (
+        err.status(f"running {playbook.name} on {intent.name}", spinner="dots")
+        if err.is_terminal
+        else _null()
+    ):
+        report = runner.run(playbook)
+    text = {"json": render_json, "junit": render_junit, "markdown": render_markdown}
+    if output == "table":
+        render_table(report, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+    else:
+        click.echo(text[output](report), nl=False)
+    if report_file is not None:
+        fmt = output if output != "table" else "json"
+        report_file.write_text(text[fmt](report))
+    if any(s.status == "error" for s in report.steps) and not report.checks and not report.probes:
+        sys.exit(EXIT_ERROR)
+    if not report.passed:
+        sys.exit(EXIT_FAILED)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+@click.command("validate")
+@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--playbook",
+    "playbook_name",
+    default="validate",
+    show_default=True,
+    help="A playbook file, or a shipped one (validate, lossless-rollout, storm-drill, ecn-sweep).",
+)
+@click.option("--output", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--report-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the report here (json unless --output names another format).",
+)
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False))
+@handle_errors
+def validate_command(
+    fabric: Path, playbook_name: str, output: str, report_file: Path | None, state_dir: Path | None
+) -> None:
+    """Validate FABRIC: read the switches, drive traffic, run every check.
+
+    Exit 0 when every check passes, 1 when any fails, 2 when validation cannot run (bad
+    input, nothing reachable).
+    """
+    run_playbook(fabric, playbook_name, output, report_file, state_dir)
+
+
+@click.command("run")
+@click.argument("playbook_name", metavar="PLAYBOOK")
+@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--output", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--report-file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False))
+@handle_errors
+def run_command(
+    playbook_name: str, fabric: Path, output: str, report_file: Path | None, state_dir: Path | None
+) -> None:
+    """Run PLAYBOOK (a file or lossless-rollout, storm-drill, ecn-sweep, validate) on FABRIC."""
+    if not playbook_name:
+        raise AgentError("name a playbook")
+    run_playbook(fabric, playbook_name, output, report_file, state_dir)

@@ -1,0 +1,147 @@
+"""What every platform provides, netmiko style: a base that does the common work, and one
+module per NOS that overrides only what differs.
+
+A platform turns the normalized desired state into the NOS's configuration (``render``),
+reads the device back into the same normalized model (``read_state``, ``read_counters``),
+and changes it inside a transaction that the device itself rolls back if the agent does not
+confirm (``transaction``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agent.errors import AgentError
+from agent.plan import DevicePlan
+from agent.state import Counters, QosState, desired_state
+
+
+class PlatformError(AgentError):
+    """The device refused or failed something; the message says what and where."""
+
+    exit_code = 1
+
+
+class ConfigRejected(PlatformError):
+    """The device refused a configuration line."""
+
+
+class Connection:
+    """A thin wrapper over a netmiko connection (so tests and platforms share one surface)."""
+
+    def __init__(self, netmiko: Any, device: str) -> None:
+        self.netmiko = netmiko
+        self.device = device
+
+    def show(self, command: str, read_timeout: float = 30.0) -> str:
+        output: str = self.netmiko.send_command(command, read_timeout=read_timeout)
+        return output
+
+    @property
+    def prompt_pattern(self) -> str:
+        """Any prompt of this device, whatever the mode (``leaf1(config-s-x)#``)."""
+        return rf"{re.escape(self.netmiko.base_prompt)}.*[#>$]"
+
+    def send_lines(self, lines: list[str], read_timeout: float = 30.0) -> str:
+        """Send lines in the current (configuration) mode; raise on the first refused one.
+
+        netmiko's ``send_config_set`` with command echo verification checks each line's output
+        against the error pattern as it goes, so a refused line stops the rest.
+        """
+        from netmiko.exceptions import ConfigInvalidException
+
+        try:
+            output: str = self.netmiko.send_config_set(
+                lines,
+                enter_config_mode=False,
+                exit_config_mode=False,
+                cmd_verify=True,
+                error_pattern=r"(?m)^%",
+                read_timeout=read_timeout,
+            )
+        except ConfigInvalidException as exc:
+            text = str(exc)
+            refused = next((line for line in reversed(lines) if line.strip() in text), "?")
+            raise ConfigRejected(
+                f"{self.device}: refused {refused.strip()!r}: {self.refusal(text) or text}"
+            ) from None
+        return output
+
+    @staticmethod
+    def refusal(output: str) -> str | None:
+        for text in output.splitlines():
+            stripped = text.strip()
+            if stripped.startswith("%"):
+                return stripped
+        return None
+
+    def close(self) -> None:
+        self.netmiko.disconnect()
+
+
+@dataclass
+class Transaction:
+    """A change in progress: lines sent, the device's own diff, whether it is confirmed."""
+
+    name: str
+    lines: list[str]
+    device_diff: str = ""
+    committed: bool = False
+    confirmed: bool = False
+    rolled_back: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class Platform(ABC):
+    """One NOS. Subclasses set the class attributes and override what differs."""
+
+    name: ClassVar[str]
+    netmiko_device_type: ClassVar[str]
+    # Settings this platform can configure and read back (keys of agent.state.diff).
+    managed: ClassVar[frozenset[str]] = frozenset(
+        {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
+    )
+
+    def desired(self, device: DevicePlan) -> QosState:
+        return desired_state(device)
+
+    @abstractmethod
+    def render(self, device: DevicePlan) -> list[str]:
+        """The full configuration of the lossless profile for this device."""
+
+    @abstractmethod
+    def render_changes(self, desired: QosState, actual: QosState | None) -> list[str]:
+        """The least configuration that turns ``actual`` into ``desired``."""
+
+    @abstractmethod
+    def read_state(self, conn: Connection) -> QosState:
+        """The device's current QoS configuration, normalized."""
+
+    @abstractmethod
+    def read_counters(self, conn: Connection) -> Counters:
+        """The device's PFC, queue, ECN and watchdog counters, normalized."""
+
+    @abstractmethod
+    @contextmanager
+    def transaction(
+        self, conn: Connection, lines: list[str], confirm_timeout_s: int
+    ) -> Iterator[Transaction]:
+        """Apply ``lines`` so that the device rolls back by itself unless confirmed.
+
+        Yields after the change is live (unconfirmed); the caller verifies and then calls
+        :meth:`confirm`. Leaving the block without confirming rolls the change back.
+        """
+
+    @abstractmethod
+    def confirm(self, conn: Connection, txn: Transaction) -> None:
+        """Make a live change permanent."""
+
+    @staticmethod
+    def session_name(prefix: str = "roce-agent") -> str:
+        return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"

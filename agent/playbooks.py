@@ -1,0 +1,447 @@
+"""Playbooks: ordered procedures (validate, rollout, storm drill, ECN sweep) that the CLI and
+the daemon run the same way.
+
+A playbook is YAML: a name, whether to roll back on failure, and steps. Each step is one of
+
+* ``collect: {counters: true, window_s: 5}`` — switch state and two counter snapshots;
+* ``checks: {ids: all | [RC001, …], inputs: {RC006: {max_detection_ms: 500}}}``;
+* ``probe: {scenario: pairwise | incast | storm, …}`` — hosts ``auto`` picks them from the
+  fabric (incast: two senders on another leaf than the receiver);
+* ``apply: {devices: canary | rest | all | [names], canary: 1, batch_size: 8}``;
+* ``ecn_sweep: {candidates: [{min_threshold, max_threshold, max_probability}], …}`` — the
+  closed loop that tries threshold sets under incast and recommends one.
+
+A failed step stops the playbook; with ``rollback_on_failure`` every device this run changed
+is put back to the state it had before (through the same transaction path).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.checks import CATALOG, CheckResult, Collected
+from agent.collect import collect
+from agent.errors import AgentError, IntentError, Problem
+from agent.intent import Device, FabricIntent, Profile
+from agent.probes import scenarios
+from agent.push import DeviceResult, Pusher
+from agent.state import QosState
+from agent.units import parse_size
+from agent.yamlsource import SourceMap, dotted_path, load_yaml
+
+PLAYBOOKS = Path(__file__).resolve().parent.parent / "playbooks"
+
+
+class StepModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CollectSpec(StepModel):
+    counters: bool = True
+    window_s: float = Field(default=0.0, ge=0, le=3600)
+    # Compare with the snapshot of the previous collect step (drops, storms, pauses since).
+    since_previous: bool = False
+
+
+class ChecksSpec(StepModel):
+    ids: Literal["all"] | list[str] = "all"
+    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ProbeSpec(StepModel):
+    scenario: Literal["pairwise", "incast", "storm"]
+    duration_s: float = Field(default=2.0, gt=0, le=600)
+    rate: str | None = None
+    to: str = "auto"
+    senders: list[str] | Literal["auto"] = Field(default="auto", alias="from")
+    host: str = "auto"
+    traffic_from: str | None = "auto"
+
+
+class ApplySpec(StepModel):
+    devices: Literal["canary", "rest", "all"] | list[str] = "all"
+    canary: int = Field(default=1, ge=0)
+    batch_size: int = Field(default=8, ge=1)
+    confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
+
+
+class EcnCandidate(StepModel):
+    min_threshold: str | int
+    max_threshold: str | int
+    max_probability: int = Field(default=100, ge=1, le=100)
+
+
+class SweepSpec(StepModel):
+    candidates: list[EcnCandidate] = Field(min_length=1)
+    to: str = "auto"
+    senders: list[str] | Literal["auto"] = Field(default="auto", alias="from")
+    duration_s: float = Field(default=2.0, gt=0, le=600)
+    min_goodput_fraction: float = Field(default=0.9, gt=0, le=1)
+
+
+class Step(StepModel):
+    collect: CollectSpec | None = None
+    checks: ChecksSpec | None = None
+    probe: ProbeSpec | None = None
+    apply: ApplySpec | None = None
+    ecn_sweep: SweepSpec | None = None
+    name: str | None = None
+    stop_on_failure: bool = True
+
+    def kind(self) -> str:
+        kinds = [
+            k for k in ("collect", "checks", "probe", "apply", "ecn_sweep") if getattr(self, k)
+        ]
+        if len(kinds) != 1:
+            raise ValueError(
+                "each step has exactly one of collect, checks, probe, apply, ecn_sweep"
+            )
+        return kinds[0]
+
+
+class Playbook(StepModel):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+    description: str = ""
+    rollback_on_failure: bool = False
+    steps: list[Step] = Field(min_length=1)
+
+
+def load_playbook(path: Path) -> Playbook:
+    """Load and validate a playbook; errors name file, line and field."""
+    data, source = load_yaml(path)
+    try:
+        playbook = Playbook.model_validate(data)
+        for step in playbook.steps:
+            step.kind()
+        unknown = [
+            check_id
+            for step in playbook.steps
+            if step.checks and step.checks.ids != "all"
+            for check_id in step.checks.ids
+            if check_id not in CATALOG
+        ]
+        if unknown:
+            raise AgentError(f"{path}: unknown check ID(s) {', '.join(unknown)}")
+        return playbook
+    except ValidationError as exc:
+        raise IntentError(_problems(exc, source)) from None
+    except ValueError as exc:
+        raise IntentError([Problem(source.locate(("steps",)), "steps", str(exc))]) from None
+
+
+def _problems(exc: ValidationError, source: SourceMap) -> list[Problem]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
+        problems.append(Problem(source.locate(loc), dotted_path(loc), error["msg"]))
+    return problems
+
+
+def playbook_path(name_or_path: str) -> Path:
+    """A path, or the name of a shipped playbook (``validate`` → playbooks/validate.yml)."""
+    candidate = Path(name_or_path)
+    if candidate.is_file():
+        return candidate
+    shipped = PLAYBOOKS / f"{name_or_path}.yml"
+    if shipped.is_file():
+        return shipped
+    raise AgentError(f"playbook {name_or_path!r} not found (a file, or one of playbooks/*.yml)")
+
+
+@dataclass
+class StepReport:
+    name: str
+    kind: str
+    status: str  # success | failure | skipped | error
+    detail: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+
+@dataclass
+class Report:
+    playbook: str
+    fabric: str
+    started: float
+    steps: list[StepReport] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    applied: list[DeviceResult] = field(default_factory=list)
+    rolled_back: list[DeviceResult] = field(default_factory=list)
+    recommendation: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(s.status in ("success", "skipped") for s in self.steps)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "playbook": self.playbook,
+            "fabric": self.fabric,
+            "started": self.started,
+            "passed": self.passed,
+            "error": self.error,
+            "steps": [s.__dict__ for s in self.steps],
+            "checks": [c.as_dict() for c in self.checks],
+            "probes": self.probes,
+            "applied": [r.as_dict() for r in self.applied],
+            "rolled_back": [r.as_dict() for r in self.rolled_back],
+            "recommendation": self.recommendation,
+        }
+
+
+class PlaybookRunner:
+    """Runs a playbook over one fabric."""
+
+    def __init__(
+        self,
+        intent: FabricIntent,
+        audit_dir: Path | None = None,
+        on_step: Callable[[StepReport], None] | None = None,
+    ) -> None:
+        self.intent = intent
+        self.pusher = Pusher.for_intent(intent, audit_dir)
+        self.audit_dir = audit_dir
+        self.on_step = on_step
+        self.collected: Collected | None = None
+        self.before: dict[str, QosState] = {}
+        self.switches = self.pusher.select(())
+
+    # ------------------------------------------------------------------ hosts
+
+    def _hosts(self) -> list[Device]:
+        return [d for d in self.intent.devices if d.role == "host"]
+
+    def _leaf_of(self, host: Device) -> str | None:
+        port = next((p for p in host.ports if p.peer), None)
+        return port.peer.partition(":")[0] if port and port.peer else None
+
+    def _incast_hosts(self, to: str, senders: list[str] | Literal["auto"]) -> tuple[str, list[str]]:
+        hosts = self._hosts()
+        if not hosts:
+            raise AgentError("the fabric has no hosts to probe from")
+        receiver = hosts[-1].name if to == "auto" else to
+        if senders != "auto":
+            return receiver, list(senders)
+        leaf = self._leaf_of(next(h for h in hosts if h.name == receiver))
+        remote = [h.name for h in hosts if h.name != receiver and self._leaf_of(h) != leaf]
+        local = [h.name for h in hosts if h.name != receiver and h.name not in remote]
+        chosen = (remote + local)[:2]
+        if not chosen:
+            raise AgentError("incast needs at least one host besides the receiver")
+        return receiver, chosen
+
+    # ------------------------------------------------------------------ steps
+
+    def _collect(self, spec: CollectSpec) -> StepReport:
+        earlier = self.collected
+        self.collected = collect(self.pusher, self.switches, spec.counters, spec.window_s)
+        if earlier is not None:
+            self.collected.probes = list(earlier.probes)
+        if spec.since_previous and earlier is not None:
+            for name, data in self.collected.devices.items():
+                old = earlier.devices.get(name)
+                if old is not None and old.counters is not None and data.counters is not None:
+                    data.previous = old.counters
+        unreachable = {
+            n: d.error
+            for n, d in self.collected.devices.items()
+            if d.error and d.device.role != "host"
+        }
+        if unreachable and len(unreachable) == len(self.switches):
+            raise AgentError(
+                "no switch could be read: " + "; ".join(map(str, unreachable.values()))
+            )
+        return StepReport(
+            "collect",
+            "collect",
+            "success" if not unreachable else "failure",
+            {"unreachable": unreachable},
+        )
+
+    def _checks(self, spec: ChecksSpec, report: Report) -> StepReport:
+        if self.collected is None:
+            self._collect(CollectSpec(window_s=0))
+        assert self.collected is not None
+        # "all" is every check but the drill ones, which expect a storm to have happened.
+        ids = (
+            sorted(k for k, c in CATALOG.items() if "drill" not in c.categories)
+            if spec.ids == "all"
+            else spec.ids
+        )
+        results: list[CheckResult] = []
+        for check_id in ids:
+            check = CATALOG[check_id](spec.inputs.get(check_id))
+            results.extend(check.run(self.collected))
+        report.checks.extend(results)
+        failed = [r for r in results if r.status in ("failure", "error")]
+        return StepReport(
+            "checks",
+            "checks",
+            "failure" if failed else "success",
+            {"checks": len(results), "failed": len(failed)},
+        )
+
+    def _probe(self, spec: ProbeSpec, report: Report) -> StepReport:
+        rate = None
+        if spec.rate:
+            from agent.units import parse_speed
+
+            rate = parse_speed(spec.rate)
+        if spec.scenario == "pairwise":
+            result = scenarios.pairwise(self.intent, None, rate or 1_000_000, spec.duration_s)
+        elif spec.scenario == "incast":
+            to, senders = self._incast_hosts(spec.to, spec.senders)
+            result = scenarios.incast(self.intent, to, senders, spec.duration_s, rate)
+        else:
+            hosts = self._hosts()
+            host = hosts[-1].name if spec.host == "auto" else spec.host
+            traffic = spec.traffic_from
+            if traffic == "auto":
+                traffic = next((h.name for h in hosts if h.name != host), None)
+            result = scenarios.storm(self.intent, host, spec.duration_s, traffic_from=traffic)
+        report.probes.append(result)
+        if self.collected is not None:
+            self.collected.probes.append(result)
+        return StepReport(
+            f"probe {spec.scenario}",
+            "probe",
+            "success" if result["passed"] else "failure",
+            {"failures": result.get("failures", []), "totals": result.get("totals")},
+        )
+
+    def _apply(self, spec: ApplySpec, report: Report) -> StepReport:
+        if spec.devices == "canary":
+            devices = self.switches[: spec.canary]
+        elif spec.devices == "rest":
+            devices = self.switches[spec.canary :]
+        elif spec.devices == "all":
+            devices = self.switches
+        else:
+            devices = self.pusher.select(spec.devices)
+        self.pusher.confirm_timeout_s = spec.confirm_timeout_s
+        results = self.pusher.apply_all(
+            devices, canary=min(spec.canary, len(devices)), batch_size=spec.batch_size
+        )
+        for result in results:
+            if result.before is not None and result.result == "applied":
+                self.before.setdefault(result.device, result.before)
+        report.applied.extend(results)
+        bad = [r for r in results if r.result in ("failed", "unreachable", "skipped")]
+        return StepReport(
+            f"apply {spec.devices if isinstance(spec.devices, str) else 'devices'}",
+            "apply",
+            "failure" if bad else "success",
+            {r.device: r.result for r in results},
+        )
+
+    def _sweep(self, spec: SweepSpec, report: Report) -> StepReport:
+        to, senders = self._incast_hosts(spec.to, spec.senders)
+        rows = []
+        original = self.intent
+        try:
+            for candidate in spec.candidates:
+                intent = _with_ecn(original, candidate)
+                pusher = Pusher.for_intent(intent, self.audit_dir)
+                applied = pusher.apply_all(pusher.select(()), canary=0, batch_size=64)
+                if any(r.result not in ("applied", "no-change") for r in applied):
+                    raise AgentError(f"could not apply candidate {candidate.model_dump()}")
+                result = scenarios.incast(intent, to, senders, spec.duration_s)
+                totals = result["totals"]
+                line_rate = min(p.speed for d in intent.devices if d.name == to for p in d.ports)
+                goodput = result["receiver"]["goodput_bps"]
+                rows.append(
+                    {
+                        "min_threshold": parse_size(candidate.min_threshold),
+                        "max_threshold": parse_size(candidate.max_threshold),
+                        "max_probability": candidate.max_probability,
+                        "lost": totals["lost"],
+                        "pfc_frames": totals["pfc_frames_received"],
+                        "paused_s": totals["paused_s"],
+                        "ce_marked": totals["ce_marked"],
+                        "cnps": totals["cnps_received"],
+                        "goodput_bps": goodput,
+                        "goodput_fraction": round(goodput / line_rate, 3),
+                    }
+                )
+        finally:
+            back = Pusher.for_intent(original, self.audit_dir)
+            back.apply_all(back.select(()), canary=0, batch_size=64)
+        eligible = [
+            r for r in rows if r["lost"] == 0 and r["goodput_fraction"] >= spec.min_goodput_fraction
+        ]
+        eligible.sort(key=lambda r: (r["pfc_frames"], r["paused_s"], -r["goodput_bps"]))
+        report.recommendation = {
+            "candidates": rows,
+            "recommended": eligible[0] if eligible else None,
+        }
+        return StepReport(
+            "ecn sweep", "ecn_sweep", "success" if eligible else "failure", report.recommendation
+        )
+
+    # ------------------------------------------------------------------ run
+
+    def run(self, playbook: Playbook) -> Report:
+        report = Report(playbook.name, self.intent.name, time.time())
+        for index, step in enumerate(playbook.steps):
+            started = time.monotonic()
+            kind = step.kind()
+            try:
+                if kind == "collect":
+                    assert step.collect is not None
+                    outcome = self._collect(step.collect)
+                elif kind == "checks":
+                    assert step.checks is not None
+                    outcome = self._checks(step.checks, report)
+                elif kind == "probe":
+                    assert step.probe is not None
+                    outcome = self._probe(step.probe, report)
+                elif kind == "apply":
+                    assert step.apply is not None
+                    outcome = self._apply(step.apply, report)
+                else:
+                    assert step.ecn_sweep is not None
+                    outcome = self._sweep(step.ecn_sweep, report)
+            except AgentError as exc:
+                outcome = StepReport(kind, kind, "error", {"error": str(exc)})
+            outcome.name = step.name or outcome.name
+            outcome.duration_s = round(time.monotonic() - started, 3)
+            report.steps.append(outcome)
+            if self.on_step:
+                self.on_step(outcome)
+            if outcome.status in ("failure", "error") and step.stop_on_failure:
+                for later in playbook.steps[index + 1 :]:
+                    report.steps.append(
+                        StepReport(later.name or later.kind(), later.kind(), "skipped")
+                    )
+                if playbook.rollback_on_failure and self.before:
+                    self._rollback(report)
+                break
+        return report
+
+    def _rollback(self, report: Report) -> None:
+        known = {d.name: d for d in self.switches}
+        for name, before in self.before.items():
+            report.rolled_back.append(self.pusher.restore(known[name], before))
+
+
+def _with_ecn(intent: FabricIntent, candidate: EcnCandidate) -> FabricIntent:
+    profile = intent.profile
+    queues = dict(profile.ecn.queues)
+    roce = profile.roce.priority
+    queues[roce] = queues[roce].model_copy(
+        update={
+            "min_threshold": parse_size(candidate.min_threshold),
+            "max_threshold": parse_size(candidate.max_threshold),
+            "max_probability": candidate.max_probability,
+        }
+    )
+    ecn = profile.ecn.model_copy(update={"queues": queues, "enabled": True})
+    new_profile: Profile = profile.model_copy(update={"ecn": ecn})
+    return intent.model_copy(update={"profile": new_profile})

@@ -1,0 +1,291 @@
+"""The push path against lab switches over SSH (netmiko arista_eos), as a user runs it.
+
+One lab for the module, started with a distinctive password so the last test can prove it
+never leaks into output or the audit log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
+from netmiko import ConnectHandler
+
+from agent.platforms.arista_eos import AristaEos
+from agent.platforms.base import ConfigRejected, Connection
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+]
+SECRET = "Tr0ub4dor-lab-9f3e"
+SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
+OUTPUTS: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    name = f"pu{os.getpid()}"
+    state_dir = tmp_path_factory.mktemp("pushlab") / name
+    previous = os.environ.get("ROCE_LAB_PASSWORD")
+    os.environ["ROCE_LAB_PASSWORD"] = SECRET  # the lab takes it at `up`; the agent reads it
+    try:
+        started = start_lab(name, state_dir)
+        try:
+            yield started
+        finally:
+            stop_lab(name, state_dir)
+    finally:
+        if previous is None:
+            os.environ.pop("ROCE_LAB_PASSWORD", None)
+        else:
+            os.environ["ROCE_LAB_PASSWORD"] = previous
+
+
+@pytest.fixture(scope="module")
+def audit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("audit")
+
+
+def agent(audit_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ROCE_LAB_PASSWORD": SECRET, "ROCE_AGENT_STATE_DIR": str(audit_dir)}
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env,
+    )  # fmt: skip
+    OUTPUTS.extend([done.stdout, done.stderr])
+    return done
+
+
+def as_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def by_device(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    return {d["device"]: d for d in as_json(done)["devices"]}
+
+
+def eos(lab: Lab, switch: str) -> Any:
+    node = lab.status["nodes"][switch]
+    return ConnectHandler(
+        device_type="arista_eos", host=node["mgmt_host"], port=node["mgmt_port"],
+        username="admin", password=SECRET, fast_cli=True,
+    )  # fmt: skip
+
+
+def configure(lab: Lab, switch: str, lines: list[str]) -> None:
+    connection = eos(lab, switch)
+    try:
+        output = connection.send_config_set(lines)
+        assert "%" not in output, output
+    finally:
+        connection.disconnect()
+
+
+def running_config(lab: Lab, switch: str) -> str:
+    connection = eos(lab, switch)
+    try:
+        return str(connection.send_command("show running-config"))
+    finally:
+        connection.disconnect()
+
+
+def sessions(lab: Lab, switch: str) -> dict[str, Any]:
+    connection = eos(lab, switch)
+    try:
+        data: dict[str, Any] = json.loads(
+            connection.send_command("show configuration sessions | json")
+        )
+        return data
+    finally:
+        connection.disconnect()
+
+
+def audit_lines(audit_dir: Path) -> list[dict[str, Any]]:
+    path = audit_dir / "audit.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def fabric(lab: Lab) -> str:
+    return str(lab.status["fabric_file"])
+
+
+def test_apply_from_factory_config_then_idempotent(lab: Lab, audit_dir: Path) -> None:
+    before = agent(audit_dir, "drift", fabric(lab), "--output", "json")
+    assert before.returncode == 1
+    assert all(d["changes"] > 0 for d in as_json(before)["devices"])
+
+    applied = agent(audit_dir, "apply", fabric(lab), "--yes", "--output", "json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert {d["result"] for d in as_json(applied)["devices"]} == {"applied"}
+    assert len(audit_lines(audit_dir)) == 4
+
+    after = agent(audit_dir, "drift", fabric(lab), "--output", "json")
+    assert after.returncode == 0 and all(d["changes"] == 0 for d in as_json(after)["devices"])
+
+    known_sessions = {s: set(sessions(lab, s).get("sessions", {})) for s in SWITCHES}
+    again = agent(audit_dir, "apply", fabric(lab), "--yes", "--output", "json")
+    assert again.returncode == 0
+    assert {d["result"] for d in as_json(again)["devices"]} == {"no-change"}
+    assert len(audit_lines(audit_dir)) == 4  # nothing attempted, nothing logged
+    assert {s: set(sessions(lab, s).get("sessions", {})) for s in SWITCHES} == known_sessions
+
+
+def test_hand_changed_threshold_is_drift_and_apply_fixes_exactly_it(
+    lab: Lab, audit_dir: Path
+) -> None:
+    configure(lab, "leaf2", [
+        "interface Ethernet3", "uc-tx-queue 3",
+        "random-detect ecn minimum-threshold 7000 bytes maximum-threshold 18000 bytes "
+        "max-mark-probability 100",
+    ])  # fmt: skip
+    drift = agent(audit_dir, "drift", fabric(lab), "--output", "json")
+    assert drift.returncode == 1
+    differences = [x for d in as_json(drift)["devices"] for x in d["differences"]]
+    assert differences == [
+        {
+            "device": "leaf2",
+            "interface": "Ethernet3",
+            "setting": "queue[3].ecn",
+            "expected": "6000-18000@100%",
+            "actual": "7000-18000@100%",
+        }
+    ]
+    fixed = by_device(agent(audit_dir, "apply", fabric(lab), "--yes", "--output", "json"))
+    assert fixed["leaf2"]["result"] == "applied" and fixed["leaf2"]["changes"] == 1
+    assert fixed["leaf2"]["lines"] == [
+        "interface Ethernet3",
+        "   uc-tx-queue 3",
+        "      random-detect ecn minimum-threshold 6000 bytes maximum-threshold 18000 bytes "
+        "max-mark-probability 100",
+        "   exit",
+    ]
+    assert {fixed[s]["result"] for s in ("spine1", "spine2", "leaf1")} == {"no-change"}
+    assert agent(audit_dir, "drift", fabric(lab)).returncode == 0
+
+
+def test_refused_line_leaves_the_device_unchanged(lab: Lab) -> None:
+    before = running_config(lab, "leaf1")
+    connection = Connection(eos(lab, "leaf1"), "leaf1")
+    try:
+        with pytest.raises(ConfigRejected, match="bogus-command"), AristaEos().transaction(
+            connection, ["interface Ethernet1", "   no priority-flow-control", "bogus-command 42"],
+            confirm_timeout_s=60,
+        ):  # fmt: skip
+            pytest.fail("the transaction must not be entered after a refused line")
+    finally:
+        connection.close()
+    assert running_config(lab, "leaf1") == before
+    assert not [s for s in sessions(lab, "leaf1").get("sessions", {}).values()
+                if s.get("state") != "completed"]  # fmt: skip
+
+
+def test_failing_device_is_rolled_back_and_stops_later_batches(lab: Lab, audit_dir: Path) -> None:
+    for switch in SWITCHES:  # drift everywhere: DSCP 10 into the lossless class
+        configure(lab, switch, ["qos map dscp 10 to traffic-class 3"])
+    # Another operator's unconfirmed commit on spine2: EOS refuses to commit a second session.
+    blocker = eos(lab, "spine2")
+    try:
+        blocker.send_command("configure session operator-change", expect_string=r"#")
+        blocker.send_command("qos map dscp 12 to traffic-class 3", expect_string=r"#")
+        blocker.send_command("commit timer 00:05:00", expect_string=r"#")
+        spine2_before = running_config(lab, "spine2")
+        done = agent(audit_dir, "apply", fabric(lab), "--yes", "--canary", "0", "--batch-size",
+                     "2", "--output", "json")  # fmt: skip
+        assert done.returncode == 1
+        results = by_device(done)
+        assert results["spine1"]["result"] == "applied"
+        assert results["spine2"]["result"] == "failed"
+        assert "commit" in results["spine2"]["error"]
+        assert results["leaf1"]["result"] == results["leaf2"]["result"] == "skipped"
+        assert running_config(lab, "spine2") == spine2_before  # our session left nothing
+        failed = [e for e in audit_lines(audit_dir) if e["result"] == "failed"]
+        assert failed[-1]["device"] == "spine2" and failed[-1]["error"]
+        assert "dscp_to_priority[10]" in json.dumps(failed[-1]["diff"])
+    finally:
+        blocker.send_command("configure session operator-change abort", expect_string=r"#")
+        blocker.disconnect()
+    assert agent(audit_dir, "apply", fabric(lab), "--yes").returncode == 0
+    assert agent(audit_dir, "drift", fabric(lab)).returncode == 0
+
+
+def test_agent_killed_before_confirm_the_switch_rolls_back(lab: Lab, audit_dir: Path) -> None:
+    configure(lab, "leaf1", ["qos map dscp 14 to traffic-class 3"])
+    drifted = running_config(lab, "leaf1")
+    env = {**os.environ, "ROCE_LAB_PASSWORD": SECRET, "ROCE_AGENT_STATE_DIR": str(audit_dir)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "apply", fabric(lab), "--device", "leaf1", "--yes",
+         "--confirm-timeout", "5", "--hold", "60"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            pending = [s for s in sessions(lab, "leaf1").get("sessions", {}).values()
+                       if s.get("state") == "pendingCommitTimer"]  # fmt: skip
+            if pending:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the agent never committed with a timer")
+        assert "qos map dscp 14" not in running_config(lab, "leaf1")  # the change is live
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=5)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and running_config(lab, "leaf1") != drifted:
+        time.sleep(0.5)
+    assert running_config(lab, "leaf1") == drifted  # the switch undid it by itself
+    assert agent(audit_dir, "apply", fabric(lab), "--yes").returncode == 0
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("ghost_first", [False, True], ids=["batch", "canary"])
+def test_unreachable_device(lab: Lab, audit_dir: Path, tmp_path: Path, ghost_first: bool) -> None:
+    document = yaml.safe_load(Path(fabric(lab)).read_text())
+    ghost = {"name": "ghost", "platform": "arista_eos", "role": "leaf", "host": "127.0.0.1",
+             "port": _closed_port(), "ports": []}  # fmt: skip
+    document["devices"] = (
+        [ghost, *document["devices"]] if ghost_first else [*document["devices"], ghost]
+    )
+    path = tmp_path / "fabric.yml"
+    path.write_text(yaml.safe_dump(document))
+    configure(lab, "leaf2", ["qos map dscp 16 to traffic-class 3"])
+    done = agent(audit_dir, "apply", str(path), "--yes", "--output", "json")
+    assert done.returncode == 1
+    results = by_device(done)
+    assert results["ghost"]["result"] == "unreachable"
+    assert "cannot connect" in results["ghost"]["error"]
+    if ghost_first:
+        assert {results[s]["result"] for s in SWITCHES} == {"skipped"}
+        assert agent(audit_dir, "apply", fabric(lab), "--yes").returncode == 0
+    else:
+        assert results["leaf2"]["result"] == "applied"
+        assert {results[s]["result"] for s in ("spine1", "spine2", "leaf1")} == {"no-change"}
+
+
+def test_no_password_anywhere(lab: Lab, audit_dir: Path) -> None:
+    assert OUTPUTS, "run with the other tests of this module"
+    assert all(SECRET not in text for text in OUTPUTS)
+    assert SECRET not in (audit_dir / "audit.jsonl").read_text()

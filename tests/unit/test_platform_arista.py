@@ -1,0 +1,156 @@
+"""Arista EOS platform: golden renders per profile, parsing of recorded outputs, diffs.
+
+Regenerate a golden file after a reviewed change:
+    python -c "from tests.unit.test_platform_arista import regenerate; regenerate()"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from agent.loader import load_fabric
+from agent.plan import DevicePlan, build_plan
+from agent.platforms.arista_eos import AristaEos, eos_default_priority
+from agent.platforms.base import Connection
+from agent.state import desired_state, diff
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "platforms" / "arista_eos"
+PROFILES = ("nvidia-default", "dcqcn-paper", "sonic-default", "pfc-only")
+EOS = AristaEos()
+
+
+def switch_plan(profile: str, tmp: Path) -> DevicePlan:
+    """One leaf with a 100G/5 m and a 400G/30 m port under ``profile``."""
+    fabric = tmp / f"{profile}.yml"
+    fabric.write_text(
+        f"""name: golden
+profile: {profile}
+defaults: {{username: admin, credentials: {{password_env: UNUSED}}}}
+devices:
+  - name: leaf1
+    platform: arista_eos
+    role: leaf
+    host: leaf1.example
+    ports:
+      - {{name: Ethernet1, speed: 100G, cable_m: 5, mtu: 9214, peer: "h1:eth0"}}
+      - {{name: Ethernet2, speed: 400G, cable_m: 30, mtu: 9214, peer: "h2:eth0"}}
+  - {{name: h1, platform: linux_host, role: host, netns: x1,
+      ports: [{{name: eth0, speed: 100G, cable_m: 5, mtu: 9214, peer: "leaf1:Ethernet1"}}]}}
+  - {{name: h2, platform: linux_host, role: host, netns: x2,
+      ports: [{{name: eth0, speed: 400G, cable_m: 30, mtu: 9214, peer: "leaf1:Ethernet2"}}]}}
+"""
+    )
+    device = build_plan(load_fabric(fabric).intent).device("leaf1")
+    assert device is not None
+    return device
+
+
+def regenerate() -> None:  # pragma: no cover - a maintenance helper
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for profile in PROFILES:
+            lines = EOS.render(switch_plan(profile, Path(tmp)))
+            (DATA / f"{profile}.golden").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_render_matches_reviewed_golden(profile: str, tmp_path: Path) -> None:
+    expected = (DATA / f"{profile}.golden").read_text().splitlines()
+    assert EOS.render(switch_plan(profile, tmp_path)) == expected
+
+
+class Recorded:
+    """Answers ``show`` commands from recorded files (unit tests only; the lab tests talk to
+    real lab switches over SSH)."""
+
+    FILES: ClassVar[dict[str, str]] = {
+        "show running-config | json": "leaf2-running-config.json",
+        "show priority-flow-control counters | json": "leaf2-pfc-counters.json",
+        "show qos interfaces ecn counters queue | json": "leaf2-ecn-counters.json",
+        "show interfaces counters queue | json": "leaf2-queue-counters.json",
+        "show interfaces counters queue drops | json": "leaf2-queue-drops.json",
+        "show priority-flow-control counters watchdog | json": "leaf2-watchdog-counters.json",
+    }
+
+    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+        self.overrides = overrides or {}
+
+    def send_command(self, command: str, **_: Any) -> str:
+        if command in self.overrides:
+            return self.overrides[command]
+        return (DATA / self.FILES[command]).read_text()
+
+
+def lab_leaf2() -> DevicePlan:
+    os.environ.setdefault("ROCE_LAB_PASSWORD", "unused")
+    device = build_plan(load_fabric(DATA / "lab-leafspine-fabric.yml").intent).device("leaf2")
+    assert device is not None
+    return device
+
+
+def test_read_state_of_an_applied_switch_has_no_drift() -> None:
+    actual = EOS.read_state(Connection(Recorded(), "leaf2"))
+    assert diff("leaf2", desired_state(lab_leaf2()), actual, EOS.managed) == []
+    assert actual.dscp_to_priority[26] == 3 and actual.dscp_to_priority[24] == 0
+    assert actual.interfaces["Ethernet3"].pfc_priorities == (3,)
+    assert actual.watchdog.detection_ms == 300 and actual.watchdog.action == "drop"
+
+
+def test_one_wrong_threshold_is_exactly_one_difference() -> None:
+    text = (DATA / "leaf2-running-config.json").read_text()
+    tree = json.loads(text)
+    queue = tree["cmds"]["interface Ethernet3"]["cmds"]["uc-tx-queue 3"]["cmds"]
+    old = next(line for line in queue if line.startswith("random-detect ecn"))
+    queue[old.replace("maximum-threshold 18000 bytes", "maximum-threshold 64 kbytes")] = queue.pop(
+        old
+    )
+    recorded = Recorded({"show running-config | json": json.dumps(tree)})
+    found = diff("leaf2", desired_state(lab_leaf2()), EOS.read_state(Connection(recorded, "leaf2")))
+    assert [(d.interface, d.setting, d.expected, d.actual) for d in found] == [
+        ("Ethernet3", "queue[3].ecn", "6000-18000@100%", "6000-65536@100%")
+    ]
+
+
+def test_factory_config_differs_in_every_lossless_setting() -> None:
+    factory = {
+        "cmds": {"hostname leaf2": None, **{f"interface Ethernet{i}": None for i in range(1, 5)}}
+    }
+    recorded = Recorded({"show running-config | json": json.dumps(factory)})
+    actual = EOS.read_state(Connection(recorded, "leaf2"))
+    assert actual.dscp_to_priority == {d: eos_default_priority(d) for d in range(64)}
+    settings = {d.setting for d in diff("leaf2", desired_state(lab_leaf2()), actual)}
+    assert {"pfc_enabled", "pfc_priorities", "queue[3].ecn", "queue[6].strict",
+            "watchdog.enabled", "dscp_to_priority[24]"} <= settings  # fmt: skip
+
+
+def test_render_changes_is_minimal() -> None:
+    desired = desired_state(lab_leaf2())
+    assert EOS.render_changes(desired, desired) == []
+    actual = EOS.read_state(Connection(Recorded(), "leaf2"))
+    assert EOS.render_changes(desired, actual) == []
+
+
+def test_counters_are_normalized_from_recorded_json() -> None:
+    counters = EOS.read_counters(Connection(Recorded(), "leaf2"))
+    ethernet3 = counters.interfaces["Ethernet3"]
+    pfc = json.loads((DATA / "leaf2-pfc-counters.json").read_text())["interfaceCounters"]
+    assert ethernet3.pfc_rx[3] == pfc["Ethernet3"]["rxFrames"] == 200
+    assert sum(ethernet3.pfc_rx) == 200  # attributed to the lossless priority only
+    queues = json.loads((DATA / "leaf2-queue-counters.json").read_text())
+    tc3 = queues["egressQueueCounters"]["interfaces"]["Ethernet3"]["ucastQueues"][
+        "trafficClasses"]["TC3"]["dropPrecedences"]["DP0"]  # fmt: skip
+    assert ethernet3.queues[3].tx_packets == tc3["enqueuedPackets"] > 0
+    marked = json.loads((DATA / "leaf2-ecn-counters.json").read_text())
+    assert ethernet3.queues[3].ecn_marked_packets == int(
+        marked["intfQueueCounters"]["Ethernet3"]["queueCounters"]["3"]
+    )
+    assert ethernet3.watchdog[3].storms_detected == 1
+    assert ethernet3.watchdog[3].storms_restored == 1 and not ethernet3.watchdog[3].stormed
+    assert set(counters.interfaces) == {"Ethernet1", "Ethernet2", "Ethernet3", "Ethernet4"}

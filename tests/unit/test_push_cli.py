@@ -1,0 +1,133 @@
+"""Bad input to diff/apply/drift: a clear error, exit 2, and not one connection attempted."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent.cli import main
+from agent.errors import AgentError
+from agent.platforms import platform_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Listener:
+    """A TCP port on loopback that counts connection attempts (an SSH server would too)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self.accepted = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.stop = True
+    server.thread.join()
+    server.sock.close()
+
+
+def fabric(
+    tmp_path: Path, port: int, credentials: str = "{password_env: ROCE_TEST_UNSET_PW}"
+) -> Path:
+    path = tmp_path / "fabric.yml"
+    path.write_text(
+        f"""name: t
+profile: nvidia-default
+defaults:
+  username: admin
+  credentials: {credentials}
+devices:
+  - name: leaf1
+    platform: arista_eos
+    role: leaf
+    host: 127.0.0.1
+    port: {port}
+    ports: [{{name: Ethernet1, speed: 100G, peer: "h1:eth0"}}]
+  - name: h1
+    platform: linux_host
+    role: host
+    netns: nothing-here
+    ports: [{{name: eth0, speed: 100G, peer: "leaf1:Ethernet1"}}]
+"""
+    )
+    return path
+
+
+@pytest.mark.parametrize("command", ["diff", "drift", "apply"])
+def test_unreadable_credentials_exit_2_before_connecting(
+    tmp_path: Path, listener: Listener, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ROCE_TEST_UNSET_PW", raising=False)
+    args = [command, str(fabric(tmp_path, listener.port))] + (
+        ["--yes"] if command == "apply" else []
+    )
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert (
+        "device leaf1: credentials.password_env: environment variable ROCE_TEST_UNSET_PW"
+        in result.stderr
+    )
+    assert listener.accepted == 0
+
+
+def test_unreadable_password_file_exit_2(tmp_path: Path, listener: Listener) -> None:
+    path = fabric(tmp_path, listener.port, "{password_file: missing-secret.txt}")
+    result = CliRunner().invoke(main, ["apply", str(path), "--yes"])
+    assert result.exit_code == 2 and "credentials.password_file: cannot read" in result.stderr
+    assert listener.accepted == 0
+
+
+@pytest.mark.parametrize("command", ["diff", "drift", "apply"])
+def test_unknown_device_exit_2(
+    tmp_path: Path, listener: Listener, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROCE_TEST_UNSET_PW", "x")
+    args = [command, str(fabric(tmp_path, listener.port)), "--device", "leaf9"]
+    result = CliRunner().invoke(main, [*args, "--yes"] if command == "apply" else args)
+    assert result.exit_code == 2 and "no device named 'leaf9'" in result.stderr
+    assert listener.accepted == 0
+
+
+def test_invalid_fabric_exit_2(listener: Listener) -> None:
+    bad = ROOT / "tests" / "data" / "bad" / "11-ecn-above-pause-threshold.yml"
+    result = CliRunner().invoke(main, ["apply", str(bad), "--yes"])
+    assert result.exit_code == 2 and "IR005" in result.stderr
+    assert listener.accepted == 0
+
+
+def test_apply_without_yes_in_a_pipeline_refuses(
+    tmp_path: Path, listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROCE_TEST_UNSET_PW", "x")
+    result = CliRunner().invoke(main, ["apply", str(fabric(tmp_path, listener.port))])
+    assert result.exit_code == 2 and "--yes" in result.stderr
+    assert listener.accepted == 0
+
+
+def test_unsupported_platform_is_an_error() -> None:
+    with pytest.raises(AgentError, match="unsupported platform 'junos'"):
+        platform_for("junos")
