@@ -18,7 +18,7 @@ from rich.console import Console
 from agent import __version__
 from agent.cli_push import apply_command, diff_command, drift_command
 from agent.cli_support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
-from agent.cli_validate import run_command, validate_command
+from agent.cli_validate import run_command, serve_command, validate_command
 from agent.errors import AgentError
 from agent.loader import LoadedFabric, load_fabric
 from agent.plan import Plan, build_plan
@@ -151,6 +151,7 @@ main.add_command(apply_command)
 main.add_command(drift_command)
 main.add_command(validate_command)
 main.add_command(run_command)
+main.add_command(serve_command)
 
 
 @main.command("rules", hidden=False)

@@ -152,7 +152,9 @@ def run_playbook(
     else:
         click.echo(text[output](report), nl=False)
     if report_file is not None:
-        fmt = output if output != "table" else "json"
+        # The file's suffix picks its format (.xml JUnit, .md Markdown), else JSON.
+        by_suffix = {".xml": "junit", ".md": "markdown", ".json": "json"}
+        fmt = by_suffix.get(report_file.suffix, output if output != "table" else "json")
         report_file.write_text(text[fmt](report))
     if any(s.status == "error" for s in report.steps) and not report.checks and not report.probes:
         sys.exit(EXIT_ERROR)
@@ -181,7 +183,7 @@ class _null:
 @click.option(
     "--report-file",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Also write the report here (json unless --output names another format).",
+    help="Also write the report here: .xml JUnit, .md Markdown, else JSON.",
 )
 @click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False))
 @handle_errors
@@ -210,3 +212,24 @@ def run_command(
     if not playbook_name:
         raise AgentError("name a playbook")
     run_playbook(fabric, playbook_name, output, report_file, state_dir)
+
+
+@click.command("serve")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default="/etc/roce-agent/agent.yaml",
+    show_default=True,
+)
+@handle_errors
+def serve_command(config_path: Path) -> None:
+    """Run the daemon: reconcile loop (observe reports drift, enforce repairs it through the
+    push path), scheduled playbooks, the Prometheus exporter, sd_notify for systemd.
+
+    SIGHUP reloads (an invalid new configuration is refused, the old one keeps running);
+    SIGTERM stops with exit 0. Logs are JSON lines on stdout.
+    """
+    from agent.daemon import serve
+
+    sys.exit(serve(config_path))

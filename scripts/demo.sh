@@ -46,20 +46,23 @@ STATE_DIR=$(mktemp -d)
 step "drift: every switch differs from the intent"
 $AGENT drift "$FABRIC" --output json | python3 -c 'import json,sys; print({d["device"]: d["changes"] for d in json.load(sys.stdin)["devices"]})' || true
 
-step "apply: canary first, then a batch; each change in a config session with commit timer"
+step "playbook lossless-rollout: preflight, canary, wire check, batches, final validation"
+echo "(each change is a config session with commit timer; any failure rolls every switch back)"
+$AGENT run lossless-rollout "$FABRIC" --state-dir "$STATE_DIR"
+
+step "a second apply changes nothing and opens no session"
 $AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
 
-step "drift after apply (exit 0) and a second apply (0 changes, no session)"
-$AGENT drift "$FABRIC"
-$AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
+step "playbook validate: state, counters, pairwise and incast on the wire, every check"
+$AGENT validate "$FABRIC" --state-dir "$STATE_DIR" --output markdown --report-file "$STATE_DIR/report.xml"
+echo "(the same report as JUnit for CI: $(grep -c '<testcase' "$STATE_DIR/report.xml") test cases in report.xml)"
 
-step "incast again: no loss, ECN marks, CNPs, senders slowed by DCQCN, pauses on the wire"
-$AGENT probe incast --fabric "$FABRIC" --to h3 --from h1,h2 --duration 2
+step "playbook storm-drill: a bounded PFC storm; the watchdog must detect and restore it"
+$AGENT run storm-drill "$FABRIC" --state-dir "$STATE_DIR"
 
-step "PFC storm drill from h3 (with traffic from h1 queued behind it)"
-$AGENT probe storm --fabric "$FABRIC" --host h3 --traffic-from h1 --duration 1.5
-$AGENT lab counters leaf2 --lab $LAB
-
-step "audit log"
-cut -c1-160 "$STATE_DIR/audit.jsonl"
+step "audit log ($STATE_DIR/audit.jsonl, one JSON line per change attempt)"
+python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    print(e["time"], e["operator"], e["device"], e["session"], len(e["diff"]), "changes", e["result"])' "$STATE_DIR/audit.jsonl"
 rm -rf "$STATE_DIR"

@@ -151,6 +151,7 @@ class AristaEos(Platform):
         """Lines for every setting where ``actual`` differs (all of them when it is None)."""
         lines: list[str] = []
         remap: dict[int, list[int]] = defaultdict(list)
+        unmap: dict[int, list[int]] = defaultdict(list)
         for dscp in DSCPS:
             want = desired.dscp_to_priority[dscp]
             have = (
@@ -158,8 +159,17 @@ class AristaEos(Platform):
                 if actual is not None
                 else eos_default_priority(dscp)
             )
-            if want != have or (actual is None and want != eos_default_priority(dscp)):
+            if want == have:
+                continue
+            if actual is not None and want == eos_default_priority(dscp) and have is not None:
+                unmap[have].append(dscp)  # back to EOS's default: remove the explicit entry
+            else:
                 remap[want].append(dscp)
+        for priority in sorted(unmap):
+            values = unmap[priority]
+            for start in range(0, len(values), DSCPS_PER_LINE):
+                dscps = " ".join(map(str, values[start : start + DSCPS_PER_LINE]))
+                lines.append(f"no qos map dscp {dscps} to traffic-class {priority}")
         for priority in sorted(remap):
             # Eight values per line, the most EOS takes in one `qos map dscp` command.
             values = remap[priority]
@@ -178,7 +188,14 @@ class AristaEos(Platform):
     def _watchdog_lines(want: WatchdogState, have: WatchdogState | None) -> list[str]:
         prefix = "priority-flow-control pause watchdog"
         if not want.enabled:
-            return [f"no {prefix} default timeout"] if have is not None and have.enabled else []
+            if have is None or not have.enabled:
+                return []
+            return [
+                f"no {prefix} default timeout",
+                f"no {prefix} default recovery-time",
+                f"no {prefix} default polling-interval",
+                f"no {prefix} action",
+            ]
         lines = []
         for attribute, keyword in (
             ("detection_ms", "timeout"),

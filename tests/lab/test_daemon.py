@@ -1,0 +1,218 @@
+"""The daemon as a subprocess against the lab, with a fake $NOTIFY_SOCKET; and `validate`
+exit codes for pass, fail and error."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
+from netmiko import ConnectHandler
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    name = f"dm{os.getpid()}"
+    state_dir = tmp_path_factory.mktemp("daemonlab") / name
+    started = start_lab(name, state_dir)
+    try:
+        yield started
+    finally:
+        stop_lab(name, state_dir)
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "ROCE_LAB_PASSWORD": "admin", **extra}
+
+
+def agent(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=env(),
+    )
+
+
+def configure(lab: Lab, switch: str, lines: list[str]) -> None:
+    node = lab.status["nodes"][switch]
+    connection = ConnectHandler(
+        device_type="arista_eos",
+        host=node["mgmt_host"],
+        port=node["mgmt_port"],
+        username="admin",
+        password="admin",
+        fast_cli=True,
+    )
+    try:
+        assert "%" not in connection.send_config_set(lines)
+    finally:
+        connection.disconnect()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Notifications:
+    """A fake systemd: the unix datagram socket $NOTIFY_SOCKET names."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.2)
+        self.seen: list[str] = []
+
+    def wait_for(self, prefix: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for message in self.seen:
+                if message.startswith(prefix):
+                    self.seen.remove(message)
+                    return message
+            try:
+                self.seen.extend(self.sock.recv(4096).decode().splitlines())
+            except TimeoutError:
+                continue
+        raise AssertionError(f"no {prefix!r} within {timeout} s (seen {self.seen})")
+
+
+class LogReader:
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[dict[str, Any]] = []
+        os.set_blocking(process.stdout.fileno(), False)  # type: ignore[union-attr]
+
+    def poll(self) -> None:
+        assert self.process.stdout is not None
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                return
+            self.lines.append(json.loads(line))
+
+    def wait_for(self, predicate: Any, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.poll()
+            for entry in self.lines:
+                if predicate(entry):
+                    self.lines.remove(entry)
+                    return entry
+            time.sleep(0.2)
+        raise AssertionError(f"no matching log line within {timeout} s: {self.lines[-5:]}")
+
+
+def write_config(path: Path, lab: Lab, mode: str, state: Path, exporter_port: int | None) -> None:
+    exporter = (
+        f"{{listen: '127.0.0.1:{exporter_port}', poll_interval_s: 2}}" if exporter_port else "null"
+    )
+    path.write_text(
+        f"fabric: {lab.status['fabric_file']}\nmode: {mode}\nstate_dir: {state}\n"
+        f"exporter: {exporter}\nintervals: {{reconcile_s: 3}}\n"
+    )
+
+
+def test_validate_exit_codes(lab: Lab, tmp_path: Path) -> None:
+    fabric = lab.status["fabric_file"]
+    assert agent("apply", fabric, "--yes", "--state-dir", str(tmp_path)).returncode == 0
+    passed = agent(
+        "validate", fabric, "--output", "junit", "--report-file", str(tmp_path / "r.xml")
+    )
+    assert passed.returncode == 0, passed.stdout[-2000:] + passed.stderr[-2000:]
+    assert "<testsuites" in passed.stdout and (tmp_path / "r.xml").read_text().startswith("<?xml")
+
+    configure(lab, "leaf1", ["interface Ethernet3", "no priority-flow-control"])
+    failed = agent("validate", fabric, "--output", "json")
+    assert failed.returncode == 1
+    report = json.loads(failed.stdout)
+    bad = [c for c in report["checks"] if c["status"] == "failure"]
+    assert {c["check"] for c in bad} >= {"RC003", "RC008"}
+    assert any(
+        "Ethernet3 PFC: Expected: True Actual: False" in m for c in bad for m in c["messages"]
+    )
+
+    broken = tmp_path / "broken.yml"
+    broken.write_text("name: x\nprofile: nvidia-default\ndevices: []\n")
+    assert agent("validate", str(broken)).returncode == 2
+    assert agent("apply", fabric, "--yes", "--state-dir", str(tmp_path)).returncode == 0
+
+
+def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
+    config = tmp_path / "agent.yaml"
+    state = tmp_path / "state"
+    write_config(config, lab, "observe", state, None)
+    notifications = Notifications(tmp_path / "notify.sock")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "serve", "--config", str(config)],
+        cwd=REPO,
+        env=env(NOTIFY_SOCKET=str(notifications.path), WATCHDOG_USEC="2000000"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    logs = LogReader(process)
+    try:
+        notifications.wait_for("READY=1", 20)
+        notifications.wait_for("WATCHDOG=1", 5)
+        notifications.wait_for("STATUS=", 20)
+        assert (state / "last-reconcile.json").exists() or logs.lines is not None
+
+        # observe: a hand-made drift is reported within one interval, not repaired
+        configure(lab, "leaf2", ["qos map dscp 20 to traffic-class 3"])
+        drift = logs.wait_for(lambda e: e["message"] == "drift" and e.get("device") == "leaf2", 15)
+        assert any(d["setting"] == "dscp_to_priority[20]" for d in drift["differences"])
+        assert agent("drift", lab.status["fabric_file"]).returncode == 1
+
+        # SIGHUP with a broken file: refused, the old configuration keeps running
+        config.write_text("fabric: [this is not a path\n")
+        process.send_signal(signal.SIGHUP)
+        logs.wait_for(lambda e: e["message"].startswith("reload refused"), 10)
+        logs.wait_for(lambda e: e["message"] == "drift", 15)  # still reconciling
+        assert process.poll() is None
+
+        # SIGHUP to enforce: the drift is repaired within one interval
+        write_config(config, lab, "enforce", state, None)
+        process.send_signal(signal.SIGHUP)
+        logs.wait_for(lambda e: e["message"] == "reloaded" and e.get("mode") == "enforce", 10)
+        repaired = logs.wait_for(
+            lambda e: e["message"] == "enforce" and e.get("device") == "leaf2", 30
+        )
+        assert repaired["result"] == "applied"
+        assert agent("drift", lab.status["fabric_file"]).returncode == 0
+        assert "leaf2" in (state / "audit.jsonl").read_text()
+
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert time.monotonic() - started < 10
+        notifications.wait_for("STOPPING=1", 2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())

@@ -1,0 +1,140 @@
+"""Playbooks on the lab: a rollout that fails rolls every changed switch back; a clean rollout
+passes its final validation; the storm drill passes; the ECN sweep recommends a set."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
+from netmiko import ConnectHandler
+
+from agent.platforms.arista_eos import AristaEos
+from agent.platforms.base import Connection
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    name = f"pb{os.getpid()}"
+    state_dir = tmp_path_factory.mktemp("playbooklab") / name
+    started = start_lab(name, state_dir)
+    try:
+        yield started
+    finally:
+        stop_lab(name, state_dir)
+
+
+def agent(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
+    )
+
+
+def eos(lab: Lab, switch: str) -> Any:
+    node = lab.status["nodes"][switch]
+    return ConnectHandler(
+        device_type="arista_eos",
+        host=node["mgmt_host"],
+        port=node["mgmt_port"],
+        username="admin",
+        password="admin",
+        fast_cli=True,
+    )
+
+
+def running_config(lab: Lab, switch: str) -> str:
+    connection = eos(lab, switch)
+    try:
+        return str(connection.send_command("show running-config"))
+    finally:
+        connection.disconnect()
+
+
+def qos_state(lab: Lab, switch: str) -> Any:
+    connection = Connection(eos(lab, switch), switch)
+    try:
+        return AristaEos().read_state(connection)
+    finally:
+        connection.close()
+
+
+def test_failed_rollout_rolls_back_every_changed_switch(lab: Lab, tmp_path: Path) -> None:
+    fabric = lab.status["fabric_file"]
+    factory = {s: qos_state(lab, s) for s in ("spine1", "leaf2")}
+    blocker = eos(lab, "leaf2")  # an operator's unconfirmed commit: leaf2 will refuse ours
+    try:
+        blocker.send_command("configure session operator-change", expect_string=r"#")
+        blocker.send_command("hostname leaf2", expect_string=r"#")
+        blocker.send_command("commit timer 00:05:00", expect_string=r"#")
+        done = agent(
+            "run", "lossless-rollout", fabric, "--output", "json", "--state-dir", str(tmp_path)
+        )
+    finally:
+        blocker.send_command("configure session operator-change abort", expect_string=r"#")
+        blocker.disconnect()
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    applied = {r["device"]: r["result"] for r in report["applied"]}
+    assert applied["spine1"] == "applied"  # the canary went through
+    assert applied["leaf2"] == "failed"
+    rolled = {r["device"]: r["result"] for r in report["rolled_back"]}
+    assert rolled and set(rolled.values()) == {"applied"}
+    assert "spine1" in rolled
+    assert [s["status"] for s in report["steps"]][-1] == "skipped"
+    # The restore goes through the same transaction path: the QoS the agent manages is
+    # exactly what it was (the text may differ in explicit lines that equal EOS defaults).
+    assert qos_state(lab, "spine1") == factory["spine1"]
+    assert qos_state(lab, "leaf2") == factory["leaf2"]
+    assert "qos map dscp 8 9" not in running_config(lab, "spine1")
+
+
+def test_rollout_then_validate_pass(lab: Lab, tmp_path: Path) -> None:
+    fabric = lab.status["fabric_file"]
+    done = agent(
+        "run", "lossless-rollout", fabric, "--output", "json", "--state-dir", str(tmp_path)
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    report = json.loads(done.stdout)
+    assert report["passed"] and not report["rolled_back"]
+    assert {c["status"] for c in report["checks"]} <= {"success", "skipped"}
+    assert agent("drift", fabric).returncode == 0
+
+
+def test_storm_drill_passes(lab: Lab) -> None:
+    done = agent("run", "storm-drill", lab.status["fabric_file"], "--output", "json")
+    assert done.returncode == 0, done.stdout[-3000:]
+    report = json.loads(done.stdout)
+    assert report["checks"][0]["check"] == "RC104" and report["checks"][0]["status"] == "success"
+
+
+def test_ecn_sweep_recommends_a_lossless_set_and_restores_the_fabric(lab: Lab) -> None:
+    fabric = lab.status["fabric_file"]
+    done = agent("run", "ecn-sweep", fabric, "--output", "json")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    sweep = json.loads(done.stdout)["recommendation"]
+    assert len(sweep["candidates"]) == 4
+    best = sweep["recommended"]
+    assert best["lost"] == 0 and best["goodput_fraction"] >= 0.9
+    assert best["pfc_frames"] == min(
+        c["pfc_frames"]
+        for c in sweep["candidates"]
+        if c["lost"] == 0 and c["goodput_fraction"] >= 0.9
+    )
+    assert any(c["ce_marked"] > 0 for c in sweep["candidates"])
+    assert agent("drift", fabric).returncode == 0  # the fabric's own thresholds are back
