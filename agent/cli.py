@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 
 from agent import __version__
+from agent.cli_exporter import exporter_command
 from agent.cli_push import apply_command, diff_command, drift_command
 from agent.cli_support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
 from agent.cli_validate import run_command, serve_command, validate_command
@@ -152,6 +153,7 @@ main.add_command(drift_command)
 main.add_command(validate_command)
 main.add_command(run_command)
 main.add_command(serve_command)
+main.add_command(exporter_command)
 
 
 @main.command("rules", hidden=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from agent.errors import AgentError
 from agent.loader import load_fabric
 from agent.push import DEFAULT_PARALLELISM, DeviceResult, Pusher
 from agent.push import state_dir as resolve_state_dir
+from agent.state import Difference
 
 FABRIC = click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
 DEVICES = click.option(
@@ -35,16 +37,58 @@ def _console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
+def _grouped(differences: list[Difference]) -> list[Difference]:
+    """One row per run of DSCPs with the same expected/actual (64 rows help nobody)."""
+    rows: list[Difference] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        if run:
+            first = rows.pop()
+            span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
+            rows.append(
+                Difference(
+                    first.device, "", f"dscp_to_priority[{span}]", first.expected, first.actual
+                )
+            )
+            run.clear()
+
+    for item in differences:
+        match = re.fullmatch(r"dscp_to_priority\[(\d+)\]", item.setting)
+        if match:
+            dscp = int(match.group(1))
+            previous = rows[-1] if rows else None
+            if (
+                run
+                and previous is not None
+                and dscp == run[-1] + 1
+                and (previous.expected, previous.actual) == (item.expected, item.actual)
+            ):
+                run.append(dscp)
+                continue
+            flush()
+            rows.append(item)
+            run.append(dscp)
+            continue
+        flush()
+        rows.append(item)
+    flush()
+    return rows
+
+
 def _differences_table(results: list[DeviceResult], title: str) -> Table:
     table = Table(title=title)
     for column in ("device", "interface", "setting", "expected", "actual"):
         table.add_column(column)
     for result in results:
-        for item in result.differences:
+        for item in _grouped(result.differences):
             table.add_row(
-                item.device, item.interface or "-", item.setting, str(item.expected),
+                item.device,
+                item.interface or "-",
+                item.setting,
+                str(item.expected),
                 str(item.actual),
-            )  # fmt: skip
+            )
     return table
 
 
@@ -116,25 +160,55 @@ def drift_command(fabric: Path, devices: tuple[str, ...], output: str, paralleli
 @FABRIC
 @DEVICES
 @click.option("--dry-run", is_flag=True, help="Show the changes; open no session.")
-@click.option("--canary", type=int, default=1, show_default=True,
-              help="Devices changed one by one first; a failure stops everything.")  # fmt: skip
+@click.option(
+    "--canary",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Devices changed one by one first; a failure stops everything.",
+)
 @click.option("--batch-size", type=int, default=8, show_default=True)
-@click.option("--parallelism", type=int, default=DEFAULT_PARALLELISM, show_default=True,
-              help="At most this many SSH sessions at once.")  # fmt: skip
-@click.option("--confirm-timeout", type=click.IntRange(5, 3600), default=300, show_default=True,
-              help="Seconds the device waits for confirmation before rolling back.")  # fmt: skip
-@click.option("--hold", "hold_s", type=click.FloatRange(0, 3600), default=0, metavar="SECONDS",
-              help="Rollback drill: hold each change unconfirmed this long.")  # fmt: skip
+@click.option(
+    "--parallelism",
+    type=int,
+    default=DEFAULT_PARALLELISM,
+    show_default=True,
+    help="At most this many SSH sessions at once.",
+)
+@click.option(
+    "--confirm-timeout",
+    type=click.IntRange(5, 3600),
+    default=300,
+    show_default=True,
+    help="Seconds the device waits for confirmation before rolling back.",
+)
+@click.option(
+    "--hold",
+    "hold_s",
+    type=click.FloatRange(0, 3600),
+    default=0,
+    metavar="SECONDS",
+    help="Rollback drill: hold each change unconfirmed this long.",
+)
 @click.option("--include-hosts", is_flag=True, help="Also configure host NICs (opt-in).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @STATE_DIR
 @OUTPUT
 @handle_errors
 def apply_command(
-    fabric: Path, devices: tuple[str, ...], dry_run: bool, canary: int, batch_size: int,
-    parallelism: int, confirm_timeout: int, hold_s: float, include_hosts: bool, yes: bool,
-    state_dir: Path | None, output: str,
-) -> None:  # fmt: skip
+    fabric: Path,
+    devices: tuple[str, ...],
+    dry_run: bool,
+    canary: int,
+    batch_size: int,
+    parallelism: int,
+    confirm_timeout: int,
+    hold_s: float,
+    include_hosts: bool,
+    yes: bool,
+    state_dir: Path | None,
+    output: str,
+) -> None:
     """Bring switches to the intent: canary first, then batches, each change in a transaction
     the switch rolls back by itself unless the readback matches and the agent confirms.
 
@@ -155,14 +229,23 @@ def apply_command(
         click.confirm(f"Apply the intent to {len(selected)} device(s)?", abort=True)
     console = Console(stderr=True, highlight=False)
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True, disable=output == "json" or not console.is_terminal,
-    ) as progress:  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=output == "json" or not console.is_terminal,
+    ) as progress:
         task = progress.add_task("apply" if not dry_run else "dry run", total=len(selected))
         results = pusher.apply_all(
-            selected, canary, batch_size, parallelism, dry_run,
+            selected,
+            canary,
+            batch_size,
+            parallelism,
+            dry_run,
             on_result=lambda r: progress.advance(task),
-        )  # fmt: skip
+        )
     _emit(results, output, "apply (dry run)" if dry_run else "apply", show_lines=dry_run)
     if any(r.result in ("failed", "unreachable", "skipped") for r in results):
         sys.exit(EXIT_FAILED)

@@ -20,11 +20,13 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
+from prometheus_client.metrics_core import Metric
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import AgentError, IntentError, Problem
@@ -35,7 +37,7 @@ from agent.push import Pusher
 from agent.yamlsource import dotted_path, load_yaml
 
 DEFAULT_CONFIG = Path("/etc/roce-agent/agent.yaml")
-STOP_GRACE_S = 8.0
+STOP_GRACE_S = 5.0
 log = logging.getLogger("roce_agent")
 
 
@@ -125,9 +127,12 @@ def notify(message: str) -> bool:
     if address.startswith("@"):
         address = "\0" + address[1:]  # abstract namespace
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        # Never block on the notify socket: a manager that stops reading (its queue holds
+        # ~10 datagrams) must not freeze the daemon, its watchdog pings or its shutdown.
+        sock.setblocking(False)
         try:
             sock.connect(address)
-            sock.sendall(message.encode())
+            sock.send(message.encode())
         except OSError as exc:
             log.warning("sd_notify failed: %s", exc)
             return False
@@ -146,6 +151,7 @@ class Daemon:
     last_status: str = "starting"
     reload_ok: bool = True
     reload_error: str = ""
+    reload_failures: int = 0
     reconciles: int = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -154,15 +160,7 @@ class Daemon:
         settings = self.loaded.config.exporter
         if settings is None:
             return
-        from exporters.daemon_bridge import start_exporter
-
-        self.exporter = start_exporter(
-            self.loaded.intent,
-            settings.listen,
-            settings.web_config,
-            settings.poll_interval_s,
-            self.loaded.config.state_dir,
-        )
+        self.exporter = EmbeddedExporter.start(self.loaded.intent, settings, self)
 
     def stop_exporter(self) -> None:
         if self.exporter is not None:
@@ -219,8 +217,7 @@ class Daemon:
                 "reload refused: the old configuration keeps running",
                 extra={"fields": {"reason": str(exc)}},
             )
-            if self.exporter is not None:
-                self.exporter.set_reload_status(False)
+            self.reload_failures += 1
             return
         self.stop_exporter()
         self.loaded = new
@@ -228,8 +225,6 @@ class Daemon:
         self.next_reconcile = 0.0
         self.next_playbook.clear()
         self.start_exporter()
-        if self.exporter is not None:
-            self.exporter.set_reload_status(True)
         log.info(
             "reloaded",
             extra={"fields": {"fabric": str(new.config.fabric), "mode": new.config.mode}},
@@ -327,6 +322,84 @@ class Daemon:
         log.info("playbook", extra={"fields": {"playbook": name, "passed": report.passed}})
 
 
+class DaemonCollector:
+    """The daemon's own metrics, registered next to the exporter's."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        ok = GaugeMetricFamily(
+            "roce_agent_config_last_reload_successful",
+            "1 if the last configuration (re)load succeeded, 0 if it was refused",
+        )
+        ok.add_metric([], 1.0 if self.daemon.reload_ok else 0.0)
+        yield ok
+        yield CounterMetricFamily(
+            "roce_agent_config_reload_failures",
+            "SIGHUP reloads refused because the new configuration was invalid",
+            value=self.daemon.reload_failures,
+        )
+        mode = GaugeMetricFamily("roce_agent_mode", "1 for the running mode", labels=["mode"])
+        for name in ("observe", "enforce"):
+            mode.add_metric([name], 1.0 if self.daemon.loaded.config.mode == name else 0.0)
+        yield mode
+        yield CounterMetricFamily(
+            "roce_agent_reconcile_cycles",
+            "Reconcile cycles completed",
+            value=self.daemon.reconciles,
+        )
+
+
+class EmbeddedExporter:
+    """The exporter inside the daemon: switch pollers, plus what the daemon learns (drift,
+    check results, probe results) fed into the same snapshot store."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.exporter = exporter
+
+    @classmethod
+    def start(
+        cls, intent: FabricIntent, settings: ExporterConfig, daemon: Daemon
+    ) -> EmbeddedExporter:
+        from exporters.exporter import Exporter
+        from exporters.webconfig import load_web_config
+
+        host, _, port = settings.listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise AgentError(f"exporter.listen: expected HOST:PORT, got {settings.listen!r}")
+        web = load_web_config(settings.web_config) if settings.web_config else None
+        exporter = Exporter(
+            intent,
+            listen=(host.strip("[]"), int(port)),
+            interval_s=settings.poll_interval_s,
+            web_config=web,
+            host_nic=False,
+        )
+        exporter.registry.register(DaemonCollector(daemon))
+        exporter.start()
+        return cls(exporter)
+
+    def stop(self) -> None:
+        self.exporter.stop()
+
+    def update_drift(self, device: str, items: int) -> None:
+        self.exporter.store.update_drift(device, items)
+
+    def update_checks(self, results: list[Any]) -> None:
+        from exporters.store import CheckOutcome
+
+        self.exporter.store.update_checks(
+            CheckOutcome(r.check, "" if r.device == "fabric" else r.device, r.status)
+            for r in results
+        )
+
+    def update_probe(self, result: dict[str, Any]) -> None:
+        self.exporter.store.update_probe(result)
+
+
 def serve(config_path: Path) -> int:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())
@@ -346,4 +419,10 @@ def serve(config_path: Path) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     signal.signal(signal.SIGHUP, on_hup)
-    return daemon.run()
+    code = daemon.run()
+    # Worker threads still inside an SSH exchange would hold the interpreter open (thread
+    # pools join at exit). Leave now: an unconfirmed change on a switch rolls back by its
+    # commit timer, an uncommitted session is discarded when its connection drops.
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(code)

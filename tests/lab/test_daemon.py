@@ -83,6 +83,13 @@ class Notifications:
         self.sock.settimeout(0.2)
         self.seen: list[str] = []
 
+    def drain(self) -> None:
+        while True:
+            try:
+                self.seen.extend(self.sock.recv(4096).decode().splitlines())
+            except (TimeoutError, BlockingIOError):
+                return
+
     def wait_for(self, prefix: str, timeout: float) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -161,22 +168,30 @@ def test_validate_exit_codes(lab: Lab, tmp_path: Path) -> None:
 def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
     config = tmp_path / "agent.yaml"
     state = tmp_path / "state"
-    write_config(config, lab, "observe", state, None)
+    port = free_port()
+    write_config(config, lab, "observe", state, port)
     notifications = Notifications(tmp_path / "notify.sock")
     process = subprocess.Popen(
         [sys.executable, "-m", "agent", "serve", "--config", str(config)],
         cwd=REPO,
-        env=env(NOTIFY_SOCKET=str(notifications.path), WATCHDOG_USEC="2000000"),
+        env=env(
+            NOTIFY_SOCKET=str(notifications.path), WATCHDOG_USEC="2000000", PYTHONFAULTHANDLER="1"
+        ),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=(tmp_path / "stderr.txt").open("w"),
         text=True,
     )
     logs = LogReader(process)
     try:
         notifications.wait_for("READY=1", 20)
         notifications.wait_for("WATCHDOG=1", 5)
-        notifications.wait_for("STATUS=", 20)
-        assert (state / "last-reconcile.json").exists() or logs.lines is not None
+        notifications.wait_for("STATUS=running", 20)
+        notifications.wait_for("STATUS=observe:", 30)  # after the first reconcile
+        assert (state / "last-reconcile.json").exists()
+        metrics = _scrape(port)  # the embedded exporter serves the lab's switches
+        assert 'roce_device_up{device="leaf1"}' in metrics
+        assert sample(metrics, "roce_agent_config_last_reload_successful") == 1
+        assert sample(metrics, 'roce_agent_mode{mode="observe"}') == 1
 
         # observe: a hand-made drift is reported within one interval, not repaired
         configure(lab, "leaf2", ["qos map dscp 20 to traffic-class 3"])
@@ -190,9 +205,12 @@ def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
         logs.wait_for(lambda e: e["message"].startswith("reload refused"), 10)
         logs.wait_for(lambda e: e["message"] == "drift", 15)  # still reconciling
         assert process.poll() is None
+        metrics = _scrape(port)  # still serving, and saying why
+        assert sample(metrics, "roce_agent_config_last_reload_successful") == 0
+        assert sample(metrics, "roce_agent_config_reload_failures_total") == 1
 
         # SIGHUP to enforce: the drift is repaired within one interval
-        write_config(config, lab, "enforce", state, None)
+        write_config(config, lab, "enforce", state, port)
         process.send_signal(signal.SIGHUP)
         logs.wait_for(lambda e: e["message"] == "reloaded" and e.get("mode") == "enforce", 10)
         repaired = logs.wait_for(
@@ -201,16 +219,31 @@ def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
         assert repaired["result"] == "applied"
         assert agent("drift", lab.status["fabric_file"]).returncode == 0
         assert "leaf2" in (state / "audit.jsonl").read_text()
+        assert sample(_scrape(port), 'roce_agent_mode{mode="enforce"}') == 1
 
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=10) == 0
+        while process.poll() is None and time.monotonic() - started < 10:
+            logs.poll()  # keep draining: a full stdout pipe would block the daemon's logging
+            notifications.drain()
+            time.sleep(0.1)
+        assert process.wait(timeout=1) == 0
         assert time.monotonic() - started < 10
         notifications.wait_for("STOPPING=1", 2)
     finally:
         if process.poll() is None:
-            process.kill()
-            process.wait()
+            # A hang: have faulthandler dump every thread's stack into stderr.txt first.
+            process.send_signal(signal.SIGABRT)
+            process.wait(timeout=5)
+            print((tmp_path / "stderr.txt").read_text()[-8000:])
+
+
+def sample(exposition: str, name: str) -> float:
+    """The value of one sample (``name`` including its labels) in Prometheus text format."""
+    for line in exposition.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not served")
 
 
 def _scrape(port: int) -> str:

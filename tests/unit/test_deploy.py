@@ -83,3 +83,14 @@ def test_sd_notify_datagram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         assert server.recv(100) == b"READY=1"
     monkeypatch.delenv("NOTIFY_SOCKET")
     assert not notify("READY=1")
+
+
+def test_sd_notify_never_blocks_when_nobody_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(path))
+        monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+        sent = [notify("WATCHDOG=1") for _ in range(200)]  # far beyond the socket's queue
+        assert sent[0] and not all(sent)

@@ -1,0 +1,174 @@
+"""``roce-agent exporter``: serve the fabric's health to Prometheus until stopped.
+
+Registered in ``agent/cli.py`` as ``main.add_command(exporter_command)``. The exporter package
+is imported inside the command so the rest of the CLI does not load it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from agent.cli_support import handle_errors
+from agent.errors import AgentError
+from agent.loader import load_fabric
+
+
+def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
+    intervals = {}
+    for value in values:
+        name, sep, seconds = value.partition("=")
+        try:
+            intervals[name] = float(seconds)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise AgentError(f"--device-interval {value!r}: expected NAME=SECONDS")
+    return intervals
+
+
+@click.command("exporter")
+@click.option(
+    "--fabric",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="The fabric file whose switches are polled.",
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:9417",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to serve /metrics on (:PORT for every address, [v6]:PORT).",
+)
+@click.option(
+    "--interval",
+    type=float,
+    default=15.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between two polls of a switch.",
+)
+@click.option(
+    "--device-interval",
+    "device_intervals",
+    multiple=True,
+    metavar="NAME=S",
+    help="Another interval for one switch (repeatable).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="S",
+    help="A poll longer than this counts as failed (reason timeout); the device reads down.",
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=16,
+    show_default=True,
+    help="Switches polled at the same time at most.",
+)
+@click.option(
+    "--web-config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="TLS and basic auth, in the Prometheus exporter-toolkit web config format.",
+)
+@click.option(
+    "--host-nic/--no-host-nic",
+    default=None,
+    help="Export this host's RDMA NIC counters (default: when /sys/class/infiniband exists).",
+)
+@click.option(
+    "--sysfs-root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("/sys"),
+    show_default=True,
+    help="Where sysfs is (tests point it at a fake tree).",
+)
+@click.option(
+    "--probe-results",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory of probe results (`roce-agent probe ... --output json > DIR/x.json`); "
+    "new files are added to the probe metrics.",
+)
+@click.option("--no-drift", is_flag=True, help="Do not read the configuration for drift.")
+@click.option("-v", "--verbose", is_flag=True, help="Log every poll failure detail.")
+@handle_errors
+def exporter_command(
+    fabric: Path,
+    listen: str,
+    interval: float,
+    device_intervals: tuple[str, ...],
+    timeout: float,
+    concurrency: int,
+    web_config: Path | None,
+    host_nic: bool | None,
+    sysfs_root: Path,
+    probe_results: Path | None,
+    no_drift: bool,
+    verbose: bool,
+) -> None:
+    """Serve PFC, ECN, drop, watchdog, drift, probe and NIC metrics for Prometheus.
+
+    Pollers read every switch of FABRIC over SSH (the platform's counter commands) into a
+    snapshot; a scrape renders the latest snapshot and never waits for a device. A device
+    that does not answer within --timeout reads roce_device_up 0 and keeps its last values.
+    Metrics: exporters/METRICS.md. Stops on SIGTERM or Ctrl-C (exit 0); bad input (fabric,
+    web config, listen address, unreadable credentials) exits 2 before anything is served.
+    """
+    from exporters.exporter import Exporter
+    from exporters.server import parse_listen
+    from exporters.webconfig import load_web_config
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not verbose:
+        # paramiko logs every failed banner read at ERROR; the poller's own warning says it.
+        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    address = parse_listen(listen)
+    web = load_web_config(web_config) if web_config is not None else None
+    intent = load_fabric(fabric).intent
+    exporter = Exporter(
+        intent,
+        listen=address,
+        interval_s=interval,
+        device_intervals=_device_intervals(device_intervals),
+        timeout_s=timeout,
+        concurrency=concurrency,
+        web_config=web,
+        host_nic=host_nic,
+        sysfs_root=sysfs_root,
+        probe_results=probe_results,
+        drift=not no_drift,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    exporter.start()
+    switches = sum(1 for d in intent.devices if d.role != "host")
+    click.echo(
+        f"roce-agent exporter: serving {exporter.url} for fabric {intent.name} "
+        f"({switches} switches, every {interval:g} s)",
+        err=True,
+    )
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        exporter.stop()

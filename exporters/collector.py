@@ -1,0 +1,204 @@
+"""The custom collector: renders the store's current snapshot, never touching a device.
+
+A scrape costs one reference read plus formatting; pollers, probes and checks update the store
+on their own schedule. Families and labels come from :mod:`exporters.metrics`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import cast
+
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from agent.state import InterfaceCounters, QueueCounters, WatchdogCounters
+from exporters.hostnic import MICROSECONDS
+from exporters.metrics import CHECK_RESULTS, SPECS, MetricSpec
+from exporters.probes import BUCKET_BOUNDS
+from exporters.store import Snapshot, SnapshotStore
+
+PRIORITIES = tuple(str(p) for p in range(8))
+NO_QUEUE = QueueCounters()
+NO_WATCHDOG = WatchdogCounters()
+NO_INTERFACE = InterfaceCounters()
+BUCKET_LABELS: tuple[str, ...] = tuple(floatToGoString(b) for b in BUCKET_BOUNDS)  # type: ignore[no-untyped-call]
+ON_OFF = {True: "on", False: "off"}
+
+
+def new_family(spec: MetricSpec) -> Metric:
+    labels = list(spec.labels)
+    if spec.type == "counter":
+        return CounterMetricFamily(spec.name, spec.help, labels=labels)
+    if spec.type == "histogram":
+        return HistogramMetricFamily(spec.name, spec.help, labels=labels)
+    return GaugeMetricFamily(spec.name, spec.help, labels=labels)
+
+
+Add = Callable[[Sequence[str], float], None]
+
+
+class Families:
+    """One metric family per spec, filled in any order, yielded in the table's order."""
+
+    def __init__(self) -> None:
+        self.by_name = {spec.name: new_family(spec) for spec in SPECS}
+
+    def __getitem__(self, name: str) -> Add:
+        """``add(label_values, value)`` of a counter or gauge family."""
+        family = self.by_name[name]
+        assert isinstance(family, CounterMetricFamily | GaugeMetricFamily), name
+        return cast(Add, family.add_metric)
+
+    def histogram(self, name: str) -> HistogramMetricFamily:
+        family = self.by_name[name]
+        assert isinstance(family, HistogramMetricFamily), name
+        return family
+
+    def populated(self) -> Iterator[Metric]:
+        # Families without samples are left out: the text format has no use for bare HELP/TYPE
+        # lines, and `promtool check metrics` reads them as metrics without values.
+        return (family for family in self.by_name.values() if family.samples)
+
+
+def render(snapshot: Snapshot) -> Iterator[Metric]:
+    """Every metric family of ``snapshot``."""
+    families = Families()
+    _switches(snapshot, families)
+    _agent(snapshot, families)
+    _compliance(snapshot, families)
+    _probes(snapshot, families)
+    _nic(snapshot, families)
+    return families.populated()
+
+
+def _switches(snapshot: Snapshot, f: Families) -> None:
+    pfc = f["roce_pfc_frames_total"]
+    tx_packets = f["roce_queue_transmitted_packets_total"]
+    tx_bytes = f["roce_queue_transmitted_bytes_total"]
+    dropped = f["roce_queue_dropped_packets_total"]
+    marked = f["roce_queue_ecn_marked_packets_total"]
+    watermark = f["roce_queue_watermark_bytes"]
+    headroom = f["roce_headroom_dropped_packets_total"]
+    detected = f["roce_pfc_watchdog_storms_detected_total"]
+    restored = f["roce_pfc_watchdog_storms_restored_total"]
+    stormed = f["roce_pfc_watchdog_stormed"]
+    intended = f["roce_intended_class_info"]
+    for device, view in snapshot.devices.items():
+        reported = view.counters.interfaces if view.counters is not None else {}
+        for interface in view.interface_names():
+            counters = reported.get(interface, NO_INTERFACE)
+            for priority, label in enumerate(PRIORITIES):
+                where = (device, interface, label)
+                pfc((*where, "rx"), counters.pfc_rx[priority])
+                pfc((*where, "tx"), counters.pfc_tx[priority])
+                queue = counters.queues.get(priority, NO_QUEUE)
+                tx_packets(where, queue.tx_packets)
+                tx_bytes(where, queue.tx_bytes)
+                dropped(where, queue.dropped_packets)
+                marked(where, queue.ecn_marked_packets)
+                if queue.watermark_bytes is not None:
+                    watermark(where, queue.watermark_bytes)
+                headroom(where, counters.headroom_drops[priority])
+                watchdog = counters.watchdog.get(priority, NO_WATCHDOG)
+                detected(where, watchdog.storms_detected)
+                restored(where, watchdog.storms_restored)
+                stormed(where, 1 if watchdog.stormed else 0)
+        for cls in view.inventory.classes:
+            label = PRIORITIES[cls.priority]
+            intended((device, cls.interface, label, label, ON_OFF[cls.pfc], ON_OFF[cls.ecn]), 1)
+
+
+def _agent(snapshot: Snapshot, f: Families) -> None:
+    f["roce_exporter_info"]((snapshot.version, snapshot.fabric), 1)
+    for device, view in snapshot.devices.items():
+        status = view.status
+        f["roce_device_up"]((device,), 1 if status.up else 0)
+        f["roce_polls_total"]((device,), status.polls)
+        for reason, count in status.errors.items():
+            f["roce_poll_errors_total"]((device, reason), count)
+        if status.last_duration_s is not None:
+            f["roce_poll_duration_seconds"]((device,), status.last_duration_s)
+        if status.last_success_at is not None:
+            f["roce_last_successful_poll_timestamp_seconds"]((device,), status.last_success_at)
+
+
+def _compliance(snapshot: Snapshot, f: Families) -> None:
+    drift = f["roce_drift_items"]
+    for device, view in snapshot.devices.items():
+        if view.drift is not None:
+            drift((device,), view.drift)
+    for device, items in snapshot.host_drift.items():
+        drift((device,), items)
+    checks = f["roce_check_result"]
+    for (check, device), result in sorted(snapshot.checks.items()):
+        for candidate in CHECK_RESULTS:
+            checks((check, device, candidate), 1 if candidate == result else 0)
+    if snapshot.checks_at is not None:
+        f["roce_check_last_run_timestamp_seconds"]((), snapshot.checks_at)
+
+
+def _probes(snapshot: Snapshot, f: Families) -> None:
+    probes = snapshot.probes
+    latency = f.histogram("roce_probe_latency_seconds")
+    for key, flow in sorted(probes.flows.items()):
+        f["roce_probe_packets_sent_total"](key, flow.sent)
+        f["roce_probe_packets_received_total"](key, flow.received)
+        f["roce_probe_packets_lost_total"](key, flow.lost)
+        f["roce_probe_last_run_lost_packets"](key, flow.last_run_lost)
+        f["roce_probe_packets_reordered_total"](key, flow.reordered)
+        f["roce_probe_packets_ce_marked_total"](key, flow.ce_marked)
+        f["roce_probe_cnps_received_total"](key, flow.cnps_received)
+        cumulative = 0
+        buckets = []
+        for bound, count in zip(BUCKET_LABELS, flow.latency_buckets, strict=True):
+            cumulative += count
+            buckets.append((bound, float(cumulative)))
+        latency.add_metric(list(key), buckets, flow.latency_sum_s)
+    for where, count in sorted(probes.invalid.items()):
+        f["roce_probe_invalid_frames_total"](where, count)
+    for (scenario, host, priority), seconds in sorted(probes.paused_s.items()):
+        f["roce_probe_paused_seconds_total"]((scenario, host, PRIORITIES[priority]), seconds)
+    for verdict, count in sorted(probes.runs.items()):
+        f["roce_probe_runs_total"](verdict, count)
+    for scenario, at in sorted(probes.last_run_at.items()):
+        f["roce_probe_last_run_timestamp_seconds"]((scenario,), at)
+
+
+def _nic(snapshot: Snapshot, f: Families) -> None:
+    for source, count in sorted(snapshot.nic_errors.items()):
+        f["roce_nic_collect_errors_total"]((source,), count)
+    nic = snapshot.nic
+    if nic is None:
+        return
+    for (rdma_device, port), values in sorted(nic.hw.items()):
+        for counter, value in values.items():
+            f[f"roce_nic_{counter}_total"]((rdma_device, port), value)
+    frames = f["roce_nic_pause_frames_total"]
+    duration = f["roce_nic_pause_duration_seconds_total"]
+    for interface, pause in sorted(nic.pause.items()):
+        for priority, label in enumerate(PRIORITIES):
+            frames((interface, label, "rx"), pause.rx_frames[priority])
+            frames((interface, label, "tx"), pause.tx_frames[priority])
+            duration((interface, label, "rx"), pause.rx_duration_us[priority] * MICROSECONDS)
+            duration((interface, label, "tx"), pause.tx_duration_us[priority] * MICROSECONDS)
+
+
+class RoceCollector(Collector):
+    """A prometheus_client collector over a :class:`SnapshotStore` (register it anywhere)."""
+
+    def __init__(self, store: SnapshotStore) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        return render(self.store.snapshot())
+
+    def describe(self) -> Iterator[Metric]:
+        """Names only, so a registry can detect clashes without rendering a snapshot."""
+        return (new_family(spec) for spec in SPECS)

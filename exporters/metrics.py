@@ -1,0 +1,257 @@
+"""Every metric the exporter serves: name, type, labels, meaning and where the value comes from.
+
+One table, used three ways: the collector builds its metric families from it (so a name or a
+label cannot differ between code and documentation), ``exporters/METRICS.md`` is generated
+from it (``python -m exporters.metrics > exporters/METRICS.md``; a unit test fails when the
+file is stale), and the tests check every dashboard and alert expression against it.
+
+Conventions (Prometheus naming best practices): prefix ``roce_``, base units (seconds, bytes),
+``_total`` on counters, ``_info`` on constant-1 gauges that carry labels, bounded label values
+(device, interface and host names from the fabric file, priorities 0-7, fixed enums).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+MetricType = Literal["counter", "gauge", "histogram"]
+
+PRIORITY_LABEL_VALUES = tuple(str(p) for p in range(8))
+DIRECTIONS = ("rx", "tx")
+POLL_ERROR_REASONS = ("timeout", "auth", "connect", "parse", "other")
+CHECK_RESULTS = ("pass", "fail", "error", "skipped")
+PROBE_SCENARIOS = ("pairwise", "incast", "storm", "receive", "other")
+PROBE_RESULTS = ("pass", "fail")
+NIC_ERROR_SOURCES = ("sysfs", "ethtool")
+
+# Source commands, quoted in the table and in METRICS.md.
+EOS_PFC = "EOS `show priority-flow-control counters | json`"
+EOS_QUEUE = "EOS `show interfaces counters queue | json` (TCn, DP0)"
+EOS_ECN = "EOS `show qos interfaces ecn counters queue | json`"
+EOS_DROPS = "EOS `show interfaces counters queue drops | json` (ingress VOQ)"
+EOS_WATCHDOG = "EOS `show priority-flow-control counters watchdog | json`"
+SONIC_WATERMARK = "SONiC `show queue watermark unicast` (platforms that report it)"
+HW_COUNTERS = "`/sys/class/infiniband/DEV/ports/N/hw_counters/{counter}`"
+ETHTOOL = "`ethtool -S IF` (mlx5 per-priority port counters)"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str  # full exposition name, with _total for counters
+    type: MetricType
+    labels: tuple[str, ...]
+    help: str
+    source: str
+    group: str
+
+    @property
+    def family_name(self) -> str:
+        """prometheus_client's family name: counters without the ``_total`` suffix."""
+        return self.name.removesuffix("_total") if self.type == "counter" else self.name
+
+
+def _m(
+    group: str, name: str, kind: MetricType, labels: tuple[str, ...], text: str, source: str
+) -> MetricSpec:
+    return MetricSpec(name, kind, labels, text, source, group)
+
+
+IFACE = ("device", "interface")
+FLOW = ("scenario", "src", "dst")
+
+SPECS: tuple[MetricSpec, ...] = (
+    # ------------------------------------------------------------------ switch
+    _m("switch", "roce_pfc_frames_total", "counter", (*IFACE, "priority", "direction"),
+       "PFC pause frames received (rx) or sent (tx) on the interface, per priority. EOS counts "
+       "per interface only; the agent attributes those to the interface's lossless priority.",
+       EOS_PFC),
+    _m("switch", "roce_queue_transmitted_packets_total", "counter", (*IFACE, "queue"),
+       "Packets transmitted from the egress queue.", EOS_QUEUE),
+    _m("switch", "roce_queue_transmitted_bytes_total", "counter", (*IFACE, "queue"),
+       "Bytes transmitted from the egress queue.", EOS_QUEUE),
+    _m("switch", "roce_queue_dropped_packets_total", "counter", (*IFACE, "queue"),
+       "Packets dropped at the egress queue (tail or WRED drops). Any increase on a lossless "
+       "queue is a fabric fault.", EOS_QUEUE),
+    _m("switch", "roce_queue_ecn_marked_packets_total", "counter", (*IFACE, "queue"),
+       "Packets CE-marked by WRED/ECN at the egress queue.", EOS_ECN),
+    _m("switch", "roce_queue_watermark_bytes", "gauge", (*IFACE, "queue"),
+       "Peak egress queue occupancy since the device last cleared it. Present only for "
+       "platforms that report it.", SONIC_WATERMARK),
+    _m("switch", "roce_headroom_dropped_packets_total", "counter", (*IFACE, "priority"),
+       "Packets dropped at ingress for the priority (headroom exhausted): PFC fired too late "
+       "for the cable length or the headroom is too small.", EOS_DROPS),
+    _m("switch", "roce_pfc_watchdog_storms_detected_total", "counter", (*IFACE, "priority"),
+       "PFC storms the watchdog detected (a queue paused longer than the detection time).",
+       EOS_WATCHDOG),
+    _m("switch", "roce_pfc_watchdog_storms_restored_total", "counter", (*IFACE, "priority"),
+       "PFC storms the watchdog restored from.", EOS_WATCHDOG),
+    _m("switch", "roce_pfc_watchdog_stormed", "gauge", (*IFACE, "priority"),
+       "1 while the watchdog holds the queue in the stormed state (detected > restored).",
+       EOS_WATCHDOG),
+    _m("switch", "roce_intended_class_info", "gauge",
+       (*IFACE, "priority", "queue", "pfc", "ecn"),
+       "Constant 1 per interface and traffic class (priority = queue in every profile): "
+       "pfc=on for lossless classes, ecn=on where the intent marks ECN. Join counters "
+       "with it to select the lossless class.",
+       "the fabric file and its profile (the plan), not the device"),
+    # ------------------------------------------------------------------ compliance
+    _m("compliance", "roce_drift_items", "gauge", ("device",),
+       "Settings on the device that differ from the plan (what `roce-agent drift` lists). "
+       "Absent until the device was read once.",
+       "`show running-config | json` diffed against the plan (or fed by the daemon)"),
+    _m("compliance", "roce_check_result", "gauge", ("check", "device", "result"),
+       "1 for the latest result of a check on a device, 0 for the other results "
+       "(pass, fail, error, skipped). No series until checks are fed.",
+       "the checks (`SnapshotStore.update_checks`)"),
+    _m("compliance", "roce_check_last_run_timestamp_seconds", "gauge", (),
+       "When check results were last fed (Unix time).", "`SnapshotStore.update_checks`"),
+    # ------------------------------------------------------------------ probes
+    _m("probes", "roce_probe_packets_sent_total", "counter", FLOW,
+       "RoCEv2 probe packets sent, summed over probe runs.", "probe scenario results"),
+    _m("probes", "roce_probe_packets_received_total", "counter", FLOW,
+       "RoCEv2 probe packets received.", "probe scenario / receiver results"),
+    _m("probes", "roce_probe_packets_lost_total", "counter", FLOW,
+       "Probe packets lost (PSN gaps never filled, and the tail never received).",
+       "probe scenario / receiver results"),
+    _m("probes", "roce_probe_packets_reordered_total", "counter", FLOW,
+       "Probe packets that arrived after a later one (a gap filled late).",
+       "probe scenario / receiver results"),
+    _m("probes", "roce_probe_packets_ce_marked_total", "counter", FLOW,
+       "Probe packets that arrived with ECN CE set.", "probe scenario / receiver results"),
+    _m("probes", "roce_probe_last_run_lost_packets", "gauge", FLOW,
+       "Packets the latest probe run of the flow lost. Alert on this rather than on "
+       "increase() of the counter: a flow's first run creates its series, and Prometheus "
+       "sees no increase in a series' first sample.", "probe scenario / receiver results"),
+    _m("probes", "roce_probe_cnps_received_total", "counter", FLOW,
+       "CNPs the sender (src) received for the flow to dst.", "probe scenario results"),
+    _m("probes", "roce_probe_invalid_frames_total", "counter", ("scenario", "host"),
+       "Malformed frames on UDP 4791 (bad ICRC, truncated BTH) the receiving host counted.",
+       "probe receiver results (`totals.invalid`)"),
+    _m("probes", "roce_probe_latency_seconds", "histogram", FLOW,
+       "One-way latency of probe packets (sender timestamp to receiver clock).",
+       "probe receiver results (`latency.buckets_le_s`)"),
+    _m("probes", "roce_probe_paused_seconds_total", "counter", ("scenario", "host", "priority"),
+       "Time the host was paused by PFC on the wire, per priority (quanta x 512 bit times at "
+       "link speed).", "probe sender `paused_s`, receiver and sniffer `pfc.priorities`"),
+    _m("probes", "roce_probe_runs_total", "counter", ("scenario", "result"),
+       "Probe runs by verdict.", "probe scenario results (`passed`)"),
+    _m("probes", "roce_probe_last_run_timestamp_seconds", "gauge", ("scenario",),
+       "When the latest result of the scenario was stored (Unix time).",
+       "probe scenario results"),
+    # ------------------------------------------------------------------ host NIC
+    _m("nic", "roce_nic_np_cnp_sent_total", "counter", ("rdma_device", "port"),
+       "CNPs this NIC sent as notification point (it received CE-marked RoCE packets).",
+       HW_COUNTERS.format(counter="np_cnp_sent")),
+    _m("nic", "roce_nic_np_ecn_marked_roce_packets_total", "counter", ("rdma_device", "port"),
+       "RoCE packets received CE-marked (the switches' ECN marks reaching this host).",
+       HW_COUNTERS.format(counter="np_ecn_marked_roce_packets")),
+    _m("nic", "roce_nic_rp_cnp_handled_total", "counter", ("rdma_device", "port"),
+       "CNPs this NIC handled as reaction point (DCQCN cut its rate).",
+       HW_COUNTERS.format(counter="rp_cnp_handled")),
+    _m("nic", "roce_nic_rp_cnp_ignored_total", "counter", ("rdma_device", "port"),
+       "CNPs received and ignored (congestion control not enabled for the priority).",
+       HW_COUNTERS.format(counter="rp_cnp_ignored")),
+    _m("nic", "roce_nic_out_of_sequence_total", "counter", ("rdma_device", "port"),
+       "Out-of-sequence packets received (a sign of loss in the fabric).",
+       HW_COUNTERS.format(counter="out_of_sequence")),
+    _m("nic", "roce_nic_packet_seq_err_total", "counter", ("rdma_device", "port"),
+       "NAK sequence error packets received (the peer saw a PSN gap).",
+       HW_COUNTERS.format(counter="packet_seq_err")),
+    _m("nic", "roce_nic_pause_frames_total", "counter", ("interface", "priority", "direction"),
+       "PFC pause frames received (rx) or sent (tx) by the NIC port, per priority "
+       "(`rx_prioN_pause`, `tx_prioN_pause`).", ETHTOOL),
+    _m("nic", "roce_nic_pause_duration_seconds_total", "counter",
+       ("interface", "priority", "direction"),
+       "Time paused (rx: the port could not send; tx: it paused its peer), per priority. "
+       "ethtool reports microseconds (`rx_prioN_pause_duration`); converted to seconds.",
+       ETHTOOL),
+    _m("nic", "roce_nic_collect_errors_total", "counter", ("source",),
+       "Failed reads of the host NIC counters, by source (sysfs, ethtool).",
+       "the exporter"),
+    # ------------------------------------------------------------------ the agent itself
+    _m("agent", "roce_device_up", "gauge", ("device",),
+       "1 if the latest poll of the switch succeeded within its timeout, else 0 (also 0 "
+       "before the first poll).", "the exporter's poller"),
+    _m("agent", "roce_poll_duration_seconds", "gauge", ("device",),
+       "Duration of the latest poll of the switch (the timeout when it timed out). Absent "
+       "before the first poll.", "the exporter's poller"),
+    _m("agent", "roce_last_successful_poll_timestamp_seconds", "gauge", ("device",),
+       "When the latest successful poll finished (Unix time). Absent before the first "
+       "success.", "the exporter's poller"),
+    _m("agent", "roce_polls_total", "counter", ("device",),
+       "Polls attempted.", "the exporter's poller"),
+    _m("agent", "roce_poll_errors_total", "counter", ("device", "reason"),
+       "Failed polls by reason: timeout (over --timeout or a read timeout), auth, connect, "
+       "parse (the device answered something the platform could not read), other.",
+       "the exporter's poller"),
+    _m("agent", "roce_exporter_info", "gauge", ("version", "fabric"),
+       "Constant 1: the agent version and the fabric name.", "the exporter"),
+)  # fmt: skip
+
+BY_NAME = {spec.name: spec for spec in SPECS}
+GROUP_TITLES = {
+    "switch": "Switch counters (polled over SSH, one session per device kept between polls)",
+    "compliance": "Compliance",
+    "probes": "Probes (fed by probe results)",
+    "nic": "Host NIC (`--host-nic`, or automatic when /sys/class/infiniband exists)",
+    "agent": "The exporter itself",
+}
+
+
+def exposed_names() -> set[str]:
+    """Every sample name a scrape can contain (histograms have three per family)."""
+    names = set()
+    for spec in SPECS:
+        if spec.type == "histogram":
+            names |= {f"{spec.name}_bucket", f"{spec.name}_sum", f"{spec.name}_count"}
+        else:
+            names.add(spec.name)
+    return names
+
+
+def markdown() -> str:
+    """The text of ``exporters/METRICS.md``."""
+    lines = [
+        "# Metrics of `roce-agent exporter`",
+        "",
+        "Generated from `exporters/metrics.py` (`python -m exporters.metrics > "
+        "exporters/METRICS.md`); a unit test fails when this file is stale.",
+        "",
+        "Conventions: prefix `roce_`, base units (seconds, bytes), `_total` on counters. "
+        "Every series whose labels are known from the fabric file exists from the first "
+        "scrape: switch counters for every fabric port and all 8 priorities/queues read 0 "
+        "before a device's first successful poll (`roce_device_up` is 0 then; the alert "
+        "rules only judge counter increases over windows in which the device stayed up, so "
+        "the step from 0 to the device's running total is never an alert). Priorities and "
+        "queues a device does not report are 0. A device that stops answering keeps its last "
+        "values, with `roce_device_up` 0 and `roce_last_successful_poll_timestamp_seconds` "
+        "telling their age. Label values are bounded: names from the fabric file, priorities "
+        "0-7, and the fixed sets listed below; never IP addresses or session names.",
+        "",
+        f"- `direction`: {', '.join(DIRECTIONS)}",
+        f"- `reason` (poll errors): {', '.join(POLL_ERROR_REASONS)}",
+        f"- `result` (checks): {', '.join(CHECK_RESULTS)}; (probe runs): "
+        f"{', '.join(PROBE_RESULTS)}",
+        f"- `scenario`: {', '.join(PROBE_SCENARIOS)}; `src`, `dst`, `host`: host names of the "
+        "fabric file (`unknown` for an address the fabric does not name)",
+        "- `pfc`, `ecn`: on, off",
+        "",
+    ]
+    for group, title in GROUP_TITLES.items():
+        lines += [f"## {title}", "", "| metric | type | labels | meaning | source |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for spec in SPECS:
+            if spec.group != group:
+                continue
+            labels = ", ".join(f"`{label}`" for label in spec.labels) or "-"
+            # GitHub tables need pipes escaped, even inside code spans (`... | json`).
+            meaning, source = (text.replace("|", "\\|") for text in (spec.help, spec.source))
+            lines.append(f"| `{spec.name}` | {spec.type} | {labels} | {meaning} | {source} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

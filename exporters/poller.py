@@ -1,0 +1,383 @@
+"""Pollers and their scheduler: per-job interval, bounded concurrency, per-poll timeout.
+
+The scheduler hands due jobs to a fixed set of worker threads. A poll that outlives its timeout
+is declared failed (reason ``timeout``) at once, from the scheduler thread, and whatever it
+returns later is discarded; a replacement worker is started so one hung device does not eat
+into the others' concurrency. Python cannot kill a thread, and netmiko has no cancel, so the
+hung call runs on in its (daemon) thread until netmiko gives up by itself.
+
+Switches keep their SSH session between polls: a netmiko login costs ~0.75 s of CPU-heavy key
+exchange against the lab switch (a counter read is ~0.4 s), real switches cap concurrent SSH
+sessions and log every login to AAA, and the session is rebuilt after any failure (a late or
+failed poll may have left it mid-output). A kept session that died while idle (the device's
+idle timeout, a reboot) gets one fresh retry within the same poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from agent.errors import AgentError, CredentialError
+from agent.intent import Device
+from agent.platforms import platform_for
+from agent.platforms.base import Connection, Platform, PlatformError
+from agent.push import Unreachable, connect
+from agent.state import Counters, QosState, diff
+from exporters.hostnic import HostNicReader, NicCounters, NicReadError
+from exporters.probes import ProbeResultError
+from exporters.store import SnapshotStore
+
+log = logging.getLogger("exporters")
+
+Connector = Callable[[Device, Platform], Connection]
+
+
+class Pollable(Protocol):
+    """A job the scheduler runs: ``poll`` in a worker, then exactly one of the callbacks."""
+
+    name: str
+    interval_s: float
+    timeout_s: float
+
+    def poll(self) -> Any: ...
+
+    def succeeded(self, result: Any, duration_s: float) -> None: ...
+
+    def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None: ...
+
+    def abandoned(self) -> None:
+        """A poll returned after its timeout (or after stop): drop whatever it touched."""
+
+
+def classify(error: BaseException) -> str:
+    """The bounded ``reason`` label of a failed poll."""
+    from netmiko.exceptions import (
+        NetmikoAuthenticationException,
+        NetmikoTimeoutException,
+        ReadTimeout,
+    )
+
+    if isinstance(error, NetmikoAuthenticationException | CredentialError):
+        return "auth"
+    if isinstance(error, Unreachable):
+        # agent.push.connect words both cases into one exception type.
+        return "auth" if "authentication failed" in str(error) else "connect"
+    if isinstance(error, NetmikoTimeoutException | ReadTimeout | socket.timeout | TimeoutError):
+        return "timeout"
+    if isinstance(error, PlatformError | ValidationError | ValueError | KeyError | TypeError):
+        return "parse"
+    if isinstance(error, OSError | EOFError | ConnectionError):
+        return "connect"
+    try:
+        from paramiko.ssh_exception import SSHException  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - paramiko comes with netmiko
+        return "other"
+    return "connect" if isinstance(error, SSHException) else "other"
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+# --------------------------------------------------------------------------- switches
+
+
+@dataclass(frozen=True)
+class SwitchPoll:
+    counters: Counters
+    drift: int | None
+
+
+class SwitchPoller:
+    """Reads one switch's counters (and, with a desired state, its drift) over SSH."""
+
+    def __init__(
+        self,
+        device: Device,
+        store: SnapshotStore,
+        interval_s: float,
+        timeout_s: float,
+        desired: QosState | None = None,
+        connector: Connector = connect,
+        platform: Platform | None = None,
+    ) -> None:
+        self.device = device
+        self.name = device.name
+        self.store = store
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.desired = desired
+        self.connector = connector
+        self.platform = platform or platform_for(device.platform)
+        self._conn: Connection | None = None
+
+    def _read(self, conn: Connection) -> SwitchPoll:
+        counters = self.platform.read_counters(conn)
+        drift = None
+        if self.desired is not None:
+            actual = self.platform.read_state(conn)
+            drift = len(diff(self.name, self.desired, actual, self.platform.managed))
+        return SwitchPoll(counters, drift)
+
+    def poll(self) -> SwitchPoll:
+        reused = self._conn is not None
+        if self._conn is None:
+            self._conn = self.connector(self.device, self.platform)
+        try:
+            return self._read(self._conn)
+        except Exception as error:
+            self.close()
+            if not reused or isinstance(error, PlatformError | AgentError):
+                raise
+        self._conn = self.connector(self.device, self.platform)
+        try:
+            return self._read(self._conn)
+        except Exception:
+            self.close()
+            raise
+
+    def succeeded(self, result: SwitchPoll, duration_s: float) -> None:
+        self.store.update_counters(self.name, result.counters, duration_s, drift=result.drift)
+
+    def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:
+        detail = _one_line(error) if error is not None else f"no answer within {duration_s:.1f} s"
+        log.warning("poll of %s failed (%s): %s", self.name, reason, detail)
+        self.store.record_poll_failure(self.name, reason, duration_s, detail)
+
+    def abandoned(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):  # the session is being thrown away anyway
+                conn.close()
+
+
+# --------------------------------------------------------------------------- host NIC
+
+
+class NicPoller:
+    """The host's RDMA NIC counters (sysfs + ethtool)."""
+
+    name = "host-nic"
+
+    def __init__(
+        self, reader: HostNicReader, store: SnapshotStore, interval_s: float, timeout_s: float
+    ) -> None:
+        self.reader = reader
+        self.store = store
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        store.enable_nic()
+
+    def poll(self) -> NicCounters:
+        return self.reader.read()
+
+    def succeeded(self, result: NicCounters, duration_s: float) -> None:
+        self.store.update_nic(result)
+
+    def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:
+        source = error.source if isinstance(error, NicReadError) else "sysfs"
+        log.warning("host NIC read failed (%s): %s", source, error or reason)
+        self.store.record_nic_failure(source)
+
+    def abandoned(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- probe results
+
+
+class ProbeResultsPoller:
+    """Ingests new ``*.json`` probe results from a directory (``probe ... --output json``).
+
+    A file is read again only when its size or mtime changes, so results are counted once;
+    a half-written file that does not parse is retried once it changes. Write results to a
+    temporary name and rename them into the directory to avoid even that.
+    """
+
+    name = "probe-results"
+
+    def __init__(self, directory: Path, store: SnapshotStore, interval_s: float) -> None:
+        self.directory = directory
+        self.store = store
+        self.interval_s = interval_s
+        self.timeout_s = max(10.0, interval_s)
+        self._seen: dict[Path, tuple[int, int]] = {}
+
+    def poll(self) -> list[tuple[Path, Any]]:
+        fresh = []
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            if self._seen.get(path) == stamp:
+                continue
+            self._seen[path] = stamp
+            try:
+                fresh.append((path, json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                log.warning("probe result %s not read: %s", path, exc)
+        return fresh
+
+    def succeeded(self, result: list[tuple[Path, Any]], duration_s: float) -> None:
+        for path, data in result:
+            try:
+                self.store.update_probe(data)
+            except (ProbeResultError, AgentError) as exc:
+                log.warning("probe result %s ignored: %s", path, exc)
+
+    def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:
+        log.warning("reading probe results from %s failed: %s", self.directory, error or reason)
+
+    def abandoned(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+@dataclass
+class _JobState:
+    job: Pollable
+    next_due: float
+    queued: bool = False
+    running: bool = False
+    started: float = 0.0
+    deadline: float = float("inf")
+    timed_out: bool = False
+
+
+@dataclass
+class PollScheduler:
+    """Runs every job at its interval on at most ``concurrency`` workers (plus replacements
+    for workers stuck in a timed-out poll, at most ``concurrency`` more)."""
+
+    jobs: Sequence[Pollable]
+    concurrency: int = 16
+    clock: Callable[[], float] = time.monotonic
+    _states: list[_JobState] = field(default_factory=list)
+    _queue: deque[_JobState] = field(default_factory=deque)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _stopping: bool = False
+    _workers: int = 0
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        now = self.clock()
+        self._states = [_JobState(job, now) for job in self.jobs]
+        with self._cond:
+            for _ in range(min(self.concurrency, max(1, len(self.jobs)))):
+                self._spawn_worker()
+        thread = threading.Thread(target=self._schedule, name="roce-poll-scheduler", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def stop(self, join_s: float = 2.0) -> None:
+        """Stop scheduling; idle jobs are closed now, busy ones when their poll returns."""
+        with self._cond:
+            self._stopping = True
+            idle = [s.job for s in self._states if not s.running]
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=join_s / max(1, len(self._threads)))
+        for job in idle:
+            job.abandoned()
+
+    def _spawn_worker(self) -> None:
+        """Start one worker; callers hold the condition."""
+        self._workers += 1
+        thread = threading.Thread(
+            target=self._work, name=f"roce-poll-worker-{len(self._threads)}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def _schedule(self) -> None:
+        while True:
+            expired: list[tuple[_JobState, float]] = []
+            with self._cond:
+                if self._stopping:
+                    return
+                now = self.clock()
+                wake = now + 1.0
+                for state in self._states:
+                    if state.running and not state.timed_out and now >= state.deadline:
+                        state.timed_out = True
+                        expired.append((state, now - state.started))
+                        if self._workers < 2 * self.concurrency:
+                            self._spawn_worker()  # the stuck one retires when it returns
+                    if not state.queued and not state.running and now >= state.next_due:
+                        state.queued = True
+                        state.next_due = max(state.next_due + state.job.interval_s, now)
+                        self._queue.append(state)
+                        self._cond.notify_all()
+                    if state.running and not state.timed_out:
+                        wake = min(wake, state.deadline)
+                    elif not state.queued and not state.running:
+                        wake = min(wake, state.next_due)
+                if not expired:
+                    self._cond.wait(timeout=max(0.0, wake - now))
+            for state, duration in expired:
+                state.job.failed("timeout", duration, None)
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    self._workers -= 1
+                    return
+                state = self._queue.popleft()
+                state.queued = False
+                state.running = True
+                state.timed_out = False
+                state.started = self.clock()
+                state.deadline = state.started + state.job.timeout_s
+                self._cond.notify_all()  # the scheduler must now watch this deadline
+            error: BaseException | None = None
+            result: Any = None
+            try:
+                result = state.job.poll()
+            except Exception as exc:
+                error = exc
+            finished = self.clock()
+            with self._cond:
+                state.running = False
+                late = state.timed_out or self._stopping
+                retire = late and self._workers > self.concurrency
+                if retire:
+                    self._workers -= 1
+                self._cond.notify_all()
+            duration = finished - state.started
+            if late:
+                state.job.abandoned()
+                if retire:
+                    return
+                continue
+            try:
+                if error is not None:
+                    state.job.failed(classify(error), duration, error)
+                else:
+                    state.job.succeeded(result, duration)
+            except Exception:  # a store refusal must not kill the worker
+                log.exception("recording the poll of %s failed", state.job.name)

@@ -1,0 +1,365 @@
+"""The snapshot store: what pollers, probes and checks write, and what a scrape reads.
+
+Every update builds a new immutable :class:`Snapshot` and swaps one reference under a lock, so
+a scrape takes the current snapshot without locking and never waits for a device, a probe or a
+poll in progress. Updates are rare (one per poll per device) next to what they replace, so
+copy-on-write of the per-device map is cheap.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agent import __version__
+from agent.errors import AgentError
+from agent.intent import FabricIntent
+from agent.plan import Plan, build_plan
+from agent.state import Counters
+from exporters.hostnic import NicCounters
+from exporters.metrics import CHECK_RESULTS, NIC_ERROR_SOURCES, POLL_ERROR_REASONS
+from exporters.probes import BUCKET_BOUNDS, HostDirectory, ProbeRun, parse_probe_result
+
+CHECK_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+# Result words of other tools (ANTA: success/failure) mapped onto ours.
+RESULT_ALIASES = {
+    "success": "pass",
+    "passed": "pass",
+    "ok": "pass",
+    "failure": "fail",
+    "failed": "fail",
+    "skip": "skipped",
+    "unset": "skipped",
+}
+FABRIC_WIDE = "fabric"
+
+
+@dataclass(frozen=True)
+class IntendedClass:
+    interface: str
+    priority: int
+    pfc: bool
+    ecn: bool
+
+
+@dataclass(frozen=True)
+class SwitchInventory:
+    """What the fabric file says about one switch: its ports and intended classes."""
+
+    device: str
+    interfaces: tuple[str, ...]
+    classes: tuple[IntendedClass, ...]
+
+
+@dataclass(frozen=True)
+class DeviceStatus:
+    up: bool = False
+    polls: int = 0
+    errors: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(POLL_ERROR_REASONS, 0))
+    last_duration_s: float | None = None
+    last_success_at: float | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    inventory: SwitchInventory
+    counters: Counters | None = None
+    status: DeviceStatus = DeviceStatus()
+    drift: int | None = None
+
+    def interface_names(self) -> list[str]:
+        """Fabric ports first (zero-filled until polled), then whatever else the device reports."""
+        names = list(self.inventory.interfaces)
+        if self.counters is not None:
+            known = set(names)
+            names += sorted(n for n in self.counters.interfaces if n not in known)
+        return names
+
+
+@dataclass(frozen=True)
+class FlowTotals:
+    sent: int = 0
+    received: int = 0
+    lost: int = 0
+    reordered: int = 0
+    ce_marked: int = 0
+    cnps_received: int = 0
+    latency_buckets: tuple[int, ...] = (0,) * len(BUCKET_BOUNDS)  # per bucket, not cumulative
+    latency_sum_s: float = 0.0
+    latency_count: int = 0
+    last_run_lost: int = 0
+
+
+@dataclass(frozen=True)
+class ProbeTotals:
+    flows: Mapping[tuple[str, str, str], FlowTotals] = field(default_factory=dict)
+    invalid: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    paused_s: Mapping[tuple[str, str, int], float] = field(default_factory=dict)
+    runs: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    last_run_at: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One check's latest result on one device (``device`` "" for fabric-wide checks)."""
+
+    check: str
+    device: str
+    result: str  # pass | fail | error | skipped (success/failure accepted)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    fabric: str
+    version: str
+    devices: Mapping[str, DeviceView]
+    probes: ProbeTotals = ProbeTotals()
+    checks: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    checks_at: float | None = None
+    nic: NicCounters | None = None
+    nic_errors: Mapping[str, int] = field(default_factory=dict)
+    host_drift: Mapping[str, int] = field(default_factory=dict)  # drift of non-switch devices
+    generation: int = 0
+
+
+class StoreError(AgentError):
+    """An update the store refuses (unknown device, unknown result word)."""
+
+
+def inventory_from_plan(plan: Plan) -> list[SwitchInventory]:
+    """Switches (every device but hosts) with their ports and intended classes."""
+    switches = []
+    for device in plan.devices:
+        if device.role == "host":
+            continue
+        classes = []
+        for port in device.ports:
+            marked = {ecn.queue for ecn in port.ecn}
+            for priority in range(8):
+                classes.append(
+                    IntendedClass(
+                        port.name, priority, priority in port.pfc_priorities, priority in marked
+                    )
+                )
+        switches.append(
+            SwitchInventory(device.name, tuple(p.name for p in device.ports), tuple(classes))
+        )
+    return switches
+
+
+def host_directory(intent: FabricIntent) -> HostDirectory:
+    hosts = [d for d in intent.devices if d.role == "host"]
+    by_ip = {str(p.ipv4.ip): d.name for d in hosts for p in d.ports if p.ipv4 is not None}
+    return HostDirectory(frozenset(d.name for d in hosts), by_ip, intent.profile.roce.priority)
+
+
+class SnapshotStore:
+    """Thread-safe owner of the current :class:`Snapshot`."""
+
+    def __init__(
+        self,
+        fabric: str,
+        switches: Iterable[SwitchInventory],
+        hosts: HostDirectory | None = None,
+        device_names: Iterable[str] = (),
+    ) -> None:
+        views = {s.device: DeviceView(s) for s in switches}
+        self._lock = threading.Lock()
+        self._snapshot = Snapshot(fabric=fabric, version=__version__, devices=views)
+        self._hosts = hosts or HostDirectory(frozenset(), {}, 3)
+        # Every fabric device may carry drift or check results (hosts too), none other.
+        self._known_devices = frozenset(views) | frozenset(device_names)
+
+    @classmethod
+    def for_fabric(cls, intent: FabricIntent, plan: Plan | None = None) -> SnapshotStore:
+        plan = plan or build_plan(intent)
+        return cls(
+            intent.name,
+            inventory_from_plan(plan),
+            host_directory(intent),
+            (d.name for d in intent.devices),
+        )
+
+    def snapshot(self) -> Snapshot:
+        """The current snapshot (immutable: safe to read without a lock)."""
+        return self._snapshot
+
+    def _swap(self, **changes: Any) -> None:
+        """Replace fields of the snapshot; callers hold the lock."""
+        current = self._snapshot
+        self._snapshot = replace(current, generation=current.generation + 1, **changes)
+
+    def _view(self, device: str) -> DeviceView:
+        view = self._snapshot.devices.get(device)
+        if view is None:
+            raise StoreError(f"no switch named {device!r} in fabric {self._snapshot.fabric}")
+        return view
+
+    def _put(self, device: str, view: DeviceView) -> None:
+        self._swap(devices={**self._snapshot.devices, device: view})
+
+    # ------------------------------------------------------------------ switches
+
+    def update_counters(
+        self,
+        device: str,
+        counters: Counters,
+        duration_s: float,
+        drift: int | None = None,
+        at: float | None = None,
+    ) -> None:
+        """A successful poll: new counters, the device is up."""
+        with self._lock:
+            view = self._view(device)
+            status = replace(
+                view.status,
+                up=True,
+                polls=view.status.polls + 1,
+                last_duration_s=duration_s,
+                last_success_at=at if at is not None else time.time(),
+                last_error=None,
+            )
+            self._put(
+                device,
+                replace(
+                    view,
+                    counters=counters,
+                    status=status,
+                    drift=drift if drift is not None else view.drift,
+                ),
+            )
+
+    def record_poll_failure(
+        self, device: str, reason: str, duration_s: float, error: str = ""
+    ) -> None:
+        """A failed poll: the device is down; its last counters stay (they are monotonic)."""
+        if reason not in POLL_ERROR_REASONS:
+            reason = "other"
+        with self._lock:
+            view = self._view(device)
+            errors = dict(view.status.errors)
+            errors[reason] += 1
+            status = replace(
+                view.status,
+                up=False,
+                polls=view.status.polls + 1,
+                errors=errors,
+                last_duration_s=duration_s,
+                last_error=error or reason,
+            )
+            self._put(device, replace(view, status=status))
+
+    # ------------------------------------------------------------------ compliance
+
+    def update_drift(self, device: str, items: int) -> None:
+        """How many settings of ``device`` differ from the plan."""
+        if items < 0:
+            raise StoreError(f"drift of {device} cannot be negative ({items})")
+        with self._lock:
+            if device not in self._known_devices:
+                raise StoreError(f"no device named {device!r} in fabric {self._snapshot.fabric}")
+            view = self._snapshot.devices.get(device)
+            if view is not None:
+                self._put(device, replace(view, drift=items))
+            else:  # a host: drift without counters
+                self._swap(host_drift={**self._snapshot.host_drift, device: items})
+
+    def update_checks(self, outcomes: Iterable[CheckOutcome], replace_all: bool = True) -> None:
+        """The latest check results. ``replace_all`` drops results not in ``outcomes`` (a full
+        validation run); False merges them (one check re-run)."""
+        fresh: dict[tuple[str, str], str] = {}
+        for outcome in outcomes:
+            if not CHECK_ID_RE.fullmatch(outcome.check):
+                raise StoreError(f"check ID {outcome.check!r} is not a short identifier")
+            device = outcome.device or FABRIC_WIDE
+            if device != FABRIC_WIDE and device not in self._known_devices:
+                raise StoreError(f"check {outcome.check}: no device named {device!r}")
+            result = RESULT_ALIASES.get(outcome.result.lower(), outcome.result.lower())
+            if result not in CHECK_RESULTS:
+                raise StoreError(
+                    f"check {outcome.check}: result {outcome.result!r} is not one of "
+                    f"{', '.join(CHECK_RESULTS)}"
+                )
+            fresh[(outcome.check, device)] = result
+        with self._lock:
+            merged = fresh if replace_all else {**self._snapshot.checks, **fresh}
+            self._swap(checks=merged, checks_at=time.time())
+
+    # ------------------------------------------------------------------ probes
+
+    def update_probe(self, result: Mapping[str, Any], at: float | None = None) -> None:
+        """Add one probe result (scenario or receiver JSON) to the running probe totals."""
+        run = parse_probe_result(result, self._hosts)
+        with self._lock:
+            self._swap(probes=_merge_probe(self._snapshot.probes, run, at or time.time()))
+
+    # ------------------------------------------------------------------ host NIC
+
+    def update_nic(self, nic: NicCounters) -> None:
+        with self._lock:
+            self._swap(nic=nic)
+
+    def record_nic_failure(self, source: str) -> None:
+        if source not in NIC_ERROR_SOURCES:
+            raise StoreError(f"unknown NIC counter source {source!r}")
+        with self._lock:
+            errors = {**dict.fromkeys(NIC_ERROR_SOURCES, 0), **self._snapshot.nic_errors}
+            errors[source] += 1
+            self._swap(nic_errors=errors)
+
+    def enable_nic(self) -> None:
+        """Declare host NIC collection on, so its error counters exist from the first scrape."""
+        with self._lock:
+            if not self._snapshot.nic_errors:
+                self._swap(nic_errors=dict.fromkeys(NIC_ERROR_SOURCES, 0))
+
+
+def _merge_probe(totals: ProbeTotals, run: ProbeRun, at: float) -> ProbeTotals:
+    flows = dict(totals.flows)
+    for (src, dst), delta in run.flows.items():
+        key = (run.scenario, src, dst)
+        old = flows.get(key, FlowTotals())
+        flows[key] = FlowTotals(
+            sent=old.sent + delta.sent,
+            received=old.received + delta.received,
+            lost=old.lost + delta.lost,
+            reordered=old.reordered + delta.reordered,
+            ce_marked=old.ce_marked + delta.ce_marked,
+            cnps_received=old.cnps_received + delta.cnps_received,
+            latency_buckets=tuple(
+                a + b for a, b in zip(old.latency_buckets, delta.latency_buckets, strict=True)
+            ),
+            latency_sum_s=old.latency_sum_s + delta.latency_sum_s,
+            latency_count=old.latency_count + delta.latency_count,
+            last_run_lost=delta.lost,
+        )
+    invalid = dict(totals.invalid)
+    for host, count in run.invalid.items():
+        invalid[(run.scenario, host)] = invalid.get((run.scenario, host), 0) + count
+    paused = dict(totals.paused_s)
+    # Every host that took part gets all 8 priorities, so rate() works from its first run.
+    hosts = (
+        {h for pair in run.flows for h in pair} | {h for h, _ in run.paused_s} | set(run.invalid)
+    )
+    for host in hosts:
+        for priority in range(8):
+            paused.setdefault((run.scenario, host, priority), 0.0)
+    for (host, priority), seconds in run.paused_s.items():
+        paused[(run.scenario, host, priority)] += seconds
+    runs = dict(totals.runs)
+    if run.passed is not None:
+        for verdict in ("pass", "fail"):
+            runs.setdefault((run.scenario, verdict), 0)
+        runs[(run.scenario, "pass" if run.passed else "fail")] += 1
+    return ProbeTotals(
+        flows=flows,
+        invalid=invalid,
+        paused_s=paused,
+        runs=runs,
+        last_run_at={**totals.last_run_at, run.scenario: at},
+    )

@@ -1,0 +1,628 @@
+"""The exporter on the lab, scraped by a real Prometheus server, with the shipped dashboards and
+alert rules.
+
+One lab for the module. The exporter runs in-process through its Python API (as the daemon
+will embed it), serving HTTPS with bcrypt basic auth; Prometheus (Debian's package, installed
+by scripts/ensure-system-deps.sh) runs on a random loopback port with a temporary storage
+directory, scrapes every second and evaluates a copy of exporters/alerts/roce.rules.yml whose
+`for:` is 0s and whose windows are 15s (the only changes). The fabric gets one extra switch,
+``stuck1``, whose management port is a loopback TCP server that accepts and never speaks SSH.
+
+Phases: (A) the lab as built, PFC and ECN off: an incast drops on the lossless class, so the
+drops, probe loss, drift and device-down alerts fire in Prometheus; (B) after `apply`, ECN
+thresholds far above the pause threshold on leaf1: an incast makes leaf1 pause while never
+marking, so the pause-without-ECN alert fires. Then every dashboard query and every alert
+expression must return series from Prometheus, and the CLI exporter must answer scrapes in
+under a second while stuck1 hangs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+import yaml
+from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
+from netmiko import ConnectHandler
+
+from agent.loader import load_fabric
+from agent.probes import scenarios
+from agent.probes.runner import NetnsRunner
+from exporters.exporter import Exporter
+from exporters.store import CheckOutcome
+from exporters.webconfig import load_web_config
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+    pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed"),
+]
+SYSFS = REPO / "tests" / "data" / "sysfs"
+RULES = REPO / "exporters" / "alerts" / "roce.rules.yml"
+GRAFANA = REPO / "exporters" / "grafana"
+USER, PASSWORD = "prometheus", "lab-scrape-7c1e"
+SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
+# Template variables of the dashboards, as Grafana would substitute them for one selection.
+VARIABLES = {
+    "$datasource": "prometheus",
+    "$device": "leaf1",
+    "$interface": "Ethernet.*",
+    "$scenario": "incast|receive",
+    "$src": "h1",
+    "$dst": "h3",
+    "$instance": ".*",
+    "$__rate_interval": "20s",
+    "$__interval": "5s",
+    "$__range": "2m",
+}
+# What each alert's condition is made of, without its threshold: it must return series.
+UNDERLYING = {
+    "RoceLosslessQueueDrops": "increase(roce_queue_dropped_packets_total[15s]) and on "
+    '(device, interface, queue) roce_intended_class_info{pfc="on"}',
+    "RoceLosslessHeadroomDrops": "increase(roce_headroom_dropped_packets_total[15s]) and on "
+    '(device, interface, priority) roce_intended_class_info{pfc="on"}',
+    "RocePfcWatchdogStormed": "roce_pfc_watchdog_stormed",
+    "RocePfcStormsDetected": "increase(roce_pfc_watchdog_storms_detected_total[15s])",
+    "RocePauseWithoutEcn": 'sum by (device) (rate(roce_pfc_frames_total{direction="tx"}[15s]))'
+    " and on (device) sum by (device) (rate(roce_queue_ecn_marked_packets_total[15s]))",
+    "RoceConfigDrift": "roce_drift_items",
+    "RoceDeviceDown": "roce_device_up",
+    "RoceProbeLoss": "roce_probe_last_run_lost_packets",
+    "RoceCheckFailed": "roce_check_result",
+}
+# Alerts this module drives the lab into (the others are proven by their underlying
+# expression here and by `promtool test rules` in tests/unit/test_exporter_artifacts.py).
+FIRED: dict[str, dict[str, str]] = {}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class SilentSshPort:
+    """A TCP server on loopback that accepts connections and never says a word."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = int(self.sock.getsockname()[1])
+        self.clients: list[socket.socket] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.clients.append(client)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=2)
+        for client in self.clients:
+            client.close()
+        self.sock.close()
+
+
+@dataclass
+class Setup:
+    lab: Lab
+    fabric: Path  # the lab's fabric plus stuck1
+    tls_dir: Path
+    web_config: Path
+    exporter: Exporter
+    prometheus: str  # http://127.0.0.1:PORT
+    silent: SilentSshPort
+
+
+def make_tls(folder: Path) -> Path:
+    crt, key = folder / "exporter.crt", folder / "exporter.key"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-keyout",
+            str(key),
+            "-out",
+            str(crt),
+            "-subj",
+            "/CN=roce-exporter-lab",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(10)).decode()
+    web = folder / "web.yml"
+    web.write_text(
+        yaml.safe_dump(
+            {
+                "tls_server_config": {"cert_file": crt.name, "key_file": key.name},
+                "basic_auth_users": {USER: hashed},
+            }
+        )
+    )
+    return web
+
+
+def fabric_with_stuck_switch(lab: Lab, folder: Path, port: int) -> Path:
+    data = yaml.safe_load(Path(lab.status["fabric_file"]).read_text())
+    data["devices"].append(
+        {
+            "name": "stuck1",
+            "platform": "arista_eos",
+            "role": "leaf",
+            "host": "127.0.0.1",
+            "port": port,
+            "ports": [{"name": "Ethernet1", "speed": "10M", "cable_m": 1}],
+        }
+    )
+    path = folder / "fabric.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def fast_rules(folder: Path) -> Path:
+    """The shipped rules with `for: 0s` and 15 s windows, so a lab minute shows them fire."""
+    text = RULES.read_text()
+    text = re.sub(r"for: \d+[smh]", "for: 0s", text)
+    text = re.sub(r"\[\d+[smh]\]", "[15s]", text)
+    path = folder / "roce.rules.yml"
+    path.write_text(text)
+    return path
+
+
+def start_prometheus(
+    folder: Path, exporter_port: int, tls_dir: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+        "rule_files": [str(fast_rules(folder))],
+        "scrape_configs": [
+            {
+                "job_name": "roce",
+                "scheme": "https",
+                "tls_config": {"ca_file": str(tls_dir / "exporter.crt")},
+                "basic_auth": {"username": USER, "password": PASSWORD},
+                "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
+            }
+        ],
+    }
+    config_file = folder / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(config))
+    checked = subprocess.run(
+        ["promtool", "check", "config", str(config_file)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    log = (folder / "prometheus.log").open("wb")
+    process = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={config_file}",
+            f"--storage.tsdb.path={folder / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=1h",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+                if response.status == 200:
+                    return process, url
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    process.wait()
+    raise AssertionError((folder / "prometheus.log").read_text()[-2000:])
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    folder = tmp_path_factory.mktemp("exporterlab")
+    name = f"ex{os.getpid()}"
+    previous = os.environ.get("ROCE_LAB_PASSWORD")
+    os.environ["ROCE_LAB_PASSWORD"] = "admin"  # the lab's default credentials
+    lab = start_lab(name, folder / name)
+    silent = SilentSshPort()
+    exporter: Exporter | None = None
+    prometheus: subprocess.Popen[bytes] | None = None
+    try:
+        web = make_tls(folder)
+        fabric = fabric_with_stuck_switch(lab, folder, silent.port)
+        recorded = SYSFS / "ethtool"
+        exporter = Exporter(
+            load_fabric(fabric).intent,
+            listen=("127.0.0.1", 0),
+            interval_s=1.0,
+            timeout_s=5.0,
+            web_config=load_web_config(web),
+            host_nic=True,  # the lab has no RDMA NIC: the fixture tree stands in for one
+            sysfs_root=SYSFS,
+            ethtool=lambda interface: (recorded / f"{interface}.txt").read_text(),
+        )
+        exporter.start()
+        assert exporter.server is not None
+        prometheus, url = start_prometheus(folder, exporter.server.address[1], folder)
+        yield Setup(lab, fabric, folder, web, exporter, url, silent)
+    finally:
+        if prometheus is not None:
+            prometheus.terminate()
+            try:
+                prometheus.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                prometheus.kill()
+                prometheus.wait()
+        if exporter is not None:
+            exporter.stop()
+        silent.close()
+        stop_lab(name, folder / name)
+        if previous is None:
+            os.environ.pop("ROCE_LAB_PASSWORD", None)
+        else:
+            os.environ["ROCE_LAB_PASSWORD"] = previous
+
+
+def query(setup: Setup, expr: str) -> list[dict[str, Any]]:
+    url = f"{setup.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as response:
+        data = json.loads(response.read())
+    assert data["status"] == "success", data
+    result: list[dict[str, Any]] = data["data"]["result"]
+    return result
+
+
+def firing(setup: Setup) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{setup.prometheus}/api/v1/alerts", timeout=10) as response:
+        alerts: list[dict[str, Any]] = json.loads(response.read())["data"]["alerts"]
+    return [a for a in alerts if a["state"] == "firing"]
+
+
+def wait_for_alert(setup: Setup, name: str, timeout: float = 45.0, **labels: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for alert in firing(setup):
+            if alert["labels"]["alertname"] == name and all(
+                alert["labels"].get(k) == v for k, v in labels.items()
+            ):
+                FIRED[name] = alert["labels"]
+                return
+        time.sleep(0.5)
+    raise AssertionError(
+        f"{name} {labels} did not fire; firing: {[a['labels'] for a in firing(setup)]}"
+    )
+
+
+def incast(setup: Setup) -> dict[str, Any]:
+    intent = load_fabric(Path(setup.lab.status["fabric_file"])).intent
+    return scenarios.incast(intent, "h3", ["h1", "h2"], duration_s=2.0)
+
+
+def test_prometheus_scrapes_the_exporter_over_tls_with_basic_auth(setup: Setup) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        up = query(setup, 'up{job="roce"}')
+        if up and up[0]["value"][1] == "1" and len(query(setup, "roce_device_up == 1")) == 4:
+            break
+        time.sleep(0.5)
+    assert up and up[0]["value"][1] == "1", up
+    devices = {r["metric"]["device"]: r["value"][1] for r in query(setup, "roce_device_up")}
+    assert devices == {"spine1": "1", "spine2": "1", "leaf1": "1", "leaf2": "1", "stuck1": "0"}
+
+
+def test_drops_without_pfc_fire_the_lossless_drops_alert(setup: Setup) -> None:
+    """The lab as built (PFC and ECN off): the incast overflows leaf1's uplink queue 3."""
+    result = incast(setup)
+    assert result["totals"]["lost"] > 0, result["totals"]
+    setup.exporter.store.update_probe(result)
+    setup.exporter.store.update_checks(
+        [CheckOutcome("RC001", "leaf1", "fail"), CheckOutcome("RC001", "leaf2", "pass")]
+    )
+    wait_for_alert(setup, "RoceLosslessQueueDrops", device="leaf1", queue="3")
+    wait_for_alert(setup, "RoceProbeLoss", scenario="incast", dst="h3")
+    wait_for_alert(setup, "RoceConfigDrift", device="leaf1")
+    wait_for_alert(setup, "RoceDeviceDown", device="stuck1")
+    wait_for_alert(setup, "RoceCheckFailed", device="leaf1", check="RC001")
+    assert not any(
+        a["labels"].get("device") in SWITCHES and a["labels"]["alertname"] == "RoceDeviceDown"
+        for a in firing(setup)
+    )
+
+
+def configure(setup: Setup, switch: str, lines: list[str]) -> None:
+    node = setup.lab.status["nodes"][switch]
+    connection = ConnectHandler(
+        device_type="arista_eos",
+        host=node["mgmt_host"],
+        port=node["mgmt_port"],
+        username="admin",
+        password="admin",
+        fast_cli=True,
+    )
+    try:
+        output = connection.send_config_set(lines)
+        assert "% Invalid" not in output, output
+    finally:
+        connection.disconnect()
+
+
+def test_pause_without_ecn_fires_when_thresholds_are_too_high(setup: Setup) -> None:
+    """After apply, ECN thresholds far above the pause threshold on leaf1: it pauses and
+    never marks, which is what the alert is for."""
+    applied = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "apply",
+            setup.lab.status["fabric_file"],
+            "--yes",
+            "--state-dir",
+            str(setup.tls_dir / "audit"),
+            "--output",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    too_high = (
+        "random-detect ecn minimum-threshold 2000000 bytes maximum-threshold 4000000 "
+        "bytes max-mark-probability 100"
+    )
+    configure(
+        setup,
+        "leaf1",
+        [
+            "interface Ethernet1",
+            "uc-tx-queue 3",
+            too_high,
+            "exit",
+            "exit",
+            "interface Ethernet2",
+            "uc-tx-queue 3",
+            too_high,
+        ],
+    )
+    result = incast(setup)
+    assert result["totals"]["lost"] == 0, result["totals"]
+    assert result["totals"]["pfc_frames_received"] > 0, result["totals"]
+    setup.exporter.store.update_probe(result)
+    wait_for_alert(setup, "RocePauseWithoutEcn", device="leaf1")
+    # A receiver result carries what the scenario rows do not: latency and invalid frames.
+    ns = setup.lab.netns
+    receiver = NetnsRunner("h3", ns("h3")).start(
+        "receive",
+        {"ifname": "eth1", "duration_s": 8.0, "idle_timeout_s": 1.0, "link_speed_bps": 10_000_000},
+    )
+    receiver.wait_ready()
+    NetnsRunner("h1", ns("h1")).start(
+        "send",
+        {
+            "ifname": "eth1",
+            "dst_ip": "198.18.0.13",
+            "rate_bps": 1_000_000,
+            "link_speed_bps": 10_000_000,
+            "count": 300,
+            "size": 512,
+            "qpn": 0x300,
+            "sport": 50001,
+            "flow_id": 7,
+        },
+    ).result(timeout=30)
+    received = receiver.result(timeout=30)
+    assert received["flows"] and received["flows"][0]["latency"]["count"] > 0
+    setup.exporter.store.update_probe(received)
+
+
+def substitute(expr: str) -> str:
+    for name in sorted(VARIABLES, key=len, reverse=True):
+        expr = expr.replace(name, VARIABLES[name])
+    return expr
+
+
+def test_every_dashboard_query_returns_series(setup: Setup) -> None:
+    time.sleep(3)  # a few scrapes with the receiver's latency histogram
+    dead = []
+    count = 0
+    for path in sorted(GRAFANA.glob("*.json")):
+        board = json.loads(path.read_text())
+        for panel in board["panels"]:
+            for target in panel["targets"]:
+                count += 1
+                if not query(setup, substitute(target["expr"])):
+                    dead.append(f"{path.name} / {panel['title']}: {target['expr']}")
+        for variable in board["templating"]["list"]:
+            if variable["type"] == "query":
+                inner = substitute(variable["definition"][len("label_values(") : -1])
+                metric, label = (part.strip() for part in inner.rsplit(",", 1))
+                values = {r["metric"].get(label) for r in query(setup, metric)} - {None}
+                if not values:
+                    dead.append(f"{path.name} variable {variable['name']}: no values")
+    assert count > 40
+    assert not dead, "\n".join(dead)
+
+
+def test_every_alert_expression_returns_series(setup: Setup) -> None:
+    names = [r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    assert set(names) == set(UNDERLYING), "every rule needs its underlying expression here"
+    empty = [name for name in names if not query(setup, UNDERLYING[name])]
+    assert not empty, empty
+    assert {
+        "RoceLosslessQueueDrops",
+        "RoceProbeLoss",
+        "RoceConfigDrift",
+        "RoceDeviceDown",
+        "RocePauseWithoutEcn",
+        "RoceCheckFailed",
+    } <= set(FIRED)
+
+
+def fetch_metrics(url: str, cafile: Path, password: str) -> tuple[float, str]:
+    request = urllib.request.Request(url)
+    token = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    request.add_header("Authorization", f"Basic {token}")
+    context = ssl.create_default_context(cafile=str(cafile))
+    started = time.monotonic()
+    with urllib.request.urlopen(request, context=context, timeout=5) as response:
+        body = response.read().decode()
+    return time.monotonic() - started, body
+
+
+def test_promtool_check_metrics_on_what_is_served(setup: Setup) -> None:
+    assert setup.exporter.url is not None
+    _, body = fetch_metrics(setup.exporter.url, setup.tls_dir / "exporter.crt", PASSWORD)
+    done = subprocess.run(
+        ["promtool", "check", "metrics"], input=body, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "roce_probe_latency_seconds_bucket" in body
+
+
+def exporter_cli() -> list[str]:
+    from agent.cli import main
+
+    if "exporter" in main.commands:
+        return [sys.executable, "-m", "agent", "exporter"]
+    return [
+        sys.executable,
+        "-c",
+        "from agent.cli_exporter import exporter_command; exporter_command()",
+    ]
+
+
+def test_cli_scrape_is_prompt_while_a_device_hangs(setup: Setup) -> None:
+    """`roce-agent exporter` as a user runs it: a switch that accepts TCP and never speaks SSH
+    reads down within the timeout, the scrape stays under a second, the others stay current."""
+    results = setup.tls_dir / "probe-results"
+    results.mkdir()
+    (results / "incast.json").write_text(json.dumps(incast_result_fixture(setup)))
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *exporter_cli(),
+            "--fabric",
+            str(setup.fabric),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--interval",
+            "1",
+            "--timeout",
+            "2",
+            "--web-config",
+            str(setup.web_config),
+            "--probe-results",
+            str(results),
+            "--no-host-nic",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
+    )
+    try:
+        url = f"https://127.0.0.1:{port}/metrics"
+        cafile = setup.tls_dir / "exporter.crt"
+        deadline = time.monotonic() + 30
+        body = ""
+        while time.monotonic() < deadline:
+            try:
+                elapsed, body = fetch_metrics(url, cafile, PASSWORD)
+            except OSError:
+                time.sleep(0.2)
+                continue
+            assert elapsed < 1.0, elapsed
+            if 'roce_poll_errors_total{device="stuck1",reason="timeout"} 1.0' in body and all(
+                f'roce_device_up{{device="{s}"}} 1.0' in body for s in SWITCHES
+            ):
+                break
+            time.sleep(0.3)
+        assert 'roce_device_up{device="stuck1"} 0.0' in body, body[-3000:]
+        timings = [fetch_metrics(url, cafile, PASSWORD)[0] for _ in range(5)]
+        assert max(timings) < 1.0, timings
+        _, body = fetch_metrics(url, cafile, PASSWORD)
+        now = time.time()
+        for switch in SWITCHES:
+            match = re.search(
+                rf'roce_last_successful_poll_timestamp_seconds\{{device="{switch}"'
+                r"\} (\S+)",
+                body,
+            )
+            assert match and now - float(match.group(1)) < 5.0, (switch, match)
+        assert "stuck1" not in re.findall(
+            r'roce_last_successful_poll_timestamp_seconds\{device="(\w+)"', body
+        )
+        assert 'roce_probe_packets_sent_total{dst="h3",scenario="incast",src="h1"}' in body
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            fetch_metrics(url, cafile, "wrong-password")
+        assert denied.value.code == 401
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    assert PASSWORD not in out + err
+
+
+def incast_result_fixture(setup: Setup) -> dict[str, Any]:
+    """A probe result as `probe incast --output json` writes it (the shape, small numbers)."""
+    return {
+        "scenario": "incast",
+        "to": "h3",
+        "from": ["h1"],
+        "passed": True,
+        "failures": [],
+        "flows": [
+            {
+                "from": "h1",
+                "to": "h3",
+                "qpn": 256,
+                "sent": 10,
+                "received": 10,
+                "lost": 0,
+                "reordered": 0,
+                "ce_marked": 0,
+                "cnps_received": 0,
+                "pfc_frames_received": 0,
+                "paused_s": 0.0,
+            }
+        ],
+    }
