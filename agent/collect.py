@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from agent.checks.base import Collected, DeviceData
 from agent.intent import Device
 from agent.platforms import platform_for
-from agent.push import DEFAULT_PARALLELISM, Pusher, Unreachable, connect
+from agent.push import DEFAULT_PARALLELISM, Pusher, Unreachable, close_quietly, connect
 
 
 def collect_device(pusher: Pusher, device: Device, counters: bool, window_s: float) -> DeviceData:
@@ -39,7 +39,7 @@ def collect_device(pusher: Pusher, device: Device, counters: bool, window_s: flo
     except Exception as exc:  # a parse or protocol error on one device must not stop the rest
         data.error = f"{device.name}: {type(exc).__name__}: {exc}"
     finally:
-        conn.close()
+        close_quietly(conn)
     return data
 
 

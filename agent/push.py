@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,6 +27,7 @@ from agent.platforms import platform_for
 from agent.platforms.base import Connection, Platform, PlatformError
 from agent.state import Difference, QosState, diff
 
+log = logging.getLogger("roce_agent")
 DEFAULT_STATE_DIR = Path("/var/lib/roce-agent")
 CONNECT_RETRIES = 3
 CONNECT_BACKOFF_S = 1.0
@@ -137,6 +139,14 @@ def connect(device: Device, platform: Platform) -> Connection:
     )
 
 
+def close_quietly(conn: Connection) -> None:
+    """Disconnect; a session that already died must not hide the result."""
+    try:
+        conn.close()
+    except Exception as exc:  # any transport error here is moot
+        log.debug("closing %s: %s", conn.device, exc)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -203,7 +213,7 @@ class Pusher:
         except Exception as exc:
             result.result, result.error = "failed", _one_line(exc)
         finally:
-            conn.close()
+            close_quietly(conn)
             result.duration_s = time.monotonic() - started
         return result
 
@@ -219,7 +229,8 @@ class Pusher:
             conn = connect(device, platform)
         except Unreachable as exc:
             result.result, result.error = "unreachable", str(exc)
-            self._audit(result)
+            if not dry_run:
+                self._audit(result)
             return result
         try:
             desired = target if target is not None else self._desired(device, platform)
@@ -248,7 +259,7 @@ class Pusher:
         except Exception as exc:
             result.result, result.error = "failed", _one_line(exc)
         finally:
-            conn.close()
+            close_quietly(conn)
             result.duration_s = time.monotonic() - started
             if not dry_run and result.result != "no-change":
                 self._audit(result)
