@@ -30,10 +30,10 @@ def collect_device(pusher: Pusher, device: Device, counters: bool, window_s: flo
     try:
         data.state = platform.read_state(conn)
         if counters:
-            data.previous = platform.read_counters(conn)
+            data.previous = platform.read_counters(conn, data.state)
             if window_s > 0:
                 time.sleep(window_s)
-                data.counters = platform.read_counters(conn)
+                data.counters = platform.read_counters(conn, data.state)
             else:
                 data.counters, data.previous = data.previous, None
     except Exception as exc:  # a parse or protocol error on one device must not stop the rest

@@ -194,28 +194,8 @@ class Pusher:
         return platform.desired(device_plan)
 
     def inspect(self, device: Device) -> DeviceResult:
-        """Read and diff one device (no change)."""
-        started = time.monotonic()
-        platform = platform_for(device.platform)
-        result = DeviceResult(device.name, device.platform, "no-change")
-        try:
-            conn = connect(device, platform)
-        except Unreachable as exc:
-            result.result, result.error = "unreachable", str(exc)
-            return result
-        try:
-            desired = self._desired(device, platform)
-            actual = platform.read_state(conn)
-            result.differences = diff(device.name, desired, actual, platform.managed)
-            if result.differences:
-                result.result = "changes"
-                result.lines = platform.render_changes(desired, actual)
-        except Exception as exc:
-            result.result, result.error = "failed", _one_line(exc)
-        finally:
-            close_quietly(conn)
-            result.duration_s = time.monotonic() - started
-        return result
+        """Read and diff one device (no change, no session): a dry run of :meth:`apply_one`."""
+        return self.apply_one(device, dry_run=True)
 
     def apply_one(
         self, device: Device, dry_run: bool = False, target: QosState | None = None

@@ -125,12 +125,12 @@ class SwitchPoller:
         self._conn: Connection | None = None
 
     def _read(self, conn: Connection) -> SwitchPoll:
-        counters = self.platform.read_counters(conn)
         drift = None
+        actual = None
         if self.desired is not None:
             actual = self.platform.read_state(conn)
             drift = len(diff(self.name, self.desired, actual, self.platform.managed))
-        return SwitchPoll(counters, drift)
+        return SwitchPoll(self.platform.read_counters(conn, actual), drift)
 
     def poll(self) -> SwitchPoll:
         reused = self._conn is not None

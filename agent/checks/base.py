@@ -117,39 +117,43 @@ class Check(ABC):
         """Results for every device the check applies to."""
 
 
-class SwitchStateCheck(Check):
-    """A check of each switch's configuration state; skipped where the state is unknown."""
+class SwitchCheck(Check):
+    """A check run on each switch; skipped, with the reason, where its data is missing."""
 
     def run(self, data: Collected) -> list[CheckResult]:
         results = []
         for device in data.switches():
-            if device.state is None:
-                reason = device.error or "state not collected"
+            reason = self.skip_reason(device)
+            if reason is not None:
                 results.append(self.result(device.device.name, "skipped", [reason]))
                 continue
             results.append(self.judge(device.device.name, list(self.problems(device, data))))
         return results
 
     @abstractmethod
+    def skip_reason(self, device: DeviceData) -> str | None: ...
+
+    @abstractmethod
     def problems(self, device: DeviceData, data: Collected) -> Iterator[str]: ...
 
 
-class SwitchCounterCheck(Check):
+class SwitchStateCheck(SwitchCheck):
+    """A check of each switch's configuration state; skipped where the state is unknown."""
+
+    def skip_reason(self, device: DeviceData) -> str | None:
+        if device.state is None:
+            return device.error or "state not collected"
+        return None
+
+
+class SwitchCounterCheck(SwitchCheck):
     """A check of each switch's counters; skipped where no snapshot was collected."""
 
     needs_previous: ClassVar[bool] = False
 
-    def run(self, data: Collected) -> list[CheckResult]:
-        results = []
-        for device in data.switches():
-            if device.counters is None or (self.needs_previous and device.previous is None):
-                reason = device.error or (
-                    "needs two counter snapshots" if device.counters else "counters not collected"
-                )
-                results.append(self.result(device.device.name, "skipped", [reason]))
-                continue
-            results.append(self.judge(device.device.name, list(self.problems(device, data))))
-        return results
-
-    @abstractmethod
-    def problems(self, device: DeviceData, data: Collected) -> Iterator[str]: ...
+    def skip_reason(self, device: DeviceData) -> str | None:
+        if device.counters is None:
+            return device.error or "counters not collected"
+        if self.needs_previous and device.previous is None:
+            return device.error or "needs two counter snapshots"
+        return None

@@ -344,9 +344,10 @@ class AristaEos(Platform):
             raise PlatformError(f"{conn.device}: {command!r} returned {type(data).__name__}")
         return data
 
-    def read_counters(self, conn: Connection) -> Counters:
+    def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
         collected_at = time.time()
-        state = self.read_state(conn)
+        if state is None:
+            state = self.read_state(conn)
         pfc = self._json(conn, "show priority-flow-control counters | json")
         ecn = self._json(conn, "show qos interfaces ecn counters queue | json")
         queues = self._json(conn, "show interfaces counters queue | json")

@@ -123,9 +123,24 @@ class Platform(ABC):
     def read_state(self, conn: Connection) -> QosState:
         """The device's current QoS configuration, normalized."""
 
-    @abstractmethod
-    def read_counters(self, conn: Connection) -> Counters:
-        """The device's PFC, queue, ECN and watchdog counters, normalized."""
+    # Text-table platforms list their counter commands; the base reads them all and hands
+    # the outputs (keyed alike) to ``counters_from_text``. JSON platforms override both.
+    COUNTER_COMMANDS: ClassVar[dict[str, str]] = {}
+
+    def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
+        """The device's PFC, queue, ECN and watchdog counters, normalized.
+
+        ``state`` is the device's state if the caller just read it: platforms that need it to
+        interpret counters (EOS: which priority is lossless) then do not read it again.
+        """
+        collected_at = time.time()
+        outputs = {key: conn.show(command) for key, command in self.COUNTER_COMMANDS.items()}
+        return self.counters_from_text(conn.device, collected_at, outputs)
+
+    @staticmethod
+    def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:
+        """Normalize the outputs of :attr:`COUNTER_COMMANDS` (recorded outputs in tests)."""
+        raise NotImplementedError
 
     @abstractmethod
     @contextmanager

@@ -44,7 +44,6 @@ contrib ``receiver/ciscoosreceiver/internal/scraper/interfacesscraper/parser_tes
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -426,11 +425,6 @@ class CiscoNxos(Platform):
         "queuing": "show queuing interface",
         "watchdog": "show queuing pfc-queue detail",
     }
-
-    def read_counters(self, conn: Connection) -> Counters:
-        collected_at = time.time()
-        outputs = {key: conn.show(command) for key, command in self.COUNTER_COMMANDS.items()}
-        return self.counters_from_text(conn.device, collected_at, outputs)
 
     @staticmethod
     def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:

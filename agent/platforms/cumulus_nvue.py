@@ -381,7 +381,7 @@ class CumulusNvue(Platform):
 
     # ------------------------------------------------------------------ counters
 
-    def read_counters(self, conn: Connection) -> Counters:
+    def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
         collected_at = time.time()
         tree = self._config(conn)
         names = sorted(

@@ -163,7 +163,7 @@ class LinuxHost(Platform):
             },
         )
 
-    def read_counters(self, conn: Connection) -> Counters:
+    def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
         raise PlatformError(
             "linux_host: NIC counters are collected by the probes (agent.probes), not here"
         )

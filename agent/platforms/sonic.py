@@ -42,7 +42,6 @@ the expected outputs in sonic-utilities' tests (``tests/pfcstat_test.py``,
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -403,11 +402,6 @@ class Sonic(Platform):
         "pg_drop": "show priority-group drop counters",
         "pfcwd": "pfcwd show stats",
     }
-
-    def read_counters(self, conn: Connection) -> Counters:
-        collected_at = time.time()
-        outputs = {key: conn.show(command) for key, command in self.COUNTER_COMMANDS.items()}
-        return self.counters_from_text(conn.device, collected_at, outputs)
 
     @staticmethod
     def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:

@@ -195,27 +195,15 @@ class SshRunner(Runner):
         self.device = device
 
     def _connect(self) -> Any:
-        from netmiko import ConnectHandler
-        from netmiko.exceptions import NetmikoAuthenticationException, NetmikoTimeoutException
+        """The raw netmiko session (the push path's connect: same credentials handling)."""
+        from agent.platforms import platform_for
+        from agent.push import Unreachable, connect
 
-        credentials = self.device.credentials
-        assert credentials is not None
-        credentials.check_key(self.device.name)
-        password = credentials.resolve_password(self.device.name)
+        assert self.device.credentials is not None
+        self.device.credentials.check_key(self.device.name)
         try:
-            return ConnectHandler(
-                device_type="linux",
-                host=self.device.host,
-                port=self.device.port,
-                username=self.device.username,
-                password=password.get_secret_value() if password else "",
-                use_keys=credentials.ssh_key is not None,
-                key_file=str(credentials.ssh_key) if credentials.ssh_key else None,
-                allow_agent=False,
-                fast_cli=True,
-                conn_timeout=10,
-            )
-        except (NetmikoAuthenticationException, NetmikoTimeoutException, OSError) as exc:
+            return connect(self.device, platform_for("linux_host")).netmiko
+        except Unreachable as exc:
             raise ProbeError(f"host {self.device.name}: SSH failed: {exc}") from None
 
     def start(self, role: str, spec: dict[str, Any]) -> ProbeHandle:

@@ -129,7 +129,7 @@ class FakePlatform(AristaEos):
         self.fail_next: Exception | None = None
         self.reads = 0
 
-    def read_counters(self, conn: Connection) -> Counters:
+    def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
         self.reads += 1
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None

@@ -11,44 +11,31 @@ then read the diff of tests/data/platforms/cumulus_nvue/*.golden line by line be
 
 from __future__ import annotations
 
+import functools
 import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.loader import load_fabric
-from agent.plan import DevicePlan, build_plan
-from agent.platforms.base import ConfigRejected, Connection, PlatformError
+from agent.plan import DevicePlan
+from agent.platforms.base import ConfigRejected, PlatformError
 from agent.platforms.cumulus_nvue import CumulusNvue
 from agent.state import diff
+from tests.unit.platform_helpers import (
+    PROFILES,
+    ROOT,
+    RecordingConnection,
+    single_device_plan,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "platforms" / "cumulus_nvue"
-PROFILES = sorted(p.stem for p in (ROOT / "playbooks" / "profiles").glob("*.yml"))
 PORTS = [("swp1", "100G", 5), ("swp2", "400G", 30)]
 
 
 def device_plan(profile: str, overrides: str = "") -> DevicePlan:
-    lines = [
-        "name: golden",
-        f"profile: {profile}",
-        *([overrides] if overrides else []),
-        "devices:",
-        "  - name: sw1",
-        "    platform: cumulus_nvue",
-        "    role: leaf",
-        "    host: sw1.example",
-        "    username: cumulus",
-        "    credentials: {password_env: ROCE_TEST_PASSWORD}",
-        "    ports:",
-        *(f"      - {{name: {n}, speed: {s}, cable_m: {c}}}" for n, s, c in PORTS),
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        fabric = Path(tmp) / "fabric.yml"
-        fabric.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        return build_plan(load_fabric(fabric).intent).devices[0]
+    return single_device_plan(
+        "cumulus_nvue", PORTS, profile, username="cumulus", overrides=overrides
+    )
 
 
 def write_goldens() -> None:
@@ -65,20 +52,9 @@ def state(name: str) -> Any:
     return CumulusNvue.state_from_config(CumulusNvue.config_tree(load(name)))
 
 
-class FakeConnection(Connection):
-    """Records commands; answers from ``replies`` (first matching prefix); refuses on demand."""
-
-    def __init__(self, replies: dict[str, str] | None = None, refuse: str | None = None) -> None:
-        super().__init__(netmiko=None, device="sw1")
-        self.replies = replies or {}
-        self.refuse = refuse
-        self.sent: list[str] = []
-
-    def show(self, command: str, read_timeout: float = 30.0) -> str:
-        self.sent.append(command)
-        if self.refuse and command.startswith(self.refuse):
-            return "Error: Invalid Command: unknown keyword\n"
-        return next((out for prefix, out in self.replies.items() if command.startswith(prefix)), "")
+FakeConnection = functools.partial(
+    RecordingConnection, "sw1", refusal_text="Error: Invalid Command: unknown keyword\n"
+)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -11,42 +11,30 @@ then read the diff of tests/data/platforms/linux_host/*.golden line by line befo
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+import functools
 
 import pytest
 
-from agent.loader import load_fabric
-from agent.plan import DevicePlan, build_plan
+from agent.plan import DevicePlan
 from agent.platforms import platform_for
-from agent.platforms.base import ConfigRejected, Connection, PlatformError
+from agent.platforms.base import ConfigRejected, PlatformError
 from agent.platforms.linux_host import LinuxHost
 from agent.state import diff
+from tests.unit.platform_helpers import (
+    PROFILES,
+    ROOT,
+    RecordingConnection,
+    single_device_plan,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "platforms" / "linux_host"
-PROFILES = sorted(p.stem for p in (ROOT / "playbooks" / "profiles").glob("*.yml"))
 PORTS = [("eth0", "100G", 5), ("eth1", "400G", 30)]
 
 
 def device_plan(profile: str) -> DevicePlan:
-    lines = [
-        "name: golden",
-        f"profile: {profile}",
-        "devices:",
-        "  - name: gpu01",
-        "    platform: linux_host",
-        "    role: host",
-        "    host: gpu01.example",
-        "    username: ops",
-        "    credentials: {password_env: ROCE_TEST_PASSWORD}",
-        "    ports:",
-        *(f"      - {{name: {n}, speed: {s}, cable_m: {c}}}" for n, s, c in PORTS),
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        fabric = Path(tmp) / "fabric.yml"
-        fabric.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        return build_plan(load_fabric(fabric).intent).devices[0]
+    return single_device_plan(
+        "linux_host", PORTS, profile, role="host", name="gpu01", username="ops"
+    )
 
 
 def write_goldens() -> None:
@@ -59,20 +47,9 @@ def read(name: str) -> str:
     return (DATA / name).read_text(encoding="utf-8")
 
 
-class FakeConnection(Connection):
-    """Records commands; answers from ``replies`` (first matching prefix); refuses on demand."""
-
-    def __init__(self, replies: dict[str, str] | None = None, refuse: str | None = None) -> None:
-        super().__init__(netmiko=None, device="gpu01")
-        self.replies = replies or {}
-        self.refuse = refuse
-        self.sent: list[str] = []
-
-    def show(self, command: str, read_timeout: float = 30.0) -> str:
-        self.sent.append(command)
-        if self.refuse and command.startswith(self.refuse):
-            return "% roce-agent: command failed\n"
-        return next((out for prefix, out in self.replies.items() if command.startswith(prefix)), "")
+FakeConnection = functools.partial(
+    RecordingConnection, "gpu01", refusal_text="% roce-agent: command failed\n"
+)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -11,42 +11,27 @@ then read the diff of tests/data/platforms/cisco_nxos/*.golden line by line befo
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+import functools
 
 import pytest
 
-from agent.loader import load_fabric
-from agent.plan import DevicePlan, build_plan
-from agent.platforms.base import ConfigRejected, Connection, PlatformError
+from agent.plan import DevicePlan
+from agent.platforms.base import ConfigRejected, PlatformError
 from agent.platforms.cisco_nxos import CiscoNxos
 from agent.state import diff
+from tests.unit.platform_helpers import (
+    PROFILES,
+    ROOT,
+    RecordingConnection,
+    single_device_plan,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "platforms" / "cisco_nxos"
-PROFILES = sorted(p.stem for p in (ROOT / "playbooks" / "profiles").glob("*.yml"))
 PORTS = [("Ethernet1/1", "100G", 5), ("Ethernet1/2", "400G", 30)]
 
 
 def device_plan(profile: str, overrides: str = "") -> DevicePlan:
-    lines = [
-        "name: golden",
-        f"profile: {profile}",
-        *([overrides] if overrides else []),
-        "devices:",
-        "  - name: sw1",
-        "    platform: cisco_nxos",
-        "    role: leaf",
-        "    host: sw1.example",
-        "    username: admin",
-        "    credentials: {password_env: ROCE_TEST_PASSWORD}",
-        "    ports:",
-        *(f"      - {{name: {n}, speed: {s}, cable_m: {c}}}" for n, s, c in PORTS),
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        fabric = Path(tmp) / "fabric.yml"
-        fabric.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        return build_plan(load_fabric(fabric).intent).devices[0]
+    return single_device_plan("cisco_nxos", PORTS, profile, username="admin", overrides=overrides)
 
 
 def write_goldens() -> None:
@@ -59,25 +44,9 @@ def read(name: str) -> str:
     return (DATA / name).read_text(encoding="utf-8")
 
 
-class FakeConnection(Connection):
-    """Records commands; answers from ``replies`` (first matching prefix); refuses on demand."""
-
-    def __init__(self, replies: dict[str, str] | None = None, refuse: str | None = None) -> None:
-        super().__init__(netmiko=None, device="sw1")
-        self.replies = replies or {}
-        self.refuse = refuse
-        self.sent: list[str] = []
-
-    def show(self, command: str, read_timeout: float = 30.0) -> str:
-        self.sent.append(command)
-        return next((out for prefix, out in self.replies.items() if command.startswith(prefix)), "")
-
-    def send_lines(self, lines: list[str], read_timeout: float = 30.0) -> str:
-        for line in lines:
-            self.sent.append(line)
-            if self.refuse and line.strip().startswith(self.refuse):
-                raise ConfigRejected(f"sw1: refused {line!r}: % Invalid command at '^' marker.")
-        return ""
+FakeConnection = functools.partial(
+    RecordingConnection, "sw1", refusal_text="% Invalid command at '^' marker."
+)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -11,44 +11,32 @@ then read the diff of tests/data/platforms/sonic/*.golden line by line before co
 
 from __future__ import annotations
 
+import functools
 import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.loader import load_fabric
 from agent.plan import DevicePlan, build_plan
-from agent.platforms.base import ConfigRejected, Connection
+from agent.platforms.base import ConfigRejected
 from agent.platforms.sonic import Sonic, pointer
 from agent.state import diff
+from tests.unit.platform_helpers import (
+    PROFILES,
+    ROOT,
+    Ports,
+    RecordingConnection,
+    single_device_plan,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "platforms" / "sonic"
-PROFILES = sorted(p.stem for p in (ROOT / "playbooks" / "profiles").glob("*.yml"))
-PORTS: list[tuple[str, str, float]] = [("Ethernet0", "100G", 5), ("Ethernet8", "400G", 30)]
+PORTS: Ports = [("Ethernet0", "100G", 5), ("Ethernet8", "400G", 30)]
 
 
-def device_plan(profile: str, ports: list[tuple[str, str, float]] = PORTS) -> DevicePlan:
+def device_plan(profile: str, ports: Ports = PORTS) -> DevicePlan:
     """One SONiC leaf with the given ports, planned with a built-in profile."""
-    lines = [
-        "name: golden",
-        f"profile: {profile}",
-        "devices:",
-        "  - name: sw1",
-        "    platform: sonic",
-        "    role: leaf",
-        "    host: sw1.example",
-        "    username: netops",
-        "    credentials: {password_env: ROCE_TEST_PASSWORD}",
-        "    ports:",
-        *(f"      - {{name: {n}, speed: {s}, cable_m: {c}}}" for n, s, c in ports),
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        fabric = Path(tmp) / "fabric.yml"
-        fabric.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        return build_plan(load_fabric(fabric).intent).devices[0]
+    return single_device_plan("sonic", ports, profile, username="netops")
 
 
 def pod_leaf5() -> DevicePlan:
@@ -90,24 +78,11 @@ def apply_patch(document: dict[str, Any], patch: list[dict[str, Any]]) -> dict[s
     return result
 
 
-class FakeConnection(Connection):
-    """Records commands; answers from ``replies`` (first matching prefix); refuses on demand."""
-
-    def __init__(self, replies: dict[str, str] | None = None, refuse: str | None = None) -> None:
-        super().__init__(netmiko=None, device="sw1")
-        self.replies = replies or {}
-        self.refuse = refuse
-        self.sent: list[str] = []
-
-    def show(self, command: str, read_timeout: float = 30.0) -> str:
-        self.sent.append(command)
-        if self.refuse and command.startswith(self.refuse):
-            return "Failed to apply patch due to: Given patch will produce invalid config\n"
-        return next((out for prefix, out in self.replies.items() if command.startswith(prefix)), "")
-
-    def send_lines(self, lines: list[str], read_timeout: float = 30.0) -> str:
-        self.sent.extend(lines)
-        return ""
+FakeConnection = functools.partial(
+    RecordingConnection,
+    "sw1",
+    refusal_text="Failed to apply patch due to: Given patch will produce invalid config\n",
+)
 
 
 SUCCESS = {
