@@ -32,7 +32,7 @@ unit: venv
 	$(BIN)/pytest -m "not lab"
 
 test: deps lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 demo: deps
 	scripts/demo.sh

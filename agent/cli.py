@@ -15,9 +15,9 @@ from typing import ClassVar, cast
 import click
 from rich.console import Console
 
-from agent import __version__
+from agent import __version__, hostkeys
 from agent.cli_exporter import exporter_command
-from agent.cli_push import apply_command, diff_command, drift_command
+from agent.cli_push import apply_command, audit_command, diff_command, drift_command
 from agent.cli_support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
 from agent.cli_validate import run_command, serve_command, validate_command
 from agent.errors import AgentError
@@ -71,7 +71,13 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="roce-agent")
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
-def main(debug: bool) -> None:
+@click.option(
+    "--trust-on-first-use",
+    is_flag=True,
+    help="Accept the SSH host key of a device never seen before and record it in "
+    "<state dir>/known_hosts; a changed key is refused all the same.",
+)
+def main(debug: bool, trust_on_first_use: bool) -> None:
     """Make RoCEv2 fabrics lossless and prove it.
 
     Configures PFC, ECN/WRED, DCQCN and the PFC watchdog on switches and host NICs from one
@@ -81,6 +87,8 @@ def main(debug: bool) -> None:
     Exit codes: 0 ok, 1 the fabric differs from intent or a check failed, 2 the command
     could not run (bad input, unreachable, internal error).
     """
+    if trust_on_first_use:
+        hostkeys.configure(trust_on_first_use=True)
 
 
 def _select(plan: Plan, devices: tuple[str, ...]) -> Plan:
@@ -101,7 +109,7 @@ def _load(fabric: Path) -> LoadedFabric:
 
 
 @main.command()
-@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("fabric", type=click.Path(path_type=Path))
 @handle_errors
 def check(fabric: Path) -> None:
     """Validate FABRIC and its profile without touching any device.
@@ -119,7 +127,7 @@ def check(fabric: Path) -> None:
 
 
 @main.command()
-@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("fabric", type=click.Path(path_type=Path))
 @click.option(
     "--device", "devices", multiple=True, metavar="NAME", help="Only this device (repeatable)."
 )
@@ -150,6 +158,7 @@ def plan(fabric: Path, devices: tuple[str, ...], output: str) -> None:
 main.add_command(diff_command)
 main.add_command(apply_command)
 main.add_command(drift_command)
+main.add_command(audit_command)
 main.add_command(validate_command)
 main.add_command(run_command)
 main.add_command(serve_command)

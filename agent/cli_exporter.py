@@ -15,21 +15,24 @@ from types import FrameType
 
 import click
 
-from agent.cli_support import handle_errors
+from agent.cli_support import FiniteFloat, handle_errors
 from agent.errors import AgentError
 from agent.loader import load_fabric
+
+INTERVAL = FiniteFloat(0, 86400, min_open=True)
+TIMEOUT = FiniteFloat(0, 3600, min_open=True)
 
 
 def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
     intervals = {}
     for value in values:
         name, sep, seconds = value.partition("=")
-        try:
-            intervals[name] = float(seconds)
-        except ValueError:
-            sep = ""
         if not sep or not name:
             raise AgentError(f"--device-interval {value!r}: expected NAME=SECONDS")
+        try:
+            intervals[name] = INTERVAL.parse(seconds)
+        except ValueError as exc:
+            raise AgentError(f"--device-interval {value!r}: seconds: {exc}") from None
     return intervals
 
 
@@ -49,7 +52,7 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
 )
 @click.option(
     "--interval",
-    type=float,
+    type=INTERVAL,
     default=15.0,
     show_default=True,
     metavar="S",
@@ -64,7 +67,7 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=TIMEOUT,
     default=10.0,
     show_default=True,
     metavar="S",
@@ -72,7 +75,7 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
 )
 @click.option(
     "--concurrency",
-    type=int,
+    type=click.IntRange(1, 1024),
     default=16,
     show_default=True,
     help="Switches polled at the same time at most.",

@@ -6,16 +6,24 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agent.cli_support import EXIT_ERROR, EXIT_FAILED, handle_errors
+from agent.cli_support import EXIT_ERROR, EXIT_FAILED, FiniteFloat, handle_errors
 from agent.errors import AgentError
 from agent.loader import load_fabric
-from agent.push import DEFAULT_PARALLELISM, DeviceResult, Pusher
+from agent.push import (
+    DEFAULT_PARALLELISM,
+    PENDING_POLICIES,
+    STOPPING,
+    AuditLog,
+    DeviceResult,
+    Pusher,
+)
 from agent.push import state_dir as resolve_state_dir
 from agent.state import Difference
 
@@ -108,6 +116,24 @@ def _summary_table(results: list[DeviceResult], title: str) -> Table:
     return table
 
 
+def _pending_table(results: list[DeviceResult], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("device", "session", "kind", "state", "user", "age", "rolls back in"):
+        table.add_column(column)
+    for result in results:
+        for session in result.pending:
+            table.add_row(
+                session.device,
+                session.name,
+                session.kind,
+                session.state,
+                session.user or "?",
+                "?" if session.age_s is None else f"{session.age_s:.0f} s",
+                "-" if session.rollback_in_s is None else f"{session.rollback_in_s:.0f} s",
+            )
+    return table
+
+
 def _emit(results: list[DeviceResult], output: str, title: str, show_lines: bool) -> None:
     if output == "json":
         click.echo(json.dumps({"devices": [r.as_dict() for r in results]}, indent=2))
@@ -115,6 +141,11 @@ def _emit(results: list[DeviceResult], output: str, title: str, show_lines: bool
     console = _console()
     if any(r.differences for r in results):
         console.print(_differences_table(results, f"{title}: differences"))
+    if any(r.pending for r in results):
+        console.print(_pending_table(results, f"{title}: pending sessions (not final)"))
+    for result in results:
+        for note in result.notes:
+            console.print(f"{result.device}: {note}", markup=False, highlight=False)
     if show_lines:
         for result in results:
             if result.lines:
@@ -150,7 +181,11 @@ def drift_command(fabric: Path, devices: tuple[str, ...], output: str, paralleli
     pusher = Pusher.for_intent(load_fabric(fabric).intent)
     results = pusher.inspect_all(pusher.select(devices), parallelism)
     _emit(results, output, "drift", show_lines=False)
-    if any(r.differences for r in results):
+    pending = [p for r in results for p in r.pending]
+    for session in pending:
+        # A pending session means the device can still change by itself: not converged.
+        click.echo(f"drift: {session.device}: pending {session.describe()}", err=True)
+    if any(r.differences for r in results) or pending:
         sys.exit(EXIT_FAILED)
     if any(r.result in ("unreachable", "failed") for r in results):
         sys.exit(EXIT_ERROR)
@@ -185,10 +220,27 @@ def drift_command(fabric: Path, devices: tuple[str, ...], output: str, paralleli
 @click.option(
     "--hold",
     "hold_s",
-    type=click.FloatRange(0, 3600),
+    type=FiniteFloat(0, 3600),
     default=0,
     metavar="SECONDS",
     help="Rollback drill: hold each change unconfirmed this long.",
+)
+@click.option(
+    "--pending",
+    "pending_policy",
+    type=click.Choice(PENDING_POLICIES),
+    default="wait",
+    show_default=True,
+    help="A live (unconfirmed) session on a device: wait for it to end, abort it, or "
+    "confirm it if it is this fabric's own and reads back as planned.",
+)
+@click.option(
+    "--pending-timeout",
+    type=FiniteFloat(0, 3600),
+    default=360,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long --pending wait waits before failing the device.",
 )
 @click.option("--include-hosts", is_flag=True, help="Also configure host NICs (opt-in).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -204,6 +256,8 @@ def apply_command(
     parallelism: int,
     confirm_timeout: int,
     hold_s: float,
+    pending_policy: str,
+    pending_timeout: float,
     include_hosts: bool,
     yes: bool,
     state_dir: Path | None,
@@ -221,6 +275,8 @@ def apply_command(
         confirm_timeout_s=confirm_timeout,
         include_hosts=include_hosts,
         hold_before_confirm_s=hold_s,
+        pending_policy=pending_policy,
+        pending_timeout_s=pending_timeout,
     )
     selected = pusher.select(devices)
     if not dry_run and not yes:
@@ -247,5 +303,67 @@ def apply_command(
             on_result=lambda r: progress.advance(task),
         )
     _emit(results, output, "apply (dry run)" if dry_run else "apply", show_lines=dry_run)
-    if any(r.result in ("failed", "unreachable", "skipped") for r in results):
+    if any(r.result in (*STOPPING, "skipped") for r in results):
         sys.exit(EXIT_FAILED)
+
+
+@click.command("audit")
+@click.option("--incomplete", is_flag=True, help="Only attempts with an intent and no result.")
+@STATE_DIR
+@OUTPUT
+@handle_errors
+def audit_command(incomplete: bool, state_dir: Path | None, output: str) -> None:
+    """Show change attempts from the write-ahead audit log (intent, result, reconciled).
+
+    Exit 0; 1 with --incomplete when there is any (a run died mid-change: the next apply
+    reconciles it)."""
+    log = AuditLog(resolve_state_dir(state_dir))
+    attempts = log.attempts()
+    if incomplete:
+        attempts = [a for a in attempts if a["result"] is None and not a["reconciled"]]
+    rows = [_attempt_row(a) for a in attempts]
+    if output == "json":
+        click.echo(json.dumps({"audit_log": str(log.path), "attempts": rows}, indent=2))
+    else:
+        table = Table(title=f"audit: {log.path}")
+        for column in ("time", "attempt", "device", "session", "operator", "status", "detail"):
+            table.add_column(column)
+        for row in rows:
+            who = row["operator"].get("user", "?")
+            if row["operator"].get("claimed_sudo_user"):
+                who += f" (claims sudo by {row['operator']['claimed_sudo_user']})"
+            table.add_row(
+                row["time"],
+                row["attempt"][:12],
+                row["device"],
+                row["session"] or "",
+                who,
+                row["status"],
+                row["detail"],
+            )
+        _console().print(table)
+    if incomplete and rows:
+        sys.exit(EXIT_FAILED)
+
+
+def _attempt_row(attempt: dict[str, Any]) -> dict[str, Any]:
+    intent = attempt["intent"]
+    result = attempt["result"]
+    reconciled = attempt["reconciled"]
+    if result is not None:
+        status, detail = result.get("result", "?"), result.get("error") or ""
+    elif reconciled:
+        status, detail = "reconciled", reconciled[-1].get("outcome", "")
+    else:
+        status, detail = "incomplete", "intent written, no result: the run died mid-change"
+    return {
+        "time": intent.get("time", ""),
+        "attempt": attempt["attempt"],
+        "fabric": intent.get("fabric"),
+        "device": intent.get("device", "?"),
+        "session": intent.get("session"),
+        "operator": intent.get("operator") if isinstance(intent.get("operator"), dict) else {},
+        "status": status,
+        "detail": detail,
+        "lines": intent.get("lines", []),
+    }

@@ -80,6 +80,14 @@ def render_markdown(report: Report) -> str:
             lines.append(
                 f"| {result.check} {result.name} | {result.device} | {result.status} | {details} |"
             )
+    for step in report.steps:  # e.g. the fault drill's matrix
+        matrix = step.detail.get("matrix") if isinstance(step.detail, dict) else None
+        if matrix:
+            lines += ["", "| " + " | ".join(matrix[0]) + " |", "|---" * len(matrix[0]) + "|"]
+            lines += [
+                "| " + " | ".join(str(v).replace("|", "\\|") for v in row.values()) + " |"
+                for row in matrix
+            ]
     if report.recommendation and report.recommendation.get("recommended"):
         best = report.recommendation["recommended"]
         lines += [
@@ -92,11 +100,21 @@ def render_markdown(report: Report) -> str:
 
 def render_table(report: Report, console: Console) -> None:
     steps = Table(title=f"{report.playbook} on {report.fabric}")
-    for column in ("step", "status", "duration"):
+    for column in ("step", "status", "duration", "error"):
         steps.add_column(column)
     for step in report.steps:
-        steps.add_row(step.name, step.status, f"{step.duration_s:.1f} s")
+        error = step.detail.get("error", "") if isinstance(step.detail, dict) else ""
+        steps.add_row(step.name, step.status, f"{step.duration_s:.1f} s", str(error))
     console.print(steps)
+    for step in report.steps:  # e.g. the fault drill's matrix
+        matrix = step.detail.get("matrix") if isinstance(step.detail, dict) else None
+        if matrix:
+            table = Table(title=step.name)
+            for column in matrix[0]:
+                table.add_column(column)
+            for row in matrix:
+                table.add_row(*(str(v) for v in row.values()))
+            console.print(table)
     if report.checks:
         checks = Table(title="checks")
         for column in ("check", "device", "status", "details"):
@@ -139,7 +157,9 @@ def run_playbook(
         if output == "table" or report_file is not None:
             err.print(f"[{step.status}] {step.name} ({step.duration_s:.1f} s)", markup=False)
 
-    runner = PlaybookRunner(intent, resolve_state_dir(state_dir), on_step=progress)
+    runner = PlaybookRunner(
+        intent, resolve_state_dir(state_dir), on_step=progress, fabric_file=fabric
+    )
     with (
         err.status(f"running {playbook.name} on {intent.name}", spinner="dots")
         if err.is_terminal

@@ -28,6 +28,7 @@ def collect_device(pusher: Pusher, device: Device, counters: bool, window_s: flo
         data.error = str(exc)
         return data
     try:
+        data.sessions = platform.read_sessions(conn)
         data.state = platform.read_state(conn)
         if counters:
             data.previous = platform.read_counters(conn, data.state)

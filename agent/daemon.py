@@ -4,7 +4,10 @@ Runs under systemd (``Type=notify``): ``READY=1`` once the configuration is load
 exporter listens, ``WATCHDOG=1`` at half the watchdog interval, ``STATUS=`` after every cycle
 (the sd_notify protocol is one datagram to the unix socket in ``$NOTIFY_SOCKET``). SIGHUP
 reloads the configuration and fabric; a bad new configuration is refused and the old one keeps
-running (a log line and ``roce_agent_config_last_reload_successful`` say why). SIGTERM stops
+running — fabric, pollers and the exporter on its old address (one JSON log line with
+FILE:LINE and ``roce_agent_config_reload_success 0`` say why). A reload never exits the
+daemon, whatever the new files hold: under ``Restart=on-failure`` a bad file must not turn
+into a crash loop. SIGTERM stops
 within seconds with exit 0: work in flight on a switch is protected by the switch's own
 commit timer. Logs are JSON lines on stdout; reports and the audit log go to the state dir.
 """
@@ -15,19 +18,20 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from prometheus_client.metrics_core import Metric
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent import FabricIntent
@@ -38,17 +42,33 @@ from agent.yamlsource import dotted_path, load_yaml
 
 DEFAULT_CONFIG = Path("/etc/roce-agent/agent.yaml")
 STOP_GRACE_S = 5.0
+# A reload that takes longer (a file that never ends, a loader stuck on hostile input) is
+# refused; the main loop keeps pinging the watchdog meanwhile.
+RELOAD_TIMEOUT_S = 30.0
 log = logging.getLogger("roce_agent")
+T = TypeVar("T")
 
 
 class DaemonModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # nan and inf pass neither the bounds below nor this: no interval of nan seconds.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ExporterConfig(DaemonModel):
     listen: str = "127.0.0.1:9810"
     web_config: Path | None = None
     poll_interval_s: float = Field(default=30.0, gt=0, le=3600)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        from exporters.server import parse_listen
+
+        try:
+            parse_listen(value)
+        except AgentError:
+            raise ValueError(f"expected HOST:PORT, [IPv6]:PORT or :PORT, got {value!r}") from None
+        return value
 
 
 class Intervals(DaemonModel):
@@ -83,26 +103,97 @@ class Loaded:
     config: DaemonConfig
     intent: FabricIntent
     path: Path
+    web: Any = None  # exporters.webconfig.WebConfig, loaded and checked with the rest
+
+
+def _guard(file: Path, step: Callable[[], T]) -> T:
+    """Run one loading step; anything but an :class:`AgentError` (a loader bug, RecursionError,
+    MemoryError on hostile input) becomes an error naming the file being read."""
+    try:
+        return step()
+    except AgentError:
+        raise
+    except Exception as exc:
+        raise IntentError(
+            [Problem(None, "", f"{file}: cannot load: {type(exc).__name__}: {exc}"[:500])]
+        ) from None
 
 
 def load_config(path: Path) -> Loaded:
-    """Parse and validate agent.yaml, its fabric and its playbooks; IntentError on anything."""
-    data, source = load_yaml(path)
+    """Parse and validate agent.yaml, its fabric, its playbooks and the exporter's web config;
+    an :class:`AgentError` on anything, located as precisely as the input allows."""
+    data, source = _guard(path, lambda: load_yaml(path))
     try:
         config = DaemonConfig.model_validate(data)
     except ValidationError as exc:
         raise IntentError(
             [
-                Problem(source.locate(e["loc"]), dotted_path(e["loc"]), e["msg"])
+                Problem(
+                    source.locate(e["loc"]),
+                    dotted_path(e["loc"]),
+                    e["msg"].removeprefix("Value error, "),
+                )
                 for e in exc.errors(include_url=False)
             ]
         ) from None
     fabric = config.fabric if config.fabric.is_absolute() else path.parent / config.fabric
-    config = config.model_copy(update={"fabric": fabric})
-    intent = load_fabric(fabric).intent
+    update: dict[str, Any] = {"fabric": fabric}
+    web = None
+    if config.exporter is not None and config.exporter.web_config is not None:
+        from exporters.webconfig import load_web_config
+
+        web_file = config.exporter.web_config
+        web_file = web_file if web_file.is_absolute() else path.parent / web_file
+        update["exporter"] = config.exporter.model_copy(update={"web_config": web_file})
+        web = _guard(web_file, lambda: load_web_config(web_file))
+    config = config.model_copy(update=update)
+    intent = _guard(fabric, lambda: load_fabric(fabric).intent)
     for scheduled in config.playbooks:
-        load_playbook(playbook_path(scheduled.name))
-    return Loaded(config, intent, path)
+        playbook = playbook_path(scheduled.name)
+        _guard(playbook, functools.partial(load_playbook, playbook))
+    return Loaded(config, intent, path, web)
+
+
+def listen_position(path: Path) -> str:
+    """``FILE:LINE:COL`` of ``exporter.listen`` in agent.yaml (for a bind that fails)."""
+    try:
+        _, source = load_yaml(path)
+    except AgentError:
+        return str(path)
+    position = source.locate(("exporter", "listen"))
+    return str(position) if position else str(path)
+
+
+_LOCATED = re.compile(r"^(?P<file>/[^:\n]+?)(?::(?P<line>\d+)(?::(?P<column>\d+))?)?: ")
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """The log fields of a refused reload: reason, file, line, column, every problem."""
+    if isinstance(exc, IntentError) and exc.problems:
+        problems = [str(p) for p in exc.problems]
+        located = next((p for p in exc.problems if p.position is not None), None)
+        if located is not None and located.position is not None:
+            where = {
+                "file": str(located.position.file),
+                "line": located.position.line,
+                "column": located.position.column,
+            }
+            return {"reason": str(located), **where, "problems": problems}
+        reason = problems[0]
+    elif isinstance(exc, AgentError):
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems = str(exc).splitlines()
+    else:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        problems = [reason]
+    fields: dict[str, Any] = {"reason": reason, "problems": problems}
+    match = _LOCATED.match(reason)
+    if match:
+        fields["file"] = match["file"]
+        for key in ("line", "column"):
+            if match[key]:
+                fields[key] = int(match[key])
+    return fields
 
 
 class JsonFormatter(logging.Formatter):
@@ -140,32 +231,93 @@ def notify(message: str) -> bool:
 
 
 @dataclass
+class Prepared:
+    """A validated new configuration with its exporter built and its socket bound (or the
+    old socket to be reused), waiting to be swapped in."""
+
+    loaded: Loaded
+    exporter: EmbeddedExporter | None
+    server: Any  # exporters.server.MetricsServer, new; None to reuse or to serve nothing
+    reuse_server: bool
+
+    def discard(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+@dataclass
 class Daemon:
     config_path: Path
     loaded: Loaded
     stop: threading.Event = field(default_factory=threading.Event)
     reload: threading.Event = field(default_factory=threading.Event)
-    exporter: Any = None
+    exporter: EmbeddedExporter | None = None
+    server: Any = None  # exporters.server.MetricsServer
     next_reconcile: float = 0.0
     next_playbook: dict[str, float] = field(default_factory=dict)
     last_status: str = "starting"
     reload_ok: bool = True
     reload_error: str = ""
     reload_failures: int = 0
+    last_reload_success: float = field(default_factory=time.time)
     reconciles: int = 0
+    _reload_thread: threading.Thread | None = None
+    _reload_started: float = 0.0
+    _reload_result: list[Prepared | BaseException] = field(default_factory=list)
+    _reload_generation: int = 0
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start_exporter(self) -> None:
-        settings = self.loaded.config.exporter
+    def prepare(self, loaded: Loaded) -> Prepared:
+        """Everything that can fail before anything running is touched: the exporter's
+        pollers and credentials, and a bind of a new listen address (so a reload to an
+        address in use or not on this host is refused while the old exporter serves)."""
+        from exporters.server import ListenError, MetricsServer, parse_listen
+
+        settings = loaded.config.exporter
         if settings is None:
-            return
-        self.exporter = EmbeddedExporter.start(self.loaded.intent, settings, self)
+            return Prepared(loaded, None, None, False)
+        exporter = EmbeddedExporter.build(loaded.intent, settings, self)
+        address = parse_listen(settings.listen)
+        if self.server is not None and self.server.requested == address:
+            return Prepared(loaded, exporter, None, True)
+        try:
+            server = MetricsServer(
+                exporter.registry, address[0], address[1], loaded.web, exporter.text
+            )
+        except ListenError as exc:
+            raise ListenError(f"{listen_position(loaded.path)}: exporter.listen: {exc}") from None
+        server.requested = address
+        return Prepared(loaded, exporter, server, False)
+
+    def commit(self, prepared: Prepared) -> None:
+        """Swap in a prepared configuration; nothing here reads a file or binds a socket."""
+        old_exporter, old_server = self.exporter, self.server
+        if old_exporter is not None:
+            old_exporter.stop()
+        if prepared.reuse_server:
+            assert prepared.exporter is not None and old_server is not None
+            old_server.reconfigure(
+                prepared.exporter.registry, prepared.loaded.web, prepared.exporter.text
+            )
+        else:
+            if prepared.server is not None:
+                prepared.server.start()
+            self.server = prepared.server
+            if old_server is not None:
+                old_server.stop()
+        self.loaded = prepared.loaded
+        self.exporter = prepared.exporter
+        if self.exporter is not None:
+            self.exporter.start()
 
     def stop_exporter(self) -> None:
         if self.exporter is not None:
             self.exporter.stop()
             self.exporter = None
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
 
     def status(self, text: str) -> None:
         self.last_status = text
@@ -173,7 +325,7 @@ class Daemon:
 
     def run(self) -> int:
         self.loaded.config.state_dir.mkdir(parents=True, exist_ok=True)
-        self.start_exporter()
+        self.commit(self.prepare(self.loaded))
         notify("READY=1")
         self.status(f"running ({self.loaded.config.mode}), fabric {self.loaded.intent.name}")
         log.info(
@@ -182,6 +334,7 @@ class Daemon:
                 "fields": {
                     "mode": self.loaded.config.mode,
                     "fabric": str(self.loaded.config.fabric),
+                    "exporter": self.server.url if self.server is not None else None,
                 }
             },
         )
@@ -194,9 +347,10 @@ class Daemon:
             if ping_every is not None and now >= next_ping:
                 notify("WATCHDOG=1")
                 next_ping = now + ping_every
-            if self.reload.is_set():
+            if self.reload.is_set() and self._reload_thread is None:
                 self.reload.clear()
-                self.do_reload()
+                self.start_reload()
+            self.finish_reload()
             if worker is None or not worker.is_alive():
                 worker = self.maybe_start_work(now)
             self.stop.wait(0.2)
@@ -208,26 +362,82 @@ class Daemon:
         log.info("stopped")
         return 0
 
-    def do_reload(self) -> None:
-        try:
-            new = load_config(self.config_path)
-        except (AgentError, OSError) as exc:
-            self.reload_ok, self.reload_error = False, str(exc).splitlines()[0]
-            log.error(
-                "reload refused: the old configuration keeps running",
-                extra={"fields": {"reason": str(exc)}},
-            )
-            self.reload_failures += 1
+    def start_reload(self) -> None:
+        """Load and prepare in a thread: the main loop keeps pinging the watchdog, and a
+        load that never ends is refused after RELOAD_TIMEOUT_S instead of hanging."""
+        self._reload_generation += 1
+        generation, result = self._reload_generation, self._reload_result
+
+        def work() -> None:
+            outcome: Prepared | BaseException
+            try:
+                outcome = self.prepare(load_config(self.config_path))
+            except BaseException as exc:
+                outcome = exc
+            if generation != self._reload_generation and isinstance(outcome, Prepared):
+                outcome.discard()  # abandoned after its timeout
+                return
+            result.append(outcome)
+
+        self._reload_result = result
+        self._reload_started = time.monotonic()
+        self._reload_thread = threading.Thread(target=work, name="roce-reload", daemon=True)
+        self._reload_thread.start()
+
+    def finish_reload(self) -> None:
+        thread = self._reload_thread
+        if thread is None:
             return
-        self.stop_exporter()
-        self.loaded = new
-        self.reload_ok, self.reload_error = True, ""
-        self.next_reconcile = 0.0
-        self.next_playbook.clear()
-        self.start_exporter()
-        log.info(
-            "reloaded",
-            extra={"fields": {"fabric": str(new.config.fabric), "mode": new.config.mode}},
+        if not self._reload_result:
+            if time.monotonic() - self._reload_started < RELOAD_TIMEOUT_S:
+                return
+            self._reload_generation += 1  # its result, if it ever comes, is discarded
+            self._reload_result = []
+            self._reload_thread = None
+            self.refuse(
+                AgentError(f"{self.config_path}: loading took longer than {RELOAD_TIMEOUT_S:g} s")
+            )
+            return
+        outcome = self._reload_result.pop()
+        self._reload_result = []
+        self._reload_thread = None
+        if isinstance(outcome, Prepared):
+            try:
+                self.commit(outcome)
+            except Exception as exc:  # a swap that fails half-way: say so, keep running
+                self.refuse(exc)
+                return
+            self.reload_ok, self.reload_error = True, ""
+            self.last_reload_success = time.time()
+            self.next_reconcile = 0.0
+            self.next_playbook.clear()
+            log.info(
+                "reloaded",
+                extra={
+                    "fields": {
+                        "fabric": str(self.loaded.config.fabric),
+                        "mode": self.loaded.config.mode,
+                        "exporter": self.server.url if self.server is not None else None,
+                    }
+                },
+            )
+        else:
+            self.refuse(outcome)
+
+    def do_reload(self) -> None:
+        """A whole reload at once (tests and callers without the main loop)."""
+        self.start_reload()
+        assert self._reload_thread is not None
+        self._reload_thread.join(RELOAD_TIMEOUT_S + 1)
+        self.finish_reload()
+
+    def refuse(self, exc: BaseException) -> None:
+        fields = error_fields(exc)
+        self.reload_ok, self.reload_error = False, fields["reason"]
+        self.reload_failures += 1
+        log.error(
+            "reload refused: the old configuration keeps running",
+            extra={"fields": fields},
         )
 
     # ------------------------------------------------------------------ work
@@ -260,12 +470,19 @@ class Daemon:
         loaded = self.loaded
         config = loaded.config
         pusher = Pusher.for_intent(
-            loaded.intent, config.state_dir, confirm_timeout_s=config.apply.confirm_timeout_s
+            loaded.intent,
+            config.state_dir,
+            confirm_timeout_s=config.apply.confirm_timeout_s,
+            # A live pending session fails the device for this cycle (retried next cycle)
+            # instead of holding the reconcile loop until its timer ends.
+            pending_timeout_s=0.0,
         )
         devices = pusher.select(())
         results = pusher.inspect_all(devices)
         drifted = [r for r in results if r.differences]
         for result in results:
+            for session in result.pending:
+                log.warning("pending session", extra={"fields": session.as_dict()})
             if self.exporter is not None:
                 self.exporter.update_drift(result.device, len(result.differences))
             if result.differences:
@@ -331,12 +548,20 @@ class DaemonCollector:
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        ok = GaugeMetricFamily(
-            "roce_agent_config_last_reload_successful",
-            "1 if the last configuration (re)load succeeded, 0 if it was refused",
+        # Prometheus's own names are prometheus_config_last_reload_successful and
+        # ..._success_timestamp_seconds; issue #11 asked for this name, which alert rules
+        # use: one gauge, no second spelling of the same fact.
+        yield GaugeMetricFamily(
+            "roce_agent_config_reload_success",
+            "1 if the last configuration (re)load succeeded, 0 if it was refused (the old "
+            "configuration keeps running; the log says why, with FILE:LINE)",
+            value=1.0 if self.daemon.reload_ok else 0.0,
         )
-        ok.add_metric([], 1.0 if self.daemon.reload_ok else 0.0)
-        yield ok
+        yield GaugeMetricFamily(
+            "roce_agent_config_last_reload_success_timestamp_seconds",
+            "When the running configuration was loaded (Unix time)",
+            value=self.daemon.last_reload_success,
+        )
         yield CounterMetricFamily(
             "roce_agent_config_reload_failures",
             "SIGHUP reloads refused because the new configuration was invalid",
@@ -355,32 +580,28 @@ class DaemonCollector:
 
 class EmbeddedExporter:
     """The exporter inside the daemon: switch pollers, plus what the daemon learns (drift,
-    check results, probe results) fed into the same snapshot store."""
+    check results, probe results) fed into the same snapshot store. The HTTP server is the
+    daemon's, so a reload can keep its socket or bind a new one before letting go of it."""
 
     def __init__(self, exporter: Any) -> None:
         self.exporter = exporter
+        self.registry = exporter.registry
+        self.text = exporter.exposition_text
 
     @classmethod
-    def start(
+    def build(
         cls, intent: FabricIntent, settings: ExporterConfig, daemon: Daemon
     ) -> EmbeddedExporter:
         from exporters.exporter import Exporter
-        from exporters.webconfig import load_web_config
 
-        host, _, port = settings.listen.rpartition(":")
-        if not host or not port.isdigit():
-            raise AgentError(f"exporter.listen: expected HOST:PORT, got {settings.listen!r}")
-        web = load_web_config(settings.web_config) if settings.web_config else None
         exporter = Exporter(
-            intent,
-            listen=(host.strip("[]"), int(port)),
-            interval_s=settings.poll_interval_s,
-            web_config=web,
-            host_nic=False,
+            intent, listen=None, interval_s=settings.poll_interval_s, host_nic=False
         )
         exporter.registry.register(DaemonCollector(daemon))
-        exporter.start()
         return cls(exporter)
+
+    def start(self) -> None:
+        self.exporter.start()
 
     def stop(self) -> None:
         self.exporter.stop()
@@ -403,10 +624,12 @@ class EmbeddedExporter:
 def serve(config_path: Path) -> int:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("roce_agent")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    root.propagate = False
+    # The exporter's bad-client lines are JSON lines too (one per client, rate-limited).
+    for name in ("roce_agent", "exporters"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
     loaded = load_config(config_path)
     daemon = Daemon(config_path, loaded)
 

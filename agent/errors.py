@@ -2,8 +2,31 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+# What a terminal could act on: C0/C1 controls, DEL, and the bidi and zero-width format
+# characters that make printed text read differently from what it is.
+_UNPRINTABLE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+)
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``, ``\\u202e``).
+
+    Applied to everything the CLI prints that came from input (file names, keys, values,
+    messages), so a YAML key holding an ANSI sequence is shown, never obeyed.
+    """
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    text = _UNPRINTABLE.sub(escape, text)
+    return text if keep_newlines else text.replace("\n", "\\n").replace("\t", "\\t")
 
 
 @dataclass(frozen=True)
@@ -15,7 +38,7 @@ class SourcePosition:
     column: int
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
+        return f"{printable(str(self.file))}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True)
@@ -29,9 +52,9 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.position}: " if self.position else ""
-        field = f"{self.field}: " if self.field else ""
-        rule = f"{self.rule} " if self.rule else ""
-        return f"{where}{field}{rule}{self.message}"
+        field = f"{printable(self.field)}: " if self.field else ""
+        rule = f"{printable(self.rule)} " if self.rule else ""
+        return f"{where}{field}{rule}{printable(self.message)}"
 
 
 class AgentError(Exception):

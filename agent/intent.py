@@ -27,8 +27,10 @@ from pydantic import (
     model_validator,
 )
 
-from agent.errors import CredentialError
-from agent.units import UnitError, parse_size, parse_speed
+from agent.errors import CredentialError, IntentError
+from agent.hostkeys import check_host_key_line
+from agent.units import SPEED_MAX_BPS, SPEED_MIN_BPS, UnitError, parse_size, parse_speed
+from agent.yamlsource import read_bounded
 
 PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host")
 Platform = Literal["arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host"]
@@ -76,8 +78,10 @@ check_name = _token_check(
 )
 check_interface = _token_check(
     "interface name",
-    r"[A-Za-z][A-Za-z0-9/._-]*",
-    "starting with a letter, then letters, digits, '/', '.', '_' or '-' (e.g. Ethernet1/1)",
+    # No '..' and no '//': names end up in sysfs paths and file names on hosts.
+    r"[A-Za-z](?:[A-Za-z0-9_-]|[/.](?![/.]))*",
+    "starting with a letter, then letters, digits, '/', '.', '_' or '-', with no '..' "
+    "or '//' (e.g. Ethernet1/1)",
     48,
 )
 Name = Annotated[str, AfterValidator(check_name)]
@@ -123,6 +127,15 @@ ProbePython = Annotated[
         _token_check("interpreter path", r"[A-Za-z0-9_./+-]+", "a path without spaces", 255)
     ),
 ]
+HostKeyLine = Annotated[str, AfterValidator(check_host_key_line)]
+HostKeyPolicyName = Literal["strict", "tofu"]
+
+
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+PinnedHostKeys = Annotated[list[HostKeyLine], BeforeValidator(_one_or_many), Field(max_length=8)]
 Priority = Annotated[int, Field(ge=0, le=7)]
 Dscp = Annotated[int, Field(ge=0, le=63)]
 
@@ -143,7 +156,9 @@ def _size(value: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
-SpeedBps = Annotated[int, BeforeValidator(_speed), Field(gt=0, le=1_600_000_000_000)]
+SpeedBps = Annotated[
+    int, BeforeValidator(_speed), Field(strict=True, ge=SPEED_MIN_BPS, le=SPEED_MAX_BPS)
+]
 Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40)]
 BytesOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_size)]
 
@@ -205,11 +220,15 @@ class Credentials(StrictModel):
             return SecretStr(value)
         if self.password_file:
             try:
-                return SecretStr(self.password_file.read_text(encoding="utf-8").rstrip("\r\n"))
-            except OSError as exc:
+                # bounded and non-blocking: a FIFO or /dev/zero here must not hang the run
+                raw = read_bounded(self.password_file, 64 * 1024)
+                return SecretStr(raw.decode("utf-8").rstrip("\r\n"))
+            except (IntentError, UnicodeDecodeError) as exc:
+                reason = exc.problems[0].message if isinstance(exc, IntentError) else "not UTF-8"
                 raise CredentialError(
                     f"device {device}: credentials.password_file: cannot read "
-                    f"{self.password_file}: {exc.strerror}"
+                    f"{reason.removeprefix(str(self.password_file) + ': ')} "
+                    f"({self.password_file})"
                 ) from None
         return None
 
@@ -240,6 +259,8 @@ class DeviceDefaults(StrictModel):
     username: Username | None = None
     credentials: Credentials | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
+    known_hosts: Path | None = None
+    host_key_policy: HostKeyPolicyName | None = None
 
 
 class Device(StrictModel):
@@ -261,6 +282,13 @@ class Device(StrictModel):
         description="hosts reached over SSH: interpreter that has roce-fabric-agent installed",
     )
     ports: list[Port] = Field(default_factory=list)
+    host_key: PinnedHostKeys | None = Field(
+        default=None, description="pinned SSH host key(s), 'TYPE BASE64' as in a .pub file"
+    )
+    known_hosts: Path | None = Field(default=None, description="known_hosts file to check with")
+    host_key_policy: HostKeyPolicyName = Field(
+        default="strict", description="tofu: record an unknown host's key on first contact"
+    )
 
     @model_validator(mode="after")
     def _reachable(self) -> Device:

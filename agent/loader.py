@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent.credpaths import expand_credential_paths
 from agent.errors import IntentError, Problem, SourcePosition
 from agent.intent import DeviceDefaults, FabricIntent, Profile
 from agent.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
@@ -84,7 +86,10 @@ def _deepest(source: SourceMap, path: PathKey) -> int | None:
 def _has_exact(source: SourceMap, path: PathKey) -> bool:
     if path in source.values:
         return True
-    alt = tuple(int(p) if isinstance(p, str) and p.isdigit() else p for p in path)
+    alt = tuple(
+        int(p) if isinstance(p, str) and p.isascii() and p.isdigit() and len(p) < 20 else p
+        for p in path
+    )
     return alt in source.values
 
 
@@ -105,29 +110,95 @@ def profile_search_path(fabric_file: Path) -> list[Path]:
     return [*extra, here / "profiles", here.parent / "profiles", BUILTIN_PROFILES]
 
 
-def _resolve_profile(reference: str, fabric_file: Path) -> Path | None:
-    if "/" in reference or reference.endswith((".yml", ".yaml")):
-        candidate = fabric_file.resolve().parent / reference
-        return candidate if candidate.is_file() else None
-    for folder in profile_search_path(fabric_file):
-        for suffix in (".yml", ".yaml"):
-            candidate = folder / f"{reference}{suffix}"
-            if candidate.is_file():
-                return candidate
-    return None
+def _resolve_profile(reference: str, fabric_file: Path) -> Path | str:
+    """The profile file for ``reference``, or why there is none.
+
+    A profile is a name looked up in the search path, or a file in the fabric file's folder
+    (or below it). After resolving symlinks it must still be inside one of those folders:
+    ``profile: /etc/shadow`` or ``../../etc/shadow`` would otherwise be read, and parts of
+    it echoed in error messages.
+    """
+    here = fabric_file.resolve().parent
+    folders = profile_search_path(fabric_file)
+    if "/" in reference or "\\" in reference or reference.endswith((".yml", ".yaml")):
+        if Path(reference).is_absolute():
+            return (
+                "Expected: a profile name or a file next to the fabric file "
+                "Actual: an absolute path"
+            )
+        candidates = [here / reference]
+    else:
+        candidates = [folder / f"{reference}{suffix}" for folder in folders for suffix in _SUFFIXES]
+    roots = [_real(folder) for folder in (here, *folders)]
+    for candidate in candidates:
+        if not candidate.is_file():
+            continue
+        real = _real(candidate)
+        if any(real.is_relative_to(root) for root in roots if root is not None):
+            return candidate
+        return (
+            "Expected: a file in the fabric file's folder or the profile search path "
+            f"Actual: {real} (outside them)"
+        )
+    searched = ", ".join(str(p) for p in folders)
+    return f"profile {reference!r} not found (searched {searched})"
+
+
+_SUFFIXES = (".yml", ".yaml")
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve(strict=False)
+    except (OSError, RuntimeError):  # a symlink loop
+        return path
+
+
+_PYDANTIC_STEP = re.compile(r"[a-z][a-z-]*\[.*\]|[a-z]+(?:-[a-z]+)+")
+
+
+def _data_loc(loc: Sequence[str | int], data: Any) -> PathKey:
+    """``loc`` without the validator steps pydantic inserts (``function-after[...]``).
+
+    A step is dropped only when the data has no such key: a YAML key spelt ``mtu[0]`` looks
+    like a validator step but is the very field the user has to fix.
+    """
+    kept: list[str | int] = []
+    current = data
+    for part in loc:
+        if isinstance(current, dict) and part in current:
+            kept.append(part)
+            current = current[part]
+        elif (
+            isinstance(current, dict)
+            and isinstance(part, str)
+            and part.isascii()
+            and part.isdigit()
+            and int(part) in current
+        ):
+            kept.append(part)
+            current = current[int(part)]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            kept.append(part)
+            current = current[part]
+        elif isinstance(part, str) and _PYDANTIC_STEP.fullmatch(part):
+            continue
+        else:
+            kept.append(part)
+            current = None
+    return tuple(kept)
 
 
 def _pydantic_problems(
-    exc: ValidationError, locate: Locator, prefix: PathKey = ()
+    exc: ValidationError, locate: Locator, prefix: PathKey = (), data: Any = None
 ) -> list[Problem]:
     problems = []
     for error in exc.errors(include_url=False):
-        # pydantic inserts validator names (e.g. "function-after[...]") into loc; drop them.
-        loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
+        loc = _data_loc(error["loc"], data)
         message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
+        if error["type"] == "extra_forbidden" and loc:
             message = f"unknown field {loc[-1]!r}"
-        elif error["type"] == "missing":
+        elif error["type"] == "missing" and loc:
             message = f"field {loc[-1]!r} is required"
         rule = None
         if message[:2] == "IR" and message[2:5].isdigit():
@@ -165,6 +236,9 @@ def load_fabric(path: Path) -> LoadedFabric:
                 )
             )
 
+    # ${CREDENTIALS_DIRECTORY} (systemd LoadCredential=) before relative paths are joined.
+    problems.extend(expand_credential_paths(data, plain.problem))
+
     profile_file = path
     profile_data: dict[str, Any] = {}
     profile_map = empty
@@ -175,13 +249,8 @@ def load_fabric(path: Path) -> LoadedFabric:
         )
     else:
         resolved = _resolve_profile(reference, path)
-        if resolved is None:
-            searched = ", ".join(str(p) for p in profile_search_path(path))
-            problems.append(
-                plain.problem(
-                    ("profile",), f"profile {reference!r} not found (searched {searched})"
-                )
-            )
+        if isinstance(resolved, str):
+            problems.append(plain.problem(("profile",), resolved))
         else:
             profile_file = resolved
             profile_data, profile_map = load_profile(resolved)
@@ -203,7 +272,7 @@ def load_fabric(path: Path) -> LoadedFabric:
     try:
         defaults = DeviceDefaults.model_validate(data.get("defaults") or {})
     except ValidationError as exc:
-        problems.extend(_pydantic_problems(exc, locate, ("defaults",)))
+        problems.extend(_pydantic_problems(exc, locate, ("defaults",), data.get("defaults")))
 
     devices = data.get("devices")
     if isinstance(devices, list):
@@ -222,7 +291,7 @@ def load_fabric(path: Path) -> LoadedFabric:
     try:
         intent = FabricIntent.model_validate(merged)
     except ValidationError as exc:
-        raise IntentError(_pydantic_problems(exc, locate)) from None
+        raise IntentError(_pydantic_problems(exc, locate, (), merged)) from None
 
     loaded = LoadedFabric(intent, path, profile_file, locate)
     rule_problems = check_rules(loaded)
@@ -236,10 +305,13 @@ def _apply_defaults(device: Any, defaults: DeviceDefaults | None, fabric_file: P
         return device
     filled = dict(device)
     if defaults is not None:
-        for key in ("username", "credentials", "port"):
+        for key in ("username", "credentials", "port", "known_hosts", "host_key_policy"):
             value = getattr(defaults, key)
             if key not in filled and value is not None:
                 filled[key] = value.model_dump(exclude_none=True) if key == "credentials" else value
+    known_hosts = filled.get("known_hosts")
+    if isinstance(known_hosts, str | Path) and not Path(known_hosts).is_absolute():
+        filled["known_hosts"] = str(fabric_file.resolve().parent / known_hosts)
     credentials = filled.get("credentials")
     if isinstance(credentials, dict):
         # Credential files are relative to the fabric file, like every other path in it.
@@ -258,4 +330,4 @@ def load_profile_model(path: Path) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        raise IntentError(_pydantic_problems(exc, locate, ("profile",))) from None
+        raise IntentError(_pydantic_problems(exc, locate, ("profile",), data)) from None

@@ -9,7 +9,10 @@ A playbook is YAML: a name, whether to roll back on failure, and steps. Each ste
   fabric (incast: two senders on another leaf than the receiver);
 * ``apply: {devices: canary | rest | all | [names], canary: 1, batch_size: 8}``;
 * ``ecn_sweep: {candidates: [{min_threshold, max_threshold, max_probability}], …}`` — the
-  closed loop that tries threshold sets under incast and recommends one.
+  closed loop that tries threshold sets under incast and recommends one;
+* ``fault_drill: {rows: all | [names], confirm_timeout_s: 5}`` — lab only: break rollouts
+  on purpose (kill points, SSH cuts, restarts, slow replies, bad credentials, a new host
+  key) and check what each leaves behind (:mod:`agent.faultdrill`).
 
 A failed step stops the playbook; with ``rollback_on_failure`` every device this run changed
 is put back to the state it had before (through the same transaction path).
@@ -69,6 +72,9 @@ class ApplySpec(StepModel):
     canary: int = Field(default=1, ge=0)
     batch_size: int = Field(default=8, ge=1)
     confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
+    # A live pending session on a device: as `apply --pending/--pending-timeout` (README).
+    pending: Literal["wait", "abort", "confirm-own"] = "wait"
+    pending_timeout_s: float = Field(default=360.0, ge=0, le=3600, allow_inf_nan=False)
 
 
 class EcnCandidate(StepModel):
@@ -85,22 +91,31 @@ class SweepSpec(StepModel):
     min_goodput_fraction: float = Field(default=0.9, gt=0, le=1)
 
 
+class FaultDrillSpec(StepModel):
+    rows: list[str] | Literal["all"] = "all"
+    confirm_timeout_s: int = Field(default=5, ge=5, le=60)
+    slow_delay_s: float = Field(default=100.0, gt=0, le=600)
+
+
 class Step(StepModel):
     collect: CollectSpec | None = None
     checks: ChecksSpec | None = None
     probe: ProbeSpec | None = None
     apply: ApplySpec | None = None
     ecn_sweep: SweepSpec | None = None
+    fault_drill: FaultDrillSpec | None = None
     name: str | None = None
     stop_on_failure: bool = True
 
     def kind(self) -> str:
         kinds = [
-            k for k in ("collect", "checks", "probe", "apply", "ecn_sweep") if getattr(self, k)
+            k
+            for k in ("collect", "checks", "probe", "apply", "ecn_sweep", "fault_drill")
+            if getattr(self, k)
         ]
         if len(kinds) != 1:
             raise ValueError(
-                "each step has exactly one of collect, checks, probe, apply, ecn_sweep"
+                "each step has exactly one of collect, checks, probe, apply, ecn_sweep, fault_drill"
             )
         return kinds[0]
 
@@ -204,8 +219,10 @@ class PlaybookRunner:
         intent: FabricIntent,
         audit_dir: Path | None = None,
         on_step: Callable[[StepReport], None] | None = None,
+        fabric_file: Path | None = None,
     ) -> None:
         self.intent = intent
+        self.fabric_file = fabric_file  # the fault drill re-runs `apply` on this file
         self.pusher = Pusher.for_intent(intent, audit_dir)
         self.audit_dir = audit_dir
         self.on_step = on_step
@@ -326,14 +343,22 @@ class PlaybookRunner:
         else:
             devices = self.pusher.select(spec.devices)
         self.pusher.confirm_timeout_s = spec.confirm_timeout_s
+        self.pusher.pending_policy = spec.pending
+        self.pusher.pending_timeout_s = spec.pending_timeout_s
         results = self.pusher.apply_all(
             devices, canary=min(spec.canary, len(devices)), batch_size=spec.batch_size
         )
         for result in results:
-            if result.before is not None and result.result == "applied":
+            # "unknown": the change may be live (its reply was lost and the switch could not
+            # be read back), so a rollback must put it back too.
+            if result.before is not None and result.result in ("applied", "unknown"):
                 self.before.setdefault(result.device, result.before)
         report.applied.extend(results)
-        bad = [r for r in results if r.result in ("failed", "unreachable", "skipped")]
+        bad = [
+            r
+            for r in results
+            if r.result in ("failed", "unreachable", "skipped", "pending", "unknown")
+        ]
         return StepReport(
             f"apply {spec.devices if isinstance(spec.devices, str) else 'devices'}",
             "apply",
@@ -405,6 +430,9 @@ class PlaybookRunner:
                 elif kind == "apply":
                     assert step.apply is not None
                     outcome = self._apply(step.apply, report)
+                elif kind == "fault_drill":
+                    assert step.fault_drill is not None
+                    outcome = self._fault_drill(step.fault_drill)
                 else:
                     assert step.ecn_sweep is not None
                     outcome = self._sweep(step.ecn_sweep, report)
@@ -424,6 +452,23 @@ class PlaybookRunner:
                     self._rollback(report)
                 break
         return report
+
+    def _fault_drill(self, spec: FaultDrillSpec) -> StepReport:
+        from agent import faultdrill
+
+        if self.fabric_file is None or self.audit_dir is None:
+            raise AgentError("fault_drill needs the fabric file and a state dir")
+        rows = faultdrill.select_rows(
+            None if spec.rows == "all" else list(spec.rows), spec.slow_delay_s
+        )
+        drill = faultdrill.Drill(self.fabric_file, self.audit_dir, spec.confirm_timeout_s)
+        results = drill.run(faultdrill.resolve_rows(drill, rows))
+        passed = all(r.passed for r in results)
+        detail = {
+            "matrix": faultdrill.matrix_rows(results),
+            "rows": [r.as_dict() for r in results],
+        }
+        return StepReport("fault drill", "fault_drill", "success" if passed else "failure", detail)
 
     def _rollback(self, report: Report) -> None:
         known = {d.name: d for d in self.switches}

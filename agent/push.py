@@ -9,23 +9,30 @@ canary first, then in batches; a device that fails stops later batches.
 
 from __future__ import annotations
 
-import getpass
+import fcntl
 import json
 import logging
 import os
+import pwd
+import socket
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent import hostkeys
 from agent.errors import AgentError, CredentialError
+from agent.hostkeys import HostKeyError, open_netmiko
 from agent.intent import Device, FabricIntent
 from agent.plan import Plan, build_plan
 from agent.platforms import platform_for
-from agent.platforms.base import Connection, Platform, PlatformError
-from agent.state import Difference, QosState, diff
+from agent.platforms.base import KILL_POINTS, Connection, Platform, PlatformError, kill_point
+from agent.state import Difference, PendingSession, QosState, diff
+
+__all__ = ["KILL_POINTS", "kill_point"]  # fault drills import them from here
 
 log = logging.getLogger("roce_agent")
 DEFAULT_STATE_DIR = Path("/var/lib/roce-agent")
@@ -50,35 +57,151 @@ def state_dir(override: str | os.PathLike[str] | None = None) -> Path:
     return Path(chosen)
 
 
-def operator() -> str:
-    """Who runs the agent (the sudo caller when run under sudo)."""
-    return os.environ.get("SUDO_USER") or getpass.getuser()
+def operator() -> dict[str, Any]:
+    """Who runs the agent: the real uid (what the kernel vouches for), and beside it the
+    ``$SUDO_USER`` the environment claims (anyone can set it, so it is only a claim)."""
+    uid = os.getuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid without a passwd entry (containers)
+        name = str(uid)
+    who: dict[str, Any] = {"uid": uid, "user": name}
+    claimed = os.environ.get("SUDO_USER")
+    if claimed:
+        who["claimed_sudo_user"] = claimed
+    return who
+
+
+class StateDirError(AgentError):
+    """The state directory cannot hold the write-ahead audit: nothing may be touched."""
+
+    exit_code = 2
 
 
 class AuditLog:
-    """Append-only JSONL of every change attempt. Holds diffs and results, never a secret."""
+    """Append-only JSONL write-ahead audit. Holds diffs and results, never a secret.
+
+    Each change is an *attempt* with one ``intent`` record (written and fsync'ed before any
+    session opens) and one ``result`` record (after); a later run that finds an intent with
+    no result reconciles it from the device and adds a ``reconciled`` record. Writers take an
+    exclusive ``flock`` so parallel workers and concurrent runs never interleave lines.
+    """
+
+    FILE = "audit.jsonl"
 
     def __init__(self, directory: Path) -> None:
-        self.path = directory / "audit.jsonl"
+        self.directory = directory
+        self.path = directory / self.FILE
+
+    def check(self) -> None:
+        """The directory exists or can be created, and the log is writable and lockable."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StateDirError(
+                f"state dir {self.directory}: cannot keep the audit log there "
+                f"({exc.strerror or exc}). Expected: a writable, lockable directory "
+                "(--state-dir or $ROCE_AGENT_STATE_DIR). Nothing was contacted."
+            ) from None
 
     def write(self, **record: Any) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "operator": operator(), **record}
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry, sort_keys=True) + "\n")
+        entry = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "operator": operator(),
+            **record,
+        }
+        data = (json.dumps(entry, sort_keys=True) + "\n").encode()
+        created = not self.path.exists()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # closing releases the lock
+        if created:  # the new file's directory entry must survive a crash too
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record, oldest first (a torn last line from a crash is skipped)."""
+        if not self.path.exists():
+            return []
+        entries = []
+        with self.path.open(encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            for line in handle:
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(entry, dict):
+                    entries.append(entry)
+        return entries
+
+    def attempts(self) -> list[dict[str, Any]]:
+        """One entry per attempt: its intent, its result (or None) and reconciliations."""
+        by_id: dict[str, dict[str, Any]] = {}
+        for entry in self.records():
+            attempt = entry.get("attempt")
+            kind = entry.get("record")
+            if not isinstance(attempt, str):
+                continue
+            slot = by_id.setdefault(
+                attempt, {"attempt": attempt, "intent": None, "result": None, "reconciled": []}
+            )
+            if kind == "intent":
+                slot["intent"] = entry
+            elif kind == "result":
+                slot["result"] = entry
+            elif kind == "reconciled":
+                slot["reconciled"].append(entry)
+        return [a for a in by_id.values() if a["intent"] is not None]
+
+    def incomplete(
+        self, fabric: str | None = None, device: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Attempts with an intent and neither a result nor a reconciliation."""
+        found = []
+        for attempt in self.attempts():
+            intent = attempt["intent"]
+            if attempt["result"] is not None or attempt["reconciled"]:
+                continue
+            if fabric is not None and intent.get("fabric") != fabric:
+                continue
+            if device is not None and intent.get("device") != device:
+                continue
+            found.append(attempt)
+        return found
 
 
 @dataclass
 class DeviceResult:
     device: str
     platform: str
-    result: str  # no-change | changes | applied | failed | unreachable | skipped
+    # no-change | changes | applied | failed | unreachable | skipped | pending | unknown
+    # (pending: a session that can still change the device blocks the read; unknown: the
+    # device's outcome could not be established, it may hold the new state)
+    result: str
     differences: list[Difference] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     session: str | None = None
     error: str | None = None
     duration_s: float = 0.0
     before: QosState | None = None  # the state found before the change (for restores)
+    pending: list[PendingSession] = field(default_factory=list)  # found (and left) on read
+    notes: list[str] = field(default_factory=list)  # sessions cleaned up, outcomes verified
+    attempt: str | None = None  # write-ahead audit attempt id
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +214,9 @@ class DeviceResult:
             "session": self.session,
             "error": self.error,
             "duration_s": round(self.duration_s, 3),
+            "pending": [p.as_dict() for p in self.pending],
+            "notes": self.notes,
+            "attempt": self.attempt,
         }
 
 
@@ -106,14 +232,20 @@ def check_credentials(devices: Iterable[Device]) -> None:
 def connect(device: Device, platform: Platform) -> Connection:
     """Open a netmiko session, retrying connect errors with exponential backoff."""
     from netmiko import ConnectHandler
-    from netmiko.exceptions import NetmikoAuthenticationException, NetmikoTimeoutException
+    from netmiko.exceptions import (
+        NetmikoAuthenticationException,
+        NetmikoTimeoutException,
+        ReadException,
+    )
 
     assert device.credentials is not None
     password = device.credentials.resolve_password(device.name)
     last: Exception | None = None
     for attempt in range(CONNECT_RETRIES):
         try:
-            handle = ConnectHandler(
+            handle = open_netmiko(  # host key checked before authentication
+                device,
+                ConnectHandler,
                 device_type=platform.netmiko_device_type,
                 host=device.host,
                 port=device.port,
@@ -126,9 +258,19 @@ def connect(device: Device, platform: Platform) -> Connection:
                 conn_timeout=10,
             )
             return Connection(handle, device.name)
+        except HostKeyError as exc:  # never retried: waiting does not change a key
+            raise Unreachable(str(exc)) from None
         except NetmikoAuthenticationException as exc:
             raise Unreachable(
                 f"{device.name}: authentication failed ({exc.__class__.__name__})"
+            ) from None
+        except ReadException as exc:
+            # Logged in, but the CLI did not answer session setup within netmiko's read
+            # timeout (fault drill: a switch 10x slower than the timeouts). Not retried: each
+            # try costs the full timeout, and a device this slow is not one to change now.
+            raise Unreachable(
+                f"{device.name}: {device.host}:{device.port} accepted SSH but its CLI did not "
+                f"answer in time ({type(exc).__name__})"
             ) from None
         except (NetmikoTimeoutException, OSError, EOFError) as exc:
             last = exc
@@ -152,6 +294,15 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+PENDING_POLICIES = ("wait", "abort", "confirm-own")
+# A canary with any of these stops the rollout; outside the canary an unreachable device is
+# reported and the others proceed (nothing was changed there), the rest stop later batches.
+STOPPING = ("failed", "unreachable", "pending", "unknown")
+STOPPING_BATCH = ("failed", "pending", "unknown")
+PENDING_POLL_S = 2.0
+LEAK_MIN_AGE_S = 60.0  # an unknown run's uncommitted session younger than this may be in use
+
+
 @dataclass
 class Pusher:
     """The push path over one fabric."""
@@ -162,14 +313,24 @@ class Pusher:
     confirm_timeout_s: int = 300
     include_hosts: bool = False
     hold_before_confirm_s: float = 0.0  # rollback drills: keep the change unconfirmed longer
+    pending_policy: str = "wait"  # what apply does about a live pending session (README)
+    pending_timeout_s: float = 360.0  # how long ``wait`` waits before failing the device
 
     @classmethod
     def for_intent(
         cls, intent: FabricIntent, audit_dir: Path | None = None, **options: Any
     ) -> Pusher:
-        return cls(
-            intent, build_plan(intent), AuditLog(audit_dir) if audit_dir else None, **options
-        )
+        audit = AuditLog(audit_dir) if audit_dir else None
+        if audit is not None:
+            audit.check()  # before any device is contacted
+        if audit_dir is not None:  # trust-on-first-use records keys in the same state dir
+            hostkeys.configure(state_dir=audit_dir)
+        if options.get("pending_policy", "wait") not in PENDING_POLICIES:
+            raise AgentError(
+                f"--pending: Expected: one of {', '.join(PENDING_POLICIES)}. "
+                f"Actual: {options['pending_policy']!r}"
+            )
+        return cls(intent, build_plan(intent), audit, **options)
 
     def select(self, names: Sequence[str]) -> list[Device]:
         """The devices to act on (all switches by default); unknown names are an error."""
@@ -194,11 +355,172 @@ class Pusher:
         return platform.desired(device_plan)
 
     def inspect(self, device: Device) -> DeviceResult:
-        """Read and diff one device (no change, no session): a dry run of :meth:`apply_one`."""
+        """Read and diff one device (no change, no session): a dry run of :meth:`apply_one`.
+
+        Pending sessions are reported, never acted on."""
         return self.apply_one(device, dry_run=True)
 
+    # ------------------------------------------------------------------ pending sessions
+
+    def _our_attempt(self, device: Device, session: str) -> dict[str, Any] | None:
+        """The write-ahead intent that opened ``session`` on ``device`` for this fabric."""
+        if self.audit is None:
+            return None
+        for attempt in self.audit.attempts():
+            intent = attempt["intent"]
+            if (
+                intent.get("session") == session
+                and intent.get("device") == device.name
+                and intent.get("fabric") == self.intent.name
+            ):
+                return attempt
+        return None
+
+    def _settle(
+        self, conn: Connection, device: Device, platform: Platform, desired: QosState,
+        result: DeviceResult, policy: str,
+    ) -> bool:  # fmt: skip
+        """Make sure no pending session can still change what apply is about to read.
+
+        Leaked ``roce-agent-*`` edit buffers (never committed) are aborted. A live session
+        (committed, waiting for confirmation) is handled per ``pending_policy``. Returns False
+        (with ``result`` set to ``pending``) when the device must not be changed now.
+        """
+        deadline = time.monotonic() + self.pending_timeout_s
+        while True:
+            sessions = platform.read_sessions(conn)
+            for session in [s for s in sessions if not s.live and s.ours]:
+                if self._in_use(device, session):
+                    result.notes.append(f"left {session.describe()}: another run is using it")
+                    continue
+                platform.abort_session(conn, session)
+                result.notes.append(f"aborted leaked {session.describe()}")
+                self._reconcile(device, session.name, "aborted leaked session (never committed)")
+            for session in [s for s in sessions if not s.live and not s.ours]:
+                note = f"left {session.describe()}: uncommitted, not the agent's"
+                if note not in result.notes:
+                    result.notes.append(note)
+            live = [s for s in sessions if s.live]
+            if not live:
+                return True
+            if policy == "abort":
+                for session in live:
+                    platform.abort_session(conn, session)
+                    result.notes.append(f"aborted {session.describe()} (--pending abort)")
+                    self._reconcile(device, session.name, "rolled back (--pending abort)")
+                continue
+            if policy == "confirm-own":
+                blocking = []
+                for session in live:
+                    if not session.ours or self._our_attempt(device, session.name) is None:
+                        blocking.append(session)
+                        continue
+                    remaining = diff(
+                        device.name, desired, platform.read_state(conn), platform.managed
+                    )
+                    if remaining:
+                        blocking.append(session)
+                        result.notes.append(
+                            f"not confirming {session.describe()}: readback differs from the "
+                            f"plan ({remaining[0]})"
+                        )
+                        continue
+                    platform.confirm_session(conn, session)
+                    result.notes.append(f"confirmed own {session.describe()} (readback = plan)")
+                    self._reconcile(device, session.name, "confirmed (readback equals plan)")
+                if not blocking:
+                    continue
+                live = blocking
+            futile = all(not s.rolls_back for s in live)  # nothing will end them by itself
+            if policy != "wait" or futile or time.monotonic() >= deadline:
+                result.result = "pending"
+                result.pending = live
+                if policy != "wait":
+                    why = "not ours, or its readback differs from the plan"
+                elif futile:
+                    why = "it never rolls back by itself, so waiting cannot help"
+                else:
+                    why = f"still there after waiting {self.pending_timeout_s:.0f}s"
+                result.error = (
+                    f"{device.name}: pending {'; '.join(s.describe() for s in live)} can still "
+                    f"change the device ({why}); not changed. Use --pending abort to roll it "
+                    "back, or confirm-own if it is this fabric's own change"
+                )
+                return False
+            time.sleep(PENDING_POLL_S)
+
+    def _in_use(self, device: Device, session: PendingSession) -> bool:
+        """Whether an uncommitted ``roce-agent-*`` session belongs to a run still going (a
+        concurrent apply), rather than to one that died: its intent names a live process on
+        this host. Without an intent here (another host or state dir), a session younger than
+        :data:`LEAK_MIN_AGE_S` is presumed in use."""
+        attempt = self._our_attempt(device, session.name)
+        if attempt is None:
+            return session.age_s is None or session.age_s < LEAK_MIN_AGE_S
+        intent = attempt["intent"]
+        pid = intent.get("pid")
+        if attempt["result"] is not None or intent.get("host") != socket.gethostname():
+            return False
+        if not isinstance(pid, int) or pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # alive, another user's
+            return True
+        return True
+
+    def _reconcile(self, device: Device, session: str, outcome: str) -> None:
+        if self.audit is None:
+            return
+        attempt = self._our_attempt(device, session)
+        if attempt is None or attempt["result"] is not None:
+            return
+        self.audit.write(
+            record="reconciled",
+            attempt=attempt["attempt"],
+            fabric=self.intent.name,
+            device=device.name,
+            session=session,
+            outcome=outcome,
+        )
+
+    def _reconcile_incomplete(
+        self, device: Device, platform: Platform, conn: Connection, desired: QosState
+    ) -> list[str]:
+        """Attempts of this device whose run died (intent, no result): record what the device
+        shows now. Runs after :meth:`_settle`, so no session of theirs is still pending."""
+        if self.audit is None:
+            return []
+        notes = []
+        stale = self.audit.incomplete(self.intent.name, device.name)
+        if not stale:
+            return []
+        actual = platform.read_state(conn)
+        for attempt in stale:
+            intent = attempt["intent"]
+            left = diff(device.name, desired, actual, platform.managed)
+            observed = "device equals the plan" if not left else f"{len(left)} setting(s) differ"
+            self.audit.write(
+                record="reconciled",
+                attempt=attempt["attempt"],
+                fabric=self.intent.name,
+                device=device.name,
+                session=intent.get("session"),
+                outcome=f"run died before its result; found no pending session, {observed}",
+            )
+            notes.append(f"reconciled interrupted attempt {attempt['attempt']} ({observed})")
+        return notes
+
+    # ------------------------------------------------------------------ one device
+
     def apply_one(
-        self, device: Device, dry_run: bool = False, target: QosState | None = None
+        self,
+        device: Device,
+        dry_run: bool = False,
+        target: QosState | None = None,
+        pending_policy: str | None = None,
     ) -> DeviceResult:
         """Bring one device to the plan (or to ``target``, e.g. the state it had before a
         rollout) inside a self-rolling-back transaction."""
@@ -212,8 +534,17 @@ class Pusher:
             if not dry_run:
                 self._audit(result)
             return result
+        committed = False
         try:
             desired = target if target is not None else self._desired(device, platform)
+            if dry_run:
+                result.pending = platform.read_sessions(conn)
+            elif not self._settle(
+                conn, device, platform, desired, result, pending_policy or self.pending_policy
+            ):
+                return result
+            else:
+                result.notes += self._reconcile_incomplete(device, platform, conn, desired)
             actual = platform.read_state(conn)
             result.before = actual
             result.differences = diff(device.name, desired, actual, platform.managed)
@@ -223,8 +554,13 @@ class Pusher:
             if dry_run:
                 result.result = "changes"
                 return result
-            with platform.transaction(conn, result.lines, self.confirm_timeout_s) as txn:
-                result.session = txn.name
+            name = platform.session_name()
+            result.session = name
+            self._intent(result)  # write-ahead: on disk before the session opens
+            kill_point("after-intent", device.name)
+            with platform.transaction(conn, result.lines, self.confirm_timeout_s, name) as txn:
+                committed = txn.committed
+                kill_point("after-commit", device.name)
                 if self.hold_before_confirm_s:
                     time.sleep(self.hold_before_confirm_s)
                 readback = platform.read_state(conn)
@@ -236,32 +572,122 @@ class Pusher:
                     )
                 platform.confirm(conn, txn)
             result.result = "applied"
+            kill_point("after-confirm", device.name)
         except Exception as exc:
             result.result, result.error = "failed", _one_line(exc)
+            if result.attempt is not None:
+                # The transport may have lied (lost reply, dead session): what counts is what
+                # the switch holds, read on a fresh connection.
+                self._verify_outcome(device, platform, desired, result, committed)
         finally:
             close_quietly(conn)
             result.duration_s = time.monotonic() - started
-            if not dry_run and result.result != "no-change":
+            if result.attempt is not None:
+                try:
+                    self._result(result)
+                except OSError as exc:  # the device outcome must still reach the operator
+                    log.error("%s: audit result record not written: %s", device.name, exc)
+                    result.notes.append(f"audit result record not written: {exc}")
+            elif not dry_run and result.result not in ("no-change", "pending"):
                 self._audit(result)
         return result
 
-    def restore(self, device: Device, before: QosState) -> DeviceResult:
-        """Put a device back to the state it had (rollback of a confirmed rollout step)."""
-        return self.apply_one(device, target=before)
+    def _verify_outcome(
+        self,
+        device: Device,
+        platform: Platform,
+        desired: QosState,
+        result: DeviceResult,
+        committed: bool,
+    ) -> None:
+        """After an error mid-change: establish applied / rolled back / unknown truthfully."""
+        assert result.session is not None and result.before is not None
+        try:
+            conn = connect(device, platform)
+        except Unreachable as exc:
+            result.result = "unknown"
+            result.notes.append(f"outcome not verified: {exc}")
+            return
+        try:
+            mine = [s for s in platform.read_sessions(conn) if s.name == result.session]
+            for session in mine:
+                if session.live or not committed:
+                    platform.abort_session(conn, session)
+                    result.notes.append(f"aborted {session.describe()} on a fresh connection")
+            left = [s for s in platform.read_sessions(conn) if s.name == result.session]
+            actual = platform.read_state(conn)
+            if left and any(s.live for s in left):
+                result.result = "unknown"
+                result.notes.append(f"{left[0].describe()} is still pending")
+            elif not diff(device.name, result.before, actual, platform.managed):
+                result.notes.append("verified on a fresh connection: the old state is in place")
+            elif not diff(device.name, desired, actual, platform.managed):
+                result.result = "applied"
+                result.notes.append(
+                    "verified on a fresh connection: the change is confirmed and in place "
+                    f"(the error was: {result.error})"
+                )
+                result.error = None
+            else:
+                result.result = "unknown"
+                result.notes.append("device is neither in the old nor in the planned state")
+        except Exception as exc:
+            result.result = "unknown"
+            result.notes.append(f"outcome not verified: {_one_line(exc)}")
+        finally:
+            close_quietly(conn)
 
-    def _audit(self, result: DeviceResult) -> None:
+    def restore(self, device: Device, before: QosState) -> DeviceResult:
+        """Put a device back to the state it had (rollback of a rollout step). A pending
+        session there is aborted: going back is the point, waiting would only delay it."""
+        return self.apply_one(device, target=before, pending_policy="abort")
+
+    def _record(self, kind: str, about: DeviceResult, **fields: Any) -> None:
+        """One audit record about a device (nothing when no audit is kept). ``fields`` may
+        hold a ``result`` key, hence the parameter's other name."""
         if self.audit is None:
             return
         self.audit.write(
+            record=kind,
             fabric=self.intent.name,
-            device=result.device,
-            platform=result.platform,
-            session=result.session,
+            device=about.device,
+            platform=about.platform,
+            session=about.session,
+            **fields,
+        )
+
+    def _intent(self, result: DeviceResult) -> None:
+        result.attempt = uuid.uuid4().hex
+        self._record(
+            "intent",
+            result,
+            attempt=result.attempt,
             diff=[d.as_dict() for d in result.differences],
             lines=result.lines,
-            result=result.result,
-            error=result.error,
-            duration_s=round(result.duration_s, 3),
+            confirm_timeout_s=self.confirm_timeout_s,
+            pid=os.getpid(),  # lets a concurrent run tell a live session from a leaked one
+            host=socket.gethostname(),
+        )
+
+    def _outcome(self, result: DeviceResult) -> dict[str, Any]:
+        return {
+            "result": result.result,
+            "error": result.error,
+            "notes": result.notes,
+            "duration_s": round(result.duration_s, 3),
+        }
+
+    def _result(self, result: DeviceResult) -> None:
+        self._record("result", result, attempt=result.attempt, **self._outcome(result))
+
+    def _audit(self, result: DeviceResult) -> None:
+        """A run that never reached a change (unreachable, failed on read): one record."""
+        self._record(
+            "event",
+            result,
+            diff=[d.as_dict() for d in result.differences],
+            lines=result.lines,
+            **self._outcome(result),
         )
 
     def inspect_all(
@@ -286,12 +712,13 @@ class Pusher:
         remaining = list(devices)
         stop_reason: str | None = None
         canaries, remaining = remaining[:canary], remaining[canary:]
+        first_batch = True
         for device in canaries:
             result = self.apply_one(device, dry_run)
             results.append(result)
             if on_result:
                 on_result(result)
-            if result.result in ("failed", "unreachable"):
+            if result.result in STOPPING:
                 stop_reason = f"canary {device.name} {result.result}"
                 break
         while remaining and stop_reason is None:
@@ -302,9 +729,12 @@ class Pusher:
                     results.append(result)
                     if on_result:
                         on_result(result)
-            failed = [r.device for r in results[-len(batch) :] if r.result == "failed"]
-            if failed:
-                stop_reason = f"{', '.join(failed)} failed"
+                    if first_batch and not dry_run:
+                        kill_point("mid-batch")  # the first result of the batch is on disk
+                        first_batch = False
+            stopped = [r for r in results[-len(batch) :] if r.result in STOPPING_BATCH]
+            if stopped:
+                stop_reason = ", ".join(f"{r.device} {r.result}" for r in stopped)
         done = {r.device for r in results}
         for device in devices:
             if device.name not in done:

@@ -1,12 +1,26 @@
-"""Human-readable renderings (rich tables) of plans; JSON comes from the models themselves."""
+"""Human-readable renderings (rich tables) of plans; JSON comes from the models themselves.
+
+Every cell and title goes through :func:`_text`: rich would read ``[red]`` in a name as markup,
+and a terminal would obey an escape sequence, so input-derived text is escaped and plain.
+"""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from agent.errors import printable
 from agent.plan import DevicePlan, Plan
 from agent.units import format_size
+
+
+def _text(value: object) -> Text:
+    return Text(printable(str(value)))
+
+
+def _row(table: Table, *cells: object) -> None:
+    table.add_row(*(_text(cell) for cell in cells))
 
 
 def _dscp_text(device: DevicePlan) -> str:
@@ -15,7 +29,9 @@ def _dscp_text(device: DevicePlan) -> str:
 
 
 def _device_table(plan: Plan) -> Table:
-    table = Table(title=f"Plan for fabric {plan.fabric} (profile {plan.profile}, mode {plan.mode})")
+    table = Table(
+        title=_text(f"Plan for fabric {plan.fabric} (profile {plan.profile}, mode {plan.mode})")
+    )
     for column in (
         "device",
         "platform",
@@ -29,7 +45,8 @@ def _device_table(plan: Plan) -> Table:
         table.add_column(column)
     for device in plan.devices:
         watchdog = device.watchdog
-        table.add_row(
+        _row(
+            table,
             device.name,
             device.platform,
             device.role,
@@ -52,7 +69,7 @@ def _device_table(plan: Plan) -> Table:
 
 
 def _port_table(device: DevicePlan) -> Table:
-    table = Table(title=f"{device.name} ports")
+    table = Table(title=_text(f"{device.name} ports"))
     for column in (
         "port",
         "speed",
@@ -69,7 +86,8 @@ def _port_table(device: DevicePlan) -> Table:
         table.add_column(column, justify="right" if column in ("xoff", "xon", "size") else "left")
     for port in device.ports:
         headroom = next(iter(port.headroom.values()), None)
-        table.add_row(
+        _row(
+            table,
             port.name,
             port.speed,
             f"{port.cable_m:g} m",
@@ -96,14 +114,14 @@ def _nic_table(plan: Plan) -> Table | None:
         return None
     nic = hosts[0].nic
     assert nic is not None
-    table = Table(title=f"Host NIC settings ({len(hosts)} hosts: {hosts[0].name} …)")
+    table = Table(title=_text(f"Host NIC settings ({len(hosts)} hosts: {hosts[0].name} …)"))
     table.add_column("setting")
     table.add_column("value")
-    table.add_row("trust", nic.trust)
-    table.add_row("PFC vector (prio 0..7)", nic.pfc_vector)
-    table.add_row("DSCP→priority", ", ".join(f"{d}→{p}" for d, p in nic.dscp_to_priority.items()))
+    _row(table, "trust", nic.trust)
+    _row(table, "PFC vector (prio 0..7)", nic.pfc_vector)
+    _row(table, "DSCP→priority", ", ".join(f"{d}→{p}" for d, p in nic.dscp_to_priority.items()))
     for name, value in nic.dcqcn.items():
-        table.add_row(name, str(value))
+        _row(table, name, value)
     return table
 
 

@@ -222,3 +222,59 @@ class Counters(StateModel):
         for name, interface in sorted(self.interfaces.items()):
             for queue, counters in sorted(interface.queues.items()):
                 yield name, queue, counters
+
+
+@dataclass(frozen=True)
+class PendingSession:
+    """A change on a device that is not final yet: it can still be confirmed, committed or
+    rolled back, so the device's running state is not settled while it exists.
+
+    ``kind`` says what the NOS calls it (EOS session, NX-OS checkpoint, SONiC rollback timer,
+    NVUE pending revision, host write-ahead record). ``live`` is True when the change is
+    already in the running state and will be undone by itself (``rollback_in_s``); False for
+    an edit buffer that changes nothing until someone commits it.
+    """
+
+    device: str
+    name: str
+    kind: str
+    state: str
+    user: str | None = None
+    age_s: float | None = None
+    rollback_in_s: float | None = None
+    live: bool = False
+    # False where nothing on the device will ever undo it (NX-OS checkpoint, SONiC checkpoint
+    # without its timer): waiting for such a change is futile.
+    rolls_back: bool = True
+
+    @property
+    def ours(self) -> bool:
+        """Named like the agent's own sessions (``roce-agent-*``): a claim, checked against
+        the write-ahead audit before the agent acts on it as its own."""
+        return self.name.startswith("roce-agent-")
+
+    def describe(self) -> str:
+        parts = [f"{self.kind} {self.name!r} ({self.state}"]
+        if self.user:
+            parts.append(f", user {self.user}")
+        if self.age_s is not None:
+            parts.append(f", age {self.age_s:.0f}s")
+        if self.rollback_in_s is not None:
+            parts.append(f", rolls back in {self.rollback_in_s:.0f}s")
+        elif self.live and not self.rolls_back:
+            parts.append(", never rolls back by itself")
+        elif self.live:
+            parts.append(", rolls back by itself, time unknown")
+        return "".join(parts) + ")"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "name": self.name,
+            "kind": self.kind,
+            "state": self.state,
+            "user": self.user,
+            "age_s": None if self.age_s is None else round(self.age_s, 1),
+            "rollback_in_s": None if self.rollback_in_s is None else round(self.rollback_in_s, 1),
+            "live": self.live,
+        }

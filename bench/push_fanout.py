@@ -94,6 +94,9 @@ def start_servers(size: int, state: Path) -> tuple[list[subprocess.Popen[bytes]]
 
 
 def write_fabric(ports: dict[str, int], path: Path) -> None:
+    from lab.mgmt.launcher import host_public_key
+
+    host_key = host_public_key(path.parent)  # the servers' shared key: checking stays on
     lines = [
         "name: fanout",
         "profile: nvidia-default",
@@ -110,6 +113,7 @@ def write_fabric(ports: dict[str, int], path: Path) -> None:
             "    role: leaf",
             "    host: 127.0.0.1",
             f"    port: {port}",
+            f"    host_key: {host_key}",
             "    ports:",
             *(f"      - {{name: Ethernet{i}, speed: 10M, cable_m: 1, mtu: 9000}}"
               for i in range(1, PORTS + 1)),

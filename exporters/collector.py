@@ -136,6 +136,11 @@ def _compliance(snapshot: Snapshot, f: Families) -> None:
             drift((device,), view.drift)
     for device, items in snapshot.host_drift.items():
         drift((device,), items)
+    for device, view in snapshot.devices.items():
+        if view.sessions_pending is not None:
+            f["roce_config_sessions_pending"]((device,), view.sessions_pending)
+        if view.sessions_oldest_age_s is not None:
+            f["roce_config_session_oldest_age_seconds"]((device,), view.sessions_oldest_age_s)
     checks = f["roce_check_result"]
     for (check, device), result in sorted(snapshot.checks.items()):
         for candidate in CHECK_RESULTS:

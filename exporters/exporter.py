@@ -149,13 +149,13 @@ class Exporter:
         self.jobs = jobs
         self.scheduler = PollScheduler(jobs, concurrency=concurrency)
         self.server = (
-            MetricsServer(self.registry, listen[0], listen[1], web_config, self._text)
+            MetricsServer(self.registry, listen[0], listen[1], web_config, self.exposition_text)
             if listen
             else None
         )
         self._started = False
 
-    def _text(self) -> bytes:
+    def exposition_text(self) -> bytes:
         """The exposition in the text format: the snapshot fast, other collectors as usual."""
         text = render_text(self.store.snapshot())
         if self.registry.others:

@@ -101,6 +101,15 @@ SPECS: tuple[MetricSpec, ...] = (
        "Settings on the device that differ from the plan (what `roce-agent drift` lists). "
        "Absent until the device was read once.",
        "`show running-config | json` diffed against the plan (or fed by the daemon)"),
+    _m("compliance", "roce_config_sessions_pending", "gauge", ("device",),
+       "Changes on the device that are not final: unconfirmed commits under a rollback "
+       "timer, uncommitted sessions, checkpoints or write-ahead records left by a run (what "
+       "RC009 and `roce-agent drift` report). Absent until the device was read once.",
+       "EOS `show configuration sessions detail | json` (per platform: README, Platforms)"),
+    _m("compliance", "roce_config_session_oldest_age_seconds", "gauge", ("device",),
+       "Age of the oldest pending change on the device; 0 when there is none. Absent where "
+       "the device does not report ages.",
+       "same read as roce_config_sessions_pending"),
     _m("compliance", "roce_check_result", "gauge", ("check", "device", "result"),
        "1 for the latest result of a check on a device, 0 for the other results "
        "(pass, fail, error, skipped). No series until checks are fed.",

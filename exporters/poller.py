@@ -34,7 +34,7 @@ from agent.intent import Device
 from agent.platforms import platform_for
 from agent.platforms.base import Connection, Platform, PlatformError
 from agent.push import Unreachable, connect
-from agent.state import Counters, QosState, diff
+from agent.state import Counters, PendingSession, QosState, diff
 from exporters.hostnic import HostNicReader, NicCounters, NicReadError
 from exporters.probes import ProbeResultError
 from exporters.store import SnapshotStore
@@ -99,6 +99,7 @@ def _one_line(error: BaseException) -> str:
 class SwitchPoll:
     counters: Counters
     drift: int | None
+    sessions: list[PendingSession] | None = None
 
 
 class SwitchPoller:
@@ -127,10 +128,13 @@ class SwitchPoller:
     def _read(self, conn: Connection) -> SwitchPoll:
         drift = None
         actual = None
+        sessions = None
         if self.desired is not None:
+            # Pending sessions first: a drift of 0 means little while one can still roll back.
+            sessions = self.platform.read_sessions(conn)
             actual = self.platform.read_state(conn)
             drift = len(diff(self.name, self.desired, actual, self.platform.managed))
-        return SwitchPoll(self.platform.read_counters(conn, actual), drift)
+        return SwitchPoll(self.platform.read_counters(conn, actual), drift, sessions)
 
     def poll(self) -> SwitchPoll:
         reused = self._conn is not None
@@ -150,7 +154,9 @@ class SwitchPoller:
             raise
 
     def succeeded(self, result: SwitchPoll, duration_s: float) -> None:
-        self.store.update_counters(self.name, result.counters, duration_s, drift=result.drift)
+        self.store.update_counters(
+            self.name, result.counters, duration_s, drift=result.drift, sessions=result.sessions
+        )
 
     def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:
         detail = _one_line(error) if error is not None else f"no answer within {duration_s:.1f} s"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,7 +19,7 @@ from agent import __version__
 from agent.errors import AgentError
 from agent.intent import FabricIntent
 from agent.plan import Plan, build_plan
-from agent.state import Counters
+from agent.state import Counters, PendingSession
 from exporters.hostnic import NicCounters
 from exporters.metrics import CHECK_RESULTS, NIC_ERROR_SOURCES, POLL_ERROR_REASONS
 from exporters.probes import BUCKET_BOUNDS, HostDirectory, ProbeRun, parse_probe_result
@@ -71,6 +71,8 @@ class DeviceView:
     counters: Counters | None = None
     status: DeviceStatus = DeviceStatus()
     drift: int | None = None
+    sessions_pending: int | None = None  # None: never read
+    sessions_oldest_age_s: float | None = None
 
     def interface_names(self) -> list[str]:
         """Fabric ports first (zero-filled until polled), then whatever else the device reports."""
@@ -129,6 +131,14 @@ class Snapshot:
 
 class StoreError(AgentError):
     """An update the store refuses (unknown device, unknown result word)."""
+
+
+def _oldest(sessions: Sequence[PendingSession]) -> float | None:
+    """The oldest pending change's age; 0 with none; None when none of them has an age."""
+    if not sessions:
+        return 0.0
+    ages = [s.age_s for s in sessions if s.age_s is not None]
+    return max(ages) if ages else None
 
 
 def inventory_from_plan(plan: Plan) -> list[SwitchInventory]:
@@ -212,8 +222,10 @@ class SnapshotStore:
         duration_s: float,
         drift: int | None = None,
         at: float | None = None,
+        sessions: Sequence[PendingSession] | None = None,
     ) -> None:
-        """A successful poll: new counters, the device is up."""
+        """A successful poll: new counters, the device is up (and, when read, its pending
+        sessions)."""
         with self._lock:
             view = self._view(device)
             status = replace(
@@ -231,8 +243,12 @@ class SnapshotStore:
                     counters=counters,
                     status=status,
                     drift=drift if drift is not None else view.drift,
+                    sessions_pending=len(sessions) if sessions is not None
+                    else view.sessions_pending,
+                    sessions_oldest_age_s=_oldest(sessions) if sessions is not None
+                    else view.sessions_oldest_age_s,
                 ),
-            )
+            )  # fmt: skip
 
     def record_poll_failure(
         self, device: str, reason: str, duration_s: float, error: str = ""

@@ -486,6 +486,11 @@ def _write_fabric_file(state: LabState, plan: LabPlan) -> None:
         if "mgmt_port" in info
     }
     document = fabric_document(plan, ports)
+    from lab.mgmt.launcher import host_public_key
+
+    for device in document["devices"]:
+        if device["name"] in ports:  # pinned: the agent checks host keys by default
+            device["host_key"] = host_public_key(state.add_dir(f"{device['name']}-mgmt"))
     if state.data["credentials"]["username"] != plan.topology.credentials.username:
         document["defaults"]["username"] = state.data["credentials"]["username"]
     path = state.add_file(FABRIC_FILE)

@@ -60,9 +60,7 @@ echo "(the same report as JUnit for CI: $(grep -c '<testcase' "$STATE_DIR/report
 step "playbook storm-drill: a bounded PFC storm; the watchdog must detect and restore it"
 $AGENT run storm-drill "$FABRIC" --state-dir "$STATE_DIR"
 
-step "audit log ($STATE_DIR/audit.jsonl, one JSON line per change attempt)"
-python3 -c 'import json,sys
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    print(e["time"], e["operator"], e["device"], e["session"], len(e["diff"]), "changes", e["result"])' "$STATE_DIR/audit.jsonl"
+step "audit log: every change attempt (write-ahead intent, then result), none left incomplete"
+$AGENT audit --state-dir "$STATE_DIR"
+$AGENT audit --incomplete --state-dir "$STATE_DIR"
 rm -rf "$STATE_DIR"

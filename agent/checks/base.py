@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agent.intent import Device, FabricIntent
 from agent.plan import DevicePlan, Plan
-from agent.state import Counters, QosState
+from agent.state import Counters, PendingSession, QosState
 
 Status = Literal["success", "failure", "skipped", "error"]
 
@@ -32,6 +32,7 @@ class DeviceData:
     counters: Counters | None = None
     previous: Counters | None = None  # an earlier snapshot, for rates and deltas
     error: str | None = None  # why state/counters are missing
+    sessions: list[PendingSession] | None = None  # not-final changes (None: not read)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from agent.checks.base import (
     CheckResult,
     Collected,
     DeviceData,
+    SwitchCheck,
     SwitchStateCheck,
     expected_actual,
 )
@@ -240,3 +241,23 @@ class ConfigDrift(SwitchStateCheck):
         for item in diff(device.device.name, desired_state(device.plan), device.state):
             where = f"{item.interface} {item.setting}".strip()
             yield expected_actual(where, item.expected, item.actual)
+
+
+class NoPendingSessions(SwitchCheck):
+    """No switch holds a pending change: no unconfirmed commit under a rollback timer, no
+    uncommitted session, checkpoint or write-ahead record left by a run. Expected: none;
+    each one found is a failure naming it, its user, age and when it rolls back (its state
+    is not final, so every other config check read a state that can still change)."""
+
+    check_id = "RC009"
+    categories = ("config", "drift", "sessions")
+
+    def skip_reason(self, device: DeviceData) -> str | None:
+        if device.sessions is None:
+            return device.error or "sessions not collected"
+        return None
+
+    def problems(self, device: DeviceData, data: Collected) -> Iterator[str]:
+        assert device.sessions is not None
+        for session in device.sessions:
+            yield expected_actual("pending change", "none", session.describe())

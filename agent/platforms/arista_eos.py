@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agent.plan import DevicePlan
-from agent.platforms.base import Connection, Platform, PlatformError, Transaction
+from agent.platforms.base import Connection, Platform, PlatformError, Transaction, kill_point
 from agent.state import (
     DSCPS,
     PRIORITIES,
@@ -38,6 +38,7 @@ from agent.state import (
     EcnState,
     InterfaceCounters,
     InterfaceState,
+    PendingSession,
     QosState,
     QueueCounters,
     QueueState,
@@ -435,9 +436,13 @@ class AristaEos(Platform):
 
     @contextmanager
     def transaction(
-        self, conn: Connection, lines: list[str], confirm_timeout_s: int
+        self,
+        conn: Connection,
+        lines: list[str],
+        confirm_timeout_s: int,
+        name: str | None = None,
     ) -> Iterator[Transaction]:
-        txn = Transaction(name=self.session_name(), lines=lines)
+        txn = Transaction(name=name or self.session_name(), lines=lines)
         netmiko = conn.netmiko
         pattern = conn.prompt_pattern
         netmiko.send_command(f"configure session {txn.name}", expect_string=pattern)
@@ -446,6 +451,7 @@ class AristaEos(Platform):
             txn.device_diff = netmiko.send_command(
                 "show session-config diffs", expect_string=pattern
             )
+            kill_point("in-session", conn.device)
             timer = time.strftime("%H:%M:%S", time.gmtime(confirm_timeout_s))
             output = netmiko.send_command(f"commit timer {timer}", expect_string=pattern)
             refusal = conn.refusal(output)
@@ -453,8 +459,13 @@ class AristaEos(Platform):
                 raise PlatformError(f"{conn.device}: commit refused: {refusal}")
             txn.committed = True
         except BaseException:
-            # Not committed: dropping the session leaves the running config untouched.
-            netmiko.send_command("abort", expect_string=pattern)
+            # Not committed as far as we know: dropping the session leaves the running config
+            # untouched. The answer is not trusted (the reply to ``commit timer`` may be what
+            # got lost): the caller re-reads the switch on a fresh connection.
+            try:
+                netmiko.send_command("abort", expect_string=pattern)
+            except Exception as exc:
+                txn.notes.append(f"abort got no good answer: {exc.__class__.__name__}")
             raise
         try:
             yield txn
@@ -463,6 +474,69 @@ class AristaEos(Platform):
                 # Roll back now rather than wait for the timer.
                 netmiko.send_command(f"configure session {txn.name} abort", expect_string=pattern)
                 txn.rolled_back = True
+
+    # ------------------------------------------------------------------ sessions
+
+    # ``show configuration sessions detail | json``: {"sessions": {NAME: {"state":
+    # "pending" | "pendingCommitTimer" | "completed", "user", "terminal",
+    # "commitTimerRemaining" (s), "createdTime" (epoch)}}, "maxSavedSessions",
+    # "maxOpenSessions"}. EOS documents the states, the 24-hour life of an uncommitted session
+    # and the open-session cap (arista.com/um-eos/eos-configure-session, "Configure Session";
+    # ``service configuration session max pending``); the JSON key names for user, terminal
+    # and the timer could not be checked against a recorded EOS reply here, so the parser
+    # also takes them under ``instances`` and treats any missing field as unknown.
+    SESSIONS_COMMAND: ClassVar[str] = "show configuration sessions detail | json"
+
+    def read_sessions(self, conn: Connection) -> list[PendingSession]:
+        return self.sessions_from_json(conn.device, self._json(conn, self.SESSIONS_COMMAND))
+
+    @staticmethod
+    def sessions_from_json(
+        device: str, data: dict[str, Any], now: float | None = None
+    ) -> list[PendingSession]:
+        """Pending sessions from the show's JSON (separate so recorded replies parse)."""
+        now = time.time() if now is None else now
+        found = []
+        for name, entry in sorted((data.get("sessions") or {}).items()):
+            if not isinstance(entry, dict):
+                continue
+            state = str(entry.get("state", ""))
+            if state not in ("pending", "pendingCommitTimer"):
+                continue  # completed sessions are history, not state
+            instance: dict[str, Any] = {}
+            for value in (entry.get("instances") or {}).values():
+                if isinstance(value, dict):
+                    instance = value
+                    break
+            user = entry.get("user") or instance.get("user") or None
+            created = entry.get("createdTime")
+            remaining = entry.get("commitTimerRemaining")
+            found.append(
+                PendingSession(
+                    device=device,
+                    name=str(name),
+                    kind="EOS session",
+                    state=state,
+                    user=str(user) if user else None,
+                    age_s=max(0.0, now - float(created)) if created else None,
+                    rollback_in_s=float(remaining) if remaining is not None else None,
+                    live=state == "pendingCommitTimer",
+                )
+            )
+        return found
+
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        self._session_command(conn, f"configure session {session.name} abort", session)
+
+    def confirm_session(self, conn: Connection, session: PendingSession) -> None:
+        self._session_command(conn, f"configure session {session.name} commit", session)
+
+    @staticmethod
+    def _session_command(conn: Connection, command: str, session: PendingSession) -> None:
+        output = conn.netmiko.send_command(command, expect_string=conn.prompt_pattern)
+        refusal = conn.refusal(output)
+        if refusal:
+            raise PlatformError(f"{conn.device}: {command!r} failed: {refusal}")
 
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         netmiko = conn.netmiko

@@ -9,7 +9,9 @@ confirm (``transaction``).
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -19,7 +21,22 @@ from typing import Any, ClassVar
 
 from agent.errors import AgentError
 from agent.plan import DevicePlan
-from agent.state import Counters, QosState, desired_state
+from agent.state import Counters, PendingSession, QosState, desired_state
+
+KILL_POINTS = ("after-intent", "in-session", "after-commit", "after-confirm", "mid-batch")
+KILL_ENV = "ROCE_AGENT_KILL_AT"
+
+
+def kill_point(point: str, device: str | None = None) -> None:
+    """Fault drills: die here, like ``kill -9`` would, when ``$ROCE_AGENT_KILL_AT`` names
+    this point (``POINT`` or ``POINT@DEVICE``). SIGKILL so nothing (finally blocks, atexit,
+    context managers) gets to clean up: the next run must cope with exactly what is left."""
+    wanted = os.environ.get(KILL_ENV)
+    if not wanted:
+        return
+    name, _, target = wanted.partition("@")
+    if name == point and (not target or target == device):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class PlatformError(AgentError):
@@ -145,18 +162,71 @@ class Platform(ABC):
     @abstractmethod
     @contextmanager
     def transaction(
-        self, conn: Connection, lines: list[str], confirm_timeout_s: int
+        self,
+        conn: Connection,
+        lines: list[str],
+        confirm_timeout_s: int,
+        name: str | None = None,
     ) -> Iterator[Transaction]:
         """Apply ``lines`` so that the device rolls back by itself unless confirmed.
 
-        Yields after the change is live (unconfirmed); the caller verifies and then calls
-        :meth:`confirm`. Leaving the block without confirming rolls the change back.
+        ``name`` is the session/checkpoint name, chosen by the caller so that the write-ahead
+        audit can record it before anything is opened. Yields after the change is live
+        (unconfirmed); the caller verifies and then calls :meth:`confirm`. Leaving the block
+        without confirming rolls the change back.
         """
+
+    # Pending transactions. The default (no way to list them) reports none; platforms that
+    # have sessions, checkpoints or rollback timers override all three.
+    def read_sessions(self, conn: Connection) -> list[PendingSession]:
+        """Every change on the device that is not final yet (see :class:`PendingSession`)."""
+        return []
+
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        """Drop a pending change (roll a live one back now)."""
+        raise PlatformError(
+            f"{conn.device}: {self.name} cannot abort {session.describe()} from the agent"
+        )
+
+    def confirm_session(self, conn: Connection, session: PendingSession) -> None:
+        """Make a live pending change permanent."""
+        raise PlatformError(
+            f"{conn.device}: {self.name} cannot confirm {session.describe()} from the agent"
+        )
 
     @abstractmethod
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         """Make a live change permanent."""
 
     @staticmethod
+    def age_from_name(name: str, now: float | None = None) -> float | None:
+        """Age of a ``roce-agent-YYYYmmdd-HHMMSS-mmm`` name (the agent's local clock), for NOSes
+        that do not report when a checkpoint was made; None for other names."""
+        match = re.fullmatch(r"roce-agent-(\d{8}-\d{6})-\d{3}", name)
+        if match is None:
+            return None
+        made = time.mktime(time.strptime(match.group(1), "%Y%m%d-%H%M%S"))
+        return max(0.0, (time.time() if now is None else now) - made)
+
+    @staticmethod
     def session_name(prefix: str = "roce-agent") -> str:
         return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"
+
+
+class CheckpointPlatform(Platform):
+    """A NOS whose transaction is a named checkpoint (NX-OS, SONiC): a pending change is
+    settled by rolling back to that checkpoint or by confirming (saving) the running config.
+    Subclasses implement :meth:`rollback_to`."""
+
+    @abstractmethod
+    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
+        """Roll back to ``txn``'s checkpoint; set ``txn.rolled_back`` or add notes why not."""
+
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        txn = Transaction(name=session.name, lines=[])
+        self.rollback_to(conn, txn)
+        if not txn.rolled_back:
+            raise PlatformError(f"{conn.device}: {'; '.join(txn.notes)}")
+
+    def confirm_session(self, conn: Connection, session: PendingSession) -> None:
+        self.confirm(conn, Transaction(name=session.name, lines=[]))

@@ -51,7 +51,14 @@ from typing import Any, ClassVar
 
 from agent.plan import DevicePlan
 from agent.platforms._common import majority, natural_key, watchdog_multiples
-from agent.platforms.base import ConfigRejected, Connection, Platform, PlatformError, Transaction
+from agent.platforms.base import (
+    CheckpointPlatform,
+    ConfigRejected,
+    Connection,
+    PlatformError,
+    Transaction,
+    kill_point,
+)
 from agent.state import (
     DSCPS,
     PRIORITIES,
@@ -59,6 +66,7 @@ from agent.state import (
     EcnState,
     InterfaceCounters,
     InterfaceState,
+    PendingSession,
     QosState,
     QueueCounters,
     QueueState,
@@ -122,7 +130,7 @@ def class_blocks(children: list[str]) -> dict[str, list[str]]:
     return blocks
 
 
-class CiscoNxos(Platform):
+class CiscoNxos(CheckpointPlatform):
     name: ClassVar[str] = "cisco_nxos"
     netmiko_device_type: ClassVar[str] = "cisco_nxos"
     managed: ClassVar[frozenset[str]] = frozenset(
@@ -517,10 +525,14 @@ class CiscoNxos(Platform):
 
     @contextmanager
     def transaction(
-        self, conn: Connection, lines: list[str], confirm_timeout_s: int
+        self,
+        conn: Connection,
+        lines: list[str],
+        confirm_timeout_s: int,
+        name: str | None = None,
     ) -> Iterator[Transaction]:
         # confirm_timeout_s is not enforced by the switch: the checkpoint flow has no timer.
-        txn = Transaction(name=self.session_name(), lines=lines)
+        txn = Transaction(name=name or self.session_name(), lines=lines)
         output = conn.show(f"checkpoint {txn.name}")
         if conn.refusal(output) or "error" in output.lower():
             raise ConfigRejected(f"{conn.device}: checkpoint {txn.name} failed: {output.strip()}")
@@ -528,20 +540,20 @@ class CiscoNxos(Platform):
             conn.send_lines(["configure terminal"])
             try:
                 txn.device_diff = conn.send_lines(lines)
+                kill_point("in-session", conn.device)
             finally:
                 conn.send_lines(["end"])
             txn.committed = True
         except BaseException:
-            self._rollback(conn, txn)
+            self.rollback_to(conn, txn)
             raise
         try:
             yield txn
         finally:
             if not txn.confirmed:
-                self._rollback(conn, txn)
+                self.rollback_to(conn, txn)
 
-    @staticmethod
-    def _rollback(conn: Connection, txn: Transaction) -> None:
+    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
         output = conn.show(f"rollback running-config checkpoint {txn.name}")
         if "completed successfully" in output.lower() or not (
             conn.refusal(output) or "error" in output.lower()
@@ -550,6 +562,45 @@ class CiscoNxos(Platform):
         else:
             txn.notes.append(f"rollback to checkpoint {txn.name} failed: {output.strip()[:200]}")
         conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
+
+    # ------------------------------------------------------------------ pending checkpoints
+
+    # NX-OS has no commit timer: a ``roce-agent-*`` checkpoint that still exists is a run that
+    # never reached its confirm or rollback (both delete it), so its change may be live and
+    # nothing will undo it by itself. ``show checkpoint summary`` lists user checkpoints as
+    # ``N) NAME:`` / ``Created by USER`` / ``Created at Mon, 10:15:00 23 Nov 2026`` (Cisco
+    # Nexus 9000 "Configuration Rollback" guide, show checkpoint summary).
+    CHECKPOINTS_COMMAND: ClassVar[str] = "show checkpoint summary user"
+
+    def read_sessions(self, conn: Connection) -> list[PendingSession]:
+        return self.sessions_from_text(conn.device, conn.show(self.CHECKPOINTS_COMMAND))
+
+    @classmethod
+    def sessions_from_text(
+        cls, device: str, text: str, now: float | None = None
+    ) -> list[PendingSession]:
+        found = []
+        for match in re.finditer(
+            r"^\s*\d+\)\s+(\S+?):\s*$(?P<body>(?:\n(?!\s*\d+\)).*)*)", text, re.M
+        ):
+            name, body = match.group(1), match.group("body")
+            if not name.startswith("roce-agent-"):
+                continue  # other checkpoints are snapshots, not unfinished changes
+            user = re.search(r"Created by (\S+)", body)
+            found.append(
+                PendingSession(
+                    device=device,
+                    name=name,
+                    kind="NX-OS checkpoint",
+                    state="checkpoint",
+                    user=user.group(1) if user else None,
+                    age_s=cls.age_from_name(name, now),
+                    rollback_in_s=None,
+                    live=True,
+                    rolls_back=False,  # NX-OS has no commit timer
+                )
+            )
+        return found
 
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         output = conn.show("copy running-config startup-config")

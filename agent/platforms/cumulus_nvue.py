@@ -44,6 +44,7 @@ read_counters parses ``nv show interface <if> counters qos -o json`` and ``nv sh
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,7 +59,7 @@ from agent.platforms._common import (
     run_checked,
     watchdog_multiples,
 )
-from agent.platforms.base import Connection, Platform, PlatformError, Transaction
+from agent.platforms.base import Connection, Platform, PlatformError, Transaction, kill_point
 from agent.state import (
     DSCPS,
     PRIORITIES,
@@ -66,6 +67,7 @@ from agent.state import (
     EcnState,
     InterfaceCounters,
     InterfaceState,
+    PendingSession,
     QosState,
     QueueCounters,
     QueueState,
@@ -463,13 +465,18 @@ class CumulusNvue(Platform):
 
     @contextmanager
     def transaction(
-        self, conn: Connection, lines: list[str], confirm_timeout_s: int
+        self,
+        conn: Connection,
+        lines: list[str],
+        confirm_timeout_s: int,
+        name: str | None = None,
     ) -> Iterator[Transaction]:
-        txn = Transaction(name=self.session_name(), lines=lines)
+        txn = Transaction(name=name or self.session_name(), lines=lines)
         try:
             for line in lines:
                 run_checked(conn, line)
             txn.device_diff = conn.show("nv config diff")
+            kill_point("in-session", conn.device)
             run_checked(conn, f"nv config apply --confirm {confirm_timeout_s}s -y")
             txn.committed = True
         except BaseException:
@@ -484,6 +491,45 @@ class CumulusNvue(Platform):
                 txn.rolled_back = True
                 if "error" in output.lower():
                     txn.notes.append(f"explicit rollback failed, timer will: {output.strip()}")
+
+    # ------------------------------------------------------------------ pending revisions
+
+    # Two kinds: an applied revision waiting for ``--confirm-yes`` (``nv config apply
+    # --confirm-status`` "shows the amount of time left before the automatic rollback",
+    # NVUE reference, Config Commands), and set/unset edits not applied yet (``nv config
+    # diff`` non-empty: "configuration that is set and unset but not yet applied", NVUE
+    # Common Options, --pending). The exact wording of --confirm-status was not available;
+    # any time span in it is read as the time left, and no time span as nothing pending.
+    def read_sessions(self, conn: Connection) -> list[PendingSession]:
+        return self.sessions_from_text(
+            conn.device, conn.show("nv config apply --confirm-status"), conn.show("nv config diff")
+        )
+
+    @staticmethod
+    def sessions_from_text(device: str, status: str, staged: str) -> list[PendingSession]:
+        found = []
+        spans = re.findall(
+            r"(\d+)\s*(h|hours?|m|min|minutes?|s|sec|seconds?)\b", status, flags=re.I
+        )
+        if spans:
+            scale = {"h": 3600, "m": 60, "s": 1}
+            left = sum(int(value) * scale[unit[0].lower()] for value, unit in spans)
+            found.append(
+                PendingSession(device, "applied revision", "NVUE revision",
+                               "waiting for --confirm-yes", rollback_in_s=float(left), live=True)
+            )  # fmt: skip
+        if staged.strip() and staged.strip() not in ("{}", "[]"):
+            found.append(
+                PendingSession(device, "pending revision", "NVUE revision",
+                               "set, not applied", live=False)
+            )  # fmt: skip
+        return found
+
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        conn.show("nv config apply --confirm-no" if session.live else "nv config detach")
+
+    def confirm_session(self, conn: Connection, session: PendingSession) -> None:
+        run_checked(conn, "nv config apply --confirm-yes")
 
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         run_checked(conn, "nv config apply --confirm-yes")

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from agent.plan import DevicePlan, NicPlan
 from agent.platforms._common import changed_dscps, run_checked
-from agent.platforms.base import Connection, Platform, PlatformError, Transaction
+from agent.platforms.base import Connection, Platform, PlatformError, Transaction, kill_point
 from agent.state import (
     DSCPS,
     PRIORITIES,
@@ -172,14 +172,18 @@ class LinuxHost(Platform):
 
     @contextmanager
     def transaction(
-        self, conn: Connection, lines: list[str], confirm_timeout_s: int
+        self,
+        conn: Connection,
+        lines: list[str],
+        confirm_timeout_s: int,
+        name: str | None = None,
     ) -> Iterator[Transaction]:
         if not self.apply_hosts:
             raise PlatformError(
                 f"{conn.device}: changing host NICs is opt-in; build the platform with "
                 "LinuxHost(apply_hosts=True) to apply mlnx_qos and DCQCN settings to real hosts"
             )
-        txn = Transaction(name=self.session_name(), lines=lines)
+        txn = Transaction(name=name or self.session_name(), lines=lines)
         before = self.read_state(conn)
         sysfs = {
             name: conn.show(f"sudo grep -r . /sys/class/net/{name}/ecn")
@@ -189,6 +193,7 @@ class LinuxHost(Platform):
             for line in lines:
                 # Make a failing command print a refusal the checks recognise.
                 run_checked(conn, f"{line} || echo '{FAILED}'")
+                kill_point("in-session", conn.device)
             txn.committed = True
         except BaseException:
             self._restore(conn, txn, before, sysfs)

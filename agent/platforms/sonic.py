@@ -42,6 +42,7 @@ the expected outputs in sonic-utilities' tests (``tests/pfcstat_test.py``,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -54,7 +55,13 @@ from agent.platforms._common import (
     run_checked,
     text_tables,
 )
-from agent.platforms.base import Connection, Platform, PlatformError, Transaction
+from agent.platforms.base import (
+    CheckpointPlatform,
+    Connection,
+    PlatformError,
+    Transaction,
+    kill_point,
+)
 from agent.state import (
     DSCPS,
     PRIORITIES,
@@ -62,6 +69,7 @@ from agent.state import (
     EcnState,
     InterfaceCounters,
     InterfaceState,
+    PendingSession,
     QosState,
     QueueCounters,
     QueueState,
@@ -154,7 +162,7 @@ class _Patch:
         return json.dumps(ordered, indent=2).splitlines()
 
 
-class Sonic(Platform):
+class Sonic(CheckpointPlatform):
     name: ClassVar[str] = "sonic"
     netmiko_device_type: ClassVar[str] = "linux"
     # Everything in the normalized model is configured and read back from CONFIG_DB.
@@ -502,14 +510,19 @@ class Sonic(Platform):
 
     @contextmanager
     def transaction(
-        self, conn: Connection, lines: list[str], confirm_timeout_s: int
+        self,
+        conn: Connection,
+        lines: list[str],
+        confirm_timeout_s: int,
+        name: str | None = None,
     ) -> Iterator[Transaction]:
-        txn = Transaction(name=self.session_name(), lines=lines)
+        txn = Transaction(name=name or self.session_name(), lines=lines)
         patch_file = f"/tmp/{txn.name}.json"
         run_checked(conn, f"sudo config checkpoint {txn.name}", "Checkpoint created successfully")
         try:
             # A quoted heredoc: the shell expands nothing inside the JSON.
             conn.send_lines([f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END])
+            kill_point("in-session", conn.device)
             txn.device_diff = run_checked(
                 conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully"
             )
@@ -522,16 +535,15 @@ class Sonic(Platform):
         except BaseException:
             # GCU leaves a half-applied patch in place when it fails (it does no recovery of
             # its own), so a refused patch is rolled back to the checkpoint too.
-            self._rollback(conn, txn)
+            self.rollback_to(conn, txn)
             raise
         try:
             yield txn
         finally:
             if not txn.confirmed:
-                self._rollback(conn, txn)
+                self.rollback_to(conn, txn)
 
-    @staticmethod
-    def _rollback(conn: Connection, txn: Transaction) -> None:
+    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
         # Every step is attempted: a failed rollback is recorded in the transaction's notes
         # rather than hiding the error that caused it.
         conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
@@ -543,6 +555,60 @@ class Sonic(Platform):
         conn.show(f"sudo config delete-checkpoint {txn.name}")
         conn.show(f"rm -f /tmp/{txn.name}.json")
 
+    # ------------------------------------------------------------------ pending checkpoints
+
+    # A ``roce-agent-*`` GCU checkpoint exists from before the patch until the confirm or the
+    # rollback deletes it; its ``NAME-rollback.timer`` (systemd-run) is the commit timer.
+    # ``config list-checkpoints`` prints the names as a JSON list (sonic-utilities GCU);
+    # ``systemctl list-timers --all --plain --no-legend`` prints one line per timer with its
+    # time left (``… 4min 31s left …``), or ``n/a`` once it has fired (systemd list-timers).
+    CHECKPOINTS_COMMAND: ClassVar[str] = "sudo config list-checkpoints"
+    TIMERS_COMMAND: ClassVar[str] = (
+        "systemctl list-timers --all --plain --no-legend 'roce-agent-*-rollback.timer'"
+    )
+
+    def read_sessions(self, conn: Connection) -> list[PendingSession]:
+        return self.sessions_from_text(
+            conn.device, conn.show(self.CHECKPOINTS_COMMAND), conn.show(self.TIMERS_COMMAND)
+        )
+
+    @classmethod
+    def sessions_from_text(
+        cls, device: str, checkpoints: str, timers: str, now: float | None = None
+    ) -> list[PendingSession]:
+        try:
+            names = json.loads(checkpoints or "[]")
+        except json.JSONDecodeError:
+            raise PlatformError(
+                f"{device}: 'config list-checkpoints' did not return JSON: {checkpoints[:200]}"
+            ) from None
+        left: dict[str, float] = {}
+        for line in timers.splitlines():
+            unit = re.search(r"(roce-agent-\S+)-rollback\.timer", line)
+            remaining = re.search(r"((?:\d+(?:\.\d+)?\s*(?:h|min|s|ms|us)\s*)+)left", line)
+            if unit and remaining:
+                left[unit.group(1)] = timespan_s(remaining.group(1))
+        found = []
+        for name in names if isinstance(names, list) else []:
+            if not isinstance(name, str) or not name.startswith("roce-agent-"):
+                continue
+            timer = left.get(name)
+            found.append(
+                PendingSession(
+                    device=device,
+                    name=name,
+                    kind="SONiC checkpoint",
+                    state="rollback timer running" if timer is not None else "checkpoint",
+                    age_s=cls.age_from_name(name, now),
+                    rollback_in_s=timer,
+                    # Without a timer the patch may or may not be in: treat it as live (only
+                    # a rollback to the checkpoint or a confirm settles it).
+                    live=True,
+                    rolls_back=timer is not None,
+                )
+            )
+        return found
+
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
         run_checked(conn, "sudo config save -y")
@@ -551,6 +617,15 @@ class Sonic(Platform):
             conn, f"sudo config delete-checkpoint {txn.name}", "Checkpoint deleted successfully"
         )
         conn.show(f"rm -f /tmp/{txn.name}.json")
+
+
+def timespan_s(text: str) -> float:
+    """systemd's ``1h 4min 31.5s`` -> seconds."""
+    scale = {"h": 3600.0, "min": 60.0, "s": 1.0, "ms": 0.001, "us": 0.000001}
+    return sum(
+        float(value) * scale[unit]
+        for value, unit in re.findall(r"(\d+(?:\.\d+)?)\s*(h|min|ms|us|s)\b", text)
+    )
 
 
 def _strip_reference(name: str) -> str:

@@ -7,10 +7,18 @@ same priority) and storms (a continuous pause longer than a threshold).
 
 It works on raw frames and timestamps only, so a capture taken with tcpdump on a host gives the
 same numbers as the live receiver.
+
+State is bounded whatever the input, because the live receiver accepts frames from anyone on
+UDP 4791 and a capture can be crafted: at most ``max_flows`` QPs are tracked (frames of
+further flows are counted as ``untracked_frames``), and missing PSNs are kept as ranges, at
+most ``MAX_RANGES_PER_QP`` per QP and ``max_missing_ranges`` in all. A range given up to a cap
+is counted as lost at once, as a gap over ``MAX_GAP`` always was; a late packet from it is then
+counted as a duplicate. Every overflow is reported, none is fatal.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,13 +37,49 @@ from agent.probes.packets import (
 PSN_MODULO = 1 << 24
 # A jump this large is a new stream (or a restarted sender), not a gap of lost packets.
 MAX_GAP = 1 << 20
+DEFAULT_MAX_FLOWS = 65_536
+MAX_RANGES_PER_QP = 1024
+DEFAULT_MAX_MISSING_RANGES = 1 << 18  # ≈ 20 MB of range bookkeeping at most
+VLAN_ETHERTYPES = (b"\x81\x00", b"\x88\xa8", b"\x91\x00")  # 802.1Q, 802.1ad, legacy QinQ
+MAX_VLAN_TAGS = 2
+MAX_STORMS_LISTED = 1024
 LATENCY_BUCKETS_S = (
     0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
     0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
 
 
-@dataclass
+class RangeBudget:
+    """Missing-PSN ranges all QPs of one analyser may hold together."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self) -> bool:
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
+
+    def give_back(self) -> None:
+        self.used -= 1
+
+
+def untag(frame: bytes) -> tuple[bytes, int | None]:
+    """Strip up to two VLAN tags (802.1Q, 802.1ad QinQ); returns the frame and the inner PCP."""
+    pcp = None
+    for _ in range(MAX_VLAN_TAGS):
+        if frame[12:14] not in VLAN_ETHERTYPES or len(frame) < 18:
+            break
+        pcp = frame[14] >> 5
+        frame = frame[:12] + frame[16:]
+    return frame, pcp
+
+
+@dataclass(slots=True)  # one per tracked QP, up to max_flows of them
 class QpStats:
     """Counters of one flow, keyed by (source IP, destination IP, destination QP)."""
 
@@ -58,29 +102,85 @@ class QpStats:
     latency_min_s: float | None = None
     latency_max_s: float | None = None
     latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
-    _missing: set[int] = field(default_factory=set, repr=False)
+    pcp: int | None = None
+    missing_overflow: int = 0  # missing-PSN ranges given up to a cap (counted as lost)
+    budget: RangeBudget | None = field(default=None, repr=False, compare=False)
+    # Missing numbers as sorted, disjoint, inclusive ranges [_starts[i], _ends[i]]: memory is
+    # O(ranges), not O(gap), and a late packet is found by bisection.
+    _starts: list[int] = field(default_factory=list, repr=False)
+    _ends: list[int] = field(default_factory=list, repr=False)
+    _missing_count: int = field(default=0, repr=False)
 
     def track(self, number: int) -> None:
         """Account one packet with sequence (or unwrapped PSN) ``number``."""
         self.received += 1
-        if self.highest is None:
+        highest = self.highest
+        if highest is None:
             self.highest = self.first = number
             return
-        if number == self.highest + 1:
+        if number == highest + 1:
             self.highest = number
-        elif number > self.highest:
-            gap = number - self.highest - 1
+        elif number > highest:
+            gap = number - highest - 1
             if gap > MAX_GAP:
                 self.lost += gap  # counted at once: too large to wait for late arrivals
             else:
-                self._missing.update(range(self.highest + 1, number))
+                self._add_range(highest + 1, number - 1)
             self.highest = number
-        elif number in self._missing:
-            self._missing.discard(number)
+        elif self._starts and self._fill(number):
             self.reordered += 1
         else:
             self.duplicates += 1
             self.received -= 1
+
+    def _add_range(self, start: int, end: int) -> None:
+        budget = self.budget
+        if budget is not None and not budget.take():
+            self.lost += end - start + 1
+            self.missing_overflow += 1
+            return
+        self._starts.append(start)
+        self._ends.append(end)
+        self._missing_count += end - start + 1
+        if len(self._starts) > MAX_RANGES_PER_QP:
+            self._give_up_oldest()
+
+    def _give_up_oldest(self) -> None:
+        start, end = self._starts.pop(0), self._ends.pop(0)
+        self._missing_count -= end - start + 1
+        self.lost += end - start + 1
+        self.missing_overflow += 1
+        if self.budget is not None:
+            self.budget.give_back()
+
+    def _fill(self, number: int) -> bool:
+        """Remove ``number`` from the missing ranges; False if it was not missing."""
+        starts, ends = self._starts, self._ends
+        index = bisect_right(starts, number) - 1
+        if index < 0 or number > ends[index]:
+            return False
+        start, end = starts[index], ends[index]
+        self._missing_count -= 1
+        if start == end:
+            del starts[index], ends[index]
+            if self.budget is not None:
+                self.budget.give_back()
+        elif number == start:
+            starts[index] = number + 1
+        elif number == end:
+            ends[index] = number - 1
+        else:  # split in two: one more range, under the same caps
+            ends[index] = number - 1
+            if self.budget is not None and not self.budget.take():
+                self._missing_count -= end - number
+                self.lost += end - number
+                self.missing_overflow += 1
+                return True
+            starts.insert(index + 1, number + 1)
+            ends.insert(index + 1, end)
+            if len(starts) > MAX_RANGES_PER_QP:
+                self._give_up_oldest()
+        return True
 
     def observe_latency(self, seconds: float) -> None:
         self.latency_count += 1
@@ -99,11 +199,15 @@ class QpStats:
 
     @property
     def missing(self) -> int:
-        return len(self._missing)
+        return self._missing_count
+
+    @property
+    def missing_ranges(self) -> int:
+        return len(self._starts)
 
     def total_lost(self, sent: int | None = None) -> int:
         """Gaps never filled, plus the tail the receiver never saw when ``sent`` is known."""
-        lost = self.lost + len(self._missing)
+        lost = self.lost + self._missing_count
         if sent is not None and self.uses_sequence and self.highest is not None:
             lost += max(0, sent - 1 - self.highest)
         elif sent is not None and self.highest is None:
@@ -116,6 +220,7 @@ class QpStats:
             "dst_ip": self.dst_ip,
             "qpn": self.qpn,
             "dscp": self.dscp,
+            "pcp": self.pcp,
             "received": self.received,
             "lost": self.total_lost(sent),
             "reordered": self.reordered,
@@ -123,6 +228,7 @@ class QpStats:
             "ce_marked": self.ce_marked,
             "cnps": self.cnps,
             "icrc_errors": self.icrc_errors,
+            "missing_overflow": self.missing_overflow,
             "latency": {
                 "count": self.latency_count,
                 "min_s": self.latency_min_s,
@@ -136,22 +242,49 @@ class QpStats:
 
 
 class RoceAnalyzer:
-    """Feeds frames into per-QP statistics."""
+    """Feeds frames into per-QP statistics, tracking at most ``max_flows`` flows.
 
-    def __init__(self) -> None:
+    ``sources``, when given, is the set of IPv4 sources expected to send: frames from any other
+    source are counted as ``foreign_frames`` and never create state.
+    """
+
+    def __init__(
+        self,
+        max_flows: int = DEFAULT_MAX_FLOWS,
+        sources: Iterable[str] | None = None,
+        max_missing_ranges: int = DEFAULT_MAX_MISSING_RANGES,
+    ) -> None:
+        if max_flows < 1:
+            raise ValueError(f"max_flows must be at least 1, got {max_flows}")
         self.flows: dict[tuple[str, str, int], QpStats] = {}
         self.invalid = 0
         self.frames = 0
+        self.max_flows = max_flows
+        self.untracked_frames = 0
+        self.foreign_frames = 0
+        self.sources = frozenset(sources) if sources is not None else None
+        self.budget = RangeBudget(max_missing_ranges)
 
-    def _flow(self, view: RoceView) -> QpStats:
+    def _flow(self, view: RoceView) -> QpStats | None:
         key = (view.src_ip, view.dst_ip, view.qpn)
         stats = self.flows.get(key)
         if stats is None:
-            stats = self.flows[key] = QpStats(view.src_ip, view.dst_ip, view.qpn)
+            if self.sources is not None and view.src_ip not in self.sources:
+                self.foreign_frames += 1
+                return None
+            if len(self.flows) >= self.max_flows:
+                self.untracked_frames += 1
+                return None
+            stats = self.flows[key] = QpStats(
+                view.src_ip, view.dst_ip, view.qpn, budget=self.budget
+            )
         return stats
 
-    def feed(self, frame: bytes, now_ns: int | None = None) -> RoceView | None:
-        """Account one frame; returns its parsed view when it was valid RoCEv2 data."""
+    def feed(
+        self, frame: bytes, now_ns: int | None = None, pcp: int | None = None
+    ) -> RoceView | None:
+        """Account one frame; returns its parsed view when it was valid RoCEv2 data of a
+        tracked flow (None for untracked or foreign flows: they only count)."""
         try:
             view = parse_roce(frame)
         except MalformedFrame:
@@ -161,6 +294,8 @@ class RoceAnalyzer:
             return None
         self.frames += 1
         stats = self._flow(view)
+        if stats is None:
+            return None
         if not view.icrc_valid:
             stats.icrc_errors += 1  # counted, never trusted for sequence tracking
             return None
@@ -168,6 +303,8 @@ class RoceAnalyzer:
             stats.cnps += 1
             return view
         stats.dscp = view.dscp
+        if pcp is not None:
+            stats.pcp = pcp
         if view.ecn == ECN_CE:
             stats.ce_marked += 1
         if view.seq is not None:
@@ -202,9 +339,42 @@ class RoceAnalyzer:
                 "ce_marked",
                 "cnps",
                 "icrc_errors",
+                "missing_overflow",
             )
         }
-        return {"flows": flows, "totals": {**totals, "invalid": self.invalid}}
+        return {
+            "flows": flows,
+            "totals": {
+                **totals,
+                "invalid": self.invalid,
+                "untracked_frames": self.untracked_frames,
+                "foreign_frames": self.foreign_frames,
+            },
+            "max_flows": self.max_flows,
+            "flows_overflow": self.untracked_frames > 0,
+            "warnings": self.warnings(totals["missing_overflow"]),
+        }
+
+    def warnings(self, missing_overflow: int | None = None) -> list[str]:
+        """One line per bound that was hit; the counts stay exact, the detail is what is lost."""
+        if missing_overflow is None:
+            missing_overflow = sum(s.missing_overflow for s in self.flows.values())
+        out = []
+        if self.untracked_frames:
+            out.append(
+                f"flow cap reached: {self.max_flows} flows tracked, {self.untracked_frames} "
+                "frames of further flows counted as untracked_frames (raise --max-flows)"
+            )
+        if self.foreign_frames:
+            out.append(
+                f"{self.foreign_frames} frames from unexpected sources ignored (foreign_frames)"
+            )
+        if missing_overflow:
+            out.append(
+                f"missing-PSN bookkeeping full: {missing_overflow} gaps counted as lost at once; "
+                "packets from them arriving later count as duplicates"
+            )
+        return out
 
 
 @dataclass
@@ -237,7 +407,8 @@ class PriorityPause:
         if not self._storm_seen and stop - self._start >= storm_after_s:
             self.storms += 1
             self._storm_seen = True
-            self.time_to_detect_s.append(round(stop - self._start, 9))
+            if len(self.time_to_detect_s) < MAX_STORMS_LISTED:  # a crafted capture has millions
+                self.time_to_detect_s.append(round(stop - self._start, 9))
         if self._until <= at:
             self._start = self._until = None
             self._storm_seen = False
@@ -301,12 +472,21 @@ class PfcAnalyzer:
 
 
 def analyze_frames(
-    frames: Iterable[tuple[float, bytes]], speed_bps: int, storm_after_s: float = 0.2
+    frames: Iterable[tuple[float, bytes]],
+    speed_bps: int,
+    storm_after_s: float = 0.2,
+    max_flows: int = DEFAULT_MAX_FLOWS,
 ) -> dict[str, Any]:
-    """Offline analysis of (timestamp, frame) pairs: RoCE flows and PFC per priority."""
-    roce = RoceAnalyzer()
+    """Offline analysis of (timestamp, frame) pairs: RoCE flows and PFC per priority.
+
+    VLAN tags are stripped first (the PCP of a flow is reported); PFC frames are never tagged.
+    """
+    roce = RoceAnalyzer(max_flows=max_flows)
     pfc = PfcAnalyzer(speed_bps, storm_after_s)
     for at, frame in frames:
+        pcp = None
+        if frame[12:14] in VLAN_ETHERTYPES:
+            frame, pcp = untag(frame)
         if pfc.feed(frame, at) is None:
-            roce.feed(frame, int(at * 1e9))
+            roce.feed(frame, int(at * 1e9), pcp)
     return {"roce": roce.result(), "pfc": pfc.result()}

@@ -11,10 +11,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.cli_support import handle_errors
+from agent.cli_support import FiniteFloat, handle_errors
 from agent.errors import AgentError
 from agent.units import UnitError, parse_speed
 
+# nan, inf, 0 and negatives are refused: a probe of nan seconds never ends.
+SECONDS = FiniteFloat(0, 86400, min_open=True)
+PACKETS_PER_S = FiniteFloat(0, 1e7, min_open=True)
+
+TABLE_MAX_FLOWS = 1000
 OUTPUT = click.option(
     "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
@@ -77,7 +82,7 @@ def group() -> None:
 @click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
 @click.option("--to", "to", required=True, help="Receiving host.")
 @click.option("--from", "senders", required=True, help="Sending hosts, comma separated.")
-@click.option("--duration", type=float, default=3.0, show_default=True, help="Seconds.")
+@click.option("--duration", type=SECONDS, default=3.0, show_default=True, help="Seconds.")
 @click.option("--rate", callback=_speed, help="Per-sender rate (default: line rate).")
 @click.option("--size", type=int, default=1000, show_default=True, help="Payload bytes.")
 @click.option("--no-dcqcn", is_flag=True, help="Senders ignore CNPs (no reaction point).")
@@ -99,7 +104,7 @@ def incast(
 @group.command()
 @click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
 @click.option("--hosts", help="Hosts to include, comma separated (default: all).")
-@click.option("--duration", type=float, default=3.0, show_default=True)
+@click.option("--duration", type=SECONDS, default=3.0, show_default=True)
 @click.option("--rate", callback=_speed, default="1M", show_default=True)
 @OUTPUT
 @handle_errors
@@ -116,8 +121,8 @@ def pairwise(fabric: Path, hosts: str | None, duration: float, rate: int, output
 @group.command()
 @click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
 @click.option("--host", required=True, help="Host that injects the storm into its switch port.")
-@click.option("--duration", type=float, default=2.0, show_default=True)
-@click.option("--rate", "rate_pps", type=float, default=200.0, show_default=True,
+@click.option("--duration", type=SECONDS, default=2.0, show_default=True)
+@click.option("--rate", "rate_pps", type=PACKETS_PER_S, default=200.0, show_default=True,
               help="XOFF frames per second.")  # fmt: skip
 @click.option("--traffic-from", help="Host that sends to --host during the storm.")
 @OUTPUT
@@ -150,7 +155,7 @@ def _worker(role: str, spec: dict[str, Any], output: str) -> None:
 @click.option("--rate", callback=_speed, required=True)
 @click.option("--link-speed", callback=_speed, required=True, help="Speed of --interface.")
 @click.option("--count", type=int)
-@click.option("--duration", type=float)
+@click.option("--duration", type=SECONDS)
 @click.option("--size", type=int, default=1000, show_default=True)
 @click.option("--dscp", type=int, default=26, show_default=True)
 @click.option("--priority", type=int, default=3, show_default=True)
@@ -167,26 +172,34 @@ def send(output: str, **spec: Any) -> None:
 
 @group.command()
 @click.option("--interface", "ifname", required=True)
-@click.option("--duration", type=float, required=True)
+@click.option("--duration", type=SECONDS, required=True)
 @click.option("--link-speed", callback=_speed, required=True)
 @click.option("--no-cnp", is_flag=True, help="Do not answer CE marks with CNPs.")
+@click.option("--sender", "senders", multiple=True,
+              help="IPv4 source to track (repeatable); others are only counted.")  # fmt: skip
+@click.option("--max-flows", type=click.IntRange(min=1), default=65_536, show_default=True,
+              help="QPs tracked at most; frames of further flows are only counted.")  # fmt: skip
 @OUTPUT
 @handle_errors
-def receive(ifname: str, duration: float, link_speed: int, no_cnp: bool, output: str) -> None:
+def receive(
+    ifname: str, duration: float, link_speed: int, no_cnp: bool, senders: tuple[str, ...],
+    max_flows: int, output: str,
+) -> None:  # fmt: skip
     """Receive RoCEv2 on this host: per-QP loss, reorder, CE, ICRC, latency; send CNPs."""
     _worker(
         "receive",
         {"ifname": ifname, "duration_s": duration, "link_speed_bps": link_speed,
-         "notification_point": not no_cnp},
+         "notification_point": not no_cnp, "senders": list(senders) or None,
+         "max_flows": max_flows},
         output,
     )  # fmt: skip
 
 
 @group.command("sniff-pfc")
 @click.option("--interface", "interfaces", multiple=True, required=True)
-@click.option("--duration", type=float, required=True)
+@click.option("--duration", type=SECONDS, required=True)
 @click.option("--link-speed", callback=_speed, required=True)
-@click.option("--storm-after", type=float, default=0.2, show_default=True, help="Seconds.")
+@click.option("--storm-after", type=SECONDS, default=0.2, show_default=True, help="Seconds.")
 @OUTPUT
 @handle_errors
 def sniff_pfc(
@@ -205,28 +218,56 @@ def sniff_pfc(
 @click.argument("capture", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--link-speed", callback=_speed, default="100G", show_default=True,
               help="Link speed the capture was taken at (for PFC paused time).")  # fmt: skip
-@click.option("--storm-after", type=float, default=0.2, show_default=True, help="Seconds.")
+@click.option("--storm-after", type=SECONDS, default=0.2, show_default=True, help="Seconds.")
+@click.option("--max-flows", type=click.IntRange(min=1), default=65_536, show_default=True,
+              help="QPs tracked at most; frames of further flows are only counted.")  # fmt: skip
 @OUTPUT
 @handle_errors
-def analyze(capture: Path, link_speed: int, storm_after: float, output: str) -> None:
-    """Analyze a tcpdump capture: per-QP loss, reorder, CE, CNPs, ICRC errors; PFC per priority."""
-    from agent.probes.analysis import analyze_frames
-    from agent.probes.pcap import read_frames
+def analyze(
+    capture: Path, link_speed: int, storm_after: float, max_flows: int, output: str
+) -> None:
+    """Analyze a tcpdump capture: per-QP loss, reorder, CE, CNPs, ICRC errors; PFC per priority.
 
-    result = analyze_frames(read_frames(capture), link_speed, storm_after)
+    pcap and pcapng; Ethernet, Linux cooked (SLL, SLL2) and raw IPv4 link types, VLAN tags
+    stripped. Exit 2 for a file that is not a capture, is truncated or garbled (with the byte
+    offset), or holds no packet of a supported link type.
+    """
+    from rich.text import Text
+
+    from agent.errors import printable
+    from agent.probes.analysis import analyze_frames
+    from agent.probes.pcap import Capture
+
+    source = Capture(capture)
+    result = analyze_frames(source.frames_or_nothing(), link_speed, storm_after, max_flows)
     result["capture"] = str(capture)
+    result["link_types"] = {str(k): v for k, v in sorted(source.linktypes.items())}
+    result["skipped_packets"] = sum(source.skipped.values())
+    warnings = source.warnings() + result["roce"]["warnings"]
+    for warning in warnings:  # a file name can hold escape sequences: shown, never obeyed
+        click.echo(f"warning: {printable(warning)}", err=True)
     if output == "json":
         click.echo(json.dumps(result, indent=2))
         return
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    table = Table(title=f"RoCE flows in {capture}")
+    table = Table(title=Text(f"RoCE flows in {printable(str(capture))}"))
     columns = ("src_ip", "dst_ip", "qpn", "received", "lost", "reordered", "duplicates",
                "ce_marked", "cnps", "icrc_errors")  # fmt: skip
     for column in columns:
         table.add_column(column)
-    for flow in result["roce"]["flows"]:
+    flows = result["roce"]["flows"]
+    if len(flows) > TABLE_MAX_FLOWS:  # a terminal cannot show 65 536 rows; show the worst
+        flows = sorted(
+            flows, key=lambda f: -(f["lost"] + f["reordered"] + f["duplicates"] + f["icrc_errors"])
+        )[:TABLE_MAX_FLOWS]
+    for flow in flows:
         table.add_row(*(f"0x{flow[c]:06x}" if c == "qpn" else str(flow[c]) for c in columns))
     console.print(table)
+    if len(flows) < len(result["roce"]["flows"]):
+        console.print(
+            f"{len(result['roce']['flows']) - len(flows)} more flows not shown (fewest errors); "
+            "--output json lists all"
+        )
     pfc = Table(title="PFC per priority")
     for column in ("priority", "frames", "xoff", "xon", "paused_s", "storms"):
         pfc.add_column(column)
@@ -234,4 +275,8 @@ def analyze(capture: Path, link_speed: int, storm_after: float, output: str) -> 
         pfc.add_row(priority, *(str(stats[c]) for c in ("frames", "xoff", "xon", "paused_s",
                                                         "storms")))  # fmt: skip
     console.print(pfc)
-    console.print(f"invalid RoCE frames: {result['roce']['totals']['invalid']}")
+    totals = result["roce"]["totals"]
+    console.print(
+        f"invalid RoCE frames: {totals['invalid']}  untracked (over --max-flows): "
+        f"{totals['untracked_frames']}  skipped packets: {result['skipped_packets']}"
+    )

@@ -3,17 +3,24 @@
 One AF_PACKET socket with the RoCE-or-PFC kernel filter and a 4 MiB buffer feeds the shared
 :mod:`agent.probes.analysis` engine. As a notification point it sends a CNP back to the sender
 of a CE-marked packet, at most one per QP per ``min_time_between_cnps`` (mlx5 semantics).
+
+Anyone who can reach UDP 4791 can send to it, so its state is bounded: the analyser tracks at
+most ``max_flows`` QPs, CNP pacing is kept only for tracked QPs, and when the senders are known
+(``senders``, or the sources named in ``expected``) frames from any other source are only
+counted as ``foreign_frames``: they create no state, get no CNP and do not hold the idle
+timeout open.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import select
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.probes.analysis import PfcAnalyzer, RoceAnalyzer
+from agent.probes.analysis import DEFAULT_MAX_FLOWS, PfcAnalyzer, RoceAnalyzer
 from agent.probes.packets import ECN_CE, cnp_packet
 from agent.probes.rawsock import interface_mac, mac_text, open_port
 
@@ -31,15 +38,32 @@ class ReceiveSpec:
     cnp_dscp: int = 48
     storm_after_s: float = 0.2
     expected: dict[str, int] | None = None  # "src_ip/qpn" → frames sent (for tail loss)
+    senders: tuple[str, ...] | None = None  # IPv4 sources to track; None: any (or expected's)
+    max_flows: int = DEFAULT_MAX_FLOWS
 
     def __post_init__(self) -> None:
         if not 0 < self.duration_s <= MAX_DURATION_S:
             raise ValueError(f"duration_s must be in (0, {MAX_DURATION_S}], got {self.duration_s}")
+        if self.max_flows < 1:
+            raise ValueError(f"max_flows must be at least 1, got {self.max_flows}")
+        for address in self.senders or ():
+            try:
+                ipaddress.IPv4Address(address)
+            except ValueError:
+                raise ValueError(f"senders: {address!r} is not an IPv4 address") from None
+
+    def sources(self) -> set[str] | None:
+        """The IPv4 sources to track, None when any source is accepted."""
+        if self.senders is not None:
+            return set(self.senders)
+        if self.expected:
+            return {name.partition("/")[0] for name in self.expected}
+        return None
 
 
 def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> dict[str, Any]:
     """Receive until the duration ends (or the idle timeout); JSON-ready result."""
-    roce = RoceAnalyzer()
+    roce = RoceAnalyzer(max_flows=spec.max_flows, sources=spec.sources())
     pfc = PfcAnalyzer(spec.link_speed_bps, spec.storm_after_s)
     my_mac = interface_mac(spec.ifname)
     last_cnp: dict[tuple[str, int], float] = {}
@@ -56,10 +80,11 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
             now = time.monotonic()
             if now >= deadline:
                 break
+            # Only tracked data counts: foreign frames must not end the run before the senders.
             if (
                 spec.idle_timeout_s is not None
-                and roce.frames
-                and now - last_data > (spec.idle_timeout_s)
+                and last_data > start
+                and now - last_data > spec.idle_timeout_s
             ):
                 break
             readable, _, _ = select.select([sock], [], [], min(0.05, deadline - now))
@@ -105,5 +130,6 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
         "duration_s": round(elapsed, 6),
         **result,
         "cnps_sent": cnps_sent,
+        "senders": sorted(roce.sources) if roce.sources is not None else None,
         "pfc": pfc.result(time.monotonic()),
     }

@@ -51,10 +51,15 @@ def endpoint(intent: FabricIntent, name: str) -> Endpoint:
     return Endpoint(device, port.name, str(port.ipv4.ip), port.speed, runner)
 
 
-def _receive_spec(intent: FabricIntent, end: Endpoint, duration_s: float) -> dict[str, Any]:
+def _receive_spec(
+    intent: FabricIntent, end: Endpoint, duration_s: float, senders: list[str]
+) -> dict[str, Any]:
     nic = nic_plan(intent.profile)
     return {
         "ifname": end.ifname,
+        # Only the scenario's own senders are tracked: a stranger on UDP 4791 is counted as
+        # foreign and cannot grow the receiver's state.
+        "senders": sorted(set(senders)),
         "duration_s": duration_s + RESULT_GRACE_S,
         "idle_timeout_s": 1.0,
         "link_speed_bps": end.speed_bps,
@@ -105,12 +110,14 @@ def _run(
 
 
 def _start_receivers(
-    intent: FabricIntent, targets: list[Endpoint], duration_s: float
+    intent: FabricIntent, targets: list[Endpoint], duration_s: float, senders: list[Endpoint]
 ) -> dict[str, ProbeHandle]:
     receivers = {}
+    sources = [s.ip for s in senders]
     try:
         for target in targets:
-            process = target.runner.start("receive", _receive_spec(intent, target, duration_s))
+            spec = _receive_spec(intent, target, duration_s, sources)
+            process = target.runner.start("receive", spec)
             receivers[target.device.name] = process
             process.wait_ready()
     except Exception:
@@ -166,7 +173,7 @@ def pairwise(
     ends = [endpoint(intent, n) for n in names]
     if len(ends) < 2:
         raise ScenarioError("pairwise needs at least two hosts")
-    receivers = _start_receivers(intent, ends, duration_s)
+    receivers = _start_receivers(intent, ends, duration_s, ends)
     senders = [
         source.runner.start(
             "send", _send_spec(intent, source, target, i, rate_bps, duration_s, size, False)
@@ -205,7 +212,7 @@ def incast(
         raise ScenarioError("incast needs at least one sender (--from)")
     if to in senders_from:
         raise ScenarioError(f"{to} cannot send to itself")
-    receivers = _start_receivers(intent, [target], duration_s)
+    receivers = _start_receivers(intent, [target], duration_s, sources)
     senders = [
         source.runner.start(
             "send",

@@ -21,6 +21,8 @@ def run(role: str, spec: dict[str, Any]) -> dict[str, Any]:
     if role == "send":
         return run_sender(SendSpec(**spec))
     if role == "receive":
+        if spec.get("senders") is not None:
+            spec["senders"] = tuple(spec["senders"])
         # The line tells the runner the socket is open, so senders start only after it.
         return run_receiver(ReceiveSpec(**spec), ready=lambda: print(READY_LINE, flush=True))
     if role == "sniff-pfc":

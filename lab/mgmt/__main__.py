@@ -7,26 +7,47 @@
 
 Runs in the root network namespace and listens on loopback only (127.0.0.0/8). Exit codes:
 0 after SIGTERM/SIGINT, 2 for a bad command line, 1 if the data plane or the port is unusable.
+
+Lab-only fault knobs for drills (:mod:`lab.mgmt.launcher` has helpers), by signal — never
+over SSH, so nothing the agent sends can trigger them:
+
+- SIGUSR1: reload ``<state-dir>/faults.json`` (slow replies, cut the connection on a
+  command; see :class:`lab.mgmt.ssh_server.Faults`);
+- SIGUSR2: rotate the SSH host key (new key on disk; new connections see it);
+- SIGHUP: restart the SSH management plane: every connection dropped, nothing listening
+  for ``restart_down_s`` seconds (from faults.json, default 1), then listening again.
+  Configuration, sessions and commit timers live on (as EOS keeps them in Sysdb when its
+  SSH/CLI processes restart).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
+import json
 import logging
+import os
 import re
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+import asyncssh
+
 from lab.logsetup import setup_logging
 from lab.mgmt import names
 from lab.mgmt.config_commands import HOSTNAME_RE
 from lab.mgmt.dataplane import DataplaneError, VswitchDataplane
-from lab.mgmt.persistence import StartupConfigStore, load_or_create_host_key, read_secret_file
-from lab.mgmt.ssh_server import AuthSettings, start_ssh_server
+from lab.mgmt.persistence import (
+    HOST_KEY,
+    StartupConfigStore,
+    load_or_create_host_key,
+    read_secret_file,
+)
+from lab.mgmt.ssh_server import AuthSettings, Faults, start_ssh_server
 from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
 
 log = logging.getLogger("lab.mgmt")
@@ -136,16 +157,24 @@ async def serve(args: argparse.Namespace) -> int:
         log.error("%s: data plane unusable: %s", args.name, exc)
         dataplane.close()
         return 1
-    try:
-        server = await start_ssh_server(
+    faults = Faults()
+    faults_file = args.state_dir / FAULTS_FILE
+    _reload_faults(faults, faults_file)
+
+    async def listen(key: asyncssh.SSHKey) -> asyncssh.SSHAcceptor:
+        return await start_ssh_server(
             host,
             port,
-            host_key,
+            key,
             AuthSettings(args.username, password, keys),
             manager,
             privileged_login=args.login_mode == "enable",
             system_mac=system_mac,
+            faults=faults,
         )
+
+    try:
+        server = await listen(host_key)
     except OSError as exc:
         log.error("%s: cannot listen on %s:%d: %s", args.name, host, port, exc)
         dataplane.close()
@@ -153,15 +182,68 @@ async def serve(args: argparse.Namespace) -> int:
     log.info("%s: SSH CLI listening on %s:%d", args.name, host, port)
 
     stop = asyncio.Event()
+    restart = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
+    loop.add_signal_handler(signal.SIGUSR1, _reload_faults, faults, faults_file)
+    loop.add_signal_handler(signal.SIGHUP, restart.set)
+    faults.request_restart = restart.set
+
+    def rotate() -> None:
+        nonlocal host_key
+        host_key = _rotate_host_key(args.state_dir)
+        server.update(server_host_keys=[host_key])
+        log.warning("%s: fault: host key rotated", args.name)
+
+    loop.add_signal_handler(signal.SIGUSR2, rotate)
+    while not stop.is_set():
+        stopped = asyncio.ensure_future(stop.wait())
+        restarting = asyncio.ensure_future(restart.wait())
+        await asyncio.wait({stopped, restarting}, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in (stopped, restarting):
+            waiter.cancel()
+        if restart.is_set() and not stop.is_set():
+            restart.clear()
+            server.close()
+            dropped = faults.drop_all()
+            down_s = _restart_down_s(faults_file)
+            log.warning("%s: fault: SSH restart, %d dropped, down %gs", args.name, dropped, down_s)
+            await asyncio.sleep(down_s)
+            server = await listen(host_key)
     log.info("%s: stopping", args.name)
     server.close()
     await manager.close()
     dataplane.close()
     return 0
+
+
+FAULTS_FILE = "faults.json"
+
+
+def _reload_faults(faults: Faults, path: Path) -> None:
+    # A broken file must not take the switch down: keep the old knobs and say why.
+    try:
+        faults.load(path)
+    except (OSError, ValueError, TypeError, re.error) as exc:
+        log.error("faults: %s not loaded: %s", path, exc)
+
+
+def _restart_down_s(path: Path) -> float:
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        return max(0.0, float(json.loads(path.read_text()).get("restart_down_s", 1.0)))
+    return 1.0
+
+
+def _rotate_host_key(state_dir: Path) -> asyncssh.SSHKey:
+    """A new ed25519 host key, replacing the old file atomically."""
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    tmp = state_dir / f".{HOST_KEY}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(key.export_private_key())
+    os.replace(tmp, state_dir / HOST_KEY)
+    return key
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,8 +115,8 @@ class CliSession:
             return str(exc)
 
     def disconnect(self) -> None:
-        """The connection closed: its uncommitted sessions are discarded."""
-        self.manager.discard_owned(self.terminal)
+        """The connection closed: its sessions stay on the switch (EOS does the same)."""
+        self.manager.release_owned(self.terminal)
         self.closed = True
 
     # ----------------------------------------------------------------- configuration

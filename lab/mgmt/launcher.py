@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -34,6 +35,16 @@ def _log_tail(state_dir: Path, lines: int = 20) -> str:
         return "\n".join((state_dir / LOG_FILE).read_text().splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def host_public_key(state_dir: str | Path) -> str:
+    """The switch's SSH host key as ``TYPE BASE64`` (created now if it does not exist yet),
+    so the lab can pin it in the fabric file before the management plane first starts."""
+    from lab.mgmt.persistence import load_or_create_host_key
+
+    key = load_or_create_host_key(Path(state_dir))
+    line: bytes = key.export_public_key("openssh")
+    return " ".join(line.decode("ascii").split()[:2])
 
 
 def start_management(
@@ -117,3 +128,27 @@ def stop_management(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> int 
             proc.kill()
             proc.wait(timeout=timeout)
     return proc.returncode
+
+
+# Lab-only fault knobs of a running management process (see ``python -m lab.mgmt --help``).
+FAULTS_FILE = "faults.json"
+
+
+def set_faults(state_dir: str | Path, pid: int, **knobs: object) -> None:
+    """Write ``faults.json`` (delay_s, slow_on, cut_on, cut_when, cut_count, restart_on,
+    restart_down_s) and make the process reload it; no knobs clears them."""
+    path = Path(state_dir) / FAULTS_FILE
+    tmp = path.with_name(f".{FAULTS_FILE}.{os.getpid()}")
+    tmp.write_text(json.dumps(knobs), encoding="utf-8")
+    os.replace(tmp, path)
+    os.kill(pid, signal.SIGUSR1)
+
+
+def rotate_host_key(pid: int) -> None:
+    """New connections see a new host key (the old file is replaced)."""
+    os.kill(pid, signal.SIGUSR2)
+
+
+def restart_ssh(pid: int) -> None:
+    """Drop every SSH connection and stop listening for ``restart_down_s`` seconds."""
+    os.kill(pid, signal.SIGHUP)

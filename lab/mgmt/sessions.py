@@ -9,16 +9,20 @@ eos.arista.com; walk-through at null.53bits.co.uk "Configuration Session"):
 * ``commit timer HH:MM:SS`` commits now and rolls back automatically at the end of the timer
   unless ``configure session NAME commit`` confirms it first (state ``pendingCommitTimer``);
 * sessions belong to the switch, so another SSH connection sees them in
-  ``show configuration sessions``. In this lab a still-``pending`` session is discarded when
-  the SSH connection that owns it closes (a committed-with-timer one keeps its timer: losing
-  the connection is exactly when the rollback must happen).
+  ``show configuration sessions``. Like EOS, a session outlives the SSH connection that
+  opened it: a still-``pending`` one stays (counting against the pending-session cap) until
+  someone aborts or commits it, or until it is 24 hours old ("An uncommitted configuration
+  session will be discarded if the switch reboots and will time out after 24 hours",
+  arista.com/um-eos/eos-configure-session); a committed-with-timer one keeps its timer
+  (losing the connection is exactly when the rollback must happen).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Literal
 
 from lab.mgmt.model import SwitchConfig
@@ -27,6 +31,7 @@ from lab.mgmt.render import render_config
 SessionState = Literal["pending", "pendingCommitTimer", "completed"]
 MAX_PENDING_SESSIONS = 5
 MAX_COMPLETED_SESSIONS = 1
+UNCOMMITTED_LIFETIME_S = 24 * 3600
 _TIMER_RE = re.compile(r"^(\d{1,2}):([0-5]\d):([0-5]\d)$")
 
 
@@ -42,6 +47,7 @@ class ConfigSession:
     commit_deadline: float | None = None
     rollback_to: SwitchConfig | None = None
     completed_at: float | None = None
+    created_at: float = field(default_factory=time.time)
 
 
 def parse_commit_timer(text: str) -> int:

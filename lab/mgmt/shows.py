@@ -546,6 +546,7 @@ def show_configuration_sessions(
             "terminal": session.owner or "",
             "commitTimerRemaining": None if remaining is None else round(max(0.0, remaining), 3),
             "completedTime": session.completed_at or 0,
+            "createdTime": round(session.created_at, 3),
         }
     headers = ["  Name", "State", "User", "Terminal"] + (["Commit Time Left"] if detail else [])
     text = "\n".join(

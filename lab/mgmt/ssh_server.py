@@ -8,11 +8,15 @@ comes, so the transcript always reads ``prompt, command, output, prompt``.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
 import logging
+import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import asyncssh
@@ -34,6 +38,70 @@ class AuthSettings:
     username: str
     password: str | None = None
     authorized_keys: str | None = None
+
+
+@dataclass
+class Faults:
+    """Lab-only fault injection, set from ``faults.json`` when the process gets SIGUSR1.
+
+    Never reachable over SSH: only whoever can signal the process and write its state
+    directory (the lab's owner) can set them. ``delay_s`` holds back the reply of every
+    command matching ``slow_on`` (a switch slower than the client's timeouts); ``cut_on``
+    drops the TCP connection on a matching command, ``before`` running it (the command is
+    lost) or ``after`` (it ran, its reply is lost), ``cut_count`` times; ``restart_on``
+    restarts the whole SSH management plane when a matching command arrives (once).
+    """
+
+    delay_s: float = 0.0
+    slow_on: re.Pattern[str] | None = None
+    cut_on: re.Pattern[str] | None = None
+    cut_when: str = "before"
+    cut_count: int = 0
+    restart_on: re.Pattern[str] | None = None
+    request_restart: Callable[[], None] | None = None
+    connections: set[asyncssh.SSHServerConnection] = field(default_factory=set)
+
+    def load(self, path: Path) -> None:
+        """Replace the knobs with the file's (a missing file clears them)."""
+        try:
+            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            data = {}
+        self.delay_s = float(data.get("delay_s", 0.0))
+        self.slow_on = re.compile(data["slow_on"]) if data.get("slow_on") else None
+        self.cut_on = re.compile(data["cut_on"]) if data.get("cut_on") else None
+        self.cut_when = str(data.get("cut_when", "before"))
+        if self.cut_when not in ("before", "after"):
+            raise ValueError(f"cut_when must be before or after, got {self.cut_when!r}")
+        self.cut_count = int(data.get("cut_count", 1 if self.cut_on else 0))
+        self.restart_on = re.compile(data["restart_on"]) if data.get("restart_on") else None
+        log.warning("faults: %s", {k: v for k, v in data.items()})
+
+    def delay_for(self, line: str) -> float:
+        if self.delay_s and (self.slow_on is None or self.slow_on.search(line)):
+            return self.delay_s
+        return 0.0
+
+    def cut_for(self, line: str) -> str | None:
+        """``before``/``after`` if this command is to lose its connection (uses one cut);
+        ``restart`` if it restarts the management plane."""
+        if self.restart_on is not None and self.restart_on.search(line):
+            self.restart_on = None
+            if self.request_restart is not None:
+                self.request_restart()
+                return "restart"
+        if self.cut_on is None or self.cut_count <= 0 or not self.cut_on.search(line):
+            return None
+        self.cut_count -= 1
+        return self.cut_when
+
+    def drop_all(self) -> int:
+        """Abort every open SSH connection (a management plane restart); how many."""
+        dropped = list(self.connections)
+        for conn in dropped:
+            conn.abort()
+        self.connections.clear()
+        return len(dropped)
 
 
 class LineDiscipline:
@@ -85,12 +153,19 @@ class LineDiscipline:
 
 
 class _SwitchSSHServer(asyncssh.SSHServer):
-    def __init__(self, auth: AuthSettings) -> None:
+    def __init__(self, auth: AuthSettings, faults: Faults | None = None) -> None:
         self._auth = auth
+        self._faults = faults
         self._conn: asyncssh.SSHServerConnection | None = None
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
+        if self._faults is not None:
+            self._faults.connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._faults is not None and self._conn is not None:
+            self._faults.connections.discard(self._conn)
 
     def begin_auth(self, username: str) -> bool:
         if self._auth.authorized_keys and username == self._auth.username and self._conn:
@@ -119,10 +194,42 @@ def _crlf(text: str) -> str:
 class ShellHandler:
     """Runs one SSH shell (or exec request) against the switch."""
 
-    def __init__(self, manager: SwitchManager, privileged_login: bool, system_mac: str) -> None:
+    def __init__(
+        self,
+        manager: SwitchManager,
+        privileged_login: bool,
+        system_mac: str,
+        faults: Faults | None = None,
+    ) -> None:
         self._manager = manager
         self._privileged_login = privileged_login
         self._system_mac = system_mac
+        self._faults = faults
+
+    async def _execute(
+        self, process: asyncssh.SSHServerProcess[Any], cli: CliSession, line: str
+    ) -> str | None:
+        """Run one command through the fault knobs; None when the connection was cut."""
+        faults = self._faults
+        cut = faults.cut_for(line) if faults is not None else None
+        if cut == "restart":
+            log.warning("fault: management plane restart on %r", line)
+            process.channel.get_connection().abort()  # the others go with the restart
+            return None
+        if cut == "before":
+            log.warning("fault: connection cut before %r", line)
+            process.channel.get_connection().abort()
+            return None
+        output = await cli.execute(line)
+        delay = faults.delay_for(line) if faults is not None else 0.0
+        if delay:
+            log.warning("fault: reply to %r delayed %gs", line, delay)
+            await asyncio.sleep(delay)
+        if cut == "after":
+            log.warning("fault: connection cut after %r ran", line)
+            process.channel.get_connection().abort()
+            return None
+        return output
 
     async def __call__(self, process: asyncssh.SSHServerProcess[Any]) -> None:
         user = str(process.get_extra_info("username") or "")
@@ -143,7 +250,9 @@ class ShellHandler:
         self, process: asyncssh.SSHServerProcess[Any], cli: CliSession, command: str
     ) -> None:
         for line in command.splitlines() or [""]:
-            output = await cli.execute(line)
+            output = await self._execute(process, cli, line)
+            if output is None:
+                return
             if output:
                 process.stdout.write(output + "\n")
 
@@ -157,7 +266,9 @@ class ShellHandler:
                 line, echoed = discipline.lines.popleft()
                 if echo:
                     write(line[echoed:] + "\r\n")
-                output = await cli.execute(line)
+                output = await self._execute(process, cli, line)
+                if output is None:
+                    return
                 if output:
                     write(_crlf(output) + "\r\n")
                 if cli.closed:
@@ -186,11 +297,12 @@ async def start_ssh_server(
     manager: SwitchManager,
     privileged_login: bool = True,
     system_mac: str = "00:00:00:00:00:00",
+    faults: Faults | None = None,
 ) -> asyncssh.SSHAcceptor:
     """Listen on ``host:port``; returns the acceptor (``close()`` + ``wait_closed()``)."""
-    handler = ShellHandler(manager, privileged_login, system_mac)
+    handler = ShellHandler(manager, privileged_login, system_mac, faults)
     acceptor: asyncssh.SSHAcceptor = await asyncssh.create_server(
-        lambda: _SwitchSSHServer(auth),
+        lambda: _SwitchSSHServer(auth, faults),
         host,
         port,
         server_host_keys=[host_key],

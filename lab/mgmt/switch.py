@@ -23,6 +23,7 @@ from lab.mgmt.render import render_text
 from lab.mgmt.sessions import (
     MAX_COMPLETED_SESSIONS,
     MAX_PENDING_SESSIONS,
+    UNCOMMITTED_LIFETIME_S,
     ConfigSession,
 )
 from lab.mgmt.translate import TranslationError, to_vswitch_qos
@@ -175,6 +176,7 @@ class SwitchManager:
         if existing is not None and existing.state != "completed":
             existing.owner = owner
             return existing
+        self.expire_uncommitted()
         pending = [s for s in self.sessions.values() if s.state == "pending"]
         if len(pending) >= MAX_PENDING_SESSIONS:
             raise CliError("% Maximum number of pending sessions has been reached")
@@ -287,16 +289,21 @@ class SwitchManager:
                 return
         log.warning("session %s: %s, running-config rolled back", session.name, why)
 
-    def discard_owned(self, owner: str) -> list[str]:
-        """Drop the uncommitted sessions of a closed connection; returns their names."""
-        dropped = [
-            s.name for s in self.sessions.values() if s.owner == owner and s.state == "pending"
-        ]
-        for name in dropped:
-            del self.sessions[name]
-        if dropped:
-            log.info("connection %s closed: discarded session(s) %s", owner, ", ".join(dropped))
-        return dropped
+    def release_owned(self, owner: str) -> list[str]:
+        """A connection closed: its sessions stay (as on EOS), without a terminal."""
+        kept = [s.name for s in self.sessions.values() if s.owner == owner]
+        for name in kept:
+            self.sessions[name].owner = None
+        if kept:
+            log.info("connection %s closed: session(s) %s kept", owner, ", ".join(kept))
+        return kept
+
+    def expire_uncommitted(self) -> None:
+        """EOS times out an uncommitted session after 24 hours."""
+        now = time.time()
+        for session in list(self.sessions.values()):
+            if session.state == "pending" and now - session.created_at > UNCOMMITTED_LIFETIME_S:
+                del self.sessions[session.name]
 
     async def close(self) -> None:
         """Cancel timers and background work (process shutdown)."""

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,25 @@ def stop_lab(name: str, state_dir: Path) -> None:
         subprocess.run(["ip", "netns", "delete", netns], capture_output=True)
     assert result.returncode == 0, f"lab down failed:\n{result.stdout}\n{result.stderr}"
     assert not leftovers, f"lab down left namespaces behind: {leftovers}"
+
+
+@contextmanager
+def running_lab(name: str, state_dir: Path, password: str = "admin") -> Iterator[Lab]:
+    """A leaf-spine lab whose switches take ``password``; the agent in this process reads it
+    from ``$ROCE_LAB_PASSWORD`` (restored afterwards). Torn down whatever happens."""
+    previous = os.environ.get("ROCE_LAB_PASSWORD")
+    os.environ["ROCE_LAB_PASSWORD"] = password  # the lab takes it at `up`; the agent reads it
+    try:
+        started = start_lab(name, state_dir)
+        try:
+            yield started
+        finally:
+            stop_lab(name, state_dir)
+    finally:
+        if previous is None:
+            os.environ.pop("ROCE_LAB_PASSWORD", None)
+        else:
+            os.environ["ROCE_LAB_PASSWORD"] = previous
 
 
 @pytest.fixture

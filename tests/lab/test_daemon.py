@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,7 +191,7 @@ def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
         assert (state / "last-reconcile.json").exists()
         metrics = _scrape(port)  # the embedded exporter serves the lab's switches
         assert 'roce_device_up{device="leaf1"}' in metrics
-        assert sample(metrics, "roce_agent_config_last_reload_successful") == 1
+        assert sample(metrics, "roce_agent_config_reload_success") == 1
         assert sample(metrics, 'roce_agent_mode{mode="observe"}') == 1
 
         # observe: a hand-made drift is reported within one interval, not repaired
@@ -206,7 +207,7 @@ def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
         logs.wait_for(lambda e: e["message"] == "drift", 15)  # still reconciling
         assert process.poll() is None
         metrics = _scrape(port)  # still serving, and saying why
-        assert sample(metrics, "roce_agent_config_last_reload_successful") == 0
+        assert sample(metrics, "roce_agent_config_reload_success") == 0
         assert sample(metrics, "roce_agent_config_reload_failures_total") == 1
 
         # SIGHUP to enforce: the drift is repaired within one interval
@@ -249,3 +250,220 @@ def sample(exposition: str, name: str) -> float:
 def _scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         return str(response.read().decode())
+
+
+# --------------------------------------------------------------------------- bad reloads
+
+
+def _fabric_with_bad_speed(lab: Lab, folder: Path) -> tuple[Path, int]:
+    text = Path(lab.status["fabric_file"]).read_text()
+    lines = text.splitlines()
+    index = next(i for i, line in enumerate(lines) if line.strip().startswith("speed:"))
+    lines[index] = lines[index].split("speed:")[0] + "speed: 1T"
+    # Next to the lab's fabric file, so its profile and credential paths resolve the same.
+    bad = Path(lab.status["fabric_file"]).with_name(f"bad-speed-{os.getpid()}.yml")
+    bad.write_text("\n".join(lines) + "\n")
+    return bad, index + 1
+
+
+def _good_config(lab: Lab, state: Path, port: int, extra: str = "") -> str:
+    return (
+        f"fabric: {lab.status['fabric_file']}\nmode: observe\nstate_dir: {state}\n"
+        f"exporter:\n  listen: '127.0.0.1:{port}'\n  poll_interval_s: 2\n{extra}"
+        "intervals: {reconcile_s: 30}\n"
+    )
+
+
+def _bad_cases(
+    lab: Lab, tmp_path: Path, state: Path, port: int, busy_port: int
+) -> list[tuple[str, bytes, str, int | None]]:
+    """(case, agent.yaml bytes, file the log line must name, line or None if whole-file)."""
+    config = str(tmp_path / "agent.yaml")
+    bad_fabric, speed_line = _fabric_with_bad_speed(lab, tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text("basic_auth_users:\n  prometheus: '$2y$10$not-a-real-hash'\n")
+    folder = tmp_path / "a-directory.yml"
+    folder.mkdir()
+    fifo = tmp_path / "a-fifo.yml"
+    os.mkfifo(fifo)  # a read would wait forever for a writer
+    good = _good_config(lab, state, port)
+    with_web = good.replace("  poll_interval_s", f"  web_config: {web}\n  poll_interval_s")
+    # None: an error about the whole file (unreadable, not UTF-8), which names the file only.
+    return [
+        ("speed-1T", good.replace(lab.status["fabric_file"], str(bad_fabric)).encode(),
+         str(bad_fabric), speed_line),
+        ("nul-byte", good.encode().replace(b"mode: observe", b"mode: obs\0erve"), config, 2),
+        ("recursive-alias", good.encode() + b"playbooks: &loop [*loop]\n", config, 8),
+        ("bad-web-config", with_web.encode(), str(web), 2),
+        ("listen-malformed", good.replace(f"127.0.0.1:{port}", "nowhere").encode(), config, 5),
+        ("listen-in-use", good.replace(f":{port}'", f":{busy_port}'").encode(), config, 5),
+        ("listen-not-local", good.replace("127.0.0.1", "203.0.113.7").encode(), config, 5),
+        ("fabric-unreadable", good.replace(lab.status["fabric_file"], str(folder)).encode(),
+         str(folder), None),
+        ("fabric-is-a-fifo", good.replace(lab.status["fabric_file"], str(fifo)).encode(),
+         str(fifo), None),
+        ("config-not-utf8", good.encode().replace(b"observe", b"obs\xff\xfeerve"), config, None),
+    ]  # fmt: skip
+
+
+def test_bad_reloads_keep_the_old_fabric_and_exporter(lab: Lab, tmp_path: Path) -> None:
+    """SIGHUP with each bad input: one JSON line naming FILE(:LINE), reload_success 0, the
+    old exporter still serving the old fabric on the old port, the process alive; a good
+    file afterwards reloads again (so every case starts from a running, healthy daemon)."""
+    config = tmp_path / "agent.yaml"
+    state = tmp_path / "state"
+    port = free_port()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    good = _good_config(lab, state, port)
+    config.write_text(good)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "serve", "--config", str(config)],
+        cwd=REPO,
+        env=env(PYTHONFAULTHANDLER="1"),
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "stderr.txt").open("w"),
+        text=True,
+    )
+    logs = LogReader(process)
+    cases = _bad_cases(lab, tmp_path, state, port, busy.getsockname()[1])
+    try:
+        logs.wait_for(lambda e: e["message"] == "started", 30)
+        assert sample(_scrape(port), "roce_agent_config_reload_success") == 1
+        for failures, (case, content, file, line) in enumerate(cases, start=1):
+            config.write_bytes(content)
+            process.send_signal(signal.SIGHUP)
+            entry = logs.wait_for(lambda e: e["message"].startswith("reload refused"), 40)
+            assert entry["level"] == "error", case
+            assert entry.get("file") == file, (case, entry)
+            if line is not None:
+                assert entry.get("line") == line, (case, entry)
+            assert process.poll() is None, case
+            metrics = _scrape(port)  # the old exporter, on the old port
+            assert sample(metrics, "roce_agent_config_reload_success") == 0, case
+            assert sample(metrics, "roce_agent_config_reload_failures_total") == failures, case
+            assert 'roce_device_up{device="leaf1"}' in metrics, case  # the old fabric
+            config.write_text(good)
+            process.send_signal(signal.SIGHUP)
+            logs.wait_for(lambda e: e["message"] == "reloaded", 40)
+            assert sample(_scrape(port), "roce_agent_config_reload_success") == 1, case
+        logs.poll()
+        assert all(e["message"] != "stopped" for e in logs.lines)
+
+        # A good web config on the same address: the socket is kept, the new rules apply.
+        import bcrypt
+
+        web = tmp_path / "auth.yml"
+        hashed = bcrypt.hashpw(b"scrape", bcrypt.gensalt(4)).decode()
+        web.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+        config.write_text(
+            good.replace("  poll_interval_s", f"  web_config: {web}\n  poll_interval_s")
+        )
+        process.send_signal(signal.SIGHUP)
+        logs.wait_for(lambda e: e["message"] == "reloaded", 40)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _scrape(port)
+        assert refused.value.code == 401
+        config.write_text(good)
+        process.send_signal(signal.SIGHUP)
+        logs.wait_for(lambda e: e["message"] == "reloaded", 40)
+
+        # A good reload to a new address: bound before the old one is let go, then moved.
+        new_port = free_port()
+        config.write_text(good.replace(f":{port}'", f":{new_port}'"))
+        process.send_signal(signal.SIGHUP)
+        logs.wait_for(lambda e: e["message"] == "reloaded", 40)
+        assert sample(_scrape(new_port), "roce_agent_config_reload_success") == 1
+        with pytest.raises(OSError):
+            _scrape(port)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        busy.close()
+        if process.poll() is None:
+            process.send_signal(signal.SIGABRT)
+            process.wait(timeout=5)
+            print((tmp_path / "stderr.txt").read_text()[-8000:])
+        for path in Path(lab.status["fabric_file"]).parent.glob(f"bad-speed-{os.getpid()}.yml"):
+            path.unlink()
+
+
+def test_systemd_credential_recipe(lab: Lab, tmp_path: Path) -> None:
+    """``password_file: ${CREDENTIALS_DIRECTORY}/fabric-password`` with the directory made
+    the way LoadCredential= makes it (private, 0500, the file 0400; no systemd PID 1 here for
+    ``systemd-run``) and the password in no environment variable: the real daemon logs in
+    to the lab's switches. Without the variable, serve exits 2 naming file, line, device."""
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    secret = credentials / "fabric-password"
+    secret.write_text("admin")
+    secret.chmod(0o400)
+    credentials.chmod(0o500)
+    lab_fabric = Path(lab.status["fabric_file"])
+    fabric = lab_fabric.with_name(f"credential-recipe-{os.getpid()}.yml")
+    text = lab_fabric.read_text()
+    assert "password_env: ROCE_LAB_PASSWORD" in text
+    fabric.write_text(
+        text.replace(
+            "password_env: ROCE_LAB_PASSWORD",
+            "password_file: ${CREDENTIALS_DIRECTORY}/fabric-password",
+        )
+    )
+    config = tmp_path / "agent.yaml"
+    port = free_port()
+    config.write_text(
+        _good_config(lab, tmp_path / "state", port).replace(lab.status["fabric_file"], str(fabric))
+    )
+    clean = {k: v for k, v in os.environ.items() if k != "ROCE_LAB_PASSWORD"}
+    try:
+        unset = subprocess.run(
+            [sys.executable, "-m", "agent", "serve", "--config", str(config)],
+            cwd=REPO,
+            env={k: v for k, v in clean.items() if k != "CREDENTIALS_DIRECTORY"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert unset.returncode == 2
+        line = next(
+            i for i, t in enumerate(fabric.read_text().splitlines(), 1) if "CREDENTIALS_DIR" in t
+        )
+        assert f"{fabric}:{line}:" in unset.stderr
+        assert "${CREDENTIALS_DIRECTORY} is not set" in unset.stderr
+        assert "Traceback" not in unset.stderr
+
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agent", "serve", "--config", str(config)],
+            cwd=REPO,
+            env={**clean, "CREDENTIALS_DIRECTORY": str(credentials)},
+            stdout=subprocess.PIPE,
+            stderr=(tmp_path / "stderr.txt").open("w"),
+            text=True,
+        )
+        logs = LogReader(process)
+        try:
+            logs.wait_for(lambda e: e["message"] == "started", 30)
+            deadline = time.monotonic() + 30
+            up: dict[str, float] = {}
+            while time.monotonic() < deadline:
+                metrics = _scrape(port)
+                up = {
+                    name: sample(metrics, f'roce_device_up{{device="{name}"}}')
+                    for name in ("spine1", "spine2", "leaf1", "leaf2")
+                }
+                if all(value == 1 for value in up.values()):
+                    break
+                time.sleep(1)
+            assert all(value == 1 for value in up.values()), up  # logged in with the file
+            logs.poll()
+            assert not [e for e in logs.lines if e["message"] == "device unreadable"]
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=15) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=5)
+    finally:
+        credentials.chmod(0o700)
+        fabric.unlink(missing_ok=True)

@@ -84,6 +84,7 @@ UNDERLYING = {
     "RocePauseWithoutEcn": 'sum by (device) (rate(roce_pfc_frames_total{direction="tx"}[15s]))'
     " and on (device) sum by (device) (rate(roce_queue_ecn_marked_packets_total[15s]))",
     "RoceConfigDrift": "roce_drift_items",
+    "RoceConfigSessionPending": "roce_config_sessions_pending",
     "RoceDeviceDown": "roce_device_up",
     "RoceProbeLoss": "roce_probe_last_run_lost_packets",
     "RoceCheckFailed": "roce_check_result",

@@ -200,12 +200,15 @@ def test_session_cut_mid_way_leaves_running_config_unchanged(switch: mf.ManagedS
         assert sessions["sessions"]["cut"]["state"] == "pending"
         conn.remote_conn.get_transport().close()  # the SSH connection drops, no exit/end
 
-        def discarded() -> bool:
+        def released() -> bool:
+            # Like EOS, the session stays (pending, no terminal) for whoever cleans it up.
             listing = json.loads(watcher.send_command("show configuration sessions | json"))
-            return "cut" not in listing["sessions"]
+            cut = listing["sessions"].get("cut", {})
+            return cut.get("state") == "pending" and cut.get("terminal") == ""
 
-        assert wait_until(discarded, 5), switch.mgmt_log()
+        assert wait_until(released, 5), switch.mgmt_log()
         assert watcher.send_command("show running-config") == running
+        watcher.send_command("configure session cut abort")
     finally:
         watcher.disconnect()
     assert switch.dataplane_qos() == before

@@ -69,6 +69,7 @@ def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pair, D
             device = Device(
                 name="gpu01", platform="linux_host", role="host", host=MGMT_HOST,
                 username="root", credentials=Credentials(ssh_key=key),
+                host_key=(tmp / "host_key.pub").read_text().strip(),  # checked like a switch's
                 probe_python=sys.executable,
                 ports=[Port(name="eth1", speed="10M", ipv4=f"{pair.ip_b}/31")],
             )  # fmt: skip

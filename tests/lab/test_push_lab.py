@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
+from conftest import LAB_UNAVAILABLE, REPO, Lab, running_lab
 from netmiko import ConnectHandler
 
 from agent.platforms.arista_eos import AristaEos
@@ -38,19 +38,8 @@ OUTPUTS: list[str] = []
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     name = f"pu{os.getpid()}"
     state_dir = tmp_path_factory.mktemp("pushlab") / name
-    previous = os.environ.get("ROCE_LAB_PASSWORD")
-    os.environ["ROCE_LAB_PASSWORD"] = SECRET  # the lab takes it at `up`; the agent reads it
-    try:
-        started = start_lab(name, state_dir)
-        try:
-            yield started
-        finally:
-            stop_lab(name, state_dir)
-    finally:
-        if previous is None:
-            os.environ.pop("ROCE_LAB_PASSWORD", None)
-        else:
-            os.environ["ROCE_LAB_PASSWORD"] = previous
+    with running_lab(name, state_dir, SECRET) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +121,13 @@ def test_apply_from_factory_config_then_idempotent(lab: Lab, audit_dir: Path) ->
     applied = agent(audit_dir, "apply", fabric(lab), "--yes", "--output", "json")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert {d["result"] for d in as_json(applied)["devices"]} == {"applied"}
-    assert len(audit_lines(audit_dir)) == 4
+    records = audit_lines(audit_dir)
+    assert [r["record"] for r in records].count("intent") == 4
+    results = [r for r in records if r["record"] == "result"]
+    assert {r["result"] for r in results} == {"applied"} and len(results) == 4
+    # Every result pairs with the intent written before its session (same attempt id).
+    intents = {r["attempt"]: r for r in records if r["record"] == "intent"}
+    assert all(intents[r["attempt"]]["session"] == r["session"] for r in results)
 
     after = agent(audit_dir, "drift", fabric(lab), "--output", "json")
     assert after.returncode == 0 and all(d["changes"] == 0 for d in as_json(after)["devices"])
@@ -141,7 +136,7 @@ def test_apply_from_factory_config_then_idempotent(lab: Lab, audit_dir: Path) ->
     again = agent(audit_dir, "apply", fabric(lab), "--yes", "--output", "json")
     assert again.returncode == 0
     assert {d["result"] for d in as_json(again)["devices"]} == {"no-change"}
-    assert len(audit_lines(audit_dir)) == 4  # nothing attempted, nothing logged
+    assert len(audit_lines(audit_dir)) == 8  # nothing attempted, nothing logged
     assert {s: set(sessions(lab, s).get("sessions", {})) for s in SWITCHES} == known_sessions
 
 
@@ -194,28 +189,35 @@ def test_refused_line_leaves_the_device_unchanged(lab: Lab) -> None:
                 if s.get("state") != "completed"]  # fmt: skip
 
 
-def test_failing_device_is_rolled_back_and_stops_later_batches(lab: Lab, audit_dir: Path) -> None:
+def test_foreign_pending_session_blocks_device_and_stops_later_batches(
+    lab: Lab, audit_dir: Path
+) -> None:
     for switch in SWITCHES:  # drift everywhere: DSCP 10 into the lossless class
         configure(lab, switch, ["qos map dscp 10 to traffic-class 3"])
-    # Another operator's unconfirmed commit on spine2: EOS refuses to commit a second session.
+    # Another operator's unconfirmed commit on spine2: its timer can still change the switch,
+    # so apply must not read it as the state to diff against (default --pending wait).
     blocker = eos(lab, "spine2")
     try:
         blocker.send_command("configure session operator-change", expect_string=r"#")
         blocker.send_command("qos map dscp 12 to traffic-class 3", expect_string=r"#")
         blocker.send_command("commit timer 00:05:00", expect_string=r"#")
         spine2_before = running_config(lab, "spine2")
+        started = time.monotonic()
         done = agent(audit_dir, "apply", fabric(lab), "--yes", "--canary", "0", "--batch-size",
-                     "2", "--output", "json")  # fmt: skip
+                     "2", "--pending-timeout", "3", "--output", "json")  # fmt: skip
         assert done.returncode == 1
         results = by_device(done)
         assert results["spine1"]["result"] == "applied"
-        assert results["spine2"]["result"] == "failed"
-        assert "commit" in results["spine2"]["error"]
+        assert results["spine2"]["result"] == "pending"
+        assert "operator-change" in results["spine2"]["error"]
+        assert "after waiting 3s" in results["spine2"]["error"]
+        assert results["spine2"]["pending"][0]["user"] == "admin"
+        assert 200 < results["spine2"]["pending"][0]["rollback_in_s"] <= 300
+        assert time.monotonic() - started >= 3  # it did wait
         assert results["leaf1"]["result"] == results["leaf2"]["result"] == "skipped"
-        assert running_config(lab, "spine2") == spine2_before  # our session left nothing
-        failed = [e for e in audit_lines(audit_dir) if e["result"] == "failed"]
-        assert failed[-1]["device"] == "spine2" and failed[-1]["error"]
-        assert "dscp_to_priority[10]" in json.dumps(failed[-1]["diff"])
+        assert running_config(lab, "spine2") == spine2_before  # nothing of ours was sent
+        drift = agent(audit_dir, "drift", fabric(lab), "--device", "spine2")
+        assert drift.returncode == 1 and "operator-change" in drift.stderr
     finally:
         blocker.send_command("configure session operator-change abort", expect_string=r"#")
         blocker.disconnect()
@@ -252,7 +254,14 @@ def test_agent_killed_before_confirm_the_switch_rolls_back(lab: Lab, audit_dir: 
     while time.monotonic() < deadline and running_config(lab, "leaf1") != drifted:
         time.sleep(0.5)
     assert running_config(lab, "leaf1") == drifted  # the switch undid it by itself
+    incomplete = agent(audit_dir, "audit", "--incomplete", "--output", "json")
+    assert incomplete.returncode == 1
+    [attempt] = as_json(incomplete)["attempts"]
+    assert attempt["device"] == "leaf1" and attempt["status"] == "incomplete"
     assert agent(audit_dir, "apply", fabric(lab), "--yes").returncode == 0
+    assert agent(audit_dir, "audit", "--incomplete").returncode == 0  # reconciled
+    reconciled = [r for r in audit_lines(audit_dir) if r["record"] == "reconciled"]
+    assert reconciled[-1]["attempt"] == attempt["attempt"]
 
 
 def _closed_port() -> int:

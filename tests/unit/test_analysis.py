@@ -3,15 +3,32 @@ PFC pause counts."""
 
 from __future__ import annotations
 
+import struct
+import tracemalloc
+from itertools import pairwise
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.contrib.roce import BTH
 
-from agent.probes.analysis import PfcAnalyzer, RoceAnalyzer, analyze_frames
+from agent.probes.analysis import (
+    MAX_GAP,
+    MAX_RANGES_PER_QP,
+    PfcAnalyzer,
+    QpStats,
+    RoceAnalyzer,
+    analyze_frames,
+)
 from agent.probes.packets import (
     ECN_CE,
+    ICRC_LEN,
+    PAYLOAD_OFFSET,
     Flow,
     RoceTemplate,
     cnp_packet,
+    icrc,
+    pack_icrc,
     pfc_frame,
     roce_packet,
 )
@@ -156,4 +173,195 @@ def test_analyze_frames_splits_roce_and_pfc() -> None:
     frames.append((0.004, pause(100)))
     result = analyze_frames(frames, SPEED)
     assert result["roce"]["totals"]["lost"] == 1
+    assert result["pfc"]["priorities"]["3"]["xoff"] == 1
+
+
+# --- Missing-PSN bookkeeping as ranges (issue #11): same counts as the set it replaced ---
+
+
+def reference_counts(numbers: list[int]) -> tuple[int, int, int, int]:
+    """The set-based bookkeeping the ranges replaced: (received, lost, reordered, duplicates)."""
+    highest: int | None = None
+    missing: set[int] = set()
+    received = lost = reordered = duplicates = 0
+    for number in numbers:
+        received += 1
+        if highest is None:
+            highest = number
+        elif number > highest:
+            if number - highest - 1 > MAX_GAP:
+                lost += number - highest - 1
+            else:
+                missing.update(range(highest + 1, number))
+            highest = number
+        elif number in missing:
+            missing.discard(number)
+            reordered += 1
+        else:
+            duplicates += 1
+            received -= 1
+    return received, lost + len(missing), reordered, duplicates
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 400), max_size=300))
+def test_ranges_count_exactly_like_a_set(numbers: list[int]) -> None:
+    stats = QpStats(IP_A, IP_B, 1)
+    for number in numbers:
+        stats.track(number)
+    expected = reference_counts(numbers)
+    assert (stats.received, stats.total_lost(), stats.reordered, stats.duplicates) == expected
+    assert stats.missing_overflow == 0
+    # sorted, non-empty, disjoint ranges with a received number between neighbours
+    pairs = list(zip(stats._starts, stats._ends, strict=True))
+    assert all(s <= e for s, e in pairs)
+    assert all(e1 + 1 < s2 for (_, e1), (s2, _) in pairwise(pairs))
+
+
+@pytest.mark.parametrize(
+    ("order", "missing", "ranges"),
+    [
+        ([0, 10], 9, 1),
+        ([0, 10, 5], 8, 2),  # a late packet in the middle splits the range
+        ([0, 10, 1], 8, 1),  # at a range's start: shrinks it
+        ([0, 10, 9], 8, 1),  # at its end
+        ([0, 2, 1], 0, 0),  # fills a one-number range: the range goes
+        ([0, 3, 6, 9, 4, 5], 4, 2),
+    ],
+)
+def test_range_shapes(order: list[int], missing: int, ranges: int) -> None:
+    stats = QpStats(IP_A, IP_B, 1)
+    for number in order:
+        stats.track(number)
+    assert (stats.missing, stats.missing_ranges) == (missing, ranges)
+
+
+def psn_frame(template: RoceTemplate, psn: int) -> bytes:
+    """A valid RoCEv2 frame without our probe payload: tracked on its 24-bit PSN."""
+    frame = bytearray(template.frame(psn, 0, 0))
+    frame[PAYLOAD_OFFSET : PAYLOAD_OFFSET + 4] = b"ANY!"
+    frame[-ICRC_LEN:] = pack_icrc(icrc(bytes(frame)))
+    return bytes(frame)
+
+
+@pytest.mark.parametrize(
+    ("psns", "lost", "reordered", "duplicates"),
+    [
+        ([0xFFFFFD, 0, 0xFFFFFE, 0xFFFFFF, 2, 1], 0, 3, 0),  # gap across the wrap, filled late
+        ([0xFFFFFE, 1, 0xFFFFFF], 1, 1, 0),  # 0 never arrives
+        ([0xFFFFFF, 0, 0xFFFFFF], 0, 0, 1),  # the old PSN again is a duplicate, not a jump
+        ([5, 5 + (1 << 20), 5 + (2 << 20)], 2 * ((1 << 20) - 1), 0, 0),
+    ],
+)
+def test_psn_ranges_across_the_24_bit_wrap(
+    psns: list[int], lost: int, reordered: int, duplicates: int
+) -> None:
+    template = RoceTemplate(FLOW)
+    analyzer = RoceAnalyzer()
+    for psn in psns:
+        analyzer.feed(psn_frame(template, psn % (1 << 24)))
+    totals = analyzer.result()["totals"]
+    assert (totals["lost"], totals["reordered"], totals["duplicates"]) == (
+        lost,
+        reordered,
+        duplicates,
+    )
+
+
+def test_psn_jumps_take_memory_per_range_not_per_missing_psn() -> None:
+    """The issue's case: 40 frames whose PSNs jump by 2**20 used 4.5 GB as a set."""
+    template = RoceTemplate(FLOW)
+    frames = [psn_frame(template, (i << 20) % (1 << 24)) for i in range(40)]
+    tracemalloc.start()
+    try:
+        analyzer = RoceAnalyzer()
+        for frame in frames:
+            analyzer.feed(frame)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, peak
+    assert analyzer.result()["totals"]["lost"] == 39 * ((1 << 20) - 1)
+
+
+def test_ranges_per_qp_are_capped_and_the_overflow_counted_as_lost() -> None:
+    stats = QpStats(IP_A, IP_B, 1)
+    numbers = list(range(0, 2 * (MAX_RANGES_PER_QP + 100), 2))  # every other number missing
+    for number in numbers:
+        stats.track(number)
+    assert stats.missing_ranges == MAX_RANGES_PER_QP
+    assert stats.missing_overflow == 100 - 1  # n packets leave n - 1 gaps
+    assert stats.total_lost() == len(numbers) - 1
+    stats.track(1)  # its range was given up (counted lost): a late copy is a duplicate
+    assert (stats.duplicates, stats.total_lost()) == (1, len(numbers) - 1)
+    stats.track(numbers[-1] - 1)  # a range still held: reordered as usual
+    assert (stats.reordered, stats.total_lost()) == (1, len(numbers) - 2)
+
+
+def test_all_flows_share_one_range_budget() -> None:
+    analyzer = RoceAnalyzer(max_missing_ranges=10)
+    for qpn in range(4):
+        template = RoceTemplate(Flow(MAC_A, MAC_B, IP_A, IP_B, qpn=qpn, size=64))
+        for seq in (0, 2, 4, 6, 8):  # 4 gaps each, 16 in all
+            analyzer.feed(template.frame(seq, seq, 0))
+    result = analyzer.result()
+    assert analyzer.budget.used == 10
+    assert result["totals"]["lost"] == 16
+    assert result["totals"]["missing_overflow"] == 6
+    assert any("missing-PSN bookkeeping full" in w for w in result["warnings"])
+
+
+def test_flow_cap_counts_untracked_frames_and_warns() -> None:
+    analyzer = RoceAnalyzer(max_flows=3)
+    for qpn in range(10):
+        template = RoceTemplate(Flow(MAC_A, MAC_B, IP_A, IP_B, qpn=qpn, size=64))
+        for seq in range(2):
+            analyzer.feed(template.frame(seq, seq, 0))
+    result = analyzer.result()
+    assert len(result["flows"]) == 3
+    assert result["totals"]["received"] == 6
+    assert result["totals"]["untracked_frames"] == 14
+    assert result["flows_overflow"] is True and result["max_flows"] == 3
+    assert any("flow cap reached" in w for w in result["warnings"])
+
+
+def test_no_overflow_reported_on_normal_traffic() -> None:
+    analyzer = RoceAnalyzer()
+    for frame in frames_for([0, 1, 3, 2, 5]):
+        analyzer.feed(frame)
+    result = analyzer.result()
+    assert (result["flows_overflow"], result["warnings"]) == (False, [])
+    assert result["totals"]["untracked_frames"] == result["totals"]["missing_overflow"] == 0
+
+
+def test_foreign_sources_create_no_state() -> None:
+    analyzer = RoceAnalyzer(sources={IP_A})
+    stranger = RoceTemplate(Flow(MAC_A, MAC_B, "198.18.9.9", IP_B, qpn=7, size=64))
+    for seq in range(5):
+        analyzer.feed(stranger.frame(seq, seq, 0))
+    for frame in frames_for([0, 1]):
+        analyzer.feed(frame)
+    result = analyzer.result()
+    assert [f["src_ip"] for f in result["flows"]] == [IP_A]
+    assert result["totals"]["foreign_frames"] == 5
+
+
+@pytest.mark.parametrize(
+    ("tags", "pcp"),
+    [
+        ([(0x8100, 5)], 5),  # 802.1Q
+        ([(0x88A8, 1), (0x8100, 3)], 3),  # QinQ: the inner (customer) tag's priority
+        ([(0x9100, 2), (0x8100, 6)], 6),  # pre-standard QinQ ethertype
+    ],
+)
+def test_vlan_tagged_roce_is_analysed(tags: list[tuple[int, int]], pcp: int) -> None:
+    def tagged(frame: bytes) -> bytes:
+        header = b"".join(struct.pack("!HH", tpid, prio << 13 | 100) for tpid, prio in tags)
+        return frame[:12] + header + frame[12:]
+
+    frames = [(0.001 * i, tagged(f)) for i, f in enumerate(frames_for([0, 1, 3, 2, 6]))]
+    frames.append((0.01, pause(100)))  # PFC is never tagged
+    result = analyze_frames(frames, SPEED)
+    (flow,) = result["roce"]["flows"]
+    assert (flow["received"], flow["lost"], flow["reordered"], flow["pcp"]) == (5, 2, 1, pcp)
     assert result["pfc"]["priorities"]["3"]["xoff"] == 1

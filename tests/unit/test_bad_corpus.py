@@ -57,13 +57,38 @@ EXPECTED: dict[str, tuple[int, str, str]] = {
     "38-unknown-top-level-key": (5, "defualts", "unknown field 'defualts'"),
     "39-negative-cable": (21, "devices[1].ports[1].cable_m", "greater than or equal to 0"),
     "40-lossy-without-ecn": (6, "overrides.ecn.enabled", "IR019"),
+    # hostile input (#11): limits, control characters, numbers, paths, field names
+    "41-alias-bomb": (8, "f[1]", "too many values after alias expansion"),
+    "42-recursive-alias": (5, "overrides.pfc[0]", "recursive alias *loop"),
+    "43-deep-nesting": (4, "overrides" + "[0]" * 63, "nesting too deep"),
+    "44-nul-byte": (2, "", "control character U+0000 (NUL byte)"),
+    "45-raw-ansi-escape": (13, "", "control character U+001B"),
+    "46-ansi-escape-in-key": (5, "overrides", "Actual: '\\x1b[2J\\x1b[31mpfc'"),
+    "47-duplicate-int-str-key": (8, "overrides.ecn.queues[3]", "duplicate key '3'"),
+    "48-fullwidth-digits-speed": (21, "devices[1].ports[1].speed", "got '１００G'"),
+    "49-5000-digit-int": (21, "devices[1].ports[1].mtu", "Actual: 5000 digits"),
+    "50-infinite-float": (21, "devices[1].ports[1].cable_m", "Expected: a finite number"),
+    "51-speed-1-bps": (21, "devices[1].ports[1].speed", "from 1M to 800G Actual: 1"),
+    "52-speed-1T": (21, "devices[1].ports[1].speed", "from 1M to 800G Actual: '1T'"),
+    "53-interface-dotdot": (27, "devices[2].ports[0].name", "invalid interface name 'eth..0'"),
+    "54-profile-absolute-path": (3, "profile", "Actual: an absolute path"),
+    "55-profile-dotdot-escape": (3, "profile", "Actual: /etc/passwd (outside them)"),
+    "56-key-with-brackets": (29, "devices[2].ports[0]['mtu[0]']", "unknown field 'mtu[0]'"),
+    "57-not-utf8": (26, "", "Expected: UTF-8 text Actual: byte 0xe9"),
+    "58-impossible-date": (2, "name", "cannot read value"),
+    "59-nan": (21, "devices[1].ports[1].cable_m", "Expected: a finite number Actual: .nan"),
+    "60-bidi-override": (13, "", "control character U+202E"),
+    "61-escaped-nul-in-value": (2, "name", "Actual: 'bad\\x00example'"),
+    "62-merge-key-loop": (5, "overrides['<<']", "recursive alias *m"),
+    "63-huge-integer-speed": (21, "devices[1].ports[1].speed", "from 1M to 800G"),
+    "64-profile-is-a-folder": (3, "profile", "'./captures/' not found"),
 }
 
 
 def test_corpus_is_complete() -> None:
     on_disk = {p.stem for p in BAD.glob("*.yml")}
     assert on_disk == set(EXPECTED)
-    assert len(on_disk) >= 25
+    assert len(on_disk) >= 64
 
 
 @pytest.mark.parametrize("stem", sorted(EXPECTED))
@@ -83,6 +108,8 @@ def test_bad_fabric_is_refused_with_file_line_and_field(stem: str) -> None:
     ]
     assert wanted, f"no error at line {line} naming {field!r} with {words!r}:\n{result.stderr}"
     assert re.match(rf"error: {re.escape(str(path))}:{line}:\d+: ", wanted[0])
+    # Whatever the file held, nothing a terminal would act on reaches it.
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", result.stderr)
 
 
 def test_console_script_exit_code_and_no_traceback() -> None:

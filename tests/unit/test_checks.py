@@ -16,6 +16,7 @@ from agent.state import (
     Counters,
     EcnState,
     InterfaceCounters,
+    PendingSession,
     QueueCounters,
     QueueState,
     WatchdogCounters,
@@ -39,6 +40,7 @@ def healthy() -> Collected:
         data = DeviceData(device, device_plan)
         if device.role != "host":
             data.state = desired_state(device_plan)
+            data.sessions = []
             interfaces = {
                 port.name: InterfaceCounters(
                     queues={q: QueueCounters(tx_packets=100) for q in range(8)},
@@ -108,7 +110,19 @@ def no_state(name: str) -> Callable[[Collected], None]:
     def mutate(collected: Collected) -> None:
         collected.devices[name].state = None
         collected.devices[name].counters = None
+        collected.devices[name].sessions = None
         collected.devices[name].error = f"{name}: cannot connect"
+
+    return mutate
+
+
+def pending_session(name: str, **fields: Any) -> Callable[[Collected], None]:
+    def mutate(collected: Collected) -> None:
+        collected.devices[name].sessions = [
+            PendingSession(
+                device=name, name="roce-agent-20260101-000000-001", kind="EOS session", **fields
+            )
+        ]
 
     return mutate
 
@@ -217,6 +231,19 @@ CASES: dict[str, tuple[Callable[[Collected], None], str, Callable[[Collected], N
         "Ethernet3 queue[3].bandwidth_percent: Expected: 50 Actual: 30",
         no_state("leaf2"),
     ),
+    "RC009": (
+        pending_session(
+            "leaf1",
+            state="pendingCommitTimer",
+            user="admin",
+            age_s=42.0,
+            rollback_in_s=258.0,
+            live=True,
+        ),
+        "pending change: Expected: none Actual: EOS session 'roce-agent-20260101-000000-001' "
+        "(pendingCommitTimer, user admin, age 42s, rolls back in 258s)",
+        no_state("leaf1"),
+    ),
     "RC101": (drops, "Ethernet1 priority 3 drops: Expected: <= 0 Actual: 5", no_state("leaf1")),
     "RC102": (
         pauses,
@@ -284,3 +311,28 @@ def test_check_inputs_are_validated() -> None:
         CATALOG["RC006"]({"min_detection_ms": 0})
     with pytest.raises(ValidationError):
         CATALOG["RC006"]({"unknown": 1})
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"state": "pending", "user": "ops"}, "(pending, user ops)"),
+        ({"state": "pending", "age_s": 90000.0}, "(pending, age 90000s)"),
+        (
+            {"state": "pendingCommitTimer", "live": True, "rollback_in_s": 5.0},
+            "(pendingCommitTimer, rolls back in 5s)",
+        ),
+        (
+            {"state": "checkpoint", "live": True, "rolls_back": False},
+            "(checkpoint, never rolls back by itself)",
+        ),
+        ({"state": "pendingCommitTimer", "live": True}, "rolls back by itself, time unknown"),
+    ],
+)
+def test_pending_sessions_each_kind_is_named(fields: dict[str, Any], words: str) -> None:
+    collected = healthy()
+    pending_session("spine1", **fields)(collected)
+    results = {r.device: r for r in CATALOG["RC009"]().run(collected)}
+    assert results["spine1"].status == "failure"
+    assert words in results["spine1"].messages[0]
+    assert {results[n].status for n in ("spine2", "leaf1", "leaf2")} == {"success"}

@@ -1,9 +1,11 @@
 """lab.mgmt config sessions: diff, commit, abort, commit timer + confirm/rollback (fake clock),
-visibility across terminals, discard on disconnect. No root needed."""
+visibility across terminals, sessions kept after a disconnect (as on EOS), the pending cap.
+No root needed."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -160,16 +162,40 @@ def test_one_unconfirmed_commit_at_a_time_and_abort_rolls_it_back() -> None:
     run(scenario)
 
 
-def test_disconnect_discards_pending_sessions_only() -> None:
+def test_disconnect_keeps_pending_sessions_like_eos() -> None:
     async def scenario(manager: SwitchManager, dataplane: FakeDataplane, _clock: FakeClock) -> None:
         cli = CliSession(manager, "admin", "vty1")
         before = render_text(manager.running)
         await lines(cli, "configure session cut", "interface Ethernet1", "priority-flow-control on")
-        watcher = CliSession(manager, "admin", "vty2")
-        assert "cut" in await watcher.execute("show configuration sessions")
         cli.disconnect()
-        assert "cut" not in manager.sessions
+        watcher = CliSession(manager, "ops", "vty2")
+        data = json.loads(await watcher.execute("show configuration sessions detail | json"))
+        entry = data["sessions"]["cut"]
+        assert (entry["state"], entry["user"], entry["terminal"]) == ("pending", "admin", "")
+        assert entry["commitTimerRemaining"] is None and entry["createdTime"] > 0
+        assert data["maxOpenSessions"] == 5
         assert render_text(manager.running) == before and not pfc_on(dataplane)
+        # Another connection can pick the session up again, and commit it.
+        await lines(watcher, "configure session cut", "commit")
+        assert pfc_on(dataplane)
+
+    run(scenario)
+
+
+def test_leaked_sessions_fill_the_pending_cap_across_connections() -> None:
+    async def scenario(
+        manager: SwitchManager, _dataplane: FakeDataplane, _clock: FakeClock
+    ) -> None:
+        for i in range(5):
+            cli = CliSession(manager, "admin", f"vty{i}")
+            await lines(cli, f"configure session leak{i}", "interface Ethernet1")
+            cli.disconnect()
+        late = CliSession(manager, "admin", "vty9")
+        assert await late.execute("configure session one-more") == (
+            "% Maximum number of pending sessions has been reached"
+        )
+        assert await late.execute("configure session leak0 abort") == ""
+        assert await late.execute("configure session one-more") == ""
 
     run(scenario)
 

@@ -235,7 +235,7 @@ def test_public_key_login(server: ServerThread, client_key: tuple[Path, Path]) -
         conn.disconnect()
 
 
-def test_exec_request_and_dropped_connection_discard_session(server: ServerThread) -> None:
+def test_exec_request_and_dropped_connection_keeps_session(server: ServerThread) -> None:
     async def scenario() -> None:
         async with asyncssh.connect(
             "127.0.0.1", server.port, username="admin", password="admin", known_hosts=None
@@ -252,9 +252,11 @@ def test_exec_request_and_dropped_connection_discard_session(server: ServerThrea
     asyncio.run(scenario())
     assert server.manager is not None
     deadline = time.monotonic() + 5
-    while "dropme" in server.manager.sessions and time.monotonic() < deadline:
+    while server.manager.sessions["dropme"].owner is not None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert "dropme" not in server.manager.sessions
+    # Kept like on EOS (pending, no terminal), and it never touched the running config.
+    assert server.manager.sessions["dropme"].state == "pending"
+    assert server.manager.sessions["dropme"].owner is None
     assert server.dataplane.config["qos"] == before
 
 

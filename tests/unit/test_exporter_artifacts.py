@@ -155,6 +155,7 @@ def test_every_alert_has_for_severity_and_text() -> None:
         "RocePfcWatchdogStormed",
         "RocePauseWithoutEcn",
         "RoceConfigDrift",
+        "RoceConfigSessionPending",
         "RoceDeviceDown",
         "RoceProbeLoss",
     } <= names
@@ -248,6 +249,14 @@ RULE_TESTS = {
                     "series": 'roce_check_result{check="RC001",device="leaf1",result="fail"}',
                     "values": "1x30",
                 },
+                {  # leaf2's session lingers; spine1's is confirmed within minutes
+                    "series": 'roce_config_sessions_pending{device="leaf2"}',
+                    "values": "1x30",
+                },
+                {
+                    "series": 'roce_config_sessions_pending{device="spine1"}',
+                    "values": "1x5 0x25",
+                },
             ],
             "alert_rule_test": [
                 {
@@ -259,6 +268,11 @@ RULE_TESTS = {
                     "eval_time": "20m",
                     "alertname": "RoceConfigDrift",
                     "exp_alerts": [{"exp_labels": {"severity": "warning", "device": "leaf1"}}],
+                },
+                {
+                    "eval_time": "20m",
+                    "alertname": "RoceConfigSessionPending",
+                    "exp_alerts": [{"exp_labels": {"severity": "warning", "device": "leaf2"}}],
                 },
                 {
                     "eval_time": "20m",
@@ -340,4 +354,4 @@ def test_promtool_check_config_on_the_shipped_example() -> None:
         ["promtool", "check", "config", str(config)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 9 rules found" in done.stdout + done.stderr
+    assert "SUCCESS: 10 rules found" in done.stdout + done.stderr

@@ -13,7 +13,13 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from agent.state import Counters, InterfaceCounters, QueueCounters, WatchdogCounters
+from agent.state import (
+    Counters,
+    InterfaceCounters,
+    PendingSession,
+    QueueCounters,
+    WatchdogCounters,
+)
 from exporters import metrics
 from exporters.collector import RoceCollector
 from exporters.fasttext import render_text
@@ -102,6 +108,18 @@ def polled(store: SnapshotStore) -> None:
         duration_s=0.41,
         drift=2,
         at=1700000000.0,
+        sessions=[
+            PendingSession("leaf1", "roce-agent-x", "EOS session", "pending", age_s=30.0),
+            PendingSession(
+                "leaf1",
+                "ops",
+                "EOS session",
+                "pendingCommitTimer",
+                age_s=95.5,
+                rollback_in_s=200.0,
+                live=True,
+            ),
+        ],
     )
 
 
@@ -213,6 +231,7 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
         [
             "roce_last_successful_poll_timestamp_seconds",
             "roce_drift_items",
+            "roce_config_sessions_pending",
             "roce_queue_watermark_bytes",
             "roce_check_result",
             "roce_probe_packets_sent_total",
@@ -295,9 +314,12 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             key("roce_poll_duration_seconds", device="leaf1"): 0.41,
             key("roce_last_successful_poll_timestamp_seconds", device="leaf1"): 1700000000.0,
             key("roce_drift_items", device="leaf1"): 2,
+            key("roce_config_sessions_pending", device="leaf1"): 2,
+            key("roce_config_session_oldest_age_seconds", device="leaf1"): 95.5,
         },
         [
             key("roce_drift_items", device="leaf2"),
+            key("roce_config_sessions_pending", device="leaf2"),
             key("roce_queue_watermark_bytes", device="leaf1", interface="Ethernet1", queue="3"),
         ],
     ),

@@ -19,7 +19,7 @@ from agent.loader import load_fabric
 from agent.platforms.arista_eos import AristaEos
 from agent.platforms.base import Connection, Platform, PlatformError
 from agent.push import Unreachable
-from agent.state import Counters, InterfaceCounters, QosState
+from agent.state import Counters, InterfaceCounters, PendingSession, QosState
 from exporters.exporter import Exporter
 from exporters.poller import PollScheduler, SwitchPoller, classify
 from exporters.store import SnapshotStore, SwitchInventory
@@ -143,6 +143,22 @@ class FakePlatform(AristaEos):
     def read_state(self, conn: Connection) -> QosState:
         return QosState(trust="dscp")
 
+    def read_sessions(self, conn: Connection) -> list[PendingSession]:
+        # A leaked uncommitted session and a live one, as AristaEos parses them.
+        return AristaEos.sessions_from_json(conn.device, RECORDED_SESSIONS, now=1000.0)
+
+
+RECORDED_SESSIONS = {
+    "sessions": {
+        "roce-agent-1": {"state": "pending", "user": "admin", "createdTime": 400.0},
+        "ops-change": {"state": "pendingCommitTimer", "user": "ops", "createdTime": 900.0,
+                       "commitTimerRemaining": 200.0},
+        "done": {"state": "completed", "user": "ops", "createdTime": 10.0},
+    },
+    "maxSavedSessions": 1,
+    "maxOpenSessions": 5,
+}  # fmt: skip
+
 
 def test_switch_poller_keeps_its_session_and_rebuilds_it_after_a_failure() -> None:
     device = Device.model_validate(
@@ -169,6 +185,9 @@ def test_switch_poller_keeps_its_session_and_rebuilds_it_after_a_failure() -> No
     first = poller.poll()
     poller.poll()
     assert len(sessions) == 1 and first.drift == 1  # one DSCP entry differs
+    poller.succeeded(first, 0.1)
+    view = store.snapshot().devices["leaf1"]
+    assert (view.sessions_pending, view.sessions_oldest_age_s) == (2, 600.0)
     platform.fail_next = EOFError("session closed by peer")  # idle timeout on the device
     assert poller.poll().counters.interfaces["Ethernet1"].pfc_rx[3] == 4  # retried at once
     assert len(sessions) == 2 and sessions[0].closed

@@ -127,7 +127,7 @@ def hashed() -> str:
             "cannot load the certificate",
         ),
         ({"http_server_config": {"headers": {"X-Evil": "1"}}}, "unknown field(s) X-Evil"),
-        ("basic_auth_users: [unclosed", "not valid YAML"),
+        ("basic_auth_users: [unclosed", "YAML syntax error"),
         (["a", "list"], "top level: expected a mapping"),
     ],
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -132,15 +134,52 @@ def test_unreadable_password_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda p: os.mkfifo(p), "Actual: a FIFO"),
+        (lambda p: p.mkdir(), "Actual: a directory"),
+        (lambda p: p.write_bytes(b"x" * 70_000), "file too large"),
+        (lambda p: p.write_bytes(b"\xff\xfe"), "not UTF-8"),
+    ],
+)
+def test_password_file_must_be_a_small_regular_file(
+    tmp_path: Path, make: Callable[[Path], object], words: str
+) -> None:
+    """A FIFO (or /dev/zero) as password_file must be refused at once, not read forever."""
+    path = tmp_path / "pw"
+    make(path)
+    credentials = Credentials(password_file=path)
+    with pytest.raises(CredentialError, match=r"device spine1: credentials\.password_file: ") as e:
+        credentials.resolve_password("spine1")
+    assert words in str(e.value) and str(path) in str(e.value)
+
+
+@pytest.mark.parametrize(
     "name",
-    ["Ethernet1\nshutdown", "Ethernet1 ; reload", "Eth\x1b[0m1", "", "x" * 49, "1Ethernet", "Et:1"],
+    [
+        "Ethernet1\nshutdown",
+        "Ethernet1 ; reload",
+        "Eth\x1b[0m1",
+        "",
+        "x" * 49,
+        "1Ethernet",
+        "Et:1",
+        # names reach sysfs paths and file names on hosts
+        "eth..0",
+        "eth0/../../etc",
+        "Ethernet1//1",
+        "eth0/.hidden",
+        "Ｅthernet1",
+    ],
 )
 def test_interface_names_refuse_injection(name: str) -> None:
     with pytest.raises(ValidationError, match="invalid interface name"):
         Port(name=name, speed="100G")
 
 
-@pytest.mark.parametrize("name", ["Ethernet1", "Ethernet1/1", "Ethernet1/1/4", "swp1s0", "eth0"])
+@pytest.mark.parametrize(
+    "name", ["Ethernet1", "Ethernet1/1", "Ethernet1/1/4", "swp1s0", "eth0", "eth0.100", "bond0.1"]
+)
 def test_interface_names_accept_real_ones(name: str) -> None:
     assert Port(name=name, speed="100G").name == name
 

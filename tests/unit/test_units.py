@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.units import UnitError, format_size, format_speed, parse_size, parse_speed
+from agent.units import (
+    SPEED_MAX_BPS,
+    SPEED_MIN_BPS,
+    UnitError,
+    format_size,
+    format_speed,
+    parse_size,
+    parse_speed,
+)
 
 
 @pytest.mark.parametrize(
@@ -18,16 +28,41 @@ from agent.units import UnitError, format_size, format_speed, parse_size, parse_
         ("800G", 800_000_000_000),
         ("2.5G", 2_500_000_000),
         ("40Gbps", 40_000_000_000),
-        (1000, 1000),
+        ("1M", 1_000_000),
+        (1_000_000, 1_000_000),
+        (800_000_000_000, 800_000_000_000),
     ],
 )
 def test_parse_speed(text: str | int, bps: int) -> None:
     assert parse_speed(text) == bps
 
 
-@pytest.mark.parametrize("text", ["", "fast", "100Q", "-1G", "0", 0, True, "1.5"])
-def test_parse_speed_rejects(text: str | int) -> None:
-    with pytest.raises(UnitError):
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "expected a speed"),
+        ("fast", "expected a speed"),
+        ("100Q", "expected a speed"),
+        ("-1G", "expected a speed"),
+        ("0", "from 1M to 800G"),
+        (0, "from 1M to 800G"),
+        (True, "expected a speed"),
+        ("1.5", "whole number"),
+        # below 1M: no real RoCE link; above 800G: no known pause reaction delay
+        (1, "from 1M to 800G Actual: 1"),
+        (1000, "from 1M to 800G"),
+        ("999K", "from 1M to 800G"),
+        ("1T", "from 1M to 800G Actual: '1T'"),
+        ("1.6T", "from 1M to 800G"),
+        (10**30, "from 1M to 800G"),
+        # ASCII digits only: float() and \\d take these
+        ("１００G", "expected a speed"),
+        ("\u0661\u0660G", "expected a speed"),
+        ("9" * 5000 + "G", "expected a speed"),
+    ],
+)
+def test_parse_speed_rejects(text: str | int, words: str) -> None:
+    with pytest.raises(UnitError, match=re.escape(words)):
         parse_speed(text)
 
 
@@ -48,7 +83,10 @@ def test_parse_size(text: str | int, size: int) -> None:
     assert parse_size(text) == size
 
 
-@pytest.mark.parametrize("text", ["15 parsecs", "1.5", "KB", "-5KB", -1, False, "1.0000001KB"])
+@pytest.mark.parametrize(
+    "text",
+    ["15 parsecs", "1.5", "KB", "-5KB", -1, False, "1.0000001KB", "１５０KB", "9" * 5000],
+)
 def test_parse_size_rejects(text: str | int) -> None:
     with pytest.raises(UnitError):
         parse_size(text)
@@ -59,6 +97,6 @@ def test_format_size_round_trips(size: int) -> None:
     assert parse_size(format_size(size)) == size
 
 
-@given(st.integers(min_value=1, max_value=10**13))
+@given(st.integers(min_value=SPEED_MIN_BPS, max_value=SPEED_MAX_BPS))
 def test_format_speed_round_trips(bps: int) -> None:
     assert parse_speed(format_speed(bps)) == bps

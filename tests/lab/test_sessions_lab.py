@@ -1,0 +1,284 @@
+"""Sessions are state, live against lab switches over SSH: runs killed at each step (the
+``ROCE_AGENT_KILL_AT`` drill points), what drift/apply/audit see afterwards, and replies lost
+on the way back from the switch (the lab's ``faults.json`` knobs).
+
+One lab for the module; every test first puts leaf1 (or leaf2) in a known drifted state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LAB_UNAVAILABLE, REPO, Lab, running_lab
+from netmiko import ConnectHandler
+
+from lab.mgmt.launcher import set_faults
+from lab.runtime import MGMT_SUFFIX
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+]
+PASSWORD = "sessions-lab-7c1d"
+DRIFT_LINE = "qos map dscp 14 to traffic-class 3"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    name = f"se{os.getpid()}"
+    state_dir = tmp_path_factory.mktemp("sessionslab") / name
+    with running_lab(name, state_dir, PASSWORD) as started:
+        converge(started, tmp_path_factory.mktemp("initial"))
+        yield started
+
+
+def agent(
+    state: Path, *args: str, kill_at: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ROCE_LAB_PASSWORD": PASSWORD, "ROCE_AGENT_STATE_DIR": str(state)}
+    env.pop("ROCE_AGENT_KILL_AT", None)
+    if kill_at:
+        env["ROCE_AGENT_KILL_AT"] = kill_at
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env,
+    )  # fmt: skip
+
+
+def fabric(lab: Lab) -> str:
+    return str(lab.status["fabric_file"])
+
+
+def converge(lab: Lab, state: Path) -> None:
+    done = agent(state, "apply", fabric(lab), "--yes", "--pending", "abort")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def eos(lab: Lab, switch: str) -> Any:
+    node = lab.status["nodes"][switch]
+    return ConnectHandler(
+        device_type="arista_eos", host=node["mgmt_host"], port=node["mgmt_port"],
+        username="admin", password=PASSWORD, fast_cli=True,
+    )  # fmt: skip
+
+
+def show(lab: Lab, switch: str, command: str) -> str:
+    connection = eos(lab, switch)
+    try:
+        return str(connection.send_command(command))
+    finally:
+        connection.disconnect()
+
+
+def open_sessions(lab: Lab, switch: str) -> dict[str, dict[str, Any]]:
+    data = json.loads(show(lab, switch, "show configuration sessions detail | json"))
+    return {n: s for n, s in data["sessions"].items() if s["state"] != "completed"}
+
+
+def drift_switch(lab: Lab, switch: str) -> str:
+    connection = eos(lab, switch)
+    try:
+        assert "%" not in connection.send_config_set([DRIFT_LINE])
+    finally:
+        connection.disconnect()
+    return show(lab, switch, "show running-config")
+
+
+def records(state: Path) -> list[dict[str, Any]]:
+    path = state / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def devices(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    return {d["device"]: d for d in json.loads(done.stdout)["devices"]}
+
+
+def faults(lab: Lab, switch: str, **knobs: object) -> None:
+    processes = json.loads((lab.state_dir / "state.json").read_text())["processes"]
+    pid = int(processes[switch + MGMT_SUFFIX]["pid"])
+    set_faults(lab.state_dir / f"{switch}-mgmt", pid, **knobs)
+    time.sleep(0.5)  # the process reloads on SIGUSR1
+
+
+def killed_after_commit(lab: Lab, state: Path, switch: str) -> str:
+    """A run SIGKILLed while its change is live under a 300 s timer; the session name."""
+    drift_switch(lab, switch)
+    done = agent(state, "apply", fabric(lab), "--device", switch, "--yes",
+                 kill_at=f"after-commit@{switch}")  # fmt: skip
+    assert done.returncode == -9, done.stderr
+    [(name, session)] = open_sessions(lab, switch).items()
+    assert name.startswith("roce-agent-") and session["state"] == "pendingCommitTimer"
+    assert DRIFT_LINE not in show(lab, switch, "show running-config")  # the change is live
+    return name
+
+
+def test_killed_with_live_change_is_not_read_as_converged(lab: Lab, tmp_path: Path) -> None:
+    name = killed_after_commit(lab, tmp_path, "leaf1")
+    incomplete = agent(tmp_path, "audit", "--incomplete", "--output", "json")
+    assert incomplete.returncode == 1
+    [attempt] = json.loads(incomplete.stdout)["attempts"]
+    assert attempt["session"] == name and attempt["status"] == "incomplete"
+    assert attempt["operator"]["uid"] == os.getuid()
+
+    drift = agent(tmp_path, "drift", fabric(lab), "--device", "leaf1")
+    assert drift.returncode == 1
+    assert f"leaf1: pending EOS session {name!r} (pendingCommitTimer" in drift.stderr
+    assert "rolls back in" in drift.stderr
+
+    waited = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes",
+                   "--pending-timeout", "2", "--output", "json")  # fmt: skip
+    assert waited.returncode == 1
+    leaf1 = devices(waited)["leaf1"]
+    assert leaf1["result"] == "pending" and name in leaf1["error"]
+
+    own = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes",
+                "--pending", "confirm-own", "--output", "json")  # fmt: skip
+    assert own.returncode == 0, own.stdout + own.stderr
+    leaf1 = devices(own)["leaf1"]
+    assert leaf1["result"] == "no-change"
+    assert any(note.startswith("confirmed own EOS session") for note in leaf1["notes"])
+    assert open_sessions(lab, "leaf1") == {}
+    assert agent(tmp_path, "drift", fabric(lab), "--device", "leaf1").returncode == 0
+    assert agent(tmp_path, "audit", "--incomplete").returncode == 0
+    reconciled = [r for r in records(tmp_path) if r["record"] == "reconciled"]
+    assert reconciled[-1]["attempt"] == attempt["attempt"]
+    assert "confirmed" in reconciled[-1]["outcome"]
+
+
+def test_confirm_own_refuses_a_session_the_audit_does_not_know(lab: Lab, tmp_path: Path) -> None:
+    name = killed_after_commit(lab, tmp_path / "run", "leaf2")
+    stranger = tmp_path / "other-state-dir"  # no intent record for that session here
+    done = agent(stranger, "apply", fabric(lab), "--device", "leaf2", "--yes",
+                 "--pending", "confirm-own", "--output", "json")  # fmt: skip
+    assert done.returncode == 1
+    assert devices(done)["leaf2"]["result"] == "pending"
+    assert open_sessions(lab, "leaf2")[name]["state"] == "pendingCommitTimer"
+    aborted = agent(stranger, "apply", fabric(lab), "--device", "leaf2", "--yes",
+                    "--pending", "abort", "--output", "json")  # fmt: skip
+    assert aborted.returncode == 0, aborted.stdout + aborted.stderr
+    leaf2 = devices(aborted)["leaf2"]
+    # Rolled back by the abort, then applied again by this run.
+    assert leaf2["result"] == "applied"
+    assert any(name in note and "aborted" in note for note in leaf2["notes"])
+    assert open_sessions(lab, "leaf2") == {}
+
+
+def test_leaked_uncommitted_session_is_reported_then_cleaned(lab: Lab, tmp_path: Path) -> None:
+    drifted = drift_switch(lab, "leaf1")
+    done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes",
+                 kill_at="in-session")  # fmt: skip
+    assert done.returncode == -9
+    [(name, session)] = open_sessions(lab, "leaf1").items()
+    assert session["state"] == "pending"  # kept after the connection died, like EOS
+    assert show(lab, "leaf1", "show running-config") == drifted  # never committed
+
+    drift = agent(tmp_path, "drift", fabric(lab), "--device", "leaf1")
+    assert drift.returncode == 1 and name in drift.stderr
+
+    fixed = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes", "--output",
+                  "json")  # fmt: skip
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    leaf1 = devices(fixed)["leaf1"]
+    assert leaf1["result"] == "applied"
+    assert any(f"aborted leaked EOS session {name!r}" in note for note in leaf1["notes"])
+    assert open_sessions(lab, "leaf1") == {}
+
+
+def test_killed_after_confirm_is_reconciled_from_the_device(lab: Lab, tmp_path: Path) -> None:
+    drift_switch(lab, "leaf1")
+    done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes",
+                 kill_at="after-confirm@leaf1")  # fmt: skip
+    assert done.returncode == -9
+    assert open_sessions(lab, "leaf1") == {}
+    assert DRIFT_LINE not in show(lab, "leaf1", "show running-config")  # confirmed
+    [attempt] = json.loads(agent(tmp_path, "audit", "--incomplete", "--output", "json").stdout)[
+        "attempts"
+    ]
+    again = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes")
+    assert again.returncode == 0
+    [reconciled] = [r for r in records(tmp_path) if r["record"] == "reconciled"]
+    assert reconciled["attempt"] == attempt["attempt"]
+    assert "device equals the plan" in reconciled["outcome"]
+
+
+def test_lost_reply_to_the_confirm_is_checked_on_the_switch(lab: Lab, tmp_path: Path) -> None:
+    drift_switch(lab, "leaf2")
+    faults(lab, "leaf2", cut_on=r"^configure session roce-agent-\S+ commit$", cut_when="after")
+    try:
+        done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf2", "--yes", "--output",
+                     "json")  # fmt: skip
+    finally:
+        faults(lab, "leaf2")
+    leaf2 = devices(done)["leaf2"]
+    # The confirm ran; its reply was lost. The fresh read proves the change is final.
+    assert done.returncode == 0, done.stdout
+    assert leaf2["result"] == "applied"
+    assert any("verified on a fresh connection" in note for note in leaf2["notes"])
+    assert open_sessions(lab, "leaf2") == {}
+    assert DRIFT_LINE not in show(lab, "leaf2", "show running-config")
+    [result] = [r for r in records(tmp_path) if r["record"] == "result"]
+    assert result["result"] == "applied"
+
+
+def test_lost_reply_to_commit_timer_rolls_back_for_real(lab: Lab, tmp_path: Path) -> None:
+    drifted = drift_switch(lab, "leaf2")
+    faults(lab, "leaf2", cut_on=r"^commit timer ", cut_when="after")
+    try:
+        done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf2", "--yes", "--output",
+                     "json")  # fmt: skip
+    finally:
+        faults(lab, "leaf2")
+    leaf2 = devices(done)["leaf2"]
+    # The commit ran (the change went live under its timer) but the agent never heard so:
+    # it must not leave it live for the timer, nor call it applied.
+    assert done.returncode == 1
+    assert leaf2["result"] == "failed"
+    assert any("aborted EOS session" in note for note in leaf2["notes"])
+    assert any("old state is in place" in note for note in leaf2["notes"])
+    assert open_sessions(lab, "leaf2") == {}
+    assert show(lab, "leaf2", "show running-config") == drifted
+    converge(lab, tmp_path)
+
+
+def test_unwritable_state_dir_touches_nothing(lab: Lab, tmp_path: Path) -> None:
+    drifted = drift_switch(lab, "leaf1")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = agent(blocker / "state", "apply", fabric(lab), "--yes")
+    assert done.returncode == 2
+    assert "state dir" in done.stderr and "Nothing was contacted" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert show(lab, "leaf1", "show running-config") == drifted
+    assert open_sessions(lab, "leaf1") == {}
+    converge(lab, tmp_path)
+
+
+def test_validate_fails_on_a_pending_session(lab: Lab, tmp_path: Path) -> None:
+    playbook = tmp_path / "sessions.yml"
+    playbook.write_text(
+        "name: sessions\nsteps:\n  - collect: {counters: false}\n  - checks: {ids: [RC009]}\n"
+    )
+    clean = agent(tmp_path, "validate", fabric(lab), "--playbook", str(playbook), "--output",
+                  "json")  # fmt: skip
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    operator = eos(lab, "spine2")
+    try:
+        operator.send_command("configure session ops-window", expect_string=r"#")
+        operator.send_command("end", expect_string=r"#")
+        done = agent(tmp_path, "validate", fabric(lab), "--playbook", str(playbook), "--output",
+                     "json")  # fmt: skip
+    finally:
+        operator.send_command("configure session ops-window abort", expect_string=r"#")
+        operator.disconnect()
+    assert done.returncode == 1
+    failed = [c for c in json.loads(done.stdout)["checks"] if c["status"] == "failure"]
+    assert [(c["check"], c["device"]) for c in failed] == [("RC009", "spine2")]
+    assert "EOS session 'ops-window' (pending, user admin" in failed[0]["messages"][0]

@@ -1,0 +1,73 @@
+"""The fault drill's verdict (agent/faultdrill.py ``judge``): each lie it must catch.
+
+The drill itself runs live in tests/lab/test_fault_drill.py; here the rules are pinned on
+hand-made outcomes, one per way a broken rollout can be misreported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.faultdrill import DrillError, RowResult, judge, select_rows
+
+OLD = {"s1": "old", "s2": "old"}
+
+
+def outcome(**fields: Any) -> RowResult:
+    base: dict[str, Any] = {"name": "row", "exit_code": 1, "expected_exit": 1}
+    base.update(fields)
+    return RowResult(**base)
+
+
+@pytest.mark.parametrize(
+    ("fields", "records", "problem"),
+    [
+        ({"exit_code": 0}, [], "exit 0, want 1"),
+        ({"after_fault": {"s1": "mixed(3)", "s2": "old"}}, [], "s1 is mixed(3)"),
+        ({"after_fault": {"s1": "old", "s2": "old"}, "reported": {"s1": "applied"}}, [],
+         "s1 reported applied but is old"),
+        ({"after_fault": {"s1": "new", "s2": "old"}, "reported": {"s1": "failed"},
+          "audited": {"s1": "applied"}}, [], "s1 reported failed but changed to new"),
+        ({"after_fault": {"s1": "old", "s2": "old"}, "audited": {"s1": "applied"}}, [],
+         "audit says s1 applied but it is old"),
+        ({"after_fault": {"s1": "new", "s2": "old"}}, [], "s1 changed with no audit record"),
+        ({"after_fault": {"s1": "new", "s2": "old"}, "audited": {"s1": "failed"}}, [],
+         "audit says s1 failed but it changed to new"),
+        ({"after_fault": OLD}, [{"unparsable": '{"dev'}], "audit log has a torn line"),
+    ],
+    ids=["exit", "mixed", "reported-applied-old", "reported-failed-new", "audit-applied-old",
+         "no-record", "audit-failed-new", "torn-line"],
+)  # fmt: skip
+def test_each_misreport_is_caught(
+    fields: dict[str, Any], records: list[dict[str, Any]], problem: str
+) -> None:
+    result = outcome(**fields)
+    judge(result, OLD, records)
+    assert problem in result.problems
+
+
+@pytest.mark.parametrize(
+    ("fields"),
+    [
+        {"after_fault": OLD, "reported": {"s1": "failed", "s2": "skipped"},
+         "audited": {"s1": "failed"}},
+        {"exit_code": -9, "expected_exit": -9, "after_fault": {"s1": "new", "s2": "old"},
+         "audited": {"s1": "intent"}},
+        {"exit_code": 0, "expected_exit": 0, "after_fault": {"s1": "new", "s2": "new"},
+         "reported": {"s1": "applied", "s2": "applied"},
+         "audited": {"s1": "applied", "s2": "applied"}},
+    ],
+    ids=["refused-all-old", "killed-after-confirm", "recovered"],
+)  # fmt: skip
+def test_truthful_outcomes_pass(fields: dict[str, Any]) -> None:
+    result = outcome(**fields)
+    judge(result, OLD, [])
+    assert result.problems == []
+
+
+def test_unknown_row_names_are_refused() -> None:
+    with pytest.raises(DrillError, match="unknown row"):
+        select_rows(["kill nowhere"])
+    assert [r.name for r in select_rows(["wrong credentials"])] == ["wrong credentials"]
