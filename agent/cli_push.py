@@ -12,9 +12,10 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from agent.cli_support import EXIT_ERROR, EXIT_FAILED, FiniteFloat, handle_errors
-from agent.errors import AgentError
+from agent.errors import AgentError, printable
 from agent.loader import load_fabric
 from agent.push import (
     DEFAULT_PARALLELISM,
@@ -318,29 +319,25 @@ def audit_command(incomplete: bool, state_dir: Path | None, output: str) -> None
     Exit 0; 1 with --incomplete when there is any (a run died mid-change: the next apply
     reconciles it)."""
     log = AuditLog(resolve_state_dir(state_dir))
-    attempts = log.attempts()
-    if incomplete:
-        attempts = [a for a in attempts if a["result"] is None and not a["reconciled"]]
+    attempts = log.incomplete() if incomplete else log.attempts()
     rows = [_attempt_row(a) for a in attempts]
     if output == "json":
         click.echo(json.dumps({"audit_log": str(log.path), "attempts": rows}, indent=2))
+    elif not rows:
+        what = "no incomplete attempt" if incomplete else "no change attempt"
+        _console().print(Text(f"audit: {printable(str(log.path))}: {what}"))
     else:
-        table = Table(title=f"audit: {log.path}")
+        table = Table(title=Text(f"audit: {printable(str(log.path))}"))
         for column in ("time", "attempt", "device", "session", "operator", "status", "detail"):
             table.add_column(column)
         for row in rows:
             who = row["operator"].get("user", "?")
             if row["operator"].get("claimed_sudo_user"):
                 who += f" (claims sudo by {row['operator']['claimed_sudo_user']})"
-            table.add_row(
-                row["time"],
-                row["attempt"][:12],
-                row["device"],
-                row["session"] or "",
-                who,
-                row["status"],
-                row["detail"],
-            )
+            cells = (row["time"], row["attempt"][:12], row["device"], row["session"] or "",
+                     who, row["status"], row["detail"])  # fmt: skip
+            # The log is a file on disk: its text is shown, never taken as rich markup.
+            table.add_row(*(Text(printable(str(cell))) for cell in cells))
         _console().print(table)
     if incomplete and rows:
         sys.exit(EXIT_FAILED)

@@ -222,6 +222,9 @@ def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
         assert "leaf2" in (state / "audit.jsonl").read_text()
         assert sample(_scrape(port), 'roce_agent_mode{mode="enforce"}') == 1
 
+        # A real systemd reads its socket all along; this fake one has not read it since the
+        # enforce phase, and a full queue (~10 datagrams) would drop STOPPING=1.
+        notifications.drain()
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         while process.poll() is None and time.monotonic() - started < 10:

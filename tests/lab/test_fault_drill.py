@@ -5,18 +5,23 @@ kill point, or a lab management-plane fault on the canary), waits out the commit
 and requires: every switch entirely old or entirely new, nothing reported or audited as
 applied unless it is, every change audited, the right exit code, and a clean re-run that
 exits 0 with every switch new (agent/faultdrill.py). The matrix is printed at the end.
+
+The rows spend most of their time waiting (netmiko's read timeout, commit timers), so they
+run in two lanes, each on a lab of its own with its own audit log; the lanes share nothing.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from conftest import LAB_UNAVAILABLE, Lab, running_lab
+from conftest import LAB_UNAVAILABLE, running_lab
 
-from agent.faultdrill import Drill, RowResult, default_rows, format_matrix, resolve_rows
+from agent.faultdrill import Drill, Row, RowResult, default_rows, format_matrix, resolve_rows
 
 pytestmark = [
     pytest.mark.lab,
@@ -24,41 +29,69 @@ pytestmark = [
 ]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short
 ROWS = default_rows()
-RESULTS: list[RowResult] = []
+LANES = 2
+# Rows that wait on netmiko's 10 s read timeout or a commit timer go first, one per lane in
+# turn, so both lanes end at about the same time.
+SLOW_FIRST = ("slow switch", "ssh cut", "mgmt plane restart", "kill after-commit")
+
+
+def _lanes(rows: list[Row]) -> list[list[Row]]:
+    ordered = sorted(rows, key=lambda r: not r.name.startswith(SLOW_FIRST))
+    return [ordered[lane::LANES] for lane in range(LANES)]
+
+
+def _run_lane(drill: Drill, rows: list[Row]) -> dict[str, RowResult]:
+    results = {}
+    for row in rows:
+        try:
+            results[row.name] = drill.run_row(row)
+        except Exception as exc:  # a drill that cannot run is this row's failure
+            results[row.name] = RowResult(row.name, problems=[f"drill error: {exc}"])
+    return results
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"fd{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("fdlab") / name
-    with running_lab(name, state_dir, "admin") as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def drill(
-    lab: Lab, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[Drill]:
-    audit_dir = tmp_path_factory.mktemp("fdaudit")
-    runner = Drill(Path(lab.status["fabric_file"]), audit_dir, CONFIRM_TIMEOUT_S)
-    runner.snapshot_old()
-    resolve_rows(runner, ROWS)
-    yield runner
+def matrix(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, RowResult]]:
+    with ExitStack() as stack:
+        drills = []
+        for lane in range(LANES):
+            name = f"fd{os.getpid()}{'ab'[lane]}"
+            lab = stack.enter_context(
+                running_lab(name, tmp_path_factory.mktemp("fdlab") / name, "admin")
+            )
+            drill = Drill(
+                Path(lab.status["fabric_file"]), tmp_path_factory.mktemp("fdaudit"),
+                CONFIRM_TIMEOUT_S,
+            )  # fmt: skip
+            drill.snapshot_old()
+            resolve_rows(drill, ROWS)
+            drills.append(drill)
+        results: dict[str, RowResult] = {}
+        with ThreadPoolExecutor(max_workers=LANES) as pool:
+            for lane_results in pool.map(_run_lane, drills, _lanes(ROWS)):
+                results.update(lane_results)
+        yield results
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None and RESULTS:
+    if reporter is not None and capture is not None:
         with capture.global_and_fixture_disabled():  # past pytest's output capture
             reporter.write_line("")
             reporter.write_line("fault-drill matrix:")
-            for line in format_matrix(RESULTS).splitlines():
+            ordered = [results[r.name] for r in ROWS if r.name in results]
+            for line in format_matrix(ordered).splitlines():
                 reporter.write_line(line)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.slug for r in ROWS])
-def test_drill_row(drill: Drill, row: object) -> None:
-    from agent.faultdrill import Row
+def test_every_row_runs_in_exactly_one_lane() -> None:
+    lanes = _lanes(ROWS)
+    assert sorted(r.name for lane in lanes for r in lane) == sorted(r.name for r in ROWS)
+    assert all(lanes)
 
-    assert isinstance(row, Row)
-    result = drill.run_row(row)
-    RESULTS.append(result)
+
+@pytest.mark.timeout(900)  # the first row's setup runs the whole matrix (≈ 2 min)
+@pytest.mark.parametrize("row", ROWS, ids=[r.slug for r in ROWS])
+def test_drill_row(matrix: dict[str, RowResult], row: Row) -> None:
+    result = matrix[row.name]
     assert result.passed, format_matrix([result])

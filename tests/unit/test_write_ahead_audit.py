@@ -98,6 +98,17 @@ def test_audit_command_lists_attempts_and_incomplete_ones(tmp_path: Path) -> Non
     assert only.exit_code == 1
     assert "leaf2" in only.output and "leaf1" not in only.output
 
+    log.write(record="reconciled", attempt="a2", device="leaf2", outcome="device equals the plan")
+    log.write(record="intent", attempt="a3", fabric="f", device="[bold]x\x1b[2J", session="s3")
+    log.write(record="result", attempt="a3", result="failed", error="[red]refused[/red]")
+    settled = runner.invoke(main, ["audit", "--incomplete", "--state-dir", str(tmp_path)])
+    assert settled.exit_code == 0, settled.output
+    assert "no incomplete attempt" in settled.output
+    table = runner.invoke(main, ["audit", "--state-dir", str(tmp_path)])
+    # Text from the log is shown as it is: neither rich markup nor a terminal escape.
+    assert "[red]refused[/red]" in table.output and "\x1b" not in table.output
+    assert "[bold]x\\x1b[2J" in table.output
+
 
 @pytest.mark.parametrize(
     ("setting", "point", "device", "killed"),
