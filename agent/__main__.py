@@ -1,5 +1,5 @@
 """``python -m agent`` runs the CLI (same as the ``roce-agent`` script)."""
 
-from agent.cli import main
+from agent.app.cli import main
 
 main()

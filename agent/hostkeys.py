@@ -37,12 +37,31 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from agent.errors import AgentError
 
-if TYPE_CHECKING:
-    from agent.intent import Device
+
+class KeyedDevice(Protocol):
+    """What host key checking needs of a device (``agent.intent.Device`` has it).
+
+    A protocol, not the intent class: the intent validates host key lines with this module,
+    so importing the intent here would tie the two modules into one.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def host_key(self) -> list[str] | None: ...
+    @property
+    def known_hosts(self) -> Path | None: ...
+    @property
+    def host_key_policy(self) -> str: ...
+
 
 PKey = Any  # paramiko.PKey; paramiko ships no type information
 
@@ -186,7 +205,7 @@ class Expectation:
         return sorted(every - allowed)
 
 
-def expectation(device: Device) -> Expectation:
+def expectation(device: KeyedDevice) -> Expectation:
     """Gather the expected keys for ``device`` from its sources (see the module doc)."""
     assert device.host is not None
     expected = Expectation(
@@ -307,7 +326,9 @@ def no_acceptable_key(expected: Expectation) -> HostKeyError:
     )
 
 
-def open_netmiko(device: Device, factory: Callable[..., Any] | None = None, **params: Any) -> Any:
+def open_netmiko(
+    device: KeyedDevice, factory: Callable[..., Any] | None = None, **params: Any
+) -> Any:
     """``netmiko.ConnectHandler(**params)`` with the device's host key checked first.
 
     Raises :class:`HostKeyError` (never retried: waiting does not change a key) or whatever

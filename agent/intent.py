@@ -30,7 +30,7 @@ from pydantic import (
 from agent.errors import CredentialError, IntentError
 from agent.hostkeys import check_host_key_line
 from agent.units import SPEED_MAX_BPS, SPEED_MIN_BPS, UnitError, parse_size, parse_speed
-from agent.yamlsource import read_bounded
+from common.yamlsource import read_bounded
 
 PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host")
 Platform = Literal["arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host"]
@@ -453,6 +453,19 @@ class ValidationPolicy(StrictModel):
     probe: ProbePolicy = Field(default_factory=ProbePolicy)
 
 
+class Emulation(StrictModel):
+    """Only for emulated fabrics (the lab): what the fabric's links stand for.
+
+    ``time_dilation`` D says a lab link stands for one D times faster (a 10 Mb/s lab port
+    standing for 10 Gb/s: 1000). The lab hosts' DCQCN reaction and notification points then
+    run D times slower with D times smaller rates (:mod:`agent.probes.dilation`), so ECN,
+    DCQCN and PFC interact as on the emulated link. It changes no device configuration:
+    ``check``, ``plan``, ``diff`` and ``apply`` never read it. 1 = real time (real fabrics).
+    """
+
+    time_dilation: int = Field(default=1, ge=1, le=1_000_000)
+
+
 class FabricIntent(StrictModel):
     """Everything the agent needs to configure and validate one fabric."""
 
@@ -460,6 +473,9 @@ class FabricIntent(StrictModel):
     profile: Profile
     devices: list[Device] = Field(min_length=1)
     validation: ValidationPolicy = Field(default_factory=ValidationPolicy)
+    emulation: Emulation = Field(
+        default_factory=Emulation, description="emulated fabrics (the lab) only"
+    )
 
     def device(self, name: str) -> Device | None:
         return next((d for d in self.devices if d.name == name), None)

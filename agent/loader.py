@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,11 @@ from pydantic import ValidationError
 from agent.credpaths import expand_credential_paths
 from agent.errors import IntentError, Problem, SourcePosition
 from agent.intent import DeviceDefaults, FabricIntent, Profile
-from agent.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
+from agent.rules import rule_problems
+from common.validation import field_errors
+from common.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
 
-FABRIC_KEYS = ("name", "profile", "overrides", "defaults", "devices", "validation")
+FABRIC_KEYS = ("name", "profile", "overrides", "defaults", "devices", "validation", "emulation")
 BUILTIN_PROFILES = Path(__file__).resolve().parent.parent / "playbooks" / "profiles"
 
 
@@ -154,57 +155,15 @@ def _real(path: Path) -> Path:
         return path
 
 
-_PYDANTIC_STEP = re.compile(r"[a-z][a-z-]*\[.*\]|[a-z]+(?:-[a-z]+)+")
-
-
-def _data_loc(loc: Sequence[str | int], data: Any) -> PathKey:
-    """``loc`` without the validator steps pydantic inserts (``function-after[...]``).
-
-    A step is dropped only when the data has no such key: a YAML key spelt ``mtu[0]`` looks
-    like a validator step but is the very field the user has to fix.
-    """
-    kept: list[str | int] = []
-    current = data
-    for part in loc:
-        if isinstance(current, dict) and part in current:
-            kept.append(part)
-            current = current[part]
-        elif (
-            isinstance(current, dict)
-            and isinstance(part, str)
-            and part.isascii()
-            and part.isdigit()
-            and int(part) in current
-        ):
-            kept.append(part)
-            current = current[int(part)]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
-            kept.append(part)
-            current = current[part]
-        elif isinstance(part, str) and _PYDANTIC_STEP.fullmatch(part):
-            continue
-        else:
-            kept.append(part)
-            current = None
-    return tuple(kept)
-
-
 def _pydantic_problems(
     exc: ValidationError, locate: Locator, prefix: PathKey = (), data: Any = None
 ) -> list[Problem]:
     problems = []
-    for error in exc.errors(include_url=False):
-        loc = _data_loc(error["loc"], data)
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden" and loc:
-            message = f"unknown field {loc[-1]!r}"
-        elif error["type"] == "missing" and loc:
-            message = f"field {loc[-1]!r} is required"
-        rule = None
+    for error in field_errors(exc, data):
+        rule, message = None, error.message
         if message[:2] == "IR" and message[2:5].isdigit():
             rule, message = message[:5], message[6:]
-        at_key = error["type"] == "extra_forbidden"
-        problems.append(locate.problem((*prefix, *loc), message, rule, key=at_key))
+        problems.append(locate.problem((*prefix, *error.loc), message, rule, key=error.at_key))
     return problems
 
 
@@ -218,8 +177,6 @@ def load_profile(path: Path) -> tuple[dict[str, Any], SourceMap]:
 
 def load_fabric(path: Path) -> LoadedFabric:
     """Load, merge, validate and rule-check a fabric file; raise :class:`IntentError`."""
-    from agent.rules import check_rules  # rules use the plan, which uses this module's types
-
     data, fabric_map = load_yaml(path)
     empty = SourceMap(path)
     if not isinstance(data, dict):
@@ -283,8 +240,9 @@ def load_fabric(path: Path) -> LoadedFabric:
         "profile": _deep_merge(profile_data, overrides) if profile_data else None,
         "devices": devices,
     }
-    if "validation" in data:
-        merged["validation"] = data["validation"]
+    for key in ("validation", "emulation"):
+        if key in data:
+            merged[key] = data[key]
     if problems:
         raise IntentError(problems)
 
@@ -294,9 +252,9 @@ def load_fabric(path: Path) -> LoadedFabric:
         raise IntentError(_pydantic_problems(exc, locate, (), merged)) from None
 
     loaded = LoadedFabric(intent, path, profile_file, locate)
-    rule_problems = check_rules(loaded)
-    if rule_problems:
-        raise IntentError(rule_problems)
+    problems = rule_problems(loaded.intent, loaded.locator.problem)
+    if problems:
+        raise IntentError(problems)
     return loaded
 
 

@@ -36,7 +36,8 @@ from agent.probes import scenarios
 from agent.push import DeviceResult, Pusher
 from agent.state import QosState
 from agent.units import parse_size
-from agent.yamlsource import SourceMap, dotted_path, load_yaml
+from common.validation import validation_problems
+from common.yamlsource import load_yaml
 
 PLAYBOOKS = Path(__file__).resolve().parent.parent / "playbooks"
 
@@ -145,17 +146,9 @@ def load_playbook(path: Path) -> Playbook:
             raise AgentError(f"{path}: unknown check ID(s) {', '.join(unknown)}")
         return playbook
     except ValidationError as exc:
-        raise IntentError(_problems(exc, source)) from None
+        raise IntentError(validation_problems(exc, data, source)) from None
     except ValueError as exc:
         raise IntentError([Problem(source.locate(("steps",)), "steps", str(exc))]) from None
-
-
-def _problems(exc: ValidationError, source: SourceMap) -> list[Problem]:
-    problems = []
-    for error in exc.errors(include_url=False):
-        loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
-        problems.append(Problem(source.locate(loc), dotted_path(loc), error["msg"]))
-    return problems
 
 
 def playbook_path(name_or_path: str) -> Path:

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agent.errors import Problem
 from agent.intent import FabricIntent
 from agent.plan import Plan, build_plan, ecn_for_port, pfc_priorities
 from agent.units import format_size, format_speed
-
-if TYPE_CHECKING:
-    from agent.loader import LoadedFabric
 
 Loc = tuple[str | int, ...]
 
@@ -414,10 +410,6 @@ def rule_problems(
         for violation in registered.check(intent, plan):
             problems.append(locate(violation.loc, violation.message(), registered.rule_id))
     return problems
-
-
-def check_rules(loaded: LoadedFabric) -> list[Problem]:
-    return rule_problems(loaded.intent, loaded.locator.problem)
 
 
 def rules_by_id() -> dict[str, str]:

@@ -24,9 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Final, Literal
 
-# One pause quantum is 512 bit times (IEEE 802.3 Annex 31B / 802.1Qbb; the lua's "* 512 / 8").
-BITS_PER_PAUSE_QUANTUM: Final = 512
-MAX_PAUSE_QUANTA: Final = 0xFFFF  # the PFC time field is 16 bits (IEEE 802.1Qbb)
+from lossless.pfc import PAUSE_QUANTUM_BITS, PFC_QUANTA_MAX, pause_duration
 
 # Pause reaction delay, in pause quanta, per operating speed. The lua's pause_quanta_per_speed
 # table (it cites IEEE 802.3 31B.3.7), re-keyed from Mb/s to bit/s.
@@ -130,10 +128,10 @@ def pause_quanta_for_speed(speed_bps: int) -> int:
 
 def pause_quanta_duration_s(quanta: int, speed_bps: int) -> float:
     """How long ``quanta`` pause quanta last at ``speed_bps``: one quantum is 512 bit times."""
-    if not 0 <= quanta <= MAX_PAUSE_QUANTA:
-        raise ValueError(f"pause quanta must be 0..{MAX_PAUSE_QUANTA}, got {quanta}")
+    if not 0 <= quanta <= PFC_QUANTA_MAX:
+        raise ValueError(f"pause quanta must be 0..{PFC_QUANTA_MAX}, got {quanta}")
     _check_speed(speed_bps)
-    return quanta * BITS_PER_PAUSE_QUANTUM / speed_bps
+    return pause_duration(quanta, speed_bps)
 
 
 def pfc_headroom(
@@ -181,7 +179,7 @@ def pfc_headroom(
     peer_response = model.peer_response_time_bytes
     if model.use_pause_quanta:
         quanta = pause_quanta_for_speed(speed_bps)
-        peer_response = quanta * BITS_PER_PAUSE_QUANTUM / 8
+        peer_response = quanta * PAUSE_QUANTUM_BITS / 8  # the lua's "* 512 / 8"
 
     # Round trip on the cable: the pause travels to the peer while data keeps arriving.
     if model.lua_cable_scaling:

@@ -4,7 +4,11 @@ Both read the same capture of RoCEv2 traffic (with losses, reorders, duplicates 
 built in) and must report identical per-QP loss and CE counts; the script prints frames/s of
 each and the ratio. Goal (issue #6): >= 20x.
 
-    python bench/probe_receiver.py [--frames 60000]
+It then times ``probe analyze``'s engine (capture reader and offline analysis, as the CLI runs
+them) on a capture of ``--file-frames`` frames of the same traffic (issue #11: a capture of
+the default frame cap must be analysed well inside 30 s); 0 skips it.
+
+    python bench/probe_receiver.py [--frames 60000] [--file-frames 1000000]
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapWriter
 
-from agent.probes.analysis import RoceAnalyzer
+from agent.probes.analysis import RoceAnalyzer, analyze_frames
 from agent.probes.packets import ECN_CE, Flow, RoceTemplate
-from agent.probes.pcap import read_frames
+from agent.probes.pcap import Capture, read_frames
 
 FLOWS = 8
 
@@ -85,6 +89,7 @@ class ScapyCounter:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=60_000)
+    parser.add_argument("--file-frames", type=int, default=1_000_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         capture = Path(tmp) / "traffic.pcap"
@@ -115,7 +120,24 @@ def main() -> int:
     print(f"CE     (agent / scapy)     {sum(our_ce.values())} / {sum(counter.ce.values())}")
     print(f"identical counts           {identical}")
     _ = Ether
+    if args.file_frames > 0 and not file_path(args.file_frames):
+        return 1
     return 0 if identical else 1
+
+
+def file_path(frames: int) -> bool:
+    """``probe analyze``'s engine on one capture file; False if it did not read every frame."""
+    with tempfile.TemporaryDirectory() as tmp:
+        capture = Path(tmp) / "traffic.pcap"
+        build_capture(capture, frames)
+        source = Capture(capture, max_frames=None, max_bytes=None)
+        start = time.perf_counter()
+        result = analyze_frames(source.frames_or_nothing(), 100_000_000_000)
+        seconds = time.perf_counter() - start
+    analysed: int = sum(f["received"] + f["duplicates"] for f in result["roce"]["flows"])
+    print(f"probe analyze engine       {frames / seconds:12,.0f} frames/s   "
+          f"({frames:,} frames from a file in {seconds:.1f} s)")  # fmt: skip
+    return analysed == source.frames == frames
 
 
 if __name__ == "__main__":

@@ -56,7 +56,11 @@ def _errors_exit_2(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (TopologyError, runtime.LabError, CommandError) as exc:
+        except TopologyError as exc:
+            for problem in exc.problems:  # one located line each, like `roce-agent check`
+                click.echo(f"error: {problem}", err=True)
+            sys.exit(2)
+        except (runtime.LabError, CommandError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted")

@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = build_plan(load_topology(args.topology))
     except TopologyError as exc:
-        print(f"lab.container: {exc}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"lab.container: {problem}", file=sys.stderr)
         return 2
     node_plan = plan.nodes.get(args.node)
     if node_plan is None or not node_plan.node.is_switch:

@@ -4,21 +4,40 @@ The file stays in containerlab's own format (``name``, ``topology.defaults|kinds
 brief-format link ``endpoints: ["a:eth1", "b:eth1"]``) so the same file deploys under real
 containerlab. Lab parameters live where containerlab allows free-form data: node ``labels``
 under the ``roce.lab/`` prefix, merged like containerlab merges them (defaults < kinds <
-node). Everything the runtime cannot honour is refused here, before anything is created, with
-``file:line: field: message``; line numbers come from PyYAML's composed node graph.
+node). Everything the runtime cannot honour is refused here, before anything is created,
+each problem as ``FILE:LINE:COL: field: message``. The checks run in passes (the file's
+shape; nodes and links; node parameters; both ends of each link), each reporting every
+problem it finds, so one run shows all mistakes that do not hide behind another.
+
+The file is read by :func:`common.yamlsource.load_yaml`, the loader every other YAML input
+goes through, so its limits (size, aliases, depth, special files, control characters,
+duplicate keys) hold for topologies too; its shape is checked by pydantic models of
+containerlab's schema, and what is left (references between nodes and links, label values,
+both ends of a link agreeing) by the checks below, located through the loader's source map.
 """
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from common.errors import IntentError, Problem, SourcePosition
+from common.yamlsource import PathKey, SourceMap, load_yaml
 
 LABEL_PREFIX = "roce.lab/"
 DEFAULT_SPEED_BPS = 10_000_000
@@ -59,33 +78,29 @@ NODE_LABELS = frozenset(
     }
 )  # fmt: skip
 # Lab-wide values: only meaningful in topology.defaults (the fabric file has one of each).
-LAB_LABELS = frozenset({"profile", "username", "password"})
+LAB_LABELS = frozenset({"profile", "username", "password", "time-dilation"})
+# roce.lab/time-dilation D: a lab link stands for one D times faster (10M standing for 10G is
+# 1000). It is the fabric's, not a switch's (the vswitch shapes to the lab speed either way), so
+# it goes into the fabric file the lab writes (``emulation.time_dilation``), where the agent's
+# probes read it to dilate the hosts' NIC timers (agent.probes.dilation). 1 = real time.
+DEFAULT_TIME_DILATION = 1
+MAX_TIME_DILATION = 1_000_000
 
 _CEOS_KINDS = {"arista_ceos", "ceos", "vr-arista_veos", "vr-veos", "arista_veos"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _LAB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ETH_RE = re.compile(r"^eth([1-9][0-9]{0,3})$")
-_SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(?:b/s|bps|b)?$", re.IGNORECASE)
-_SIZE_RE = re.compile(r"^([0-9]+)\s*(b|kb|kib|mb|mib)?$", re.IGNORECASE)
+# At most 15 digits, as in agent.units: int() of thousands of digits raises deep inside, and
+# no port speed or buffer needs more.
+_SPEED_RE = re.compile(r"^([0-9]{1,15}(?:\.[0-9]{1,9})?)\s*([kmgt]?)(?:b/s|bps|b)?$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^([0-9]{1,15})\s*(b|kb|kib|mb|mib)?$", re.IGNORECASE)
 _SPEED_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 10**6, "mib": 2**20}
 
 
-class TopologyError(Exception):
-    """A topology the runtime cannot build; names the file, line and field."""
-
-    def __init__(self, file: Path | str, line: int, field: str, message: str) -> None:
-        self.file = str(file)
-        self.line = line
-        self.field = field
-        self.message = message
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line > 0 else self.file
-        return (
-            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        )
+class TopologyError(IntentError):
+    """A topology the runtime cannot build: every problem found in the file, each printed as
+    ``FILE:LINE:COL: field: message`` (or ``FILE: message`` for the file as a whole)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +180,7 @@ class Topology:
     links: tuple[Link, ...]
     credentials: Credentials
     profile: str
+    time_dilation: int = DEFAULT_TIME_DILATION
 
     def container_name(self, node: str, lab_name: str | None = None) -> str:
         """containerlab's container name, used as the node's network namespace name."""
@@ -185,18 +201,23 @@ def container_name(prefix: str | None, lab_name: str, node: str) -> str:
 def check_lab_name(name: str) -> str | None:
     """Why ``name`` cannot be a lab name, or None if it can."""
     if not _LAB_NAME_RE.match(name) or len(name) > 64:
-        return f"{name!r} is not a lab name (letters, digits, '.', '_', '-'; at most 64)"
+        return f"{_shown(name)} is not a lab name (letters, digits, '.', '_', '-'; at most 64)"
     return None
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, cut short: a 5 000-digit label is not echoed whole."""
+    return repr(text if len(text) <= 40 else f"{text[:40]}…")
 
 
 def parse_speed(text: str) -> int:
     """``10M`` / ``100Mbps`` / ``1G`` / ``10000000`` → bits per second."""
     match = _SPEED_RE.match(text.strip())
     if not match:
-        raise ValueError(f"{text!r} is not a speed (examples: 10M, 100M, 1G)")
+        raise ValueError(f"{_shown(text)} is not a speed (examples: 10M, 100M, 1G)")
     value = float(match.group(1)) * _SPEED_UNITS[match.group(2).lower()]
     if value < 1000 or not value.is_integer():
-        raise ValueError(f"{text!r} is not a usable port speed (at least 1K, whole bits/s)")
+        raise ValueError(f"{_shown(text)} is not a usable port speed (at least 1K, whole bits/s)")
     return int(value)
 
 
@@ -212,7 +233,7 @@ def parse_size(text: str) -> int:
     """``30000`` / ``30KB`` / ``29KiB`` → bytes."""
     match = _SIZE_RE.match(text.strip())
     if not match:
-        raise ValueError(f"{text!r} is not a size in bytes (examples: 30000, 30KB, 32KiB)")
+        raise ValueError(f"{_shown(text)} is not a size in bytes (examples: 30000, 30KB, 32KiB)")
     return int(match.group(1)) * _SIZE_UNITS[(match.group(2) or "").lower()]
 
 
@@ -234,112 +255,231 @@ def default_buffer(speed_bps: int, mtu: int) -> BufferSettings:
     )
 
 
-# --------------------------------------------------------------------------- YAML walking
+# --------------------------------------------------------------------------- the file's shape
 
 
-class _Doc:
-    """Composed YAML of one file plus helpers that raise :class:`TopologyError`."""
-
-    def __init__(self, path: Path, text: str) -> None:
-        self.path = path
-        self.loader = yaml.SafeLoader(text)
-        self._mappings: dict[int, dict[str, tuple[yaml.Node, yaml.Node]]] = {}
-        try:
-            root = self.loader.get_single_node()
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark else 0
-            raise TopologyError(path, line, "", f"not valid YAML: {exc.problem}") from None
-        except yaml.YAMLError as exc:
-            raise TopologyError(path, 0, "", f"not valid YAML: {exc}") from None
-        if root is None:
-            raise TopologyError(path, 1, "", "the file is empty")
-        self.root = root
-
-    def error(self, node: yaml.Node | None, field: str, message: str) -> TopologyError:
-        line = node.start_mark.line + 1 if node is not None else 1
-        return TopologyError(self.path, line, field, message)
-
-    def mapping(self, node: yaml.Node, field: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        """Key → (key node, value node); refuses non-mappings and duplicate keys."""
-        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
-            return {}
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, field, f"expected a mapping, got {_describe(node)}")
-        cached = self._mappings.get(id(node))
-        if cached is not None:  # flattening is not repeatable: own and merged keys then look alike
-            return cached
-        own = [k for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
-        seen: dict[str, yaml.Node] = {}
-        for key_node in own:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise self.error(key_node, field, "keys must be plain strings")
-            key = str(key_node.value)
-            if key in seen:
-                first = seen[key].start_mark.line + 1
-                raise self.error(
-                    key_node, _join(field, key), f"duplicate key (first at line {first})"
-                )
-            seen[key] = key_node
-        try:
-            # YAML merge keys (<<: *anchor): merged pairs come first, so the node's own win.
-            self.loader.flatten_mapping(node)
-        except yaml.MarkedYAMLError as exc:
-            raise self.error(node, field, f"bad merge key: {exc.problem}") from None
-        result: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise self.error(key_node, field, "keys must be plain strings")
-            result[str(key_node.value)] = (key_node, value_node)
-        self._mappings[id(node)] = result
-        return result
-
-    def scalar(self, node: yaml.Node, field: str) -> str:
-        if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:null":
-            raise self.error(node, field, f"expected a value, got {_describe(node)}")
-        return str(node.value)
-
-    def string_map(self, node: yaml.Node, field: str) -> dict[str, tuple[str, yaml.Node]]:
-        """labels / env: string (or number) values."""
-        return {
-            key: (self.scalar(value, _join(field, key)), value)
-            for key, (_, value) in self.mapping(node, field).items()
-        }
-
-    def check_fields(
-        self,
-        entries: Mapping[str, tuple[yaml.Node, yaml.Node]],
-        allowed: frozenset[str],
-        field: str,
-        what: str,
-    ) -> None:
-        for key, (key_node, _) in entries.items():
-            if key not in allowed:
-                raise self.error(
-                    key_node, _join(field, key), f"unknown {what} field{_hint(key, allowed)}"
-                )
-
-
-def _join(field: str, key: str) -> str:
-    return f"{field}.{key}" if field else key
-
-
-def _describe(node: yaml.Node) -> str:
-    if isinstance(node, yaml.MappingNode):
+def _describe(value: object) -> str:
+    if isinstance(value, dict):
         return "a mapping"
-    if isinstance(node, yaml.SequenceNode):
+    if isinstance(value, list):
         return "a list"
-    if node.tag == "tag:yaml.org,2002:null":
+    if value is None:
         return "nothing"
-    return f"{node.value!r}"
+    return _shown(value) if isinstance(value, str) else repr(value)
 
 
-def _hint(word: str, choices: frozenset[str] | set[str]) -> str:
+def _scalar(value: object) -> str:
+    """A label, name or endpoint as containerlab reads it: a string, whatever YAML typed it as.
+
+    The loader has already turned ``9000`` into an int and ``true`` into a bool; containerlab
+    (Go, ``map[string]string``) reads both as text, so they are turned back into text here.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    if isinstance(value, datetime.date):  # datetime is a date too
+        return value.isoformat()
+    raise ValueError(f"expected a value, got {_describe(value)}")
+
+
+def _string_keys(value: object) -> object:
+    # The loader keeps ``1:`` an int; containerlab's names and labels are strings.
+    if isinstance(value, dict):
+        return {str(key): item for key, item in value.items()}
+    return value
+
+
+def _two_endpoints(value: object) -> object:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError("expected a list of exactly two 'node:ethN' strings")
+    return value
+
+
+def _few_links(value: object) -> object:
+    if isinstance(value, list) and len(value) > MAX_LINKS:
+        raise ValueError(f"at most {MAX_LINKS} links fit 198.18.0.0/16")
+    return value
+
+
+Scalar = Annotated[str, BeforeValidator(_scalar)]
+StringMap = Annotated[dict[str, Scalar], BeforeValidator(_string_keys)]
+
+# Node fields the runtime does not use: accepted (the same file deploys under containerlab)
+# and dropped before validation.
+_CONTAINER_ONLY = CONTAINERLAB_NODE_FIELDS - {"kind", "image", "group", "labels", "env"}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeDef(_Model):
+    """A node, or the defaults, a kind or a group: the fields the runtime reads.
+
+    A field present in the file is in ``model_fields_set`` (the empty defaults only stand
+    for "not given"); ``kind: ~`` is refused like any other non-value.
+    """
+
+    kind: Scalar = ""
+    image: Scalar = ""
+    group: Scalar = ""
+    labels: StringMap | None = None
+    env: StringMap | None = None  # container-side; only its shape is checked
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_container_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {str(k): v for k, v in data.items() if str(k) not in _CONTAINER_ONLY}
+        return data
+
+
+NodeMap = Annotated[dict[str, NodeDef | None], BeforeValidator(_string_keys)]
+
+
+class LinkDef(_Model):
+    """A brief-format link: ``endpoints: ["a:eth1", "b:eth1"]``."""
+
+    endpoints: Annotated[list[Scalar], BeforeValidator(_two_endpoints)] = []
+    mtu: Scalar = ""
+    vars: Any = None
+    labels: Any = None
+    type: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _extended_format_alone(cls, data: Any) -> Any:
+        # An extended-format link only gets the one message that tells what to write instead.
+        if isinstance(data, dict) and "type" in data:
+            return {"type": data["type"]}
+        return data
+
+    @field_validator("type")
+    @classmethod
+    def _no_extended_format(cls, value: Any) -> Any:
+        raise ValueError(
+            "extended link format is not supported; use endpoints: ['a:eth1', 'b:eth1']"
+        )
+
+
+class TopologyDef(_Model):
+    nodes: NodeMap | None = None
+    links: Annotated[list[LinkDef | None], BeforeValidator(_few_links)] | None = None
+    kinds: NodeMap | None = None
+    defaults: NodeDef | None = None
+    groups: NodeMap | None = None
+
+
+class ClabFile(_Model):
+    """The top level of a ``*.clab.yml`` file."""
+
+    name: Scalar
+    prefix: Scalar | None = None
+    mgmt: Any = None
+    settings: Any = None
+    debug: Any = None
+    topology: TopologyDef | None
+
+
+def _hint(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, sorted(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _field(loc: Iterable[str | int]) -> str:
+    """``topology.links[0].endpoints[1]``, ``topology.nodes.leaf1.labels.roce.lab/speed``."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def _unknown_field(loc: tuple[str | int, ...]) -> str:
+    name = str(loc[-1])
+    if len(loc) == 1:
+        what, allowed = "top-level", TOP_LEVEL_FIELDS
+    elif len(loc) == 2:
+        what, allowed = "topology", TOPOLOGY_FIELDS
+    elif loc[:2] == ("topology", "links"):
+        what, allowed = "link", LINK_FIELDS
+    else:
+        what, allowed = "node", CONTAINERLAB_NODE_FIELDS
+    return f"unknown {what} field{_hint(name, allowed)}"
+
+
+_REQUIRED: dict[tuple[str | int, ...], str] = {
+    ("name",): "the topology must have a name",
+    ("topology",): "the topology must have a 'topology' section",
+}
+_MAPPING_ERRORS = {"model_type", "model_attributes_type", "dict_type"}
+
+
+class _Checker:
+    """Collects problems, located through the loader's source map."""
+
+    def __init__(self, source: SourceMap) -> None:
+        self.source = source
+        self.problems: list[Problem] = []
+
+    def position(self, path: PathKey, *, key: bool = False) -> SourcePosition | None:
+        if key:
+            for spelling in (path, tuple(_as_int(p) for p in path)):
+                if spelling in self.source.keys:
+                    return self.source.keys[spelling]
+        return self.source.locate(path)
+
+    def add(self, path: PathKey, field_name: str, message: str, *, key: bool = False) -> None:
+        self.problems.append(Problem(self.position(path, key=key), field_name, message))
+
+    def shape(self, exc: ValidationError) -> None:
+        """pydantic's errors in the words the lab has always used."""
+        for error in exc.errors(include_url=False):
+            loc = tuple(error["loc"])
+            kind, value = error["type"], error.get("input")
+            at_key = False
+            if kind == "extra_forbidden":
+                message, at_key = _unknown_field(loc), True
+            elif kind == "missing":
+                message = _REQUIRED.get(loc, f"field {str(loc[-1])!r} is required")
+            elif kind in _MAPPING_ERRORS:
+                message = f"expected a mapping, got {_describe(value)}"
+            elif kind == "list_type":
+                message = f"expected a list, got {_describe(value)}"
+            elif kind == "string_type":
+                message = f"expected a value, got {_describe(value)}"
+            else:
+                message = error["msg"].removeprefix("Value error, ")
+            self.add(loc, _field(loc), message, key=at_key)
+
+    def fail_if_any(self) -> None:
+        if self.problems:
+            # File order: the first line to fix comes first.
+            self.problems.sort(
+                key=lambda p: (p.position.line, p.position.column) if p.position else (0, 0)
+            )
+            raise TopologyError(self.problems)
+
+
+def _as_int(part: str | int) -> str | int:
+    if isinstance(part, str) and part.isascii() and part.isdigit() and len(part) < 20:
+        return int(part)
+    return part
+
+
 # --------------------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """One value from one layer, with where it came from."""
+
+    value: str
+    path: PathKey  # in the data, for the position
+    field: str  # in messages
 
 
 @dataclass
@@ -347,112 +487,114 @@ class _Layer:
     """One source of node settings: defaults, a kind, a group or the node itself."""
 
     field: str
-    kind: tuple[str, yaml.Node] | None
-    image: tuple[str, yaml.Node] | None
-    labels: dict[str, tuple[str, yaml.Node]]
+    kind: _Setting | None
+    image: _Setting | None
+    labels: dict[str, _Setting]
+
+
+_NO_NODE = NodeDef()
 
 
 def load_topology(path: Path | str) -> Topology:
     """Read and validate ``path``; raise :class:`TopologyError` on anything not buildable."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TopologyError(file, 0, "", f"cannot read the topology: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise TopologyError(file, 0, "", "cannot read the topology: not UTF-8 text") from None
-    return parse_topology(text, file)
+        data, source = load_yaml(file)
+    except IntentError as exc:
+        raise TopologyError(exc.problems) from None
+    return parse_topology(data, source)
 
 
-def parse_topology(text: str, file: Path) -> Topology:
-    """Validate topology ``text`` (read from ``file``, used in messages)."""
-    doc = _Doc(file, text)
-    top = doc.mapping(doc.root, "")
-    doc.check_fields(top, TOP_LEVEL_FIELDS, "", "top-level")
+def parse_topology(data: Any, source: SourceMap) -> Topology:
+    """Validate ``data`` as loaded by :func:`common.yamlsource.load_yaml` with ``source``."""
+    check = _Checker(source)
+    try:
+        clab = ClabFile.model_validate(data)
+    except ValidationError as exc:
+        check.shape(exc)
+        check.fail_if_any()
+        raise AssertionError("unreachable: pydantic reported no error") from exc
 
-    if "name" not in top:
-        raise doc.error(doc.root, "name", "the topology must have a name")
-    name_node = top["name"][1]
-    name = doc.scalar(name_node, "name")
-    problem = check_lab_name(name)
-    if problem:
-        raise doc.error(name_node, "name", problem)
-
+    name = clab.name
+    if (problem := check_lab_name(name)) is not None:
+        check.add(("name",), "name", problem)
     prefix: str | None = None
-    if "prefix" in top:
-        prefix_node = top["prefix"][1]
-        prefix = "" if _is_null(prefix_node) else doc.scalar(prefix_node, "prefix")
+    if "prefix" in clab.model_fields_set:
+        prefix = clab.prefix or ""  # ``prefix:`` with no value is containerlab's ""
 
-    if "topology" not in top:
-        raise doc.error(doc.root, "topology", "the topology must have a 'topology' section")
-    topo_node = top["topology"][1]
-    topo = doc.mapping(topo_node, "topology")
-    doc.check_fields(topo, TOPOLOGY_FIELDS, "topology", "topology")
-
-    defaults = _layer_from(doc, _get(topo, "defaults"), "topology.defaults")
+    topo = clab.topology or TopologyDef()
+    defaults = _layer(check, topo.defaults, ("topology", "defaults"))
     kinds = {
-        kind: _layer_from(doc, value, f"topology.kinds.{kind}")
-        for kind, (_, value) in doc.mapping(_get(topo, "kinds"), "topology.kinds").items()
+        kind: _layer(check, value, ("topology", "kinds", kind))
+        for kind, value in (topo.kinds or {}).items()
     }
     groups = {
-        group: _layer_from(doc, value, f"topology.groups.{group}")
-        for group, (_, value) in doc.mapping(_get(topo, "groups"), "topology.groups").items()
+        group: _layer(check, value, ("topology", "groups", group))
+        for group, value in (topo.groups or {}).items()
     }
-
-    lab_labels = _lab_labels(doc, defaults)
+    lab_labels = _lab_labels(check, defaults)
     credentials = Credentials(
         username=lab_labels.get("username", DEFAULT_USERNAME),
         password=lab_labels.get("password", DEFAULT_PASSWORD),
     )
     profile = lab_labels.get("profile", DEFAULT_PROFILE)
+    time_dilation = _time_dilation(check, defaults)
 
-    if "nodes" not in topo:
-        raise doc.error(topo_node, "topology.nodes", "the topology has no nodes")
-    nodes_node = topo["nodes"][1]
-    raw_nodes = doc.mapping(nodes_node, "topology.nodes")
+    raw_nodes = topo.nodes or {}
     if not raw_nodes:
-        raise doc.error(nodes_node, "topology.nodes", "the topology has no nodes")
+        where: PathKey = (
+            ("topology", "nodes") if "nodes" in topo.model_fields_set else ("topology",)
+        )
+        check.add(where, "topology.nodes", "the topology has no nodes")
 
-    layered: dict[str, tuple[list[_Layer], yaml.Node]] = {}
-    for node_name, (key_node, value_node) in raw_nodes.items():
-        field = f"topology.nodes.{node_name}"
+    layered: dict[str, list[_Layer]] = {}
+    for node_name, value in raw_nodes.items():
+        path: PathKey = ("topology", "nodes", node_name)
+        node_field = _field(path)
         if not _NAME_RE.match(node_name) or len(node_name) > 48:
-            raise doc.error(
-                key_node, field, "node names use letters, digits, '_' and '-' (at most 48)"
+            check.add(
+                path,
+                node_field,
+                "node names use letters, digits, '_' and '-' (at most 48)",
+                key=True,
             )
-        own = _layer_from(doc, value_node, field)
-        for key, (label_key_node, _) in _label_keys(doc, value_node, field).items():
-            if key.removeprefix(LABEL_PREFIX) in LAB_LABELS:
-                raise doc.error(
-                    label_key_node,
-                    f"{field}.labels.{key}",
+            continue
+        node_def = value or _NO_NODE
+        own = _layer(check, node_def, path)
+        for key in node_def.labels or {}:
+            if key.startswith(LABEL_PREFIX) and key.removeprefix(LABEL_PREFIX) in LAB_LABELS:
+                check.add(
+                    (*path, "labels", key),
+                    f"{node_field}.labels.{key}",
                     "lab-wide setting: put it in topology.defaults.labels",
+                    key=True,
                 )
-        group_layer: list[_Layer] = []
-        group_entry = doc.mapping(value_node, field).get("group")
-        if group_entry is not None:
-            group_name = doc.scalar(group_entry[1], f"{field}.group")
-            # Before topology.groups existed, group was a free-form label for graphing.
-            if group_name in groups:
-                group_layer = [groups[group_name]]
-        kind_layers = [defaults, *group_layer, own]
-        kind = _resolve(kind_layers, "kind")
+        # Before topology.groups existed, group was a free-form label for graphing.
+        group_layer = [groups[node_def.group]] if node_def.group in groups else []
+        kind = _resolve([defaults, *group_layer, own], "kind")
         if kind is None:
-            raise doc.error(
-                key_node, f"{field}.kind", "no kind (set it here or in topology.defaults)"
+            check.add(
+                path,
+                f"{node_field}.kind",
+                "no kind (set it here or in topology.defaults)",
+                key=True,
             )
-        layers = [defaults]
-        if kind[0] in kinds:
-            layers.append(kinds[kind[0]])
-        layers += [*group_layer, own]
-        layered[node_name] = (layers, key_node)
+            continue
+        kind_layer = [kinds[kind.value]] if kind.value in kinds else []
+        layered[node_name] = [defaults, *kind_layer, *group_layer, own]
 
-    links = _links(doc, topo, raw_nodes)
-
+    links = _links(check, topo, dict.fromkeys(raw_nodes))
     drafts = {
-        node_name: _draft(doc, node_name, layers, key_node)
-        for node_name, (layers, key_node) in layered.items()
+        node_name: draft
+        for node_name, layers in layered.items()
+        if (draft := _draft(check, node_name, layers)) is not None
     }
+    check.fail_if_any()
+
+    peers: dict[str, list[str]] = {node_name: [] for node_name in drafts}
+    for link in links:
+        peers[link.a.node].append(link.b.node)
+        peers[link.b.node].append(link.a.node)
     nodes: dict[str, Node] = {}
     for node_name, draft in drafts.items():
         role: Role
@@ -460,104 +602,99 @@ def parse_topology(text: str, file: Path) -> Topology:
             role = draft.role
         elif draft.is_switch:
             # Unlabelled switch: a leaf if it has hosts attached, else a spine.
-            peers = [
-                remote.node
-                for link in links
-                for local, remote in ((link.a, link.b), (link.b, link.a))
-                if local.node == node_name
-            ]
-            role = "leaf" if any(not drafts[p].is_switch for p in peers) else "spine"
+            hosts = (not drafts[peer].is_switch for peer in peers[node_name])
+            role = "leaf" if any(hosts) else "spine"
         else:
             role = "host"
-        nodes[node_name] = _node(doc, draft, role)
+        if (built := _node(check, draft, role)) is not None:
+            nodes[node_name] = built
+    check.fail_if_any()
 
-    checked_links = tuple(_check_link(doc, link, nodes) for link in links)
+    checked_links = tuple(
+        checked for link in links if (checked := _check_link(check, link, nodes)) is not None
+    )
     for node in nodes.values():
-        if node.is_switch and not any(node.name in (lk.a.node, lk.b.node) for lk in checked_links):
-            raise doc.error(
-                layered[node.name][1],
-                f"topology.nodes.{node.name}",
-                "a lab switch needs at least one link",
-            )
+        if node.is_switch and not peers[node.name]:
+            path = ("topology", "nodes", node.name)
+            check.add(path, _field(path), "a lab switch needs at least one link", key=True)
+    check.fail_if_any()
     return Topology(
         name=name,
-        path=file,
+        path=source.file,
         prefix=prefix,
         nodes=nodes,
         links=checked_links,
         credentials=credentials,
         profile=profile,
+        time_dilation=time_dilation,
     )
 
 
-def _is_null(node: yaml.Node) -> bool:
-    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
-
-
-def _get(entries: Mapping[str, tuple[yaml.Node, yaml.Node]], key: str) -> yaml.Node:
-    if key in entries:
-        return entries[key][1]
-    return yaml.ScalarNode("tag:yaml.org,2002:null", "")
-
-
-def _layer_from(doc: _Doc, node: yaml.Node, field: str) -> _Layer:
-    entries = doc.mapping(node, field)
-    doc.check_fields(entries, CONTAINERLAB_NODE_FIELDS, field, "node")
-    kind = image = None
-    if "kind" in entries:
-        kind = (doc.scalar(entries["kind"][1], f"{field}.kind"), entries["kind"][1])
-    if "image" in entries:
-        image = (doc.scalar(entries["image"][1], f"{field}.image"), entries["image"][1])
-    labels = doc.string_map(_get(entries, "labels"), f"{field}.labels")
-    for key, (_, value_node) in labels.items():
-        if key.startswith(LABEL_PREFIX):
-            short = key.removeprefix(LABEL_PREFIX)
-            known = NODE_LABELS | LAB_LABELS
-            if short not in known:
-                known_keys = {LABEL_PREFIX + k for k in known}
-                raise doc.error(
-                    value_node,
-                    f"{field}.labels.{key}",
-                    f"unknown lab label{_hint(key, known_keys)}",
-                )
-    if "env" in entries:
-        doc.string_map(entries["env"][1], f"{field}.env")  # shape check only: container-side
-    return _Layer(field=field, kind=kind, image=image, labels=labels)
-
-
-def _label_keys(doc: _Doc, node: yaml.Node, field: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-    entries = doc.mapping(node, field)
-    if "labels" not in entries:
-        return {}
-    return doc.mapping(entries["labels"][1], f"{field}.labels")
-
-
-def _lab_labels(doc: _Doc, defaults: _Layer) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for short in LAB_LABELS:
-        entry = defaults.labels.get(LABEL_PREFIX + short)
-        if entry is None:
+def _layer(check: _Checker, node: NodeDef | None, path: PathKey) -> _Layer:
+    node = node or _NO_NODE
+    layer_field = _field(path)
+    settings: dict[str, _Setting | None] = {
+        attr: _Setting(getattr(node, attr), (*path, attr), f"{layer_field}.{attr}")
+        if attr in node.model_fields_set
+        else None
+        for attr in ("kind", "image")
+    }
+    labels: dict[str, _Setting] = {}
+    known = NODE_LABELS | LAB_LABELS
+    for key, value in (node.labels or {}).items():
+        setting = _Setting(value, (*path, "labels", key), f"{layer_field}.labels.{key}")
+        if key.startswith(LABEL_PREFIX) and key.removeprefix(LABEL_PREFIX) not in known:
+            known_keys = {LABEL_PREFIX + k for k in known}
+            check.add(setting.path, setting.field, f"unknown lab label{_hint(key, known_keys)}")
             continue
-        value, node = entry
-        if not value.strip():
-            raise doc.error(node, f"topology.defaults.labels.{LABEL_PREFIX}{short}", "is empty")
-        values[short] = value
+        labels[key] = setting
+    return _Layer(field=layer_field, kind=settings["kind"], image=settings["image"], labels=labels)
+
+
+def _lab_labels(check: _Checker, defaults: _Layer) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for short in sorted(LAB_LABELS):
+        setting = defaults.labels.get(LABEL_PREFIX + short)
+        if setting is None:
+            continue
+        if not setting.value.strip():
+            check.add(setting.path, setting.field, "is empty")
+            continue
+        values[short] = setting.value
     return values
 
 
-def _resolve(layers: list[_Layer], attr: Literal["kind", "image"]) -> tuple[str, yaml.Node] | None:
+def _time_dilation(check: _Checker, defaults: _Layer) -> int:
+    setting = defaults.labels.get(LABEL_PREFIX + "time-dilation")
+    if setting is None or not setting.value.strip():
+        return DEFAULT_TIME_DILATION  # an empty one is reported by _lab_labels
+    text = setting.value.strip()
+    # At most 7 digits: int() of a 5 000-digit label must not be attempted.
+    if text.isascii() and text.isdigit() and len(text) <= 7:
+        value = int(text)
+        if 1 <= value <= MAX_TIME_DILATION:
+            return value
+    check.add(
+        setting.path,
+        setting.field,
+        f"Expected: a whole time-dilation factor 1-{MAX_TIME_DILATION} (how many times faster "
+        f"the emulated links are, e.g. 1000 for 10M standing for 10G) Actual: {_shown(text)}",
+    )
+    return DEFAULT_TIME_DILATION
+
+
+def _resolve(layers: list[_Layer], attr: Literal["kind", "image"]) -> _Setting | None:
     for layer in reversed(layers):
-        value = getattr(layer, attr)
+        value: _Setting | None = getattr(layer, attr)
         if value is not None:
-            return value  # type: ignore[no-any-return]
+            return value
     return None
 
 
-def _merged_labels(layers: list[_Layer]) -> dict[str, tuple[str, yaml.Node, str]]:
-    merged: dict[str, tuple[str, yaml.Node, str]] = {}
+def _merged_labels(layers: list[_Layer]) -> dict[str, _Setting]:
+    merged: dict[str, _Setting] = {}
     for layer in layers:
-        for key, (value, node) in layer.labels.items():
-            merged[key] = (value, node, f"{layer.field}.labels.{key}")
+        merged.update(layer.labels)
     return merged
 
 
@@ -566,93 +703,101 @@ class _RawLink:
     index: int
     a: Endpoint
     b: Endpoint
-    mtu: tuple[int, yaml.Node] | None
-    node: yaml.Node
+    mtu: int | None
+    path: PathKey
+    line: int
 
 
-def _links(
-    doc: _Doc,
-    topo: Mapping[str, tuple[yaml.Node, yaml.Node]],
-    raw_nodes: Mapping[str, tuple[yaml.Node, yaml.Node]],
-) -> list[_RawLink]:
-    links_node = _get(topo, "links")
-    if _is_null(links_node):
-        return []
-    if not isinstance(links_node, yaml.SequenceNode):
-        raise doc.error(
-            links_node, "topology.links", f"expected a list, got {_describe(links_node)}"
-        )
-    if len(links_node.value) > MAX_LINKS:
-        raise doc.error(
-            links_node, "topology.links", f"at most {MAX_LINKS} links fit 198.18.0.0/16"
-        )
+def _links(check: _Checker, topo: TopologyDef, node_names: Mapping[str, None]) -> list[_RawLink]:
     used: dict[tuple[str, str], int] = {}
     result: list[_RawLink] = []
-    for index, link_node in enumerate(links_node.value):
-        field = f"topology.links[{index}]"
-        entries = doc.mapping(link_node, field)
-        if "type" in entries:
-            raise doc.error(
-                entries["type"][0],
-                f"{field}.type",
-                "extended link format is not supported; use endpoints: ['a:eth1', 'b:eth1']",
-            )
-        doc.check_fields(entries, LINK_FIELDS, field, "link")
-        if "endpoints" not in entries:
-            raise doc.error(link_node, f"{field}.endpoints", "a link needs endpoints")
-        ep_node = entries["endpoints"][1]
-        ep_field = f"{field}.endpoints"
-        if not isinstance(ep_node, yaml.SequenceNode) or len(ep_node.value) != 2:
-            raise doc.error(ep_node, ep_field, "expected a list of exactly two 'node:ethN' strings")
+    for index, link in enumerate(topo.links or []):
+        path: PathKey = ("topology", "links", index)
+        link_field = _field(path)
+        link = link or LinkDef()
+        if "endpoints" not in link.model_fields_set:
+            check.add(path, f"{link_field}.endpoints", "a link needs endpoints")
+            continue
         endpoints: list[Endpoint] = []
-        for position, item in enumerate(ep_node.value):
-            item_field = f"{ep_field}[{position}]"
-            text = doc.scalar(item, item_field)
-            node_name, sep, ifname = text.partition(":")
-            if not sep or not node_name or not ifname or ":" in ifname:
-                raise doc.error(item, item_field, f"{text!r} is not of the form 'node:ethN'")
-            if node_name not in raw_nodes:
-                raise doc.error(
-                    item,
-                    item_field,
-                    f"unknown node {node_name!r} (nodes: {', '.join(raw_nodes)})",
-                )
-            if ifname == "eth0":
-                raise doc.error(
-                    item,
-                    item_field,
-                    "eth0 is containerlab's management interface; data links use eth1, eth2, …",
-                )
-            match = _ETH_RE.match(ifname)
-            if not match:
-                raise doc.error(
-                    item,
-                    item_field,
-                    f"interface {ifname!r}: use containerlab's names eth1, eth2, …",
-                )
-            key = (node_name, ifname)
+        for position, text in enumerate(link.endpoints):
+            item_path = (*path, "endpoints", position)
+            item_field = _field(item_path)
+            endpoint = _endpoint(check, text, item_path, item_field, node_names)
+            if endpoint is None:
+                continue
+            item_line = _line(check.position(item_path))
+            key = (endpoint.node, endpoint.ifname)
             if key in used:
-                raise doc.error(
-                    item, item_field, f"{text} is already used by the link at line {used[key]}"
+                check.add(
+                    item_path, item_field, f"{text} is already used by the link at line {used[key]}"
                 )
-            used[key] = item.start_mark.line + 1
-            endpoints.append(Endpoint(node_name, ifname, int(match.group(1))))
+                continue
+            used[key] = item_line
+            endpoints.append(endpoint)
+        if len(endpoints) != 2:
+            continue
         if endpoints[0].node == endpoints[1].node:
-            raise doc.error(ep_node, ep_field, f"both ends are on node {endpoints[0].node!r}")
-        mtu: tuple[int, yaml.Node] | None = None
-        if "mtu" in entries:
-            mtu_node = entries["mtu"][1]
-            mtu = (
-                _mtu(doc, doc.scalar(mtu_node, f"{field}.mtu"), mtu_node, f"{field}.mtu"),
-                mtu_node,
+            check.add(
+                (*path, "endpoints"),
+                f"{link_field}.endpoints",
+                f"both ends are on node {endpoints[0].node!r}",
             )
-        result.append(_RawLink(index, endpoints[0], endpoints[1], mtu, link_node))
+            continue
+        mtu: int | None = None
+        if "mtu" in link.model_fields_set:
+            mtu = _mtu(check, _Setting(link.mtu, (*path, "mtu"), f"{link_field}.mtu"))
+            if mtu is None:
+                continue
+        line = _line(check.position(path))
+        result.append(_RawLink(index, endpoints[0], endpoints[1], mtu, path, line))
     return result
 
 
-def _mtu(doc: _Doc, text: str, node: yaml.Node, field: str) -> int:
-    if not text.strip().isdigit() or not 1280 <= int(text) <= 9216:
-        raise doc.error(node, field, f"{text!r} is not an MTU between 1280 and 9216")
+_LISTED_NODES = 20
+
+
+def _endpoint(
+    check: _Checker, text: str, path: PathKey, item_field: str, node_names: Mapping[str, None]
+) -> Endpoint | None:
+    node_name, sep, ifname = text.partition(":")
+    if not sep or not node_name or not ifname or ":" in ifname:
+        check.add(path, item_field, f"{_shown(text)} is not of the form 'node:ethN'")
+        return None
+    if node_name not in node_names:
+        names = ", ".join(list(node_names)[:_LISTED_NODES])
+        more = ", …" if len(node_names) > _LISTED_NODES else ""
+        check.add(path, item_field, f"unknown node {_shown(node_name)} (nodes: {names}{more})")
+        return None
+    if ifname == "eth0":
+        check.add(
+            path,
+            item_field,
+            "eth0 is containerlab's management interface; data links use eth1, eth2, …",
+        )
+        return None
+    match = _ETH_RE.match(ifname)
+    if not match:
+        check.add(
+            path, item_field, f"interface {_shown(ifname)}: use containerlab's names eth1, eth2, …"
+        )
+        return None
+    return Endpoint(node_name, ifname, int(match.group(1)))
+
+
+def _line(position: SourcePosition | None) -> int:
+    return position.line if position is not None else 0
+
+
+def _mtu(check: _Checker, setting: _Setting) -> int | None:
+    text = setting.value.strip()
+    # isascii: '９０００'.isdigit() is true too, and int('²') raises.
+    if not (text.isascii() and text.isdigit()) or not 1280 <= int(text) <= 9216:
+        check.add(
+            setting.path,
+            setting.field,
+            f"{_shown(setting.value)} is not an MTU between 1280 and 9216",
+        )
+        return None
     return int(text)
 
 
@@ -661,93 +806,111 @@ class _Draft:
     """A node after its kind, image and role label are checked (phase one of two)."""
 
     name: str
-    key_node: yaml.Node
     kind: str
     image: str
-    labels: dict[str, tuple[str, yaml.Node, str]]
+    labels: dict[str, _Setting]
     role: Role | None
     runs_vswitch: bool
+    line: int
+    path: PathKey = field(default=())
 
     @property
     def is_switch(self) -> bool:
         return self.role in ("spine", "leaf") or (self.role is None and self.runs_vswitch)
 
-    def label(self, short: str) -> tuple[str, yaml.Node, str] | None:
+    def label(self, short: str) -> _Setting | None:
         return self.labels.get(LABEL_PREFIX + short)
 
 
-def _draft(doc: _Doc, name: str, layers: list[_Layer], key_node: yaml.Node) -> _Draft:
-    field = f"topology.nodes.{name}"
-    kind_entry = _resolve(layers, "kind")
-    assert kind_entry is not None  # checked by the caller
-    kind, kind_node = kind_entry
+def _draft(check: _Checker, name: str, layers: list[_Layer]) -> _Draft | None:
+    path: PathKey = ("topology", "nodes", name)
+    node_field = _field(path)
+    kind_setting = _resolve(layers, "kind")
+    assert kind_setting is not None  # checked by the caller
+    kind = kind_setting.value
     if kind in _CEOS_KINDS:
-        raise doc.error(
-            kind_node,
-            f"{field}.kind",
+        check.add(
+            kind_setting.path,
+            f"{node_field}.kind",
             f"kind {kind} needs containerlab and a cEOS image; "
             "use roce-leafspine.clab.yml with the netns runtime",
         )
+        return None
     if kind != "linux":
-        raise doc.error(
-            kind_node,
-            f"{field}.kind",
-            f"kind {kind!r} is not supported by the netns runtime (use linux)",
+        check.add(
+            kind_setting.path,
+            f"{node_field}.kind",
+            f"kind {_shown(kind)} is not supported by the netns runtime (use linux)",
         )
-    image_entry = _resolve(layers, "image")
-    if image_entry is None:
-        raise doc.error(key_node, f"{field}.image", "kind linux needs an image")
-    image = image_entry[0]
+        return None
+    image_setting = _resolve(layers, "image")
+    if image_setting is None:
+        check.add(path, f"{node_field}.image", "kind linux needs an image", key=True)
+        return None
+    image = image_setting.value
     labels = _merged_labels(layers)
     runs_vswitch = _is_vswitch_image(image)
     role: Role | None = None
-    role_entry = labels.get(LABEL_PREFIX + "role")
-    if role_entry is not None:
-        value, node, where = role_entry
+    role_setting = labels.get(LABEL_PREFIX + "role")
+    if role_setting is not None:
+        value = role_setting.value
         if value not in ("spine", "leaf", "host"):
-            raise doc.error(node, where, f"{value!r} is not a role (spine, leaf or host)")
+            check.add(
+                role_setting.path,
+                role_setting.field,
+                f"{_shown(value)} is not a role (spine, leaf or host)",
+            )
+            return None
         role = value  # type: ignore[assignment]
         if role != "host" and not runs_vswitch:
-            raise doc.error(
-                node,
-                where,
+            check.add(
+                role_setting.path,
+                role_setting.field,
                 f"role {role} runs the vswitch: it needs image {VSWITCH_IMAGE}:<tag>, "
-                f"got {image!r}",
+                f"got {_shown(image)}",
             )
-    return _Draft(name, key_node, kind, image, labels, role, runs_vswitch)
+            return None
+    line = _line(check.position(path, key=True))
+    return _Draft(name, kind, image, labels, role, runs_vswitch, line, path)
 
 
-def _node(doc: _Doc, draft: _Draft, role: Role) -> Node:
-    field = f"topology.nodes.{draft.name}"
+def _node(check: _Checker, draft: _Draft, role: Role) -> Node | None:
+    node_field = _field(draft.path)
     lab_kind: LabKind = "host" if role == "host" else "lab-switch"
+    before = len(check.problems)
     speed = DEFAULT_SPEED_BPS
-    if (entry := draft.label("speed")) is not None:
+    if (setting := draft.label("speed")) is not None:
         try:
-            speed = parse_speed(entry[0])
+            speed = parse_speed(setting.value)
         except ValueError as exc:
-            raise doc.error(entry[1], entry[2], str(exc)) from None
+            check.add(setting.path, setting.field, str(exc))
     mtu = DEFAULT_MTU
-    if (entry := draft.label("mtu")) is not None:
-        mtu = _mtu(doc, entry[0], entry[1], entry[2])
+    if (setting := draft.label("mtu")) is not None:
+        mtu = _mtu(check, setting) or DEFAULT_MTU
     cable = DEFAULT_CABLE_M
-    if (entry := draft.label("cable-m")) is not None:
+    if (setting := draft.label("cable-m")) is not None:
         try:
-            cable = float(entry[0])
+            cable = float(setting.value) if setting.value.isascii() else -1.0
         except ValueError:
             cable = -1.0
         if math.isnan(cable) or not 0 <= cable <= 10_000:
-            raise doc.error(
-                entry[1], entry[2], f"{entry[0]!r} is not a cable length in metres (0-10000)"
+            check.add(
+                setting.path,
+                setting.field,
+                f"{_shown(setting.value)} is not a cable length in metres (0-10000)",
             )
     buffer: BufferSettings | None = None
     if lab_kind == "lab-switch":
-        buffer = _buffer(doc, draft, speed, mtu)
+        if len(check.problems) == before:  # the defaults depend on speed and MTU
+            buffer = _buffer(check, draft, speed, mtu)
     else:
         for short in BUFFER_LABELS:
-            entry = draft.label(short)
+            setting = draft.label(short)
             # Inherited defaults are fine (they target the switches); the host's own are not.
-            if entry is not None and entry[2].startswith(field + "."):
-                raise doc.error(entry[1], entry[2], "buffer labels only apply to lab switches")
+            if setting is not None and setting.field.startswith(node_field + "."):
+                check.add(setting.path, setting.field, "buffer labels only apply to lab switches")
+    if len(check.problems) > before:
+        return None
     return Node(
         name=draft.name,
         kind=draft.kind,
@@ -758,8 +921,8 @@ def _node(doc: _Doc, draft: _Draft, role: Role) -> Node:
         mtu=mtu,
         cable_m=cable,
         buffer=buffer,
-        labels={key: value for key, (value, _, _) in draft.labels.items()},
-        line=draft.key_node.start_mark.line + 1,
+        labels={key: setting.value for key, setting in draft.labels.items()},
+        line=draft.line,
     )
 
 
@@ -771,29 +934,34 @@ BUFFER_LABELS = {
 }
 
 
-def _buffer(doc: _Doc, draft: _Draft, speed: int, mtu: int) -> BufferSettings:
+def _buffer(check: _Checker, draft: _Draft, speed: int, mtu: int) -> BufferSettings | None:
     base = default_buffer(speed, mtu)
     sizes: dict[str, int] = {}
+    before = len(check.problems)
     for short, attr in BUFFER_LABELS.items():
-        entry = draft.label(short)
-        if entry is None:
+        setting = draft.label(short)
+        if setting is None:
             sizes[attr] = getattr(base, attr)
             continue
         try:
-            sizes[attr] = parse_size(entry[0])
+            sizes[attr] = parse_size(setting.value)
         except ValueError as exc:
-            raise doc.error(entry[1], entry[2], str(exc)) from None
+            check.add(setting.path, setting.field, str(exc))
+            continue
         if sizes[attr] <= 0 and attr in ("xoff_bytes", "queue_limit_bytes"):
-            raise doc.error(entry[1], entry[2], "must be more than 0 bytes")
+            check.add(setting.path, setting.field, "must be more than 0 bytes")
+    if len(check.problems) > before:
+        return None
     buffer = BufferSettings(**sizes)
     if buffer.xon_bytes > buffer.xoff_bytes:
-        entry = draft.label("xon-bytes") or draft.label("xoff-bytes")
-        assert entry is not None  # the defaults are consistent, so a label caused it
-        raise doc.error(
-            entry[1],
-            entry[2],
+        setting = draft.label("xon-bytes") or draft.label("xoff-bytes")
+        assert setting is not None  # the defaults are consistent, so a label caused it
+        check.add(
+            setting.path,
+            setting.field,
             f"xon ({buffer.xon_bytes} bytes) must not exceed xoff ({buffer.xoff_bytes} bytes)",
         )
+        return None
     return buffer
 
 
@@ -802,25 +970,27 @@ def _is_vswitch_image(image: str) -> bool:
     return repository == VSWITCH_IMAGE
 
 
-def _check_link(doc: _Doc, raw: _RawLink, nodes: Mapping[str, Node]) -> Link:
-    field = f"topology.links[{raw.index}]"
+def _check_link(check: _Checker, raw: _RawLink, nodes: Mapping[str, Node]) -> Link | None:
+    link_field = _field(raw.path)
     a, b = nodes[raw.a.node], nodes[raw.b.node]
     if a.speed_bps != b.speed_bps:
-        raise doc.error(
-            raw.node,
-            field,
+        check.add(
+            raw.path,
+            link_field,
             f"the ends run at different speeds ({raw.a}: {format_speed(a.speed_bps)}, "
             f"{raw.b}: {format_speed(b.speed_bps)}); label both nodes with the same roce.lab/speed",
         )
+        return None
     if raw.mtu is not None:
-        mtu = raw.mtu[0]
+        mtu = raw.mtu
     elif a.mtu != b.mtu:
-        raise doc.error(
-            raw.node,
-            field,
+        check.add(
+            raw.path,
+            link_field,
             f"the ends have different MTUs ({raw.a}: {a.mtu}, {raw.b}: {b.mtu}); "
             "set mtu on the link",
         )
+        return None
     else:
         mtu = a.mtu
     return Link(
@@ -829,5 +999,5 @@ def _check_link(doc: _Doc, raw: _RawLink, nodes: Mapping[str, Node]) -> Link:
         b=raw.b,
         mtu=mtu,
         speed_bps=a.speed_bps,
-        line=raw.node.start_mark.line + 1,
+        line=raw.line,
     )

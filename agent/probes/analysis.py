@@ -29,10 +29,15 @@ from agent.probes.packets import (
     ECN_CE,
     MalformedFrame,
     PfcView,
+    RoceFields,
     RoceView,
+    address_texts,
     parse_pfc,
-    parse_roce,
+    parse_roce_fields,
+    roce_icrc_ok,
+    roce_view,
 )
+from lossless.pfc import pause_duration
 
 PSN_MODULO = 1 << 24
 # A jump this large is a new stream (or a restarted sender), not a gap of lost packets.
@@ -40,6 +45,8 @@ MAX_GAP = 1 << 20
 DEFAULT_MAX_FLOWS = 65_536
 MAX_RANGES_PER_QP = 1024
 DEFAULT_MAX_MISSING_RANGES = 1 << 18  # ≈ 20 MB of range bookkeeping at most
+PFC_ETHERTYPE = b"\x88\x08"
+IPV4_ETHERTYPE = b"\x08\x00"
 VLAN_ETHERTYPES = (b"\x81\x00", b"\x88\xa8", b"\x91\x00")  # 802.1Q, 802.1ad, legacy QinQ
 MAX_VLAN_TAGS = 2
 MAX_STORMS_LISTED = 1024
@@ -47,6 +54,8 @@ LATENCY_BUCKETS_S = (
     0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
     0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
+_BUCKET_NAMES = (*map(str, LATENCY_BUCKETS_S), "+Inf")
+_NO_BUCKETS = (0,) * len(_BUCKET_NAMES)
 
 
 class RangeBudget:
@@ -101,7 +110,8 @@ class QpStats:
     latency_sum_s: float = 0.0
     latency_min_s: float | None = None
     latency_max_s: float | None = None
-    latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
+    # None until the first latency sample: most flows of a capture never have one.
+    latency_buckets: list[int] | None = None
     pcp: int | None = None
     missing_overflow: int = 0  # missing-PSN ranges given up to a cap (counted as lost)
     budget: RangeBudget | None = field(default=None, repr=False, compare=False)
@@ -191,11 +201,14 @@ class QpStats:
         self.latency_max_s = (
             seconds if self.latency_max_s is None else max(self.latency_max_s, seconds)
         )
+        buckets = self.latency_buckets
+        if buckets is None:
+            buckets = self.latency_buckets = [0] * (len(LATENCY_BUCKETS_S) + 1)
         for index, bound in enumerate(LATENCY_BUCKETS_S):
             if seconds <= bound:
-                self.latency_buckets[index] += 1
+                buckets[index] += 1
                 return
-        self.latency_buckets[-1] += 1
+        buckets[-1] += 1
 
     @property
     def missing(self) -> int:
@@ -235,7 +248,7 @@ class QpStats:
                 "avg_s": self.latency_sum_s / self.latency_count if self.latency_count else None,
                 "max_s": self.latency_max_s,
                 "buckets_le_s": dict(
-                    zip([*map(str, LATENCY_BUCKETS_S), "+Inf"], self.latency_buckets, strict=True)
+                    zip(_BUCKET_NAMES, self.latency_buckets or _NO_BUCKETS, strict=True)
                 ),
             },
         }
@@ -257,6 +270,9 @@ class RoceAnalyzer:
         if max_flows < 1:
             raise ValueError(f"max_flows must be at least 1, got {max_flows}")
         self.flows: dict[tuple[str, str, int], QpStats] = {}
+        # The same flows keyed by (source, destination) << 24 | QPN as read from the frame:
+        # a lookup needs no address text.
+        self._index: dict[int, QpStats] = {}
         self.invalid = 0
         self.frames = 0
         self.max_flows = max_flows
@@ -265,19 +281,16 @@ class RoceAnalyzer:
         self.sources = frozenset(sources) if sources is not None else None
         self.budget = RangeBudget(max_missing_ranges)
 
-    def _flow(self, view: RoceView) -> QpStats | None:
-        key = (view.src_ip, view.dst_ip, view.qpn)
-        stats = self.flows.get(key)
-        if stats is None:
-            if self.sources is not None and view.src_ip not in self.sources:
-                self.foreign_frames += 1
-                return None
-            if len(self.flows) >= self.max_flows:
-                self.untracked_frames += 1
-                return None
-            stats = self.flows[key] = QpStats(
-                view.src_ip, view.dst_ip, view.qpn, budget=self.budget
-            )
+    def _new_flow(self, key: int, frame: bytes, qpn: int) -> QpStats | None:
+        src_ip, dst_ip = address_texts(frame)
+        if self.sources is not None and src_ip not in self.sources:
+            self.foreign_frames += 1
+            return None
+        if len(self.flows) >= self.max_flows:
+            self.untracked_frames += 1
+            return None
+        stats = QpStats(src_ip, dst_ip, qpn, budget=self.budget)
+        self.flows[(src_ip, dst_ip, qpn)] = self._index[key] = stats
         return stats
 
     def feed(
@@ -285,36 +298,58 @@ class RoceAnalyzer:
     ) -> RoceView | None:
         """Account one frame; returns its parsed view when it was valid RoCEv2 data of a
         tracked flow (None for untracked or foreign flows: they only count)."""
+        fields = self.account(frame, now_ns, pcp)
+        return None if fields is None else roce_view(frame, fields, True)
+
+    def account(
+        self, frame: bytes, now_ns: int | None = None, pcp: int | None = None
+    ) -> RoceFields | None:
+        """:meth:`feed` without building a view: the parsed fields, or None when it returns
+        None. The offline path calls this once per frame."""
         try:
-            view = parse_roce(frame)
+            fields = parse_roce_fields(frame)
         except MalformedFrame:
             self.invalid += 1
             return None
-        if view is None:
+        if fields is None:
             return None
         self.frames += 1
-        stats = self._flow(view)
+        addresses, tos, _, opcode, qword, pword, _, seq, sent_ns, _, _ = fields
+        qpn = qword & 0xFFFFFF
+        key = addresses << 24 | qpn
+        stats = self._index.get(key)
         if stats is None:
-            return None
-        if not view.icrc_valid:
+            if self.sources is None and len(self._index) >= self.max_flows:
+                self.untracked_frames += 1  # the common case of a flood, without a call
+                return None
+            stats = self._new_flow(key, frame, qpn)
+            if stats is None:
+                return None
+        # Checked only now: frames of untracked and foreign flows never needed it.
+        if not roce_icrc_ok(frame, fields):
             stats.icrc_errors += 1  # counted, never trusted for sequence tracking
             return None
-        if view.opcode == CNP_OPCODE:
+        if opcode == CNP_OPCODE:
             stats.cnps += 1
-            return view
-        stats.dscp = view.dscp
+            return fields
+        stats.dscp = tos >> 2
         if pcp is not None:
             stats.pcp = pcp
-        if view.ecn == ECN_CE:
+        if tos & 0b11 == ECN_CE:
             stats.ce_marked += 1
-        if view.seq is not None:
+        if seq is not None:
             stats.uses_sequence = True
-            stats.track(view.seq)
-            if now_ns is not None and view.sent_ns:
-                stats.observe_latency(max(0, now_ns - view.sent_ns) / 1e9)
+            highest = stats.highest
+            if highest is not None and seq == highest + 1:  # in order: track()'s first case
+                stats.received += 1
+                stats.highest = seq
+            else:
+                stats.track(seq)
+            if now_ns is not None and sent_ns:
+                stats.observe_latency(max(0, now_ns - sent_ns) / 1e9)
         else:
-            stats.track(self._unwrap(stats, view.psn))
-        return view
+            stats.track(self._unwrap(stats, pword & 0xFFFFFF))
+        return fields
 
     @staticmethod
     def _unwrap(stats: QpStats, psn: int) -> int:
@@ -425,7 +460,7 @@ class PriorityPause:
         if self._start is None:
             self._start = at
         self._mark = at
-        self._until = at + quanta * 512 / speed_bps
+        self._until = at + pause_duration(quanta, speed_bps)
 
     def finish(self, at: float | None, storm_after_s: float) -> None:
         """Close the books at ``at``; None lets a pending pause run its full quanta."""
@@ -480,13 +515,22 @@ def analyze_frames(
     """Offline analysis of (timestamp, frame) pairs: RoCE flows and PFC per priority.
 
     VLAN tags are stripped first (the PCP of a flow is reported); PFC frames are never tagged.
+    Time is linear in the frames given and their size: a capture bounds both with
+    :class:`agent.probes.pcap.Capture`'s ``max_frames`` and ``max_bytes``.
     """
     roce = RoceAnalyzer(max_flows=max_flows)
     pfc = PfcAnalyzer(speed_bps, storm_after_s)
+    account = roce.account
     for at, frame in frames:
+        ethertype = frame[12:14]
+        if ethertype == IPV4_ETHERTYPE:  # most frames: no tag, not PFC
+            account(frame, int(at * 1e9), None)
+            continue
         pcp = None
-        if frame[12:14] in VLAN_ETHERTYPES:
+        if ethertype in VLAN_ETHERTYPES:
             frame, pcp = untag(frame)
-        if pfc.feed(frame, at) is None:
-            roce.feed(frame, int(at * 1e9), pcp)
+            ethertype = frame[12:14]
+        if ethertype == PFC_ETHERTYPE and pfc.feed(frame, at) is not None:
+            continue
+        account(frame, int(at * 1e9), pcp)
     return {"roce": roce.result(), "pfc": pfc.result()}

@@ -2,7 +2,10 @@
 
 One AF_PACKET socket with the RoCE-or-PFC kernel filter and a 4 MiB buffer feeds the shared
 :mod:`agent.probes.analysis` engine. As a notification point it sends a CNP back to the sender
-of a CE-marked packet, at most one per QP per ``min_time_between_cnps`` (mlx5 semantics).
+of a CE-marked packet, at most one per QP per ``min_time_between_cnps`` (mlx5 semantics; the
+rule is :class:`lossless.dcqcn.NotificationPoint`, driven here on wall time, or on emulated
+time -- wall time / ``time_dilation`` -- on a lab link that stands for a faster one, so the
+pacing interval is the emulated NIC's: see :mod:`agent.probes.dilation`).
 
 Anyone who can reach UDP 4791 can send to it, so its state is bounded: the analyser tracks at
 most ``max_flows`` QPs, CNP pacing is kept only for tracked QPs, and when the senders are known
@@ -21,8 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.probes.analysis import DEFAULT_MAX_FLOWS, PfcAnalyzer, RoceAnalyzer
+from agent.probes.dilation import Dilation
 from agent.probes.packets import ECN_CE, cnp_packet
 from agent.probes.rawsock import interface_mac, mac_text, open_port
+from lossless.dcqcn import NotificationPoint
 
 MAX_DURATION_S = 3600.0
 
@@ -40,8 +45,10 @@ class ReceiveSpec:
     expected: dict[str, int] | None = None  # "src_ip/qpn" → frames sent (for tail loss)
     senders: tuple[str, ...] | None = None  # IPv4 sources to track; None: any (or expected's)
     max_flows: int = DEFAULT_MAX_FLOWS
+    time_dilation: float = 1.0  # emulated fabrics only: see agent.probes.dilation
 
     def __post_init__(self) -> None:
+        Dilation(self.time_dilation)  # refuses a factor out of range
         if not 0 < self.duration_s <= MAX_DURATION_S:
             raise ValueError(f"duration_s must be in (0, {MAX_DURATION_S}], got {self.duration_s}")
         if self.max_flows < 1:
@@ -66,9 +73,9 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
     roce = RoceAnalyzer(max_flows=spec.max_flows, sources=spec.sources())
     pfc = PfcAnalyzer(spec.link_speed_bps, spec.storm_after_s)
     my_mac = interface_mac(spec.ifname)
-    last_cnp: dict[tuple[str, int], float] = {}
+    notification = NotificationPoint(spec.min_time_between_cnps_us)
+    dilation = Dilation(spec.time_dilation)
     cnps_sent = 0
-    min_gap = spec.min_time_between_cnps_us * 1e-6
     sock = open_port(spec.ifname)
     start = time.monotonic()
     last_data = start
@@ -102,16 +109,18 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
                 if view is None:
                     continue
                 last_data = now
-                if spec.notification_point and view.ecn == ECN_CE and view.opcode != 0x81:
-                    key = (view.src_ip, view.qpn)
-                    if now - last_cnp.get(key, -1.0) >= min_gap:
-                        last_cnp[key] = now
-                        cnp = cnp_packet(
-                            my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
-                            view.qpn, spec.cnp_dscp,
-                        )  # fmt: skip
-                        sock.send(bytes(cnp))
-                        cnps_sent += 1
+                if (
+                    spec.notification_point
+                    and view.ecn == ECN_CE
+                    and view.opcode != 0x81
+                    and notification.on_ce((view.src_ip, view.qpn), dilation.model_time(now))
+                ):
+                    cnp = cnp_packet(
+                        my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
+                        view.qpn, spec.cnp_dscp,
+                    )  # fmt: skip
+                    sock.send(bytes(cnp))
+                    cnps_sent += 1
         elapsed = time.monotonic() - start
     finally:
         sock.close()
@@ -130,6 +139,7 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
         "duration_s": round(elapsed, 6),
         **result,
         "cnps_sent": cnps_sent,
+        "time_dilation": spec.time_dilation,
         "senders": sorted(roce.sources) if roce.sources is not None else None,
         "pfc": pfc.result(time.monotonic()),
     }

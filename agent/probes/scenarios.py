@@ -67,6 +67,8 @@ def _receive_spec(
         "min_time_between_cnps_us": nic.dcqcn["min_time_between_cnps"],
         "cnp_dscp": nic.dcqcn["cnp_dscp"],
         "storm_after_s": intent.profile.pfc.watchdog.detection_ms / 1000,
+        # A lab link standing for a faster one: the NIC's CNP pacing runs in emulated time.
+        "time_dilation": intent.emulation.time_dilation,
     }
 
 
@@ -93,6 +95,9 @@ def _send_spec(
         "qpn": BASE_QPN + index,
         "sport": BASE_SPORT + index,
         "flow_id": index,
+        # The reaction point runs in emulated time and rates (agent.probes.dilation); pacing,
+        # PFC and the reported rates stay the lab's.
+        "time_dilation": intent.emulation.time_dilation,
     }
     if dcqcn and profile.ecn.enabled:
         spec["dcqcn"] = nic_plan(profile).dcqcn
@@ -241,6 +246,7 @@ def incast(
         "from": senders_from,
         "passed": not failures,
         "failures": failures,
+        "time_dilation": intent.emulation.time_dilation,
         "flows": rows,
         "totals": totals,
         "receiver": {

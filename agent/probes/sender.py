@@ -4,7 +4,10 @@ Frames come from a :class:`RoceTemplate` (no scapy object per packet). The sende
 above its configured rate nor more than its count, and stops by itself at its deadline. A
 plain Linux host ignores PFC frames, but a RoCE NIC stops the paused priority; the sender does
 that itself, so a lab host behaves like a NIC on the wire. With DCQCN on, CNPs for its QP cut
-its rate (reaction point).
+its rate (reaction point). Both rules are the shared model's (:mod:`lossless.pfc`
+``PauseHonouring``, :mod:`lossless.dcqcn`), driven here on wall time; on a lab link that stands
+for a faster one (``time_dilation``) the reaction point runs in emulated time and rates
+(:mod:`agent.probes.dilation`), while pacing and PFC stay on the lab's own clock and speed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from scapy.contrib.roce import CNP_OPCODE
 
-from agent.probes.dcqcn import DcqcnReactionPoint
+from agent.probes.dilation import Dilation
 from agent.probes.packets import (
     ECN_ECT0,
     Flow,
@@ -28,9 +31,13 @@ from agent.probes.packets import (
     parse_roce,
 )
 from agent.probes.rawsock import interface_mac, open_port
+from lossless.clock import Clock, WallClock
+from lossless.dcqcn import DcqcnReactionPoint
+from lossless.pfc import PauseHonouring
 
 ETHERNET_OVERHEAD = 24  # FCS 4 + preamble/SFD 8 + inter-frame gap 12: what a link really carries
 MAX_DURATION_S = 3600.0
+MIN_TICK_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -54,8 +61,10 @@ class SendSpec:
     dcqcn: dict[str, int] | None = None
     src_ip: str | None = None
     dst_mac: str | None = None
+    time_dilation: float = 1.0  # emulated fabrics only: see agent.probes.dilation
 
     def __post_init__(self) -> None:
+        Dilation(self.time_dilation)  # refuses a factor out of range
         if self.count is None and self.duration_s is None:
             raise ValueError("give count or duration_s")
         if self.rate_bps <= 0 or self.rate_bps > self.link_speed_bps:
@@ -106,6 +115,12 @@ class SendResult:
             "rate_cuts": self.rate_cuts,
             "final_rate_bps": round(self.final_rate_bps),
             "min_rate_bps": round(self.min_rate_bps),
+            "time_dilation": spec.time_dilation,
+            **(
+                {"dcqcn_lab": Dilation(spec.time_dilation).lab_parameters(spec.dcqcn)}
+                if spec.dcqcn and spec.time_dilation != 1
+                else {}
+            ),
         }
 
 
@@ -126,8 +141,9 @@ def resolve_path(dst_ip: str) -> tuple[str, str, str]:
     raise RuntimeError(f"no neighbour entry for next hop {hop} on {ifname} (ARP not resolved)")
 
 
-def run_sender(spec: SendSpec) -> dict[str, Any]:
+def run_sender(spec: SendSpec, clock: Clock | None = None) -> dict[str, Any]:
     """Send the flow; returns a JSON-ready result."""
+    clock = clock if clock is not None else WallClock()
     ipaddress.IPv4Address(spec.dst_ip)
     src_ip, dst_mac = spec.src_ip, spec.dst_mac
     if src_ip is None or dst_mac is None:
@@ -148,44 +164,67 @@ def run_sender(spec: SendSpec) -> dict[str, Any]:
     )
     template = RoceTemplate(flow)
     wire_bits = (template.length + ETHERNET_OVERHEAD) * 8
-    reaction = DcqcnReactionPoint(spec.rate_bps, spec.dcqcn) if spec.dcqcn else None
+    dilation = Dilation(spec.time_dilation)
+    reaction = (
+        DcqcnReactionPoint(dilation.model_rate(spec.rate_bps), spec.dcqcn) if spec.dcqcn else None
+    )
     result = SendResult(final_rate_bps=spec.rate_bps, min_rate_bps=spec.rate_bps)
+    pause = PauseHonouring(spec.link_speed_bps)
     sock = open_port(spec.ifname)
     try:
-        start = time.monotonic()
+        start = clock.now()
         deadline = start + (spec.duration_s if spec.duration_s is not None else MAX_DURATION_S)
-        next_send = start
-        paused_until = 0.0
+        slot = start  # when the last frame was due; the next is due one frame time later
+        # A NIC's rate timer runs while the QP waits; so must the model's, or a rate cut to
+        # the floor would hold the next frame for seconds whatever the timer says. Wake at
+        # least once per (dilated) recovery period to let it step -- but not more often than
+        # MIN_TICK_S: at real time that period (300 µs) is shorter than one lab frame.
+        tick = (
+            max(
+                MIN_TICK_S,
+                dilation.lab_parameters({"rpg_time_reset": spec.dcqcn["rpg_time_reset"]})[
+                    "rpg_time_reset"
+                ]
+                * 1e-6,
+            )
+            if reaction is not None and spec.dcqcn
+            else MAX_DURATION_S
+        )
         limit = spec.count if spec.count is not None else 1 << 62
         while result.sent < limit:
-            now = time.monotonic()
+            now = clock.now()
             if now >= deadline:
                 break
-            wake = paused_until if paused_until > now else next_send
-            timeout = max(0.0, min(wake, deadline) - now)
+            rate = dilation.lab_rate(reaction.current_bps) if reaction else spec.rate_bps
+            next_send = slot + wire_bits / rate if result.sent else start
+            wake = pause.paused_until if pause.is_paused(now) else next_send
+            timeout = max(0.0, min(wake, deadline, now + tick) - now)
             readable, _, _ = select.select([sock], [], [], timeout)
-            now = time.monotonic()
+            now = clock.now()
             if readable:
-                paused_until = _drain(sock, spec, reaction, result, now, paused_until)
-            if paused_until > now or now < next_send:
+                _drain(sock, spec, reaction, dilation, result, now, pause)
+            if reaction:
+                reaction.on_sent(dilation.model_time(now), 0)  # the timer only
+                rate = dilation.lab_rate(reaction.current_bps)
+                next_send = slot + wire_bits / rate if result.sent else start
+            if pause.is_paused(now) or now < next_send:
                 continue
-            rate = reaction.current_bps if reaction else spec.rate_bps
             sock.send(template.frame(result.sent, result.sent, time.time_ns()))
             result.sent += 1
             result.sent_bytes += template.length
             if reaction:
-                reaction.on_sent(now, template.length)
-                result.min_rate_bps = min(result.min_rate_bps, reaction.current_bps)
+                reaction.on_sent(dilation.model_time(now), template.length)
+                result.min_rate_bps = min(result.min_rate_bps, rate)
             # Pace from the schedule, but never burst to catch up after a pause.
-            next_send = max(next_send + wire_bits / rate, now)
-        end = time.monotonic()
+            slot = max(next_send, now - wire_bits / rate)
+        end = clock.now()
         result.duration_s = end - start
-        if paused_until > end:
-            result.paused_s -= paused_until - end  # only the time paused while sending
+        pause.finish(end)  # only the time paused while sending
+        result.paused_s = pause.paused_s
     finally:
         sock.close()
     if reaction:
-        result.final_rate_bps = reaction.current_bps
+        result.final_rate_bps = dilation.lab_rate(reaction.current_bps)
         result.rate_cuts = reaction.cuts
     return result.as_dict(spec)
 
@@ -194,26 +233,22 @@ def _drain(
     sock: Any,
     spec: SendSpec,
     reaction: DcqcnReactionPoint | None,
+    dilation: Dilation,
     result: SendResult,
     now: float,
-    paused_until: float,
-) -> float:
-    """Handle every queued PFC frame and CNP; returns the new pause deadline."""
+    pause: PauseHonouring,
+) -> None:
+    """Handle every queued PFC frame and CNP."""
     while True:
         try:
             frame = sock.recv(65536)
         except BlockingIOError:
-            return paused_until
+            return
         pfc = parse_pfc(frame)
         if pfc is not None:
             result.pfc_frames += 1
             if spec.honour_pfc and pfc.enabled >> spec.priority & 1:
-                quanta = pfc.quanta[spec.priority]
-                new_until = now + quanta * 512 / spec.link_speed_bps
-                if paused_until > now:
-                    result.paused_s -= paused_until - now  # replaced: count only the new one
-                result.paused_s += max(0.0, new_until - now)
-                paused_until = new_until if quanta else now
+                pause.receive(pfc.quanta[spec.priority], now)
             continue
         try:
             view = parse_roce(frame)
@@ -221,5 +256,6 @@ def _drain(
             continue
         if view is not None and view.opcode == CNP_OPCODE and view.qpn == spec.qpn:
             result.cnps += 1
-            if reaction is not None and reaction.on_cnp(now):
-                result.min_rate_bps = min(result.min_rate_bps, reaction.current_bps)
+            if reaction is not None and reaction.on_cnp(dilation.model_time(now)):
+                lab_rate = dilation.lab_rate(reaction.current_bps)
+                result.min_rate_bps = min(result.min_rate_bps, lab_rate)

@@ -7,10 +7,11 @@ buffer accounting, honouring received PFC, and the PFC watchdog -- all visible o
 and in counters.  The management plane talks to it only through the control socket.
 
 Modules: ``config`` (pydantic contract), ``packet`` (raw frame parsing/building),
-``forwarding`` (routes, ECMP, neighbors), ``queues`` (queues + scheduler), ``wred``,
-``pfc``, ``watchdog``, ``counters``, ``control`` (socket server), ``client``, ``rawsock``
-(AF_PACKET ports) and ``dataplane`` (the single-threaded loop); run with
-``python -m lab.vswitch``.
+``forwarding`` (routes, ECMP, neighbors), ``counters``, ``control`` (socket server),
+``client``, ``rawsock`` (AF_PACKET ports) and ``dataplane`` (the single-threaded loop); run
+with ``python -m lab.vswitch``.  The rules themselves -- queues and scheduler, WRED/ECN, PFC
+accounting and timers, the watchdog -- are the shared model :mod:`lossless`, which the data
+plane drives on wall time.
 """
 
 from lab.vswitch.client import VswitchClient, VswitchError

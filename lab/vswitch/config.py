@@ -2,7 +2,9 @@
 
 The JSON file passed with ``--config`` is validated by :class:`SwitchConfig`; the QoS part is
 also replaceable at run time (``set_qos`` on the control socket) and is validated by the same
-models, in the context of the running switch's ports, before anything changes.
+models, in the context of the running switch's ports, before anything changes.  The parameters
+of the lossless rules (buffer, ECN, queue, watchdog and per-port QoS models) live in
+:mod:`lossless.config` beside the rules that read them; this module composes them.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-NUM_CLASSES = 8
-"""Traffic classes == priorities == egress queues per port."""
+from lossless.config import BufferConfig, PortQosConfig, Priority, StrictModel, WatchdogConfig
 
 MAX_SPEED_BPS = 400_000_000_000
 
-Priority = Annotated[int, Field(ge=0, le=NUM_CLASSES - 1)]
 Dscp = Annotated[int, Field(ge=0, le=63)]
 
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
@@ -32,10 +32,6 @@ class ConfigError(ValueError):
     """A configuration (file or control-socket payload) that cannot be used; says what and where."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 def _normalise_mac(value: str) -> str:
     mac = value.strip().lower().replace("-", ":")
     if not _MAC_RE.match(mac):
@@ -45,28 +41,7 @@ def _normalise_mac(value: str) -> str:
     return mac
 
 
-class BufferConfig(_Model):
-    """Buffer thresholds.
-
-    ``xoff_bytes``/``xon_bytes``/``headroom_bytes`` apply to every ingress (port, priority)
-    that is lossless; ``queue_limit_bytes`` is the tail-drop limit of every lossy egress queue.
-    """
-
-    xoff_bytes: int = Field(gt=0)
-    xon_bytes: int = Field(ge=0)
-    headroom_bytes: int = Field(ge=0)
-    queue_limit_bytes: int = Field(gt=0)
-
-    @model_validator(mode="after")
-    def _xon_below_xoff(self) -> BufferConfig:
-        if self.xon_bytes > self.xoff_bytes:
-            raise ValueError(
-                f"xon_bytes ({self.xon_bytes}) must be <= xoff_bytes ({self.xoff_bytes})"
-            )
-        return self
-
-
-class PortConfig(_Model):
+class PortConfig(StrictModel):
     """One switch port: an interface in the switch namespace (containerlab-style ethN)."""
 
     ifname: str
@@ -88,7 +63,7 @@ class PortConfig(_Model):
         return _normalise_mac(value)
 
 
-class NeighborConfig(_Model):
+class NeighborConfig(StrictModel):
     """A static ARP entry."""
 
     ip: ipaddress.IPv4Address
@@ -101,84 +76,21 @@ class NeighborConfig(_Model):
         return _normalise_mac(value)
 
 
-class NexthopConfig(_Model):
+class NexthopConfig(StrictModel):
     """A next hop; ``port`` may be omitted when ``ip`` is inside a port's connected subnet."""
 
     ip: ipaddress.IPv4Address
     port: str | None = None
 
 
-class RouteConfig(_Model):
+class RouteConfig(StrictModel):
     """A static route; several next hops make an ECMP group (5-tuple hash)."""
 
     prefix: ipaddress.IPv4Network
     nexthops: list[NexthopConfig] = Field(min_length=1)
 
 
-class EcnConfig(_Model):
-    """WRED-with-ECN marking profile of one egress queue (instantaneous depth, bytes)."""
-
-    min_bytes: int = Field(ge=0)
-    max_bytes: int = Field(gt=0)
-    max_probability: int = Field(ge=0, le=100)
-
-    @model_validator(mode="after")
-    def _min_below_max(self) -> EcnConfig:
-        if self.min_bytes > self.max_bytes:
-            raise ValueError(
-                f"min_bytes ({self.min_bytes}) must be <= max_bytes ({self.max_bytes})"
-            )
-        return self
-
-
-class QueueConfig(_Model):
-    """Scheduling and marking of one egress queue."""
-
-    ecn: EcnConfig | None = None
-    strict: bool = False
-    bandwidth_percent: int | None = Field(default=None, ge=1, le=100)
-
-    @model_validator(mode="after")
-    def _strict_has_no_weight(self) -> QueueConfig:
-        if self.strict and self.bandwidth_percent is not None:
-            raise ValueError("a strict-priority queue cannot also have bandwidth_percent")
-        return self
-
-
-class WatchdogConfig(_Model):
-    """PFC watchdog (detection / mitigation / restoration), per port or switch-wide."""
-
-    enabled: bool = False
-    timeout_ms: int = Field(default=200, gt=0, le=60_000)
-    recovery_ms: int = Field(default=400, gt=0, le=600_000)
-    polling_ms: int = Field(default=100, gt=0, le=60_000)
-    action: Literal["drop", "no-drop", "alert"] = "drop"
-
-
-class PortQosConfig(_Model):
-    """QoS of one port: PFC (both generating and honouring pause) and its egress queues."""
-
-    pfc_enabled: bool = False
-    no_drop: list[Priority] = Field(default_factory=list)
-    watchdog: WatchdogConfig | None = None
-    queues: dict[Priority, QueueConfig] = Field(default_factory=dict)
-
-    @field_validator("no_drop")
-    @classmethod
-    def _unique_priorities(cls, value: list[int]) -> list[int]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"duplicate priorities in {value}")
-        return sorted(value)
-
-    @model_validator(mode="after")
-    def _bandwidth_total(self) -> PortQosConfig:
-        total = sum(q.bandwidth_percent or 0 for q in self.queues.values())
-        if total > 100:
-            raise ValueError(f"bandwidth_percent of the queues adds up to {total} (> 100)")
-        return self
-
-
-class QosConfig(_Model):
+class QosConfig(StrictModel):
     """Switch QoS: classification, watchdog default, per-port PFC/ETS/ECN."""
 
     trust: Literal["dscp", "none"] = "dscp"
@@ -202,7 +114,7 @@ class QosConfig(_Model):
         return override if override is not None else self.watchdog
 
 
-class SwitchConfig(_Model):
+class SwitchConfig(StrictModel):
     """The whole ``--config`` file."""
 
     name: str = Field(min_length=1, max_length=64)

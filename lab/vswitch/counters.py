@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.vswitch.config import NUM_CLASSES
-from lab.vswitch.pfc import IngressAccounting
-from lab.vswitch.queues import EgressQueue
-from lab.vswitch.watchdog import PortWatchdog
+from lossless.config import NUM_CLASSES
+from lossless.pfc import IngressAccounting
+from lossless.queues import EgressQueue
+from lossless.watchdog import PortWatchdog
 
 
 class PortCounters:
@@ -51,7 +51,7 @@ def port_snapshot(
     counters: PortCounters,
     paused: list[bool],
     ingress: IngressAccounting,
-    queues: list[EgressQueue],
+    queues: list[EgressQueue[bytearray]],
     watchdog: PortWatchdog,
 ) -> dict[str, Any]:
     """The ``counters.ports.<ifname>`` object of the control protocol."""

@@ -8,6 +8,10 @@ can never stall forwarding.  ``select`` (not ``poll``/``epoll``) because it take
 microsecond-resolution timeout: at 10 Mb/s a 1000-byte frame lasts 816 us, and the poll
 timeout is the time to the next event (transmit opportunity, pause expiry, PFC refresh,
 watchdog poll).
+
+The rules -- buffer accounting and PFC generation, pause timers, queues and scheduling,
+WRED/ECN, the watchdog -- are the shared model's (:mod:`lossless`); this module is the I/O
+around them (sockets, shaper, control socket, timers) and drives the model on wall time.
 """
 
 from __future__ import annotations
@@ -17,31 +21,34 @@ import logging
 import os
 import select
 import socket
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from lab.vswitch import packet as pkt
-from lab.vswitch.config import (
-    NUM_CLASSES,
-    ConfigError,
-    PortConfig,
-    SwitchConfig,
-    WatchdogConfig,
-    with_buffer,
-    with_qos,
-)
+from lab.vswitch.config import ConfigError, PortConfig, SwitchConfig, with_buffer, with_qos
 from lab.vswitch.control import ControlServer
 from lab.vswitch.counters import PortCounters, port_snapshot
 from lab.vswitch.forwarding import NeighborTable, RouteTable, ecmp_index, ip_to_int
-from lab.vswitch.pfc import IngressAccounting, ReceivedPause
-from lab.vswitch.queues import EgressQueue, QueuedPacket, Scheduler, scheduler_weights
 from lab.vswitch.rawsock import open_port_socket, take_kernel_drops
-from lab.vswitch.watchdog import PortWatchdog
-from lab.vswitch.wred import EcnMarker
+from lossless.clock import Clock, WallClock
+from lossless.config import NUM_CLASSES, WatchdogConfig
+from lossless.pfc import PFC_QUANTA_MAX, IngressAccounting, ReceivedPause
+from lossless.queues import (
+    MARKED,
+    XOFF_DUE,
+    EgressQueue,
+    QueuedPacket,
+    Scheduler,
+    eligible_classes,
+    enqueue,
+    scheduler_weights,
+)
+from lossless.watchdog import PortWatchdog
+from lossless.wred import EcnMarker
 
 log = logging.getLogger("lab.vswitch")
+watchdog_log = logging.getLogger("lab.vswitch.watchdog")
 
 # Shaper: each port has a virtual clock ``tx_free_at`` that every frame advances by its wire
 # time; a frame may go when the clock is not ahead of real time, so the long-run rate never
@@ -78,19 +85,17 @@ class Port:
         self.fd = sock.fileno()
         self.counters = PortCounters()
         self.ingress = IngressAccounting(self.speed_bps)
-        self.pause = ReceivedPause()
-        self.queues = [EgressQueue() for _ in range(NUM_CLASSES)]
+        self.pause = ReceivedPause(self.speed_bps)
+        self.queues: list[EgressQueue[bytearray]] = [EgressQueue() for _ in range(NUM_CLASSES)]
         self.backlog = 0  # packets in all egress queues
         self.control_tx: deque[bytes] = deque()  # PFC, ARP, ICMP: ahead of data, still shaped
         self.tx_free_at = now
         self.tx_idle = True  # nothing was eligible at the last transmit opportunity
         # Compiled from the config by Switch._compile_port.
         self.scheduler = Scheduler([False] * NUM_CLASSES, [1] * NUM_CLASSES)
-        self.watchdog = PortWatchdog(self.name, WatchdogConfig(), now)
-        self.lossless = [False] * NUM_CLASSES
-        self.honour_pause = [False] * NUM_CLASSES
+        self.watchdog = PortWatchdog(WatchdogConfig(), now)
         self.ecn: list[EcnMarker | None] = [None] * NUM_CLASSES
-        self.xoff = self.xon = self.headroom_limit = self.queue_limit = 0
+        self.queue_limit = 0  # tail-drop limit of this port's lossy egress queues
 
     def in_subnet(self, ip: int) -> bool:
         """Whether ``ip`` is in this port's connected subnet."""
@@ -98,10 +103,7 @@ class Port:
 
     def paused_view(self, now: float) -> list[bool]:
         """Effective pause per class (a watchdog-overridden pause does not count)."""
-        return [
-            self.pause.paused_until[tc] > now and not self.watchdog.override_pause[tc]
-            for tc in range(NUM_CLASSES)
-        ]
+        return self.pause.blocked(now, self.watchdog.override_pause)
 
 
 class Switch:
@@ -112,9 +114,11 @@ class Switch:
         config: SwitchConfig,
         control_path: str | None = None,
         open_socket: PortOpener = open_port_socket,
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
-        self.started = time.monotonic()
+        self._clock: Clock = clock if clock is not None else WallClock()
+        self.started = self._clock.now()
         now = self.started
         self.ports: list[Port] = []
         try:
@@ -132,7 +136,7 @@ class Switch:
         self._arp_last_request: dict[int, float] = {}
         self._tc_of_dscp = [0] * 64
         self._rx_buf = bytearray(RX_BUFFER_BYTES)
-        self._timers_due = 0.0  # monotonic time _run_timers must next run
+        self._timers_due = 0.0  # clock time _run_timers must next run
         self._running = False
         self._wakeup_r, self._wakeup_w = os.pipe()
         os.set_blocking(self._wakeup_r, False)
@@ -149,7 +153,7 @@ class Switch:
         self.config = config
         qos = config.qos
         self._tc_of_dscp = [qos.tc_for_dscp(d) for d in range(64)]
-        now = time.monotonic()
+        now = self._clock.now()
         for port in self.ports:
             self._compile_port(port, config, now)
         self._timers_due = 0.0  # watchdog periods may have changed: recompute at once
@@ -157,23 +161,17 @@ class Switch:
     def _compile_port(self, port: Port, config: SwitchConfig, now: float) -> None:
         qos = config.qos.port(port.name)
         buffer = config.buffer_for(port.name)
-        no_drop = set(qos.no_drop) if qos.pfc_enabled else set()
-        port.lossless = [tc in no_drop for tc in range(NUM_CLASSES)]
-        port.honour_pause = list(port.lossless)
-        port.xoff = buffer.xoff_bytes
-        port.xon = buffer.xon_bytes
-        port.headroom_limit = buffer.xoff_bytes + buffer.headroom_bytes
+        lossless = qos.lossless()
         port.queue_limit = buffer.queue_limit_bytes
         port.ecn = [None] * NUM_CLASSES
         for tc, queue_cfg in qos.queues.items():
             if queue_cfg.ecn is not None:
                 port.ecn[tc] = EcnMarker(queue_cfg.ecn)
         port.scheduler = Scheduler(*scheduler_weights(qos))
-        for tc in range(NUM_CLASSES):
-            if not port.honour_pause[tc]:
-                port.pause.clear(tc)
-            if port.ingress.xoff_active[tc] and not port.lossless[tc]:
-                self._send_pfc(port, tc, 0, now)  # release the upstream: no longer lossless
+        # PFC is generated and honoured for the same priorities (EOS no-drop).
+        port.pause.configure(lossless)
+        for tc in port.ingress.configure(buffer, lossless):
+            self._send_pfc(port, tc, 0, now)  # release the upstream: no longer lossless
         for tc in port.watchdog.reconfigure(config.qos.watchdog_for(port.name), now):
             log.warning("%s priority %d: watchdog disabled, storm state cleared", port.name, tc)
 
@@ -200,8 +198,9 @@ class Switch:
         read_fds = base_fds
         write_fds: list[int] = []
         generation = -1
+        clock_now = self._clock.now
         while self._running:
-            now = time.monotonic()
+            now = clock_now()
             timeout = self._poll_timeout(now)
             if control is not None and control.generation != generation:
                 generation = control.generation
@@ -219,7 +218,7 @@ class Switch:
             if control is not None:
                 for fd in writable:
                     control.on_writable(fd)
-            now = time.monotonic()
+            now = clock_now()
             if now >= self._timers_due:
                 self._run_timers(now)
             for port in self.ports:
@@ -251,11 +250,11 @@ class Switch:
                 deadline = min(deadline, port.tx_free_at - TX_LOOKAHEAD_S)
             elif port.backlog:
                 pause_until = port.pause.paused_until
-                override = port.watchdog.override_pause
+                blocked = port.pause.blocked(now, port.watchdog.override_pause)
                 for tc, queue in enumerate(port.queues):
                     if not queue.packets:
                         continue
-                    if pause_until[tc] > now and not override[tc]:
+                    if blocked[tc]:
                         deadline = min(deadline, pause_until[tc])
                     else:
                         deadline = min(deadline, port.tx_free_at - TX_LOOKAHEAD_S)
@@ -268,11 +267,8 @@ class Switch:
         for port in self.ports:
             ingress = port.ingress
             if any(ingress.xoff_active):
-                for tc in range(NUM_CLASSES):
-                    if ingress.xoff_active[tc] and now >= (
-                        ingress.last_xoff_sent[tc] + ingress.refresh_interval
-                    ):
-                        self._send_pfc(port, tc, pkt.PFC_QUANTA_MAX, now)
+                for tc in ingress.refresh_due(now):
+                    self._send_pfc(port, tc, PFC_QUANTA_MAX, now)
                 refresh = ingress.next_refresh()
                 if refresh is not None:
                     due = min(due, refresh)
@@ -280,11 +276,27 @@ class Switch:
             if watchdog.enabled:
                 if now >= watchdog.next_poll:
                     queued = [bool(q.packets) for q in port.queues]
-                    for tc in watchdog.poll(now, port.pause, queued):
-                        if watchdog.override_pause[tc]:
-                            port.pause.clear(tc)
-                        if watchdog.drop_traffic[tc]:
-                            self._flush_queue(port, tc, now)
+                    events = watchdog.poll(now, port.pause, queued)
+                    for event in events:
+                        if event.detected:
+                            watchdog_log.warning(
+                                "%s priority %d: PFC storm detected (paused %.0f ms), action %s",
+                                port.name,
+                                event.priority,
+                                event.paused_s * 1000,
+                                watchdog.config.action,
+                            )
+                        else:
+                            watchdog_log.warning(
+                                "%s priority %d: PFC storm restored", port.name, event.priority
+                            )
+                    for event in events:
+                        if not event.detected:
+                            continue
+                        if watchdog.override_pause[event.priority]:
+                            port.pause.clear(event.priority)
+                        if watchdog.drop_traffic[event.priority]:
+                            self._flush_queue(port, event.priority, now)
                 due = min(due, watchdog.next_poll)
         self._timers_due = due
 
@@ -296,7 +308,8 @@ class Switch:
         counters = port.counters
         # One timestamp per batch for forwarding (a batch takes well under a millisecond);
         # PFC frames get their own, their arrival time is what the pause is measured from.
-        now = time.monotonic()
+        clock_now = self._clock.now
+        now = clock_now()
         for _ in range(RX_BATCH):
             try:
                 n = sock.recv_into(buf)
@@ -313,7 +326,7 @@ class Switch:
             if ethertype == pkt.ETHERTYPE_IPV4:
                 self._on_ipv4(port, buf[:n], now)
             elif ethertype == pkt.ETHERTYPE_MAC_CONTROL:
-                self._on_mac_control(port, buf[:n], time.monotonic())
+                self._on_mac_control(port, buf[:n], clock_now())
             elif ethertype == pkt.ETHERTYPE_ARP:
                 self._on_arp(port, buf[:n], now)
 
@@ -393,23 +406,18 @@ class Switch:
         class_enable = frame[17]
         counters = port.counters
         pause = port.pause
-        watchdog = port.watchdog
+        override = port.watchdog.override_pause
         for tc in range(NUM_CLASSES):
             if not (class_enable >> tc) & 1:
                 continue
             offset = 18 + 2 * tc
             quanta = (frame[offset] << 8) | frame[offset + 1]
+            # Counted whether or not the port acts on it (see lossless.pfc).
             if quanta:
                 counters.pfc_rx_xoff[tc] += 1
             else:
                 counters.pfc_rx_xon[tc] += 1
-            if not port.honour_pause[tc]:
-                continue
-            if quanta:
-                pause.last_xoff_rx[tc] = now
-            if watchdog.override_pause[tc]:
-                continue
-            pause.apply(tc, quanta, now, port.speed_bps)
+            pause.receive(tc, quanta, now, override[tc])
 
     def _resolve(self, port: Port, ip: int, now: float) -> None:
         """Send (rate-limited) an ARP request for an unresolved next hop."""
@@ -429,65 +437,46 @@ class Switch:
         if watchdog.drop_traffic[tc]:
             watchdog.classes[tc].dropped_packets += 1
             return
-        queue = out_port.queues[tc]
-        length = len(frame)
-        ingress = in_port.ingress
-        lossless = in_port.lossless[tc]
-        if lossless:
-            # A lossless class never tail-drops; it only loses frames that overflow the
-            # headroom reserved for what is in flight after XOFF.
-            if ingress.buffered_bytes[tc] + length > in_port.headroom_limit:
-                ingress.headroom_drops[tc] += 1
-                return
-        elif queue.depth_bytes + length > out_port.queue_limit:
-            queue.tail_drops += 1
-            return
-        marker = out_port.ecn[tc]
-        if marker is not None:
-            tos = frame[15]
-            if (tos & pkt.ECN_MASK) in (1, 2) and marker.should_mark(queue.depth_bytes):
-                old_word = (frame[14] << 8) | tos
-                frame[15] = tos | pkt.ECN_CE
-                csum = pkt.checksum_update(
-                    (frame[24] << 8) | frame[25], old_word, old_word | pkt.ECN_CE
-                )
-                frame[24] = csum >> 8
-                frame[25] = csum & 0xFF
-                queue.ecn_marked += 1
-        # EgressQueue.push plus the ingress charge, inlined: this runs for every frame.
-        queue.packets.append((frame, in_port.index, tc))
-        depth = queue.depth_bytes + length
-        queue.depth_bytes = depth
-        if depth > queue.watermark_bytes:
-            queue.watermark_bytes = depth
+        tos = frame[15]
+        status = enqueue(
+            out_port.queues[tc],
+            in_port.ingress,
+            out_port.ecn[tc],
+            (frame, in_port.index, tc),
+            len(frame),
+            (tos & pkt.ECN_MASK) in (1, 2),
+            out_port.queue_limit,
+        )
+        if not status:
+            return  # a headroom drop (lossless) or a tail drop (lossy), counted
+        if status & MARKED:
+            old_word = (frame[14] << 8) | tos
+            frame[15] = tos | pkt.ECN_CE
+            csum = pkt.checksum_update(
+                (frame[24] << 8) | frame[25], old_word, old_word | pkt.ECN_CE
+            )
+            frame[24] = csum >> 8
+            frame[25] = csum & 0xFF
         out_port.backlog += 1
-        total = ingress.buffered_bytes[tc] + length
-        ingress.buffered_bytes[tc] = total
-        if total > ingress.watermark_bytes[tc]:
-            ingress.watermark_bytes[tc] = total
-        if lossless and total > in_port.xoff and not ingress.xoff_active[tc]:
-            self._send_pfc(in_port, tc, pkt.PFC_QUANTA_MAX, now)
+        if status & XOFF_DUE:
+            self._send_pfc(in_port, tc, PFC_QUANTA_MAX, now)
 
-    def _release(self, packet: QueuedPacket, now: float) -> None:
+    def _release(self, packet: QueuedPacket[bytearray], now: float) -> None:
         """A queued frame left the switch (sent or dropped): uncharge its ingress."""
         frame, in_index, tc = packet
         in_port = self.ports[in_index]
-        ingress = in_port.ingress
-        remaining = ingress.buffered_bytes[tc] - len(frame)
-        ingress.buffered_bytes[tc] = remaining
-        if ingress.xoff_active[tc] and (remaining < in_port.xon or remaining == 0):
+        if in_port.ingress.release(tc, len(frame)):
             self._send_pfc(in_port, tc, 0, now)
 
     def _send_pfc(self, port: Port, tc: int, quanta: int, now: float) -> None:
         """Queue XOFF (quanta > 0) or XON for priority ``tc`` out of ``port``, ahead of data."""
         ingress = port.ingress
         if quanta:
-            ingress.xoff_active[tc] = True
-            ingress.last_xoff_sent[tc] = now
+            ingress.xoff_sent(tc, now)
             port.counters.pfc_tx_xoff[tc] += 1
             self._timers_due = min(self._timers_due, now + ingress.refresh_interval)
         else:
-            ingress.xoff_active[tc] = False
+            ingress.xon_sent(tc)
             port.counters.pfc_tx_xon[tc] += 1
         port.control_tx.append(pkt.build_pfc_single(port.mac, tc, quanta))
 
@@ -510,8 +499,6 @@ class Switch:
         earliest_start = now - SHAPER_CATCHUP_S
         horizon = now + TX_LOOKAHEAD_S
         queues = port.queues
-        pause_until = port.pause.paused_until
-        override = port.watchdog.override_pause
         counters = port.counters
         byte_time = port.byte_time
         ports = self.ports
@@ -521,29 +508,23 @@ class Switch:
                 frame: bytes | bytearray = port.control_tx.popleft()
             elif port.backlog:
                 if eligible is None:
-                    eligible = [
-                        bool(queues[tc].packets) and (pause_until[tc] <= now or override[tc])
-                        for tc in range(NUM_CLASSES)
-                    ]
+                    eligible = eligible_classes(
+                        queues, port.pause, port.watchdog.override_pause, now
+                    )
                 tc = port.scheduler.pick(queues, eligible)
                 if tc is None:
                     port.tx_idle = True  # only paused classes left: no credit while paused
                     return
-                # EgressQueue.pop and _release, inlined: this runs for every frame.
                 queue = queues[tc]
-                frame, in_index, in_tc = queue.packets.popleft()
+                frame, in_index, in_tc = queue.pop()
                 length = len(frame)
-                queue.depth_bytes -= length
                 if not queue.packets:
                     eligible[tc] = False
                 port.backlog -= 1
                 queue.tx_packets += 1
                 queue.tx_bytes += length
                 in_port = ports[in_index]
-                ingress = in_port.ingress
-                remaining = ingress.buffered_bytes[in_tc] - length
-                ingress.buffered_bytes[in_tc] = remaining
-                if ingress.xoff_active[in_tc] and (remaining < in_port.xon or remaining == 0):
+                if in_port.ingress.release(in_tc, length):
                     self._send_pfc(in_port, in_tc, 0, now)
             else:
                 port.tx_idle = True
@@ -606,7 +587,7 @@ class Switch:
 
     def counters_snapshot(self) -> dict[str, Any]:
         """The ``counters`` object of the control protocol."""
-        now = time.monotonic()
+        now = self._clock.now()
         for port in self.ports:
             port.counters.rx_overruns += take_kernel_drops(port.sock)
         return {

@@ -19,13 +19,12 @@ ETHERTYPE_MAC_CONTROL = 0x8808
 # IEEE 802.1Qbb clause 36 / IEEE 802.3 Annex 31D: PFC is a MAC Control frame sent to the
 # reserved multicast 01-80-C2-00-00-01 with opcode 0x0101, a 2-octet class-enable vector
 # (low octet: one bit per priority) and eight 2-octet pause-time fields (one per priority,
-# in quanta of 512 bit times) -- always all eight (sonic-mgmt PR #7420 fixed a storm
-# generator that only wrote seven), padded to the minimum frame size.
+# in quanta of 512 bit times; their meaning is ``lossless.pfc``'s) -- always all eight
+# (sonic-mgmt PR #7420 fixed a storm generator that only wrote seven), padded to the minimum
+# frame size.
 PFC_DST_MAC = bytes.fromhex("0180c2000001")
 MAC_CONTROL_OPCODE_PAUSE = 0x0001
 MAC_CONTROL_OPCODE_PFC = 0x0101
-PFC_QUANTA_MAX = 0xFFFF
-PAUSE_QUANTUM_BITS = 512
 
 IP_PROTO_ICMP = 1
 IP_PROTO_TCP = 6
@@ -62,11 +61,6 @@ def pad_frame(frame: bytes) -> bytes:
 def wire_time(frame_len: int, speed_bps: float) -> float:
     """Seconds a frame occupies the wire: (len + preamble/SFD/IFG) * 8 / speed."""
     return (max(frame_len, MIN_FRAME_LEN) + WIRE_OVERHEAD) * 8 / speed_bps
-
-
-def pause_duration(quanta: int, speed_bps: float) -> float:
-    """Seconds of pause requested by ``quanta`` (each quantum = 512 bit times at the speed)."""
-    return quanta * PAUSE_QUANTUM_BITS / speed_bps
 
 
 def checksum(data: bytes | bytearray | memoryview) -> int:

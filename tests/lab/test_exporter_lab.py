@@ -519,14 +519,14 @@ def test_promtool_check_metrics_on_what_is_served(setup: Setup) -> None:
 
 
 def exporter_cli() -> list[str]:
-    from agent.cli import main
+    from agent.app.cli import main
 
     if "exporter" in main.commands:
         return [sys.executable, "-m", "agent", "exporter"]
     return [
         sys.executable,
         "-c",
-        "from agent.cli_exporter import exporter_command; exporter_command()",
+        "from agent.app.exporter import exporter_command; exporter_command()",
     ]
 
 

@@ -17,10 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.vswitch import packet
-from lab.vswitch.config import ConfigError, EcnConfig, PortQosConfig, parse_config, with_qos
+from lab.vswitch.config import ConfigError, parse_config, with_qos
 from lab.vswitch.forwarding import ecmp_index
-from lab.vswitch.queues import EgressQueue, Scheduler, scheduler_weights
-from lab.vswitch.wred import EcnMarker
+from lossless.config import EcnConfig, PortQosConfig
+from lossless.pfc import pause_duration
+from lossless.queues import EgressQueue, Scheduler, scheduler_weights
+from lossless.wred import EcnMarker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -189,7 +191,7 @@ def test_pfc_frame_has_all_eight_time_fields_and_minimum_size() -> None:
     assert frame[12:16] == b"\x88\x08\x01\x01"
     assert struct.unpack_from("!H8H", frame, 16) == (0x0008, 0, 0, 0, 0xFFFF, 0, 0, 0, 0)
     assert packet.parse_pfc(frame) == (0x08, [0, 0, 0, 0xFFFF, 0, 0, 0, 0])
-    assert packet.pause_duration(0xFFFF, 10e6) == pytest.approx(3.355, abs=1e-3)
+    assert pause_duration(0xFFFF, 10e6) == pytest.approx(3.355, abs=1e-3)
 
 
 @given(

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 _ZYGOTE = r"""
 import json, os, resource, sys, time
-from agent.cli import main
+from agent.app.cli import main
 
 for line in sys.stdin:
     request = json.loads(line)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scapy.contrib.roce import BTH
 
 from agent.probes.analysis import (
+    LATENCY_BUCKETS_S,
     MAX_GAP,
     MAX_RANGES_PER_QP,
     PfcAnalyzer,
@@ -29,6 +30,7 @@ from agent.probes.packets import (
     cnp_packet,
     icrc,
     pack_icrc,
+    parse_roce,
     pfc_frame,
     roce_packet,
 )
@@ -365,3 +367,53 @@ def test_vlan_tagged_roce_is_analysed(tags: list[tuple[int, int]], pcp: int) -> 
     (flow,) = result["roce"]["flows"]
     assert (flow["received"], flow["lost"], flow["reordered"], flow["pcp"]) == (5, 2, 1, pcp)
     assert result["pfc"]["priorities"]["3"]["xoff"] == 1
+
+
+# --- feed's view, and the ICRC checked only for tracked flows ---
+
+STRANGER = Flow(MAC_A, MAC_B, "198.18.9.9", IP_B, qpn=7, size=64)
+
+
+def corrupted(frame: bytes) -> bytes:
+    data = bytearray(frame)
+    data[-6] ^= 0x01
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("name", "frame", "sources", "max_flows", "viewed", "counts"),
+    [
+        ("tracked", RoceTemplate(FLOW).frame(0, 0, 5), None, 4, True, (1, 0, 0, 0)),
+        ("bad ICRC", corrupted(RoceTemplate(FLOW).frame(0, 0, 5)), None, 4, False, (0, 1, 0, 0)),
+        ("cnp", bytes(cnp_packet(MAC_B, MAC_A, IP_B, IP_A, 0x42)), None, 4, True, (0, 0, 0, 0)),
+        ("foreign", RoceTemplate(STRANGER).frame(0, 0, 5), {IP_A}, 4, False, (0, 0, 1, 0)),
+        # over the cap even with a bad ICRC: counted untracked, the ICRC never computed
+        ("untracked", corrupted(RoceTemplate(STRANGER).frame(0, 0, 5)), None, 1, False,
+         (0, 0, 0, 1)),
+    ],
+)  # fmt: skip
+def test_feed_returns_the_view_of_accounted_frames(
+    name: str,
+    frame: bytes,
+    sources: set[str] | None,
+    max_flows: int,
+    viewed: bool,
+    counts: tuple[int, int, int, int],
+) -> None:
+    analyzer = RoceAnalyzer(max_flows=max_flows, sources=sources)
+    if name == "untracked":
+        analyzer.feed(RoceTemplate(FLOW).frame(0, 0, 5))  # fills the only slot
+    view = analyzer.feed(frame)
+    assert (view == parse_roce(frame)) if viewed else view is None, name
+    totals = analyzer.result()["totals"]
+    received = totals["received"] - (1 if name == "untracked" else 0)
+    assert (received, totals["icrc_errors"], totals["foreign_frames"],
+            totals["untracked_frames"]) == counts, name  # fmt: skip
+
+
+def test_flows_without_latency_report_empty_buckets() -> None:
+    analyzer = RoceAnalyzer()
+    analyzer.feed(RoceTemplate(FLOW).frame(0, 0, 0))  # no send time: no latency sample
+    latency = analyzer.result()["flows"][0]["latency"]
+    assert latency["count"] == 0
+    assert latency["buckets_le_s"] == {str(b): 0 for b in (*LATENCY_BUCKETS_S, "+Inf")}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import main
+from agent.app.cli import main
 
 BAD = Path(__file__).resolve().parent.parent / "data" / "bad"
 

@@ -24,9 +24,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.cli import main
+from agent.app.cli import main
+from agent.app.probe import TABLE_MAX_FLOWS
 from agent.probes.analysis import analyze_frames
-from agent.probes.cli import TABLE_MAX_FLOWS
 from agent.probes.packets import (
     ICRC_LEN,
     PAYLOAD_OFFSET,
@@ -36,7 +36,7 @@ from agent.probes.packets import (
     pack_icrc,
     pfc_frame,
 )
-from agent.probes.pcap import Capture, CaptureError
+from agent.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES, Capture, CaptureError
 from agent.probes.receiver import ReceiveSpec
 from tests.unit.bounded_cli import MEMORY_LIMIT, TIME_LIMIT_S, BoundedCli
 
@@ -112,10 +112,17 @@ def psn_frame(template: RoceTemplate, psn: int) -> bytes:
     return bytes(frame)
 
 
-def analyse(path: Path, max_flows: int = 65_536) -> dict:  # type: ignore[type-arg]
-    capture = Capture(path)
+def analyse(
+    path: Path,
+    max_flows: int = 65_536,
+    max_frames: int | None = DEFAULT_MAX_FRAMES,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
+) -> dict:  # type: ignore[type-arg]
+    capture = Capture(path, max_frames, max_bytes)
     result = analyze_frames(capture.frames_or_nothing(), 100_000_000, 0.2, max_flows)
     result["skipped"] = dict(capture.skipped)
+    result["capped"] = capture.capped_by
+    result["capture_warnings"] = capture.warnings()
     return result
 
 
@@ -438,6 +445,148 @@ def test_receive_rejects_bad_bounds(args: list[str], message: str) -> None:
     )  # fmt: skip
     assert result.exit_code == 2
     assert message in result.output
+
+
+# --- the frame cap: any capture is read in bounded time ---
+
+
+def analysed_frames(result: dict) -> int:  # type: ignore[type-arg]
+    flows = result["roce"]["flows"]
+    return sum(f["received"] + f["duplicates"] for f in flows)
+
+
+FRAME_BYTES = len(frames()[0])  # every frame of good_pcap() is this long
+FRAMES = len(SEQUENCE)
+
+
+@pytest.mark.parametrize("kind", ["pcap", "pcapng"])
+@pytest.mark.parametrize(
+    ("max_frames", "max_bytes", "capped", "analysed", "warning"),
+    [
+        (FRAMES - 1, None, "frames", FRAMES - 1, "frame cap reached: the first 7 frames were "
+         "analysed, the rest of the capture was not read (raise --max-frames)"),
+        (FRAMES, None, None, FRAMES, None),  # exactly at the cap: nothing was left unread
+        (FRAMES + 1, None, None, FRAMES, None),
+        (None, None, None, FRAMES, None),  # no cap
+        (1, None, "frames", 1, "the first 1 frames were analysed"),
+        (None, FRAMES * FRAME_BYTES - 1, "bytes", FRAMES - 1, "byte cap reached: the first 7 "
+         f"frames ({7 * FRAME_BYTES} of at most {FRAMES * FRAME_BYTES - 1} captured bytes) were "
+         "analysed, the rest of the capture was not read (raise --max-bytes)"),
+        (None, FRAMES * FRAME_BYTES, None, FRAMES, None),  # exactly at the byte cap
+        (None, FRAME_BYTES, "bytes", 1, "byte cap reached: the first 1 frames"),
+        (None, FRAME_BYTES - 1, "bytes", 0, "byte cap reached: the first 0 frames"),
+        (3, 3 * FRAME_BYTES, "frames", 3, "frame cap reached"),  # both at once: frames named
+        (4, 3 * FRAME_BYTES, "bytes", 3, "byte cap reached"),
+    ],
+)  # fmt: skip
+def test_frame_and_byte_caps(
+    tmp_path: Path,
+    kind: str,
+    max_frames: int | None,
+    max_bytes: int | None,
+    capped: str | None,
+    analysed: int,
+    warning: str | None,
+) -> None:
+    path = tmp_path / f"capture.{kind}"
+    path.write_bytes(good_pcap() if kind == "pcap" else good_pcapng())
+    result = analyse(path, max_frames=max_frames, max_bytes=max_bytes)
+    assert (result["capped"], analysed_frames(result)) == (capped, analysed)
+    lines = [w for w in result["capture_warnings"] if " cap reached: " in w]
+    if warning is None:
+        assert lines == []
+    else:
+        (line,) = lines
+        assert line.startswith(f"{path}: ") and warning in line, line
+
+
+def test_frames_past_the_cap_are_never_read(tmp_path: Path) -> None:
+    """Garbage after the frames past the cap: read whole, the file is broken; capped, the
+    garbage is never reached."""
+    path = tmp_path / "garbage-tail.pcap"
+    path.write_bytes(good_pcap() + b"\xff" * 40)
+    with pytest.raises(CaptureError, match="garbled pcap record"):
+        analyse(path, max_frames=None)
+    result = analyse(path, max_frames=len(SEQUENCE) - 1)
+    assert result["capped"] and analysed_frames(result) == len(SEQUENCE) - 1
+
+
+def test_skipped_packets_count_towards_the_cap(tmp_path: Path) -> None:
+    """Reading a packet of a link type we skip costs time too: a flood of them is capped."""
+    path = tmp_path / "wifi-flood.pcapng"
+    path.write_bytes(
+        pcapng([105, 1], [(0, 0.0, b"\x00" * 60)] * 5 + [(1, 0.0, f) for f in frames()])
+    )
+    capture = Capture(path, max_frames=5)
+    with pytest.raises(
+        CaptureError, match=r"link type 105 \(only the first ones read: raise --max-frames\)"
+    ):
+        list(capture.frames_or_nothing())
+    assert (capture.capped, capture.packets, capture.frames) == (True, 5, 0)
+    result = analyse(path, max_frames=6)
+    assert result["capped"] and analysed_frames(result) == 1
+
+
+@pytest.mark.parametrize(
+    ("caps", "message"),
+    [
+        ({"max_frames": 0}, "max_frames must be at least 1, got 0"),
+        ({"max_frames": -1}, "max_frames must be at least 1, got -1"),
+        ({"max_bytes": 0}, "max_bytes must be at least 1, got 0"),
+    ],
+)
+def test_caps_must_be_positive(tmp_path: Path, caps: dict[str, int], message: str) -> None:
+    path = tmp_path / "capture.pcap"
+    path.write_bytes(good_pcap())
+    with pytest.raises(ValueError, match=message):
+        Capture(path, **caps)
+
+
+def test_a_file_past_the_default_cap_through_the_cli(
+    tmp_path: Path, bounded_cli: BoundedCli
+) -> None:
+    """DEFAULT_MAX_FRAMES + 1 frames (1 000 QPs, each seen 1 000 times): the default cap
+    stops the CLI at DEFAULT_MAX_FRAMES, within the issue's 2 GiB and 30 s."""
+    records = many_qps(1000)[24:]  # 1 000 records after the file header
+    repeats, extra = divmod(DEFAULT_MAX_FRAMES + 1, 1000)
+    path = tmp_path / "past-the-cap.pcap"
+    with path.open("wb") as out:
+        out.write(many_qps(1)[:24])
+        for _ in range(repeats):
+            out.write(records)
+        out.write(many_qps(extra)[24:])
+    run = bounded_cli.run("probe", "analyze", str(path), "--output", "json")
+    assert run.code == 0, run.stderr
+    assert run.seconds < TIME_LIMIT_S and run.max_rss_kb * 1024 < MEMORY_LIMIT
+    assert f"warning: {path}: frame cap reached: the first {DEFAULT_MAX_FRAMES} frames" in (
+        run.stderr
+    )
+    result = json.loads(run.stdout)
+    assert analysed_frames(result) == DEFAULT_MAX_FRAMES
+    assert len(result["roce"]["flows"]) == 1000
+    assert (result["frames_capped"], result["capped_by"]) == (True, "frames")
+
+
+@pytest.mark.parametrize(
+    ("options", "capped_by", "frames"),
+    [
+        ([], None, 40),
+        (["--max-frames", "40"], None, 40),
+        (["--max-frames", "39"], "frames", 39),
+        (["--max-bytes", "10"], "bytes", 0),  # not even the first packet fits
+    ],
+)
+def test_cli_caps_are_options_and_reported_in_json(
+    tmp_path: Path, options: list[str], capped_by: str | None, frames: int
+) -> None:
+    path = tmp_path / "forty.pcap"
+    path.write_bytes(many_qps(40))
+    result = CliRunner().invoke(main, ["probe", "analyze", str(path), "--output", "json", *options])
+    # Even a cap that stops before the first packet is an acceptance: exit 0, said in a warning.
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["frames_capped"], report["capped_by"]) == (capped_by is not None, capped_by)
+    assert analysed_frames(report) == frames
 
 
 # --- property tests: mutated captures ---

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent import __version__, tuning
-from agent.cli import main
+from agent.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 POD = str(ROOT / "playbooks" / "fabrics" / "pod-400g.yml")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import agent.daemon as daemon_module
-from agent.daemon import Daemon, Loaded, error_fields, load_config
+import agent.app.daemon as daemon_module
+from agent.app.daemon import Daemon, Loaded, error_fields, load_config
 from agent.errors import IntentError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent import tuning
-from agent.probes.dcqcn import DcqcnReactionPoint
+from lossless.dcqcn import DcqcnReactionPoint
 
 LINE = 100e6
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.daemon import DaemonConfig, load_config, notify
+from agent.app.daemon import DaemonConfig, load_config, notify
 from agent.errors import IntentError
 
 ROOT = Path(__file__).resolve().parents[2]

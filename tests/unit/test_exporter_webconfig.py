@@ -27,14 +27,14 @@ PASSWORD = "s3cret-scraper"
 
 def exporter_cli() -> list[str]:
     """How a user runs the command (``roce-agent exporter`` once it is registered)."""
-    from agent.cli import main
+    from agent.app.cli import main
 
     if "exporter" in main.commands:
         return [sys.executable, "-m", "agent", "exporter"]
     return [
         sys.executable,
         "-c",
-        "from agent.cli_exporter import exporter_command; exporter_command()",
+        "from agent.app.exporter import exporter_command; exporter_command()",
     ]
 
 
@@ -85,7 +85,7 @@ def hashed() -> str:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ({"tls_config": {}}, "unknown field(s) tls_config"),
+        ({"tls_config": {}}, "unknown field 'tls_config' (known: basic_auth_users,"),
         ({"basic_auth_users": {"prom": "plaintext"}}, "basic_auth_users.prom: expected a bcrypt"),
         ({"tls_server_config": {"cert_file": "server.crt"}}, "key_file is required"),
         (
@@ -126,7 +126,10 @@ def hashed() -> str:
             {"tls_server_config": {"cert_file": "server.key", "key_file": "server.key"}},
             "cannot load the certificate",
         ),
-        ({"http_server_config": {"headers": {"X-Evil": "1"}}}, "unknown field(s) X-Evil"),
+        (
+            {"http_server_config": {"headers": {"X-Evil": "1"}}},
+            "unknown field 'X-Evil' (known: Content-Security-Policy,",
+        ),
         ("basic_auth_users: [unclosed", "YAML syntax error"),
         (["a", "list"], "top level: expected a mapping"),
     ],
@@ -280,3 +283,369 @@ def test_cli_refuses_bad_input_with_exit_2(tmp_path: Path, args: list[str], mess
     assert message in done.stderr
     assert "Traceback" not in done.stderr
     assert "hunter2" not in done.stderr + done.stdout
+
+
+# Every check of the web config, one row each: YAML text → where the error points
+# (":LINE:COL: field: ") and what it says. Lines 1-3 of TLS are a valid cert and key in the
+# folder of the file (see ``tls_folder``).
+TLS = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+HASH_04 = "$2y$04$" + "." * 53  # a well-formed bcrypt hash at cost 4 (bcrypt parses it)
+REFUSED = [
+    ("empty file", "", ":1:1: ", "the file is empty"),
+    ("top level not a mapping", "- a\n", ":1:1: top level: ", "expected a mapping, got list"),
+    (
+        "unknown top-level key",
+        "basic_auth_users: {}\ntls: {}\n",
+        ":2:1: tls: ",
+        "unknown field 'tls' (known: basic_auth_users, http_server_config, tls_server_config)",
+    ),
+    (
+        "tls_server_config not a mapping",
+        "tls_server_config: [cert]\n",
+        ":1:20: tls_server_config: ",
+        "expected a mapping, got list",
+    ),
+    (
+        "http_server_config not a mapping",
+        "http_server_config: 1\n",
+        ":1:21: http_server_config: ",
+        "expected a mapping, got int",
+    ),
+    (
+        "headers not a mapping",
+        "http_server_config:\n  headers: [X-Frame-Options]\n",
+        ":2:12: http_server_config.headers: ",
+        "expected a mapping, got list",
+    ),
+    (
+        "basic_auth_users not a mapping",
+        "basic_auth_users: prometheus\n",
+        ":1:19: basic_auth_users: ",
+        "expected a mapping, got str",
+    ),
+    (
+        "unknown tls key",
+        TLS + "  cert_fil: server.crt\n",
+        ":4:3: tls_server_config.cert_fil: ",
+        "unknown field 'cert_fil' (known: cert, cert_file, client_auth_type, client_ca,",
+    ),
+    (
+        "unsupported: curve_preferences",
+        TLS + "  curve_preferences: [X25519]\n",
+        ":4:3: tls_server_config.curve_preferences: ",
+        "curve_preferences not supported by this exporter (Python's ssl module has no Go curve",
+    ),
+    (
+        "unsupported: prefer_server_cipher_suites",
+        TLS + "  prefer_server_cipher_suites: true\n",
+        ":4:3: tls_server_config.prefer_server_cipher_suites: ",
+        "prefer_server_cipher_suites not supported by this exporter",
+    ),
+    (
+        "unsupported: client_allowed_sans",
+        TLS + "  client_allowed_sans: [prometheus]\n",
+        ":4:3: tls_server_config.client_allowed_sans: ",
+        "client_allowed_sans not supported by this exporter (Python's ssl module has no SAN",
+    ),
+    (
+        "unknown http key",
+        "http_server_config:\n  http3: true\n",
+        ":2:3: http_server_config.http3: ",
+        "unknown field 'http3' (known: headers, http2)",
+    ),
+    (
+        "http2 not a boolean",
+        "http_server_config:\n  http2: 1\n",
+        ":2:10: http_server_config.http2: ",
+        "expected true or false",
+    ),
+    (
+        "header value with a newline",
+        'http_server_config:\n  headers:\n    X-Frame-Options: "deny\\nSet-Cookie: a=b"\n',
+        ":3:22: http_server_config.headers.X-Frame-Options: ",
+        "expected a one-line string",
+    ),
+    (
+        "header value not a string",
+        "http_server_config:\n  headers:\n    X-XSS-Protection: 1\n",
+        ":3:23: http_server_config.headers.X-XSS-Protection: ",
+        "expected a one-line string",
+    ),
+    (
+        "header value null",
+        "http_server_config:\n  headers:\n    X-Frame-Options:\n",
+        ":3:21: http_server_config.headers.X-Frame-Options: ",
+        "expected a one-line string",
+    ),
+    (
+        "cert_file empty",
+        "tls_server_config:\n  cert_file: ''\n  key_file: server.key\n",
+        ":2:14: tls_server_config.cert_file: ",
+        "expected a file name",
+    ),
+    (
+        "cert_file not a string",
+        "tls_server_config:\n  cert_file: 443\n  key_file: server.key\n",
+        ":2:14: tls_server_config.cert_file: ",
+        "expected a file name",
+    ),
+    (
+        "cert_file null",
+        "tls_server_config:\n  cert_file:\n  key_file: server.key\n",
+        ":2:13: tls_server_config.cert_file: ",
+        "expected a file name",
+    ),
+    (
+        "client_ca_file null",
+        TLS + "  client_ca_file:\n",
+        ":4:18: tls_server_config.client_ca_file: ",
+        "expected a file name",
+    ),
+    (
+        "inline key null",
+        "tls_server_config:\n  cert_file: server.crt\n  key:\n",
+        ":3:7: tls_server_config.key: ",
+        "expected PEM text",
+    ),
+    (
+        "cert_file a directory",
+        "tls_server_config:\n  cert_file: certs\n  key_file: server.key\n",
+        ":2:14: tls_server_config.cert_file: ",
+        "not a regular file: ",
+    ),
+    (
+        "key_file missing",
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: gone.key\n",
+        ":3:13: tls_server_config.key_file: ",
+        "no such file ",
+    ),
+    (
+        "client_ca_file missing",
+        TLS + "  client_ca_file: ca.crt\n",
+        ":4:19: tls_server_config.client_ca_file: ",
+        "no such file ",
+    ),
+    (
+        "inline cert not PEM",
+        "tls_server_config:\n  cert: hello\n  key_file: server.key\n",
+        ":2:9: tls_server_config.cert: ",
+        "expected PEM text",
+    ),
+    (
+        "cert_file and cert",
+        TLS + "  cert: '-----BEGIN CERTIFICATE-----'\n",
+        ":4:9: tls_server_config.cert: ",
+        "give cert_file or cert, not both",
+    ),
+    (
+        "no certificate",
+        "tls_server_config:\n  key_file: server.key\n",
+        ":2:3: tls_server_config: ",
+        "cert_file is required (or cert: inline PEM)",
+    ),
+    (
+        "client_auth_type unknown",
+        TLS + "  client_auth_type: VerifyAll\n",
+        ":4:21: tls_server_config.client_auth_type: ",
+        "'VerifyAll' not supported (use one of NoClientCert, RequestClientCert,",
+    ),
+    (
+        "client_auth_type Go-only",
+        TLS + "  client_auth_type: RequireAnyClientCert\n",
+        ":4:21: tls_server_config.client_auth_type: ",
+        "'RequireAnyClientCert' not supported: Python's ssl module cannot ask for a certificate",
+    ),
+    (
+        "client_auth_type a list",
+        TLS + "  client_auth_type: [NoClientCert]\n",
+        ":4:21: tls_server_config.client_auth_type: ",
+        "['NoClientCert'] not supported",
+    ),
+    (
+        "client_auth_type without a CA",
+        TLS + "  client_auth_type: VerifyClientCertIfGiven\n",
+        ":4:21: tls_server_config.client_auth_type: ",
+        "client_auth_type VerifyClientCertIfGiven needs client_ca_file (or client_ca)",
+    ),
+    (
+        "max_version unknown",
+        TLS + "  max_version: TLS14\n",
+        ":4:16: tls_server_config.max_version: ",
+        "'TLS14' is not one of TLS10, TLS11, TLS12, TLS13",
+    ),
+    (
+        "min_version a list",
+        TLS + "  min_version: [TLS12]\n",
+        ":4:16: tls_server_config.min_version: ",
+        "['TLS12'] is not one of",
+    ),
+    (
+        "min_version above max_version",
+        TLS + "  min_version: TLS13\n  max_version: TLS12\n",
+        ":5:16: tls_server_config.max_version: ",
+        "min_version TLS13 is above max_version TLS12",
+    ),
+    (
+        "default min_version above max_version",
+        TLS + "  max_version: TLS11\n",
+        ":4:16: tls_server_config.max_version: ",
+        "min_version TLS12 is above max_version TLS11",
+    ),
+    (
+        "key of another certificate",
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: other.key\n",
+        ":3:13: tls_server_config.key_file: ",
+        "cannot load the key, or it does not match the certificate: [X509: KEY_VALUES_MISMATCH]",
+    ),
+    (
+        "key_file holds a certificate",
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.crt\n",
+        ":3:13: tls_server_config.key_file: ",
+        "cannot load the key, or it does not match the certificate",
+    ),
+    (
+        "client CA not a certificate",
+        TLS + "  client_ca_file: server.key\n  client_auth_type: RequireAndVerifyClientCert\n",
+        ":4:19: tls_server_config.client_ca_file: ",
+        "cannot load the client CA: ",
+    ),
+    (
+        "bcrypt hash not a string",
+        "basic_auth_users:\n  prometheus: 12\n",
+        ":2:15: basic_auth_users.prometheus: ",
+        "expected a bcrypt hash",
+    ),
+    (
+        "bcrypt hash null",
+        "basic_auth_users:\n  prometheus:\n",
+        ":2:14: basic_auth_users.prometheus: ",
+        "expected a bcrypt hash",
+    ),
+]
+
+
+@pytest.fixture
+def tls_folder(tmp_path: Path, cert: tuple[Path, Path]) -> Path:
+    """server.crt/server.key (a pair), other.key (of no certificate here), certs/ (a folder)."""
+    shutil.copy(cert[0], tmp_path / "server.crt")
+    shutil.copy(cert[1], tmp_path / "server.key")
+    subprocess.run(
+        ["openssl", "genrsa", "-out", str(tmp_path / "other.key"), "2048"],
+        check=True,
+        capture_output=True,
+    )
+    (tmp_path / "certs").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [pytest.param(text, where, message, id=name) for name, text, where, message in REFUSED],
+)
+def test_every_check_names_file_line_column_and_field(
+    tls_folder: Path, text: str, where: str, message: str
+) -> None:
+    path = write(tls_folder, text)
+    with pytest.raises(WebConfigError) as caught:
+        load_web_config(path)
+    error = str(caught.value)
+    assert error.startswith(f"{path}{where}"), error
+    assert message in error.splitlines()[0], error
+
+
+def test_every_problem_is_reported_one_a_line(tls_folder: Path) -> None:
+    """Not only the first: each line its own FILE:LINE:COL."""
+    path = write(
+        tls_folder,
+        "http_server_config:\n  http2: maybe\nbasic_auth_users:\n  prom: hunter2\nextra: 1\n",
+    )
+    with pytest.raises(WebConfigError) as caught:
+        load_web_config(path)
+    lines = str(caught.value).splitlines()
+    assert [line.split(": ", 2)[:2] for line in lines] == [
+        [f"{path}:2:10", "http_server_config.http2"],
+        [f"{path}:4:9", "basic_auth_users.prom"],
+        [f"{path}:5:1", "extra"],
+    ], lines
+    assert "hunter2" not in str(caught.value)
+
+
+ACCEPTED = [
+    (
+        "null sections",
+        "tls_server_config:\nhttp_server_config:\nbasic_auth_users:\n",
+        None,
+        None,
+        {},
+    ),
+    ("empty tls section means plain HTTP", "tls_server_config: {}\n", None, None, {}),
+    ("numeric user name", f"basic_auth_users:\n  1: '{HASH_04}'\n", None, ["1"], {}),
+    (
+        "empty header value is not sent",
+        "http_server_config:\n  http2: false\n  headers:\n    X-Frame-Options: ''\n"
+        "    X-Content-Type-Options: nosniff\n",
+        None,
+        None,
+        {"X-Content-Type-Options": "nosniff"},
+    ),
+    (
+        "client certificates with a CA",
+        TLS + "  client_ca_file: server.crt\n  client_auth_type: RequireAndVerifyClientCert\n"
+        "  min_version: TLS13\n",
+        (ssl.CERT_REQUIRED, ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_3),
+        None,
+        {},
+    ),
+    (
+        "TLS 1.2 only (as the file says)",
+        TLS + "  min_version: TLS12\n  max_version: TLS12\n",
+        (ssl.CERT_NONE, ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2),
+        None,
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "tls", "users", "headers"),
+    [pytest.param(*row[1:], id=row[0]) for row in ACCEPTED],
+)
+def test_valid_files_load_as_before(
+    tls_folder: Path,
+    text: str,
+    tls: tuple[ssl.VerifyMode, ssl.TLSVersion, ssl.TLSVersion] | None,
+    users: list[str] | None,
+    headers: dict[str, str],
+) -> None:
+    config = load_web_config(write(tls_folder, text))
+    if tls is None:
+        assert config.tls is None
+    else:
+        assert config.tls is not None
+        assert (config.tls.client_auth, config.tls.min_version, config.tls.max_version) == tls
+    if users is None:
+        assert config.basic_auth is None
+    else:
+        assert config.basic_auth is not None and sorted(config.basic_auth.users) == users
+    assert config.headers == headers
+
+
+def test_inline_pem_is_taken_as_text(tls_folder: Path) -> None:
+    crt, key = (tls_folder / "server.crt").read_text(), (tls_folder / "server.key").read_text()
+    path = write(tls_folder, {"tls_server_config": {"cert": crt, "key": key}})
+    config = load_web_config(path)
+    assert config.tls is not None
+    assert not isinstance(config.tls.cert_file, Path) and config.tls.cert_file.what == "cert"
+    assert config.ssl_context() is not None
+    # the inline key of another certificate: located at ``key``, the field that holds it
+    other = (tls_folder / "other.key").read_text()
+    path = write(tls_folder, {"tls_server_config": {"cert": crt, "key": other}})
+    with pytest.raises(WebConfigError, match=r"web\.yml:\d+:\d+: tls_server_config\.key: "):
+        load_web_config(path)
+
+
+def test_a_file_replaced_after_loading_is_named_when_served(tls_folder: Path) -> None:
+    config = load_web_config(write(tls_folder, TLS))
+    shutil.copy(tls_folder / "other.key", tls_folder / "server.key")
+    with pytest.raises(WebConfigError, match=r"web\.yml: tls_server_config\.key_file: cannot"):
+        config.ssl_context()

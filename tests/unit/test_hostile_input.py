@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,12 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent import yamlsource
 from agent.errors import IntentError, printable
 from agent.loader import load_fabric, load_profile_model
 from agent.playbooks import load_playbook
-from agent.yamlsource import YamlLimits, load_yaml
+from common import yamlsource
+from common.yamlsource import YamlLimits, load_yaml
 from tests.unit.bounded_cli import MEMORY_LIMIT, TIME_LIMIT_S, BoundedCli
+from tests.unit.special_files import directory, fifo, named, unix_socket
 
 REPO = Path(__file__).resolve().parents[2]
 BAD = REPO / "tests" / "data" / "bad"
@@ -40,26 +40,6 @@ BOMB = "".join(
 
 
 # --------------------------------------------------------------------------- harness
-
-
-def _fifo(folder: Path) -> Path:
-    path = folder / "fabric.yml"
-    os.mkfifo(path)
-    return path
-
-
-def _socket(folder: Path) -> Path:
-    path = folder / "fabric.yml"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))  # the inode stays after close; that is all stat needs
-    server.close()
-    return path
-
-
-def _directory(folder: Path) -> Path:
-    path = folder / "fabric.yml"
-    path.mkdir()
-    return path
 
 
 def _oversized(folder: Path) -> Path:
@@ -108,9 +88,9 @@ def _bomb_profile(folder: Path) -> Path:
 
 # name → (make the input in a fresh folder, file the error must name, line or 0, words)
 GENERATED: dict[str, tuple[Callable[[Path], Path], str, int, str]] = {
-    "fifo": (_fifo, "fabric.yml", 0, "Expected: a regular file Actual: a FIFO"),
-    "socket": (_socket, "fabric.yml", 0, "Actual: a socket"),
-    "directory": (_directory, "fabric.yml", 0, "Actual: a directory"),
+    "fifo": (named(fifo, "fabric.yml"), "fabric.yml", 0, "Expected: a regular file Actual: a FIFO"),
+    "socket": (named(unix_socket, "fabric.yml"), "fabric.yml", 0, "Actual: a socket"),
+    "directory": (named(directory, "fabric.yml"), "fabric.yml", 0, "Actual: a directory"),
     "char-device": (lambda _: Path("/dev/zero"), "/dev/zero", 0, "Actual: a character device"),
     "oversized": (_oversized, "fabric.yml", 0, "file too large"),
     "too-many-values": (_too_many_values, "fabric.yml", 2, "too many values"),
@@ -237,11 +217,10 @@ def test_loader_limits(
 
 
 def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
-    fifo = tmp_path / "f.yml"
-    os.mkfifo(fifo)
+    pipe = fifo(tmp_path / "f.yml")
     started = time.perf_counter()
     with pytest.raises(IntentError, match="Actual: a FIFO"):
-        load_yaml(fifo)
+        load_yaml(pipe)
     assert time.perf_counter() - started < 1
 
 
@@ -462,7 +441,7 @@ def test_error_printing_escapes_file_names(tmp_path: Path) -> None:
     """The one place errors are printed (cli_support.handle_errors) escapes what it prints."""
     from click.testing import CliRunner
 
-    from agent.cli import main
+    from agent.app.cli import main
 
     missing = tmp_path / "fab\x1b[31mric.yml"
     result = CliRunner().invoke(main, ["check", str(missing)])
@@ -568,3 +547,28 @@ def test_odd_keys_are_reported_at_their_own_field(tmp_path: Path, key: str, fiel
     assert (problem.field, problem.message) == (field, f"unknown field {key!r}")
     assert problem.position is not None
     assert problem.position.line == lab.splitlines().index("  - name: Ethernet1") + 2
+
+
+MERGES = [
+    # (YAML, expected data or the expected problem) — YAML 1.1 merge keys, as PyYAML reads them.
+    ("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\n", {"a": 1, "b": 3}),
+    ("p: &p {a: 1}\nq: &q {a: 2, c: 3}\nx:\n  <<: [*p, *q]\n", {"a": 1, "c": 3}),
+    ("base: &b {a: 1}\nx:\n  b: 2\n  <<: *b\n", {"a": 1, "b": 2}),
+    ("x:\n  <<: [1]\n", "2:8: x: Expected: a mapping to merge (<<) Actual: '1'"),
+    ("base: &b {a: 1}\nx:\n  <<: *b\n  c: 1\n  c: 2\n", "5:3: x.c: duplicate key"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MERGES)
+def test_merge_keys_override_but_real_duplicates_are_refused(
+    tmp_path: Path, text: str, expected: object
+) -> None:
+    file = tmp_path / "merge.yaml"
+    file.write_text(text)
+    if isinstance(expected, dict):
+        data, _ = load_yaml(file)
+        assert data["x"] == expected
+    else:
+        with pytest.raises(IntentError) as caught:
+            load_yaml(file)
+        assert f"{file}:{expected}" in str(caught.value)

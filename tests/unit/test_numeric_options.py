@@ -13,9 +13,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import main
-from agent.cli_support import FiniteFloat
-from agent.daemon import DaemonConfig
+from agent.app.cli import main
+from agent.app.daemon import DaemonConfig
+from agent.app.support import FiniteFloat
 
 REPO = Path(__file__).resolve().parents[2]
 BAD = ["nan", "NaN", "inf", "-inf", "Infinity", "1e999", "-1", "x"]
@@ -56,7 +56,7 @@ def test_the_walk_finds_the_known_float_options() -> None:
 
 @pytest.mark.parametrize(("name", "param"), OPTIONS, ids=[n for n, _ in OPTIONS])
 def test_every_float_option_is_finite_and_bounded(name: str, param: click.Parameter) -> None:
-    assert isinstance(param.type, FiniteFloat), f"{name}: use agent.cli_support.FiniteFloat"
+    assert isinstance(param.type, FiniteFloat), f"{name}: use agent.app.support.FiniteFloat"
     assert param.type.min is not None, f"{name}: say which values are meaningless (min=)"
     ctx = click.Context(main)
     for value in BAD:
@@ -119,7 +119,7 @@ def test_agent_yaml_numbers_must_be_finite(data: dict[str, object], field: str) 
 
 
 def test_agent_yaml_nan_is_refused_with_its_line(tmp_path: Path) -> None:
-    from agent.daemon import load_config
+    from agent.app.daemon import load_config
     from agent.errors import IntentError
 
     config = tmp_path / "agent.yaml"

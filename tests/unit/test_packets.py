@@ -20,13 +20,16 @@ from agent.probes.packets import (
     Flow,
     MalformedFrame,
     RoceTemplate,
+    _parse_general,
     cnp_packet,
     icrc,
     icrc_ok,
     pack_icrc,
     parse_pfc,
     parse_roce,
+    parse_roce_fields,
     pfc_frame,
+    roce_icrc_ok,
     roce_packet,
 )
 
@@ -122,6 +125,80 @@ def test_truncated_roce_is_malformed_not_a_crash() -> None:
     frame = RoceTemplate(flow()).frame(1, 1, 1)
     with pytest.raises(MalformedFrame):
         parse_roce(frame[:50])
+
+
+# --- the fast path (one unpack of the fixed headers) against the general one ---
+
+FAST_PATH_BASES = [
+    RoceTemplate(flow(size=24)).frame(1, 1, 1),  # smallest probe payload
+    RoceTemplate(flow(size=600)).frame(0xFFFFFF, 2**64 - 1, 7),
+    RoceTemplate(flow(size=3000)).frame(5, 5, 5),  # long payload: ICRC read in place
+    bytes(cnp_packet(MAC_B, MAC_A, IP_B, IP_A, 0x1234)),
+]
+
+
+def fields_both_ways(frame: bytes) -> tuple[object, object]:
+    """(fast path, general path) of one frame: the fields, None, or the MalformedFrame text."""
+    out = []
+    for parse in (parse_roce_fields, _parse_general):
+        try:
+            fields = parse(frame)
+        except MalformedFrame as exc:
+            out.append(str(exc))
+            continue
+        if fields is None:
+            out.append(None)
+            continue
+        icrc_valid = roce_icrc_ok(frame, fields)
+        assert icrc_valid == icrc_ok(frame[: fields[9]])  # the masked copy scapy's ICRC uses
+        out.append((*fields[:10], icrc_valid))
+    return out[0], out[1]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    base=st.sampled_from(FAST_PATH_BASES),
+    changes=st.lists(st.tuples(st.integers(0, 3100), st.integers(0, 255)), max_size=4),
+    cut=st.integers(0, 3100),
+)
+def test_fast_path_parses_like_the_general_path(
+    base: bytes, changes: list[tuple[int, int]], cut: int
+) -> None:
+    """Bytes changed anywhere (header fields, lengths, the ICRC) and frames cut short: the one
+    unpack of the fixed headers reads what the field-by-field path reads."""
+    frame = bytearray(base)
+    for position, value in changes:
+        frame[position % len(frame)] = value
+    data = bytes(frame[: len(frame) - cut % (len(frame) + 1)])
+    fast, general = fields_both_ways(data)
+    assert fast == general
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({}, "valid"),
+        ({15: 0x03}, "valid"),  # CE mark: TOS is masked out of the ICRC
+        ({22: 0x01}, "valid"),  # TTL, masked
+        ({24: 0x12, 25: 0x34}, "valid"),  # IP checksum, masked
+        ({40: 0xAB}, "valid"),  # UDP checksum, masked
+        ({46: 0xC0}, "valid"),  # BTH FECN/BECN/resv6, masked
+        ({20: 0x40}, "invalid"),  # IP flags: covered
+        ({43: 0x01}, "invalid"),  # BTH flags byte: covered
+        ({49: 0x01}, "invalid"),  # destination QP: covered
+        ({53: 0x01}, "invalid"),  # PSN: covered
+        ({60: 0x01}, "invalid"),  # payload: covered
+        ({-1: 0x00}, "invalid"),  # the ICRC itself
+    ],
+)
+def test_icrc_masks_exactly_the_variant_fields(change: dict[int, int], expected: str) -> None:
+    frame = bytearray(RoceTemplate(flow()).frame(3, 3, 3))
+    for position, value in change.items():
+        frame[position] = value if frame[position] != value else value ^ 0xFF
+    fields = parse_roce_fields(bytes(frame))
+    assert fields is not None
+    assert roce_icrc_ok(bytes(frame), fields) is (expected == "valid")
+    assert icrc_ok(bytes(frame)) is (expected == "valid")  # scapy's masking, via the general path
 
 
 def test_pfc_frame_has_all_eight_quanta() -> None:

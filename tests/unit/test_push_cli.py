@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import main
+from agent.app.cli import main
 from agent.errors import AgentError
 from agent.platforms import platform_for
 

@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from common.errors import Problem, SourcePosition
 from lab import netns
 from lab.addressing import build_plan, fabric_document, mac_for, vswitch_config
 from lab.cli import group
 from lab.container import eos_startup_config, host_exec_commands
 from lab.topology import (
+    Topology,
     TopologyError,
     container_name,
     default_buffer,
     load_topology,
     parse_size,
     parse_speed,
-    parse_topology,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,8 +42,8 @@ BAD_TOPOLOGIES = [
     ("unknown_label", 5, "topology.defaults.labels.roce.lab/sped", "did you mean 'roce.lab/speed'"),
     ("unknown_node_field", 6, "topology.nodes.leaf1.imgae", "did you mean 'image'"),
     ("missing_name", 1, "name", "must have a name"),
-    ("yaml_syntax", 9, "", "not valid YAML"),
-    ("duplicate_key", 10, "topology.nodes.leaf1", "duplicate key (first at line 4)"),
+    ("yaml_syntax", 9, "", "YAML syntax error"),
+    ("duplicate_key", 10, "topology.nodes.leaf1", "duplicate key 'leaf1' (first defined on line 4"),
     ("speed_mismatch", 13, "topology.links[0]", "different speeds"),
     ("xon_above_xoff", 9, "topology.nodes.leaf1.labels.roce.lab/xon-bytes", "must not exceed"),
     ("switch_role_wrong_image", 7, "topology.nodes.leaf1.labels.roce.lab/role", "roce-vswitch"),
@@ -105,13 +106,35 @@ INLINE_ERRORS = [
 ]  # fmt: skip
 
 
+def _write(folder: Path, text: str) -> Path:
+    path = folder / "t.clab.yml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _problem_at(error: TopologyError, line: int, field: str, message: str) -> Problem | None:
+    """The problem of ``error`` at ``line`` naming ``field`` and saying ``message``, if any."""
+    for problem in error.problems:
+        if (
+            problem.position is not None
+            and problem.position.line == line
+            and problem.field == field
+            and message in problem.message
+        ):
+            return problem
+    return None
+
+
 @pytest.mark.parametrize(("text", "line", "field", "message"), INLINE_ERRORS)
-def test_parse_errors_name_line_and_field(text: str, line: int, field: str, message: str) -> None:
+def test_parse_errors_name_line_and_field(
+    text: str, line: int, field: str, message: str, tmp_path: Path
+) -> None:
+    path = _write(tmp_path, text)
     with pytest.raises(TopologyError) as caught:
-        parse_topology(text, Path("t.clab.yml"))
-    error = caught.value
-    assert (error.line, error.field) == (line, field), str(error)
-    assert message in error.message, str(error)
+        load_topology(path)
+    problem = _problem_at(caught.value, line, field, message)
+    assert problem is not None and problem.position is not None, str(caught.value)
+    assert str(problem).startswith(f"{path}:{line}:{problem.position.column}: ")
 
 
 @pytest.fixture
@@ -127,7 +150,7 @@ def test_up_refuses_bad_topology_naming_line_and_field(
     path = BAD / f"{name}.clab.yml"
     result = CliRunner().invoke(group, ["up", str(path), "--state-dir", str(tmp_path / "s")])
     assert result.exit_code == 2, result.output
-    assert f"{path}:{line}: " in result.output
+    assert re.search(rf"^error: {re.escape(str(path))}:{line}:\d+: ", result.output, re.M)
     if field:
         assert f": {field}: " in result.output
     assert message in result.output
@@ -145,7 +168,7 @@ def test_ceos_topology_is_refused_with_a_pointer_to_the_netns_one(not_root: None
 def test_missing_file_is_a_clear_error(tmp_path: Path, not_root: None) -> None:
     result = CliRunner().invoke(group, ["up", str(tmp_path / "nope.clab.yml")])
     assert result.exit_code == 2
-    assert "cannot read the topology" in result.output
+    assert f"{tmp_path / 'nope.clab.yml'}: no such file" in result.output
 
 
 def test_up_without_root_says_so(tmp_path: Path, not_root: None) -> None:
@@ -191,12 +214,13 @@ def test_leafspine_nodes_roles_and_parameters() -> None:
     assert topology.profile == "nvidia-default"
 
 
-def _parse(text: str) -> Any:
-    return parse_topology(text, Path("t.clab.yml"))
+def _parse(folder: Path, text: str) -> Topology:
+    return load_topology(_write(folder, text))
 
 
-def test_labels_merge_defaults_then_kinds_then_node() -> None:
+def test_labels_merge_defaults_then_kinds_then_node(tmp_path: Path) -> None:
     topology = _parse(
+        tmp_path,
         """
 name: merge
 topology:
@@ -214,7 +238,7 @@ topology:
       labels: {roce.lab/mtu: "4000"}
   links:
     - endpoints: ["s1:eth1", "s2:eth1"]
-"""
+""",
     )
     s1 = topology.nodes["s1"]
     assert (s1.speed_bps, s1.mtu, s1.image, s1.role) == (
@@ -226,8 +250,9 @@ topology:
     assert topology.links[0].mtu == 4000
 
 
-def test_yaml_merge_keys_are_honoured() -> None:
+def test_yaml_merge_keys_are_honoured(tmp_path: Path) -> None:
     topology = _parse(
+        tmp_path,
         """
 name: anchors
 topology:
@@ -242,7 +267,7 @@ topology:
   links:
     - endpoints: ["s1:eth1", "s2:eth1"]
     - endpoints: ["s2:eth2", "h1:eth1"]
-"""
+""",
     )
     assert topology.nodes["s2"].is_switch
     assert topology.nodes["s2"].image == "roce-vswitch:dev"  # the node's own key wins
@@ -294,9 +319,10 @@ def test_container_names_follow_containerlab_prefix_rules() -> None:
     assert container_name("dc", "lab", "h1") == "dc-lab-h1"
 
 
-def test_topology_error_str_names_file_line_field() -> None:
-    error = TopologyError("x.clab.yml", 7, "topology.nodes.a.kind", "bad")
-    assert str(error) == "x.clab.yml:7: topology.nodes.a.kind: bad"
+def test_topology_error_str_names_file_line_column_field() -> None:
+    at = SourcePosition(Path("x.clab.yml"), 7, 13)
+    error = TopologyError([Problem(at, "topology.nodes.a.kind", "bad"), Problem(None, "", "x")])
+    assert str(error) == "x.clab.yml:7:13: topology.nodes.a.kind: bad\nx"
 
 
 # --------------------------------------------------------------------------- address plan

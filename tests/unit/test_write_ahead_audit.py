@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import main
+from agent.app.cli import main
 from agent.platforms.arista_eos import AristaEos
 from agent.push import KILL_POINTS, AuditLog, StateDirError, operator
 

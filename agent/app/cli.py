@@ -16,10 +16,10 @@ import click
 from rich.console import Console
 
 from agent import __version__, hostkeys
-from agent.cli_exporter import exporter_command
-from agent.cli_push import apply_command, audit_command, diff_command, drift_command
-from agent.cli_support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
-from agent.cli_validate import run_command, serve_command, validate_command
+from agent.app.change import apply_command, audit_command, diff_command, drift_command
+from agent.app.exporter import exporter_command
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
+from agent.app.validate import run_command, serve_command, validate_command
 from agent.errors import AgentError
 from agent.loader import LoadedFabric, load_fabric
 from agent.plan import Plan, build_plan
@@ -33,7 +33,7 @@ class LazyGroup(click.Group):
     """Subgroups imported on first use; keeps ``lab`` out of the agent's import graph."""
 
     lazy: ClassVar[dict[str, tuple[str, str, str]]] = {
-        "probe": ("agent.probes.cli", "group", "Inject and sniff RoCEv2: drops, ECN, CNPs, PFC."),
+        "probe": ("agent.app.probe", "group", "Inject and sniff RoCEv2: drops, ECN, CNPs, PFC."),
         "lab": ("lab.cli", "group", "Build and run the virtual lossless lab fabric."),
     }
 

@@ -1,13 +1,19 @@
 """WRED with ECN marking, decided on enqueue from the queue's instantaneous depth.
 
-Curve (same shape as EOS ``random-detect ecn minimum-threshold .. maximum-threshold ..
-max-mark-probability ..`` and SAI ``SAI_WRED_ATTR_GREEN_{MIN,MAX}_THRESHOLD`` /
-``..._DROP_PROBABILITY`` with ``weight 0``, i.e. no averaging):
+Curve (the vendor semantic of Arista EOS ``random-detect ecn minimum-threshold ..
+maximum-threshold .. max-mark-probability ..`` and of SONiC/SAI ``WRED_PROFILE``
+``green_min_threshold`` / ``green_max_threshold`` / ``green_drop_probability`` with
+``ecn: ecn_all``, SAI ``SAI_WRED_ATTR_GREEN_{MIN,MAX}_THRESHOLD`` /
+``..._DROP_PROBABILITY``, with ``weight 0``, i.e. no averaging; the same shape as Extreme
+Networks' ``random-detect queue-parms``: "The drop probability increases linearly from 0 just
+before the minimum threshold, to this value at the maximum threshold, then goes to 100% for
+larger queue depths"; and the DCQCN congestion point, Zhu et al. SIGCOMM 2015 section 3.1 /
+NVIDIA "DCQCN CC Algorithm": Kmin, Kmax, Pmax):
 
-* depth <  min_bytes           -> pass unmarked
+* depth <  min_bytes             -> pass unmarked
 * min_bytes <= depth < max_bytes -> mark CE with probability
   ``max_probability * (depth - min) / (max - min)``
-* depth >= max_bytes           -> mark every ECN-capable packet
+* depth >= max_bytes             -> mark every ECN-capable packet
 
 Non-ECT packets (ECN field 00) in the marking region: only ECN marking is configured here,
 there is no WRED *drop* profile, so they are enqueued normally and are subject only to the
@@ -20,14 +26,15 @@ WRED_PROFILE with ``ecn: ecn_all`` but ``wred_green_enable: false`` -- the early
 non-ECT packets only happens when ``wred_green_enable`` is true (sonic-mgmt WRED/ECN
 statistics test plan, case "WRED=1 ECN=1 CODE POINT=00"; sonic-buildimage#27606).  EOS
 likewise configures drop (``random-detect drop ...``) separately from ``random-detect ecn``.
-Packets already CE are forwarded unchanged and not counted as marked by this queue.
+Packets already CE are forwarded unchanged and not counted as marked by this queue (the
+caller checks ECT before asking).
 """
 
 from __future__ import annotations
 
 import random
 
-from lab.vswitch.config import EcnConfig
+from lossless.config import EcnConfig
 
 
 class EcnMarker:

@@ -38,7 +38,8 @@ from agent.intent import FabricIntent
 from agent.loader import load_fabric
 from agent.playbooks import PlaybookRunner, load_playbook, playbook_path
 from agent.push import Pusher
-from agent.yamlsource import dotted_path, load_yaml
+from common.validation import validation_problems
+from common.yamlsource import load_yaml
 
 DEFAULT_CONFIG = Path("/etc/roce-agent/agent.yaml")
 STOP_GRACE_S = 5.0
@@ -126,16 +127,7 @@ def load_config(path: Path) -> Loaded:
     try:
         config = DaemonConfig.model_validate(data)
     except ValidationError as exc:
-        raise IntentError(
-            [
-                Problem(
-                    source.locate(e["loc"]),
-                    dotted_path(e["loc"]),
-                    e["msg"].removeprefix("Value error, "),
-                )
-                for e in exc.errors(include_url=False)
-            ]
-        ) from None
+        raise IntentError(validation_problems(exc, data, source)) from None
     fabric = config.fabric if config.fabric.is_absolute() else path.parent / config.fabric
     update: dict[str, Any] = {"fabric": fabric}
     web = None

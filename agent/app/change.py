@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from agent.cli_support import EXIT_ERROR, EXIT_FAILED, FiniteFloat, handle_errors
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, FiniteFloat, handle_errors
 from agent.errors import AgentError, printable
 from agent.loader import load_fabric
 from agent.push import (

@@ -1,6 +1,6 @@
 """``roce-agent exporter``: serve the fabric's health to Prometheus until stopped.
 
-Registered in ``agent/cli.py`` as ``main.add_command(exporter_command)``. The exporter package
+Registered in ``agent/app/cli.py`` as ``main.add_command(exporter_command)``. The exporter package
 is imported inside the command so the rest of the CLI does not load it.
 """
 
@@ -15,7 +15,7 @@ from types import FrameType
 
 import click
 
-from agent.cli_support import FiniteFloat, handle_errors
+from agent.app.support import FiniteFloat, handle_errors
 from agent.errors import AgentError
 from agent.loader import load_fabric
 

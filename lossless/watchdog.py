@@ -2,7 +2,11 @@
 
 Semantics follow EOS (``priority-flow-control pause watchdog`` timeout / polling-interval /
 recovery-time / action; Arista TOI "PFC Watchdog", arista.com/en/support/toi/tag/pfc) and the
-SONiC PFC watchdog it mirrors (sonic-mgmt docs/pfcwd/PFCWD_MMU_Change.md):
+SONiC PFC watchdog it mirrors (sonic-mgmt docs/pfcwd/PFCWD_MMU_Change.md; SONiC ``config
+pfcwd start --action drop|forward|alert DETECTION_TIME --restoration-time``: "detect if a
+lossless queue is receiving a PFC storm from its link partner and is in a paused state over
+T0 time ... If no PFC frame is received over the T1 period, then the PFC storm restoration
+re-enables the PFC on the queue", Netberg SONiC "PFC (Priority Flow Control) Watchdog"):
 
 * detection: checked every ``polling_ms``; a class that has been paused continuously for
   ``timeout_ms`` while it has packets queued is in a storm (so it is declared within
@@ -10,24 +14,32 @@ SONiC PFC watchdog it mirrors (sonic-mgmt docs/pfcwd/PFCWD_MMU_Change.md):
 * mitigation, per ``action``:
   ``drop``    -- discard the queue's packets and every new one, ignore pause for the class;
   ``no-drop`` -- (SONiC "forward") ignore pause for the class and keep forwarding;
-  ``alert``   -- only count and log, the pause is still honoured;
+  ``alert``   -- only count and report, the pause is still honoured;
 * restoration: once no pause frame has been received for the class for ``recovery_ms``
   (checked at the next poll), the class is operational again and honours pause again.
+
+The watchdog reports what happened (:class:`WatchdogEvent`); logging and acting on the queue
+(flush, clearing the pause) are its owner's.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Literal
+from typing import Literal, NamedTuple
 
-from lab.vswitch.config import NUM_CLASSES, WatchdogConfig
-from lab.vswitch.pfc import ReceivedPause
-
-log = logging.getLogger("lab.vswitch.watchdog")
+from lossless.config import NUM_CLASSES, WatchdogConfig
+from lossless.pfc import ReceivedPause
 
 State = Literal["operational", "stormed"]
 OPERATIONAL: State = "operational"
 STORMED: State = "stormed"
+
+
+class WatchdogEvent(NamedTuple):
+    """A state change found by a poll."""
+
+    priority: int
+    detected: bool  # True: a storm was declared; False: the class was restored
+    paused_s: float  # how long the class had been paused when the storm was declared
 
 
 class ClassWatchdog:
@@ -49,10 +61,9 @@ class ClassWatchdog:
 class PortWatchdog:
     """The watchdog of one port: effective config, per-class state and the poll timer."""
 
-    __slots__ = ("classes", "config", "drop_traffic", "ifname", "next_poll", "override_pause")
+    __slots__ = ("classes", "config", "drop_traffic", "next_poll", "override_pause")
 
-    def __init__(self, ifname: str, config: WatchdogConfig, now: float) -> None:
-        self.ifname = ifname
+    def __init__(self, config: WatchdogConfig, now: float) -> None:
         self.classes = [ClassWatchdog() for _ in range(NUM_CLASSES)]
         self.config = config
         self.next_poll = now + config.polling_ms / 1000.0
@@ -79,8 +90,8 @@ class PortWatchdog:
                 self._set_state(tc, STORMED)  # the action may have changed
         return restored
 
-    def poll(self, now: float, pause: ReceivedPause, queued: list[bool]) -> list[int]:
-        """Run detection/restoration; returns the classes that just entered a storm."""
+    def poll(self, now: float, pause: ReceivedPause, queued: list[bool]) -> list[WatchdogEvent]:
+        """Run detection/restoration; returns the state changes, in priority order."""
         cfg = self.config
         self.next_poll = now + cfg.polling_ms / 1000.0
         if not cfg.enabled:
@@ -88,26 +99,19 @@ class PortWatchdog:
         timeout = cfg.timeout_ms / 1000.0
         recovery = cfg.recovery_ms / 1000.0
         pause.expire(now)
-        stormed_now = []
+        events = []
         for tc, cls in enumerate(self.classes):
             if cls.state == OPERATIONAL:
                 since = pause.paused_since[tc]
                 if since is not None and queued[tc] and now - since >= timeout:
                     cls.storms_detected += 1
                     self._set_state(tc, STORMED)
-                    stormed_now.append(tc)
-                    log.warning(
-                        "%s priority %d: PFC storm detected (paused %.0f ms), action %s",
-                        self.ifname,
-                        tc,
-                        (now - since) * 1000,
-                        cfg.action,
-                    )
+                    events.append(WatchdogEvent(tc, True, now - since))
             elif now - pause.last_xoff_rx[tc] >= recovery:
                 cls.storms_restored += 1
                 self._set_state(tc, OPERATIONAL)
-                log.warning("%s priority %d: PFC storm restored", self.ifname, tc)
-        return stormed_now
+                events.append(WatchdogEvent(tc, False, 0.0))
+        return events
 
     def _set_state(self, tc: int, state: State) -> None:
         self.classes[tc].state = state

@@ -11,8 +11,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.cli_support import FiniteFloat, handle_errors
+from agent.app.support import FiniteFloat, handle_errors
 from agent.errors import AgentError
+from agent.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from agent.units import UnitError, parse_speed
 
 # nan, inf, 0 and negatives are refused: a probe of nan seconds never ends.
@@ -221,11 +222,16 @@ def sniff_pfc(
 @click.option("--storm-after", type=SECONDS, default=0.2, show_default=True, help="Seconds.")
 @click.option("--max-flows", type=click.IntRange(min=1), default=65_536, show_default=True,
               help="QPs tracked at most; frames of further flows are only counted.")  # fmt: skip
+@click.option("--max-frames", type=click.IntRange(min=1), default=DEFAULT_MAX_FRAMES,
+              show_default=True, help="Packets read at most; the rest is not read.")  # fmt: skip
+@click.option("--max-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BYTES,
+              show_default=True, help="Captured bytes read at most.")  # fmt: skip
 @OUTPUT
 @handle_errors
 def analyze(
-    capture: Path, link_speed: int, storm_after: float, max_flows: int, output: str
-) -> None:
+    capture: Path, link_speed: int, storm_after: float, max_flows: int, max_frames: int,
+    max_bytes: int, output: str,
+) -> None:  # fmt: skip
     """Analyze a tcpdump capture: per-QP loss, reorder, CE, CNPs, ICRC errors; PFC per priority.
 
     pcap and pcapng; Ethernet, Linux cooked (SLL, SLL2) and raw IPv4 link types, VLAN tags
@@ -238,16 +244,23 @@ def analyze(
     from agent.probes.analysis import analyze_frames
     from agent.probes.pcap import Capture
 
-    source = Capture(capture)
+    source = Capture(capture, max_frames=max_frames, max_bytes=max_bytes)
     result = analyze_frames(source.frames_or_nothing(), link_speed, storm_after, max_flows)
     result["capture"] = str(capture)
+    # A cap is a documented acceptance, not a failure: said in a warning and here.
+    result["frames_capped"] = source.capped
+    result["capped_by"] = source.capped_by
+    result["max_frames"] = max_frames
+    result["max_bytes"] = max_bytes
     result["link_types"] = {str(k): v for k, v in sorted(source.linktypes.items())}
     result["skipped_packets"] = sum(source.skipped.values())
     warnings = source.warnings() + result["roce"]["warnings"]
     for warning in warnings:  # a file name can hold escape sequences: shown, never obeyed
         click.echo(f"warning: {printable(warning)}", err=True)
     if output == "json":
-        click.echo(json.dumps(result, indent=2))
+        # Streamed: the text of 65 536 flows would otherwise be held whole (≈ 400 MB).
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
         return
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     table = Table(title=Text(f"RoCE flows in {printable(str(capture))}"))

@@ -1,23 +1,46 @@
-"""Byte-accounted egress queues and the per-port scheduler (strict priority + DWRR / ETS)."""
+"""Byte-accounted egress queues and the per-port scheduler: strict priority, then ETS.
+
+IEEE 802.1Qaz ETS has two kinds of traffic class: strict-priority ones, served first, and
+bandwidth-allocated ones that share what strict traffic leaves by their configured
+percentages, an idle class's share going to the others; the standard leaves the sharing
+algorithm open and names weighted round robin, and implementations commonly use deficit
+round robin (Dell FTOS DCB guide, "Enhanced Transmission Selection": "Bandwidth allocated by
+the ETS algorithm is made available after strict-priority groups are serviced. If a priority
+group does not use its allocated bandwidth, the unused bandwidth is made available to other
+priority groups"; Microchip LAN969x "Enhanced Transmission Selection (ETS)").  Here: strict
+queues first, the highest-numbered first (IEEE 802.1Q strict priority), then deficit weighted
+round robin (Shreedhar & Varghese, SIGCOMM 1995) with a quantum per queue
+proportional to ``bandwidth_percent``; queues without a percentage share what is left of
+100 % equally (at least 1 each), so a port without configuration is plain equal DWRR.  A
+paused or empty queue is skipped and keeps no credit (no burst after a pause).
+
+:func:`enqueue` is a frame's way in: admission (headroom for lossless priorities, tail drop
+for lossy ones), WRED/ECN marking, queueing and the ingress charge that may make an XOFF due.
+"""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence, Sized
+from typing import Any, Generic, TypeVar
 
-from lab.vswitch.config import NUM_CLASSES, PortQosConfig
+from lossless.config import NUM_CLASSES, PortQosConfig
+from lossless.pfc import IngressAccounting, ReceivedPause
+from lossless.wred import EcnMarker
 
 # Bytes of credit per unit of weight: the smallest weight still gets one full-size frame per
 # round, so one pick never loops more than two rounds.
 _QUANTUM_BYTES = 1600
 
+FrameT = TypeVar("FrameT", bound=Sized)
 
 # A frame waiting in an egress queue and who it is charged to on ingress:
 # (frame, ingress port index, ingress priority).  A plain tuple: one is built per packet.
-QueuedPacket = tuple[bytearray, int, int]
+QueuedPacket = tuple[FrameT, int, int]
 
 
-class EgressQueue:
-    """One egress queue: FIFO of frames, its depth in bytes and its counters."""
+class EgressQueue(Generic[FrameT]):
+    """One egress queue: FIFO of frames (anything with a length in bytes), depth, counters."""
 
     __slots__ = (
         "depth_bytes",
@@ -30,7 +53,7 @@ class EgressQueue:
     )
 
     def __init__(self) -> None:
-        self.packets: deque[QueuedPacket] = deque()
+        self.packets: deque[QueuedPacket[FrameT]] = deque()
         self.depth_bytes = 0
         self.watermark_bytes = 0
         self.tx_packets = 0
@@ -38,14 +61,15 @@ class EgressQueue:
         self.tail_drops = 0
         self.ecn_marked = 0
 
-    def push(self, packet: QueuedPacket) -> None:
+    def push(self, packet: QueuedPacket[FrameT]) -> None:
         """Append and account (depth, watermark)."""
         self.packets.append(packet)
-        self.depth_bytes += len(packet[0])
-        if self.depth_bytes > self.watermark_bytes:
-            self.watermark_bytes = self.depth_bytes
+        depth = self.depth_bytes + len(packet[0])
+        self.depth_bytes = depth
+        if depth > self.watermark_bytes:
+            self.watermark_bytes = depth
 
-    def pop(self) -> QueuedPacket:
+    def pop(self) -> QueuedPacket[FrameT]:
         """Remove the head packet and release its bytes."""
         packet = self.packets.popleft()
         self.depth_bytes -= len(packet[0])
@@ -54,6 +78,58 @@ class EgressQueue:
     def clear_counters(self) -> None:
         """Zero the cumulative counters (not the depth)."""
         self.tx_packets = self.tx_bytes = self.tail_drops = self.ecn_marked = 0
+
+
+# What :func:`enqueue` did with a frame (bits; 0 = dropped).
+QUEUED = 1
+MARKED = 2  # the owner sets CE in the frame (the queue already counted it)
+XOFF_DUE = 4  # the owner sends an XOFF for the frame's priority out of its ingress port
+
+
+def enqueue(
+    queue: EgressQueue[FrameT],
+    ingress: IngressAccounting,
+    marker: EcnMarker | None,
+    packet: QueuedPacket[FrameT],
+    length: int,
+    ecn_capable: bool,
+    limit_bytes: int,
+) -> int:
+    """Admit, mark and account one frame of priority ``packet[2]`` arriving on ``ingress``.
+
+    Admission: a lossless priority is refused only beyond ``xoff + headroom`` of its ingress
+    (a headroom drop, :mod:`lossless.pfc`), a lossy one beyond the egress queue's
+    ``limit_bytes`` (a tail drop).  Marking (:mod:`lossless.wred`) is drawn for ECN-capable
+    frames from the depth the frame finds.  Then the frame is queued and charged to its
+    ingress, which may make an XOFF due.  One call per frame: this is the switch's hot path.
+    """
+    tc = packet[2]
+    if ingress.lossless[tc]:
+        if ingress.buffered_bytes[tc] + length > ingress.headroom_limit:
+            ingress.headroom_drops[tc] += 1
+            return 0
+    elif queue.depth_bytes + length > limit_bytes:
+        queue.tail_drops += 1
+        return 0
+    status = QUEUED
+    if marker is not None and ecn_capable and marker.should_mark(queue.depth_bytes):
+        queue.ecn_marked += 1
+        status |= MARKED
+    queue.push(packet)
+    if ingress.charge(tc, length):
+        status |= XOFF_DUE
+    return status
+
+
+def eligible_classes(
+    queues: Sequence[EgressQueue[Any]], pause: ReceivedPause, override: list[bool], now: float
+) -> list[bool]:
+    """Per class: may transmit now -- something queued, and not paused (or the watchdog
+    overrides the pause).  The scheduler's input."""
+    until = pause.paused_until
+    return [
+        bool(queues[tc].packets) and (until[tc] <= now or override[tc]) for tc in range(NUM_CLASSES)
+    ]
 
 
 def scheduler_weights(qos: PortQosConfig) -> tuple[list[bool], list[int]]:
@@ -99,7 +175,7 @@ class Scheduler:
         self._current = 0
         self._granted = False
 
-    def pick(self, queues: list[EgressQueue], eligible: list[bool]) -> int | None:
+    def pick(self, queues: Sequence[EgressQueue[Any]], eligible: list[bool]) -> int | None:
         """Queue to serve next, or None if no queue is eligible."""
         for tc in self._strict_order:
             if eligible[tc]:

@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.cli_support import EXIT_ERROR, EXIT_FAILED, handle_errors
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, handle_errors
 from agent.errors import AgentError
 from agent.loader import load_fabric
 from agent.playbooks import PlaybookRunner, Report, StepReport, load_playbook, playbook_path
@@ -250,6 +250,6 @@ def serve_command(config_path: Path) -> None:
     SIGHUP reloads (an invalid new configuration is refused, the old one keeps running);
     SIGTERM stops with exit 0. Logs are JSON lines on stdout.
     """
-    from agent.daemon import serve
+    from agent.app.daemon import serve
 
     sys.exit(serve(config_path))

@@ -1,20 +1,35 @@
-"""DCQCN reaction point: how a RoCE NIC changes a QP's rate on CNPs.
+"""DCQCN on the NIC: the reaction point (how a QP's rate changes on CNPs) and the notification
+point (when a receiver answers a CE mark with a CNP).
 
-Algorithm from Zhu et al., "Congestion Control for Large-Scale RDMA Deployments" (SIGCOMM 2015,
-section 3.1, RP algorithm): on a CNP the target rate takes the current rate and the current
-rate is cut by alpha/2; alpha tracks how often CNPs arrive (EWMA with gain g); without CNPs the
-rate recovers in steps driven by a timer and a byte counter — fast recovery (halfway back to the
-target) for the first F steps, then additive increase, then hyper increase.
+Reaction point: Zhu et al., "Congestion Control for Large-Scale RDMA Deployments" (SIGCOMM
+2015, section 3.1, RP algorithm): on a CNP the target rate takes the current rate and the
+current rate is cut by alpha/2; alpha tracks how often CNPs arrive (EWMA with gain g); without
+CNPs the rate recovers in steps driven by a timer and a byte counter -- fast recovery (halfway
+back to the target) for the first F steps, then additive increase, then hyper increase.
 
-Parameters use the mlx5 names and units (NVIDIA "DCQCN CC parameters", mlx5 sysfs
-``/sys/class/net/<if>/ecn/roce_rp/``): ``rpg_gd`` is log2 of the divisor applied to alpha in
-1/1024 units (1023 / 2^11 ≈ alpha/2, the paper's cut), ``dce_tcp_g`` the alpha gain in 1/1024,
-``rpg_min_dec_fac`` the largest single cut in %, rates in Mb/s, times in µs.
+Parameters use the mlx5 names and units (NVIDIA "DCQCN CC Parameters",
+https://networking-docs.nvidia.com/doca/archive/3-4-0/dcqcn-cc-parameters; mlx5 sysfs
+``/sys/class/net/<if>/ecn/roce_rp/`` and ``roce_np/``): ``rpg_gd`` is log2 of the divisor
+applied to alpha in 1/1024 units (1023 / 2^11 ≈ alpha/2, the paper's cut), ``dce_tcp_g`` the
+alpha gain in 1/1024, ``rpg_min_dec_fac`` the largest single cut in %, ``rpg_min_rate`` the
+floor, ``rpg_time_reset`` / ``rpg_byte_reset`` the recovery timer and byte counter,
+``rpg_ai_rate`` / ``rpg_hai_rate`` the additive / hyper increase steps,
+``rate_reduce_monitor_period`` the least time between two cuts, ``initial_alpha_value`` alpha
+on the first CNP; rates in Mb/s, times in µs.
+
+Notification point: the paper's NP (section 3.1) sends a CNP at once for a CE-marked packet
+of a flow that had no CNP in the last N µs, and after that at most one per N µs per flow
+(N = 50 µs in the paper's deployment); mlx5 calls N ``min_time_between_cnps`` (µs,
+``roce_np``).  Here a CNP goes out on the arrival of a CE-marked packet once N has passed
+since the flow's last one; a mark that falls inside the window sends nothing (no CNP is
+scheduled for the window's end).
+
+Time is always an argument (seconds); nothing here reads a clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 
 FAST_RECOVERY_STEPS = 5  # F in the paper
@@ -107,3 +122,25 @@ class DcqcnReactionPoint:
             self.target_bps = min(self.target_bps + step * 1e6, self.line_rate_bps)
         self.current_bps = min((self.target_bps + self.current_bps) / 2, self.line_rate_bps)
         self.history.append((now, self.current_bps))
+
+
+class NotificationPoint:
+    """CNP pacing of a receiver: at most one CNP per flow per ``min_time_between_cnps`` µs.
+
+    A flow is whatever key the owner passes (the probe receiver uses ``(source IP, QPN)``);
+    the owner bounds how many flows it asks about, so the state stays bounded too.
+    """
+
+    __slots__ = ("_last_cnp", "_min_gap_s")
+
+    def __init__(self, min_time_between_cnps_us: float) -> None:
+        self._min_gap_s = min_time_between_cnps_us * 1e-6
+        self._last_cnp: dict[Hashable, float] = {}
+
+    def on_ce(self, flow: Hashable, now: float) -> bool:
+        """A CE-marked packet of ``flow`` arrived at ``now``: True when a CNP goes out for it."""
+        last = self._last_cnp.get(flow)
+        if last is not None and now - last < self._min_gap_s:
+            return False
+        self._last_cnp[flow] = now
+        return True

@@ -38,7 +38,7 @@ try:
 except ImportError:  # PyYAML without libyaml: _PyLoader is used instead
     CParser = object  # type: ignore[assignment,misc]
 
-from agent.errors import IntentError, Problem, SourcePosition, printable
+from common.errors import IntentError, Problem, SourcePosition, printable
 
 PathKey = tuple[str | int, ...]
 
@@ -303,6 +303,7 @@ class _PyLoader(_BoundedComposer, Reader, Scanner, Parser, SafeConstructor, Reso
 _BoundedLoader: type[_CLoader] | type[_PyLoader] = _CLoader if yaml.__with_libyaml__ else _PyLoader
 
 _INT_TAG = "tag:yaml.org,2002:int"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _Builder:
@@ -315,10 +316,37 @@ class _Builder:
     def build(self, node: yaml.Node, path: PathKey) -> Any:
         self.map.values[path] = _position(self.file, node.start_mark)
         if isinstance(node, yaml.MappingNode):
-            self.loader.flatten_mapping(node)
+            # YAML merge keys (``<<: *base``): the merged pairs are defaults that the mapping's
+            # own keys override, so only a key written twice in the mapping itself is a
+            # duplicate. PyYAML's flatten_mapping puts both in one list, so merge here.
             result: dict[Any, Any] = {}
+            spelt: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag != _MERGE_TAG:
+                    continue
+                sources = (
+                    value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                )
+                for source in reversed(sources):  # the first one listed wins
+                    if not isinstance(source, yaml.MappingNode):
+                        self.problems.append(
+                            Problem(
+                                _position(self.file, source.start_mark),
+                                dotted_path(path),
+                                f"Expected: a mapping to merge (<<) Actual: {_kind(source)}",
+                            )
+                        )
+                        continue
+                    merged = self.build(source, path)
+                    for key, value in merged.items():
+                        result.pop(spelt.pop(str(key), key), None)
+                        result[key] = value
+                        spelt[str(key)] = key
+            self.map.values[path] = _position(self.file, node.start_mark)
             first: dict[str, tuple[str | int, SourcePosition]] = {}
             for key_node, value_node in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue
                 key = self.scalar(key_node, path) if isinstance(key_node, yaml.ScalarNode) else None
                 if key is _REFUSED:
                     continue
@@ -347,6 +375,7 @@ class _Builder:
                     continue
                 first[spelling] = (key, _position(self.file, key_node.start_mark))
                 self.map.keys[(*path, key)] = first[spelling][1]
+                result.pop(spelt.pop(spelling, key), None)  # overrides a merged key
                 result[key] = self.build(value_node, (*path, key))
             return result
         if isinstance(node, yaml.SequenceNode):

@@ -1,0 +1,114 @@
+"""Parameters of the lossless-Ethernet rules (pydantic v2 models, frozen, unknown keys refused).
+
+These are the switch's per-port QoS knobs the rules in this package read: buffer thresholds
+(XOFF / XON / headroom, :mod:`lossless.pfc`), WRED-with-ECN profiles (:mod:`lossless.wred`),
+strict / weighted scheduling (:mod:`lossless.queues`) and the PFC watchdog
+(:mod:`lossless.watchdog`).  ``lab.vswitch.config`` builds its ``--config`` file format from
+them, so the field names, limits and error messages here are that file's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NUM_CLASSES = 8
+"""Traffic classes == priorities == egress queues per port (IEEE 802.1Q: eight priorities)."""
+
+Priority = Annotated[int, Field(ge=0, le=NUM_CLASSES - 1)]
+
+
+class StrictModel(BaseModel):
+    """Base of every config model: frozen, and an unknown key is an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BufferConfig(StrictModel):
+    """Buffer thresholds.
+
+    ``xoff_bytes``/``xon_bytes``/``headroom_bytes`` apply to every ingress (port, priority)
+    that is lossless; ``queue_limit_bytes`` is the tail-drop limit of every lossy egress queue.
+    """
+
+    xoff_bytes: int = Field(gt=0)
+    xon_bytes: int = Field(ge=0)
+    headroom_bytes: int = Field(ge=0)
+    queue_limit_bytes: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _xon_below_xoff(self) -> BufferConfig:
+        if self.xon_bytes > self.xoff_bytes:
+            raise ValueError(
+                f"xon_bytes ({self.xon_bytes}) must be <= xoff_bytes ({self.xoff_bytes})"
+            )
+        return self
+
+
+class EcnConfig(StrictModel):
+    """WRED-with-ECN marking profile of one egress queue (instantaneous depth, bytes)."""
+
+    min_bytes: int = Field(ge=0)
+    max_bytes: int = Field(gt=0)
+    max_probability: int = Field(ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> EcnConfig:
+        if self.min_bytes > self.max_bytes:
+            raise ValueError(
+                f"min_bytes ({self.min_bytes}) must be <= max_bytes ({self.max_bytes})"
+            )
+        return self
+
+
+class QueueConfig(StrictModel):
+    """Scheduling and marking of one egress queue."""
+
+    ecn: EcnConfig | None = None
+    strict: bool = False
+    bandwidth_percent: int | None = Field(default=None, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _strict_has_no_weight(self) -> QueueConfig:
+        if self.strict and self.bandwidth_percent is not None:
+            raise ValueError("a strict-priority queue cannot also have bandwidth_percent")
+        return self
+
+
+class WatchdogConfig(StrictModel):
+    """PFC watchdog (detection / mitigation / restoration), per port or switch-wide."""
+
+    enabled: bool = False
+    timeout_ms: int = Field(default=200, gt=0, le=60_000)
+    recovery_ms: int = Field(default=400, gt=0, le=600_000)
+    polling_ms: int = Field(default=100, gt=0, le=60_000)
+    action: Literal["drop", "no-drop", "alert"] = "drop"
+
+
+class PortQosConfig(StrictModel):
+    """QoS of one port: PFC (both generating and honouring pause) and its egress queues."""
+
+    pfc_enabled: bool = False
+    no_drop: list[Priority] = Field(default_factory=list)
+    watchdog: WatchdogConfig | None = None
+    queues: dict[Priority, QueueConfig] = Field(default_factory=dict)
+
+    @field_validator("no_drop")
+    @classmethod
+    def _unique_priorities(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"duplicate priorities in {value}")
+        return sorted(value)
+
+    @model_validator(mode="after")
+    def _bandwidth_total(self) -> PortQosConfig:
+        total = sum(q.bandwidth_percent or 0 for q in self.queues.values())
+        if total > 100:
+            raise ValueError(f"bandwidth_percent of the queues adds up to {total} (> 100)")
+        return self
+
+    def lossless(self) -> list[bool]:
+        """Per priority: lossless (PFC on the port and the priority ``no_drop``)."""
+        no_drop = set(self.no_drop) if self.pfc_enabled else set()
+        return [tc in no_drop for tc in range(NUM_CLASSES)]
