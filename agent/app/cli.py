@@ -19,6 +19,8 @@ from agent import __version__, hostkeys
 from agent.app.change import apply_command, audit_command, diff_command, drift_command
 from agent.app.exporter import exporter_command
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
+from agent.app.tune import tune_command
+from agent.app.twin import twin_command
 from agent.app.validate import run_command, serve_command, validate_command
 from agent.errors import AgentError
 from agent.loader import LoadedFabric, load_fabric
@@ -163,6 +165,8 @@ main.add_command(validate_command)
 main.add_command(run_command)
 main.add_command(serve_command)
 main.add_command(exporter_command)
+main.add_command(twin_command)
+main.add_command(tune_command)
 
 
 @main.command("rules", hidden=False)

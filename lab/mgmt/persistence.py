@@ -43,16 +43,31 @@ class StartupConfigStore:
 
 
 def load_or_create_host_key(state_dir: Path) -> asyncssh.SSHKey:
-    """The switch's host key; generated (ed25519, mode 0600) on first start."""
+    """The switch's host key; generated (ed25519, mode 0600) on first start.
+
+    Several management processes may share a state dir and start at once: the key is written
+    whole under a private name and linked into place, so the first one wins and every other
+    reads that same, complete key.
+    """
     path = state_dir / HOST_KEY
-    if path.exists():
-        key: asyncssh.SSHKey = asyncssh.read_private_key(str(path))
-        return key
+    with contextlib.suppress(FileNotFoundError):
+        existing: asyncssh.SSHKey = asyncssh.read_private_key(str(path))
+        return existing
     state_dir.mkdir(parents=True, exist_ok=True)
     key = asyncssh.generate_private_key("ssh-ed25519")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key.export_private_key())
+    private = path.with_name(f".{HOST_KEY}.{os.getpid()}")
+    fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key.export_private_key())
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(private, path)
+        except FileExistsError:
+            key = asyncssh.read_private_key(str(path))
+    finally:
+        os.unlink(private)
     return key
 
 

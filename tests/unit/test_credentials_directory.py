@@ -91,4 +91,6 @@ def test_unset_variable_in_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     path = fabric_with(tmp_path, "    ssh_key: ${CREDENTIALS_DIRECTORY}/id_ed25519\n")
     with pytest.raises(IntentError) as caught:
         load_fabric(path)
-    assert f"{path}:21:14: defaults.credentials.ssh_key: defaults: " in str(caught.value)
+    lines = path.read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if "${CREDENTIALS_DIRECTORY}" in text)
+    assert f"{path}:{line}:14: defaults.credentials.ssh_key: defaults: " in str(caught.value)

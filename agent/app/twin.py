@@ -1,0 +1,226 @@
+"""``roce-agent twin FABRIC``: run a traffic scenario in the fabric twin and report it.
+
+Exit codes: 0 the simulation ran and no lossless class lost a frame; 1 it ran and a lossless
+class dropped frames (headroom overrun or tail drop on a no-drop priority -- the promise the
+configuration makes is broken); 2 bad input (fabric file, options), with one located line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from agent.app.support import EXIT_FAILED, EXIT_OK, handle_errors
+from agent.errors import AgentError
+from agent.loader import load_fabric
+from agent.twin.metrics import MAX_DURATION_S, TwinReport, run_twin
+from agent.twin.network import build_network
+from agent.twin.scenarios import MAX_SENDERS, SCENARIOS, ScenarioName
+from agent.units import UnitError, format_speed, parse_speed
+
+_DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|ms|us|µs|ns)?\s*$")
+_DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, None: 1.0}
+
+
+class DurationType(click.ParamType[float]):
+    """``10ms``, ``250us``, ``0.5s`` or plain seconds; finite, > 0, at most 10 s."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        match = _DURATION_RE.match(str(value))
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)] if match else math.nan
+        if not (math.isfinite(seconds) and 0 < seconds <= MAX_DURATION_S):
+            self.fail(
+                f"Expected: a duration such as 10ms, 250us or 0.5s, more than 0 and at most "
+                f"{MAX_DURATION_S:g}s Actual: {value!r}",
+                param,
+                ctx,
+            )
+        return seconds
+
+
+class SpeedType(click.ParamType[int]):
+    name = "speed"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_speed(str(value))
+        except UnitError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _console() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _gbps(bps: float) -> str:
+    if bps >= 1e9:
+        return f"{bps / 1e9:.2f} Gb/s"
+    if bps >= 1e6:
+        return f"{bps / 1e6:.2f} Mb/s"
+    return f"{bps / 1e3:.2f} kb/s"
+
+
+def _bytes(value: int) -> str:
+    return f"{value / 1000:.1f} KB"
+
+
+def render_table(result: TwinReport, console: Console) -> None:
+    """The summary, the ports that did something, and the flows (first 32)."""
+    summary = Table(
+        title=f"twin {result.scenario} on {result.fabric} ({result.profile}), "
+        f"{format_speed(result.speed_bps)}, {result.duration_s * 1e3:g} ms"
+    )
+    summary.add_column("metric")
+    summary.add_column("value", justify="right")
+    rows: list[tuple[str, str]] = [
+        ("lossless drops", str(result.lossless_drops)),
+        ("lossy drops", str(result.lossy_drops)),
+        (
+            "drops by priority",
+            ", ".join(f"{k}: {v}" for k, v in result.drops_by_class.items()) or "-",
+        ),
+        ("PFC frames sent", str(result.pfc_frames)),
+        ("max paused fraction", f"{result.max_paused_fraction:.1%}"),
+        ("bottleneck", result.bottleneck or "-"),
+        ("bottleneck utilisation", f"{result.bottleneck_utilisation:.1%}"),
+        (
+            "queue peak / p99",
+            f"{_bytes(result.queue_peak_bytes)} / {_bytes(result.queue_p99_bytes)}",
+        ),
+        ("CE fraction", f"{result.ce_fraction:.2%}"),
+        ("CNPs sent / received", f"{result.cnps_sent} / {result.cnps_received}"),
+        ("goodput", _gbps(result.goodput_bps)),
+        ("Jain fairness (2nd half)", "-" if result.jain is None else f"{result.jain:.4f}"),
+        (
+            "time to converge",
+            "-" if result.converge_s is None else f"{result.converge_s * 1e3:.3f} ms",
+        ),
+    ]
+    if result.victim_goodput_bps is not None:
+        rows.append(("victim goodput", _gbps(result.victim_goodput_bps)))
+    if result.scenario == "storm":
+        rows.append(("storms detected", str(result.storms_detected)))
+    rows.append(("events / wall time", f"{result.events} / {result.wall_s:.2f} s"))
+    for name, value in rows:
+        summary.add_row(name, value)
+    console.print(summary)
+    ports = Table(title="ports")
+    for column in ("port", "util", "queue peak", "queue p99", "XOFF/XON tx", "PFC rx", "paused",
+                   "drops (hdrm/tail/wd)", "ECN marked"):  # fmt: skip
+        ports.add_column(column, justify="left" if column == "port" else "right")
+    for p in result.ports:
+        ports.add_row(
+            p.port,
+            f"{p.utilisation:.1%}",
+            _bytes(p.queue_peak_bytes),
+            _bytes(p.queue_p99_bytes),
+            f"{p.pfc_xoff_tx}/{p.pfc_xon_tx}",
+            str(p.pfc_rx),
+            f"{p.paused_fraction:.1%}",
+            f"{p.headroom_drops}/{p.tail_drops}/{p.watchdog_drops}",
+            str(p.ecn_marked),
+        )
+    console.print(ports)
+    flows = Table(title="flows")
+    for column in ("flow", "goodput", "2nd half", "DCQCN rate", "CE", "CNPs", "NIC paused"):
+        flows.add_column(column, justify="left" if column == "flow" else "right")
+    for f in result.flows[:32]:
+        flows.add_row(
+            f.flow,
+            _gbps(f.goodput_bps),
+            _gbps(f.goodput_second_half_bps),
+            _gbps(f.final_rate_bps),
+            f"{f.ce_fraction:.1%}",
+            str(f.cnps_received),
+            f"{f.paused_fraction:.1%}",
+        )
+    if len(result.flows) > 32:
+        flows.caption = f"{len(result.flows) - 32} more flows in --output json"
+    console.print(flows)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False)
+
+
+@click.command("twin")
+@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--scenario", type=click.Choice(SCENARIOS), default="incast", show_default=True,
+    help="incast: N:1 onto one host; all-to-all: N hosts; victim: incast + a flow sharing an "
+    "upstream link; storm: one host sends XOFF continuously.",
+)  # fmt: skip
+@click.option(
+    "--senders", type=click.IntRange(1, MAX_SENDERS), default=2, show_default=True,
+    help="Incast senders (hosts, for all-to-all).",
+)  # fmt: skip
+@click.option("--speed", type=SpeedType(), help="Pick hosts whose NIC runs at this speed.")
+@click.option(
+    "--duration", type=DurationType(), default="10ms", show_default=True,
+    help="Simulated time (storm: at least detection + 2 polling intervals).",
+)  # fmt: skip
+@click.option(
+    "--seed", type=click.IntRange(0, 2**32 - 1), default=1, show_default=True,
+    help="Seed of the WRED/ECN marking draws (same seed, same result).",
+)  # fmt: skip
+@click.option(
+    "--senders-ignore-pause", is_flag=True,
+    help="What if the senders' NICs did not honour PFC (no pfc_vector on the host)?",
+)  # fmt: skip
+@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
+    help="Write queue depth, rates and pauses over time (FILE.png or FILE.svg).",
+)  # fmt: skip
+@handle_errors
+def twin_command(
+    fabric: Path,
+    scenario: ScenarioName,
+    senders: int,
+    speed: int | None,
+    duration: float,
+    seed: int,
+    senders_ignore_pause: bool,
+    output: str,
+    plot_file: Path | None,
+) -> None:
+    """Simulate a scenario on the fabric's own speeds, cables, thresholds and DCQCN settings.
+
+    Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
+    """
+    if plot_file is not None and plot_file.suffix.lower() not in (".png", ".svg"):
+        suffix = plot_file.suffix or "no suffix"
+        raise AgentError(f"--plot {plot_file}: Expected: a .png or .svg file Actual: {suffix}")
+    network = build_network(load_fabric(fabric).intent)
+    result = run_twin(
+        network,
+        scenario,
+        senders=senders,
+        duration_s=duration,
+        speed_bps=speed,
+        seed=seed,
+        ignore_pause=senders_ignore_pause,
+    )
+    if plot_file is not None:
+        from agent.twin.plot import write_plot
+
+        write_plot(result, plot_file)
+    if output == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render_table(result, _console())
+    sys.exit(EXIT_OK if result.passed else EXIT_FAILED)

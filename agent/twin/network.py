@@ -1,0 +1,424 @@
+"""The twin's network: switches, hosts and links of the intent, with the plan's QoS on every port.
+
+Everything comes from the fabric file through :func:`agent.plan.build_plan`: port speeds, MTU,
+cable length, PFC priorities, the pause threshold and headroom, ECN per queue, ETS, the PFC
+watchdog and the host NICs' DCQCN parameters.  The plan's knobs become the shared model's
+parameters (:mod:`lossless.config`) with the same meaning the lab's management plane gives the
+same EOS lines (``lab/mgmt/translate.py``, read, not imported):
+
+* ``priority-flow-control on`` + ``priority P no-drop`` -> ``PortQosConfig.pfc_enabled`` /
+  ``no_drop`` = the plan's PFC priorities of the port;
+* ``random-detect ecn minimum-threshold .. maximum-threshold .. max-mark-probability`` ->
+  ``EcnConfig(min_bytes, max_bytes, max_probability)`` per queue;
+* ``priority strict`` -> ``QueueConfig.strict``; ``bandwidth percent`` -> ``bandwidth_percent``;
+* the watchdog: ``detection_ms`` / ``restoration_ms`` / ``polling_ms`` -> ``timeout_ms`` /
+  ``recovery_ms`` / ``polling_ms``; the intent's ``forward`` is EOS ``no-drop``, ``alert`` the
+  port action ``notify-only`` (``alert`` in the model).
+
+Buffers (README "Buffers, headroom and the pause threshold"): the plan's ``pause_threshold``
+is the ingress occupancy at which XOFF is sent (``BufferConfig.xoff_bytes``); the plan's
+SONiC ``xoff`` is what still arrives after the pause went out, i.e. the headroom above it
+(``headroom_bytes``); XON is sent once the occupancy is ``xon`` (SONiC's pipeline-latency
+reserve) below the pause threshold -- the hysteresis of SONiC's ``xon_offset``.  Lossy queues
+tail-drop at ``pause_threshold + headroom``, the most a lossless priority group may hold, so
+both kinds of class get the same buffer.  These three choices are the twin's, stated here.
+
+Propagation: 5 ns per metre of cable -- signals travel at about 2/3 of c in fibre and in
+twinax copper (refractive index ~1.47-1.5), the figure vendors quote for link latency; the
+SONiC headroom lua that :mod:`agent.tuning` follows uses 198 000 km/s, i.e. 5.05 ns/m.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from agent import tuning
+from agent.errors import AgentError
+from agent.intent import FabricIntent, Watchdog
+from agent.loader import load_fabric
+from agent.plan import DevicePlan, Plan, PortPlan, build_plan
+from agent.units import format_speed
+from lossless.config import (
+    BufferConfig,
+    EcnConfig,
+    PortQosConfig,
+    QueueConfig,
+    WatchdogConfig,
+)
+
+PROPAGATION_S_PER_M = 5e-9
+"""Cable propagation delay per metre (module docstring)."""
+ROCE_UDP_PORT = 4791  # IANA, RoCEv2 destination port; the source port carries the entropy
+
+
+class TwinError(AgentError):
+    """A scenario the network cannot run (too few hosts, no path, inconsistent links)."""
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """One end of a link: a switch port or a host NIC port."""
+
+    device: str
+    name: str
+    index: int  # position among the device's ports
+    speed_bps: int
+    cable_m: float
+    mtu: int
+    peer_device: str
+    peer_port: str
+    qos: PortQosConfig | None  # switches only
+    buffer: BufferConfig | None  # switches only
+    min_headroom_bytes: int  # agent.tuning's computed minimum (SONiC xoff) for this port
+
+    @property
+    def propagation_s(self) -> float:
+        return self.cable_m * PROPAGATION_S_PER_M
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    name: str
+    role: str
+    ports: list[PortSpec]
+    dscp_to_tc: list[int]  # 64 entries: the plan's DSCP map, default priority 0
+
+
+@dataclass(frozen=True)
+class NicSpec:
+    """A host and its one NIC port (the first port with a peer)."""
+
+    name: str
+    port: PortSpec
+    leaf: str
+    roce_dscp: int
+    roce_priority: int
+    cnp_dscp: int
+    cnp_priority: int
+    pfc_priorities: list[int]
+    dcqcn: dict[str, int]
+
+
+@dataclass
+class TwinNetwork:
+    """The fabric as the twin runs it, plus shortest-path ECMP routing."""
+
+    name: str
+    profile: str
+    switches: dict[str, SwitchSpec]
+    hosts: dict[str, NicSpec]
+    ecn_enabled: bool
+    _routes: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+
+    def hosts_at(self, speed_bps: int | None) -> list[NicSpec]:
+        """Hosts (fabric file order) whose NIC runs at ``speed_bps`` (any speed if None)."""
+        return [
+            h for h in self.hosts.values() if speed_bps is None or h.port.speed_bps == speed_bps
+        ]
+
+    def routes_to(self, host: str) -> dict[str, tuple[int, ...]]:
+        """Per switch: the egress port indices on a shortest path to ``host`` (ECMP set)."""
+        cached = self._routes.get(host)
+        if cached is not None:
+            return cached
+        nic = self.hosts[host]
+        distance: dict[str, int] = {host: 0}
+        todo = deque([host])
+        while todo:
+            node = todo.popleft()
+            for peer in self._neighbours(node):
+                if peer not in distance:
+                    distance[peer] = distance[node] + 1
+                    # Hosts do not forward: only switches extend a path.
+                    if peer in self.switches:
+                        todo.append(peer)
+        table: dict[str, tuple[int, ...]] = {}
+        for name, switch in self.switches.items():
+            if name not in distance:
+                continue
+            table[name] = tuple(
+                p.index
+                for p in switch.ports
+                if distance.get(p.peer_device, -1) == distance[name] - 1
+                and (p.peer_device in self.switches or p.peer_device == nic.name)
+            )
+        self._routes[host] = table
+        return table
+
+    def _neighbours(self, node: str) -> list[str]:
+        if node in self.hosts:
+            return [self.hosts[node].port.peer_device]
+        return [p.peer_device for p in self.switches[node].ports]
+
+    def path(self, src: str, dst: str, flow_hash: int) -> list[tuple[str, int]]:
+        """(switch, egress port index) hops of a flow, as :func:`ecmp_pick` chooses them."""
+        routes = self.routes_to(dst)
+        hops: list[tuple[str, int]] = []
+        node = self.hosts[src].port.peer_device
+        while node in self.switches:
+            choices = routes.get(node)
+            if not choices:
+                raise TwinError(f"twin: no path from {src} to {dst} (stuck at {node})")
+            index = ecmp_pick(node, choices, flow_hash)
+            hops.append((node, index))
+            node = self.switches[node].ports[index].peer_device
+            if len(hops) > len(self.switches):
+                raise TwinError(f"twin: routing loop from {src} to {dst}")
+        return hops
+
+
+def flow_hash(src: str, dst: str, udp_sport: int) -> int:
+    """A deterministic hash of a flow's 5-tuple (UDP, source port = RoCEv2 entropy)."""
+    key = f"{src}|{dst}|17|{udp_sport}|{ROCE_UDP_PORT}".encode()
+    return zlib.crc32(key)
+
+
+def ecmp_pick(switch: str, choices: tuple[int, ...], hashed: int) -> int:
+    """The ECMP member a switch picks: the flow hash salted with the switch name, so that two
+    tiers do not make the same choice (hash polarisation)."""
+    if len(choices) == 1:
+        return choices[0]
+    salted = zlib.crc32(switch.encode(), hashed)
+    return choices[salted % len(choices)]
+
+
+def _watchdog(intent_wd: Watchdog) -> WatchdogConfig:
+    actions: dict[str, Literal["drop", "no-drop", "alert"]] = {
+        "drop": "drop",
+        "forward": "no-drop",
+        "alert": "alert",
+    }
+    action = actions[intent_wd.action]
+    return WatchdogConfig(
+        enabled=intent_wd.enabled,
+        timeout_ms=intent_wd.detection_ms,
+        recovery_ms=intent_wd.restoration_ms,
+        polling_ms=intent_wd.polling_ms,
+        action=action,
+    )
+
+
+def _port_qos(device: DevicePlan, port: PortPlan) -> tuple[PortQosConfig, BufferConfig, int]:
+    queues: dict[int, QueueConfig] = {}
+    ecn = {e.queue: e for e in port.ecn}
+    for tc in range(8):
+        strict = tc in device.ets.strict
+        weight = None if strict else device.ets.weights.get(tc)
+        marking = ecn.get(tc)
+        ecn_cfg = (
+            EcnConfig(
+                min_bytes=marking.min_bytes,
+                max_bytes=marking.max_bytes,
+                max_probability=marking.max_probability,
+            )
+            if marking is not None
+            else None
+        )
+        if strict or weight is not None or ecn_cfg is not None:
+            queues[tc] = QueueConfig(ecn=ecn_cfg, strict=strict, bandwidth_percent=weight)
+    qos = PortQosConfig(
+        pfc_enabled=bool(port.pfc_priorities),
+        no_drop=list(port.pfc_priorities),
+        watchdog=_watchdog(device.watchdog),
+        queues=queues,
+    )
+    if port.headroom:
+        head = next(iter(port.headroom.values()))
+        pause = head.pause_threshold
+        buffer = BufferConfig(
+            xoff_bytes=pause,
+            xon_bytes=max(0, pause - head.xon),
+            headroom_bytes=head.xoff,
+            queue_limit_bytes=pause + head.xoff,
+        )
+        minimum = head.minimum_xoff
+    else:
+        # Lossy profile: no PG thresholds; the lossy queue limit is what a lossless PG of the
+        # same port would get with the computed headroom (see the module docstring).
+        computed = tuning.pfc_headroom(port.speed_bps, port.cable_m, port.mtu)
+        limit = 2 * computed.size
+        buffer = BufferConfig(
+            xoff_bytes=limit, xon_bytes=0, headroom_bytes=0, queue_limit_bytes=limit
+        )
+        minimum = computed.xoff
+    return qos, buffer, minimum
+
+
+def _links(intent: FabricIntent) -> dict[tuple[str, str], tuple[str, str]]:
+    """(device, port) -> (peer device, peer port), both directions, checked."""
+    declared: dict[tuple[str, str], tuple[str, str]] = {}
+    for device in intent.devices:
+        for port in device.ports:
+            if port.peer:
+                peer_dev, _, peer_port = port.peer.partition(":")
+                declared[(device.name, port.name)] = (peer_dev, peer_port)
+    for (dev, name), (peer_dev, peer_port) in declared.items():
+        back = declared.get((peer_dev, peer_port))
+        peer_device = intent.device(peer_dev)
+        if peer_device is None or peer_device.port_named(peer_port) is None:
+            raise TwinError(
+                f"twin: {dev}:{name} peer {peer_dev}:{peer_port}: Expected: a port of the "
+                "fabric Actual: no such device or port"
+            )
+        if back is not None and back != (dev, name):
+            raise TwinError(
+                f"twin: {dev}:{name} -> {peer_dev}:{peer_port}, but {peer_dev}:{peer_port} -> "
+                f"{back[0]}:{back[1]}: Expected: both ends name each other"
+            )
+    # A link declared on one side only is still a link.
+    for (dev, name), (peer_dev, peer_port) in list(declared.items()):
+        declared.setdefault((peer_dev, peer_port), (dev, name))
+    return declared
+
+
+def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork:
+    """The twin's network for a validated intent (and its plan, computed if not given)."""
+    plan = plan or build_plan(intent)
+    links = _links(intent)
+    switches: dict[str, SwitchSpec] = {}
+    hosts: dict[str, NicSpec] = {}
+    profile = intent.profile
+    for dev_plan in plan.devices:
+        dscp = [0] * 64
+        for code, prio in dev_plan.dscp_to_priority.items():
+            dscp[code] = prio
+        specs: list[PortSpec] = []
+        for port_plan in dev_plan.ports:
+            link = links.get((dev_plan.name, port_plan.name))
+            if link is None:
+                continue  # unconnected: carries nothing
+            if dev_plan.role == "host":
+                qos, buffer, minimum = None, None, 0
+            else:
+                qos, buffer, minimum = _port_qos(dev_plan, port_plan)
+            specs.append(
+                PortSpec(
+                    device=dev_plan.name,
+                    name=port_plan.name,
+                    index=len(specs),
+                    speed_bps=port_plan.speed_bps,
+                    cable_m=port_plan.cable_m,
+                    mtu=port_plan.mtu,
+                    peer_device=link[0],
+                    peer_port=link[1],
+                    qos=qos,
+                    buffer=buffer,
+                    min_headroom_bytes=minimum,
+                )
+            )
+        if dev_plan.role != "host":
+            switches[dev_plan.name] = SwitchSpec(dev_plan.name, dev_plan.role, specs, dscp)
+            continue
+        nic = dev_plan.nic
+        if not specs or nic is None:
+            continue  # a host without a link cannot take part
+        hosts[dev_plan.name] = NicSpec(
+            name=dev_plan.name,
+            port=specs[0],
+            leaf=specs[0].peer_device,
+            roce_dscp=profile.roce.dscp,
+            roce_priority=profile.roce.priority,
+            cnp_dscp=nic.dcqcn.get("cnp_dscp", profile.cnp.dscp),
+            cnp_priority=nic.dcqcn.get("cnp_802p_prio", profile.cnp.priority),
+            pfc_priorities=list(nic.pfc_priorities),
+            dcqcn=dict(nic.dcqcn),
+        )
+    _check_peers(switches, hosts)
+    return TwinNetwork(
+        name=intent.name,
+        profile=profile.name,
+        switches=switches,
+        hosts=hosts,
+        ecn_enabled=profile.ecn.enabled,
+    )
+
+
+def _check_peers(switches: dict[str, SwitchSpec], hosts: dict[str, NicSpec]) -> None:
+    for switch in switches.values():
+        for spec in switch.ports:
+            if spec.peer_device not in switches and spec.peer_device not in hosts:
+                raise TwinError(
+                    f"twin: {switch.name}:{spec.name} peer {spec.peer_device}: Expected: a "
+                    "switch or a host with a NIC port"
+                )
+    for host in hosts.values():
+        if host.leaf not in switches:
+            raise TwinError(
+                f"twin: host {host.name}: Expected: its NIC linked to a switch Actual: {host.leaf}"
+            )
+        back = next((p for p in switches[host.leaf].ports if p.peer_device == host.name), None)
+        if back is not None and back.speed_bps != host.port.speed_bps:
+            raise TwinError(
+                f"twin: link {host.name}:{host.port.name} - {host.leaf}:{back.name}: Expected: "
+                f"one speed Actual: {format_speed(host.port.speed_bps)} and "
+                f"{format_speed(back.speed_bps)}"
+            )
+
+
+def load_network(path: Path) -> TwinNetwork:
+    """Load a fabric file (errors located as by every other command) into the twin's network."""
+    return build_network(load_fabric(path).intent)
+
+
+PAPER_DCQCN: dict[str, int] = {
+    # Zhu et al. SIGCOMM 2015 / CoNEXT 2016 Table 1 in mlx5 names (agent.twin.fluid's table):
+    # T 55 us, B 10 MB, R_AI 40 Mb/s, g 1/256, tau 50 us; no hyper increase in the fluid
+    # model, so R_HAI = R_AI here.
+    "rpg_time_reset": 55,
+    "rpg_byte_reset": 10_000_000,
+    "rpg_ai_rate": 40,
+    "rpg_hai_rate": 40,
+    "rpg_gd": 11,
+    "rpg_min_dec_fac": 50,
+    "rpg_min_rate": 1,
+    "dce_tcp_g": 1020,
+    "rate_reduce_monitor_period": 50,
+    "initial_alpha_value": 1023,
+    "min_time_between_cnps": 50,
+}
+
+
+def star_fabric_yaml(
+    hosts: int,
+    speed: str,
+    *,
+    profile: str = "dcqcn-paper",
+    mtu: int = 4096,
+    cable_m: float = 3.0,
+    dcqcn: dict[str, int] | None = None,
+    extra_overrides: str = "",
+) -> str:
+    """A one-switch fabric file (``hosts`` hosts on ``leaf1``) for benches and tests: the
+    smallest network on which an N:1 incast has exactly one bottleneck."""
+    lines = [
+        "name: twin-star",
+        f"profile: {profile}",
+        "defaults:",
+        "  username: netops",
+        "  credentials: {password_env: TWIN_UNUSED}",
+    ]
+    nic = dict(dcqcn or {})
+    if nic or extra_overrides:
+        lines.append("overrides:")
+        if nic:
+            lines.append("  nic:")
+            lines.append("    dcqcn: {" + ", ".join(f"{k}: {v}" for k, v in nic.items()) + "}")
+        if extra_overrides:
+            lines.extend("  " + row for row in extra_overrides.strip("\n").splitlines())
+    lines += ["devices:", "  - {name: leaf1, platform: arista_eos, role: leaf, host: leaf1,"]
+    ports = ", ".join(
+        f'{{name: Ethernet{i}, speed: {speed}, cable_m: {cable_m}, mtu: {mtu}, peer: "h{i}:eth0"}}'
+        for i in range(1, hosts + 1)
+    )
+    lines.append(f"     ports: [{ports}]}}")
+    for i in range(1, hosts + 1):
+        lines.append(
+            f"  - {{name: h{i}, platform: linux_host, role: host, host: h{i}, ports: "
+            f"[{{name: eth0, speed: {speed}, cable_m: {cable_m}, mtu: {mtu}, "
+            f'peer: "leaf1:Ethernet{i}"}}]}}'
+        )
+    return "\n".join(lines) + "\n"

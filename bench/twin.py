@@ -1,0 +1,185 @@
+"""The fabric twin: how fast it runs, and how well it agrees with the DCQCN fluid model.
+
+Speed (events per second, simulated time / wall time), in one run on this machine:
+
+- N:1 incast, N = 8 and 16, at 100 Gb/s (a one-switch fabric, MTU 9214) and 400 Gb/s (the
+  400G example pod, ``playbooks/fabrics/pod-400g.yml``), 10 ms each, with the fabric's own
+  profile (nvidia-default, mlx5 DCQCN defaults) and with the DCQCN paper's NIC parameters
+  (which keep the bottleneck busy, so every packet of line rate is simulated);
+- all-to-all among 8 hosts of the 400G pod (56 flows over leaves and spines), 1 ms.
+  Goal (issue #13): 10 ms of 16:1 incast at 400 Gb/s in under 10 s.
+
+Agreement: the twin against :mod:`agent.twin.fluid` (Zhu et al., CoNEXT 2016) for 2:1, 8:1 and
+16:1 incast at 40 and 100 Gb/s with the paper's parameters (profile dcqcn-paper: Kmin 5 KB,
+Kmax 200 KB, Pmax 1 %; NIC: :data:`agent.twin.network.PAPER_DCQCN`), MTU 4096 (4114-byte
+frames; the fluid model counts in the same packets), 100 ms from line rate, means over the last
+20 ms.  The fluid model's feedback delay is the twin's base round trip rounded up to the fluid
+step (1 us): two frame times plus the cables, 2 us at 40G and 1 us at 100G.
+
+    python bench/twin.py [--skip-speed] [--skip-agreement] [--profile] [--horizon 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import math
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from agent.twin.engine import Engine
+from agent.twin.fluid import fixed_point, from_mlx5, simulate, steady_state
+from agent.twin.metrics import run_twin
+from agent.twin.network import PAPER_DCQCN, TwinNetwork, load_network, star_fabric_yaml
+from agent.twin.scenarios import ScenarioName, build_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"
+
+
+def _star(tmp: Path, hosts: int, speed: str, profile: str, mtu: int) -> TwinNetwork:
+    path = tmp / f"star-{hosts}-{speed}-{profile}-{mtu}.yml"
+    path.write_text(star_fabric_yaml(hosts, speed, profile=profile, mtu=mtu))
+    return load_network(path)
+
+
+def speed_table(tmp: Path, profile_run: bool) -> None:
+    pod = load_network(POD)
+    # The worst case for the engine: PFC alone, so the bottleneck runs at line rate and
+    # every frame of 400 Gb/s is an event chain.
+    pfc_only = tmp / "pod-400g-pfc-only.yml"
+    pfc_only.write_text(POD.read_text().replace("profile: nvidia-default", "profile: pfc-only", 1))
+    pod_pfc = load_network(pfc_only)
+    cases: list[tuple[str, TwinNetwork, ScenarioName, int, float, dict[str, int] | None]] = []
+    for dcqcn, label in ((None, "mlx5 defaults"), (PAPER_DCQCN, "paper DCQCN")):
+        star100 = _star(tmp, 17, "100G", "nvidia-default", 9214)
+        for senders in (8, 16):
+            cases.append(
+                (f"incast {senders}:1 100G star, {label}", star100, "incast", senders, 10e-3, dcqcn)
+            )
+        for senders in (8, 16):
+            cases.append(
+                (f"incast {senders}:1 400G pod, {label}", pod, "incast", senders, 10e-3, dcqcn)
+            )
+    for senders in (8, 16):
+        cases.append(
+            (f"incast {senders}:1 400G pod, pfc-only (line rate)", pod_pfc, "incast", senders,
+             10e-3, None)
+        )  # fmt: skip
+    cases.append(("all-to-all 8 hosts 400G pod, mlx5 defaults", pod, "all-to-all", 8, 1e-3, None))
+    cases.append(("all-to-all 8 hosts 400G pod, paper DCQCN", pod, "all-to-all", 8, 1e-3,
+                  PAPER_DCQCN))  # fmt: skip
+    print("| case | sim time | events | wall | events/s | sim/wall | util | goal |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, net, scenario, senders, duration, dcqcn in cases:
+        result = run_twin(
+            net,
+            scenario,
+            senders=senders,
+            duration_s=duration,
+            dcqcn_override=dcqcn,
+        )
+        goal = ""
+        if "16:1 400G" in name:
+            goal = "met (< 10 s)" if result.wall_s < 10 else "MISSED (>= 10 s)"
+        print(
+            f"| {name} | {duration * 1e3:g} ms | {result.events} | {result.wall_s:.2f} s | "
+            f"{result.events / result.wall_s:,.0f} | {duration / result.wall_s:.2e} | "
+            f"{result.bottleneck_utilisation:.0%} | {goal} |"
+        )
+    if profile_run:
+        flows = build_scenario(pod_pfc, "incast", 16).flows
+        engine = Engine(pod_pfc, flows)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        engine.run(10e-3)
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(18)
+        print("\ncProfile, 16:1 incast at 400G, pfc-only (line rate), 10 ms (by own time):")
+        print("\n".join(out.getvalue().splitlines()[:45]))
+
+
+def agreement_table(tmp: Path, horizon: float) -> None:
+    window = min(0.02, horizon / 5)
+    print(
+        "\n| C | N | fluid q (KB) | twin q (KB) | q diff | fluid rate/flow | twin goodput/flow "
+        "(mean, min-max) | rate diff | twin Jain | fluid p* (Pmax 1 %) | wall twin / fluid |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for speed, capacity in (("40G", 40e9), ("100G", 100e9)):
+        for senders in (2, 8, 16):
+            net = _star(tmp, senders + 1, speed, "dcqcn-paper", 4096)
+            frame = 4096 + 18
+            wire = frame + 20
+            # The twin's bottleneck carries frames plus 20 B preamble/IFG each: the fluid
+            # model's C is the frame rate the port can carry, in frame bits.
+            frame_capacity = capacity * frame / wire
+            delay_us = max(1, math.ceil(2 * wire * 8 / capacity * 1e6))
+            started = time.perf_counter()
+            params = from_mlx5(
+                PAPER_DCQCN,
+                capacity_bps=frame_capacity,
+                kmin_bytes=5000,
+                kmax_bytes=200_000,
+                pmax_pct=1,
+                feedback_delay_s=delay_us * 1e-6,
+                packet_bytes=frame,
+                line_rate_bps=frame_capacity,
+            )
+            fluid = steady_state(simulate(params, [frame_capacity] * senders, horizon), window)
+            fluid_wall = time.perf_counter() - started
+            star_point = fixed_point(params, senders)
+            corner = " (beyond Kmax)" if star_point.beyond_kmax else ""
+            scenario = build_scenario(net, "incast", senders)
+            engine = Engine(net, scenario.flows, dcqcn_override=PAPER_DCQCN, max_samples=4000)
+            started = time.perf_counter()
+            engine.run(horizon)
+            twin_wall = time.perf_counter() - started
+            samples = [s for s in engine.samples if s.t_s >= horizon - window]
+            port = "leaf1:Ethernet1"
+            twin_q = statistics.fmean(s.queue_bytes.get(port, 0) for s in samples)
+            first, last = samples[0], samples[-1]
+            span = last.t_s - first.t_s
+            rates = [
+                (last.rx_bytes[i] - first.rx_bytes[i]) * 8 / span for i in range(len(engine.flows))
+            ]
+            twin_rate = statistics.fmean(rates)
+            fluid_rate = statistics.fmean(fluid.mean_rate_bps)
+            jain = sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates))
+            q_diff = (twin_q - fluid.mean_queue_bytes) / max(fluid.mean_queue_bytes, 1.0)
+            print(
+                f"| {speed} | {senders} | {fluid.mean_queue_bytes / 1e3:.1f} | "
+                f"{twin_q / 1e3:.1f} | {q_diff:+.0%} | "
+                f"{fluid_rate / 1e9:.3f} Gb/s | {twin_rate / 1e9:.3f} Gb/s "
+                f"({min(rates) / 1e9:.2f}-{max(rates) / 1e9:.2f}) | "
+                f"{(twin_rate - fluid_rate) / fluid_rate:+.1%} | {jain:.3f} | "
+                f"{star_point.p:.2%}{corner} | "
+                f"{twin_wall:.1f} s / {fluid_wall:.1f} s |"
+            )
+            sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-agreement", action="store_true")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the 400G 16:1 line-rate case"
+    )
+    parser.add_argument("--horizon", type=float, default=0.1, help="agreement run length (s)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.skip_speed:
+            speed_table(Path(tmp), args.profile)
+        if not args.skip_agreement:
+            agreement_table(Path(tmp), args.horizon)
+
+
+if __name__ == "__main__":
+    main()

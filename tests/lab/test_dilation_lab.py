@@ -1,0 +1,74 @@
+"""A time-faithful lab: with the hosts' DCQCN dilated to what the lab links stand for, a 2:1
+incast is handled by ECN and DCQCN, not by PFC; at real time (factor 1) PFC does all the work.
+
+Same lab, same switch thresholds (6-18 KB, PFC at 30 KB), same DCQCN parameters; only
+``emulation.time_dilation`` differs between the two runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
+from test_probes_lab import intent, set_qos, switch_totals
+
+from agent.intent import Emulation
+from agent.probes import scenarios
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+]
+DURATION_S = 2.0
+LINE_BPS = 10_000_000
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    name = f"dl{os.getpid()}"
+    state_dir = tmp_path_factory.mktemp("dilationlab") / name
+    started = start_lab(name, state_dir)
+    try:
+        yield started
+    finally:
+        stop_lab(name, state_dir)
+
+
+def _incast(lab: Lab, factor: int) -> dict[str, Any]:
+    fabric = intent(lab)
+    dilated = fabric.model_copy(update={"emulation": Emulation(time_dilation=factor)})
+    set_qos(lab, pfc=True, ecn=True)  # also clears the switch counters
+    result = scenarios.incast(dilated, "h3", ["h1", "h2"], duration_s=DURATION_S, dcqcn=True)
+    result["switch"] = switch_totals(lab)
+    return result
+
+
+def _rate_between_pauses(row: dict[str, Any]) -> float:
+    sending_s = DURATION_S - row["paused_s"]
+    return float(row["send_rate_bps"]) * DURATION_S / sending_s if sending_s > 0 else 0.0
+
+
+def test_dilated_dcqcn_acts_before_pfc_real_time_dcqcn_does_not(lab: Lab) -> None:
+    factor = intent(lab).emulation.time_dilation
+    assert factor > 1, "the leaf-spine lab declares what it stands for"
+    real_time = _incast(lab, 1)
+    dilated = _incast(lab, factor)
+    for result in (real_time, dilated):
+        assert result["totals"]["lost"] == 0, result["totals"]
+        assert result["switch"]["headroom_drops"] == result["switch"]["tail_drops"] == 0
+        assert result["totals"]["ce_marked"] > 0 and result["totals"]["cnps_received"] > 0
+    # Dilated: the reaction point cuts and stays cut between packets, so the senders run
+    # below line rate while not paused, and the switch pauses them far less.
+    assert dilated["time_dilation"] == factor
+    assert dilated["totals"]["rate_cuts"] > 0
+    for row in dilated["flows"]:
+        assert _rate_between_pauses(row) < 0.8 * LINE_BPS, row
+    # Real time: the rate is back at line rate before the next frame, PFC does the work.
+    for row in real_time["flows"]:
+        assert _rate_between_pauses(row) > 0.9 * LINE_BPS, row
+    pauses = (real_time["totals"]["pfc_frames_received"], dilated["totals"]["pfc_frames_received"])
+    assert pauses[1] * 4 <= pauses[0], f"PFC frames real time vs dilated: {pauses}"
+    assert dilated["totals"]["paused_s"] * 4 <= real_time["totals"]["paused_s"]
