@@ -98,6 +98,13 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cell(value: object) -> str:
+    # Medians of whole counts come back as floats (6000000.0): print them as counts.
+    if isinstance(value, float):
+        return f"{value:.0f}" if value >= 1000 else f"{value:g}"
+    return str(value)
+
+
 def render_table(report: Report, console: Console) -> None:
     steps = Table(title=f"{report.playbook} on {report.fabric}")
     for column in ("step", "status", "duration", "error"):
@@ -130,14 +137,17 @@ def render_table(report: Report, console: Console) -> None:
     if report.recommendation:
         sweep = Table(title="ECN sweep")
         rows = report.recommendation["candidates"]
-        for column in rows[0] if rows else ():
+        columns = [c for c in rows[0] if c != "runs"] if rows else []  # runs: in the JSON
+        for column in columns:
             sweep.add_column(column)
         for row in rows:
-            sweep.add_row(*(str(v) for v in row.values()))
+            sweep.add_row(*(_cell(row[c]) for c in columns))
         console.print(sweep)
         best = report.recommendation.get("recommended")
+        if best:
+            best = {c: best[c] for c in columns}
         console.print(
-            f"recommended: {best}" if best else "no candidate kept zero loss at full goodput"
+            f"recommended: {best}" if best else "no candidate: zero loss above the goodput floor"
         )
     if report.rolled_back:
         console.print(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -344,6 +345,30 @@ def run_twin(
         scenario.notes.append(
             f"duration raised to {duration * 1e3:g} ms to see the watchdog detect the storm"
         )
+    return simulate(
+        network,
+        scenario,
+        senders=senders,
+        duration_s=duration,
+        seed=seed,
+        dcqcn_override=dcqcn_override,
+        ignore_pause=ignore_pause,
+    )[1]
+
+
+def simulate(
+    network: TwinNetwork,
+    scenario: Scenario,
+    *,
+    senders: int,
+    duration_s: float,
+    seed: int = 1,
+    dcqcn_override: dict[str, int] | None = None,
+    ignore_pause: bool = False,
+    on_sample: Callable[[Engine, float], None] | None = None,
+) -> tuple[Engine, TwinReport]:
+    """Run a built scenario for ``duration_s``; the engine (for callers that read more of
+    it, such as tune's measurement window via ``on_sample``) and its report."""
     engine = Engine(
         network,
         scenario.flows,
@@ -351,11 +376,12 @@ def run_twin(
         dcqcn_override=dcqcn_override,
         ignore_pause=frozenset(f.src for f in scenario.flows) if ignore_pause else frozenset(),
         storm=scenario.storm,
+        on_sample=on_sample,
     )
     started = time.perf_counter()
-    engine.run(duration)
+    engine.run(duration_s)
     wall = time.perf_counter() - started
-    return report(
+    summary = report(
         engine,
         scenario,
         fabric=network.name,
@@ -364,3 +390,4 @@ def run_twin(
         seed=seed,
         wall_s=wall,
     )
+    return engine, summary

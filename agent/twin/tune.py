@@ -68,7 +68,7 @@ from agent.intent import FabricIntent, Profile
 from agent.plan import Plan, build_plan
 from agent.rules import RULES
 from agent.twin.engine import Engine, SwitchPort
-from agent.twin.metrics import report, time_weighted_p99
+from agent.twin.metrics import simulate, time_weighted_p99
 from agent.twin.network import TwinError, TwinNetwork, build_network
 from agent.twin.scenarios import Scenario, ScenarioName, build_scenario
 from agent.units import format_size, format_speed
@@ -538,18 +538,13 @@ def run_candidate(
     """One seed of one candidate's network: whole-run drops and onset peak, window metrics."""
     scenario = build_scenario(network, scenario_name, senders, speed_bps)
     window_start = _WindowStart(duration_s / 2)
-    engine = Engine(network, scenario.flows, seed=seed, on_sample=window_start)
-    started = time.perf_counter()
-    engine.run(duration_s)
-    wall = time.perf_counter() - started
-    whole = report(
-        engine,
+    engine, whole = simulate(
+        network,
         scenario,
-        fabric=network.name,
-        profile=network.profile,
         senders=senders,
+        duration_s=duration_s,
         seed=seed,
-        wall_s=wall,
+        on_sample=window_start,
     )
     mark = window_start.mark
     if mark is None:  # pragma: no cover - the engine samples up to the end of the run
@@ -582,7 +577,7 @@ def run_candidate(
         pause_threshold_bytes=pause_threshold,
         bottleneck=bottleneck.name if bottleneck else None,
         events=engine.events,
-        wall_s=wall,
+        wall_s=whole.wall_s,
         paused_fraction_whole=whole.max_paused_fraction,
     )
 
