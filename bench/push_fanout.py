@@ -83,14 +83,32 @@ def start_servers(size: int, state: Path) -> tuple[list[subprocess.Popen[bytes]]
         )
     ports: dict[str, int] = {}
     deadline = time.monotonic() + 120
-    for port_file in files:
-        while not port_file.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("management planes did not start")
+    try:
+        for port_file in files:
+            while not port_file.exists():
+                # A server that died (or never came up) must not leave its sibling running.
+                if any(process.poll() is not None for process in processes):
+                    raise RuntimeError("a management plane server exited during start-up")
+                if time.monotonic() > deadline:
+                    raise RuntimeError("management planes did not start")
+                time.sleep(0.1)
             time.sleep(0.1)
-        time.sleep(0.1)
-        ports.update(json.loads(port_file.read_text()))
+            ports.update(json.loads(port_file.read_text()))
+    except BaseException:
+        stop_servers(processes)
+        raise
     return processes, ports
+
+
+def stop_servers(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def write_fabric(ports: dict[str, int], path: Path) -> None:
@@ -137,9 +155,7 @@ def run(size: int, parallelism: int, tmp: Path) -> tuple[float, dict[str, int]]:
         results = pusher.apply_all(devices, canary=1, batch_size=size, parallelism=parallelism)
         elapsed = time.perf_counter() - started
     finally:
-        for process in processes:
-            process.terminate()
-            process.wait(timeout=10)
+        stop_servers(processes)
     outcome: dict[str, int] = {}
     for result in results:
         outcome[result.result] = outcome.get(result.result, 0) + 1
