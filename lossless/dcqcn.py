@@ -106,6 +106,15 @@ class DcqcnReactionPoint:
             self._bytes_since_step -= self.params["rpg_byte_reset"]
             self._byte_steps += 1
             self._increase(now)
+        self._run_timer(now)
+
+    def advance(self, now: float) -> None:
+        """Let time pass without sending: a NIC's alpha and rate-increase timers run while
+        the QP waits (paced far apart, or paused), so its rate recovers all the same."""
+        self._decay_alpha(now)
+        self._run_timer(now)
+
+    def _run_timer(self, now: float) -> None:
         timer = self.params["rpg_time_reset"] * 1e-6
         while now - self._timer_start >= timer:
             self._timer_start += timer

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from agent.app.support import EXIT_ERROR, EXIT_FAILED, FiniteFloat, handle_errors
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, OUTPUT, FiniteFloat, handle_errors
 from agent.errors import AgentError, printable
 from agent.loader import load_fabric
 from agent.push import (
@@ -28,12 +28,8 @@ from agent.push import (
 from agent.push import state_dir as resolve_state_dir
 from agent.state import Difference
 
-FABRIC = click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
 DEVICES = click.option(
     "--device", "devices", multiple=True, metavar="NAME", help="Only this device (repeatable)."
-)
-OUTPUT = click.option(
-    "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 STATE_DIR = click.option(
     "--state-dir",

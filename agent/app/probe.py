@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import FiniteFloat, handle_errors
+from agent.app.support import OUTPUT, FiniteFloat, handle_errors
 from agent.errors import AgentError
 from agent.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from agent.units import UnitError, parse_speed
@@ -21,9 +21,6 @@ SECONDS = FiniteFloat(0, 86400, min_open=True)
 PACKETS_PER_S = FiniteFloat(0, 1e7, min_open=True)
 
 TABLE_MAX_FLOWS = 1000
-OUTPUT = click.option(
-    "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
 
 
 def _speed(_: click.Context, __: click.Parameter, value: str | None) -> int | None:

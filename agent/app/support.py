@@ -6,6 +6,7 @@ import functools
 import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
@@ -16,6 +17,12 @@ from agent.errors import AgentError, IntentError, printable
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
+
+# Shared by every command that reads a fabric file and prints a table or JSON.
+FABRIC = click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+OUTPUT = click.option(
+    "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

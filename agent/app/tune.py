@@ -21,7 +21,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import EXIT_FAILED, EXIT_OK, FiniteFloat, handle_errors
+from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, FiniteFloat, handle_errors
 from agent.app.twin import DurationType, SpeedType
 from agent.errors import AgentError
 from agent.loader import load_fabric
@@ -164,7 +164,7 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 
 
 @click.command("tune")
-@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@FABRIC
 @click.option(
     "--speed", "speeds", type=SpeedType(), multiple=True,
     help="Tune this host link speed (repeat; default: every speed of the fabric's hosts).",
@@ -206,7 +206,7 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     "--jobs", type=click.IntRange(1, 16), default=1, show_default=True,
     help="Processes running candidates in parallel.",
 )  # fmt: skip
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@OUTPUT
 @click.option(
     "--write-override", "override_file", type=click.Path(path_type=Path, dir_okay=False),
     help="Write the fabric's overrides: block with the recommendation (YAML).",

@@ -18,7 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import EXIT_FAILED, EXIT_OK, handle_errors
+from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
 from agent.errors import AgentError
 from agent.loader import load_fabric
 from agent.twin.metrics import MAX_DURATION_S, TwinReport, run_twin
@@ -158,7 +158,7 @@ def render_table(result: TwinReport, console: Console) -> None:
 
 
 @click.command("twin")
-@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@FABRIC
 @click.option(
     "--scenario", type=click.Choice(SCENARIOS), default="incast", show_default=True,
     help="incast: N:1 onto one host; all-to-all: N hosts; victim: incast + a flow sharing an "
@@ -181,7 +181,7 @@ def render_table(result: TwinReport, console: Console) -> None:
     "--senders-ignore-pause", is_flag=True,
     help="What if the senders' NICs did not honour PFC (no pfc_vector on the host)?",
 )  # fmt: skip
-@click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@OUTPUT
 @click.option(
     "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
     help="Write queue depth, rates and pauses over time (FILE.png or FILE.svg).",

@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import EXIT_ERROR, EXIT_FAILED, handle_errors
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, handle_errors
 from agent.errors import AgentError
 from agent.loader import load_fabric
 from agent.playbooks import PlaybookRunner, Report, StepReport, load_playbook, playbook_path
@@ -201,7 +201,7 @@ class _null:
 
 
 @click.command("validate")
-@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@FABRIC
 @click.option(
     "--playbook",
     "playbook_name",
@@ -230,7 +230,7 @@ def validate_command(
 
 @click.command("run")
 @click.argument("playbook_name", metavar="PLAYBOOK")
-@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@FABRIC
 @click.option("--output", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--report-file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False))

@@ -204,7 +204,7 @@ def run_sender(spec: SendSpec, clock: Clock | None = None) -> dict[str, Any]:
             if readable:
                 _drain(sock, spec, reaction, dilation, result, now, pause)
             if reaction:
-                reaction.on_sent(dilation.model_time(now), 0)  # the timer only
+                reaction.advance(dilation.model_time(now))
                 rate = dilation.lab_rate(reaction.current_bps)
                 next_send = slot + wire_bits / rate if result.sent else start
             if pause.is_paused(now) or now < next_send:

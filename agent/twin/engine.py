@@ -555,9 +555,8 @@ class Engine:
             length = nic.frame_bytes
             if flow.last_sent >= 0:
                 # Paced by the rate *now* (a CNP may have cut it since the entry was made);
-                # a zero-byte on_sent lets the RP's rate-increase timer run during a long gap,
-                # as the NIC's timer runs whether or not the QP sends.
-                rp.on_sent(now, 0)
+                # the RP's timers run during a long gap, as a NIC's do whether or not it sends.
+                rp.advance(now)
                 due = flow.last_sent + length * 8.0 / rp.current_bps
                 if due > now:
                     heapq.heapreplace(flows, (min(due, now + nic.timer_s), index, flow))

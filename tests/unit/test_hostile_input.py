@@ -343,6 +343,11 @@ def test_deletions(tmp_path: Path, which: int, start: float, length: int) -> Non
     _assert_accepted_or_located(path)
 
 
+def _pick(lines: list[int], fraction: float) -> int:
+    """The line at ``fraction`` (0..1) of ``lines``: hypothesis draws a float, not an index."""
+    return lines[min(int(fraction * len(lines)), len(lines) - 1)]
+
+
 def _value_lines(text: str) -> list[int]:
     return [
         i
@@ -364,7 +369,7 @@ def test_type_changes(tmp_path: Path, which: int, picks: list[tuple[float, str]]
     rows = data.decode().splitlines()
     candidates = _value_lines(data.decode())
     for where, junk in picks:
-        index = candidates[min(int(where * len(candidates)), len(candidates) - 1)]
+        index = _pick(candidates, where)
         key, _, _ = rows[index].partition(":")
         rows[index] = f"{key}: {junk}"
     path = tmp_path / source.name
@@ -379,8 +384,8 @@ def test_key_value_swaps(tmp_path: Path, which: int, first: float, second: float
     source, data = _fabric_text(which)
     rows = data.decode().splitlines()
     candidates = _value_lines(data.decode())
-    a = candidates[min(int(first * len(candidates)), len(candidates) - 1)]
-    b = candidates[min(int(second * len(candidates)), len(candidates) - 1)]
+    a = _pick(candidates, first)
+    b = _pick(candidates, second)
     key_a, _, value_a = rows[a].partition(":")
     key_b, _, value_b = rows[b].partition(":")
     if a == b:
@@ -399,7 +404,7 @@ def test_deep_nesting(tmp_path: Path, which: int, where: float, depth: int) -> N
     source, data = _fabric_text(which)
     rows = data.decode().splitlines()
     candidates = _value_lines(data.decode())
-    index = candidates[min(int(where * len(candidates)), len(candidates) - 1)]
+    index = _pick(candidates, where)
     key, _, _ = rows[index].partition(":")
     rows[index] = f"{key}: {'[' * depth}1{']' * depth}"
     path = tmp_path / source.name

@@ -39,7 +39,7 @@ ALPHA0 = 1023 / 1024
 ALPHA1 = (1 - G) * ALPHA0 + G  # alpha after the first CNP
 K = 55e-6  # the paper's alpha timer
 
-Event = tuple[str, float, int]  # ("cnp" | "sent", time s, bytes)
+Event = tuple[str, float, int]  # ("cnp" | "sent" | "idle", time s, bytes)
 
 
 def _point(line_bps: float, overrides: dict[str, int], events: list[Event]) -> DcqcnReactionPoint:
@@ -47,6 +47,8 @@ def _point(line_bps: float, overrides: dict[str, int], events: list[Event]) -> D
     for kind, at, nbytes in events:
         if kind == "cnp":
             point.on_cnp(at)
+        elif kind == "idle":  # time passes, nothing sent: only the timers run
+            point.advance(at)
         else:
             point.on_sent(at, nbytes)
     return point
@@ -143,6 +145,15 @@ RECOVERY = [
         LINE,
     ),
     ("F = 5 fast steps", {}, [("sent", 5 * 300e-6 + 1e-6, 0)], LINE - (LINE - CUT) / 32, LINE),
+    # A NIC's timer runs while the QP sends nothing (paused, or paced far apart).
+    ("one timer step while idle", {}, [("idle", 301e-6, 0)], (LINE + CUT) / 2, LINE),
+    (
+        "idle time never counts as bytes",
+        {"rpg_byte_reset": 1000},
+        [("idle", 1e-6, 0)],
+        CUT,
+        LINE,
+    ),
     ("never above line rate", {}, [("sent", 1.0, 0)], LINE, LINE),
 ]
 
