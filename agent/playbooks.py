@@ -36,6 +36,7 @@ from agent.intent import Device, FabricIntent, Profile
 from agent.probes import scenarios
 from agent.push import DeviceResult, Pusher
 from agent.state import QosState
+from agent.twin.labcheck import IncastMeasures, measure_lab, predict_lab
 from agent.units import parse_size
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
@@ -377,6 +378,14 @@ class PlaybookRunner:
         report.recommendation = sweep_recommendation(
             spec.candidates, runs, spec.min_goodput_fraction
         )
+        add_twin_prediction(
+            report.recommendation,
+            [
+                predict_lab(_with_ecn(original, c), to, senders, spec.duration_s)[0]
+                for c in spec.candidates
+            ],
+            spec.min_goodput_fraction,
+        )
         status = "success" if report.recommendation["recommended"] else "failure"
         return StepReport("ecn sweep", "ecn_sweep", status, report.recommendation)
 
@@ -394,18 +403,16 @@ class PlaybookRunner:
         applied = pusher.apply_all(pusher.select(()), canary=0, batch_size=64)
         if any(r.result not in ("applied", "no-change") for r in applied):
             raise AgentError(f"could not apply candidate {candidate.model_dump()}")
-        result = scenarios.incast(intent, to, senders, spec.duration_s)
+        measured, result = measure_lab(intent, to, senders, spec.duration_s)
         totals = result["totals"]
-        line_rate = min(p.speed for d in intent.devices if d.name == to for p in d.ports)
-        goodput = result["receiver"]["goodput_bps"]
         return {
             "lost": totals["lost"],
             "pfc_frames": totals["pfc_frames_received"],
             "paused_s": totals["paused_s"],
             "ce_marked": totals["ce_marked"],
             "cnps": totals["cnps_received"],
-            "goodput_bps": goodput,
-            "goodput_fraction": round(goodput / line_rate, 3),
+            "goodput_bps": result["receiver"]["goodput_bps"],
+            **measured.as_dict(),
         }
 
     # ------------------------------------------------------------------ run
@@ -475,7 +482,7 @@ class PlaybookRunner:
 
 
 SWEEP_MEASURES = ("lost", "pfc_frames", "paused_s", "ce_marked", "cnps", "goodput_bps",
-                  "goodput_fraction")  # fmt: skip
+                  "paused_fraction", "ce_fraction", "goodput_fraction")  # fmt: skip
 
 
 def sweep_recommendation(
@@ -505,6 +512,26 @@ def sweep_recommendation(
     eligible = [r for r in rows if r["lost"] == 0 and r["goodput_fraction"] >= min_goodput]
     eligible.sort(key=lambda r: (r["pfc_frames"], r["paused_s"], -r["goodput_bps"]))
     return {"candidates": rows, "recommended": eligible[0] if eligible else None}
+
+
+def add_twin_prediction(
+    recommendation: dict[str, Any], predicted: list[IncastMeasures], min_goodput: float
+) -> None:
+    """Put the twin's prediction of each candidate's incast next to the lab's medians
+    (``twin``: the same three fractions, :mod:`agent.twin.labcheck`), and the candidate the
+    same rule picks on the prediction (zero loss is the twin's by construction: its headroom
+    is the computed one; fewest pauses, then most goodput)."""
+    rows = recommendation["candidates"]
+    for row, measures in zip(rows, predicted, strict=True):
+        row["twin"] = measures.as_dict()
+    eligible = [r for r in rows if r["twin"]["goodput_fraction"] >= min_goodput]
+    eligible.sort(key=lambda r: (r["twin"]["paused_fraction"], -r["twin"]["goodput_fraction"]))
+    pick = eligible[0] if eligible else None
+    recommendation["twin_recommended"] = (
+        {k: pick[k] for k in ("min_threshold", "max_threshold", "max_probability")}
+        if pick
+        else None
+    )
 
 
 def _with_ecn(intent: FabricIntent, candidate: EcnCandidate) -> FabricIntent:

@@ -11,12 +11,15 @@ Speed (events per second, simulated time / wall time), in one run on this machin
 
 Agreement: the twin against :mod:`agent.twin.fluid` (Zhu et al., CoNEXT 2016) for 2:1, 8:1 and
 16:1 incast at 40 and 100 Gb/s with the paper's parameters (profile dcqcn-paper: Kmin 5 KB,
-Kmax 200 KB, Pmax 1 %; NIC: :data:`agent.twin.network.PAPER_DCQCN`), MTU 4096 (4114-byte
-frames; the fluid model counts in the same packets), 100 ms from line rate, means over the last
-20 ms.  The fluid model's feedback delay is the twin's base round trip rounded up to the fluid
-step (1 us): two frame times plus the cables, 2 us at 40G and 1 us at 100G.
+Kmax 200 KB, Pmax 1 %; NIC: :data:`agent.twin.network.PAPER_DCQCN`), MTU 4096 and 4096-byte
+RoCE payloads (4158-byte frames; the fluid model counts in the same packets), 100 ms from line
+rate, means over the last 20 ms.  The fluid model's feedback delay is the twin's base round
+trip rounded up to the fluid step (1 us): two frame times plus the cables, 2 us at 40G and 1 us
+at 100G.
 
-    python bench/twin.py [--skip-speed] [--skip-agreement] [--profile] [--horizon 0.1]
+Lab: ``--lab`` adds the lab-versus-twin agreement table (``bench/twin_vs_lab.py``).
+
+    python bench/twin.py [--skip-speed] [--skip-agreement] [--profile] [--horizon 0.1] [--lab]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import io
 import math
 import pstats
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +39,13 @@ from pathlib import Path
 from agent.twin.engine import Engine
 from agent.twin.fluid import fixed_point, from_mlx5, simulate, steady_state
 from agent.twin.metrics import run_twin
-from agent.twin.network import PAPER_DCQCN, TwinNetwork, load_network, star_fabric_yaml
+from agent.twin.network import (
+    PAPER_DCQCN,
+    ROCE_FRAME_OVERHEAD,
+    TwinNetwork,
+    load_network,
+    star_fabric_yaml,
+)
 from agent.twin.scenarios import ScenarioName, build_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +125,7 @@ def agreement_table(tmp: Path, horizon: float) -> None:
     for speed, capacity in (("40G", 40e9), ("100G", 100e9)):
         for senders in (2, 8, 16):
             net = _star(tmp, senders + 1, speed, "dcqcn-paper", 4096)
-            frame = 4096 + 18
+            frame = 4096 + ROCE_FRAME_OVERHEAD
             wire = frame + 20
             # The twin's bottleneck carries frames plus 20 B preamble/IFG each: the fluid
             # model's C is the frame rate the port can carry, in frame bits.
@@ -137,7 +147,13 @@ def agreement_table(tmp: Path, horizon: float) -> None:
             star_point = fixed_point(params, senders)
             corner = " (beyond Kmax)" if star_point.beyond_kmax else ""
             scenario = build_scenario(net, "incast", senders)
-            engine = Engine(net, scenario.flows, dcqcn_override=PAPER_DCQCN, max_samples=4000)
+            engine = Engine(
+                net,
+                scenario.flows,
+                dcqcn_override=PAPER_DCQCN,
+                max_samples=4000,
+                payload_bytes=4096,
+            )
             started = time.perf_counter()
             engine.run(horizon)
             twin_wall = time.perf_counter() - started
@@ -173,12 +189,19 @@ def main() -> None:
         "--profile", action="store_true", help="cProfile the 400G 16:1 line-rate case"
     )
     parser.add_argument("--horizon", type=float, default=0.1, help="agreement run length (s)")
+    parser.add_argument(
+        "--lab", action="store_true",
+        help="also the lab-versus-twin table (bench/twin_vs_lab.py: root, a lab of its own)",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_speed:
             speed_table(Path(tmp), args.profile)
         if not args.skip_agreement:
             agreement_table(Path(tmp), args.horizon)
+    if args.lab:
+        lab = subprocess.run([sys.executable, str(Path(__file__).with_name("twin_vs_lab.py"))])
+        sys.exit(lab.returncode)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 # plans its fabric file, probes it (pairwise, then a 2:1 incast with the switches' factory QoS:
 # no PFC, no ECN — the drops the agent exists to prevent), pushes the lossless profile over SSH
 # (diff, apply in config sessions with commit timer, drift), proves it on the wire (incast
-# without loss, ECN and CNPs, a PFC storm drill) and tears the lab down.
+# without loss, ECN and CNPs, a PFC storm drill), sweeps the ECN thresholds in the lab next to
+# the fabric twin's prediction of the same sweep, and tears the lab down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AGENT=${AGENT:-.venv/bin/roce-agent}
@@ -56,6 +57,10 @@ $AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
 step "playbook validate: state, counters, pairwise and incast on the wire, every check"
 $AGENT validate "$FABRIC" --state-dir "$STATE_DIR" --output markdown --report-file "$STATE_DIR/report.xml"
 echo "(the same report as JUnit for CI: $(grep -c '<testcase' "$STATE_DIR/report.xml") test cases in report.xml)"
+
+step "playbook ecn-sweep: each ECN threshold set under a 2:1 incast (median of 3 runs), next to the twin's prediction"
+echo "(the lab's links stand for 1 Gb/s; the twin simulates that fabric with the same thresholds)"
+$AGENT run ecn-sweep "$FABRIC" --state-dir "$STATE_DIR"
 
 step "playbook storm-drill: a bounded PFC storm; the watchdog must detect and restore it"
 $AGENT run storm-drill "$FABRIC" --state-dir "$STATE_DIR"

@@ -181,6 +181,14 @@ def render_table(result: TwinReport, console: Console) -> None:
     "--senders-ignore-pause", is_flag=True,
     help="What if the senders' NICs did not honour PFC (no pfc_vector on the host)?",
 )  # fmt: skip
+@click.option(
+    "--payload", "payload_bytes", type=click.IntRange(64, 4096),
+    help="RoCE payload bytes per packet [default: the ports' RoCE MTU, 4096 at MTU 9000].",
+)  # fmt: skip
+@click.option(
+    "--no-dcqcn", "no_dcqcn", is_flag=True,
+    help="The hosts' NICs run with DCQCN off: CNPs arrive, rates never change (PFC alone).",
+)  # fmt: skip
 @OUTPUT
 @click.option(
     "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -195,10 +203,15 @@ def twin_command(
     duration: float,
     seed: int,
     senders_ignore_pause: bool,
+    payload_bytes: int | None,
+    no_dcqcn: bool,
     output: str,
     plot_file: Path | None,
 ) -> None:
     """Simulate a scenario on the fabric's own speeds, cables, thresholds and DCQCN settings.
+
+    A lab fabric (emulation.time_dilation D) is simulated as the fabric it stands for: ports
+    D times faster (--speed in those speeds), D times less time.
 
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """
@@ -214,6 +227,8 @@ def twin_command(
         speed_bps=speed,
         seed=seed,
         ignore_pause=senders_ignore_pause,
+        payload_bytes=payload_bytes,
+        reaction_point=not no_dcqcn,
     )
     if plot_file is not None:
         from agent.twin.plot import write_plot

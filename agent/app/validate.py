@@ -6,6 +6,7 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -105,6 +106,44 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+# The sweep's table: the lab's medians, then the twin's prediction of the same incast
+# (every run's numbers and the absolute counts are in the JSON).
+_SWEEP_COLUMNS = (("min", "min_threshold"), ("max", "max_threshold"), ("prob %", "max_probability"),
+                  ("lost", "lost"), ("PFC frames", "pfc_frames"), ("CNPs", "cnps"),
+                  ("runs w/ loss", "runs_with_loss"))  # fmt: skip
+_SWEEP_FRACTIONS = (("paused", "paused_fraction"), ("CE", "ce_fraction"),
+                    ("goodput", "goodput_fraction"))  # fmt: skip
+
+
+def render_sweep(recommendation: dict[str, Any], console: Console) -> None:
+    rows = recommendation["candidates"]
+    with_twin = bool(rows) and "twin" in rows[0]
+    sweep = Table(title="ECN sweep: lab (median of runs)" + (" | twin" if with_twin else ""))
+    for title, _ in _SWEEP_COLUMNS:
+        sweep.add_column(title, justify="right")
+    for title, _ in _SWEEP_FRACTIONS:
+        sweep.add_column(f"lab {title}", justify="right")
+    if with_twin:
+        for title, _ in _SWEEP_FRACTIONS:
+            sweep.add_column(f"twin {title}", justify="right")
+    for row in rows:
+        cells = [_cell(row[key]) for _, key in _SWEEP_COLUMNS]
+        cells += [f"{row[key]:.1%}" for _, key in _SWEEP_FRACTIONS]
+        if with_twin:
+            cells += [f"{row['twin'][key]:.1%}" for _, key in _SWEEP_FRACTIONS]
+        sweep.add_row(*cells)
+    console.print(sweep)
+    for label, key in (("recommended", "recommended"), ("twin would pick", "twin_recommended")):
+        if key not in recommendation:
+            continue
+        best = recommendation[key]
+        if best:
+            best = {k: best[k] for k in ("min_threshold", "max_threshold", "max_probability")}
+        console.print(
+            f"{label}: {best}" if best else f"{label}: none (zero loss above the goodput floor)"
+        )
+
+
 def render_table(report: Report, console: Console) -> None:
     steps = Table(title=f"{report.playbook} on {report.fabric}")
     for column in ("step", "status", "duration", "error"):
@@ -135,20 +174,7 @@ def render_table(report: Report, console: Console) -> None:
             )
         console.print(checks)
     if report.recommendation:
-        sweep = Table(title="ECN sweep")
-        rows = report.recommendation["candidates"]
-        columns = [c for c in rows[0] if c != "runs"] if rows else []  # runs: in the JSON
-        for column in columns:
-            sweep.add_column(column)
-        for row in rows:
-            sweep.add_row(*(_cell(row[c]) for c in columns))
-        console.print(sweep)
-        best = report.recommendation.get("recommended")
-        if best:
-            best = {c: best[c] for c in columns}
-        console.print(
-            f"recommended: {best}" if best else "no candidate: zero loss above the goodput floor"
-        )
+        render_sweep(report.recommendation, console)
     if report.rolled_back:
         console.print(
             "rolled back: " + ", ".join(f"{r.device} ({r.result})" for r in report.rolled_back)

@@ -8,6 +8,7 @@ and playbooks can use it directly.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from agent.probes.runner import NetnsRunner, ProbeHandle, Runner, SshRunner
 RESULT_GRACE_S = 15.0
 BASE_QPN = 0x100
 BASE_SPORT = 49152
+INCAST_PAYLOAD_BYTES = 1000  # BTH payload of an incast probe packet (frame: 1058 B + FCS)
 
 
 class ScenarioError(AgentError):
@@ -206,7 +208,7 @@ def incast(
     senders_from: list[str],
     duration_s: float = 3.0,
     rate_bps: int | None = None,
-    size: int = 1000,
+    size: int = INCAST_PAYLOAD_BYTES,
     dcqcn: bool = True,
 ) -> dict[str, Any]:
     """N senders at line rate into one receiver. Expected: no loss on the lossless class;
@@ -218,15 +220,24 @@ def incast(
     if to in senders_from:
         raise ScenarioError(f"{to} cannot send to itself")
     receivers = _start_receivers(intent, [target], duration_s, sources)
-    senders = [
-        source.runner.start(
-            "send",
-            _send_spec(
+    # An incast is synchronised (a collective's senders start together): every sender waits
+    # for one wall-clock moment, far enough ahead for all of them to start.
+    start_at = time.time() + max(
+        first + each * len(sources) for first, each in (s.runner.start_margin_s for s in sources)
+    )
+    senders = []
+    try:
+        for i, source in enumerate(sources):
+            spec = _send_spec(
                 intent, source, target, i, rate_bps or source.speed_bps, duration_s, size, dcqcn
-            ),
-        )
-        for i, source in enumerate(sources)
-    ]
+            )
+            senders.append(source.runner.start("send", {**spec, "start_at": start_at}))
+        for sender in senders:
+            sender.wait_ready()
+    except Exception:
+        for process in [*senders, *receivers.values()]:
+            process.kill()
+        raise
     received, sent = _run(receivers, senders, duration_s)
     rows = _pair_rows(received, sent, {target.ip: to})
     totals = _totals(rows)
@@ -240,6 +251,7 @@ def incast(
     if profile.ecn.enabled and totals["sent"] and not totals["cnps_received"]:
         failures.append("ECN is on but no sender received a CNP")
     delivered = totals["received"]
+    late = max(row.get("start_late_s", 0.0) for row in sent)
     return {
         "scenario": "incast",
         "to": to,
@@ -247,6 +259,9 @@ def incast(
         "passed": not failures,
         "failures": failures,
         "time_dilation": intent.emulation.time_dilation,
+        # How much later than agreed the last sender started: the senders overlapped for
+        # duration_s minus this.
+        "start_late_s": late,
         "flows": rows,
         "totals": totals,
         "receiver": {

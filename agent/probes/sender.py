@@ -17,6 +17,7 @@ import json
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from lossless.pfc import PauseHonouring
 ETHERNET_OVERHEAD = 24  # FCS 4 + preamble/SFD 8 + inter-frame gap 12: what a link really carries
 MAX_DURATION_S = 3600.0
 MIN_TICK_S = 0.005
+MAX_START_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,19 @@ class SendSpec:
     src_ip: str | None = None
     dst_mac: str | None = None
     time_dilation: float = 1.0  # emulated fabrics only: see agent.probes.dilation
+    # Wall-clock time (``time.time()``) of the first frame: the senders of an incast start
+    # together, as a collective's do, whatever each one's start-up took.
+    start_at: float | None = None
 
     def __post_init__(self) -> None:
         Dilation(self.time_dilation)  # refuses a factor out of range
+        if self.start_at is not None and not (
+            time.time() - MAX_START_WAIT_S <= self.start_at <= time.time() + MAX_START_WAIT_S
+        ):
+            raise ValueError(
+                f"start_at: Expected: within {MAX_START_WAIT_S:g} s of this host's clock "
+                f"Actual: {self.start_at!r} (now {time.time():.3f})"
+            )
         if self.count is None and self.duration_s is None:
             raise ValueError("give count or duration_s")
         if self.rate_bps <= 0 or self.rate_bps > self.link_speed_bps:
@@ -90,6 +102,7 @@ class SendResult:
     rate_cuts: int = 0
     final_rate_bps: float = 0.0
     min_rate_bps: float = 0.0
+    start_late_s: float | None = None
     rate_history: list[tuple[float, float]] = field(default_factory=list)
 
     def as_dict(self, spec: SendSpec) -> dict[str, Any]:
@@ -117,6 +130,11 @@ class SendResult:
             "min_rate_bps": round(self.min_rate_bps),
             "time_dilation": spec.time_dilation,
             **(
+                {"start_late_s": round(self.start_late_s, 6)}
+                if self.start_late_s is not None
+                else {}
+            ),
+            **(
                 {"dcqcn_lab": Dilation(spec.time_dilation).lab_parameters(spec.dcqcn)}
                 if spec.dcqcn and spec.time_dilation != 1
                 else {}
@@ -141,8 +159,11 @@ def resolve_path(dst_ip: str) -> tuple[str, str, str]:
     raise RuntimeError(f"no neighbour entry for next hop {hop} on {ifname} (ARP not resolved)")
 
 
-def run_sender(spec: SendSpec, clock: Clock | None = None) -> dict[str, Any]:
-    """Send the flow; returns a JSON-ready result."""
+def run_sender(
+    spec: SendSpec, clock: Clock | None = None, ready: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Send the flow; returns a JSON-ready result. ``ready`` is called once the socket is
+    open, before waiting for ``start_at``."""
     clock = clock if clock is not None else WallClock()
     ipaddress.IPv4Address(spec.dst_ip)
     src_ip, dst_mac = spec.src_ip, spec.dst_mac
@@ -172,6 +193,11 @@ def run_sender(spec: SendSpec, clock: Clock | None = None) -> dict[str, Any]:
     pause = PauseHonouring(spec.link_speed_bps)
     sock = open_port(spec.ifname)
     try:
+        if ready:
+            ready()
+        if spec.start_at is not None:
+            time.sleep(max(0.0, spec.start_at - time.time()))
+            result.start_late_s = max(0.0, time.time() - spec.start_at)
         start = clock.now()
         deadline = start + (spec.duration_s if spec.duration_s is not None else MAX_DURATION_S)
         slot = start  # when the last frame was due; the next is due one frame time later

@@ -19,7 +19,8 @@ READY_LINE = "READY"
 
 def run(role: str, spec: dict[str, Any]) -> dict[str, Any]:
     if role == "send":
-        return run_sender(SendSpec(**spec))
+        # READY: the socket is open; a sender with ``start_at`` then waits for that moment.
+        return run_sender(SendSpec(**spec), ready=lambda: print(READY_LINE, flush=True))
     if role == "receive":
         if spec.get("senders") is not None:
             spec["senders"] = tuple(spec["senders"])

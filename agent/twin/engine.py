@@ -44,6 +44,7 @@ from agent.twin.network import (
     TwinNetwork,
     ecmp_pick,
     flow_hash,
+    roce_frame_bytes,
 )
 from lossless.clock import VirtualClock
 from lossless.config import NUM_CLASSES
@@ -69,7 +70,6 @@ from lossless.watchdog import PortWatchdog
 from lossless.wred import EcnMarker
 
 WIRE_OVERHEAD_BYTES = 20  # preamble 7 + SFD 1 + inter-frame gap 12 (IEEE 802.3 4.4.2)
-ETH_OVERHEAD_BYTES = 18  # MAC header 14 + FCS 4 around an MTU-sized IP packet
 PFC_FRAME_BYTES = 64  # a PFC frame is a minimum-size MAC control frame (802.1Qbb 36.1.3)
 CNP_BYTES = 78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4
 
@@ -288,7 +288,7 @@ class Nic:
         "wake_gen",
     )
 
-    def __init__(self, spec: NicSpec) -> None:
+    def __init__(self, spec: NicSpec, payload_bytes: int | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         speed = spec.port.speed_bps
@@ -310,7 +310,7 @@ class Nic:
         self.cnps_tx = 0
         self.pfc_tx_xoff = 0
         self.storm = False
-        self.frame_bytes = spec.port.mtu + ETH_OVERHEAD_BYTES
+        self.frame_bytes = roce_frame_bytes(spec.port.mtu, payload_bytes)
         self.timer_s = spec.dcqcn["rpg_time_reset"] * 1e-6
 
 
@@ -352,6 +352,8 @@ class Engine:
         dcqcn_override: dict[str, int] | None = None,
         ignore_pause: frozenset[str] = frozenset(),
         storm: tuple[str, float] | None = None,
+        payload_bytes: int | None = None,
+        reaction_point: bool = True,
         sample_every_s: float = 10e-6,
         max_samples: int = 2000,
         on_sample: Callable[[Engine, float], None] | None = None,
@@ -373,6 +375,10 @@ class Engine:
         self.max_samples = max_samples
         self.duration_s = 0.0
         self._storm = storm
+        # RoCE payload per data packet (None: the port's RoCE MTU); reaction_point=False is a
+        # NIC with DCQCN off (CNPs arrive and are counted, the rate never changes).
+        self.payload_bytes = payload_bytes
+        self.reaction_point = reaction_point
         self._build(flows, dcqcn_override or {}, ignore_pause)
 
     # ---------------------------------------------------------------- construction
@@ -426,7 +432,7 @@ class Engine:
             node.ports = [SwitchPort(p, node, self.rng) for p in spec.ports]
             self.switches[name] = node
         for name in sorted(host_names):
-            nic = Nic(net.hosts[name])
+            nic = Nic(net.hosts[name], self.payload_bytes)
             if name in ignore_pause:
                 nic.honour_pause = False
             self.nics[name] = nic
@@ -585,7 +591,8 @@ class Engine:
         flow = packet.flow
         if packet.cnp:
             flow.cnps_rx += 1
-            flow.rp.on_cnp(now)
+            if self.reaction_point:
+                flow.rp.on_cnp(now)
             return
         flow.rx_bytes += packet.length
         flow.rx_packets += 1

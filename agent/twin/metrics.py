@@ -328,11 +328,15 @@ def run_twin(
     seed: int = 1,
     dcqcn_override: dict[str, int] | None = None,
     ignore_pause: bool = False,
+    payload_bytes: int | None = None,
+    reaction_point: bool = True,
 ) -> TwinReport:
     """Build the scenario on the network, run it and summarise it.
 
     ``ignore_pause``: the senders' NICs do not honour PFC (a misconfigured host), to show what
-    headroom cannot absorb.  The storm scenario runs at least its ``min_duration_s``.
+    headroom cannot absorb. ``payload_bytes``: RoCE payload per packet (default: the ports'
+    RoCE MTU); ``reaction_point=False``: the NICs run with DCQCN off.  The storm scenario
+    runs at least its ``min_duration_s``.
     """
     if not (math.isfinite(duration_s) and 0 < duration_s <= MAX_DURATION_S):
         raise TwinError(
@@ -340,6 +344,12 @@ def run_twin(
             f"Actual: {duration_s!r}"
         )
     scenario = build_scenario(network, scenario_name, senders, speed_bps)
+    if network.time_dilation > 1:
+        scenario.notes.append(
+            f"a lab fabric (time_dilation {network.time_dilation}): simulated as the fabric it "
+            f"stands for, every port {network.time_dilation}x faster; "
+            f"{duration_s * 1e3:g} ms here are {duration_s * network.time_dilation:g} s of lab time"
+        )
     duration = max(duration_s, scenario.min_duration_s)
     if duration > duration_s:
         scenario.notes.append(
@@ -353,6 +363,8 @@ def run_twin(
         seed=seed,
         dcqcn_override=dcqcn_override,
         ignore_pause=ignore_pause,
+        payload_bytes=payload_bytes,
+        reaction_point=reaction_point,
     )[1]
 
 
@@ -366,6 +378,8 @@ def simulate(
     dcqcn_override: dict[str, int] | None = None,
     ignore_pause: bool = False,
     on_sample: Callable[[Engine, float], None] | None = None,
+    payload_bytes: int | None = None,
+    reaction_point: bool = True,
 ) -> tuple[Engine, TwinReport]:
     """Run a built scenario for ``duration_s``; the engine (for callers that read more of
     it, such as tune's measurement window via ``on_sample``) and its report."""
@@ -377,6 +391,8 @@ def simulate(
         ignore_pause=frozenset(f.src for f in scenario.flows) if ignore_pause else frozenset(),
         storm=scenario.storm,
         on_sample=on_sample,
+        payload_bytes=payload_bytes,
+        reaction_point=reaction_point,
     )
     started = time.perf_counter()
     engine.run(duration_s)

@@ -53,6 +53,27 @@ from lossless.config import (
 PROPAGATION_S_PER_M = 5e-9
 """Cable propagation delay per metre (module docstring)."""
 ROCE_UDP_PORT = 4791  # IANA, RoCEv2 destination port; the source port carries the entropy
+IB_MTUS = (4096, 2048, 1024, 512, 256)  # the path MTUs RoCE can use (IBTA, ``enum ib_mtu``)
+# What Linux subtracts from the netdev MTU before picking the RoCE MTU (iboe_get_mtu in
+# include/rdma/ib_addr.h): GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4.
+IBOE_MTU_OVERHEAD = 96
+# A RoCEv2 data frame around its payload: MAC 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4.
+ROCE_FRAME_OVERHEAD = 62
+
+
+def roce_payload_bytes(mtu: int) -> int:
+    """The payload of a full RoCEv2 packet on a port of ``mtu``: the largest IB MTU that fits.
+
+    A 9000-byte Ethernet MTU still carries 4096-byte RoCE packets: RDMA never sends jumbo
+    frames larger than the IB MTU, so the twin must not either.
+    """
+    room = mtu - IBOE_MTU_OVERHEAD
+    return next((m for m in IB_MTUS if m <= room), IB_MTUS[-1])
+
+
+def roce_frame_bytes(mtu: int, payload_bytes: int | None = None) -> int:
+    """Bytes of a full RoCEv2 data frame (FCS included, preamble and gap not)."""
+    return (payload_bytes or roce_payload_bytes(mtu)) + ROCE_FRAME_OVERHEAD
 
 
 class TwinError(AgentError):
@@ -112,6 +133,9 @@ class TwinNetwork:
     switches: dict[str, SwitchSpec]
     hosts: dict[str, NicSpec]
     ecn_enabled: bool
+    # A lab fabric (``emulation.time_dilation`` D > 1) is simulated as what it stands for:
+    # every port D times faster, times D times shorter (lab wall time = twin time * D).
+    time_dilation: int = 1
     _routes: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
 
     def hosts_at(self, speed_bps: int | None) -> list[NicSpec]:
@@ -279,6 +303,9 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
     """The twin's network for a validated intent (and its plan, computed if not given)."""
     plan = plan or build_plan(intent)
     links = _links(intent)
+    # The lab runs the hosts' DCQCN in emulated time (agent.probes.dilation); the twin, which
+    # has no wall clock, runs the emulated fabric itself: same bytes, D times the speed.
+    dilation = intent.emulation.time_dilation
     switches: dict[str, SwitchSpec] = {}
     hosts: dict[str, NicSpec] = {}
     profile = intent.profile
@@ -300,7 +327,7 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
                     device=dev_plan.name,
                     name=port_plan.name,
                     index=len(specs),
-                    speed_bps=port_plan.speed_bps,
+                    speed_bps=port_plan.speed_bps * dilation,
                     cable_m=port_plan.cable_m,
                     mtu=port_plan.mtu,
                     peer_device=link[0],
@@ -334,6 +361,7 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
         switches=switches,
         hosts=hosts,
         ecn_enabled=profile.ecn.enabled,
+        time_dilation=dilation,
     )
 
 

@@ -87,7 +87,9 @@ MIN_LEVELS_US = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 RATIO_LEVELS = (2, 4, 8, 16)  # max / min: the paper 40, NVIDIA 10, SONiC 2
 PROBABILITY_LEVELS = (1, 5, 20, 100)  # the paper 1 %, NVIDIA 100 %
 TIE_BAND = 0.05
-ETH_OVERHEAD = 18  # MAC header + FCS around an MTU-sized packet (as the twin's frames)
+# MAC header + FCS around an MTU-sized packet: the largest frame a port takes. The grid keeps
+# room for two below the pause threshold (the twin's RoCE frames, at most 4158 B, are smaller).
+ETH_OVERHEAD = 18
 
 # DCQCN grid: rpg_time_reset (us) and rpg_ai_rate as a fraction of the line rate (the paper's
 # 40 Mb/s at 40 Gb/s is 1/1000; mlx5's 5 Mb/s at 100 Gb/s is 1/20000).

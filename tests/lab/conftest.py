@@ -24,6 +24,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 LEAFSPINE = REPO / "containerlab" / "roce-leafspine.clab.yml"
 NODES = ("spine1", "spine2", "leaf1", "leaf2", "h1", "h2", "h3", "h4")
+INCAST = REPO / "containerlab" / "roce-incast.clab.yml"  # one leaf, five hosts
+INCAST_NODES = ("leaf1", "h1", "h2", "h3", "h4", "h5")
 IP_RECVTTL = 12  # linux/in.h; Python's socket module has no name for it
 IP_TTL = 2
 
@@ -95,16 +97,16 @@ class Lab:
         return status
 
 
-def start_lab(name: str, state_dir: Path) -> Lab:
-    result = run_cli("up", LEAFSPINE, "--name", name, "--state-dir", state_dir, "-o", "json")
+def start_lab(name: str, state_dir: Path, topology: Path = LEAFSPINE) -> Lab:
+    result = run_cli("up", topology, "--name", name, "--state-dir", state_dir, "-o", "json")
     assert result.returncode == 0, f"lab up failed:\n{result.stdout}\n{result.stderr}"
     return Lab(name, state_dir, json.loads(result.stdout))
 
 
-def stop_lab(name: str, state_dir: Path) -> None:
+def stop_lab(name: str, state_dir: Path, nodes: tuple[str, ...] = NODES) -> None:
     """``lab down``; if that leaves anything, delete this lab's namespaces by exact name."""
     result = run_cli("down", "--lab", name, "--state-dir", state_dir)
-    leftovers = [f"clab-{name}-{node}" for node in NODES if netns_exists(f"clab-{name}-{node}")]
+    leftovers = [f"clab-{name}-{node}" for node in nodes if netns_exists(f"clab-{name}-{node}")]
     for netns in leftovers:
         subprocess.run(["ip", "netns", "delete", netns], capture_output=True)
     assert result.returncode == 0, f"lab down failed:\n{result.stdout}\n{result.stderr}"

@@ -29,7 +29,7 @@ pytestmark = [
 ]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short
 ROWS = default_rows()
-LANES = 2
+LANES = 3
 # Rows that wait on netmiko's 10 s read timeout or a commit timer go first, one per lane in
 # turn, so both lanes end at about the same time.
 SLOW_FIRST = ("slow switch", "ssh cut", "mgmt plane restart", "kill after-commit")
@@ -57,7 +57,7 @@ def matrix(
     with ExitStack() as stack:
         drills = []
         for lane in range(LANES):
-            name = f"fd{os.getpid()}{'ab'[lane]}"
+            name = f"fd{os.getpid()}{'abc'[lane]}"
             lab = stack.enter_context(
                 running_lab(name, tmp_path_factory.mktemp("fdlab") / name, "admin")
             )

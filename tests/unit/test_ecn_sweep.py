@@ -9,10 +9,13 @@ import pytest
 from agent.playbooks import (
     EcnCandidate,
     SweepSpec,
+    add_twin_prediction,
     load_playbook,
     playbook_path,
     sweep_recommendation,
 )
+from agent.twin.labcheck import IncastMeasures
+from agent.units import parse_size
 
 LOW = EcnCandidate(min_threshold="3KB", max_threshold="9KB", max_probability=100)
 HIGH = EcnCandidate(min_threshold="20KB", max_threshold="28KB", max_probability=100)
@@ -26,6 +29,8 @@ def run(pfc: int, goodput: float = 0.6, lost: int = 0, paused: float = 0.1) -> d
         "ce_marked": 1000,
         "cnps": 500,
         "goodput_bps": goodput * 10e6,
+        "paused_fraction": paused / 2,
+        "ce_fraction": 0.5,
         "goodput_fraction": goodput,
     }
 
@@ -88,8 +93,44 @@ def test_the_table_shows_the_medians_not_the_runs() -> None:
     report.recommendation = sweep_recommendation(
         [LOW, HIGH], [[run(0), run(2), run(0, lost=3)], [run(40)] * 3], 0.4
     )
+    add_twin_prediction(
+        report.recommendation, [IncastMeasures(0.0, 0.25, 0.7), IncastMeasures(0.1, 0.1, 0.8)], 0.4
+    )
     console = Console(width=250, record=True)
     render_table(report, console)
     text = console.export_text()
-    assert "runs_with_loss" in text and "'runs'" not in text and "6000000" in text
+    assert "runs w/ loss" in text and "'runs'" not in text
+    # lab medians (goodput 60 %, paused 0.1 s of 2 s) and the twin's prediction, side by side
+    assert "lab goodput" in text and "60.0%" in text and "twin goodput" in text and "70.0%" in text
     assert "recommended: {'min_threshold': 3000" in text
+    assert "twin would pick: {'min_threshold': 3000" in text
+
+
+TWIN_CASES = [
+    # (twin's LOW, twin's HIGH, floor, the twin's pick, why)
+    (IncastMeasures(0.0, 0.3, 0.7), IncastMeasures(0.2, 0.1, 0.9), 0.4, LOW, "fewest pauses"),
+    (IncastMeasures(0.0, 0.3, 0.6), IncastMeasures(0.0, 0.1, 0.9), 0.4, HIGH,
+     "equal pauses: the most goodput"),
+    (IncastMeasures(0.0, 0.3, 0.3), IncastMeasures(0.2, 0.1, 0.9), 0.4, HIGH,
+     "below the goodput floor"),
+    (IncastMeasures(0.0, 0.3, 0.3), IncastMeasures(0.0, 0.1, 0.2), 0.4, None, "nothing eligible"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("low", "high", "floor", "expected", "why"), TWIN_CASES)
+def test_the_twin_prediction_sits_next_to_the_lab_and_picks_by_the_same_rule(
+    low: IncastMeasures,
+    high: IncastMeasures,
+    floor: float,
+    expected: EcnCandidate | None,
+    why: str,
+) -> None:
+    decided = sweep_recommendation([LOW, HIGH], [[run(0)], [run(50)]], floor)
+    add_twin_prediction(decided, [low, high], floor)
+    assert [row["twin"] for row in decided["candidates"]] == [low.as_dict(), high.as_dict()]
+    assert decided["recommended"]["min_threshold"] == 3000  # the lab's pick is untouched
+    pick = decided["twin_recommended"]
+    if expected is None:
+        assert pick is None, why
+    else:
+        assert pick is not None and pick["min_threshold"] == parse_size(expected.min_threshold)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.twin.engine import ETH_OVERHEAD_BYTES, WIRE_OVERHEAD_BYTES, Engine, FlowSpec
+from agent.twin.engine import WIRE_OVERHEAD_BYTES, Engine, FlowSpec
 from agent.twin.metrics import TwinReport, jain, run_twin, time_weighted_p99
-from agent.twin.network import TwinError, TwinNetwork, load_network
+from agent.twin.network import TwinError, TwinNetwork, load_network, roce_frame_bytes
 from agent.twin.scenarios import ScenarioName
 from tests.unit.twin_fabrics import POD_400G, star
 
@@ -28,9 +28,7 @@ def pod() -> TwinNetwork:
 def _frame_slack(result: TwinReport) -> float:
     """One maximum frame of slack: a frame that starts before the end finishes after it."""
     return (
-        (9214 + ETH_OVERHEAD_BYTES + WIRE_OVERHEAD_BYTES)
-        * 8
-        / (result.speed_bps * result.duration_s)
+        (roce_frame_bytes(9214) + WIRE_OVERHEAD_BYTES) * 8 / (result.speed_bps * result.duration_s)
     )
 
 
@@ -110,7 +108,7 @@ def test_two_to_one_incast_under_pfc_is_known(tmp_path: Path) -> None:
     paused about half of the time; the frames and their wire overhead are exactly accounted."""
     net = star(tmp_path, 3, "100G", profile="pfc-only")
     result = run_twin(net, "incast", senders=2, duration_s=2e-3)
-    frame = 4096 + ETH_OVERHEAD_BYTES
+    frame = roce_frame_bytes(4096)  # a 2048-byte RoCE MTU: 4096 leaves no room for 4096
     line_goodput = 100e9 * frame / (frame + WIRE_OVERHEAD_BYTES)
     assert result.goodput_bps == pytest.approx(line_goodput, rel=0.01)
     assert result.bottleneck_utilisation == pytest.approx(1.0, abs=0.01)

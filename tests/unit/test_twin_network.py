@@ -16,6 +16,8 @@ from agent.twin.network import (
     ecmp_pick,
     flow_hash,
     load_network,
+    roce_frame_bytes,
+    roce_payload_bytes,
 )
 from tests.unit.twin_fabrics import LAB_LEAFSPINE, POD_400G, star
 
@@ -101,8 +103,29 @@ def test_ecmp_pick_is_deterministic_and_salted() -> None:
 def test_lab_fabric_loads() -> None:
     net = load_network(LAB_LEAFSPINE)
     assert sorted(net.hosts) == ["h1", "h2", "h3", "h4"]
-    assert all(h.port.speed_bps == 10_000_000 for h in net.hosts.values())
+    # 10 Mb/s lab ports standing for 1 Gb/s (time_dilation 100): the twin runs the latter.
+    assert net.time_dilation == 100
+    assert all(h.port.speed_bps == 1_000_000_000 for h in net.hosts.values())
+    assert all(p.speed_bps == 1_000_000_000 for s in net.switches.values() for p in s.ports)
     assert PROPAGATION_S_PER_M == 5e-9
+
+
+@pytest.mark.parametrize(
+    ("mtu", "payload"),
+    [
+        (9214, 4096),  # jumbo Ethernet still carries 4096-byte RoCE packets
+        (9000, 4096),
+        (4200, 4096),  # the usual RoCE setting: 4096 + 96 fits
+        (4096, 2048),  # 4096 does not leave room for the RoCE headers
+        (1500, 1024),
+        (1024, 512),
+        (300, 256),
+    ],
+)
+def test_roce_payload_is_the_largest_ib_mtu_that_fits(mtu: int, payload: int) -> None:
+    assert roce_payload_bytes(mtu) == payload
+    assert roce_frame_bytes(mtu) == payload + 62
+    assert roce_frame_bytes(mtu, 1000) == 1062  # the lab probes' payload
 
 
 def test_links_must_agree(tmp_path: Path) -> None:

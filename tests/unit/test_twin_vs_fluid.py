@@ -2,7 +2,7 @@
 
 One cheap case here (2:1 incast at 40 Gb/s, 100 ms); the full 2/8/16 x 40/100 Gb/s table is in
 ``bench/twin.py``.  Parameters are the paper's (profile dcqcn-paper: Kmin 5 KB, Kmax 200 KB,
-Pmax 1 %; NIC: PAPER_DCQCN), 4114-byte frames in both models (MTU 4096 + Ethernet header/FCS).
+Pmax 1 %; NIC: PAPER_DCQCN), 4096-byte RoCE payloads, 4158-byte frames in both models.
 
 Tolerances, and why:
 * the mean rate per flow within 3 % and every flow within 12 %: both models must give the
@@ -25,11 +25,11 @@ import pytest
 
 from agent.twin.engine import Engine
 from agent.twin.fluid import fixed_point, from_mlx5, simulate, steady_state
-from agent.twin.network import PAPER_DCQCN
+from agent.twin.network import PAPER_DCQCN, ROCE_FRAME_OVERHEAD
 from agent.twin.scenarios import build_scenario
 from tests.unit.twin_fabrics import star
 
-FRAME = 4096 + 18
+FRAME = 4096 + ROCE_FRAME_OVERHEAD
 WIRE = FRAME + 20
 HORIZON, WINDOW = 0.1, 0.02
 
@@ -50,7 +50,8 @@ def test_two_to_one_at_40g_agrees_with_the_fluid_model(tmp_path: Path) -> None:
     fluid = steady_state(simulate(params, [capacity] * 2, HORIZON), WINDOW)
 
     net = star(tmp_path, 3, "40G")
-    engine = Engine(net, build_scenario(net, "incast", 2).flows, dcqcn_override=PAPER_DCQCN)
+    flows = build_scenario(net, "incast", 2).flows
+    engine = Engine(net, flows, dcqcn_override=PAPER_DCQCN, payload_bytes=4096)
     engine.run(HORIZON)
     window = [s for s in engine.samples if s.t_s >= HORIZON - WINDOW]
     twin_queue = statistics.fmean(s.queue_bytes.get("leaf1:Ethernet1", 0) for s in window)

@@ -1,0 +1,124 @@
+"""The twin against the lab (issue #13): does the twin, run at what the lab stands for,
+predict the lab's measured incast?
+
+Brings up ``containerlab/roce-incast.clab.yml`` (one leaf, five hosts, 10 Mb/s ports standing
+for 1 Gb/s: time_dilation 100), pushes the fabric's lossless profile with ``roce-agent apply``,
+then for 2:1 and 4:1 incast onto h5, each with the hosts' DCQCN on and off (PFC alone), runs
+the lab incast ``--repeats`` times and the twin once per seed (1..repeats), and prints the
+paused, CE and goodput fractions side by side (medians) and whether they agree
+(:mod:`agent.twin.labcheck`: within 15 %, or both under 2 %). Tears the lab down at the end.
+
+    python bench/twin_vs_lab.py [--repeats 3] [--duration 2]    (root: the lab needs netns)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from agent.loader import load_fabric
+from agent.twin.labcheck import MEASURES, IncastMeasures, compare, measure_lab, predict_lab
+from agent.twin.network import build_network
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPOLOGY = ROOT / "containerlab" / "roce-incast.clab.yml"
+CASES = [
+    ("2:1", ["h1", "h2"], True),
+    ("4:1", ["h1", "h2", "h3", "h4"], True),
+    ("2:1 PFC only", ["h1", "h2"], False),
+    ("4:1 PFC only", ["h1", "h2", "h3", "h4"], False),
+]
+RECEIVER = "h5"
+
+
+def _agent(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args], capture_output=True, text=True, check=False
+    )
+
+
+def _median(runs: list[IncastMeasures]) -> IncastMeasures:
+    return IncastMeasures(*(statistics.median(getattr(r, m) for r in runs) for m in MEASURES))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=2.0, help="lab seconds per run")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    args = parser.parse_args()
+    os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
+    name = f"tl{os.getpid()}"
+    state = Path(tempfile.mkdtemp(prefix="twin-vs-lab-")) / name
+    up = _agent("lab", "up", str(TOPOLOGY), "--name", name, "--state-dir", str(state))
+    if up.returncode != 0:
+        print(up.stdout, up.stderr, file=sys.stderr)
+        return 2
+    rows = []
+    try:
+        fabric = state / "fabric.yml"
+        applied = _agent("apply", str(fabric), "--yes", "--state-dir", str(state / "agent"))
+        if applied.returncode != 0:
+            print(applied.stdout, applied.stderr, file=sys.stderr)
+            return 2
+        intent = load_fabric(fabric).intent
+        network = build_network(intent)
+        for label, senders, dcqcn in CASES:
+            lab_runs, twin_runs, twin_wall = [], [], 0.0
+            for seed in range(1, args.repeats + 1):
+                lab_runs.append(
+                    measure_lab(intent, RECEIVER, senders, args.duration, dcqcn=dcqcn)[0]
+                )
+                started = time.perf_counter()
+                twin_runs.append(
+                    predict_lab(
+                        intent, RECEIVER, senders, args.duration, dcqcn=dcqcn, seed=seed,
+                        network=network,
+                    )[0]
+                )  # fmt: skip
+                twin_wall += time.perf_counter() - started
+            lab, twin = _median(lab_runs), _median(twin_runs)
+            rows.append(
+                {
+                    "case": label,
+                    "lab_runs": [r.as_dict() for r in lab_runs],
+                    "twin_runs": [r.as_dict() for r in twin_runs],
+                    "agreement": [a.as_dict() for a in compare(lab, twin)],
+                    "twin_wall_s": round(twin_wall / args.repeats, 3),
+                }
+            )
+    finally:
+        _agent("lab", "down", "--lab", name, "--state-dir", str(state))
+    print(
+        f"\nlab vs twin, {args.repeats} runs each (median), {args.duration:g} s of lab time "
+        f"= {args.duration * 10:g} ms at 1 Gb/s, incast onto {RECEIVER}"
+    )
+    print("| case | measure | lab (runs) | lab median | twin median | agrees (±15 %) |")
+    print("|---|---|---|---|---|---|")
+    agreed = total = 0
+    for row in rows:
+        for i, agreement in enumerate(row["agreement"]):
+            measure = agreement["measure"]
+            runs = ", ".join(f"{r[measure]:.3f}" for r in row["lab_runs"])
+            total += 1
+            agreed += agreement["agrees"]
+            print(
+                f"| {row['case'] if i == 0 else ''} | {measure} | {runs} | {agreement['lab']:.3f} "
+                f"| {agreement['twin']:.3f} | {'yes' if agreement['agrees'] else 'NO'} |"
+            )
+    print(f"\n{agreed} of {total} measures agree; twin wall time per run: "
+          + ", ".join(f"{r['case']} {r['twin_wall_s']:.2f} s" for r in rows))  # fmt: skip
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    return 0 if agreed == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
