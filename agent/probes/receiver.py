@@ -78,8 +78,7 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
     cnps_sent = 0
     # A CNP's bytes depend only on the flow: built once (scapy takes about 2 ms a frame, which
     # would delay every CNP by 20 µs of a 100x-dilated link's time; a NIC answers in ~1 µs).
-    # Bounded like the flows the analyser tracks.
-    cnps: dict[tuple[Any, ...], bytes] = {}
+    cnps: dict[tuple[str, int], tuple[tuple[Any, str], bytes]] = {}
     sock = open_port(spec.ifname)
     start = time.monotonic()
     last_data = start
@@ -119,14 +118,18 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
                     and view.opcode != 0x81
                     and notification.on_ce((view.src_ip, view.qpn), dilation.model_time(now))
                 ):
-                    key = (view.src_mac, view.src_ip, view.dst_ip, view.qpn)
-                    cnp = cnps.get(key)
-                    if cnp is None:
-                        cnp = cnps[key] = bytes(cnp_packet(
+                    # Keyed like the notification point (one entry per tracked QP); the
+                    # addresses are checked so that a QP seen with another MAC or
+                    # destination gets a CNP for what it sent, without growing the cache.
+                    key = (view.src_ip, view.qpn)
+                    addresses = (view.src_mac, view.dst_ip)
+                    cached = cnps.get(key)
+                    if cached is None or cached[0] != addresses:
+                        cached = cnps[key] = (addresses, bytes(cnp_packet(
                             my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
                             view.qpn, spec.cnp_dscp,
-                        ))  # fmt: skip
-                    sock.send(cnp)
+                        )))  # fmt: skip
+                    sock.send(cached[1])
                     cnps_sent += 1
         elapsed = time.monotonic() - start
     finally:
