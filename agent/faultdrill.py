@@ -51,6 +51,8 @@ FAULTS_FILE = "faults.json"
 KILLED = -signal.SIGKILL
 # netmiko's send_command gives up after 10 s (read_timeout): the slow switch answers 10x later.
 SLOW_DELAY_S = 100.0
+# How often a pending commit timer is polled: its end is what the judge waits for.
+SETTLE_POLL_S = 0.2
 
 
 class DrillError(AgentError):
@@ -271,11 +273,18 @@ class Drill:
         finally:
             close_quietly(conn)
 
-    def classify(self) -> dict[str, str]:
-        """old | new | mixed(N) | unreadable, per switch."""
+    def classify(self, settle_s: float | None = None) -> dict[str, str]:
+        """old | new | mixed(N) | unreadable, per switch.
+
+        With ``settle_s``, each switch is first given up to that long for any commit timer
+        left behind to fire (or be settled), polled on the connection the state is then read
+        from: a switch's state depends on its own sessions only, and one SSH login per switch
+        instead of one per poll keeps the drill's CPU for the agent under test.
+        """
+        deadline = time.monotonic() + (settle_s or 0.0)
 
         def one(device: Device) -> tuple[str, str]:
-            actual = self._read(device)
+            actual = self._settled_read(device, deadline) if settle_s else self._read(device)
             if isinstance(actual, str):
                 return device.name, "unreadable"
             platform = platform_for(device.platform)
@@ -310,31 +319,36 @@ class Drill:
         with ThreadPoolExecutor(max_workers=len(self.switches)) as pool:
             list(pool.map(one, self.switches))
 
-    def _live_sessions(self) -> int:
-        """How many changes on the switches still wait for a confirm or their timer."""
-
-        def one(device: Device) -> int:
-            platform = platform_for(device.platform)
+    def _settled_read(self, device: Device, deadline: float) -> QosState | str:
+        """The switch's state once no change on it waits for a confirm or its timer, or at
+        ``deadline`` whatever it is then. Unreachable or unreadable: retried until then."""
+        platform = platform_for(device.platform)
+        while True:
             try:
                 conn = connect(device, platform)
-            except Unreachable:
-                return 1  # cannot tell: keep waiting
+            except Unreachable as exc:
+                if time.monotonic() >= deadline:
+                    return f"unreachable ({exc})"
+                time.sleep(SETTLE_POLL_S)
+                continue
             try:
-                return sum(1 for s in platform.read_sessions(conn) if s.live)
-            except Exception:
-                return 1
+                # A live session rolls back on the switch's own clock: poll its session list
+                # on this connection until none is live (no new login per poll).
+                while time.monotonic() < deadline and any(
+                    s.live for s in platform.read_sessions(conn)
+                ):
+                    time.sleep(SETTLE_POLL_S)
+                return platform.read_state(conn)
+            except Exception as exc:  # the connection died under the poll: log in again
+                if time.monotonic() >= deadline:
+                    return f"unreadable ({exc})"
             finally:
                 close_quietly(conn)
+            time.sleep(SETTLE_POLL_S)
 
-        with ThreadPoolExecutor(max_workers=len(self.switches)) as pool:
-            return sum(pool.map(one, self.switches))
-
-    def _settle(self) -> None:
-        """Until every commit timer left behind has fired (or been settled): at most the
-        commit timer plus margin, at once when the broken run left none running."""
-        deadline = time.monotonic() + self.confirm_timeout_s + 1.5
-        while time.monotonic() < deadline and self._live_sessions():
-            time.sleep(0.5)
+    def _settle_s(self) -> float:
+        """How long a timer left behind can still run: the commit timer plus margin."""
+        return self.confirm_timeout_s + 1.5
 
     # ------------------------------------------------------------------ runs
 
@@ -360,14 +374,25 @@ class Drill:
             errors = {d["device"]: str(d.get("error") or "") for d in devices}
         return done.returncode, reported, errors
 
-    def audit_incomplete(self) -> int:
-        """``roce-agent audit --incomplete``: 1 while an attempt has no result record."""
-        done = subprocess.run(
+    def _start_audit_incomplete(self) -> subprocess.Popen[str]:
+        """``roce-agent audit --incomplete`` (exit 1 while an attempt has no result record).
+
+        It reads only the audit log, final once the apply exited: it runs while the switches
+        are read, instead of after."""
+        return subprocess.Popen(
             [sys.executable, "-m", "agent", "audit", "--incomplete", "--output", "json",
              "--state-dir", str(self.state_dir)],
-            capture_output=True, text=True, timeout=60, cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
         )  # fmt: skip
-        return done.returncode
+
+    @staticmethod
+    def _wait(process: subprocess.Popen[str], timeout: float = 60) -> int:
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
 
     def _audit_lines(self) -> list[dict[str, Any]]:
         path = self.state_dir / "audit.jsonl"
@@ -413,16 +438,18 @@ class Drill:
         finally:
             if row.undo:
                 row.undo(self)
-        self._settle()
+        audit = self._start_audit_incomplete()
+        try:
+            outcome.after_fault = self.classify(settle_s=self._settle_s())
+        finally:
+            outcome.incomplete_exit = self._wait(audit)
         if row.canary_error and row.canary_error not in errors.get(self.canary, ""):
             outcome.problems.append(f"{self.canary} error lacks {row.canary_error!r}")
         if row.evidence and row.evidence not in self.lab.log_since(self.canary, log_from):
             outcome.problems.append(f"the fault never fired ({row.evidence!r} not logged)")
-        outcome.after_fault = self.classify()
         records = self._audit_lines()[audit_from:]
         outcome.audited = self._audit_claims(records)
         judge(outcome, before, records)
-        outcome.incomplete_exit = self.audit_incomplete()
         announced = [d for d, claim in outcome.audited.items() if claim == "intent"]
         if announced and outcome.incomplete_exit != 1:
             outcome.problems.append(
@@ -431,8 +458,11 @@ class Drill:
             )
         self.log(f"drill {row.name}: re-run")
         outcome.rerun_exit, _, _ = self.apply()
-        outcome.after_rerun = self.classify()
-        outcome.incomplete_after_rerun = self.audit_incomplete()
+        audit = self._start_audit_incomplete()
+        try:
+            outcome.after_rerun = self.classify()
+        finally:
+            outcome.incomplete_after_rerun = self._wait(audit)
         if outcome.incomplete_after_rerun != 0:
             outcome.problems.append(
                 f"audit --incomplete exit {outcome.incomplete_after_rerun} after the re-run "

@@ -35,6 +35,7 @@ from agent.errors import AgentError, IntentError, Problem
 from agent.intent import Device, FabricIntent, Profile
 from agent.probes import scenarios
 from agent.push import DeviceResult, Pusher
+from agent.shard import WHOLE, Shard, shard_index
 from agent.state import QosState
 from agent.twin.labcheck import IncastMeasures, measure_lab, predict_lab
 from agent.units import parse_size
@@ -218,15 +219,20 @@ class PlaybookRunner:
         audit_dir: Path | None = None,
         on_step: Callable[[StepReport], None] | None = None,
         fabric_file: Path | None = None,
+        shard: Shard = WHOLE,
     ) -> None:
         self.intent = intent
+        # A daemon of shard K/N collects, checks and applies on its own switches only, and
+        # runs a probe only if its target host is in its shard (agent/shard.py).
+        self.shard = shard
         self.fabric_file = fabric_file  # the fault drill re-runs `apply` on this file
         self.pusher = Pusher.for_intent(intent, audit_dir)
         self.audit_dir = audit_dir
         self.on_step = on_step
         self.collected: Collected | None = None
         self.before: dict[str, QosState] = {}
-        self.switches = self.pusher.select(())
+        owned = shard.select(d.name for d in intent.devices if d.role != "host")
+        self.switches = self.pusher.select(owned) if owned else []
 
     # ------------------------------------------------------------------ hosts
 
@@ -303,7 +309,30 @@ class PlaybookRunner:
             {"checks": len(results), "failed": len(failed)},
         )
 
+    def _not_ours(self, name: str, target: str, kind: str = "probe") -> StepReport | None:
+        """A skipped step if another shard owns the probe whose target host is ``target``."""
+        if self.shard.owns_probe(target):
+            return None
+        owner = f"{shard_index(target, self.shard.count)}/{self.shard.count}"
+        return StepReport(name, kind, "skipped", {"target": target, "owner": owner})
+
+    def _probe_target(self, spec: ProbeSpec) -> str:
+        """The host that decides which shard runs the probe: the first host of a pairwise
+        mesh, the receiver of an incast, the stormed host."""
+        hosts = self._hosts()
+        if not hosts:
+            raise AgentError("the fabric has no hosts to probe from")
+        if spec.scenario == "pairwise":
+            return hosts[0].name
+        if spec.scenario == "incast":
+            return hosts[-1].name if spec.to == "auto" else spec.to
+        return hosts[-1].name if spec.host == "auto" else spec.host
+
     def _probe(self, spec: ProbeSpec, report: Report) -> StepReport:
+        if not self.shard.whole:
+            skipped = self._not_ours(f"probe {spec.scenario}", self._probe_target(spec))
+            if skipped is not None:
+                return skipped
         rate = None
         if spec.rate:
             from agent.units import parse_speed
@@ -339,7 +368,8 @@ class PlaybookRunner:
         elif spec.devices == "all":
             devices = self.switches
         else:
-            devices = self.pusher.select(spec.devices)
+            # Names of other shards' switches are theirs to apply; unknown names still fail.
+            devices = [d for d in self.pusher.select(spec.devices) if self.shard.owns(d.name)]
         self.pusher.confirm_timeout_s = spec.confirm_timeout_s
         self.pusher.pending_policy = spec.pending
         self.pusher.pending_timeout_s = spec.pending_timeout_s
@@ -366,6 +396,11 @@ class PlaybookRunner:
 
     def _sweep(self, spec: SweepSpec, report: Report) -> StepReport:
         to, senders = self._incast_hosts(spec.to, spec.senders)
+        # The sweep is one experiment on the whole fabric (its candidates go to every
+        # switch): run once, by the shard of its incast's receiver, like a probe.
+        skipped = self._not_ours("ecn sweep", to, "ecn_sweep")
+        if skipped is not None:
+            return skipped
         runs: list[list[dict[str, Any]]] = [[] for _ in spec.candidates]
         original = self.intent
         try:

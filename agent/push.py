@@ -15,6 +15,7 @@ import logging
 import os
 import pwd
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -92,6 +93,13 @@ class AuditLog:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path = directory / self.FILE
+        # Records already parsed, and where the parse stopped: the log only grows, so a
+        # rollout that asks once per switch reads each record once, not the whole log per
+        # switch (that was quadratic: 0.15 s of CPU per switch at 1 000 attempts).
+        self._parsed: list[dict[str, Any]] = []
+        self._offset = 0
+        self._identity: tuple[int, int] | None = None
+        self._read_lock = threading.Lock()
 
     def check(self) -> None:
         """The directory exists or can be created, and the log is writable and lockable."""
@@ -134,20 +142,37 @@ class AuditLog:
                 os.close(dir_fd)
 
     def records(self) -> list[dict[str, Any]]:
-        """Every record, oldest first (a torn last line from a crash is skipped)."""
-        if not self.path.exists():
-            return []
-        entries = []
-        with self.path.open(encoding="utf-8") as handle:
-            fcntl.flock(handle, fcntl.LOCK_SH)
-            for line in handle:
+        """Every record, oldest first (a torn line from a crash is skipped).
+
+        Reads only what was appended since the last call; a file that was replaced or
+        truncated (another inode, or shorter than what was read) is read again from the start.
+        A last line without its newline is left for the next call: its writer may still be
+        appending it.
+        """
+        with self._read_lock:
+            try:
+                handle = self.path.open("rb")
+            except FileNotFoundError:
+                self._parsed, self._offset, self._identity = [], 0, None
+                return []
+            with handle:
+                fcntl.flock(handle, fcntl.LOCK_SH)
+                stat = os.fstat(handle.fileno())
+                identity = (stat.st_dev, stat.st_ino)
+                if identity != self._identity or stat.st_size < self._offset:
+                    self._parsed, self._offset, self._identity = [], 0, identity
+                handle.seek(self._offset)
+                data = handle.read()
+            complete = data.rfind(b"\n") + 1
+            for line in data[:complete].splitlines():
                 try:
                     entry = json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, UnicodeDecodeError):
                     continue
                 if isinstance(entry, dict):
-                    entries.append(entry)
-        return entries
+                    self._parsed.append(entry)
+            self._offset += complete
+            return list(self._parsed)
 
     def attempts(self) -> list[dict[str, Any]]:
         """One entry per attempt: its intent, its result (or None) and reconciliations."""

@@ -1,19 +1,28 @@
-"""Scrape cost at ~100k series: the snapshot collector versus plain prometheus_client metrics.
+"""Fleet-scale scrape cost: 1 000 switches x 64 ports split into 4 shards, against today's render.
 
-Both sides get the same parsed device counters (``agent.state.Counters``, what a poll yields)
-and must end with the same exposition:
+Issue #14 goal, checked in one run:
 
-- snapshot path: ``SnapshotStore.update_counters`` per device (one reference swap), then
-  rendered two ways: ``generate_latest`` over :class:`exporters.collector.RoceCollector` (what
-  an embedding registry does) and :func:`exporters.fasttext.render_text` (what the exporter's
-  HTTP server sends Prometheus);
-- plain path: ``Counter.labels(...).inc(delta)`` / ``Gauge.labels(...).set(value)`` for every
-  series (what an exporter built on ordinary metric objects does after each poll), then
-  ``generate_latest`` over that registry.
+- each shard (~250 switches; jump consistent hash, ``--shard K/N``) renders in < 1 s;
+- a full scrape of all shards, rendered one after another as one scrape pool would see them,
+  stays under the shipped ``scrape_timeout`` (5 s, exporters/prometheus/prometheus.yml);
+- ratios against today's render of the whole 1 000 switches, measured in the same run:
+  :func:`render_before_14` is the switch render of ``exporters/fasttext.py`` before #14
+  (commit fb9957e): every fabric port, all 8 priorities of every family, no fabric label,
+  every line formatted at scrape time.
 
-Measured in the same run, median of ``--rounds``; prints both and the ratio.
+Counters are what a RoCE fabric reports: PFC, headroom and watchdog counters are 0 on the lossy
+priorities (no PFC is sent or honoured there), except on 1 % of ports where a misconfigured
+peer sends PFC on lossy priority 5 (the lean rule must show those); queue counters are large
+(past 10^6, the slow number format). Per shard it reports:
 
-    python bench/exporter.py [--devices 36] [--ports 32] [--rounds 5]
+- ``format``: what the pollers pay, in their threads, once per poll (each device's lines are
+  formatted right after its poll is stored; ``exporters.fasttext.device_block``);
+- ``scrape``: what a scrape pays once every device was polled (joins the formatted blocks) —
+  what Prometheus waits for;
+- ``cold``: a scrape that has to format every device itself (no poller formatted them, e.g.
+  the store fed by code that does not call device_block) — the worst case.
+
+    python bench/exporter.py [--devices 1000] [--ports 64] [--shards 4] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -23,188 +32,251 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from typing import cast
 
-from prometheus_client import Counter, Gauge, disable_created_metrics, generate_latest
-from prometheus_client.registry import CollectorRegistry
-
+from agent.shard import Shard
 from agent.state import Counters, InterfaceCounters, QueueCounters, WatchdogCounters
-from exporters.collector import RoceCollector
-from exporters.fasttext import render_text
-from exporters.metrics import BY_NAME
-from exporters.store import IntendedClass, SnapshotStore, SwitchInventory
+from exporters.collector import ON_OFF, PRIORITIES, Families, _agent
+from exporters.fasttext import (
+    NO_QUEUE,
+    NO_WATCHDOG,
+    SWITCH_FAMILIES,
+    _family_lines,
+    _n,
+    device_block,
+    escape_value,
+    render_text,
+)
+from exporters.metrics import SPECS
+from exporters.store import IntendedClass, Snapshot, SnapshotStore, SwitchInventory
 
-PRIORITIES = range(8)
+LOSSLESS = 3
+SCRAPE_TIMEOUT_S = 5.0  # exporters/prometheus/prometheus.yml
 
 
 def inventory(devices: int, ports: int) -> list[SwitchInventory]:
     names = tuple(f"Ethernet{p}/1" for p in range(1, ports + 1))
     classes = tuple(
-        IntendedClass(port, p, pfc=p == 3, ecn=p == 3) for port in names for p in PRIORITIES
+        IntendedClass(port, p, pfc=p == LOSSLESS, ecn=p == LOSSLESS)
+        for port in names
+        for p in range(8)
     )
-    return [SwitchInventory(f"leaf{d:03d}", names, classes) for d in range(devices)]
+    return [SwitchInventory(f"leaf{d:04d}", names, classes) for d in range(devices)]
 
 
-def poll_results(switches: list[SwitchInventory], round_no: int) -> list[Counters]:
-    rng = random.Random(round_no)
-    base = round_no * 1000
-    results = []
-    for switch in switches:
-        interfaces = {}
-        for name in switch.interfaces:
-            interfaces[name] = InterfaceCounters(
-                pfc_rx=tuple(base + rng.randrange(100) for _ in PRIORITIES),
-                pfc_tx=tuple(base + rng.randrange(100) for _ in PRIORITIES),
-                queues={
-                    q: QueueCounters(
-                        tx_packets=base * 50 + rng.randrange(10_000),
-                        tx_bytes=base * 50_000 + rng.randrange(10_000_000),
-                        dropped_packets=base + rng.randrange(10),
-                        ecn_marked_packets=base + rng.randrange(1000),
-                    )
-                    for q in PRIORITIES
-                },
-                watchdog={q: WatchdogCounters(storms_detected=round_no) for q in PRIORITIES},
-                headroom_drops=tuple(base + rng.randrange(5) for _ in PRIORITIES),
+def poll_result(switch: SwitchInventory, rng: random.Random, round_no: int) -> Counters:
+    """One poll's counters (built without validation: the bench measures the exporter)."""
+    base = round_no * 10**6
+    interfaces = {}
+    for name in switch.interfaces:
+        pfc_rx = [0] * 8
+        pfc_tx = [0] * 8
+        pfc_rx[LOSSLESS] = base + rng.randrange(10**5)
+        pfc_tx[LOSSLESS] = base + rng.randrange(10**5)
+        if rng.random() < 0.01:
+            pfc_rx[5] = rng.randrange(1, 1000)  # a peer sending PFC on a lossy priority
+        queues = {
+            q: QueueCounters.model_construct(
+                tx_packets=10**9 * round_no + rng.randrange(10**8),
+                tx_bytes=10**12 * round_no + rng.randrange(10**11),
+                dropped_packets=rng.randrange(10) if q != LOSSLESS else 0,
+                ecn_marked_packets=rng.randrange(10**7) if q == LOSSLESS else 0,
+                watermark_bytes=None,
             )
-        results.append(Counters(device=switch.device, collected_at=0.0, interfaces=interfaces))
-    return results
+            for q in range(8)
+        }
+        interfaces[name] = InterfaceCounters.model_construct(
+            pfc_rx=tuple(pfc_rx),
+            pfc_tx=tuple(pfc_tx),
+            queues=queues,
+            watchdog={LOSSLESS: WatchdogCounters.model_construct()},
+            headroom_drops=(0,) * 8,
+        )
+    return Counters.model_construct(device=switch.device, collected_at=0.0, interfaces=interfaces)
 
 
-class PlainExporter:
-    """The same series on ordinary prometheus_client Counter/Gauge objects."""
+def render_before_14(snapshot: Snapshot) -> bytes:
+    """Today's (pre-#14) fast text render of the switch series, plus the exporter's own."""
+    lines: dict[str, list[str]] = {name: [] for name in SWITCH_FAMILIES}
+    pfc = lines["roce_pfc_frames_total"]
+    tx_packets = lines["roce_queue_transmitted_packets_total"]
+    tx_bytes = lines["roce_queue_transmitted_bytes_total"]
+    dropped = lines["roce_queue_dropped_packets_total"]
+    marked = lines["roce_queue_ecn_marked_packets_total"]
+    headroom = lines["roce_headroom_dropped_packets_total"]
+    detected = lines["roce_pfc_watchdog_storms_detected_total"]
+    restored = lines["roce_pfc_watchdog_storms_restored_total"]
+    stormed = lines["roce_pfc_watchdog_stormed"]
+    intended = lines["roce_intended_class_info"]
+    for device, view in snapshot.devices.items():
+        assert view.counters is not None
+        reported = view.counters.interfaces
+        dev = f'device="{escape_value(device)}"'
+        for interface in view.inventory.interfaces:
+            counters = reported[interface]
+            iface = f'interface="{escape_value(interface)}"'
+            for priority, label in enumerate(PRIORITIES):
+                rx = f'{{{dev},direction="rx",{iface},priority="{label}"}} '
+                tx = f'{{{dev},direction="tx",{iface},priority="{label}"}} '
+                by_priority = f'{{{dev},{iface},priority="{label}"}} '
+                by_queue = f'{{{dev},{iface},queue="{label}"}} '
+                pfc.append(f"roce_pfc_frames_total{rx}{_n(counters.pfc_rx[priority])}")
+                pfc.append(f"roce_pfc_frames_total{tx}{_n(counters.pfc_tx[priority])}")
+                queue = counters.queues.get(priority, NO_QUEUE)
+                tx_packets.append(
+                    f"roce_queue_transmitted_packets_total{by_queue}{_n(queue.tx_packets)}"
+                )
+                tx_bytes.append(f"roce_queue_transmitted_bytes_total{by_queue}{_n(queue.tx_bytes)}")
+                dropped.append(
+                    f"roce_queue_dropped_packets_total{by_queue}{_n(queue.dropped_packets)}"
+                )
+                marked.append(
+                    f"roce_queue_ecn_marked_packets_total{by_queue}{_n(queue.ecn_marked_packets)}"
+                )
+                headroom.append(
+                    f"roce_headroom_dropped_packets_total{by_priority}"
+                    f"{_n(counters.headroom_drops[priority])}"
+                )
+                watchdog = counters.watchdog.get(priority, NO_WATCHDOG)
+                detected.append(
+                    f"roce_pfc_watchdog_storms_detected_total{by_priority}"
+                    f"{_n(watchdog.storms_detected)}"
+                )
+                restored.append(
+                    f"roce_pfc_watchdog_storms_restored_total{by_priority}"
+                    f"{_n(watchdog.storms_restored)}"
+                )
+                stormed.append(
+                    f"roce_pfc_watchdog_stormed{by_priority}{_n(1 if watchdog.stormed else 0)}"
+                )
+        for cls in view.inventory.classes:
+            label = PRIORITIES[cls.priority]
+            intended.append(
+                f'roce_intended_class_info{{{dev},ecn="{ON_OFF[cls.ecn]}",'
+                f'interface="{escape_value(cls.interface)}",pfc="{ON_OFF[cls.pfc]}",'
+                f'priority="{label}",queue="{label}"}} 1.0'
+            )
+    rest = Families(snapshot.fabric)
+    _agent(snapshot, rest)
+    rest_lines = {k: [b.decode() for b in v] for k, v in _family_lines(rest.populated()).items()}
+    every = {**lines, **rest_lines}
+    chunks: list[str] = []
+    for spec in SPECS:
+        body = every.get(spec.name)
+        if body:
+            chunks += [f"# HELP {spec.name} {spec.help}", f"# TYPE {spec.name} {spec.type}"]
+            chunks.extend(body)
+    chunks.append("")
+    return "\n".join(chunks).encode()
 
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
 
-        def counter(name: str) -> Counter:
-            spec = BY_NAME[name]
-            return Counter(spec.name, spec.help, list(spec.labels), registry=self.registry)
-
-        def gauge(name: str) -> Gauge:
-            spec = BY_NAME[name]
-            return Gauge(spec.name, spec.help, list(spec.labels), registry=self.registry)
-
-        self.pfc = counter("roce_pfc_frames_total")
-        self.tx_packets = counter("roce_queue_transmitted_packets_total")
-        self.tx_bytes = counter("roce_queue_transmitted_bytes_total")
-        self.dropped = counter("roce_queue_dropped_packets_total")
-        self.marked = counter("roce_queue_ecn_marked_packets_total")
-        self.headroom = counter("roce_headroom_dropped_packets_total")
-        self.detected = counter("roce_pfc_watchdog_storms_detected_total")
-        self.restored = counter("roce_pfc_watchdog_storms_restored_total")
-        self.stormed = gauge("roce_pfc_watchdog_stormed")
-        self.intended = gauge("roce_intended_class_info")
-        self.up = gauge("roce_device_up")
-        self.previous: dict[tuple[str, ...], float] = {}
-
-    def _count(self, metric: Counter | Gauge, labels: tuple[str, ...], value: float) -> None:
-        if isinstance(metric, Gauge):
-            metric.labels(*labels).set(value)
-            return
-        key = (metric._name, *labels)
-        # Counters only go up by deltas: keep the last device value to compute them.
-        delta = value - self.previous.get(key, 0.0)
-        self.previous[key] = value
-        metric.labels(*labels).inc(max(0.0, delta))
-
-    def update(self, switches: list[SwitchInventory], results: list[Counters]) -> None:
-        for switch, counters in zip(switches, results, strict=True):
-            device = switch.device
-            self.up.labels(device).set(1)
-            on = {True: "on", False: "off"}
-            for cls in switch.classes:
-                tc = str(cls.priority)
-                labels = (device, cls.interface, tc, tc, on[cls.pfc], on[cls.ecn])
-                self.intended.labels(*labels).set(1)
-            for name, ic in counters.interfaces.items():
-                for p in PRIORITIES:
-                    label = str(p)
-                    where = (device, name, label)
-                    self._count(self.pfc, (*where, "rx"), ic.pfc_rx[p])
-                    self._count(self.pfc, (*where, "tx"), ic.pfc_tx[p])
-                    queue = ic.queues[p]
-                    self._count(self.tx_packets, where, queue.tx_packets)
-                    self._count(self.tx_bytes, where, queue.tx_bytes)
-                    self._count(self.dropped, where, queue.dropped_packets)
-                    self._count(self.marked, where, queue.ecn_marked_packets)
-                    self._count(self.headroom, where, ic.headroom_drops[p])
-                    watchdog = ic.watchdog[p]
-                    self._count(self.detected, where, watchdog.storms_detected)
-                    self._count(self.restored, where, watchdog.storms_restored)
-                    self._count(self.stormed, where, 1 if watchdog.stormed else 0)
+def timed(action: Callable[[], object]) -> tuple[float, float, object]:
+    """Wall and CPU seconds of ``action()`` and its result. CPU time is what the render costs
+    on an idle machine; on a shared one wall time also counts the waits for a core."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = action()
+    return time.perf_counter() - wall, time.process_time() - cpu, result
 
 
-def timed(action: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    action()
-    return time.perf_counter() - started
+def series_in(text: bytes) -> int:
+    return text.count(b"\n") - text.count(b"\n# ") - (1 if text.startswith(b"#") else 0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--devices", type=int, default=36)
-    parser.add_argument("--ports", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--devices", type=int, default=1000)
+    parser.add_argument("--ports", type=int, default=64)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3, help="median of this many scrapes")
     args = parser.parse_args()
 
-    # Counters would also expose a `_created` series each; the snapshot path has none.
-    disable_created_metrics()  # type: ignore[no-untyped-call]
     switches = inventory(args.devices, args.ports)
-    store = SnapshotStore("bench", switches)
-    snapshot_registry = CollectorRegistry()
-    snapshot_registry.register(RoceCollector(store))
-    plain = PlainExporter()
+    rng = random.Random(14)
+    polls = {s.device: poll_result(s, rng, 1) for s in switches}
+    print(f"{args.devices} switches x {args.ports} ports, {args.shards} shards")
 
-    rounds = [poll_results(switches, r + 1) for r in range(args.rounds)]
-    snap_update, snap_render, fast_render, plain_update, plain_render = [], [], [], [], []
-    for results in rounds:
+    def today_render() -> bytes:
+        whole = SnapshotStore("bench", switches)
+        for name, counters in polls.items():
+            whole.update_counters(name, counters, 0.1)
+        snapshot = whole.snapshot()
+        wall, cpu, text = timed(lambda: render_before_14(snapshot))
+        today_time.extend((wall, cpu))
+        assert isinstance(text, bytes)
+        return text
 
-        def store_update(results: list[Counters] = results) -> None:
-            for counters in results:
-                store.update_counters(counters.device, counters, 0.1)
-
-        def plain_update_all(results: list[Counters] = results) -> None:
-            plain.update(switches, results)
-
-        snap_update.append(timed(store_update))
-        snap_render.append(timed(lambda: generate_latest(snapshot_registry)))
-        fast_render.append(timed(lambda: render_text(store.snapshot())))
-        plain_update.append(timed(plain_update_all))
-        plain_render.append(timed(lambda: generate_latest(plain.registry)))
-    text = generate_latest(snapshot_registry).decode()
-    series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
-    plain_text = generate_latest(plain.registry).decode()
-    plain_series = sum(1 for line in plain_text.splitlines() if line and not line.startswith("#"))
-
-    def ms(values: list[float]) -> float:
-        return statistics.median(values) * 1000
-
-    snap_total = ms(snap_update) + ms(snap_render)
-    fast_total = ms(snap_update) + ms(fast_render)
-    plain_total = ms(plain_update) + ms(plain_render)
-    same = render_text(store.snapshot()) == generate_latest(snapshot_registry)
-    print(f"series exposed              snapshot {series:,}   plain {plain_series:,}")
-    print(f"rounds                      {args.rounds} (median)")
+    today_time: list[float] = []
+    today = today_render()
+    today_s, today_cpu = today_time
+    today_series, today_bytes = series_in(today), len(today)
+    del today
     print(
-        f"snapshot: update {ms(snap_update):8.1f} ms   render {ms(snap_render):8.1f} ms   "
-        f"total {snap_total:8.1f} ms"
+        f"today (pre-#14), whole fabric on one target: {today_series:,} series, "
+        f"{today_bytes / 1e6:,.1f} MB, render {today_s:.2f} s (cpu {today_cpu:.2f} s)"
+    )
+
+    totals = dict.fromkeys(("scrape", "scrape_cpu", "cold", "cold_cpu"), 0.0)
+    series_total = bytes_total = 0
+    for index in range(1, args.shards + 1):
+        shard = Shard(index, args.shards)
+        store = SnapshotStore("bench", switches, shard=shard)
+        owned = list(store.snapshot().devices)
+
+        def poll_cycle(store: SnapshotStore = store, owned: list[str] = owned) -> None:
+            # A copy, as each real poll brings new counters (formatted lines are remembered
+            # per counters object).
+            for name in owned:
+                store.update_counters(name, polls[name].model_copy(), 0.1)
+
+        def format_all(store: SnapshotStore = store) -> None:
+            snapshot = store.snapshot()
+            for view in snapshot.devices.values():
+                device_block(snapshot.fabric, view)
+
+        def scrape(store: SnapshotStore = store) -> bytes:
+            return render_text(store.snapshot())
+
+        poll_cycle()
+        format_s, format_cpu, _ = timed(format_all)
+        warm = [timed(scrape) for _ in range(args.rounds)]
+        text = warm[0][2]
+        assert isinstance(text, bytes)
+        cold = []
+        for _ in range(args.rounds):
+            poll_cycle()  # new views, nothing formatted yet
+            cold.append(timed(scrape))
+            assert series_in(cast(bytes, cold[-1][2])) == series_in(text)
+        got = {
+            "scrape": statistics.median(t[0] for t in warm),
+            "scrape_cpu": statistics.median(t[1] for t in warm),
+            "cold": statistics.median(t[0] for t in cold),
+            "cold_cpu": statistics.median(t[1] for t in cold),
+        }
+        for key, value in got.items():
+            totals[key] += value
+        series, size = series_in(text), len(text)
+        series_total += series
+        bytes_total += size
+        verdict = "ok" if got["scrape"] < 1.0 else "OVER 1 s"
+        print(
+            f"shard {shard}: {len(owned):4d} switches  {series:>9,} series  {size / 1e6:5.1f} MB"
+            f"  scrape {got['scrape']:5.2f} s (cpu {got['scrape_cpu']:4.2f}) [{verdict}]"
+            f"  cold {got['cold']:5.2f} s (cpu {got['cold_cpu']:4.2f})"
+            f"  pollers' format {format_s:5.2f} s (cpu {format_cpu:4.2f})"
+            f"  vs today: series {series / today_series:.3f}x bytes {size / today_bytes:.3f}x"
+            f" cpu {got['scrape_cpu'] / today_cpu:.3f}x (cold {got['cold_cpu'] / today_cpu:.3f}x)"
+        )
+    verdict = "ok" if totals["scrape"] < SCRAPE_TIMEOUT_S else "OVER"
+    print(
+        f"all {args.shards} shards, rendered one after another: scrape {totals['scrape']:.2f} s "
+        f"(cpu {totals['scrape_cpu']:.2f}) [{verdict} against scrape_timeout "
+        f"{SCRAPE_TIMEOUT_S:g} s]  cold {totals['cold']:.2f} s (cpu {totals['cold_cpu']:.2f})"
     )
     print(
-        f"plain:    update {ms(plain_update):8.1f} ms   render {ms(plain_render):8.1f} ms   "
-        f"total {plain_total:8.1f} ms"
-    )
-    print(
-        f"fast text: update {ms(snap_update):7.1f} ms   render {ms(fast_render):8.1f} ms   "
-        f"total {fast_total:8.1f} ms   (byte-identical to generate_latest: {same})"
-    )
-    print(
-        f"ratio plain/snapshot (generate_latest)  render {ms(plain_render) / ms(snap_render):5.2f}x"
-        f"   update+render {plain_total / snap_total:5.2f}x"
-    )
-    fast_ratio = ms(plain_render) / ms(fast_render)
-    print(
-        f"ratio plain/snapshot (fast text)        render {fast_ratio:5.2f}x"
-        f"   update+render {plain_total / fast_total:5.2f}x"
+        f"all shards vs today's single render: series {series_total / today_series:.3f}x  "
+        f"bytes {bytes_total / today_bytes:.3f}x  wall {totals['scrape'] / today_s:.3f}x  "
+        f"cpu {totals['scrape_cpu'] / today_cpu:.3f}x "
+        f"(cold: wall {totals['cold'] / today_s:.3f}x, cpu {totals['cold_cpu'] / today_cpu:.3f}x)"
     )
 
 

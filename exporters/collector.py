@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from agent.state import InterfaceCounters, QueueCounters, WatchdogCounters
+from agent.state import QueueCounters, WatchdogCounters
 from exporters.hostnic import MICROSECONDS
 from exporters.metrics import CHECK_RESULTS, SPECS, MetricSpec
 from exporters.probes import BUCKET_BOUNDS
@@ -27,7 +27,6 @@ from exporters.store import Snapshot, SnapshotStore
 PRIORITIES = tuple(str(p) for p in range(8))
 NO_QUEUE = QueueCounters()
 NO_WATCHDOG = WatchdogCounters()
-NO_INTERFACE = InterfaceCounters()
 BUCKET_LABELS: tuple[str, ...] = tuple(floatToGoString(b) for b in BUCKET_BOUNDS)  # type: ignore[no-untyped-call]
 ON_OFF = {True: "on", False: "off"}
 
@@ -45,21 +44,31 @@ Add = Callable[[Sequence[str], float], None]
 
 
 class Families:
-    """One metric family per spec, filled in any order, yielded in the table's order."""
+    """One metric family per spec, filled in any order, yielded in the table's order. Every
+    sample gets the ``fabric`` label first (the specs list it first)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fabric: str) -> None:
+        self.fabric = fabric
         self.by_name = {spec.name: new_family(spec) for spec in SPECS}
 
     def __getitem__(self, name: str) -> Add:
-        """``add(label_values, value)`` of a counter or gauge family."""
+        """``add(label_values, value)`` of a counter or gauge family, labels after fabric."""
         family = self.by_name[name]
         assert isinstance(family, CounterMetricFamily | GaugeMetricFamily), name
-        return cast(Add, family.add_metric)
+        add = cast(Add, family.add_metric)
+        fabric = self.fabric
 
-    def histogram(self, name: str) -> HistogramMetricFamily:
+        def add_with_fabric(values: Sequence[str], value: float) -> None:
+            add([fabric, *values], value)
+
+        return add_with_fabric
+
+    def histogram(
+        self, name: str, values: Sequence[str], buckets: list[tuple[str, float]], sum_value: float
+    ) -> None:
         family = self.by_name[name]
         assert isinstance(family, HistogramMetricFamily), name
-        return family
+        family.add_metric([self.fabric, *values], buckets, sum_value)
 
     def populated(self) -> Iterator[Metric]:
         # Families without samples are left out: the text format has no use for bare HELP/TYPE
@@ -69,7 +78,7 @@ class Families:
 
 def render(snapshot: Snapshot) -> Iterator[Metric]:
     """Every metric family of ``snapshot``."""
-    families = Families()
+    families = Families(snapshot.fabric)
     _switches(snapshot, families)
     _agent(snapshot, families)
     _compliance(snapshot, families)
@@ -93,11 +102,9 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
     for device, view in snapshot.devices.items():
         reported = view.counters.interfaces if view.counters is not None else {}
         for interface in view.interface_names():
-            counters = reported.get(interface, NO_INTERFACE)
+            counters = reported[interface]
             for priority, label in enumerate(PRIORITIES):
                 where = (device, interface, label)
-                pfc((*where, "rx"), counters.pfc_rx[priority])
-                pfc((*where, "tx"), counters.pfc_tx[priority])
                 queue = counters.queues.get(priority, NO_QUEUE)
                 tx_packets(where, queue.tx_packets)
                 tx_bytes(where, queue.tx_bytes)
@@ -105,6 +112,10 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
                 marked(where, queue.ecn_marked_packets)
                 if queue.watermark_bytes is not None:
                     watermark(where, queue.watermark_bytes)
+            for priority in view.priorities(interface):
+                where = (device, interface, PRIORITIES[priority])
+                pfc((*where, "rx"), counters.pfc_rx[priority])
+                pfc((*where, "tx"), counters.pfc_tx[priority])
                 headroom(where, counters.headroom_drops[priority])
                 watchdog = counters.watchdog.get(priority, NO_WATCHDOG)
                 detected(where, watchdog.storms_detected)
@@ -116,10 +127,14 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
 
 
 def _agent(snapshot: Snapshot, f: Families) -> None:
-    f["roce_exporter_info"]((snapshot.version, snapshot.fabric), 1)
+    f["roce_exporter_info"]((snapshot.version,), 1)
+    f["roce_exporter_shard_info"]((snapshot.shard,), 1)
+    f["roce_exporter_devices"]((), snapshot.owned_devices)
     for device, view in snapshot.devices.items():
         status = view.status
         f["roce_device_up"]((device,), 1 if status.up else 0)
+        if status.last_success_at is None:
+            continue  # nothing read yet: no statistics that would read as zeros
         f["roce_polls_total"]((device,), status.polls)
         for reason, count in status.errors.items():
             f["roce_poll_errors_total"]((device, reason), count)
@@ -151,7 +166,6 @@ def _compliance(snapshot: Snapshot, f: Families) -> None:
 
 def _probes(snapshot: Snapshot, f: Families) -> None:
     probes = snapshot.probes
-    latency = f.histogram("roce_probe_latency_seconds")
     for key, flow in sorted(probes.flows.items()):
         f["roce_probe_packets_sent_total"](key, flow.sent)
         f["roce_probe_packets_received_total"](key, flow.received)
@@ -165,7 +179,7 @@ def _probes(snapshot: Snapshot, f: Families) -> None:
         for bound, count in zip(BUCKET_LABELS, flow.latency_buckets, strict=True):
             cumulative += count
             buckets.append((bound, float(cumulative)))
-        latency.add_metric(list(key), buckets, flow.latency_sum_s)
+        f.histogram("roce_probe_latency_seconds", key, buckets, flow.latency_sum_s)
     for where, count in sorted(probes.invalid.items()):
         f["roce_probe_invalid_frames_total"](where, count)
     for (scenario, host, priority), seconds in sorted(probes.paused_s.items()):

@@ -2,9 +2,18 @@
 
 Provisioning-ready JSON: no dashboard ``id``, a stable ``uid``, no ``__inputs``; the Prometheus
 data source is the template variable ``datasource`` (type datasource, query prometheus), so the
-same files work on any Grafana with any Prometheus data source name. Panel queries use only
-metrics from :mod:`exporters.metrics` (a unit test checks that, and a lab test runs every
-query against a real Prometheus). A unit test fails when the files differ from this module.
+same files work on any Grafana with any Prometheus data source name.
+
+Fleet use: every dashboard has the chained variables job → instance → fabric (from
+``roce_exporter_shard_info``, which every exporter shard serves from its first scrape), then
+the ones that apply to it (device → interface → priority, scenario/src/dst, ...), and every
+selector in every query filters by all of them. Drill-down goes overview → switch → interface
+through data links that carry the clicked series' labels and keep the other selections.
+
+Panel queries use only metrics from :mod:`exporters.metrics`; tests/unit/test_dashboards.py
+validates the files against Grafana's schema (grafana-foundation-sdk models) and restates
+grafana/dashboard-linter's rules; a lab test runs every query against a real Prometheus; a
+unit test fails when the files differ from this module.
 """
 
 from __future__ import annotations
@@ -14,13 +23,57 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from exporters.metrics import BY_NAME
+
 GRAFANA_DIR = Path(__file__).resolve().parent / "grafana"
 DS = {"type": "prometheus", "uid": "${datasource}"}
+# Grafana 10.4 / 11.0; later Grafanas migrate it on load, earlier ones cannot read newer.
 SCHEMA_VERSION = 39
-LOSSLESS = 'roce_intended_class_info{pfc="on"}'
-IFSEL = 'device=~"$device", interface=~"$interface"'
+TAG = "roce-fabric-agent"
 
 Panel = dict[str, Any]
+Grid = tuple[int, int, int, int]
+
+# Each variable: (label in the UI, metric whose label values it lists). The order is the
+# chain: a variable's values are filtered by every variable before it on the same dashboard
+# whose label its metric carries.
+VARIABLES: dict[str, tuple[str, str]] = {
+    "job": ("Job", "roce_exporter_shard_info"),
+    "instance": ("Instance", "roce_exporter_shard_info"),
+    "fabric": ("Fabric", "roce_exporter_shard_info"),
+    "device": ("Device", "roce_device_up"),
+    # Queue series exist for every queue of every polled interface (lean series keep them).
+    "interface": ("Interface", "roce_queue_transmitted_packets_total"),
+    "priority": ("Priority", "roce_intended_class_info"),
+    "scenario": ("Scenario", "roce_probe_runs_total"),
+    "src": ("From", "roce_probe_packets_sent_total"),
+    "dst": ("To", "roce_probe_packets_sent_total"),
+    "rdma_device": ("RDMA device", "roce_nic_np_cnp_sent_total"),
+    "nic_interface": ("NIC port", "roce_nic_pause_frames_total"),
+}
+# Host NIC series name the host's port ``interface``, as switch series do; a separate
+# variable keeps a switch's interface selection from emptying the host NIC dashboard.
+LABEL_OF = {"nic_interface": "interface"}
+FLEET = ("job", "instance", "fabric")
+SWITCH = (*FLEET, "device")
+PORT = (*SWITCH, "interface")
+PROBE = (*FLEET, "scenario", "src", "dst")
+NIC = (*FLEET, "rdma_device", "nic_interface")
+
+
+def sel(names: tuple[str, ...], *extra: str) -> str:
+    """A label matcher list for ``{...}``: every variable in ``names``, then fixed matchers."""
+    matchers = [f'{LABEL_OF.get(name, name)}=~"${name}"' for name in names]
+    return ", ".join([*matchers, *extra])
+
+
+PFC_ON = 'pfc="on"'
+FAILED = 'result=~"fail|error"'
+
+
+def lossless(names: tuple[str, ...]) -> str:
+    """The intent's lossless classes, filtered like the counters they are joined with."""
+    return f"roce_intended_class_info{{{sel(names, PFC_ON)}}}"
 
 
 def target(expr: str, legend: str = "", ref: str = "A", **extra: Any) -> dict[str, Any]:
@@ -29,31 +82,44 @@ def target(expr: str, legend: str = "", ref: str = "A", **extra: Any) -> dict[st
     return out
 
 
+def link(title: str, uid: str, clicked: tuple[str, ...]) -> dict[str, Any]:
+    """A data link to dashboard ``uid``: the clicked series' labels become its variables; the
+    data source, job, instance and fabric selections and the time range are kept
+    (``${var:queryparam}`` keeps every value of a multi-value selection)."""
+    params = ["${__url_time_range}", "${datasource:queryparam}"]
+    params += [f"${{{name}:queryparam}}" for name in FLEET]
+    params += [f"var-{name}=${{__field.labels.{name}}}" for name in clicked]
+    return {"title": title, "url": f"/d/{uid}/{uid}?{'&'.join(params)}", "targetBlank": False}
+
+
 def panel(
     kind: str,
     title: str,
     targets: list[dict[str, Any]],
-    grid: tuple[int, int, int, int],
-    unit: str = "short",
-    description: str = "",
+    grid: Grid,
+    unit: str,
+    description: str,
+    links: list[dict[str, Any]] | None = None,
     **options: Any,
 ) -> Panel:
     x, y, w, h = grid
-    body: Panel = {
+    defaults: dict[str, Any] = {"unit": unit}
+    if links:
+        defaults["links"] = links
+    return {
         "type": kind,
         "title": title,
         "description": description,
         "datasource": DS,
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
         "targets": targets,
-        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "fieldConfig": {"defaults": defaults, "overrides": []},
         "options": options,
     }
-    return body
 
 
-def stat(title: str, expr: str, grid: tuple[int, int, int, int], unit: str = "short",
-         description: str = "", red_above: float | None = 0) -> Panel:  # fmt: skip
+def stat(title: str, expr: str, grid: Grid, unit: str, description: str,
+         red_above: float | None = 0) -> Panel:  # fmt: skip
     body = panel("stat", title, [target(expr, title)], grid, unit, description,
                  reduceOptions={"calcs": ["lastNotNull"], "fields": "", "values": False},
                  colorMode="background", graphMode="none")  # fmt: skip
@@ -68,16 +134,18 @@ def stat(title: str, expr: str, grid: tuple[int, int, int, int], unit: str = "sh
     return body
 
 
-def series(title: str, targets: list[dict[str, Any]], grid: tuple[int, int, int, int],
-           unit: str = "short", description: str = "") -> Panel:  # fmt: skip
-    return panel("timeseries", title, targets, grid, unit, description,
-                 legend={"displayMode": "table", "placement": "bottom", "calcs": ["max", "last"]},
+def series(title: str, targets: list[dict[str, Any]], grid: Grid, unit: str, description: str,
+           links: list[dict[str, Any]] | None = None) -> Panel:  # fmt: skip
+    return panel("timeseries", title, targets, grid, unit, description, links,
+                 legend={"displayMode": "table", "placement": "bottom", "showLegend": True,
+                         "calcs": ["max", "last"]},
                  tooltip={"mode": "multi", "sort": "desc"})  # fmt: skip
 
 
-def table(title: str, expr: str, grid: tuple[int, int, int, int], description: str = "") -> Panel:
+def table(title: str, expr: str, grid: Grid, unit: str, description: str,
+          links: list[dict[str, Any]] | None = None) -> Panel:  # fmt: skip
     return panel("table", title, [target(expr, "", format="table", instant=True)], grid,
-                 description=description, showHeader=True)  # fmt: skip
+                 unit, description, links, showHeader=True)  # fmt: skip
 
 
 def datasource_variable() -> dict[str, Any]:
@@ -94,7 +162,14 @@ def datasource_variable() -> dict[str, Any]:
     }
 
 
-def query_variable(name: str, query: str, label: str) -> dict[str, Any]:
+def query_variable(name: str, before: tuple[str, ...]) -> dict[str, Any]:
+    label, metric = VARIABLES[name]
+    # Chained on the variables before it whose label the metric carries: a matcher on a label
+    # the series lack (rdma_device on pause frames) would leave the variable empty.
+    carried = {"job", "instance", *BY_NAME[metric].labels}
+    before = tuple(v for v in before if LABEL_OF.get(v, v) in carried)
+    chained = f"{{{sel(before)}}}" if before else ""
+    query = f"label_values({metric}{chained}, {LABEL_OF.get(name, name)})"
     return {
         "name": name,
         "label": label,
@@ -102,9 +177,11 @@ def query_variable(name: str, query: str, label: str) -> dict[str, Any]:
         "datasource": DS,
         "definition": query,
         "query": {"query": query, "refId": f"{name}-values"},
+        # On time range change: a fleet's devices come and go (grafana/dashboard-linter).
         "refresh": 2,
         "includeAll": True,
-        "allValue": ".*",
+        # .+ rather than .*: "All" must not match series that lack the label.
+        "allValue": ".+",
         "multi": True,
         "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
         "sort": 1,
@@ -114,14 +191,15 @@ def query_variable(name: str, query: str, label: str) -> dict[str, Any]:
 
 
 def dashboard(uid: str, title: str, description: str, panels: list[Panel],
-              variables: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+              variables: tuple[str, ...]) -> dict[str, Any]:  # fmt: skip
     for number, item in enumerate(panels, start=1):
         item["id"] = number
+    chain = [query_variable(name, variables[:i]) for i, name in enumerate(variables)]
     return {
         "uid": uid,
         "title": title,
         "description": description,
-        "tags": ["roce", "lossless", "roce-fabric-agent"],
+        "tags": ["roce", "lossless", TAG],
         "timezone": "",
         "editable": True,
         "graphTooltip": 1,
@@ -129,12 +207,12 @@ def dashboard(uid: str, title: str, description: str, panels: list[Panel],
         "version": 1,
         "refresh": "30s",
         "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": [datasource_variable(), *variables]},
+        "templating": {"list": [datasource_variable(), *chain]},
         "annotations": {"list": []},
         "links": [
             {
                 "type": "dashboards",
-                "tags": ["roce-fabric-agent"],
+                "tags": [TAG],
                 "asDropdown": True,
                 "title": "RoCE dashboards",
                 "includeVars": True,
@@ -149,154 +227,225 @@ def dashboard(uid: str, title: str, description: str, panels: list[Panel],
 
 
 def overview() -> dict[str, Any]:
+    f = sel(FLEET)
+    to_switch = [link("Switch ${__field.labels.device}", "roce-switch", ("device",))]
     lossless_drops = (
-        f"increase(roce_queue_dropped_packets_total[$__range]) and on (device, interface, queue) "
-        f"{LOSSLESS}"
+        f"increase(roce_queue_dropped_packets_total{{{f}}}[$__range]) and on "
+        f"(fabric, device, interface, queue) {lossless(FLEET)}"
     )
     panels = [
-        stat("Devices down", "count(roce_device_up == 0) or vector(0)", (0, 0, 3, 4),
-             description="Switches the exporter could not poll within its timeout."),
-        stat("Lossless drops", f"sum({lossless_drops}) or vector(0)", (3, 0, 3, 4),
-             description="Packets dropped on lossless (PFC) queues over the dashboard range. "
-                         "Must be 0."),
-        stat("Headroom drops", "sum(increase(roce_headroom_dropped_packets_total[$__range]) and "
-             f"on (device, interface, priority) {LOSSLESS}) or vector(0)", (6, 0, 3, 4),
-             description="Ingress drops of lossless priorities: PFC headroom too small."),
-        stat("PFC storms now", "sum(roce_pfc_watchdog_stormed)", (9, 0, 3, 4),
-             description="Queues the PFC watchdog holds in the stormed state."),
-        stat("Pause frames/s", 'sum(rate(roce_pfc_frames_total{direction="tx"}[$__rate_interval]))',
-             (12, 0, 3, 4), "pps", "PFC pause frames the switches send.", red_above=None),
-        stat("ECN marks/s", "sum(rate(roce_queue_ecn_marked_packets_total[$__rate_interval]))",
-             (15, 0, 3, 4), "pps", "Packets CE-marked by the switches.", red_above=None),
-        stat("Drift items", "sum(roce_drift_items)", (18, 0, 3, 4),
-             description="Settings that differ from the fabric intent (`roce-agent drift`)."),
-        stat("Probe loss (latest runs)", "sum(roce_probe_last_run_lost_packets) or vector(0)",
-             (21, 0, 3, 4), description="Packets the latest run of each probe flow lost."),
+        stat("Devices down", f"count(roce_device_up{{{f}}} == 0) or vector(0)", (0, 0, 3, 4),
+             "none", "Switches the exporter could not poll within its timeout (0 also before "
+             "a switch's first successful poll)."),
+        stat("Lossless drops", f"sum({lossless_drops}) or vector(0)", (3, 0, 3, 4), "none",
+             "Packets dropped on lossless (PFC) queues over the dashboard range. Must be 0."),
+        stat("Headroom drops", f"sum(increase(roce_headroom_dropped_packets_total{{{f}}}"
+             "[$__range]) and on (fabric, device, interface, priority) "
+             f"{lossless(FLEET)}) or vector(0)", (6, 0, 3, 4), "none",
+             "Ingress drops of lossless priorities over the range: PFC headroom too small."),
+        stat("PFC storms now", f"sum(roce_pfc_watchdog_stormed{{{f}}}) or vector(0)",
+             (9, 0, 3, 4), "none", "Queues the PFC watchdog holds in the stormed state."),
+        stat("Pause frames/s", f'sum(rate(roce_pfc_frames_total{{{f}, direction="tx"}}'
+             "[$__rate_interval]))", (12, 0, 3, 4), "pps",
+             "PFC pause frames the switches send.", red_above=None),
+        stat("ECN marks/s", f"sum(rate(roce_queue_ecn_marked_packets_total{{{f}}}"
+             "[$__rate_interval]))", (15, 0, 3, 4), "pps", "Packets CE-marked by the switches.",
+             red_above=None),
+        stat("Drift items", f"sum(roce_drift_items{{{f}}}) or vector(0)", (18, 0, 3, 4), "none",
+             "Settings that differ from the fabric intent (`roce-agent drift`)."),
+        stat("Probe loss (latest runs)",
+             f"sum(roce_probe_last_run_lost_packets{{{f}}}) or vector(0)", (21, 0, 3, 4), "none",
+             "Packets the latest run of each probe flow lost."),
         series("Lossless drops/s by device", [target(
-            f"sum by (device) (rate(roce_queue_dropped_packets_total[$__rate_interval]) and on "
-            f"(device, interface, queue) {LOSSLESS})", "{{device}}")], (0, 4, 12, 8), "pps"),
+            f"sum by (fabric, device) (rate(roce_queue_dropped_packets_total{{{f}}}"
+            "[$__rate_interval]) and on (fabric, device, interface, queue) "
+            f"{lossless(FLEET)})", "{{fabric}} {{device}}")], (0, 4, 12, 8), "pps",
+            "Drops on the queues the intent makes lossless. Click a series for its switch.",
+            to_switch),
         series("PFC pause frames/s by device", [target(
-            "sum by (device, direction) (rate(roce_pfc_frames_total[$__rate_interval]))",
-            "{{device}} {{direction}}")], (12, 4, 12, 8), "pps"),
+            f"sum by (fabric, device, direction) (rate(roce_pfc_frames_total{{{f}}}"
+            "[$__rate_interval]))", "{{fabric}} {{device}} {{direction}}")], (12, 4, 12, 8),
+            "pps", "Pause frames received (rx) and sent (tx). Click a series for its switch.",
+            to_switch),
         series("ECN marks/s by device", [target(
-            "sum by (device) (rate(roce_queue_ecn_marked_packets_total[$__rate_interval]))",
-            "{{device}}")], (0, 12, 12, 8), "pps"),
+            f"sum by (fabric, device) (rate(roce_queue_ecn_marked_packets_total{{{f}}}"
+            "[$__rate_interval]))", "{{fabric}} {{device}}")], (0, 12, 12, 8), "pps",
+            "Packets CE-marked on egress. Click a series for its switch.", to_switch),
         series("Probe loss ratio by scenario", [target(
-            "sum by (scenario) (increase(roce_probe_packets_lost_total[$__rate_interval])) / "
-            "sum by (scenario) (increase(roce_probe_packets_sent_total[$__rate_interval]))",
-            "{{scenario}}")], (12, 12, 12, 8), "percentunit"),
-        series("Devices up", [target("roce_device_up", "{{device}}")], (0, 20, 8, 7)),
-        series("Poll duration", [target("roce_poll_duration_seconds", "{{device}}")],
-               (8, 20, 8, 7), "s"),
+            f"sum by (scenario) (increase(roce_probe_packets_lost_total{{{f}}}"
+            "[$__rate_interval])) / sum by (scenario) (increase(roce_probe_packets_sent_total"
+            f"{{{f}}}[$__rate_interval]))", "{{scenario}}")], (12, 12, 12, 8), "percentunit",
+            "Lost over sent packets of the wire probes, per scenario."),
+        series("Devices up", [target(f"roce_device_up{{{f}}}", "{{fabric}} {{device}}")],
+               (0, 20, 8, 7), "none", "1 while the latest poll of the switch succeeded.",
+               to_switch),
+        series("Poll duration", [target(f"roce_poll_duration_seconds{{{f}}}",
+               "{{fabric}} {{device}}")], (8, 20, 8, 7), "s",
+               "How long the latest poll of each switch took (the timeout if it timed out)."),
         series("Poll errors by reason", [target(
-            "sum by (device, reason) (increase(roce_poll_errors_total[$__rate_interval]))",
-            "{{device}} {{reason}}")], (16, 20, 8, 7)),
+            f"sum by (fabric, device, reason) (increase(roce_poll_errors_total{{{f}}}"
+            "[$__rate_interval]))", "{{device}} {{reason}}")], (16, 20, 8, 7), "none",
+            "Failed polls per interval, by reason (timeout, auth, connect, parse, other)."),
     ]  # fmt: skip
     return dashboard(
         "roce-fabric-overview",
         "RoCE fabric overview",
         "Health of the lossless fabric at a glance: drops on lossless classes, PFC storms, "
-        "pause and ECN rates, drift, probe loss and the exporter's own view of the devices.",
+        "pause and ECN rates, drift, probe loss and the exporter's own view of the devices. "
+        "Click a device's series to open its switch dashboard.",
         panels,
-        [],
+        FLEET,
     )
 
 
 def switch() -> dict[str, Any]:
+    s = sel(PORT)
+    to_port = [link("Interface ${__field.labels.device} ${__field.labels.interface}",
+                    "roce-interface", ("device", "interface"))]  # fmt: skip
+    by = "sum by (fabric, device, interface"
     panels = [
-        series("PFC frames/s by interface and priority", [target(
-            f"sum by (interface, priority, direction) (rate(roce_pfc_frames_total{{{IFSEL}}}"
-            "[$__rate_interval]))", "{{interface}} p{{priority}} {{direction}}")],
-            (0, 0, 12, 8), "pps"),
-        series("Queue drops/s", [target(
-            f"sum by (interface, queue) (rate(roce_queue_dropped_packets_total{{{IFSEL}}}"
-            "[$__rate_interval]))", "{{interface}} q{{queue}}")], (12, 0, 12, 8), "pps",
-            "Egress queue drops; any on a lossless queue is a fault."),
-        series("ECN marks/s", [target(
-            f"sum by (interface, queue) (rate(roce_queue_ecn_marked_packets_total{{{IFSEL}}}"
-            "[$__rate_interval]))", "{{interface}} q{{queue}}")], (0, 8, 12, 8), "pps"),
-        series("ECN marked fraction", [target(
-            f"sum by (interface, queue) (rate(roce_queue_ecn_marked_packets_total{{{IFSEL}}}"
-            "[$__rate_interval])) / sum by (interface, queue) "
-            f"(rate(roce_queue_transmitted_packets_total{{{IFSEL}}}[$__rate_interval]))",
-            "{{interface}} q{{queue}}")], (12, 8, 12, 8), "percentunit"),
-        series("Transmitted by queue", [target(
-            f"8 * sum by (interface, queue) (rate(roce_queue_transmitted_bytes_total{{{IFSEL}}}"
-            "[$__rate_interval]))", "{{interface}} q{{queue}}")], (0, 16, 12, 8), "bps"),
-        series("Headroom (ingress) drops/s by priority", [target(
-            f"sum by (interface, priority) (rate(roce_headroom_dropped_packets_total{{{IFSEL}}}"
-            "[$__rate_interval]))", "{{interface}} p{{priority}}")], (12, 16, 12, 8), "pps"),
+        series("PFC frames/s by interface", [target(
+            f"{by}, direction) (rate(roce_pfc_frames_total{{{s}}}[$__rate_interval]))",
+            "{{device}} {{interface}} {{direction}}")], (0, 0, 12, 8), "pps",
+            "Pause frames received (rx) and sent (tx), all priorities. Click for the "
+            "interface.", to_port),
+        series("Queue drops/s by interface", [target(
+            f"{by}) (rate(roce_queue_dropped_packets_total{{{s}}}[$__rate_interval]))",
+            "{{device}} {{interface}}")], (12, 0, 12, 8), "pps",
+            "Egress queue drops, all queues; the interface dashboard tells lossless from lossy.",
+            to_port),
+        series("ECN marks/s by interface", [target(
+            f"{by}) (rate(roce_queue_ecn_marked_packets_total{{{s}}}[$__rate_interval]))",
+            "{{device}} {{interface}}")], (0, 8, 12, 8), "pps",
+            "Packets CE-marked on egress, all queues.", to_port),
+        series("Transmitted by interface", [target(
+            f"8 * {by}) (rate(roce_queue_transmitted_bytes_total{{{s}}}[$__rate_interval]))",
+            "{{device}} {{interface}}")], (12, 8, 12, 8), "bps",
+            "Egress throughput of the interface, all queues.", to_port),
+        series("Headroom (ingress) drops/s by interface", [target(
+            f"{by}) (rate(roce_headroom_dropped_packets_total{{{s}}}[$__rate_interval]))",
+            "{{device}} {{interface}}")], (0, 16, 12, 8), "pps",
+            "Ingress drops of lossless priorities: headroom too small for the cable.", to_port),
         series("PFC watchdog: stormed queues", [target(
-            f"sum by (interface, priority) (roce_pfc_watchdog_stormed{{{IFSEL}}})",
-            "{{interface}} p{{priority}}")], (0, 24, 12, 8)),
-        series("PFC watchdog: storms detected and restored", [
-            target(f"sum by (interface) (increase(roce_pfc_watchdog_storms_detected_total"
-                   f"{{{IFSEL}}}[$__rate_interval]))", "{{interface}} detected"),
-            target(f"sum by (interface) (increase(roce_pfc_watchdog_storms_restored_total"
-                   f"{{{IFSEL}}}[$__rate_interval]))", "{{interface}} restored", "B"),
-        ], (12, 24, 12, 8)),
-        table("Intended lossless classes", f'roce_intended_class_info{{{IFSEL}, pfc="on"}}',
-              (0, 32, 24, 8), "From the fabric intent: the classes that must never drop."),
+            f"{by}) (roce_pfc_watchdog_stormed{{{s}}})", "{{device}} {{interface}}")],
+            (12, 16, 12, 8), "none", "Queues the PFC watchdog holds in the stormed state.",
+            to_port),
+        table("Intended lossless classes",
+              f"roce_intended_class_info{{{sel(PORT, PFC_ON)}}}", (0, 24, 24, 8),
+              "none", "From the fabric intent: the classes that must never drop."),
     ]  # fmt: skip
     return dashboard(
         "roce-switch",
         "RoCE switch: PFC, ECN and drops",
-        "Per switch, interface, priority and queue: PFC frames, ECN marks, drops, headroom "
-        "drops and the PFC watchdog.",
+        "Per switch and interface: PFC frames, ECN marks, drops, headroom drops and the PFC "
+        "watchdog. Click an interface's series for its priorities and queues.",
         panels,
-        [
-            query_variable("device", "label_values(roce_device_up, device)", "Device"),
-            query_variable(
-                "interface",
-                'label_values(roce_pfc_frames_total{device=~"$device"}, interface)',
-                "Interface",
-            ),
-        ],
+        PORT,
+    )
+
+
+def interface() -> dict[str, Any]:
+    p = sel((*PORT, "priority"))
+    q = sel(PORT)
+    by = "sum by (fabric, device, interface"
+    panels = [
+        series("PFC frames/s by priority", [target(
+            f"{by}, priority, direction) (rate(roce_pfc_frames_total{{{p}}}"
+            "[$__rate_interval]))", "{{interface}} p{{priority}} {{direction}}")],
+            (0, 0, 12, 8), "pps", "Pause frames per priority (lossless priorities, and any "
+            "other that ever paused)."),
+        series("Queue drops/s", [target(
+            f"{by}, queue) (rate(roce_queue_dropped_packets_total{{{q}}}[$__rate_interval]))",
+            "{{interface}} q{{queue}}")], (12, 0, 12, 8), "pps",
+            "Egress queue drops; any on a lossless queue is a fault."),
+        series("ECN marks/s", [target(
+            f"{by}, queue) (rate(roce_queue_ecn_marked_packets_total{{{q}}}"
+            "[$__rate_interval]))", "{{interface}} q{{queue}}")], (0, 8, 12, 8), "pps",
+            "Packets CE-marked per egress queue."),
+        series("ECN marked fraction", [target(
+            f"{by}, queue) (rate(roce_queue_ecn_marked_packets_total{{{q}}}"
+            f"[$__rate_interval])) / {by}, queue) "
+            f"(rate(roce_queue_transmitted_packets_total{{{q}}}[$__rate_interval]))",
+            "{{interface}} q{{queue}}")], (12, 8, 12, 8), "percentunit",
+            "Marked over transmitted packets per queue: how hard DCQCN is being asked to slow."),
+        series("Transmitted by queue", [target(
+            f"8 * {by}, queue) (rate(roce_queue_transmitted_bytes_total{{{q}}}"
+            "[$__rate_interval]))", "{{interface}} q{{queue}}")], (0, 16, 12, 8), "bps",
+            "Egress throughput per queue."),
+        series("Headroom (ingress) drops/s by priority", [target(
+            f"{by}, priority) (rate(roce_headroom_dropped_packets_total{{{p}}}"
+            "[$__rate_interval]))", "{{interface}} p{{priority}}")], (12, 16, 12, 8), "pps",
+            "Ingress drops per priority: PFC fired too late or the headroom is too small."),
+        series("PFC watchdog: stormed queues", [target(
+            f"{by}, priority) (roce_pfc_watchdog_stormed{{{p}}})",
+            "{{interface}} p{{priority}}")], (0, 24, 12, 8), "none",
+            "1 while the watchdog holds the priority's queue in the stormed state."),
+        series("PFC watchdog: storms detected and restored", [
+            target(f"{by}, priority) (increase(roce_pfc_watchdog_storms_detected_total"
+                   f"{{{p}}}[$__rate_interval]))", "{{interface}} p{{priority}} detected"),
+            target(f"{by}, priority) (increase(roce_pfc_watchdog_storms_restored_total"
+                   f"{{{p}}}[$__rate_interval]))", "{{interface}} p{{priority}} restored", "B"),
+        ], (12, 24, 12, 8), "none", "Storms the watchdog detected and restored per interval."),
+        table("Intended classes", f"roce_intended_class_info{{{p}}}", (0, 32, 24, 8), "none",
+              "From the fabric intent: every class of the interface; pfc=on must never drop."),
+    ]  # fmt: skip
+    return dashboard(
+        "roce-interface",
+        "RoCE interface: priorities and queues",
+        "One switch interface per priority and queue: PFC frames, drops, ECN marks, "
+        "throughput, headroom drops and the PFC watchdog, beside the intended classes.",
+        panels,
+        (*PORT, "priority"),
     )
 
 
 def probes() -> dict[str, Any]:
-    sel = 'scenario=~"$scenario", src=~"$src", dst=~"$dst"'
+    s = sel(PROBE)
+    hosts = sel((*FLEET, "scenario"))
     panels = [
         series("Packets lost by flow", [target(
-            f"sum by (scenario, src, dst) (increase(roce_probe_packets_lost_total{{{sel}}}"
-            "[$__rate_interval]))", "{{scenario}} {{src}}→{{dst}}")], (0, 0, 12, 8)),
+            f"sum by (scenario, src, dst) (increase(roce_probe_packets_lost_total{{{s}}}"
+            "[$__rate_interval]))", "{{scenario}} {{src}}→{{dst}}")], (0, 0, 12, 8), "none",
+            "Probe packets lost per interval (PSN gaps at the receiver)."),
         series("Loss ratio", [target(
-            f"sum by (scenario) (increase(roce_probe_packets_lost_total{{{sel}}}[$__range])) / "
-            f"sum by (scenario) (increase(roce_probe_packets_sent_total{{{sel}}}[$__range]))",
-            "{{scenario}}")], (12, 0, 12, 8), "percentunit"),
+            f"sum by (scenario) (increase(roce_probe_packets_lost_total{{{s}}}[$__range])) / "
+            f"sum by (scenario) (increase(roce_probe_packets_sent_total{{{s}}}[$__range]))",
+            "{{scenario}}")], (12, 0, 12, 8), "percentunit",
+            "Lost over sent packets over the dashboard range, per scenario."),
         panel("heatmap", "One-way latency", [target(
-            f"sum by (le) (increase(roce_probe_latency_seconds_bucket{{{sel}}}"
+            f"sum by (le) (increase(roce_probe_latency_seconds_bucket{{{s}}}"
             "[$__rate_interval]))", "{{le}}", format="heatmap")], (0, 8, 12, 9), "s",
             "Histogram of probe one-way latency.", calculate=False,
             yAxis={"unit": "s"}, color={"mode": "scheme", "scheme": "Oranges"}),
         series("Latency quantiles", [
             target(f"histogram_quantile(0.5, sum by (le) (rate(roce_probe_latency_seconds_bucket"
-                   f"{{{sel}}}[$__rate_interval])))", "p50"),
+                   f"{{{s}}}[$__rate_interval])))", "p50"),
             target(f"histogram_quantile(0.99, sum by (le) (rate(roce_probe_latency_seconds_bucket"
-                   f"{{{sel}}}[$__rate_interval])))", "p99", "B"),
-        ], (12, 8, 12, 9), "s"),
+                   f"{{{s}}}[$__rate_interval])))", "p99", "B"),
+        ], (12, 8, 12, 9), "s", "Median and 99th percentile of probe one-way latency."),
         series("CE-marked packets and CNPs/s", [
-            target(f"sum by (src, dst) (rate(roce_probe_packets_ce_marked_total{{{sel}}}"
+            target(f"sum by (src, dst) (rate(roce_probe_packets_ce_marked_total{{{s}}}"
                    "[$__rate_interval]))", "CE {{src}}→{{dst}}"),
-            target(f"sum by (src, dst) (rate(roce_probe_cnps_received_total{{{sel}}}"
+            target(f"sum by (src, dst) (rate(roce_probe_cnps_received_total{{{s}}}"
                    "[$__rate_interval]))", "CNP {{src}}→{{dst}}", "B"),
-        ], (0, 17, 12, 8), "pps"),
+        ], (0, 17, 12, 8), "pps", "ECN CE marks the receivers saw and CNPs the senders got."),
         series("Paused on the wire (fraction of time) by host and priority", [target(
-            'sum by (host, priority) (rate(roce_probe_paused_seconds_total{scenario=~"$scenario"}'
-            "[$__rate_interval]))", "{{host}} p{{priority}}")], (12, 17, 12, 8), "percentunit"),
+            f"sum by (host, priority) (rate(roce_probe_paused_seconds_total{{{hosts}}}"
+            "[$__rate_interval]))", "{{host}} p{{priority}}")], (12, 17, 12, 8), "percentunit",
+            "Share of time the probe hosts were paused by PFC, per priority."),
         series("Reordered and invalid", [
-            target(f"sum by (src, dst) (increase(roce_probe_packets_reordered_total{{{sel}}}"
+            target(f"sum by (src, dst) (increase(roce_probe_packets_reordered_total{{{s}}}"
                    "[$__rate_interval]))", "reordered {{src}}→{{dst}}"),
-            target('sum by (host) (increase(roce_probe_invalid_frames_total{scenario=~'
-                   '"$scenario"}[$__rate_interval]))', "invalid at {{host}}", "B"),
-        ], (0, 25, 12, 8)),
-        table("Latest run: packets lost by flow", "roce_probe_last_run_lost_packets"
-              f"{{{sel}}}", (0, 33, 24, 6)),
-        table("Runs by verdict", 'sum by (scenario, result) (roce_probe_runs_total{scenario=~'
-              '"$scenario"})', (12, 25, 6, 8)),
-        table("Last run (seconds ago)", 'time() - roce_probe_last_run_timestamp_seconds'
-              '{scenario=~"$scenario"}', (18, 25, 6, 8)),
+            target(f"sum by (host) (increase(roce_probe_invalid_frames_total{{{hosts}}}"
+                   "[$__rate_interval]))", "invalid at {{host}}", "B"),
+        ], (0, 25, 12, 8), "none", "Packets out of order and frames the receiver rejected."),
+        table("Runs by verdict", "sum by (scenario, result) (increase(roce_probe_runs_total"
+              f"{{{hosts}}}[$__range]))", (12, 25, 6, 8), "none",
+              "Probe runs over the dashboard range, by scenario and verdict."),
+        table("Last run (seconds ago)", "time() - roce_probe_last_run_timestamp_seconds"
+              f"{{{hosts}}}", (18, 25, 6, 8), "s", "Age of each scenario's latest result."),
+        table("Latest run: packets lost by flow", f"roce_probe_last_run_lost_packets{{{s}}}",
+              (0, 33, 24, 6), "none", "Packets the latest run of each flow lost."),
     ]  # fmt: skip
     return dashboard(
         "roce-probes",
@@ -304,87 +453,87 @@ def probes() -> dict[str, Any]:
         "Wire probes (pairwise, incast, storm drills): loss, one-way latency, CE marks, CNPs "
         "and PFC pause seen on the wire.",
         panels,
-        [
-            query_variable(
-                "scenario", "label_values(roce_probe_packets_received_total, scenario)", "Scenario"
-            ),
-            query_variable(
-                "src",
-                'label_values(roce_probe_packets_received_total{scenario=~"$scenario"}, src)',
-                "From",
-            ),
-            query_variable(
-                "dst",
-                'label_values(roce_probe_packets_received_total{scenario=~"$scenario"}, dst)',
-                "To",
-            ),
-        ],
+        PROBE,
     )
 
 
 def compliance() -> dict[str, Any]:
+    d = sel(SWITCH)
+    to_switch = [link("Switch ${__field.labels.device}", "roce-switch", ("device",))]
     panels = [
-        stat("Devices with drift", "count(roce_drift_items > 0) or vector(0)", (0, 0, 6, 4)),
-        stat("Failing checks", 'count(roce_check_result{result=~"fail|error"} == 1) or vector(0)',
-             (6, 0, 6, 4)),
-        stat("Checks last fed (seconds ago)", "time() - roce_check_last_run_timestamp_seconds",
-             (12, 0, 6, 4), "s", red_above=None),
-        stat("Oldest successful poll (seconds ago)",
-             "max(time() - roce_last_successful_poll_timestamp_seconds)", (18, 0, 6, 4), "s",
+        stat("Devices with drift", f"count(roce_drift_items{{{d}}} > 0) or vector(0)",
+             (0, 0, 6, 4), "none", "Devices whose configuration differs from the plan."),
+        stat("Failing checks",
+             f"count(roce_check_result{{{sel(SWITCH, FAILED)}}} == 1) or vector(0)",
+             (6, 0, 6, 4), "none",
+             "Checks whose latest result is fail or error."),
+        stat("Checks last fed (seconds ago)",
+             f"max(time() - roce_check_last_run_timestamp_seconds{{{sel(FLEET)}}})",
+             (12, 0, 6, 4), "s", "Age of the latest check results the exporter was fed.",
              red_above=None),
-        panel("bargauge", "Drift items by device", [target("roce_drift_items", "{{device}}",
-              instant=True)], (0, 4, 12, 8), "short",
+        stat("Oldest successful poll (seconds ago)",
+             f"max(time() - roce_last_successful_poll_timestamp_seconds{{{d}}})", (18, 0, 6, 4),
+             "s", "Age of the stalest switch reading.", red_above=None),
+        panel("bargauge", "Drift items by device", [target(f"roce_drift_items{{{d}}}",
+              "{{device}}", instant=True)], (0, 4, 12, 8), "none",
               "Settings that differ from the plan; `roce-agent drift FABRIC` lists them.",
-              orientation="horizontal", displayMode="basic",
+              to_switch, orientation="horizontal", displayMode="basic",
               reduceOptions={"calcs": ["lastNotNull"], "fields": "", "values": False}),
-        series("Drift over time", [target("roce_drift_items", "{{device}}")], (12, 4, 12, 8)),
-        table("Check results", "roce_check_result == 1", (0, 12, 16, 10),
+        series("Drift over time", [target(f"roce_drift_items{{{d}}}", "{{device}}")],
+               (12, 4, 12, 8), "none", "Drift items per device over time.", to_switch),
+        table("Check results", f"roce_check_result{{{d}}} == 1", (0, 12, 16, 10), "none",
               "The latest result of every check on every device."),
         table("Lossless classes per device (intent)",
-              f"count by (device) ({LOSSLESS})", (16, 12, 8, 10)),
+              f"count by (fabric, device) ({lossless(SWITCH)})", (16, 12, 8, 10), "none",
+              "How many (interface, priority) classes the intent makes lossless per device."),
     ]  # fmt: skip
     return dashboard(
         "roce-compliance",
         "RoCE compliance: drift and checks",
         "Is the fabric configured as intended? Drift per device and validation check results.",
         panels,
-        [],
+        SWITCH,
     )
 
 
 def host_nic() -> dict[str, Any]:
-    hw = 'instance=~"$instance"'
+    n = sel(NIC[:-1])
+    ports = sel((*FLEET, "nic_interface"))
+    by = "sum by (instance, rdma_device) "
     panels = [
         series("CNPs sent (notification point) and handled (reaction point)/s", [
-            target(f"sum by (instance, rdma_device) (rate(roce_nic_np_cnp_sent_total{{{hw}}}"
-                   "[$__rate_interval]))", "{{instance}} {{rdma_device}} sent"),
-            target(f"sum by (instance, rdma_device) (rate(roce_nic_rp_cnp_handled_total{{{hw}}}"
-                   "[$__rate_interval]))", "{{instance}} {{rdma_device}} handled", "B"),
-            target(f"sum by (instance, rdma_device) (rate(roce_nic_rp_cnp_ignored_total{{{hw}}}"
-                   "[$__rate_interval]))", "{{instance}} {{rdma_device}} ignored", "C"),
-        ], (0, 0, 12, 8), "pps"),
+            target(f"{by}(rate(roce_nic_np_cnp_sent_total{{{n}}}[$__rate_interval]))",
+                   "{{instance}} {{rdma_device}} sent"),
+            target(f"{by}(rate(roce_nic_rp_cnp_handled_total{{{n}}}[$__rate_interval]))",
+                   "{{instance}} {{rdma_device}} handled", "B"),
+            target(f"{by}(rate(roce_nic_rp_cnp_ignored_total{{{n}}}[$__rate_interval]))",
+                   "{{instance}} {{rdma_device}} ignored", "C"),
+        ], (0, 0, 12, 8), "pps", "DCQCN at the host: CNPs sent as notification point, handled "
+           "and ignored as reaction point."),
         series("ECN-marked RoCE packets received/s", [target(
-            f"sum by (instance, rdma_device) (rate(roce_nic_np_ecn_marked_roce_packets_total"
-            f"{{{hw}}}[$__rate_interval]))", "{{instance}} {{rdma_device}}")],
-            (12, 0, 12, 8), "pps"),
+            f"{by}(rate(roce_nic_np_ecn_marked_roce_packets_total{{{n}}}[$__rate_interval]))",
+            "{{instance}} {{rdma_device}}")], (12, 0, 12, 8), "pps",
+            "The switches' ECN marks reaching this host."),
         series("Out of sequence and NAK sequence errors/s", [
-            target(f"sum by (instance, rdma_device) (rate(roce_nic_out_of_sequence_total{{{hw}}}"
-                   "[$__rate_interval]))", "{{instance}} {{rdma_device}} out of sequence"),
-            target(f"sum by (instance, rdma_device) (rate(roce_nic_packet_seq_err_total{{{hw}}}"
-                   "[$__rate_interval]))", "{{instance}} {{rdma_device}} seq err", "B"),
-        ], (0, 8, 12, 8), "pps"),
+            target(f"{by}(rate(roce_nic_out_of_sequence_total{{{n}}}[$__rate_interval]))",
+                   "{{instance}} {{rdma_device}} out of sequence"),
+            target(f"{by}(rate(roce_nic_packet_seq_err_total{{{n}}}[$__rate_interval]))",
+                   "{{instance}} {{rdma_device}} seq err", "B"),
+        ], (0, 8, 12, 8), "pps", "Signs of loss in the fabric as the RDMA NIC sees it."),
         series("PFC pause frames/s by priority", [target(
-            f"sum by (instance, interface, priority, direction) (rate(roce_nic_pause_frames_total"
-            f"{{{hw}}}[$__rate_interval]))", "{{instance}} {{interface}} p{{priority}} "
-            "{{direction}}")], (12, 8, 12, 8), "pps"),
+            "sum by (instance, interface, priority, direction) (rate(roce_nic_pause_frames_total"
+            f"{{{ports}}}[$__rate_interval]))", "{{instance}} {{interface}} p{{priority}} "
+            "{{direction}}")], (12, 8, 12, 8), "pps",
+            "Pause frames the host port received (rx) and sent (tx), per priority."),
         series("Paused (fraction of time) by priority", [target(
             "sum by (instance, interface, priority, direction) "
-            f"(rate(roce_nic_pause_duration_seconds_total{{{hw}}}[$__rate_interval]))",
+            f"(rate(roce_nic_pause_duration_seconds_total{{{ports}}}[$__rate_interval]))",
             "{{instance}} {{interface}} p{{priority}} {{direction}}")], (0, 16, 12, 8),
-            "percentunit"),
+            "percentunit", "Share of time the port was paused (rx) or pausing its peer (tx)."),
         series("Counter read errors", [target(
-            f"sum by (instance, source) (increase(roce_nic_collect_errors_total{{{hw}}}"
-            "[$__rate_interval]))", "{{instance}} {{source}}")], (12, 16, 12, 8)),
+            "sum by (instance, source) (increase(roce_nic_collect_errors_total"
+            f"{{{sel(FLEET)}}}[$__rate_interval]))", "{{instance}} {{source}}")],
+            (12, 16, 12, 8), "none", "Failed reads of the NIC counters per interval, by source."),
     ]  # fmt: skip
     return dashboard(
         "roce-host-nic",
@@ -392,17 +541,14 @@ def host_nic() -> dict[str, Any]:
         "RDMA NIC counters of hosts running the exporter with --host-nic: CNPs, ECN marks, "
         "sequence errors and per-priority PFC pause (mlx5 hw_counters and ethtool -S).",
         panels,
-        [
-            query_variable(
-                "instance", "label_values(roce_nic_collect_errors_total, instance)", "Host"
-            )
-        ],
+        NIC,
     )
 
 
 DASHBOARDS = {
     "roce-fabric-overview.json": overview,
     "roce-switch.json": switch,
+    "roce-interface.json": interface,
     "roce-probes.json": probes,
     "roce-compliance.json": compliance,
     "roce-host-nic.json": host_nic,

@@ -16,7 +16,7 @@ Embedding (the daemon)::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -29,6 +29,7 @@ from agent.intent import FabricIntent
 from agent.plan import build_plan
 from agent.platforms import platform_for
 from agent.push import check_credentials, connect
+from agent.shard import WHOLE, Shard
 from exporters.collector import RoceCollector
 from exporters.fasttext import render_text
 from exporters.hostnic import HostNicReader, host_nic_present, run_ethtool
@@ -47,24 +48,57 @@ from exporters.webconfig import WebConfig
 log = logging.getLogger("exporters")
 
 
+class _WithFabric(Collector):
+    """Another collector's ``roce_*`` series with the ``fabric`` label added (the HTTP
+    server's and the daemon's own series), so every series this exporter serves has it."""
+
+    def __init__(self, inner: Collector, fabric: str) -> None:
+        self.inner = inner
+        self.fabric = fabric
+
+    def _labelled(self, families: Iterable[Metric]) -> Iterator[Metric]:
+        for family in families:
+            if family.name.startswith("roce_"):
+                family.samples = [
+                    s
+                    if "fabric" in s.labels
+                    else s._replace(labels={**s.labels, "fabric": self.fabric})
+                    for s in family.samples
+                ]
+            yield family
+
+    def collect(self) -> Iterable[Metric]:
+        return self._labelled(self.inner.collect())
+
+    def describe(self) -> Iterable[Metric]:
+        describe = getattr(self.inner, "describe", None)
+        return self._labelled(describe() if describe is not None else self.inner.collect())
+
+
 class ExporterRegistry(CollectorRegistry):
     """The exporter's registry; remembers the collectors registered next to its own, so the
-    fast text path (:mod:`exporters.fasttext`) can serve them too."""
+    fast text path (:mod:`exporters.fasttext`) can serve them too. Their ``roce_*`` series get
+    the fabric label."""
 
-    def __init__(self, own: Collector) -> None:
+    def __init__(self, own: Collector, fabric: str) -> None:
         super().__init__(auto_describe=True)
         self.own = own
+        self.fabric = fabric
         self.others: list[Collector] = []
+        self._wrapped: dict[int, Collector] = {}
         super().register(own)
 
     def register(self, collector: Collector) -> None:
-        super().register(collector)
-        self.others.append(collector)
+        wrapped = _WithFabric(collector, self.fabric)
+        super().register(wrapped)
+        self._wrapped[id(collector)] = wrapped
+        self.others.append(wrapped)
 
     def unregister(self, collector: Collector) -> None:
-        super().unregister(collector)
-        if collector in self.others:
-            self.others.remove(collector)
+        wrapped = self._wrapped.pop(id(collector), collector)
+        super().unregister(wrapped)
+        if wrapped in self.others:
+            self.others.remove(wrapped)
 
 
 class _Chain(Collector):
@@ -84,7 +118,8 @@ DEFAULT_PORT = 9417
 
 class Exporter:
     """Polls the fabric's switches (and optionally the host NIC and probe results) into a
-    :class:`SnapshotStore` and serves it; scrapes never wait for a device."""
+    :class:`SnapshotStore` and serves it; scrapes never wait for a device. With ``shard``
+    (``--shard K/N``) it polls, and serves series of, only the devices the shard owns."""
 
     def __init__(
         self,
@@ -103,23 +138,28 @@ class Exporter:
         drift: bool = True,
         connector: Connector = connect,
         poll_switches: bool = True,
+        shard: Shard = WHOLE,
     ) -> None:
         if interval_s <= 0 or timeout_s <= 0 or concurrency < 1:
             raise AgentError("--interval and --timeout must be > 0, --concurrency >= 1")
         intervals = dict(device_intervals or {})
-        switches = [d for d in intent.devices if d.role != "host"]
-        unknown = sorted(set(intervals) - {d.name for d in switches})
+        every_switch = [d for d in intent.devices if d.role != "host"]
+        unknown = sorted(set(intervals) - {d.name for d in every_switch})
         if unknown:
             raise AgentError(f"--device-interval: no switch named {', '.join(unknown)}")
+        # A --device-interval for another shard's switch is fine: one command line for all.
+        switches = [d for d in every_switch if shard.owns(d.name)]
         if any(value <= 0 for value in intervals.values()):
             raise AgentError("--device-interval: intervals must be > 0")
         if poll_switches:
             check_credentials(switches)  # an unreadable secret is a startup error, not a poll
         plan = build_plan(intent)
         self.intent = intent
-        self.store = SnapshotStore.for_fabric(intent, plan)
+        self.shard = shard
+        self.switches = [d.name for d in switches]
+        self.store = SnapshotStore.for_fabric(intent, plan, shard)
         self.collector = RoceCollector(self.store)
-        self.registry = ExporterRegistry(self.collector)
+        self.registry = ExporterRegistry(self.collector, intent.name)
         jobs: list[Pollable] = []
         if poll_switches:
             for device in switches:

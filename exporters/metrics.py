@@ -52,10 +52,14 @@ class MetricSpec:
         return self.name.removesuffix("_total") if self.type == "counter" else self.name
 
 
+FABRIC_LABEL = "fabric"
+
+
 def _m(
     group: str, name: str, kind: MetricType, labels: tuple[str, ...], text: str, source: str
 ) -> MetricSpec:
-    return MetricSpec(name, kind, labels, text, source, group)
+    # Every series carries the fabric's name, so two fabrics feeding one Prometheus stay apart.
+    return MetricSpec(name, kind, (FABRIC_LABEL, *labels), text, source, group)
 
 
 IFACE = ("device", "interface")
@@ -65,7 +69,9 @@ SPECS: tuple[MetricSpec, ...] = (
     # ------------------------------------------------------------------ switch
     _m("switch", "roce_pfc_frames_total", "counter", (*IFACE, "priority", "direction"),
        "PFC pause frames received (rx) or sent (tx) on the interface, per priority. EOS counts "
-       "per interface only; the agent attributes those to the interface's lossless priority.",
+       "per interface only; the agent attributes those to the interface's lossless priority. "
+       "Lean: only the priorities the intent makes lossless on the interface, plus any "
+       "priority whose PFC, headroom or watchdog counter was ever non-zero.",
        EOS_PFC),
     _m("switch", "roce_queue_transmitted_packets_total", "counter", (*IFACE, "queue"),
        "Packets transmitted from the egress queue.", EOS_QUEUE),
@@ -81,20 +87,22 @@ SPECS: tuple[MetricSpec, ...] = (
        "platforms that report it.", SONIC_WATERMARK),
     _m("switch", "roce_headroom_dropped_packets_total", "counter", (*IFACE, "priority"),
        "Packets dropped at ingress for the priority (headroom exhausted): PFC fired too late "
-       "for the cable length or the headroom is too small.", EOS_DROPS),
+       "for the cable length or the headroom is too small. Lean, as roce_pfc_frames_total.",
+       EOS_DROPS),
     _m("switch", "roce_pfc_watchdog_storms_detected_total", "counter", (*IFACE, "priority"),
-       "PFC storms the watchdog detected (a queue paused longer than the detection time).",
-       EOS_WATCHDOG),
+       "PFC storms the watchdog detected (a queue paused longer than the detection time). "
+       "Lean, as roce_pfc_frames_total.", EOS_WATCHDOG),
     _m("switch", "roce_pfc_watchdog_storms_restored_total", "counter", (*IFACE, "priority"),
-       "PFC storms the watchdog restored from.", EOS_WATCHDOG),
+       "PFC storms the watchdog restored from. Lean, as roce_pfc_frames_total.", EOS_WATCHDOG),
     _m("switch", "roce_pfc_watchdog_stormed", "gauge", (*IFACE, "priority"),
-       "1 while the watchdog holds the queue in the stormed state (detected > restored).",
-       EOS_WATCHDOG),
+       "1 while the watchdog holds the queue in the stormed state (detected > restored). "
+       "Lean, as roce_pfc_frames_total.", EOS_WATCHDOG),
     _m("switch", "roce_intended_class_info", "gauge",
        (*IFACE, "priority", "queue", "pfc", "ecn"),
        "Constant 1 per interface and traffic class (priority = queue in every profile): "
        "pfc=on for lossless classes, ecn=on where the intent marks ECN. Join counters "
-       "with it to select the lossless class.",
+       "with it to select the lossless class. Present from the first scrape (it is the "
+       "plan, not a reading).",
        "the fabric file and its profile (the plan), not the device"),
     # ------------------------------------------------------------------ compliance
     _m("compliance", "roce_drift_items", "gauge", ("device",),
@@ -182,21 +190,30 @@ SPECS: tuple[MetricSpec, ...] = (
     # ------------------------------------------------------------------ the agent itself
     _m("agent", "roce_device_up", "gauge", ("device",),
        "1 if the latest poll of the switch succeeded within its timeout, else 0 (also 0 "
-       "before the first poll).", "the exporter's poller"),
+       "before the first poll). The only series about a switch that exists before its first "
+       "successful poll.", "the exporter's poller"),
     _m("agent", "roce_poll_duration_seconds", "gauge", ("device",),
        "Duration of the latest poll of the switch (the timeout when it timed out). Absent "
-       "before the first poll.", "the exporter's poller"),
+       "before the first successful poll.", "the exporter's poller"),
     _m("agent", "roce_last_successful_poll_timestamp_seconds", "gauge", ("device",),
        "When the latest successful poll finished (Unix time). Absent before the first "
        "success.", "the exporter's poller"),
     _m("agent", "roce_polls_total", "counter", ("device",),
-       "Polls attempted.", "the exporter's poller"),
+       "Polls attempted (failed ones before the first success included). Absent before the "
+       "first successful poll.", "the exporter's poller"),
     _m("agent", "roce_poll_errors_total", "counter", ("device", "reason"),
        "Failed polls by reason: timeout (over --timeout or a read timeout), auth, connect, "
-       "parse (the device answered something the platform could not read), other.",
-       "the exporter's poller"),
-    _m("agent", "roce_exporter_info", "gauge", ("version", "fabric"),
+       "parse (the device answered something the platform could not read), other. Absent "
+       "before the first successful poll (the log and roce_device_up tell a device that "
+       "never answered).", "the exporter's poller"),
+    _m("agent", "roce_exporter_info", "gauge", ("version",),
        "Constant 1: the agent version and the fabric name.", "the exporter"),
+    _m("agent", "roce_exporter_shard_info", "gauge", ("shard",),
+       "Constant 1: the shard this exporter serves, K/N (1/1: the whole fabric; `--shard`).",
+       "the exporter"),
+    _m("agent", "roce_exporter_devices", "gauge", (),
+       "Fabric devices (switches and hosts) this exporter's shard owns; summed over the "
+       "shards of a fabric it is the fabric's device count.", "the fabric file and --shard"),
 )  # fmt: skip
 
 BY_NAME = {spec.name: spec for spec in SPECS}
@@ -229,15 +246,39 @@ def markdown() -> str:
         "exporters/METRICS.md`); a unit test fails when this file is stale.",
         "",
         "Conventions: prefix `roce_`, base units (seconds, bytes), `_total` on counters. "
-        "Every series whose labels are known from the fabric file exists from the first "
-        "scrape: switch counters for every fabric port and all 8 priorities/queues read 0 "
-        "before a device's first successful poll (`roce_device_up` is 0 then; the alert "
-        "rules only judge counter increases over windows in which the device stayed up, so "
-        "the step from 0 to the device's running total is never an alert). Priorities and "
-        "queues a device does not report are 0. A device that stops answering keeps its last "
-        "values, with `roce_device_up` 0 and `roce_last_successful_poll_timestamp_seconds` "
-        "telling their age. Label values are bounded: names from the fabric file, priorities "
-        "0-7, and the fixed sets listed below; never IP addresses or session names.",
+        "Label values are bounded: names from the fabric file, priorities 0-7, and the fixed "
+        "sets listed below; never IP addresses or session names.",
+        "",
+        "**Every series carries `fabric`** (the fabric file's `name`), device, probe, host NIC "
+        "and exporter series alike. Why a label and not a `roce_fabric_info` join: queries, "
+        'alerts and dashboards filter on it directly (`{fabric="$fabric"}`), with no '
+        "`* on(instance) group_left(fabric) roce_fabric_info` in every alert and panel (a join "
+        "that also breaks while the info series is missing); and one exporter serves exactly "
+        "one fabric, so the label has one value per target and adds no series at all.",
+        "",
+        "**Absent until read.** Before a switch's first successful poll, `roce_device_up` (0) "
+        "is its only series; every other series about it (counters, poll statistics, "
+        "watermarks) appears with its first successful poll, holding the device's own "
+        "running totals, so a counter never reads 0 because nothing was read yet. "
+        "`roce_intended_class_info` is the plan and exists from the start; drift and pending "
+        "sessions appear when first read. Only interfaces the device reports get series. A "
+        "switch that stops answering keeps its last values, with `roce_device_up` 0 and "
+        "`roce_last_successful_poll_timestamp_seconds` telling their age. "
+        "`roce_exporter_shard_info` and `roce_exporter_devices` exist from the first scrape.",
+        "",
+        "**Lean per-priority series.** Queue series exist for all 8 queues of a reported "
+        "interface. The per-priority PFC, headroom and watchdog series "
+        "(`roce_pfc_frames_total`, `roce_headroom_dropped_packets_total`, "
+        "`roce_pfc_watchdog_*`) exist only for the priorities the intent makes lossless on "
+        "that interface, plus every priority where one of those counters was ever non-zero; "
+        "such a priority keeps its series from then on. Why this is safe: on a lossy priority "
+        "these counters are 0 by construction (no PFC is sent or honoured there, no headroom "
+        "is reserved, the watchdog watches paused queues only), so a series left out would "
+        "only ever have read 0; the moment one of them is not 0 (a misconfigured peer sending "
+        "PFC on priority 5, say) its priority appears, with its real value, and stays, so "
+        "nothing real is hidden and rate()/increase() never see it vanish. Everything a "
+        "lossless class needs (its PFC, headroom and watchdog series, and every queue series) "
+        "is always there. This cuts 42 of the 88 series of a 1-lossless-class port.",
         "",
         f"- `direction`: {', '.join(DIRECTIONS)}",
         f"- `reason` (poll errors): {', '.join(POLL_ERROR_REASONS)}",

@@ -35,6 +35,7 @@ from agent.platforms import platform_for
 from agent.platforms.base import Connection, Platform, PlatformError
 from agent.push import Unreachable, connect
 from agent.state import Counters, PendingSession, QosState, diff
+from exporters.fasttext import device_block
 from exporters.hostnic import HostNicReader, NicCounters, NicReadError
 from exporters.probes import ProbeResultError
 from exporters.store import SnapshotStore
@@ -157,11 +158,21 @@ class SwitchPoller:
         self.store.update_counters(
             self.name, result.counters, duration_s, drift=result.drift, sessions=result.sessions
         )
+        self._format()
 
     def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:
         detail = _one_line(error) if error is not None else f"no answer within {duration_s:.1f} s"
         log.warning("poll of %s failed (%s): %s", self.name, reason, detail)
         self.store.record_poll_failure(self.name, reason, duration_s, detail)
+        self._format()
+
+    def _format(self) -> None:
+        """Format the device's exposition lines now, in this worker, so a scrape only joins
+        them (exporters.fasttext.device_block)."""
+        snapshot = self.store.snapshot()
+        view = snapshot.devices.get(self.name)
+        if view is not None:
+            device_block(snapshot.fabric, view)
 
     def abandoned(self) -> None:
         self.close()

@@ -13,13 +13,15 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from agent import __version__
 from agent.errors import AgentError
 from agent.intent import FabricIntent
 from agent.plan import Plan, build_plan
-from agent.state import Counters, PendingSession
+from agent.shard import WHOLE, Shard
+from agent.state import Counters, InterfaceCounters, PendingSession
 from exporters.hostnic import NicCounters
 from exporters.metrics import CHECK_RESULTS, NIC_ERROR_SOURCES, POLL_ERROR_REASONS
 from exporters.probes import BUCKET_BOUNDS, HostDirectory, ProbeRun, parse_probe_result
@@ -54,6 +56,15 @@ class SwitchInventory:
     interfaces: tuple[str, ...]
     classes: tuple[IntendedClass, ...]
 
+    @cached_property
+    def lossless(self) -> Mapping[str, frozenset[int]]:
+        """Per interface, the priorities the intent makes lossless (PFC on)."""
+        out: dict[str, set[int]] = {}
+        for cls in self.classes:
+            if cls.pfc:
+                out.setdefault(cls.interface, set()).add(cls.priority)
+        return {name: frozenset(priorities) for name, priorities in out.items()}
+
 
 @dataclass(frozen=True)
 class DeviceStatus:
@@ -73,14 +84,53 @@ class DeviceView:
     drift: int | None = None
     sessions_pending: int | None = None  # None: never read
     sessions_oldest_age_s: float | None = None
+    # Per interface, priorities whose PFC, headroom or watchdog counter was ever non-zero.
+    active: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
     def interface_names(self) -> list[str]:
-        """Fabric ports first (zero-filled until polled), then whatever else the device reports."""
-        names = list(self.inventory.interfaces)
-        if self.counters is not None:
-            known = set(names)
-            names += sorted(n for n in self.counters.interfaces if n not in known)
+        """The interfaces the device reported in its latest successful poll: fabric ports in
+        fabric order, then the others sorted. None before the first successful poll: nothing
+        is invented for a port the device did not report."""
+        if self.counters is None:
+            return []
+        reported = self.counters.interfaces
+        names = [n for n in self.inventory.interfaces if n in reported]
+        known = set(names)
+        names += sorted(n for n in reported if n not in known)
         return names
+
+    def priorities(self, interface: str) -> tuple[int, ...]:
+        """The priorities that get PFC, headroom and watchdog series on ``interface``: those
+        the intent makes lossless, plus every one whose counter was ever non-zero."""
+        lossless = self.inventory.lossless.get(interface, frozenset())
+        active = self.active.get(interface, frozenset())
+        return tuple(sorted(lossless | active)) if active else tuple(sorted(lossless))
+
+
+def _nonzero(counters: InterfaceCounters) -> frozenset[int]:
+    """Priorities with a non-zero per-priority PFC, headroom or watchdog counter."""
+    found = {p for p, value in enumerate(counters.pfc_rx) if value}
+    found.update(p for p, value in enumerate(counters.pfc_tx) if value)
+    found.update(p for p, value in enumerate(counters.headroom_drops) if value)
+    found.update(
+        p
+        for p, w in counters.watchdog.items()
+        if w.storms_detected or w.storms_restored or w.stormed
+    )
+    return frozenset(found)
+
+
+def _merge_active(
+    active: Mapping[str, frozenset[int]], counters: Counters
+) -> Mapping[str, frozenset[int]]:
+    # Kept forever once seen: a series that appeared must not vanish when its counter is
+    # cleared, or rate() and increase() would see it disappear and reappear.
+    merged = dict(active)
+    for name, interface in counters.interfaces.items():
+        found = _nonzero(interface)
+        if found and not found <= merged.get(name, frozenset()):
+            merged[name] = merged.get(name, frozenset()) | found
+    return merged if merged != active else active
 
 
 @dataclass(frozen=True)
@@ -127,6 +177,8 @@ class Snapshot:
     nic_errors: Mapping[str, int] = field(default_factory=dict)
     host_drift: Mapping[str, int] = field(default_factory=dict)  # drift of non-switch devices
     generation: int = 0
+    shard: str = str(WHOLE)
+    owned_devices: int = 0  # fabric devices (switches and hosts) this exporter owns
 
 
 class StoreError(AgentError):
@@ -177,23 +229,40 @@ class SnapshotStore:
         switches: Iterable[SwitchInventory],
         hosts: HostDirectory | None = None,
         device_names: Iterable[str] = (),
+        shard: Shard = WHOLE,
     ) -> None:
-        views = {s.device: DeviceView(s) for s in switches}
+        views = {s.device: DeviceView(s) for s in switches if shard.owns(s.device)}
         self._lock = threading.Lock()
-        self._snapshot = Snapshot(fabric=fabric, version=__version__, devices=views)
         self._hosts = hosts or HostDirectory(frozenset(), {}, 3)
-        # Every fabric device may carry drift or check results (hosts too), none other.
-        self._known_devices = frozenset(views) | frozenset(device_names)
+        # Every fabric device this shard owns may carry drift or check results (hosts too).
+        self._known_devices = frozenset(views) | frozenset(shard.select(device_names))
+        self._shard = shard
+        self._snapshot = Snapshot(
+            fabric=fabric,
+            version=__version__,
+            devices=views,
+            shard=str(shard),
+            owned_devices=len(self._known_devices),
+        )
 
     @classmethod
-    def for_fabric(cls, intent: FabricIntent, plan: Plan | None = None) -> SnapshotStore:
+    def for_fabric(
+        cls, intent: FabricIntent, plan: Plan | None = None, shard: Shard = WHOLE
+    ) -> SnapshotStore:
         plan = plan or build_plan(intent)
         return cls(
             intent.name,
             inventory_from_plan(plan),
             host_directory(intent),
             (d.name for d in intent.devices),
+            shard,
         )
+
+    def _unknown(self, what: str, device: str) -> StoreError:
+        where = f"fabric {self._snapshot.fabric}"
+        if not self._shard.whole:
+            where += f" shard {self._shard}"
+        return StoreError(f"no {what} named {device!r} in {where}")
 
     def snapshot(self) -> Snapshot:
         """The current snapshot (immutable: safe to read without a lock)."""
@@ -207,7 +276,7 @@ class SnapshotStore:
     def _view(self, device: str) -> DeviceView:
         view = self._snapshot.devices.get(device)
         if view is None:
-            raise StoreError(f"no switch named {device!r} in fabric {self._snapshot.fabric}")
+            raise self._unknown("switch", device)
         return view
 
     def _put(self, device: str, view: DeviceView) -> None:
@@ -242,6 +311,7 @@ class SnapshotStore:
                     view,
                     counters=counters,
                     status=status,
+                    active=_merge_active(view.active, counters),
                     drift=drift if drift is not None else view.drift,
                     sessions_pending=len(sessions) if sessions is not None
                     else view.sessions_pending,
@@ -278,7 +348,7 @@ class SnapshotStore:
             raise StoreError(f"drift of {device} cannot be negative ({items})")
         with self._lock:
             if device not in self._known_devices:
-                raise StoreError(f"no device named {device!r} in fabric {self._snapshot.fabric}")
+                raise self._unknown("device", device)
             view = self._snapshot.devices.get(device)
             if view is not None:
                 self._put(device, replace(view, drift=items))
@@ -294,7 +364,7 @@ class SnapshotStore:
                 raise StoreError(f"check ID {outcome.check!r} is not a short identifier")
             device = outcome.device or FABRIC_WIDE
             if device != FABRIC_WIDE and device not in self._known_devices:
-                raise StoreError(f"check {outcome.check}: no device named {device!r}")
+                raise StoreError(f"check {outcome.check}: {self._unknown('device', device)}")
             result = RESULT_ALIASES.get(outcome.result.lower(), outcome.result.lower())
             if result not in CHECK_RESULTS:
                 raise StoreError(

@@ -10,6 +10,11 @@ daemon, whatever the new files hold: under ``Restart=on-failure`` a bad file mus
 into a crash loop. SIGTERM stops
 within seconds with exit 0: work in flight on a switch is protected by the switch's own
 commit timer. Logs are JSON lines on stdout; reports and the audit log go to the state dir.
+
+With ``--shard K/N`` (or ``shard:`` in agent.yaml) the daemon is one of N agents of a fleet:
+it reconciles, exports and runs playbooks for its shard's switches only, and runs a wire
+probe only if its shard owns the probe's target host (:mod:`agent.shard`, README "Fleet
+scale").
 """
 
 from __future__ import annotations
@@ -25,19 +30,28 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from prometheus_client.metrics_core import Metric
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    field_validator,
+)
 
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent import FabricIntent
 from agent.loader import load_fabric
 from agent.playbooks import PlaybookRunner, load_playbook, playbook_path
 from agent.push import Pusher
+from agent.shard import WHOLE, Shard, ShardError, parse_shard
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
 
@@ -87,10 +101,27 @@ class ApplySettings(DaemonModel):
     confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
 
 
+def _shard(value: Any) -> Shard:
+    if isinstance(value, Shard):
+        return value
+    if not isinstance(value, str):
+        # `shard: 2` is an int to YAML: say what is expected rather than "not a string".
+        raise ValueError(f"Expected: K/N, e.g. 2/4 Actual: {value!r}")
+    try:
+        return parse_shard(value)
+    except ShardError as exc:
+        raise ValueError(str(exc).removeprefix("shard: ")) from None
+
+
+ShardField = Annotated[Shard, PlainValidator(_shard), PlainSerializer(str)]
+
+
 class DaemonConfig(DaemonModel):
     """``agent.yaml``: every key but ``fabric`` has a default."""
 
     fabric: Path
+    # Which part of the fabric this agent owns (agent/shard.py); `serve --shard` overrides it.
+    shard: ShardField = WHOLE
     mode: Literal["observe", "enforce"] = "observe"
     state_dir: Path = Path("/var/lib/roce-agent")
     exporter: ExporterConfig | None = ExporterConfig()
@@ -105,6 +136,20 @@ class Loaded:
     intent: FabricIntent
     path: Path
     web: Any = None  # exporters.webconfig.WebConfig, loaded and checked with the rest
+
+    @property
+    def shard(self) -> Shard:
+        return self.config.shard
+
+    def with_shard(self, shard: Shard | None) -> Loaded:
+        """This configuration with ``serve --shard`` applied (the flag wins over the file)."""
+        if shard is None:
+            return self
+        return replace(self, config=self.config.model_copy(update={"shard": shard}))
+
+    def owned_switches(self) -> list[str]:
+        """The switches of this agent's shard, in fabric order."""
+        return self.shard.select(d.name for d in self.intent.devices if d.role != "host")
 
 
 def _guard(file: Path, step: Callable[[], T]) -> T:
@@ -241,6 +286,7 @@ class Prepared:
 class Daemon:
     config_path: Path
     loaded: Loaded
+    shard_override: Shard | None = None  # `serve --shard`: wins over agent.yaml, reloads too
     stop: threading.Event = field(default_factory=threading.Event)
     reload: threading.Event = field(default_factory=threading.Event)
     exporter: EmbeddedExporter | None = None
@@ -269,7 +315,7 @@ class Daemon:
         settings = loaded.config.exporter
         if settings is None:
             return Prepared(loaded, None, None, False)
-        exporter = EmbeddedExporter.build(loaded.intent, settings, self)
+        exporter = EmbeddedExporter.build(loaded, settings, self)
         address = parse_listen(settings.listen)
         if self.server is not None and self.server.requested == address:
             return Prepared(loaded, exporter, None, True)
@@ -315,11 +361,25 @@ class Daemon:
         self.last_status = text
         notify(f"STATUS={text}")
 
+    def shard_fields(self) -> dict[str, Any]:
+        """What every start/reload log line says about this agent's part of the fabric."""
+        owned = self.loaded.owned_switches()
+        return {"shard": str(self.loaded.shard), "switches": len(owned), "owned": owned}
+
+    def shard_text(self) -> str:
+        """``, shard 2/4 (3 switches)`` for STATUS=; empty for an agent of the whole fabric."""
+        if self.loaded.shard.whole:
+            return ""
+        return f", shard {self.loaded.shard} ({len(self.loaded.owned_switches())} switches)"
+
     def run(self) -> int:
         self.loaded.config.state_dir.mkdir(parents=True, exist_ok=True)
         self.commit(self.prepare(self.loaded))
         notify("READY=1")
-        self.status(f"running ({self.loaded.config.mode}), fabric {self.loaded.intent.name}")
+        self.status(
+            f"running ({self.loaded.config.mode}), fabric {self.loaded.intent.name}"
+            + self.shard_text()
+        )
         log.info(
             "started",
             extra={
@@ -327,9 +387,11 @@ class Daemon:
                     "mode": self.loaded.config.mode,
                     "fabric": str(self.loaded.config.fabric),
                     "exporter": self.server.url if self.server is not None else None,
+                    **self.shard_fields(),
                 }
             },
         )
+        self.warn_if_empty()
         watchdog_usec = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
         ping_every = watchdog_usec / 2e6 if watchdog_usec else None
         next_ping = time.monotonic()
@@ -363,7 +425,9 @@ class Daemon:
         def work() -> None:
             outcome: Prepared | BaseException
             try:
-                outcome = self.prepare(load_config(self.config_path))
+                outcome = self.prepare(
+                    load_config(self.config_path).with_shard(self.shard_override)
+                )
             except BaseException as exc:
                 outcome = exc
             if generation != self._reload_generation and isinstance(outcome, Prepared):
@@ -410,9 +474,11 @@ class Daemon:
                         "fabric": str(self.loaded.config.fabric),
                         "mode": self.loaded.config.mode,
                         "exporter": self.server.url if self.server is not None else None,
+                        **self.shard_fields(),
                     }
                 },
             )
+            self.warn_if_empty()
         else:
             self.refuse(outcome)
 
@@ -422,6 +488,15 @@ class Daemon:
         assert self._reload_thread is not None
         self._reload_thread.join(RELOAD_TIMEOUT_S + 1)
         self.finish_reload()
+
+    def warn_if_empty(self) -> None:
+        # Not an error: while a fleet grows (N + 1 agents, a small fabric) a shard may own
+        # nothing yet; it still serves roce_exporter_devices 0 so the fleet view shows it.
+        if not self.loaded.owned_switches():
+            log.warning(
+                "this shard owns no switch",
+                extra={"fields": {"shard": str(self.loaded.shard)}},
+            )
 
     def refuse(self, exc: BaseException) -> None:
         fields = error_fields(exc)
@@ -469,7 +544,9 @@ class Daemon:
             # instead of holding the reconcile loop until its timer ends.
             pending_timeout_s=0.0,
         )
-        devices = pusher.select(())
+        owned = loaded.owned_switches()
+        # select(()) would mean every switch: a shard that owns none inspects none.
+        devices = pusher.select(owned) if owned else []
         results = pusher.inspect_all(devices)
         drifted = [r for r in results if r.differences]
         for result in results:
@@ -505,6 +582,7 @@ class Daemon:
         summary = {
             "time": time.time(),
             "mode": config.mode,
+            "shard": str(loaded.shard),
             "devices": [r.as_dict() for r in results],
             "repaired": repaired,
         }
@@ -512,23 +590,39 @@ class Daemon:
         self.status(
             f"{config.mode}: {len(drifted)} of {len(results)} switches drifted"
             + (f", repaired {len(repaired)}" if repaired else "")
+            + self.shard_text()
         )
 
     def run_playbook(self, name: str) -> None:
-        config = self.loaded.config
-        runner = PlaybookRunner(self.loaded.intent, config.state_dir)
+        loaded = self.loaded
+        config = loaded.config
+        runner = PlaybookRunner(loaded.intent, config.state_dir, shard=loaded.shard)
         report = runner.run(load_playbook(playbook_path(name)))
         reports = config.state_dir / "reports"
         reports.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        text = json.dumps(report.as_dict(), indent=2)
-        (reports / f"{name}-{stamp}.json").write_text(text)
-        (reports / f"last-{name}.json").write_text(text)
+        text = json.dumps({**report.as_dict(), "shard": str(loaded.shard)}, indent=2)
+        # The playbook's own name (a safe file name by its schema), not `name`: a scheduled
+        # playbook may be given as a path.
+        (reports / f"{report.playbook}-{stamp}.json").write_text(text)
+        (reports / f"last-{report.playbook}.json").write_text(text)
         if self.exporter is not None:
             self.exporter.update_checks(report.checks)
             for probe in report.probes:
                 self.exporter.update_probe(probe)
-        log.info("playbook", extra={"fields": {"playbook": name, "passed": report.passed}})
+        log.info(
+            "playbook",
+            extra={
+                "fields": {
+                    "playbook": name,
+                    "passed": report.passed,
+                    "shard": str(loaded.shard),
+                    # Steps another shard owns (a probe whose target host is there) ran
+                    # there: not missing here.
+                    "other_shards": [s.name for s in report.steps if "owner" in s.detail],
+                }
+            },
+        )
 
 
 class DaemonCollector:
@@ -581,13 +675,17 @@ class EmbeddedExporter:
         self.text = exporter.exposition_text
 
     @classmethod
-    def build(
-        cls, intent: FabricIntent, settings: ExporterConfig, daemon: Daemon
-    ) -> EmbeddedExporter:
+    def build(cls, loaded: Loaded, settings: ExporterConfig, daemon: Daemon) -> EmbeddedExporter:
         from exporters.exporter import Exporter
 
+        # The exporter polls and serves only the shard's switches (and says which shard it
+        # is in roce_exporter_shard_info), so N agents' targets add up to the fabric once.
         exporter = Exporter(
-            intent, listen=None, interval_s=settings.poll_interval_s, host_nic=False
+            loaded.intent,
+            listen=None,
+            interval_s=settings.poll_interval_s,
+            host_nic=False,
+            shard=loaded.shard,
         )
         exporter.registry.register(DaemonCollector(daemon))
         return cls(exporter)
@@ -613,7 +711,7 @@ class EmbeddedExporter:
         self.exporter.store.update_probe(result)
 
 
-def serve(config_path: Path) -> int:
+def serve(config_path: Path, shard: Shard | None = None) -> int:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())
     # The exporter's bad-client lines are JSON lines too (one per client, rate-limited).
@@ -622,8 +720,8 @@ def serve(config_path: Path) -> int:
         logger.handlers[:] = [handler]
         logger.setLevel(logging.INFO)
         logger.propagate = False
-    loaded = load_config(config_path)
-    daemon = Daemon(config_path, loaded)
+    loaded = load_config(config_path).with_shard(shard)
+    daemon = Daemon(config_path, loaded, shard_override=shard)
 
     def on_term(_signum: int, _frame: FrameType | None) -> None:
         daemon.stop.set()

@@ -18,6 +18,7 @@ import click
 from agent.app.support import FiniteFloat, handle_errors
 from agent.errors import AgentError
 from agent.loader import load_fabric
+from agent.shard import ShardError, parse_shard
 
 INTERVAL = FiniteFloat(0, 86400, min_open=True)
 TIMEOUT = FiniteFloat(0, 3600, min_open=True)
@@ -103,6 +104,15 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
     help="Directory of probe results (`roce-agent probe ... --output json > DIR/x.json`); "
     "new files are added to the probe metrics.",
 )
+@click.option(
+    "--shard",
+    "shard_spec",
+    default="1/1",
+    show_default=True,
+    metavar="K/N",
+    help="Poll and serve only the switches of shard K of N (consistent hash of the device "
+    "name; every switch is in exactly one shard).",
+)
 @click.option("--no-drift", is_flag=True, help="Do not read the configuration for drift.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every poll failure detail.")
 @handle_errors
@@ -117,6 +127,7 @@ def exporter_command(
     host_nic: bool | None,
     sysfs_root: Path,
     probe_results: Path | None,
+    shard_spec: str,
     no_drift: bool,
     verbose: bool,
 ) -> None:
@@ -140,6 +151,10 @@ def exporter_command(
     if not verbose:
         # paramiko logs every failed banner read at ERROR; the poller's own warning says it.
         logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    try:
+        shard = parse_shard(shard_spec)
+    except ShardError as exc:
+        raise AgentError(f"--shard: {str(exc).removeprefix('shard: ')}") from None
     address = parse_listen(listen)
     web = load_web_config(web_config) if web_config is not None else None
     intent = load_fabric(fabric).intent
@@ -155,6 +170,7 @@ def exporter_command(
         sysfs_root=sysfs_root,
         probe_results=probe_results,
         drift=not no_drift,
+        shard=shard,
     )
     stop = threading.Event()
 
@@ -164,10 +180,10 @@ def exporter_command(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     exporter.start()
-    switches = sum(1 for d in intent.devices if d.role != "host")
+    part = "" if shard.whole else f" shard {shard}"
     click.echo(
-        f"roce-agent exporter: serving {exporter.url} for fabric {intent.name} "
-        f"({switches} switches, every {interval:g} s)",
+        f"roce-agent exporter: serving {exporter.url} for fabric {intent.name}{part} "
+        f"({len(exporter.switches)} switches, every {interval:g} s)",
         err=True,
     )
     try:

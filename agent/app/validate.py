@@ -278,8 +278,14 @@ def run_command(
     default="/etc/roce-agent/agent.yaml",
     show_default=True,
 )
+@click.option(
+    "--shard",
+    metavar="K/N",
+    callback=lambda _ctx, _param, value: _shard_option(value),
+    help="Own only shard K of N of the fabric's switches (wins over `shard:` in agent.yaml).",
+)
 @handle_errors
-def serve_command(config_path: Path) -> None:
+def serve_command(config_path: Path, shard: Any) -> None:
     """Run the daemon: reconcile loop (observe reports drift, enforce repairs it through the
     push path), scheduled playbooks, the Prometheus exporter, sd_notify for systemd.
 
@@ -288,4 +294,15 @@ def serve_command(config_path: Path) -> None:
     """
     from agent.app.daemon import serve
 
-    sys.exit(serve(config_path))
+    sys.exit(serve(config_path, shard))
+
+
+def _shard_option(value: str | None) -> Any:
+    from agent.shard import ShardError, parse_shard
+
+    if value is None:
+        return None
+    try:
+        return parse_shard(value)
+    except ShardError as exc:
+        raise click.BadParameter(str(exc).removeprefix("shard: "), param_hint="'--shard'") from None

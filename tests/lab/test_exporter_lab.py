@@ -4,9 +4,11 @@ alert rules.
 One lab for the module. The exporter runs in-process through its Python API (as the daemon
 will embed it), serving HTTPS with bcrypt basic auth; Prometheus (Debian's package, installed
 by scripts/ensure-system-deps.sh) runs on a random loopback port with a temporary storage
-directory, scrapes every second and evaluates a copy of exporters/alerts/roce.rules.yml whose
-`for:` is 0s and whose windows are 15s (the only changes). The fabric gets one extra switch,
-``stuck1``, whose management port is a loopback TCP server that accepts and never speaks SSH.
+directory, scrapes every second and evaluates the shipped alert rules rendered for the lab's
+jobs (`python -m exporters.alerts --selector`, a regex selector) with `for:` 0s and 15s windows
+(the only changes). The fabric gets one extra switch, ``stuck1``, whose management port is a
+loopback TCP server that accepts and never speaks SSH; Prometheus gets one extra target,
+``roce-gone``, on a loopback port nobody listens on (an exporter that is down).
 
 Phases: (A) the lab as built, PFC and ECN off: an incast drops on the lossless class, so the
 drops, probe loss, drift and device-down alerts fire in Prometheus; (B) after `apply`, ECN
@@ -42,10 +44,12 @@ import pytest
 import yaml
 from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
 from netmiko import ConnectHandler
+from prometheus_fixtures import free_port, run_prometheus
 
 from agent.loader import load_fabric
 from agent.probes import scenarios
 from agent.probes.runner import NetnsRunner
+from exporters import alerts
 from exporters.exporter import Exporter
 from exporters.store import CheckOutcome
 from exporters.webconfig import load_web_config
@@ -57,18 +61,25 @@ pytestmark = [
 ]
 SYSFS = REPO / "tests" / "data" / "sysfs"
 RULES = REPO / "exporters" / "alerts" / "roce.rules.yml"
+# The lab's exporter job and a job whose only target is down, both selected by the rules.
+LAB_SELECTOR = 'job=~"roce|roce-gone"'
 GRAFANA = REPO / "exporters" / "grafana"
 USER, PASSWORD = "prometheus", "lab-scrape-7c1e"
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
 # Template variables of the dashboards, as Grafana would substitute them for one selection.
 VARIABLES = {
     "$datasource": "prometheus",
+    "$job": ".+",
+    "$instance": ".+",
+    "$fabric": ".+",
     "$device": "leaf1",
     "$interface": "Ethernet.*",
+    "$priority": ".+",
     "$scenario": "incast|receive",
     "$src": "h1",
     "$dst": "h3",
-    "$instance": ".*",
+    "$rdma_device": ".+",
+    "$nic_interface": ".+",
     "$__rate_interval": "20s",
     "$__interval": "5s",
     "$__range": "2m",
@@ -76,28 +87,29 @@ VARIABLES = {
 # What each alert's condition is made of, without its threshold: it must return series.
 UNDERLYING = {
     "RoceLosslessQueueDrops": "increase(roce_queue_dropped_packets_total[15s]) and on "
-    '(device, interface, queue) roce_intended_class_info{pfc="on"}',
+    '(fabric, device, interface, queue) roce_intended_class_info{pfc="on"}',
     "RoceLosslessHeadroomDrops": "increase(roce_headroom_dropped_packets_total[15s]) and on "
-    '(device, interface, priority) roce_intended_class_info{pfc="on"}',
-    "RocePfcWatchdogStormed": "roce_pfc_watchdog_stormed",
-    "RocePfcStormsDetected": "increase(roce_pfc_watchdog_storms_detected_total[15s])",
-    "RocePauseWithoutEcn": 'sum by (device) (rate(roce_pfc_frames_total{direction="tx"}[15s]))'
-    " and on (device) sum by (device) (rate(roce_queue_ecn_marked_packets_total[15s]))",
+    '(fabric, device, interface, priority) roce_intended_class_info{pfc="on"}',
+    "RocePfcWatchdogStormed": "roce_pfc_watchdog_stormed and on "
+    '(fabric, device, interface, priority) roce_intended_class_info{pfc="on"}',
+    "RocePfcStormsDetected": "increase(roce_pfc_watchdog_storms_detected_total[15s]) and on "
+    '(fabric, device, interface, priority) roce_intended_class_info{pfc="on"}',
+    "RocePauseWithoutEcn": "sum by (fabric, device) (rate(roce_pfc_frames_total"
+    '{direction="tx"}[15s]) and on (fabric, device, interface, priority) '
+    'roce_intended_class_info{pfc="on",ecn="on"}) and on (fabric, device) '
+    "sum by (fabric, device) (rate(roce_queue_ecn_marked_packets_total[15s]) and on "
+    '(fabric, device, interface, queue) roce_intended_class_info{ecn="on"})',
     "RoceConfigDrift": "roce_drift_items",
     "RoceConfigSessionPending": "roce_config_sessions_pending",
     "RoceDeviceDown": "roce_device_up",
     "RoceProbeLoss": "roce_probe_last_run_lost_packets",
     "RoceCheckFailed": "roce_check_result",
+    "RoceExporterDown": 'up{job="roce-gone"}',
+    "RoceExporterAbsent": 'up{job="roce"}',
 }
 # Alerts this module drives the lab into (the others are proven by their underlying
 # expression here and by `promtool test rules` in tests/unit/test_exporter_artifacts.py).
 FIRED: dict[str, dict[str, str]] = {}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SilentSshPort:
@@ -196,8 +208,9 @@ def fabric_with_stuck_switch(lab: Lab, folder: Path, port: int) -> Path:
 
 
 def fast_rules(folder: Path) -> Path:
-    """The shipped rules with `for: 0s` and 15 s windows, so a lab minute shows them fire."""
-    text = RULES.read_text()
+    """The shipped rules for the lab's jobs with `for: 0s` and 15 s windows, so a lab minute
+    shows them fire."""
+    text = alerts.render(LAB_SELECTOR)
     text = re.sub(r"for: \d+[smh]", "for: 0s", text)
     text = re.sub(r"\[\d+[smh]\]", "[15s]", text)
     path = folder / "roce.rules.yml"
@@ -208,7 +221,6 @@ def fast_rules(folder: Path) -> Path:
 def start_prometheus(
     folder: Path, exporter_port: int, tls_dir: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
         "rule_files": [str(fast_rules(folder))],
@@ -219,39 +231,14 @@ def start_prometheus(
                 "tls_config": {"ca_file": str(tls_dir / "exporter.crt")},
                 "basic_auth": {"username": USER, "password": PASSWORD},
                 "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
-            }
+            },
+            {  # a port nobody listens on: RoceExporterDown
+                "job_name": "roce-gone",
+                "static_configs": [{"targets": [f"127.0.0.1:{free_port()}"]}],
+            },
         ],
     }
-    config_file = folder / "prometheus.yml"
-    config_file.write_text(yaml.safe_dump(config))
-    checked = subprocess.run(
-        ["promtool", "check", "config", str(config_file)], capture_output=True, text=True
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    log = (folder / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [
-            "prometheus",
-            f"--config.file={config_file}",
-            f"--storage.tsdb.path={folder / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=1h",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-                if response.status == 200:
-                    return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    process.wait()
-    raise AssertionError((folder / "prometheus.log").read_text()[-2000:])
+    return run_prometheus(config, folder)
 
 
 @pytest.fixture(scope="module")
@@ -325,8 +312,11 @@ def wait_for_alert(setup: Setup, name: str, timeout: float = 45.0, **labels: str
                 FIRED[name] = alert["labels"]
                 return
         time.sleep(0.5)
+    # What the condition saw, so a failure tells a rule bug from a lab that misbehaved.
+    seen = [(r["metric"], r["value"][1]) for r in query(setup, UNDERLYING[name])]
     raise AssertionError(
-        f"{name} {labels} did not fire; firing: {[a['labels'] for a in firing(setup)]}"
+        f"{name} {labels} did not fire; firing: {[a['labels'] for a in firing(setup)]}; "
+        f"{UNDERLYING[name]} = {seen}"
     )
 
 
@@ -360,6 +350,7 @@ def test_drops_without_pfc_fire_the_lossless_drops_alert(setup: Setup) -> None:
     wait_for_alert(setup, "RoceConfigDrift", device="leaf1")
     wait_for_alert(setup, "RoceDeviceDown", device="stuck1")
     wait_for_alert(setup, "RoceCheckFailed", device="leaf1", check="RC001")
+    wait_for_alert(setup, "RoceExporterDown", job="roce-gone")
     assert not any(
         a["labels"].get("device") in SWITCHES and a["labels"]["alertname"] == "RoceDeviceDown"
         for a in firing(setup)
@@ -494,7 +485,15 @@ def test_every_alert_expression_returns_series(setup: Setup) -> None:
         "RoceDeviceDown",
         "RocePauseWithoutEcn",
         "RoceCheckFailed",
+        "RoceExporterDown",
     } <= set(FIRED)
+    assert FIRED["RoceExporterDown"]["job"] == "roce-gone"
+    assert not [
+        a["labels"]
+        for a in firing(setup)
+        if a["labels"]["alertname"] == "RoceExporterAbsent"
+        or (a["labels"]["alertname"] == "RoceExporterDown" and a["labels"]["job"] == "roce")
+    ]
 
 
 def fetch_metrics(url: str, cafile: Path, password: str) -> tuple[float, str]:
@@ -572,12 +571,18 @@ def test_cli_scrape_is_prompt_while_a_device_hangs(setup: Setup) -> None:
                 time.sleep(0.2)
                 continue
             assert elapsed < 1.0, elapsed
-            if 'roce_poll_errors_total{device="stuck1",reason="timeout"} 1.0' in body and all(
-                f'roce_device_up{{device="{s}"}} 1.0' in body for s in SWITCHES
+            # every series carries fabric="..." (sorted after device)
+            if all(
+                re.search(rf'roce_device_up\{{device="{s}",fabric="[^"]+"\}} 1\.0', body)
+                for s in SWITCHES
             ):
                 break
             time.sleep(0.3)
-        assert 'roce_device_up{device="stuck1"} 0.0' in body, body[-3000:]
+        assert re.search(r'roce_device_up\{device="stuck1",fabric="[^"]+"\} 0\.0', body), body[
+            -3000:
+        ]
+        # never answered: nothing but roce_device_up 0 (no zero-filled counters or statistics)
+        assert 'roce_poll_errors_total{device="stuck1"' not in body
         timings = [fetch_metrics(url, cafile, PASSWORD)[0] for _ in range(5)]
         assert max(timings) < 1.0, timings
         _, body = fetch_metrics(url, cafile, PASSWORD)
@@ -585,14 +590,17 @@ def test_cli_scrape_is_prompt_while_a_device_hangs(setup: Setup) -> None:
         for switch in SWITCHES:
             match = re.search(
                 rf'roce_last_successful_poll_timestamp_seconds\{{device="{switch}"'
-                r"\} (\S+)",
+                r',fabric="[^"]+"\} (\S+)',
                 body,
             )
             assert match and now - float(match.group(1)) < 5.0, (switch, match)
         assert "stuck1" not in re.findall(
             r'roce_last_successful_poll_timestamp_seconds\{device="(\w+)"', body
         )
-        assert 'roce_probe_packets_sent_total{dst="h3",scenario="incast",src="h1"}' in body
+        assert re.search(
+            r'roce_probe_packets_sent_total\{dst="h3",fabric="[^"]+",scenario="incast",src="h1"\}',
+            body,
+        )
         with pytest.raises(urllib.error.HTTPError) as denied:
             fetch_metrics(url, cafile, "wrong-password")
         assert denied.value.code == 401

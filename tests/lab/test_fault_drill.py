@@ -6,8 +6,9 @@ and requires: every switch entirely old or entirely new, nothing reported or aud
 applied unless it is, every change audited, the right exit code, and a clean re-run that
 exits 0 with every switch new (agent/faultdrill.py). The matrix is printed at the end.
 
-The rows spend most of their time waiting (netmiko's read timeout, commit timers), so they
-run in two lanes, each on a lab of its own with its own audit log; the lanes share nothing.
+The rows spend much of their time waiting (netmiko's read timeout, commit timers), so they
+run in six lanes of two rows, each on a lab of its own with its own audit log; the lanes share
+nothing (measured on 2 cores: 3 lanes 95 s, 4 lanes 80 s, 6 lanes 71 s for the module).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from conftest import LAB_UNAVAILABLE, running_lab
+from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
 
 from agent.faultdrill import Drill, Row, RowResult, default_rows, format_matrix, resolve_rows
 
@@ -29,9 +29,9 @@ pytestmark = [
 ]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short
 ROWS = default_rows()
-LANES = 3
+LANES = 6
 # Rows that wait on netmiko's 10 s read timeout or a commit timer go first, one per lane in
-# turn, so both lanes end at about the same time.
+# turn, so the lanes end at about the same time.
 SLOW_FIRST = ("slow switch", "ssh cut", "mgmt plane restart", "kill after-commit")
 
 
@@ -50,29 +50,55 @@ def _run_lane(drill: Drill, rows: list[Row]) -> dict[str, RowResult]:
     return results
 
 
+def _start_lab(base: Path, lane: int) -> Lab:
+    name = f"fd{os.getpid()}{'abcdef'[lane]}"
+    return start_lab(name, base / name)
+
+
+def _drill(lab: Lab, audit_dir: Path) -> Drill:
+    drill = Drill(Path(lab.status["fabric_file"]), audit_dir, CONFIRM_TIMEOUT_S)
+    drill.snapshot_old()
+    resolve_rows(drill, ROWS)
+    return drill
+
+
 @pytest.fixture(scope="module")
 def matrix(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[dict[str, RowResult]]:
-    with ExitStack() as stack:
-        drills = []
-        for lane in range(LANES):
-            name = f"fd{os.getpid()}{'abc'[lane]}"
-            lab = stack.enter_context(
-                running_lab(name, tmp_path_factory.mktemp("fdlab") / name, "admin")
-            )
-            drill = Drill(
-                Path(lab.status["fabric_file"]), tmp_path_factory.mktemp("fdaudit"),
-                CONFIRM_TIMEOUT_S,
-            )  # fmt: skip
-            drill.snapshot_old()
-            resolve_rows(drill, ROWS)
-            drills.append(drill)
-        results: dict[str, RowResult] = {}
+    previous = os.environ.get("ROCE_LAB_PASSWORD")
+    os.environ["ROCE_LAB_PASSWORD"] = "admin"  # the labs take it at `up`; the agent reads it
+    labs: list[Lab] = []
+    try:
+        # The labs are independent: brought up (and torn down) side by side, not in turn.
         with ThreadPoolExecutor(max_workers=LANES) as pool:
+            starting = [
+                pool.submit(_start_lab, tmp_path_factory.mktemp("fdlab"), lane)
+                for lane in range(LANES)
+            ]
+            errors = []
+            for future in starting:  # every lab that came up is torn down, even if one failed
+                try:
+                    labs.append(future.result())
+                except BaseException as exc:
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+            audit_dirs = [tmp_path_factory.mktemp("fdaudit") for _ in labs]
+            drills = list(pool.map(_drill, labs, audit_dirs))
+            results: dict[str, RowResult] = {}
             for lane_results in pool.map(_run_lane, drills, _lanes(ROWS)):
                 results.update(lane_results)
         yield results
+    finally:
+        with ThreadPoolExecutor(max_workers=LANES) as pool:
+            stopped = [pool.submit(stop_lab, lab.name, lab.state_dir) for lab in labs]
+        if previous is None:
+            os.environ.pop("ROCE_LAB_PASSWORD", None)
+        else:
+            os.environ["ROCE_LAB_PASSWORD"] = previous
+        for future in stopped:
+            future.result()  # a lab that did not go away fails the run
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:
@@ -90,7 +116,7 @@ def test_every_row_runs_in_exactly_one_lane() -> None:
     assert all(lanes)
 
 
-@pytest.mark.timeout(900)  # the first row's setup runs the whole matrix (≈ 2 min)
+@pytest.mark.timeout(900)  # the first row's setup runs the whole matrix (≈ 70 s)
 @pytest.mark.parametrize("row", ROWS, ids=[r.slug for r in ROWS])
 def test_drill_row(matrix: dict[str, RowResult], row: Row) -> None:
     result = matrix[row.name]

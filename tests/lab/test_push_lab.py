@@ -13,7 +13,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,16 @@ def sessions(lab: Lab, switch: str) -> dict[str, Any]:
         connection.disconnect()
 
 
+def per_switch(read: Callable[[Lab, str], Any], lab: Lab) -> dict[str, Any]:
+    """``read`` on every switch side by side (independent logins; order proves nothing)."""
+    with ThreadPoolExecutor(max_workers=len(SWITCHES)) as pool:
+        return dict(zip(SWITCHES, pool.map(lambda s: read(lab, s), SWITCHES), strict=True))
+
+
+def session_names(lab: Lab, switch: str) -> set[str]:
+    return set(sessions(lab, switch).get("sessions", {}))
+
+
 def audit_lines(audit_dir: Path) -> list[dict[str, Any]]:
     path = audit_dir / "audit.jsonl"
     if not path.exists():
@@ -129,15 +140,17 @@ def test_apply_from_factory_config_then_idempotent(lab: Lab, audit_dir: Path) ->
     intents = {r["attempt"]: r for r in records if r["record"] == "intent"}
     assert all(intents[r["attempt"]]["session"] == r["session"] for r in results)
 
-    after = agent(audit_dir, "drift", fabric(lab), "--output", "json")
+    with ThreadPoolExecutor(max_workers=1) as pool:  # read-only, beside the session reads
+        drifting = pool.submit(agent, audit_dir, "drift", fabric(lab), "--output", "json")
+        known_sessions = per_switch(session_names, lab)
+        after = drifting.result()
     assert after.returncode == 0 and all(d["changes"] == 0 for d in as_json(after)["devices"])
 
-    known_sessions = {s: set(sessions(lab, s).get("sessions", {})) for s in SWITCHES}
     again = agent(audit_dir, "apply", fabric(lab), "--yes", "--output", "json")
     assert again.returncode == 0
     assert {d["result"] for d in as_json(again)["devices"]} == {"no-change"}
     assert len(audit_lines(audit_dir)) == 8  # nothing attempted, nothing logged
-    assert {s: set(sessions(lab, s).get("sessions", {})) for s in SWITCHES} == known_sessions
+    assert per_switch(session_names, lab) == known_sessions
 
 
 def test_hand_changed_threshold_is_drift_and_apply_fixes_exactly_it(
@@ -192,8 +205,10 @@ def test_refused_line_leaves_the_device_unchanged(lab: Lab) -> None:
 def test_foreign_pending_session_blocks_device_and_stops_later_batches(
     lab: Lab, audit_dir: Path
 ) -> None:
-    for switch in SWITCHES:  # drift everywhere: DSCP 10 into the lossless class
-        configure(lab, switch, ["qos map dscp 10 to traffic-class 3"])
+    # drift everywhere: DSCP 10 into the lossless class
+    per_switch(
+        lambda lab, switch: configure(lab, switch, ["qos map dscp 10 to traffic-class 3"]), lab
+    )
     # Another operator's unconfirmed commit on spine2: its timer can still change the switch,
     # so apply must not read it as the state to diff against (default --pending wait).
     blocker = eos(lab, "spine2")
@@ -227,32 +242,38 @@ def test_foreign_pending_session_blocks_device_and_stops_later_batches(
 
 def test_agent_killed_before_confirm_the_switch_rolls_back(lab: Lab, audit_dir: Path) -> None:
     configure(lab, "leaf1", ["qos map dscp 14 to traffic-class 3"])
-    drifted = running_config(lab, "leaf1")
+    watcher = eos(lab, "leaf1")  # one login reads and polls, as often as it likes
+    drifted = str(watcher.send_command("show running-config"))
     env = {**os.environ, "ROCE_LAB_PASSWORD": SECRET, "ROCE_AGENT_STATE_DIR": str(audit_dir)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "apply", fabric(lab), "--device", "leaf1", "--yes",
-         "--confirm-timeout", "5", "--hold", "60"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    process: subprocess.Popen[bytes] | None = None
     try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agent", "apply", fabric(lab), "--device", "leaf1", "--yes",
+             "--confirm-timeout", "5", "--hold", "60"],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            pending = [s for s in sessions(lab, "leaf1").get("sessions", {}).values()
+            listed = json.loads(watcher.send_command("show configuration sessions | json"))
+            pending = [s for s in listed.get("sessions", {}).values()
                        if s.get("state") == "pendingCommitTimer"]  # fmt: skip
             if pending:
                 break
-            time.sleep(0.2)
+            time.sleep(0.1)
         else:
             pytest.fail("the agent never committed with a timer")
-        assert "qos map dscp 14" not in running_config(lab, "leaf1")  # the change is live
+        assert "qos map dscp 14" not in watcher.send_command("show running-config")  # live
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=5)
+        deadline = time.monotonic() + 15
+        while (
+            time.monotonic() < deadline and watcher.send_command("show running-config") != drifted
+        ):
+            time.sleep(0.1)
     finally:
-        if process.poll() is None:
+        watcher.disconnect()
+        if process is not None and process.poll() is None:
             process.kill()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and running_config(lab, "leaf1") != drifted:
-        time.sleep(0.5)
     assert running_config(lab, "leaf1") == drifted  # the switch undid it by itself
     incomplete = agent(audit_dir, "audit", "--incomplete", "--output", "json")
     assert incomplete.returncode == 1

@@ -12,7 +12,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -70,17 +71,36 @@ def eos(lab: Lab, switch: str) -> Any:
     )  # fmt: skip
 
 
-def show(lab: Lab, switch: str, command: str) -> str:
+def shows(lab: Lab, switch: str, *commands: str) -> list[str]:
+    """Several shows on one login (each login costs an SSH handshake on a busy CI)."""
     connection = eos(lab, switch)
     try:
-        return str(connection.send_command(command))
+        return [str(connection.send_command(command)) for command in commands]
     finally:
         connection.disconnect()
 
 
-def open_sessions(lab: Lab, switch: str) -> dict[str, dict[str, Any]]:
-    data = json.loads(show(lab, switch, "show configuration sessions detail | json"))
+def show(lab: Lab, switch: str, command: str) -> str:
+    [output] = shows(lab, switch, command)
+    return output
+
+
+SESSIONS_SHOW = "show configuration sessions detail | json"
+
+
+def pending(sessions_json: str) -> dict[str, dict[str, Any]]:
+    data = json.loads(sessions_json)
     return {n: s for n, s in data["sessions"].items() if s["state"] != "completed"}
+
+
+def open_sessions(lab: Lab, switch: str) -> dict[str, dict[str, Any]]:
+    return pending(show(lab, switch, SESSIONS_SHOW))
+
+
+def together(*calls: Callable[[], Any]) -> list[Any]:
+    """Independent read-only steps side by side (their order proves nothing)."""
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        return [future.result() for future in [pool.submit(call) for call in calls]]
 
 
 def drift_switch(lab: Lab, switch: str) -> str:
@@ -105,7 +125,7 @@ def faults(lab: Lab, switch: str, **knobs: object) -> None:
     processes = json.loads((lab.state_dir / "state.json").read_text())["processes"]
     pid = int(processes[switch + MGMT_SUFFIX]["pid"])
     set_faults(lab.state_dir / f"{switch}-mgmt", pid, **knobs)
-    time.sleep(0.5)  # the process reloads on SIGUSR1
+    time.sleep(0.2)  # the process reloads on SIGUSR1, from its event loop
 
 
 def killed_after_commit(lab: Lab, state: Path, switch: str) -> str:
@@ -114,21 +134,24 @@ def killed_after_commit(lab: Lab, state: Path, switch: str) -> str:
     done = agent(state, "apply", fabric(lab), "--device", switch, "--yes",
                  kill_at=f"after-commit@{switch}")  # fmt: skip
     assert done.returncode == -9, done.stderr
-    [(name, session)] = open_sessions(lab, switch).items()
+    sessions, running = shows(lab, switch, SESSIONS_SHOW, "show running-config")
+    [(name, session)] = pending(sessions).items()
     assert name.startswith("roce-agent-") and session["state"] == "pendingCommitTimer"
-    assert DRIFT_LINE not in show(lab, switch, "show running-config")  # the change is live
+    assert DRIFT_LINE not in running  # the change is live
     return name
 
 
 def test_killed_with_live_change_is_not_read_as_converged(lab: Lab, tmp_path: Path) -> None:
     name = killed_after_commit(lab, tmp_path, "leaf1")
-    incomplete = agent(tmp_path, "audit", "--incomplete", "--output", "json")
+    incomplete, drift = together(
+        lambda: agent(tmp_path, "audit", "--incomplete", "--output", "json"),
+        lambda: agent(tmp_path, "drift", fabric(lab), "--device", "leaf1"),
+    )
     assert incomplete.returncode == 1
     [attempt] = json.loads(incomplete.stdout)["attempts"]
     assert attempt["session"] == name and attempt["status"] == "incomplete"
     assert attempt["operator"]["uid"] == os.getuid()
 
-    drift = agent(tmp_path, "drift", fabric(lab), "--device", "leaf1")
     assert drift.returncode == 1
     assert f"leaf1: pending EOS session {name!r} (pendingCommitTimer" in drift.stderr
     assert "rolls back in" in drift.stderr
@@ -145,9 +168,14 @@ def test_killed_with_live_change_is_not_read_as_converged(lab: Lab, tmp_path: Pa
     leaf1 = devices(own)["leaf1"]
     assert leaf1["result"] == "no-change"
     assert any(note.startswith("confirmed own EOS session") for note in leaf1["notes"])
-    assert open_sessions(lab, "leaf1") == {}
-    assert agent(tmp_path, "drift", fabric(lab), "--device", "leaf1").returncode == 0
-    assert agent(tmp_path, "audit", "--incomplete").returncode == 0
+    sessions, drift, incomplete = together(
+        lambda: open_sessions(lab, "leaf1"),
+        lambda: agent(tmp_path, "drift", fabric(lab), "--device", "leaf1"),
+        lambda: agent(tmp_path, "audit", "--incomplete"),
+    )
+    assert sessions == {}
+    assert drift.returncode == 0
+    assert incomplete.returncode == 0
     reconciled = [r for r in records(tmp_path) if r["record"] == "reconciled"]
     assert reconciled[-1]["attempt"] == attempt["attempt"]
     assert "confirmed" in reconciled[-1]["outcome"]
@@ -176,9 +204,10 @@ def test_leaked_uncommitted_session_is_reported_then_cleaned(lab: Lab, tmp_path:
     done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes",
                  kill_at="in-session")  # fmt: skip
     assert done.returncode == -9
-    [(name, session)] = open_sessions(lab, "leaf1").items()
+    sessions, running = shows(lab, "leaf1", SESSIONS_SHOW, "show running-config")
+    [(name, session)] = pending(sessions).items()
     assert session["state"] == "pending"  # kept after the connection died, like EOS
-    assert show(lab, "leaf1", "show running-config") == drifted  # never committed
+    assert running == drifted  # never committed
 
     drift = agent(tmp_path, "drift", fabric(lab), "--device", "leaf1")
     assert drift.returncode == 1 and name in drift.stderr
@@ -197,11 +226,13 @@ def test_killed_after_confirm_is_reconciled_from_the_device(lab: Lab, tmp_path: 
     done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes",
                  kill_at="after-confirm@leaf1")  # fmt: skip
     assert done.returncode == -9
-    assert open_sessions(lab, "leaf1") == {}
-    assert DRIFT_LINE not in show(lab, "leaf1", "show running-config")  # confirmed
-    [attempt] = json.loads(agent(tmp_path, "audit", "--incomplete", "--output", "json").stdout)[
-        "attempts"
-    ]
+    (sessions, running), incomplete = together(
+        lambda: shows(lab, "leaf1", SESSIONS_SHOW, "show running-config"),
+        lambda: agent(tmp_path, "audit", "--incomplete", "--output", "json"),
+    )
+    assert pending(sessions) == {}
+    assert DRIFT_LINE not in running  # confirmed
+    [attempt] = json.loads(incomplete.stdout)["attempts"]
     again = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes")
     assert again.returncode == 0
     [reconciled] = [r for r in records(tmp_path) if r["record"] == "reconciled"]
@@ -222,8 +253,9 @@ def test_lost_reply_to_the_confirm_is_checked_on_the_switch(lab: Lab, tmp_path: 
     assert done.returncode == 0, done.stdout
     assert leaf2["result"] == "applied"
     assert any("verified on a fresh connection" in note for note in leaf2["notes"])
-    assert open_sessions(lab, "leaf2") == {}
-    assert DRIFT_LINE not in show(lab, "leaf2", "show running-config")
+    sessions, running = shows(lab, "leaf2", SESSIONS_SHOW, "show running-config")
+    assert pending(sessions) == {}
+    assert DRIFT_LINE not in running
     [result] = [r for r in records(tmp_path) if r["record"] == "result"]
     assert result["result"] == "applied"
 
@@ -243,8 +275,9 @@ def test_lost_reply_to_commit_timer_rolls_back_for_real(lab: Lab, tmp_path: Path
     assert leaf2["result"] == "failed"
     assert any("aborted EOS session" in note for note in leaf2["notes"])
     assert any("old state is in place" in note for note in leaf2["notes"])
-    assert open_sessions(lab, "leaf2") == {}
-    assert show(lab, "leaf2", "show running-config") == drifted
+    sessions, running = shows(lab, "leaf2", SESSIONS_SHOW, "show running-config")
+    assert pending(sessions) == {}
+    assert running == drifted
     converge(lab, tmp_path)
 
 
@@ -256,8 +289,9 @@ def test_unwritable_state_dir_touches_nothing(lab: Lab, tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "state dir" in done.stderr and "Nothing was contacted" in done.stderr
     assert "Traceback" not in done.stderr
-    assert show(lab, "leaf1", "show running-config") == drifted
-    assert open_sessions(lab, "leaf1") == {}
+    running, sessions = shows(lab, "leaf1", "show running-config", SESSIONS_SHOW)
+    assert running == drifted
+    assert pending(sessions) == {}
     converge(lab, tmp_path)
 
 

@@ -74,6 +74,8 @@ def samples(text: str) -> dict[str, float]:
 
 
 def key(name: str, **labels: str) -> str:
+    """A sample's name and labels; ``fabric="lab"`` unless given (every series carries it)."""
+    labels = {"fabric": "lab", **labels}
     return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
 
@@ -189,6 +191,34 @@ def checks(store: SnapshotStore) -> None:
     )
 
 
+def lossy_pfc_then_cleared(store: SnapshotStore) -> None:
+    """A peer sends PFC on lossy priority 5 (a misconfiguration), then the counters are
+    cleared on the device."""
+    ports = ("Ethernet1", "Ethernet2")
+    for pfc_rx in ((0, 0, 0, 0, 0, 7, 0, 0), (0,) * 8):
+        interfaces = {
+            name: InterfaceCounters(pfc_rx=pfc_rx if name == "Ethernet1" else (0,) * 8)
+            for name in ports
+        }
+        store.update_counters(
+            "leaf2", Counters(device="leaf2", collected_at=0, interfaces=interfaces), 0.1
+        )
+
+
+SWITCH_COUNTERS = [
+    "roce_pfc_frames_total",
+    "roce_queue_transmitted_packets_total",
+    "roce_queue_transmitted_bytes_total",
+    "roce_queue_dropped_packets_total",
+    "roce_queue_ecn_marked_packets_total",
+    "roce_queue_watermark_bytes",
+    "roce_headroom_dropped_packets_total",
+    "roce_pfc_watchdog_storms_detected_total",
+    "roce_pfc_watchdog_storms_restored_total",
+    "roce_pfc_watchdog_stormed",
+]
+
+
 def _version() -> str:
     from agent import __version__
 
@@ -199,24 +229,11 @@ def _version() -> str:
 # that must be absent)
 CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[str]]] = [
     (
-        "before the first poll: fabric ports zero-filled, device down",
+        "before the first poll: roce_device_up 0, the plan and the exporter's own series only",
         lambda store: None,
         {
-            key(
-                "roce_pfc_frames_total",
-                device="leaf2",
-                interface="Ethernet2",
-                priority="7",
-                direction="rx",
-            ): 0,
-            key(
-                "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="3"
-            ): 0,
-            key(
-                "roce_pfc_watchdog_stormed", device="leaf1", interface="Ethernet2", priority="0"
-            ): 0,
             key("roce_device_up", device="leaf1"): 0,
-            key("roce_poll_errors_total", device="leaf1", reason="auth"): 0,
+            key("roce_device_up", device="leaf2"): 0,
             key(
                 "roce_intended_class_info",
                 device="leaf1",
@@ -226,20 +243,36 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 pfc="on",
                 ecn="on",
             ): 1,
-            key("roce_exporter_info", version=_version(), fabric="lab"): 1,
+            key("roce_exporter_info", version=_version()): 1,
+            key("roce_exporter_shard_info", shard="1/1"): 1,
+            key("roce_exporter_devices"): 5,
         },
         [
+            *SWITCH_COUNTERS,
+            "roce_polls_total",
+            "roce_poll_errors_total",
+            "roce_poll_duration_seconds",
             "roce_last_successful_poll_timestamp_seconds",
             "roce_drift_items",
             "roce_config_sessions_pending",
-            "roce_queue_watermark_bytes",
             "roce_check_result",
             "roce_probe_packets_sent_total",
             "roce_nic_pause_frames_total",
         ],
     ),
     (
-        "after a poll: device values, unreported priorities 0, extra interface, drift",
+        "failed first polls: still nothing but roce_device_up 0 (no zeros before a reading)",
+        lambda store: [store.record_poll_failure("leaf2", r, 1.0) for r in ("timeout", "auth")],
+        {key("roce_device_up", device="leaf2"): 0},
+        [
+            *SWITCH_COUNTERS,
+            "roce_polls_total",
+            "roce_poll_errors_total",
+            "roce_poll_duration_seconds",
+        ],
+    ),
+    (
+        "after a poll: device values; lossless priority only; reported interfaces only",
         polled,
         {
             key(
@@ -253,12 +286,15 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 "roce_pfc_frames_total",
                 device="leaf1",
                 interface="Ethernet1",
-                priority="4",
-                direction="tx",
+                priority="3",
+                direction="rx",
             ): 0,
             key(
                 "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="3"
             ): 3102,
+            key(
+                "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="6"
+            ): 0,
             key(
                 "roce_queue_ecn_marked_packets_total",
                 device="leaf1",
@@ -271,12 +307,6 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 interface="Ethernet1",
                 queue="3",
             ): 7530844,
-            key(
-                "roce_queue_transmitted_packets_total",
-                device="leaf1",
-                interface="Ethernet2",
-                queue="3",
-            ): 0,
             key(
                 "roce_headroom_dropped_packets_total",
                 device="leaf1",
@@ -302,15 +332,15 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 "roce_queue_watermark_bytes", device="leaf1", interface="Ethernet9", queue="0"
             ): 4096,
             key(
-                "roce_pfc_frames_total",
+                "roce_queue_transmitted_packets_total",
                 device="leaf1",
                 interface="Ethernet9",
-                priority="5",
-                direction="rx",
+                queue="7",
             ): 0,
             key("roce_device_up", device="leaf1"): 1,
             key("roce_device_up", device="leaf2"): 0,
             key("roce_polls_total", device="leaf1"): 1,
+            key("roce_poll_errors_total", device="leaf1", reason="auth"): 0,
             key("roce_poll_duration_seconds", device="leaf1"): 0.41,
             key("roce_last_successful_poll_timestamp_seconds", device="leaf1"): 1700000000.0,
             key("roce_drift_items", device="leaf1"): 2,
@@ -318,9 +348,86 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             key("roce_config_session_oldest_age_seconds", device="leaf1"): 95.5,
         },
         [
+            # lossy priority, counter 0: no series
+            key(
+                "roce_pfc_frames_total",
+                device="leaf1",
+                interface="Ethernet1",
+                priority="4",
+                direction="tx",
+            ),
+            key("roce_pfc_watchdog_stormed", device="leaf1", interface="Ethernet1", priority="0"),
+            # an interface the intent does not know: no lossless priority, all counters 0
+            key(
+                "roce_pfc_frames_total",
+                device="leaf1",
+                interface="Ethernet9",
+                priority="3",
+                direction="rx",
+            ),
+            # a fabric port the device did not report: nothing invented
+            key(
+                "roce_queue_transmitted_packets_total",
+                device="leaf1",
+                interface="Ethernet2",
+                queue="3",
+            ),
+            key("roce_polls_total", device="leaf2"),
             key("roce_drift_items", device="leaf2"),
             key("roce_config_sessions_pending", device="leaf2"),
             key("roce_queue_watermark_bytes", device="leaf1", interface="Ethernet1", queue="3"),
+        ],
+    ),
+    (
+        "a lossy priority whose counter moved appears, and stays after the device clears it",
+        lossy_pfc_then_cleared,
+        {
+            key(
+                "roce_pfc_frames_total",
+                device="leaf2",
+                interface="Ethernet1",
+                priority="5",
+                direction="rx",
+            ): 0,
+            key(
+                "roce_pfc_frames_total",
+                device="leaf2",
+                interface="Ethernet1",
+                priority="5",
+                direction="tx",
+            ): 0,
+            key(
+                "roce_headroom_dropped_packets_total",
+                device="leaf2",
+                interface="Ethernet1",
+                priority="5",
+            ): 0,
+            key(
+                "roce_pfc_watchdog_stormed", device="leaf2", interface="Ethernet1", priority="5"
+            ): 0,
+            key(
+                "roce_pfc_frames_total",
+                device="leaf2",
+                interface="Ethernet1",
+                priority="3",
+                direction="rx",
+            ): 0,
+        },
+        [
+            key(
+                "roce_pfc_frames_total",
+                device="leaf2",
+                interface="Ethernet2",
+                priority="5",
+                direction="rx",
+            ),
+            key(
+                "roce_pfc_frames_total",
+                device="leaf2",
+                interface="Ethernet1",
+                priority="4",
+                direction="rx",
+            ),
         ],
     ),
     (
@@ -424,17 +531,71 @@ def test_snapshot_renders_as_expected(
             assert not any(s.startswith(name + "{") or s == name + "{}" for s in found), name
 
 
-def test_every_fabric_port_has_all_eight_priorities_before_the_first_poll() -> None:
-    found = samples(exposition(make_store()))
-    pfc = [k for k in found if k.startswith("roce_pfc_frames_total{")]
-    assert len(pfc) == 2 * 2 * 8 * 2  # devices x ports x priorities x directions
-    for name in (
-        "roce_queue_dropped_packets_total",
-        "roce_headroom_dropped_packets_total",
-        "roce_pfc_watchdog_storms_detected_total",
-        "roce_queue_ecn_marked_packets_total",
-    ):
-        assert len([k for k in found if k.startswith(name + "{")]) == 2 * 2 * 8, name
+def test_lean_series_per_port_after_a_poll() -> None:
+    """One lossless class on a reported port: 2 PFC + 1 headroom + 3 watchdog series for it,
+    4 queue families x 8 queues, 8 intended classes (46, down from 88)."""
+    store = make_store()
+    polled(store)
+    found = [k for k in samples(exposition(store)) if 'device="leaf1",' in k]
+    ethernet1 = [k for k in found if 'interface="Ethernet1"' in k]
+    by_family = {
+        name: len([k for k in ethernet1 if k.startswith(name + "{")])
+        for name in (*SWITCH_COUNTERS, "roce_intended_class_info")
+    }
+    assert by_family == {
+        "roce_pfc_frames_total": 2,
+        "roce_queue_transmitted_packets_total": 8,
+        "roce_queue_transmitted_bytes_total": 8,
+        "roce_queue_dropped_packets_total": 8,
+        "roce_queue_ecn_marked_packets_total": 8,
+        "roce_queue_watermark_bytes": 0,
+        "roce_headroom_dropped_packets_total": 1,
+        "roce_pfc_watchdog_storms_detected_total": 1,
+        "roce_pfc_watchdog_storms_restored_total": 1,
+        "roce_pfc_watchdog_stormed": 1,
+        "roce_intended_class_info": 8,
+    }
+
+
+def full_store() -> SnapshotStore:
+    """Every kind of series: polled switch, down switch, probes, checks, host NIC, drift."""
+    from exporters.hostnic import NicCounters, PortPause
+
+    store = make_store()
+    polled(store)
+    store.record_poll_failure("leaf2", "connect", 1.0)
+    probe_results(store)
+    checks(store)
+    store.update_drift("h1", 1)
+    store.enable_nic()
+    store.update_nic(
+        NicCounters(
+            hw={("mlx5_0", "1"): {"np_cnp_sent": 3}},
+            pause={"eth0": PortPause(rx_frames=(0, 0, 0, 9, 0, 0, 0, 0))},
+        )
+    )
+    return store
+
+
+@pytest.mark.parametrize("renderer", ["generate_latest", "fast text"])
+def test_every_series_carries_the_fabric_label(renderer: str) -> None:
+    store = full_store()
+    text = (
+        exposition(store)
+        if renderer == "generate_latest"
+        else render_text(store.snapshot()).decode()
+    )
+    families = list(text_string_to_metric_families(text))
+    seen = {f.name for f in families}
+    # the store above feeds every group of the table
+    assert {spec.group for spec in metrics.SPECS if spec.family_name in seen} == set(
+        metrics.GROUP_TITLES
+    )
+    for family in families:
+        for sample in family.samples:
+            assert sample.labels.get("fabric") == "lab", sample
+    for spec in metrics.SPECS:
+        assert spec.labels[0] == "fabric", spec.name
 
 
 def test_counter_names_end_in_total_and_others_do_not() -> None:
@@ -478,6 +639,7 @@ def test_label_values_are_bounded_and_never_addresses() -> None:
         "check": {"RC001", "RC002"},
         "version": {_version()},
         "fabric": {"lab"},
+        "shard": {"1/1"},
     }
     for family in text_string_to_metric_families(exposition(store)):
         for sample in family.samples:
@@ -619,5 +781,6 @@ def test_server_sends_the_fast_text_to_clients_that_take_it(accept: str, content
     finally:
         server.stop()
     assert (
-        'roce_queue_dropped_packets_total{device="leaf1",interface="Ethernet1",queue="3"}' in body
+        'roce_queue_dropped_packets_total{device="leaf1",fabric="lab",interface="Ethernet1",'
+        'queue="3"}' in body
     )

@@ -99,6 +99,7 @@ def render(store: SnapshotStore) -> dict[str, float]:
     out = {}
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
         for sample in family.samples:
+            assert sample.labels.pop("fabric") == "lab", sample  # on every series
             labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
             out[f"{sample.name}{{{labels}}}"] = sample.value
     return out

@@ -278,3 +278,52 @@ def test_wait_is_not_futile(
     assert not settled and result.result == "pending"
     assert ("waiting cannot help" in (result.error or "")) is not waits
     assert (elapsed >= 0.5) is waits
+
+
+def _raw(path: Path, data: bytes) -> None:
+    with path.open("ab") as handle:
+        handle.write(data)
+
+
+def _record(n: int) -> bytes:
+    return (json.dumps({"record": "intent", "attempt": f"a{n}", "device": "leaf1"}) + "\n").encode()
+
+
+# (what happens to the log between two reads, attempts seen after it, why)
+GROWTH_CASES: list[tuple[str, list[str], str]] = [
+    ("append", ["a0", "a1", "a2", "a3"], "only the new records are read, all are returned"),
+    ("torn", ["a0", "a1"], "a line still being written is left for the next read"),
+    ("torn-then-finished", ["a0", "a1", "a3"], "once its newline lands, the line counts"),
+    ("garbage", ["a0", "a1", "a3"], "a torn line from a crash is skipped, not fatal"),
+    ("replaced", ["a7"], "a new file (another inode) is read from its start"),
+    ("truncated", ["a8"], "a shorter file is read from its start"),
+]
+
+
+@pytest.mark.parametrize(("change", "expected", "why"), GROWTH_CASES)
+def test_records_read_incrementally(
+    tmp_path: Path, change: str, expected: list[str], why: str
+) -> None:
+    log = AuditLog(tmp_path)
+    _raw(log.path, _record(0) + _record(1))
+    assert [r["attempt"] for r in log.records()] == ["a0", "a1"]
+    first_offset = log._offset
+    if change == "append":
+        _raw(log.path, _record(2) + _record(3))
+    elif change == "torn":
+        _raw(log.path, _record(3)[:-10])
+    elif change == "torn-then-finished":
+        _raw(log.path, _record(3)[:-10])
+        assert [r["attempt"] for r in log.records()] == ["a0", "a1"]
+        _raw(log.path, _record(3)[-10:])
+    elif change == "garbage":
+        _raw(log.path, b'{"record": "intent", "att\n' + _record(3))
+    elif change == "replaced":
+        log.path.unlink()
+        _raw(log.path, _record(7))
+    elif change == "truncated":
+        log.path.write_bytes(_record(8))
+    assert [r["attempt"] for r in log.records()] == expected, why
+    if change == "append":
+        assert log._offset > first_offset
+    assert log.records() == log.records()  # a read with nothing new changes nothing

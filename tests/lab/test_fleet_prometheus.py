@@ -1,0 +1,295 @@
+"""A fleet of two agents over one lab fabric, scraped by the real Prometheus through file_sd
+with the shipped recording rules loaded: every switch is served by exactly one target, the
+union is the whole fabric, and the fabric-wide recording rules equal the sum over the shards.
+
+Run twice: with two daemons (`serve --shard 1/2` on the command line, `shard: 2/2` in the
+other's agent.yaml; each reconciles only its own switches) and with two standalone
+exporters (`exporter --shard K/N`), so both ways of deploying compute the same split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
+from prometheus_fixtures import run_prometheus
+
+from agent.loader import load_fabric
+from agent.shard import Shard
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+    pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed"),
+]
+RECORDING = REPO / "exporters" / "alerts" / "roce.recording.yml"
+SHARDS = (Shard(1, 2), Shard(2, 2))
+CONVERGE_S = 40.0
+# The daemons' scheduled playbook: collect and checks on the shard's switches, and one
+# incast whose receiver (h3) only one shard owns.
+PLAYBOOK = {
+    "name": "fleet",
+    "steps": [
+        {"collect": {"counters": False}},
+        {"probe": {"scenario": "incast", "to": "h3", "from": ["h1"], "duration_s": 1},
+         "stop_on_failure": False},
+        {"checks": {"ids": "all"}},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    name = f"fl{os.getpid()}"
+    state_dir = tmp_path_factory.mktemp("fleetlab") / name
+    started = start_lab(name, state_dir)
+    try:
+        yield started
+    finally:
+        stop_lab(name, state_dir)
+
+
+def check_playbook_report(agent: Agent, own: list[str], switches: list[str]) -> None:
+    """The scheduled playbook checked the shard's switches only, and ran the incast only in
+    the shard of its receiver (h3); the other shard reports it skipped, naming the owner."""
+    assert agent.state_dir is not None
+    path = agent.state_dir / "reports" / "last-fleet.json"
+    deadline = time.monotonic() + 45
+    while not path.exists():
+        assert time.monotonic() < deadline, agent.log.read_text()[-3000:]
+        time.sleep(0.5)
+    report = json.loads(path.read_text())
+    assert report["shard"] == str(agent.shard)
+    checked = {c["device"] for c in report["checks"]} & set(switches)
+    assert checked == set(own), (checked, own)
+    probe = next(s for s in report["steps"] if s["kind"] == "probe")
+    if agent.shard.owns_probe("h3"):
+        assert probe["status"] != "skipped" and len(report["probes"]) == 1, probe
+    else:
+        owning = next(s for s in SHARDS if s.owns_probe("h3"))
+        assert probe["status"] == "skipped" and not report["probes"], probe
+        assert probe["detail"] == {"target": "h3", "owner": str(owning)}
+
+
+@dataclass
+class Agent:
+    shard: Shard
+    process: subprocess.Popen[bytes]
+    log: Path
+    state_dir: Path | None  # a daemon's; None for a standalone exporter
+    target: str = ""  # HOST:PORT, from the agent's own log (it listens on port 0)
+
+    def wait_for_target(self, timeout: float = 30) -> str:
+        """The address the agent bound, as its start line says: no free-port race with the
+        other tests on this machine."""
+        deadline = time.monotonic() + timeout
+        while not self.target:
+            found = re.search(r"http://(127\.0\.0\.1:[0-9]+)/metrics", self.log.read_text())
+            if found:
+                self.target = found.group(1)
+                break
+            assert self.process.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, self.log.read_text()[-3000:]
+            time.sleep(0.2)
+        return self.target
+
+
+def start_agent(kind: str, shard: Shard, fabric: Path, folder: Path) -> Agent:
+    folder.mkdir(parents=True, exist_ok=True)
+    state_dir = None
+    if kind == "serve":
+        state_dir = folder / "state"
+        config: dict[str, Any] = {
+            "fabric": str(fabric),
+            "mode": "observe",
+            "state_dir": str(state_dir),
+            "exporter": {"listen": "127.0.0.1:0", "poll_interval_s": 1},
+            "intervals": {"reconcile_s": 3600},  # one reconcile, at start
+            "playbooks": [{"name": str(folder / "fleet.yml"), "every_s": 3600}],
+        }
+        (folder / "fleet.yml").write_text(yaml.safe_dump(PLAYBOOK))
+        flag: list[str] = ["--shard", str(shard)]
+        if shard.index == 2:  # the other way to say it: in agent.yaml
+            config["shard"] = str(shard)
+            flag = []
+        (folder / "agent.yaml").write_text(yaml.safe_dump(config))
+        argv = ["serve", "--config", str(folder / "agent.yaml"), *flag]
+    else:
+        argv = ["exporter", "--fabric", str(fabric), "--listen", "127.0.0.1:0",
+                "--interval", "1", "--no-host-nic", "--shard", str(shard)]  # fmt: skip
+    log = folder / "agent.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agent", *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
+        )
+    return Agent(shard, process, log, state_dir)
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def start_prometheus(folder: Path, targets: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    # The shipped rules, evaluated every second instead of every 30 s.
+    rules = folder / "roce.recording.yml"
+    rules.write_text(re.sub(r"interval: \d+s", "interval: 1s", RECORDING.read_text()))
+    sd = folder / "targets" / "roce-agents.yml"
+    sd.parent.mkdir()
+    sd.write_text(yaml.safe_dump([{"targets": targets}]))
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": [
+            {"job_name": "roce-fleet", "file_sd_configs": [{"files": [str(sd)]}]},
+        ],
+    }
+    return run_prometheus(config, folder)
+
+
+def query(url: str, expr: str) -> list[dict[str, Any]]:
+    full = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(full, timeout=10) as response:
+        data = json.loads(response.read())
+    assert data["status"] == "success", data
+    result: list[dict[str, Any]] = data["data"]["result"]
+    return result
+
+
+def values(url: str, expr: str, *by: str) -> dict[tuple[str, ...], float]:
+    """{label values: value} of an instant query (empty while Prometheus is not up yet)."""
+    try:
+        rows = query(url, expr)
+    except OSError:
+        return {}
+    return {tuple(r["metric"].get(k, "") for k in by): float(r["value"][1]) for r in rows}
+
+
+@pytest.mark.parametrize("kind", ["serve", "exporter"])
+def test_two_shards_cover_the_fabric_once_and_the_recording_rules_add_them_up(
+    lab: Lab, tmp_path: Path, kind: str
+) -> None:
+    fabric = Path(lab.status["fabric_file"])
+    intent = load_fabric(fabric).intent
+    switches = sorted(d.name for d in intent.devices if d.role != "host")
+    expected = {s.index: s.select(switches) for s in SHARDS}
+    assert all(expected.values()), f"a lab shard would be empty: {expected}"
+    agents = [start_agent(kind, s, fabric, tmp_path / f"shard{s.index}") for s in SHARDS]
+    prometheus: subprocess.Popen[bytes] | None = None
+    try:
+        prometheus, url = start_prometheus(tmp_path, [a.wait_for_target() for a in agents])
+        owner = {a.target: a.shard.index for a in agents}
+        deadline = time.monotonic() + CONVERGE_S
+        while True:
+            for agent in agents:
+                assert agent.process.poll() is None, agent.log.read_text()[-3000:]
+            # The switch -> target map Prometheus sees, and how many targets serve each.
+            served = values(url, "roce_device_up == 1", "device", "instance", "fabric")
+            owners = values(url, "fabric_device:roce_device_up:count", "device", "fabric")
+            if sorted(d for d, *_ in served) == switches and len(owners) == len(switches):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"not converged in {CONVERGE_S:g} s: up {served}, owners {owners}\n"
+                    + "\n".join(a.log.read_text()[-1500:] for a in agents)
+                )
+            time.sleep(0.5)
+
+        # Every switch by exactly one target, the one of its shard; the union is the fabric.
+        assert values(url, "count by (device) (roce_device_up)", "device") == {
+            (d,): 1.0 for d in switches
+        }
+        for device, instance, label in served:
+            assert device in expected[owner[instance]], (device, instance)
+            assert label == intent.name  # contract 1: every roce_* series has fabric
+        assert set(owners.values()) == {1.0}
+        assert {fabric_label for _, fabric_label in owners} == {intent.name}
+
+        # Each target says which shard it is and how many switches it owns.
+        infos = values(url, "roce_exporter_shard_info", "instance", "shard")
+        assert infos == {(a.target, str(a.shard)): 1.0 for a in agents}
+        # roce_exporter_devices counts the fabric devices a shard owns, hosts included.
+        devices = [d.name for d in intent.devices]
+        owned = values(url, "roce_exporter_devices", "instance")
+        assert owned == {(a.target,): float(len(a.shard.select(devices))) for a in agents}
+
+        # Fabric-wide recording rules = the sum of the shards' own values.
+        for rule, per_target in [
+            ("fabric:roce_device_up:sum", "sum by (instance) (roce_device_up)"),
+            ("fabric:roce_exporter_devices:sum", "sum by (instance) (roce_exporter_devices)"),
+            ("fabric:roce_exporter_shards:count", "count by (instance) (roce_exporter_shard_info)"),
+        ]:
+            # A rule records at its evaluation, up to a second behind the raw series.
+            settle = time.monotonic() + 10
+            while True:
+                shards = values(url, per_target, "instance")
+                recorded = values(url, rule, "fabric")
+                if recorded == {(intent.name,): sum(shards.values())}:
+                    break
+                assert time.monotonic() < settle, (rule, recorded, shards)
+                time.sleep(0.5)
+            assert set(shards) == {(a.target,) for a in agents}, (per_target, shards)
+        assert values(url, "fabric:roce_device_up:sum", "fabric") == {
+            (intent.name,): float(len(switches))
+        }
+        assert values(url, "fabric:roce_exporter_devices:sum", "fabric") == {
+            (intent.name,): float(len(devices))
+        }
+        # A rate rule over the shards' counters has a fabric-wide series too.
+        # (a rate needs two scrapes of the counter and an evaluation after them).
+        settle = time.monotonic() + 15
+        while not values(url, "fabric:roce_pfc_frames:rate5m", "fabric"):
+            raw = values(url, "count by (instance) (roce_pfc_frames_total)", "instance")
+            assert time.monotonic() < settle, f"no fabric PFC rate; raw series {raw}"
+            time.sleep(0.5)
+
+        if kind == "serve":
+            for agent in agents:
+                assert agent.state_dir is not None
+                summary = agent.state_dir / "last-reconcile.json"
+                wait_until = time.monotonic() + 30
+                while not summary.exists() and time.monotonic() < wait_until:
+                    time.sleep(0.5)
+                reconciled = json.loads(summary.read_text())
+                assert reconciled["shard"] == str(agent.shard)
+                devices = sorted(d["device"] for d in reconciled["devices"])
+                assert devices == expected[agent.shard.index]  # its own switches only
+                started = next(
+                    json.loads(line)
+                    for line in agent.log.read_text().splitlines()
+                    if line.startswith("{") and json.loads(line)["message"] == "started"
+                )
+                assert started["shard"] == str(agent.shard)
+                assert started["owned"] == [
+                    d.name for d in intent.devices if d.name in expected[agent.shard.index]
+                ]
+                check_playbook_report(agent, expected[agent.shard.index], switches)
+    finally:
+        if prometheus is not None:
+            stop_process(prometheus)
+        for agent in agents:
+            stop_process(agent.process)
