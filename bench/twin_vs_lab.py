@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,6 +97,7 @@ def main() -> int:
             )
     finally:
         _agent("lab", "down", "--lab", name, "--state-dir", str(state))
+        shutil.rmtree(state.parent, ignore_errors=True)  # the fabric file, the audit log
     print(
         f"\nlab vs twin, {args.repeats} runs each (median), {args.duration:g} s of lab time "
         f"= {args.duration * 10:g} ms at 1 Gb/s, incast onto {RECEIVER}"
