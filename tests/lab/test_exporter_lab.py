@@ -44,7 +44,7 @@ import pytest
 import yaml
 from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
 from netmiko import ConnectHandler
-from prometheus_fixtures import free_port, run_prometheus
+from prometheus_fixtures import free_port, run_prometheus, stop
 
 from agent.loader import load_fabric
 from agent.probes import scenarios
@@ -271,12 +271,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         yield Setup(lab, fabric, folder, web, exporter, url, silent)
     finally:
         if prometheus is not None:
-            prometheus.terminate()
-            try:
-                prometheus.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                prometheus.kill()
-                prometheus.wait()
+            stop(prometheus)
         if exporter is not None:
             exporter.stop()
         silent.close()

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
-from prometheus_fixtures import run_prometheus
+from prometheus_fixtures import run_prometheus, stop
 
 from agent.loader import load_fabric
 from agent.shard import Shard
@@ -142,16 +141,6 @@ def start_agent(kind: str, shard: Shard, fabric: Path, folder: Path) -> Agent:
             env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
         )
     return Agent(shard, process, log, state_dir)
-
-
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def start_prometheus(folder: Path, targets: list[str]) -> tuple[subprocess.Popen[bytes], str]:
@@ -290,6 +279,6 @@ def test_two_shards_cover_the_fabric_once_and_the_recording_rules_add_them_up(
                 check_playbook_report(agent, expected[agent.shard.index], switches)
     finally:
         if prometheus is not None:
-            stop_process(prometheus)
+            stop(prometheus)
         for agent in agents:
-            stop_process(agent.process)
+            stop(agent.process)
