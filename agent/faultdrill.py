@@ -18,7 +18,8 @@ fired, then judge:
   --incomplete`` lists an attempt that never finished (exit 1) until the re-run reconciles
   it (exit 0);
 - the exit code is the expected one (-9 for SIGKILL, 1 for a device that failed);
-- after the fault is gone, a plain re-run exits 0 with every switch new.
+- after the fault is gone, a plain re-run exits 0 with every switch new and saved (``show
+  running-config diffs`` empty: a reload would not bring the old QoS back).
 """
 
 from __future__ import annotations
@@ -301,6 +302,27 @@ class Drill:
         with ThreadPoolExecutor(max_workers=len(self.switches)) as pool:
             return dict(pool.map(one, self.switches))
 
+    def unsaved(self) -> dict[str, str]:
+        """Switches whose running config a reload would lose (or that could not be read):
+        switch -> the first unsaved line or why not read."""
+
+        def one(device: Device) -> tuple[str, str | None]:
+            platform = platform_for(device.platform)
+            try:
+                conn = connect(device, platform)
+            except Unreachable as exc:
+                return device.name, f"unreachable ({exc})"
+            try:
+                lines = platform.unsaved(conn)
+            except Exception as exc:
+                return device.name, f"unreadable ({exc})"
+            finally:
+                close_quietly(conn)
+            return device.name, (lines[0] if lines else None)
+
+        with ThreadPoolExecutor(max_workers=len(self.switches)) as pool:
+            return {name: why for name, why in pool.map(one, self.switches) if why is not None}
+
     def snapshot_old(self) -> None:
         for device in self.switches:
             state = self._read(device)
@@ -473,6 +495,8 @@ class Drill:
         not_new = [d for d, s in outcome.after_rerun.items() if s != "new"]
         if not_new:
             outcome.problems.append(f"not new after the re-run: {', '.join(not_new)}")
+        for device, line in self.unsaved().items():  # a reload must not bring the old back
+            outcome.problems.append(f"{device} not saved after the re-run ({line})")
         outcome.duration_s = time.monotonic() - started
         return outcome
 
@@ -557,12 +581,13 @@ def default_rows(slow_delay_s: float = SLOW_DELAY_S) -> list[Row]:
         kill("after-intent"),
         kill("in-session"),
         kill("after-commit"),
+        kill("before-save"),
         kill("after-confirm"),
         kill("mid-batch", at_canary=False),
     ]
     cut_before = _fault(_canary, cut_on=r"^commit timer", cut_when="before")
     cut_after = _fault(_canary, cut_on=r"^configure session \S+ commit$", cut_when="after")
-    restart = _fault(_canary, restart_on=r"^show session-config diffs", restart_down_s=2)
+    restart = _fault(_canary, restart_on=r"^commit timer", restart_down_s=2)
     slow = _fault(_canary, delay_s=slow_delay_s, slow_on=r"^commit timer")
     rows += [
         Row("ssh cut before commit", "fault", **cut_before, evidence="fault: connection cut"),

@@ -515,7 +515,9 @@ class Pusher:
         self, device: Device, platform: Platform, conn: Connection, desired: QosState
     ) -> list[str]:
         """Attempts of this device whose run died (intent, no result): record what the device
-        shows now. Runs after :meth:`_settle`, so no session of theirs is still pending."""
+        shows now. Runs after :meth:`_settle`, so no session of theirs is still pending. A
+        device that holds the plan is saved: the run may have died between its confirm and
+        its save, and a no-change run would never save it."""
         if self.audit is None:
             return []
         notes = []
@@ -523,10 +525,14 @@ class Pusher:
         if not stale:
             return []
         actual = platform.read_state(conn)
+        left = diff(device.name, desired, actual, platform.managed)
+        if not left:
+            platform.save(conn)
         for attempt in stale:
             intent = attempt["intent"]
-            left = diff(device.name, desired, actual, platform.managed)
-            observed = "device equals the plan" if not left else f"{len(left)} setting(s) differ"
+            observed = (
+                "device equals the plan, saved" if not left else f"{len(left)} setting(s) differ"
+            )
             self.audit.write(
                 record="reconciled",
                 attempt=attempt["attempt"],
@@ -647,10 +653,18 @@ class Pusher:
             elif not diff(device.name, result.before, actual, platform.managed):
                 result.notes.append("verified on a fresh connection: the old state is in place")
             elif not diff(device.name, desired, actual, platform.managed):
+                # Confirmed, but the save may never have run (the lost reply was the confirm's).
+                try:
+                    platform.save(conn)
+                except Exception as exc:  # live but not saved: a reload would undo it
+                    result.notes.append(
+                        f"the change is confirmed and in place but not saved: {_one_line(exc)}"
+                    )
+                    return
                 result.result = "applied"
                 result.notes.append(
-                    "verified on a fresh connection: the change is confirmed and in place "
-                    f"(the error was: {result.error})"
+                    "verified on a fresh connection: the change is confirmed and in place, "
+                    f"saved (the error was: {result.error})"
                 )
                 result.error = None
             else:

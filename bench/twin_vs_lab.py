@@ -8,7 +8,7 @@ the lab incast ``--repeats`` times and the twin once per seed (1..repeats), and 
 paused, CE and goodput fractions side by side (medians) and whether they agree
 (:mod:`agent.twin.labcheck`: within 15 %, or both under 2 %). Tears the lab down at the end.
 
-    python bench/twin_vs_lab.py [--repeats 3] [--duration 2]    (root: the lab needs netns)
+    python bench/twin_vs_lab.py [--repeats 3] [--duration 4]    (root: the lab needs netns)
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 from agent.loader import load_fabric
-from agent.twin.labcheck import MEASURES, IncastMeasures, compare, measure_lab, predict_lab
+from agent.twin.labcheck import compare, measure_lab, median, predict_lab
 from agent.twin.network import build_network
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,14 +44,10 @@ def _agent(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _median(runs: list[IncastMeasures]) -> IncastMeasures:
-    return IncastMeasures(*(statistics.median(getattr(r, m) for r in runs) for m in MEASURES))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=2.0, help="lab seconds per run")
+    parser.add_argument("--duration", type=float, default=4.0, help="lab seconds per run")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
     os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
@@ -85,7 +80,7 @@ def main() -> int:
                     )[0]
                 )  # fmt: skip
                 twin_wall += time.perf_counter() - started
-            lab, twin = _median(lab_runs), _median(twin_runs)
+            lab, twin = median(lab_runs), median(twin_runs)
             rows.append(
                 {
                     "case": label,

@@ -448,9 +448,6 @@ class AristaEos(Platform):
         netmiko.send_command(f"configure session {txn.name}", expect_string=pattern)
         try:
             conn.send_lines([line.strip() for line in lines], read_timeout=30)
-            txn.device_diff = netmiko.send_command(
-                "show session-config diffs", expect_string=pattern
-            )
             kill_point("in-session", conn.device)
             timer = time.strftime("%H:%M:%S", time.gmtime(confirm_timeout_s))
             output = netmiko.send_command(f"commit timer {timer}", expect_string=pattern)
@@ -530,6 +527,7 @@ class AristaEos(Platform):
 
     def confirm_session(self, conn: Connection, session: PendingSession) -> None:
         self._session_command(conn, f"configure session {session.name} commit", session)
+        self.save(conn)
 
     @staticmethod
     def _session_command(conn: Connection, command: str, session: PendingSession) -> None:
@@ -547,7 +545,29 @@ class AristaEos(Platform):
         if refusal:
             raise PlatformError(f"{conn.device}: confirming session {txn.name} failed: {refusal}")
         txn.confirmed = True
+        # A session commit changes the running config only: without the save, a reload brings
+        # back the old QoS and the fabric is silently lossy again.
+        kill_point("before-save", conn.device)
+        self.save(conn)
+
+    def unsaved(self, conn: Connection) -> list[str] | None:
+        """``show running-config diffs``: EOS prints a unified diff from the startup to the
+        running config, nothing when they agree."""
+        return self.unsaved_from_diffs(conn.show("show running-config diffs"))
+
+    @staticmethod
+    def unsaved_from_diffs(text: str) -> list[str]:
+        return [
+            line
+            for line in text.splitlines()
+            if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+        ]
 
     def save(self, conn: Connection) -> None:
-        """Persist the running config (``copy running-config startup-config``)."""
-        conn.netmiko.save_config()
+        """``copy running-config startup-config``."""
+        output = conn.netmiko.send_command(
+            "copy running-config startup-config", expect_string=conn.prompt_pattern
+        )
+        refusal = conn.refusal(output)
+        if refusal:
+            raise PlatformError(f"{conn.device}: saving the configuration failed: {refusal}")

@@ -23,7 +23,14 @@ from agent.errors import AgentError
 from agent.plan import DevicePlan
 from agent.state import Counters, PendingSession, QosState, desired_state
 
-KILL_POINTS = ("after-intent", "in-session", "after-commit", "after-confirm", "mid-batch")
+KILL_POINTS = (
+    "after-intent",
+    "in-session",
+    "after-commit",
+    "before-save",
+    "after-confirm",
+    "mid-batch",
+)
 KILL_ENV = "ROCE_AGENT_KILL_AT"
 
 
@@ -104,11 +111,10 @@ class Connection:
 
 @dataclass
 class Transaction:
-    """A change in progress: lines sent, the device's own diff, whether it is confirmed."""
+    """A change in progress: lines sent, whether it is committed and confirmed."""
 
     name: str
     lines: list[str]
-    device_diff: str = ""
     committed: bool = False
     confirmed: bool = False
     rolled_back: bool = False
@@ -196,7 +202,18 @@ class Platform(ABC):
 
     @abstractmethod
     def confirm(self, conn: Connection, txn: Transaction) -> None:
-        """Make a live change permanent."""
+        """Make a live change permanent: confirmed, and saved so that it survives a reload."""
+
+    @abstractmethod
+    def save(self, conn: Connection) -> None:
+        """Persist the running configuration (it must survive a reload). Part of
+        :meth:`confirm`; the push path calls it alone when it finds a change confirmed by a
+        run that died (or lost the reply) before it could save."""
+
+    def unsaved(self, conn: Connection) -> list[str] | None:
+        """The lines a reload would lose (running config not saved); None when this platform
+        cannot tell from the CLI."""
+        return None
 
     @staticmethod
     def age_from_name(name: str, now: float | None = None) -> float | None:

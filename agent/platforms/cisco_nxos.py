@@ -539,7 +539,7 @@ class CiscoNxos(CheckpointPlatform):
         try:
             conn.send_lines(["configure terminal"])
             try:
-                txn.device_diff = conn.send_lines(lines)
+                conn.send_lines(lines)
                 kill_point("in-session", conn.device)
             finally:
                 conn.send_lines(["end"])
@@ -603,11 +603,14 @@ class CiscoNxos(CheckpointPlatform):
         return found
 
     def confirm(self, conn: Connection, txn: Transaction) -> None:
+        self.save(conn)  # NX-OS has no commit timer: confirming is saving
+        txn.confirmed = True
+        conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
+
+    def save(self, conn: Connection) -> None:
         output = conn.show("copy running-config startup-config")
         if conn.refusal(output):
             raise PlatformError(f"{conn.device}: saving the configuration failed: {output}")
-        txn.confirmed = True
-        conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
 
 
 def _uniform(values: list[Any], what: str, empty: Any) -> Any:

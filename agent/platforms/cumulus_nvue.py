@@ -475,7 +475,6 @@ class CumulusNvue(Platform):
         try:
             for line in lines:
                 run_checked(conn, line)
-            txn.device_diff = conn.show("nv config diff")
             kill_point("in-session", conn.device)
             run_checked(conn, f"nv config apply --confirm {confirm_timeout_s}s -y")
             txn.committed = True
@@ -530,10 +529,14 @@ class CumulusNvue(Platform):
 
     def confirm_session(self, conn: Connection, session: PendingSession) -> None:
         run_checked(conn, "nv config apply --confirm-yes")
+        self.save(conn)
 
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         run_checked(conn, "nv config apply --confirm-yes")
         txn.confirmed = True
+        self.save(conn)
+
+    def save(self, conn: Connection) -> None:
         run_checked(conn, "nv config save")
 
 

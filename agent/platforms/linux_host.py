@@ -216,6 +216,9 @@ class LinuxHost(Platform):
         txn.rolled_back = True
 
     def confirm(self, conn: Connection, txn: Transaction) -> None:
+        txn.confirmed = True
+
+    def save(self, conn: Connection) -> None:
         # mlnx_qos and sysfs settings do not survive a reboot; persisting them (a systemd unit
         # or the NIC firmware's mlxconfig) is the host build's job, not the agent's.
-        txn.confirmed = True
+        return None

@@ -523,9 +523,7 @@ class Sonic(CheckpointPlatform):
             # A quoted heredoc: the shell expands nothing inside the JSON.
             conn.send_lines([f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END])
             kill_point("in-session", conn.device)
-            txn.device_diff = run_checked(
-                conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully"
-            )
+            run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
             txn.committed = True
             run_checked(
                 conn,
@@ -611,12 +609,15 @@ class Sonic(CheckpointPlatform):
 
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
-        run_checked(conn, "sudo config save -y")
+        self.save(conn)
         txn.confirmed = True
         run_checked(
             conn, f"sudo config delete-checkpoint {txn.name}", "Checkpoint deleted successfully"
         )
         conn.show(f"rm -f /tmp/{txn.name}.json")
+
+    def save(self, conn: Connection) -> None:
+        run_checked(conn, "sudo config save -y")
 
 
 def timespan_s(text: str) -> float:

@@ -25,6 +25,8 @@ fraction under 2 % is one or two PFC pauses in a 2 s lab run, noise rather than 
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -72,6 +74,11 @@ class Agreement:
 def agree(lab: float, twin: float) -> bool:
     """The twin's value is within ``TOLERANCE`` of the lab's, or both are noise."""
     return abs(twin - lab) <= TOLERANCE * lab or max(lab, twin) < NOISE_FLOOR
+
+
+def median(runs: Sequence[IncastMeasures]) -> IncastMeasures:
+    """Each measure's median over several runs (lab repeats, or twin seeds)."""
+    return IncastMeasures(*(statistics.median(getattr(r, m) for r in runs) for m in MEASURES))
 
 
 def compare(lab: IncastMeasures, twin: IncastMeasures) -> list[Agreement]:

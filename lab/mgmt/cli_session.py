@@ -373,6 +373,11 @@ async def _show_running(cli: CliSession, args: dict[str, Any]) -> ExecResult:
     return output
 
 
+async def _show_running_diffs(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
+    running = shows.show_running_config(cli.manager.running).text
+    return shows.running_config_diffs(running, cli.manager.startup_text())
+
+
 async def _show_startup(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
     text = cli.manager.startup_text()
     if text is None:
@@ -459,6 +464,7 @@ EXEC_COMMANDS: tuple[Command[ExecHandler], ...] = (
     Command("show hostname", _show_hostname),
     Command("show running-config", _show_running),
     Command("show running-config section <regex:rest>", _show_running),
+    Command("show running-config diffs", _show_running_diffs),
     Command("show startup-config", _show_startup),
     Command("show interfaces status", _show_interfaces_status),
     Command(f"show interfaces {_IFS} counters queue", _show_queue_counters),

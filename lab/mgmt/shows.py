@@ -32,6 +32,7 @@ so (the agent's parsers should prefer the fixture-backed commands):
 
 from __future__ import annotations
 
+import difflib
 import platform
 import re
 import time
@@ -151,6 +152,17 @@ def show_hostname(config: SwitchConfig) -> ShowOutput:
 def show_running_config(config: SwitchConfig) -> ShowOutput:
     """``show running-config`` (JSON: EOS' nested ``cmds`` tree)."""
     return ShowOutput(render_text(config).rstrip("\n"), config_tree(config))
+
+
+def running_config_diffs(running: str, startup: str | None) -> ShowOutput:
+    """``show running-config diffs``: what a reload would lose, as EOS prints it (a unified
+    diff from the startup-config to the running-config; empty when they are the same)."""
+    old = (startup or "").splitlines()
+    new = running.splitlines()
+    lines = difflib.unified_diff(
+        old, new, "flash:/startup-config", "system:/running-config", lineterm=""
+    )
+    return ShowOutput("\n".join(lines))
 
 
 def config_sections(text: str, pattern: str) -> str:

@@ -181,9 +181,13 @@ def test_netmiko_arista_eos_driver_works_unchanged(server: ServerThread) -> None
         assert "   service-profile ROCE" in running
         counters = json.loads(conn.send_command("show priority-flow-control counters | json"))
         assert set(counters["interfaceCounters"]) == {"Ethernet1", "Ethernet2", "Ethernet3"}
+        unsaved = conn.send_command("show running-config diffs").splitlines()
+        assert unsaved[:2] == ["--- flash:/startup-config", "+++ system:/running-config"]
+        assert "+   service-profile ROCE" in unsaved  # what a reload would lose
         saved = conn.save_config()
         assert "Copy completed successfully." in saved
         assert "qos profile ROCE" in (server.state / "startup-config").read_text()
+        assert conn.send_command("show running-config diffs") == ""
         bad = conn.send_config_set(["interface Ethernet7", "qos map dscp 80 to traffic-class 1"])
         assert "% Invalid input (at token 1: 'Ethernet7')" in bad
         assert "% Invalid input (at token 3: '80')" in bad

@@ -16,7 +16,7 @@ import pytest
 from agent.loader import load_fabric
 from agent.plan import DevicePlan, build_plan
 from agent.platforms.arista_eos import AristaEos, eos_default_priority
-from agent.platforms.base import Connection
+from agent.platforms.base import Connection, PlatformError
 from agent.state import desired_state, diff
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,3 +154,69 @@ def test_counters_are_normalized_from_recorded_json() -> None:
     assert ethernet3.watchdog[3].storms_detected == 1
     assert ethernet3.watchdog[3].storms_restored == 1 and not ethernet3.watchdog[3].stormed
     assert set(counters.interfaces) == {"Ethernet1", "Ethernet2", "Ethernet3", "Ethernet4"}
+
+
+class Scripted:
+    """A netmiko stand-in that records what the platform sends and answers from a table."""
+
+    base_prompt = "leaf2"
+
+    def __init__(self, answers: dict[str, str] | None = None) -> None:
+        self.sent: list[str] = []
+        self.answers = answers or {}
+
+    def send_command(self, command: str, **_: Any) -> str:
+        self.sent.append(command)
+        return self.answers.get(command, "")
+
+    def send_config_set(self, lines: list[str], **_: Any) -> str:
+        self.sent.extend(lines)
+        return ""
+
+
+def test_a_confirmed_change_is_saved_so_a_reload_keeps_it() -> None:
+    netmiko = Scripted()
+    conn = Connection(netmiko, "leaf2")
+    with EOS.transaction(conn, ["qos trust dscp"], 300, name="roce-agent-1") as txn:
+        EOS.confirm(conn, txn)
+    assert netmiko.sent == [
+        "configure session roce-agent-1",
+        "qos trust dscp",
+        "commit timer 00:05:00",
+        "configure session roce-agent-1 commit",
+        "copy running-config startup-config",
+    ]
+    assert txn.confirmed and not txn.rolled_back
+
+
+def test_a_refused_save_is_an_error_naming_the_device() -> None:
+    refused = {"copy running-config startup-config": "% Error copying: no space left on device"}
+    conn = Connection(Scripted(refused), "leaf2")
+    with pytest.raises(PlatformError, match="leaf2: saving the configuration failed: % Error"):
+        EOS.save(conn)
+
+
+# ``show running-config diffs`` prints a unified diff from the startup to the running config,
+# the layout EOS uses for ``show session-config diffs`` (``--- system:/running-config`` /
+# ``+++ session:/…`` / ``@@`` hunks; ngworx.ag/en/blog/arista-eos-config-sessions). The
+# header names are this lab's; the parser keys on the +/- lines only.
+@pytest.mark.parametrize(
+    ("output", "unsaved"),
+    [
+        ("", []),
+        (
+            "--- flash:/startup-config\n+++ system:/running-config\n@@ -3,4 +3,5 @@\n"
+            " hostname leaf2\n-qos map dscp 26 to traffic-class 1\n"
+            "+qos map dscp 26 to traffic-class 3\n+qos trust dscp\n !\n",
+            [
+                "-qos map dscp 26 to traffic-class 1",
+                "+qos map dscp 26 to traffic-class 3",
+                "+qos trust dscp",
+            ],
+        ),
+        ("--- flash:/startup-config\n+++ system:/running-config\n", []),
+    ],
+    ids=["saved", "unsaved-change", "headers-only"],
+)
+def test_unsaved_lines_from_running_config_diffs(output: str, unsaved: list[str]) -> None:
+    assert EOS.unsaved(Connection(Scripted({"show running-config diffs": output}), "x")) == unsaved

@@ -174,7 +174,6 @@ def test_transaction_happy_path_stages_applies_with_confirm_and_confirms() -> No
         platform.confirm(conn, txn)
     assert conn.sent == [
         *lines,
-        "nv config diff",
         "nv config apply --confirm 90s -y",
         "nv config apply --confirm-yes",
         "nv config save",

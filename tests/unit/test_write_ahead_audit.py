@@ -131,8 +131,8 @@ def test_kill_points(setting: str, point: str, device: str | None, killed: bool)
 
 
 def test_kill_point_names_are_the_documented_ones() -> None:
-    assert KILL_POINTS == ("after-intent", "in-session", "after-commit", "after-confirm",
-                           "mid-batch")  # fmt: skip
+    assert KILL_POINTS == ("after-intent", "in-session", "after-commit", "before-save",
+                           "after-confirm", "mid-batch")  # fmt: skip
     readme = (REPO / "README.md").read_text()
     assert all(f"`{point}`" in readme for point in KILL_POINTS)
 
