@@ -31,8 +31,11 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -m "not lab"
 
+# Unit tests on every core (they share nothing); lab tests one at a time, since they measure
+# timing on a shared machine.
 test: deps lint typecheck
-	$(BIN)/pytest --durations=25
+	$(BIN)/pytest -m "not lab" -n auto --durations=10
+	$(BIN)/pytest -m lab --durations=25
 
 demo: deps
 	scripts/demo.sh

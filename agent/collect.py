@@ -17,7 +17,9 @@ from agent.platforms import platform_for
 from agent.push import DEFAULT_PARALLELISM, Pusher, Unreachable, close_quietly, connect
 
 
-def collect_device(pusher: Pusher, device: Device, counters: bool, window_s: float) -> DeviceData:
+def collect_device(
+    pusher: Pusher, device: Device, counters: bool, window_s: float, links: bool = False
+) -> DeviceData:
     device_plan = pusher.plan.device(device.name)
     assert device_plan is not None
     data = DeviceData(device, device_plan)
@@ -37,6 +39,8 @@ def collect_device(pusher: Pusher, device: Device, counters: bool, window_s: flo
                 data.counters = platform.read_counters(conn, data.state)
             else:
                 data.counters, data.previous = data.previous, None
+        if links:
+            data.links = platform.read_link_health(conn)
     except Exception as exc:  # a parse or protocol error on one device must not stop the rest
         data.error = f"{device.name}: {type(exc).__name__}: {exc}"
     finally:

@@ -10,6 +10,8 @@ A playbook is YAML: a name, whether to roll back on failure, and steps. Each ste
 * ``apply: {devices: canary | rest | all | [names], canary: 1, batch_size: 8}``;
 * ``ecn_sweep: {candidates: [{min_threshold, max_threshold, max_probability}], …}`` — the
   closed loop that tries threshold sets under incast and recommends one;
+* ``locate: {duration_s: 5, rate_per_host_bps: 400000}`` — which link, port, switch or host
+  NIC is behind a symptom (:mod:`agent.locate_fabric`); fails when it finds a suspect;
 * ``fault_drill: {rows: all | [names], confirm_timeout_s: 5}`` — lab only: break rollouts
   on purpose (kill points, SSH cuts, restarts, slow replies, bad credentials, a new host
   key) and check what each leaves behind (:mod:`agent.faultdrill`).
@@ -98,10 +100,19 @@ class SweepSpec(StepModel):
     repeats: int = Field(default=1, ge=1, le=9)
 
 
+class LocateSpec(StepModel):
+    duration_s: float = Field(default=5.0, gt=0, le=600)
+    rate_per_host_bps: int = Field(default=400_000, gt=0)
+    load: bool = False
+
+
 class FaultDrillSpec(StepModel):
     rows: list[str] | Literal["all"] = "all"
     confirm_timeout_s: int = Field(default=5, ge=5, le=60)
     slow_delay_s: float = Field(default=100.0, gt=0, le=600)
+
+
+STEP_KINDS = ("collect", "checks", "probe", "apply", "ecn_sweep", "fault_drill", "locate")
 
 
 class Step(StepModel):
@@ -111,19 +122,14 @@ class Step(StepModel):
     apply: ApplySpec | None = None
     ecn_sweep: SweepSpec | None = None
     fault_drill: FaultDrillSpec | None = None
+    locate: LocateSpec | None = None
     name: str | None = None
     stop_on_failure: bool = True
 
     def kind(self) -> str:
-        kinds = [
-            k
-            for k in ("collect", "checks", "probe", "apply", "ecn_sweep", "fault_drill")
-            if getattr(self, k)
-        ]
+        kinds = [k for k in STEP_KINDS if getattr(self, k)]
         if len(kinds) != 1:
-            raise ValueError(
-                "each step has exactly one of collect, checks, probe, apply, ecn_sweep, fault_drill"
-            )
+            raise ValueError(f"each step has exactly one of {', '.join(STEP_KINDS)}")
         return kinds[0]
 
 
@@ -473,6 +479,9 @@ class PlaybookRunner:
                 elif kind == "fault_drill":
                     assert step.fault_drill is not None
                     outcome = self._fault_drill(step.fault_drill)
+                elif kind == "locate":
+                    assert step.locate is not None
+                    outcome = self._locate(step.locate)
                 else:
                     assert step.ecn_sweep is not None
                     outcome = self._sweep(step.ecn_sweep, report)
@@ -492,6 +501,18 @@ class PlaybookRunner:
                     self._rollback(report)
                 break
         return report
+
+    def _locate(self, spec: LocateSpec) -> StepReport:
+        from agent.locate_fabric import as_json, run_locate
+
+        run = run_locate(
+            self.intent,
+            duration_s=spec.duration_s,
+            rate_per_host_bps=spec.rate_per_host_bps,
+            load=spec.load,
+        )
+        status = "failure" if run.verdict.fault_found else "success"
+        return StepReport("locate", "locate", status, as_json(run))
 
     def _fault_drill(self, spec: FaultDrillSpec) -> StepReport:
         from agent import faultdrill

@@ -49,6 +49,9 @@ class InterfaceState(StateModel):
     pfc_enabled: bool = False
     pfc_priorities: tuple[int, ...] = ()
     queues: dict[int, QueueState] = Field(default_factory=dict)
+    # The interface's effective trust, when the platform reads it per interface (EOS); the
+    # plan has one trust per device, so desired states leave it None.
+    trust: str | None = None
 
 
 class QosState(StateModel):
@@ -158,7 +161,18 @@ def diff(
         if expected != got and wanted(setting):
             found.append(Difference(device, interface, setting, expected, got))
 
-    check("", "trust", desired.trust, actual.trust)
+    per_interface = {
+        name: have.trust
+        for name, have in actual.interfaces.items()
+        if name in desired.interfaces and have.trust is not None
+    }
+    if actual.trust == "mixed" and per_interface:
+        # Name the interfaces that differ, not just "mixed": a port trusting CoS sends RoCE
+        # to a lossy class, and the operator (and `locate`) need to know which one.
+        for name, trust in sorted(per_interface.items()):
+            check(name, "trust", desired.trust, trust)
+    else:
+        check("", "trust", desired.trust, actual.trust)
     for dscp in DSCPS:
         check(
             "",
@@ -209,6 +223,16 @@ class InterfaceCounters(StateModel):
     queues: dict[int, QueueCounters] = Field(default_factory=dict)
     watchdog: dict[int, WatchdogCounters] = Field(default_factory=dict)
     headroom_drops: tuple[int, ...] = (0,) * 8
+
+
+class LinkHealth(StateModel):
+    """One interface's link: up or not (None: not reported) and its error counters
+    (monotonic, as the device reports them)."""
+
+    up: bool | None = None
+    fcs_errors: int = 0
+    in_errors: int = 0
+    out_errors: int = 0
 
 
 class Counters(StateModel):

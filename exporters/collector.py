@@ -83,6 +83,7 @@ def render(snapshot: Snapshot) -> Iterator[Metric]:
     _agent(snapshot, families)
     _compliance(snapshot, families)
     _probes(snapshot, families)
+    _locate(snapshot, families)
     _nic(snapshot, families)
     return families.populated()
 
@@ -188,6 +189,17 @@ def _probes(snapshot: Snapshot, f: Families) -> None:
         f["roce_probe_runs_total"](verdict, count)
     for scenario, at in sorted(probes.last_run_at.items()):
         f["roce_probe_last_run_timestamp_seconds"]((scenario,), at)
+
+
+def _locate(snapshot: Snapshot, f: Families) -> None:
+    run = snapshot.locate
+    if run is None:
+        return  # no run yet: nothing that would read as "no suspect" or "0 paths"
+    for (kind, element), confidence in sorted(run.suspects.items()):
+        f["roce_locate_suspect"]((kind, element), confidence)
+    f["roce_locate_last_run_timestamp_seconds"]((), run.at)
+    f["roce_locate_paths"]((), run.paths)
+    f["roce_locate_bad_paths"]((), run.bad_paths)
 
 
 def _nic(snapshot: Snapshot, f: Families) -> None:

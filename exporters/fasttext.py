@@ -21,7 +21,16 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
 from agent.state import QueueCounters, WatchdogCounters
-from exporters.collector import ON_OFF, PRIORITIES, Families, _agent, _compliance, _nic, _probes
+from exporters.collector import (
+    ON_OFF,
+    PRIORITIES,
+    Families,
+    _agent,
+    _compliance,
+    _locate,
+    _nic,
+    _probes,
+)
 from exporters.metrics import SPECS
 from exporters.store import DeviceView, Snapshot, SwitchInventory
 
@@ -262,6 +271,7 @@ def render_text(snapshot: Snapshot) -> bytes:
     _agent(snapshot, rest)
     _compliance(snapshot, rest)
     _probes(snapshot, rest)
+    _locate(snapshot, rest)
     _nic(snapshot, rest)
     lines = {**_switch_lines(snapshot), **_family_lines(rest.populated())}
     chunks: list[bytes] = []

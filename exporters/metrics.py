@@ -25,6 +25,7 @@ CHECK_RESULTS = ("pass", "fail", "error", "skipped")
 PROBE_SCENARIOS = ("pairwise", "incast", "storm", "receive", "other")
 PROBE_RESULTS = ("pass", "fail")
 NIC_ERROR_SOURCES = ("sysfs", "ethtool")
+LOCATE_KINDS = ("link", "port", "switch", "host-nic")
 
 # Source commands, quoted in the table and in METRICS.md.
 EOS_PFC = "EOS `show priority-flow-control counters | json`"
@@ -157,6 +158,20 @@ SPECS: tuple[MetricSpec, ...] = (
     _m("probes", "roce_probe_last_run_timestamp_seconds", "gauge", ("scenario",),
        "When the latest result of the scenario was stored (Unix time).",
        "probe scenario results"),
+    # ------------------------------------------------------------------ locate
+    _m("probes", "roce_locate_suspect", "gauge", ("kind", "element"),
+       "Confidence (0-1) of each suspect the LATEST locate run named: a link (directed "
+       "`leaf1:Ethernet3>spine1`, `h1>leaf1`, or a cable `a:p<>b:q`), a port (`leaf1:Ethernet3`), "
+       "a switch or a host NIC (the host's name). A suspect the next run no longer names loses "
+       "its series; a run that finds nothing leaves none. Absent until the first locate run.",
+       "locate runs (`SnapshotStore.update_locate`: the `locate` playbook step in the daemon)"),
+    _m("probes", "roce_locate_last_run_timestamp_seconds", "gauge", (),
+       "When the latest locate run was stored (Unix time). Absent until the first run.",
+       "locate runs"),
+    _m("probes", "roce_locate_paths", "gauge", (),
+       "Paths (host pair and ECMP source port) the latest locate run probed.", "locate runs"),
+    _m("probes", "roce_locate_bad_paths", "gauge", (),
+       "Paths of the latest locate run that lost, corrupted or delayed probes.", "locate runs"),
     # ------------------------------------------------------------------ host NIC
     _m("nic", "roce_nic_np_cnp_sent_total", "counter", ("rdma_device", "port"),
        "CNPs this NIC sent as notification point (it received CE-marked RoCE packets).",
@@ -220,7 +235,7 @@ BY_NAME = {spec.name: spec for spec in SPECS}
 GROUP_TITLES = {
     "switch": "Switch counters (polled over SSH, one session per device kept between polls)",
     "compliance": "Compliance",
-    "probes": "Probes (fed by probe results)",
+    "probes": "Probes and locate (fed by probe results and `locate` runs)",
     "nic": "Host NIC (`--host-nic`, or automatic when /sys/class/infiniband exists)",
     "agent": "The exporter itself",
 }
@@ -287,6 +302,9 @@ def markdown() -> str:
         f"- `scenario`: {', '.join(PROBE_SCENARIOS)}; `src`, `dst`, `host`: host names of the "
         "fabric file (`unknown` for an address the fabric does not name)",
         "- `pfc`, `ecn`: on, off",
+        f"- `kind` (locate suspects): {', '.join(LOCATE_KINDS)}; `element`: a name the fabric "
+        "file defines for that kind (switch or host name, `device:port`, directed link "
+        "`a:port>b` or `h>leaf`, cable `a:p<>b:q`), anything else is refused",
         "",
     ]
     for group, title in GROUP_TITLES.items():

@@ -8,6 +8,7 @@ copy-on-write of the per-device map is cheap.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -19,11 +20,17 @@ from typing import Any
 from agent import __version__
 from agent.errors import AgentError
 from agent.intent import FabricIntent
+from agent.locate import Topology
 from agent.plan import Plan, build_plan
 from agent.shard import WHOLE, Shard
 from agent.state import Counters, InterfaceCounters, PendingSession
 from exporters.hostnic import NicCounters
-from exporters.metrics import CHECK_RESULTS, NIC_ERROR_SOURCES, POLL_ERROR_REASONS
+from exporters.metrics import (
+    CHECK_RESULTS,
+    LOCATE_KINDS,
+    NIC_ERROR_SOURCES,
+    POLL_ERROR_REASONS,
+)
 from exporters.probes import BUCKET_BOUNDS, HostDirectory, ProbeRun, parse_probe_result
 
 CHECK_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,40}")
@@ -166,6 +173,47 @@ class CheckOutcome:
 
 
 @dataclass(frozen=True)
+class LocateResult:
+    """The latest locate run: only it is served, so a suspect a later run clears is gone."""
+
+    at: float
+    paths: int
+    bad_paths: int
+    suspects: Mapping[tuple[str, str], float]  # (kind, element) -> confidence
+
+
+@dataclass(frozen=True)
+class LocateElements:
+    """Per suspect kind, every name a locate run may give an element of this fabric: what
+    :mod:`agent.locate` names, built from the same :class:`Topology`. A suspect label outside
+    these sets is refused, so a label value can only ever be a name of the fabric file."""
+
+    by_kind: Mapping[str, frozenset[str]]
+
+    @classmethod
+    def from_intent(cls, intent: FabricIntent) -> LocateElements:
+        topology = Topology.from_intent(intent)
+        switches = [d for d in intent.devices if d.role != "host"]
+        return cls(
+            {
+                "link": frozenset(topology.links)
+                | frozenset(link.cable for link in topology.links.values()),
+                "port": frozenset(f"{d.name}:{p.name}" for d in switches for p in d.ports),
+                "switch": frozenset(d.name for d in switches),
+                "host-nic": frozenset(d.name for d in intent.devices if d.role == "host"),
+            }
+        )
+
+
+LOCATE_SHAPES = {
+    "link": "a directed link (leaf1:Ethernet3>spine1, h1>leaf1) or a cable (a:p<>b:q)",
+    "port": "a switch port (leaf1:Ethernet3)",
+    "switch": "a switch name",
+    "host-nic": "a host name",
+}
+
+
+@dataclass(frozen=True)
 class Snapshot:
     fabric: str
     version: str
@@ -179,6 +227,7 @@ class Snapshot:
     generation: int = 0
     shard: str = str(WHOLE)
     owned_devices: int = 0  # fabric devices (switches and hosts) this exporter owns
+    locate: LocateResult | None = None
 
 
 class StoreError(AgentError):
@@ -230,6 +279,7 @@ class SnapshotStore:
         hosts: HostDirectory | None = None,
         device_names: Iterable[str] = (),
         shard: Shard = WHOLE,
+        locate_elements: LocateElements | None = None,
     ) -> None:
         views = {s.device: DeviceView(s) for s in switches if shard.owns(s.device)}
         self._lock = threading.Lock()
@@ -237,6 +287,8 @@ class SnapshotStore:
         # Every fabric device this shard owns may carry drift or check results (hosts too).
         self._known_devices = frozenset(views) | frozenset(shard.select(device_names))
         self._shard = shard
+        # Locate judges the whole fabric, whatever the shard: its elements are the fabric's.
+        self._locate_elements = locate_elements or LocateElements({})
         self._snapshot = Snapshot(
             fabric=fabric,
             version=__version__,
@@ -256,6 +308,7 @@ class SnapshotStore:
             host_directory(intent),
             (d.name for d in intent.devices),
             shard,
+            LocateElements.from_intent(intent),
         )
 
     def _unknown(self, what: str, device: str) -> StoreError:
@@ -384,6 +437,20 @@ class SnapshotStore:
         with self._lock:
             self._swap(probes=_merge_probe(self._snapshot.probes, run, at or time.time()))
 
+    # ------------------------------------------------------------------ locate
+
+    def update_locate(self, result: Mapping[str, Any], at: float | None = None) -> None:
+        """The latest locate run (``agent.locate_fabric.as_json``); it replaces the previous
+        one whole. Refused, with nothing changed, when any part of it does not fit."""
+        fabric = self._snapshot.fabric
+        paths, bad_paths, suspects = parse_locate(result, self._locate_elements, fabric)
+        with self._lock:
+            self._swap(
+                locate=LocateResult(
+                    at if at is not None else time.time(), paths, bad_paths, suspects
+                )
+            )
+
     # ------------------------------------------------------------------ host NIC
 
     def update_nic(self, nic: NicCounters) -> None:
@@ -449,3 +516,67 @@ def _merge_probe(totals: ProbeTotals, run: ProbeRun, at: float) -> ProbeTotals:
         runs=runs,
         last_run_at={**totals.last_run_at, run.scenario: at},
     )
+
+
+def _count(result: Mapping[str, Any], key: str) -> int:
+    value = result.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StoreError(
+            f"locate result {key}: Expected: a count (an integer >= 0). Actual: {_shown(value)}"
+        )
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message, cut short: the input may be anything."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def parse_locate(
+    result: Mapping[str, Any], elements: LocateElements, fabric: str
+) -> tuple[int, int, dict[tuple[str, str], float]]:
+    """Paths, bad paths and ``{(kind, element): confidence}`` of one locate run, or a
+    :class:`StoreError` naming the first field that is wrong."""
+    if not isinstance(result, Mapping):
+        raise StoreError(
+            "locate result: Expected: a JSON object (`roce-agent locate --output json`). "
+            f"Actual: {type(result).__name__}"
+        )
+    paths, bad_paths = _count(result, "paths"), _count(result, "bad_paths")
+    if bad_paths > paths:
+        raise StoreError(
+            f"locate result bad_paths: Expected: at most paths ({paths}). Actual: {bad_paths}"
+        )
+    listed = result.get("suspects")
+    if not isinstance(listed, list):
+        raise StoreError(f"locate result suspects: Expected: a list. Actual: {_shown(listed)}")
+    suspects: dict[tuple[str, str], float] = {}
+    for index, item in enumerate(listed):
+        where = f"locate result suspects[{index}]"
+        if not isinstance(item, Mapping):
+            raise StoreError(f"{where}: Expected: an object. Actual: {_shown(item)}")
+        kind = item.get("kind")
+        if kind not in LOCATE_KINDS:
+            raise StoreError(
+                f"{where}.kind: Expected: one of {', '.join(LOCATE_KINDS)}. Actual: {_shown(kind)}"
+            )
+        element = item.get("element")
+        if not isinstance(element, str) or element not in elements.by_kind.get(kind, ()):
+            raise StoreError(
+                f"{where}.element: Expected: {LOCATE_SHAPES[kind]} of fabric {fabric}. "
+                f"Actual: {_shown(element)}"
+            )
+        confidence = item.get("confidence")
+        if (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, int | float)
+            or not math.isfinite(confidence)
+            or not 0 <= confidence <= 1
+        ):
+            raise StoreError(
+                f"{where}.confidence: Expected: a number from 0 to 1. Actual: {_shown(confidence)}"
+            )
+        # One element named twice (by a counter and by the config read) is one series.
+        suspects[(kind, element)] = max(float(confidence), suspects.get((kind, element), 0.0))
+    return paths, bad_paths, suspects

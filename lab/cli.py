@@ -1,4 +1,4 @@
-"""``roce-agent lab up|down|status|counters`` — the netns lab runtime's command group.
+"""``roce-agent lab up|down|status|counters|fault`` — the netns lab runtime's command group.
 
 The agent's CLI mounts :data:`group` lazily as ``roce-agent lab``; standalone use:
 ``python -m lab.cli up containerlab/roce-leafspine.clab.yml``. Every error is one message on
@@ -20,6 +20,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from common.clicktypes import FiniteFloat
 from lab import runtime
 from lab.netns import CommandError
 from lab.topology import TopologyError, load_topology
@@ -275,6 +276,149 @@ def counters_command(node: str, lab_name: str | None, state_dir: Path | None, ou
         _print_json(data)
     else:
         _print_counters(node, data)
+
+
+# --------------------------------------------------------------------------- faults
+
+fault_group = click.Group(
+    "fault",
+    help=(
+        "Break the running lab on purpose, by fabric element, and undo it: loss, corruption, "
+        "a link down, misclassification (config-visible or not), PFC ignored, a PFC storm, "
+        "latency. Lab only: nothing the agent sends to a switch can reach these."
+    ),
+)
+group.add_command(fault_group)
+
+
+def _fault_lab(topology: Path | None, lab_name: str | None, state_dir: Path | None) -> Any:
+    from lab.faults import LabFaults
+
+    name = _resolve_lab(topology, lab_name, state_dir)
+    return LabFaults(runtime.state_dir_for(name, state_dir))
+
+
+def _fault_kinds_help() -> str:
+    from lab.faults import KINDS
+
+    forms = {"direction": "A:IF>B | A>B", "link": "A:IF", "port": "SWITCH:IF", "host": "HOST"}
+    return "\n".join(
+        f"  {kind:<17} {forms[spec.target]:<13} {spec.summary}" for kind, spec in KINDS.items()
+    )
+
+
+_topology_argument = click.argument(
+    "topology", required=False, type=click.Path(dir_okay=False, path_type=Path)
+)
+
+
+@fault_group.command(
+    "add",
+    epilog="\b\nKinds:\n" + _fault_kinds_help(),
+)
+@click.argument("kind")
+@click.argument("target")
+@_topology_argument
+@click.option(
+    "--percent",
+    type=FiniteFloat(0, 100, min_open=True),
+    help="Share of frames hit (0 < P <= 100): loss, corrupt, icrc.",
+)
+@click.option(
+    "--ms",
+    type=FiniteFloat(0, 1000, min_open=True),
+    help="Added delay in ms (0 < M <= 1000): latency.",
+)
+@click.option(
+    "--seed", type=int, help="Seed of the fault's random draws (default 1): reproducible runs."
+)
+@click.option(
+    "--dscp", type=int, help="asic-misclassify: the DSCP (default: the fabric's RoCE DSCP)."
+)
+@click.option("--tc", type=int, help="asic-misclassify: the traffic class it goes to (default 0).")
+@_lab_option
+@_state_dir_option
+@_output_option
+@_errors_exit_2
+def fault_add_command(
+    kind: str,
+    target: str,
+    topology: Path | None,
+    percent: float | None,
+    ms: float | None,
+    seed: int | None,
+    dscp: int | None,
+    tc: int | None,
+    lab_name: str | None,
+    state_dir: Path | None,
+    output: str,
+) -> None:
+    """Inject fault KIND at TARGET (a link direction leaf1:eth3>spine1 or h1>leaf1, a link or
+    port leaf1:eth3, a host h1); prints its ID. Bad input: exit 2, nothing applied."""
+    from lab.faults import describe
+
+    faults = _fault_lab(topology, lab_name, state_dir)
+    fault = faults.add(kind, target, percent=percent, ms=ms, seed=seed, dscp=dscp, tc=tc)
+    if output == "json":
+        _print_json(fault.to_json())
+    else:
+        click.echo(f"{fault.id}: {fault.kind} {fault.target} — {describe(fault)}")
+
+
+@fault_group.command("remove")
+@click.argument("fault_id", metavar="ID|all")
+@_topology_argument
+@_lab_option
+@_state_dir_option
+@_output_option
+@_errors_exit_2
+def fault_remove_command(
+    fault_id: str,
+    topology: Path | None,
+    lab_name: str | None,
+    state_dir: Path | None,
+    output: str,
+) -> None:
+    """Undo fault ID (or every fault: `all`) exactly as it was done."""
+    faults = _fault_lab(topology, lab_name, state_dir)
+    removed = faults.clear() if fault_id == "all" else [faults.remove(fault_id)]
+    if output == "json":
+        _print_json([f.to_json() for f in removed])
+    elif not removed:
+        click.echo("no faults to remove")
+    else:
+        for fault in removed:
+            click.echo(f"{fault.id}: removed ({fault.kind} {fault.target})")
+
+
+@fault_group.command("list")
+@_topology_argument
+@_lab_option
+@_state_dir_option
+@_output_option
+@_errors_exit_2
+def fault_list_command(
+    topology: Path | None, lab_name: str | None, state_dir: Path | None, output: str
+) -> None:
+    """Show the active faults: ID, kind, target, parameters, and what was done where."""
+    from lab.faults import describe
+
+    faults = _fault_lab(topology, lab_name, state_dir).list()
+    if output == "json":
+        _print_json([f.to_json() for f in faults])
+        return
+    if not faults:
+        click.echo("no faults")
+        return
+    table = Table()
+    for column in ("id", "kind", "target", "parameters", "done"):
+        table.add_column(column)
+    for fault in faults:
+        params = " ".join(
+            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in fault.params.items()
+        )
+        table.add_row(fault.id, fault.kind, fault.target, params, describe(fault))
+    _console().print(table)
 
 
 if __name__ == "__main__":

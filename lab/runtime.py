@@ -679,6 +679,12 @@ def _teardown(state: LabState) -> TeardownReport:
     state.data["phase"] = "destroying"
     state.save()
 
+    # 0. Fault processes (`lab fault add storm`, lab/faults.py), by the PIDs faults.json
+    #    records; the namespace sweep below is only the safety net.
+    from lab.faults import stop_fault_processes
+
+    report.stopped.extend(stop_fault_processes(state.directory))
+
     # 1. The processes up started, by recorded PID, only if still running what we started.
     ours: dict[int, str] = {}
     for node, record in state.processes().items():

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, OUTPUT, FiniteFloat, handle_errors
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, OUTPUT, handle_errors
 from agent.errors import AgentError, printable
 from agent.loader import load_fabric
 from agent.push import (
@@ -27,6 +27,7 @@ from agent.push import (
 )
 from agent.push import state_dir as resolve_state_dir
 from agent.state import Difference
+from common.clicktypes import FiniteFloat
 
 DEVICES = click.option(
     "--device", "devices", multiple=True, metavar="NAME", help="Only this device (repeatable)."

@@ -18,6 +18,7 @@ from rich.console import Console
 from agent import __version__, hostkeys
 from agent.app.change import apply_command, audit_command, diff_command, drift_command
 from agent.app.exporter import exporter_command
+from agent.app.locate import locate_command
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
 from agent.app.tune import tune_command
 from agent.app.twin import twin_command
@@ -167,6 +168,7 @@ main.add_command(serve_command)
 main.add_command(exporter_command)
 main.add_command(twin_command)
 main.add_command(tune_command)
+main.add_command(locate_command)
 
 
 @main.command("rules", hidden=False)

@@ -610,6 +610,11 @@ class Daemon:
             self.exporter.update_checks(report.checks)
             for probe in report.probes:
                 self.exporter.update_probe(probe)
+            for step in report.steps:
+                # Only a run that reached a verdict: an errored step leaves the last verdict
+                # (its age, roce_locate_last_run_timestamp_seconds, tells the alert).
+                if step.kind == "locate" and step.status in ("success", "failure"):
+                    self.exporter.update_locate(step.detail)
         log.info(
             "playbook",
             extra={
@@ -666,8 +671,9 @@ class DaemonCollector:
 
 class EmbeddedExporter:
     """The exporter inside the daemon: switch pollers, plus what the daemon learns (drift,
-    check results, probe results) fed into the same snapshot store. The HTTP server is the
-    daemon's, so a reload can keep its socket or bind a new one before letting go of it."""
+    check results, probe results, locate verdicts) fed into the same snapshot store. The HTTP
+    server is the daemon's, so a reload can keep its socket or bind a new one before letting
+    go of it."""
 
     def __init__(self, exporter: Any) -> None:
         self.exporter = exporter
@@ -709,6 +715,9 @@ class EmbeddedExporter:
 
     def update_probe(self, result: dict[str, Any]) -> None:
         self.exporter.store.update_probe(result)
+
+    def update_locate(self, result: dict[str, Any]) -> None:
+        self.exporter.store.update_locate(result)
 
 
 def serve(config_path: Path, shard: Shard | None = None) -> int:

@@ -15,10 +15,11 @@ from types import FrameType
 
 import click
 
-from agent.app.support import FiniteFloat, handle_errors
+from agent.app.support import handle_errors
 from agent.errors import AgentError
 from agent.loader import load_fabric
 from agent.shard import ShardError, parse_shard
+from common.clicktypes import FiniteFloat
 
 INTERVAL = FiniteFloat(0, 86400, min_open=True)
 TIMEOUT = FiniteFloat(0, 3600, min_open=True)

@@ -11,10 +11,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import OUTPUT, FiniteFloat, handle_errors
+from agent.app.support import OUTPUT, handle_errors
 from agent.errors import AgentError
 from agent.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from agent.units import UnitError, parse_speed
+from common.clicktypes import FiniteFloat
 
 # nan, inf, 0 and negatives are refused: a probe of nan seconds never ends.
 SECONDS = FiniteFloat(0, 86400, min_open=True)

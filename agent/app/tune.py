@@ -21,7 +21,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, FiniteFloat, handle_errors
+from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
 from agent.app.twin import DurationType, SpeedType
 from agent.errors import AgentError
 from agent.loader import load_fabric
@@ -43,6 +43,7 @@ from agent.twin.tune import (
     tune,
 )
 from agent.units import format_speed
+from common.clicktypes import FiniteFloat
 from common.yamlsource import load_yaml
 
 DEFAULT_DURATION = "5ms"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agent.intent import Device, FabricIntent
 from agent.plan import DevicePlan, Plan
-from agent.state import Counters, PendingSession, QosState
+from agent.state import Counters, LinkHealth, PendingSession, QosState
 
 Status = Literal["success", "failure", "skipped", "error"]
 
@@ -33,6 +33,7 @@ class DeviceData:
     previous: Counters | None = None  # an earlier snapshot, for rates and deltas
     error: str | None = None  # why state/counters are missing
     sessions: list[PendingSession] | None = None  # not-final changes (None: not read)
+    links: dict[str, LinkHealth] | None = None  # link up/down and error counters (None: not read)
 
 
 @dataclass

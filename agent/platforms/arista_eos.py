@@ -38,6 +38,7 @@ from agent.state import (
     EcnState,
     InterfaceCounters,
     InterfaceState,
+    LinkHealth,
     PendingSession,
     QosState,
     QueueCounters,
@@ -310,7 +311,12 @@ class AristaEos(Platform):
                 polling_ms=watchdog.get("polling-interval") if enabled else None,
                 action=action if enabled else None,
             ),
-            interfaces={name: self._interface_state(c) for name, c in effective.items()},
+            interfaces={
+                name: self._interface_state(c).model_copy(
+                    update={"trust": c.trust or global_trust or "dscp"}
+                )
+                for name, c in effective.items()
+            },
         )
 
     @staticmethod
@@ -356,6 +362,34 @@ class AristaEos(Platform):
         watchdog = self._json(conn, "show priority-flow-control counters watchdog | json")
         return self.counters_from_json(conn.device, collected_at, state, pfc, ecn, queues, drops,
                                        watchdog)  # fmt: skip
+
+    def read_link_health(self, conn: Connection) -> dict[str, LinkHealth]:
+        return self.link_health_from_json(
+            self._json(conn, "show interfaces status | json"),
+            self._json(conn, "show interfaces counters errors | json"),
+        )
+
+    @staticmethod
+    def link_health_from_json(
+        status: dict[str, Any], errors: dict[str, Any]
+    ) -> dict[str, LinkHealth]:
+        """``show interfaces status | json`` (``interfaceStatuses.<if>.linkStatus``:
+        ``connected`` / ``notconnect`` / ``disabled`` / ``errdisabled``) and ``show interfaces
+        counters errors | json`` (``interfaceErrorCounters.<if>.fcsErrors`` / ``inErrors`` /
+        ``outErrors``; the shape of ANTA's ``VerifyInterfaceErrors`` test data)."""
+        statuses = status.get("interfaceStatuses", {})
+        counters = errors.get("interfaceErrorCounters", {})
+        health = {}
+        for name in sorted(set(statuses) | set(counters)):
+            link = statuses.get(name, {}).get("linkStatus")
+            values = counters.get(name, {})
+            health[name] = LinkHealth(
+                up=None if link is None else link == "connected",
+                fcs_errors=int(values.get("fcsErrors", 0)),
+                in_errors=int(values.get("inErrors", 0)),
+                out_errors=int(values.get("outErrors", 0)),
+            )
+        return health
 
     @staticmethod
     def counters_from_json(

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from agent.errors import AgentError
 from agent.plan import DevicePlan
-from agent.state import Counters, PendingSession, QosState, desired_state
+from agent.state import Counters, LinkHealth, PendingSession, QosState, desired_state
 
 KILL_POINTS = (
     "after-intent",
@@ -209,6 +209,11 @@ class Platform(ABC):
         """Persist the running configuration (it must survive a reload). Part of
         :meth:`confirm`; the push path calls it alone when it finds a change confirmed by a
         run that died (or lost the reply) before it could save."""
+
+    def read_link_health(self, conn: Connection) -> dict[str, LinkHealth]:
+        """Per interface: link up or down and receive/transmit error counters; empty when this
+        platform does not read them (the caller then has no link evidence, not "all fine")."""
+        return {}
 
     def unsaved(self, conn: Connection) -> list[str] | None:
         """The lines a reload would lose (running config not saved); None when this platform

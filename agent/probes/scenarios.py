@@ -116,16 +116,17 @@ def _run(
     return received, sent
 
 
-def _start_receivers(
+def start_receivers(
     intent: FabricIntent, targets: list[Endpoint], duration_s: float, senders: list[Endpoint]
 ) -> dict[str, ProbeHandle]:
     receivers = {}
     sources = [s.ip for s in senders]
     try:
+        # Started side by side, then waited for: each takes a Python start-up to get ready.
         for target in targets:
             spec = _receive_spec(intent, target, duration_s, sources)
-            process = target.runner.start("receive", spec)
-            receivers[target.device.name] = process
+            receivers[target.device.name] = target.runner.start("receive", spec)
+        for process in receivers.values():
             process.wait_ready()
     except Exception:
         for process in receivers.values():
@@ -134,7 +135,7 @@ def _start_receivers(
     return receivers
 
 
-def _flow_of(received: dict[str, Any], src_ip: str, qpn: int) -> dict[str, Any] | None:
+def flow_of(received: dict[str, Any], src_ip: str, qpn: int) -> dict[str, Any] | None:
     return next((f for f in received["flows"] if f["src_ip"] == src_ip and f["qpn"] == qpn), None)
 
 
@@ -145,7 +146,7 @@ def _pair_rows(
     for result in sent:
         flow = result["flow"]
         target = targets[flow["dst_ip"]]
-        seen = _flow_of(received[target], flow["src_ip"], flow["qpn"])
+        seen = flow_of(received[target], flow["src_ip"], flow["qpn"])
         got = seen["received"] if seen else 0
         rows.append(
             {
@@ -180,7 +181,7 @@ def pairwise(
     ends = [endpoint(intent, n) for n in names]
     if len(ends) < 2:
         raise ScenarioError("pairwise needs at least two hosts")
-    receivers = _start_receivers(intent, ends, duration_s, ends)
+    receivers = start_receivers(intent, ends, duration_s, ends)
     senders = [
         source.runner.start(
             "send", _send_spec(intent, source, target, i, rate_bps, duration_s, size, False)
@@ -210,16 +211,22 @@ def incast(
     rate_bps: int | None = None,
     size: int = INCAST_PAYLOAD_BYTES,
     dcqcn: bool = True,
+    sports: list[int] | None = None,
 ) -> dict[str, Any]:
     """N senders at line rate into one receiver. Expected: no loss on the lossless class;
-    with ECN on, CE marks and CNPs; with DCQCN, senders slow down."""
+    with ECN on, CE marks and CNPs; with DCQCN, senders slow down. ``sports``: each sender's
+    UDP source port (the ECMP entropy), to put the senders on chosen paths."""
     target = endpoint(intent, to)
     sources = [endpoint(intent, name) for name in senders_from]
     if not sources:
         raise ScenarioError("incast needs at least one sender (--from)")
     if to in senders_from:
         raise ScenarioError(f"{to} cannot send to itself")
-    receivers = _start_receivers(intent, [target], duration_s, sources)
+    if sports is not None and len(sports) != len(sources):
+        raise ScenarioError(
+            f"sports: Expected: one per sender ({len(sources)}) Actual: {len(sports)}"
+        )
+    receivers = start_receivers(intent, [target], duration_s, sources)
     # An incast is synchronised (a collective's senders start together): every sender waits
     # for one wall-clock moment, far enough ahead for all of them to start.
     start_at = time.time() + max(
@@ -231,6 +238,8 @@ def incast(
             spec = _send_spec(
                 intent, source, target, i, rate_bps or source.speed_bps, duration_s, size, dcqcn
             )
+            if sports is not None:
+                spec["sport"] = sports[i]
             senders.append(source.runner.start("send", {**spec, "start_at": start_at}))
         for sender in senders:
             sender.wait_ready()

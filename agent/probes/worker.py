@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any
 
+from agent.probes.mesh import MeshSendSpec, run_mesh_sender
+from agent.probes.paths import HopSpec, TraceSpec, run_hops, run_trace
 from agent.probes.pfc import SniffSpec, StormSpec, run_sniffer, run_storm
 from agent.probes.receiver import ReceiveSpec, run_receiver
 from agent.probes.sender import SendSpec, run_sender
@@ -32,7 +34,18 @@ def run(role: str, spec: dict[str, Any]) -> dict[str, Any]:
     if role == "storm":
         spec["priorities"] = tuple(spec["priorities"])
         return run_storm(StormSpec(**spec))
-    raise ValueError(f"unknown probe role {role!r}; expected send, receive, sniff-pfc or storm")
+    if role == "trace":
+        return run_trace(TraceSpec.from_json(spec))
+    if role == "hops":
+        return run_hops(HopSpec.from_json(spec))
+    if role == "mesh-send":
+        return run_mesh_sender(
+            MeshSendSpec.from_json(spec), ready=lambda: print(READY_LINE, flush=True)
+        )
+    raise ValueError(
+        f"unknown probe role {role!r}; expected send, receive, sniff-pfc, storm, trace, hops "
+        "or mesh-send"
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -386,12 +386,16 @@ async def _show_startup(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
 
 
 async def _show_interfaces_status(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
-    return shows.show_interfaces_status(cli.manager, cli.manager.running)
+    return shows.show_interfaces_status(cli.manager, cli.manager.running, await cli.counters())
 
 
 def _ifs(args: dict[str, Any]) -> tuple[str, ...] | None:
     selected = args.get("ifs")
     return None if selected is None else tuple(selected.names)
+
+
+async def _show_counters_errors(cli: CliSession, args: dict[str, Any]) -> ExecResult:
+    return shows.show_interfaces_counters_errors(cli.manager, await cli.counters(), _ifs(args))
 
 
 async def _show_queue_counters(cli: CliSession, args: dict[str, Any]) -> ExecResult:
@@ -468,6 +472,7 @@ EXEC_COMMANDS: tuple[Command[ExecHandler], ...] = (
     Command("show startup-config", _show_startup),
     Command("show interfaces status", _show_interfaces_status),
     Command(f"show interfaces {_IFS} counters queue", _show_queue_counters),
+    Command(f"show interfaces {_IFS} counters errors", _show_counters_errors),
     Command(f"show interfaces {_IFS} counters queue drops", _show_queue_drops),
     Command("show priority-flow-control", _show_pfc),
     Command("show priority-flow-control counters [interfaces <ifs:ifrange>]", _show_pfc_counters),

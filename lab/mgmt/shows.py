@@ -10,7 +10,15 @@ so (the agent's parsers should prefer the fixture-backed commands):
 * ``show hostname``                      napalm ``get_facts`` (``hostname``, ``fqdn``);
 * ``show interfaces status``             ANTA ``tests/units/anta_tests/test_interfaces.py``
   ``create_status_data`` (``interfaceStatuses.<if>.duplex/bandwidth``) + ``linkStatus``,
-  ``lineProtocolStatus``, ``description``, ``vlanInformation``;
+  ``lineProtocolStatus``, ``description``, ``vlanInformation``; a port the data plane sees
+  without carrier is ``linkStatus: notconnect`` / ``lineProtocolStatus: down`` (what EOS'
+  eAPI answers for a port whose cable is in but has no link; ``notPresent`` would mean no
+  transceiver);
+* ``show interfaces counters errors``    ANTA ``VerifyInterfaceErrors`` test data
+  (``interfaceErrorCounters.<if>.{inErrors, frameTooLongs, outErrors, frameTooShorts,
+  fcsErrors, alignmentErrors, symbolErrors}``), fed by the data plane's ``rx_errors`` /
+  ``rx_fcs_errors`` (the rest are 0: the lab has no runts, giants or PHY symbol errors); text
+  columns as EOS prints them (Port, FCS, Align, Symbol, Rx, Runts, Giants, Tx);
 * ``show priority-flow-control counters``    ANTA ``VerifyInterfacesPFCCounters`` test data
   (``interfaceCounters.<if>.rxFrames/txFrames``);
 * ``show priority-flow-control counters watchdog``  public EOS health-check code that reads
@@ -183,16 +191,20 @@ def config_sections(text: str, pattern: str) -> str:
     return "\n".join(out)
 
 
-def show_interfaces_status(manager: SwitchManager, config: SwitchConfig) -> ShowOutput:
-    """``show interfaces status``."""
+def show_interfaces_status(
+    manager: SwitchManager, config: SwitchConfig, counters: dict[str, Any]
+) -> ShowOutput:
+    """``show interfaces status`` (link state as the data plane sees it: carrier)."""
     statuses: dict[str, Any] = {}
     rows = []
     for port in manager.ports:
         description = config.interfaces[port.name].description or ""
+        up = _port_counters(counters, port.name).get("oper_up", True) is not False
+        status = "connected" if up else "notconnect"
         statuses[port.name] = {
             "description": description,
-            "linkStatus": "connected",
-            "lineProtocolStatus": "up",
+            "linkStatus": status,
+            "lineProtocolStatus": "up" if up else "down",
             "vlanInformation": {"interfaceMode": "routed", "interfaceForwardingModel": "routed"},
             "bandwidth": port.speed_bps or 0,
             "interfaceType": "lab-veth",
@@ -203,7 +215,7 @@ def show_interfaces_status(manager: SwitchManager, config: SwitchConfig) -> Show
             [
                 names.short_name(port.name),
                 description,
-                "connected",
+                status,
                 "routed",
                 "full",
                 _speed_label(port.speed_bps),
@@ -212,6 +224,30 @@ def show_interfaces_status(manager: SwitchManager, config: SwitchConfig) -> Show
         )
     text = table(["Port", "Name", "Status", "Vlan", "Duplex", "Speed", "Type"], rows)
     return ShowOutput(text, {"interfaceStatuses": statuses})
+
+
+def show_interfaces_counters_errors(
+    manager: SwitchManager, counters: dict[str, Any], interfaces: Sequence[str] | None = None
+) -> ShowOutput:
+    """``show interfaces counters errors``."""
+    data: dict[str, Any] = {}
+    rows = []
+    for name in _selected(manager, interfaces):
+        port = _port_counters(counters, name)
+        fcs = int(port.get("rx_fcs_errors", 0))
+        rx = int(port.get("rx_errors", 0))
+        data[name] = {
+            "inErrors": rx,
+            "frameTooLongs": 0,
+            "outErrors": 0,
+            "frameTooShorts": 0,
+            "fcsErrors": fcs,
+            "alignmentErrors": 0,
+            "symbolErrors": 0,
+        }
+        rows.append([names.short_name(name), fcs, 0, 0, rx, 0, 0, 0])
+    text = table(["Port", "FCS", "Align", "Symbol", "Rx", "Runts", "Giants", "Tx"], rows)
+    return ShowOutput(text, {"interfaceErrorCounters": data})
 
 
 # ----------------------------------------------------------------------------- PFC
@@ -465,17 +501,20 @@ def show_qos_maps(config: SwitchConfig) -> ShowOutput:
     return ShowOutput("\n".join(lines), data)
 
 
+_TRUST_LABEL = {"dscp": "DSCP", "cos": "COS", "none": "UNTRUSTED"}
+
+
 def show_qos_interfaces(
     manager: SwitchManager, config: SwitchConfig, interfaces: Sequence[str] | None = None
 ) -> ShowOutput:
     """``show qos interfaces`` (lab JSON shape): effective trust, PFC, per-queue scheduling/ECN."""
     qos = manager.applied_qos() or {}
-    trust = "DSCP" if qos.get("trust", "dscp") == "dscp" else "UNTRUSTED"
     data: dict[str, Any] = {}
     blocks = []
     for name in _selected(manager, interfaces):
         settings = effective_qos(config, name)
         applied = _applied_port(manager, name)
+        trust = _TRUST_LABEL[applied.get("trust") or qos.get("trust", "dscp")]
         queues_applied = applied.get("queues", {})
         tx_queues: dict[str, Any] = {}
         rows = []

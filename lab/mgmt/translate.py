@@ -15,8 +15,11 @@ What the CLI means, in data-plane terms:
   auto`` (and an unset interval) is half the timeout, so a storm is seen within two polls;
   unset recovery-time uses the data plane's default (400 ms); the global action defaults to
   ``drop`` (EOS' default, errdisable, is not modelled); port action ``notify-only`` -> ``alert``;
-* trust: the data plane has one switch-wide trust (``dscp`` | ``none``); every port's effective
-  trust must agree, and ``cos`` is refused (the lab carries no VLAN tags).
+* trust: the switch-wide ``qos trust`` (a lab extension; unset = ``dscp``, ``no qos trust`` =
+  untrusted) -> ``qos.trust`` (``dscp`` | ``none``; switch-wide ``cos`` -> ``dscp`` there and
+  ``cos`` on every port); an interface's own effective trust, where it differs, ->
+  ``qos.ports.P.trust`` (``dscp`` | ``cos`` | ``none``).  The lab carries no VLAN tags, so a
+  ``cos`` port puts every frame in EOS' class for CoS 0 (TC 1) -- RoCE on a lossy class.
 
 Anything the data plane cannot do raises :class:`TranslationError`, so the change is refused.
 """
@@ -81,36 +84,31 @@ def to_vswitch_qos(config: SwitchConfig) -> dict[str, Any]:
     effective = {name: effective_qos(config, name) for name in interfaces}
     watchdog = _global_watchdog(config)
     ports: dict[str, Any] = {}
+    switch_trust = _switch_trust(config)
     for name in interfaces:
-        port = _port_qos(config, name, effective[name], watchdog)
+        port = _port_qos(config, name, effective[name], watchdog, switch_trust)
         if port is not None:
             ports[names.dataplane_name(name)] = port
     return {
-        "trust": _switch_trust(config, effective),
+        "trust": switch_trust,
         "dscp_to_tc": {str(dscp): tc for dscp, tc in sorted(config.dscp_to_tc.items())},
         "watchdog": watchdog,
         "ports": ports,
     }
 
 
-def _switch_trust(config: SwitchConfig, effective: dict[str, QosSettings]) -> str:
-    default = config.qos_trust or "dscp"
-    per_port = {name: settings.trust or default for name, settings in effective.items()}
-    if not per_port:
-        per_port = {"(switch)": default}
-    cos = sorted(name for name, trust in per_port.items() if trust == "cos")
-    if cos:
-        raise TranslationError(
-            f"qos trust cos ({', '.join(cos)}): the lab data plane classifies on DSCP only"
-        )
-    kinds = set(per_port.values())
-    if len(kinds) > 1:
-        detail = ", ".join(f"{name} {trust}" for name, trust in sorted(per_port.items()))
-        raise TranslationError(
-            f"interfaces disagree on qos trust ({detail}); the lab data plane has one "
-            "switch-wide trust setting"
-        )
-    return "dscp" if kinds == {"dscp"} else "none"
+_TRUST = {"dscp": "dscp", "cos": "cos", "disabled": "none"}
+
+
+def _switch_trust(config: SwitchConfig) -> str:
+    """The data plane's switch-wide trust (``dscp`` | ``none``)."""
+    return "none" if config.qos_trust == "disabled" else "dscp"
+
+
+def _port_trust(config: SwitchConfig, settings: QosSettings, switch_trust: str) -> str | None:
+    """The port's trust for the data plane, or None when the switch-wide one applies."""
+    trust = _TRUST[settings.trust or config.qos_trust or "dscp"]
+    return None if trust == switch_trust else trust
 
 
 def _polling_ms(polling: Any, timeout_ms: int) -> int:
@@ -177,7 +175,11 @@ def _queue(interface: str, queue_id: int, queue: TxQueue) -> dict[str, Any]:
 
 
 def _port_qos(
-    config: SwitchConfig, interface: str, settings: QosSettings, switch_wide: dict[str, Any]
+    config: SwitchConfig,
+    interface: str,
+    settings: QosSettings,
+    switch_wide: dict[str, Any],
+    switch_trust: str,
 ) -> dict[str, Any] | None:
     pfc_enabled = settings.pfc_enabled is True and not config.pfc_all_off
     no_drop = sorted(p for p, action in settings.pfc_priorities.items() if action == "no-drop")
@@ -187,6 +189,15 @@ def _port_qos(
         for q, queue in sorted(settings.tx_queues.items())
         if (entry := _queue(interface, q, queue))
     }
-    if not pfc_enabled and not no_drop and watchdog is None and not queues:
+    trust = _port_trust(config, settings, switch_trust)
+    if not pfc_enabled and not no_drop and watchdog is None and not queues and trust is None:
         return None
-    return {"pfc_enabled": pfc_enabled, "no_drop": no_drop, "watchdog": watchdog, "queues": queues}
+    port: dict[str, Any] = {
+        "pfc_enabled": pfc_enabled,
+        "no_drop": no_drop,
+        "watchdog": watchdog,
+        "queues": queues,
+    }
+    if trust is not None:
+        port["trust"] = trust
+    return port

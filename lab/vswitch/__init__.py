@@ -4,7 +4,11 @@ Its data plane really does what a RoCE fabric needs and what the kernel cannot d
 IPv4 forwarding with ECMP, DSCP -> traffic class, per-port per-class shaped egress queues
 (strict priority + DWRR), WRED/ECN marking, tail drop, PFC generation from per-ingress
 buffer accounting, honouring received PFC, and the PFC watchdog -- all visible on the wire
-and in counters.  The management plane talks to it only through the control socket.
+and in counters -- and it behaves like a router where operators look: carrier loss takes a
+port oper-down (ECMP local repair), an expired TTL is answered with ICMP time exceeded.  The
+management plane talks to it only through the control socket; so does the lab's fault
+injection (``set_faults``: loss, FCS/ICRC corruption, misclassification, ignored PFC, delay),
+which the management plane never sees.
 
 Modules: ``config`` (pydantic contract), ``packet`` (raw frame parsing/building),
 ``forwarding`` (routes, ECMP, neighbors), ``counters``, ``control`` (socket server),

@@ -86,6 +86,19 @@ class VswitchClient:
             message["port"] = port
         return self.call(message)
 
+    def set_faults(self, faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Replace the whole fault set (lab only; ``[]`` clears it) and return it normalised;
+        raises :class:`VswitchError` naming the bad field if refused (then nothing changed)."""
+        normalised: list[dict[str, Any]] = self.call({"cmd": "set_faults", "faults": faults})[
+            "faults"
+        ]
+        return normalised
+
+    def get_faults(self) -> list[dict[str, Any]]:
+        """The current fault set, normalised (same shape as :meth:`set_faults` takes)."""
+        faults: list[dict[str, Any]] = self.call({"cmd": "get_faults"})["faults"]
+        return faults
+
     def close(self) -> None:
         """Close the connection (a later request reconnects)."""
         if self._sock is not None:

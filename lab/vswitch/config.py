@@ -12,10 +12,11 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from lossless.config import BufferConfig, PortQosConfig, Priority, StrictModel, WatchdogConfig
 
@@ -90,13 +91,30 @@ class RouteConfig(StrictModel):
     nexthops: list[NexthopConfig] = Field(min_length=1)
 
 
+# EOS' default CoS-to-traffic-class map sends CoS 0 to TC 1 and CoS 1 to TC 0 (802.1Q puts
+# background below best effort), so on a port trusting CoS an untagged frame -- every frame in
+# this lab, which carries no VLAN tags -- lands in TC 1.  Source: Arista EOS User Manual,
+# chapter "Quality of Service", 27.1.1 "QoS Data Fields and Traffic Classes", table "Default
+# CoS to Traffic Class Map" (copy: fdocuments.us/document/quality-of-service-arista-networks-
+# 2020-02-10-a-section-2715-quality-of.html).
+COS0_TRAFFIC_CLASS = 1
+
+Trust = Literal["dscp", "cos", "none"]
+
+
+class LabPortQosConfig(PortQosConfig):
+    """A port's QoS plus its own trust (unset: the switch-wide ``qos.trust``)."""
+
+    trust: Trust | None = None
+
+
 class QosConfig(StrictModel):
-    """Switch QoS: classification, watchdog default, per-port PFC/ETS/ECN."""
+    """Switch QoS: classification, watchdog default, per-port PFC/ETS/ECN/trust."""
 
     trust: Literal["dscp", "none"] = "dscp"
     dscp_to_tc: dict[Dscp, Priority] = Field(default_factory=dict)
     watchdog: WatchdogConfig = Field(default_factory=WatchdogConfig)
-    ports: dict[str, PortQosConfig] = Field(default_factory=dict)
+    ports: dict[str, LabPortQosConfig] = Field(default_factory=dict)
 
     def tc_for_dscp(self, dscp: int) -> int:
         """Traffic class of a DSCP; unmapped DSCPs use the EOS default ``dscp >> 3``."""
@@ -104,9 +122,23 @@ class QosConfig(StrictModel):
             return 0
         return self.dscp_to_tc.get(dscp, dscp >> 3)
 
-    def port(self, ifname: str) -> PortQosConfig:
+    def trust_of(self, ifname: str) -> Trust:
+        """Effective trust of a port: its own, else the switch-wide one."""
+        own = self.port(ifname).trust
+        return own if own is not None else self.trust
+
+    def port_classes(self, ifname: str) -> list[int]:
+        """Traffic class per DSCP (64 entries) for frames received on ``ifname``."""
+        trust = self.trust_of(ifname)
+        if trust == "cos":
+            return [COS0_TRAFFIC_CLASS] * 64
+        if trust == "none":
+            return [0] * 64
+        return [self.dscp_to_tc.get(d, d >> 3) for d in range(64)]
+
+    def port(self, ifname: str) -> LabPortQosConfig:
         """The port's QoS, or the defaults (PFC off, no ECN, equal DWRR) if it has none."""
-        return self.ports.get(ifname) or PortQosConfig()
+        return self.ports.get(ifname) or LabPortQosConfig()
 
     def watchdog_for(self, ifname: str) -> WatchdogConfig:
         """Effective watchdog of a port: its override if set, else the switch-wide one."""
@@ -231,3 +263,132 @@ def with_buffer(config: SwitchConfig, buffer: Any, port: str | None = None) -> S
         return SwitchConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"invalid buffer: {format_validation_error(exc)}") from None
+
+
+# ----------------------------------------------------------------------------- faults (lab only)
+
+# Strict: a JSON ``true`` or ``"5"`` is a mistake in a fault request, not 1 % or 5 %.
+Percent = Annotated[float, Field(gt=0, le=100, strict=True)]
+Seed = Annotated[int, Field(strict=True)]
+
+
+class _FaultBase(StrictModel):
+    port: str
+
+    def key(self) -> tuple[object, ...]:
+        """What two faults may not share (one fault of a kind per port and direction/DSCP)."""
+        return (self.kind_name(), self.port)
+
+    def kind_name(self) -> str:
+        return str(getattr(self, "kind"))  # noqa: B009 - every subclass declares it
+
+
+class DropFault(_FaultBase):
+    """Silent loss on one direction of a port (a gray failure: no switch counter moves)."""
+
+    kind: Literal["drop"]
+    direction: Literal["rx", "tx"]
+    percent: Percent
+    seed: Seed = 1
+
+    def key(self) -> tuple[object, ...]:
+        return ("drop", self.port, self.direction)
+
+
+class FcsErrorFault(_FaultBase):
+    """Frames received on the port fail their FCS: counted as errors and dropped."""
+
+    kind: Literal["fcs_error"]
+    percent: Percent
+    seed: Seed = 1
+
+
+class IcrcErrorFault(_FaultBase):
+    """RoCEv2 frames leaving the port get one payload byte flipped (bad ICRC)."""
+
+    kind: Literal["icrc_error"]
+    percent: Percent
+    seed: Seed = 1
+
+
+class ClassifyFault(_FaultBase):
+    """Ingress frames with ``dscp`` go to ``tc`` whatever the QoS config says."""
+
+    kind: Literal["classify"]
+    dscp: int = Field(ge=0, le=63, strict=True)
+    tc: int = Field(ge=0, le=7, strict=True)
+
+    def key(self) -> tuple[object, ...]:
+        return ("classify", self.port, self.dscp)
+
+
+class IgnorePfcFault(_FaultBase):
+    """PFC frames received on the port are counted but not honoured."""
+
+    kind: Literal["ignore_pfc"]
+
+
+class DelayFault(_FaultBase):
+    """Every frame leaving the port leaves ``ms`` later (order kept)."""
+
+    kind: Literal["delay"]
+    ms: float = Field(gt=0, le=1000, strict=True)
+
+
+FaultConfig = Annotated[
+    DropFault | FcsErrorFault | IcrcErrorFault | ClassifyFault | IgnorePfcFault | DelayFault,
+    Field(discriminator="kind"),
+]
+FAULT_KINDS = ("drop", "fcs_error", "icrc_error", "classify", "ignore_pfc", "delay")
+_FAULT_LIST: TypeAdapter[list[FaultConfig]] = TypeAdapter(list[FaultConfig])
+
+
+def _fault_error_path(loc: tuple[int | str, ...]) -> str:
+    """``(1, 'drop', 'percent')`` -> ``faults[1].percent`` (the union tag is not a field)."""
+    if not loc:
+        return "faults"
+    head, *rest = loc
+    path = f"faults[{head}]" if isinstance(head, int) else f"faults.{head}"
+    if rest and rest[0] in FAULT_KINDS:
+        rest = rest[1:]
+    return ".".join([path, *(str(p) for p in rest)])
+
+
+def parse_faults(data: Any, ports: Iterable[str]) -> list[FaultConfig]:
+    """Validate a ``set_faults`` list against the switch's ports; :class:`ConfigError` names
+    the first bad field of each bad fault (``faults[1].percent: ...``)."""
+    try:
+        faults = _FAULT_LIST.validate_python(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            path = _fault_error_path(tuple(err["loc"]))
+            if err["type"] == "union_tag_invalid":
+                got = err.get("input", {})
+                kind = got.get("kind") if isinstance(got, dict) else got
+                problems.append(
+                    f"{path}.kind: unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})"
+                )
+            elif err["type"] == "union_tag_not_found":
+                problems.append(f"{path}.kind: missing (known: {', '.join(FAULT_KINDS)})")
+            else:
+                problems.append(f"{path}: {err['msg'].removeprefix('Value error, ')}")
+        raise ConfigError("; ".join(problems)) from None
+    known = list(ports)
+    seen: dict[tuple[object, ...], int] = {}
+    for i, fault in enumerate(faults):
+        if fault.port not in known:
+            raise ConfigError(f"faults[{i}].port: unknown port {fault.port!r} (have {known})")
+        key = fault.key()
+        if key in seen:
+            raise ConfigError(
+                f"faults[{i}]: same {fault.kind} fault as faults[{seen[key]}] on {fault.port}; "
+                "one per port (and direction or DSCP)"
+            )
+        seen[key] = i
+    return faults
+
+
+def faults_to_json(faults: Iterable[FaultConfig]) -> list[dict[str, Any]]:
+    """Normalised JSON form (what ``get_faults`` answers)."""
+    return [fault.model_dump(mode="json") for fault in faults]

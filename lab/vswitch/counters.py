@@ -17,11 +17,17 @@ class PortCounters:
         "drop_arp_unresolved",
         "drop_no_route",
         "drop_ttl",
+        "fault_corrupted",
+        "fault_drops",
+        "icmp_rate_limited",
+        "icmp_time_exceeded",
         "pfc_rx_xoff",
         "pfc_rx_xon",
         "pfc_tx_xoff",
         "pfc_tx_xon",
         "rx_bytes",
+        "rx_errors",
+        "rx_fcs_errors",
         "rx_overruns",
         "rx_packets",
         "tx_bytes",
@@ -36,11 +42,17 @@ class PortCounters:
         self.rx_packets = 0
         self.rx_bytes = 0
         self.rx_overruns = 0
+        self.rx_errors = 0
+        self.rx_fcs_errors = 0
         self.tx_packets = 0
         self.tx_bytes = 0
         self.drop_ttl = 0
         self.drop_no_route = 0
         self.drop_arp_unresolved = 0
+        self.icmp_time_exceeded = 0
+        self.icmp_rate_limited = 0
+        self.fault_drops = 0
+        self.fault_corrupted = 0
         self.pfc_rx_xoff = [0] * NUM_CLASSES
         self.pfc_rx_xon = [0] * NUM_CLASSES
         self.pfc_tx_xoff = [0] * NUM_CLASSES
@@ -53,6 +65,7 @@ def port_snapshot(
     ingress: IngressAccounting,
     queues: list[EgressQueue[bytearray]],
     watchdog: PortWatchdog,
+    oper_up: bool,
 ) -> dict[str, Any]:
     """The ``counters.ports.<ifname>`` object of the control protocol."""
     queue_view: dict[str, Any] = {}
@@ -78,6 +91,10 @@ def port_snapshot(
         "rx_bytes": counters.rx_bytes,
         # Extension: frames the kernel dropped before the switch read them (it fell behind).
         "rx_overruns": counters.rx_overruns,
+        # Frames that arrived damaged (bad FCS), counted instead of rx_packets, then dropped.
+        "rx_fcs_errors": counters.rx_fcs_errors,
+        "rx_errors": counters.rx_errors,
+        "oper_up": oper_up,
         "tx_packets": counters.tx_packets,
         "tx_bytes": counters.tx_bytes,
         "drops": {
@@ -85,6 +102,13 @@ def port_snapshot(
             "no_route": counters.drop_no_route,
             "arp_unresolved": counters.drop_arp_unresolved,
         },
+        # ICMP time exceeded sent for packets whose TTL expired arriving on this port, and
+        # those the switch-wide rate limit suppressed.
+        "icmp_time_exceeded": counters.icmp_time_exceeded,
+        "icmp_rate_limited": counters.icmp_rate_limited,
+        # Lab-only (fault injection): never shown by the management plane.
+        "fault_drops": counters.fault_drops,
+        "fault_corrupted": counters.fault_corrupted,
         "pfc": {
             "rx_xoff": list(counters.pfc_rx_xoff),
             "rx_xon": list(counters.pfc_rx_xon),

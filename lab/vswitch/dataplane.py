@@ -17,16 +17,34 @@ around them (sockets, shaper, control socket, timers) and drives the model on wa
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import random
 import select
 import socket
+import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from lab.vswitch import packet as pkt
-from lab.vswitch.config import ConfigError, PortConfig, SwitchConfig, with_buffer, with_qos
+from lab.vswitch.config import (
+    ClassifyFault,
+    ConfigError,
+    DelayFault,
+    DropFault,
+    FaultConfig,
+    FcsErrorFault,
+    IcrcErrorFault,
+    IgnorePfcFault,
+    PortConfig,
+    SwitchConfig,
+    faults_to_json,
+    parse_faults,
+    with_buffer,
+    with_qos,
+)
 from lab.vswitch.control import ControlServer
 from lab.vswitch.counters import PortCounters, port_snapshot
 from lab.vswitch.forwarding import NeighborTable, RouteTable, ecmp_index, ip_to_int
@@ -64,8 +82,34 @@ RX_BATCH = 32
 MAX_POLL_TIMEOUT_S = 0.5
 ARP_RETRY_S = 0.2
 RX_BUFFER_BYTES = 65536
+# Carrier is polled like a switch's link scan: a link taken down is noticed within this.
+LINK_POLL_S = 0.1
+# A delay fault holds at most this many frames per port (1 s at 10 Mb/s is ~1300 frames of
+# 1000 bytes); beyond it frames are lost, counted as fault drops.
+MAX_DELAYED_FRAMES = 100_000
+# ICMP error rate limit, per switch (token bucket), like a router's control-plane policer.
+ICMP_RATE_PER_S = 1000.0
+ICMP_BURST = 200.0
+
+_SIOCGIFFLAGS = 0x8913
+_IFF_UP = 0x1
+_IFF_RUNNING = 0x40  # RFC 2863 operational state "up" (carrier and not dormant)
 
 PortOpener = Callable[[str], socket.socket]
+LinkProbe = Callable[["Port"], bool]
+Chance = tuple[random.Random, float]  # a fault's own generator and its percentage
+
+
+def link_is_up(port: Port) -> bool:
+    """Administratively up and running (carrier), asked of the kernel with SIOCGIFFLAGS on the
+    port's own socket -- the switch's network namespace, whatever /sys is mounted."""
+    request = struct.pack("16sH14x", port.name.encode(), 0)
+    try:
+        reply = fcntl.ioctl(port.fd, _SIOCGIFFLAGS, request)
+    except OSError:
+        return False  # the interface is gone (ENODEV): no link
+    flags: int = struct.unpack_from("16sH", reply)[1]
+    return bool(flags & _IFF_UP and flags & _IFF_RUNNING)
 
 
 class Port:
@@ -96,6 +140,25 @@ class Port:
         self.watchdog = PortWatchdog(WatchdogConfig(), now)
         self.ecn: list[EcnMarker | None] = [None] * NUM_CLASSES
         self.queue_limit = 0  # tail-drop limit of this port's lossy egress queues
+        self.tc_of_dscp = [0] * 64  # ingress classification (trust, classify faults)
+        self.oper_up = True
+        # Faults (lab only).  The hot paths test one flag per frame: a port without faults
+        # pays one attribute read on receive and one on transmit.
+        self.rx_faulty = False
+        self.rx_drop: Chance | None = None
+        self.rx_fcs: Chance | None = None
+        self.tx_faulty = False
+        self.tx_drop: Chance | None = None
+        self.tx_icrc: Chance | None = None
+        self.delay_s = 0.0
+        self.delay_line: deque[tuple[float, bytes | bytearray]] = deque()
+        self.ignore_pfc = False
+
+    def clear_faults(self) -> None:
+        """No fault on this port (frames still in its delay line are sent on time)."""
+        self.rx_faulty = self.tx_faulty = self.ignore_pfc = False
+        self.rx_drop = self.rx_fcs = self.tx_drop = self.tx_icrc = None
+        self.delay_s = 0.0
 
     def in_subnet(self, ip: int) -> bool:
         """Whether ``ip`` is in this port's connected subnet."""
@@ -115,8 +178,11 @@ class Switch:
         control_path: str | None = None,
         open_socket: PortOpener = open_port_socket,
         clock: Clock | None = None,
+        link_probe: LinkProbe = link_is_up,
     ) -> None:
         self.config = config
+        self.faults: list[FaultConfig] = []
+        self._link_probe = link_probe
         self._clock: Clock = clock if clock is not None else WallClock()
         self.started = self._clock.now()
         now = self.started
@@ -134,9 +200,11 @@ class Switch:
         self.neighbors = NeighborTable(config, index)
         self._local_ips = {p.ip for p in self.ports}
         self._arp_last_request: dict[int, float] = {}
-        self._tc_of_dscp = [0] * 64
         self._rx_buf = bytearray(RX_BUFFER_BYTES)
         self._timers_due = 0.0  # clock time _run_timers must next run
+        self._link_next_poll = 0.0
+        self._icmp_tokens = ICMP_BURST
+        self._icmp_refilled_at = now
         self._running = False
         self._wakeup_r, self._wakeup_w = os.pipe()
         os.set_blocking(self._wakeup_r, False)
@@ -151,12 +219,63 @@ class Switch:
     def apply_config(self, config: SwitchConfig) -> None:
         """Compile QoS/buffer settings into the per-port fast-path tables (next packet on)."""
         self.config = config
-        qos = config.qos
-        self._tc_of_dscp = [qos.tc_for_dscp(d) for d in range(64)]
         now = self._clock.now()
         for port in self.ports:
             self._compile_port(port, config, now)
+        self._compile_classes()
         self._timers_due = 0.0  # watchdog periods may have changed: recompute at once
+
+    def set_faults(self, data: Any) -> None:
+        """Replace the whole fault set (validated first: :class:`ConfigError`, nothing changed)."""
+        faults = parse_faults(data, [p.name for p in self.ports])
+        self.faults = faults
+        self._compile_faults()
+        self._compile_classes()
+        if faults:
+            log.warning("faults set: %s", faults_to_json(faults))
+        else:
+            log.info("faults cleared")
+
+    def _compile_classes(self) -> None:
+        """Ingress classification per port: its trust, then any ``classify`` fault on top (so
+        the "ASIC" keeps disagreeing with a QoS change made while the fault is on)."""
+        by_name = {p.name: p for p in self.ports}
+        for port in self.ports:
+            port.tc_of_dscp = self.config.qos.port_classes(port.name)
+        for fault in self.faults:
+            if isinstance(fault, ClassifyFault):
+                by_name[fault.port].tc_of_dscp[fault.dscp] = fault.tc
+
+    def _compile_faults(self) -> None:
+        """Per-port fault state from :attr:`faults`; a fresh generator per fault (seeded), so a
+        run is reproducible from the moment the fault set is replaced (a QoS change made
+        meanwhile does not restart them)."""
+        by_name = {p.name: p for p in self.ports}
+        for port in self.ports:
+            port.clear_faults()
+        for fault in self.faults:
+            port = by_name[fault.port]
+            if isinstance(fault, DropFault):
+                chance = (random.Random(fault.seed), fault.percent)
+                if fault.direction == "rx":
+                    port.rx_drop = chance
+                else:
+                    port.tx_drop = chance
+            elif isinstance(fault, FcsErrorFault):
+                port.rx_fcs = (random.Random(fault.seed), fault.percent)
+            elif isinstance(fault, IcrcErrorFault):
+                port.tx_icrc = (random.Random(fault.seed), fault.percent)
+            elif isinstance(fault, IgnorePfcFault):
+                port.ignore_pfc = True
+                for tc in range(NUM_CLASSES):  # a pause already running is forgotten too
+                    port.pause.clear(tc)
+            elif isinstance(fault, DelayFault):
+                port.delay_s = fault.ms / 1000.0
+        for port in self.ports:
+            port.rx_faulty = port.rx_drop is not None or port.rx_fcs is not None
+            port.tx_faulty = (
+                port.tx_drop is not None or port.tx_icrc is not None or port.delay_s > 0
+            )
 
     def _compile_port(self, port: Port, config: SwitchConfig, now: float) -> None:
         qos = config.qos.port(port.name)
@@ -262,9 +381,20 @@ class Switch:
         return max(0.0, deadline - now)
 
     def _run_timers(self, now: float) -> None:
-        """PFC XOFF refreshes and watchdog polls; then note when the next one is due."""
+        """PFC XOFF refreshes, watchdog polls, link scan, delay lines; then note when the next
+        one is due."""
         due = now + MAX_POLL_TIMEOUT_S
+        if now >= self._link_next_poll:
+            self._poll_links(now)
+            self._link_next_poll = now + LINK_POLL_S
+        due = min(due, self._link_next_poll)
         for port in self.ports:
+            line = port.delay_line
+            if line:
+                while line and line[0][0] <= now:
+                    self._send(port, line.popleft()[1])
+                if line:
+                    due = min(due, line[0][0])
             ingress = port.ingress
             if any(ingress.xoff_active):
                 for tc in ingress.refresh_due(now):
@@ -310,6 +440,10 @@ class Switch:
         # PFC frames get their own, their arrival time is what the pause is measured from.
         clock_now = self._clock.now
         now = clock_now()
+        if not port.oper_up:
+            self._discard_input(port)
+            return
+        rx_faulty = port.rx_faulty
         for _ in range(RX_BATCH):
             try:
                 n = sock.recv_into(buf)
@@ -318,6 +452,8 @@ class Switch:
             except OSError as exc:
                 log.error("%s: receive failed: %s", port.name, exc)
                 return
+            if rx_faulty and self._rx_fault(port):
+                continue
             counters.rx_packets += 1
             counters.rx_bytes += n
             if n < pkt.ETH_HEADER_LEN:
@@ -329,6 +465,27 @@ class Switch:
                 self._on_mac_control(port, buf[:n], clock_now())
             elif ethertype == pkt.ETHERTYPE_ARP:
                 self._on_arp(port, buf[:n], now)
+
+    def _discard_input(self, port: Port) -> None:
+        """An oper-down port receives nothing: empty what the kernel still holds."""
+        try:
+            while True:
+                port.sock.recv_into(self._rx_buf)
+        except OSError:
+            pass
+
+    def _rx_fault(self, port: Port) -> bool:
+        """Whether a receive fault eats the frame just read (lost on the wire, or damaged)."""
+        drop = port.rx_drop
+        if drop is not None and drop[0].random() * 100.0 < drop[1]:
+            port.counters.fault_drops += 1  # never reached the port: no counter a switch has
+            return True
+        fcs = port.rx_fcs
+        if fcs is not None and fcs[0].random() * 100.0 < fcs[1]:
+            port.counters.rx_fcs_errors += 1
+            port.counters.rx_errors += 1
+            return True
+        return False
 
     def _on_ipv4(self, port: Port, frame: bytearray, now: float) -> None:
         if frame[0:6] != port.mac or len(frame) < 34:
@@ -344,6 +501,7 @@ class Switch:
         ttl = frame[22]
         if ttl <= 1:
             port.counters.drop_ttl += 1
+            self._time_exceeded(port, frame, ihl, now)
             return
         hops = self.routes.lookup(dst)
         if hops is None:
@@ -365,7 +523,48 @@ class Switch:
         csum = ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
         frame[24] = csum >> 8
         frame[25] = csum & 0xFF
-        self._enqueue(port, out_port, self._tc_of_dscp[frame[15] >> 2], frame, now)
+        self._enqueue(port, out_port, port.tc_of_dscp[frame[15] >> 2], frame, now)
+
+    def _time_exceeded(self, port: Port, frame: bytearray, ihl: int, now: float) -> None:
+        """Answer an expired packet like a router: ICMP time exceeded from the ingress port's
+        address (so a traceroute hop names the link the packet came over), rate-limited."""
+        src = int.from_bytes(frame[26:30], "big")
+        if (
+            src == 0
+            or src >= 0xE0000000  # multicast, reserved, broadcast
+            or (frame[20] & 0x1F)
+            or frame[21]  # not the first fragment (RFC 1812 4.3.2.7)
+        ):
+            return
+        if frame[23] == pkt.IP_PROTO_ICMP and (
+            len(frame) <= 14 + ihl or frame[14 + ihl] in pkt.ICMP_ERROR_TYPES
+        ):
+            return
+        tokens = min(
+            ICMP_BURST, self._icmp_tokens + (now - self._icmp_refilled_at) * ICMP_RATE_PER_S
+        )
+        self._icmp_refilled_at = now
+        if tokens < 1.0:
+            self._icmp_tokens = tokens
+            port.counters.icmp_rate_limited += 1
+            return
+        self._icmp_tokens = tokens - 1.0
+        hops = self.routes.lookup(src)
+        if hops is None:
+            return
+        reply = bytearray(
+            pkt.build_icmp_time_exceeded(frame, port.ip_bytes, pkt.ZERO_MAC, pkt.ZERO_MAC)
+        )
+        hop = hops[0] if len(hops) == 1 else hops[ecmp_index(reply, 20, len(hops))]
+        out_port = self.ports[hop.port]
+        nh_ip = src if hop.ip is None else hop.ip
+        neighbor = self.neighbors.entries.get(nh_ip)
+        if neighbor is None:
+            self._resolve(out_port, nh_ip, now)
+            return
+        reply[0:12] = neighbor[0] + out_port.mac
+        out_port.control_tx.append(bytes(reply))
+        port.counters.icmp_time_exceeded += 1
 
     def _on_local_ipv4(self, port: Port, frame: bytearray, ihl: int, now: float) -> None:
         """Packets to a switch address: answer ICMP echo, drop the rest."""
@@ -417,7 +616,8 @@ class Switch:
                 counters.pfc_rx_xoff[tc] += 1
             else:
                 counters.pfc_rx_xon[tc] += 1
-            pause.receive(tc, quanta, now, override[tc])
+            if not port.ignore_pfc:
+                pause.receive(tc, quanta, now, override[tc])
 
     def _resolve(self, port: Port, ip: int, now: float) -> None:
         """Send (rate-limited) an ARP request for an unresolved next hop."""
@@ -480,18 +680,22 @@ class Switch:
             port.counters.pfc_tx_xon[tc] += 1
         port.control_tx.append(pkt.build_pfc_single(port.mac, tc, quanta))
 
-    def _flush_queue(self, port: Port, tc: int, now: float) -> None:
-        """Watchdog drop action: discard everything queued in ``tc``."""
+    def _flush_queue(self, port: Port, tc: int, now: float, count: bool = True) -> None:
+        """Discard everything queued in ``tc`` (watchdog drop action, or the link went down)."""
         queue = port.queues[tc]
         dropped = 0
         while queue.packets:
             self._release(queue.pop(), now)
             dropped += 1
         port.backlog -= dropped
-        port.watchdog.classes[tc].dropped_packets += dropped
+        if count:
+            port.watchdog.classes[tc].dropped_packets += dropped
 
     def _transmit(self, port: Port, now: float) -> None:
         """Send while the shaper allows: control frames first, then the scheduler's pick."""
+        if not port.oper_up:
+            port.control_tx.clear()
+            return
         if port.tx_idle:
             if port.tx_free_at < now:
                 port.tx_free_at = now
@@ -529,15 +733,74 @@ class Switch:
             else:
                 port.tx_idle = True
                 return
-            try:
-                port.sock.send(frame)
-            except OSError as exc:  # e.g. ENOBUFS: the frame is lost on the "wire"
-                log.debug("%s: send failed: %s", port.name, exc)
+            if port.tx_faulty:
+                self._send_faulty(port, frame, now)
+            else:
+                try:
+                    port.sock.send(frame)
+                except OSError as exc:  # e.g. ENOBUFS: the frame is lost on the "wire"
+                    log.debug("%s: send failed: %s", port.name, exc)
             counters.tx_packets += 1
             counters.tx_bytes += len(frame)
             start = port.tx_free_at if port.tx_free_at > earliest_start else earliest_start
             wire_bytes = len(frame) if len(frame) > pkt.MIN_FRAME_LEN else pkt.MIN_FRAME_LEN
             port.tx_free_at = start + (wire_bytes + pkt.WIRE_OVERHEAD) * byte_time
+
+    def _send(self, port: Port, frame: bytes | bytearray) -> None:
+        try:
+            port.sock.send(frame)
+        except OSError as exc:
+            log.debug("%s: send failed: %s", port.name, exc)
+
+    def _send_faulty(self, port: Port, frame: bytes | bytearray, now: float) -> None:
+        """The wire after a faulty transmitter: the switch counted the frame as sent."""
+        drop = port.tx_drop
+        if drop is not None and drop[0].random() * 100.0 < drop[1]:
+            port.counters.fault_drops += 1
+            return
+        icrc = port.tx_icrc
+        # Only RoCEv2 frames carry an ICRC to break, and only they draw from the generator:
+        # ``percent`` is a share of the RoCE frames, reproducible whatever else is sent.
+        if icrc is not None and pkt.roce_flip_offset(frame) and icrc[0].random() * 100.0 < icrc[1]:
+            # Queued frames are the switch's own bytearrays; control frames are immutable.
+            damaged = frame if isinstance(frame, bytearray) else bytearray(frame)
+            pkt.corrupt_roce(damaged)
+            frame = damaged
+            port.counters.fault_corrupted += 1
+        if port.delay_s > 0.0:
+            line = port.delay_line
+            if len(line) >= MAX_DELAYED_FRAMES:
+                port.counters.fault_drops += 1
+                return
+            release = now + port.delay_s
+            line.append((release, frame))
+            if release < self._timers_due:
+                self._timers_due = release
+            return
+        self._send(port, frame)
+
+    def _poll_links(self, now: float) -> None:
+        """Link scan: a port whose carrier went away is oper-down (queues flushed, routes over
+        it withdrawn); back up, it is used again."""
+        changed = False
+        for port in self.ports:
+            up = self._link_probe(port)
+            if up == port.oper_up:
+                continue
+            changed = True
+            port.oper_up = up
+            if up:
+                log.warning("%s: link up", port.name)
+                port.tx_idle = True
+                continue
+            log.warning("%s: link down", port.name)
+            for tc in range(NUM_CLASSES):
+                self._flush_queue(port, tc, now, count=False)
+                port.pause.clear(tc)
+            port.control_tx.clear()
+            port.delay_line.clear()
+        if changed:
+            self.routes.set_down(frozenset(p.index for p in self.ports if not p.oper_up))
 
     # ---------------------------------------------------------------- control commands
 
@@ -569,10 +832,21 @@ class Switch:
             return self._reconfigure(
                 lambda: with_buffer(self.config, request["buffer"], port), "buffer"
             )
+        if cmd == "set_faults":
+            if "faults" not in request:
+                return {"ok": False, "error": 'set_faults needs a "faults" list'}
+            try:
+                self.set_faults(request["faults"])
+            except ConfigError as exc:
+                log.warning("refused faults: %s", exc)
+                return {"ok": False, "error": str(exc)}
+            return {"ok": True, "faults": faults_to_json(self.faults)}
+        if cmd == "get_faults":
+            return {"ok": True, "faults": faults_to_json(self.faults)}
         return {
             "ok": False,
             "error": f"unknown cmd {cmd!r}; known: ping, counters, clear_counters, "
-            "clear_watermarks, get_config, set_qos, set_buffer",
+            "clear_watermarks, get_config, set_qos, set_buffer, set_faults, get_faults",
         }
 
     def _reconfigure(self, build: Callable[[], SwitchConfig], what: str) -> dict[str, Any]:
@@ -595,7 +869,12 @@ class Switch:
             "uptime_s": round(now - self.started, 3),
             "ports": {
                 port.name: port_snapshot(
-                    port.counters, port.paused_view(now), port.ingress, port.queues, port.watchdog
+                    port.counters,
+                    port.paused_view(now),
+                    port.ingress,
+                    port.queues,
+                    port.watchdog,
+                    port.oper_up,
                 )
                 for port in self.ports
             },

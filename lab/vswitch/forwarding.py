@@ -41,14 +41,24 @@ class RouteTable:
             table[(ip_to_int(net.network_address), net.prefixlen)] = (
                 Nexthop(None, port_index[port.ifname]),
             )
+        self._table = table
+        self._levels: list[tuple[int, dict[int, tuple[Nexthop, ...]]]] = []
+        self._cache: dict[int, tuple[Nexthop, ...] | None] = {}
+        self.set_down(frozenset())
+
+    def set_down(self, down: frozenset[int]) -> None:
+        """Recompile without next hops over the ``down`` ports (ECMP local repair); a route
+        left without any next hop is gone, so its destinations count as no route."""
         by_len: dict[int, dict[int, tuple[Nexthop, ...]]] = {}
-        for (network, plen), hops_tuple in table.items():
-            by_len.setdefault(plen, {})[network] = hops_tuple
+        for (network, plen), hops in self._table.items():
+            alive = tuple(h for h in hops if h.port not in down)
+            if alive:
+                by_len.setdefault(plen, {})[network] = alive
         self._levels = [
             (((0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF), entries)
             for plen, entries in sorted(by_len.items(), reverse=True)
         ]
-        self._cache: dict[int, tuple[Nexthop, ...] | None] = {}
+        self._cache = {}
 
     def lookup(self, dst: int) -> tuple[Nexthop, ...] | None:
         """Next hops of the longest matching prefix for ``dst`` (None = no route)."""

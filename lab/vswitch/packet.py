@@ -169,3 +169,85 @@ def build_icmp_echo_reply(request: bytes | bytearray, src_mac: bytes, dst_mac: b
     icmp[2:4] = b"\x00\x00"
     struct.pack_into("!H", icmp, 2, checksum(icmp))
     return pad_frame(dst_mac + src_mac + b"\x08\x00" + bytes(ip_header) + bytes(icmp))
+
+
+ICMP_TIME_EXCEEDED = 11
+# RFC 1812 4.3.2.7: no ICMP error about an ICMP error (these types), so two routers can never
+# bounce errors at each other.
+ICMP_ERROR_TYPES = frozenset({3, 4, 5, 11, 12})
+# RFC 1812 4.3.2.3 allows quoting more than the RFC 792 minimum (IP header + 8 bytes); 64
+# bytes cover the UDP header, the RoCEv2 BTH and the start of its payload.
+ICMP_QUOTE_BYTES = 64
+
+
+def build_icmp_time_exceeded(
+    original: bytes | bytearray, src_ip: bytes, src_mac: bytes, dst_mac: bytes
+) -> bytes:
+    """ICMP time exceeded (type 11, code 0) from ``src_ip`` to the source of ``original``
+    (an Ethernet/IPv4 frame as received), quoting its IP header and 64 bytes after it."""
+    ihl = (original[14] & 0x0F) * 4
+    total_len = (original[16] << 8) | original[17]
+    end = min(len(original), 14 + max(total_len, ihl), 14 + ihl + ICMP_QUOTE_BYTES)
+    quote = bytes(original[14:end])
+    icmp = bytearray(struct.pack("!BBHI", ICMP_TIME_EXCEEDED, 0, 0, 0) + quote)
+    struct.pack_into("!H", icmp, 2, checksum(icmp))
+    header = bytearray(
+        struct.pack(
+            "!BBHHHBBH4s4s",
+            0x45,
+            0,  # DSCP 0, not-ECT
+            20 + len(icmp),
+            0,
+            0,
+            64,
+            IP_PROTO_ICMP,
+            0,
+            src_ip,
+            bytes(original[26:30]),
+        )
+    )
+    struct.pack_into("!H", header, 10, checksum(header))
+    return pad_frame(dst_mac + src_mac + b"\x08\x00" + bytes(header) + bytes(icmp))
+
+
+ROCE_UDP_PORT = 4791
+_UDP_HEADER_LEN = 8
+_BTH_LEN = 12
+_ICRC_LEN = 4
+
+
+def roce_flip_offset(frame: bytes | bytearray) -> int:
+    """Where :func:`corrupt_roce` would flip a byte: the first byte after the BTH, or the last
+    BTH byte if there is no payload; 0 if the frame is not an unfragmented IPv4/UDP frame to
+    port 4791 long enough for a BTH and an ICRC."""
+    if len(frame) < 34 or frame[12] != 0x08 or frame[13] != 0x00 or frame[23] != IP_PROTO_UDP:
+        return 0
+    if (frame[20] & 0x3F) or frame[21]:
+        return 0  # a fragment: the BTH is only in the first one, leave all alone
+    l4 = 14 + (frame[14] & 0x0F) * 4
+    ip_end = min(len(frame), 14 + ((frame[16] << 8) | frame[17]))
+    bth = l4 + _UDP_HEADER_LEN
+    if ip_end < bth + _BTH_LEN + _ICRC_LEN or (frame[l4 + 2] << 8) | frame[l4 + 3] != ROCE_UDP_PORT:
+        return 0
+    payload = bth + _BTH_LEN
+    return payload if payload < ip_end - _ICRC_LEN else payload - 1
+
+
+def corrupt_roce(frame: bytearray) -> bool:
+    """Flip one byte of a RoCEv2 frame's BTH payload (see :func:`roce_flip_offset`) so its
+    ICRC no longer matches; the IP header is untouched and a non-zero UDP checksum is fixed
+    up, so only the ICRC tells.  False (frame unchanged) if it is not RoCEv2."""
+    offset = roce_flip_offset(frame)
+    if not offset:
+        return False
+    l4 = 14 + (frame[14] & 0x0F) * 4
+    word_at = offset - ((offset - l4) & 1)  # 16-bit word (from the UDP header) holding it
+    old_word = (frame[word_at] << 8) | frame[word_at + 1]
+    frame[offset] ^= 0xFF
+    udp_csum = (frame[l4 + 6] << 8) | frame[l4 + 7]
+    if udp_csum:
+        new_word = (frame[word_at] << 8) | frame[word_at + 1]
+        fixed = checksum_update(udp_csum, old_word, new_word) or 0xFFFF
+        frame[l4 + 6] = fixed >> 8
+        frame[l4 + 7] = fixed & 0xFF
+    return True

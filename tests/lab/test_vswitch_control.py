@@ -65,8 +65,10 @@ def test_counters_have_the_documented_shape(topo: fx.Topology) -> None:
             port = counters["ports"]["eth1"]
             assert set(port) == {
                 "rx_packets", "rx_bytes", "rx_overruns", "tx_packets", "tx_bytes", "drops", "pfc",
-                "paused", "ingress", "queues",
+                "paused", "ingress", "queues", "rx_fcs_errors", "rx_errors", "oper_up",
+                "icmp_time_exceeded", "icmp_rate_limited", "fault_drops", "fault_corrupted",
             }  # fmt: skip
+            assert port["oper_up"] is True
             assert set(port["drops"]) == {"ttl", "no_route", "arp_unresolved"}
             for key in ("rx_xoff", "rx_xon", "tx_xoff", "tx_xon"):
                 assert port["pfc"][key] == [0] * 8
@@ -113,6 +115,7 @@ def test_invalid_qos_is_refused_and_nothing_changes(topo: fx.Topology) -> None:
                 ({"ports": {"eth1": {"no_drop": [9]}}}, "qos.ports.eth1.no_drop.0"),
                 ({"ports": {"eth9": {}}}, "qos.ports.eth9"),
                 ({"trust": "cos"}, "qos.trust"),
+                ({"ports": {"eth1": {"trust": "vlan"}}}, "qos.ports.eth1.trust"),
                 ({"dscp_to_tc": {"64": 1}}, "qos.dscp_to_tc.64"),
                 ({"watchdog": {"enabled": True, "action": "shutdown"}}, "qos.watchdog.action"),
             ):

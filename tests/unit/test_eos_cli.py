@@ -517,8 +517,10 @@ def test_global_all_off_and_trust() -> None:
         "priority-flow-control on",
         "no qos trust",
     )
-    with pytest.raises(TranslationError, match="disagree on qos trust"):
-        to_vswitch_qos(config)
+    qos = to_vswitch_qos(config)
+    assert qos["trust"] == "dscp" and qos["ports"]["eth1"]["trust"] == "none"
+    assert qos["ports"]["eth1"]["pfc_enabled"] is False
+    _validated(qos)
     config = configure(
         "no qos trust",
         "priority-flow-control all off",
@@ -527,8 +529,32 @@ def test_global_all_off_and_trust() -> None:
     )
     qos = to_vswitch_qos(config)
     assert qos["trust"] == "none" and "eth1" not in qos["ports"]
-    with pytest.raises(TranslationError, match="cos"):
-        to_vswitch_qos(configure("interface Ethernet1", "qos trust cos"))
+
+
+TRUST_CASES: list[tuple[list[str], str, dict[str, str]]] = [
+    # (config lines, switch-wide data-plane trust, per-port trust where it differs)
+    ([], "dscp", {}),
+    (["interface Ethernet1", "qos trust cos"], "dscp", {"eth1": "cos"}),
+    (["interface Ethernet2", "qos trust dscp"], "dscp", {}),
+    (["qos trust cos"], "dscp", {f"eth{i}": "cos" for i in range(1, 5)}),
+    (
+        ["qos trust cos", "interface Ethernet2", "qos trust dscp"],
+        "dscp",
+        {"eth1": "cos", "eth3": "cos", "eth4": "cos"},
+    ),
+    (["no qos trust", "interface Ethernet1", "qos trust cos"], "none", {"eth1": "cos"}),
+    (["no qos trust", "interface Ethernet2", "qos trust dscp"], "none", {"eth2": "dscp"}),
+]
+
+
+@pytest.mark.parametrize(("lines", "switch_trust", "ports"), TRUST_CASES)
+def test_per_interface_trust_reaches_the_data_plane(
+    lines: list[str], switch_trust: str, ports: dict[str, str]
+) -> None:
+    qos = to_vswitch_qos(configure(*lines))
+    assert qos["trust"] == switch_trust
+    assert {name: p["trust"] for name, p in qos["ports"].items() if "trust" in p} == ports
+    _validated(qos)
 
 
 def test_ecn_min_above_max_is_refused_with_where() -> None:

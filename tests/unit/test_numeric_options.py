@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from agent.app.cli import main
 from agent.app.daemon import DaemonConfig
-from agent.app.support import FiniteFloat
+from common.clicktypes import FiniteFloat
 
 REPO = Path(__file__).resolve().parents[2]
 BAD = ["nan", "NaN", "inf", "-inf", "Infinity", "1e999", "-1", "x"]

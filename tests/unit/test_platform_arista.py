@@ -118,6 +118,21 @@ def test_one_wrong_threshold_is_exactly_one_difference() -> None:
     ]
 
 
+def test_one_port_trusting_cos_is_named_not_just_mixed() -> None:
+    tree = json.loads((DATA / "leaf2-running-config.json").read_text())
+    tree["cmds"]["interface Ethernet3"]["cmds"]["qos trust cos"] = None
+    recorded = Recorded({"show running-config | json": json.dumps(tree)})
+    actual = EOS.read_state(Connection(recorded, "leaf2"))
+    assert actual.trust == "mixed"
+    found = diff("leaf2", desired_state(lab_leaf2()), actual)
+    assert [(d.interface, d.setting, d.expected, d.actual) for d in found] == [
+        ("Ethernet3", "trust", "dscp", "pcp")  # CoS trust, in the state's words
+    ]
+    # and the change that fixes it sets that interface's trust back
+    lines = EOS.render_changes(desired_state(lab_leaf2()), actual)
+    assert lines[lines.index("interface Ethernet3") + 1] == "   qos trust dscp"
+
+
 def test_factory_config_differs_in_every_lossless_setting() -> None:
     factory = {
         "cmds": {"hostname leaf2": None, **{f"interface Ethernet{i}": None for i in range(1, 5)}}
@@ -220,3 +235,30 @@ def test_a_refused_save_is_an_error_naming_the_device() -> None:
 )
 def test_unsaved_lines_from_running_config_diffs(output: str, unsaved: list[str]) -> None:
     assert EOS.unsaved(Connection(Scripted({"show running-config diffs": output}), "x")) == unsaved
+
+
+# ``show interfaces counters errors | json``: the shape of ANTA's VerifyInterfaceErrors test
+# data (anta tests/units/anta_tests/test_interfaces.py, INPUT_INTERFACE_ERRORS); ``show
+# interfaces status | json``: ANTA's create_status_data (``linkStatus``).
+_ERRORS_ZERO = {"inErrors": 0, "frameTooLongs": 0, "outErrors": 0, "frameTooShorts": 0,
+                "fcsErrors": 0, "alignmentErrors": 0, "symbolErrors": 0}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("link", "errors", "expected"),
+    [
+        ("connected", _ERRORS_ZERO, {"up": True, "fcs_errors": 0, "in_errors": 0}),
+        ("notconnect", _ERRORS_ZERO, {"up": False, "fcs_errors": 0, "in_errors": 0}),
+        ("errdisabled", _ERRORS_ZERO, {"up": False, "fcs_errors": 0, "in_errors": 0}),
+        ("connected", {**_ERRORS_ZERO, "fcsErrors": 42, "inErrors": 42},
+         {"up": True, "fcs_errors": 42, "in_errors": 42}),
+        (None, {**_ERRORS_ZERO, "fcsErrors": 7}, {"up": None, "fcs_errors": 7, "in_errors": 0}),
+    ],
+    ids=["up-clean", "down", "errdisabled", "fcs-errors", "no-status-row"],
+)  # fmt: skip
+def test_link_health_from_recorded_json(
+    link: str | None, errors: dict[str, int], expected: dict[str, Any]
+) -> None:
+    status = {"interfaceStatuses": {} if link is None else {"Ethernet6": {"linkStatus": link}}}
+    health = EOS.link_health_from_json(status, {"interfaceErrorCounters": {"Ethernet6": errors}})
+    assert health["Ethernet6"].model_dump(include=set(expected)) == expected

@@ -1,0 +1,128 @@
+"""``roce-agent locate FABRIC``: which link, port, switch or host NIC (issue #15).
+
+1. discover each host pair's ECMP paths: UDP traceroute with the probes' own 5-tuple
+   (:mod:`agent.probes.paths`);
+2. read every switch's configuration, counters and link state over SSH;
+3. run the path-aware mesh — one low-rate flow per path, every host at once
+   (:mod:`agent.probes.mesh`) — and TTL-limited probes to every hop of every path;
+4. read the counters and link state again;
+5. join it all with the topology and rank the suspects (:mod:`agent.locate`).
+
+Exit codes: 0 no fault found; 1 at least one suspect; 2 the command could not run (bad
+input, a host that cannot probe). A switch that cannot be read is a note, not an exit 2: the
+other evidence still counts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
+from agent.errors import printable
+from agent.loader import load_fabric
+from agent.locate_fabric import LocateRun, as_json, run_locate
+from common.clicktypes import FiniteFloat
+
+SECONDS = FiniteFloat(0, 3600, min_open=True)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def render_markdown(run: LocateRun) -> str:
+    verdict = run.verdict
+    lines = [
+        f"**locate:** {verdict.as_dict()['summary']} — {verdict.paths} paths probed, "
+        f"{verdict.bad_paths} bad, {run.duration_s:.0f} s",
+        "",
+    ]
+    if verdict.suspects:
+        lines += ["| rank | kind | element | confidence | evidence |", "|---|---|---|---|---|"]
+        for rank, suspect in enumerate(verdict.suspects, start=1):
+            evidence = "<br>".join(e.replace("|", "\\|") for e in suspect.evidence)
+            lines.append(
+                f"| {rank} | {suspect.kind} | `{suspect.element}` | "
+                f"{suspect.confidence:.2f} | {evidence} |"
+            )
+    for note in verdict.notes:
+        lines.append(f"- note: {note}")
+    return "\n".join(lines)
+
+
+def render_table(run: LocateRun, console: Console) -> None:
+    verdict = run.verdict
+    table = Table(title=Text(printable(f"locate: {verdict.as_dict()['summary']}")))
+    for column in ("rank", "kind", "element", "confidence", "evidence"):
+        table.add_column(column, justify="right" if column in ("rank", "confidence") else "left")
+    for rank, suspect in enumerate(verdict.suspects, start=1):
+        table.add_row(
+            str(rank),
+            suspect.kind,
+            Text(printable(suspect.element)),
+            f"{suspect.confidence:.2f}",
+            Text(printable("\n".join(suspect.evidence))),
+        )
+    if verdict.suspects:
+        console.print(table)
+    console.print(
+        Text(
+            printable(
+                f"{verdict.as_dict()['summary']}: {verdict.paths} paths probed, "
+                f"{verdict.bad_paths} bad; time to verdict {run.duration_s:.1f} s"
+            )
+        )
+    )
+    for note in verdict.notes:
+        console.print(Text(printable(f"note: {note}")))
+
+
+@click.command("locate")
+@FABRIC
+@click.option(
+    "--duration", type=SECONDS, default=5.0, show_default=True, help="Seconds of mesh probing."
+)
+@click.option(
+    "--output", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True
+)
+@click.option(
+    "--rate-per-host",
+    "rate_per_host",
+    type=int,
+    default=400_000,
+    show_default=True,
+    help="Probe bits per second a host sends in total (capped at a tenth of its link).",
+)
+@click.option(
+    "--load",
+    is_flag=True,
+    help="Also run a 2 s line-rate incast per leaf while probing: finds faults that "
+    "only show under congestion (RoCE in a lossy class, pause not honoured).",
+)
+@handle_errors
+def locate_command(
+    fabric: Any, duration: float, output: str, rate_per_host: int, load: bool
+) -> None:
+    """Find the link, port, switch or host NIC behind a symptom.
+
+    Traces every host pair's ECMP paths with the probes' own 5-tuple, probes each path,
+    reads the switches' counters, link state and configuration before and after, and ranks
+    the suspects with their evidence. Exit 0: no fault found; 1: suspects; 2: could not run.
+    """
+    if rate_per_host <= 0:
+        raise click.BadParameter("Expected: > 0", param_hint="--rate-per-host")
+    intent = load_fabric(fabric).intent
+    run = run_locate(intent, duration_s=duration, rate_per_host_bps=rate_per_host, load=load)
+    if output == "json":
+        click.echo(json.dumps(as_json(run), indent=2))
+    elif output == "markdown":
+        click.echo(render_markdown(run))
+    else:
+        render_table(run, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
+    sys.exit(EXIT_FAILED if run.verdict.fault_found else EXIT_OK)
