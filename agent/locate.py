@@ -284,6 +284,7 @@ class Suspect:
     pause_over: frozenset[str] = frozenset()
     # The path symptoms it accounts for (a drop counter explains loss, not latency).
     symptoms: frozenset[str] = field(default_factory=lambda: ALL_SYMPTOMS)
+    found_by: str | None = None  # the path symptom tomography found it by (None: a counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -484,6 +485,7 @@ def _tomography(
                 evidence=evidence,
                 explains={name},
                 paths=len(covered),
+                found_by=symptom.name,
             )
         )
         for p in covered:
@@ -496,20 +498,14 @@ def _slow_links(suspects: list[Suspect]) -> list[Suspect]:
     frames too (a lost XOFF: the neighbour keeps sending; a lost XON: it stays paused until
     the watchdog drops), and frames in flight on a slow link outrun the headroom planned for
     its length. The link is the culprit then, not a neighbour that ignores pause."""
-    bad_links = {
-        s.element: s
-        for s in suspects
-        if s.kind == "link"
-        and s.evidence
-        and (" lost (" in s.evidence[0] or "were slow" in s.evidence[0])
-    }
+    bad_links = {s.element: s for s in suspects if s.found_by in ("loss", "latency")}
     kept = []
     for suspect in suspects:
         link = next((bad_links[n] for n in sorted(suspect.pause_over) if n in bad_links), None)
         if link is None:
             kept.append(suspect)
             continue
-        slow = "were slow" in link.evidence[0]
+        slow = link.found_by == "latency"
         link.evidence += [
             f"{why}; but the pause went over this {'slow' if slow else 'lossy'} link: "
             + (
@@ -558,8 +554,9 @@ def _lossy_class(
     ports: Sequence[PortSymptoms],
 ) -> Suspect:
     """Loss behind a link, and lossy-queue drops further down those paths while only the
-    lossless class was sent: the link's receiving port classifies RoCE into a lossy class
-    (a data plane that disagrees with its configuration: the config read found nothing)."""
+    lossless class was sent: the port by which those paths entered the dropping switch
+    classifies RoCE into a lossy class (a data plane that disagrees with its configuration:
+    the config read found nothing)."""
     # Each switch classifies at its own ingress, so drops in a lossy queue of switch D come
     # from traffic that entered D by a port that misclassified it: on the bad paths, the
     # link into D just before the dropping egress.

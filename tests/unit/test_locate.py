@@ -254,3 +254,26 @@ def test_without_hop_probes_links_on_the_same_paths_stay_ambiguous_and_say_so(
     assert first.element in twins
     assert any(f"indistinguishable by these paths from: {(twins - {first.element}).pop()}" in e
                for e in first.evidence)  # fmt: skip
+
+
+def test_the_ticket_formats_name_the_first_suspect_and_its_evidence(topology: Topology) -> None:
+    from rich.console import Console
+
+    from agent.app.locate import render_markdown, render_table
+    from agent.locate_fabric import LocateRun, as_json
+
+    fault = Fault(loss={"leaf1:Ethernet1>spine1": 0.05})
+    verdict = locate(topology, mesh(fault), [])
+    run = LocateRun(verdict, mesh(fault), 21.5, {"paths": 3.0},
+                    [PortSymptoms("spine1", "Ethernet1", up=True, fcs_errors=4)])  # fmt: skip
+    markdown = render_markdown(run).splitlines()
+    assert markdown[0].startswith("**locate:** link leaf1:Ethernet1>spine1 (confidence 0.90)")
+    assert markdown[4].startswith("| 1 | link | `leaf1:Ethernet1>spine1` | 0.90 | 4 of 4 paths")
+    console = Console(record=True, width=200)
+    render_table(run, console)
+    assert "leaf1:Ethernet1>spine1" in console.export_text()
+    document = as_json(run)
+    assert document["suspects"][0]["rank"] == 1 and document["time_to_verdict_s"] == 21.5
+    assert document["counters_moved"] == [
+        {"device": "spine1", "port": "Ethernet1", "fcs_errors": 4}
+    ]
