@@ -1,8 +1,10 @@
 """`roce-agent locate` against faults injected in the lab (issue #15, item 4).
 
-One leaf-spine lab configured by `roce-agent apply`; `roce-agent locate --load` through the
-CLI with no fault (exit 0, no suspect, every path clean) and with a bad optic on one link
-direction (exit 1, that link first with its FCS evidence), whose verdict is then fed to the
+One leaf-spine lab configured by `roce-agent apply`; `roce-agent locate` through the CLI
+(without `--load`: its incast doubles the run's processes on the shared CI machine, and
+neither case here needs congestion) with no fault (exit 0, no suspect, every path clean) and
+with a bad optic on one link direction (exit 1, that link first with its FCS evidence), whose
+verdict is then fed to the
 exporter's store as the daemon does. Every fault kind, on seeded random elements, with the
 accuracy and the time to verdict: `bench/locate.py` (about 20 s per run, too long for this
 suite); each kind's rule: tests/unit/test_locate.py.
@@ -54,7 +56,7 @@ def intent(lab: Lab) -> FabricIntent:
 
 def _locate_cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent", "locate", lab.status["fabric_file"], "--load",
+        [sys.executable, "-m", "agent", "locate", lab.status["fabric_file"],
          "--duration", str(DURATION_S), *args],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
@@ -65,8 +67,7 @@ def test_no_fault_no_suspect_exit_0(lab: Lab) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     verdict = json.loads(done.stdout)
     assert verdict["fault_found"] is False and verdict["suspects"] == []
-    # 4 same-leaf pairs + 8 cross-leaf pairs x 2 spines, and the 4 flows of the load
-    assert verdict["paths"] == 24 and verdict["bad_paths"] == 0
+    assert verdict["paths"] == 20 and verdict["bad_paths"] == 0  # 4 same-leaf + 8 pairs x 2
     assert verdict["summary"].startswith("no fault found")
 
 
