@@ -84,7 +84,10 @@ class ProbeProcess(ProbeHandle):
             raise ProbeError(
                 f"{self.role} on {self.host} did not finish within {timeout} s"
             ) from None
-        data = _parse_result(self.host, self.role, out, err)
+        code = self.process.returncode
+        # A worker killed by a signal prints nothing: say which, or the error is blank.
+        why = err if err.strip() or code == 0 else f"exit status {code}"
+        data = _parse_result(self.host, self.role, out, why)
         if self.process.returncode != 0:
             raise ProbeError(f"{self.role} on {self.host} exited {self.process.returncode}: {err}")
         return data
