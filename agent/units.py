@@ -12,6 +12,7 @@ overflow or the interpreter's 4 300-digit ``int()`` limit.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 _SPEED_RE = re.compile(
     r"^\s*(\d{1,15}(?:\.\d{1,9})?)\s*([KMGT]?)(?:b/s|bps)?\s*$", re.IGNORECASE | re.ASCII
@@ -79,7 +80,8 @@ def parse_size(value: str | int) -> int:
             f"expected a size in bytes such as 150000, 150KB, 1.5MB or 64KiB, got {value!r}"
         )
     number, unit = match.groups()
-    size = float(number) * _SIZE_FACTOR[(unit or "").upper()]
+    # Decimal, not float: 16.1 * 1000 is 16100.000000000002 in binary floating point.
+    size = Decimal(number) * _SIZE_FACTOR[(unit or "").upper()]
     if size != int(size):
         raise UnitError(f"size must be a whole number of bytes, got {value!r}")
     return int(size)
