@@ -82,13 +82,8 @@ def run_locate(
     discovered = probe_paths.discover(intent, pairs, max_sports=max_sports)
     phases["paths"] = time.monotonic() - mark
 
-    probes = [
-        MeshProbe(path.src, path.dst, path.sport)
-        for found in discovered.values()
-        for path in found
-        if path.full
-    ]
     traced = [p for f in discovered.values() for p in f if p.full]
+    probes = [MeshProbe(p.src, p.dst, p.sport) for p in traced]
     incasts = load_plan(topology, discovered) if load else []
     mark = time.monotonic()
     with ThreadPoolExecutor(max_workers=2 + len(incasts)) as pool:

@@ -28,7 +28,13 @@ from agent.probes.scenarios import (
     flow_of,
     start_receivers,
 )
-from agent.probes.sender import ETHERNET_OVERHEAD, MAX_DURATION_S, MAX_START_WAIT_S, resolve_path
+from agent.probes.sender import (
+    ETHERNET_OVERHEAD,
+    MAX_DURATION_S,
+    MAX_START_WAIT_S,
+    resolve_path,
+    wait_for_start,
+)
 from lossless.pfc import PauseHonouring
 
 MESH_PAYLOAD_BYTES = 256
@@ -89,9 +95,11 @@ def run_mesh_sender(spec: MeshSendSpec, ready: Callable[[], None] | None = None)
     """Send every flow round-robin at ``rate_bps`` in total until ``duration_s``; per flow,
     how many were sent."""
     mac = interface_mac(spec.ifname)
+    # One route lookup per destination, not per flow (a host has several paths to each).
+    routes = {dst: resolve_path(dst) for dst in {flow.dst_ip for flow in spec.flows}}
     templates = []
     for flow in spec.flows:
-        _, src_ip, next_hop = resolve_path(flow.dst_ip)
+        _, src_ip, next_hop = routes[flow.dst_ip]
         templates.append(
             RoceTemplate(
                 Flow(mac, next_hop, src_ip, flow.dst_ip, dscp=spec.dscp, sport=flow.sport,
@@ -104,8 +112,7 @@ def run_mesh_sender(spec: MeshSendSpec, ready: Callable[[], None] | None = None)
     try:
         if ready:
             ready()
-        if spec.start_at is not None:
-            time.sleep(max(0.0, spec.start_at - time.time()))
+        wait_for_start(spec.start_at)
         start = time.monotonic()
         deadline = start + spec.duration_s
         due = start

@@ -22,8 +22,9 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -284,14 +285,13 @@ def _templates(
     return probes
 
 
-def run_trace(spec: TraceSpec) -> dict[str, Any]:
-    """Trace every probe of ``spec`` from this host; JSON-ready result (hops per TTL)."""
+@contextmanager
+def _probe_sockets(
+    probes: Sequence[_Probe],
+) -> Iterator[tuple[socket.socket, dict[str, socket.socket]]]:
+    """A raw ICMP socket for the answers and a send-only port per interface, closed after."""
     from agent.probes.rawsock import REJECT_ALL_FILTER, open_port
 
-    probes = _build_probes(spec)
-    by_key = {(p.dst_ip, p.sport): p for p in probes}
-    sources = {p.src_ip for p in probes}
-    ignored = 0
     senders: dict[str, socket.socket] = {}
     icmp = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     try:
@@ -299,6 +299,20 @@ def run_trace(spec: TraceSpec) -> dict[str, Any]:
         icmp.setblocking(False)
         for ifname in {p.ifname for p in probes}:
             senders[ifname] = open_port(ifname, bpf=REJECT_ALL_FILTER)
+        yield icmp, senders
+    finally:
+        icmp.close()
+        for sock in senders.values():
+            sock.close()
+
+
+def run_trace(spec: TraceSpec) -> dict[str, Any]:
+    """Trace every probe of ``spec`` from this host; JSON-ready result (hops per TTL)."""
+    probes = _build_probes(spec)
+    by_key = {(p.dst_ip, p.sport): p for p in probes}
+    sources = {p.src_ip for p in probes}
+    ignored = 0
+    with _probe_sockets(probes) as (icmp, senders):
         gap = 1.0 / spec.rate_pps
         start = time.monotonic()
         for ttl in range(1, spec.max_ttl + 1):
@@ -326,10 +340,6 @@ def run_trace(spec: TraceSpec) -> dict[str, Any]:
                     ignored += _collect(icmp, by_key, sources, left)
         ignored += _collect(icmp, by_key, sources, 0.0)
         elapsed = time.monotonic() - start
-    finally:
-        icmp.close()
-        for sock in senders.values():
-            sock.close()
     return {
         "role": "trace",
         "src_ips": sorted(sources),
@@ -454,8 +464,6 @@ def changed_on_the_way(sent_l4: bytes, quoted_l4: bytes) -> bool:
 
 def run_hops(spec: HopSpec) -> dict[str, Any]:
     """Send every probe's packets hop by hop, round by round; count the answers per hop."""
-    from agent.probes.rawsock import REJECT_ALL_FILTER, open_port
-
     probes = _templates([(d, s) for d, s, _ in spec.probes], spec.dscp, {})
     hops = {(p.dst_ip, p.sport): n for (_, _, n), p in zip(spec.probes, probes, strict=True)}
     stats: dict[tuple[str, int], list[dict[str, Any]]] = {
@@ -467,8 +475,6 @@ def run_hops(spec: HopSpec) -> dict[str, Any]:
     sources = {p.src_ip for p in probes}
     seen: set[tuple[str, int, int]] = set()
     ignored = 0
-    icmp = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    senders: dict[str, socket.socket] = {}
 
     def collect(timeout: float) -> None:
         nonlocal ignored
@@ -509,11 +515,7 @@ def run_hops(spec: HopSpec) -> dict[str, Any]:
             if changed_on_the_way(sent_l4[key], answer.quoted_l4):
                 rows[ttl - 1]["corrupted"] += 1
 
-    try:
-        icmp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        icmp.setblocking(False)
-        for ifname in {p.ifname for p in probes}:
-            senders[ifname] = open_port(ifname, bpf=REJECT_ALL_FILTER)
+    with _probe_sockets(probes) as (icmp, senders):
         gap = 1.0 / spec.rate_pps
         start = next_send = time.monotonic()
         for round_index in range(spec.count):
@@ -533,10 +535,6 @@ def run_hops(spec: HopSpec) -> dict[str, Any]:
         ):
             collect(left)
         elapsed = time.monotonic() - start
-    finally:
-        icmp.close()
-        for sock in senders.values():
-            sock.close()
     return {
         "role": "hops",
         "src_ips": sorted(sources),

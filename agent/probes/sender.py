@@ -159,6 +159,15 @@ def resolve_path(dst_ip: str) -> tuple[str, str, str]:
     raise RuntimeError(f"no neighbour entry for next hop {hop} on {ifname} (ARP not resolved)")
 
 
+def wait_for_start(start_at: float | None) -> float | None:
+    """Sleep until the agreed wall-clock moment (senders that start together); how late this
+    host woke up, or None without one."""
+    if start_at is None:
+        return None
+    time.sleep(max(0.0, start_at - time.time()))
+    return max(0.0, time.time() - start_at)
+
+
 def run_sender(
     spec: SendSpec, clock: Clock | None = None, ready: Callable[[], None] | None = None
 ) -> dict[str, Any]:
@@ -195,9 +204,7 @@ def run_sender(
     try:
         if ready:
             ready()
-        if spec.start_at is not None:
-            time.sleep(max(0.0, spec.start_at - time.time()))
-            result.start_late_s = max(0.0, time.time() - spec.start_at)
+        result.start_late_s = wait_for_start(spec.start_at)
         start = clock.now()
         deadline = start + (spec.duration_s if spec.duration_s is not None else MAX_DURATION_S)
         slot = start  # when the last frame was due; the next is due one frame time later
