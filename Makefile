@@ -35,7 +35,8 @@ unit: venv
 # timing on a shared machine.
 test: deps lint typecheck
 	$(BIN)/pytest -m "not lab" -n auto --durations=10
-	$(BIN)/pytest -m lab --durations=25
+	$(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadfile --durations=10
+	$(BIN)/pytest -m "lab and not lab_parallel" --durations=25
 
 demo: deps
 	scripts/demo.sh

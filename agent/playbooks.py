@@ -505,6 +505,12 @@ class PlaybookRunner:
     def _locate(self, spec: LocateSpec) -> StepReport:
         from agent.locate_fabric import as_json, run_locate
 
+        # locate probes every host pair and reads every switch (reads only): one experiment
+        # on the whole fabric, run once, by the shard of the mesh's first host, like pairwise.
+        anchor = self._probe_target(ProbeSpec(scenario="pairwise"))
+        skipped = self._not_ours("locate", anchor, "locate")
+        if skipped is not None:
+            return skipped
         run = run_locate(
             self.intent,
             duration_s=spec.duration_s,

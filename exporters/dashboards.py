@@ -286,6 +286,15 @@ def overview() -> dict[str, Any]:
             f"sum by (fabric, device, reason) (increase(roce_poll_errors_total{{{f}}}"
             "[$__rate_interval]))", "{{device}} {{reason}}")], (16, 20, 8, 7), "none",
             "Failed polls per interval, by reason (timeout, auth, connect, parse, other)."),
+        table("Locate: suspects of the latest run",
+              f"sort_desc(roce_locate_suspect{{{f}}})", (0, 27, 18, 7), "percentunit",
+              "The link, port, switch or host NIC the latest scheduled `roce-agent locate` "
+              "run blames, with its confidence; empty when it found no fault. The evidence is "
+              "in the daemon's reports/last-locate.json (README: RoceLocateSuspect)."),
+        stat("Locate: age of the latest run",
+             f"time() - max by (fabric) (roce_locate_last_run_timestamp_seconds{{{f}}})",
+             (18, 27, 6, 7), "s", "Seconds since the latest locate run was stored. A verdict "
+             "older than two schedules no longer fires RoceLocateSuspect.", red_above=None),
     ]  # fmt: skip
     return dashboard(
         "roce-fabric-overview",

@@ -25,6 +25,7 @@ from agent.faultdrill import Drill, Row, RowResult, default_rows, format_matrix,
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.lab_parallel,
     pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
 ]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short

@@ -33,6 +33,7 @@ from agent.shard import Shard
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.lab_parallel,
     pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
     pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed"),
 ]

@@ -27,6 +27,7 @@ from lab.mgmt.launcher import rotate_host_key
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.lab_parallel,
     pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
 ]
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")

@@ -8,7 +8,7 @@ import pytest
 from conftest import Lab
 from netmiko import ConnectHandler
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel]
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
 
 

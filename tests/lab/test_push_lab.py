@@ -28,6 +28,7 @@ from agent.platforms.base import ConfigRejected, Connection
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.lab_parallel,
     pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
 ]
 SECRET = "Tr0ub4dor-lab-9f3e"

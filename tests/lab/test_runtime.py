@@ -26,7 +26,7 @@ from conftest import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.lab, requires_lab]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
 HOSTS = ("h1", "h2", "h3", "h4")

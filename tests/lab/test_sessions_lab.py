@@ -26,6 +26,7 @@ from lab.runtime import MGMT_SUFFIX
 
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.lab_parallel,
     pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
 ]
 PASSWORD = "sessions-lab-7c1d"

@@ -160,6 +160,25 @@ def test_each_probe_runs_in_exactly_one_shard(
         assert report.passed and not report.probes
 
 
+@pytest.mark.parametrize("count", [2, 3])
+def test_locate_runs_in_exactly_one_shard(tmp_path: Path, intent: FabricIntent, count: int) -> None:
+    """locate reads every switch and probes every host pair: one shard runs it, the shard of
+    the mesh's first host; the others skip it without a frame sent or a switch read."""
+    playbook = Playbook(name="l", steps=[{"locate": {"duration_s": 1}}])
+    runners = [PlaybookRunner(intent, tmp_path, shard=Shard(i, count)) for i in range(1, count + 1)]
+    anchor = runners[0]._probe_target(ProbeSpec(scenario="pairwise"))
+    owner = f"{shard_index(anchor, count)}/{count}"
+    skipped = []
+    for runner in runners:
+        if runner.shard.owns_probe(anchor):
+            continue
+        (step,) = runner.run(playbook).steps
+        assert (step.kind, step.status) == ("locate", "skipped"), step
+        assert step.detail == {"target": anchor, "owner": owner}
+        skipped.append(str(runner.shard))
+    assert len(skipped) == count - 1 and owner not in skipped
+
+
 def test_scheduled_playbook_given_as_a_path_reports_under_its_name(
     tmp_path: Path, intent: FabricIntent
 ) -> None:

@@ -193,6 +193,7 @@ UNIT_RULES: list[tuple[str, str, str]] = [
     ("bytes as bit rate", r"^8 \* .*rate\(roce_\w+_bytes_total", "bps"),
     ("packets or frames per second", r"\brate\(roce_\w+_total", "pps"),
     ("a duration", r"roce_\w+_seconds\b", "s"),
+    ("a confidence (0-1)", r"roce_locate_suspect\b", "percentunit"),
     ("a count, a state or a counter's increase", r".", "none"),
 ]
 
@@ -219,6 +220,7 @@ def expected_unit(expr: str) -> str:
         ("roce_poll_duration_seconds", "s"),
         ("sum(increase(roce_poll_errors_total[1m]))", "none"),
         ("roce_device_up", "none"),
+        ("sort_desc(roce_locate_suspect)", "percentunit"),
     ],
 )
 def test_unit_rules(expr: str, unit: str) -> None:
