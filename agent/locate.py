@@ -432,8 +432,11 @@ def _tomography(
     topology: Topology, paths: Sequence[PathResult], symptom: _Symptom, explained: set[str]
 ) -> list[Suspect]:
     """Greedy set cover of the bad paths no counter explained, by the directed link whose
-    paths show the symptom most compared with the paths that do not cross it."""
+    paths show the symptom most compared with the paths that do not cross it. Paths a counter
+    explains are left out of both rates: their cause is known, and a port dropping heavily
+    elsewhere must not hide a link that loses less (R-Pingmesh compares unexplained paths)."""
     remaining = {p.label: p for p in paths if symptom.bad(p) and p.label not in explained}
+    paths = [p for p in paths if p.label not in explained]
     found: list[Suspect] = []
     while remaining:
         best: tuple[float, str, float, float, list[PathResult]] | None = None
@@ -746,17 +749,22 @@ def _from_counters(
         elif port.lossless_drops:
             # Queue drops lose frames leaving by this port, headroom drops frames arriving.
             lost_on = set()
-            if port.lossless_drops > port.headroom_drops and leaving is not None:
+            queue_drops = port.lossless_drops > port.headroom_drops
+            if queue_drops and leaving is not None:
                 lost_on.add(leaving.name)
             if port.headroom_drops and arriving is not None:
                 lost_on.add(arriving.name)
-            add(
+            dropped = add(
                 "port",
                 where,
                 0.5,
                 f"{where} dropped {port.lossless_drops} frames of a lossless class",
                 lost_on,
             )
+            if queue_drops and arriving is not None:
+                # The pause that stops this egress arrives over the link from the peer: a
+                # lost XON holds the queue paused until it overflows or the watchdog drops.
+                dropped.pause_over = frozenset({arriving.name})
     return list(suspects.values())
 
 

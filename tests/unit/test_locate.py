@@ -158,6 +158,12 @@ CASES: list[tuple[str, Fault, tuple[str, str] | None]] = [
                   PortSymptoms("leaf1", "Ethernet2", up=True, lossless_drops=354, storms=1,
                                pfc_rx=12)]),
      ("link", "spine2:Ethernet1>leaf1")),
+    # Lab, spine2:eth2>leaf2 losing 5 %: lost XONs held leaf2's queue to spine2 paused until
+    # it overflowed, and the paths back lost four times more than the faulty direction.
+    ("a lossy link loses the XON: the paused egress drops more than the link",
+     Fault(loss={"spine2:Ethernet2>leaf2": 0.05, "leaf2:Ethernet2>spine2": 0.22},
+           ports=[PortSymptoms("leaf2", "Ethernet2", up=True, lossless_drops=431)]),
+     ("link", "spine2:Ethernet2>leaf2")),
     ("loss on a host's access link", Fault(loss={"h2>leaf1": 0.05}), ("link", "h2>leaf1")),
     ("one lost packet is noise", Fault(loss={}, lost_to={}), None),
 ]  # fmt: skip
