@@ -53,6 +53,7 @@ PROMQL_WORDS = {
     "ignoring",
     "offset",
     "absent",
+    "sort_desc",
 }
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="no promtool")
 
