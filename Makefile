@@ -31,8 +31,8 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -m "not lab"
 
-# Unit tests on every core (they share nothing); lab tests one at a time, since they measure
-# timing on a shared machine.
+# Unit tests on every core (they share nothing); lab tests that measure no data-plane rate or
+# timing (marker lab_parallel) two files at a time; the others one at a time, alone.
 test: deps lint typecheck
 	$(BIN)/pytest -m "not lab" -n auto --durations=10
 	$(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadfile --durations=10
