@@ -438,10 +438,32 @@ class Profile(StrictModel):
 # --------------------------------------------------------------------------- policy
 
 
+UdpPort = Annotated[int, Field(ge=1, le=65535)]
+ROCE_UDP_PORT = 4791
+
+
 class ProbePolicy(StrictModel):
     rate: SpeedBps = Field(default=1_000_000, description="per-flow probe rate")
     duration_s: float = Field(default=5.0, gt=0, le=3600)
     max_loss: int = Field(default=0, ge=0)
+    udp_port: UdpPort | Literal["auto"] = Field(
+        default="auto",
+        description="probes' UDP destination port; auto: 4791, or rdma_udp_port when a probed "
+        "host's interface carries an RDMA device (its NIC would take UDP 4791)",
+    )
+    rdma_udp_port: UdpPort = Field(
+        default=54791,
+        description="the port auto picks on RDMA hosts (dynamic range: IANA assigns none)",
+    )
+
+    @model_validator(mode="after")
+    def _alternate_port(self) -> ProbePolicy:
+        if self.rdma_udp_port == ROCE_UDP_PORT:
+            raise ValueError(
+                f"rdma_udp_port: Expected: a port other than {ROCE_UDP_PORT} (a RoCE NIC takes "
+                f"that one) Actual: {self.rdma_udp_port}"
+            )
+        return self
 
 
 class ValidationPolicy(StrictModel):

@@ -28,6 +28,7 @@ from agent.probes import paths as probe_paths
 from agent.probes import scenarios
 from agent.probes.mesh import MeshProbe, run_mesh
 from agent.probes.paths import Path
+from agent.probes.transport import ROCE, Transport
 from agent.push import DEFAULT_PARALLELISM, Pusher
 from agent.state import Difference, diff
 
@@ -49,6 +50,7 @@ class LocateRun:
     duration_s: float
     phases: dict[str, float]
     ports: list[PortSymptoms] = field(default_factory=list)
+    transport: Transport = ROCE
 
 
 def run_locate(
@@ -79,7 +81,10 @@ def run_locate(
     )
 
     mark = time.monotonic()
-    discovered = probe_paths.discover(intent, pairs, max_sports=max_sports)
+    # One port for every probe of the run: the traces must find the paths the flows take.
+    transport = scenarios.transport_for(intent, [scenarios.endpoint(intent, h) for h in hosts])
+    port = transport.udp_port
+    discovered = probe_paths.discover(intent, pairs, max_sports=max_sports, udp_port=port)
     phases["paths"] = time.monotonic() - mark
 
     traced = [p for f in discovered.values() for p in f if p.full]
@@ -87,7 +92,9 @@ def run_locate(
     incasts = load_plan(topology, discovered) if load else []
     mark = time.monotonic()
     with ThreadPoolExecutor(max_workers=2 + len(incasts)) as pool:
-        hop_results = pool.submit(probe_paths.probe_hops, intent, traced, tries=hop_tries)
+        hop_results = pool.submit(
+            probe_paths.probe_hops, intent, traced, tries=hop_tries, udp_port=port
+        )
         if incasts:
             # The switches answer hop probes with ICMP on a lossy class; under the load those
             # answers would be dropped and look like RoCE in a lossy queue. Not at once, then.
@@ -97,10 +104,19 @@ def run_locate(
         phases["read before"] = time.monotonic() - mark - phases.get("hop probes", 0.0)
         mark = time.monotonic()
         loading = [
-            pool.submit(scenarios.incast, intent, to, senders, load_s, dcqcn=False, sports=sports)
+            pool.submit(
+                scenarios.incast,
+                intent,
+                to,
+                senders,
+                load_s,
+                dcqcn=False,
+                sports=sports,
+                transport=transport,
+            )
             for to, senders, sports in incasts
         ]
-        mesh = run_mesh(intent, probes, duration_s, rate_per_host_bps)
+        mesh = run_mesh(intent, probes, duration_s, rate_per_host_bps, transport=transport)
         hops = hop_results.result()
         loads = [future.result() for future in loading]
     phases["probes"] = time.monotonic() - mark
@@ -176,7 +192,7 @@ def run_locate(
     verdict = locate(topology, results, symptoms, differences, duration_s=window, loaded=loaded)
     phases["join"] = time.monotonic() - mark
     verdict.notes = notes + verdict.notes
-    return LocateRun(verdict, results, time.monotonic() - started, phases, symptoms)
+    return LocateRun(verdict, results, time.monotonic() - started, phases, symptoms, transport)
 
 
 def load_plan(
@@ -219,6 +235,7 @@ def as_json(run: LocateRun) -> dict[str, Any]:
             if any(v for k, v in asdict(p).items() if k not in KEYS and k != "up") or p.up is False
         ],
         "phases_s": {k: round(v, 2) for k, v in run.phases.items()},
+        "transport": run.transport.as_json(),
         "probed_paths": [
             {
                 "from": p.src,

@@ -363,7 +363,11 @@ class PlaybookRunner:
             f"probe {spec.scenario}",
             "probe",
             "success" if result["passed"] else "failure",
-            {"failures": result.get("failures", []), "totals": result.get("totals")},
+            {
+                "failures": result.get("failures", []),
+                "totals": result.get("totals"),
+                "transport": result.get("transport"),
+            },
         )
 
     def _apply(self, spec: ApplySpec, report: Report) -> StepReport:

@@ -52,6 +52,11 @@ class InterfaceState(StateModel):
     # The interface's effective trust, when the platform reads it per interface (EOS); the
     # plan has one trust per device, so desired states leave it None.
     trust: str | None = None
+    # QoS classification rules applied on the interface that match UDP ports (e.g. an ACL on
+    # "udp ... eq 4791" setting a traffic class), as the platform describes them. The agent
+    # never configures any (RoCE is classified by DSCP), so desired states leave it empty and
+    # diff does not compare it; check RC010 reports them.
+    udp_port_classifiers: tuple[str, ...] = ()
 
 
 class QosState(StateModel):

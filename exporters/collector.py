@@ -18,8 +18,8 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from agent.hostnic import MICROSECONDS
 from agent.state import QueueCounters, WatchdogCounters
-from exporters.hostnic import MICROSECONDS
 from exporters.metrics import CHECK_RESULTS, SPECS, MetricSpec
 from exporters.probes import BUCKET_BOUNDS
 from exporters.store import Snapshot, SnapshotStore

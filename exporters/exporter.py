@@ -25,6 +25,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from agent.errors import AgentError
+from agent.hostnic import HostNicReader, host_nic_present, run_ethtool
 from agent.intent import FabricIntent
 from agent.plan import build_plan
 from agent.platforms import platform_for
@@ -32,7 +33,6 @@ from agent.push import check_credentials, connect
 from agent.shard import WHOLE, Shard
 from exporters.collector import RoceCollector
 from exporters.fasttext import render_text
-from exporters.hostnic import HostNicReader, host_nic_present, run_ethtool
 from exporters.poller import (
     Connector,
     NicPoller,

@@ -30,13 +30,13 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from agent.errors import AgentError, CredentialError
+from agent.hostnic import HostNicReader, NicCounters, NicReadError
 from agent.intent import Device
 from agent.platforms import platform_for
 from agent.platforms.base import Connection, Platform, PlatformError
 from agent.push import Unreachable, connect
 from agent.state import Counters, PendingSession, QosState, diff
 from exporters.fasttext import device_block
-from exporters.hostnic import HostNicReader, NicCounters, NicReadError
 from exporters.probes import ProbeResultError
 from exporters.store import SnapshotStore
 

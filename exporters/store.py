@@ -19,12 +19,12 @@ from typing import Any
 
 from agent import __version__
 from agent.errors import AgentError
+from agent.hostnic import NicCounters
 from agent.intent import FabricIntent
 from agent.locate import Topology
 from agent.plan import Plan, build_plan
 from agent.shard import WHOLE, Shard
 from agent.state import Counters, InterfaceCounters, PendingSession
-from exporters.hostnic import NicCounters
 from exporters.metrics import (
     CHECK_RESULTS,
     LOCATE_KINDS,

@@ -51,6 +51,7 @@ def render_markdown(run: LocateRun) -> str:
                 f"| {rank} | {suspect.kind} | `{suspect.element}` | "
                 f"{suspect.confidence:.2f} | {evidence} |"
             )
+    lines.append(f"- {run.transport.summary()}")
     for note in verdict.notes:
         lines.append(f"- note: {note}")
     return "\n".join(lines)
@@ -79,6 +80,7 @@ def render_table(run: LocateRun, console: Console) -> None:
             )
         )
     )
+    console.print(Text(printable(run.transport.summary())))
     for note in verdict.notes:
         console.print(Text(printable(f"note: {note}")))
 

@@ -19,6 +19,12 @@ from common.clicktypes import FiniteFloat
 
 # nan, inf, 0 and negatives are refused: a probe of nan seconds never ends.
 SECONDS = FiniteFloat(0, 86400, min_open=True)
+# Hand-run probes: the destination port is the user's to choose; on a host whose NIC does RoCE
+# it must not be 4791 (the NIC's RDMA engine takes those frames: see "Probes on RDMA hosts").
+UDP_PORT = click.option(
+    "--udp-port", type=click.IntRange(1, 65535), default=4791, show_default=True,
+    help="UDP destination port of the probes (4791 is RoCEv2's).",
+)  # fmt: skip
 PACKETS_PER_S = FiniteFloat(0, 1e7, min_open=True)
 
 TABLE_MAX_FLOWS = 1000
@@ -50,6 +56,13 @@ def _emit(result: dict[str, Any], output: str, title: str) -> None:
         console.print(table)
     else:
         console.print_json(json.dumps(result))
+    transport = result.get("transport")
+    if isinstance(transport, dict):
+        # Which port the probes used, and why: on RDMA hosts it is not RoCEv2's 4791.
+        from agent.probes.transport import Transport
+
+        chosen = Transport(transport["udp_port"], transport["reason"], transport.get("rdma", {}))
+        console.print(chosen.summary(), markup=False)
     if "passed" in result:
         verdict = "PASS" if result["passed"] else "FAIL"
         console.print(f"{title}: {verdict}")
@@ -160,6 +173,7 @@ def _worker(role: str, spec: dict[str, Any], output: str) -> None:
 @click.option("--priority", type=int, default=3, show_default=True)
 @click.option("--qpn", type=lambda v: int(v, 0), default="0x100", show_default=True)
 @click.option("--sport", type=int, default=49152, show_default=True)
+@UDP_PORT
 @OUTPUT
 @handle_errors
 def send(output: str, **spec: Any) -> None:
@@ -178,18 +192,19 @@ def send(output: str, **spec: Any) -> None:
               help="IPv4 source to track (repeatable); others are only counted.")  # fmt: skip
 @click.option("--max-flows", type=click.IntRange(min=1), default=65_536, show_default=True,
               help="QPs tracked at most; frames of further flows are only counted.")  # fmt: skip
+@UDP_PORT
 @OUTPUT
 @handle_errors
 def receive(
     ifname: str, duration: float, link_speed: int, no_cnp: bool, senders: tuple[str, ...],
-    max_flows: int, output: str,
+    max_flows: int, udp_port: int, output: str,
 ) -> None:  # fmt: skip
     """Receive RoCEv2 on this host: per-QP loss, reorder, CE, ICRC, latency; send CNPs."""
     _worker(
         "receive",
         {"ifname": ifname, "duration_s": duration, "link_speed_bps": link_speed,
          "notification_point": not no_cnp, "senders": list(senders) or None,
-         "max_flows": max_flows},
+         "max_flows": max_flows, "udp_port": udp_port},
         output,
     )  # fmt: skip
 
@@ -224,11 +239,12 @@ def sniff_pfc(
               show_default=True, help="Packets read at most; the rest is not read.")  # fmt: skip
 @click.option("--max-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BYTES,
               show_default=True, help="Captured bytes read at most.")  # fmt: skip
+@UDP_PORT
 @OUTPUT
 @handle_errors
 def analyze(
     capture: Path, link_speed: int, storm_after: float, max_flows: int, max_frames: int,
-    max_bytes: int, output: str,
+    max_bytes: int, udp_port: int, output: str,
 ) -> None:  # fmt: skip
     """Analyze a tcpdump capture: per-QP loss, reorder, CE, CNPs, ICRC errors; PFC per priority.
 
@@ -243,7 +259,9 @@ def analyze(
     from agent.probes.pcap import Capture
 
     source = Capture(capture, max_frames=max_frames, max_bytes=max_bytes)
-    result = analyze_frames(source.frames_or_nothing(), link_speed, storm_after, max_flows)
+    result = analyze_frames(
+        source.frames_or_nothing(), link_speed, storm_after, max_flows, udp_port
+    )
     result["capture"] = str(capture)
     # A cap is a documented acceptance, not a failure: said in a warning and here.
     result["frames_capped"] = source.capped

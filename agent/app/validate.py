@@ -74,6 +74,12 @@ def render_markdown(report: Report) -> str:
     lines = [f"## roce-agent {report.playbook}: {verdict} (fabric {report.fabric})", ""]
     lines += ["| step | status | duration |", "|---|---|---|"]
     lines += [f"| {s.name} | {s.status} | {s.duration_s:.1f} s |" for s in report.steps]
+    ports = [  # which UDP port the probes used (not 4791 on RDMA hosts), and why
+        f"- {s.name}: probes on UDP {t['udp_port']}: {t['reason']}"
+        for s in report.steps
+        if isinstance(s.detail, dict) and (t := s.detail.get("transport"))
+    ]
+    lines += ["", *ports] if ports else []
     if report.checks:
         lines += ["", "| check | device | status | details |", "|---|---|---|---|"]
         for result in report.checks:

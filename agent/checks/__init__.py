@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent.checks.base import Check, CheckResult, Collected, DeviceData
 from agent.checks.config import (
+    ClassifiedByDscpNotUdpPort,
     ConfigDrift,
     DscpClassification,
     EcnThresholds,
@@ -35,6 +36,7 @@ CATALOG: dict[str, type[Check]] = {
         Headroom,
         ConfigDrift,
         NoPendingSessions,
+        ClassifiedByDscpNotUdpPort,
         NoLosslessDrops,
         PauseRate,
         NoPfcStorms,

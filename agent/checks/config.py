@@ -261,3 +261,21 @@ class NoPendingSessions(SwitchCheck):
         assert device.sessions is not None
         for session in device.sessions:
             yield expected_actual("pending change", "none", session.describe())
+
+
+class ClassifiedByDscpNotUdpPort(SwitchStateCheck):
+    """No fabric port classifies traffic by UDP port: RoCE must reach its lossless class by
+    DSCP alone. Expected: no QoS policy on a fabric port matches UDP ports. A switch that puts
+    UDP 4791 in the lossless class by an ACL gives every other port a different class: the
+    probes, which use another UDP port on RDMA hosts, would then measure a class the RoCE
+    traffic does not use, and RoCE with another DSCP would still ride the lossless queue."""
+
+    check_id = "RC010"
+    categories = ("config",)
+
+    def problems(self, device: DeviceData, data: Collected) -> Iterator[str]:
+        assert device.state is not None
+        for port in device.plan.ports:
+            have = device.state.interfaces.get(port.name)
+            for rule in have.udp_port_classifiers if have else ():
+                yield expected_actual(f"{port.name} classification", "by DSCP only", rule)

@@ -78,6 +78,7 @@ class _InterfaceConfig:
     watchdog_action: str | None = None
     queues: dict[int, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
     service_profile: str | None = None
+    service_policy: str | None = None  # service-policy type qos input NAME
 
 
 def _seconds(ms: int) -> str:
@@ -102,6 +103,8 @@ def _parse_interface_lines(config: _InterfaceConfig, cmds: dict[str, Any]) -> No
             config.watchdog_action = m.group(1)
         elif m := re.fullmatch(r"service-profile (\S+)", line):
             config.service_profile = m.group(1)
+        elif m := re.fullmatch(r"service-policy type qos input (\S+)", line):
+            config.service_policy = m.group(1)
         elif m := re.fullmatch(r"(?:uc-)?tx-queue (\d)", line):
             queue = config.queues[int(m.group(1))]
             for queue_line in (sub or {}).get("cmds", {}):
@@ -124,6 +127,53 @@ def _parse_queue_line(queue: dict[str, Any], line: str) -> None:
         )
 
 
+# An ACL entry that matches UDP by port ("10 permit udp any any eq 4791", "... range 4791
+# 4792", a source port as well): what a QoS class-map must not classify RoCE on.
+UDP_PORT_ENTRY_RE = re.compile(r"(?:\d+ )?permit udp\b.*\b(?:eq|range|gt|lt|neq) \d+.*")
+
+
+def udp_port_classifiers(cmds: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Per ``policy-map type quality-of-service``: its classes whose class-map matches an IP
+    access list with UDP port entries, described for a report (AVD's ``class-maps.j2``,
+    ``policy-maps-qos.j2`` and ``ip-access-lists.j2`` give the syntax)."""
+
+    def sub(line: str) -> dict[str, Any]:
+        return dict((cmds.get(line) or {}).get("cmds") or {})
+
+    acls: dict[str, list[str]] = {}
+    class_maps: dict[str, list[str]] = {}
+    policies: dict[str, dict[str, list[str]]] = {}
+    for line in cmds:
+        if m := re.fullmatch(r"ip access-list (\S+)", line):
+            acls[m.group(1)] = [e for e in sub(line) if UDP_PORT_ENTRY_RE.fullmatch(e)]
+        elif m := re.fullmatch(r"class-map type qos (?:match-any |match-all )?(\S+)", line):
+            class_maps[m.group(1)] = [
+                g.group(1)
+                for e in sub(line)
+                if (g := re.fullmatch(r"match ip access-group (\S+)", e))
+            ]
+        elif m := re.fullmatch(r"policy-map type quality-of-service (\S+)", line):
+            policies[m.group(1)] = {
+                c.group(1): list((body or {}).get("cmds") or {})
+                for entry, body in sub(line).items()
+                if (c := re.fullmatch(r"class (\S+)", entry))
+            }
+    found: dict[str, tuple[str, ...]] = {}
+    for policy, classes in policies.items():
+        rules = []
+        for class_name, actions in classes.items():
+            for acl in class_maps.get(class_name, []):
+                for entry in acls.get(acl, []):
+                    action = ", ".join(a for a in actions if a.startswith("set ")) or "no set"
+                    rules.append(
+                        f"policy-map {policy} class {class_name} ({action}): "
+                        f"ip access-list {acl} '{entry}'"
+                    )
+        if rules:
+            found[policy] = tuple(rules)
+    return found
+
+
 def _merge(profile: _InterfaceConfig | None, own: _InterfaceConfig) -> _InterfaceConfig:
     """An interface's effective QoS: its service-profile, overridden by its own lines."""
     if profile is None:
@@ -133,6 +183,7 @@ def _merge(profile: _InterfaceConfig | None, own: _InterfaceConfig) -> _Interfac
         pfc_on=own.pfc_on or profile.pfc_on,
         no_drop=own.no_drop | profile.no_drop,
         watchdog_action=own.watchdog_action or profile.watchdog_action,
+        service_policy=own.service_policy or profile.service_policy,
     )
     for queue in set(profile.queues) | set(own.queues):
         merged.queues[queue] = {**profile.queues.get(queue, {}), **own.queues.get(queue, {})}
@@ -293,6 +344,7 @@ class AristaEos(Platform):
             name: _merge(profiles.get(config.service_profile or ""), config)
             for name, config in interfaces.items()
         }
+        by_port = udp_port_classifiers(cmds)
         trusts = {config.trust or global_trust or "dscp" for config in effective.values()}
         enabled = "timeout" in watchdog
         actions = {config.watchdog_action for config in effective.values()}
@@ -313,7 +365,10 @@ class AristaEos(Platform):
             ),
             interfaces={
                 name: self._interface_state(c).model_copy(
-                    update={"trust": c.trust or global_trust or "dscp"}
+                    update={
+                        "trust": c.trust or global_trust or "dscp",
+                        "udp_port_classifiers": by_port.get(c.service_policy or "", ()),
+                    }
                 )
                 for name, c in effective.items()
             },

@@ -27,6 +27,7 @@ from scapy.contrib.roce import CNP_OPCODE
 
 from agent.probes.packets import (
     ECN_CE,
+    ROCE_UDP_PORT,
     MalformedFrame,
     PfcView,
     RoceFields,
@@ -266,6 +267,7 @@ class RoceAnalyzer:
         max_flows: int = DEFAULT_MAX_FLOWS,
         sources: Iterable[str] | None = None,
         max_missing_ranges: int = DEFAULT_MAX_MISSING_RANGES,
+        udp_port: int = ROCE_UDP_PORT,
     ) -> None:
         if max_flows < 1:
             raise ValueError(f"max_flows must be at least 1, got {max_flows}")
@@ -280,6 +282,7 @@ class RoceAnalyzer:
         self.foreign_frames = 0
         self.sources = frozenset(sources) if sources is not None else None
         self.budget = RangeBudget(max_missing_ranges)
+        self.udp_port = udp_port
 
     def _new_flow(self, key: int, frame: bytes, qpn: int) -> QpStats | None:
         src_ip, dst_ip = address_texts(frame)
@@ -307,7 +310,7 @@ class RoceAnalyzer:
         """:meth:`feed` without building a view: the parsed fields, or None when it returns
         None. The offline path calls this once per frame."""
         try:
-            fields = parse_roce_fields(frame)
+            fields = parse_roce_fields(frame, self.udp_port)
         except MalformedFrame:
             self.invalid += 1
             return None
@@ -511,14 +514,16 @@ def analyze_frames(
     speed_bps: int,
     storm_after_s: float = 0.2,
     max_flows: int = DEFAULT_MAX_FLOWS,
+    udp_port: int = ROCE_UDP_PORT,
 ) -> dict[str, Any]:
-    """Offline analysis of (timestamp, frame) pairs: RoCE flows and PFC per priority.
+    """Offline analysis of (timestamp, frame) pairs: RoCE flows (to ``udp_port``) and PFC per
+    priority.
 
     VLAN tags are stripped first (the PCP of a flow is reported); PFC frames are never tagged.
     Time is linear in the frames given and their size: a capture bounds both with
     :class:`agent.probes.pcap.Capture`'s ``max_frames`` and ``max_bytes``.
     """
-    roce = RoceAnalyzer(max_flows=max_flows)
+    roce = RoceAnalyzer(max_flows=max_flows, udp_port=udp_port)
     pfc = PfcAnalyzer(speed_bps, storm_after_s)
     account = roce.account
     for at, frame in frames:

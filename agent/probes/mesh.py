@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.intent import FabricIntent
-from agent.probes.packets import Flow, RoceTemplate, parse_pfc
-from agent.probes.rawsock import interface_mac, open_port
+from agent.probes.packets import ROCE_UDP_PORT, Flow, RoceTemplate, parse_pfc
+from agent.probes.rawsock import interface_mac, open_port, roce_or_pfc_filter
 from agent.probes.scenarios import (
     BASE_QPN,
     RESULT_GRACE_S,
@@ -27,6 +27,7 @@ from agent.probes.scenarios import (
     endpoint,
     flow_of,
     start_receivers,
+    transport_for,
 )
 from agent.probes.sender import (
     ETHERNET_OVERHEAD,
@@ -35,6 +36,7 @@ from agent.probes.sender import (
     resolve_path,
     wait_for_start,
 )
+from agent.probes.transport import Transport
 from lossless.pfc import PauseHonouring
 
 MESH_PAYLOAD_BYTES = 256
@@ -65,6 +67,7 @@ class MeshSendSpec:
     dscp: int = 26
     priority: int = 3
     start_at: float | None = None
+    udp_port: int = ROCE_UDP_PORT
 
     def __post_init__(self) -> None:
         if not 0 < len(self.flows) <= MAX_FLOWS_PER_HOST:
@@ -103,12 +106,12 @@ def run_mesh_sender(spec: MeshSendSpec, ready: Callable[[], None] | None = None)
         templates.append(
             RoceTemplate(
                 Flow(mac, next_hop, src_ip, flow.dst_ip, dscp=spec.dscp, sport=flow.sport,
-                     qpn=flow.qpn, flow_id=flow.flow_id, size=spec.size)
+                     qpn=flow.qpn, flow_id=flow.flow_id, size=spec.size, udp_port=spec.udp_port)
             )
         )  # fmt: skip
     sent = [0] * len(templates)
     pause = PauseHonouring(spec.link_speed_bps)
-    sock = open_port(spec.ifname)
+    sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
     try:
         if ready:
             ready()
@@ -187,6 +190,7 @@ def run_mesh(
     duration_s: float = 5.0,
     rate_per_host_bps: int = 1_000_000,
     size: int = MESH_PAYLOAD_BYTES,
+    transport: Transport | None = None,
 ) -> list[MeshResult]:
     """Every probe flow at once, each source host capped at ``rate_per_host_bps`` in total
     (and at a tenth of its link, so the mesh never congests what it measures)."""
@@ -196,7 +200,8 @@ def run_mesh(
     ends: dict[str, Endpoint] = {name: endpoint(intent, name) for name in names}
     targets = [ends[n] for n in sorted({p.dst for p in probes})]
     sources = [ends[n] for n in sorted({p.src for p in probes})]
-    receivers = start_receivers(intent, targets, duration_s, sources)
+    transport = transport or transport_for(intent, list(ends.values()))
+    receivers = start_receivers(intent, targets, duration_s, sources, transport)
     start_at = time.time() + max(
         first + each * len(sources) for first, each in (s.runner.start_margin_s for s in sources)
     )
@@ -218,6 +223,7 @@ def run_mesh(
                 "dscp": intent.profile.roce.dscp,
                 "priority": intent.profile.roce.priority,
                 "start_at": start_at,
+                "udp_port": transport.udp_port,
             }
             senders.append((source, source.runner.start("mesh-send", spec)))
         for _, sender in senders:

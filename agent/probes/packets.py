@@ -24,7 +24,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
-ROCE_UDP_PORT = 4791
+ROCE_UDP_PORT = 4791  # IANA; a RoCE NIC's RDMA engine takes these frames for its own GIDs
 RC_SEND_ONLY = 0x04
 ECN_NOT_ECT = 0b00
 ECN_ECT1 = 0b01
@@ -104,6 +104,7 @@ class Flow:
     qpn: int = 0x12
     flow_id: int = 0
     size: int = 256  # UDP payload bytes from BTH to ICRC inclusive would vary; this is BTH payload
+    udp_port: int = ROCE_UDP_PORT  # destination port (agent.probes.transport chooses it)
 
     def __post_init__(self) -> None:
         if not 0 <= self.dscp <= 63:
@@ -114,6 +115,8 @@ class Flow:
             raise ValueError(f"sport must be 1..65535, got {self.sport}")
         if not 0 <= self.qpn <= 0xFFFFFF:
             raise ValueError(f"qpn must be 0..0xFFFFFF, got {self.qpn}")
+        if not 0 < self.udp_port <= 0xFFFF:
+            raise ValueError(f"udp_port must be 1..65535, got {self.udp_port}")
         if not MIN_PROBE_PAYLOAD <= self.size <= 9000:
             raise ValueError(f"size must be {MIN_PROBE_PAYLOAD}..9000 bytes, got {self.size}")
 
@@ -128,20 +131,27 @@ def roce_packet(flow: Flow, psn: int, seq: int = 0, sent_ns: int = 0) -> Packet:
     return (
         Ether(src=flow.src_mac, dst=flow.dst_mac)
         / IP(src=flow.src_ip, dst=flow.dst_ip, tos=(flow.dscp << 2) | flow.ecn, id=0, flags="DF")
-        / UDP(sport=flow.sport, dport=ROCE_UDP_PORT, chksum=0)
+        / UDP(sport=flow.sport, dport=flow.udp_port, chksum=0)
         / BTH(opcode=RC_SEND_ONLY, dqpn=flow.qpn, psn=psn & 0xFFFFFF, ackreq=1)
         / Raw(probe_payload(flow.flow_id, seq, sent_ns, flow.size))
     )
 
 
 def cnp_packet(
-    src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, qpn: int, dscp: int = 48
+    src_mac: str,
+    dst_mac: str,
+    src_ip: str,
+    dst_ip: str,
+    qpn: int,
+    dscp: int = 48,
+    udp_port: int = ROCE_UDP_PORT,
 ) -> Packet:
-    """A congestion notification packet (BTH opcode 0x81, BECN set, 16 bytes of padding)."""
+    """A congestion notification packet (BTH opcode 0x81, BECN set, 16 bytes of padding), to
+    the UDP port the probe's data came on (the sender listens where it sends)."""
     return (
         Ether(src=src_mac, dst=dst_mac)
         / IP(src=src_ip, dst=dst_ip, tos=(dscp << 2) | ECN_NOT_ECT, id=0, flags="DF")
-        / UDP(sport=ROCE_UDP_PORT, dport=ROCE_UDP_PORT, chksum=0)
+        / UDP(sport=udp_port, dport=udp_port, chksum=0)
         / BTH(opcode=CNP_OPCODE, becn=1, dqpn=qpn & 0xFFFFFF)
         / CNPPadding()
     )
@@ -227,7 +237,7 @@ class RoceView(NamedTuple):
 
 
 class MalformedFrame(ValueError):
-    """A frame on UDP 4791 that is not a well-formed RoCEv2 packet."""
+    """A frame on the probe's UDP port that is not a well-formed RoCEv2 packet."""
 
 
 # Ethernet type, IPv4 without options, UDP and BTH in one unpack from byte 12: every field
@@ -252,19 +262,20 @@ RoceFields = tuple[
 ]  # fmt: skip
 
 
-def parse_roce_fields(frame: bytes) -> RoceFields | None:
-    """The fields of an Ethernet/IPv4/UDP 4791 frame; None if it is not RoCEv2 at all.
+def parse_roce_fields(frame: bytes, udp_port: int = ROCE_UDP_PORT) -> RoceFields | None:
+    """The fields of an Ethernet/IPv4/UDP frame to ``udp_port`` (RoCEv2's 4791, or the probes'
+    alternate port on RDMA hosts); None if it is not RoCEv2 at all.
 
-    Raises :class:`MalformedFrame` for frames on port 4791 that are truncated or
+    Raises :class:`MalformedFrame` for frames on that port that are truncated or
     inconsistent. The ICRC is not checked: :func:`roce_icrc_ok` does it, so a caller can skip
     it for frames it will not account.
     """
     if len(frame) < _FIXED_END + ICRC_LEN:
-        return _parse_general(frame)
+        return _parse_general(frame, udp_port)
     header = _FIXED.unpack_from(frame, 12)
     if header[1] != 0x45 or header[0] != 0x0800 or header[7] != 17:
-        return _parse_general(frame)  # options, or not IPv4/UDP at all
-    if header[11] != ROCE_UDP_PORT:
+        return _parse_general(frame, udp_port)  # options, or not IPv4/UDP at all
+    if header[11] != udp_port:
         return None
     udp_len = header[12]
     end = UDP_OFFSET + udp_len  # trailing Ethernet padding is not part of the packet
@@ -281,7 +292,7 @@ def parse_roce_fields(frame: bytes) -> RoceFields | None:
     )  # fmt: skip
 
 
-def _parse_general(frame: bytes) -> RoceFields | None:
+def _parse_general(frame: bytes, udp_port: int = ROCE_UDP_PORT) -> RoceFields | None:
     """:func:`parse_roce_fields` for short frames and IPv4 headers with options."""
     if len(frame) < UDP_OFFSET + 8 or frame[12:14] != b"\x08\x00":
         return None
@@ -293,7 +304,7 @@ def _parse_general(frame: bytes) -> RoceFields | None:
     if len(frame) < udp + 8:
         return None
     sport, dport, udp_len = struct.unpack_from("!HHH", frame, udp)
-    if dport != ROCE_UDP_PORT:
+    if dport != udp_port:
         return None
     bth = udp + 8
     if udp_len < 8 + 12 + ICRC_LEN or len(frame) < udp + udp_len or len(frame) < bth + 16:
@@ -391,13 +402,15 @@ def address_texts(frame: bytes) -> tuple[str, str]:
     return _ADDRESS_TEXT.get(addresses) or _address_texts(addresses)
 
 
-def parse_roce(frame: bytes, check_icrc: bool = True) -> RoceView | None:
-    """Parse an Ethernet/IPv4/UDP 4791 frame; None if it is not RoCEv2 at all.
+def parse_roce(
+    frame: bytes, check_icrc: bool = True, udp_port: int = ROCE_UDP_PORT
+) -> RoceView | None:
+    """Parse an Ethernet/IPv4/UDP frame to ``udp_port``; None if it is not RoCEv2 at all.
 
-    Raises :class:`MalformedFrame` for frames on port 4791 that are truncated or
+    Raises :class:`MalformedFrame` for frames on that port that are truncated or
     inconsistent, so the caller can count them as invalid instead of crashing.
     """
-    fields = parse_roce_fields(frame)
+    fields = parse_roce_fields(frame, udp_port)
     if fields is None:
         return None
     return roce_view(frame, fields, roce_icrc_ok(frame, fields) if check_icrc else True)

@@ -83,6 +83,7 @@ class TraceSpec:
     # Per destination: addresses whose answer ends its trace (the ports of the switches the
     # destination hangs off: the last hop before it; a RoCE NIC never answers itself).
     stop_at: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    udp_port: int = ROCE_UDP_PORT  # the run's (agent.probes.transport): ECMP hashes it too
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.probes) <= MAX_PROBES:
@@ -95,6 +96,7 @@ class TraceSpec:
                 raise ValueError(f"probes[{index}].sport: Expected: 1..65535 Actual: {probe[1]!r}")
         for name, value, low, high in (
             ("dscp", self.dscp, 0, 63),
+            ("udp_port", self.udp_port, 1, 0xFFFF),
             ("max_ttl", self.max_ttl, 1, MAX_TTL),
             ("tries", self.tries, 1, MAX_TRIES),
             ("rate_pps", self.rate_pps, 1, 100_000),
@@ -246,11 +248,16 @@ class _Probe:
 
 
 def _build_probes(spec: TraceSpec) -> list[_Probe]:
-    return _templates([(dst_ip, sport) for dst_ip, sport in spec.probes], spec.dscp, spec.stop_at)
+    return _templates(
+        [(dst_ip, sport) for dst_ip, sport in spec.probes], spec.dscp, spec.stop_at, spec.udp_port
+    )
 
 
 def _templates(
-    targets: Sequence[tuple[str, int]], dscp: int, stop_at: dict[str, tuple[str, ...]]
+    targets: Sequence[tuple[str, int]],
+    dscp: int,
+    stop_at: dict[str, tuple[str, ...]],
+    udp_port: int,
 ) -> list[_Probe]:
     """One probe frame per (destination, source port), addressed like the kernel would."""
     from agent.probes.rawsock import interface_mac
@@ -275,6 +282,7 @@ def _templates(
             sport=sport,
             qpn=TRACE_QPN,
             size=MIN_PROBE_PAYLOAD,
+            udp_port=udp_port,
         )
         probes.append(
             _Probe(
@@ -328,7 +336,7 @@ def run_trace(spec: TraceSpec) -> dict[str, Any]:
                 next_send = time.monotonic()
                 for p in waiting:
                     while (left := next_send - time.monotonic()) > 0:
-                        ignored += _collect(icmp, by_key, sources, left)
+                        ignored += _collect(icmp, by_key, sources, left, spec.udp_port)
                     senders[p.ifname].send(trace_frame(p.template, ttl, attempt))
                     p.sent_at[probe_id(ttl, attempt)] = time.monotonic()
                     next_send += gap
@@ -337,8 +345,8 @@ def run_trace(spec: TraceSpec) -> dict[str, Any]:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
-                    ignored += _collect(icmp, by_key, sources, left)
-        ignored += _collect(icmp, by_key, sources, 0.0)
+                    ignored += _collect(icmp, by_key, sources, left, spec.udp_port)
+        ignored += _collect(icmp, by_key, sources, 0.0, spec.udp_port)
         elapsed = time.monotonic() - start
     return {
         "role": "trace",
@@ -354,6 +362,7 @@ def _collect(
     by_key: dict[tuple[str, int], _Probe],
     sources: set[str],
     timeout: float,
+    udp_port: int,
 ) -> int:
     """Read ICMP answers for up to ``timeout`` s; returns how many were not ours."""
     ignored = 0
@@ -370,7 +379,7 @@ def _collect(
         answer = parse_icmp(packet)
         probe = (
             by_key.get((answer.dst_ip, answer.sport))
-            if answer is not None and answer.dport == ROCE_UDP_PORT and answer.src_ip in sources
+            if answer is not None and answer.dport == udp_port and answer.src_ip in sources
             else None
         )
         ttl = (answer.ident >> 8) if answer is not None else 0
@@ -412,6 +421,7 @@ class HopSpec:
     dscp: int = 26
     rate_pps: int = 200
     wait_s: float = 1.0
+    udp_port: int = ROCE_UDP_PORT
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.probes) <= MAX_PROBES:
@@ -433,6 +443,7 @@ class HopSpec:
         for name, value, low, high in (
             ("count", self.count, 1, MAX_HOP_ROUNDS),
             ("dscp", self.dscp, 0, 63),
+            ("udp_port", self.udp_port, 1, 0xFFFF),
             ("rate_pps", self.rate_pps, 1, 100_000),
         ):
             if not isinstance(value, int) or not low <= value <= high:
@@ -464,7 +475,7 @@ def changed_on_the_way(sent_l4: bytes, quoted_l4: bytes) -> bool:
 
 def run_hops(spec: HopSpec) -> dict[str, Any]:
     """Send every probe's packets hop by hop, round by round; count the answers per hop."""
-    probes = _templates([(d, s) for d, s, _ in spec.probes], spec.dscp, {})
+    probes = _templates([(d, s) for d, s, _ in spec.probes], spec.dscp, {}, spec.udp_port)
     hops = {(p.dst_ip, p.sport): n for (_, _, n), p in zip(spec.probes, probes, strict=True)}
     stats: dict[tuple[str, int], list[dict[str, Any]]] = {
         key: [{"sent": 0, "answered": 0, "corrupted": 0, "rtt_min_s": None} for _ in range(n)]
@@ -494,7 +505,7 @@ def run_hops(spec: HopSpec) -> dict[str, Any]:
                 or key is None
                 or rows is None
                 or answer.src_ip not in sources
-                or answer.dport != ROCE_UDP_PORT
+                or answer.dport != spec.udp_port
                 or answer.icmp_type != ICMP_TIME_EXCEEDED
             ):
                 ignored += 1
@@ -709,8 +720,10 @@ def trace_many(
     wait_s: float = DEFAULT_WAIT_S,
     rate_pps: int = DEFAULT_RATE_PPS,
     runner: Runner | None = None,
+    udp_port: int = ROCE_UDP_PORT,
 ) -> list[Path]:
-    """Trace (destination host, source port) probes from host ``src`` in one worker run."""
+    """Trace (destination host, source port) probes from host ``src`` in one worker run, to
+    UDP ``udp_port`` (the run's: the destination port is part of what ECMP hashes)."""
     from agent.probes.runner import ProbeError
     from agent.probes.scenarios import ScenarioError, endpoint
 
@@ -732,6 +745,7 @@ def trace_many(
             wait_s=wait_s,
             rate_pps=rate_pps,
             stop_at={dst_ips[d]: fabric.stop_addresses(d) for d in dst_ips},
+            udp_port=udp_port,
         )
     except ValueError as exc:
         raise PathError(f"trace from {src}: {exc}") from None
@@ -757,6 +771,7 @@ def _spec_json(spec: TraceSpec) -> dict[str, Any]:
         "wait_s": spec.wait_s,
         "rate_pps": spec.rate_pps,
         "stop_at": {k: list(v) for k, v in spec.stop_at.items()},
+        "udp_port": spec.udp_port,
     }
 
 
@@ -770,11 +785,13 @@ def trace(
     max_ttl: int = 8,
     tries: int = 2,
     runner: Runner | None = None,
+    udp_port: int = ROCE_UDP_PORT,
 ) -> Path:
     """The path of the RoCEv2 probe ``src`` -> ``dst`` with UDP source port ``sport``."""
     return trace_many(
-        intent, src, [(dst, sport)], dscp=dscp, max_ttl=max_ttl, tries=tries, runner=runner
-    )[0]
+        intent, src, [(dst, sport)], dscp=dscp, max_ttl=max_ttl, tries=tries, runner=runner,
+        udp_port=udp_port,
+    )[0]  # fmt: skip
 
 
 @dataclass
@@ -817,6 +834,7 @@ def discover(
     patience: int = 4,
     runner: Callable[[str], Runner] | None = None,
     tracer: Tracer | None = None,
+    udp_port: int = ROCE_UDP_PORT,
 ) -> dict[tuple[str, str], list[Path]]:
     """The ECMP paths between each (source, destination) host pair.
 
@@ -842,7 +860,9 @@ def discover(
     if tracer is None:
 
         def tracer(src: str, probes: Sequence[tuple[str, int]]) -> list[Path]:
-            return trace_many(intent, src, probes, runner=runner(src) if runner else None)
+            return trace_many(
+                intent, src, probes, runner=runner(src) if runner else None, udp_port=udp_port
+            )
 
     chosen: Tracer = tracer
     first_round = True
@@ -894,6 +914,7 @@ def probe_hops(
     tries: int = 20,
     rate_pps: int = 200,
     runner: Callable[[str], Runner] | None = None,
+    udp_port: int = ROCE_UDP_PORT,
 ) -> dict[tuple[str, str, int], tuple[HopCount | None, ...]]:
     """Send ``tries`` packets with each path's 5-tuple to each of its switch hops (TTL 1..n),
     all source hosts at once, each paced at ``rate_pps`` (keep the answers a switch must
@@ -918,6 +939,7 @@ def probe_hops(
                 count=tries,
                 dscp=intent.profile.roce.dscp,
                 rate_pps=rate_pps,
+                udp_port=udp_port,
             )
         except ValueError as exc:
             raise PathError(f"hop probes from {src}: {exc}") from None
@@ -929,7 +951,7 @@ def probe_hops(
             raise PathError(str(exc)) from None
         handle = chosen.start("hops", {
             "probes": [list(p) for p in spec.probes], "count": spec.count, "dscp": spec.dscp,
-            "rate_pps": spec.rate_pps, "wait_s": spec.wait_s,
+            "rate_pps": spec.rate_pps, "wait_s": spec.wait_s, "udp_port": spec.udp_port,
         })  # fmt: skip
         try:
             result = handle.result(timeout=spec.budget_s() + WORKER_MARGIN_S)

@@ -1,8 +1,9 @@
 """AF_PACKET sockets with a kernel BPF filter and a receive buffer large enough for bursts.
 
 The filter runs in the kernel, so a receiver on a busy host only wakes up for RoCEv2 (UDP
-4791) and MAC Control (PFC, ethertype 0x8808) frames. scapy's default 64 KiB socket buffer
-lost 176 of 500 frames of a burst on this kind of machine (LAB-NOTES); 4 MiB lost none.
+4791, or the probes' alternate port) and MAC Control (PFC, ethertype 0x8808) frames. scapy's
+default 64 KiB socket buffer lost 176 of 500 frames of a burst on this kind of machine
+(LAB-NOTES); 4 MiB lost none.
 """
 
 from __future__ import annotations
@@ -29,22 +30,32 @@ REJECT = 0
 
 Instruction = tuple[int, int, int, int]
 
-# "ether proto 0x8808 or (ip and udp dst port 4791)", the program tcpdump -dd compiles for that
-# expression, minus its IPv6 branch: RoCEv2 over IPv4 is what the fabric carries.
-ROCE_OR_PFC_FILTER: tuple[Instruction, ...] = (
-    (BPF_LD_H_ABS, 0, 0, 12),  # 0: A = ethertype
-    (BPF_JEQ_K, 8, 0, 0x8808),  # 1: MAC Control → accept (10)
-    (BPF_JEQ_K, 0, 8, 0x0800),  # 2: not IPv4 → reject (11)
-    (BPF_LD_B_ABS, 0, 0, 23),  # 3: A = IP protocol
-    (BPF_JEQ_K, 0, 6, 17),  # 4: not UDP → reject
-    (BPF_LD_H_ABS, 0, 0, 20),  # 5: A = flags + fragment offset
-    (BPF_JSET_K, 4, 0, 0x1FFF),  # 6: a non-first fragment has no UDP header → reject
-    (BPF_LDX_B_MSH, 0, 0, 14),  # 7: X = IP header length
-    (BPF_LD_H_IND, 0, 0, 16),  # 8: A = UDP destination port (14 + X + 2)
-    (BPF_JEQ_K, 0, 1, 4791),  # 9: RoCEv2 → accept, else reject
-    (BPF_RET_K, 0, 0, ACCEPT),  # 10
-    (BPF_RET_K, 0, 0, REJECT),  # 11
-)
+ROCE_UDP_PORT = 4791  # also agent.probes.packets.ROCE_UDP_PORT; this module imports no scapy
+
+
+def roce_or_pfc_filter(udp_port: int = ROCE_UDP_PORT) -> tuple[Instruction, ...]:
+    """ "ether proto 0x8808 or (ip and udp dst port PORT)", the program tcpdump -dd compiles for
+    that expression, minus its IPv6 branch: RoCEv2 over IPv4 is what the fabric carries.
+    PORT is 4791, or the probes' alternate port on hosts whose NIC would take 4791."""
+    if not 0 < udp_port <= 0xFFFF:
+        raise ValueError(f"udp_port must be 1..65535, got {udp_port}")
+    return (
+        (BPF_LD_H_ABS, 0, 0, 12),  # 0: A = ethertype
+        (BPF_JEQ_K, 8, 0, 0x8808),  # 1: MAC Control → accept (10)
+        (BPF_JEQ_K, 0, 8, 0x0800),  # 2: not IPv4 → reject (11)
+        (BPF_LD_B_ABS, 0, 0, 23),  # 3: A = IP protocol
+        (BPF_JEQ_K, 0, 6, 17),  # 4: not UDP → reject
+        (BPF_LD_H_ABS, 0, 0, 20),  # 5: A = flags + fragment offset
+        (BPF_JSET_K, 4, 0, 0x1FFF),  # 6: a non-first fragment has no UDP header → reject
+        (BPF_LDX_B_MSH, 0, 0, 14),  # 7: X = IP header length
+        (BPF_LD_H_IND, 0, 0, 16),  # 8: A = UDP destination port (14 + X + 2)
+        (BPF_JEQ_K, 0, 1, udp_port),  # 9: the probe's port → accept, else reject
+        (BPF_RET_K, 0, 0, ACCEPT),  # 10
+        (BPF_RET_K, 0, 0, REJECT),  # 11
+    )
+
+
+ROCE_OR_PFC_FILTER = roce_or_pfc_filter()
 
 # Send-only sockets (storm injector) accept nothing, so their buffer never fills.
 REJECT_ALL_FILTER: tuple[Instruction, ...] = ((BPF_RET_K, 0, 0, REJECT),)

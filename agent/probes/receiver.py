@@ -25,8 +25,8 @@ from typing import Any
 
 from agent.probes.analysis import DEFAULT_MAX_FLOWS, PfcAnalyzer, RoceAnalyzer
 from agent.probes.dilation import Dilation
-from agent.probes.packets import ECN_CE, cnp_packet
-from agent.probes.rawsock import interface_mac, mac_text, open_port
+from agent.probes.packets import ECN_CE, ROCE_UDP_PORT, cnp_packet
+from agent.probes.rawsock import interface_mac, mac_text, open_port, roce_or_pfc_filter
 from lossless.dcqcn import NotificationPoint
 
 MAX_DURATION_S = 3600.0
@@ -46,6 +46,7 @@ class ReceiveSpec:
     senders: tuple[str, ...] | None = None  # IPv4 sources to track; None: any (or expected's)
     max_flows: int = DEFAULT_MAX_FLOWS
     time_dilation: float = 1.0  # emulated fabrics only: see agent.probes.dilation
+    udp_port: int = ROCE_UDP_PORT  # where the probes arrive (agent.probes.transport)
 
     def __post_init__(self) -> None:
         Dilation(self.time_dilation)  # refuses a factor out of range
@@ -70,7 +71,7 @@ class ReceiveSpec:
 
 def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> dict[str, Any]:
     """Receive until the duration ends (or the idle timeout); JSON-ready result."""
-    roce = RoceAnalyzer(max_flows=spec.max_flows, sources=spec.sources())
+    roce = RoceAnalyzer(max_flows=spec.max_flows, sources=spec.sources(), udp_port=spec.udp_port)
     pfc = PfcAnalyzer(spec.link_speed_bps, spec.storm_after_s)
     my_mac = interface_mac(spec.ifname)
     notification = NotificationPoint(spec.min_time_between_cnps_us)
@@ -79,7 +80,7 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
     # A CNP's bytes depend only on the flow: built once (scapy takes about 2 ms a frame, which
     # would delay every CNP by 20 µs of a 100x-dilated link's time; a NIC answers in ~1 µs).
     cnps: dict[tuple[str, int], tuple[tuple[Any, str], bytes]] = {}
-    sock = open_port(spec.ifname)
+    sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
     start = time.monotonic()
     last_data = start
     try:
@@ -127,7 +128,7 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
                     if cached is None or cached[0] != addresses:
                         cached = cnps[key] = (addresses, bytes(cnp_packet(
                             my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
-                            view.qpn, spec.cnp_dscp,
+                            view.qpn, spec.cnp_dscp, spec.udp_port,
                         )))  # fmt: skip
                     sock.send(cached[1])
                     cnps_sent += 1
@@ -146,6 +147,7 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
     return {
         "role": "receive",
         "interface": spec.ifname,
+        "udp_port": spec.udp_port,
         "duration_s": round(elapsed, 6),
         **result,
         "cnps_sent": cnps_sent,

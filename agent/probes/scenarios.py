@@ -16,6 +16,7 @@ from agent.errors import AgentError
 from agent.intent import Device, FabricIntent
 from agent.plan import nic_plan
 from agent.probes.runner import NetnsRunner, ProbeHandle, Runner, SshRunner
+from agent.probes.transport import Transport, choose_transport
 
 RESULT_GRACE_S = 15.0
 BASE_QPN = 0x100
@@ -53,13 +54,25 @@ def endpoint(intent: FabricIntent, name: str) -> Endpoint:
     return Endpoint(device, port.name, str(port.ipv4.ip), port.speed, runner)
 
 
+def transport_for(intent: FabricIntent, ends: list[Endpoint]) -> Transport:
+    """The UDP port of a run over ``ends`` (:mod:`agent.probes.transport`)."""
+    return choose_transport(
+        intent.validation.probe, [(e.device.name, e.ifname, e.runner) for e in ends]
+    )
+
+
 def _receive_spec(
-    intent: FabricIntent, end: Endpoint, duration_s: float, senders: list[str]
+    intent: FabricIntent,
+    end: Endpoint,
+    duration_s: float,
+    senders: list[str],
+    transport: Transport,
 ) -> dict[str, Any]:
     nic = nic_plan(intent.profile)
     return {
         "ifname": end.ifname,
-        # Only the scenario's own senders are tracked: a stranger on UDP 4791 is counted as
+        "udp_port": transport.udp_port,
+        # Only the scenario's own senders are tracked: a stranger on the probes' port is counted as
         # foreign and cannot grow the receiver's state.
         "senders": sorted(set(senders)),
         "duration_s": duration_s + RESULT_GRACE_S,
@@ -83,10 +96,12 @@ def _send_spec(
     duration_s: float,
     size: int,
     dcqcn: bool,
+    transport: Transport,
 ) -> dict[str, Any]:
     profile = intent.profile
     spec: dict[str, Any] = {
         "ifname": source.ifname,
+        "udp_port": transport.udp_port,
         "dst_ip": target.ip,
         "rate_bps": min(rate_bps, source.speed_bps),
         "link_speed_bps": source.speed_bps,
@@ -117,14 +132,18 @@ def _run(
 
 
 def start_receivers(
-    intent: FabricIntent, targets: list[Endpoint], duration_s: float, senders: list[Endpoint]
+    intent: FabricIntent,
+    targets: list[Endpoint],
+    duration_s: float,
+    senders: list[Endpoint],
+    transport: Transport,
 ) -> dict[str, ProbeHandle]:
     receivers = {}
     sources = [s.ip for s in senders]
     try:
         # Started side by side, then waited for: each takes a Python start-up to get ready.
         for target in targets:
-            spec = _receive_spec(intent, target, duration_s, sources)
+            spec = _receive_spec(intent, target, duration_s, sources, transport)
             receivers[target.device.name] = target.runner.start("receive", spec)
         for process in receivers.values():
             process.wait_ready()
@@ -175,16 +194,19 @@ def pairwise(
     rate_bps: int = 1_000_000,
     duration_s: float = 3.0,
     size: int = 512,
+    transport: Transport | None = None,
 ) -> dict[str, Any]:
     """Every ordered host pair at a low rate; expected: zero loss everywhere."""
     names = hosts or [d.name for d in intent.devices if d.role == "host"]
     ends = [endpoint(intent, n) for n in names]
     if len(ends) < 2:
         raise ScenarioError("pairwise needs at least two hosts")
-    receivers = start_receivers(intent, ends, duration_s, ends)
+    transport = transport or transport_for(intent, ends)
+    receivers = start_receivers(intent, ends, duration_s, ends, transport)
     senders = [
         source.runner.start(
-            "send", _send_spec(intent, source, target, i, rate_bps, duration_s, size, False)
+            "send",
+            _send_spec(intent, source, target, i, rate_bps, duration_s, size, False, transport),
         )
         for i, (source, target) in enumerate(itertools.permutations(ends, 2))
     ]
@@ -198,6 +220,7 @@ def pairwise(
         "scenario": "pairwise",
         "passed": not failures,
         "failures": failures,
+        "transport": transport.as_json(),
         "flows": rows,
         "totals": _totals(rows),
     }
@@ -212,6 +235,7 @@ def incast(
     size: int = INCAST_PAYLOAD_BYTES,
     dcqcn: bool = True,
     sports: list[int] | None = None,
+    transport: Transport | None = None,
 ) -> dict[str, Any]:
     """N senders at line rate into one receiver. Expected: no loss on the lossless class;
     with ECN on, CE marks and CNPs; with DCQCN, senders slow down. ``sports``: each sender's
@@ -226,7 +250,8 @@ def incast(
         raise ScenarioError(
             f"sports: Expected: one per sender ({len(sources)}) Actual: {len(sports)}"
         )
-    receivers = start_receivers(intent, [target], duration_s, sources)
+    transport = transport or transport_for(intent, [target, *sources])
+    receivers = start_receivers(intent, [target], duration_s, sources, transport)
     # An incast is synchronised (a collective's senders start together): every sender waits
     # for one wall-clock moment, far enough ahead for all of them to start.
     start_at = time.time() + max(
@@ -236,8 +261,9 @@ def incast(
     try:
         for i, source in enumerate(sources):
             spec = _send_spec(
-                intent, source, target, i, rate_bps or source.speed_bps, duration_s, size, dcqcn
-            )
+                intent, source, target, i, rate_bps or source.speed_bps, duration_s, size, dcqcn,
+                transport,
+            )  # fmt: skip
             if sports is not None:
                 spec["sport"] = sports[i]
             senders.append(source.runner.start("send", {**spec, "start_at": start_at}))
@@ -267,6 +293,7 @@ def incast(
         "from": senders_from,
         "passed": not failures,
         "failures": failures,
+        "transport": transport.as_json(),
         "time_dilation": intent.emulation.time_dilation,
         # How much later than agreed the last sender started: the senders overlapped for
         # duration_s minus this.
@@ -296,6 +323,7 @@ def storm(
     rate_pps: float = 200.0,
     priorities: tuple[int, ...] | None = None,
     traffic_from: str | None = None,
+    transport: Transport | None = None,
 ) -> dict[str, Any]:
     """Inject a PFC storm from ``host`` into its switch port and sniff it on the wire.
 
@@ -308,10 +336,11 @@ def storm(
     background = None
     if traffic_from is not None:
         sender = endpoint(intent, traffic_from)
+        transport = transport or transport_for(intent, [sender, source])
         background = sender.runner.start(
             "send",
             _send_spec(intent, sender, source, 0, sender.speed_bps // 2, duration_s + 1.0,
-                       500, False),
+                       500, False, transport),
         )  # fmt: skip
     watchdog = intent.profile.pfc.watchdog
     storm_after_s = watchdog.detection_ms / 1000
@@ -349,6 +378,7 @@ def storm(
         "host": host,
         "passed": not failures,
         "failures": failures,
+        **({"transport": transport.as_json()} if transport is not None else {}),
         "injected": injected,
         "sniffed": seen,
         "traffic": traffic,

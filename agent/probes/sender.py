@@ -26,12 +26,13 @@ from scapy.contrib.roce import CNP_OPCODE
 from agent.probes.dilation import Dilation
 from agent.probes.packets import (
     ECN_ECT0,
+    ROCE_UDP_PORT,
     Flow,
     RoceTemplate,
     parse_pfc,
     parse_roce,
 )
-from agent.probes.rawsock import interface_mac, open_port
+from agent.probes.rawsock import interface_mac, open_port, roce_or_pfc_filter
 from lossless.clock import Clock, WallClock
 from lossless.dcqcn import DcqcnReactionPoint
 from lossless.pfc import PauseHonouring
@@ -57,6 +58,7 @@ class SendSpec:
     priority: int = 3  # the priority PFC pauses for this traffic (DSCP→priority of the fabric)
     qpn: int = 0x100
     sport: int = 49152
+    udp_port: int = ROCE_UDP_PORT  # destination port; CNPs come back to it too
     flow_id: int = 0
     ecn: int = ECN_ECT0
     honour_pfc: bool = True
@@ -114,6 +116,7 @@ class SendResult:
                 "dst_ip": spec.dst_ip,
                 "qpn": spec.qpn,
                 "sport": spec.sport,
+                "udp_port": spec.udp_port,
                 "dscp": spec.dscp,
                 "flow_id": spec.flow_id,
             },
@@ -191,6 +194,7 @@ def run_sender(
         qpn=spec.qpn,
         flow_id=spec.flow_id,
         size=spec.size,
+        udp_port=spec.udp_port,
     )
     template = RoceTemplate(flow)
     wire_bits = (template.length + ETHERNET_OVERHEAD) * 8
@@ -200,7 +204,7 @@ def run_sender(
     )
     result = SendResult(final_rate_bps=spec.rate_bps, min_rate_bps=spec.rate_bps)
     pause = PauseHonouring(spec.link_speed_bps)
-    sock = open_port(spec.ifname)
+    sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
     try:
         if ready:
             ready()
@@ -284,7 +288,7 @@ def _drain(
                 pause.receive(pfc.quanta[spec.priority], now)
             continue
         try:
-            view = parse_roce(frame)
+            view = parse_roce(frame, udp_port=spec.udp_port)
         except ValueError:
             continue
         if view is not None and view.opcode == CNP_OPCODE and view.qpn == spec.qpn:

@@ -10,41 +10,56 @@ import json
 import sys
 from typing import Any
 
-from agent.probes.mesh import MeshSendSpec, run_mesh_sender
-from agent.probes.paths import HopSpec, TraceSpec, run_hops, run_trace
-from agent.probes.pfc import SniffSpec, StormSpec, run_sniffer, run_storm
-from agent.probes.receiver import ReceiveSpec, run_receiver
-from agent.probes.sender import SendSpec, run_sender
-
 READY_LINE = "READY"
 
 
+def _ready() -> None:
+    print(READY_LINE, flush=True)
+
+
 def run(role: str, spec: dict[str, Any]) -> dict[str, Any]:
+    # Each role imports what it needs: ``inspect`` runs before every probe run on every host,
+    # and must not pay for scapy.
+    if role == "inspect":
+        from agent.probes.transport import inspect_interface
+
+        ifname = spec.get("ifname")
+        if not isinstance(ifname, str) or not ifname or "/" in ifname:
+            raise ValueError(f"ifname: Expected: an interface name Actual: {ifname!r:.60}")
+        return inspect_interface(ifname)
     if role == "send":
+        from agent.probes.sender import SendSpec, run_sender
+
         # READY: the socket is open; a sender with ``start_at`` then waits for that moment.
-        return run_sender(SendSpec(**spec), ready=lambda: print(READY_LINE, flush=True))
+        return run_sender(SendSpec(**spec), ready=_ready)
     if role == "receive":
+        from agent.probes.receiver import ReceiveSpec, run_receiver
+
         if spec.get("senders") is not None:
             spec["senders"] = tuple(spec["senders"])
         # The line tells the runner the socket is open, so senders start only after it.
-        return run_receiver(ReceiveSpec(**spec), ready=lambda: print(READY_LINE, flush=True))
-    if role == "sniff-pfc":
+        return run_receiver(ReceiveSpec(**spec), ready=_ready)
+    if role in ("sniff-pfc", "storm"):
+        from agent.probes.pfc import SniffSpec, StormSpec, run_sniffer, run_storm
+
+        if role == "storm":
+            spec["priorities"] = tuple(spec["priorities"])
+            return run_storm(StormSpec(**spec))
         spec["interfaces"] = tuple(spec["interfaces"])
         return run_sniffer(SniffSpec(**spec))
-    if role == "storm":
-        spec["priorities"] = tuple(spec["priorities"])
-        return run_storm(StormSpec(**spec))
-    if role == "trace":
-        return run_trace(TraceSpec.from_json(spec))
-    if role == "hops":
+    if role in ("trace", "hops"):
+        from agent.probes.paths import HopSpec, TraceSpec, run_hops, run_trace
+
+        if role == "trace":
+            return run_trace(TraceSpec.from_json(spec))
         return run_hops(HopSpec.from_json(spec))
     if role == "mesh-send":
-        return run_mesh_sender(
-            MeshSendSpec.from_json(spec), ready=lambda: print(READY_LINE, flush=True)
-        )
+        from agent.probes.mesh import MeshSendSpec, run_mesh_sender
+
+        return run_mesh_sender(MeshSendSpec.from_json(spec), ready=_ready)
     raise ValueError(
-        f"unknown probe role {role!r}; expected send, receive, sniff-pfc, storm, trace, hops "
-        "or mesh-send"
+        f"unknown probe role {role!r}; expected inspect, send, receive, sniff-pfc, storm, "
+        "trace, hops or mesh-send"
     )
 
 

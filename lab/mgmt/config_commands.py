@@ -20,6 +20,13 @@ Syntax follows Arista EOS as rendered by Arista's own config generator (AVD
 * [AVD-PFC]   ``j2templates/eos/priority-flow-control.j2`` (global ``priority-flow-control all
   off``, ``... pause watchdog default timeout|recovery-time|polling-interval <s>``, ``... pause
   watchdog action drop|no-drop``) and its schema (timeout/recovery two decimals, polling three);
+* [AVD-ACL]   ``j2templates/eos/ip-access-lists.j2`` (``ip access-list NAME``, entries ``[seq]
+  permit|deny udp any any eq <port>``: the lab takes only this form);
+* [AVD-CMAP]  ``j2templates/eos/class-maps.j2`` (``class-map type qos match-any NAME``, ``match
+  ip access-group NAME``);
+* [AVD-PMAP]  ``j2templates/eos/policy-maps-qos.j2`` (``policy-map type quality-of-service
+  NAME``, ``class NAME``, ``set traffic-class <tc>``), applied with ``service-policy type qos
+  input NAME`` on an interface or qos profile;
 * [AVD-ETH]   the ethernet-interface templates (``service-profile NAME``, ``qos trust``,
   ``description``).
 
@@ -45,7 +52,14 @@ from lab.mgmt.grammar import (
     register_value_type,
     tokenize,
 )
-from lab.mgmt.model import EcnThreshold, QosSettings, SwitchConfig, TxQueue, WatchdogPortTimer
+from lab.mgmt.model import (
+    AclEntry,
+    EcnThreshold,
+    QosSettings,
+    SwitchConfig,
+    TxQueue,
+    WatchdogPortTimer,
+)
 
 HOSTNAME_RE = r"[A-Za-z0-9][A-Za-z0-9._\-]{0,62}"
 PROFILE_NAME_RE = r"[A-Za-z0-9_.\-]{1,64}"
@@ -146,7 +160,57 @@ class QueueMode:
         return f"{self.parent.label()}-uc-txq-{self.queue}"
 
 
-ConfigMode = GlobalMode | InterfaceMode | ProfileMode | QueueMode
+@dataclass(frozen=True)
+class AclMode:
+    """``(config-acl-NAME)#``."""
+
+    name: str
+
+    def label(self) -> str:
+        return f"acl-{self.name}"
+
+
+@dataclass(frozen=True)
+class ClassMapMode:
+    """``(config-cmap-qos-NAME)#``."""
+
+    name: str
+
+    def label(self) -> str:
+        return f"cmap-qos-{self.name}"
+
+
+@dataclass(frozen=True)
+class PolicyMapMode:
+    """``(config-pmap-qos-NAME)#``."""
+
+    name: str
+
+    def label(self) -> str:
+        return f"pmap-qos-{self.name}"
+
+
+@dataclass(frozen=True)
+class PolicyClassMode:
+    """``(config-pmap-c-qos-POLICY-CLASS)#``."""
+
+    policy: str
+    name: str
+
+    def label(self) -> str:
+        return f"pmap-c-qos-{self.policy}-{self.name}"
+
+
+ConfigMode = (
+    GlobalMode
+    | InterfaceMode
+    | ProfileMode
+    | QueueMode
+    | AclMode
+    | ClassMapMode
+    | PolicyMapMode
+    | PolicyClassMode
+)
 Handler = Callable[[SwitchConfig, ConfigMode, dict[str, Any]], ConfigMode | None]
 
 
@@ -240,7 +304,30 @@ def _set_watchdog_default(attribute: str, arg: str | None) -> Handler:
     return handler
 
 
+def _enter_acl(config: SwitchConfig, _mode: ConfigMode, args: dict[str, Any]) -> ConfigMode:
+    config.access_lists.setdefault(args["name"], {})
+    return AclMode(args["name"])
+
+
+def _enter_class_map(config: SwitchConfig, _mode: ConfigMode, args: dict[str, Any]) -> ConfigMode:
+    config.class_maps.setdefault(args["name"], [])
+    return ClassMapMode(args["name"])
+
+
+def _enter_policy_map(config: SwitchConfig, _mode: ConfigMode, args: dict[str, Any]) -> ConfigMode:
+    config.policy_maps.setdefault(args["name"], {})
+    return PolicyMapMode(args["name"])
+
+
+def _delete(attribute: str) -> Handler:
+    def handler(config: SwitchConfig, _mode: ConfigMode, args: dict[str, Any]) -> None:
+        getattr(config, attribute).pop(args["name"], None)
+
+    return handler
+
+
 _WD = "priority-flow-control pause watchdog"
+_QOS_NAME = f"<name:word:{PROFILE_NAME_RE}>"
 
 GLOBAL_COMMANDS: tuple[Command[Handler], ...] = (
     Command(f"hostname <name:word:{HOSTNAME_RE}>", _hostname),
@@ -281,6 +368,14 @@ GLOBAL_COMMANDS: tuple[Command[Handler], ...] = (
     ),
     Command(f"{_WD} action <a:choice:drop,no-drop>", _set_watchdog_default("action", "a")),
     Command(f"no {_WD} action [<x:rest>]", _set_watchdog_default("action", None)),
+    # QoS classification by ACL [AVD-ACL] [AVD-CMAP] [AVD-PMAP]: what RoCE must NOT be
+    # classified by (check RC010), so the lab can be set up wrong on purpose.
+    Command(f"ip access-list {_QOS_NAME}", _enter_acl),
+    Command(f"no ip access-list {_QOS_NAME}", _delete("access_lists")),
+    Command(f"class-map type qos match-any {_QOS_NAME}", _enter_class_map),
+    Command(f"no class-map type qos match-any {_QOS_NAME}", _delete("class_maps")),
+    Command(f"policy-map type quality-of-service {_QOS_NAME}", _enter_policy_map),
+    Command(f"no policy-map type quality-of-service {_QOS_NAME}", _delete("policy_maps")),
 )
 
 
@@ -349,6 +444,10 @@ def _enter_queue(config: SwitchConfig, mode: ConfigMode, args: dict[str, Any]) -
     return QueueMode(mode, args["q"])
 
 
+def _service_policy(settings: QosSettings, args: dict[str, Any]) -> None:
+    settings.service_policy = args.get("name")
+
+
 def _delete_queue(settings: QosSettings, args: dict[str, Any]) -> None:
     settings.tx_queues.pop(args["q"], None)
 
@@ -397,6 +496,8 @@ QOS_SETTING_COMMANDS: tuple[Command[Handler], ...] = (
     Command("tx-queue <q:int:0-7>", _enter_queue),
     Command("no uc-tx-queue <q:int:0-7>", _each_qos(_delete_queue)),
     Command("no tx-queue <q:int:0-7>", _each_qos(_delete_queue)),
+    Command(f"service-policy type qos input {_QOS_NAME}", _each_qos(_service_policy)),
+    Command("no service-policy type qos input [<x:rest>]", _each_qos(_service_policy)),
 )
 
 INTERFACE_ONLY_COMMANDS: tuple[Command[Handler], ...] = (
@@ -461,10 +562,83 @@ QUEUE_COMMANDS: tuple[Command[Handler], ...] = (
 )
 
 
+# ----------------------------------------------------------------------------- ACL, class, policy
+
+
+def _acl_entry(config: SwitchConfig, mode: ConfigMode, args: dict[str, Any]) -> None:
+    assert isinstance(mode, AclMode)
+    entries = config.access_lists[mode.name]
+    seq = args.get("seq") or (max(entries, default=0) + 10)  # EOS numbers by 10
+    entries[seq] = AclEntry(args["action"], args["port"])
+
+
+def _acl_remove(config: SwitchConfig, mode: ConfigMode, args: dict[str, Any]) -> None:
+    assert isinstance(mode, AclMode)
+    config.access_lists[mode.name].pop(args["seq"], None)
+
+
+def _match_acl(config: SwitchConfig, mode: ConfigMode, args: dict[str, Any]) -> None:
+    assert isinstance(mode, ClassMapMode)
+    matches = config.class_maps[mode.name]
+    if args["name"] not in matches:
+        matches.append(args["name"])
+
+
+def _unmatch_acl(config: SwitchConfig, mode: ConfigMode, args: dict[str, Any]) -> None:
+    assert isinstance(mode, ClassMapMode)
+    matches = config.class_maps[mode.name]
+    if args["name"] in matches:
+        matches.remove(args["name"])
+
+
+def _enter_policy_class(config: SwitchConfig, mode: ConfigMode, args: dict[str, Any]) -> ConfigMode:
+    assert isinstance(mode, PolicyMapMode)
+    config.policy_maps[mode.name].setdefault(args["name"], None)
+    return PolicyClassMode(mode.name, args["name"])
+
+
+def _remove_policy_class(config: SwitchConfig, mode: ConfigMode, args: dict[str, Any]) -> None:
+    assert isinstance(mode, PolicyMapMode)
+    config.policy_maps[mode.name].pop(args["name"], None)
+
+
+def _set_class_tc(config: SwitchConfig, mode: ConfigMode, args: dict[str, Any]) -> None:
+    assert isinstance(mode, PolicyClassMode)
+    config.policy_maps[mode.policy][mode.name] = args.get("tc")
+
+
+_ACE = "<action:choice:permit,deny> udp any any eq <port:int:1-65535>"
+ACL_COMMANDS: tuple[Command[Handler], ...] = (
+    Command(f"<seq:int:1-4294967295> {_ACE}", _acl_entry),
+    Command(_ACE, _acl_entry),
+    Command("no <seq:int:1-4294967295>", _acl_remove),
+)
+CLASS_MAP_COMMANDS: tuple[Command[Handler], ...] = (
+    Command(f"match ip access-group {_QOS_NAME}", _match_acl),
+    Command(f"no match ip access-group {_QOS_NAME}", _unmatch_acl),
+)
+POLICY_MAP_COMMANDS: tuple[Command[Handler], ...] = (
+    Command(f"class {_QOS_NAME}", _enter_policy_class),
+    Command(f"no class {_QOS_NAME}", _remove_policy_class),
+)
+POLICY_CLASS_COMMANDS: tuple[Command[Handler], ...] = (
+    Command("set traffic-class <tc:int:0-7>", _set_class_tc),
+    Command("no set traffic-class [<x:rest>]", _set_class_tc),
+)
+
+
 def commands_for(mode: ConfigMode) -> Sequence[Command[Handler]]:
     """The command table of a configuration mode."""
     if isinstance(mode, GlobalMode):
         return GLOBAL_COMMANDS
+    if isinstance(mode, AclMode):
+        return ACL_COMMANDS
+    if isinstance(mode, ClassMapMode):
+        return CLASS_MAP_COMMANDS
+    if isinstance(mode, PolicyMapMode):
+        return POLICY_MAP_COMMANDS
+    if isinstance(mode, PolicyClassMode):
+        return POLICY_CLASS_COMMANDS
     if isinstance(mode, InterfaceMode):
         return QOS_SETTING_COMMANDS + INTERFACE_ONLY_COMMANDS
     if isinstance(mode, ProfileMode):

@@ -71,6 +71,7 @@ class QosSettings:
     pfc_watchdog_action: WatchdogPortAction | None = None
     pfc_watchdog_timer: WatchdogPortTimer | None = None
     tx_queues: dict[int, TxQueue] = field(default_factory=dict)
+    service_policy: str | None = None  # service-policy type qos input NAME
 
     def queue(self, queue_id: int) -> TxQueue:
         """The queue's settings, created empty on first use."""
@@ -102,6 +103,15 @@ class WatchdogDefaults:
 
 
 @dataclass
+class AclEntry:
+    """``<seq> permit|deny udp any any eq <port>``: the access-list entries the lab's data
+    plane can match (a QoS class on UDP destination port, as switch ASICs can)."""
+
+    action: Literal["permit", "deny"]
+    port: int
+
+
+@dataclass
 class SwitchConfig:
     """The whole running (or session, or startup) configuration."""
 
@@ -113,6 +123,11 @@ class SwitchConfig:
     profiles: dict[str, QosSettings] = field(default_factory=dict)
     pfc_all_off: bool = False
     watchdog: WatchdogDefaults = field(default_factory=WatchdogDefaults)
+    access_lists: dict[str, dict[int, AclEntry]] = field(default_factory=dict)
+    # class-map type qos match-any NAME -> the access lists it matches
+    class_maps: dict[str, list[str]] = field(default_factory=dict)
+    # policy-map type quality-of-service NAME -> class -> its set traffic-class (None: unset)
+    policy_maps: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, hostname: str, interfaces: list[str]) -> SwitchConfig:

@@ -39,6 +39,7 @@ def render_config(config: SwitchConfig) -> list[str]:
         blocks.append(maps)
     if config.qos_trust is not None:
         blocks.append([_trust_line(config.qos_trust)])
+    blocks += _classification_blocks(config)
     for profile in sorted(config.profiles):
         blocks.append([f"qos profile {profile}", *_indent(_qos_lines(config.profiles[profile]))])
     for name in sorted(config.interfaces, key=names.sort_key):
@@ -91,8 +92,29 @@ def _qos_map_lines(config: SwitchConfig) -> list[str]:
     return lines
 
 
+def _classification_blocks(config: SwitchConfig) -> list[list[str]]:
+    """ACLs, class-maps and QoS policy-maps, in AVD's spellings, before what refers to them."""
+    blocks = []
+    for name in sorted(config.access_lists):
+        entries = config.access_lists[name]
+        body = [f"{seq} {e.action} udp any any eq {e.port}" for seq, e in sorted(entries.items())]
+        blocks.append([f"ip access-list {name}", *_indent(body)])
+    for name in sorted(config.class_maps):
+        body = [f"match ip access-group {acl}" for acl in config.class_maps[name]]
+        blocks.append([f"class-map type qos match-any {name}", *_indent(body)])
+    for name in sorted(config.policy_maps):
+        body = []
+        for class_name, tc in config.policy_maps[name].items():
+            body += [f"class {class_name}"]
+            body += _indent([f"set traffic-class {tc}"] if tc is not None else [])
+        blocks.append([f"policy-map type quality-of-service {name}", *_indent(body)])
+    return blocks
+
+
 def _qos_lines(settings: QosSettings) -> list[str]:
     lines: list[str] = []
+    if settings.service_policy is not None:
+        lines.append(f"service-policy type qos input {settings.service_policy}")
     if settings.trust is not None:
         lines.append(_trust_line(settings.trust))
     if settings.pfc_enabled is True:

@@ -50,6 +50,7 @@ def effective_qos(config: SwitchConfig, interface: str) -> QosSettings:
     merged = copy.deepcopy(profile)
     mine = own.qos
     for attribute in (
+        "service_policy",
         "trust",
         "pfc_enabled",
         "pfc_watchdog",
@@ -190,7 +191,15 @@ def _port_qos(
         if (entry := _queue(interface, q, queue))
     }
     trust = _port_trust(config, settings, switch_trust)
-    if not pfc_enabled and not no_drop and watchdog is None and not queues and trust is None:
+    by_udp_port = _udp_port_classes(config, settings.service_policy)
+    if (
+        not pfc_enabled
+        and not no_drop
+        and watchdog is None
+        and not queues
+        and trust is None
+        and not by_udp_port
+    ):
         return None
     port: dict[str, Any] = {
         "pfc_enabled": pfc_enabled,
@@ -200,4 +209,26 @@ def _port_qos(
     }
     if trust is not None:
         port["trust"] = trust
+    if by_udp_port:
+        port["udp_dst_port_tc"] = by_udp_port
     return port
+
+
+def _udp_port_classes(config: SwitchConfig, policy: str | None) -> dict[str, int]:
+    """UDP destination port -> traffic class from a ``service-policy type qos input``: its
+    classes in order, each class-map's ACLs in sequence order, the first match wins (as in a
+    TCAM); a ``deny`` entry takes its port out of that class. An undefined policy, class-map
+    or ACL matches nothing."""
+    found: dict[str, int] = {}
+    for class_name, tc in config.policy_maps.get(policy or "", {}).items():
+        if tc is None:
+            continue
+        for acl in config.class_maps.get(class_name, []):
+            decided: set[int] = set()
+            for _, entry in sorted(config.access_lists.get(acl, {}).items()):
+                if entry.port in decided:
+                    continue
+                decided.add(entry.port)
+                if entry.action == "permit":
+                    found.setdefault(str(entry.port), tc)
+    return found

@@ -103,9 +103,14 @@ Trust = Literal["dscp", "cos", "none"]
 
 
 class LabPortQosConfig(PortQosConfig):
-    """A port's QoS plus its own trust (unset: the switch-wide ``qos.trust``)."""
+    """A port's QoS plus its own trust (unset: the switch-wide ``qos.trust``) and ingress
+    classification by UDP destination port (a QoS policy matching an ACL, which ASICs can
+    apply before the DSCP map: what RoCE must not depend on, see the agent's check RC010)."""
 
     trust: Trust | None = None
+    udp_dst_port_tc: dict[Annotated[int, Field(ge=1, le=65535)], Priority] = Field(
+        default_factory=dict
+    )
 
 
 class QosConfig(StrictModel):

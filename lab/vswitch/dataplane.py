@@ -141,6 +141,7 @@ class Port:
         self.ecn: list[EcnMarker | None] = [None] * NUM_CLASSES
         self.queue_limit = 0  # tail-drop limit of this port's lossy egress queues
         self.tc_of_dscp = [0] * 64  # ingress classification (trust, classify faults)
+        self.tc_of_udp_port: dict[int, int] = {}  # a QoS policy on UDP ports, before DSCP
         self.oper_up = True
         # Faults (lab only).  The hot paths test one flag per frame: a port without faults
         # pays one attribute read on receive and one on transmit.
@@ -242,6 +243,7 @@ class Switch:
         by_name = {p.name: p for p in self.ports}
         for port in self.ports:
             port.tc_of_dscp = self.config.qos.port_classes(port.name)
+            port.tc_of_udp_port = dict(self.config.qos.port(port.name).udp_dst_port_tc)
         for fault in self.faults:
             if isinstance(fault, ClassifyFault):
                 by_name[fault.port].tc_of_dscp[fault.dscp] = fault.tc
@@ -523,7 +525,11 @@ class Switch:
         csum = ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
         frame[24] = csum >> 8
         frame[25] = csum & 0xFF
-        self._enqueue(port, out_port, port.tc_of_dscp[frame[15] >> 2], frame, now)
+        tc = port.tc_of_dscp[frame[15] >> 2]
+        if port.tc_of_udp_port and frame[23] == 17 and not (frame[20] & 0x3F or frame[21]):
+            l4 = 14 + (frame[14] & 0x0F) * 4  # a first fragment or a whole datagram
+            tc = port.tc_of_udp_port.get((frame[l4 + 2] << 8) | frame[l4 + 3], tc)
+        self._enqueue(port, out_port, tc, frame, now)
 
     def _time_exceeded(self, port: Port, frame: bytearray, ihl: int, now: float) -> None:
         """Answer an expired packet like a router: ICMP time exceeded from the ingress port's

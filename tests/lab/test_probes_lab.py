@@ -131,3 +131,28 @@ def test_pairwise_every_host_pair_without_loss(lab: Lab) -> None:
     assert result["passed"], result["failures"]
     assert len(result["flows"]) == 12
     assert all(row["received"] == row["sent"] > 0 for row in result["flows"])
+    # No host here has an RDMA device: RoCEv2's own port, and the output says why.
+    assert result["transport"]["udp_port"] == 4791
+    assert "no RDMA device" in result["transport"]["reason"]
+
+
+def test_probes_on_another_udp_port_ride_the_lossless_class_by_dscp(lab: Lab) -> None:
+    """What probes do on RDMA hosts (``validation.probe.udp_port``, or ``auto`` there): the
+    switches classify by DSCP, so the same queue marks them, PFC holds them, the receiver
+    answers with CNPs on that port and the senders slow down."""
+    set_qos(lab, pfc=True, ecn=True)
+    base = intent(lab)
+    probe = base.validation.probe.model_copy(update={"udp_port": 54791})
+    moved = base.model_copy(
+        update={"validation": base.validation.model_copy(update={"probe": probe})}
+    )
+    result = scenarios.incast(moved, "h3", ["h1", "h2"], duration_s=2.0, dcqcn=True)
+    assert result["transport"] == {
+        "udp_port": 54791, "reason": "set by validation.probe.udp_port", "rdma": {},
+    }  # fmt: skip
+    totals = result["totals"]
+    assert result["passed"], result["failures"]
+    assert totals["lost"] == 0
+    assert totals["ce_marked"] > 0 and totals["cnps_received"] > 0 and totals["rate_cuts"] > 0
+    # Marked in queue 3 of the switches: the lossless class, chosen by DSCP, not by port.
+    assert switch_totals(lab)["ecn_marked"] == totals["ce_marked"]

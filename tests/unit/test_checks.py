@@ -244,6 +244,19 @@ CASES: dict[str, tuple[Callable[[Collected], None], str, Callable[[Collected], N
         "(pendingCommitTimer, user admin, age 42s, rolls back in 258s)",
         no_state("leaf1"),
     ),
+    "RC010": (
+        interface_change(
+            "leaf1",
+            "Ethernet2",
+            udp_port_classifiers=(
+                "policy-map ROCE class ROCE (set traffic-class 3): "
+                "ip access-list ROCE '10 permit udp any any eq 4791'",
+            ),
+        ),
+        "Ethernet2 classification: Expected: by DSCP only Actual: policy-map ROCE class ROCE "
+        "(set traffic-class 3): ip access-list ROCE '10 permit udp any any eq 4791'",
+        no_state("leaf1"),
+    ),
     "RC101": (drops, "Ethernet1 priority 3 drops: Expected: <= 0 Actual: 5", no_state("leaf1")),
     "RC102": (
         pauses,

@@ -117,6 +117,19 @@ def test_seconds(seconds: str, ms: int, text: str) -> None:
 # ----------------------------------------------------------------------------- good lines
 
 
+UDP_CLASSIFICATION = [
+    "ip access-list ROCE",
+    "permit udp any any eq 4791",
+    "deny udp any any eq 54791",
+    "class-map type qos match-any ROCE",
+    "match ip access-group ROCE",
+    "policy-map type quality-of-service ROCE-IN",
+    "class ROCE",
+    "set traffic-class 3",
+    "interface Ethernet2",
+    "service-policy type qos input ROCE-IN",
+]
+
 GOOD_LINES: list[tuple[list[str], list[str]]] = [
     (["hostname spine-1"], ["hostname spine-1"]),
     (
@@ -214,6 +227,21 @@ GOOD_LINES: list[tuple[list[str], list[str]]] = [
     (
         ["interface Ethernet4", "description to h4 | rail 0"],
         ["interface Ethernet4", "   description to h4 | rail 0"],
+    ),
+    (  # QoS classification by UDP port [AVD-ACL] [AVD-CMAP] [AVD-PMAP]
+        UDP_CLASSIFICATION,
+        [
+            "ip access-list ROCE",
+            "   10 permit udp any any eq 4791",
+            "   20 deny udp any any eq 54791",
+            "class-map type qos match-any ROCE",
+            "   match ip access-group ROCE",
+            "policy-map type quality-of-service ROCE-IN",
+            "   class ROCE",
+            "      set traffic-class 3",
+            "interface Ethernet2",
+            "   service-policy type qos input ROCE-IN",
+        ],
     ),
 ]
 
@@ -645,3 +673,25 @@ def test_exec_commands_and_pipes() -> None:
         assert cli.closed
 
     asyncio.run(scenario())
+
+
+def test_udp_port_classification_reaches_the_data_plane_and_the_agent_reads_it() -> None:
+    """The first permit of a port wins, a deny takes its port out; the agent's EOS parser
+    reads the lab's JSON running-config as it reads a real switch's (check RC010)."""
+    from agent.platforms.arista_eos import udp_port_classifiers
+
+    config = configure(*UDP_CLASSIFICATION, "ip access-list ROCE", "30 permit udp any any eq 4792")
+    qos = _validated(to_vswitch_qos(config))
+    assert qos.port("eth2").udp_dst_port_tc == {4791: 3, 4792: 3}
+    assert qos.port("eth1").udp_dst_port_tc == {}
+    assert udp_port_classifiers(config_tree(config)["cmds"]) == {
+        "ROCE-IN": (
+            "policy-map ROCE-IN class ROCE (set traffic-class 3): "
+            "ip access-list ROCE '10 permit udp any any eq 4791'",
+            "policy-map ROCE-IN class ROCE (set traffic-class 3): "
+            "ip access-list ROCE '30 permit udp any any eq 4792'",
+        )
+    }
+    removed = configure(*UDP_CLASSIFICATION, "interface Ethernet2",
+                        "no service-policy type qos input")  # fmt: skip
+    assert _validated(to_vswitch_qos(removed)).port("eth2").udp_dst_port_tc == {}

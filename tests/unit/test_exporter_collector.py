@@ -559,7 +559,7 @@ def test_lean_series_per_port_after_a_poll() -> None:
 
 def full_store() -> SnapshotStore:
     """Every kind of series: polled switch, down switch, probes, checks, host NIC, drift."""
-    from exporters.hostnic import NicCounters, PortPause
+    from agent.hostnic import NicCounters, PortPause
 
     store = make_store()
     polled(store)

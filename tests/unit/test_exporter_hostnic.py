@@ -9,8 +9,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from exporters.collector import RoceCollector
-from exporters.hostnic import (
+from agent.hostnic import (
     HostNicReader,
     NicReadError,
     host_nic_present,
@@ -19,6 +18,7 @@ from exporters.hostnic import (
     rdma_netdevs,
     read_hw_counters,
 )
+from exporters.collector import RoceCollector
 from exporters.poller import NicPoller
 from exporters.store import SnapshotStore
 

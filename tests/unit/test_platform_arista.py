@@ -262,3 +262,40 @@ def test_link_health_from_recorded_json(
     status = {"interfaceStatuses": {} if link is None else {"Ethernet6": {"linkStatus": link}}}
     health = EOS.link_health_from_json(status, {"interfaceErrorCounters": {"Ethernet6": errors}})
     assert health["Ethernet6"].model_dump(include=set(expected)) == expected
+
+
+def test_qos_policies_matching_udp_ports_are_read_per_interface() -> None:
+    """AVD's syntax (ip-access-lists.j2, class-maps.j2, policy-maps-qos.j2): an ACL on UDP
+    4791 in a class that sets traffic-class 3, on Ethernet1 directly and on Ethernet2 through
+    its qos profile; an ACL on addresses only and a class with no ACL classify by no port."""
+    tree = json.loads((DATA / "leaf2-running-config.json").read_text())
+    cmds = tree["cmds"]
+    cmds["ip access-list ROCE"] = {
+        "cmds": {
+            "10 permit udp any any eq 4791": None,
+            "20 permit udp any range 4791 4792 any": None,
+        }
+    }
+    cmds["ip access-list HOSTS"] = {"cmds": {"10 permit ip 198.18.0.0/16 any": None}}
+    cmds["class-map type qos match-any ROCE"] = {"cmds": {"match ip access-group ROCE": None}}
+    cmds["class-map type qos match-any MGMT"] = {"cmds": {"match ip access-group HOSTS": None}}
+    cmds["policy-map type quality-of-service ROCE-IN"] = {"cmds": {
+        "class ROCE": {"cmds": {"set traffic-class 3": None}},
+        "class MGMT": {"cmds": {"set traffic-class 1": None}},
+    }}  # fmt: skip
+    cmds["interface Ethernet1"]["cmds"]["service-policy type qos input ROCE-IN"] = None
+    cmds["qos profile UDP"] = {"cmds": {"service-policy type qos input ROCE-IN": None}}
+    cmds["interface Ethernet2"]["cmds"]["service-profile UDP"] = None
+    recorded = Recorded({"show running-config | json": json.dumps(tree)})
+    actual = EOS.read_state(Connection(recorded, "leaf2"))
+    expected = (
+        "policy-map ROCE-IN class ROCE (set traffic-class 3): "
+        "ip access-list ROCE '10 permit udp any any eq 4791'",
+        "policy-map ROCE-IN class ROCE (set traffic-class 3): "
+        "ip access-list ROCE '20 permit udp any range 4791 4792 any'",
+    )
+    assert actual.interfaces["Ethernet1"].udp_port_classifiers == expected
+    assert actual.interfaces["Ethernet2"].udp_port_classifiers == expected
+    assert actual.interfaces["Ethernet3"].udp_port_classifiers == ()
+    # Not a QoS setting the agent manages: no drift, the check RC010 reports it.
+    assert diff("leaf2", desired_state(lab_leaf2()), actual, EOS.managed) == []

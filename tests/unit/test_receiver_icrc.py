@@ -121,7 +121,7 @@ def run(
     read_end, write_end = os.pipe()
     os.write(write_end, b"x")  # always readable: select() wakes the loop at once
     port = RecordedPort(recorded, read_end)
-    monkeypatch.setattr(receiver, "open_port", lambda ifname: port)
+    monkeypatch.setattr(receiver, "open_port", lambda ifname, bpf=None: port)
     monkeypatch.setattr(receiver, "interface_mac", lambda ifname: FLOW.dst_mac)
     spec.setdefault("expected", {f"{FLOW.src_ip}/{FLOW.qpn}": COUNT})
     try:

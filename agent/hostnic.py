@@ -108,26 +108,51 @@ def read_hw_counters(sysfs_root: Path) -> dict[tuple[str, str], dict[str, int]]:
     return found
 
 
+def _gid_netdevs(base: Path) -> set[tuple[str, str, str]]:
+    """``(rdma_device, port, netdev)`` for every used GID slot (``gid_attrs/ndevs/<index>``
+    holds the netdev a RoCE GID belongs to; an unused slot reads EINVAL)."""
+    found: set[tuple[str, str, str]] = set()
+    for ndev in base.glob("*/ports/*/gid_attrs/ndevs/*"):
+        try:
+            name = ndev.read_text().strip()
+        except OSError:
+            continue
+        if name:
+            found.add((ndev.parents[4].name, ndev.parents[2].name, name))
+    return found
+
+
 def rdma_netdevs(sysfs_root: Path) -> list[str]:
     """The Ethernet netdevs behind the RDMA devices (RoCE ports), sorted, unique."""
     base = infiniband_class(sysfs_root)
-    names: set[str] = set()
     if not base.is_dir():
         return []
+    from_gids = _gid_netdevs(base)
+    names = {netdev for _, _, netdev in from_gids}
+    with_gids = {device for device, _, _ in from_gids}
     for device in base.iterdir():
-        from_gids = set()
-        for ndev in sorted((device / "ports").glob("*/gid_attrs/ndevs/0")):
-            try:
-                name = ndev.read_text().strip()
-            except OSError:  # EINVAL for an unused GID slot
-                continue
-            if name:
-                from_gids.add(name)
-        if not from_gids:
-            net = device / "device" / "net"
-            from_gids = {p.name for p in net.iterdir()} if net.is_dir() else set()
-        names |= from_gids
+        net = device / "device" / "net"
+        if device.name not in with_gids and net.is_dir():
+            names |= {p.name for p in net.iterdir()}
     return sorted(names)
+
+
+def rdma_devices_on(interface: str, sysfs_root: Path = Path("/sys")) -> list[str]:
+    """The RDMA ports (``device/port``) whose GIDs sit on ``interface``: a NIC whose RDMA
+    engine would take UDP 4791 frames addressed to this interface before the kernel sees them."""
+    base = infiniband_class(sysfs_root)
+    if not base.is_dir():
+        return []
+    found = {
+        f"{device}/{port}" for device, port, netdev in _gid_netdevs(base) if netdev == interface
+    }
+    # A NIC whose GID table is still empty (no address yet) gets one the moment the interface
+    # has an address: the PCI function's netdev counts too (no port known, the device alone).
+    named = {port.partition("/")[0] for port in found}
+    for device in base.iterdir():
+        if device.name not in named and (device / "device" / "net" / interface).is_dir():
+            found.add(device.name)
+    return sorted(found)
 
 
 def parse_ethtool_stats(text: str) -> dict[str, int]:
