@@ -3,16 +3,27 @@
 Sources (cited in ``exporters/METRICS.md``):
 
 - ``/sys/class/infiniband/<dev>/ports/<port>/hw_counters/<name>`` — one integer per file; the
-  layout and names are the kernel's (Documentation/ABI/stable/sysfs-class-infiniband; the mlx5
-  names np_cnp_sent, np_ecn_marked_roce_packets, rp_cnp_handled, rp_cnp_ignored,
-  out_of_sequence, packet_seq_err as read by prometheus/procfs ``sysfs/class_infiniband.go``).
-  The netdev of a RoCE port is ``ports/<port>/gid_attrs/ndevs/0`` (or the PCI function's
-  ``device/net/*``).
+  layout is the kernel's (Documentation/ABI/stable/sysfs-class-infiniband,
+  drivers/infiniband/core/sysfs.c). Which names exist is the driver's choice:
+  mlx5 (ConnectX) defines them in drivers/infiniband/hw/mlx5/counters.c, each group only when
+  the firmware has the capability (``cong_cnts`` — np_cnp_sent, np_ecn_marked_roce_packets,
+  rp_cnp_handled, rp_cnp_ignored — need ``cc_query_allowed``; ``out_of_sequence`` needs
+  ``out_of_seq_cnt``; duplicate_request and packet_seq_err need
+  ``retransmission_q_counters``); Soft-RoCE (rxe) defines its own set in
+  drivers/infiniband/sw/rxe/rxe_hw_counters.c and has no DCQCN, so no np_/rp_ counter at all.
+  Only counters whose file exists and reads an integer are returned: a counter the NIC does
+  not provide is absent, never 0. ``lifespan`` in the same directory is not a counter (the
+  counters' cache lifetime in milliseconds, ``show_stats_lifespan`` in core/sysfs.c) and is
+  never read. The netdev of a RoCE port is ``ports/<port>/gid_attrs/ndevs/<index>`` (or the
+  PCI function's ``device/net/*``; rxe has no PCI function, only its GIDs).
 - ``ethtool -S <netdev>`` — mlx5 "Priority Port Counters" ``rx_prio<p>_pause``,
   ``rx_prio<p>_pause_duration`` (microseconds), ``tx_prio<p>_pause``,
   ``tx_prio<p>_pause_duration`` (kernel Documentation/networking/device_drivers/ethernet/
   mellanox/mlx5/counters.rst). mlx5e prints them only for priorities with PFC enabled
-  (``mlx5e_grp_per_prio_pfc_fill_strings`` iterates the PFC bitmap), so absent priorities are 0.
+  (``mlx5e_grp_per_prio_pfc_fill_strings`` iterates the PFC bitmap), so absent priorities of a
+  netdev that lists some are 0. A netdev that lists none (virtio_net, veth, a NIC with PFC off
+  on every priority) does not report per-priority pause at all: its reading is None, not eight
+  zeros.
 """
 
 from __future__ import annotations
@@ -20,11 +31,12 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HW_COUNTERS = (
+# mlx5's congestion (DCQCN) and sequence-error counters (drivers/infiniband/hw/mlx5/counters.c).
+MLX5_COUNTERS = (
     "np_cnp_sent",
     "np_ecn_marked_roce_packets",
     "rp_cnp_handled",
@@ -32,10 +44,41 @@ HW_COUNTERS = (
     "out_of_sequence",
     "packet_seq_err",
 )
+# rxe's counters that tell RoCE health (names: drivers/infiniband/sw/rxe/rxe_hw_counters.c;
+# where each is counted is in METRICS.md). Left out: ack_deferred (the completer ran deferred
+# because responses queued up: CPU scheduling, not the network) and lifespan (not a counter).
+RXE_COUNTERS = (
+    # Loss in the fabric, seen from both ends of a reliable connection.
+    "rcvd_seq_err",  # requester got a NAK "PSN sequence error": the peer saw a gap
+    "out_of_seq_request",  # responder got a PSN past the expected one: something was lost
+    "duplicate_request",  # responder got a PSN it already had: a retransmission arrived
+    "completer_retry_err",  # requester started retransmitting (NAK or ACK timeout)
+    "retry_exceeded_err",  # retransmissions ran out: the work request failed, QP in error
+    # Receiver not ready (a host that posts receives too slowly, not the fabric).
+    "rcvd_rnr_err",
+    "send_rnr_err",
+    "retry_rnr_exceeded_err",
+    # The local netdev: transmit failures and link-down events.
+    "send_err",
+    "link_downed",
+    # Traffic, the denominators for the rates above.
+    "sent_pkts",
+    "rcvd_pkts",
+    "rdma_sends",
+    "rdma_recvs",
+)
+# Every counter read, in this order; a name two drivers share (duplicate_request) once.
+HW_COUNTERS = tuple(dict.fromkeys((*MLX5_COUNTERS, *RXE_COUNTERS)))
+# What proves DCQCN ran on a port: the notification point sent CNPs and the reaction point
+# handled them. A NIC without them (rxe) cannot tell whether congestion control acted.
+DCQCN_COUNTERS = ("np_cnp_sent", "rp_cnp_handled")
 ETHTOOL_TIMEOUT_S = 5.0
 MICROSECONDS = 1e-6
 PAUSE_RE = re.compile(r"(rx|tx)_prio([0-7])_pause(_duration)?")
+COUNTER_RE = re.compile(r"[0-9]+")
 ZERO8 = (0,) * 8
+# ethtool's do_gstats exits 94 with "no stats available" when the driver has no statistics.
+ETHTOOL_NO_STATS = "no stats available"
 
 
 class NicReadError(Exception):
@@ -58,11 +101,28 @@ class PortPause:
 
 @dataclass(frozen=True)
 class NicCounters:
-    """One reading of the host's RDMA NICs."""
+    """One reading of the host's RDMA NICs.
+
+    ``hw``: per RDMA port, only the counters the NIC provides (a port that provides none of
+    :data:`HW_COUNTERS` maps to an empty dict). ``pause``: per netdev, None when ethtool lists
+    no per-priority pause counter for it (the NIC does not report pause, which is not 0 pause).
+    """
 
     hw: Mapping[tuple[str, str], Mapping[str, int]] = field(default_factory=dict)
-    pause: Mapping[str, PortPause] = field(default_factory=dict)
+    pause: Mapping[str, PortPause | None] = field(default_factory=dict)
     collected_at: float = 0.0
+
+
+def missing_dcqcn_counters(counters: Iterable[str]) -> tuple[str, ...]:
+    """The :data:`DCQCN_COUNTERS` not among ``counters`` (names, or a port's reading)."""
+    have = set(counters)
+    return tuple(name for name in DCQCN_COUNTERS if name not in have)
+
+
+def provides_dcqcn(counters: Iterable[str]) -> bool:
+    """True for an mlx5-style NIC whose counters show DCQCN at work (:data:`DCQCN_COUNTERS`);
+    False for one that cannot tell (rxe): a verdict that needs CNPs is then unverified."""
+    return not missing_dcqcn_counters(counters)
 
 
 def infiniband_class(sysfs_root: Path) -> Path:
@@ -76,16 +136,19 @@ def host_nic_present(sysfs_root: Path = Path("/sys")) -> bool:
 
 
 def _read_int(path: Path) -> int | None:
-    """A sysfs counter; None when the driver does not provide it (missing, EINVAL, N/A)."""
+    """A sysfs counter; None when the driver does not provide it: no file, a read that fails
+    (core/sysfs.c ``show_hw_stats`` returns the driver's error, e.g. EINVAL) or text that is
+    not a non-negative integer ("N/A")."""
     try:
         text = path.read_text().strip()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
-    return int(text) if text.isdigit() else None
+    return int(text) if COUNTER_RE.fullmatch(text) else None
 
 
 def read_hw_counters(sysfs_root: Path) -> dict[tuple[str, str], dict[str, int]]:
-    """``{(rdma_device, port): {counter: value}}`` for every port with hw_counters."""
+    """``{(rdma_device, port): {counter: value}}`` for every port with hw_counters, holding
+    only the :data:`HW_COUNTERS` the port provides (see :func:`_read_int`)."""
     base = infiniband_class(sysfs_root)
     try:
         devices = sorted(p.name for p in base.iterdir())
@@ -103,7 +166,8 @@ def read_hw_counters(sysfs_root: Path) -> dict[tuple[str, str], dict[str, int]]:
             values = {}
             for name in HW_COUNTERS:
                 value = _read_int(counters_dir / name)
-                values[name] = value if value is not None else 0
+                if value is not None:
+                    values[name] = value
             found[(device, port)] = values
     return found
 
@@ -164,24 +228,27 @@ def parse_ethtool_stats(text: str) -> dict[str, int]:
         if not sep:
             continue
         value = value.strip()
-        if value.isdigit():
+        if COUNTER_RE.fullmatch(value):
             stats[name.strip()] = int(value)
     return stats
 
 
-def pause_from_stats(stats: Mapping[str, int]) -> PortPause:
-    """Per-priority pause frames and durations; priorities ethtool does not list are 0."""
+def pause_from_stats(stats: Mapping[str, int]) -> PortPause | None:
+    """Per-priority pause frames and durations; priorities ethtool does not list are 0 (mlx5
+    lists only PFC-enabled ones). None when it lists no ``rx_prio<p>_pause``-style counter at
+    all: the driver does not report per-priority pause (virtio_net, veth)."""
+    matches = [(PAUSE_RE.fullmatch(name), value) for name, value in stats.items()]
+    found = [(match.groups(), value) for match, value in matches if match]
+    if not found:
+        return None
     table = {
         ("rx", False): [0] * 8,
         ("tx", False): [0] * 8,
         ("rx", True): [0] * 8,
         ("tx", True): [0] * 8,
     }
-    for name, value in stats.items():
-        match = PAUSE_RE.fullmatch(name)
-        if match:
-            direction, priority, duration = match.groups()
-            table[(direction, duration is not None)][int(priority)] = value
+    for (direction, priority, duration), value in found:
+        table[(direction, duration is not None)][int(priority)] = value
     return PortPause(
         rx_frames=tuple(table[("rx", False)]),
         tx_frames=tuple(table[("tx", False)]),
@@ -191,7 +258,8 @@ def pause_from_stats(stats: Mapping[str, int]) -> PortPause:
 
 
 def run_ethtool(interface: str) -> str:
-    """``ethtool -S IF``; raises :class:`NicReadError` on any failure."""
+    """``ethtool -S IF``; "" when the driver has no statistics at all (nothing to report is
+    not a failure); raises :class:`NicReadError` on any other failure."""
     try:
         done = subprocess.run(
             ["ethtool", "-S", interface],
@@ -203,6 +271,8 @@ def run_ethtool(interface: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NicReadError("ethtool", f"ethtool -S {interface}: {exc}") from None
     if done.returncode != 0:
+        if ETHTOOL_NO_STATS in done.stderr or ETHTOOL_NO_STATS in done.stdout:
+            return ""
         raise NicReadError("ethtool", f"ethtool -S {interface}: {done.stderr.strip()}")
     return done.stdout
 
@@ -221,7 +291,7 @@ class HostNicReader:
 
     def read(self) -> NicCounters:
         hw = read_hw_counters(self.sysfs_root)
-        pause = {}
+        pause: dict[str, PortPause | None] = {}
         for interface in self.interfaces or tuple(rdma_netdevs(self.sysfs_root)):
             pause[interface] = pause_from_stats(parse_ethtool_stats(self.ethtool(interface)))
         return NicCounters(hw=hw, pause=pause, collected_at=time.time())

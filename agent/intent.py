@@ -12,7 +12,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,6 +28,8 @@ from pydantic import (
 
 from agent.errors import CredentialError, IntentError
 from agent.hostkeys import check_host_key_line
+from agent.tokens import check_rdma_port_ref
+from agent.tokens import token_check as _token_check
 from agent.units import SPEED_MAX_BPS, SPEED_MIN_BPS, UnitError, parse_size, parse_speed
 from common.yamlsource import read_bounded
 
@@ -50,24 +51,6 @@ DCQCN_PARAMETERS = (
     "cnp_dscp",
     "cnp_802p_prio",
 )
-
-
-def _token_check(kind: str, pattern: str, allowed: str, max_length: int) -> Callable[[str], str]:
-    """A check for strings that end up inside device commands.
-
-    One pattern per kind of name keeps CLI injection (newlines, ``;``, spaces) out, and the
-    message says what is allowed rather than echoing a regex.
-    """
-    compiled = re.compile(pattern)
-
-    def check(value: str) -> str:
-        if len(value) > max_length or not compiled.fullmatch(value):
-            raise ValueError(
-                f"invalid {kind} {value!r}: expected 1-{max_length} characters, {allowed}"
-            )
-        return value
-
-    return check
 
 
 check_name = _token_check(
@@ -128,6 +111,8 @@ ProbePython = Annotated[
     ),
 ]
 HostKeyLine = Annotated[str, AfterValidator(check_host_key_line)]
+# An RDMA device as the kernel names it, optionally with its port (agent/tokens.py).
+RdmaPortRef = Annotated[str, AfterValidator(check_rdma_port_ref)]
 HostKeyPolicyName = Literal["strict", "tofu"]
 
 
@@ -251,6 +236,19 @@ class Port(StrictModel):
     description: Description | None = None
     ipv4: ipaddress.IPv4Interface | None = None
     mac: MacAddress | None = None
+    rdma_device: RdmaPortRef | None = Field(
+        default=None,
+        description="hosts: the RDMA device (and port, default 1) behind this netdev, e.g. "
+        "mlx5_0 or mlx5_0/1; perftest acceptance runs on the ports that declare one",
+    )
+
+    @property
+    def rdma_name_and_port(self) -> tuple[str, int] | None:
+        """``("mlx5_0", 1)`` for ``rdma_device: mlx5_0`` or ``mlx5_0/1``; None without one."""
+        if self.rdma_device is None:
+            return None
+        name, _, port = self.rdma_device.partition("/")
+        return name, int(port or 1)
 
 
 class DeviceDefaults(StrictModel):
@@ -302,7 +300,16 @@ class Device(StrictModel):
                 f"IR020 Expected: platform linux_host exactly for role host "
                 f"Actual: platform {self.platform}, role {self.role}"
             )
+        if self.role != "host" and (named := [p.name for p in self.ports if p.rdma_device]):
+            raise ValueError(
+                f"ports.rdma_device: Expected: only on host ports Actual: set on "
+                f"{self.role} {self.name} port(s) {', '.join(named)}"
+            )
         return self
+
+    def rdma_ports(self) -> list[Port]:
+        """The ports that declare an RDMA device (perftest runs on these)."""
+        return [p for p in self.ports if p.rdma_device is not None]
 
     def port_named(self, name: str) -> Port | None:
         return next((p for p in self.ports if p.name == name), None)
@@ -466,6 +473,36 @@ class ProbePolicy(StrictModel):
         return self
 
 
+class PerftestPolicy(StrictModel):
+    """Line-rate acceptance with perftest (``roce-agent probe perftest``) on hosts whose ports
+    declare an ``rdma_device``. NVIDIA's multinode acceptance (ngc_multinode_perf) passes a
+    link at 90 % of its port speed."""
+
+    test: Literal["write", "read", "send"] = Field(
+        default="write", description="ib_write_bw, ib_read_bw or ib_send_bw"
+    )
+    qps: int = Field(default=4, ge=1, le=64, description="queue pairs per client (-q)")
+    duration_s: float = Field(default=10.0, gt=0, le=3600, description="per test (-D)")
+    message_bytes: Bytes = Field(default=65536, description="message size (-s)")
+    min_line_rate_fraction: float = Field(
+        default=0.9, gt=0, le=1, description="pairs: average bandwidth over port speed"
+    )
+    min_fairness: float = Field(
+        default=0.9, gt=0, le=1,
+        description="incast: Jain's fairness index of the senders' bandwidths",
+    )  # fmt: skip
+    base_tcp_port: int = Field(
+        default=18515, ge=1024, le=65000, description="perftest's exchange port (-p), +1 each"
+    )
+
+    @field_validator("message_bytes")
+    @classmethod
+    def _message_size(cls, value: int) -> int:
+        if not 2 <= value <= 2**30:
+            raise ValueError(f"Expected: 2 B to 1 GiB Actual: {value} B")
+        return value
+
+
 class ValidationPolicy(StrictModel):
     """Thresholds the counter and wire checks apply."""
 
@@ -473,6 +510,7 @@ class ValidationPolicy(StrictModel):
     max_pause_frames_per_s: float = Field(default=1000.0, ge=0)
     max_storms: int = Field(default=0, ge=0)
     probe: ProbePolicy = Field(default_factory=ProbePolicy)
+    perftest: PerftestPolicy = Field(default_factory=PerftestPolicy)
 
 
 class Emulation(StrictModel):

@@ -12,6 +12,9 @@ A playbook is YAML: a name, whether to roll back on failure, and steps. Each ste
   closed loop that tries threshold sets under incast and recommends one;
 * ``locate: {duration_s: 5, rate_per_host_bps: 400000}`` — which link, port, switch or host
   NIC is behind a symptom (:mod:`agent.locate_fabric`); fails when it finds a suspect;
+* ``perftest: {scenario: pairwise | incast | bidirectional, pairs, to, from, duration_s}`` —
+  line-rate acceptance with perftest on the hosts whose ports declare an ``rdma_device``
+  (:mod:`agent.perftest.scenario`); skipped, saying so, when no host declares one;
 * ``fault_drill: {rows: all | [names], confirm_timeout_s: 5}`` — lab only: break rollouts
   on purpose (kill points, SSH cuts, restarts, slow replies, bad credentials, a new host
   key) and check what each leaves behind (:mod:`agent.faultdrill`).
@@ -106,13 +109,24 @@ class LocateSpec(StepModel):
     load: bool = False
 
 
+class PerftestStepSpec(StepModel):
+    scenario: Literal["pairwise", "incast", "bidirectional"] = "pairwise"
+    # "CLIENT:SERVER" pairs, or auto: every pair of RDMA hosts, in rounds of disjoint pairs
+    pairs: list[Annotated[str, Field(pattern=r"^[^:\s]+:[^:\s]+$")]] | Literal["auto"] = "auto"
+    to: str = "auto"  # incast: the last RDMA host
+    senders: list[str] | Literal["auto"] = Field(default="auto", alias="from")
+    duration_s: float | None = Field(default=None, gt=0, le=3600)  # None: the fabric's policy
+
+
 class FaultDrillSpec(StepModel):
     rows: list[str] | Literal["all"] = "all"
     confirm_timeout_s: int = Field(default=5, ge=5, le=60)
     slow_delay_s: float = Field(default=100.0, gt=0, le=600)
 
 
-STEP_KINDS = ("collect", "checks", "probe", "apply", "ecn_sweep", "fault_drill", "locate")
+STEP_KINDS = (
+    "collect", "checks", "probe", "apply", "ecn_sweep", "fault_drill", "locate", "perftest",
+)  # fmt: skip
 
 
 class Step(StepModel):
@@ -123,6 +137,7 @@ class Step(StepModel):
     ecn_sweep: SweepSpec | None = None
     fault_drill: FaultDrillSpec | None = None
     locate: LocateSpec | None = None
+    perftest: PerftestStepSpec | None = None
     name: str | None = None
     stop_on_failure: bool = True
 
@@ -486,6 +501,9 @@ class PlaybookRunner:
                 elif kind == "locate":
                     assert step.locate is not None
                     outcome = self._locate(step.locate)
+                elif kind == "perftest":
+                    assert step.perftest is not None
+                    outcome = self._perftest(step.perftest)
                 else:
                     assert step.ecn_sweep is not None
                     outcome = self._sweep(step.ecn_sweep, report)
@@ -523,6 +541,41 @@ class PlaybookRunner:
         )
         status = "failure" if run.verdict.fault_found else "success"
         return StepReport("locate", "locate", status, as_json(run))
+
+    def _perftest(self, spec: PerftestStepSpec) -> StepReport:
+        from agent.perftest.scenario import PerftestError, rdma_hosts, run_perftest
+
+        name = f"perftest {spec.scenario}"
+        hosts = [d.name for d in rdma_hosts(self.intent)]
+        if len(hosts) < 2:
+            reason = "fewer than two hosts declare an rdma_device: no perftest to run"
+            return StepReport(name, "perftest", "skipped", {"reason": reason})
+        # One experiment on the whole fabric, run by the shard of its receiver (incast) or of
+        # the first RDMA host (pairs), as a probe is.
+        anchor = hosts[0]
+        if spec.scenario == "incast":
+            anchor = hosts[-1] if spec.to == "auto" else spec.to
+        skipped = self._not_ours(name, anchor, "perftest")
+        if skipped is not None:
+            return skipped
+        pairs = (
+            None
+            if spec.pairs == "auto"
+            else [(client, server) for client, _, server in (p.partition(":") for p in spec.pairs)]
+        )
+        try:
+            report = run_perftest(
+                self.intent,
+                spec.scenario,
+                pairs=pairs,
+                to=None if spec.to == "auto" else spec.to,
+                senders=None if spec.senders == "auto" else spec.senders,
+                duration_s=spec.duration_s,
+            )
+        except PerftestError as exc:
+            raise AgentError(str(exc)) from None
+        status = "success" if report.passed else "failure"
+        return StepReport(name, "perftest", status, report.as_json())
 
     def _fault_drill(self, spec: FaultDrillSpec) -> StepReport:
         from agent import faultdrill

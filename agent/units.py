@@ -95,6 +95,17 @@ def format_speed(bps: int) -> str:
     return str(bps)
 
 
+def format_rate(bps: float, places: int = 2, trim: bool = False) -> str:
+    """A measured rate in the unit that suits it: ``97.73 Gb/s``, ``9.70 Mb/s`` (a lab link
+    would read ``0.01 Gb/s`` in Gb/s). ``trim`` drops trailing zeros (``100 Gb/s``)."""
+    scales = (("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3))
+    unit, factor = next(((u, f) for u, f in scales if abs(bps) >= f), ("b/s", 1.0))
+    number = f"{bps / factor:.{places}f}"
+    if trim and "." in number:
+        number = number.rstrip("0").rstrip(".")
+    return f"{number} {unit}"
+
+
 def format_size(size: int) -> str:
     """Render a byte count compactly without losing precision (``150KB``, ``1.5MB``, ``50176``)."""
     for suffix, factor in (("MB", 10**6), ("KB", 10**3)):

@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from agent.hostnic import MICROSECONDS
+from agent.hostnic import MICROSECONDS, provides_dcqcn
 from agent.state import QueueCounters, WatchdogCounters
 from exporters.metrics import CHECK_RESULTS, SPECS, MetricSpec
 from exporters.probes import BUCKET_BOUNDS
@@ -29,6 +29,7 @@ NO_QUEUE = QueueCounters()
 NO_WATCHDOG = WatchdogCounters()
 BUCKET_LABELS: tuple[str, ...] = tuple(floatToGoString(b) for b in BUCKET_BOUNDS)  # type: ignore[no-untyped-call]
 ON_OFF = {True: "on", False: "off"}
+YES_NO = {True: "yes", False: "no"}
 
 
 def new_family(spec: MetricSpec) -> Metric:
@@ -207,13 +208,22 @@ def _nic(snapshot: Snapshot, f: Families) -> None:
         f["roce_nic_collect_errors_total"]((source,), count)
     nic = snapshot.nic
     if nic is None:
-        return
+        return  # nothing read yet: no series that would read as zeros
+    port_info = f["roce_nic_port_info"]
     for (rdma_device, port), values in sorted(nic.hw.items()):
+        port_info((rdma_device, port, YES_NO[provides_dcqcn(values)]), 1)
+        # Only the counters the NIC provides: a counter it lacks (rxe has no np_/rp_) stays
+        # absent rather than claiming 0. A name without a metric is skipped, not a failed
+        # scrape.
         for counter, value in values.items():
-            f[f"roce_nic_{counter}_total"]((rdma_device, port), value)
+            name = f"roce_nic_{counter}_total"
+            if name in f.by_name:
+                f[name]((rdma_device, port), value)
     frames = f["roce_nic_pause_frames_total"]
     duration = f["roce_nic_pause_duration_seconds_total"]
     for interface, pause in sorted(nic.pause.items()):
+        if pause is None:
+            continue  # the driver lists no per-priority pause (virtio_net): absent, not 0
         for priority, label in enumerate(PRIORITIES):
             frames((interface, label, "rx"), pause.rx_frames[priority])
             frames((interface, label, "tx"), pause.tx_frames[priority])

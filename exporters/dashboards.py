@@ -48,7 +48,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "scenario": ("Scenario", "roce_probe_runs_total"),
     "src": ("From", "roce_probe_packets_sent_total"),
     "dst": ("To", "roce_probe_packets_sent_total"),
-    "rdma_device": ("RDMA device", "roce_nic_np_cnp_sent_total"),
+    # Every RDMA port read has its info series; a counter family would leave out the NICs
+    # that lack it (rxe has no np_cnp_sent).
+    "rdma_device": ("RDMA device", "roce_nic_port_info"),
     "nic_interface": ("NIC port", "roce_nic_pause_frames_total"),
 }
 # Host NIC series name the host's port ``interface``, as switch series do; a separate
@@ -518,37 +520,55 @@ def host_nic() -> dict[str, Any]:
             target(f"{by}(rate(roce_nic_rp_cnp_ignored_total{{{n}}}[$__rate_interval]))",
                    "{{instance}} {{rdma_device}} ignored", "C"),
         ], (0, 0, 12, 8), "pps", "DCQCN at the host: CNPs sent as notification point, handled "
-           "and ignored as reaction point."),
+           "and ignored as reaction point. mlx5 only: a NIC without these counters (rxe, "
+           "dcqcn=no in the ports table) has no line here, which means it cannot tell, not 0."),
         series("ECN-marked RoCE packets received/s", [target(
             f"{by}(rate(roce_nic_np_ecn_marked_roce_packets_total{{{n}}}[$__rate_interval]))",
             "{{instance}} {{rdma_device}}")], (12, 0, 12, 8), "pps",
-            "The switches' ECN marks reaching this host."),
-        series("Out of sequence and NAK sequence errors/s", [
+            "The switches' ECN marks reaching this host (mlx5 only; rxe does not count them)."),
+        series("Out of sequence and NAK sequence errors/s (mlx5)", [
             target(f"{by}(rate(roce_nic_out_of_sequence_total{{{n}}}[$__rate_interval]))",
                    "{{instance}} {{rdma_device}} out of sequence"),
             target(f"{by}(rate(roce_nic_packet_seq_err_total{{{n}}}[$__rate_interval]))",
                    "{{instance}} {{rdma_device}} seq err", "B"),
-        ], (0, 8, 12, 8), "pps", "Signs of loss in the fabric as the RDMA NIC sees it."),
+        ], (0, 8, 12, 8), "pps", "Signs of loss in the fabric as an mlx5 NIC sees it: "
+           "packets that arrived past a PSN gap, and sequence NAKs from the peer."),
+        series("Loss signs/s (rxe): sequence NAKs, out-of-sequence requests, retries exhausted", [
+            target(f"{by}(rate(roce_nic_rcvd_seq_err_total{{{n}}}[$__rate_interval]))",
+                   "{{instance}} {{rdma_device}} seq NAK received"),
+            target(f"{by}(rate(roce_nic_out_of_seq_request_total{{{n}}}[$__rate_interval]))",
+                   "{{instance}} {{rdma_device}} out of sequence", "B"),
+            target(f"{by}(rate(roce_nic_retry_exceeded_err_total{{{n}}}[$__rate_interval]))",
+                   "{{instance}} {{rdma_device}} retries exhausted", "C"),
+        ], (12, 8, 12, 8), "pps", "Signs of loss in the fabric as Soft-RoCE (rxe) sees it: "
+           "sequence NAKs received (as mlx5 packet_seq_err), requests past a PSN gap (as mlx5 "
+           "out_of_sequence), and work requests that failed when retransmissions ran out."),
         series("PFC pause frames/s by priority", [target(
             "sum by (instance, interface, priority, direction) (rate(roce_nic_pause_frames_total"
             f"{{{ports}}}[$__rate_interval]))", "{{instance}} {{interface}} p{{priority}} "
-            "{{direction}}")], (12, 8, 12, 8), "pps",
-            "Pause frames the host port received (rx) and sent (tx), per priority."),
+            "{{direction}}")], (0, 16, 12, 8), "pps",
+            "Pause frames the host port received (rx) and sent (tx), per priority. Only ports "
+            "whose driver lists per-priority pause (mlx5); virtio_net under rxe has none."),
         series("Paused (fraction of time) by priority", [target(
             "sum by (instance, interface, priority, direction) "
             f"(rate(roce_nic_pause_duration_seconds_total{{{ports}}}[$__rate_interval]))",
-            "{{instance}} {{interface}} p{{priority}} {{direction}}")], (0, 16, 12, 8),
+            "{{instance}} {{interface}} p{{priority}} {{direction}}")], (12, 16, 12, 8),
             "percentunit", "Share of time the port was paused (rx) or pausing its peer (tx)."),
+        table("RDMA ports and their DCQCN counters", f"roce_nic_port_info{{{n}}}",
+              (0, 24, 12, 8), "none",
+              "Every RDMA port read: dcqcn=yes when it provides np_cnp_sent and rp_cnp_handled "
+              "(mlx5), no when it cannot show DCQCN at all (rxe)."),
         series("Counter read errors", [target(
             "sum by (instance, source) (increase(roce_nic_collect_errors_total"
             f"{{{sel(FLEET)}}}[$__rate_interval]))", "{{instance}} {{source}}")],
-            (12, 16, 12, 8), "none", "Failed reads of the NIC counters per interval, by source."),
+            (12, 24, 12, 8), "none", "Failed reads of the NIC counters per interval, by source."),
     ]  # fmt: skip
     return dashboard(
         "roce-host-nic",
         "RoCE host NICs",
         "RDMA NIC counters of hosts running the exporter with --host-nic: CNPs, ECN marks, "
-        "sequence errors and per-priority PFC pause (mlx5 hw_counters and ethtool -S).",
+        "sequence errors and per-priority PFC pause (hw_counters and ethtool -S). mlx5 and "
+        "Soft-RoCE (rxe) provide different counters; a series a NIC lacks is absent, not 0.",
         panels,
         NIC,
     )

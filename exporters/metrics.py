@@ -25,6 +25,7 @@ CHECK_RESULTS = ("pass", "fail", "error", "skipped")
 PROBE_SCENARIOS = ("pairwise", "incast", "storm", "receive", "other")
 PROBE_RESULTS = ("pass", "fail")
 NIC_ERROR_SOURCES = ("sysfs", "ethtool")
+YES_NO = ("yes", "no")
 LOCATE_KINDS = ("link", "port", "switch", "host-nic")
 
 # Source commands, quoted in the table and in METRICS.md.
@@ -65,6 +66,118 @@ def _m(
 
 IFACE = ("device", "interface")
 FLOW = ("scenario", "src", "dst")
+
+MLX5_SRC = "drivers/infiniband/hw/mlx5/counters.c"
+RXE_SRC = "drivers/infiniband/sw/rxe/"
+NIC_KINDS = ("mlx5", "rxe")
+
+
+@dataclass(frozen=True)
+class NicCounter:
+    """One RDMA hw_counters file: what it counts, which drivers have it and where the kernel
+    counts it (the names are the files' names, as agent.hostnic reads them)."""
+
+    name: str
+    help: str
+    nics: tuple[str, ...]  # of NIC_KINDS
+    kernel: str
+    exported: bool = True
+
+
+# Every counter agent.hostnic reads (exported as roce_nic_<name>_total), then the files of the
+# same directory it leaves alone, with why. Kernel sources: mlx5 names its counters in
+# drivers/infiniband/hw/mlx5/counters.c, each group only with a firmware capability; rxe names
+# its set in drivers/infiniband/sw/rxe/rxe_hw_counters.c and counts each where noted.
+NIC_COUNTERS: tuple[NicCounter, ...] = (
+    NicCounter("np_cnp_sent",
+               "CNPs this NIC sent as notification point (it received CE-marked RoCE packets).",
+               ("mlx5",), f"{MLX5_SRC} `cong_cnts` (capability `cc_query_allowed`)"),
+    NicCounter("np_ecn_marked_roce_packets",
+               "RoCE packets received CE-marked (the switches' ECN marks reaching this host).",
+               ("mlx5",), f"{MLX5_SRC} `cong_cnts`"),
+    NicCounter("rp_cnp_handled",
+               "CNPs this NIC handled as reaction point (DCQCN cut its rate).",
+               ("mlx5",), f"{MLX5_SRC} `cong_cnts`"),
+    NicCounter("rp_cnp_ignored",
+               "CNPs received and ignored (congestion control not enabled for the priority).",
+               ("mlx5",), f"{MLX5_SRC} `cong_cnts`"),
+    NicCounter("out_of_sequence",
+               "Out-of-sequence packets received (a sign of loss in the fabric).",
+               ("mlx5",), f"{MLX5_SRC} `out_of_seq_q_cnts` (capability `out_of_seq_cnt`)"),
+    NicCounter("packet_seq_err",
+               "NAK sequence error packets received (the peer saw a PSN gap).",
+               ("mlx5",),
+               f"{MLX5_SRC} `retrans_q_cnts` (capability `retransmission_q_counters`)"),
+    NicCounter("rcvd_seq_err",
+               "NAKs 'PSN sequence error' received as requester: the peer saw a gap, a packet "
+               "was lost on the way (rxe's counterpart of packet_seq_err).",
+               ("rxe",), f"{RXE_SRC}rxe_comp.c `check_ack`"),
+    NicCounter("out_of_seq_request",
+               "Requests received with a PSN past the expected one (a loss in the fabric), "
+               "once per NAK sent (rxe's counterpart of out_of_sequence).",
+               ("rxe",), f"{RXE_SRC}rxe_resp.c `check_psn`"),
+    NicCounter("duplicate_request",
+               "Requests received with a PSN already seen: retransmissions reaching the "
+               "responder.",
+               ("mlx5", "rxe"), f"{MLX5_SRC} `retrans_q_cnts`; {RXE_SRC}rxe_resp.c `check_psn`"),
+    NicCounter("completer_retry_err",
+               "Retransmissions started as requester (after a sequence NAK or an ACK timeout).",
+               ("rxe",), f"{RXE_SRC}rxe_comp.c `rxe_completer` (COMPST_ERROR_RETRY)"),
+    NicCounter("retry_exceeded_err",
+               "Work requests failed because the retransmissions ran out (the QP went to "
+               "error): loss the transport could not hide.",
+               ("rxe",), f"{RXE_SRC}rxe_comp.c `rxe_completer` (IB_WC_RETRY_EXC_ERR)"),
+    NicCounter("rcvd_rnr_err",
+               "RNR NAKs received: the peer had no receive buffer posted (a slow host, not the "
+               "fabric).",
+               ("rxe",), f"{RXE_SRC}rxe_comp.c `check_ack`"),
+    NicCounter("send_rnr_err",
+               "RNR NAKs sent: this host had no receive buffer posted.",
+               ("rxe",), f"{RXE_SRC}rxe_resp.c `rxe_responder` (RESPST_ERR_RNR)"),
+    NicCounter("retry_rnr_exceeded_err",
+               "Work requests failed after the RNR retries ran out.",
+               ("rxe",), f"{RXE_SRC}rxe_comp.c `rxe_completer` (IB_WC_RNR_RETRY_EXC_ERR)"),
+    NicCounter("send_err",
+               "Packets the RDMA device could not hand to its netdev.",
+               ("rxe",), f"{RXE_SRC}rxe_net.c `rxe_xmit_packet`"),
+    NicCounter("link_downed",
+               "Times the RDMA port went down (netdev down or carrier lost).",
+               ("rxe",), f"{RXE_SRC}rxe_net.c `rxe_port_down`"),
+    NicCounter("sent_pkts",
+               "RoCE packets sent.",
+               ("rxe",), f"{RXE_SRC}rxe_net.c `rxe_xmit_packet`"),
+    NicCounter("rcvd_pkts",
+               "RoCE packets received that passed the header and ICRC checks (a corrupted "
+               "packet is not counted).",
+               ("rxe",), f"{RXE_SRC}rxe_recv.c `rxe_rcv`"),
+    NicCounter("rdma_sends",
+               "SEND work requests completed.",
+               ("rxe",), f"{RXE_SRC}rxe_comp.c `do_complete`"),
+    NicCounter("rdma_recvs",
+               "Receive work requests completed successfully.",
+               ("rxe",), f"{RXE_SRC}rxe_resp.c `do_complete`"),
+    NicCounter("ack_deferred",
+               "Not exported: responses the completer handled deferred because others were "
+               "queued (CPU scheduling, not the network).",
+               ("rxe",), f"{RXE_SRC}rxe_comp.c `rxe_comp_queue_pkt`", exported=False),
+    NicCounter("lifespan",
+               "Not a counter: how long (ms) the kernel caches the counters between driver "
+               "reads.",
+               ("mlx5", "rxe"), "drivers/infiniband/core/sysfs.c `show_stats_lifespan`",
+               exported=False),
+)  # fmt: skip
+
+
+def _nic_counter_specs() -> tuple[MetricSpec, ...]:
+    """``roce_nic_<counter>_total`` for every exported :data:`NIC_COUNTERS` entry."""
+    return tuple(
+        _m("nic", f"roce_nic_{c.name}_total", "counter", ("rdma_device", "port"),
+           f"{c.help} Provided by: {', '.join(c.nics)}; absent on a NIC without it.",
+           HW_COUNTERS.format(counter=c.name))
+        for c in NIC_COUNTERS
+        if c.exported
+    )  # fmt: skip
+
 
 SPECS: tuple[MetricSpec, ...] = (
     # ------------------------------------------------------------------ switch
@@ -173,31 +286,24 @@ SPECS: tuple[MetricSpec, ...] = (
     _m("probes", "roce_locate_bad_paths", "gauge", (),
        "Paths of the latest locate run that lost, corrupted or delayed probes.", "locate runs"),
     # ------------------------------------------------------------------ host NIC
-    _m("nic", "roce_nic_np_cnp_sent_total", "counter", ("rdma_device", "port"),
-       "CNPs this NIC sent as notification point (it received CE-marked RoCE packets).",
-       HW_COUNTERS.format(counter="np_cnp_sent")),
-    _m("nic", "roce_nic_np_ecn_marked_roce_packets_total", "counter", ("rdma_device", "port"),
-       "RoCE packets received CE-marked (the switches' ECN marks reaching this host).",
-       HW_COUNTERS.format(counter="np_ecn_marked_roce_packets")),
-    _m("nic", "roce_nic_rp_cnp_handled_total", "counter", ("rdma_device", "port"),
-       "CNPs this NIC handled as reaction point (DCQCN cut its rate).",
-       HW_COUNTERS.format(counter="rp_cnp_handled")),
-    _m("nic", "roce_nic_rp_cnp_ignored_total", "counter", ("rdma_device", "port"),
-       "CNPs received and ignored (congestion control not enabled for the priority).",
-       HW_COUNTERS.format(counter="rp_cnp_ignored")),
-    _m("nic", "roce_nic_out_of_sequence_total", "counter", ("rdma_device", "port"),
-       "Out-of-sequence packets received (a sign of loss in the fabric).",
-       HW_COUNTERS.format(counter="out_of_sequence")),
-    _m("nic", "roce_nic_packet_seq_err_total", "counter", ("rdma_device", "port"),
-       "NAK sequence error packets received (the peer saw a PSN gap).",
-       HW_COUNTERS.format(counter="packet_seq_err")),
+    _m("nic", "roce_nic_port_info", "gauge", ("rdma_device", "port", "dcqcn"),
+       "Constant 1 per RDMA port whose hw_counters were read: dcqcn=yes when it provides "
+       "np_cnp_sent and rp_cnp_handled (mlx5), no when it does not (rxe: Soft-RoCE has no "
+       "DCQCN), so a missing CNP series reads as 'this NIC cannot tell'. Absent until the "
+       "first successful read.",
+       "`/sys/class/infiniband/DEV/ports/N/hw_counters/`"),
+    *_nic_counter_specs(),
     _m("nic", "roce_nic_pause_frames_total", "counter", ("interface", "priority", "direction"),
        "PFC pause frames received (rx) or sent (tx) by the NIC port, per priority "
-       "(`rx_prioN_pause`, `tx_prioN_pause`).", ETHTOOL),
+       "(`rx_prioN_pause`, `tx_prioN_pause`). Only for netdevs whose ethtool lists "
+       "per-priority pause counters (absent for virtio_net, veth, or mlx5 with PFC off on "
+       "every priority); on one that lists some, unlisted priorities are 0 (mlx5 lists only "
+       "PFC-enabled ones).", ETHTOOL),
     _m("nic", "roce_nic_pause_duration_seconds_total", "counter",
        ("interface", "priority", "direction"),
        "Time paused (rx: the port could not send; tx: it paused its peer), per priority. "
-       "ethtool reports microseconds (`rx_prioN_pause_duration`); converted to seconds.",
+       "ethtool reports microseconds (`rx_prioN_pause_duration`); converted to seconds. "
+       "Present for the same netdevs as roce_nic_pause_frames_total.",
        ETHTOOL),
     _m("nic", "roce_nic_collect_errors_total", "counter", ("source",),
        "Failed reads of the host NIC counters, by source (sysfs, ethtool).",
@@ -302,6 +408,8 @@ def markdown() -> str:
         f"- `scenario`: {', '.join(PROBE_SCENARIOS)}; `src`, `dst`, `host`: host names of the "
         "fabric file (`unknown` for an address the fabric does not name)",
         "- `pfc`, `ecn`: on, off",
+        f"- `dcqcn` (host NIC ports): {', '.join(YES_NO)}; `rdma_device`, `port`: the kernel's "
+        "RDMA device names and port numbers (/sys/class/infiniband)",
         f"- `kind` (locate suspects): {', '.join(LOCATE_KINDS)}; `element`: a name the fabric "
         "file defines for that kind (switch or host name, `device:port`, directed link "
         "`a:port>b` or `h>leaf`, cable `a:p<>b:q`), anything else is refused",
@@ -318,7 +426,49 @@ def markdown() -> str:
             meaning, source = (text.replace("|", "\\|") for text in (spec.help, spec.source))
             lines.append(f"| `{spec.name}` | {spec.type} | {labels} | {meaning} | {source} |")
         lines.append("")
+        if group == "nic":
+            lines += _nic_counter_table()
     return "\n".join(lines)
+
+
+def _nic_counter_table() -> list[str]:
+    """Which hw_counters each NIC kind has, and the rule for the ones it lacks."""
+    lines = [
+        "### Which counters a NIC provides",
+        "",
+        "**Absent = the NIC does not provide it.** A `roce_nic_<counter>_total` series exists "
+        "only for a counter whose file the port's driver creates in "
+        "`/sys/class/infiniband/DEV/ports/N/hw_counters/` and that reads an integer; a missing "
+        'file, a failed read (the driver\'s error, e.g. EINVAL) or "N/A" leaves the series '
+        "out, never 0. Soft-RoCE (rxe) has no DCQCN, so an rxe port has no np_/rp_ series: "
+        '"0 CNPs sent" would be a claim it cannot make, and `roce_nic_port_info` says '
+        '`dcqcn="no"`. mlx5 creates each counter group only when the firmware has its '
+        "capability, so an mlx5 port may lack some too. The same holds for pause: "
+        "`roce_nic_pause_*` exist only for netdevs whose `ethtool -S` lists per-priority "
+        "pause counters; virtio_net (under rxe in the lab's VMs) lists only per-queue "
+        "counters (`rx_queue_0_packets`, ..., drivers/net/virtio_net.c), so it has none.",
+        "",
+        "Loss signs side by side: mlx5 `out_of_sequence` ~ rxe `out_of_seq_request` (the "
+        "responder saw a PSN gap), mlx5 `packet_seq_err` ~ rxe `rcvd_seq_err` (the requester "
+        "got a sequence NAK); rxe adds `retry_exceeded_err`, loss the retransmissions could "
+        "not repair.",
+        "",
+        "| counter | mlx5 | rxe | meaning | kernel source |",
+        "|---|---|---|---|---|",
+    ]
+    for counter in NIC_COUNTERS:
+        has = ["yes" if kind in counter.nics else "-" for kind in NIC_KINDS]
+        name = f"`{counter.name}`" if counter.exported else f"`{counter.name}` (not read)"
+        lines.append(f"| {name} | {' | '.join(has)} | {counter.help} | {counter.kernel} |")
+    lines += [
+        "",
+        "rxe's counter names: drivers/infiniband/sw/rxe/rxe_hw_counters.c (Linux 6.1: the 15 "
+        "above, plus `lifespan` from the core); mlx5's: drivers/infiniband/hw/mlx5/counters.c "
+        "(its other counters, such as `out_of_buffer` or `local_ack_timeout_err`, are not "
+        "read).",
+        "",
+    ]
+    return lines
 
 
 if __name__ == "__main__":

@@ -60,6 +60,8 @@ TERM_GRACE_S = 3.0
 START_TIMEOUT_S = 30.0
 MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the NUL
 MGMT_SUFFIX = ":mgmt"  # process records of management planes are keyed "<node>:mgmt"
+VM_SUFFIX = ":vm"  # a VM host's qemu
+NIC_SUFFIX = ":nic"  # a VM host's NIC process (lab.vmhost.nic, in the host's namespace)
 
 # Switch namespaces: the vswitch owns the data plane in user space; the kernel there must
 # neither forward nor answer (no IPs on the ports, and belt and braces on ARP/ICMP).
@@ -306,10 +308,12 @@ def up(
         raise LabError("missing tools: " + ", ".join(missing))
 
     directory = state_dir_for(name, state_dir)
-    longest = max((str(directory / f"{s.name}.sock") for s in plan.switches()), key=len, default="")
+    sockets = [str(directory / f"{s.name}.sock") for s in plan.switches()]
+    sockets += [str(directory / f"{h.name}-vm" / "nic.sock") for h in plan.hosts() if h.node.is_vm]
+    longest = max(sockets, key=len, default="")
     if len(longest.encode()) > MAX_UNIX_PATH:
         raise LabError(
-            f"state directory {directory} is too long for the vswitch control sockets "
+            f"state directory {directory} is too long for the lab's unix sockets "
             f"({longest} exceeds {MAX_UNIX_PATH} bytes); use a shorter --state-dir"
         )
     created_dir = not directory.exists()
@@ -360,8 +364,8 @@ def _refuse_if_present(plan: LabPlan, directory: Path) -> None:
 
 
 def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
-    switches = plan.switches()
-    ports = dict(zip([s.name for s in switches], allocate_mgmt_ports(len(switches)), strict=True))
+    managed = [p.name for p in plan.nodes.values() if p.node.is_switch or p.node.is_vm]
+    ports = dict(zip(managed, allocate_mgmt_ports(len(managed)), strict=True))
     username = os.environ.get(USERNAME_ENV) or topology.credentials.username
     password = os.environ.get(PASSWORD_ENV) or topology.credentials.password
     nodes: dict[str, Any] = {}
@@ -382,6 +386,18 @@ def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
             )
         elif node_plan.gateway is not None:
             info["gateway"] = str(node_plan.gateway.peer_address)
+        if node.is_vm:
+            # A VM host (lab.vmhost): SSH on a forwarded loopback port, its NIC process in the
+            # namespace, its files in <node>-vm/.
+            info.update(
+                rdma=node.rdma,
+                mgmt_host=MGMT_HOST,
+                mgmt_port=ports[node.name],
+                vm_dir=str(directory / f"{node.name}-vm"),
+                nic_socket=str(directory / f"{node.name}-vm" / "nic.sock"),
+                nic_stats=str(directory / f"{node.name}-vm" / "nic.json"),
+                nic_log=str(directory / f"{node.name}-vm" / "nic.log"),
+            )
         info["interfaces"] = [
             {
                 "ifname": i.ifname,
@@ -428,7 +444,8 @@ def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
         state.netns()[node_plan.netns] = "created"
         state.save()
         sysctls = dict(COMMON_SYSCTLS)
-        if node_plan.node.is_switch:
+        if node_plan.node.is_switch or node_plan.node.is_vm:
+            # A VM host's namespace only carries its NIC process: its kernel stays silent too.
             sysctls.update(SWITCH_SYSCTLS)
         netns.set_sysctls(node_plan.netns, sysctls)
 
@@ -447,6 +464,8 @@ def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
     for node_plan in plan.switches():
         config = state.add_file(f"{node_plan.name}.json")
         config.write_text(json.dumps(vswitch_config(plan, node_plan.name), indent=2) + "\n")
+    vms = [p for p in plan.hosts() if p.node.is_vm]
+    booting = _start_vm_hosts(state, vms) if vms else {}  # the long pole: boot them first
     _write_fabric_file(state, plan)
 
     launched: dict[str, subprocess.Popen[bytes]] = {}
@@ -455,6 +474,7 @@ def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
     _wait_for_vswitches(state, launched, start_timeout)
     for node_plan in plan.switches():
         _start_management(state, node_plan, start_timeout)
+    _wait_for_vm_hosts(state, booting)
     state.data["phase"] = "up"
     state.data["up_at"] = _now()
     state.save()
@@ -465,8 +485,8 @@ def _ip_commands(node_plan: NodePlan) -> list[str]:
     commands = ["link set dev lo up"]
     for i in node_plan.interfaces:
         commands.append(f"link set dev {i.ifname} up")
-    if node_plan.node.is_switch:
-        return commands  # no kernel addresses: the vswitch owns the data plane
+    if node_plan.node.is_switch or node_plan.node.is_vm:
+        return commands  # no kernel addresses: the vswitch (or the VM) owns the data plane
     for i in node_plan.interfaces:
         commands.append(f"addr add {i.address} dev {i.ifname}")
         # Static ARP: the first packets must not wait for (or lose) resolution.
@@ -505,7 +525,10 @@ def _write_fabric_file(state: LabState, plan: LabPlan) -> None:
     from lab.mgmt.launcher import host_public_key
 
     for device in document["devices"]:
-        if device["name"] in ports:  # pinned: the agent checks host keys by default
+        info = state.data["nodes"][device["name"]]
+        if "vm_dir" in info:
+            _vm_host_device(device, info)
+        elif device["name"] in ports:  # pinned: the agent checks host keys by default
             device["host_key"] = host_public_key(state.add_dir(f"{device['name']}-mgmt"))
     if state.data["credentials"]["username"] != plan.topology.credentials.username:
         document["defaults"]["username"] = state.data["credentials"]["username"]
@@ -528,6 +551,152 @@ def _write_fabric_file(state: LabState, plan: LabPlan) -> None:
     path.write_text(header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
 
 
+def _vm_host_device(device: dict[str, Any], info: Mapping[str, Any]) -> None:
+    """A VM host in the fabric file: reached over SSH like a real host (key login as root,
+    pinned host key), probes run by this interpreter inside the guest (the guest sees this
+    machine's file system), its port backed by the RDMA device the guest created."""
+    from lab.vmhost.vm import RDMA_DEVICE, public_key_line
+
+    vm_dir = Path(info["vm_dir"])
+    device.pop("netns", None)
+    device.update(
+        host=info["mgmt_host"],
+        port=int(info["mgmt_port"]),
+        username="root",
+        credentials={"ssh_key": str(vm_dir / "id_ed25519")},
+        host_key=public_key_line(vm_dir / "ssh_host_ed25519_key.pub"),
+        probe_python=sys.executable,
+    )
+    for port in device["ports"]:
+        port["rdma_device"] = RDMA_DEVICE
+
+
+def _vm_host(state: LabState, node_plan: NodePlan, index: int) -> Any:
+    from lab.vmhost.vm import VmHost
+
+    info = state.data["nodes"][node_plan.name]
+    gateway = node_plan.gateway
+    assert gateway is not None  # a VM host has exactly one link, to a switch (topology)
+    return VmHost(
+        name=node_plan.name,
+        directory=Path(info["vm_dir"]),
+        mac=gateway.mac,
+        address=gateway.address,
+        gateway=gateway.peer_address,
+        gateway_mac=gateway.peer_mac,
+        mtu=gateway.mtu,
+        nic_socket=Path(info["nic_socket"]),
+        ssh_port=int(info["mgmt_port"]),
+        index=index,
+    )
+
+
+def _start_vm_hosts(state: LabState, vms: list[NodePlan]) -> dict[str, tuple[Any, Any]]:
+    """Each VM host's NIC process (in its namespace), then qemu (in the root namespace: its
+    SSH port is forwarded from loopback), all recorded before they start booting."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lab.vmhost.vm import VmError, missing_requirements, prepare, qemu_command
+
+    missing = missing_requirements()
+    if missing:
+        raise LabError("VM hosts (roce.lab/rdma) need: " + "; ".join(missing))
+    hosts = [_vm_host(state, node_plan, index) for index, node_plan in enumerate(vms, 1)]
+    for vm, node_plan in zip(hosts, vms, strict=True):
+        state.add_dir(vm.directory.name)
+        try:
+            prepare(vm)
+        except VmError as exc:
+            raise LabError(str(exc)) from None
+        _start_vm_nic(state, node_plan)
+    try:
+        # virtme-run builds an initramfs per VM (~6 s, mostly waiting): all at once.
+        with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+            commands = list(pool.map(qemu_command, hosts))
+    except VmError as exc:
+        raise LabError(str(exc)) from None
+    booting = {}
+    for vm, argv in zip(hosts, commands, strict=True):
+        _wait_for_file(Path(state.data["nodes"][vm.name]["nic_socket"]), vm.name, state)
+        booting[vm.name] = (vm, _start_qemu(state, vm, argv))
+    return booting
+
+
+def _wait_for_file(
+    path: Path, node: str, state: LabState, timeout: float = START_TIMEOUT_S
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            log = _tail(Path(state.data["nodes"][node]["nic_log"]))
+            raise LabError(
+                f"the NIC of VM host {node} did not start" + (f":\n{log}" if log else "")
+            )
+        time.sleep(0.05)
+
+
+def _start_vm_nic(state: LabState, node_plan: NodePlan) -> None:
+    info = state.data["nodes"][node_plan.name]
+    gateway = node_plan.gateway
+    assert gateway is not None
+    argv = [
+        sys.executable, "-m", "lab.vmhost.nic",
+        "--ifname", gateway.ifname,
+        "--socket", info["nic_socket"],
+        "--speed-bps", str(gateway.speed_bps),
+        "--stats", info["nic_stats"],
+        "--log-file", info["nic_log"],
+    ]  # fmt: skip
+    launcher = ["ip", "netns", "exec", node_plan.netns]
+    console = Path(info["vm_dir"]) / "nic.console.log"
+    _start_recorded(state, f"{node_plan.name}{NIC_SUFFIX}", argv, launcher, console)
+
+
+def _start_qemu(state: LabState, vm: Any, argv: list[str]) -> subprocess.Popen[bytes]:
+    # Below the switches: a TCG guest can take a whole core, the vswitches must keep time.
+    return _start_recorded(state, f"{vm.name}{VM_SUFFIX}", argv, ["nice", "-n", "10"],
+                           vm.directory / "qemu.log")  # fmt: skip
+
+
+def _start_recorded(
+    state: LabState, key: str, argv: list[str], launcher: list[str], console: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``launcher + argv`` in its own session and record it under ``key`` (down stops
+    it by that PID, and only while it still runs ``argv``)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+    with console.open("ab") as out:
+        # Own session: the process outlives this command and ignores its terminal's ^C.
+        proc = subprocess.Popen(
+            [*launcher, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    state.processes()[key] = {
+        "pid": proc.pid,
+        "argv": argv,
+        "launcher": launcher,
+        "started_at": _now(),
+    }
+    state.save()
+    return proc
+
+
+def _wait_for_vm_hosts(state: LabState, booting: Mapping[str, tuple[Any, Any]]) -> None:
+    from lab.vmhost.vm import VmError, wait_ready
+
+    for name, (vm, proc) in booting.items():
+        try:
+            seconds = wait_ready(vm, proc)
+        except VmError as exc:
+            raise LabError(str(exc)) from None
+        state.data["nodes"][name]["boot_s"] = round(seconds, 1)
+    state.save()
+
+
 def _start_vswitch(state: LabState, node_plan: NodePlan) -> subprocess.Popen[bytes]:
     info = state.data["nodes"][node_plan.name]
     state.add_file(Path(info["control_socket"]).name)
@@ -540,26 +709,7 @@ def _start_vswitch(state: LabState, node_plan: NodePlan) -> subprocess.Popen[byt
         "--log-file", info["log_file"],
     ]  # fmt: skip
     launcher = ["ip", "netns", "exec", node_plan.netns]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
-    with console.open("ab") as out:
-        # Own session: the switch outlives this command and ignores its terminal's ^C.
-        proc = subprocess.Popen(
-            [*launcher, *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    state.processes()[node_plan.name] = {
-        "pid": proc.pid,
-        "argv": argv,
-        "launcher": launcher,
-        "started_at": _now(),
-    }
-    state.save()
-    return proc
+    return _start_recorded(state, node_plan.name, argv, launcher, console)
 
 
 def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> None:

@@ -75,8 +75,12 @@ NODE_LABELS = frozenset(
     {
         "role", "speed", "mtu", "cable-m",
         "xoff-bytes", "xon-bytes", "headroom-bytes", "queue-limit-bytes",
+        "rdma",
     }
 )  # fmt: skip
+# roce.lab/rdma on a host: the host is a small VM with that RDMA stack (lab.vmhost). "rxe":
+# Soft-RoCE in a stock Debian kernel, with rdma-core and perftest; the only one there is.
+RDMA_STACKS = ("rxe",)
 # Lab-wide values: only meaningful in topology.defaults (the fabric file has one of each).
 LAB_LABELS = frozenset({"profile", "username", "password", "time-dilation"})
 # roce.lab/time-dilation D: a lab link stands for one D times faster (10M standing for 10G is
@@ -136,10 +140,15 @@ class Node:
     buffer: BufferSettings | None
     labels: Mapping[str, str]
     line: int
+    rdma: str | None = None  # roce.lab/rdma: a VM host with this RDMA stack (lab.vmhost)
 
     @property
     def is_switch(self) -> bool:
         return self.lab_kind == "lab-switch"
+
+    @property
+    def is_vm(self) -> bool:
+        return self.rdma is not None
 
 
 @dataclass(frozen=True)
@@ -617,6 +626,15 @@ def parse_topology(data: Any, source: SourceMap) -> Topology:
         if node.is_switch and not peers[node.name]:
             path = ("topology", "nodes", node.name)
             check.add(path, _field(path), "a lab switch needs at least one link", key=True)
+        if node.is_vm and [nodes[p].is_switch for p in peers[node.name]] != [True]:
+            path = ("topology", "nodes", node.name)
+            check.add(
+                path,
+                _field(path),
+                f"a VM host (roce.lab/rdma) needs exactly one link, to a lab switch; "
+                f"it has {len(peers[node.name])}",
+                key=True,
+            )
     check.fail_if_any()
     return Topology(
         name=name,
@@ -909,9 +927,24 @@ def _node(check: _Checker, draft: _Draft, role: Role) -> Node | None:
             # Inherited defaults are fine (they target the switches); the host's own are not.
             if setting is not None and setting.field.startswith(node_field + "."):
                 check.add(setting.path, setting.field, "buffer labels only apply to lab switches")
+    rdma: str | None = None
+    if (setting := draft.label("rdma")) is not None:
+        if lab_kind == "lab-switch":
+            if setting.field.startswith(node_field + "."):
+                check.add(setting.path, setting.field, "roce.lab/rdma only applies to hosts")
+        elif setting.value not in RDMA_STACKS:
+            check.add(
+                setting.path,
+                setting.field,
+                f"{_shown(setting.value)} is not an RDMA stack the lab can run "
+                f"({', '.join(RDMA_STACKS)})",
+            )
+        else:
+            rdma = setting.value
     if len(check.problems) > before:
         return None
     return Node(
+        rdma=rdma,
         name=draft.name,
         kind=draft.kind,
         image=draft.image,

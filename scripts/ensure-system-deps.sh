@@ -4,8 +4,13 @@
 #   tcpdump   captures in lab tests                    tshark   dissects RoCE in probe tests
 #   procps    pgrep/ps for process checks              openssh-client/-server  SSH probe runner tests
 #   prometheus  `prometheus` and `promtool`: the exporter tests run a real server on loopback
+#   VM hosts of the lab (roce.lab/rdma: rxe, lab/vmhost): qemu-system-x86 (TCG, no KVM here),
+#   linux-image-amd64 (a kernel with rdma_rxe; the guest boots it), busybox-static (virtme-ng's
+#   initramfs), rdma-core + ibverbs-utils (rdma link, libibverbs and the rxe provider),
+#   perftest (ib_write_bw & co.)
 set -euo pipefail
-PACKAGES=(iproute2 ethtool tcpdump tshark procps openssh-client openssh-server openssl systemd prometheus)
+PACKAGES=(iproute2 ethtool tcpdump tshark procps openssh-client openssh-server openssl systemd prometheus
+          qemu-system-x86 linux-image-amd64 busybox-static rdma-core ibverbs-utils perftest)
 # Packages whose maintainer scripts start a daemon we do not want: the tests start their own.
 NO_SERVICE_START=(prometheus)
 missing=()

@@ -151,6 +151,115 @@ def storm(
     _exit_for(result)
 
 
+def _pairs(value: str | None) -> list[tuple[str, str]] | None:
+    if not value:
+        return None
+    pairs = []
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        client, sep, server = item.partition(":")
+        if not sep or not client or not server:
+            raise click.BadParameter(f"expected CLIENT:SERVER pairs, got {item!r}")
+        pairs.append((client, server))
+    return pairs
+
+
+@group.command()
+@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@click.option("--pairs", help="CLIENT:SERVER pairs, comma separated (default: every pair of "
+              "RDMA hosts, in rounds of disjoint pairs).")  # fmt: skip
+@click.option("--to", "to", help="Incast: the receiving host (with --from).")
+@click.option("--from", "senders", help="Incast: sending hosts, comma separated.")
+@click.option("--bidirectional", is_flag=True, help="Pairs with -b: both directions at once.")
+@click.option(
+    "--test",
+    type=click.Choice(["write", "read", "send"]),
+    help="ib_write_bw, ib_read_bw or ib_send_bw (default: validation.perftest.test).",
+)
+@click.option("--duration", type=SECONDS, help="perftest -D per run, seconds "
+              "(default: validation.perftest.duration_s).")  # fmt: skip
+@click.option("--qps", type=click.IntRange(1, 64), help="QPs per client (-q).")
+@click.option("--no-switches", is_flag=True, help="Do not read the switches' counters.")
+@click.option("--output", type=click.Choice(["table", "json", "junit", "markdown"]),
+              default="table", show_default=True)  # fmt: skip
+@click.option("--report", "report_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also write the report here (.xml JUnit, .md Markdown, .json).")  # fmt: skip
+@handle_errors
+def perftest(
+    fabric: Path, pairs: str | None, to: str | None, senders: str | None, bidirectional: bool,
+    test: str | None, duration: float | None, qps: int | None, no_switches: bool, output: str,
+    report_file: Path | None,
+) -> None:  # fmt: skip
+    """Line-rate acceptance with perftest on the RDMA hosts, judged with NIC and switch
+    counters: >= 90 % of line rate per pair, fair shares and no lossless drops in an incast,
+    CNPs where ECN marked, no pause on lossy priorities. Exit 0 pass, 1 fail, 2 not run."""
+    from agent.perftest.scenario import PerftestError, Scenario, run_perftest
+
+    intent = _intent(fabric)
+    policy = intent.validation.perftest
+    changes = {k: v for k, v in (("test", test), ("qps", qps)) if v is not None}
+    if changes:
+        policy = policy.model_copy(update=changes)
+        intent = intent.model_copy(
+            update={"validation": intent.validation.model_copy(update={"perftest": policy})}
+        )
+    if (to is None) != (senders is None):
+        raise click.UsageError("an incast needs both --to and --from")
+    if to is not None and (pairs or bidirectional):
+        raise click.UsageError("--to/--from (incast) cannot go with --pairs or --bidirectional")
+    scenario: Scenario = "incast" if to else "bidirectional" if bidirectional else "pairwise"
+    names = [s.strip() for s in senders.split(",") if s.strip()] if senders else None
+    try:
+        report = run_perftest(
+            intent, scenario, pairs=_pairs(pairs), to=to, senders=names, duration_s=duration,
+            read_switches=not no_switches,
+        )  # fmt: skip
+    except PerftestError as exc:
+        raise AgentError(str(exc)) from None
+    _emit_perftest(report, output, report_file)
+    if not report.passed:
+        sys.exit(1)
+
+
+def _emit_perftest(report: Any, output: str, report_file: Path | None) -> None:
+    from agent.perftest.report import (
+        TABLE_COLUMNS,
+        render_junit,
+        render_markdown,
+        summary,
+        table_rows,
+    )
+
+    verdict = report.verdict
+    texts = {
+        "json": lambda: json.dumps(report.as_json(), indent=2),
+        "junit": lambda: render_junit(verdict, report.causes, report.notes),
+        "markdown": lambda: render_markdown(verdict, report.causes, report.notes),
+    }
+    if report_file is not None:
+        kind = {".xml": "junit", ".md": "markdown"}.get(report_file.suffix, "json")
+        report_file.write_text(texts[kind]())
+    if output in texts:
+        click.echo(texts[output]())
+        return
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    table = Table(title=f"perftest {report.scenario} ({verdict.test})")
+    numbers = ("measured", "% of line rate", "line rate")
+    for column in TABLE_COLUMNS:
+        table.add_column(column, justify="right" if column in numbers else "left")
+    for row in table_rows(verdict):
+        table.add_row(*row)
+    console.print(table)
+    for outcome in verdict.outcomes:
+        if outcome.status != "pass":
+            for message in outcome.messages or (outcome.description,):
+                console.print(f"  {outcome.status}: {outcome.rule} {message}", markup=False)
+    for cause in report.causes:
+        console.print(f"  cause: {cause}", markup=False)
+    for note in report.notes:
+        console.print(f"  note: {note}", markup=False)
+    console.print(summary(verdict), markup=False)
+
+
 def _worker(role: str, spec: dict[str, Any], output: str) -> None:
     from agent.probes.worker import run
 

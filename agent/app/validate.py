@@ -47,7 +47,8 @@ def render_junit(report: Report) -> str:
             ET.SubElement(case, "error", message=str(step.detail.get("error", "")))
         elif step.status == "skipped":
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message="not run: an earlier step failed")
+            reason = step.detail.get("reason") if isinstance(step.detail, dict) else None
+            ET.SubElement(case, "skipped", message=reason or "not run: an earlier step failed")
     for result in report.checks:
         case = ET.SubElement(
             suite, "testcase", classname=f"{result.check}.{result.name}", name=result.device
@@ -80,6 +81,7 @@ def render_markdown(report: Report) -> str:
         if isinstance(s.detail, dict) and (t := s.detail.get("transport"))
     ]
     lines += ["", *ports] if ports else []
+    lines += _perftest_lines(report)
     if report.checks:
         lines += ["", "| check | device | status | details |", "|---|---|---|---|"]
         for result in report.checks:
@@ -103,6 +105,29 @@ def render_markdown(report: Report) -> str:
             f"{best['min_threshold']}-{best['max_threshold']} B @ {best['max_probability']} %",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _perftest_lines(report: Report) -> list[str]:
+    """Per perftest step: each link's rate against its line rate, then the causes."""
+    from agent.units import format_rate
+
+    lines: list[str] = []
+    for step in report.steps:
+        verdict = step.detail.get("verdict") if step.kind == "perftest" else None
+        if not isinstance(verdict, dict):
+            if step.kind == "perftest" and step.status == "skipped":
+                lines += ["", f"- {step.name}: skipped: {step.detail.get('reason', '')}"]
+            continue
+        lines += ["", f"- {step.name}: {verdict['status'].upper()}"]
+        for link in verdict["links"]:
+            measured = link["measured_bps"]
+            rate = "no measurement" if measured is None else (
+                f"{format_rate(measured)} ({link['percent_of_line_rate']:.1f} % of "
+                f"{format_rate(link['line_rate_bps'], trim=True)})"
+            )  # fmt: skip
+            lines.append(f"  - {link['link']}: {rate}, {link['status']}")
+        lines += [f"  - cause: {cause}" for cause in step.detail.get("causes", [])]
+    return lines
 
 
 def _cell(value: object) -> str:

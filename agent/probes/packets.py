@@ -26,6 +26,13 @@ from scapy.packet import Packet, Raw
 
 ROCE_UDP_PORT = 4791  # IANA; a RoCE NIC's RDMA engine takes these frames for its own GIDs
 RC_SEND_ONLY = 0x04
+UD_SEND_ONLY = 0x64
+# The General Services QP every RDMA port has (IBTA spec 13.5.1): the one QP that takes UD
+# packets from anyone, with this Q_Key. What a test sends to make a real RDMA stack check the
+# ICRC of frames it never set up a connection for.
+GSI_QPN = 1
+GSI_QKEY = 0x80010000
+DETH = struct.Struct("!IxBH")  # Q_Key, reserved, source QP (24 bits, split 8 + 16)
 ECN_NOT_ECT = 0b00
 ECN_ECT1 = 0b01
 ECN_ECT0 = 0b10
@@ -105,6 +112,19 @@ class Flow:
     flow_id: int = 0
     size: int = 256  # UDP payload bytes from BTH to ICRC inclusive would vary; this is BTH payload
     udp_port: int = ROCE_UDP_PORT  # destination port (agent.probes.transport chooses it)
+    # UD SEND ONLY with a DETH (Q_Key, source QP) instead of RC SEND ONLY: see ud_to_gsi().
+    deth: tuple[int, int] | None = None
+
+    @property
+    def opcode(self) -> int:
+        return RC_SEND_ONLY if self.deth is None else UD_SEND_ONLY
+
+    def extension(self) -> bytes:
+        """Transport headers between BTH and the payload (the DETH of a UD packet)."""
+        if self.deth is None:
+            return b""
+        qkey, source_qp = self.deth
+        return DETH.pack(qkey, source_qp >> 16 & 0xFF, source_qp & 0xFFFF)
 
     def __post_init__(self) -> None:
         if not 0 <= self.dscp <= 63:
@@ -126,14 +146,25 @@ def probe_payload(flow_id: int, seq: int, sent_ns: int, size: int) -> bytes:
     return header + bytes(size - len(header))
 
 
+def ud_to_gsi(flow: Flow) -> Flow:
+    """The same flow as UD SEND ONLY packets to the GSI QP (QP1, its Q_Key, from QP1): a real
+    RDMA stack counts such a packet as received only when its ICRC is right (rxe:
+    ``rxe_rcv`` checks the header, then the ICRC, then counts ``rcvd_pkts``)."""
+    from dataclasses import replace
+
+    return replace(flow, qpn=GSI_QPN, deth=(GSI_QKEY, GSI_QPN))
+
+
 def roce_packet(flow: Flow, psn: int, seq: int = 0, sent_ns: int = 0) -> Packet:
-    """The reference frame, built by scapy: RC SEND ONLY with ack request and our payload."""
+    """The reference frame, built by scapy: RC SEND ONLY with ack request and our payload
+    (UD SEND ONLY with the flow's DETH when it has one; scapy has no DETH layer: raw bytes,
+    which its ICRC covers like any payload)."""
     return (
         Ether(src=flow.src_mac, dst=flow.dst_mac)
         / IP(src=flow.src_ip, dst=flow.dst_ip, tos=(flow.dscp << 2) | flow.ecn, id=0, flags="DF")
         / UDP(sport=flow.sport, dport=flow.udp_port, chksum=0)
-        / BTH(opcode=RC_SEND_ONLY, dqpn=flow.qpn, psn=psn & 0xFFFFFF, ackreq=1)
-        / Raw(probe_payload(flow.flow_id, seq, sent_ns, flow.size))
+        / BTH(opcode=flow.opcode, dqpn=flow.qpn, psn=psn & 0xFFFFFF, ackreq=flow.deth is None)
+        / Raw(flow.extension() + probe_payload(flow.flow_id, seq, sent_ns, flow.size))
     )
 
 
@@ -199,14 +230,17 @@ class RoceTemplate:
         masked[UDP_OFFSET + 6 : UDP_OFFSET + 8] = b"\xff\xff"
         masked[BTH_OFFSET + 4] = 0xFF
         self._crc_prefix = zlib.crc32(b"\xff" * 8 + bytes(masked[IP_OFFSET : BTH_OFFSET + 8]))
-        self._header_len = PAYLOAD_OFFSET + PROBE_HEADER.size
+        self._payload_offset = PAYLOAD_OFFSET + len(flow.extension())
+        self._psn_word = 0x80000000 if flow.deth is None else 0  # AckReq: RC only
         self.length = len(self._template)
 
     def frame(self, psn: int, seq: int, sent_ns: int) -> bytes:
         """The frame for one packet: same bytes scapy would build for these fields."""
         buf = self._template
-        struct.pack_into("!I", buf, BTH_OFFSET + 8, 0x80000000 | (psn & 0xFFFFFF))
-        PROBE_HEADER.pack_into(buf, PAYLOAD_OFFSET, PROBE_MAGIC, self.flow.flow_id, seq, sent_ns)
+        struct.pack_into("!I", buf, BTH_OFFSET + 8, self._psn_word | (psn & 0xFFFFFF))
+        PROBE_HEADER.pack_into(
+            buf, self._payload_offset, PROBE_MAGIC, self.flow.flow_id, seq, sent_ns
+        )
         crc = zlib.crc32(memoryview(buf)[BTH_OFFSET + 8 : self.length - ICRC_LEN], self._crc_prefix)
         struct.pack_into("<I", buf, self.length - ICRC_LEN, crc & 0xFFFFFFFF)
         return bytes(buf)

@@ -6,6 +6,7 @@ scenarios do not care which kind of host they drive.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import subprocess
@@ -19,6 +20,9 @@ from agent.errors import AgentError
 from agent.intent import Device
 
 START_TIMEOUT_S = 10.0
+# Over SSH a worker is ready after a login and an interpreter start with scapy on the host:
+# seconds on a loaded host, ~10 s in a lab VM without KVM (measured: 12 s for a receiver).
+SSH_START_TIMEOUT_S = 30.0
 
 
 class ProbeError(AgentError):
@@ -39,6 +43,15 @@ class ProbeHandle(ABC):
 
     @abstractmethod
     def kill(self) -> None: ...
+
+    def go(self) -> None:
+        """Tell a worker that waits for it (after READY) to start now: the line ``GO`` on its
+        standard input. Clients of an incast start within milliseconds of each other this
+        way, however long each took to get ready."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start a worker on GO")
+
+
+GO_LINE = "GO"
 
 
 def _parse_result(host: str, role: str, output: str, detail: str) -> dict[str, Any]:
@@ -96,6 +109,11 @@ class ProbeProcess(ProbeHandle):
         self.process.kill()
         self.process.communicate()
 
+    def go(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(GO_LINE + "\n")
+        self.process.stdin.flush()
+
 
 class Runner(ABC):
     """Starts probe workers on one host."""
@@ -126,6 +144,7 @@ class NetnsRunner(Runner):
     def start(self, role: str, spec: dict[str, Any]) -> ProbeProcess:
         process = subprocess.Popen(
             self.command(role, spec),
+            stdin=subprocess.PIPE,  # GO (ProbeHandle.go); closed by communicate()
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -164,7 +183,7 @@ class SshProbe(ProbeHandle):
         index = self.output.find(self._echo_end_marker)
         return self.output[index + len(self._echo_end_marker) :] if index >= 0 else ""
 
-    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout: float = SSH_START_TIMEOUT_S) -> None:
         if not self._read(_has_ready_line, timeout):
             self.kill()
             raise ProbeError(f"{self.role} on {self.host} did not start: {self._fresh()[-300:]}")
@@ -186,9 +205,15 @@ class SshProbe(ProbeHandle):
         finally:
             self.connection.disconnect()
 
+    def go(self) -> None:
+        self.connection.write_channel(GO_LINE + "\n")  # the worker's stdin is the SSH pty
+
     def kill(self) -> None:
-        self.connection.write_channel("\x03")
-        self.connection.disconnect()
+        # Idempotent: a scenario that gives up kills every handle, some already closed.
+        with contextlib.suppress(OSError, EOFError):
+            self.connection.write_channel("\x03")
+        with contextlib.suppress(OSError, EOFError):
+            self.connection.disconnect()
 
 
 class SshRunner(Runner):

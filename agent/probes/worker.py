@@ -57,9 +57,13 @@ def run(role: str, spec: dict[str, Any]) -> dict[str, Any]:
         from agent.probes.mesh import MeshSendSpec, run_mesh_sender
 
         return run_mesh_sender(MeshSendSpec.from_json(spec), ready=_ready)
+    if role == "perftest":
+        from agent.perftest.worker import PerftestSpec, run_perftest
+
+        return run_perftest(PerftestSpec(**spec), ready=_ready)
     raise ValueError(
         f"unknown probe role {role!r}; expected inspect, send, receive, sniff-pfc, storm, "
-        "trace, hops or mesh-send"
+        "trace, hops, mesh-send or perftest"
     )
 
 

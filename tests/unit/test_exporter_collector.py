@@ -13,6 +13,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
+from agent.hostnic import NicCounters, PortPause
 from agent.state import (
     Counters,
     InterfaceCounters,
@@ -203,6 +204,76 @@ def lossy_pfc_then_cleared(store: SnapshotStore) -> None:
         store.update_counters(
             "leaf2", Counters(device="leaf2", collected_at=0, interfaces=interfaces), 0.1
         )
+
+
+def nic_rxe(store: SnapshotStore) -> None:
+    """A VM host: Soft-RoCE rxe0 on virtio_net eth1 (no DCQCN counters, no pause counters)."""
+    store.enable_nic()
+    store.update_nic(
+        NicCounters(
+            hw={
+                ("rxe0", "1"): {
+                    "rcvd_seq_err": 35,
+                    "out_of_seq_request": 37,
+                    "duplicate_request": 12,
+                    "retry_exceeded_err": 2,
+                    "sent_pkts": 1843226,
+                    "rcvd_pkts": 1840107,
+                }
+            },
+            pause={"eth1": None},
+        )
+    )
+
+
+def nic_mlx5(store: SnapshotStore) -> None:
+    """A ConnectX host: DCQCN counters, PFC on priority 3 listed by ethtool."""
+    store.enable_nic()
+    store.update_nic(
+        NicCounters(
+            hw={
+                ("mlx5_0", "1"): {
+                    "np_cnp_sent": 18234,
+                    "np_ecn_marked_roce_packets": 412877,
+                    "rp_cnp_handled": 17958,
+                    "rp_cnp_ignored": 0,
+                    "out_of_sequence": 41,
+                    "packet_seq_err": 44,
+                }
+            },
+            pause={
+                "ens1f0np0": PortPause(
+                    rx_frames=(0, 0, 0, 1523, 0, 0, 0, 0),
+                    rx_duration_us=(0, 0, 0, 48736, 0, 0, 0, 0),
+                )
+            },
+        )
+    )
+
+
+NIC_SERIES = [
+    "roce_nic_port_info",
+    "roce_nic_np_cnp_sent_total",
+    "roce_nic_rp_cnp_handled_total",
+    "roce_nic_rcvd_seq_err_total",
+    "roce_nic_pause_frames_total",
+    "roce_nic_pause_duration_seconds_total",
+]
+MLX5_ONLY_SERIES = [
+    "roce_nic_np_cnp_sent_total",
+    "roce_nic_np_ecn_marked_roce_packets_total",
+    "roce_nic_rp_cnp_handled_total",
+    "roce_nic_rp_cnp_ignored_total",
+    "roce_nic_out_of_sequence_total",
+    "roce_nic_packet_seq_err_total",
+]
+RXE_ONLY_SERIES = [
+    "roce_nic_rcvd_seq_err_total",
+    "roce_nic_out_of_seq_request_total",
+    "roce_nic_retry_exceeded_err_total",
+    "roce_nic_sent_pkts_total",
+    "roce_nic_rcvd_pkts_total",
+]
 
 
 SWITCH_COUNTERS = [
@@ -508,6 +579,57 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
         },
         [],
     ),
+    (
+        "host NIC on, nothing read yet: its error counters only",
+        lambda store: store.enable_nic(),
+        {
+            key("roce_nic_collect_errors_total", source="sysfs"): 0,
+            key("roce_nic_collect_errors_total", source="ethtool"): 0,
+        },
+        NIC_SERIES,
+    ),
+    (
+        "rxe host: rxe series only, no np_/rp_ series, no pause series for virtio_net",
+        nic_rxe,
+        {
+            key("roce_nic_port_info", rdma_device="rxe0", port="1", dcqcn="no"): 1,
+            key("roce_nic_rcvd_seq_err_total", rdma_device="rxe0", port="1"): 35,
+            key("roce_nic_out_of_seq_request_total", rdma_device="rxe0", port="1"): 37,
+            key("roce_nic_duplicate_request_total", rdma_device="rxe0", port="1"): 12,
+            key("roce_nic_retry_exceeded_err_total", rdma_device="rxe0", port="1"): 2,
+            key("roce_nic_sent_pkts_total", rdma_device="rxe0", port="1"): 1843226,
+            key("roce_nic_collect_errors_total", source="ethtool"): 0,
+        },
+        [
+            *MLX5_ONLY_SERIES,
+            "roce_nic_completer_retry_err_total",  # not in this reading: absent, not 0
+            "roce_nic_pause_frames_total",
+            "roce_nic_pause_duration_seconds_total",
+        ],
+    ),
+    (
+        "mlx5 host: DCQCN and sequence counters, all 8 priorities of a port that lists pause",
+        nic_mlx5,
+        {
+            key("roce_nic_port_info", rdma_device="mlx5_0", port="1", dcqcn="yes"): 1,
+            key("roce_nic_np_cnp_sent_total", rdma_device="mlx5_0", port="1"): 18234,
+            key("roce_nic_rp_cnp_ignored_total", rdma_device="mlx5_0", port="1"): 0,
+            key("roce_nic_packet_seq_err_total", rdma_device="mlx5_0", port="1"): 44,
+            key(
+                "roce_nic_pause_frames_total", interface="ens1f0np0", priority="3", direction="rx"
+            ): 1523,
+            key(
+                "roce_nic_pause_frames_total", interface="ens1f0np0", priority="5", direction="tx"
+            ): 0,
+            key(
+                "roce_nic_pause_duration_seconds_total",
+                interface="ens1f0np0",
+                priority="3",
+                direction="rx",
+            ): 0.048736,
+        },
+        [*RXE_ONLY_SERIES, "roce_nic_duplicate_request_total"],
+    ),
 ]
 
 
@@ -559,8 +681,6 @@ def test_lean_series_per_port_after_a_poll() -> None:
 
 def full_store() -> SnapshotStore:
     """Every kind of series: polled switch, down switch, probes, checks, host NIC, drift."""
-    from agent.hostnic import NicCounters, PortPause
-
     store = make_store()
     polled(store)
     store.record_poll_failure("leaf2", "connect", 1.0)
@@ -570,8 +690,8 @@ def full_store() -> SnapshotStore:
     store.enable_nic()
     store.update_nic(
         NicCounters(
-            hw={("mlx5_0", "1"): {"np_cnp_sent": 3}},
-            pause={"eth0": PortPause(rx_frames=(0, 0, 0, 9, 0, 0, 0, 0))},
+            hw={("mlx5_0", "1"): {"np_cnp_sent": 3}, ("rxe0", "1"): {"rcvd_seq_err": 1}},
+            pause={"eth0": PortPause(rx_frames=(0, 0, 0, 9, 0, 0, 0, 0)), "eth1": None},
         )
     )
     return store
@@ -623,9 +743,14 @@ def test_label_values_are_bounded_and_never_addresses() -> None:
     polled(store)
     probe_results(store)
     checks(store)
+    nic_mlx5(store)
     allowed = {
         "device": {"leaf1", "leaf2", "h1", "h2", "h3", "fabric"},
-        "interface": {"Ethernet1", "Ethernet2", "Ethernet9"},
+        "interface": {"Ethernet1", "Ethernet2", "Ethernet9", "ens1f0np0"},
+        "rdma_device": {"mlx5_0"},
+        "port": {"1"},
+        "dcqcn": set(metrics.YES_NO),
+        "source": set(metrics.NIC_ERROR_SOURCES),
         "priority": set(metrics.PRIORITY_LABEL_VALUES),
         "queue": set(metrics.PRIORITY_LABEL_VALUES),
         "direction": set(metrics.DIRECTIONS),
@@ -651,6 +776,15 @@ def test_label_values_are_bounded_and_never_addresses() -> None:
                     assert value in {*metrics.CHECK_RESULTS, *metrics.PROBE_RESULTS}
                     continue
                 assert value in allowed[label], (label, value, sample.name)
+
+
+def test_a_nic_counter_without_a_metric_is_skipped_not_a_failed_scrape() -> None:
+    store = make_store()
+    store.update_nic(NicCounters(hw={("bnxt_re0", "1"): {"some_new_counter": 5, "send_err": 1}}))
+    found = samples(exposition(store))
+    assert found[key("roce_nic_send_err_total", rdma_device="bnxt_re0", port="1")] == 1
+    assert found[key("roce_nic_port_info", rdma_device="bnxt_re0", port="1", dcqcn="no")] == 1
+    assert not [name for name in found if "some_new_counter" in name]
 
 
 def test_store_refuses_unbounded_inputs() -> None:
@@ -719,10 +853,7 @@ def test_registry_can_embed_the_collector_next_to_others() -> None:
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 def test_promtool_check_metrics_accepts_the_exposition() -> None:
-    store = make_store()
-    polled(store)
-    probe_results(store)
-    checks(store)
+    store = full_store()  # host NIC series of an mlx5 and an rxe port included
     done = subprocess.run(
         ["promtool", "check", "metrics"], input=exposition(store), capture_output=True, text=True
     )

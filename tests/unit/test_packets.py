@@ -31,6 +31,7 @@ from agent.probes.packets import (
     pfc_frame,
     roce_icrc_ok,
     roce_packet,
+    ud_to_gsi,
 )
 
 MAC_A, MAC_B = "02:00:00:00:00:01", "02:00:00:00:00:02"
@@ -59,6 +60,27 @@ def test_fast_path_equals_scapy(
     f = flow(size=size, dscp=dscp, sport=sport, qpn=qpn)
     template = RoceTemplate(f)
     assert template.frame(psn, seq, sent_ns) == bytes(roce_packet(f, psn, seq, sent_ns))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    psn=st.integers(0, 0xFFFFFF),
+    seq=st.integers(0, 2**64 - 1),
+    size=st.integers(24, 1500),
+    sport=st.integers(1, 0xFFFF),
+)
+def test_fast_path_equals_scapy_for_ud_packets_to_the_gsi_qp(
+    psn: int, seq: int, size: int, sport: int
+) -> None:
+    """The frames the lab sends to a real RDMA stack (rxe) to prove it accepts our ICRC."""
+    f = ud_to_gsi(flow(size=size, sport=sport))
+    frame = RoceTemplate(f).frame(psn, seq, 5)
+    assert frame == bytes(roce_packet(f, psn, seq, 5))
+    parsed = Ether(frame)
+    assert (parsed[BTH].opcode, parsed[BTH].dqpn, parsed[BTH].ackreq) == (0x64, 1, 0)
+    # DETH: Q_Key 0x80010000 (the GSI's), then the source QP 1 (IBTA spec 9.3.4)
+    assert frame[54:62] == bytes.fromhex("8001000000000001")
+    assert icrc_ok(frame)
 
 
 def test_template_reuse_does_not_leak_between_frames() -> None:

@@ -10,6 +10,7 @@ from agent.units import (
     SPEED_MAX_BPS,
     SPEED_MIN_BPS,
     UnitError,
+    format_rate,
     format_size,
     format_speed,
     parse_size,
@@ -101,3 +102,19 @@ def test_format_size_round_trips(size: int) -> None:
 @given(st.integers(min_value=SPEED_MIN_BPS, max_value=SPEED_MAX_BPS))
 def test_format_speed_round_trips(bps: int) -> None:
     assert parse_speed(format_speed(bps)) == bps
+
+
+@pytest.mark.parametrize(
+    ("bps", "places", "trim", "text"),
+    [
+        (97.73e9, 2, False, "97.73 Gb/s"),
+        (9.7e6, 2, False, "9.70 Mb/s"),  # a lab link: not "0.01 Gb/s"
+        (100e9, 2, True, "100 Gb/s"),
+        (400e9, 2, False, "400.00 Gb/s"),
+        (1.6e12, 1, False, "1.6 Tb/s"),
+        (999.0, 0, False, "999 b/s"),
+        (25_000.0, 2, True, "25 kb/s"),
+    ],
+)
+def test_format_rate(bps: float, places: int, trim: bool, text: str) -> None:
+    assert format_rate(bps, places, trim) == text

@@ -1,0 +1,266 @@
+"""A real RDMA stack in the lab (#16 part 3): Soft-RoCE VMs behind the lab switches.
+
+One lab for the module (containerlab/roce-rdma.clab.yml: h1, h2, h3 are qemu VMs with rxe,
+h4 a namespace), lossless profile applied. What a real, independent RDMA stack says about
+the agent's own work: its ICRC, its packet analysis, its perftest acceptance and its host
+counters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Lab, requires_lab, start_lab, stop_lab
+from rdma_fixtures import (
+    RDMA_LAB,
+    RDMA_NODES,
+    agent,
+    device,
+    ns_python,
+    rxe_counters,
+    vm_ssh,
+)
+
+pytestmark = [pytest.mark.lab, requires_lab]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    name = f"rdma{os.getpid()}"
+    state_dir = tmp_path_factory.mktemp("rdma") / name
+    started = start_lab(name, state_dir, RDMA_LAB)
+    try:
+        applied = agent(
+            "apply", started.status["fabric_file"], "--yes", "--state-dir", state_dir / "agent"
+        )
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        yield started
+    finally:
+        stop_lab(name, state_dir, RDMA_NODES)
+
+
+SEND_UD_TO_GSI = """
+import json, socket
+from agent.probes.packets import Flow, RoceTemplate, ud_to_gsi
+flow = ud_to_gsi(Flow({src_mac!r}, {dst_mac!r}, {src_ip!r}, {dst_ip!r}, dscp=26, size=256))
+template = RoceTemplate(flow)
+sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+sock.bind(("eth1", 0))
+for psn in range({count}):
+    frame = bytearray(template.frame(psn, psn, 0))
+    if {corrupt}:
+        frame[-1] ^= 0x5A  # one ICRC byte
+    sock.send(bytes(frame))
+print(json.dumps({{"sent": {count}}}))
+"""
+
+
+@pytest.mark.parametrize(("corrupt", "accepted"), [(False, 20), (True, 0)])
+def test_the_fast_paths_icrc_is_accepted_by_rxe(lab: Lab, corrupt: bool, accepted: int) -> None:
+    """The sender's fast path (RoceTemplate: scapy's frame once, then the ICRC by zlib) makes
+    UD packets to h3's GSI QP; rxe counts a packet in rcvd_pkts only after its header and ICRC
+    checks pass (drivers/infiniband/sw/rxe/rxe_recv.c, rxe_rcv). 20 of 20 right ones count,
+    0 of 20 with one ICRC byte changed."""
+    h4 = device(lab, "h4")["ports"][0]
+    h3 = device(lab, "h3")["ports"][0]
+    gateway_mac = next(
+        i["mac"] for i in lab.status["nodes"]["leaf2"]["interfaces"] if i["peer"] == "h4:eth1"
+    )
+    before = rxe_counters(lab, "h3")["rcvd_pkts"]
+    code = SEND_UD_TO_GSI.format(
+        src_mac=h4["mac"], dst_mac=gateway_mac, src_ip=h4["ipv4"].split("/")[0],
+        dst_ip=h3["ipv4"].split("/")[0], count=20, corrupt=corrupt,
+    )  # fmt: skip
+    assert ns_python(lab, "h4", code) == {"sent": 20}
+    after = _settled(lambda: rxe_counters(lab, "h3")["rcvd_pkts"])
+    assert after - before == accepted
+
+
+def _settled(read: Callable[[], int], tries: int = 20) -> int:
+    """A counter once it stopped moving (the frames cross two 10 Mb/s hops and a VM)."""
+    last = read()
+    for _ in range(tries):
+        time.sleep(0.5)
+        now = read()
+        if now == last:
+            return int(now)
+        last = now
+    return int(last)
+
+
+def test_vm_hosts_are_what_the_fabric_file_says(lab: Lab) -> None:
+    """The VMs took the lab hosts' identities: addresses, RoCE v2 GIDs on eth1, rxe active."""
+    for node in ("h1", "h2", "h3"):
+        port = device(lab, node)["ports"][0]
+        shown = vm_ssh(lab, node, "hostname; ip -br addr show eth1; rdma link show; "
+                       "cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/1")  # fmt: skip
+        assert shown.splitlines()[0] == node
+        assert port["ipv4"] in shown and "netdev eth1" in shown and "RoCE v2" in shown
+        assert port["rdma_device"] == "rxe0"
+    assert Path(lab.status["fabric_file"]).is_file()
+
+
+# --------------------------------------------------------------------------- perftest
+
+
+def perftest(lab: Lab, *args: str | Path) -> tuple[int, dict[str, Any]]:
+    done = agent("probe", "perftest", "--fabric", lab.status["fabric_file"], "--duration", "3",
+                 "--output", "json", *args)  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return done.returncode, document
+
+
+def outcome(report: dict[str, Any], rule: str, subject: str | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = next(
+        o for o in report["verdict"]["outcomes"]
+        if o["rule"] == rule and (subject is None or o["subject"].startswith(subject))
+    )  # fmt: skip
+    return found
+
+
+def test_perftest_pair_end_to_end_and_the_analysis_decodes_rxe_exactly(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """Real ib_write_bw between two rxe VMs across both leaves and a spine, started by the
+    agent over SSH: >= 90 % of the 10 Mb/s line rate. A capture of h3's link during the run,
+    read by the agent's analysis, counts exactly the packets rxe counted itself: every
+    request from h1 (rcvd_pkts), every response of h3 (sent_pkts), all ICRCs valid."""
+    before = rxe_counters(lab, "h3")
+    capture = tmp_path / "h3.pcap"
+    tcpdump = subprocess.Popen(
+        ["ip", "netns", "exec", lab.netns("h3"), "tcpdump", "-i", "eth1", "-w", str(capture),
+         "-B", "8192", "-U", "udp port 4791"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert tcpdump.stderr is not None
+        assert "listening on" in tcpdump.stderr.readline()
+        code, report = perftest(lab, "--pairs", "h1:h3", "--report", tmp_path / "junit.xml")
+    finally:
+        time.sleep(1.0)  # the last ACKs cross the NIC
+        tcpdump.send_signal(signal.SIGINT)
+        tcpdump.wait(timeout=10)
+    after = rxe_counters(lab, "h3")
+    assert code == 0 and report["passed"], report
+    row = report["verdict"]["links"][0]
+    assert row["link"] == "h1→h3" and row["status"] in ("pass", "unverified")
+    assert row["percent_of_line_rate"] >= 90
+    # rxe has no DCQCN counters: the CNP rule says so instead of reading them as 0
+    assert outcome(report, "PT005", "h3")["status"] == "unverified"
+    junit = ET.parse(tmp_path / "junit.xml").getroot()
+    assert junit.find("testsuite") is not None
+
+    analyzed = agent("probe", "analyze", capture, "--link-speed", "10M", "--output", "json")
+    assert analyzed.returncode == 0, analyzed.stderr
+    roce = json.loads(analyzed.stdout)["roce"]
+    h1, h3 = (device(lab, h)["ports"][0]["ipv4"].split("/")[0] for h in ("h1", "h3"))
+    requests = [f for f in roce["flows"] if (f["src_ip"], f["dst_ip"]) == (h1, h3)]
+    responses = [f for f in roce["flows"] if (f["src_ip"], f["dst_ip"]) == (h3, h1)]
+    frames = [sum(f["received"] + f["duplicates"] for f in fs) for fs in (requests, responses)]
+    assert frames == [
+        after["rcvd_pkts"] - before["rcvd_pkts"],
+        after["sent_pkts"] - before["sent_pkts"],
+    ]
+    assert len(requests) == 4  # -q 4: four QPs, each its own destination QPN
+    assert all(f["lost"] == 0 and f["reordered"] == 0 for f in requests)
+    assert all(f["dscp"] == 26 for f in requests)  # --tclass from the profile's RoCE DSCP
+    assert roce["totals"]["icrc_errors"] == 0 and roce["totals"]["invalid"] == 0
+
+
+def test_perftest_incast_of_real_rdma_hosts_is_held_by_pfc_fair_and_lossless(lab: Lab) -> None:
+    """h1 and h2 write into h3 at once: the switches pause the real rxe senders (their NICs
+    count the PFC frames), nothing is dropped, the two get fair shares of h3's port."""
+    paused_before = [nic_stats(lab, h)["rx_prio3_pause"] for h in ("h1", "h2")]
+    code, report = perftest(lab, "--to", "h3", "--from", "h1,h2")
+    assert code == 0, report
+    for rule in ("PT002", "PT003"):
+        assert outcome(report, rule)["status"] == "pass", outcome(report, rule)
+    assert all(o["status"] == "pass" for o in report["verdict"]["outcomes"] if o["rule"] in
+               ("PT004", "PT006"))  # fmt: skip
+    paused_after = [nic_stats(lab, h)["rx_prio3_pause"] for h in ("h1", "h2")]
+    assert all(a > b for a, b in zip(paused_after, paused_before, strict=True))
+    assert not report["notes"], report["notes"]  # the senders started together
+
+
+def nic_stats(lab: Lab, node: str) -> dict[str, int]:
+    """The lab NIC's ethtool-style counters of a VM host (written every second)."""
+    time.sleep(1.2)
+    path = Path(lab.status["state_dir"]) / f"{node}-vm" / "nic.json"
+    stats: dict[str, int] = json.loads(path.read_text())["ethtool"]
+    return stats
+
+
+def test_a_lossy_link_shows_as_rxe_retransmissions_and_the_agent_names_it(lab: Lab) -> None:
+    """A bad optic on h1's link (2 % of its frames corrupted): perftest's bandwidth falls,
+    rxe retransmits, and the verdict names the link from leaf1's FCS error counter."""
+    added = lab.cli("fault", "add", "corrupt", "h1>leaf1", "--percent", "2")
+    assert added.returncode == 0, added.stderr
+    try:
+        code, report = perftest(lab, "--pairs", "h1:h3")
+    finally:
+        removed = lab.cli("fault", "remove", "all")
+        assert removed.returncode == 0, removed.stderr
+    assert code == 1 and not report["passed"]
+    assert report["verdict"]["links"][0]["percent_of_line_rate"] < 90
+    loss = outcome(report, "PT007", "h1")
+    assert loss["status"] == "fail" and "rcvd_seq_err" in loss["messages"][0]
+    [cause] = report["causes"]
+    assert cause.startswith("h1→h3: leaf1:Ethernet3 received ")
+    assert "FCS errors (frames arriving over h1>leaf1)" in cause
+    assert "retransmitted (completer_retry_err" in cause
+
+
+# --------------------------------------------------------------------------- the exporter
+
+
+def test_the_exporter_in_a_vm_reads_rxe_as_it_is(lab: Lab) -> None:
+    """`roce-agent exporter` inside h3: the rxe counters it serves equal sysfs, the mlx5-only
+    DCQCN counters and the per-priority pause of a virtio NIC are absent, not 0."""
+    python = device(lab, "h3")["probe_python"]
+    fabric = lab.status["fabric_file"]
+    vm_ssh(lab, "h3", f"cd /tmp && (ROCE_LAB_PASSWORD=admin nohup {python} -m agent exporter "
+           f"--fabric {fabric} --listen 127.0.0.1:9417 --interval 1 --no-drift "
+           f">/tmp/exporter.log 2>&1 & echo $! >/tmp/exporter.pid)")  # fmt: skip
+    try:
+        scrape = (
+            f"{python} -c 'import time, urllib.request as u\n"
+            "for _ in range(120):\n"
+            "    try:\n"
+            '        t = u.urlopen("http://127.0.0.1:9417/metrics").read().decode()\n'
+            "    except OSError:\n"
+            '        t = ""\n'
+            '    if "roce_nic_rcvd_pkts_total" in t: print(t); break\n'
+            "    time.sleep(0.5)'"
+        )
+        text = vm_ssh(lab, "h3", scrape, timeout=120)
+        sysfs = rxe_counters(lab, "h3")
+    finally:
+        vm_ssh(lab, "h3", "kill $(cat /tmp/exporter.pid)")
+    series = {
+        line.split("{")[0]: (line.split("{")[1].split("}")[0], float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("roce_nic_")
+    }
+    for name in ("rcvd_pkts", "sent_pkts", "rcvd_seq_err", "out_of_seq_request",
+                 "retry_exceeded_err", "duplicate_request"):  # fmt: skip
+        labels, value = series[f"roce_nic_{name}_total"]
+        assert 'rdma_device="rxe0"' in labels and 'port="1"' in labels
+        assert value == sysfs[name], name
+    assert 'dcqcn="no"' in series["roce_nic_port_info"][0]
+    for absent in (
+        "roce_nic_np_cnp_sent_total",
+        "roce_nic_rp_cnp_handled_total",
+        "roce_nic_np_ecn_marked_roce_packets_total",
+        "roce_nic_pause_frames_total",
+    ):
+        assert absent not in series, absent  # fmt: skip
