@@ -277,3 +277,32 @@ def test_playbook_step_is_skipped_without_rdma_hosts(
     assert outcome.detail == {
         "reason": "fewer than two hosts declare an rdma_device: no perftest to run"
     }
+
+
+@pytest.mark.parametrize(
+    ("device", "value", "message"),
+    [
+        ("leaf1", "mlx5_0", "ports.rdma_device: Expected: only on host ports Actual: set on "
+         "leaf leaf1 port(s) Ethernet1"),
+        ("h1", "mlx5 0", "invalid RDMA device 'mlx5 0'"),
+        ("h1", "mlx5_0/0", "invalid RDMA device 'mlx5_0/0'"),
+        ("h1", "../sys", "invalid RDMA device '../sys'"),
+    ],
+)  # fmt: skip
+def test_bad_rdma_devices_in_the_fabric_file_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str, value: str, message: str
+) -> None:
+    import yaml
+
+    from agent.errors import IntentError
+
+    monkeypatch.setenv("ROCE_AGENT_PROFILES", str(REPO / "playbooks" / "profiles"))
+    document = yaml.safe_load(LAB_FABRIC.read_text())
+    target = next(d for d in document["devices"] if d["name"] == device)
+    target["ports"][0]["rdma_device"] = value
+    path = tmp_path / "fabric.yml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    with pytest.raises(IntentError) as caught:
+        load_fabric(path)
+    shown = [str(p) for p in caught.value.problems]
+    assert any(message in p and str(path) in p for p in shown), shown
