@@ -143,6 +143,9 @@ def _print_status(data: dict[str, Any]) -> None:
             mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} (ssh {node['mgmt_state']})"
             alive = "[green]alive[/]" if node["alive"] else "[red]dead[/]"
             vswitch = f"pid {node['pid']} {alive}, ping {node['vswitch']}"
+        elif "vm_state" in node:  # a VM host (roce.lab/rdma): SSH to the VM, its NIC process
+            mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} (ssh to the {node['rdma']} VM)"
+            vswitch = f"VM {node['vm_state']}, NIC {node['nic_state']}"
         else:
             mgmt = f"netns; gateway {node.get('gateway', '-')}"
             vswitch = "-"

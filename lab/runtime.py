@@ -958,6 +958,24 @@ def status(
             healthy = healthy and alive and entry["vswitch"] in ("ok", "not-probed")
         elif "gateway" in info:
             entry["gateway"] = info["gateway"]
+        if "vm_dir" in info:  # a VM host: its qemu and its NIC process must both run
+            running: dict[str, bool] = {}
+            for part, suffix in (("vm", VM_SUFFIX), ("nic", NIC_SUFFIX)):
+                process = state.processes().get(name + suffix)
+                pid = int(process["pid"]) if process else None
+                running[part] = (
+                    pid is not None and pid_alive(pid) and _is_our_process(pid, process or {})
+                )
+            entry.update(
+                rdma=info["rdma"],
+                mgmt_host=info["mgmt_host"],
+                mgmt_port=info["mgmt_port"],
+                vm_state="running" if running["vm"] else "not-running",
+                nic_state="running" if running["nic"] else "not-running",
+                boot_s=info.get("boot_s"),
+                vm_dir=info["vm_dir"],
+            )
+            healthy = healthy and running["vm"] and running["nic"]
         entry["interfaces"] = info["interfaces"]
         nodes[name] = entry
     return {

@@ -204,6 +204,8 @@ def _result(handle: ProbeHandle, side: SideResult, timeout: float) -> None:
         side.raw = handle.result(timeout=timeout)
     except ProbeError as exc:
         side.error = f"{side.host} ({side.side}): {exc}"
+    except Exception as exc:  # a dropped SSH session: this side failed, the others stand
+        side.error = f"{side.host} ({side.side}): {type(exc).__name__}: {exc}"
     _parse(side)
 
 
@@ -282,8 +284,9 @@ def run_round(
         for future, side in futures:
             try:
                 handles.append((future.result(), side))
-            except (ProbeError, OSError) as exc:
-                problems.append(str(exc))
+            except Exception as exc:  # every started side is stopped below, whatever failed
+                problems.append(str(exc) if isinstance(exc, ProbeError) else f"{side.host}: "
+                                f"{type(exc).__name__}: {exc}")  # fmt: skip
     if problems:
         for handle, _ in handles:
             handle.kill()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -141,6 +142,11 @@ def run_perftest(spec: PerftestSpec, ready: Callable[[], None]) -> dict[str, Any
             qp_timeout=spec.qp_timeout,
             tx_depth=spec.tx_depth,
         )
+        if shutil.which(command.binary) is None:
+            raise ValueError(
+                f"{command.binary}: Expected: perftest installed on this host (Debian/Ubuntu "
+                "package perftest) Actual: not on PATH"
+            )
         argv = (
             command.server_argv()
             if spec.side == "server"

@@ -38,6 +38,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     name = f"rdma{os.getpid()}"
     state_dir = tmp_path_factory.mktemp("rdma") / name
     started = start_lab(name, state_dir, RDMA_LAB)
+    recorded = json.loads((state_dir / "state.json").read_text())["processes"]
+    vms = {key: int(p["pid"]) for key, p in recorded.items() if key.endswith(":vm")}
     try:
         applied = agent(
             "apply", started.status["fabric_file"], "--yes", "--state-dir", state_dir / "agent"
@@ -47,6 +49,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield started
     finally:
         stop_lab(name, state_dir, RDMA_NODES)
+    # qemu runs in the root namespace: `lab down` must have stopped each by its PID
+    assert sorted(vms) == ["h1:vm", "h2:vm", "h3:vm"]
+    assert not [k for k, pid in vms.items() if Path(f"/proc/{pid}/cmdline").exists()
+                and b"qemu" in Path(f"/proc/{pid}/cmdline").read_bytes()]  # fmt: skip
 
 
 SEND_UD_TO_GSI = """
@@ -107,7 +113,14 @@ def test_vm_hosts_are_what_the_fabric_file_says(lab: Lab) -> None:
         assert shown.splitlines()[0] == node
         assert port["ipv4"] in shown and "netdev eth1" in shown and "RoCE v2" in shown
         assert port["rdma_device"] == "rxe0"
-    assert Path(lab.status["fabric_file"]).is_file()
+    status = lab.current_status()
+    assert status["healthy"], status
+    for node in ("h1", "h2", "h3"):
+        entry = status["nodes"][node]
+        assert (entry["vm_state"], entry["nic_state"], entry["rdma"]) == (
+            "running", "running", "rxe",
+        )  # fmt: skip
+    assert "vm_state" not in status["nodes"]["h4"]
 
 
 # --------------------------------------------------------------------------- perftest
