@@ -124,6 +124,12 @@ def _tail(text: str, limit: int) -> str:
 
 
 def run_perftest(spec: PerftestSpec, ready: Callable[[], None]) -> dict[str, Any]:
+    if spec.side == "server" and listening(spec.tcp_port):
+        # READY means "this server listens": with the port taken, that would be a lie.
+        raise ValueError(
+            f"TCP port {spec.tcp_port}: Expected: free for perftest's exchange Actual: "
+            "something on this host listens on it (set validation.perftest.base_tcp_port)"
+        )
     index = gid_index(SYSFS, spec.device, spec.ib_port, spec.netdev, spec.ipv4)
     with tempfile.TemporaryDirectory(prefix="roce_perftest_") as scratch:
         json_path = str(Path(scratch) / "report.json")

@@ -233,6 +233,21 @@ def test_bad_worker_specs_are_refused(spec: dict[str, Any], message: str) -> Non
         worker.PerftestSpec(**{**base, **spec})
 
 
+def test_a_server_refuses_a_port_something_else_listens_on() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        spec = worker.PerftestSpec(
+            side="server", test="write", device="rxe0", netdev="eth1", qps=4,
+            message_bytes=65536, duration_s=3, tcp_port=port,
+        )  # fmt: skip
+        with pytest.raises(ValueError, match=f"TCP port {port}: Expected: free"):
+            worker.run_perftest(spec, ready=lambda: None)
+
+
 # --------------------------------------------------------------------------- refusals
 
 
