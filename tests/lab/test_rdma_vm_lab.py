@@ -149,6 +149,9 @@ def test_perftest_pair_end_to_end_and_the_analysis_decodes_rxe_exactly(
     agent over SSH: >= 90 % of the 10 Mb/s line rate. A capture of h3's link during the run,
     read by the agent's analysis, counts exactly the packets rxe counted itself: every
     request from h1 (rcvd_pkts), every response of h3 (sent_pkts), all ICRCs valid."""
+    # The first rate measured: h2's exporter must have finished starting (its interpreter
+    # takes a core of this 2-core machine for ~20 s), or it competes with h3's rxe.
+    wait_for_exporter(lab, "h2")
     before = rxe_counters(lab, "h3")
     capture = tmp_path / "h3.pcap"
     tcpdump = subprocess.Popen(
@@ -255,6 +258,16 @@ def start_exporter(lab: Lab, node: str) -> None:
     vm_ssh(lab, node, f"cd /tmp && (nohup {python} -m agent exporter --fabric "
            f"/tmp/vm-fabric.json --listen 127.0.0.1:{EXPORTER_PORT} --interval 5 --no-drift "
            ">/tmp/exporter.log 2>&1 & echo $! >/tmp/exporter.pid)")  # fmt: skip
+
+
+def wait_for_exporter(lab: Lab, node: str, timeout: float = 90.0) -> None:
+    """Until the exporter in ``node`` listens (`ss` in the VM: no interpreter to start)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if f":{EXPORTER_PORT}" in vm_ssh(lab, node, f"ss -Hltn 'sport = :{EXPORTER_PORT}'"):
+            return
+        time.sleep(1.0)
+    raise AssertionError(vm_ssh(lab, node, "tail -5 /tmp/exporter.log"))
 
 
 def test_the_exporter_in_a_vm_reads_rxe_as_it_is(lab: Lab) -> None:
