@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -49,6 +49,9 @@ from lab.addressing import (
     vswitch_config,
 )
 from lab.topology import Topology, check_lab_name, load_topology
+
+if TYPE_CHECKING:  # lab.vmhost is loaded only for labs with VM hosts
+    from lab.vmhost.vm import VmHost
 
 DEFAULT_STATE_ROOT = Path("/run/roce-agent/lab")
 STATE_DIR_ENV = "ROCE_LAB_STATE_DIR"
@@ -571,7 +574,7 @@ def _vm_host_device(device: dict[str, Any], info: Mapping[str, Any]) -> None:
         port["rdma_device"] = RDMA_DEVICE
 
 
-def _vm_host(state: LabState, node_plan: NodePlan, index: int) -> Any:
+def _vm_host(state: LabState, node_plan: NodePlan, index: int) -> VmHost:
     from lab.vmhost.vm import VmHost
 
     info = state.data["nodes"][node_plan.name]
@@ -591,7 +594,9 @@ def _vm_host(state: LabState, node_plan: NodePlan, index: int) -> Any:
     )
 
 
-def _start_vm_hosts(state: LabState, vms: list[NodePlan]) -> dict[str, tuple[Any, Any]]:
+def _start_vm_hosts(
+    state: LabState, vms: list[NodePlan]
+) -> dict[str, tuple[VmHost, subprocess.Popen[bytes]]]:
     """Each VM host's NIC process (in its namespace), then qemu (in the root namespace: its
     SSH port is forwarded from loopback), all recorded before they start booting."""
     from concurrent.futures import ThreadPoolExecutor
@@ -652,7 +657,7 @@ def _start_vm_nic(state: LabState, node_plan: NodePlan) -> None:
     _start_recorded(state, f"{node_plan.name}{NIC_SUFFIX}", argv, launcher, console)
 
 
-def _start_qemu(state: LabState, vm: Any, argv: list[str]) -> subprocess.Popen[bytes]:
+def _start_qemu(state: LabState, vm: VmHost, argv: list[str]) -> subprocess.Popen[bytes]:
     # Below the switches: a TCG guest can take a whole core, the vswitches must keep time.
     return _start_recorded(state, f"{vm.name}{VM_SUFFIX}", argv, ["nice", "-n", "10"],
                            vm.directory / "qemu.log")  # fmt: skip
@@ -685,7 +690,9 @@ def _start_recorded(
     return proc
 
 
-def _wait_for_vm_hosts(state: LabState, booting: Mapping[str, tuple[Any, Any]]) -> None:
+def _wait_for_vm_hosts(
+    state: LabState, booting: Mapping[str, tuple[VmHost, subprocess.Popen[bytes]]]
+) -> None:
     from lab.vmhost.vm import VmError, wait_ready
 
     for name, (vm, proc) in booting.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -16,6 +16,9 @@ from agent.errors import AgentError
 from agent.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from agent.units import UnitError, parse_speed
 from common.clicktypes import FiniteFloat
+
+if TYPE_CHECKING:  # the command loads agent.perftest on first use
+    from agent.perftest.scenario import PerftestReport
 
 # nan, inf, 0 and negatives are refused: a probe of nan seconds never ends.
 SECONDS = FiniteFloat(0, 86400, min_open=True)
@@ -220,7 +223,7 @@ def perftest(
         sys.exit(1)
 
 
-def _emit_perftest(report: Any, output: str, report_file: Path | None) -> None:
+def _emit_perftest(report: PerftestReport, output: str, report_file: Path | None) -> None:
     from agent.perftest.report import (
         TABLE_COLUMNS,
         render_junit,

@@ -17,6 +17,7 @@ from agent.errors import AgentError
 from agent.loader import load_fabric
 from agent.playbooks import PlaybookRunner, Report, StepReport, load_playbook, playbook_path
 from agent.push import state_dir as resolve_state_dir
+from agent.units import format_rate
 
 FORMATS = ("table", "json", "junit", "markdown")
 
@@ -109,8 +110,6 @@ def render_markdown(report: Report) -> str:
 
 def _perftest_lines(report: Report) -> list[str]:
     """Per perftest step: each link's rate against its line rate, then the causes."""
-    from agent.units import format_rate
-
     lines: list[str] = []
     for step in report.steps:
         verdict = step.detail.get("verdict") if step.kind == "perftest" else None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal
 
 from agent.errors import AgentError, printable
@@ -203,6 +203,13 @@ def tcp_port_for(policy: PerftestPolicy, index: int) -> int:
     receiver runs one server per sender)."""
     port = policy.base_tcp_port + _int_in("pair index", index, 0, 65535)
     return _int_in("-p", port, 1, 65535)
+
+
+# What a host side of a run is told of the command (the perftest worker's spec): all of it
+# but the GID index, which the host looks up itself, and the report file, which it makes.
+COMMAND_FIELDS = tuple(
+    f.name for f in fields(PerftestCommand) if f.name not in ("gid_index", "json_path")
+)
 
 
 def qp_timeout_for(time_dilation: int) -> int | None:

@@ -32,10 +32,8 @@ from agent.errors import AgentError, printable
 from agent.hostnic import NicCounters, PortPause
 from agent.intent import Device, FabricIntent, PerftestPolicy, Port
 from agent.locate import PortSymptoms, Topology, port_symptoms
-from agent.perftest.command import (
-    command_from_policy,
-    tcp_port_for,
-)
+from agent.locate_fabric import read_switches as read_fabric_switches
+from agent.perftest.command import COMMAND_FIELDS, command_from_policy, tcp_port_for
 from agent.perftest.gid import tclass_for
 from agent.perftest.output import PerftestOutputError, PerftestRun, parse_run
 from agent.perftest.verdict import (
@@ -50,6 +48,7 @@ from agent.perftest.verdict import (
     nic_delta,
 )
 from agent.probes.runner import NetnsRunner, ProbeError, ProbeHandle, Runner, SshRunner
+from agent.push import Pusher
 
 Scenario = Literal["pairwise", "incast", "bidirectional"]
 RESULT_GRACE_S = 90.0  # beyond -D: connect, drain, report exchange, an SSH session
@@ -217,33 +216,19 @@ def _spec(
     index: int,
     bidirectional: bool,
 ) -> dict[str, Any]:
-    line_rate = min(end.port.speed, peer.port.speed)
     command = command_from_policy(
         policy,
         device=end.rdma_device,
-        gid_index=0,  # the worker finds the real one on the host
+        gid_index=0,  # the worker looks the real one up on its host (COMMAND_FIELDS omit it)
         tcp_port=tcp_port_for(policy, index),
         ib_port=end.ib_port,
         tclass=tclass_for(intent.profile.roce.dscp, intent.profile.ecn.enabled),
         bidirectional=bidirectional,
-        line_rate_bps=line_rate,
+        line_rate_bps=min(end.port.speed, peer.port.speed),
         time_dilation=intent.emulation.time_dilation,
     )
-    return {
-        "test": command.test,
-        "device": end.rdma_device,
-        "ib_port": end.ib_port,
-        "netdev": end.port.name,
-        "ipv4": end.ip,
-        "tclass": command.tclass,
-        "qps": command.qps,
-        "message_bytes": command.message_bytes,
-        "duration_s": command.duration_s,
-        "tcp_port": command.tcp_port,
-        "bidirectional": bidirectional,
-        "qp_timeout": command.qp_timeout,
-        "tx_depth": command.tx_depth,
-    }
+    spec = {name: getattr(command, name) for name in COMMAND_FIELDS}
+    return {**spec, "netdev": end.port.name, "ipv4": end.ip}
 
 
 def run_round(
@@ -435,11 +420,8 @@ def run_perftest(
     phases: dict[str, float] = {}
     mark = time.monotonic()
     if read_switches and switches:
-        from agent.locate_fabric import read_switches as read
-        from agent.push import Pusher
-
         pusher = Pusher.for_intent(intent)
-        before = read(pusher, switches, len(switches))
+        before = read_fabric_switches(pusher, switches, len(switches))
         phases["read switches before"] = time.monotonic() - mark
     results: list[PairResult] = []
     for number, round_ in enumerate(rounds, 1):
@@ -449,10 +431,8 @@ def run_perftest(
         phases[f"round {number}"] = time.monotonic() - mark
     after: dict[str, Any] = {}
     if pusher is not None:
-        from agent.locate_fabric import read_switches as read
-
         mark = time.monotonic()
-        after = read(pusher, switches, len(switches))
+        after = read_fabric_switches(pusher, switches, len(switches))
         phases["read switches after"] = time.monotonic() - mark
 
     notes: list[str] = []
@@ -509,24 +489,17 @@ def run_perftest(
 # --------------------------------------------------------------------------- causes
 
 
-def path_ports(intent: FabricIntent, a: str, b: str) -> set[tuple[str, str]]:
+def path_ports(topology: Topology, a: str, b: str) -> set[tuple[str, str]]:
     """The switch ports on any shortest path between hosts ``a`` and ``b`` (both access
     ports, and both ends of every switch-to-switch link such a path can take: ECMP spreads
     the pair's QPs over all of them)."""
     access: dict[str, tuple[str, str]] = {}
     edges: dict[str, list[tuple[str, str, str]]] = {}  # switch -> (port, peer, peer port)
-    roles = {d.name: d.role for d in intent.devices}
-    for device in intent.devices:
-        for port in device.ports:
-            if port.peer is None:
-                continue
-            peer, _, peer_port = port.peer.partition(":")
-            if peer not in roles:
-                continue
-            if device.role == "host":
-                access.setdefault(device.name, (peer, peer_port))
-            elif roles[peer] != "host":
-                edges.setdefault(device.name, []).append((port.name, peer, peer_port))
+    for link in topology.links.values():
+        if link.tx_host:
+            access.setdefault(link.tx[0], link.rx)
+        elif not link.rx_host:
+            edges.setdefault(link.tx[0], []).append((link.tx[1], *link.rx))
     if a not in access or b not in access:
         return set()
     start, goal = access[a][0], access[b][0]
@@ -614,7 +587,7 @@ def name_causes(
         if key not in failed and not signs:
             continue
         label = f"{pair.client}→{pair.server}"
-        on_path = [by_port[p] for p in sorted(path_ports(intent, *key)) if p in by_port]
+        on_path = [by_port[p] for p in sorted(path_ports(topology, *key)) if p in by_port]
         evidence = [e for s in on_path for e in _port_evidence(topology, s)]
         paused = sum(s.pfc_tx for s in on_path)
         if evidence:

@@ -29,8 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.hostnic import NicReadError, parse_ethtool_stats, pause_from_stats, read_hw_counters
-from agent.perftest.command import PerftestCommand
+from agent.hostnic import (
+    NicReadError,
+    parse_ethtool_stats,
+    pause_from_stats,
+    read_hw_counters,
+    run_ethtool,
+)
+from agent.perftest.command import COMMAND_FIELDS, PerftestCommand
 from agent.perftest.gid import gid_index
 
 SYSFS = Path("/sys")
@@ -73,12 +79,18 @@ class PerftestSpec:
             raise ValueError("server_address: Expected: set for clients only")
 
 
-def read_nic(device: str, ib_port: int, netdev: str, sysfs: Path = SYSFS) -> dict[str, Any]:
+def read_nic(
+    device: str,
+    ib_port: int,
+    netdev: str,
+    sysfs: Path = SYSFS,
+    ethtool: Callable[[str], str] = run_ethtool,
+) -> dict[str, Any]:
     """The port's hw_counters (only those it has) and its netdev's per-priority pause frames
     (None when the driver reports none), as JSON."""
     hw = read_hw_counters(sysfs).get((device, str(ib_port)), {})
     try:
-        pause = pause_from_stats(parse_ethtool_stats(_ethtool(netdev)))
+        pause = pause_from_stats(parse_ethtool_stats(ethtool(netdev)))
     except NicReadError as exc:
         return {"hw": hw, "pause": None, "pause_error": str(exc)}
     return {
@@ -87,12 +99,6 @@ def read_nic(device: str, ib_port: int, netdev: str, sysfs: Path = SYSFS) -> dic
         if pause is None
         else {"rx": list(pause.rx_frames), "tx": list(pause.tx_frames)},
     }
-
-
-def _ethtool(netdev: str) -> str:
-    from agent.hostnic import run_ethtool
-
-    return run_ethtool(netdev)
 
 
 def listening(port: int, proc_net: Path = Path("/proc/net")) -> bool:
@@ -134,19 +140,9 @@ def run_perftest(spec: PerftestSpec, ready: Callable[[], None]) -> dict[str, Any
     with tempfile.TemporaryDirectory(prefix="roce_perftest_") as scratch:
         json_path = str(Path(scratch) / "report.json")
         command = PerftestCommand(
-            test=spec.test,
-            device=spec.device,
-            ib_port=spec.ib_port,
+            **{name: getattr(spec, name) for name in COMMAND_FIELDS},
             gid_index=index,
-            qps=spec.qps,
-            message_bytes=spec.message_bytes,
-            duration_s=spec.duration_s,
-            tcp_port=spec.tcp_port,
-            tclass=spec.tclass,
-            bidirectional=spec.bidirectional,
             json_path=json_path,
-            qp_timeout=spec.qp_timeout,
-            tx_depth=spec.tx_depth,
         )
         if shutil.which(command.binary) is None:
             raise ValueError(

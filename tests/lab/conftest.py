@@ -49,16 +49,29 @@ LAB_UNAVAILABLE = lab_unavailable_reason()
 requires_lab = pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=LAB_UNAVAILABLE or "")
 
 
-def run_cli(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``python -m lab.cli ARGS`` as a user would run it (own process, real exit code)."""
+def _run_module(
+    module: str, args: tuple[str | Path, ...], timeout: float, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lab.cli", *map(str, args)],
+        [sys.executable, "-m", module, *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=REPO,
-        env={k: v for k, v in os.environ.items() if k != "ROCE_LAB_STATE_DIR"},
+        env=env,
     )
+
+
+def run_cli(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m lab.cli ARGS`` as a user would run it (own process, real exit code)."""
+    env = {k: v for k, v in os.environ.items() if k != "ROCE_LAB_STATE_DIR"}
+    return _run_module("lab.cli", args, timeout, env)
+
+
+def run_agent(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m agent ARGS`` as a user runs it (own process, real exit code), with the lab
+    switches' password in its environment."""
+    return _run_module("agent", args, timeout, {**os.environ, "ROCE_LAB_PASSWORD": "admin"})
 
 
 def netns_exists(name: str) -> bool:

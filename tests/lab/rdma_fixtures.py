@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -67,16 +66,3 @@ def ns_python(lab: Lab, node: str, code: str, timeout: float = 60) -> Any:
     )  # fmt: skip
     assert done.returncode == 0, f"{node}: {done.stderr}"
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def agent(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``python -m agent ARGS`` as a user runs it (own process, real exit code)."""
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO,
-        env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
-    )  # fmt: skip
-
-
-def quoted(*argv: str) -> str:
-    return " ".join(shlex.quote(a) for a in argv)

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 from conftest import Lab, requires_lab, start_lab, stop_lab
+from conftest import run_agent as agent
 from rdma_fixtures import (
     RDMA_LAB,
     RDMA_NODES,
-    agent,
     device,
     ns_python,
     rxe_counters,

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, Lab, requires_lab, start_lab, stop_lab
+from conftest import Lab, requires_lab, start_lab, stop_lab
+from conftest import run_agent as agent
 
 from agent.loader import load_fabric
 from agent.probes import scenarios
@@ -49,14 +48,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield started
     finally:
         stop_lab(name, state_dir)
-
-
-def agent(*args: str | Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO,
-        env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
-    )  # fmt: skip
 
 
 def configure(lab: Lab, switch: str, lines: list[str]) -> None:

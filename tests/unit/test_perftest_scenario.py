@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from agent.app.cli import main as cli_main
 from agent.intent import FabricIntent
 from agent.loader import load_fabric
-from agent.locate import PortSymptoms
+from agent.locate import PortSymptoms, Topology
 from agent.perftest import scenario, worker
 from agent.perftest.command import qp_timeout_for, tx_depth_for
 from agent.perftest.verdict import LinkRow, NicDelta, Verdict
@@ -87,7 +87,8 @@ def leafspine(tmp_path_factory: pytest.TempPathFactory) -> FabricIntent:
 
 
 def test_path_ports_of_a_cross_leaf_pair_and_a_same_leaf_pair(leafspine: FabricIntent) -> None:
-    cross = scenario.path_ports(leafspine, "h1", "h3")
+    topology = Topology.from_intent(leafspine)
+    cross = scenario.path_ports(topology, "h1", "h3")
     assert ("leaf1", "Ethernet3") in cross and ("leaf2", "Ethernet3") in cross  # access ports
     assert {
         ("leaf1", "Ethernet1"),
@@ -100,7 +101,7 @@ def test_path_ports_of_a_cross_leaf_pair_and_a_same_leaf_pair(leafspine: FabricI
         ("leaf2", "Ethernet2"),
     } <= cross  # both ECMP paths
     assert ("leaf1", "Ethernet4") not in cross  # h2's port is not on h1's path
-    local = scenario.path_ports(leafspine, "h1", "h2")
+    local = scenario.path_ports(topology, "h1", "h2")
     assert local == {("leaf1", "Ethernet3"), ("leaf1", "Ethernet4")}  # fmt: skip
 
 
@@ -208,12 +209,11 @@ def test_a_client_starts_only_on_go(monkeypatch: pytest.MonkeyPatch, stdin: str,
             worker.wait_for_go(timeout=2)
 
 
-def test_the_worker_reads_only_the_counters_a_nic_has(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_worker_reads_only_the_counters_a_nic_has() -> None:
     """The recorded rxe tree and virtio_net's ethtool -S (tests/data/sysfs/README.md)."""
     sysfs = REPO / "tests" / "data" / "sysfs"
     virtio = (sysfs / "ethtool" / "eth1.txt").read_text()
-    monkeypatch.setattr(worker, "_ethtool", lambda netdev: virtio)
-    nic = worker.read_nic("rxe0", 1, "eth1", sysfs)
+    nic = worker.read_nic("rxe0", 1, "eth1", sysfs, ethtool=lambda netdev: virtio)
     assert "rcvd_pkts" in nic["hw"] and "np_cnp_sent" not in nic["hw"]  # rxe: no DCQCN
     assert nic["pause"] is None  # virtio_net reports no per-priority pause: None, not zeros
 
