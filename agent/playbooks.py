@@ -7,7 +7,7 @@ A playbook is YAML: a name, whether to roll back on failure, and steps. Each ste
 * ``checks: {ids: all | [RC001, …], inputs: {RC006: {max_detection_ms: 500}}}``;
 * ``probe: {scenario: pairwise | incast | storm, …}`` — hosts ``auto`` picks them from the
   fabric (incast: two senders on another leaf than the receiver);
-* ``apply: {devices: canary | rest | all | [names], canary: 1, batch_size: 8}``;
+* ``apply: {devices: canary | rest | all | [names], canary: 1, batch_size: 8, parallelism: 32}``;
 * ``ecn_sweep: {candidates: [{min_threshold, max_threshold, max_probability}], …}`` — the
   closed loop that tries threshold sets under incast and recommends one;
 * ``locate: {duration_s: 5, rate_per_host_bps: 400000}`` — which link, port, switch or host
@@ -39,7 +39,7 @@ from agent.collect import collect
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent import Device, FabricIntent, Profile
 from agent.probes import scenarios
-from agent.push import DeviceResult, Pusher
+from agent.push import DEFAULT_PARALLELISM, DeviceResult, Pusher
 from agent.shard import WHOLE, Shard, shard_index
 from agent.state import QosState
 from agent.twin.labcheck import IncastMeasures, measure_lab, predict_lab
@@ -80,6 +80,7 @@ class ApplySpec(StepModel):
     devices: Literal["canary", "rest", "all"] | list[str] = "all"
     canary: int = Field(default=1, ge=0)
     batch_size: int = Field(default=8, ge=1)
+    parallelism: int = Field(default=DEFAULT_PARALLELISM, ge=1)  # SSH sessions at once
     confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
     # A live pending session on a device: as `apply --pending/--pending-timeout` (README).
     pending: Literal["wait", "abort", "confirm-own"] = "wait"
@@ -399,7 +400,10 @@ class PlaybookRunner:
         self.pusher.pending_policy = spec.pending
         self.pusher.pending_timeout_s = spec.pending_timeout_s
         results = self.pusher.apply_all(
-            devices, canary=min(spec.canary, len(devices)), batch_size=spec.batch_size
+            devices,
+            canary=min(spec.canary, len(devices)),
+            batch_size=spec.batch_size,
+            parallelism=spec.parallelism,
         )
         for result in results:
             # "unknown": the change may be live (its reply was lost and the switch could not

@@ -14,6 +14,10 @@ change. CPU is measured in this process only (``time.process_time``): the switch
 ``--servers`` child processes, whose CPU is reported separately (``RUSAGE_CHILDREN``).
 
     python bench/push_fanout.py [--switches 1000] [--parallelism 32] [--batch-size 250]
+                                [--agent-parallelism 32,40]
+
+``--agent-parallelism`` runs the agent once per value (fresh switches each time), so the same
+run shows how many sessions the agent needs to match the pool's wall time at its CPU cost.
 """
 
 from __future__ import annotations
@@ -86,6 +90,19 @@ def parse_range(text: str, option: str, scale: float = 1.0) -> tuple[float, floa
     if low > high:
         raise BenchError(f"{option}: Expected: LOW <= HIGH. Actual: {text!r}")
     return low * scale, high * scale
+
+
+def parse_sessions(text: str | None, default: int) -> tuple[int, ...]:
+    """``"32,40"`` -> (32, 40); None -> (default,); a clear error otherwise."""
+    if text is None:
+        return (default,)
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise BenchError(f"--agent-parallelism: Expected: N[,N...], each >= 1. Actual: {text!r}")
+    return values
 
 
 class EmulatedNos(Faults):
@@ -319,6 +336,7 @@ class Options:
     switches: int
     servers: int
     parallelism: int
+    agent_parallelism: tuple[int, ...]
     canary: int
     batch_size: int
     shards: int
@@ -328,12 +346,14 @@ class Options:
     poll_concurrency: int
 
 
-def push_phase(options: Options, tmp: Path, agent: bool) -> None:
-    """Fresh switches; push with the agent (canary + batches) or with plain netmiko."""
+def push_phase(options: Options, tmp: Path, agent_parallelism: int | None) -> None:
+    """Fresh switches; push with the agent (canary + batches, ``agent_parallelism`` sessions)
+    or, when that is None, with plain netmiko (``options.parallelism`` workers). Drift and
+    poll cycles follow the first agent phase only: they do not depend on the push."""
     from agent.loader import load_fabric
     from agent.push import Pusher
 
-    state = tmp / ("agent" if agent else "netmiko")
+    state = tmp / ("netmiko" if agent_parallelism is None else f"agent-{agent_parallelism}")
     processes, ports = start_servers(
         options.switches, options.servers, state, options.latency, options.seed
     )
@@ -343,11 +363,14 @@ def push_phase(options: Options, tmp: Path, agent: bool) -> None:
         fabric = state / "fabric.yml"
         write_fabric(ports, fabric)
         intent = load_fabric(fabric).intent
-        if agent:
+        if agent_parallelism is not None:
             pusher = Pusher.for_intent(intent, audit_dir=state / "agent-state")
             devices = pusher.select(())
+            name = f"agent apply (canary {options.canary}, batches {options.batch_size})"
+            if agent_parallelism != options.parallelism:
+                name += f", {agent_parallelism} sessions"
             phase = measure(
-                f"agent apply (canary {options.canary}, batches {options.batch_size})",
+                name,
                 len(devices),
                 lambda: [
                     r.result
@@ -355,12 +378,13 @@ def push_phase(options: Options, tmp: Path, agent: bool) -> None:
                         devices,
                         canary=options.canary,
                         batch_size=options.batch_size,
-                        parallelism=options.parallelism,
+                        parallelism=agent_parallelism,
                     )
                 ],
                 pids,
             )
-            extra = drift_and_poll(options, pusher, devices, pids)
+            if not any(p.name.startswith("agent apply") for p in PHASES):
+                extra = drift_and_poll(options, pusher, devices, pids)
         else:
             # The lines the agent would push to these (identical, fresh) switches.
             probe = Pusher.for_intent(intent)
@@ -453,6 +477,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--switches", type=int, default=1000)
     parser.add_argument("--servers", type=int, default=4, help="switch server processes")
     parser.add_argument("--parallelism", type=int, default=None, help="default: the agent's")
+    parser.add_argument(
+        "--agent-parallelism",
+        default=None,
+        help="the agent's sessions, one phase per comma-separated value; default: --parallelism",
+    )
     parser.add_argument("--canary", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=250)
     parser.add_argument("--shards", type=int, default=4)
@@ -493,10 +522,12 @@ def run(args: argparse.Namespace) -> int:
         parse_shard(f"1/{args.shards}")
     except ShardError as exc:
         raise BenchError(f"--shards: {exc}") from None
+    parallelism = args.parallelism or DEFAULT_PARALLELISM
     options = Options(
         switches=args.switches,
         servers=min(args.servers, args.switches),
-        parallelism=args.parallelism or DEFAULT_PARALLELISM,
+        parallelism=parallelism,
+        agent_parallelism=parse_sessions(args.agent_parallelism, parallelism),
         canary=args.canary,
         batch_size=args.batch_size,
         shards=args.shards,
@@ -519,8 +550,9 @@ def run(args: argparse.Namespace) -> int:
     )
     with tempfile.TemporaryDirectory() as tmp:
         if options.baseline:
-            push_phase(options, Path(tmp), agent=False)
-        push_phase(options, Path(tmp), agent=True)
+            push_phase(options, Path(tmp), agent_parallelism=None)
+        for sessions in options.agent_parallelism:
+            push_phase(options, Path(tmp), agent_parallelism=sessions)
     header = f"{'phase':<34} {'N':>5} {'wall s':>8} {'cpu s':>8} {'cpu s/sw':>9}"
     print(f"{header} {'switch cpu':>10}  results")
     for phase in PHASES:

@@ -50,7 +50,7 @@ from agent.errors import AgentError, IntentError, Problem
 from agent.intent import FabricIntent
 from agent.loader import load_fabric
 from agent.playbooks import PlaybookRunner, load_playbook, playbook_path
-from agent.push import Pusher
+from agent.push import DEFAULT_PARALLELISM, Pusher
 from agent.shard import WHOLE, Shard, ShardError, parse_shard
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
@@ -98,6 +98,9 @@ class ScheduledPlaybook(DaemonModel):
 class ApplySettings(DaemonModel):
     canary: int = Field(default=1, ge=0)
     batch_size: int = Field(default=8, ge=1)
+    # SSH sessions at once. Each agent session lasts longer than a plain push (commit timer,
+    # readback), so matching a netmiko pool of P workers takes about 1.4 x P (README).
+    parallelism: int = Field(default=DEFAULT_PARALLELISM, ge=1)
     confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
 
 
@@ -572,7 +575,12 @@ class Daemon:
         repaired: list[str] = []
         if drifted and config.mode == "enforce":
             targets = [d for d in devices if d.name in {r.device for r in drifted}]
-            for result in pusher.apply_all(targets, config.apply.canary, config.apply.batch_size):
+            for result in pusher.apply_all(
+                targets,
+                config.apply.canary,
+                config.apply.batch_size,
+                parallelism=config.apply.parallelism,
+            ):
                 log.info("enforce", extra={"fields": result.as_dict()})
                 if result.result == "applied":
                     repaired.append(result.device)

@@ -64,6 +64,13 @@ def test_latency_stays_in_its_range_and_follows_the_seed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"), [(None, (32,)), ("40", (40,)), ("32,40,48", (32, 40, 48))]
+)
+def test_agent_sessions_default_to_the_pools(text: str | None, expected: tuple[int, ...]) -> None:
+    assert bench.parse_sessions(text, 32) == expected
+
+
+@pytest.mark.parametrize(
     ("text", "scale", "expected"),
     [
         ("30,200", 1e-3, (0.03, 0.2)),
@@ -100,6 +107,8 @@ def test_parse_range_errors(text: str, why: str) -> None:
         (["--commit-s", "2,1"], "push_fanout: --commit-s: Expected: LOW <= HIGH"),
         (["--switches", "0"], "push_fanout: --switches: Expected: >= 1. Actual: 0"),
         (["--shards", "5000"], "push_fanout: --shards: shard: Expected: K/N"),
+        (["--agent-parallelism", "32,x"], "push_fanout: --agent-parallelism: Expected: N[,N"),
+        (["--agent-parallelism", "0"], "push_fanout: --agent-parallelism: Expected: N[,N"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 
 from agent.app.cli import main
 from agent.app.daemon import Daemon, load_config
-from agent.errors import IntentError
 from agent.intent import FabricIntent
 from agent.loader import load_fabric
 from agent.playbooks import Playbook, PlaybookRunner, ProbeSpec
 from agent.shard import WHOLE, Shard, shard_index
+from tests.unit.problems import the_one_problem
 
 REPO = Path(__file__).resolve().parents[2]
 FABRIC = REPO / "playbooks" / "fabrics" / "pod-400g.yml"
@@ -72,11 +72,7 @@ def test_bad_shard_in_agent_yaml_names_file_line_and_field(
     tmp_path: Path, value: str, actual: str
 ) -> None:
     config = write_config(tmp_path, f"shard: {value}\n")
-    with pytest.raises(IntentError) as caught:
-        load_config(config)
-    (problem,) = caught.value.problems
-    assert problem.position is not None
-    assert (problem.position.file, problem.position.line) == (config, 3)
+    problem = the_one_problem(load_config, config, 3)
     assert problem.field == "shard"
     assert "Expected: K/N" in problem.message and actual in problem.message
 
