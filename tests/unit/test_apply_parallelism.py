@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from agent.app.cli import main
 from agent.app.daemon import load_config
 from agent.loader import load_fabric
 from agent.playbooks import PlaybookRunner, load_playbook
@@ -49,6 +51,12 @@ def test_bad_parallelism_names_file_line_and_field(
     problem = the_one_problem(load_config, config, 4)
     assert problem.field == "apply.parallelism"
     assert message in problem.message
+
+    # The daemon itself: exit 2, one line with FILE:LINE and the field, nothing started.
+    result = CliRunner().invoke(main, ["serve", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert f"{config}:4" in result.output and "apply.parallelism" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_bad_parallelism_in_a_playbook_names_file_line_and_field(tmp_path: Path) -> None:
