@@ -42,7 +42,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
@@ -338,14 +338,10 @@ def _row(
     values: tuple[int, int, Decimal, Decimal, Decimal],
 ) -> BwResult:
     size, iterations, peak, average, rate = values
+    header = asdict(info)
+    del header["connection"]  # the run's, not each row's
     return BwResult(
-        test=info.test,
-        bidirectional=info.bidirectional,
-        device=info.device,
-        qps=info.qps,
-        mtu=info.mtu,
-        link_type=info.link_type,
-        gid_index=info.gid_index,
+        **header,
         message_bytes=size,
         iterations=iterations,
         bw_peak_bps=to_bits_per_second(peak, unit),
@@ -385,14 +381,7 @@ def _run(
 ) -> PerftestRun:
     """The run of ``info``'s test from ``source``: one constructor for both readers."""
     return PerftestRun(
-        test=info.test,
-        bidirectional=info.bidirectional,
-        device=info.device,
-        qps=info.qps,
-        mtu=info.mtu,
-        link_type=info.link_type,
-        gid_index=info.gid_index,
-        connection=info.connection,
+        **asdict(info),
         unit=unit,
         source=source,
         results=results,

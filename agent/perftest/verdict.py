@@ -524,16 +524,7 @@ class LineRate(Rule):
         row = measured.row
         if row is None:
             message = f"{label} {what}: Expected: {expected} Actual: {measured.reason}"
-            ctx.rows[label] = LinkRow(
-                label,
-                link.client,
-                link.server,
-                "fail",
-                None,
-                link.line_rate_bps,
-                messages=(message,),
-            )
-            return self.outcome(label, "fail", [message], [label])
+            return self._row(ctx, label, link, "fail", link.line_rate_bps, None, [message])
         bps = row.bw_average_bps
         status: Status = "pass" if bps >= required else "fail"
         actual = f"{_gbps(bps)} ({100 * bps / link.line_rate_bps:.1f} %)"
@@ -543,15 +534,28 @@ class LineRate(Rule):
         ]
         if measured.note:
             messages.append(measured.note)
+        return self._row(ctx, label, link, status, link.line_rate_bps, row, messages)
+
+    def _row(
+        self,
+        ctx: _Context,
+        label: str,
+        link: LinkRun,
+        status: Status,
+        capacity: float,
+        row: BwResult | None,
+        messages: list[str],
+    ) -> RuleOutcome:
+        """The link's table row (what was measured, against ``capacity``) and its outcome."""
         ctx.rows[label] = LinkRow(
             label,
             link.client,
             link.server,
             status,
-            bps,
-            link.line_rate_bps,
-            row.message_bytes,
-            row.qps,
+            row.bw_average_bps if row else None,
+            capacity,
+            row.message_bytes if row else None,
+            row.qps if row else None,
             tuple(messages),
         )
         return self.outcome(label, status, messages, [label])
@@ -587,10 +591,7 @@ class LineRate(Rule):
             message = (
                 f"{label} sum of both directions: Expected: {expected} Actual: {measured.reason}"
             )
-            ctx.rows[label] = LinkRow(
-                label, link.client, link.server, "fail", None, capacity, messages=(message,)
-            )
-            return self.outcome(label, "fail", [message], [label])
+            return self._row(ctx, label, link, "fail", capacity, None, [message])
         bps = row.bw_average_bps
         actual = f"{_gbps(bps)} ({100 * bps / capacity:.1f} % of both directions)"
         messages = [f"{label} sum of both directions: Expected: {expected} Actual: {actual}"]
@@ -604,18 +605,7 @@ class LineRate(Rule):
                 "prints both only with --report-both, and ib_send_bw -b -D never does); the "
                 f"sum proves each direction only >= {floor:.0%} of the port"
             )
-        ctx.rows[label] = LinkRow(
-            label,
-            link.client,
-            link.server,
-            status,
-            bps,
-            capacity,
-            row.message_bytes,
-            row.qps,
-            tuple(messages),
-        )
-        return self.outcome(label, status, messages, [label])
+        return self._row(ctx, label, link, status, capacity, row, messages)
 
 
 def _incast_rows(ctx: _Context) -> tuple[str, list[tuple[LinkRun, str, _Measured]]]:

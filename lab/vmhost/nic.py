@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import select
-import signal
 import socket
 import struct
 import sys
@@ -43,10 +42,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from lab.logsetup import setup_logging
+from lab.logsetup import setup_logging, stop_on_signals
 from lab.vswitch.packet import ETHERTYPE_IPV4, ETHERTYPE_MAC_CONTROL, parse_pfc, wire_time
 from lab.vswitch.rawsock import PortSocketError, open_port_socket
 from lossless.pfc import PauseHonouring
@@ -398,12 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot start the NIC: %s", exc)
         return 1
 
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %s: stopping", signal.Signals(signum).name)
-        process.request_stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop_on_signals(process.request_stop, log)
     process.run()
     return 0
 

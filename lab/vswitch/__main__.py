@@ -11,9 +11,8 @@ import argparse
 import logging
 import signal
 import sys
-from types import FrameType
 
-from lab.logsetup import setup_logging
+from lab.logsetup import setup_logging, stop_on_signals
 from lab.vswitch.config import ConfigError, load_config
 from lab.vswitch.control import ControlSocketError
 from lab.vswitch.dataplane import Switch
@@ -52,12 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot start %s: %s", config.name, exc)
         return 1
 
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %s: stopping", signal.Signals(signum).name)
-        switch.request_stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop_on_signals(switch.request_stop, log)
     signal.set_wakeup_fd(switch.wakeup_fd, warn_on_full_buffer=False)
     try:
         switch.run()

@@ -3,6 +3,9 @@ a playbook's ``apply`` step reach the push path; a bad value names file, line an
 
 from __future__ import annotations
 
+import asyncio
+import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,12 @@ from agent.app.cli import main
 from agent.app.daemon import load_config
 from agent.loader import load_fabric
 from agent.playbooks import PlaybookRunner, load_playbook
-from agent.push import DEFAULT_PARALLELISM, DeviceResult, Pusher
+from agent.push import DEFAULT_PARALLELISM
+from lab.mgmt.launcher import host_public_key
+from lab.mgmt.persistence import StartupConfigStore, load_or_create_host_key
+from lab.mgmt.ssh_server import AuthSettings, Faults, start_ssh_server
+from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
+from lab.mgmt.testing import FakeDataplane, fake_switch_config
 from tests.unit.problems import the_one_problem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,23 +74,107 @@ def test_bad_parallelism_in_a_playbook_names_file_line_and_field(tmp_path: Path)
     assert problem.field.endswith("apply.parallelism")
 
 
+class PeakSessions(set[Any]):
+    """The live SSH sessions of all the switches together, and the most there ever were."""
+
+    peak = 0
+
+    def add(self, conn: Any) -> None:
+        super().add(conn)
+        self.peak = max(self.peak, len(self))
+
+
+class LabSwitches:
+    """``count`` lab management planes (the real SSH server and EOS CLI over a fake data
+    plane) on one event-loop thread. ``commit timer`` is held back 0.3 s, like a NOS's commit,
+    so sessions that are allowed to overlap do."""
+
+    def __init__(self, state: Path, count: int) -> None:
+        self.state = state
+        self.sessions = PeakSessions()
+        self.faults = Faults(delay_s=0.3, slow_on=re.compile(r"^commit timer"))
+        self.faults.connections = self.sessions
+        self.ports: dict[str, int] = {}
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.stopping: asyncio.Event | None = None
+        self.thread = threading.Thread(
+            target=self.loop.run_until_complete, args=(self._main(count),)
+        )
+        self.thread.start()
+        assert self.ready.wait(20)
+
+    async def _main(self, count: int) -> None:
+        key = load_or_create_host_key(self.state)
+        servers = []
+        for index in range(1, count + 1):
+            name = f"sw{index}"
+            manager = SwitchManager(
+                name,
+                [PortInfo(f"Ethernet{i}", 10_000_000) for i in (1, 2)],
+                FakeDataplane(fake_switch_config(name, ["eth1", "eth2"])),
+                LoopClock(),
+                StartupConfigStore(self.state / name),
+            )
+            await manager.start()
+            auth = AuthSettings("admin", "secret", None)
+            server = await start_ssh_server("127.0.0.1", 0, key, auth, manager, faults=self.faults)
+            servers.append(server)
+            self.ports[name] = int(server.sockets[0].getsockname()[1])
+        self.stopping = asyncio.Event()
+        self.ready.set()
+        await self.stopping.wait()
+        for server in servers:
+            server.close()
+
+    def fabric(self) -> Path:
+        host_key = host_public_key(self.state)
+        lines = [
+            "name: sessions",
+            "profile: nvidia-default",
+            "defaults: {username: admin, credentials: {password_env: ROCE_TEST_PASSWORD}}",
+            "devices:",
+        ]
+        for name, port in self.ports.items():
+            lines += [
+                f"  - {{name: {name}, platform: arista_eos, role: leaf, host: 127.0.0.1,",
+                f"     port: {port}, host_key: {host_key},",
+                "     ports: [{name: Ethernet1, speed: 10M, cable_m: 1, mtu: 9000},",
+                "             {name: Ethernet2, speed: 10M, cable_m: 1, mtu: 9000}]}",
+            ]
+        path = self.state / "fabric.yml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def stop(self) -> None:
+        assert self.stopping is not None
+        self.loop.call_soon_threadsafe(self.stopping.set)
+        self.thread.join(10)
+
+
 @pytest.mark.parametrize(
-    ("line", "expected"), [("", DEFAULT_PARALLELISM), (", parallelism: 44", 44)]
+    ("line", "expected"),
+    [
+        (", parallelism: 1", 1),
+        (", parallelism: 2", 2),
+        ("", 3),  # the default (32), so as many as there are switches
+    ],
 )
 def test_playbook_apply_step_holds_that_many_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str, expected: int
 ) -> None:
-    """The step hands its parallelism to the push path (recorded here instead of pushing: the
-    push itself is tested against lab switches in tests/lab/test_push_lab.py)."""
-    seen: list[dict[str, Any]] = []
-
-    def record(self: Pusher, devices: Any, **options: Any) -> list[DeviceResult]:
-        seen.append(options)
-        return []
-
-    monkeypatch.setattr(Pusher, "apply_all", record)
-    playbook = tmp_path / "roll.yml"
-    playbook.write_text(f"name: roll\nsteps:\n  - apply: {{devices: all{line}}}\n")
-    report = PlaybookRunner(load_fabric(FABRIC).intent, tmp_path).run(load_playbook(playbook))
+    """What the switches see: at most ``parallelism`` SSH sessions at once, and every switch
+    changed."""
+    monkeypatch.setenv("ROCE_TEST_PASSWORD", "secret")
+    switches = LabSwitches(tmp_path / "switches", 3)
+    try:
+        intent = load_fabric(switches.fabric()).intent
+        playbook = tmp_path / "roll.yml"
+        playbook.write_text(f"name: roll\nsteps:\n  - apply: {{devices: all, canary: 0{line}}}\n")
+        report = PlaybookRunner(intent, tmp_path / "state").run(load_playbook(playbook))
+    finally:
+        switches.stop()
     assert [step.status for step in report.steps] == ["success"]
-    assert [options["parallelism"] for options in seen] == [expected]
+    applied = sorted(r.device for r in report.applied if r.result == "applied")
+    assert applied == ["sw1", "sw2", "sw3"]
+    assert switches.sessions.peak == expected
