@@ -34,8 +34,8 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from agent.shard import Shard
-from agent.state import Counters, InterfaceCounters, QueueCounters, WatchdogCounters
+from agent.device.state import Counters, InterfaceCounters, QueueCounters, WatchdogCounters
+from agent.intent.shard import Shard
 from exporters.collector import ON_OFF, PRIORITIES, Families, _agent
 from exporters.fasttext import (
     NO_QUEUE,

@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent.errors import AgentError  # noqa: E402  (after the path insert above)
-from agent.intent import FabricIntent  # noqa: E402
-from agent.loader import load_fabric  # noqa: E402
-from agent.locate_fabric import LocateRun, run_locate  # noqa: E402
+from agent.intent.loader import load_fabric  # noqa: E402
+from agent.intent.model import FabricIntent  # noqa: E402
+from agent.observe.locate.gather import LocateRun, run_locate  # noqa: E402
 from lab.faults import LabFaults  # noqa: E402
 
 TOPOLOGY = ROOT / "containerlab" / "roce-leafspine.clab.yml"

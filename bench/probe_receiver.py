@@ -27,9 +27,9 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapWriter
 
-from agent.probes.analysis import RoceAnalyzer, analyze_frames
-from agent.probes.packets import ECN_CE, Flow, RoceTemplate
-from agent.probes.pcap import Capture, read_frames
+from agent.observe.probes.analysis import RoceAnalyzer, analyze_frames
+from agent.observe.probes.packets import ECN_CE, Flow, RoceTemplate
+from agent.observe.probes.pcap import Capture, read_frames
 
 FLOWS = 8
 

@@ -350,8 +350,8 @@ def push_phase(options: Options, tmp: Path, agent_parallelism: int | None) -> No
     """Fresh switches; push with the agent (canary + batches, ``agent_parallelism`` sessions)
     or, when that is None, with plain netmiko (``options.parallelism`` workers). Drift and
     poll cycles follow the first agent phase only: they do not depend on the push."""
-    from agent.loader import load_fabric
-    from agent.push import Pusher
+    from agent.device.push import Pusher
+    from agent.intent.loader import load_fabric
 
     state = tmp / ("netmiko" if agent_parallelism is None else f"agent-{agent_parallelism}")
     processes, ports = start_servers(
@@ -420,7 +420,7 @@ def drift_and_poll(
     """Cycle times over one shard (``1/N``) of the same switches, right after the rollout:
     the agent's drift read (one login per device), then the exporter's switch poller twice
     (first cycle logs in, the second reuses the kept sessions, as the exporter does)."""
-    from agent.shard import parse_shard
+    from agent.intent.shard import parse_shard
     from exporters.poller import SwitchPoller
 
     shard = parse_shard(f"1/{options.shards}")
@@ -463,7 +463,7 @@ def drift_and_poll(
 
 
 def pusher_platform(device: Any) -> Any:
-    from agent.platforms import platform_for
+    from agent.device.platforms import platform_for
 
     return platform_for(device.platform)
 
@@ -508,7 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.push import DEFAULT_PARALLELISM
+    from agent.device.push import DEFAULT_PARALLELISM
     from exporters.exporter import DEFAULT_CONCURRENCY
 
     for option in ("switches", "servers", "batch_size", "shards"):
@@ -516,7 +516,7 @@ def run(args: argparse.Namespace) -> int:
             raise BenchError(
                 f"--{option.replace('_', '-')}: Expected: >= 1. Actual: {getattr(args, option)}"
             )
-    from agent.shard import ShardError, parse_shard
+    from agent.intent.shard import ShardError, parse_shard
 
     try:
         parse_shard(f"1/{args.shards}")

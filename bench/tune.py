@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent.loader import load_fabric
-from agent.twin.tune import TuneResult, pool_runner, serial_runner, tune
+from agent.intent.loader import load_fabric
+from agent.twin.search import TuneResult, pool_runner, serial_runner, tune
 
 ROOT = Path(__file__).resolve().parents[1]
 POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"

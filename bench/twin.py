@@ -38,7 +38,6 @@ from pathlib import Path
 
 from agent.twin.engine import Engine
 from agent.twin.fluid import fixed_point, from_mlx5, simulate, steady_state
-from agent.twin.metrics import run_twin
 from agent.twin.network import (
     PAPER_DCQCN,
     ROCE_FRAME_OVERHEAD,
@@ -46,7 +45,8 @@ from agent.twin.network import (
     load_network,
     star_fabric_yaml,
 )
-from agent.twin.scenarios import ScenarioName, build_scenario
+from agent.twin.results import run_twin
+from agent.twin.workloads import ScenarioName, build_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"

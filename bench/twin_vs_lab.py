@@ -6,7 +6,7 @@ for 1 Gb/s: time_dilation 100), pushes the fabric's lossless profile with ``roce
 then for 2:1 and 4:1 incast onto h5, each with the hosts' DCQCN on and off (PFC alone), runs
 the lab incast ``--repeats`` times and the twin once per seed (1..repeats), and prints the
 paused, CE and goodput fractions side by side (medians) and whether they agree
-(:mod:`agent.twin.labcheck`: within 15 %, or both under 2 %). Tears the lab down at the end.
+(:mod:`agent.ops.twin_vs_lab`: within 15 %, or both under 2 %). Tears the lab down at the end.
 
     python bench/twin_vs_lab.py [--repeats 3] [--duration 4]    (root: the lab needs netns)
 """
@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.loader import load_fabric
-from agent.twin.labcheck import compare, measure_lab, median, predict_lab
+from agent.intent.loader import load_fabric
+from agent.ops.twin_vs_lab import compare, measure_lab, median, predict_lab
 from agent.twin.network import build_network
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,10 +18,10 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from agent.hostnic import MICROSECONDS, provides_dcqcn
-from agent.state import QueueCounters, WatchdogCounters
+from agent.device.state import QueueCounters, WatchdogCounters
+from agent.observe.hostnic import MICROSECONDS, provides_dcqcn
 from exporters.metrics import CHECK_RESULTS, SPECS, MetricSpec
-from exporters.probes import BUCKET_BOUNDS
+from exporters.probe_deltas import BUCKET_BOUNDS
 from exporters.store import Snapshot, SnapshotStore
 
 PRIORITIES = tuple(str(p) for p in range(8))

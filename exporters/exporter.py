@@ -24,13 +24,13 @@ from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from agent.device.platforms import platform_for
+from agent.device.push import check_credentials, connect
 from agent.errors import AgentError
-from agent.hostnic import HostNicReader, host_nic_present, run_ethtool
-from agent.intent import FabricIntent
-from agent.plan import build_plan
-from agent.platforms import platform_for
-from agent.push import check_credentials, connect
-from agent.shard import WHOLE, Shard
+from agent.intent.model import FabricIntent
+from agent.intent.plan import build_plan
+from agent.intent.shard import WHOLE, Shard
+from agent.observe.hostnic import HostNicReader, host_nic_present, run_ethtool
 from exporters.collector import RoceCollector
 from exporters.fasttext import render_text
 from exporters.poller import (

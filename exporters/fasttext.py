@@ -20,7 +20,7 @@ from typing import TypeVar, cast
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
-from agent.state import QueueCounters, WatchdogCounters
+from agent.device.state import QueueCounters, WatchdogCounters
 from exporters.collector import (
     ON_OFF,
     PRIORITIES,

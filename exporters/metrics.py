@@ -75,7 +75,7 @@ NIC_KINDS = ("mlx5", "rxe")
 @dataclass(frozen=True)
 class NicCounter:
     """One RDMA hw_counters file: what it counts, which drivers have it and where the kernel
-    counts it (the names are the files' names, as agent.hostnic reads them)."""
+    counts it (the names are the files' names, as agent.observe.hostnic reads them)."""
 
     name: str
     help: str
@@ -84,7 +84,8 @@ class NicCounter:
     exported: bool = True
 
 
-# Every counter agent.hostnic reads (exported as roce_nic_<name>_total), then the files of the
+# Every counter agent.observe.hostnic reads (exported as roce_nic_<name>_total), then the files of
+# the
 # same directory it leaves alone, with why. Kernel sources: mlx5 names its counters in
 # drivers/infiniband/hw/mlx5/counters.c, each group only with a firmware capability; rxe names
 # its set in drivers/infiniband/sw/rxe/rxe_hw_counters.c and counts each where noted.

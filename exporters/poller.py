@@ -29,15 +29,15 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from agent.device.platforms import platform_for
+from agent.device.platforms.base import Connection, Platform, PlatformError
+from agent.device.push import Unreachable, connect
+from agent.device.state import Counters, PendingSession, QosState, diff
 from agent.errors import AgentError, CredentialError
-from agent.hostnic import HostNicReader, NicCounters, NicReadError
-from agent.intent import Device
-from agent.platforms import platform_for
-from agent.platforms.base import Connection, Platform, PlatformError
-from agent.push import Unreachable, connect
-from agent.state import Counters, PendingSession, QosState, diff
+from agent.intent.model import Device
+from agent.observe.hostnic import HostNicReader, NicCounters, NicReadError
 from exporters.fasttext import device_block
-from exporters.probes import ProbeResultError
+from exporters.probe_deltas import ProbeResultError
 from exporters.store import SnapshotStore
 
 log = logging.getLogger("exporters")
@@ -73,7 +73,7 @@ def classify(error: BaseException) -> str:
     if isinstance(error, NetmikoAuthenticationException | CredentialError):
         return "auth"
     if isinstance(error, Unreachable):
-        # agent.push.connect words both cases into one exception type.
+        # agent.device.push.connect words both cases into one exception type.
         return "auth" if "authentication failed" in str(error) else "connect"
     if isinstance(error, NetmikoTimeoutException | ReadTimeout | socket.timeout | TimeoutError):
         return "timeout"

@@ -18,20 +18,20 @@ from functools import cached_property
 from typing import Any
 
 from agent import __version__
+from agent.device.state import Counters, InterfaceCounters, PendingSession
 from agent.errors import AgentError
-from agent.hostnic import NicCounters
-from agent.intent import FabricIntent
-from agent.locate import Topology
-from agent.plan import Plan, build_plan
-from agent.shard import WHOLE, Shard
-from agent.state import Counters, InterfaceCounters, PendingSession
+from agent.intent.model import FabricIntent
+from agent.intent.plan import Plan, build_plan
+from agent.intent.shard import WHOLE, Shard
+from agent.observe.hostnic import NicCounters
+from agent.observe.locate.rank import Topology
 from exporters.metrics import (
     CHECK_RESULTS,
     LOCATE_KINDS,
     NIC_ERROR_SOURCES,
     POLL_ERROR_REASONS,
 )
-from exporters.probes import BUCKET_BOUNDS, HostDirectory, ProbeRun, parse_probe_result
+from exporters.probe_deltas import BUCKET_BOUNDS, HostDirectory, ProbeRun, parse_probe_result
 
 CHECK_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 # Result words of other tools (ANTA: success/failure) mapped onto ours.
@@ -185,7 +185,8 @@ class LocateResult:
 @dataclass(frozen=True)
 class LocateElements:
     """Per suspect kind, every name a locate run may give an element of this fabric: what
-    :mod:`agent.locate` names, built from the same :class:`Topology`. A suspect label outside
+    :mod:`agent.observe.locate.rank` names, built from the same :class:`Topology`. A suspect label
+    outside
     these sets is refused, so a label value can only ever be a name of the fabric file."""
 
     by_kind: Mapping[str, frozenset[str]]
@@ -440,7 +441,7 @@ class SnapshotStore:
     # ------------------------------------------------------------------ locate
 
     def update_locate(self, result: Mapping[str, Any], at: float | None = None) -> None:
-        """The latest locate run (``agent.locate_fabric.as_json``); it replaces the previous
+        """The latest locate run (``agent.observe.locate.gather.as_json``); it replaces the previous
         one whole. Refused, with nothing changed, when any part of it does not fit."""
         fabric = self._snapshot.fabric
         paths, bad_paths, suspects = parse_locate(result, self._locate_elements, fabric)

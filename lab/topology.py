@@ -86,7 +86,7 @@ LAB_LABELS = frozenset({"profile", "username", "password", "time-dilation"})
 # roce.lab/time-dilation D: a lab link stands for one D times faster (10M standing for 10G is
 # 1000). It is the fabric's, not a switch's (the vswitch shapes to the lab speed either way), so
 # it goes into the fabric file the lab writes (``emulation.time_dilation``), where the agent's
-# probes read it to dilate the hosts' NIC timers (agent.probes.dilation). 1 = real time.
+# probes read it to dilate the hosts' NIC timers (agent.observe.probes.dilation). 1 = real time.
 DEFAULT_TIME_DILATION = 1
 MAX_TIME_DILATION = 1_000_000
 
@@ -94,7 +94,7 @@ _CEOS_KINDS = {"arista_ceos", "ceos", "vr-arista_veos", "vr-veos", "arista_veos"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _LAB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ETH_RE = re.compile(r"^eth([1-9][0-9]{0,3})$")
-# At most 15 digits, as in agent.units: int() of thousands of digits raises deep inside, and
+# At most 15 digits, as in agent.intent.units: int() of thousands of digits raises deep inside, and
 # no port speed or buffer needs more.
 _SPEED_RE = re.compile(r"^([0-9]{1,15}(?:\.[0-9]{1,9})?)\s*([kmgt]?)(?:b/s|bps|b)?$", re.IGNORECASE)
 _SIZE_RE = re.compile(r"^([0-9]{1,15})\s*(b|kb|kib|mb|mib)?$", re.IGNORECASE)

@@ -15,9 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, OUTPUT, handle_errors
-from agent.errors import AgentError, printable
-from agent.loader import load_fabric
-from agent.push import (
+from agent.device.push import (
     DEFAULT_PARALLELISM,
     PENDING_POLICIES,
     STOPPING,
@@ -25,8 +23,10 @@ from agent.push import (
     DeviceResult,
     Pusher,
 )
-from agent.push import state_dir as resolve_state_dir
-from agent.state import Difference
+from agent.device.push import state_dir as resolve_state_dir
+from agent.device.state import Difference
+from agent.errors import AgentError, printable
+from agent.intent.loader import load_fabric
 from common.clicktypes import FiniteFloat
 
 DEVICES = click.option(

@@ -15,18 +15,19 @@ from typing import ClassVar, cast
 import click
 from rich.console import Console
 
-from agent import __version__, hostkeys
+from agent import __version__
 from agent.app.change import apply_command, audit_command, diff_command, drift_command
 from agent.app.exporter import exporter_command
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
 from agent.app.tune import tune_command
 from agent.app.twin import twin_command
 from agent.app.validate import run_command, serve_command, validate_command
+from agent.device import hostkeys
 from agent.errors import AgentError
-from agent.loader import LoadedFabric, load_fabric
-from agent.plan import Plan, build_plan
-from agent.report import render_plan_tables
-from agent.rules import rules_by_id
+from agent.intent.loader import LoadedFabric, load_fabric
+from agent.intent.plan import Plan, build_plan
+from agent.intent.plan_tables import render_plan_tables
+from agent.intent.rules import rules_by_id
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "main"]
 

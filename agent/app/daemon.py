@@ -13,7 +13,7 @@ commit timer. Logs are JSON lines on stdout; reports and the audit log go to the
 
 With ``--shard K/N`` (or ``shard:`` in agent.yaml) the daemon is one of N agents of a fleet:
 it reconciles, exports and runs playbooks for its shard's switches only, and runs a wire
-probe only if its shard owns the probe's target host (:mod:`agent.shard`, README "Fleet
+probe only if its shard owns the probe's target host (:mod:`agent.intent.shard`, README "Fleet
 scale").
 """
 
@@ -46,12 +46,12 @@ from pydantic import (
     field_validator,
 )
 
+from agent.device.push import DEFAULT_PARALLELISM, Pusher
 from agent.errors import AgentError, IntentError, Problem
-from agent.intent import FabricIntent
-from agent.loader import load_fabric
-from agent.playbooks import PlaybookRunner, load_playbook, playbook_path
-from agent.push import DEFAULT_PARALLELISM, Pusher
-from agent.shard import WHOLE, Shard, ShardError, parse_shard
+from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
+from agent.intent.shard import WHOLE, Shard, ShardError, parse_shard
+from agent.ops.playbooks import PlaybookRunner, load_playbook, playbook_path
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
 
@@ -123,7 +123,8 @@ class DaemonConfig(DaemonModel):
     """``agent.yaml``: every key but ``fabric`` has a default."""
 
     fabric: Path
-    # Which part of the fabric this agent owns (agent/shard.py); `serve --shard` overrides it.
+    # Which part of the fabric this agent owns (agent/intent/shard.py); `serve --shard` overrides
+    # it.
     shard: ShardField = WHOLE
     mode: Literal["observe", "enforce"] = "observe"
     state_dir: Path = Path("/var/lib/roce-agent")

@@ -17,8 +17,8 @@ import click
 
 from agent.app.support import handle_errors
 from agent.errors import AgentError
-from agent.loader import load_fabric
-from agent.shard import ShardError, parse_shard
+from agent.intent.loader import load_fabric
+from agent.intent.shard import ShardError, parse_shard
 from common.clicktypes import FiniteFloat
 
 INTERVAL = FiniteFloat(0, 86400, min_open=True)

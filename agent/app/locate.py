@@ -1,12 +1,12 @@
 """``roce-agent locate FABRIC``: which link, port, switch or host NIC (issue #15).
 
 1. discover each host pair's ECMP paths: UDP traceroute with the probes' own 5-tuple
-   (:mod:`agent.probes.paths`);
+   (:mod:`agent.observe.probes.paths`);
 2. read every switch's configuration, counters and link state over SSH;
 3. run the path-aware mesh — one low-rate flow per path, every host at once
-   (:mod:`agent.probes.mesh`) — and TTL-limited probes to every hop of every path;
+   (:mod:`agent.observe.probes.mesh`) — and TTL-limited probes to every hop of every path;
 4. read the counters and link state again;
-5. join it all with the topology and rank the suspects (:mod:`agent.locate`).
+5. join it all with the topology and rank the suspects (:mod:`agent.observe.locate.rank`).
 
 Exit codes: 0 no fault found; 1 at least one suspect; 2 the command could not run (bad
 input, a host that cannot probe). A switch that cannot be read is a note, not an exit 2: the
@@ -26,8 +26,8 @@ from rich.text import Text
 
 from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
 from agent.errors import printable
-from agent.loader import load_fabric
-from agent.locate_fabric import LocateRun, as_json, run_locate
+from agent.intent.loader import load_fabric
+from agent.observe.locate.gather import LocateRun, as_json, run_locate
 from common.clicktypes import FiniteFloat
 
 SECONDS = FiniteFloat(0, 3600, min_open=True)

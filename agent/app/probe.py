@@ -13,12 +13,12 @@ from rich.table import Table
 
 from agent.app.support import OUTPUT, handle_errors
 from agent.errors import AgentError
-from agent.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
-from agent.units import UnitError, parse_speed
+from agent.intent.units import UnitError, parse_speed
+from agent.observe.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from common.clicktypes import FiniteFloat
 
-if TYPE_CHECKING:  # the command loads agent.perftest on first use
-    from agent.perftest.scenario import PerftestReport
+if TYPE_CHECKING:  # the command loads agent.observe.perftest on first use
+    from agent.observe.perftest.scenario import PerftestReport
 
 # nan, inf, 0 and negatives are refused: a probe of nan seconds never ends.
 SECONDS = FiniteFloat(0, 86400, min_open=True)
@@ -62,7 +62,7 @@ def _emit(result: dict[str, Any], output: str, title: str) -> None:
     transport = result.get("transport")
     if isinstance(transport, dict):
         # Which port the probes used, and why: on RDMA hosts it is not RoCEv2's 4791.
-        from agent.probes.transport import Transport
+        from agent.observe.probes.transport import Transport
 
         chosen = Transport(transport["udp_port"], transport["reason"], transport.get("rdma", {}))
         console.print(chosen.summary(), markup=False)
@@ -79,7 +79,7 @@ def _exit_for(result: dict[str, Any]) -> None:
 
 
 def _intent(fabric: Path) -> Any:
-    from agent.loader import load_fabric
+    from agent.intent.loader import load_fabric
 
     return load_fabric(fabric).intent
 
@@ -108,7 +108,7 @@ def incast(
     no_dcqcn: bool, output: str,
 ) -> None:  # fmt: skip
     """N senders at line rate into one receiver: expect 0 loss, CE and CNPs with ECN on."""
-    from agent.probes.scenarios import incast as run_incast
+    from agent.observe.probes.scenarios import incast as run_incast
 
     names = [s.strip() for s in senders.split(",") if s.strip()]
     result = run_incast(_intent(fabric), to, names, duration, rate, size, not no_dcqcn)
@@ -125,7 +125,7 @@ def incast(
 @handle_errors
 def pairwise(fabric: Path, hosts: str | None, duration: float, rate: int, output: str) -> None:
     """Every host pair at a low rate: expect zero loss everywhere."""
-    from agent.probes.scenarios import pairwise as run_pairwise
+    from agent.observe.probes.scenarios import pairwise as run_pairwise
 
     names = [h.strip() for h in hosts.split(",")] if hosts else None
     result = run_pairwise(_intent(fabric), names, rate, duration)
@@ -147,7 +147,7 @@ def storm(
     output: str,
 ) -> None:  # fmt: skip
     """Inject a PFC storm (bounded, self-stopping) and check it is seen as one on the wire."""
-    from agent.probes.scenarios import storm as run_storm
+    from agent.observe.probes.scenarios import storm as run_storm
 
     result = run_storm(_intent(fabric), host, duration, rate_pps, traffic_from=traffic_from)
     _emit(result, output, f"storm from {host}")
@@ -195,7 +195,7 @@ def perftest(
     """Line-rate acceptance with perftest on the RDMA hosts, judged with NIC and switch
     counters: >= 90 % of line rate per pair, fair shares and no lossless drops in an incast,
     CNPs where ECN marked, no pause on lossy priorities. Exit 0 pass, 1 fail, 2 not run."""
-    from agent.perftest.scenario import PerftestError, Scenario, run_perftest
+    from agent.observe.perftest.scenario import PerftestError, Scenario, run_perftest
 
     intent = _intent(fabric)
     policy = intent.validation.perftest
@@ -224,7 +224,7 @@ def perftest(
 
 
 def _emit_perftest(report: PerftestReport, output: str, report_file: Path | None) -> None:
-    from agent.perftest.report import (
+    from agent.observe.perftest.report import (
         TABLE_COLUMNS,
         render_junit,
         render_markdown,
@@ -264,7 +264,7 @@ def _emit_perftest(report: PerftestReport, output: str, report_file: Path | None
 
 
 def _worker(role: str, spec: dict[str, Any], output: str) -> None:
-    from agent.probes.worker import run
+    from agent.observe.probes.worker import run
 
     try:
         result = run(role, spec)
@@ -367,8 +367,8 @@ def analyze(
     from rich.text import Text
 
     from agent.errors import printable
-    from agent.probes.analysis import analyze_frames
-    from agent.probes.pcap import Capture
+    from agent.observe.probes.analysis import analyze_frames
+    from agent.observe.probes.pcap import Capture
 
     source = Capture(capture, max_frames=max_frames, max_bytes=max_bytes)
     result = analyze_frames(

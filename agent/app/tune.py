@@ -1,6 +1,6 @@
 """``roce-agent tune FABRIC``: search ECN (and DCQCN) settings per link speed in the twin.
 
-The search, its objectives and its ranking are :mod:`agent.twin.tune`'s; this module reads the
+The search, its objectives and its ranking are :mod:`agent.twin.search`'s; this module reads the
 fabric, prints the trade-off table and the one-line explanation per speed, and writes the
 profile override.
 
@@ -24,8 +24,9 @@ from rich.table import Table
 from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
 from agent.app.twin import DurationType, SpeedType
 from agent.errors import AgentError
-from agent.loader import load_fabric
-from agent.twin.tune import (
+from agent.intent.loader import load_fabric
+from agent.intent.units import format_speed
+from agent.twin.search import (
     DEFAULT_CANDIDATES,
     DEFAULT_SENDERS,
     MAX_CANDIDATES,
@@ -42,7 +43,6 @@ from agent.twin.tune import (
     serial_runner,
     tune,
 )
-from agent.units import format_speed
 from common.clicktypes import FiniteFloat
 from common.yamlsource import load_yaml
 

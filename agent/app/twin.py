@@ -20,11 +20,11 @@ from rich.table import Table
 
 from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
 from agent.errors import AgentError
-from agent.loader import load_fabric
-from agent.twin.metrics import MAX_DURATION_S, TwinReport, run_twin
+from agent.intent.loader import load_fabric
+from agent.intent.units import UnitError, format_speed, parse_speed
 from agent.twin.network import build_network
-from agent.twin.scenarios import MAX_SENDERS, SCENARIOS, ScenarioName
-from agent.units import UnitError, format_speed, parse_speed
+from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
+from agent.twin.workloads import MAX_SENDERS, SCENARIOS, ScenarioName
 
 _DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|ms|us|µs|ns)?\s*$")
 _DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, None: 1.0}

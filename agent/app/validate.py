@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, handle_errors
+from agent.device.push import state_dir as resolve_state_dir
 from agent.errors import AgentError
-from agent.loader import load_fabric
-from agent.playbooks import PlaybookRunner, Report, StepReport, load_playbook, playbook_path
-from agent.push import state_dir as resolve_state_dir
-from agent.units import format_rate
+from agent.intent.loader import load_fabric
+from agent.intent.units import format_rate
+from agent.ops.playbooks import PlaybookRunner, Report, StepReport, load_playbook, playbook_path
 
 FORMATS = ("table", "json", "junit", "markdown")
 
@@ -328,7 +328,7 @@ def serve_command(config_path: Path, shard: Any) -> None:
 
 
 def _shard_option(value: str | None) -> Any:
-    from agent.shard import ShardError, parse_shard
+    from agent.intent.shard import ShardError, parse_shard
 
     if value is None:
         return None

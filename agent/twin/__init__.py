@@ -4,7 +4,7 @@ an independent fluid model of DCQCN to cross-check it.
 - :mod:`agent.twin.network` builds the simulated network from the intent and its plan,
   :mod:`agent.twin.engine` runs it on :class:`lossless.clock.VirtualClock` with the shared
   model (:mod:`lossless`) deciding every mark, pause, drop and rate cut,
-  :mod:`agent.twin.scenarios` sets up traffic, :mod:`agent.twin.metrics` reports it and
+  :mod:`agent.twin.workloads` sets up traffic, :mod:`agent.twin.results` reports it and
   :mod:`agent.twin.plot` draws it.
 - :mod:`agent.twin.fluid` integrates the delay differential equations of Zhu et al., "ECN or
   Delay: Lessons Learnt from Analysis of DCQCN and TIMELY" (CoNEXT 2016, section 3) for N

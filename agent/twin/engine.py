@@ -331,7 +331,7 @@ class FlowSpec:
 
 @dataclass
 class Watch:
-    """A time series sample (the engine fills it; :mod:`agent.twin.metrics` shapes it)."""
+    """A time series sample (the engine fills it; :mod:`agent.twin.results` shapes it)."""
 
     t_s: float
     queue_bytes: dict[str, int]

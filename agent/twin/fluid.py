@@ -41,8 +41,8 @@ Two generalisations, both reducing to the paper at mlx5 defaults: the cut ``alph
 2 * cut_factor on the left; and the rates are clipped to [rpg_min_rate, line rate] (the authors'
 MATLAB also stops increases at C).
 
-Parameter mapping (mlx5 name as in :data:`agent.intent.DCQCN_PARAMETERS` and
-:func:`agent.tuning.dcqcn_nic_defaults`; paper Table 1 symbol; the paper's value, from the
+Parameter mapping (mlx5 name as in :data:`agent.intent.model.DCQCN_PARAMETERS` and
+:func:`agent.intent.sizing.dcqcn_nic_defaults`; paper Table 1 symbol; the paper's value, from the
 SIGCOMM 2015 DCQCN deployment and dcqcn2.m):
 
 ============================== ======== ================================== ================
@@ -238,7 +238,7 @@ def from_mlx5(
     line_rate_bps: float | None = None,
 ) -> FluidParams:
     """Parameters from mlx5 DCQCN settings (names and units of
-    :func:`agent.tuning.dcqcn_nic_defaults`) and an ECN curve (the module table)."""
+    :func:`agent.intent.sizing.dcqcn_nic_defaults`) and an ECN curve (the module table)."""
     known = set(MLX5_MODELLED) | set(MLX5_NOT_MODELLED)
     unknown = sorted(set(nic) - known)
     _need(not unknown, "mlx5 DCQCN parameters", f"names among {sorted(known)}", unknown)

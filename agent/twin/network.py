@@ -1,6 +1,7 @@
 """The twin's network: switches, hosts and links of the intent, with the plan's QoS on every port.
 
-Everything comes from the fabric file through :func:`agent.plan.build_plan`: port speeds, MTU,
+Everything comes from the fabric file through :func:`agent.intent.plan.build_plan`: port speeds,
+MTU,
 cable length, PFC priorities, the pause threshold and headroom, ECN per queue, ETS, the PFC
 watchdog and the host NICs' DCQCN parameters.  The plan's knobs become the shared model's
 parameters (:mod:`lossless.config`) with the same meaning the lab's management plane gives the
@@ -25,7 +26,7 @@ both kinds of class get the same buffer.  These three choices are the twin's, st
 
 Propagation: 5 ns per metre of cable -- signals travel at about 2/3 of c in fibre and in
 twinax copper (refractive index ~1.47-1.5), the figure vendors quote for link latency; the
-SONiC headroom lua that :mod:`agent.tuning` follows uses 198 000 km/s, i.e. 5.05 ns/m.
+SONiC headroom lua that :mod:`agent.intent.sizing` follows uses 198 000 km/s, i.e. 5.05 ns/m.
 """
 
 from __future__ import annotations
@@ -36,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agent import tuning
 from agent.errors import AgentError
-from agent.intent import FabricIntent, Watchdog
-from agent.loader import load_fabric
-from agent.plan import DevicePlan, Plan, PortPlan, build_plan
-from agent.units import format_speed
+from agent.intent import sizing
+from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent, Watchdog
+from agent.intent.plan import DevicePlan, Plan, PortPlan, build_plan
+from agent.intent.units import format_speed
 from lossless.config import (
     BufferConfig,
     EcnConfig,
@@ -94,7 +95,7 @@ class PortSpec:
     peer_port: str
     qos: PortQosConfig | None  # switches only
     buffer: BufferConfig | None  # switches only
-    min_headroom_bytes: int  # agent.tuning's computed minimum (SONiC xoff) for this port
+    min_headroom_bytes: int  # agent.intent.sizing's computed minimum (SONiC xoff) for this port
 
     @property
     def propagation_s(self) -> float:
@@ -263,7 +264,7 @@ def _port_qos(device: DevicePlan, port: PortPlan) -> tuple[PortQosConfig, Buffer
     else:
         # Lossy profile: no PG thresholds; the lossy queue limit is what a lossless PG of the
         # same port would get with the computed headroom (see the module docstring).
-        computed = tuning.pfc_headroom(port.speed_bps, port.cable_m, port.mtu)
+        computed = sizing.pfc_headroom(port.speed_bps, port.cable_m, port.mtu)
         limit = 2 * computed.size
         buffer = BufferConfig(
             xoff_bytes=limit, xon_bytes=0, headroom_bytes=0, queue_limit_bytes=limit
@@ -303,7 +304,8 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
     """The twin's network for a validated intent (and its plan, computed if not given)."""
     plan = plan or build_plan(intent)
     links = _links(intent)
-    # The lab runs the hosts' DCQCN in emulated time (agent.probes.dilation); the twin, which
+    # The lab runs the hosts' DCQCN in emulated time (agent.observe.probes.dilation); the twin,
+    # which
     # has no wall clock, runs the emulated fabric itself: same bytes, D times the speed.
     dilation = intent.emulation.time_dilation
     switches: dict[str, SwitchSpec] = {}

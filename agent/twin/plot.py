@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.errors import AgentError
-from agent.twin.metrics import TwinReport
+from agent.twin.results import TwinReport
 
 MAX_FLOW_LINES = 16  # more lines than this is a texture, not a plot; the rest are summarised
 

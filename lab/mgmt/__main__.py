@@ -40,7 +40,7 @@ import asyncssh
 from lab.logsetup import setup_logging
 from lab.mgmt import names
 from lab.mgmt.config_commands import HOSTNAME_RE
-from lab.mgmt.dataplane import DataplaneError, VswitchDataplane
+from lab.mgmt.dataplane_handle import DataplaneError, VswitchDataplane
 from lab.mgmt.persistence import (
     HOST_KEY,
     StartupConfigStore,

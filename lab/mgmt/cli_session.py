@@ -30,7 +30,7 @@ from typing import Any
 
 from lab.mgmt import shows
 from lab.mgmt.config_commands import ConfigMode, GlobalMode, apply_line, is_comment
-from lab.mgmt.dataplane import DataplaneError
+from lab.mgmt.dataplane_handle import DataplaneError
 from lab.mgmt.grammar import (
     CliError,
     Command,

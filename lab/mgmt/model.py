@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
-from lab.mgmt.units import ThresholdUnit
+from lab.mgmt.cli_units import ThresholdUnit
 
 NUM_TRAFFIC_CLASSES = 8
 

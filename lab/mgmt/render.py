@@ -14,8 +14,8 @@ from collections import defaultdict
 from typing import Any
 
 from lab.mgmt import names
+from lab.mgmt.cli_units import format_seconds
 from lab.mgmt.model import QosSettings, SwitchConfig, TxQueue
-from lab.mgmt.units import format_seconds
 
 INDENT = "   "
 EOS_VERSION = "4.32.0F-lab"

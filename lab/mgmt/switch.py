@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from lab.mgmt.config_commands import load_config_text
-from lab.mgmt.dataplane import Dataplane, DataplaneError
+from lab.mgmt.dataplane_handle import Dataplane, DataplaneError
 from lab.mgmt.grammar import CliError
 from lab.mgmt.model import SwitchConfig
 from lab.mgmt.persistence import StartupConfigStore

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.mgmt.dataplane import DataplaneError
+from lab.mgmt.dataplane_handle import DataplaneError
 from lab.vswitch.config import ConfigError, parse_config, with_qos
 
 
@@ -39,7 +39,7 @@ def fake_switch_config(name: str, ports: list[str], speed_bps: int = 10_000_000)
 
 @dataclass
 class FakeDataplane:
-    """An in-memory :class:`lab.mgmt.dataplane.Dataplane`."""
+    """An in-memory :class:`lab.mgmt.dataplane_handle.Dataplane`."""
 
     config: dict[str, Any]
     counters_snapshot: dict[str, Any] = field(default_factory=dict)

@@ -30,8 +30,8 @@ import copy
 from typing import Any
 
 from lab.mgmt import names
+from lab.mgmt.cli_units import seconds_to_ms, threshold_bytes
 from lab.mgmt.model import QosSettings, SwitchConfig, TxQueue, WatchdogPortTimer
-from lab.mgmt.units import seconds_to_ms, threshold_bytes
 
 DEFAULT_TIMEOUT_MS = 200
 DEFAULT_RECOVERY_MS = 400

@@ -15,8 +15,8 @@ import pytest
 from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
 from test_probes_lab import intent, set_qos, switch_totals
 
-from agent.intent import Emulation
-from agent.probes import scenarios
+from agent.intent.model import Emulation
+from agent.observe.probes import scenarios
 
 pytestmark = [
     pytest.mark.lab,

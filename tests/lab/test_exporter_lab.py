@@ -46,11 +46,11 @@ from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
 from netmiko import ConnectHandler
 from prometheus_fixtures import free_port, run_prometheus, stop
 
-from agent.loader import load_fabric
-from agent.locate import PathResult, Topology, locate
-from agent.locate_fabric import LocateRun, as_json
-from agent.probes import scenarios
-from agent.probes.runner import NetnsRunner
+from agent.intent.loader import load_fabric
+from agent.observe.locate.gather import LocateRun, as_json
+from agent.observe.locate.rank import PathResult, Topology, locate
+from agent.observe.probes import scenarios
+from agent.observe.probes.runner import NetnsRunner
 from exporters import alerts
 from exporters.exporter import Exporter
 from exporters.store import CheckOutcome

@@ -4,7 +4,7 @@ Each row resets every switch to the lab's factory QoS, breaks one rollout (SIGKI
 kill point, or a lab management-plane fault on the canary), waits out the commit timer,
 and requires: every switch entirely old or entirely new, nothing reported or audited as
 applied unless it is, every change audited, the right exit code, and a clean re-run that
-exits 0 with every switch new (agent/faultdrill.py). The matrix is printed at the end.
+exits 0 with every switch new (agent/ops/faultdrill.py). The matrix is printed at the end.
 
 The rows spend much of their time waiting (netmiko's read timeout, commit timers), so they
 run in six lanes of two rows, each on a lab of its own with its own audit log; the lanes share
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
 
-from agent.faultdrill import Drill, Row, RowResult, default_rows, format_matrix, resolve_rows
+from agent.ops.faultdrill import Drill, Row, RowResult, default_rows, format_matrix, resolve_rows
 
 pytestmark = [
     pytest.mark.lab,

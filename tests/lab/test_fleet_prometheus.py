@@ -28,8 +28,8 @@ import yaml
 from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
 from prometheus_fixtures import run_prometheus, stop
 
-from agent.loader import load_fabric
-from agent.shard import Shard
+from agent.intent.loader import load_fabric
+from agent.intent.shard import Shard
 
 pytestmark = [
     pytest.mark.lab,
@@ -74,11 +74,11 @@ def check_playbook_report(agent: Agent, own: list[str], switches: list[str]) -> 
         assert time.monotonic() < deadline, agent.log.read_text()[-3000:]
         time.sleep(0.5)
     report = json.loads(path.read_text())
-    assert report["shard"] == str(agent.shard)
+    assert report["shard"] == str(agent.intent.shard)
     checked = {c["device"] for c in report["checks"]} & set(switches)
     assert checked == set(own), (checked, own)
     probe = next(s for s in report["steps"] if s["kind"] == "probe")
-    if agent.shard.owns_probe("h3"):
+    if agent.intent.shard.owns_probe("h3"):
         assert probe["status"] != "skipped" and len(report["probes"]) == 1, probe
     else:
         owning = next(s for s in SHARDS if s.owns_probe("h3"))
@@ -265,19 +265,19 @@ def test_two_shards_cover_the_fabric_once_and_the_recording_rules_add_them_up(
                 while not summary.exists() and time.monotonic() < wait_until:
                     time.sleep(0.5)
                 reconciled = json.loads(summary.read_text())
-                assert reconciled["shard"] == str(agent.shard)
+                assert reconciled["shard"] == str(agent.intent.shard)
                 devices = sorted(d["device"] for d in reconciled["devices"])
-                assert devices == expected[agent.shard.index]  # its own switches only
+                assert devices == expected[agent.intent.shard.index]  # its own switches only
                 started = next(
                     json.loads(line)
                     for line in agent.log.read_text().splitlines()
                     if line.startswith("{") and json.loads(line)["message"] == "started"
                 )
-                assert started["shard"] == str(agent.shard)
+                assert started["shard"] == str(agent.intent.shard)
                 assert started["owned"] == [
-                    d.name for d in intent.devices if d.name in expected[agent.shard.index]
+                    d.name for d in intent.devices if d.name in expected[agent.intent.shard.index]
                 ]
-                check_playbook_report(agent, expected[agent.shard.index], switches)
+                check_playbook_report(agent, expected[agent.intent.shard.index], switches)
     finally:
         if prometheus is not None:
             stop(prometheus)

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import LAB_UNAVAILABLE, REPO, Lab, running_lab
 
-from agent.intent import FabricIntent
-from agent.loader import load_fabric
+from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
 from exporters.fasttext import render_text
 from exporters.store import SnapshotStore
 from lab.faults import LabFaults

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from conftest import LEAFSPINE, Lab, requires_lab
 
-from agent.intent import FabricIntent
-from agent.loader import load_fabric
-from agent.probes.packets import Flow, RoceTemplate
-from agent.probes.paths import (
+from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
+from agent.observe.probes.packets import Flow, RoceTemplate
+from agent.observe.probes.paths import (
     BASE_SPORT,
     Path,
     discover,
@@ -29,7 +29,7 @@ from agent.probes.paths import (
     trace,
     trace_many,
 )
-from agent.probes.runner import NetnsRunner
+from agent.observe.probes.runner import NetnsRunner
 from lab.addressing import build_plan
 from lab.topology import load_topology
 from lab.vswitch.client import VswitchClient

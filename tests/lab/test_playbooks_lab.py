@@ -16,8 +16,8 @@ import yaml
 from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
 from netmiko import ConnectHandler
 
-from agent.platforms.arista_eos import AristaEos
-from agent.platforms.base import Connection
+from agent.device.platforms.arista_eos import AristaEos
+from agent.device.platforms.base import Connection
 
 pytestmark = [
     pytest.mark.lab,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
 
-from agent.loader import load_fabric
-from agent.probes import scenarios
+from agent.intent.loader import load_fabric
+from agent.observe.probes import scenarios
 from lab.vswitch.client import VswitchClient
 
 pytestmark = [

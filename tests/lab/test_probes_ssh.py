@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from netns_pair import Pair, netns_usable, veth_pair
 
-from agent.intent import Credentials, Device, Port
-from agent.probes.runner import NetnsRunner, ProbeError, SshRunner
+from agent.intent.model import Credentials, Device, Port
+from agent.observe.probes.runner import NetnsRunner, ProbeError, SshRunner
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 pytestmark = [

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from netns_pair import Pair, netns_usable, veth_pair
 
-from agent import tuning
-from agent.probes.packets import ECN_CE
-from agent.probes.runner import NetnsRunner
+from agent.intent import sizing
+from agent.observe.probes.packets import ECN_CE
+from agent.observe.probes.runner import NetnsRunner
 
 pytestmark = [
     pytest.mark.lab,
@@ -62,7 +62,7 @@ def test_sender_honours_pfc_like_a_nic(pair: Pair) -> None:
     assert storm["frames_sent"] >= 35
     assert sent["pfc_frames_received"] == storm["frames_sent"]
     # Paused from the first XOFF until the last one's quanta ran out.
-    expected = 0.8 + tuning.pause_quanta_duration_s(quanta, LINK)
+    expected = 0.8 + sizing.pause_quanta_duration_s(quanta, LINK)
     assert sent["paused_s"] == pytest.approx(expected, rel=0.15)
     unpaused = 2.0 - sent["paused_s"]
     packet_time = (200 + 58 + 24) * 8 / 2_000_000
@@ -84,7 +84,7 @@ def test_pause_on_another_priority_is_ignored(pair: Pair) -> None:
 
 def test_ce_marks_bring_cnps_and_dcqcn_cuts_the_rate(pair: Pair) -> None:
     """Receiver as notification point, sender as reaction point, end to end on the wire."""
-    dcqcn = tuning.dcqcn_nic_defaults()
+    dcqcn = sizing.dcqcn_nic_defaults()
     receiver = NetnsRunner("b", pair.b).start(
         "receive", {"ifname": "eth1", "duration_s": 6, "link_speed_bps": LINK,
                     "idle_timeout_s": 0.5, "min_time_between_cnps_us": 50_000},
@@ -114,7 +114,7 @@ def test_probe_processes_stop_by_themselves(pair: Pair) -> None:
 
 
 def test_bad_spec_is_reported_not_crashed(pair: Pair) -> None:
-    from agent.probes.runner import ProbeError
+    from agent.observe.probes.runner import ProbeError
 
     with pytest.raises(ProbeError, match="rate_bps"):
         NetnsRunner("a", pair.a).start(

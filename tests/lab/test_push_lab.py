@@ -23,8 +23,8 @@ import yaml
 from conftest import LAB_UNAVAILABLE, REPO, Lab, running_lab
 from netmiko import ConnectHandler
 
-from agent.platforms.arista_eos import AristaEos
-from agent.platforms.base import ConfigRejected, Connection
+from agent.device.platforms.arista_eos import AristaEos
+from agent.device.platforms.base import ConfigRejected, Connection
 
 pytestmark = [
     pytest.mark.lab,

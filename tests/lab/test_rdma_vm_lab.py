@@ -57,7 +57,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 SEND_UD_TO_GSI = """
 import json, socket
-from agent.probes.packets import Flow, RoceTemplate, ud_to_gsi
+from agent.observe.probes.packets import Flow, RoceTemplate, ud_to_gsi
 flow = ud_to_gsi(Flow({src_mac!r}, {dst_mac!r}, {src_ip!r}, {dst_ip!r}, dscp=26, size=256))
 template = RoceTemplate(flow)
 sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)

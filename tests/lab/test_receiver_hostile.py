@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from netns_pair import Pair, netns_usable, veth_pair
 
-from agent.probes.runner import NetnsRunner
+from agent.observe.probes.runner import NetnsRunner
 
 pytestmark = [
     pytest.mark.lab,
@@ -24,8 +24,8 @@ STRANGER = "198.19.254.9"  # not a sender the receiver was told about
 
 INJECT = """
 import sys
-from agent.probes.packets import Flow, RoceTemplate
-from agent.probes.rawsock import REJECT_ALL_FILTER, open_port
+from agent.observe.probes.packets import Flow, RoceTemplate
+from agent.observe.probes.rawsock import REJECT_ALL_FILTER, open_port
 src_mac, dst_mac, src_ip, dst_ip, first_qpn, qpns, count = sys.argv[1:]
 sock = open_port("eth1", bpf=REJECT_ALL_FILTER)
 for qpn in range(int(first_qpn), int(first_qpn) + int(qpns)):

@@ -194,7 +194,7 @@ def test_fabric_file_is_usable_by_the_agent(
         assert devices[name]["host"] == "127.0.0.1"
     assert devices["h1"]["netns"] == leafspine_lab.netns("h1")
     assert "password:" not in path.read_text()
-    loader = pytest.importorskip("agent.loader")
+    loader = pytest.importorskip("agent.intent.loader")
     monkeypatch.setenv("ROCE_AGENT_PROFILES", str(REPO / "playbooks" / "profiles"))
     loader.load_fabric(path)
 

@@ -1,5 +1,5 @@
 """The twin predicts the lab (issue #13): 2:1 and 4:1 incast, paused, CE and goodput fractions
-within ±15 % (:mod:`agent.twin.labcheck`), with the hosts' DCQCN on and with PFC alone.
+within ±15 % (:mod:`agent.ops.twin_vs_lab`), with the hosts' DCQCN on and with PFC alone.
 
 The lab is ``containerlab/roce-incast.clab.yml`` (one leaf, five hosts, 10 Mb/s ports standing
 for 1 Gb/s), configured by ``roce-agent apply`` from its own fabric file, the file the twin
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from conftest import INCAST, INCAST_NODES, LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
 
-from agent.loader import load_fabric
-from agent.twin.labcheck import compare, measure_lab, median, predict_lab
+from agent.intent.loader import load_fabric
+from agent.ops.twin_vs_lab import compare, measure_lab, median, predict_lab
 from agent.twin.network import build_network
 
 pytestmark = [

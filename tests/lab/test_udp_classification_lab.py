@@ -21,8 +21,8 @@ import pytest
 from conftest import Lab, requires_lab, start_lab, stop_lab
 from conftest import run_agent as agent
 
-from agent.loader import load_fabric
-from agent.probes import scenarios
+from agent.intent.loader import load_fabric
+from agent.observe.probes import scenarios
 
 pytestmark = [pytest.mark.lab, requires_lab]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from agent.loader import load_fabric
-from agent.plan import DevicePlan, build_plan
-from agent.platforms.base import ConfigRejected, Connection
+from agent.device.platforms.base import ConfigRejected, Connection
+from agent.intent.loader import load_fabric
+from agent.intent.plan import DevicePlan, build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = sorted(p.stem for p in (ROOT / "playbooks" / "profiles").glob("*.yml"))

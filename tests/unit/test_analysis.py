@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scapy.contrib.roce import BTH
 
-from agent.probes.analysis import (
+from agent.observe.probes.analysis import (
     LATENCY_BUCKETS_S,
     MAX_GAP,
     MAX_RANGES_PER_QP,
@@ -21,7 +21,7 @@ from agent.probes.analysis import (
     RoceAnalyzer,
     analyze_frames,
 )
-from agent.probes.packets import (
+from agent.observe.probes.packets import (
     ECN_CE,
     ICRC_LEN,
     PAYLOAD_OFFSET,

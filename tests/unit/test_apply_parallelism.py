@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from agent.app.cli import main
 from agent.app.daemon import load_config
-from agent.loader import load_fabric
-from agent.playbooks import PlaybookRunner, load_playbook
-from agent.push import DEFAULT_PARALLELISM
+from agent.device.push import DEFAULT_PARALLELISM
+from agent.intent.loader import load_fabric
+from agent.ops.playbooks import PlaybookRunner, load_playbook
 from lab.mgmt.launcher import host_public_key
 from lab.mgmt.persistence import StartupConfigStore, load_or_create_host_key
 from lab.mgmt.ssh_server import AuthSettings, Faults, start_ssh_server

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from agent.app.cli import main
 from agent.app.probe import TABLE_MAX_FLOWS
-from agent.probes.analysis import analyze_frames
-from agent.probes.packets import (
+from agent.observe.probes.analysis import analyze_frames
+from agent.observe.probes.packets import (
     ICRC_LEN,
     PAYLOAD_OFFSET,
     Flow,
@@ -36,8 +36,8 @@ from agent.probes.packets import (
     pack_icrc,
     pfc_frame,
 )
-from agent.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES, Capture, CaptureError
-from agent.probes.receiver import ReceiveSpec
+from agent.observe.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES, Capture, CaptureError
+from agent.observe.probes.receiver import ReceiveSpec
 from tests.unit.bounded_cli import MEMORY_LIMIT, TIME_LIMIT_S, BoundedCli
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,10 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.checks import CATALOG, Collected, DeviceData
-from agent.loader import load_fabric
-from agent.plan import build_plan
-from agent.state import (
+from agent.device.state import (
     Counters,
     EcnState,
     InterfaceCounters,
@@ -23,6 +20,9 @@ from agent.state import (
     WatchdogState,
     desired_state,
 )
+from agent.intent.loader import load_fabric
+from agent.intent.plan import build_plan
+from agent.observe.checks import CATALOG, Collected, DeviceData
 
 ROOT = Path(__file__).resolve().parents[2]
 FABRIC = ROOT / "tests" / "data" / "platforms" / "arista_eos" / "lab-leafspine-fabric.yml"

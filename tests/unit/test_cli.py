@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent import __version__, tuning
+from agent import __version__
 from agent.app.cli import main
+from agent.intent import sizing
 
 ROOT = Path(__file__).resolve().parents[2]
 POD = str(ROOT / "playbooks" / "fabrics" / "pod-400g.yml")
@@ -57,7 +58,7 @@ def test_plan_json_pod_headroom_matches_tuning() -> None:
     assert plan["fabric"] == "pod-400g" and len(plan["devices"]) == 76
     spine = next(d for d in plan["devices"] if d["name"] == "spine1")
     port = spine["ports"][0]
-    expected = tuning.pfc_headroom(400_000_000_000, 30, 9214)
+    expected = sizing.pfc_headroom(400_000_000_000, 30, 9214)
     assert port["headroom"]["3"]["xoff"] == expected.xoff
     assert port["headroom"]["3"]["xon"] == expected.xon
     assert port["headroom"]["3"]["size"] == expected.size

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.credpaths import ExpansionError, expand
 from agent.errors import IntentError
-from agent.loader import load_fabric
+from agent.intent.credpaths import ExpansionError, expand
+from agent.intent.loader import load_fabric
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_FABRIC = REPO / "playbooks" / "fabrics" / "lab-leafspine.yml"

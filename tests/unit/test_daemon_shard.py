@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from agent.app.cli import main
 from agent.app.daemon import Daemon, load_config
-from agent.intent import FabricIntent
-from agent.loader import load_fabric
-from agent.playbooks import Playbook, PlaybookRunner, ProbeSpec
-from agent.shard import WHOLE, Shard, shard_index
+from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
+from agent.intent.shard import WHOLE, Shard, shard_index
+from agent.ops.playbooks import Playbook, PlaybookRunner, ProbeSpec
 from tests.unit.problems import the_one_problem
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent import tuning
+from agent.intent import sizing
 from lossless.dcqcn import DcqcnReactionPoint
 
 LINE = 100e6
 
 
 def rp(**overrides: int) -> DcqcnReactionPoint:
-    return DcqcnReactionPoint(LINE, {**tuning.dcqcn_nic_defaults(), **overrides})
+    return DcqcnReactionPoint(LINE, {**sizing.dcqcn_nic_defaults(), **overrides})
 
 
 def test_first_cnp_halves_the_rate() -> None:

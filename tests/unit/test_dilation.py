@@ -1,4 +1,5 @@
-"""Time dilation of the lab hosts' DCQCN (agent.probes.dilation), where the factor comes from
+"""Time dilation of the lab hosts' DCQCN (agent.observe.probes.dilation), where the factor comes
+from
 (roce.lab/time-dilation → the fabric file's emulation.time_dilation), and that it changes no
 switch configuration."""
 
@@ -11,18 +12,18 @@ import pytest
 import yaml
 
 from agent.errors import IntentError
-from agent.loader import load_fabric
-from agent.plan import build_plan
-from agent.probes.dilation import (
+from agent.intent.loader import load_fabric
+from agent.intent.plan import build_plan
+from agent.intent.sizing import DCQCN_NIC_UNITS, dcqcn_nic_defaults
+from agent.observe.probes.dilation import (
     ALPHA_UPDATE_PERIOD,
     ALPHA_UPDATE_PERIOD_US,
     SCALING,
     Dilation,
     dilate,
 )
-from agent.probes.receiver import ReceiveSpec
-from agent.probes.sender import SendSpec
-from agent.tuning import DCQCN_NIC_UNITS, dcqcn_nic_defaults
+from agent.observe.probes.receiver import ReceiveSpec
+from agent.observe.probes.sender import SendSpec
 from lab.addressing import build_plan as build_lab_plan
 from lab.topology import TopologyError, load_topology
 from lossless.dcqcn import DcqcnReactionPoint, NotificationPoint
@@ -64,7 +65,7 @@ def test_dilate_scales_each_parameter(name: str, unit: str, scaling: str, why: s
     assert SCALING[name] == scaling, why
     assert dilate({name: value}, D) == {name: pytest.approx(expected)}
     assert dilate({name: value}, 1) == {name: value}  # real time: unchanged
-    if name in DCQCN_NIC_UNITS and scaling != "ratio":  # the unit agent.tuning states
+    if name in DCQCN_NIC_UNITS and scaling != "ratio":  # the unit agent.intent.sizing states
         assert DCQCN_NIC_UNITS[name].replace(",", " ").split()[0] == unit
 
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from agent.playbooks import (
+from agent.intent.units import parse_size
+from agent.ops.playbooks import (
     EcnCandidate,
     SweepSpec,
     add_twin_prediction,
@@ -14,8 +15,7 @@ from agent.playbooks import (
     playbook_path,
     sweep_recommendation,
 )
-from agent.twin.labcheck import IncastMeasures
-from agent.units import parse_size
+from agent.ops.twin_vs_lab import IncastMeasures
 
 LOW = EcnCandidate(min_threshold="3KB", max_threshold="9KB", max_probability=100)
 HIGH = EcnCandidate(min_threshold="20KB", max_threshold="28KB", max_probability=100)
@@ -87,7 +87,7 @@ def test_the_table_shows_the_medians_not_the_runs() -> None:
     from rich.console import Console
 
     from agent.app.validate import render_table
-    from agent.playbooks import Report
+    from agent.ops.playbooks import Report
 
     report = Report("ecn-sweep", "lab", 0.0)
     report.recommendation = sweep_recommendation(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lab.mgmt import names, units
+from lab.mgmt import cli_units, names
 from lab.mgmt.cli_session import CliSession
 from lab.mgmt.config_commands import GlobalMode, apply_line, load_config_text
 from lab.mgmt.grammar import CliError, Command, match_command, tokenize
@@ -101,8 +101,8 @@ def test_eos_and_dataplane_names() -> None:
         (7, "bytes", 7),
     ],
 )
-def test_threshold_units(value: int, unit: units.ThresholdUnit, expected: int) -> None:
-    assert units.threshold_bytes(value, unit) == expected
+def test_threshold_units(value: int, unit: cli_units.ThresholdUnit, expected: int) -> None:
+    assert cli_units.threshold_bytes(value, unit) == expected
 
 
 @pytest.mark.parametrize(
@@ -110,8 +110,8 @@ def test_threshold_units(value: int, unit: units.ThresholdUnit, expected: int) -
     [("0.2", 200, "0.2"), ("0.05", 50, "0.05"), ("0.001", 1, "0.001"), ("60", 60000, "60")],
 )
 def test_seconds(seconds: str, ms: int, text: str) -> None:
-    assert units.seconds_to_ms(Decimal(seconds)) == ms
-    assert units.format_seconds(Decimal(seconds)) == text
+    assert cli_units.seconds_to_ms(Decimal(seconds)) == ms
+    assert cli_units.format_seconds(Decimal(seconds)) == text
 
 
 # ----------------------------------------------------------------------------- good lines
@@ -678,7 +678,7 @@ def test_exec_commands_and_pipes() -> None:
 def test_udp_port_classification_reaches_the_data_plane_and_the_agent_reads_it() -> None:
     """The first permit of a port wins, a deny takes its port out; the agent's EOS parser
     reads the lab's JSON running-config as it reads a real switch's (check RC010)."""
-    from agent.platforms.arista_eos import udp_port_classifiers
+    from agent.device.platforms.arista_eos import udp_port_classifiers
 
     config = configure(*UDP_CLASSIFICATION, "ip access-list ROCE", "30 permit udp any any eq 4792")
     qos = _validated(to_vswitch_qos(config))

@@ -13,18 +13,18 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from agent.hostnic import NicCounters, PortPause
-from agent.state import (
+from agent.device.state import (
     Counters,
     InterfaceCounters,
     PendingSession,
     QueueCounters,
     WatchdogCounters,
 )
+from agent.observe.hostnic import NicCounters, PortPause
 from exporters import metrics
 from exporters.collector import RoceCollector
 from exporters.fasttext import render_text
-from exporters.probes import LATENCY_BUCKETS_S, HostDirectory
+from exporters.probe_deltas import LATENCY_BUCKETS_S, HostDirectory
 from exporters.store import (
     CheckOutcome,
     IntendedClass,
@@ -820,7 +820,7 @@ def test_probe_totals_add_up_over_runs() -> None:
 
 
 def test_latency_buckets_match_the_receiver() -> None:
-    from agent.probes.analysis import LATENCY_BUCKETS_S as RECEIVER_BUCKETS
+    from agent.observe.probes.analysis import LATENCY_BUCKETS_S as RECEIVER_BUCKETS
 
     assert LATENCY_BUCKETS_S == RECEIVER_BUCKETS
 

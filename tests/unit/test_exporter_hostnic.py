@@ -16,8 +16,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from agent import hostnic
-from agent.hostnic import (
+from agent.observe import hostnic
+from agent.observe.hostnic import (
     DCQCN_COUNTERS,
     HW_COUNTERS,
     MLX5_COUNTERS,

@@ -3,8 +3,10 @@ suspect labels that can only be names of the fabric, bad verdicts refused whole,
 renderers byte for byte, the daemon feeding its `locate` step, and the RoceLocateSuspect cases
 catching the blind spots they exist for.
 
-Verdicts come from the real join (`agent.locate.locate`) over the lab's leaf-spine fabric with
-recorded-style symptoms, rendered by the real `agent.locate_fabric.as_json`: the exporter reads
+Verdicts come from the real join (`agent.observe.locate.rank.locate`) over the lab's leaf-spine
+fabric with
+recorded-style symptoms, rendered by the real `agent.observe.locate.gather.as_json`: the exporter
+reads
 exactly what the `locate` step produces. Against the lab: tests/lab/test_locate_lab.py."""
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.device.state import Difference
 from agent.errors import AgentError
-from agent.intent import FabricIntent
-from agent.loader import load_fabric
-from agent.locate import PathResult, PortSymptoms, Topology, locate
-from agent.locate_fabric import LocateRun, as_json
-from agent.state import Difference
+from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
+from agent.observe.locate.gather import LocateRun, as_json
+from agent.observe.locate.rank import PathResult, PortSymptoms, Topology, locate
 from exporters import metrics
 from exporters.collector import RoceCollector
 from exporters.fasttext import render_text
@@ -419,7 +421,7 @@ def test_the_daemon_feeds_its_locate_step_to_the_exporter(
     """`run_playbook` of playbooks/locate.yml: a verdict reaches /metrics; a run that errors
     keeps the previous verdict (its timestamp ages and the alert's freshness gate judges it).
     The probing itself is replaced here (no lab): the lab test runs it for real."""
-    import agent.locate_fabric
+    import agent.observe.locate.gather
     from agent.app.daemon import Daemon, EmbeddedExporter, ExporterConfig, load_config
 
     config = tmp_path / "agent.yaml"
@@ -443,7 +445,7 @@ def test_the_daemon_feeds_its_locate_step_to_the_exporter(
         found = locate(topology, [], [step], duration_s=5.0)
         return LocateRun(found, [], 1.0, {})
 
-    monkeypatch.setattr(agent.locate_fabric, "run_locate", fake_run_locate)
+    monkeypatch.setattr(agent.observe.locate.gather, "run_locate", fake_run_locate)
     daemon.run_playbook("locate")
     served = daemon.exporter.text().decode()
     assert 'roce_locate_suspect{element="h4",fabric="roce-leafspine",kind="host-nic"} 0.9' in (

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.device.platforms.arista_eos import AristaEos
+from agent.device.platforms.base import Connection, Platform, PlatformError
+from agent.device.push import Unreachable
+from agent.device.state import Counters, InterfaceCounters, PendingSession, QosState
 from agent.errors import CredentialError
-from agent.intent import Device
-from agent.loader import load_fabric
-from agent.platforms.arista_eos import AristaEos
-from agent.platforms.base import Connection, Platform, PlatformError
-from agent.push import Unreachable
-from agent.state import Counters, InterfaceCounters, PendingSession, QosState
+from agent.intent.loader import load_fabric
+from agent.intent.model import Device
 from exporters.exporter import Exporter
 from exporters.poller import PollScheduler, SwitchPoller, classify
 from exporters.store import SnapshotStore, SwitchInventory

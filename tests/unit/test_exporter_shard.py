@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
 from agent.app.cli import main
-from agent.loader import load_fabric
-from agent.shard import WHOLE, Shard
-from agent.state import Counters, InterfaceCounters, QueueCounters
+from agent.device.state import Counters, InterfaceCounters, QueueCounters
+from agent.intent.loader import load_fabric
+from agent.intent.shard import WHOLE, Shard
 from exporters.exporter import Exporter
 from exporters.fasttext import _n, device_block, render_text
 from exporters.store import IntendedClass, SnapshotStore, SwitchInventory

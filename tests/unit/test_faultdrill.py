@@ -1,4 +1,4 @@
-"""The fault drill's verdict (agent/faultdrill.py ``judge``): each lie it must catch.
+"""The fault drill's verdict (agent/ops/faultdrill.py ``judge``): each lie it must catch.
 
 The drill itself runs live in tests/lab/test_fault_drill.py; here the rules are pinned on
 hand-made outcomes, one per way a broken rollout can be misreported.
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.faultdrill import DrillError, RowResult, judge, select_rows
+from agent.ops.faultdrill import DrillError, RowResult, judge, select_rows
 
 OLD = {"s1": "old", "s2": "old"}
 

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.errors import IntentError, printable
-from agent.loader import load_fabric, load_profile_model
-from agent.playbooks import load_playbook
+from agent.intent.loader import load_fabric, load_profile_model
+from agent.ops.playbooks import load_playbook
 from common import yamlsource
 from common.yamlsource import YamlLimits, load_yaml
 from tests.unit.bounded_cli import MEMORY_LIMIT, TIME_LIMIT_S, BoundedCli
@@ -426,8 +426,8 @@ def test_report_tables_escape_names_and_ignore_markup() -> None:
 
     from rich.console import Console
 
-    from agent.plan import build_plan
-    from agent.report import render_plan_tables
+    from agent.intent.plan import build_plan
+    from agent.intent.plan_tables import render_plan_tables
 
     plan = build_plan(load_fabric(REPO / "playbooks" / "fabrics" / "lab-leafspine.yml").intent)
     first = plan.devices[0]
@@ -520,7 +520,7 @@ def test_digits_are_ascii_only(field: str, value: str) -> None:
     """``int('９０００')`` is 9000 in Python; in a fabric file it is a typo, not a number."""
     from pydantic import ValidationError
 
-    from agent.intent import Port
+    from agent.intent.model import Port
 
     fields: dict[str, object] = {"name": "eth0", "speed": "10M", field: value}
     with pytest.raises(ValidationError) as caught:

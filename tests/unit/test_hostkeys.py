@@ -1,4 +1,4 @@
-"""Host key checking (agent/hostkeys.py): pinned keys, known_hosts files, trust-on-first-use.
+"""Host key checking (agent/device/hostkeys.py): pinned keys, known_hosts files, trust-on-first-use.
 
 The decisions are tested here on real keys without a device; tests/lab/test_hostkeys_lab.py
 proves the same over SSH against a lab switch.
@@ -16,11 +16,12 @@ from typing import Any
 import paramiko
 import pytest
 
-from agent import hostkeys
+from agent.device import hostkeys
+from agent.device.hostkeys import HostKeyError, expectation, fingerprint
 from agent.errors import IntentError
-from agent.hostkeys import HostKeyError, check_host_key_line, expectation, fingerprint
-from agent.intent import Device
-from agent.loader import load_fabric
+from agent.intent.loader import load_fabric
+from agent.intent.model import Device
+from agent.intent.tokens import check_host_key_line
 
 LAB_FABRIC = Path(__file__).parents[1] / "data/platforms/arista_eos/lab-leafspine-fabric.yml"
 

@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from agent.errors import CredentialError, IntentError
-from agent.intent import Credentials, Device, Port, Profile
-from agent.loader import load_fabric, load_profile_model
+from agent.intent.loader import load_fabric, load_profile_model
+from agent.intent.model import Credentials, Device, Port, Profile
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = sorted((ROOT / "playbooks" / "profiles").glob("*.yml"))

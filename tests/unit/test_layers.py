@@ -48,20 +48,61 @@ def is_within(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
+# The agent's own packages, bottom to top: each imports only those below it (twin and observe
+# stand side by side: neither imports the other). ``agent/errors.py`` is below them all.
+CORE_PACKAGES = ("agent.intent", "agent.device", "agent.observe", "agent.twin", "agent.ops")
+APP = ("agent.app", "agent.__main__")
+OUTSIDE = ("exporters", "lab")
+
 # (layer, what it is made of, what it must not import, why)
 RULES: list[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], str]] = [
     (
         "agent core",
         ("agent",),
-        ("agent.app", "agent.__main__"),
-        ("agent.app", "agent.__main__", "exporters", "lab"),
+        APP,
+        (*APP, *OUTSIDE),
         "the core is used by the app layer and the exporters; it uses neither, nor the lab",
+    ),
+    (
+        "agent.intent",
+        ("agent/intent",),
+        (),
+        ("agent.device", "agent.observe", "agent.twin", "agent.ops", *APP),
+        "what the fabric should be is read and planned without touching a device",
+    ),
+    (
+        "agent.device",
+        ("agent/device",),
+        (),
+        ("agent.observe", "agent.twin", "agent.ops", *APP),
+        "the push path reads and changes devices; observing and simulating build on it",
+    ),
+    (
+        "agent.observe",
+        ("agent/observe",),
+        (),
+        ("agent.twin", "agent.ops", *APP),
+        "checks, probes, perftest and locate read the fabric; procedures compose them",
+    ),
+    (
+        "agent.twin",
+        ("agent/twin",),
+        (),
+        ("agent.device", "agent.observe", "agent.ops", *APP),
+        "the twin simulates the intent; comparing it with the lab is an operation (agent.ops)",
+    ),
+    (
+        "agent.ops",
+        ("agent/ops",),
+        (),
+        APP,
+        "playbooks, the fault drill and the twin-vs-lab check are run by the commands",
     ),
     (
         "exporters",
         ("exporters",),
         (),
-        ("agent.app", "agent.__main__", "lab"),
+        (*APP, "lab"),
         "the exporters build on the core; the app layer wires them to commands",
     ),
     (
@@ -132,24 +173,30 @@ def test_app_layer_imports_lab_only_lazily() -> None:
     assert not found, "\n".join(found)
 
 
-def core_graph(root: Path) -> dict[str, set[str]]:
-    """Module → the agent-core modules it imports (any import, anywhere in the file)."""
+def package_graph(root: Path, package: str, exclude: str | None = None) -> dict[str, set[str]]:
+    """Module → the modules of ``package`` it imports (any import, anywhere in the file)."""
     paths = {
         module_name(path, root): path
-        for path in (root / "agent").rglob("*.py")
-        if not is_within(module_name(path, root), "agent.app")
+        for path in (root / package).rglob("*.py")
+        if exclude is None or not is_within(module_name(path, root), exclude)
     }
     graph: dict[str, set[str]] = {}
     for module, path in paths.items():
         targets = set()
         for imported, _, _ in imports_of(path, root):
-            # ``from agent.probes import packets``: the submodule if it is one, else the package.
+            # ``from agent.observe.probes import packets``: the submodule if it is one, else the
+            # package.
             while imported and imported not in paths:
                 imported = imported.rpartition(".")[0]
             if imported and imported != module and not module.startswith(imported + "."):
                 targets.add(imported)
         graph[module] = targets
     return graph
+
+
+def core_graph(root: Path) -> dict[str, set[str]]:
+    """The agent core's modules (everything but the app layer) and what each imports of it."""
+    return package_graph(root, "agent", exclude="agent.app")
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -190,6 +237,29 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_core_has_no_import_cycles() -> None:
     """A cycle (like the old loader ↔ rules one) means two modules are really one."""
     assert cycles(core_graph(ROOT)) == []
+
+
+def test_lab_has_no_import_cycles() -> None:
+    """Faults and the runtime share state and process helpers through modules of their own."""
+    assert cycles(package_graph(ROOT, "lab")) == []
+
+
+TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py"}
+
+
+def test_the_agent_core_is_packages() -> None:
+    """``ls agent/`` shows the architecture: the layers as packages, no flat room of modules
+    (errors.py is the one module every layer imports)."""
+    loose = sorted(
+        path.name for path in (ROOT / "agent").glob("*.py") if path.name not in TOP_LEVEL_MODULES
+    )
+    assert loose == []
+    packages = sorted(
+        f"agent.{path.name}"
+        for path in (ROOT / "agent").iterdir()
+        if (path / "__init__.py").exists()
+    )
+    assert packages == sorted([*CORE_PACKAGES, "agent.app"])
 
 
 VIOLATING_TREE = {

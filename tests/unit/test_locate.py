@@ -1,4 +1,5 @@
-"""The locate join (agent.locate) on the lab's leaf-spine topology with synthetic symptoms:
+"""The locate join (agent.observe.locate.rank) on the lab's leaf-spine topology with synthetic
+symptoms:
 one row per fault kind, the suspect it must rank first, and the no-fault row that must raise
 none. The lab matrix (tests/lab/test_locate_lab.py) proves the same against injected faults."""
 
@@ -11,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from agent.loader import load_fabric
-from agent.locate import (
+from agent.device.state import Counters, Difference, InterfaceCounters, LinkHealth, QueueCounters
+from agent.intent.loader import load_fabric
+from agent.observe.locate.rank import (
     HopProbe,
     LocateError,
     PathResult,
@@ -21,7 +23,6 @@ from agent.locate import (
     locate,
     port_symptoms,
 )
-from agent.state import Counters, Difference, InterfaceCounters, LinkHealth, QueueCounters
 
 FABRIC = Path(__file__).resolve().parents[1] / "data" / "platforms" / "arista_eos"
 SENT = 200
@@ -266,7 +267,7 @@ def test_the_ticket_formats_name_the_first_suspect_and_its_evidence(topology: To
     from rich.console import Console
 
     from agent.app.locate import render_markdown, render_table
-    from agent.locate_fabric import LocateRun, as_json
+    from agent.observe.locate.gather import LocateRun, as_json
 
     fault = Fault(loss={"leaf1:Ethernet1>spine1": 0.05})
     verdict = locate(topology, mesh(fault), [])

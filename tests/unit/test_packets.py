@@ -15,7 +15,7 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
-from agent.probes.packets import (
+from agent.observe.probes.packets import (
     ECN_CE,
     Flow,
     MalformedFrame,

@@ -1,4 +1,5 @@
-"""agent.probes.paths without a fabric: ICMP answers recorded from real routers, probe frames
+"""agent.observe.probes.paths without a fabric: ICMP answers recorded from real routers, probe
+frames
 checked with scapy, answers mapped onto the lab's leaf-spine intent, discovery with a fake
 tracer. The lab test (tests/lab/test_paths_lab.py) traces the real switches."""
 
@@ -17,11 +18,11 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from agent.intent import FabricIntent
-from agent.loader import load_fabric
-from agent.probes import worker
-from agent.probes.packets import Flow, RoceTemplate, icrc_ok
-from agent.probes.paths import (
+from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
+from agent.observe.probes import worker
+from agent.observe.probes.packets import Flow, RoceTemplate, icrc_ok
+from agent.observe.probes.paths import (
     BASE_SPORT,
     TRACE_QPN,
     Hop,
@@ -40,15 +41,16 @@ from agent.probes.paths import (
     trace_frame,
     trace_many,
 )
-from agent.probes.runner import ProbeHandle, Runner
-from agent.probes.scenarios import BASE_SPORT as SCENARIO_BASE_SPORT
+from agent.observe.probes.runner import ProbeHandle, Runner
+from agent.observe.probes.scenarios import BASE_SPORT as SCENARIO_BASE_SPORT
 
 FABRIC = (
     FilePath(__file__).resolve().parents[1] / "data/platforms/arista_eos/lab-leafspine-fabric.yml"
 )
 
 # Recorded with a raw ICMP socket on a host behind a Linux 6.x router (net.ipv4.ip_forward=1)
-# while `python -m agent.probes.worker trace` sent a probe (198.18.100.1 -> .3, sport 49200):
+# while `python -m agent.observe.probes.worker trace` sent a probe (198.18.100.1 -> .3, sport
+# 49200):
 # the router's time exceeded for TTL 1 (Linux quotes the whole probe, TOS 0xca), then the
 # destination host's port unreachable for TTL 2.
 LINUX_TIME_EXCEEDED = bytes.fromhex(

@@ -1,4 +1,5 @@
-"""perftest argv (agent.perftest.command), checked against the Debian 12 binaries' --help."""
+"""perftest argv (agent.observe.perftest.command), checked against the Debian 12 binaries'
+--help."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.intent import PerftestPolicy
-from agent.perftest.command import (
+from agent.intent.model import PerftestPolicy
+from agent.observe.perftest.command import (
     PerftestCommand,
     PerftestCommandError,
     Test,

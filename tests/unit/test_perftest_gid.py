@@ -1,4 +1,4 @@
-"""RoCE v2 GID choice (agent.perftest.gid) on fake sysfs trees and show_gids output.
+"""RoCE v2 GID choice (agent.observe.perftest.gid) on fake sysfs trees and show_gids output.
 
 Trees: tests/data/perftest/sysfs (README there); tests/data/sysfs is the exporter's recorded
 mlx5 tree, which has no GID table at all.
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.perftest.gid import (
+from agent.observe.perftest.gid import (
     GidEntry,
     GidSelectionError,
     check_netdev,

@@ -1,4 +1,4 @@
-"""perftest output parsing (agent.perftest.output) on recorded and reconstructed outputs.
+"""perftest output parsing (agent.observe.perftest.output) on recorded and reconstructed outputs.
 
 Where each file comes from: tests/data/perftest/README.md.
 """
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.perftest.output import (
+from agent.observe.perftest.output import (
     MAX_OUTPUT_BYTES,
     PerftestOutputError,
     PerftestRun,

@@ -1,4 +1,4 @@
-"""Renderings of a perftest verdict (agent.perftest.report): Markdown, JUnit, table rows."""
+"""Renderings of a perftest verdict (agent.observe.perftest.report): Markdown, JUnit, table rows."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
-from agent.perftest.output import parse_stdout
-from agent.perftest.report import (
+from agent.observe.perftest.output import parse_stdout
+from agent.observe.perftest.report import (
     TABLE_COLUMNS,
     render_junit,
     render_markdown,
     summary,
     table_rows,
 )
-from agent.perftest.verdict import (
+from agent.observe.perftest.verdict import (
     AcceptanceInput,
     LinkRun,
     NicDelta,

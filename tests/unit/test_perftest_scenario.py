@@ -1,4 +1,5 @@
-"""perftest over a fabric (agent.perftest.scenario, agent.perftest.worker): the pair schedule,
+"""perftest over a fabric (agent.observe.perftest.scenario, agent.observe.perftest.worker): the
+pair schedule,
 the paths a pair can take, the causes named from counters, the worker's own helpers, the CLI
 and playbook refusals. The runs themselves are lab tests (tests/lab/test_rdma_vm_lab.py)."""
 
@@ -14,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from agent.app.cli import main as cli_main
-from agent.intent import FabricIntent
-from agent.loader import load_fabric
-from agent.locate import PortSymptoms, Topology
-from agent.perftest import scenario, worker
-from agent.perftest.command import qp_timeout_for, tx_depth_for
-from agent.perftest.verdict import LinkRow, NicDelta, Verdict
+from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
+from agent.observe.locate.rank import PortSymptoms, Topology
+from agent.observe.perftest import scenario, worker
+from agent.observe.perftest.command import qp_timeout_for, tx_depth_for
+from agent.observe.perftest.verdict import LinkRow, NicDelta, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_FABRIC = REPO / "playbooks" / "fabrics" / "lab-leafspine.yml"
@@ -282,7 +283,7 @@ def test_a_host_without_an_rdma_port_is_named(leafspine: FabricIntent) -> None:
 def test_playbook_step_is_skipped_without_rdma_hosts(
     leafspine: FabricIntent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent.playbooks import PerftestStepSpec, PlaybookRunner
+    from agent.ops.playbooks import PerftestStepSpec, PlaybookRunner
 
     monkeypatch.setenv("ROCE_LAB_PASSWORD", "admin")  # the runner's pusher resolves it
 

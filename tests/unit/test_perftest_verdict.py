@@ -1,4 +1,4 @@
-"""The perftest acceptance verdict (agent.perftest.verdict), table-driven, on recorded and
+"""The perftest acceptance verdict (agent.observe.perftest.verdict), table-driven, on recorded and
 reconstructed perftest outputs (tests/data/perftest/README.md) and synthetic counters."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.hostnic import NicCounters, PortPause
-from agent.intent import PerftestPolicy
-from agent.perftest.output import BwResult, PerftestRun, parse_stdout
-from agent.perftest.verdict import (
+from agent.device.state import Counters, InterfaceCounters, QueueCounters
+from agent.intent.model import PerftestPolicy
+from agent.observe.hostnic import NicCounters, PortPause
+from agent.observe.perftest.output import BwResult, PerftestRun, parse_stdout
+from agent.observe.perftest.verdict import (
     AcceptanceInput,
     LinkRun,
     NicDelta,
@@ -29,7 +30,6 @@ from agent.perftest.verdict import (
     jain_fairness,
     nic_delta,
 )
-from agent.state import Counters, InterfaceCounters, QueueCounters
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perftest"
 G = 1e9

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import tuning
-from agent.loader import load_fabric
-from agent.plan import DevicePlan, Plan, build_plan
+from agent.intent import sizing
+from agent.intent.loader import load_fabric
+from agent.intent.plan import DevicePlan, Plan, build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"
@@ -34,7 +34,7 @@ def test_pod_headroom_matches_tuning(
     pod_plan: Plan, device: str, port: str, cable_m: float
 ) -> None:
     plan_port = next(p for p in _device(pod_plan, device).ports if p.name == port)
-    expected = tuning.pfc_headroom(400_000_000_000, cable_m, 9214)
+    expected = sizing.pfc_headroom(400_000_000_000, cable_m, 9214)
     headroom = plan_port.headroom[3]
     assert (headroom.xoff, headroom.xon, headroom.size) == (
         expected.xoff,

@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agent.loader import load_fabric
-from agent.plan import DevicePlan, build_plan
-from agent.platforms.arista_eos import AristaEos, eos_default_priority
-from agent.platforms.base import Connection, PlatformError
-from agent.state import desired_state, diff
+from agent.device.platforms.arista_eos import AristaEos, eos_default_priority
+from agent.device.platforms.base import Connection, PlatformError
+from agent.device.state import desired_state, diff
+from agent.intent.loader import load_fabric
+from agent.intent.plan import DevicePlan, build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "platforms" / "arista_eos"

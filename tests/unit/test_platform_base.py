@@ -1,4 +1,4 @@
-"""The agent's shortcut in netmiko's read path (agent.platforms.base): reads without ESC skip
+"""The agent's shortcut in netmiko's read path (agent.device.platforms.base): reads without ESC skip
 the ANSI scan, and every read comes out exactly as netmiko's own method would return it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from netmiko.base_connection import BaseConnection
 
-from agent.platforms.base import ESC, Connection, skip_ansi_scan_without_escape
+from agent.device.platforms.base import ESC, Connection, skip_ansi_scan_without_escape
 
 
 class Handle:

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from agent.plan import DevicePlan
-from agent.platforms.base import ConfigRejected, PlatformError
-from agent.platforms.cumulus_nvue import CumulusNvue
-from agent.state import diff
+from agent.device.platforms.base import ConfigRejected, PlatformError
+from agent.device.platforms.cumulus_nvue import CumulusNvue
+from agent.device.state import diff
+from agent.intent.plan import DevicePlan
 from tests.unit.platform_helpers import (
     PROFILES,
     ROOT,

@@ -15,11 +15,11 @@ import functools
 
 import pytest
 
-from agent.plan import DevicePlan
-from agent.platforms import platform_for
-from agent.platforms.base import ConfigRejected, PlatformError
-from agent.platforms.linux_host import LinuxHost
-from agent.state import diff
+from agent.device.platforms import platform_for
+from agent.device.platforms.base import ConfigRejected, PlatformError
+from agent.device.platforms.linux_host import LinuxHost
+from agent.device.state import diff
+from agent.intent.plan import DevicePlan
 from tests.unit.platform_helpers import (
     PROFILES,
     ROOT,

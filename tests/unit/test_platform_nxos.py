@@ -15,10 +15,10 @@ import functools
 
 import pytest
 
-from agent.plan import DevicePlan
-from agent.platforms.base import ConfigRejected, PlatformError
-from agent.platforms.cisco_nxos import CiscoNxos
-from agent.state import diff
+from agent.device.platforms.base import ConfigRejected, PlatformError
+from agent.device.platforms.cisco_nxos import CiscoNxos
+from agent.device.state import diff
+from agent.intent.plan import DevicePlan
 from tests.unit.platform_helpers import (
     PROFILES,
     ROOT,

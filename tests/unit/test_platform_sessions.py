@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from agent.platforms.base import Platform
-from agent.platforms.cisco_nxos import CiscoNxos
-from agent.platforms.cumulus_nvue import CumulusNvue
-from agent.platforms.sonic import Sonic, timespan_s
-from agent.state import PendingSession
+from agent.device.platforms.base import Platform
+from agent.device.platforms.cisco_nxos import CiscoNxos
+from agent.device.platforms.cumulus_nvue import CumulusNvue
+from agent.device.platforms.sonic import Sonic, timespan_s
+from agent.device.state import PendingSession
 
 NOW = time.mktime(time.strptime("20261123-101500", "%Y%m%d-%H%M%S"))
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from agent.loader import load_fabric
-from agent.plan import DevicePlan, build_plan
-from agent.platforms.base import ConfigRejected
-from agent.platforms.sonic import Sonic, pointer
-from agent.state import diff
+from agent.device.platforms.base import ConfigRejected
+from agent.device.platforms.sonic import Sonic, pointer
+from agent.device.state import diff
+from agent.intent.loader import load_fabric
+from agent.intent.plan import DevicePlan, build_plan
 from tests.unit.platform_helpers import (
     PROFILES,
     ROOT,

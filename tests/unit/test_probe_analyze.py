@@ -14,7 +14,7 @@ from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
 from agent.app.cli import main
-from agent.probes.packets import ECN_CE, Flow, RoceTemplate, cnp_packet, pfc_frame
+from agent.observe.probes.packets import ECN_CE, Flow, RoceTemplate, cnp_packet, pfc_frame
 
 A = Flow("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.0.1", "198.18.0.3", qpn=0x11, size=64)
 B = Flow("02:00:00:00:00:05", "02:00:00:00:00:02", "198.18.0.5", "198.18.0.3", qpn=0x22, size=64)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent.probes.sender import MAX_START_WAIT_S, SendSpec
+from agent.observe.probes.sender import MAX_START_WAIT_S, SendSpec
 
 BASE: dict[str, Any] = {"ifname": "eth1", "dst_ip": "198.18.0.13", "rate_bps": 1000,
                         "link_speed_bps": 10_000, "count": 1}  # fmt: skip

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agent.hostnic import rdma_devices_on
-from agent.intent import ProbePolicy
-from agent.probes.analysis import RoceAnalyzer
-from agent.probes.packets import Flow, RoceTemplate, cnp_packet, parse_roce
-from agent.probes.rawsock import ROCE_OR_PFC_FILTER, roce_or_pfc_filter
-from agent.probes.runner import ProbeHandle, Runner
-from agent.probes.transport import ROCE, choose_transport, decide, inspect_interface
+from agent.intent.model import ProbePolicy
+from agent.observe.hostnic import rdma_devices_on
+from agent.observe.probes.analysis import RoceAnalyzer
+from agent.observe.probes.packets import Flow, RoceTemplate, cnp_packet, parse_roce
+from agent.observe.probes.rawsock import ROCE_OR_PFC_FILTER, roce_or_pfc_filter
+from agent.observe.probes.runner import ProbeHandle, Runner
+from agent.observe.probes.transport import ROCE, choose_transport, decide, inspect_interface
 
 SYSFS = Path(__file__).resolve().parents[1] / "data" / "sysfs"
 REPO = Path(__file__).resolve().parents[2]
@@ -151,7 +151,7 @@ def test_choose_inspects_each_interface_once_and_only_when_it_matters(rxe_and_ml
 def test_worker_inspect_role_and_its_bad_input() -> None:
     def worker(spec: str) -> dict[str, Any]:
         done = subprocess.run(
-            [sys.executable, "-m", "agent.probes.worker", "inspect", spec],
+            [sys.executable, "-m", "agent.observe.probes.worker", "inspect", spec],
             capture_output=True, text=True, cwd=REPO, timeout=60, check=False,
         )  # fmt: skip
         return dict(json.loads(done.stdout.strip().splitlines()[-1]))

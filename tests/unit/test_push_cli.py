@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from agent.app.cli import main
+from agent.device.platforms import platform_for
 from agent.errors import AgentError
-from agent.platforms import platform_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ same fields. So a switch that re-marks DSCP, marks CE or decrements TTL keeps it
 one flipped bit anywhere else (a corrupting switch port: lab fault ``icrc_error``) breaks it:
 the NIC drops the packet, which the transport then sees as lost, and counts it.
 
-:func:`agent.probes.receiver.run_receiver` is fed recorded frames through a stand-in for its
+:func:`agent.observe.probes.receiver.run_receiver` is fed recorded frames through a stand-in for its
 AF_PACKET socket (the lab test, tests/lab/test_paths_lab.py, corrupts frames on a real switch
 port).
 """
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from agent.probes import receiver
-from agent.probes.packets import (
+from agent.observe.probes import receiver
+from agent.observe.probes.packets import (
     BTH_OFFSET,
     ECN_CE,
     IP_OFFSET,
@@ -32,7 +32,7 @@ from agent.probes.packets import (
     RoceTemplate,
     icrc_ok,
 )
-from agent.probes.paths import ipv4_checksum
+from agent.observe.probes.paths import ipv4_checksum
 
 FLOW = Flow("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.0.9", "198.18.0.13",
             qpn=0x101, size=64)  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.shard import WHOLE, Shard, ShardError, parse_shard, shard_index
+from agent.intent.shard import WHOLE, Shard, ShardError, parse_shard, shard_index
 
 DEVICES = [f"leaf{i}" for i in range(1, 751)] + [f"spine{i}" for i in range(1, 251)]
 

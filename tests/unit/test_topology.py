@@ -456,7 +456,7 @@ def test_fabric_document_shape_and_symmetric_peers() -> None:
 def test_fabric_document_passes_the_agents_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loader = pytest.importorskip("agent.loader")
+    loader = pytest.importorskip("agent.intent.loader")
     profiles = REPO / "playbooks" / "profiles"
     if not (profiles / "nvidia-default.yml").is_file():
         pytest.skip("profile nvidia-default not available yet")

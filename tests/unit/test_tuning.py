@@ -1,4 +1,4 @@
-"""Tests for agent.tuning: PFC headroom, pause quanta, ECN thresholds, DCQCN NIC defaults."""
+"""Tests for agent.intent.sizing: PFC headroom, pause quanta, ECN thresholds, DCQCN NIC defaults."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.tuning import (
+from agent.intent.sizing import (
     DCQCN_NIC_UNITS,
     PAUSE_QUANTA_BY_SPEED,
     SPECTRUM1,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from agent.twin.engine import WIRE_OVERHEAD_BYTES, Engine, FlowSpec
-from agent.twin.metrics import TwinReport, jain, run_twin, time_weighted_p99
 from agent.twin.network import TwinError, TwinNetwork, load_network, roce_frame_bytes
-from agent.twin.scenarios import ScenarioName
+from agent.twin.results import TwinReport, jain, run_twin, time_weighted_p99
+from agent.twin.workloads import ScenarioName
 from tests.unit.twin_fabrics import POD_400G, star
 
 
@@ -51,7 +51,7 @@ def test_pod_conservation_and_no_lossless_drop(
         assert port.utilisation <= 1 + slack, port
     for flow in result.flows:
         assert flow.rx_bytes <= flow.tx_bytes
-    # auto headroom is the computed minimum (agent.tuning): no lossless frame may be lost.
+    # auto headroom is the computed minimum (agent.intent.sizing): no lossless frame may be lost.
     assert result.lossless_drops == 0
     assert result.drops_by_class == {}
     assert result.passed
@@ -238,7 +238,7 @@ def test_every_frame_is_accounted_for(
 ) -> None:
     """Frames sent = received + queued + dropped + on the wire at the end, and no port or NIC
     sent more than its line rate allows."""
-    from agent.twin.scenarios import build_scenario
+    from agent.twin.workloads import build_scenario
 
     net = pod
     if fabric == "star-lossy":

@@ -41,7 +41,7 @@ from functools import cache
 
 import pytest
 
-from agent.tuning import dcqcn_nic_defaults
+from agent.intent.sizing import dcqcn_nic_defaults
 from agent.twin.fluid import (
     FluidParams,
     FluidRun,
@@ -292,7 +292,7 @@ def test_step_halving_converges() -> None:
 
 
 def test_mlx5_names_map_to_paper_symbols() -> None:
-    """Module table: mlx5 defaults (agent.tuning) in the paper's symbols."""
+    """Module table: mlx5 defaults (agent.intent.sizing) in the paper's symbols."""
     params = from_mlx5(
         dcqcn_nic_defaults(),
         capacity_bps=G100,

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from agent.loader import load_fabric
-from agent.twin.labcheck import IncastMeasures, agree, compare, from_lab, predict_lab
+from agent.intent.loader import load_fabric
+from agent.ops.twin_vs_lab import IncastMeasures, agree, compare, from_lab, predict_lab
 from tests.unit.twin_fabrics import LAB_LEAFSPINE
 
 # (lab, twin, agree?, why)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import IntentError
-from agent.loader import load_fabric
-from agent.plan import build_plan
+from agent.intent.loader import load_fabric
+from agent.intent.plan import build_plan
 from agent.twin.network import (
     PROPAGATION_S_PER_M,
     TwinError,
@@ -142,7 +142,7 @@ def test_links_must_agree(tmp_path: Path) -> None:
 
 
 def test_scenario_without_enough_hosts_is_an_error(tmp_path: Path) -> None:
-    from agent.twin.scenarios import build_scenario
+    from agent.twin.workloads import build_scenario
 
     net = star(tmp_path, 3, "100G")
     with pytest.raises(TwinError, match="Expected: >= 4 Actual: 3"):

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.twin.metrics import TwinReport, run_twin
 from agent.twin.network import PAPER_DCQCN
+from agent.twin.results import TwinReport, run_twin
 from tests.unit.twin_fabrics import star
 
 DURATION_S = 30e-3

@@ -1,5 +1,5 @@
 """``roce-agent tune``: the grid, the objectives, the ranking, the explanation, the override and
-the command, plus real tunes on a one-switch fabric (agent.twin.tune)."""
+the command, plus real tunes on a one-switch fabric (agent.twin.search)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from agent.app.cli import main
 from agent.app.tune import override_document, tune_command, write_override
-from agent.loader import load_fabric
-from agent.plan import build_plan
+from agent.intent.loader import load_fabric
+from agent.intent.plan import build_plan
 from agent.twin.network import PAPER_DCQCN, TwinError, star_fabric_yaml
-from agent.twin.tune import (
+from agent.twin.search import (
     Candidate,
     EcnSetting,
     Objectives,

@@ -26,7 +26,7 @@ import pytest
 from agent.twin.engine import Engine
 from agent.twin.fluid import fixed_point, from_mlx5, simulate, steady_state
 from agent.twin.network import PAPER_DCQCN, ROCE_FRAME_OVERHEAD
-from agent.twin.scenarios import build_scenario
+from agent.twin.workloads import build_scenario
 from tests.unit.twin_fabrics import star
 
 FRAME = 4096 + ROCE_FRAME_OVERHEAD

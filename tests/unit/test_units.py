@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from agent.units import (
+from agent.intent.units import (
     SPEED_MAX_BPS,
     SPEED_MIN_BPS,
     UnitError,

@@ -310,7 +310,7 @@ def test_the_fabric_file_reaches_vm_hosts_over_ssh_with_their_rdma_device(
 ) -> None:
     """What `lab up` writes for a VM host passes the agent's loader: SSH on the forwarded
     port as root with the lab's key, the pinned host key, the port's RDMA device."""
-    from agent.loader import load_fabric
+    from agent.intent.loader import load_fabric
     from lab.addressing import fabric_document
     from lab.runtime import _vm_host_device
 

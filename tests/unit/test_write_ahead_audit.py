@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from agent.app.cli import main
-from agent.platforms.arista_eos import AristaEos
-from agent.push import KILL_POINTS, AuditLog, StateDirError, operator
+from agent.device.platforms.arista_eos import AristaEos
+from agent.device.push import KILL_POINTS, AuditLog, StateDirError, operator
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -123,7 +123,10 @@ def test_audit_command_lists_attempts_and_incomplete_ones(tmp_path: Path) -> Non
 )
 def test_kill_points(setting: str, point: str, device: str | None, killed: bool) -> None:
     env = {**os.environ, "ROCE_AGENT_KILL_AT": setting}
-    code = f"from agent.push import kill_point; kill_point({point!r}, {device!r}); print('alive')"
+    code = (
+        "from agent.device.push import kill_point; "
+        f"kill_point({point!r}, {device!r}); print('alive')"
+    )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           cwd=REPO, timeout=60)  # fmt: skip
     assert (done.returncode == -9) == killed, done.stderr
@@ -203,9 +206,9 @@ def test_leaked_or_in_use(
 ) -> None:  # fmt: skip
     import socket
 
-    from agent.loader import load_fabric
-    from agent.push import Pusher
-    from agent.state import PendingSession
+    from agent.device.push import Pusher
+    from agent.device.state import PendingSession
+    from agent.intent.loader import load_fabric
 
     monkeypatch.setenv("ROCE_LAB_PASSWORD", "unused")
     fabric = REPO / "tests" / "data" / "platforms" / "arista_eos" / "lab-leafspine-fabric.yml"
@@ -226,7 +229,7 @@ def test_leaked_or_in_use(
 
 def test_concurrent_writers_never_interleave(tmp_path: Path) -> None:
     code = (
-        "import sys; from pathlib import Path; from agent.push import AuditLog\n"
+        "import sys; from pathlib import Path; from agent.device.push import AuditLog\n"
         "log = AuditLog(Path(sys.argv[1]))\n"
         "for i in range(40): log.write(record='event', writer=sys.argv[2], n=i, pad='x' * 5000)\n"
     )
@@ -253,9 +256,9 @@ def test_wait_is_not_futile(
     device at once, naming why, instead of sitting out the whole wait."""
     import time
 
-    from agent.loader import load_fabric
-    from agent.push import DeviceResult, Pusher
-    from agent.state import PendingSession, QosState
+    from agent.device.push import DeviceResult, Pusher
+    from agent.device.state import PendingSession, QosState
+    from agent.intent.loader import load_fabric
 
     monkeypatch.setenv("ROCE_LAB_PASSWORD", "unused")
     fabric = REPO / "tests" / "data" / "platforms" / "arista_eos" / "lab-leafspine-fabric.yml"
@@ -269,7 +272,7 @@ def test_wait_is_not_futile(
         def read_sessions(self, _conn: object) -> list[PendingSession]:
             return [session]
 
-    monkeypatch.setattr("agent.push.PENDING_POLL_S", 0.1)
+    monkeypatch.setattr("agent.device.push.PENDING_POLL_S", 0.1)
     result = DeviceResult(device.name, "cisco_nxos", "no-change")
     started = time.monotonic()
     platform: Any = OnePending()  # only read_sessions is reached on this path

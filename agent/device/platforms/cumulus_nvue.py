@@ -1,0 +1,550 @@
+"""NVIDIA Cumulus Linux 5.x: ``nv set qos …`` lines, ``nv config apply --confirm``, JSON reads.
+
+netmiko ``linux``: NVUE is a shell command (``nv``) on Cumulus Linux 5.x.
+
+Render: ``nv set qos roce mode lossless`` (``lossy`` without PFC priorities) and then every
+managed value explicitly, not only the ones that differ from the RoCE defaults: the defaults
+moved between releases (the 5.8 user guide prints the ECN min threshold both as 146.48 KB and
+as 153.00 KB), and an explicit value is what read-back can check. Syntax, per the Cumulus
+Linux 5.8 user guide ("Quality of Service", "RDMA over Converged Ethernet - RoCE",
+CumulusNetworks/docs ``content/cumulus-linux-58/Layer-1-and-Switch-Ports/Quality-of-Service``):
+
+- ``nv set qos mapping default-global trust l3`` and ``… dscp D,D,… switch-priority P`` for
+  every DSCP (RoCE mode trusts pcp and dscp with ``dscp >> 3``, which puts DSCP 24-31 in the
+  lossless priority);
+- ``nv set qos egress-queue-mapping default-global switch-priority P traffic-class P`` for all
+  eight (RoCE mode sends every priority but 3 and 6 to TC 0; the model is priority = TC);
+- ``nv set qos pfc default-global switch-priority P,…`` / ``tx enable`` / ``rx enable`` /
+  ``cable-length M`` (the longest cable of the device: one global profile, so the headroom is
+  sized for the worst port — NVUE derives the headroom from the cable length itself);
+- ``nv set qos congestion-control default-global traffic-class T ecn enable`` /
+  ``min-threshold`` / ``max-threshold`` / ``probability`` / ``red disable``; ``ecn disable`` on
+  TC 0 when the plan has no ECN there (the default profile marks TC 0);
+- ``nv set qos egress-scheduler default-global traffic-class T mode strict|dwrr`` /
+  ``bw-percent W``;
+- ``nv set qos pfc-watchdog polling-interval MS`` / ``robustness N`` and ``nv set interface
+  swpN qos pfc-watchdog`` (detection = polling × robustness; on a storm the watchdog drops and
+  restores after a polling interval without pause frames — neither action nor restoration
+  time is configurable, so :meth:`CumulusNvue.desired` drops ``restoration_ms``).
+
+Transaction ("Config and Action Commands", Cumulus Linux 5.x command reference): the ``nv
+set`` lines stage a pending revision (``nv config detach`` discards it if a line is refused),
+``nv config apply --confirm <N>s -y`` applies it and rolls back by itself unless confirmed in
+time; confirm = ``nv config apply --confirm-yes`` then ``nv config save``; rollback = ``nv
+config apply --confirm-no`` (the timer would do the same).
+
+read_state parses ``nv config show -o json`` (``[{"header": …}, {"set": <tree>}]``, the tree
+keyed like the CLI path, as the NVUE REST API's ``/nvue_v1/?rev=applied`` returns it); values
+that are not set take the documented defaults (RoCE-mode defaults when RoCE is on).
+read_counters parses ``nv show interface <if> counters qos -o json`` and ``nv show interface
+<if> qos pfc-watchdog -o json`` (tables documented as ``egress-queue-stats``,
+``ingress-buffer-stats``, ``pfc-stats``, ``port-stats``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from math import ceil
+from typing import Any, ClassVar
+
+from agent.device.platforms._common import (
+    dscp_groups,
+    majority,
+    natural_key,
+    run_checked,
+    watchdog_multiples,
+)
+from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction, kill_point
+from agent.device.state import (
+    DSCPS,
+    PRIORITIES,
+    Counters,
+    EcnState,
+    InterfaceCounters,
+    InterfaceState,
+    PendingSession,
+    QosState,
+    QueueCounters,
+    QueueState,
+    WatchdogCounters,
+    WatchdogState,
+)
+from agent.intent.plan import DevicePlan
+
+QOS = "nv set qos"
+TRUST_TO_NVUE = {"dscp": "l3", "pcp": "l2"}
+NVUE_TO_TRUST = {"l3": "dscp", "l2": "pcp", "port": "none", "both": "both"}
+# Defaults from the 5.8 user guide: the default ECN profile marks TC 0 at 150000-1500000 B,
+# 100 %; RoCE mode adds TC 3 and schedules TC 0 and 3 at DWRR 50 % with TC 6 strict.
+DEFAULT_ECN = EcnState(min_bytes=150000, max_bytes=1500000, max_probability=100)
+DEFAULT_WATCHDOG_POLL_MS = 100
+DEFAULT_WATCHDOG_ROBUSTNESS = 3
+
+
+def _int(value: Any, default: int = 0) -> int:
+    """NVUE JSON numbers may come as numbers or strings (``"200"``); units are never kept."""
+    try:
+        return int(str(value).split()[0])
+    except (ValueError, IndexError):
+        return default
+
+
+def _csv(values: list[int]) -> str:
+    return ",".join(map(str, values))
+
+
+class CumulusNvue(Platform):
+    name: ClassVar[str] = "cumulus_nvue"
+    netmiko_device_type: ClassVar[str] = "linux"
+    managed: ClassVar[frozenset[str]] = frozenset(
+        {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
+    )
+
+    def desired(self, device: DevicePlan) -> QosState:
+        state = super().desired(device)
+        if not state.watchdog.enabled:
+            return state
+        # Restoration is not configurable on Cumulus (the watchdog restores after a quiet
+        # polling interval): neither rendered nor read back, so not expected.
+        return state.model_copy(
+            update={"watchdog": state.watchdog.model_copy(update={"restoration_ms": None})}
+        )
+
+    # ------------------------------------------------------------------ render
+
+    def render(self, device: DevicePlan) -> list[str]:
+        lines = self.render_changes(self.desired(device), None)
+        cable = max((port.cable_m for port in device.ports if port.pfc_priorities), default=0)
+        if cable:
+            lines.insert(
+                self._pfc_position(lines),
+                f"{QOS} pfc default-global cable-length {ceil(cable)}",
+            )
+        return lines
+
+    @staticmethod
+    def _pfc_position(lines: list[str]) -> int:
+        last = [i for i, line in enumerate(lines) if line.startswith(f"{QOS} pfc default-global")]
+        return last[-1] + 1 if last else len(lines)
+
+    def render_changes(self, desired: QosState, actual: QosState | None) -> list[str]:
+        """``nv set`` lines for every setting that differs (all of them when ``actual`` is None).
+
+        NVUE's profiles are switch-wide, so per-port differences in PFC, ECN or scheduling
+        cannot be expressed here and are refused.
+        """
+        interfaces = list(desired.interfaces.values())
+        pfc = self._uniform([i.pfc_priorities for i in interfaces], "PFC priorities")
+        queues = self._uniform([i.queues for i in interfaces], "queue settings")
+        lines: list[str] = []
+        if actual is None:
+            lines.append(f"{QOS} roce mode {'lossless' if pfc else 'lossy'}")
+        if actual is None or actual.trust != desired.trust:
+            if desired.trust not in TRUST_TO_NVUE:
+                raise PlatformError(f"cumulus_nvue: cannot render trust {desired.trust!r}")
+            lines.append(f"{QOS} mapping default-global trust {TRUST_TO_NVUE[desired.trust]}")
+        changed = [
+            d
+            for d in DSCPS
+            if actual is None or actual.dscp_to_priority.get(d) != desired.dscp_to_priority[d]
+        ]
+        if changed:
+            wanted = {d: desired.dscp_to_priority[d] for d in changed}
+            for priority, dscps in dscp_groups({**dict.fromkeys(DSCPS, -1), **wanted}).items():
+                if priority >= 0:
+                    mapping = f"{QOS} mapping default-global dscp {_csv(dscps)}"
+                    lines.append(f"{mapping} switch-priority {priority}")
+        if actual is None:
+            for priority in PRIORITIES:
+                lines.append(
+                    f"{QOS} egress-queue-mapping default-global switch-priority {priority} "
+                    f"traffic-class {priority}"
+                )
+        have_pfc = self._actual_pfc(actual)
+        if actual is None or have_pfc != (bool(pfc), tuple(pfc)):
+            if pfc:
+                lines.append(f"{QOS} pfc default-global switch-priority {_csv(list(pfc))}")
+                lines.append(f"{QOS} pfc default-global tx enable")
+                lines.append(f"{QOS} pfc default-global rx enable")
+            if list(pfc) not in ([], [3]):
+                # RoCE mode reserves only priority 3 for the lossless pool.
+                others = [p for p in PRIORITIES if p not in pfc]
+                lines.append(f"{QOS} traffic-pool roce-lossless switch-priority {_csv(list(pfc))}")
+                lines.append(f"{QOS} traffic-pool default-lossy switch-priority {_csv(others)}")
+        have_queues = self._actual_queues(actual)
+        scheduler_lines: list[str] = []
+        for tc in PRIORITIES:
+            mine = queues.get(tc) or QueueState()
+            theirs = have_queues.get(tc) if have_queues is not None else None
+            if theirs is not None and theirs == mine:
+                continue
+            base = f"{QOS} congestion-control default-global traffic-class {tc}"
+            if mine.ecn is not None and (theirs is None or theirs.ecn != mine.ecn):
+                lines += [
+                    f"{base} ecn enable",
+                    f"{base} min-threshold {mine.ecn.min_bytes}",
+                    f"{base} max-threshold {mine.ecn.max_bytes}",
+                    f"{base} probability {mine.ecn.max_probability}",
+                    f"{base} red disable",
+                ]
+            elif mine.ecn is None and (
+                (theirs is None and tc in (0, 3)) or (theirs is not None and theirs.ecn)
+            ):
+                lines.append(f"{base} ecn disable")
+            sched = f"{QOS} egress-scheduler default-global traffic-class {tc}"
+            if mine.strict and (theirs is None or not theirs.strict):
+                scheduler_lines.append(f"{sched} mode strict")
+            elif mine.bandwidth_percent is not None and (
+                theirs is None or theirs.bandwidth_percent != mine.bandwidth_percent
+            ):
+                scheduler_lines += [
+                    f"{sched} mode dwrr",
+                    f"{sched} bw-percent {mine.bandwidth_percent}",
+                ]
+        lines += scheduler_lines
+        lines += self._watchdog_lines(desired, actual)
+        return lines
+
+    @staticmethod
+    def _uniform(values: list[Any], what: str) -> Any:
+        if not values:
+            return {} if what == "queue settings" else ()
+        if any(value != values[0] for value in values[1:]):
+            raise PlatformError(
+                f"cumulus_nvue: ports need different {what}; this renderer configures NVUE's "
+                "switch-wide default-global profiles (set explicit thresholds in the profile)"
+            )
+        return values[0]
+
+    @staticmethod
+    def _actual_pfc(actual: QosState | None) -> tuple[bool, tuple[int, ...]] | None:
+        if actual is None or not actual.interfaces:
+            return None
+        first = next(iter(actual.interfaces.values()))
+        return first.pfc_enabled, first.pfc_priorities
+
+    @staticmethod
+    def _actual_queues(actual: QosState | None) -> dict[int, QueueState] | None:
+        if actual is None or not actual.interfaces:
+            return None
+        first = next(iter(actual.interfaces.values()))
+        return {tc: first.queues.get(tc) or QueueState() for tc in PRIORITIES}
+
+    @staticmethod
+    def _watchdog_lines(desired: QosState, actual: QosState | None) -> list[str]:
+        watchdog = desired.watchdog
+        if not watchdog.enabled:
+            return []
+        if watchdog.action not in (None, "drop"):
+            raise PlatformError(
+                f"cumulus_nvue: PFC watchdog action {watchdog.action!r} is not configurable; "
+                "Cumulus Linux always drops on a pause storm"
+            )
+        polling, robustness, _ = watchdog_multiples(watchdog, "cumulus_nvue")
+        lines = []
+        have = actual.watchdog if actual else None
+        if have is None or have.polling_ms != polling or have.detection_ms != watchdog.detection_ms:
+            lines.append(f"{QOS} pfc-watchdog polling-interval {polling}")
+            lines.append(f"{QOS} pfc-watchdog robustness {robustness}")
+        if have is None or not have.enabled:
+            lines += [f"nv set interface {name} qos pfc-watchdog" for name in desired.interfaces]
+        return lines
+
+    # ------------------------------------------------------------------ read state
+
+    def read_state(self, conn: Connection) -> QosState:
+        return self.state_from_config(self._config(conn))
+
+    @staticmethod
+    def _config(conn: Connection) -> dict[str, Any]:
+        output = conn.show("nv config show -o json")
+        try:
+            document = json.loads(output)
+        except json.JSONDecodeError:
+            raise PlatformError(
+                f"{conn.device}: 'nv config show -o json' did not return JSON: "
+                f"{output.strip()[:200]}"
+            ) from None
+        return CumulusNvue.config_tree(document)
+
+    @staticmethod
+    def config_tree(document: Any) -> dict[str, Any]:
+        """The configuration tree, from ``[{"header": …}, {"set": tree}]`` or a bare tree."""
+        if isinstance(document, list):
+            for item in document:
+                if isinstance(item, dict) and "set" in item:
+                    tree: dict[str, Any] = item["set"]
+                    return tree
+            return {}
+        if isinstance(document, dict):
+            return document
+        raise PlatformError("cumulus_nvue: configuration is neither a list nor an object")
+
+    @staticmethod
+    def state_from_config(tree: dict[str, Any]) -> QosState:
+        qos = tree.get("qos", {})
+        roce = qos.get("roce", {})
+        roce_on = roce.get("enable", "off") == "on" or "mode" in roce
+        lossless = roce_on and roce.get("mode", "lossless") == "lossless"
+
+        mapping = qos.get("mapping", {}).get("default-global", {})
+        trust = NVUE_TO_TRUST.get(mapping.get("trust", "both" if roce_on else "l2"), "none")
+        dscp_map = {d: d >> 3 for d in DSCPS}  # NVUE's documented default map
+        for dscp, entry in mapping.get("dscp", {}).items():
+            for d in _expand(dscp):
+                dscp_map[d] = _int(entry.get("switch-priority"))
+
+        pfc_profile = qos.get("pfc", {}).get("default-global")
+        if pfc_profile is not None:
+            priorities = tuple(
+                sorted(p for key in pfc_profile.get("switch-priority", {}) for p in _expand(key))
+            )
+            pfc_on = bool(priorities) and all(
+                pfc_profile.get(direction, "enable") == "enable" for direction in ("tx", "rx")
+            )
+        else:
+            priorities = (3,) if lossless else ()
+            pfc_on = lossless
+
+        queues: dict[int, QueueState] = {}
+        ecn_defaults = {0: DEFAULT_ECN, 3: DEFAULT_ECN} if roce_on else {0: DEFAULT_ECN}
+        ecn_set = (
+            qos.get("congestion-control", {}).get("default-global", {}).get("traffic-class", {})
+        )
+        if roce_on:
+            sched_defaults: dict[int, tuple[bool, int | None]] = {
+                0: (False, 50),
+                3: (False, 50),
+                6: (True, None),
+            }
+        else:
+            sched_defaults = {tc: (False, 12 + tc % 2) for tc in PRIORITIES}
+        sched_set = (
+            qos.get("egress-scheduler", {}).get("default-global", {}).get("traffic-class", {})
+        )
+        ecn_entries = {d: e for key, e in ecn_set.items() for d in _expand(key)}
+        sched_entries = {d: e for key, e in sched_set.items() for d in _expand(key)}
+        for tc in PRIORITIES:
+            ecn = ecn_defaults.get(tc)
+            entry = ecn_entries.get(tc)
+            if entry is not None:
+                base = ecn or DEFAULT_ECN
+                ecn = (
+                    EcnState(
+                        min_bytes=_int(entry.get("min-threshold"), base.min_bytes),
+                        max_bytes=_int(entry.get("max-threshold"), base.max_bytes),
+                        max_probability=_int(entry.get("probability"), base.max_probability),
+                    )
+                    if entry.get("ecn", "enable") == "enable"
+                    else None
+                )
+            strict, weight = sched_defaults.get(tc, (False, None))
+            sched = sched_entries.get(tc)
+            if sched is not None:
+                strict = sched.get("mode") == "strict"
+                weight = None if strict else _int(sched.get("bw-percent"), 0) or None
+            state = QueueState(ecn=ecn, strict=strict, bandwidth_percent=weight)
+            if state != QueueState():
+                queues[tc] = state
+
+        interfaces: dict[str, InterfaceState] = {}
+        watchdog_ports: list[bool] = []
+        for name, entry in tree.get("interface", {}).items():
+            if not name.startswith("swp"):
+                continue
+            interfaces[name] = InterfaceState(
+                pfc_enabled=pfc_on, pfc_priorities=priorities, queues=queues
+            )
+            port_wd = (entry or {}).get("qos", {}).get("pfc-watchdog")
+            watchdog_ports.append(
+                port_wd is not None and (port_wd or {}).get("state", "enable") != "disable"
+            )
+        watchdog_on = bool(majority(watchdog_ports))
+        settings = qos.get("pfc-watchdog", {})
+        poll = _int(settings.get("polling-interval"), DEFAULT_WATCHDOG_POLL_MS)
+        robustness = _int(settings.get("robustness"), DEFAULT_WATCHDOG_ROBUSTNESS)
+        watchdog = (
+            WatchdogState(
+                enabled=True, detection_ms=poll * robustness, polling_ms=poll, action="drop"
+            )
+            if watchdog_on
+            else WatchdogState()
+        )
+        return QosState(
+            trust=trust,
+            dscp_to_priority=dscp_map,
+            watchdog=watchdog,
+            interfaces=dict(sorted(interfaces.items(), key=lambda item: natural_key(item[0]))),
+        )
+
+    # ------------------------------------------------------------------ counters
+
+    def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
+        collected_at = time.time()
+        tree = self._config(conn)
+        names = sorted(
+            (n for n in tree.get("interface", {}) if n.startswith("swp")), key=natural_key
+        )
+        qos_counters = {}
+        watchdogs = {}
+        for name in names:
+            qos_counters[name] = self._json(conn, f"nv show interface {name} counters qos -o json")
+            watchdogs[name] = self._json(conn, f"nv show interface {name} qos pfc-watchdog -o json")
+        return self.counters_from_json(
+            conn.device, collected_at, self.state_from_config(tree), qos_counters, watchdogs
+        )
+
+    @staticmethod
+    def _json(conn: Connection, command: str) -> dict[str, Any]:
+        output = conn.show(command)
+        try:
+            data = json.loads(output)
+        except json.JSONDecodeError:
+            raise PlatformError(
+                f"{conn.device}: {command!r} did not return JSON: {output.strip()[:200]}"
+            ) from None
+        return data if isinstance(data, dict) else {}
+
+    @staticmethod
+    def counters_from_json(
+        device: str,
+        collected_at: float,
+        state: QosState,
+        qos_counters: dict[str, dict[str, Any]],
+        watchdogs: dict[str, dict[str, Any]],
+    ) -> Counters:
+        """Normalize per-interface ``counters qos`` and ``qos pfc-watchdog`` JSON documents.
+
+        NVUE counts ECN marks per port, not per queue: they are attributed to the queue with
+        ECN enabled when exactly one has it, and to none when several do (the split is unknown).
+        """
+        interfaces: dict[str, InterfaceCounters] = {}
+        for name, data in sorted(qos_counters.items(), key=lambda item: natural_key(item[0])):
+            configured = state.interfaces.get(name)
+            ecn_queues = [q for q, s in (configured.queues if configured else {}).items() if s.ecn]
+            marked = _int(data.get("port-stats", {}).get("tx-stats", {}).get("ecn-marked-packets"))
+            pfc = data.get("pfc-stats", {})
+            egress = data.get("egress-queue-stats", {})
+            ingress = data.get("ingress-buffer-stats", {})
+            queues = {
+                tc: QueueCounters(
+                    tx_packets=_int(egress.get(str(tc), {}).get("tx-frames")),
+                    tx_bytes=_int(egress.get(str(tc), {}).get("tx-bytes")),
+                    dropped_packets=_int(egress.get(str(tc), {}).get("wred-discards")),
+                    ecn_marked_packets=marked if ecn_queues == [tc] else 0,
+                )
+                for tc in PRIORITIES
+            }
+            status = watchdogs.get(name, {}).get("status", {})
+            watchdog = {}
+            for tc, entry in status.items():
+                deadlocks = _int(entry.get("deadlock-count"))
+                stormed = str(entry.get("status", "OK")).upper() == "DEADLOCK"
+                # NVUE reports detections only; every storm but an ongoing one was restored.
+                watchdog[int(tc)] = WatchdogCounters(
+                    storms_detected=deadlocks,
+                    storms_restored=max(deadlocks - int(stormed), 0),
+                    stormed=stormed,
+                )
+            interfaces[name] = InterfaceCounters(
+                pfc_rx=tuple(_int(pfc.get(str(p), {}).get("rx-pause-frames")) for p in PRIORITIES),
+                pfc_tx=tuple(_int(pfc.get(str(p), {}).get("tx-pause-frames")) for p in PRIORITIES),
+                queues=queues,
+                watchdog=watchdog,
+                headroom_drops=tuple(
+                    _int(ingress.get(str(p), {}).get("rx-buffer-discards")) for p in PRIORITIES
+                ),
+            )
+        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
+
+    # ------------------------------------------------------------------ change
+
+    @contextmanager
+    def transaction(
+        self,
+        conn: Connection,
+        lines: list[str],
+        confirm_timeout_s: int,
+        name: str | None = None,
+    ) -> Iterator[Transaction]:
+        txn = Transaction(name=name or self.session_name(), lines=lines)
+        try:
+            for line in lines:
+                run_checked(conn, line)
+            kill_point("in-session", conn.device)
+            run_checked(conn, f"nv config apply --confirm {confirm_timeout_s}s -y")
+            txn.committed = True
+        except BaseException:
+            # Nothing applied yet (or the apply failed): drop the staged revision.
+            conn.show("nv config detach")
+            raise
+        try:
+            yield txn
+        finally:
+            if not txn.confirmed:
+                output = conn.show("nv config apply --confirm-no")
+                txn.rolled_back = True
+                if "error" in output.lower():
+                    txn.notes.append(f"explicit rollback failed, timer will: {output.strip()}")
+
+    # ------------------------------------------------------------------ pending revisions
+
+    # Two kinds: an applied revision waiting for ``--confirm-yes`` (``nv config apply
+    # --confirm-status`` "shows the amount of time left before the automatic rollback",
+    # NVUE reference, Config Commands), and set/unset edits not applied yet (``nv config
+    # diff`` non-empty: "configuration that is set and unset but not yet applied", NVUE
+    # Common Options, --pending). The exact wording of --confirm-status was not available;
+    # any time span in it is read as the time left, and no time span as nothing pending.
+    def read_sessions(self, conn: Connection) -> list[PendingSession]:
+        return self.sessions_from_text(
+            conn.device, conn.show("nv config apply --confirm-status"), conn.show("nv config diff")
+        )
+
+    @staticmethod
+    def sessions_from_text(device: str, status: str, staged: str) -> list[PendingSession]:
+        found = []
+        spans = re.findall(
+            r"(\d+)\s*(h|hours?|m|min|minutes?|s|sec|seconds?)\b", status, flags=re.I
+        )
+        if spans:
+            scale = {"h": 3600, "m": 60, "s": 1}
+            left = sum(int(value) * scale[unit[0].lower()] for value, unit in spans)
+            found.append(
+                PendingSession(device, "applied revision", "NVUE revision",
+                               "waiting for --confirm-yes", rollback_in_s=float(left), live=True)
+            )  # fmt: skip
+        if staged.strip() and staged.strip() not in ("{}", "[]"):
+            found.append(
+                PendingSession(device, "pending revision", "NVUE revision",
+                               "set, not applied", live=False)
+            )  # fmt: skip
+        return found
+
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        conn.show("nv config apply --confirm-no" if session.live else "nv config detach")
+
+    def confirm_session(self, conn: Connection, session: PendingSession) -> None:
+        run_checked(conn, "nv config apply --confirm-yes")
+        self.save(conn)
+
+    def confirm(self, conn: Connection, txn: Transaction) -> None:
+        run_checked(conn, "nv config apply --confirm-yes")
+        txn.confirmed = True
+        self.save(conn)
+
+    def save(self, conn: Connection) -> None:
+        run_checked(conn, "nv config save")
+
+
+def _expand(key: str) -> list[int]:
+    """NVUE collection keys: ``"3"``, ``"3,4"`` or ``"0-2"``."""
+    values: list[int] = []
+    for part in str(key).split(","):
+        low, _, high = part.partition("-")
+        if low.strip().isdigit():
+            values.extend(range(int(low), int(high or low) + 1))
+    return values

@@ -1,0 +1,656 @@
+"""Community SONiC: CONFIG_DB changes as an RFC 6902 JSON patch through the Generic Config
+Updater, reads from CONFIG_DB and the sonic-utilities show commands.
+
+netmiko has no community-SONiC driver, so the session is netmiko ``linux`` and every
+privileged command runs with ``sudo`` (assumed password-less for the automation user).
+
+Render format: ``render`` returns the JSON patch document (a JSON array of ``add`` operations,
+``config apply-patch``'s input: "A patch is a JsonPatch which follows rfc6902", sonic-utilities
+``config/main.py`` ``apply_patch``) as one string per line of the pretty-printed document, so
+golden files and the audit log diff line by line; ``"\\n".join(lines)`` is the document.
+
+Tables written (names and fields as sonic-buildimage ``files/build_templates/qos_config.j2``
+and ``buffers_config.j2`` generate them): ``DSCP_TO_TC_MAP`` (all 64 DSCPs explicitly — the
+stock ``AZURE`` map sends DSCP 26 to TC 1, which is not lossless), ``TC_TO_PRIORITY_GROUP_MAP``,
+``TC_TO_QUEUE_MAP``, ``WRED_PROFILE``, ``SCHEDULER``, ``QUEUE``, ``BUFFER_PROFILE`` (lossless
+headroom xon/xoff/size from the plan), ``BUFFER_PG``, ``PORT_QOS_MAP`` and ``PFC_WD``. Maps,
+profiles and schedulers get names of their own (``ROCE…``) rather than editing ``AZURE``;
+``PORT_QOS_MAP`` is patched field by field so ASIC-specific fields this agent does not own
+(``pfc_to_queue_map``, ``pfc_to_pg_map``) stay as they are. JSON-patch ``add`` replaces an
+existing member (RFC 6902 §4.1), so the patch is idempotent; it does need the parent tables and
+the ``PORT_QOS_MAP|<port>`` / ``PFC_WD|GLOBAL`` entries to exist, as they do on a SONiC whose
+QoS and PFC watchdog were initialised (``config qos reload``, ``pfcwd start_default``).
+
+Transaction (Generic Config Updater commands, sonic-utilities ``config/main.py``):
+``sudo config checkpoint NAME`` → the patch written to ``/tmp/NAME.json`` with a quoted heredoc
+→ ``sudo config apply-patch /tmp/NAME.json`` → a ``systemd-run`` timer that runs
+``config rollback NAME`` after the confirm timeout (GCU itself has no commit timer; the timer
+makes the switch undo the change by itself if the agent dies) → the caller verifies →
+confirm = stop the timer, ``sudo config save -y``, ``sudo config delete-checkpoint NAME``;
+rollback = ``sudo config rollback NAME`` (then the checkpoint is deleted).
+
+read_state parses ``sudo sonic-cfggen -d --print-data`` (the whole CONFIG_DB as JSON, the
+same document ``config_db.json`` holds). read_counters parses ``show pfc counters``, ``show
+queue counters``, ``show queue wredcounters``, ``show queue watermark unicast``, ``show
+priority-group drop counters`` and ``pfcwd show stats`` — tabulate tables whose formats are
+the expected outputs in sonic-utilities' tests (``tests/pfcstat_test.py``,
+``tests/queue_counter_test.py``, ``tests/wred_queue_counter_test.py``,
+``tests/wm_input/wm_test_vectors.py``, ``tests/pgdrop_test.py``,
+``tests/pfcwd_input/pfcwd_test_vectors.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+from agent.device.platforms._common import (
+    majority,
+    natural_key,
+    parse_int,
+    run_checked,
+    text_tables,
+)
+from agent.device.platforms.base import (
+    CheckpointPlatform,
+    Connection,
+    PlatformError,
+    Transaction,
+    kill_point,
+)
+from agent.device.state import (
+    DSCPS,
+    PRIORITIES,
+    Counters,
+    EcnState,
+    InterfaceCounters,
+    InterfaceState,
+    PendingSession,
+    QosState,
+    QueueCounters,
+    QueueState,
+    WatchdogCounters,
+    WatchdogState,
+)
+from agent.intent.plan import DevicePlan, HeadroomPlan, PortPlan
+
+MAP_NAME = "ROCE"
+TABLE_ORDER = (
+    "DSCP_TO_TC_MAP",
+    "DOT1P_TO_TC_MAP",
+    "TC_TO_PRIORITY_GROUP_MAP",
+    "TC_TO_QUEUE_MAP",
+    "WRED_PROFILE",
+    "SCHEDULER",
+    "BUFFER_PROFILE",
+    "PORT_QOS_MAP",
+    "QUEUE",
+    "BUFFER_PG",
+    "PFC_WD",
+)
+STRICT_SCHEDULER = "ROCE_STRICT"
+HEREDOC_END = "ROCE_AGENT_PATCH_EOF"
+CONFIG_DB_COMMAND = "sudo sonic-cfggen -d --print-data"
+# sonic-utilities installs the ``config`` console script here; the rollback timer needs a path.
+CONFIG_BIN = "/usr/local/bin/config"
+
+
+def pointer(*parts: str) -> str:
+    """A JSON pointer (RFC 6901): ``~`` and ``/`` in keys escaped (``Ethernet1/1`` → ``~1``)."""
+    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def ranges(values: list[int]) -> list[str]:
+    """``[3, 4, 6]`` → ``["3-4", "6"]``: the key form SONiC uses for BUFFER_PG entries."""
+    spans: list[list[int]] = []
+    for value in sorted(values):
+        if spans and value == spans[-1][-1] + 1:
+            spans[-1].append(value)
+        else:
+            spans.append([value])
+    return [f"{s[0]}-{s[-1]}" if len(s) > 1 else str(s[0]) for s in spans]
+
+
+def expand(text: str) -> list[int]:
+    """``"3-4"`` / ``"3,4"`` / ``"3"`` → ``[3, 4]`` (QUEUE and BUFFER_PG keys, pfc_enable)."""
+    values: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        values.extend(range(int(low), int(high or low) + 1))
+    return values
+
+
+def wred_profile_name(ecn: EcnState) -> str:
+    return f"ROCE_ECN_{ecn.min_bytes}_{ecn.max_bytes}_P{ecn.max_probability}"
+
+
+def dwrr_scheduler_name(weight: int) -> str:
+    return f"ROCE_DWRR_{weight}"
+
+
+def buffer_profile_name(port: PortPlan) -> str:
+    cable = f"{port.cable_m:g}"
+    return f"roce_lossless_{port.speed_bps // 1_000_000}_{cable}m_{port.mtu}_profile"
+
+
+class _Patch:
+    """Ordered JSON-patch operations, one per path (a later add to a path replaces it)."""
+
+    def __init__(self) -> None:
+        self.ops: dict[str, dict[str, Any]] = {}
+
+    def add(self, value: Any, *parts: str) -> None:
+        path = pointer(*parts)
+        self.ops[path] = {"op": "add", "path": path, "value": value}
+
+    def remove(self, *parts: str) -> None:
+        path = pointer(*parts)
+        self.ops[path] = {"op": "remove", "path": path}
+
+    def lines(self) -> list[str]:
+        if not self.ops:
+            return []
+        # Referenced objects before the entries that use them; a stable sort keeps port order.
+        ordered = sorted(
+            self.ops.values(), key=lambda op: TABLE_ORDER.index(op["path"].split("/")[1])
+        )
+        return json.dumps(ordered, indent=2).splitlines()
+
+
+class Sonic(CheckpointPlatform):
+    name: ClassVar[str] = "sonic"
+    netmiko_device_type: ClassVar[str] = "linux"
+    # Everything in the normalized model is configured and read back from CONFIG_DB.
+    managed: ClassVar[frozenset[str]] = frozenset(
+        {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
+    )
+
+    # ------------------------------------------------------------------ render
+
+    def render(self, device: DevicePlan) -> list[str]:
+        patch = _Patch()
+        self._buffer_ops(patch, device)
+        self._state_ops(patch, self.desired(device), None)
+        return patch.lines()
+
+    def render_changes(self, desired: QosState, actual: QosState | None) -> list[str]:
+        """The patch for every normalized setting that differs (headroom is not in the model,
+        so buffer profiles come only from :meth:`render`)."""
+        patch = _Patch()
+        self._state_ops(patch, desired, actual)
+        return patch.lines()
+
+    @staticmethod
+    def _buffer_ops(patch: _Patch, device: DevicePlan) -> None:
+        for port in device.ports:
+            if not port.headroom:
+                continue
+            headroom: HeadroomPlan = next(iter(port.headroom.values()))
+            profile = buffer_profile_name(port)
+            patch.add(
+                {
+                    "pool": "ingress_lossless_pool",
+                    "xon": str(headroom.xon),
+                    "xoff": str(headroom.xoff),
+                    "size": str(headroom.size),
+                    # SONiC's lossless PG profiles use the pool's dynamic threshold, alpha 1.
+                    "dynamic_th": "0",
+                },
+                "BUFFER_PROFILE",
+                profile,
+            )
+        for port in device.ports:
+            if port.headroom:
+                for pgs in ranges(sorted(port.headroom)):
+                    patch.add(
+                        {"profile": buffer_profile_name(port)}, "BUFFER_PG", f"{port.name}|{pgs}"
+                    )
+
+    def _state_ops(self, patch: _Patch, desired: QosState, actual: QosState | None) -> None:
+        ports = list(desired.interfaces)
+        lossless = sorted({p for i in desired.interfaces.values() for p in i.pfc_priorities})
+        classifier_changed = actual is None or (
+            actual.trust != desired.trust or actual.dscp_to_priority != desired.dscp_to_priority
+        )
+        if classifier_changed:
+            if desired.trust == "pcp":
+                patch.add({str(p): str(p) for p in PRIORITIES}, "DOT1P_TO_TC_MAP", MAP_NAME)
+            else:
+                patch.add(
+                    {str(d): str(desired.dscp_to_priority[d]) for d in DSCPS},
+                    "DSCP_TO_TC_MAP",
+                    MAP_NAME,
+                )
+        pfc_changed = {
+            name: actual is None
+            or name not in actual.interfaces
+            or actual.interfaces[name].pfc_priorities != want.pfc_priorities
+            or actual.interfaces[name].pfc_enabled != want.pfc_enabled
+            for name, want in desired.interfaces.items()
+        }
+        if any(pfc_changed.values()) or actual is None:
+            # Lossless TCs get a priority group each; lossy ones share PG 0, as stock SONiC.
+            patch.add(
+                {str(tc): str(tc if tc in lossless else 0) for tc in PRIORITIES},
+                "TC_TO_PRIORITY_GROUP_MAP",
+                MAP_NAME,
+            )
+            patch.add({str(tc): str(tc) for tc in PRIORITIES}, "TC_TO_QUEUE_MAP", MAP_NAME)
+        watchdog_changed = actual is None or actual.watchdog != desired.watchdog
+        queue_ops: list[tuple[str, int, QueueState | None]] = []
+        for name, want in desired.interfaces.items():
+            have = actual.interfaces.get(name) if actual else None
+            for queue in PRIORITIES:
+                mine = want.queues.get(queue)
+                theirs = have.queues.get(queue) if have else None
+                if (mine or QueueState()) != (theirs or QueueState()) or (
+                    actual is None and mine is not None
+                ):
+                    queue_ops.append((name, queue, mine))
+        for _, _, mine in queue_ops:
+            if mine is None:
+                continue
+            if mine.ecn is not None:
+                patch.add(self._wred(mine.ecn), "WRED_PROFILE", wred_profile_name(mine.ecn))
+            if mine.strict:
+                patch.add({"type": "STRICT"}, "SCHEDULER", STRICT_SCHEDULER)
+            elif mine.bandwidth_percent is not None:
+                patch.add(
+                    {"type": "DWRR", "weight": str(mine.bandwidth_percent)},
+                    "SCHEDULER",
+                    dwrr_scheduler_name(mine.bandwidth_percent),
+                )
+        for name in ports:
+            want = desired.interfaces[name]
+            if classifier_changed:
+                key = "dot1p_to_tc_map" if desired.trust == "pcp" else "dscp_to_tc_map"
+                patch.add(MAP_NAME, "PORT_QOS_MAP", name, key)
+            if pfc_changed[name] or actual is None:
+                patch.add(MAP_NAME, "PORT_QOS_MAP", name, "tc_to_pg_map")
+                patch.add(MAP_NAME, "PORT_QOS_MAP", name, "tc_to_queue_map")
+                patch.add(
+                    ",".join(map(str, want.pfc_priorities)), "PORT_QOS_MAP", name, "pfc_enable"
+                )
+            if (watchdog_changed or pfc_changed[name]) and desired.watchdog.enabled:
+                patch.add(
+                    ",".join(map(str, want.pfc_priorities)), "PORT_QOS_MAP", name, "pfcwd_sw_enable"
+                )
+        for name, queue, mine in queue_ops:
+            key = f"{name}|{queue}"
+            if mine is None or mine == QueueState():
+                patch.remove("QUEUE", key)
+                continue
+            entry: dict[str, str] = {}
+            if mine.strict:
+                entry["scheduler"] = STRICT_SCHEDULER
+            elif mine.bandwidth_percent is not None:
+                entry["scheduler"] = dwrr_scheduler_name(mine.bandwidth_percent)
+            if mine.ecn is not None:
+                entry["wred_profile"] = wred_profile_name(mine.ecn)
+            patch.add(entry, "QUEUE", key)
+        if watchdog_changed and desired.watchdog.enabled:
+            watchdog = desired.watchdog
+            for name in ports:
+                patch.add(
+                    {
+                        "action": watchdog.action or "drop",
+                        "detection_time": str(watchdog.detection_ms),
+                        "restoration_time": str(watchdog.restoration_ms),
+                    },
+                    "PFC_WD",
+                    name,
+                )
+            patch.add(str(watchdog.polling_ms), "PFC_WD", "GLOBAL", "POLL_INTERVAL")
+
+    @staticmethod
+    def _wred(ecn: EcnState) -> dict[str, str]:
+        # One threshold set for all three colours: RoCE traffic is not coloured, and
+        # ``ecn_all`` marks ECT packets instead of dropping them (as AZURE_LOSSLESS does).
+        profile = {
+            "wred_green_enable": "true",
+            "wred_yellow_enable": "true",
+            "wred_red_enable": "true",
+            "ecn": "ecn_all",
+        }
+        for colour in ("green", "yellow", "red"):
+            profile[f"{colour}_min_threshold"] = str(ecn.min_bytes)
+            profile[f"{colour}_max_threshold"] = str(ecn.max_bytes)
+            profile[f"{colour}_drop_probability"] = str(ecn.max_probability)
+        return profile
+
+    # ------------------------------------------------------------------ read state
+
+    def read_state(self, conn: Connection) -> QosState:
+        output = conn.show(CONFIG_DB_COMMAND)
+        try:
+            config_db = json.loads(output)
+        except json.JSONDecodeError:
+            raise PlatformError(
+                f"{conn.device}: {CONFIG_DB_COMMAND!r} did not return JSON: {output.strip()[:200]}"
+            ) from None
+        if not isinstance(config_db, dict):
+            raise PlatformError(f"{conn.device}: CONFIG_DB is not a JSON object")
+        return self.state_from_config_db(config_db)
+
+    @staticmethod
+    def state_from_config_db(config_db: dict[str, Any]) -> QosState:
+        """Normalize a CONFIG_DB document (``sonic-cfggen -d --print-data`` / config_db.json)."""
+        port_qos: dict[str, dict[str, str]] = {
+            name: entry
+            for name, entry in config_db.get("PORT_QOS_MAP", {}).items()
+            if name != "global"
+        }
+        dscp_maps = config_db.get("DSCP_TO_TC_MAP", {})
+        bound = majority(e["dscp_to_tc_map"] for e in port_qos.values() if "dscp_to_tc_map" in e)
+        if bound is None:
+            bound = config_db.get("PORT_QOS_MAP", {}).get("global", {}).get("dscp_to_tc_map")
+        if bound is not None:
+            trust = "dscp"
+            table = dscp_maps.get(_strip_reference(bound), {})
+            # A DSCP missing from the map is classified to TC 0 (SAI's default).
+            dscp_to_priority = {d: int(table.get(str(d), 0)) for d in DSCPS}
+        else:
+            trust = "pcp" if any("dot1p_to_tc_map" in e for e in port_qos.values()) else "none"
+            dscp_to_priority = {d: 0 for d in DSCPS}
+
+        schedulers = config_db.get("SCHEDULER", {})
+        wred_profiles = config_db.get("WRED_PROFILE", {})
+        queues: dict[str, dict[int, QueueState]] = {}
+        for key, entry in config_db.get("QUEUE", {}).items():
+            name, _, queue_range = key.rpartition("|")
+            state = _queue_state(entry, schedulers, wred_profiles)
+            for queue in expand(queue_range):
+                if state != QueueState():
+                    queues.setdefault(name, {})[queue] = state
+
+        interfaces: dict[str, InterfaceState] = {}
+        for name in sorted(set(port_qos) | set(queues), key=natural_key):
+            priorities = tuple(expand(port_qos.get(name, {}).get("pfc_enable", "")))
+            interfaces[name] = InterfaceState(
+                pfc_enabled=bool(priorities),
+                pfc_priorities=priorities,
+                queues=queues.get(name, {}),
+            )
+
+        pfc_wd = config_db.get("PFC_WD", {})
+        per_port = [
+            (e.get("action"), e.get("detection_time"), e.get("restoration_time"))
+            for name, e in pfc_wd.items()
+            if name != "GLOBAL"
+        ]
+        common = majority(per_port)
+        if common is None:
+            watchdog = WatchdogState()
+        else:
+            action, detection, restoration = common
+            poll = pfc_wd.get("GLOBAL", {}).get("POLL_INTERVAL")
+            watchdog = WatchdogState(
+                enabled=True,
+                detection_ms=int(detection) if detection else None,
+                restoration_ms=int(restoration) if restoration else None,
+                polling_ms=int(poll) if poll else None,
+                action=action,
+            )
+        return QosState(
+            trust=trust, dscp_to_priority=dscp_to_priority, watchdog=watchdog, interfaces=interfaces
+        )
+
+    # ------------------------------------------------------------------ counters
+
+    COUNTER_COMMANDS: ClassVar[dict[str, str]] = {
+        "pfc": "show pfc counters",
+        "queue": "show queue counters",
+        "wred": "show queue wredcounters",
+        "watermark": "show queue watermark unicast",
+        "pg_drop": "show priority-group drop counters",
+        "pfcwd": "pfcwd show stats",
+    }
+
+    @staticmethod
+    def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:
+        """Normalize the recorded outputs of :attr:`COUNTER_COMMANDS` (keyed alike)."""
+        pfc: dict[str, dict[str, list[int]]] = {}
+        for header, rows in text_tables(outputs.get("pfc", "")):
+            direction = "rx" if header and header[0] == "Port Rx" else "tx"
+            for row in rows:
+                counts = [parse_int(cell) for cell in row[1:9]]
+                pfc.setdefault(row[0], {"rx": [0] * 8, "tx": [0] * 8})[direction] = counts
+        queues: dict[str, dict[int, dict[str, int | None]]] = {}
+
+        def queue_slot(name: str, label: str) -> dict[str, int | None] | None:
+            # Unicast queues only (UC0..UC7 = traffic classes); MC/ALL rows are not per class.
+            if not label.startswith("UC") or int(label[2:]) not in PRIORITIES:
+                return None
+            return queues.setdefault(name, {}).setdefault(int(label[2:]), {})
+
+        for _, rows in text_tables(outputs.get("queue", "")):
+            for row in rows:
+                slot = queue_slot(row[0], row[1])
+                if slot is not None:
+                    slot["tx_packets"] = parse_int(row[2])
+                    slot["tx_bytes"] = parse_int(row[3])
+                    slot["dropped_packets"] = parse_int(row[4])
+        for _, rows in text_tables(outputs.get("wred", "")):
+            for row in rows:
+                slot = queue_slot(row[0], row[1])
+                if slot is not None:
+                    slot["ecn_marked_packets"] = parse_int(row[4])
+        for header, rows in text_tables(outputs.get("watermark", "")):
+            for row in rows:
+                for label, cell in zip(header[1:], row[1:], strict=False):
+                    slot = queue_slot(row[0], label)
+                    if slot is not None and cell.strip() != "N/A":
+                        slot["watermark_bytes"] = parse_int(cell)
+        headroom: dict[str, list[int]] = {}
+        for header, rows in text_tables(outputs.get("pg_drop", "")):
+            for row in rows:
+                drops = [0] * 8
+                for label, cell in zip(header[1:], row[1:], strict=False):
+                    if label.startswith("PG") and int(label[2:]) in PRIORITIES:
+                        drops[int(label[2:])] = parse_int(cell)
+                headroom[row[0]] = drops
+        watchdogs: dict[str, dict[int, WatchdogCounters]] = {}
+        for _, rows in text_tables(outputs.get("pfcwd", "")):
+            for row in rows:
+                name, _, queue = row[0].rpartition(":")
+                detected, _, restored = row[2].partition("/")
+                watchdogs.setdefault(name, {})[int(queue)] = WatchdogCounters(
+                    storms_detected=parse_int(detected),
+                    storms_restored=parse_int(restored),
+                    stormed=row[1].strip() == "stormed",
+                )
+        names = sorted(set(pfc) | set(queues) | set(headroom) | set(watchdogs), key=natural_key)
+        interfaces = {
+            name: InterfaceCounters(
+                pfc_rx=tuple(pfc.get(name, {}).get("rx", [0] * 8)),
+                pfc_tx=tuple(pfc.get(name, {}).get("tx", [0] * 8)),
+                queues={
+                    queue: QueueCounters.model_validate(values)
+                    for queue, values in sorted(queues.get(name, {}).items())
+                },
+                watchdog=watchdogs.get(name, {}),
+                headroom_drops=tuple(headroom.get(name, [0] * 8)),
+            )
+            for name in names
+        }
+        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
+
+    def read_pg_watermarks(self, conn: Connection) -> dict[str, dict[str, tuple[int, ...]]]:
+        """Ingress PG headroom and shared-pool watermarks (bytes) per port, PG 0-7.
+
+        The normalized ``Counters`` model has no ingress-PG watermark field, so these are
+        offered separately (``show priority-group watermark headroom|shared``).
+        """
+        return self.pg_watermarks_from_text(
+            conn.show("show priority-group watermark headroom"),
+            conn.show("show priority-group watermark shared"),
+        )
+
+    @staticmethod
+    def pg_watermarks_from_text(
+        headroom: str, shared: str
+    ) -> dict[str, dict[str, tuple[int, ...]]]:
+        result: dict[str, dict[str, tuple[int, ...]]] = {}
+        for kind, output in (("headroom", headroom), ("shared", shared)):
+            for header, rows in text_tables(output):
+                for row in rows:
+                    values = [0] * 8
+                    for label, cell in zip(header[1:], row[1:], strict=False):
+                        if label.startswith("PG") and int(label[2:]) in PRIORITIES:
+                            values[int(label[2:])] = parse_int(cell)
+                    result.setdefault(row[0], {})[kind] = tuple(values)
+        return result
+
+    # ------------------------------------------------------------------ change
+
+    @contextmanager
+    def transaction(
+        self,
+        conn: Connection,
+        lines: list[str],
+        confirm_timeout_s: int,
+        name: str | None = None,
+    ) -> Iterator[Transaction]:
+        txn = Transaction(name=name or self.session_name(), lines=lines)
+        patch_file = f"/tmp/{txn.name}.json"
+        run_checked(conn, f"sudo config checkpoint {txn.name}", "Checkpoint created successfully")
+        try:
+            # A quoted heredoc: the shell expands nothing inside the JSON.
+            conn.send_lines([f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END])
+            kill_point("in-session", conn.device)
+            run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
+            txn.committed = True
+            run_checked(
+                conn,
+                f"sudo systemd-run --on-active={confirm_timeout_s} --unit={txn.name}-rollback "
+                f"{CONFIG_BIN} rollback {txn.name}",
+            )
+        except BaseException:
+            # GCU leaves a half-applied patch in place when it fails (it does no recovery of
+            # its own), so a refused patch is rolled back to the checkpoint too.
+            self.rollback_to(conn, txn)
+            raise
+        try:
+            yield txn
+        finally:
+            if not txn.confirmed:
+                self.rollback_to(conn, txn)
+
+    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
+        # Every step is attempted: a failed rollback is recorded in the transaction's notes
+        # rather than hiding the error that caused it.
+        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
+        output = conn.show(f"sudo config rollback {txn.name}")
+        if "Config rolled back successfully" in output:
+            txn.rolled_back = True
+        else:
+            txn.notes.append(f"rollback to checkpoint {txn.name} failed: {output.strip()[:200]}")
+        conn.show(f"sudo config delete-checkpoint {txn.name}")
+        conn.show(f"rm -f /tmp/{txn.name}.json")
+
+    # ------------------------------------------------------------------ pending checkpoints
+
+    # A ``roce-agent-*`` GCU checkpoint exists from before the patch until the confirm or the
+    # rollback deletes it; its ``NAME-rollback.timer`` (systemd-run) is the commit timer.
+    # ``config list-checkpoints`` prints the names as a JSON list (sonic-utilities GCU);
+    # ``systemctl list-timers --all --plain --no-legend`` prints one line per timer with its
+    # time left (``… 4min 31s left …``), or ``n/a`` once it has fired (systemd list-timers).
+    CHECKPOINTS_COMMAND: ClassVar[str] = "sudo config list-checkpoints"
+    TIMERS_COMMAND: ClassVar[str] = (
+        "systemctl list-timers --all --plain --no-legend 'roce-agent-*-rollback.timer'"
+    )
+
+    def read_sessions(self, conn: Connection) -> list[PendingSession]:
+        return self.sessions_from_text(
+            conn.device, conn.show(self.CHECKPOINTS_COMMAND), conn.show(self.TIMERS_COMMAND)
+        )
+
+    @classmethod
+    def sessions_from_text(
+        cls, device: str, checkpoints: str, timers: str, now: float | None = None
+    ) -> list[PendingSession]:
+        try:
+            names = json.loads(checkpoints or "[]")
+        except json.JSONDecodeError:
+            raise PlatformError(
+                f"{device}: 'config list-checkpoints' did not return JSON: {checkpoints[:200]}"
+            ) from None
+        left: dict[str, float] = {}
+        for line in timers.splitlines():
+            unit = re.search(r"(roce-agent-\S+)-rollback\.timer", line)
+            remaining = re.search(r"((?:\d+(?:\.\d+)?\s*(?:h|min|s|ms|us)\s*)+)left", line)
+            if unit and remaining:
+                left[unit.group(1)] = timespan_s(remaining.group(1))
+        found = []
+        for name in names if isinstance(names, list) else []:
+            if not isinstance(name, str) or not name.startswith("roce-agent-"):
+                continue
+            timer = left.get(name)
+            found.append(
+                PendingSession(
+                    device=device,
+                    name=name,
+                    kind="SONiC checkpoint",
+                    state="rollback timer running" if timer is not None else "checkpoint",
+                    age_s=cls.age_from_name(name, now),
+                    rollback_in_s=timer,
+                    # Without a timer the patch may or may not be in: treat it as live (only
+                    # a rollback to the checkpoint or a confirm settles it).
+                    live=True,
+                    rolls_back=timer is not None,
+                )
+            )
+        return found
+
+    def confirm(self, conn: Connection, txn: Transaction) -> None:
+        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
+        self.save(conn)
+        txn.confirmed = True
+        run_checked(
+            conn, f"sudo config delete-checkpoint {txn.name}", "Checkpoint deleted successfully"
+        )
+        conn.show(f"rm -f /tmp/{txn.name}.json")
+
+    def save(self, conn: Connection) -> None:
+        run_checked(conn, "sudo config save -y")
+
+
+def timespan_s(text: str) -> float:
+    """systemd's ``1h 4min 31.5s`` -> seconds."""
+    scale = {"h": 3600.0, "min": 60.0, "s": 1.0, "ms": 0.001, "us": 0.000001}
+    return sum(
+        float(value) * scale[unit]
+        for value, unit in re.findall(r"(\d+(?:\.\d+)?)\s*(h|min|ms|us|s)\b", text)
+    )
+
+
+def _strip_reference(name: str) -> str:
+    """Old releases store references as ``[DSCP_TO_TC_MAP|AZURE]``; newer ones plain names."""
+    if name.startswith("[") and name.endswith("]"):
+        return name[1:-1].split("|", 1)[-1]
+    return name
+
+
+def _queue_state(
+    entry: dict[str, str], schedulers: dict[str, Any], wred_profiles: dict[str, Any]
+) -> QueueState:
+    scheduler = schedulers.get(_strip_reference(entry.get("scheduler", "")), {})
+    kind = scheduler.get("type", "").upper()
+    strict = kind == "STRICT"
+    weight = scheduler.get("weight") if kind in ("DWRR", "WRR") else None
+    ecn = None
+    profile = wred_profiles.get(_strip_reference(entry.get("wred_profile", "")))
+    if profile and profile.get("ecn", "ecn_none") != "ecn_none":
+        ecn = EcnState(
+            min_bytes=int(profile.get("green_min_threshold", 0)),
+            max_bytes=int(profile.get("green_max_threshold", 0)),
+            max_probability=int(profile.get("green_drop_probability", 100)),
+        )
+    return QueueState(
+        ecn=ecn, strict=strict, bandwidth_percent=int(weight) if weight is not None else None
+    )

@@ -1,0 +1,786 @@
+"""Reading, diffing and safely changing devices: the push path behind diff, apply and drift.
+
+Per device: connect (retries with backoff on connect errors only — never after a line was
+sent), read the state, diff it against the plan, and when asked to apply: render only the
+changes, open the platform's transaction (the device rolls back by itself unless confirmed),
+read back, confirm only if the readback equals the plan, otherwise roll back. Devices go
+canary first, then in batches; a device that fails stops later batches.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import pwd
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.device import hostkeys
+from agent.device.hostkeys import HostKeyError, open_netmiko
+from agent.device.platforms import platform_for
+from agent.device.platforms.base import KILL_POINTS, Connection, Platform, PlatformError, kill_point
+from agent.device.state import Difference, PendingSession, QosState, diff
+from agent.errors import AgentError, CredentialError
+from agent.intent.model import Device, FabricIntent
+from agent.intent.plan import Plan, build_plan
+
+__all__ = ["KILL_POINTS", "kill_point"]  # fault drills import them from here
+
+log = logging.getLogger("roce_agent")
+DEFAULT_STATE_DIR = Path("/var/lib/roce-agent")
+CONNECT_RETRIES = 3
+CONNECT_BACKOFF_S = 1.0
+DEFAULT_PARALLELISM = 32
+
+
+class Unreachable(AgentError):
+    """The device could not be connected to (after retries)."""
+
+    exit_code = 1
+
+
+class VerifyFailed(PlatformError):
+    """After the change the device does not read back as planned."""
+
+
+def state_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """Where audit logs and reports live: flag, then $ROCE_AGENT_STATE_DIR, then the default."""
+    chosen = override or os.environ.get("ROCE_AGENT_STATE_DIR") or DEFAULT_STATE_DIR
+    return Path(chosen)
+
+
+def operator() -> dict[str, Any]:
+    """Who runs the agent: the real uid (what the kernel vouches for), and beside it the
+    ``$SUDO_USER`` the environment claims (anyone can set it, so it is only a claim)."""
+    uid = os.getuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid without a passwd entry (containers)
+        name = str(uid)
+    who: dict[str, Any] = {"uid": uid, "user": name}
+    claimed = os.environ.get("SUDO_USER")
+    if claimed:
+        who["claimed_sudo_user"] = claimed
+    return who
+
+
+class StateDirError(AgentError):
+    """The state directory cannot hold the write-ahead audit: nothing may be touched."""
+
+    exit_code = 2
+
+
+class AuditLog:
+    """Append-only JSONL write-ahead audit. Holds diffs and results, never a secret.
+
+    Each change is an *attempt* with one ``intent`` record (written and fsync'ed before any
+    session opens) and one ``result`` record (after); a later run that finds an intent with
+    no result reconciles it from the device and adds a ``reconciled`` record. Writers take an
+    exclusive ``flock`` so parallel workers and concurrent runs never interleave lines.
+    """
+
+    FILE = "audit.jsonl"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / self.FILE
+        # Records already parsed, and where the parse stopped: the log only grows, so a
+        # rollout that asks once per switch reads each record once, not the whole log per
+        # switch (that was quadratic: 0.15 s of CPU per switch at 1 000 attempts).
+        self._parsed: list[dict[str, Any]] = []
+        self._offset = 0
+        self._identity: tuple[int, int] | None = None
+        self._read_lock = threading.Lock()
+
+    def check(self) -> None:
+        """The directory exists or can be created, and the log is writable and lockable."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StateDirError(
+                f"state dir {self.directory}: cannot keep the audit log there "
+                f"({exc.strerror or exc}). Expected: a writable, lockable directory "
+                "(--state-dir or $ROCE_AGENT_STATE_DIR). Nothing was contacted."
+            ) from None
+
+    def write(self, **record: Any) -> None:
+        entry = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "operator": operator(),
+            **record,
+        }
+        data = (json.dumps(entry, sort_keys=True) + "\n").encode()
+        created = not self.path.exists()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # closing releases the lock
+        if created:  # the new file's directory entry must survive a crash too
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record, oldest first (a torn line from a crash is skipped).
+
+        Reads only what was appended since the last call; a file that was replaced or
+        truncated (another inode, or shorter than what was read) is read again from the start.
+        A last line without its newline is left for the next call: its writer may still be
+        appending it.
+        """
+        with self._read_lock:
+            try:
+                handle = self.path.open("rb")
+            except FileNotFoundError:
+                self._parsed, self._offset, self._identity = [], 0, None
+                return []
+            with handle:
+                fcntl.flock(handle, fcntl.LOCK_SH)
+                stat = os.fstat(handle.fileno())
+                identity = (stat.st_dev, stat.st_ino)
+                if identity != self._identity or stat.st_size < self._offset:
+                    self._parsed, self._offset, self._identity = [], 0, identity
+                handle.seek(self._offset)
+                data = handle.read()
+            complete = data.rfind(b"\n") + 1
+            for line in data[:complete].splitlines():
+                try:
+                    entry = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                if isinstance(entry, dict):
+                    self._parsed.append(entry)
+            self._offset += complete
+            return list(self._parsed)
+
+    def attempts(self) -> list[dict[str, Any]]:
+        """One entry per attempt: its intent, its result (or None) and reconciliations."""
+        by_id: dict[str, dict[str, Any]] = {}
+        for entry in self.records():
+            attempt = entry.get("attempt")
+            kind = entry.get("record")
+            if not isinstance(attempt, str):
+                continue
+            slot = by_id.setdefault(
+                attempt, {"attempt": attempt, "intent": None, "result": None, "reconciled": []}
+            )
+            if kind == "intent":
+                slot["intent"] = entry
+            elif kind == "result":
+                slot["result"] = entry
+            elif kind == "reconciled":
+                slot["reconciled"].append(entry)
+        return [a for a in by_id.values() if a["intent"] is not None]
+
+    def incomplete(
+        self, fabric: str | None = None, device: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Attempts with an intent and neither a result nor a reconciliation."""
+        found = []
+        for attempt in self.attempts():
+            intent = attempt["intent"]
+            if attempt["result"] is not None or attempt["reconciled"]:
+                continue
+            if fabric is not None and intent.get("fabric") != fabric:
+                continue
+            if device is not None and intent.get("device") != device:
+                continue
+            found.append(attempt)
+        return found
+
+
+@dataclass
+class DeviceResult:
+    device: str
+    platform: str
+    # no-change | changes | applied | failed | unreachable | skipped | pending | unknown
+    # (pending: a session that can still change the device blocks the read; unknown: the
+    # device's outcome could not be established, it may hold the new state)
+    result: str
+    differences: list[Difference] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    session: str | None = None
+    error: str | None = None
+    duration_s: float = 0.0
+    before: QosState | None = None  # the state found before the change (for restores)
+    pending: list[PendingSession] = field(default_factory=list)  # found (and left) on read
+    notes: list[str] = field(default_factory=list)  # sessions cleaned up, outcomes verified
+    attempt: str | None = None  # write-ahead audit attempt id
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "platform": self.platform,
+            "result": self.result,
+            "changes": len(self.differences),
+            "differences": [d.as_dict() for d in self.differences],
+            "lines": self.lines,
+            "session": self.session,
+            "error": self.error,
+            "duration_s": round(self.duration_s, 3),
+            "pending": [p.as_dict() for p in self.pending],
+            "notes": self.notes,
+            "attempt": self.attempt,
+        }
+
+
+def check_credentials(devices: Iterable[Device]) -> None:
+    """Every secret must be readable before the first connection (nothing half-done)."""
+    for device in devices:
+        if device.credentials is None:
+            raise CredentialError(f"device {device.name}: no credentials")
+        device.credentials.resolve_password(device.name)
+        device.credentials.check_key(device.name)
+
+
+def connect(device: Device, platform: Platform) -> Connection:
+    """Open a netmiko session, retrying connect errors with exponential backoff."""
+    from netmiko import ConnectHandler
+    from netmiko.exceptions import (
+        NetmikoAuthenticationException,
+        NetmikoTimeoutException,
+        ReadException,
+    )
+
+    assert device.credentials is not None
+    password = device.credentials.resolve_password(device.name)
+    last: Exception | None = None
+    for attempt in range(CONNECT_RETRIES):
+        try:
+            handle = open_netmiko(  # host key checked before authentication
+                device,
+                ConnectHandler,
+                device_type=platform.netmiko_device_type,
+                host=device.host,
+                port=device.port,
+                username=device.username,
+                password=password.get_secret_value() if password else "",
+                use_keys=device.credentials.ssh_key is not None,
+                key_file=str(device.credentials.ssh_key) if device.credentials.ssh_key else None,
+                allow_agent=False,
+                fast_cli=True,
+                conn_timeout=10,
+            )
+            return Connection(handle, device.name)
+        except HostKeyError as exc:  # never retried: waiting does not change a key
+            raise Unreachable(str(exc)) from None
+        except NetmikoAuthenticationException as exc:
+            raise Unreachable(
+                f"{device.name}: authentication failed ({exc.__class__.__name__})"
+            ) from None
+        except ReadException as exc:
+            # Logged in, but the CLI did not answer session setup within netmiko's read
+            # timeout (fault drill: a switch 10x slower than the timeouts). Not retried: each
+            # try costs the full timeout, and a device this slow is not one to change now.
+            raise Unreachable(
+                f"{device.name}: {device.host}:{device.port} accepted SSH but its CLI did not "
+                f"answer in time ({type(exc).__name__})"
+            ) from None
+        except (NetmikoTimeoutException, OSError, EOFError) as exc:
+            last = exc
+            time.sleep(CONNECT_BACKOFF_S * (2**attempt))
+    raise Unreachable(
+        f"{device.name}: cannot connect to {device.host}:{device.port} after "
+        f"{CONNECT_RETRIES} attempts ({type(last).__name__}: {last})"
+    )
+
+
+def close_quietly(conn: Connection) -> None:
+    """Disconnect; a session that already died must not hide the result."""
+    try:
+        conn.close()
+    except Exception as exc:  # any transport error here is moot
+        log.debug("closing %s: %s", conn.device, exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+PENDING_POLICIES = ("wait", "abort", "confirm-own")
+# A canary with any of these stops the rollout; outside the canary an unreachable device is
+# reported and the others proceed (nothing was changed there), the rest stop later batches.
+STOPPING = ("failed", "unreachable", "pending", "unknown")
+STOPPING_BATCH = ("failed", "pending", "unknown")
+PENDING_POLL_S = 2.0
+LEAK_MIN_AGE_S = 60.0  # an unknown run's uncommitted session younger than this may be in use
+
+
+@dataclass
+class Pusher:
+    """The push path over one fabric."""
+
+    intent: FabricIntent
+    plan: Plan
+    audit: AuditLog | None = None
+    confirm_timeout_s: int = 300
+    include_hosts: bool = False
+    hold_before_confirm_s: float = 0.0  # rollback drills: keep the change unconfirmed longer
+    pending_policy: str = "wait"  # what apply does about a live pending session (README)
+    pending_timeout_s: float = 360.0  # how long ``wait`` waits before failing the device
+
+    @classmethod
+    def for_intent(
+        cls, intent: FabricIntent, audit_dir: Path | None = None, **options: Any
+    ) -> Pusher:
+        audit = AuditLog(audit_dir) if audit_dir else None
+        if audit is not None:
+            audit.check()  # before any device is contacted
+        if audit_dir is not None:  # trust-on-first-use records keys in the same state dir
+            hostkeys.configure(state_dir=audit_dir)
+        if options.get("pending_policy", "wait") not in PENDING_POLICIES:
+            raise AgentError(
+                f"--pending: Expected: one of {', '.join(PENDING_POLICIES)}. "
+                f"Actual: {options['pending_policy']!r}"
+            )
+        return cls(intent, build_plan(intent), audit, **options)
+
+    def select(self, names: Sequence[str]) -> list[Device]:
+        """The devices to act on (all switches by default); unknown names are an error."""
+        known = {d.name: d for d in self.intent.devices}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise AgentError(
+                f"--device: no device named {', '.join(map(repr, unknown))} in fabric "
+                f"{self.intent.name}"
+            )
+        chosen = [known[n] for n in names] if names else list(self.intent.devices)
+        if not self.include_hosts:
+            chosen = [d for d in chosen if d.role != "host"]
+        for device in chosen:
+            platform_for(device.platform)  # unsupported platforms fail before any connection
+        check_credentials(chosen)
+        return chosen
+
+    def _desired(self, device: Device, platform: Platform) -> QosState:
+        device_plan = self.plan.device(device.name)
+        assert device_plan is not None
+        return platform.desired(device_plan)
+
+    def inspect(self, device: Device) -> DeviceResult:
+        """Read and diff one device (no change, no session): a dry run of :meth:`apply_one`.
+
+        Pending sessions are reported, never acted on."""
+        return self.apply_one(device, dry_run=True)
+
+    # ------------------------------------------------------------------ pending sessions
+
+    def _our_attempt(self, device: Device, session: str) -> dict[str, Any] | None:
+        """The write-ahead intent that opened ``session`` on ``device`` for this fabric."""
+        if self.audit is None:
+            return None
+        for attempt in self.audit.attempts():
+            intent = attempt["intent"]
+            if (
+                intent.get("session") == session
+                and intent.get("device") == device.name
+                and intent.get("fabric") == self.intent.name
+            ):
+                return attempt
+        return None
+
+    def _settle(
+        self, conn: Connection, device: Device, platform: Platform, desired: QosState,
+        result: DeviceResult, policy: str,
+    ) -> bool:  # fmt: skip
+        """Make sure no pending session can still change what apply is about to read.
+
+        Leaked ``roce-agent-*`` edit buffers (never committed) are aborted. A live session
+        (committed, waiting for confirmation) is handled per ``pending_policy``. Returns False
+        (with ``result`` set to ``pending``) when the device must not be changed now.
+        """
+        deadline = time.monotonic() + self.pending_timeout_s
+        while True:
+            sessions = platform.read_sessions(conn)
+            for session in [s for s in sessions if not s.live and s.ours]:
+                if self._in_use(device, session):
+                    result.notes.append(f"left {session.describe()}: another run is using it")
+                    continue
+                platform.abort_session(conn, session)
+                result.notes.append(f"aborted leaked {session.describe()}")
+                self._reconcile(device, session.name, "aborted leaked session (never committed)")
+            for session in [s for s in sessions if not s.live and not s.ours]:
+                note = f"left {session.describe()}: uncommitted, not the agent's"
+                if note not in result.notes:
+                    result.notes.append(note)
+            live = [s for s in sessions if s.live]
+            if not live:
+                return True
+            if policy == "abort":
+                for session in live:
+                    platform.abort_session(conn, session)
+                    result.notes.append(f"aborted {session.describe()} (--pending abort)")
+                    self._reconcile(device, session.name, "rolled back (--pending abort)")
+                continue
+            if policy == "confirm-own":
+                blocking = []
+                for session in live:
+                    if not session.ours or self._our_attempt(device, session.name) is None:
+                        blocking.append(session)
+                        continue
+                    remaining = diff(
+                        device.name, desired, platform.read_state(conn), platform.managed
+                    )
+                    if remaining:
+                        blocking.append(session)
+                        result.notes.append(
+                            f"not confirming {session.describe()}: readback differs from the "
+                            f"plan ({remaining[0]})"
+                        )
+                        continue
+                    platform.confirm_session(conn, session)
+                    result.notes.append(f"confirmed own {session.describe()} (readback = plan)")
+                    self._reconcile(device, session.name, "confirmed (readback equals plan)")
+                if not blocking:
+                    continue
+                live = blocking
+            futile = all(not s.rolls_back for s in live)  # nothing will end them by itself
+            if policy != "wait" or futile or time.monotonic() >= deadline:
+                result.result = "pending"
+                result.pending = live
+                if policy != "wait":
+                    why = "not ours, or its readback differs from the plan"
+                elif futile:
+                    why = "it never rolls back by itself, so waiting cannot help"
+                else:
+                    why = f"still there after waiting {self.pending_timeout_s:.0f}s"
+                result.error = (
+                    f"{device.name}: pending {'; '.join(s.describe() for s in live)} can still "
+                    f"change the device ({why}); not changed. Use --pending abort to roll it "
+                    "back, or confirm-own if it is this fabric's own change"
+                )
+                return False
+            time.sleep(PENDING_POLL_S)
+
+    def _in_use(self, device: Device, session: PendingSession) -> bool:
+        """Whether an uncommitted ``roce-agent-*`` session belongs to a run still going (a
+        concurrent apply), rather than to one that died: its intent names a live process on
+        this host. Without an intent here (another host or state dir), a session younger than
+        :data:`LEAK_MIN_AGE_S` is presumed in use."""
+        attempt = self._our_attempt(device, session.name)
+        if attempt is None:
+            return session.age_s is None or session.age_s < LEAK_MIN_AGE_S
+        intent = attempt["intent"]
+        pid = intent.get("pid")
+        if attempt["result"] is not None or intent.get("host") != socket.gethostname():
+            return False
+        if not isinstance(pid, int) or pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # alive, another user's
+            return True
+        return True
+
+    def _reconcile(self, device: Device, session: str, outcome: str) -> None:
+        if self.audit is None:
+            return
+        attempt = self._our_attempt(device, session)
+        if attempt is None or attempt["result"] is not None:
+            return
+        self.audit.write(
+            record="reconciled",
+            attempt=attempt["attempt"],
+            fabric=self.intent.name,
+            device=device.name,
+            session=session,
+            outcome=outcome,
+        )
+
+    def _reconcile_incomplete(
+        self, device: Device, platform: Platform, conn: Connection, desired: QosState
+    ) -> list[str]:
+        """Attempts of this device whose run died (intent, no result): record what the device
+        shows now. Runs after :meth:`_settle`, so no session of theirs is still pending. A
+        device that holds the plan is saved: the run may have died between its confirm and
+        its save, and a no-change run would never save it."""
+        if self.audit is None:
+            return []
+        notes = []
+        stale = self.audit.incomplete(self.intent.name, device.name)
+        if not stale:
+            return []
+        actual = platform.read_state(conn)
+        left = diff(device.name, desired, actual, platform.managed)
+        if not left:
+            platform.save(conn)
+        for attempt in stale:
+            intent = attempt["intent"]
+            observed = (
+                "device equals the plan, saved" if not left else f"{len(left)} setting(s) differ"
+            )
+            self.audit.write(
+                record="reconciled",
+                attempt=attempt["attempt"],
+                fabric=self.intent.name,
+                device=device.name,
+                session=intent.get("session"),
+                outcome=f"run died before its result; found no pending session, {observed}",
+            )
+            notes.append(f"reconciled interrupted attempt {attempt['attempt']} ({observed})")
+        return notes
+
+    # ------------------------------------------------------------------ one device
+
+    def apply_one(
+        self,
+        device: Device,
+        dry_run: bool = False,
+        target: QosState | None = None,
+        pending_policy: str | None = None,
+    ) -> DeviceResult:
+        """Bring one device to the plan (or to ``target``, e.g. the state it had before a
+        rollout) inside a self-rolling-back transaction."""
+        started = time.monotonic()
+        platform = platform_for(device.platform)
+        result = DeviceResult(device.name, device.platform, "no-change")
+        try:
+            conn = connect(device, platform)
+        except Unreachable as exc:
+            result.result, result.error = "unreachable", str(exc)
+            if not dry_run:
+                self._audit(result)
+            return result
+        committed = False
+        try:
+            desired = target if target is not None else self._desired(device, platform)
+            if dry_run:
+                result.pending = platform.read_sessions(conn)
+            elif not self._settle(
+                conn, device, platform, desired, result, pending_policy or self.pending_policy
+            ):
+                return result
+            else:
+                result.notes += self._reconcile_incomplete(device, platform, conn, desired)
+            actual = platform.read_state(conn)
+            result.before = actual
+            result.differences = diff(device.name, desired, actual, platform.managed)
+            if not result.differences:
+                return result  # idempotent: no session opened
+            result.lines = platform.render_changes(desired, actual)
+            if dry_run:
+                result.result = "changes"
+                return result
+            name = platform.session_name()
+            result.session = name
+            self._intent(result)  # write-ahead: on disk before the session opens
+            kill_point("after-intent", device.name)
+            with platform.transaction(conn, result.lines, self.confirm_timeout_s, name) as txn:
+                committed = txn.committed
+                kill_point("after-commit", device.name)
+                if self.hold_before_confirm_s:
+                    time.sleep(self.hold_before_confirm_s)
+                readback = platform.read_state(conn)
+                remaining = diff(device.name, desired, readback, platform.managed)
+                if remaining:
+                    raise VerifyFailed(
+                        f"{device.name}: readback differs from the plan after the change "
+                        f"({len(remaining)} setting(s), first: {remaining[0]})"
+                    )
+                platform.confirm(conn, txn)
+            result.result = "applied"
+            kill_point("after-confirm", device.name)
+        except Exception as exc:
+            result.result, result.error = "failed", _one_line(exc)
+            if result.attempt is not None:
+                # The transport may have lied (lost reply, dead session): what counts is what
+                # the switch holds, read on a fresh connection.
+                self._verify_outcome(device, platform, desired, result, committed)
+        finally:
+            close_quietly(conn)
+            result.duration_s = time.monotonic() - started
+            if result.attempt is not None:
+                try:
+                    self._result(result)
+                except OSError as exc:  # the device outcome must still reach the operator
+                    log.error("%s: audit result record not written: %s", device.name, exc)
+                    result.notes.append(f"audit result record not written: {exc}")
+            elif not dry_run and result.result not in ("no-change", "pending"):
+                self._audit(result)
+        return result
+
+    def _verify_outcome(
+        self,
+        device: Device,
+        platform: Platform,
+        desired: QosState,
+        result: DeviceResult,
+        committed: bool,
+    ) -> None:
+        """After an error mid-change: establish applied / rolled back / unknown truthfully."""
+        assert result.session is not None and result.before is not None
+        try:
+            conn = connect(device, platform)
+        except Unreachable as exc:
+            result.result = "unknown"
+            result.notes.append(f"outcome not verified: {exc}")
+            return
+        try:
+            mine = [s for s in platform.read_sessions(conn) if s.name == result.session]
+            for session in mine:
+                if session.live or not committed:
+                    platform.abort_session(conn, session)
+                    result.notes.append(f"aborted {session.describe()} on a fresh connection")
+            left = [s for s in platform.read_sessions(conn) if s.name == result.session]
+            actual = platform.read_state(conn)
+            if left and any(s.live for s in left):
+                result.result = "unknown"
+                result.notes.append(f"{left[0].describe()} is still pending")
+            elif not diff(device.name, result.before, actual, platform.managed):
+                result.notes.append("verified on a fresh connection: the old state is in place")
+            elif not diff(device.name, desired, actual, platform.managed):
+                # Confirmed, but the save may never have run (the lost reply was the confirm's).
+                try:
+                    platform.save(conn)
+                except Exception as exc:  # live but not saved: a reload would undo it
+                    result.notes.append(
+                        f"the change is confirmed and in place but not saved: {_one_line(exc)}"
+                    )
+                    return
+                result.result = "applied"
+                result.notes.append(
+                    "verified on a fresh connection: the change is confirmed and in place, "
+                    f"saved (the error was: {result.error})"
+                )
+                result.error = None
+            else:
+                result.result = "unknown"
+                result.notes.append("device is neither in the old nor in the planned state")
+        except Exception as exc:
+            result.result = "unknown"
+            result.notes.append(f"outcome not verified: {_one_line(exc)}")
+        finally:
+            close_quietly(conn)
+
+    def restore(self, device: Device, before: QosState) -> DeviceResult:
+        """Put a device back to the state it had (rollback of a rollout step). A pending
+        session there is aborted: going back is the point, waiting would only delay it."""
+        return self.apply_one(device, target=before, pending_policy="abort")
+
+    def _record(self, kind: str, about: DeviceResult, **fields: Any) -> None:
+        """One audit record about a device (nothing when no audit is kept). ``fields`` may
+        hold a ``result`` key, hence the parameter's other name."""
+        if self.audit is None:
+            return
+        self.audit.write(
+            record=kind,
+            fabric=self.intent.name,
+            device=about.device,
+            platform=about.platform,
+            session=about.session,
+            **fields,
+        )
+
+    def _intent(self, result: DeviceResult) -> None:
+        result.attempt = uuid.uuid4().hex
+        self._record(
+            "intent",
+            result,
+            attempt=result.attempt,
+            diff=[d.as_dict() for d in result.differences],
+            lines=result.lines,
+            confirm_timeout_s=self.confirm_timeout_s,
+            pid=os.getpid(),  # lets a concurrent run tell a live session from a leaked one
+            host=socket.gethostname(),
+        )
+
+    def _outcome(self, result: DeviceResult) -> dict[str, Any]:
+        return {
+            "result": result.result,
+            "error": result.error,
+            "notes": result.notes,
+            "duration_s": round(result.duration_s, 3),
+        }
+
+    def _result(self, result: DeviceResult) -> None:
+        self._record("result", result, attempt=result.attempt, **self._outcome(result))
+
+    def _audit(self, result: DeviceResult) -> None:
+        """A run that never reached a change (unreachable, failed on read): one record."""
+        self._record(
+            "event",
+            result,
+            diff=[d.as_dict() for d in result.differences],
+            lines=result.lines,
+            **self._outcome(result),
+        )
+
+    def inspect_all(
+        self, devices: Sequence[Device], parallelism: int = DEFAULT_PARALLELISM
+    ) -> list[DeviceResult]:
+        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(devices)))) as pool:
+            return list(pool.map(self.inspect, devices))
+
+    def apply_all(
+        self,
+        devices: Sequence[Device],
+        canary: int = 1,
+        batch_size: int = 8,
+        parallelism: int = DEFAULT_PARALLELISM,
+        dry_run: bool = False,
+        on_result: Callable[[DeviceResult], None] | None = None,
+    ) -> list[DeviceResult]:
+        """Canary devices first (one by one), then batches in parallel; stop on failure."""
+        if canary < 0 or batch_size < 1 or parallelism < 1:
+            raise AgentError("--canary must be >= 0, --batch-size and parallelism >= 1")
+        results: list[DeviceResult] = []
+        remaining = list(devices)
+        stop_reason: str | None = None
+        canaries, remaining = remaining[:canary], remaining[canary:]
+        first_batch = True
+        for device in canaries:
+            result = self.apply_one(device, dry_run)
+            results.append(result)
+            if on_result:
+                on_result(result)
+            if result.result in STOPPING:
+                stop_reason = f"canary {device.name} {result.result}"
+                break
+        while remaining and stop_reason is None:
+            batch, remaining = remaining[:batch_size], remaining[batch_size:]
+            workers = max(1, min(parallelism, len(batch)))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for result in pool.map(lambda d: self.apply_one(d, dry_run), batch):
+                    results.append(result)
+                    if on_result:
+                        on_result(result)
+                    if first_batch and not dry_run:
+                        kill_point("mid-batch")  # the first result of the batch is on disk
+                        first_batch = False
+            stopped = [r for r in results[-len(batch) :] if r.result in STOPPING_BATCH]
+            if stopped:
+                stop_reason = ", ".join(f"{r.device} {r.result}" for r in stopped)
+        done = {r.device for r in results}
+        for device in devices:
+            if device.name not in done:
+                skipped = DeviceResult(
+                    device.name, device.platform, "skipped", error=f"not started: {stop_reason}"
+                )
+                results.append(skipped)
+                if on_result:
+                    on_result(skipped)
+        return results

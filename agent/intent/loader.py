@@ -1,0 +1,291 @@
+"""Load ``fabric.yaml`` and its profile into a validated :class:`FabricIntent`.
+
+Every problem is reported as ``FILE:LINE:COL: field.path: message``, pointing into the file
+the value came from: the fabric file, or the profile file for values the fabric did not
+override. All problems are collected before failing, so one run shows them all.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent.errors import IntentError, Problem, SourcePosition
+from agent.intent.credpaths import expand_credential_paths
+from agent.intent.model import DeviceDefaults, FabricIntent, Profile
+from agent.intent.rules import rule_problems
+from common.validation import field_errors
+from common.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
+
+FABRIC_KEYS = ("name", "profile", "overrides", "defaults", "devices", "validation", "emulation")
+BUILTIN_PROFILES = Path(__file__).resolve().parents[2] / "playbooks" / "profiles"
+
+
+@dataclass(frozen=True)
+class LoadedFabric:
+    """A validated fabric plus where it came from (for messages that point into files)."""
+
+    intent: FabricIntent
+    fabric_file: Path
+    profile_file: Path
+    locator: Locator
+
+
+class Locator:
+    """Maps a path in the merged fabric data back to a file position and a field name."""
+
+    def __init__(self, fabric: SourceMap, profile: SourceMap, overrides: SourceMap) -> None:
+        self.fabric = fabric
+        self.profile = profile
+        self.overrides = overrides
+
+    def __call__(self, loc: Sequence[str | int]) -> tuple[SourcePosition | None, str]:
+        parts = tuple(loc)
+        if parts and parts[0] == "profile":
+            rest = parts[1:]
+            in_overrides = _deepest(self.overrides, rest)
+            in_profile = _deepest(self.profile, rest)
+            if in_overrides is not None and (in_profile is None or in_overrides >= in_profile):
+                return self.overrides.locate(rest), dotted_path(("overrides", *rest))
+            if in_profile is not None and (in_profile > 0 or in_overrides is None):
+                return self.profile.locate(rest), dotted_path(rest) or "profile"
+            return self.fabric.locate(("profile",)), dotted_path(parts)
+        return self.fabric.locate(parts), dotted_path(parts)
+
+    def problem(
+        self, loc: Sequence[str | int], message: str, rule: str | None = None, *, key: bool = False
+    ) -> Problem:
+        """A problem at ``loc``; ``key`` points at the key itself (unknown fields)."""
+        position, field = self(loc)
+        if key:
+            position = self._key_position(tuple(loc)) or position
+        return Problem(position, field, message, rule)
+
+    def _key_position(self, loc: PathKey) -> SourcePosition | None:
+        if loc[:1] == ("profile",):
+            for source in (self.overrides, self.profile):
+                if loc[1:] in source.keys:
+                    return source.keys[loc[1:]]
+            return None
+        return self.fabric.keys.get(loc)
+
+
+def _deepest(source: SourceMap, path: PathKey) -> int | None:
+    """Length of the longest prefix of ``path`` that ``source`` has a position for."""
+    for length in range(len(path), -1, -1):
+        if source.locate(path[:length]) is not None and _has_exact(source, path[:length]):
+            return length
+    return None
+
+
+def _has_exact(source: SourceMap, path: PathKey) -> bool:
+    if path in source.values:
+        return True
+    alt = tuple(
+        int(p) if isinstance(p, str) and p.isascii() and p.isdigit() and len(p) < 20 else p
+        for p in path
+    )
+    return alt in source.values
+
+
+def _deep_merge(base: dict[Any, Any], override: dict[Any, Any]) -> dict[Any, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def profile_search_path(fabric_file: Path) -> list[Path]:
+    """Where a profile name is looked up, first match wins."""
+    extra = [Path(p) for p in os.environ.get("ROCE_AGENT_PROFILES", "").split(os.pathsep) if p]
+    here = fabric_file.resolve().parent
+    return [*extra, here / "profiles", here.parent / "profiles", BUILTIN_PROFILES]
+
+
+def _resolve_profile(reference: str, fabric_file: Path) -> Path | str:
+    """The profile file for ``reference``, or why there is none.
+
+    A profile is a name looked up in the search path, or a file in the fabric file's folder
+    (or below it). After resolving symlinks it must still be inside one of those folders:
+    ``profile: /etc/shadow`` or ``../../etc/shadow`` would otherwise be read, and parts of
+    it echoed in error messages.
+    """
+    here = fabric_file.resolve().parent
+    folders = profile_search_path(fabric_file)
+    if "/" in reference or "\\" in reference or reference.endswith((".yml", ".yaml")):
+        if Path(reference).is_absolute():
+            return (
+                "Expected: a profile name or a file next to the fabric file "
+                "Actual: an absolute path"
+            )
+        candidates = [here / reference]
+    else:
+        candidates = [folder / f"{reference}{suffix}" for folder in folders for suffix in _SUFFIXES]
+    roots = [_real(folder) for folder in (here, *folders)]
+    for candidate in candidates:
+        if not candidate.is_file():
+            continue
+        real = _real(candidate)
+        if any(real.is_relative_to(root) for root in roots if root is not None):
+            return candidate
+        return (
+            "Expected: a file in the fabric file's folder or the profile search path "
+            f"Actual: {real} (outside them)"
+        )
+    searched = ", ".join(str(p) for p in folders)
+    return f"profile {reference!r} not found (searched {searched})"
+
+
+_SUFFIXES = (".yml", ".yaml")
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve(strict=False)
+    except (OSError, RuntimeError):  # a symlink loop
+        return path
+
+
+def _pydantic_problems(
+    exc: ValidationError, locate: Locator, prefix: PathKey = (), data: Any = None
+) -> list[Problem]:
+    problems = []
+    for error in field_errors(exc, data):
+        rule, message = None, error.message
+        if message[:2] == "IR" and message[2:5].isdigit():
+            rule, message = message[:5], message[6:]
+        problems.append(locate.problem((*prefix, *error.loc), message, rule, key=error.at_key))
+    return problems
+
+
+def load_profile(path: Path) -> tuple[dict[str, Any], SourceMap]:
+    """Load a profile file on its own (its values are validated with the fabric)."""
+    data, source = load_yaml(path)
+    if not isinstance(data, dict):
+        raise IntentError([Problem(source.locate(()), "", "a profile must be a mapping")])
+    return data, source
+
+
+def load_fabric(path: Path) -> LoadedFabric:
+    """Load, merge, validate and rule-check a fabric file; raise :class:`IntentError`."""
+    data, fabric_map = load_yaml(path)
+    empty = SourceMap(path)
+    if not isinstance(data, dict):
+        raise IntentError([Problem(fabric_map.locate(()), "", "a fabric file must be a mapping")])
+    problems: list[Problem] = []
+    plain = Locator(fabric_map, empty, empty)
+    for key in data:
+        if key not in FABRIC_KEYS:
+            problems.append(
+                plain.problem(
+                    (key,),
+                    f"unknown field {key!r}; expected one of {', '.join(FABRIC_KEYS)}",
+                    key=True,
+                )
+            )
+
+    # ${CREDENTIALS_DIRECTORY} (systemd LoadCredential=) before relative paths are joined.
+    problems.extend(expand_credential_paths(data, plain.problem))
+
+    profile_file = path
+    profile_data: dict[str, Any] = {}
+    profile_map = empty
+    reference = data.get("profile")
+    if not isinstance(reference, str):
+        problems.append(
+            plain.problem(("profile",), "name a profile (e.g. nvidia-default) or a profile file")
+        )
+    else:
+        resolved = _resolve_profile(reference, path)
+        if isinstance(resolved, str):
+            problems.append(plain.problem(("profile",), resolved))
+        else:
+            profile_file = resolved
+            profile_data, profile_map = load_profile(resolved)
+
+    overrides = data.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        problems.append(plain.problem(("overrides",), "overrides must be a mapping"))
+        overrides = {}
+    overrides_map = SourceMap(path)
+    overrides_map.values = {
+        k[1:]: v for k, v in fabric_map.values.items() if k[:1] == ("overrides",) and len(k) > 1
+    }
+    overrides_map.keys = {
+        k[1:]: v for k, v in fabric_map.keys.items() if k[:1] == ("overrides",) and len(k) > 1
+    }
+    locate = Locator(fabric_map, profile_map, overrides_map)
+
+    defaults: DeviceDefaults | None = None
+    try:
+        defaults = DeviceDefaults.model_validate(data.get("defaults") or {})
+    except ValidationError as exc:
+        problems.extend(_pydantic_problems(exc, locate, ("defaults",), data.get("defaults")))
+
+    devices = data.get("devices")
+    if isinstance(devices, list):
+        devices = [_apply_defaults(device, defaults, path) for device in devices]
+
+    merged = {
+        "name": data.get("name"),
+        "profile": _deep_merge(profile_data, overrides) if profile_data else None,
+        "devices": devices,
+    }
+    for key in ("validation", "emulation"):
+        if key in data:
+            merged[key] = data[key]
+    if problems:
+        raise IntentError(problems)
+
+    try:
+        intent = FabricIntent.model_validate(merged)
+    except ValidationError as exc:
+        raise IntentError(_pydantic_problems(exc, locate, (), merged)) from None
+
+    loaded = LoadedFabric(intent, path, profile_file, locate)
+    problems = rule_problems(loaded.intent, loaded.locator.problem)
+    if problems:
+        raise IntentError(problems)
+    return loaded
+
+
+def _apply_defaults(device: Any, defaults: DeviceDefaults | None, fabric_file: Path) -> Any:
+    if not isinstance(device, dict):
+        return device
+    filled = dict(device)
+    if defaults is not None:
+        for key in ("username", "credentials", "port", "known_hosts", "host_key_policy"):
+            value = getattr(defaults, key)
+            if key not in filled and value is not None:
+                filled[key] = value.model_dump(exclude_none=True) if key == "credentials" else value
+    known_hosts = filled.get("known_hosts")
+    if isinstance(known_hosts, str | Path) and not Path(known_hosts).is_absolute():
+        filled["known_hosts"] = str(fabric_file.resolve().parent / known_hosts)
+    credentials = filled.get("credentials")
+    if isinstance(credentials, dict):
+        # Credential files are relative to the fabric file, like every other path in it.
+        for key in ("password_file", "ssh_key"):
+            value = credentials.get(key)
+            if isinstance(value, str | Path) and not Path(value).is_absolute():
+                credentials = {**credentials, key: str(fabric_file.resolve().parent / value)}
+        filled["credentials"] = credentials
+    return filled
+
+
+def load_profile_model(path: Path) -> Profile:
+    """Validate a profile file alone (used by tests and ``check`` on profiles)."""
+    data, source = load_profile(path)
+    locate = Locator(SourceMap(path), source, SourceMap(path))
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise IntentError(_pydantic_problems(exc, locate, ("profile",), data)) from None

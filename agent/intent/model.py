@@ -1,0 +1,540 @@
+"""The fabric intent: inventory, lossless profile, host NIC settings and validation policy.
+
+These pydantic models describe what a user writes in ``fabric.yaml`` and in the profiles
+under ``playbooks/profiles/``. Every field that can reach a device CLI (names, interfaces,
+descriptions) is constrained at load time so that a value such as ``"Ethernet1\\nshutdown"``
+can never be typed into a switch. Loading (with file:line error reporting) lives in
+:mod:`agent.intent.loader`; cross-field rules in :mod:`agent.intent.rules`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+from agent.errors import CredentialError, IntentError
+from agent.intent.tokens import check_host_key_line, check_rdma_port_ref
+from agent.intent.tokens import token_check as _token_check
+from agent.intent.units import SPEED_MAX_BPS, SPEED_MIN_BPS, UnitError, parse_size, parse_speed
+from common.yamlsource import read_bounded
+
+PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host")
+Platform = Literal["arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host"]
+Role = Literal["spine", "leaf", "host"]
+DCQCN_PARAMETERS = (
+    "rpg_time_reset",
+    "rpg_byte_reset",
+    "rpg_ai_rate",
+    "rpg_hai_rate",
+    "rpg_gd",
+    "rpg_min_dec_fac",
+    "rpg_min_rate",
+    "dce_tcp_g",
+    "rate_reduce_monitor_period",
+    "initial_alpha_value",
+    "min_time_between_cnps",
+    "cnp_dscp",
+    "cnp_802p_prio",
+)
+
+
+check_name = _token_check(
+    "name",
+    r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    "starting with a letter or digit, then letters, digits, '.', '_' or '-'",
+    64,
+)
+check_interface = _token_check(
+    "interface name",
+    # No '..' and no '//': names end up in sysfs paths and file names on hosts.
+    r"[A-Za-z](?:[A-Za-z0-9_-]|[/.](?![/.]))*",
+    "starting with a letter, then letters, digits, '/', '.', '_' or '-', with no '..' "
+    "or '//' (e.g. Ethernet1/1)",
+    48,
+)
+Name = Annotated[str, AfterValidator(check_name)]
+InterfaceName = Annotated[str, AfterValidator(check_interface)]
+Username = Annotated[
+    str,
+    AfterValidator(
+        _token_check(
+            "username", r"[A-Za-z_][A-Za-z0-9_.-]*", "letters, digits, '.', '_' or '-'", 32
+        )
+    ),
+]
+Hostname = Annotated[
+    str,
+    AfterValidator(
+        _token_check(
+            "host", r"[A-Za-z0-9][A-Za-z0-9.:-]*", "a DNS name or an IPv4/IPv6 address", 253
+        )
+    ),
+]
+EnvVarName = Annotated[
+    str,
+    AfterValidator(
+        _token_check(
+            "environment variable name", r"[A-Za-z_][A-Za-z0-9_]*", "letters, digits and '_'", 128
+        )
+    ),
+]
+Description = Annotated[
+    str,
+    AfterValidator(
+        _token_check(
+            "description",
+            r"[^\x00-\x1f\x7f]*",
+            "printable text without newlines or control characters",
+            200,
+        )
+    ),
+]
+ProbePython = Annotated[
+    str,
+    AfterValidator(
+        _token_check("interpreter path", r"[A-Za-z0-9_./+-]+", "a path without spaces", 255)
+    ),
+]
+HostKeyLine = Annotated[str, AfterValidator(check_host_key_line)]
+# An RDMA device as the kernel names it, optionally with its port (agent/intent/tokens.py).
+RdmaPortRef = Annotated[str, AfterValidator(check_rdma_port_ref)]
+HostKeyPolicyName = Literal["strict", "tofu"]
+
+
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+PinnedHostKeys = Annotated[list[HostKeyLine], BeforeValidator(_one_or_many), Field(max_length=8)]
+Priority = Annotated[int, Field(ge=0, le=7)]
+Dscp = Annotated[int, Field(ge=0, le=63)]
+
+
+def _speed(value: Any) -> Any:
+    try:
+        return parse_speed(value) if isinstance(value, str | int) else value
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _size(value: Any) -> Any:
+    if value == "auto":
+        return value
+    try:
+        return parse_size(value) if isinstance(value, str | int) else value
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+SpeedBps = Annotated[
+    int, BeforeValidator(_speed), Field(strict=True, ge=SPEED_MIN_BPS, le=SPEED_MAX_BPS)
+]
+Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40)]
+BytesOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_size)]
+
+
+def _peer(value: str) -> str:
+    device, sep, port = value.partition(":")
+    if not sep or not device or not port:
+        raise ValueError(f"expected 'device:port' (e.g. spine1:Ethernet1), got {value!r}")
+    check_name(device)
+    check_interface(port)
+    return value
+
+
+PeerRef = Annotated[str, AfterValidator(_peer)]
+
+
+def _mac(value: str) -> str:
+    if not re.fullmatch(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}", value):
+        raise ValueError(f"expected a MAC address such as 02:00:00:00:00:01, got {value!r}")
+    return value.lower()
+
+
+MacAddress = Annotated[str, AfterValidator(_mac)]
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a misspelt ``pfc_priorites`` must not pass silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- inventory
+
+
+class Credentials(StrictModel):
+    """Where the password or key lives; the secret itself is never in the fabric file."""
+
+    password_env: EnvVarName | None = None
+    password_file: Path | None = None
+    ssh_key: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_password_source(self) -> Credentials:
+        if self.password_env and self.password_file:
+            raise ValueError("set password_env or password_file, not both")
+        if not (self.password_env or self.password_file or self.ssh_key):
+            raise ValueError("set one of password_env, password_file or ssh_key")
+        return self
+
+    def resolve_password(self, device: str) -> SecretStr | None:
+        """Read the password now; raise :class:`CredentialError` naming device and field."""
+        if self.password_env:
+            value = os.environ.get(self.password_env)
+            if value is None:
+                raise CredentialError(
+                    f"device {device}: credentials.password_env: "
+                    f"environment variable {self.password_env} is not set"
+                )
+            return SecretStr(value)
+        if self.password_file:
+            try:
+                # bounded and non-blocking: a FIFO or /dev/zero here must not hang the run
+                raw = read_bounded(self.password_file, 64 * 1024)
+                return SecretStr(raw.decode("utf-8").rstrip("\r\n"))
+            except (IntentError, UnicodeDecodeError) as exc:
+                reason = exc.problems[0].message if isinstance(exc, IntentError) else "not UTF-8"
+                raise CredentialError(
+                    f"device {device}: credentials.password_file: cannot read "
+                    f"{reason.removeprefix(str(self.password_file) + ': ')} "
+                    f"({self.password_file})"
+                ) from None
+        return None
+
+    def check_key(self, device: str) -> None:
+        """The key file must be readable before any connection is attempted."""
+        if self.ssh_key and not os.access(self.ssh_key, os.R_OK):
+            raise CredentialError(
+                f"device {device}: credentials.ssh_key: cannot read {self.ssh_key}"
+            )
+
+
+class Port(StrictModel):
+    """One switch or NIC port and the link it terminates."""
+
+    name: InterfaceName
+    speed: SpeedBps
+    cable_m: float = Field(default=3.0, ge=0, le=10_000, description="cable length in metres")
+    mtu: int = Field(default=9100, ge=1280, le=9216)
+    peer: PeerRef | None = None
+    description: Description | None = None
+    ipv4: ipaddress.IPv4Interface | None = None
+    mac: MacAddress | None = None
+    rdma_device: RdmaPortRef | None = Field(
+        default=None,
+        description="hosts: the RDMA device (and port, default 1) behind this netdev, e.g. "
+        "mlx5_0 or mlx5_0/1; perftest acceptance runs on the ports that declare one",
+    )
+
+    @property
+    def rdma_name_and_port(self) -> tuple[str, int] | None:
+        """``("mlx5_0", 1)`` for ``rdma_device: mlx5_0`` or ``mlx5_0/1``; None without one."""
+        if self.rdma_device is None:
+            return None
+        name, _, port = self.rdma_device.partition("/")
+        return name, int(port or 1)
+
+
+class DeviceDefaults(StrictModel):
+    """Values every device gets unless it sets its own."""
+
+    username: Username | None = None
+    credentials: Credentials | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    known_hosts: Path | None = None
+    host_key_policy: HostKeyPolicyName | None = None
+
+
+class Device(StrictModel):
+    """A switch or a host of the fabric and how to reach its management plane."""
+
+    name: Name
+    platform: Platform
+    role: Role
+    host: Hostname | None = None
+    port: int = Field(default=22, ge=1, le=65535)
+    username: Username | None = None
+    credentials: Credentials | None = None
+    netns: Name | None = Field(
+        default=None, description="lab hosts: run probes in this network namespace, not over SSH"
+    )
+    description: Description | None = None
+    probe_python: ProbePython = Field(
+        default="python3",
+        description="hosts reached over SSH: interpreter that has roce-fabric-agent installed",
+    )
+    ports: list[Port] = Field(default_factory=list)
+    host_key: PinnedHostKeys | None = Field(
+        default=None, description="pinned SSH host key(s), 'TYPE BASE64' as in a .pub file"
+    )
+    known_hosts: Path | None = Field(default=None, description="known_hosts file to check with")
+    host_key_policy: HostKeyPolicyName = Field(
+        default="strict", description="tofu: record an unknown host's key on first contact"
+    )
+
+    @model_validator(mode="after")
+    def _reachable(self) -> Device:
+        if self.host is None and self.netns is None:
+            raise ValueError("set host (management address) or netns (lab hosts)")
+        if self.host is not None and (self.username is None or self.credentials is None):
+            missing = "username" if self.username is None else "credentials"
+            raise ValueError(f"{missing} is required to reach {self.host} (set it or defaults)")
+        if (self.platform == "linux_host") != (self.role == "host"):
+            raise ValueError(
+                f"IR020 Expected: platform linux_host exactly for role host "
+                f"Actual: platform {self.platform}, role {self.role}"
+            )
+        if self.role != "host" and (named := [p.name for p in self.ports if p.rdma_device]):
+            raise ValueError(
+                f"ports.rdma_device: Expected: only on host ports Actual: set on "
+                f"{self.role} {self.name} port(s) {', '.join(named)}"
+            )
+        return self
+
+    def rdma_ports(self) -> list[Port]:
+        """The ports that declare an RDMA device (perftest runs on these)."""
+        return [p for p in self.ports if p.rdma_device is not None]
+
+    def port_named(self, name: str) -> Port | None:
+        return next((p for p in self.ports if p.name == name), None)
+
+
+# --------------------------------------------------------------------------- profile
+
+
+class TrafficClass(StrictModel):
+    dscp: Dscp
+    priority: Priority
+
+
+class Watchdog(StrictModel):
+    """PFC watchdog: a class paused for ``detection_ms`` with traffic queued is a storm."""
+
+    enabled: bool = True
+    detection_ms: int = Field(default=200, ge=10, le=60_000)
+    restoration_ms: int = Field(default=400, ge=10, le=600_000)
+    polling_ms: int = Field(default=100, ge=10, le=10_000)
+    action: Literal["drop", "forward", "alert"] = "drop"
+
+
+class Pfc(StrictModel):
+    priorities: list[Priority] = Field(default_factory=lambda: [3])
+    watchdog: Watchdog = Field(default_factory=Watchdog)
+
+    @field_validator("priorities")
+    @classmethod
+    def _unique(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"priorities must be unique, got {value}")
+        return sorted(value)
+
+
+class EcnQueue(StrictModel):
+    """WRED/ECN on one egress queue: mark between min and max with up to max_probability %."""
+
+    min_threshold: BytesOrAuto = "auto"
+    max_threshold: BytesOrAuto = "auto"
+    max_probability: int = Field(default=100, description="marking probability at max, %")
+
+    @field_validator("max_probability")
+    @classmethod
+    def _probability_range(cls, value: int) -> int:
+        if not 1 <= value <= 100:
+            raise ValueError(f"IR007 Expected: max_probability 1-100 (%) Actual: {value}")
+        return value
+
+
+class Ecn(StrictModel):
+    enabled: bool = True
+    queues: dict[Priority, EcnQueue] = Field(default_factory=lambda: {3: EcnQueue()})
+
+
+class Buffers(StrictModel):
+    """Ingress buffer for each lossless priority of each port.
+
+    ``xoff``, ``xon`` and ``size`` are the PFC headroom in SONiC's BUFFER_PROFILE sense
+    (xoff = bytes still arriving after a pause is sent, size = xon + xoff); ``auto`` computes
+    them per port from speed, cable length and MTU (:func:`agent.intent.sizing.pfc_headroom`).
+    ``pause_threshold`` is the ingress occupancy at which the switch sends XOFF; ECN must
+    mark before it is reached (rule IR005).
+    """
+
+    xoff: BytesOrAuto = "auto"
+    xon: BytesOrAuto = "auto"
+    size: BytesOrAuto = "auto"
+    pause_threshold: BytesOrAuto = "auto"
+
+
+class Ets(StrictModel):
+    """Egress scheduling: strict queues first, then weighted shares (percent) of the rest."""
+
+    strict: list[Priority] = Field(default_factory=lambda: [6])
+    weights: dict[Priority, Annotated[int, Field(ge=1, le=100)]] = Field(
+        default_factory=lambda: {0: 50, 3: 50}
+    )
+
+
+class Dcqcn(StrictModel):
+    """DCQCN reaction/notification point parameters, named as in mlx5 sysfs.
+
+    Unset values take :func:`agent.intent.sizing.dcqcn_nic_defaults`.
+    """
+
+    rpg_time_reset: int | None = Field(default=None, ge=1)
+    rpg_byte_reset: int | None = Field(default=None, ge=1)
+    rpg_ai_rate: int | None = Field(default=None, ge=1)
+    rpg_hai_rate: int | None = Field(default=None, ge=1)
+    rpg_gd: int | None = Field(default=None, ge=0, le=15)
+    rpg_min_dec_fac: int | None = Field(default=None, ge=1, le=100)
+    rpg_min_rate: int | None = Field(default=None, ge=1)
+    dce_tcp_g: int | None = Field(default=None, ge=0, le=1023)
+    rate_reduce_monitor_period: int | None = Field(default=None, ge=1)
+    initial_alpha_value: int | None = Field(default=None, ge=0, le=1023)
+    min_time_between_cnps: int | None = Field(default=None, ge=0)
+    cnp_dscp: Dscp | None = None
+    cnp_802p_prio: Priority | None = None
+
+
+class Nic(StrictModel):
+    """Host NIC side of the profile (mlx5 naming)."""
+
+    trust: Literal["dscp", "pcp"] = "dscp"
+    pfc_priorities: list[Priority] | None = Field(
+        default=None, description="defaults to the switch PFC priorities"
+    )
+    dcqcn: Dcqcn = Field(default_factory=Dcqcn)
+
+
+class Profile(StrictModel):
+    """A lossless profile: the QoS intent applied to every fabric port."""
+
+    name: Name
+    description: Description | None = None
+    source: Description | None = Field(default=None, description="where the values come from")
+    mode: Literal["lossless", "lossy"] = "lossless"
+    trust: Literal["dscp", "pcp"] = "dscp"
+    roce: TrafficClass = TrafficClass(dscp=26, priority=3)
+    cnp: TrafficClass = TrafficClass(dscp=48, priority=6)
+    dscp_map: dict[Priority, list[Dscp]] = Field(
+        default_factory=dict,
+        description="extra DSCP values per priority; unlisted DSCPs go to priority 0",
+    )
+    pfc: Pfc = Field(default_factory=Pfc)
+    ecn: Ecn = Field(default_factory=Ecn)
+    buffers: Buffers = Field(default_factory=Buffers)
+    ets: Ets = Field(default_factory=Ets)
+    nic: Nic = Field(default_factory=Nic)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+UdpPort = Annotated[int, Field(ge=1, le=65535)]
+ROCE_UDP_PORT = 4791
+
+
+class ProbePolicy(StrictModel):
+    rate: SpeedBps = Field(default=1_000_000, description="per-flow probe rate")
+    duration_s: float = Field(default=5.0, gt=0, le=3600)
+    max_loss: int = Field(default=0, ge=0)
+    udp_port: UdpPort | Literal["auto"] = Field(
+        default="auto",
+        description="probes' UDP destination port; auto: 4791, or rdma_udp_port when a probed "
+        "host's interface carries an RDMA device (its NIC would take UDP 4791)",
+    )
+    rdma_udp_port: UdpPort = Field(
+        default=54791,
+        description="the port auto picks on RDMA hosts (dynamic range: IANA assigns none)",
+    )
+
+    @model_validator(mode="after")
+    def _alternate_port(self) -> ProbePolicy:
+        if self.rdma_udp_port == ROCE_UDP_PORT:
+            raise ValueError(
+                f"rdma_udp_port: Expected: a port other than {ROCE_UDP_PORT} (a RoCE NIC takes "
+                f"that one) Actual: {self.rdma_udp_port}"
+            )
+        return self
+
+
+class PerftestPolicy(StrictModel):
+    """Line-rate acceptance with perftest (``roce-agent probe perftest``) on hosts whose ports
+    declare an ``rdma_device``. NVIDIA's multinode acceptance (ngc_multinode_perf) passes a
+    link at 90 % of its port speed."""
+
+    test: Literal["write", "read", "send"] = Field(
+        default="write", description="ib_write_bw, ib_read_bw or ib_send_bw"
+    )
+    qps: int = Field(default=4, ge=1, le=64, description="queue pairs per client (-q)")
+    duration_s: float = Field(default=10.0, gt=0, le=3600, description="per test (-D)")
+    message_bytes: Bytes = Field(default=65536, description="message size (-s)")
+    min_line_rate_fraction: float = Field(
+        default=0.9, gt=0, le=1, description="pairs: average bandwidth over port speed"
+    )
+    min_fairness: float = Field(
+        default=0.9, gt=0, le=1,
+        description="incast: Jain's fairness index of the senders' bandwidths",
+    )  # fmt: skip
+    base_tcp_port: int = Field(
+        default=18515, ge=1024, le=65000, description="perftest's exchange port (-p), +1 each"
+    )
+
+    @field_validator("message_bytes")
+    @classmethod
+    def _message_size(cls, value: int) -> int:
+        if not 2 <= value <= 2**30:
+            raise ValueError(f"Expected: 2 B to 1 GiB Actual: {value} B")
+        return value
+
+
+class ValidationPolicy(StrictModel):
+    """Thresholds the counter and wire checks apply."""
+
+    max_lossless_drops: int = Field(default=0, ge=0)
+    max_pause_frames_per_s: float = Field(default=1000.0, ge=0)
+    max_storms: int = Field(default=0, ge=0)
+    probe: ProbePolicy = Field(default_factory=ProbePolicy)
+    perftest: PerftestPolicy = Field(default_factory=PerftestPolicy)
+
+
+class Emulation(StrictModel):
+    """Only for emulated fabrics (the lab): what the fabric's links stand for.
+
+    ``time_dilation`` D says a lab link stands for one D times faster (a 10 Mb/s lab port
+    standing for 10 Gb/s: 1000). The lab hosts' DCQCN reaction and notification points then
+    run D times slower with D times smaller rates (:mod:`agent.observe.probes.dilation`), so ECN,
+    DCQCN and PFC interact as on the emulated link. It changes no device configuration:
+    ``check``, ``plan``, ``diff`` and ``apply`` never read it. 1 = real time (real fabrics).
+    """
+
+    time_dilation: int = Field(default=1, ge=1, le=1_000_000)
+
+
+class FabricIntent(StrictModel):
+    """Everything the agent needs to configure and validate one fabric."""
+
+    name: Name
+    profile: Profile
+    devices: list[Device] = Field(min_length=1)
+    validation: ValidationPolicy = Field(default_factory=ValidationPolicy)
+    emulation: Emulation = Field(
+        default_factory=Emulation, description="emulated fabrics (the lab) only"
+    )
+
+    def device(self, name: str) -> Device | None:
+        return next((d for d in self.devices if d.name == name), None)

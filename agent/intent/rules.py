@@ -1,0 +1,417 @@
+"""Cross-field rules of the intent, each with a stable ID.
+
+Field types catch a bad value; these catch a bad combination — a profile whose every field
+is valid but whose RoCE traffic would still be dropped. Each rule yields problems located
+at the field a user has to change, with an "Expected: … Actual: …" message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from agent.errors import Problem
+from agent.intent.model import FabricIntent
+from agent.intent.plan import Plan, build_plan, ecn_for_port, pfc_priorities
+from agent.intent.units import format_size, format_speed
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Violation:
+    loc: Loc
+    expected: str
+    actual: str
+
+    def message(self) -> str:
+        return f"Expected: {self.expected} Actual: {self.actual}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    rule_id: str
+    summary: str
+    check: Callable[[FabricIntent, Plan], Iterator[Violation]]
+
+
+RULES: list[Rule] = []
+
+
+def rule(
+    rule_id: str, summary: str
+) -> Callable[
+    [Callable[[FabricIntent, Plan], Iterator[Violation]]],
+    Callable[[FabricIntent, Plan], Iterator[Violation]],
+]:
+    def register(
+        check: Callable[[FabricIntent, Plan], Iterator[Violation]],
+    ) -> Callable[[FabricIntent, Plan], Iterator[Violation]]:
+        RULES.append(Rule(rule_id, summary, check))
+        return check
+
+    return register
+
+
+@rule("IR001", "every lossless priority has PFC on")
+def _lossless_has_pfc(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    if profile.mode == "lossless" and profile.roce.priority not in profile.pfc.priorities:
+        yield Violation(
+            ("profile", "pfc", "priorities"),
+            f"PFC on the RoCE priority {profile.roce.priority} (mode lossless)",
+            f"PFC priorities {profile.pfc.priorities}",
+        )
+
+
+@rule("IR002", "the RoCE and CNP DSCPs map to their own priorities")
+def _roce_dscp_lossless(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    for priority, dscps in profile.dscp_map.items():
+        for name, klass in (("RoCE", profile.roce), ("CNP", profile.cnp)):
+            if klass.dscp in dscps and priority != klass.priority:
+                yield Violation(
+                    ("profile", "dscp_map", priority),
+                    f"{name} DSCP {klass.dscp} → priority {klass.priority}",
+                    f"dscp_map also sends DSCP {klass.dscp} to priority {priority}",
+                )
+
+
+@rule("IR003", "the CNP priority is not lossless")
+def _cnp_not_lossless(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    if profile.cnp.priority in pfc_priorities(profile):
+        yield Violation(
+            ("profile", "pfc", "priorities"),
+            "CNP priority outside the PFC priorities (CNPs must never be paused)",
+            f"CNP priority {profile.cnp.priority} is in PFC priorities {profile.pfc.priorities}",
+        )
+
+
+@rule("IR004", "the CNP priority is scheduled strict")
+def _cnp_strict(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    if profile.cnp.priority not in profile.ets.strict:
+        yield Violation(
+            ("profile", "ets", "strict"),
+            f"CNP priority {profile.cnp.priority} in ets.strict",
+            f"ets.strict {profile.ets.strict}",
+        )
+
+
+@rule("IR005", "ECN marks before PFC pauses (ECN max < pause threshold)")
+def _ecn_before_pfc(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    roce = profile.roce.priority
+    for device in plan.devices:
+        for port in device.ports:
+            headroom = port.headroom.get(roce)
+            ecn = next((e for e in port.ecn if e.queue == roce), None)
+            if headroom and ecn and ecn.max_bytes >= headroom.pause_threshold:
+                explicit = profile.buffers.pause_threshold != "auto"
+                yield Violation(
+                    ("profile", "buffers", "pause_threshold")
+                    if explicit
+                    else ("profile", "ecn", "queues", roce, "max_threshold"),
+                    f"ECN max threshold below the PFC pause threshold "
+                    f"{format_size(headroom.pause_threshold)} on {device.name}:{port.name}",
+                    f"ECN max threshold {format_size(ecn.max_bytes)}",
+                )
+                return  # one port proves the profile wrong; the fix is the same everywhere
+
+
+@rule("IR006", "ECN min threshold < max threshold")
+def _ecn_min_below_max(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    seen: set[int] = set()
+    for device in intent.devices:
+        if device.role == "host":
+            continue
+        for port in device.ports:
+            for ecn in ecn_for_port(intent.profile, port):
+                if ecn.min_bytes >= ecn.max_bytes and ecn.queue not in seen:
+                    seen.add(ecn.queue)
+                    yield Violation(
+                        ("profile", "ecn", "queues", ecn.queue, "min_threshold"),
+                        f"min threshold below max threshold on queue {ecn.queue}",
+                        f"min {format_size(ecn.min_bytes)} >= max {format_size(ecn.max_bytes)}"
+                        f" (at {format_speed(port.speed)} on {device.name}:{port.name})",
+                    )
+
+
+@rule("IR008", "watchdog restoration time >= detection time")
+def _watchdog_times(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    watchdog = intent.profile.pfc.watchdog
+    if watchdog.restoration_ms < watchdog.detection_ms:
+        yield Violation(
+            ("profile", "pfc", "watchdog", "restoration_ms"),
+            f"restoration_ms >= detection_ms ({watchdog.detection_ms})",
+            f"restoration_ms {watchdog.restoration_ms}",
+        )
+
+
+def _ports(intent: FabricIntent) -> dict[tuple[str, str], tuple[int, int]]:
+    return {
+        (device.name, port.name): (d, p)
+        for d, device in enumerate(intent.devices)
+        for p, port in enumerate(device.ports)
+    }
+
+
+@rule("IR009", "both ends of a link agree on speed and MTU")
+def _link_ends_agree(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    index = _ports(intent)
+    for d, device in enumerate(intent.devices):
+        for p, port in enumerate(device.ports):
+            if not port.peer:
+                continue
+            peer_device, _, peer_port = port.peer.partition(":")
+            where = index.get((peer_device, peer_port))
+            if where is None or (peer_device, peer_port) < (device.name, port.name):
+                continue  # missing peers are IR010; report each link once
+            other = intent.devices[where[0]].ports[where[1]]
+            for setting in ("speed", "mtu"):
+                mine, theirs = getattr(port, setting), getattr(other, setting)
+                if mine != theirs:
+                    show = format_speed if setting == "speed" else str
+                    yield Violation(
+                        ("devices", d, "ports", p, setting),
+                        f"{setting} equal to the peer {port.peer} ({show(theirs)})",
+                        f"{device.name}:{port.name} {setting} {show(mine)}",
+                    )
+
+
+@rule("IR010", "every peer exists")
+def _peer_exists(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    index = _ports(intent)
+    names = {device.name for device in intent.devices}
+    for d, device in enumerate(intent.devices):
+        for p, port in enumerate(device.ports):
+            if not port.peer:
+                continue
+            peer_device, _, peer_port = port.peer.partition(":")
+            if peer_device not in names:
+                yield Violation(
+                    ("devices", d, "ports", p, "peer"),
+                    "a peer device defined in devices",
+                    f"no device named {peer_device!r}",
+                )
+            elif (peer_device, peer_port) not in index:
+                yield Violation(
+                    ("devices", d, "ports", p, "peer"),
+                    f"a port {peer_port!r} on {peer_device}",
+                    f"{peer_device} has no port {peer_port!r}",
+                )
+
+
+@rule("IR011", "links are declared on both ends, pointing at each other")
+def _peer_symmetric(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    index = _ports(intent)
+    for d, device in enumerate(intent.devices):
+        for p, port in enumerate(device.ports):
+            if not port.peer:
+                continue
+            peer_device, _, peer_port = port.peer.partition(":")
+            where = index.get((peer_device, peer_port))
+            if where is None:
+                continue
+            back = intent.devices[where[0]].ports[where[1]].peer
+            if back != f"{device.name}:{port.name}":
+                yield Violation(
+                    ("devices", d, "ports", p, "peer"),
+                    f"{port.peer} to have peer {device.name}:{port.name}",
+                    f"{port.peer} has peer {back}",
+                )
+
+
+@rule("IR012", "names and addresses are unique")
+def _unique(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    first_device: dict[str, int] = {}
+    mgmt: dict[tuple[str, int], str] = {}
+    addresses: dict[str, str] = {}
+    macs: dict[str, str] = {}
+    for d, device in enumerate(intent.devices):
+        if device.name in first_device:
+            yield Violation(
+                ("devices", d, "name"),
+                "a device name used once",
+                f"{device.name!r} also names devices[{first_device[device.name]}]",
+            )
+        first_device.setdefault(device.name, d)
+        if device.host is not None:
+            key = (device.host, device.port)
+            if key in mgmt:
+                yield Violation(
+                    ("devices", d, "host"),
+                    "one device per management address and port",
+                    f"{device.host}:{device.port} is also {mgmt[key]}",
+                )
+            mgmt.setdefault(key, device.name)
+        port_names: set[str] = set()
+        for p, port in enumerate(device.ports):
+            if port.name in port_names:
+                yield Violation(
+                    ("devices", d, "ports", p, "name"),
+                    f"a port name used once on {device.name}",
+                    f"{port.name!r} is defined twice",
+                )
+            port_names.add(port.name)
+            owner = f"{device.name}:{port.name}"
+            if port.ipv4 is not None:
+                ip = str(port.ipv4.ip)
+                if ip in addresses:
+                    yield Violation(
+                        ("devices", d, "ports", p, "ipv4"),
+                        "a unique data-plane address",
+                        f"{ip} is also on {addresses[ip]}",
+                    )
+                addresses.setdefault(ip, owner)
+            if port.mac is not None:
+                if port.mac in macs:
+                    yield Violation(
+                        ("devices", d, "ports", p, "mac"),
+                        "a unique MAC address",
+                        f"{port.mac} is also on {macs[port.mac]}",
+                    )
+                macs.setdefault(port.mac, owner)
+
+
+@rule("IR013", "ETS weights cover the non-strict queues and add up to 100 %")
+def _ets_weights(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    ets = intent.profile.ets
+    both = sorted(set(ets.strict) & set(ets.weights))
+    if both:
+        yield Violation(
+            ("profile", "ets", "weights"),
+            "a queue either strict or weighted",
+            f"queues {both} are in both ets.strict and ets.weights",
+        )
+    total = sum(ets.weights.values())
+    if ets.weights and total != 100:
+        yield Violation(("profile", "ets", "weights"), "weights adding up to 100", f"sum {total}")
+    roce = intent.profile.roce.priority
+    if roce not in ets.weights and roce not in ets.strict:
+        yield Violation(
+            ("profile", "ets", "weights"),
+            f"a bandwidth share for the RoCE priority {roce}",
+            f"weights for priorities {sorted(ets.weights)}",
+        )
+
+
+@rule("IR014", "RoCE and CNP use different DSCPs and priorities")
+def _roce_cnp_distinct(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    if profile.roce.dscp == profile.cnp.dscp:
+        yield Violation(
+            ("profile", "cnp", "dscp"),
+            f"a CNP DSCP other than the RoCE DSCP {profile.roce.dscp}",
+            f"cnp.dscp {profile.cnp.dscp}",
+        )
+    if profile.roce.priority == profile.cnp.priority:
+        yield Violation(
+            ("profile", "cnp", "priority"),
+            f"a CNP priority other than the RoCE priority {profile.roce.priority}",
+            f"cnp.priority {profile.cnp.priority}",
+        )
+
+
+@rule("IR015", "explicit PFC headroom is at least the computed minimum")
+def _headroom_minimum(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    if intent.profile.buffers.xoff == "auto":
+        return
+    for device in plan.devices:
+        for port in device.ports:
+            for headroom in port.headroom.values():
+                if headroom.xoff < headroom.minimum_xoff:
+                    yield Violation(
+                        ("profile", "buffers", "xoff"),
+                        f"xoff >= {headroom.minimum_xoff} bytes for {port.speed} and "
+                        f"{port.cable_m} m of cable on {device.name}:{port.name}",
+                        f"xoff {headroom.xoff}",
+                    )
+                    return
+
+
+@rule("IR016", "buffer size holds xon + xoff")
+def _size_holds(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    if intent.profile.buffers.size == "auto":
+        return
+    for device in plan.devices:
+        for port in device.ports:
+            for headroom in port.headroom.values():
+                if headroom.size < headroom.xon + headroom.xoff:
+                    yield Violation(
+                        ("profile", "buffers", "size"),
+                        f"size >= xon + xoff = {headroom.xon + headroom.xoff} on "
+                        f"{device.name}:{port.name}",
+                        f"size {headroom.size}",
+                    )
+                    return
+
+
+@rule("IR017", "host NIC settings agree with the switches")
+def _nic_consistent(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    nic = profile.nic
+    if nic.pfc_priorities is not None and sorted(nic.pfc_priorities) != pfc_priorities(profile):
+        yield Violation(
+            ("profile", "nic", "pfc_priorities"),
+            f"the switch PFC priorities {pfc_priorities(profile)}",
+            f"{sorted(nic.pfc_priorities)}",
+        )
+    if nic.dcqcn.cnp_dscp is not None and nic.dcqcn.cnp_dscp != profile.cnp.dscp:
+        yield Violation(
+            ("profile", "nic", "dcqcn", "cnp_dscp"),
+            f"the CNP DSCP {profile.cnp.dscp}",
+            f"cnp_dscp {nic.dcqcn.cnp_dscp}",
+        )
+    if nic.dcqcn.cnp_802p_prio is not None and nic.dcqcn.cnp_802p_prio != profile.cnp.priority:
+        yield Violation(
+            ("profile", "nic", "dcqcn", "cnp_802p_prio"),
+            f"the CNP priority {profile.cnp.priority}",
+            f"cnp_802p_prio {nic.dcqcn.cnp_802p_prio}",
+        )
+    if nic.trust != profile.trust:
+        yield Violation(
+            ("profile", "nic", "trust"),
+            f"trust {profile.trust} as on the switches",
+            f"trust {nic.trust}",
+        )
+
+
+@rule("IR018", "ECN, when on, is configured on the RoCE queue")
+def _ecn_on_roce_queue(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    if profile.ecn.enabled and profile.roce.priority not in profile.ecn.queues:
+        yield Violation(
+            ("profile", "ecn", "queues"),
+            f"an ECN entry for the RoCE queue {profile.roce.priority}",
+            f"ECN queues {sorted(profile.ecn.queues)}",
+        )
+
+
+@rule("IR019", "RoCE traffic has a congestion signal: PFC, ECN or both")
+def _some_congestion_control(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    if profile.mode == "lossy" and not profile.ecn.enabled:
+        yield Violation(
+            ("profile", "ecn", "enabled"),
+            "ECN on in lossy mode (without PFC, ECN is the only signal)",
+            "mode lossy, ecn.enabled false",
+        )
+
+
+def rule_problems(
+    intent: FabricIntent, locate: Callable[[Loc, str, str], Problem]
+) -> list[Problem]:
+    """Run every rule; a problem per violation, in rule order."""
+    plan = build_plan(intent)
+    problems = []
+    for registered in RULES:
+        for violation in registered.check(intent, plan):
+            problems.append(locate(violation.loc, violation.message(), registered.rule_id))
+    return problems
+
+
+def rules_by_id() -> dict[str, str]:
+    """Rule IDs and summaries (for ``--help`` and the README)."""
+    return {r.rule_id: r.summary for r in RULES}

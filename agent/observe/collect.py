@@ -1,0 +1,73 @@
+"""Collect what the checks look at: each switch's state and two counter snapshots.
+
+One SSH session per device reads the state and a first counter snapshot, waits the window,
+and reads the second snapshot, so rates (pauses per second) and deltas (drops during the
+window) come from the same session. Devices are read in parallel; an unreachable device is
+recorded with the reason, and the checks skip it.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from agent.device.platforms import platform_for
+from agent.device.push import DEFAULT_PARALLELISM, Pusher, Unreachable, close_quietly, connect
+from agent.intent.model import Device
+from agent.observe.checks.base import Collected, DeviceData
+
+
+def collect_device(
+    pusher: Pusher, device: Device, counters: bool, window_s: float, links: bool = False
+) -> DeviceData:
+    device_plan = pusher.plan.device(device.name)
+    assert device_plan is not None
+    data = DeviceData(device, device_plan)
+    platform = platform_for(device.platform)
+    try:
+        conn = connect(device, platform)
+    except Unreachable as exc:
+        data.error = str(exc)
+        return data
+    try:
+        data.sessions = platform.read_sessions(conn)
+        data.state = platform.read_state(conn)
+        if counters:
+            data.previous = platform.read_counters(conn, data.state)
+            if window_s > 0:
+                time.sleep(window_s)
+                data.counters = platform.read_counters(conn, data.state)
+            else:
+                data.counters, data.previous = data.previous, None
+        if links:
+            data.links = platform.read_link_health(conn)
+    except Exception as exc:  # a parse or protocol error on one device must not stop the rest
+        data.error = f"{device.name}: {type(exc).__name__}: {exc}"
+    finally:
+        close_quietly(conn)
+    return data
+
+
+def collect(
+    pusher: Pusher,
+    devices: list[Device],
+    counters: bool = True,
+    window_s: float = 0.0,
+    parallelism: int = DEFAULT_PARALLELISM,
+) -> Collected:
+    """State (and counters) of ``devices``; hosts are listed without state (no NIC read)."""
+    collected = Collected(pusher.intent, pusher.plan)
+    switches = [d for d in devices if d.role != "host"]
+    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(switches) or 1))) as pool:
+        for data in pool.map(lambda d: collect_device(pusher, d, counters, window_s), switches):
+            collected.devices[data.device.name] = data
+    for device in pusher.intent.devices:
+        if device.role == "host":
+            device_plan = pusher.plan.device(device.name)
+            assert device_plan is not None
+            collected.devices[device.name] = DeviceData(
+                device,
+                device_plan,
+                error=None if not device.netns else "lab host: no RoCE NIC to read",
+            )
+    return collected

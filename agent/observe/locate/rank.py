@@ -1,0 +1,791 @@
+"""From symptoms to a culprit (issue #15): which link, port, switch or host NIC.
+
+Joins three kinds of evidence with the topology and ranks suspects:
+
+1. **Switch counters and state**, read before and after a probing run: a port that is down,
+   frames received with FCS errors, a host port that keeps receiving pause frames until the
+   watchdog acts (a storming NIC), lossless drops at an ingress that sent XOFF (the neighbour
+   does not honour pause), and every place where the configuration read back differs from
+   the plan. A counter names its element directly, so these suspects come first and *explain
+   away* the probe symptoms they cause.
+2. **Path-aware probes** (:mod:`agent.observe.probes.paths`): each probe flow's source port pins one
+   ECMP path, known hop by hop from a traceroute with the same 5-tuple, so each flow's loss,
+   ICRC errors and latency belong to a known list of directed links.
+3. **Tomography** over what the counters do not explain: the directed link whose paths lose
+   (or corrupt, or delay) the most compared with the paths that do NOT cross it — the
+   comparison R-Pingmesh (Liu et al., SIGCOMM 2024, §4) and Pingmesh (Guo et al., SIGCOMM
+   2015, §5) use to tell a network fault from an end-host fault: a fault of one host shows on
+   every path of that host and on no other, a link fault on the paths through that link
+   whatever their hosts. The greedy pick of the link that explains the most remaining bad
+   paths is the set cover NetBouncer and R-Pingmesh use.
+
+A host's access link and its NIC lie on exactly the same paths, so probes alone cannot tell
+them apart; switch counters can (FCS errors on the leaf port: the cable or optic; pauses
+from the host: the NIC), and the suspect says which it is or that it cannot tell.
+
+Pure functions over plain data: no I/O here (``agent.app.locate`` collects and probes).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent.device.state import Counters, Difference, InterfaceCounters, LinkHealth
+from agent.errors import AgentError
+from agent.intent.model import FabricIntent
+
+SuspectKind = Literal["link", "port", "switch", "host-nic"]
+
+# A path is bad for loss when it lost at least this share of what it sent, and at least
+# LOSS_MIN_PACKETS (one lost packet in a short run is not a pattern).
+LOSS_FLOOR = 0.01
+LOSS_MIN_PACKETS = 2
+# Latency: a path is slow when its median one-way latency exceeds the fastest path of the
+# same hop count by this much (absolute, and relative to that baseline).
+# 5 ms: a lab sender's Python scheduling jitter on a loaded 2-core machine reached 2 ms.
+LATENCY_FLOOR_MS = 5.0
+LATENCY_RELATIVE = 0.5
+# A storm: pause frames arriving all through the run, on average this many per second, or
+# fewer with the PFC watchdog declaring a storm. A storming NIC refreshes XOFF before its
+# quanta run out (hundreds per second at 100G, a hundred per second from the lab's storm
+# tool); PFC that works sends a few per congestion episode (the lab under `--load`: 1-3/s),
+# and one lost XON trips the watchdog with no more pause frames than that.
+STORM_PFC_PER_S = 50.0
+STORM_WITH_WATCHDOG_PER_S = 10.0
+
+
+ALL_SYMPTOMS = frozenset({"loss", "icrc", "latency"})
+LOAD_WEIGHT = 100  # a loading flow's path counts this many probe paths (see _resolve_ingress)
+LOSS = frozenset({"loss"})
+
+
+class LocateError(AgentError):
+    """Inputs that cannot be joined (a path over a link the fabric does not have)."""
+
+
+# --------------------------------------------------------------------------- topology
+
+
+@dataclass(frozen=True)
+class DirectedLink:
+    """One direction of a cable: frames leave ``tx`` and arrive at ``rx``."""
+
+    name: str
+    tx: tuple[str, str]  # (device, port)
+    rx: tuple[str, str]
+    tx_host: bool
+    rx_host: bool
+
+    @property
+    def cable(self) -> str:
+        """Both directions' common name: ``leaf1:Ethernet1<>spine1:Ethernet1``."""
+        a, b = sorted((f"{self.tx[0]}:{self.tx[1]}", f"{self.rx[0]}:{self.rx[1]}"))
+        return f"{a}<>{b}"
+
+
+def link_name(device: str, port: str, peer: str, from_host: bool) -> str:
+    """``leaf1:Ethernet1>spine1`` (a switch port's egress) or ``h1>leaf1`` (a host's)."""
+    return f"{device}>{peer}" if from_host else f"{device}:{port}>{peer}"
+
+
+@dataclass(frozen=True)
+class Topology:
+    links: dict[str, DirectedLink]
+    hosts: frozenset[str]
+
+    @classmethod
+    def from_intent(cls, intent: FabricIntent) -> Topology:
+        roles = {d.name: d.role for d in intent.devices}
+        links: dict[str, DirectedLink] = {}
+        for device in intent.devices:
+            for port in device.ports:
+                if port.peer is None:
+                    continue
+                peer, _, peer_port = port.peer.partition(":")
+                if peer not in roles:
+                    continue  # a peer outside the fabric file: nothing to probe through it
+                from_host = device.role == "host"
+                name = link_name(device.name, port.name, peer, from_host)
+                links[name] = DirectedLink(
+                    name,
+                    (device.name, port.name),
+                    (peer, peer_port),
+                    from_host,
+                    roles[peer] == "host",
+                )
+        hosts = frozenset(n for n, role in roles.items() if role == "host")
+        return cls(links, hosts)
+
+    def into(self, device: str, port: str) -> DirectedLink | None:
+        """The direction that arrives at ``device:port``."""
+        return next((link for link in self.links.values() if link.rx == (device, port)), None)
+
+    def out_of(self, device: str, port: str) -> DirectedLink | None:
+        return next((link for link in self.links.values() if link.tx == (device, port)), None)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class HopProbe:
+    """TTL-limited probes of one path that expire at one switch on the way (mtr's method):
+    sent, answered with ICMP time exceeded, and answered with a quote of the probe that
+    differs from what was sent (corrupted before that switch)."""
+
+    sent: int
+    answered: int
+    corrupted: int = 0
+    rtt_min_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class PathResult:
+    """One probe flow pinned to one path (its UDP source port) and what it saw."""
+
+    src: str
+    dst: str
+    sport: int
+    links: tuple[str, ...]  # directed links, the source host's first (agent.observe.probes.paths)
+    sent: int
+    received: int
+    icrc_errors: int = 0
+    latency_ms: float | None = None  # median one-way
+    # hops[i]: probes that expire at the switch ``links[i]`` leads to (one per switch hop).
+    hops: tuple[HopProbe | None, ...] = ()
+    load: bool = False  # a flow of `locate --load`'s incast, not a probe
+
+    @property
+    def lost(self) -> int:
+        return max(0, self.sent - self.received)
+
+    @property
+    def vanished(self) -> int:
+        """Lost without a trace: not the ones the receiving NIC dropped for a bad ICRC."""
+        return max(0, self.lost - self.icrc_errors)
+
+    @property
+    def label(self) -> str:
+        return f"{self.src}→{self.dst} (sport {self.sport}{', load' if self.load else ''})"
+
+
+@dataclass(frozen=True)
+class PortSymptoms:
+    """What moved on one switch port during the run (deltas) and its link state after."""
+
+    device: str
+    port: str
+    up: bool | None = None
+    fcs_errors: int = 0
+    in_errors: int = 0
+    lossless_drops: int = 0  # queue + headroom drops on the intent's lossless priorities
+    lossy_drops: int = 0  # egress queue drops on the other priorities
+    headroom_drops: int = 0  # ingress drops beyond the headroom (lossless priorities)
+    lossless_tx: int = 0  # frames sent from the lossless priorities' egress queues
+    lossy_tx: int = 0  # ... and from the other queues
+    pfc_rx: int = 0
+    pfc_tx: int = 0
+    storms: int = 0  # PFC watchdog storms detected
+
+
+def port_symptoms(
+    before: Counters | None,
+    after: Counters,
+    links_before: dict[str, LinkHealth],
+    links_after: dict[str, LinkHealth],
+    lossless: Iterable[int],
+    control: Iterable[int] = (),
+) -> list[PortSymptoms]:
+    """Per port of one switch: the counter deltas between two snapshots (a counter that went
+    backwards — cleared or wrapped — counts from zero) and the link state after.
+    ``control``: priorities of the fabric's own lossy traffic (CNPs), left out of
+    ``lossy_tx`` — RoCE senders cause it, so it says nothing about misclassified RoCE."""
+    lossless = sorted(set(lossless))
+    control = set(control)
+
+    found = []
+    for name in sorted(set(after.interfaces) | set(links_after)):
+        new = after.interfaces.get(name)
+        old = before.interfaces.get(name) if before is not None else None
+        health = links_after.get(name, LinkHealth())
+        was = links_before.get(name, LinkHealth())
+        drops = lossy = headroom = lossless_tx = lossy_tx = pfc_rx = pfc_tx = storms = 0
+        if new is not None:
+            lossy = sum(_queue_drops(new, old, p) for p in new.queues if p not in lossless)
+            for p, queue in new.queues.items():
+                was_queue = old.queues.get(p) if old is not None else None
+                sent = delta(queue.tx_packets, was_queue.tx_packets if was_queue else 0)
+                if p in lossless:
+                    lossless_tx += sent
+                elif p not in control:
+                    lossy_tx += sent
+            for p in lossless:
+                drops += _queue_drops(new, old, p)
+                headroom += delta(new.headroom_drops[p], old.headroom_drops[p] if old else 0)
+                drops += delta(new.headroom_drops[p], old.headroom_drops[p] if old else 0)
+                pfc_rx += delta(new.pfc_rx[p], old.pfc_rx[p] if old else 0)
+                pfc_tx += delta(new.pfc_tx[p], old.pfc_tx[p] if old else 0)
+                dog = new.watchdog.get(p)
+                old_dog = old.watchdog.get(p) if old is not None else None
+                if dog is not None:
+                    storms += delta(dog.storms_detected, old_dog.storms_detected if old_dog else 0)
+        found.append(
+            PortSymptoms(
+                device=after.device,
+                port=name,
+                up=health.up,
+                fcs_errors=delta(health.fcs_errors, was.fcs_errors),
+                in_errors=delta(health.in_errors, was.in_errors),
+                lossless_drops=drops,
+                lossy_drops=lossy,
+                headroom_drops=headroom,
+                lossless_tx=lossless_tx,
+                lossy_tx=lossy_tx,
+                pfc_rx=pfc_rx,
+                pfc_tx=pfc_tx,
+                storms=storms,
+            )
+        )
+    return found
+
+
+def delta(new: int, old: int) -> int:
+    """A monotonic counter's increase; one that went backwards (cleared, wrapped) counts
+    from zero."""
+    return new - old if new >= old else new
+
+
+def _queue_drops(new: InterfaceCounters, old: InterfaceCounters | None, priority: int) -> int:
+    queue = new.queues.get(priority)
+    was = old.queues.get(priority) if old is not None else None
+    if queue is None:
+        return 0
+    return delta(queue.dropped_packets, was.dropped_packets if was is not None else 0)
+
+
+# --------------------------------------------------------------------------- verdict
+
+
+@dataclass
+class Suspect:
+    kind: SuspectKind
+    element: str
+    confidence: float
+    evidence: list[str]
+    explains: set[str] = field(default_factory=set)  # directed links whose symptoms it explains
+    paths: int = 0  # bad paths it explains
+    # A switch port sending RoCE from a lossy queue: the culprit is the ingress of that switch
+    # the traffic came in by, found from the paths (see _resolve_ingress).
+    ingress_of: tuple[str, str] | None = None
+    # "Does not honour pause": the cable's two directions -- the pause goes one way, the
+    # frames in flight come the other (see _slow_links).
+    pause_over: frozenset[str] = frozenset()
+    # The path symptoms it accounts for (a drop counter explains loss, not latency).
+    symptoms: frozenset[str] = field(default_factory=lambda: ALL_SYMPTOMS)
+    found_by: str | None = None  # the path symptom tomography found it by (None: a counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "element": self.element,
+            "confidence": round(self.confidence, 2),
+            "evidence": self.evidence,
+            "paths_explained": self.paths,
+        }
+
+
+@dataclass
+class Verdict:
+    suspects: list[Suspect]
+    paths: int
+    bad_paths: int
+    unexplained: list[str]  # bad paths no suspect accounts for
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fault_found(self) -> bool:
+        return bool(self.suspects)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "fault_found": self.fault_found,
+            "summary": summary(self),
+            "suspects": [{"rank": i, **s.as_dict()} for i, s in enumerate(self.suspects, start=1)],
+            "paths": self.paths,
+            "bad_paths": self.bad_paths,
+            "unexplained_paths": self.unexplained,
+            "notes": self.notes,
+        }
+
+
+def summary(verdict: Verdict) -> str:
+    if not verdict.suspects:
+        return (
+            f"no fault found ({verdict.paths} paths probed, none bad, no counter or setting "
+            "pointing at one)"
+        )
+    first = verdict.suspects[0]
+    return f"{first.kind} {first.element} (confidence {first.confidence:.2f})"
+
+
+@dataclass(frozen=True)
+class _Symptom:
+    """One way a path can be bad, and how much of it each path shows."""
+
+    name: str
+    amount: Callable[[PathResult], float]  # lost packets, ICRC errors, excess latency
+    total: Callable[[PathResult], float]  # the denominator: sent packets, or 1 per path
+    bad: Callable[[PathResult], bool]
+    describe: str
+
+
+def locate(
+    topology: Topology,
+    paths: Sequence[PathResult],
+    ports: Sequence[PortSymptoms],
+    differences: Sequence[Difference] = (),
+    *,
+    duration_s: float = 1.0,
+    loaded: Sequence[tuple[str, ...]] = (),
+) -> Verdict:
+    """Rank the suspects; ``Verdict.suspects`` is empty when nothing is wrong. ``loaded``:
+    the links of the flows that loaded the fabric (``locate --load``), which carry most of
+    the traffic a misclassifying port sends into a lossy queue."""
+    for path in paths:
+        unknown = [name for name in path.links if name not in topology.links]
+        if unknown:
+            raise LocateError(
+                f"path {path.label}: link {unknown[0]!r}: Expected: a link of the fabric. "
+                "Actual: not in the fabric file"
+            )
+    measured = [p for p in paths if p.sent > 0]
+    notes = [f"{p.label}: nothing sent, not used" for p in paths if p.sent == 0]
+    suspects = _from_counters(topology, ports, duration_s) + _from_config(topology, differences)
+    symptoms = _symptoms(measured)
+    bad = {p.label: p for p in measured if any(s.bad(p) for s in symptoms)}
+    suspects = [
+        _resolve_ingress(topology, s, [p.links for p in bad.values()], loaded) for s in suspects
+    ]
+    for suspect in suspects:
+        suspect.paths = sum(1 for p in bad.values() if suspect.explains & set(p.links))
+    explained: set[str] = set()
+    for symptom in symptoms:
+        # A counter explains the symptoms it causes: drops explain loss, not a slow path.
+        covered = {
+            label
+            for label, path in bad.items()
+            if symptom.bad(path)
+            for suspect in suspects
+            if symptom.name in suspect.symptoms and suspect.explains & set(path.links)
+        }
+        found = _tomography(topology, measured, symptom, covered)
+        if symptom.name == "loss":
+            found = [_lossy_class(topology, s, bad.values(), ports) for s in found]
+        suspects += found
+        explained |= covered | {
+            label for label, path in bad.items() for s in found if s.explains & set(path.links)
+        }
+    suspects = _slow_links(suspects)
+    suspects.sort(key=lambda s: (-s.confidence, -s.paths, s.element))
+    unexplained = sorted(label for label in bad if label not in explained)
+    return Verdict(suspects, len(measured), len(bad), unexplained, notes)
+
+
+def _symptoms(paths: Sequence[PathResult]) -> list[_Symptom]:
+    def lossy(p: PathResult) -> bool:
+        return p.vanished >= LOSS_MIN_PACKETS and p.vanished >= LOSS_FLOOR * p.sent
+
+    baseline: dict[int, float] = {}
+    for p in paths:
+        if p.latency_ms is not None:
+            hops = len(p.links)
+            baseline[hops] = min(baseline.get(hops, p.latency_ms), p.latency_ms)
+
+    def excess(p: PathResult) -> float:
+        if p.latency_ms is None:
+            return 0.0
+        return max(0.0, p.latency_ms - baseline[len(p.links)])
+
+    def slow(p: PathResult) -> bool:
+        if p.latency_ms is None:
+            return False
+        base = baseline[len(p.links)]
+        return excess(p) > max(LATENCY_FLOOR_MS, LATENCY_RELATIVE * base)
+
+    return [
+        _Symptom(
+            "icrc",
+            lambda p: p.icrc_errors,
+            lambda p: p.sent,
+            lambda p: p.icrc_errors > 0,
+            "arrived with a bad ICRC",
+        ),
+        _Symptom("loss", lambda p: p.vanished, lambda p: p.sent, lossy, "lost"),
+        _Symptom("latency", excess, lambda p: 1.0, slow, "were slow"),
+    ]
+
+
+def _tomography(
+    topology: Topology, paths: Sequence[PathResult], symptom: _Symptom, explained: set[str]
+) -> list[Suspect]:
+    """Greedy set cover of the bad paths no counter explained, by the directed link whose
+    paths show the symptom most compared with the paths that do not cross it. Paths a counter
+    explains are left out of both rates: their cause is known, and a port dropping heavily
+    elsewhere must not hide a link that loses less (R-Pingmesh compares unexplained paths)."""
+    remaining = {p.label: p for p in paths if symptom.bad(p) and p.label not in explained}
+    paths = [p for p in paths if p.label not in explained]
+    found: list[Suspect] = []
+    while remaining:
+        best: tuple[float, str, float, float, list[PathResult]] | None = None
+        for name in sorted({n for p in remaining.values() for n in p.links}):
+            through = [p for p in paths if name in p.links]
+            elsewhere = [p for p in paths if name not in p.links]
+            rate_in = _rate(through, symptom)
+            rate_out = _rate(elsewhere, symptom)
+            covered = [p for p in remaining.values() if name in p.links]
+            score = len(covered) * (rate_in - rate_out)
+            if best is None or score > best[0]:
+                best = (score, name, rate_in, rate_out, covered)
+        assert best is not None
+        score, name, rate_in, rate_out, covered = best
+        if score <= 0:
+            break
+        twins = _same_paths(topology, paths, name)
+        hop_note = None
+        if twins:
+            name, hop_note, twins = _split_twins(name, twins, covered, symptom)
+        link = topology.links[name]
+        through = [p for p in paths if name in p.links]
+        bad_through = sum(1 for p in through if symptom.bad(p))
+        purity = rate_in / (rate_in + rate_out) if rate_in + rate_out else 0.0
+        coverage = len(covered) / (len(covered) + len(remaining) - len(covered))
+        unit = "" if symptom.name != "latency" else " ms"
+        evidence = [
+            f"{bad_through} of {len(through)} paths through {name} {symptom.describe} "
+            f"({_format_rate(rate_in, symptom)}{unit}); paths elsewhere "
+            f"{_format_rate(rate_out, symptom)}{unit}",
+            "paths: "
+            + ", ".join(p.label for p in covered[:6])
+            + (" …" if len(covered) > 6 else ""),
+        ]
+        if link.tx_host or link.rx_host:
+            host = link.tx[0] if link.tx_host else link.rx[0]
+            evidence.append(
+                f"{host}'s NIC lies on the same paths as this link; no switch counter moved, "
+                "so the probes cannot tell the cable from the NIC"
+            )
+        if hop_note:
+            evidence.append(hop_note)
+        if twins:
+            evidence.append("indistinguishable by these paths from: " + ", ".join(twins))
+        found.append(
+            Suspect(
+                "link",
+                name,
+                confidence=round(purity * coverage * (0.9 if not twins else 0.6), 2),
+                evidence=evidence,
+                explains={name},
+                paths=len(covered),
+                found_by=symptom.name,
+            )
+        )
+        for p in covered:
+            del remaining[p.label]
+    return found
+
+
+def _slow_links(suspects: list[Suspect]) -> list[Suspect]:
+    """Pause that failed over a link the probes found bad: a lossy link loses the pause
+    frames too (a lost XOFF: the neighbour keeps sending; a lost XON: it stays paused until
+    the watchdog drops), and frames in flight on a slow link outrun the headroom planned for
+    its length. The link is the culprit then, not a neighbour that ignores pause."""
+    bad_links = {s.element: s for s in suspects if s.found_by in ("loss", "latency")}
+    kept = []
+    for suspect in suspects:
+        link = next((bad_links[n] for n in sorted(suspect.pause_over) if n in bad_links), None)
+        if link is None:
+            kept.append(suspect)
+            continue
+        slow = link.found_by == "latency"
+        link.evidence += [
+            f"{why}; but the pause went over this {'slow' if slow else 'lossy'} link: "
+            + (
+                "its delay exceeds what the headroom allows for"
+                if slow
+                else "pause frames were lost on it"
+            )
+            for why in suspect.evidence
+        ]
+        link.confidence = max(link.confidence, suspect.confidence)
+    return kept
+
+
+def _resolve_ingress(
+    topology: Topology,
+    suspect: Suspect,
+    bad: Sequence[tuple[str, ...]],
+    loaded: Sequence[tuple[str, ...]],
+) -> Suspect:
+    """A switch that sends RoCE from a lossy queue out of one port misclassified it where it
+    came in: on the paths that leave by that port, the link into the switch before it. The
+    load's flows (line rate) outweigh the probes' bad paths (a trickle)."""
+    if suspect.ingress_of is None:
+        return suspect
+    entering: dict[tuple[str, str], int] = {}
+    for links, weight in [*((p, LOAD_WEIGHT) for p in loaded), *((p, 1) for p in bad)]:
+        for before, after in itertools.pairwise(links):
+            if topology.links[after].tx == suspect.ingress_of:
+                end = topology.links[before].rx
+                entering[end] = entering.get(end, 0) + weight
+    if not entering:
+        return suspect
+    device, port = max(sorted(entering), key=lambda end: entering[end])
+    suspect.element = f"{device}:{port}"
+    suspect.evidence.append(
+        f"the paths leaving by {suspect.ingress_of[0]}:{suspect.ingress_of[1]} enter "
+        f"{device} at {port}: that ingress is where the class is chosen"
+    )
+    return suspect
+
+
+def _lossy_class(
+    topology: Topology,
+    suspect: Suspect,
+    bad: Iterable[PathResult],
+    ports: Sequence[PortSymptoms],
+) -> Suspect:
+    """Loss behind a link, and lossy-queue drops further down those paths while only the
+    lossless class was sent: the port by which those paths entered the dropping switch
+    classifies RoCE into a lossy class (a data plane that disagrees with its configuration:
+    the config read found nothing)."""
+    # Each switch classifies at its own ingress, so drops in a lossy queue of switch D come
+    # from traffic that entered D by a port that misclassified it: on the bad paths, the
+    # link into D just before the dropping egress.
+    entering: dict[tuple[str, str], int] = {}
+    drops: dict[tuple[str, str], int] = {}
+    dropping = {(p.device, p.port): p.lossy_drops for p in ports if p.lossy_drops > 0}
+    for path in bad:
+        if suspect.element not in path.links:
+            continue
+        for before, after in itertools.pairwise(path.links):
+            egress = topology.links[after].tx
+            if egress in dropping:
+                ingress = topology.links[before].rx
+                entering[ingress] = entering.get(ingress, 0) + 1
+                drops[egress] = dropping[egress]
+    if not entering:
+        return suspect
+    device, port = max(sorted(entering), key=lambda end: entering[end])
+    where = ", ".join(f"{d}:{p} ({n})" for (d, p), n in sorted(drops.items()))
+    return Suspect(
+        "port",
+        f"{device}:{port}",
+        confidence=max(suspect.confidence, 0.8),
+        evidence=[
+            f"RoCE entering {device} at {port} is lost, and lossy queues of {device} dropped "
+            f"packets on its paths ({where}) while the probes used only the lossless class: "
+            f"{device}:{port} classifies RoCE into a lossy class",
+            *suspect.evidence,
+        ],
+        explains=suspect.explains,
+        paths=suspect.paths,
+    )
+
+
+def _hop_rate(path: PathResult, index: int, symptom: _Symptom) -> float | None:
+    """The symptom's rate in the probes that expire after ``links[index]`` (the path's own
+    end-to-end rate for its last link, which leads to the host); 0 before the first link."""
+    if index < 0:
+        return 0.0
+    if index == len(path.links) - 1:
+        if symptom.name == "latency":
+            return None  # one-way latency and hop round trips do not compare
+        return symptom.amount(path) / symptom.total(path) if symptom.total(path) else None
+    hop = path.hops[index] if index < len(path.hops) else None
+    if hop is None or not hop.sent:
+        return None
+    if symptom.name == "loss":
+        return 1 - hop.answered / hop.sent
+    if symptom.name == "icrc":
+        return hop.corrupted / hop.answered if hop.answered else None
+    return hop.rtt_min_ms  # latency: the round trip to that hop
+
+
+def _split_twins(
+    name: str, twins: list[str], covered: Sequence[PathResult], symptom: _Symptom
+) -> tuple[str, str | None, list[str]]:
+    """Links on exactly the same paths: the one where the symptom starts (TTL-limited probes
+    show it after that link and not before) is the culprit. Without hop probes, unchanged."""
+    rises: dict[str, float] = {}
+    for candidate in [name, *twins]:
+        steps = []
+        for path in covered:
+            if candidate not in path.links:
+                continue
+            index = path.links.index(candidate)
+            after, before = _hop_rate(path, index, symptom), _hop_rate(path, index - 1, symptom)
+            if after is not None and before is not None:
+                steps.append(after - before)
+        if steps:
+            rises[candidate] = sum(steps) / len(steps)
+    if len(rises) < len(twins) + 1:
+        return name, None, twins
+    ranked = sorted(rises, key=lambda c: (-rises[c], c))
+    best, runner_up = ranked[0], ranked[1]
+    floor = LATENCY_FLOOR_MS / 2 if symptom.name == "latency" else LOSS_FLOOR
+    if rises[best] - rises[runner_up] < floor:
+        return name, None, twins
+
+    def amount(value: float) -> str:
+        return f"{value:+.1f} ms round trip" if symptom.name == "latency" else f"{value:+.1%}"
+
+    note = f"TTL-limited probes: {symptom.name} rises {amount(rises[best])} across {best}; " + (
+        ", ".join(f"{amount(rises[c])} across {c}" for c in ranked[1:])
+    )
+    return best, note, []
+
+
+def _rate(paths: Sequence[PathResult], symptom: _Symptom) -> float:
+    total = sum(symptom.total(p) for p in paths)
+    return sum(symptom.amount(p) for p in paths) / total if total else 0.0
+
+
+def _format_rate(rate: float, symptom: _Symptom) -> str:
+    return f"{rate:.1f}" if symptom.name == "latency" else f"{rate:.1%}"
+
+
+def _same_paths(topology: Topology, paths: Sequence[PathResult], name: str) -> list[str]:
+    """Other links crossed by exactly the same probed paths (the probes cannot split them)."""
+    mine = {p.label for p in paths if name in p.links}
+    others = sorted({n for p in paths for n in p.links} - {name})
+    return [n for n in others if {p.label for p in paths if n in p.links} == mine]
+
+
+def _from_counters(
+    topology: Topology, ports: Sequence[PortSymptoms], duration_s: float
+) -> list[Suspect]:
+    suspects: dict[tuple[SuspectKind, str], Suspect] = {}
+    by_end = {(p.device, p.port): p for p in ports}
+
+    def add(
+        kind: SuspectKind,
+        element: str,
+        confidence: float,
+        why: str,
+        links: set[str],
+        symptoms: frozenset[str] = LOSS,
+    ) -> Suspect:
+        suspect = suspects.setdefault((kind, element), Suspect(kind, element, confidence, []))
+        suspect.confidence = max(suspect.confidence, confidence)
+        suspect.evidence.append(why)
+        suspect.explains |= links
+        suspect.symptoms = symptoms
+        return suspect
+
+    for port in ports:
+        where = f"{port.device}:{port.port}"
+        arriving = topology.into(port.device, port.port)
+        leaving = topology.out_of(port.device, port.port)
+        both = {x.name for x in (arriving, leaving) if x is not None}
+        if port.up is False and arriving is not None:
+            add("link", arriving.cable, 0.95, f"{where} is down", both, ALL_SYMPTOMS)
+        errors = max(port.fcs_errors, port.in_errors)
+        if errors and arriving is not None:
+            add(
+                "link",
+                arriving.name,
+                0.9,
+                f"{where} received {port.fcs_errors} frames with FCS errors "
+                f"({port.in_errors} input errors) during the run",
+                {arriving.name},
+            )
+        # A storm is pause sent without end: a high rate for the whole run. A watchdog event
+        # alone is not one (a lost XON holds a port paused until its quanta run out).
+        rate = port.pfc_rx / duration_s if duration_s > 0 else 0.0
+        storming = rate >= STORM_PFC_PER_S or (
+            port.storms > 0 and rate >= STORM_WITH_WATCHDOG_PER_S
+        )
+        if storming and arriving is not None:
+            peer = arriving.tx[0]
+            why = (
+                f"{where} received {port.pfc_rx} pause frames from {peer} "
+                f"({port.pfc_rx / duration_s:.0f}/s); the PFC watchdog detected "
+                f"{port.storms} storm(s)"
+            )
+            kind: SuspectKind = "host-nic" if arriving.tx_host else "port"
+            element = peer if arriving.tx_host else f"{arriving.tx[0]}:{arriving.tx[1]}"
+            # A paused port delays what it still carries: latency too.
+            add(kind, element, 0.9, why, {leaving.name} if leaving else set(), ALL_SYMPTOMS)
+        if port.headroom_drops and port.pfc_tx and arriving is not None:
+            # This ingress asked its neighbour to pause and still overflowed: the neighbour
+            # kept sending -- either it ignores pause, or it sent the traffic from a queue that
+            # pause does not stop (it classified RoCE into a lossy class).
+            peer = arriving.tx[0]
+            sender = by_end.get(arriving.tx)
+            if sender is not None and sender.lossy_tx > sender.lossless_tx:
+                why = (
+                    f"{where} sent {port.pfc_tx} pause frames to {peer} and still dropped "
+                    f"{port.headroom_drops} lossless frames; {peer}:{arriving.tx[1]} sent "
+                    f"{sender.lossy_tx} frames from lossy queues and {sender.lossless_tx} from "
+                    f"the lossless one: {peer} classifies RoCE into a lossy class"
+                )
+                add(
+                    "port", f"{peer}:{arriving.tx[1]}", 0.8, why, {arriving.name}
+                ).ingress_of = arriving.tx
+                continue
+            why = (
+                f"{where} sent {port.pfc_tx} pause frames to {peer} and still dropped "
+                f"{port.headroom_drops} lossless frames: {peer} does not honour pause"
+            )
+            over = frozenset(x.name for x in (arriving, leaving) if x is not None)
+            if arriving.tx_host:
+                add("host-nic", peer, 0.8, why, {arriving.name}).pause_over = over
+            else:
+                element = f"{arriving.tx[0]}:{arriving.tx[1]}"
+                add("port", element, 0.8, why, {arriving.name}).pause_over = over
+        elif port.lossless_drops:
+            # Queue drops lose frames leaving by this port, headroom drops frames arriving.
+            lost_on = set()
+            queue_drops = port.lossless_drops > port.headroom_drops
+            if queue_drops and leaving is not None:
+                lost_on.add(leaving.name)
+            if port.headroom_drops and arriving is not None:
+                lost_on.add(arriving.name)
+            dropped = add(
+                "port",
+                where,
+                0.5,
+                f"{where} dropped {port.lossless_drops} frames of a lossless class",
+                lost_on,
+            )
+            if queue_drops and arriving is not None:
+                # The pause that stops this egress arrives over the link from the peer: a
+                # lost XON holds the queue paused until it overflows or the watchdog drops.
+                dropped.pause_over = frozenset({arriving.name})
+    return list(suspects.values())
+
+
+def _from_config(topology: Topology, differences: Sequence[Difference]) -> list[Suspect]:
+    """Configuration read back that differs from the plan: the element itself is the suspect
+    (the same differences `drift` reports). It explains the symptoms of every path through
+    that port (both directions), or through the whole switch for a switch-wide setting."""
+    suspects: dict[str, Suspect] = {}
+    for d in differences:
+        kind: SuspectKind
+        if d.interface:
+            element, kind = f"{d.device}:{d.interface}", "port"
+            ends = {(d.device, d.interface)}
+        else:
+            element, kind = d.device, "switch"
+            ends = {link.tx for link in topology.links.values() if link.tx[0] == d.device}
+        suspect = suspects.setdefault(element, Suspect(kind, element, 0.95, []))
+        suspect.explains |= {
+            link.name for link in topology.links.values() if link.tx in ends or link.rx in ends
+        }
+        suspect.evidence.append(
+            f"{d.setting}: Expected: {d.expected}. Actual: {d.actual} (configuration read back)"
+        )
+    return list(suspects.values())

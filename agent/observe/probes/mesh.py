@@ -1,0 +1,259 @@
+"""The path-aware probe mesh (issue #15): many low-rate flows, each pinned to one ECMP path
+by its UDP source port, from every host at once — Pingmesh's scheduling on RoCEv2 probes.
+
+One sender process per source host sends all of that host's flows round-robin (a process per
+flow would cost more CPU to start than the mesh spends sending), paced to a per-host rate cap
+so probing never congests what it measures, honouring PFC for the RoCE priority like a NIC.
+One receiver per destination host tracks every flow (per-QP PSN, ICRC, one-way latency).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent.intent.model import FabricIntent
+from agent.observe.probes.packets import ROCE_UDP_PORT, Flow, RoceTemplate, parse_pfc
+from agent.observe.probes.rawsock import interface_mac, open_port, roce_or_pfc_filter
+from agent.observe.probes.scenarios import (
+    BASE_QPN,
+    RESULT_GRACE_S,
+    Endpoint,
+    ScenarioError,
+    endpoint,
+    flow_of,
+    start_receivers,
+    transport_for,
+)
+from agent.observe.probes.sender import (
+    ETHERNET_OVERHEAD,
+    MAX_DURATION_S,
+    MAX_START_WAIT_S,
+    resolve_path,
+    wait_for_start,
+)
+from agent.observe.probes.transport import Transport
+from lossless.pfc import PauseHonouring
+
+MESH_PAYLOAD_BYTES = 256
+# Apart from the scenarios' QPs (BASE_QPN + i): an incast that loads the fabric while the
+# mesh runs must not be counted as mesh flows, nor the mesh as the incast's.
+MESH_BASE_QPN = BASE_QPN + 0x10000
+MAX_FLOWS_PER_HOST = 4096
+
+
+@dataclass(frozen=True)
+class MeshFlow:
+    dst_ip: str
+    sport: int
+    qpn: int
+    flow_id: int
+
+
+@dataclass(frozen=True)
+class MeshSendSpec:
+    """All flows of one source host; ``rate_bps`` is the host's total, shared equally."""
+
+    ifname: str
+    flows: tuple[MeshFlow, ...]
+    rate_bps: int
+    link_speed_bps: int
+    duration_s: float
+    size: int = MESH_PAYLOAD_BYTES
+    dscp: int = 26
+    priority: int = 3
+    start_at: float | None = None
+    udp_port: int = ROCE_UDP_PORT
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.flows) <= MAX_FLOWS_PER_HOST:
+            raise ValueError(f"flows: Expected: 1..{MAX_FLOWS_PER_HOST}. Actual: {len(self.flows)}")
+        if not 0 < self.rate_bps <= self.link_speed_bps:
+            raise ValueError(
+                f"rate_bps: Expected: 1..link speed ({self.link_speed_bps}). "
+                f"Actual: {self.rate_bps}"
+            )
+        if not 0 < self.duration_s <= MAX_DURATION_S:
+            raise ValueError(
+                f"duration_s: Expected: (0, {MAX_DURATION_S:g}]. Actual: {self.duration_s}"
+            )
+        if self.start_at is not None and abs(self.start_at - time.time()) > MAX_START_WAIT_S:
+            raise ValueError(
+                f"start_at: Expected: within {MAX_START_WAIT_S:g} s of this host's clock"
+            )
+        for flow in self.flows:
+            ipaddress.IPv4Address(flow.dst_ip)
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> MeshSendSpec:
+        flows = tuple(MeshFlow(**f) for f in spec.pop("flows"))
+        return cls(flows=flows, **spec)
+
+
+def run_mesh_sender(spec: MeshSendSpec, ready: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Send every flow round-robin at ``rate_bps`` in total until ``duration_s``; per flow,
+    how many were sent."""
+    mac = interface_mac(spec.ifname)
+    # One route lookup per destination, not per flow (a host has several paths to each).
+    routes = {dst: resolve_path(dst) for dst in {flow.dst_ip for flow in spec.flows}}
+    templates = []
+    for flow in spec.flows:
+        _, src_ip, next_hop = routes[flow.dst_ip]
+        templates.append(
+            RoceTemplate(
+                Flow(mac, next_hop, src_ip, flow.dst_ip, dscp=spec.dscp, sport=flow.sport,
+                     qpn=flow.qpn, flow_id=flow.flow_id, size=spec.size, udp_port=spec.udp_port)
+            )
+        )  # fmt: skip
+    sent = [0] * len(templates)
+    pause = PauseHonouring(spec.link_speed_bps)
+    sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
+    try:
+        if ready:
+            ready()
+        wait_for_start(spec.start_at)
+        start = time.monotonic()
+        deadline = start + spec.duration_s
+        due = start
+        index = 0
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            wake = pause.paused_until if pause.is_paused(now) else due
+            readable, _, _ = select.select([sock], [], [], max(0.0, min(wake, deadline) - now))
+            now = time.monotonic()
+            if readable:
+                _drain_pauses(sock, spec.priority, pause, now)
+            if pause.is_paused(now) or now < due:
+                continue
+            template = templates[index]
+            sock.send(template.frame(sent[index], sent[index], time.time_ns()))
+            sent[index] += 1
+            index = (index + 1) % len(templates)
+            # Paced from the schedule, never bursting to catch up after a pause.
+            due = max(due, now - 0.01) + (template.length + ETHERNET_OVERHEAD) * 8 / spec.rate_bps
+        pause.finish(time.monotonic())
+    finally:
+        sock.close()
+    return {
+        "role": "mesh-send",
+        "flows": [
+            {"dst_ip": f.dst_ip, "sport": f.sport, "qpn": f.qpn, "sent": n}
+            for f, n in zip(spec.flows, sent, strict=True)
+        ],
+        "paused_s": round(pause.paused_s, 6),
+    }
+
+
+def _drain_pauses(sock: Any, priority: int, pause: PauseHonouring, now: float) -> None:
+    while True:
+        try:
+            frame = sock.recv(65536)
+        except BlockingIOError:
+            return
+        pfc = parse_pfc(frame)
+        if pfc is not None and pfc.enabled >> priority & 1:
+            pause.receive(pfc.quanta[priority], now)
+
+
+# --------------------------------------------------------------------------- orchestration
+
+
+@dataclass(frozen=True)
+class MeshProbe:
+    """One flow to run: from ``src`` to ``dst`` on the path its ``sport`` selects."""
+
+    src: str
+    dst: str
+    sport: int
+
+
+@dataclass(frozen=True)
+class MeshResult:
+    src: str
+    dst: str
+    sport: int
+    sent: int
+    received: int
+    icrc_errors: int
+    latency_min_ms: float | None
+
+
+def run_mesh(
+    intent: FabricIntent,
+    probes: list[MeshProbe],
+    duration_s: float = 5.0,
+    rate_per_host_bps: int = 1_000_000,
+    size: int = MESH_PAYLOAD_BYTES,
+    transport: Transport | None = None,
+) -> list[MeshResult]:
+    """Every probe flow at once, each source host capped at ``rate_per_host_bps`` in total
+    (and at a tenth of its link, so the mesh never congests what it measures)."""
+    if not probes:
+        raise ScenarioError("the mesh has no flows (no host pair with a path)")
+    names = sorted({p.src for p in probes} | {p.dst for p in probes})
+    ends: dict[str, Endpoint] = {name: endpoint(intent, name) for name in names}
+    targets = [ends[n] for n in sorted({p.dst for p in probes})]
+    sources = [ends[n] for n in sorted({p.src for p in probes})]
+    transport = transport or transport_for(intent, list(ends.values()))
+    receivers = start_receivers(intent, targets, duration_s, sources, transport)
+    start_at = time.time() + max(
+        first + each * len(sources) for first, each in (s.runner.start_margin_s for s in sources)
+    )
+    qpn = {probe: MESH_BASE_QPN + i for i, probe in enumerate(probes)}
+    senders = []
+    try:
+        for source in sources:
+            mine = [p for p in probes if p.src == source.device.name]
+            spec = {
+                "ifname": source.ifname,
+                "flows": [
+                    {"dst_ip": ends[p.dst].ip, "sport": p.sport, "qpn": qpn[p], "flow_id": qpn[p]}
+                    for p in mine
+                ],
+                "rate_bps": min(rate_per_host_bps, source.speed_bps // 10),
+                "link_speed_bps": source.speed_bps,
+                "duration_s": duration_s,
+                "size": size,
+                "dscp": intent.profile.roce.dscp,
+                "priority": intent.profile.roce.priority,
+                "start_at": start_at,
+                "udp_port": transport.udp_port,
+            }
+            senders.append((source, source.runner.start("mesh-send", spec)))
+        for _, sender in senders:
+            sender.wait_ready()
+        sent = {
+            source.device.name: sender.result(timeout=duration_s + 2 * RESULT_GRACE_S)
+            for source, sender in senders
+        }
+        received = {
+            name: process.result(timeout=duration_s + 3 * RESULT_GRACE_S)
+            for name, process in receivers.items()
+        }
+    except Exception:
+        for process in [s for _, s in senders] + list(receivers.values()):
+            process.kill()
+        raise
+    results = []
+    for probe in probes:
+        row = next(f for f in sent[probe.src]["flows"] if f["qpn"] == qpn[probe])
+        seen = flow_of(received[probe.dst], ends[probe.src].ip, qpn[probe])
+        latency = (seen or {}).get("latency", {}).get("min_s")
+        results.append(
+            MeshResult(
+                probe.src,
+                probe.dst,
+                probe.sport,
+                row["sent"],
+                seen["received"] if seen else 0,
+                seen.get("icrc_errors", 0) if seen else 0,
+                latency * 1000 if latency is not None else None,
+            )
+        )
+    return results

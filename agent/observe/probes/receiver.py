@@ -1,0 +1,158 @@
+"""The live receiver: counts what arrived and answers CE marks with CNPs like a NIC.
+
+One AF_PACKET socket with the RoCE-or-PFC kernel filter and a 4 MiB buffer feeds the shared
+:mod:`agent.observe.probes.analysis` engine. As a notification point it sends a CNP back to the
+sender
+of a CE-marked packet, at most one per QP per ``min_time_between_cnps`` (mlx5 semantics; the
+rule is :class:`lossless.dcqcn.NotificationPoint`, driven here on wall time, or on emulated
+time -- wall time / ``time_dilation`` -- on a lab link that stands for a faster one, so the
+pacing interval is the emulated NIC's: see :mod:`agent.observe.probes.dilation`).
+
+Anyone who can reach UDP 4791 can send to it, so its state is bounded: the analyser tracks at
+most ``max_flows`` QPs, CNP pacing is kept only for tracked QPs, and when the senders are known
+(``senders``, or the sources named in ``expected``) frames from any other source are only
+counted as ``foreign_frames``: they create no state, get no CNP and do not hold the idle
+timeout open.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent.observe.probes.analysis import DEFAULT_MAX_FLOWS, PfcAnalyzer, RoceAnalyzer
+from agent.observe.probes.dilation import Dilation
+from agent.observe.probes.packets import ECN_CE, ROCE_UDP_PORT, cnp_packet
+from agent.observe.probes.rawsock import interface_mac, mac_text, open_port, roce_or_pfc_filter
+from lossless.dcqcn import NotificationPoint
+
+MAX_DURATION_S = 3600.0
+
+
+@dataclass(frozen=True)
+class ReceiveSpec:
+    ifname: str
+    duration_s: float
+    link_speed_bps: int
+    idle_timeout_s: float | None = None  # stop this long after the last data frame
+    notification_point: bool = True
+    min_time_between_cnps_us: int = 4
+    cnp_dscp: int = 48
+    storm_after_s: float = 0.2
+    expected: dict[str, int] | None = None  # "src_ip/qpn" → frames sent (for tail loss)
+    senders: tuple[str, ...] | None = None  # IPv4 sources to track; None: any (or expected's)
+    max_flows: int = DEFAULT_MAX_FLOWS
+    time_dilation: float = 1.0  # emulated fabrics only: see agent.observe.probes.dilation
+    udp_port: int = ROCE_UDP_PORT  # where the probes arrive (agent.observe.probes.transport)
+
+    def __post_init__(self) -> None:
+        Dilation(self.time_dilation)  # refuses a factor out of range
+        if not 0 < self.duration_s <= MAX_DURATION_S:
+            raise ValueError(f"duration_s must be in (0, {MAX_DURATION_S}], got {self.duration_s}")
+        if self.max_flows < 1:
+            raise ValueError(f"max_flows must be at least 1, got {self.max_flows}")
+        for address in self.senders or ():
+            try:
+                ipaddress.IPv4Address(address)
+            except ValueError:
+                raise ValueError(f"senders: {address!r} is not an IPv4 address") from None
+
+    def sources(self) -> set[str] | None:
+        """The IPv4 sources to track, None when any source is accepted."""
+        if self.senders is not None:
+            return set(self.senders)
+        if self.expected:
+            return {name.partition("/")[0] for name in self.expected}
+        return None
+
+
+def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Receive until the duration ends (or the idle timeout); JSON-ready result."""
+    roce = RoceAnalyzer(max_flows=spec.max_flows, sources=spec.sources(), udp_port=spec.udp_port)
+    pfc = PfcAnalyzer(spec.link_speed_bps, spec.storm_after_s)
+    my_mac = interface_mac(spec.ifname)
+    notification = NotificationPoint(spec.min_time_between_cnps_us)
+    dilation = Dilation(spec.time_dilation)
+    cnps_sent = 0
+    # A CNP's bytes depend only on the flow: built once (scapy takes about 2 ms a frame, which
+    # would delay every CNP by 20 µs of a 100x-dilated link's time; a NIC answers in ~1 µs).
+    cnps: dict[tuple[str, int], tuple[tuple[Any, str], bytes]] = {}
+    sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
+    start = time.monotonic()
+    last_data = start
+    try:
+        if ready:
+            ready()
+        deadline = start + spec.duration_s
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            # Only tracked data counts: foreign frames must not end the run before the senders.
+            if (
+                spec.idle_timeout_s is not None
+                and last_data > start
+                and now - last_data > spec.idle_timeout_s
+            ):
+                break
+            readable, _, _ = select.select([sock], [], [], min(0.05, deadline - now))
+            if not readable:
+                continue
+            while True:
+                try:
+                    frame = sock.recv(65536)
+                except BlockingIOError:
+                    break
+                now = time.monotonic()
+                if pfc.feed(frame, now) is not None:
+                    continue
+                view = roce.feed(frame, time.time_ns())
+                if view is None:
+                    continue
+                last_data = now
+                if (
+                    spec.notification_point
+                    and view.ecn == ECN_CE
+                    and view.opcode != 0x81
+                    and notification.on_ce((view.src_ip, view.qpn), dilation.model_time(now))
+                ):
+                    # Keyed like the notification point (one entry per tracked QP); the
+                    # addresses are checked so that a QP seen with another MAC or
+                    # destination gets a CNP for what it sent, without growing the cache.
+                    key = (view.src_ip, view.qpn)
+                    addresses = (view.src_mac, view.dst_ip)
+                    cached = cnps.get(key)
+                    if cached is None or cached[0] != addresses:
+                        cached = cnps[key] = (addresses, bytes(cnp_packet(
+                            my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
+                            view.qpn, spec.cnp_dscp, spec.udp_port,
+                        )))  # fmt: skip
+                    sock.send(cached[1])
+                    cnps_sent += 1
+        elapsed = time.monotonic() - start
+    finally:
+        sock.close()
+    sent = None
+    if spec.expected:
+        sent = {}
+        for flow_name, count in spec.expected.items():
+            src, _, qpn = flow_name.partition("/")
+            for flow_key in roce.flows:
+                if flow_key[0] == src and flow_key[2] == int(qpn, 0):
+                    sent[flow_key] = count
+    result = roce.result(sent)
+    return {
+        "role": "receive",
+        "interface": spec.ifname,
+        "udp_port": spec.udp_port,
+        "duration_s": round(elapsed, 6),
+        **result,
+        "cnps_sent": cnps_sent,
+        "time_dilation": spec.time_dilation,
+        "senders": sorted(roce.sources) if roce.sources is not None else None,
+        "pfc": pfc.result(time.monotonic()),
+    }

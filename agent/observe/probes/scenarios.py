@@ -1,0 +1,387 @@
+"""Probe scenarios over a fabric: pairwise reachability, incast, PFC storm drill.
+
+Each scenario starts receivers first (they report READY), then senders, waits for all, and
+returns one JSON-ready result with an overall verdict and the reasons for it, so validation
+and playbooks can use it directly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agent.errors import AgentError
+from agent.intent.model import Device, FabricIntent
+from agent.intent.plan import nic_plan
+from agent.observe.probes.runner import NetnsRunner, ProbeHandle, Runner, SshRunner
+from agent.observe.probes.transport import Transport, choose_transport
+
+RESULT_GRACE_S = 15.0
+BASE_QPN = 0x100
+BASE_SPORT = 49152
+INCAST_PAYLOAD_BYTES = 1000  # BTH payload of an incast probe packet (frame: 1058 B + FCS)
+
+
+class ScenarioError(AgentError):
+    """A scenario that cannot run on this fabric (unknown host, no address, no runner)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    device: Device
+    ifname: str
+    ip: str
+    speed_bps: int
+    runner: Runner
+
+
+def endpoint(intent: FabricIntent, name: str) -> Endpoint:
+    """The probe endpoint of host ``name``: its first port with an IPv4 address."""
+    device = intent.device(name)
+    if device is None:
+        hosts = ", ".join(d.name for d in intent.devices if d.role == "host")
+        raise ScenarioError(f"no host named {name!r} in fabric {intent.name} (hosts: {hosts})")
+    if device.role != "host":
+        raise ScenarioError(f"{name} is a {device.role}; probes run on hosts")
+    port = next((p for p in device.ports if p.ipv4 is not None), None)
+    if port is None or port.ipv4 is None:
+        raise ScenarioError(f"host {name} has no port with an ipv4 address in the fabric file")
+    runner: Runner = (
+        NetnsRunner(name, device.netns) if device.netns is not None else SshRunner(device)
+    )
+    return Endpoint(device, port.name, str(port.ipv4.ip), port.speed, runner)
+
+
+def transport_for(intent: FabricIntent, ends: list[Endpoint]) -> Transport:
+    """The UDP port of a run over ``ends`` (:mod:`agent.observe.probes.transport`)."""
+    return choose_transport(
+        intent.validation.probe, [(e.device.name, e.ifname, e.runner) for e in ends]
+    )
+
+
+def _receive_spec(
+    intent: FabricIntent,
+    end: Endpoint,
+    duration_s: float,
+    senders: list[str],
+    transport: Transport,
+) -> dict[str, Any]:
+    nic = nic_plan(intent.profile)
+    return {
+        "ifname": end.ifname,
+        "udp_port": transport.udp_port,
+        # Only the scenario's own senders are tracked: a stranger on the probes' port is counted as
+        # foreign and cannot grow the receiver's state.
+        "senders": sorted(set(senders)),
+        "duration_s": duration_s + RESULT_GRACE_S,
+        "idle_timeout_s": 1.0,
+        "link_speed_bps": end.speed_bps,
+        "notification_point": intent.profile.ecn.enabled,
+        "min_time_between_cnps_us": nic.dcqcn["min_time_between_cnps"],
+        "cnp_dscp": nic.dcqcn["cnp_dscp"],
+        "storm_after_s": intent.profile.pfc.watchdog.detection_ms / 1000,
+        # A lab link standing for a faster one: the NIC's CNP pacing runs in emulated time.
+        "time_dilation": intent.emulation.time_dilation,
+    }
+
+
+def _send_spec(
+    intent: FabricIntent,
+    source: Endpoint,
+    target: Endpoint,
+    index: int,
+    rate_bps: int,
+    duration_s: float,
+    size: int,
+    dcqcn: bool,
+    transport: Transport,
+) -> dict[str, Any]:
+    profile = intent.profile
+    spec: dict[str, Any] = {
+        "ifname": source.ifname,
+        "udp_port": transport.udp_port,
+        "dst_ip": target.ip,
+        "rate_bps": min(rate_bps, source.speed_bps),
+        "link_speed_bps": source.speed_bps,
+        "duration_s": duration_s,
+        "size": size,
+        "dscp": profile.roce.dscp,
+        "priority": profile.roce.priority,
+        "qpn": BASE_QPN + index,
+        "sport": BASE_SPORT + index,
+        "flow_id": index,
+        # The reaction point runs in emulated time and rates (agent.observe.probes.dilation);
+        # pacing,
+        # PFC and the reported rates stay the lab's.
+        "time_dilation": intent.emulation.time_dilation,
+    }
+    if dcqcn and profile.ecn.enabled:
+        spec["dcqcn"] = nic_plan(profile).dcqcn
+    return spec
+
+
+def _run(
+    receivers: dict[str, ProbeHandle], senders: list[ProbeHandle], duration_s: float
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    sent = [s.result(timeout=duration_s + RESULT_GRACE_S) for s in senders]
+    received = {
+        name: r.result(timeout=duration_s + 2 * RESULT_GRACE_S) for name, r in receivers.items()
+    }
+    return received, sent
+
+
+def start_receivers(
+    intent: FabricIntent,
+    targets: list[Endpoint],
+    duration_s: float,
+    senders: list[Endpoint],
+    transport: Transport,
+) -> dict[str, ProbeHandle]:
+    receivers = {}
+    sources = [s.ip for s in senders]
+    try:
+        # Started side by side, then waited for: each takes a Python start-up to get ready.
+        for target in targets:
+            spec = _receive_spec(intent, target, duration_s, sources, transport)
+            receivers[target.device.name] = target.runner.start("receive", spec)
+        for process in receivers.values():
+            process.wait_ready()
+    except Exception:
+        for process in receivers.values():
+            process.kill()
+        raise
+    return receivers
+
+
+def flow_of(received: dict[str, Any], src_ip: str, qpn: int) -> dict[str, Any] | None:
+    return next((f for f in received["flows"] if f["src_ip"] == src_ip and f["qpn"] == qpn), None)
+
+
+def _pair_rows(
+    received: dict[str, dict[str, Any]], sent: list[dict[str, Any]], targets: dict[str, str]
+) -> list[dict[str, Any]]:
+    rows = []
+    for result in sent:
+        flow = result["flow"]
+        target = targets[flow["dst_ip"]]
+        seen = flow_of(received[target], flow["src_ip"], flow["qpn"])
+        got = seen["received"] if seen else 0
+        rows.append(
+            {
+                "from": result["host"],
+                "to": target,
+                "qpn": flow["qpn"],
+                "sent": result["sent"],
+                "received": got,
+                "lost": result["sent"] - got,
+                "reordered": seen["reordered"] if seen else 0,
+                "ce_marked": seen["ce_marked"] if seen else 0,
+                "cnps_received": result["cnps_received"],
+                "pfc_frames_received": result["pfc_frames_received"],
+                "paused_s": result["paused_s"],
+                "send_rate_bps": result["send_rate_bps"],
+                "rate_cuts": result["rate_cuts"],
+                "min_rate_bps": result["min_rate_bps"],
+            }
+        )
+    return rows
+
+
+def pairwise(
+    intent: FabricIntent,
+    hosts: list[str] | None = None,
+    rate_bps: int = 1_000_000,
+    duration_s: float = 3.0,
+    size: int = 512,
+    transport: Transport | None = None,
+) -> dict[str, Any]:
+    """Every ordered host pair at a low rate; expected: zero loss everywhere."""
+    names = hosts or [d.name for d in intent.devices if d.role == "host"]
+    ends = [endpoint(intent, n) for n in names]
+    if len(ends) < 2:
+        raise ScenarioError("pairwise needs at least two hosts")
+    transport = transport or transport_for(intent, ends)
+    receivers = start_receivers(intent, ends, duration_s, ends, transport)
+    senders = [
+        source.runner.start(
+            "send",
+            _send_spec(intent, source, target, i, rate_bps, duration_s, size, False, transport),
+        )
+        for i, (source, target) in enumerate(itertools.permutations(ends, 2))
+    ]
+    received, sent = _run(receivers, senders, duration_s)
+    rows = _pair_rows(received, sent, {e.ip: e.device.name for e in ends})
+    failures = [
+        f"{r['from']}→{r['to']}: {r['lost']} lost of {r['sent']}" for r in rows if r["lost"]
+    ]
+    failures += [f"{r['from']}→{r['to']}: nothing sent" for r in rows if not r["sent"]]
+    return {
+        "scenario": "pairwise",
+        "passed": not failures,
+        "failures": failures,
+        "transport": transport.as_json(),
+        "flows": rows,
+        "totals": _totals(rows),
+    }
+
+
+def incast(
+    intent: FabricIntent,
+    to: str,
+    senders_from: list[str],
+    duration_s: float = 3.0,
+    rate_bps: int | None = None,
+    size: int = INCAST_PAYLOAD_BYTES,
+    dcqcn: bool = True,
+    sports: list[int] | None = None,
+    transport: Transport | None = None,
+) -> dict[str, Any]:
+    """N senders at line rate into one receiver. Expected: no loss on the lossless class;
+    with ECN on, CE marks and CNPs; with DCQCN, senders slow down. ``sports``: each sender's
+    UDP source port (the ECMP entropy), to put the senders on chosen paths."""
+    target = endpoint(intent, to)
+    sources = [endpoint(intent, name) for name in senders_from]
+    if not sources:
+        raise ScenarioError("incast needs at least one sender (--from)")
+    if to in senders_from:
+        raise ScenarioError(f"{to} cannot send to itself")
+    if sports is not None and len(sports) != len(sources):
+        raise ScenarioError(
+            f"sports: Expected: one per sender ({len(sources)}) Actual: {len(sports)}"
+        )
+    transport = transport or transport_for(intent, [target, *sources])
+    receivers = start_receivers(intent, [target], duration_s, sources, transport)
+    # An incast is synchronised (a collective's senders start together): every sender waits
+    # for one wall-clock moment, far enough ahead for all of them to start.
+    start_at = time.time() + max(
+        first + each * len(sources) for first, each in (s.runner.start_margin_s for s in sources)
+    )
+    senders = []
+    try:
+        for i, source in enumerate(sources):
+            spec = _send_spec(
+                intent, source, target, i, rate_bps or source.speed_bps, duration_s, size, dcqcn,
+                transport,
+            )  # fmt: skip
+            if sports is not None:
+                spec["sport"] = sports[i]
+            senders.append(source.runner.start("send", {**spec, "start_at": start_at}))
+        for sender in senders:
+            sender.wait_ready()
+    except Exception:
+        for process in [*senders, *receivers.values()]:
+            process.kill()
+        raise
+    received, sent = _run(receivers, senders, duration_s)
+    rows = _pair_rows(received, sent, {target.ip: to})
+    totals = _totals(rows)
+    profile = intent.profile
+    lossless = profile.mode == "lossless"
+    failures = []
+    if lossless and totals["lost"]:
+        failures.append(f"{totals['lost']} packets lost on the lossless class")
+    if profile.ecn.enabled and totals["sent"] and not totals["ce_marked"]:
+        failures.append("ECN is on but no packet arrived CE-marked")
+    if profile.ecn.enabled and totals["sent"] and not totals["cnps_received"]:
+        failures.append("ECN is on but no sender received a CNP")
+    delivered = totals["received"]
+    late = max(row.get("start_late_s", 0.0) for row in sent)
+    return {
+        "scenario": "incast",
+        "to": to,
+        "from": senders_from,
+        "passed": not failures,
+        "failures": failures,
+        "transport": transport.as_json(),
+        "time_dilation": intent.emulation.time_dilation,
+        # How much later than agreed the last sender started: the senders overlapped for
+        # duration_s minus this.
+        "start_late_s": late,
+        "flows": rows,
+        "totals": totals,
+        "receiver": {
+            "received": delivered,
+            "goodput_bps": round(sum(r["received"] for r in rows) * size * 8 / duration_s),
+            "cnps_sent": received[to]["cnps_sent"],
+        },
+    }
+
+
+def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = ("sent", "received", "lost", "reordered", "ce_marked", "cnps_received",
+            "pfc_frames_received", "rate_cuts")  # fmt: skip
+    totals: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
+    totals["paused_s"] = round(sum(r["paused_s"] for r in rows), 6)
+    return totals
+
+
+def storm(
+    intent: FabricIntent,
+    host: str,
+    duration_s: float = 2.0,
+    rate_pps: float = 200.0,
+    priorities: tuple[int, ...] | None = None,
+    traffic_from: str | None = None,
+    transport: Transport | None = None,
+) -> dict[str, Any]:
+    """Inject a PFC storm from ``host`` into its switch port and sniff it on the wire.
+
+    Expected: the sniffer declares a storm (a continuous pause longer than the watchdog's
+    detection time) within that time plus one polling interval. With ``traffic_from``, that
+    host sends RoCE traffic to ``host`` meanwhile, so the switch has packets queued behind
+    the pause — what its PFC watchdog needs to declare a storm.
+    """
+    source = endpoint(intent, host)
+    background = None
+    if traffic_from is not None:
+        sender = endpoint(intent, traffic_from)
+        transport = transport or transport_for(intent, [sender, source])
+        background = sender.runner.start(
+            "send",
+            _send_spec(intent, sender, source, 0, sender.speed_bps // 2, duration_s + 1.0,
+                       500, False, transport),
+        )  # fmt: skip
+    watchdog = intent.profile.pfc.watchdog
+    storm_after_s = watchdog.detection_ms / 1000
+    chosen = priorities or (intent.profile.roce.priority,)
+    sniffer = source.runner.start(
+        "sniff-pfc",
+        {
+            "interfaces": [source.ifname],
+            "duration_s": duration_s + 0.5,
+            "link_speed_bps": source.speed_bps,
+            "storm_after_s": storm_after_s,
+            "outgoing": True,
+        },
+    )
+    injected = source.runner.start(
+        "storm",
+        {"ifname": source.ifname, "priorities": list(chosen), "duration_s": duration_s,
+         "rate_pps": rate_pps},
+    ).result(timeout=duration_s + RESULT_GRACE_S)  # fmt: skip
+    seen = sniffer.result(timeout=duration_s + RESULT_GRACE_S)["interfaces"][source.ifname]
+    traffic = background.result(timeout=duration_s + RESULT_GRACE_S) if background else None
+    failures = []
+    bound = storm_after_s + watchdog.polling_ms / 1000
+    for priority in chosen:
+        stats = seen["priorities"][str(priority)]
+        if not stats["storms"]:
+            failures.append(f"priority {priority}: storm not detected on the wire")
+        elif stats["time_to_detect_s"][0] > bound:
+            failures.append(
+                f"priority {priority}: detected after {stats['time_to_detect_s'][0]:.3f} s, "
+                f"expected within {bound:.3f} s"
+            )
+    return {
+        "scenario": "storm",
+        "host": host,
+        "passed": not failures,
+        "failures": failures,
+        **({"transport": transport.as_json()} if transport is not None else {}),
+        "injected": injected,
+        "sniffed": seen,
+        "traffic": traffic,
+        "detection_bound_s": bound,
+    }

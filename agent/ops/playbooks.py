@@ -1,0 +1,673 @@
+"""Playbooks: ordered procedures (validate, rollout, storm drill, ECN sweep) that the CLI and
+the daemon run the same way.
+
+A playbook is YAML: a name, whether to roll back on failure, and steps. Each step is one of
+
+* ``collect: {counters: true, window_s: 5}`` — switch state and two counter snapshots;
+* ``checks: {ids: all | [RC001, …], inputs: {RC006: {max_detection_ms: 500}}}``;
+* ``probe: {scenario: pairwise | incast | storm, …}`` — hosts ``auto`` picks them from the
+  fabric (incast: two senders on another leaf than the receiver);
+* ``apply: {devices: canary | rest | all | [names], canary: 1, batch_size: 8, parallelism: 32}``;
+* ``ecn_sweep: {candidates: [{min_threshold, max_threshold, max_probability}], …}`` — the
+  closed loop that tries threshold sets under incast and recommends one;
+* ``locate: {duration_s: 5, rate_per_host_bps: 400000}`` — which link, port, switch or host
+  NIC is behind a symptom (:mod:`agent.observe.locate.gather`); fails when it finds a suspect;
+* ``perftest: {scenario: pairwise | incast | bidirectional, pairs, to, from, duration_s}`` —
+  line-rate acceptance with perftest on the hosts whose ports declare an ``rdma_device``
+  (:mod:`agent.observe.perftest.scenario`); skipped, saying so, when no host declares one;
+* ``fault_drill: {rows: all | [names], confirm_timeout_s: 5}`` — lab only: break rollouts
+  on purpose (kill points, SSH cuts, restarts, slow replies, bad credentials, a new host
+  key) and check what each leaves behind (:mod:`agent.ops.faultdrill`).
+
+A failed step stops the playbook; with ``rollback_on_failure`` every device this run changed
+is put back to the state it had before (through the same transaction path).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.device.push import DEFAULT_PARALLELISM, DeviceResult, Pusher
+from agent.device.state import QosState
+from agent.errors import AgentError, IntentError, Problem
+from agent.intent.model import Device, FabricIntent, Profile
+from agent.intent.shard import WHOLE, Shard, shard_index
+from agent.intent.units import parse_size
+from agent.observe.checks import CATALOG, CheckResult, Collected
+from agent.observe.collect import collect
+from agent.observe.probes import scenarios
+from agent.ops.twin_vs_lab import IncastMeasures, measure_lab, predict_lab
+from common.validation import validation_problems
+from common.yamlsource import load_yaml
+
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+
+
+class StepModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CollectSpec(StepModel):
+    counters: bool = True
+    window_s: float = Field(default=0.0, ge=0, le=3600)
+    # Compare with the snapshot of the previous collect step (drops, storms, pauses since).
+    since_previous: bool = False
+
+
+class ChecksSpec(StepModel):
+    ids: Literal["all"] | list[str] = "all"
+    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ProbeSpec(StepModel):
+    scenario: Literal["pairwise", "incast", "storm"]
+    duration_s: float = Field(default=2.0, gt=0, le=600)
+    rate: str | None = None
+    to: str = "auto"
+    senders: list[str] | Literal["auto"] = Field(default="auto", alias="from")
+    host: str = "auto"
+    traffic_from: str | None = "auto"
+
+
+class ApplySpec(StepModel):
+    devices: Literal["canary", "rest", "all"] | list[str] = "all"
+    canary: int = Field(default=1, ge=0)
+    batch_size: int = Field(default=8, ge=1)
+    parallelism: int = Field(default=DEFAULT_PARALLELISM, ge=1)  # SSH sessions at once
+    confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
+    # A live pending session on a device: as `apply --pending/--pending-timeout` (README).
+    pending: Literal["wait", "abort", "confirm-own"] = "wait"
+    pending_timeout_s: float = Field(default=360.0, ge=0, le=3600, allow_inf_nan=False)
+
+
+class EcnCandidate(StepModel):
+    min_threshold: str | int
+    max_threshold: str | int
+    max_probability: int = Field(default=100, ge=1, le=100)
+
+
+class SweepSpec(StepModel):
+    candidates: list[EcnCandidate] = Field(min_length=1)
+    to: str = "auto"
+    senders: list[str] | Literal["auto"] = Field(default="auto", alias="from")
+    duration_s: float = Field(default=2.0, gt=0, le=600)
+    min_goodput_fraction: float = Field(default=0.9, gt=0, le=1)
+    # Runs per candidate, in rounds over all candidates (so a burst of load on the shared lab
+    # hits every candidate once, not one candidate three times); the median decides.
+    repeats: int = Field(default=1, ge=1, le=9)
+
+
+class LocateSpec(StepModel):
+    duration_s: float = Field(default=5.0, gt=0, le=600)
+    rate_per_host_bps: int = Field(default=400_000, gt=0)
+    load: bool = False
+
+
+class PerftestStepSpec(StepModel):
+    scenario: Literal["pairwise", "incast", "bidirectional"] = "pairwise"
+    # "CLIENT:SERVER" pairs, or auto: every pair of RDMA hosts, in rounds of disjoint pairs
+    pairs: list[Annotated[str, Field(pattern=r"^[^:\s]+:[^:\s]+$")]] | Literal["auto"] = "auto"
+    to: str = "auto"  # incast: the last RDMA host
+    senders: list[str] | Literal["auto"] = Field(default="auto", alias="from")
+    duration_s: float | None = Field(default=None, gt=0, le=3600)  # None: the fabric's policy
+
+
+class FaultDrillSpec(StepModel):
+    rows: list[str] | Literal["all"] = "all"
+    confirm_timeout_s: int = Field(default=5, ge=5, le=60)
+    slow_delay_s: float = Field(default=100.0, gt=0, le=600)
+
+
+STEP_KINDS = (
+    "collect", "checks", "probe", "apply", "ecn_sweep", "fault_drill", "locate", "perftest",
+)  # fmt: skip
+
+
+class Step(StepModel):
+    collect: CollectSpec | None = None
+    checks: ChecksSpec | None = None
+    probe: ProbeSpec | None = None
+    apply: ApplySpec | None = None
+    ecn_sweep: SweepSpec | None = None
+    fault_drill: FaultDrillSpec | None = None
+    locate: LocateSpec | None = None
+    perftest: PerftestStepSpec | None = None
+    name: str | None = None
+    stop_on_failure: bool = True
+
+    def kind(self) -> str:
+        kinds = [k for k in STEP_KINDS if getattr(self, k)]
+        if len(kinds) != 1:
+            raise ValueError(f"each step has exactly one of {', '.join(STEP_KINDS)}")
+        return kinds[0]
+
+
+class Playbook(StepModel):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+    description: str = ""
+    rollback_on_failure: bool = False
+    steps: list[Step] = Field(min_length=1)
+
+
+def load_playbook(path: Path) -> Playbook:
+    """Load and validate a playbook; errors name file, line and field."""
+    data, source = load_yaml(path)
+    try:
+        playbook = Playbook.model_validate(data)
+        for step in playbook.steps:
+            step.kind()
+        unknown = [
+            check_id
+            for step in playbook.steps
+            if step.checks and step.checks.ids != "all"
+            for check_id in step.checks.ids
+            if check_id not in CATALOG
+        ]
+        if unknown:
+            raise AgentError(f"{path}: unknown check ID(s) {', '.join(unknown)}")
+        return playbook
+    except ValidationError as exc:
+        raise IntentError(validation_problems(exc, data, source)) from None
+    except ValueError as exc:
+        raise IntentError([Problem(source.locate(("steps",)), "steps", str(exc))]) from None
+
+
+def playbook_path(name_or_path: str) -> Path:
+    """A path, or the name of a shipped playbook (``validate`` → playbooks/validate.yml)."""
+    candidate = Path(name_or_path)
+    if candidate.is_file():
+        return candidate
+    shipped = PLAYBOOKS / f"{name_or_path}.yml"
+    if shipped.is_file():
+        return shipped
+    raise AgentError(f"playbook {name_or_path!r} not found (a file, or one of playbooks/*.yml)")
+
+
+@dataclass
+class StepReport:
+    name: str
+    kind: str
+    status: str  # success | failure | skipped | error
+    detail: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+
+@dataclass
+class Report:
+    playbook: str
+    fabric: str
+    started: float
+    steps: list[StepReport] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    applied: list[DeviceResult] = field(default_factory=list)
+    rolled_back: list[DeviceResult] = field(default_factory=list)
+    recommendation: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(s.status in ("success", "skipped") for s in self.steps)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "playbook": self.playbook,
+            "fabric": self.fabric,
+            "started": self.started,
+            "passed": self.passed,
+            "error": self.error,
+            "steps": [s.__dict__ for s in self.steps],
+            "checks": [c.as_dict() for c in self.checks],
+            "probes": self.probes,
+            "applied": [r.as_dict() for r in self.applied],
+            "rolled_back": [r.as_dict() for r in self.rolled_back],
+            "recommendation": self.recommendation,
+        }
+
+
+class PlaybookRunner:
+    """Runs a playbook over one fabric."""
+
+    def __init__(
+        self,
+        intent: FabricIntent,
+        audit_dir: Path | None = None,
+        on_step: Callable[[StepReport], None] | None = None,
+        fabric_file: Path | None = None,
+        shard: Shard = WHOLE,
+    ) -> None:
+        self.intent = intent
+        # A daemon of shard K/N collects, checks and applies on its own switches only, and
+        # runs a probe only if its target host is in its shard (agent/intent/shard.py).
+        self.shard = shard
+        self.fabric_file = fabric_file  # the fault drill re-runs `apply` on this file
+        self.pusher = Pusher.for_intent(intent, audit_dir)
+        self.audit_dir = audit_dir
+        self.on_step = on_step
+        self.collected: Collected | None = None
+        self.before: dict[str, QosState] = {}
+        owned = shard.select(d.name for d in intent.devices if d.role != "host")
+        self.switches = self.pusher.select(owned) if owned else []
+
+    # ------------------------------------------------------------------ hosts
+
+    def _hosts(self) -> list[Device]:
+        return [d for d in self.intent.devices if d.role == "host"]
+
+    def _leaf_of(self, host: Device) -> str | None:
+        port = next((p for p in host.ports if p.peer), None)
+        return port.peer.partition(":")[0] if port and port.peer else None
+
+    def _incast_hosts(self, to: str, senders: list[str] | Literal["auto"]) -> tuple[str, list[str]]:
+        hosts = self._hosts()
+        if not hosts:
+            raise AgentError("the fabric has no hosts to probe from")
+        receiver = hosts[-1].name if to == "auto" else to
+        if senders != "auto":
+            return receiver, list(senders)
+        leaf = self._leaf_of(next(h for h in hosts if h.name == receiver))
+        remote = [h.name for h in hosts if h.name != receiver and self._leaf_of(h) != leaf]
+        local = [h.name for h in hosts if h.name != receiver and h.name not in remote]
+        chosen = (remote + local)[:2]
+        if not chosen:
+            raise AgentError("incast needs at least one host besides the receiver")
+        return receiver, chosen
+
+    # ------------------------------------------------------------------ steps
+
+    def _collect(self, spec: CollectSpec) -> StepReport:
+        earlier = self.collected
+        self.collected = collect(self.pusher, self.switches, spec.counters, spec.window_s)
+        if earlier is not None:
+            self.collected.probes = list(earlier.probes)
+        if spec.since_previous and earlier is not None:
+            for name, data in self.collected.devices.items():
+                old = earlier.devices.get(name)
+                if old is not None and old.counters is not None and data.counters is not None:
+                    data.previous = old.counters
+        unreachable = {
+            n: d.error
+            for n, d in self.collected.devices.items()
+            if d.error and d.device.role != "host"
+        }
+        if unreachable and len(unreachable) == len(self.switches):
+            raise AgentError(
+                "no switch could be read: " + "; ".join(map(str, unreachable.values()))
+            )
+        return StepReport(
+            "collect",
+            "collect",
+            "success" if not unreachable else "failure",
+            {"unreachable": unreachable},
+        )
+
+    def _checks(self, spec: ChecksSpec, report: Report) -> StepReport:
+        if self.collected is None:
+            self._collect(CollectSpec(window_s=0))
+        assert self.collected is not None
+        # "all" is every check but the drill ones, which expect a storm to have happened.
+        ids = (
+            sorted(k for k, c in CATALOG.items() if "drill" not in c.categories)
+            if spec.ids == "all"
+            else spec.ids
+        )
+        results: list[CheckResult] = []
+        for check_id in ids:
+            check = CATALOG[check_id](spec.inputs.get(check_id))
+            results.extend(check.run(self.collected))
+        report.checks.extend(results)
+        failed = [r for r in results if r.status in ("failure", "error")]
+        return StepReport(
+            "checks",
+            "checks",
+            "failure" if failed else "success",
+            {"checks": len(results), "failed": len(failed)},
+        )
+
+    def _not_ours(self, name: str, target: str, kind: str = "probe") -> StepReport | None:
+        """A skipped step if another shard owns the probe whose target host is ``target``."""
+        if self.shard.owns_probe(target):
+            return None
+        owner = f"{shard_index(target, self.shard.count)}/{self.shard.count}"
+        return StepReport(name, kind, "skipped", {"target": target, "owner": owner})
+
+    def _probe_target(self, spec: ProbeSpec) -> str:
+        """The host that decides which shard runs the probe: the first host of a pairwise
+        mesh, the receiver of an incast, the stormed host."""
+        hosts = self._hosts()
+        if not hosts:
+            raise AgentError("the fabric has no hosts to probe from")
+        if spec.scenario == "pairwise":
+            return hosts[0].name
+        if spec.scenario == "incast":
+            return hosts[-1].name if spec.to == "auto" else spec.to
+        return hosts[-1].name if spec.host == "auto" else spec.host
+
+    def _probe(self, spec: ProbeSpec, report: Report) -> StepReport:
+        if not self.shard.whole:
+            skipped = self._not_ours(f"probe {spec.scenario}", self._probe_target(spec))
+            if skipped is not None:
+                return skipped
+        rate = None
+        if spec.rate:
+            from agent.intent.units import parse_speed
+
+            rate = parse_speed(spec.rate)
+        if spec.scenario == "pairwise":
+            result = scenarios.pairwise(self.intent, None, rate or 1_000_000, spec.duration_s)
+        elif spec.scenario == "incast":
+            to, senders = self._incast_hosts(spec.to, spec.senders)
+            result = scenarios.incast(self.intent, to, senders, spec.duration_s, rate)
+        else:
+            hosts = self._hosts()
+            host = hosts[-1].name if spec.host == "auto" else spec.host
+            traffic = spec.traffic_from
+            if traffic == "auto":
+                traffic = next((h.name for h in hosts if h.name != host), None)
+            result = scenarios.storm(self.intent, host, spec.duration_s, traffic_from=traffic)
+        report.probes.append(result)
+        if self.collected is not None:
+            self.collected.probes.append(result)
+        return StepReport(
+            f"probe {spec.scenario}",
+            "probe",
+            "success" if result["passed"] else "failure",
+            {
+                "failures": result.get("failures", []),
+                "totals": result.get("totals"),
+                "transport": result.get("transport"),
+            },
+        )
+
+    def _apply(self, spec: ApplySpec, report: Report) -> StepReport:
+        if spec.devices == "canary":
+            devices = self.switches[: spec.canary]
+        elif spec.devices == "rest":
+            devices = self.switches[spec.canary :]
+        elif spec.devices == "all":
+            devices = self.switches
+        else:
+            # Names of other shards' switches are theirs to apply; unknown names still fail.
+            devices = [d for d in self.pusher.select(spec.devices) if self.shard.owns(d.name)]
+        self.pusher.confirm_timeout_s = spec.confirm_timeout_s
+        self.pusher.pending_policy = spec.pending
+        self.pusher.pending_timeout_s = spec.pending_timeout_s
+        results = self.pusher.apply_all(
+            devices,
+            canary=min(spec.canary, len(devices)),
+            batch_size=spec.batch_size,
+            parallelism=spec.parallelism,
+        )
+        for result in results:
+            # "unknown": the change may be live (its reply was lost and the switch could not
+            # be read back), so a rollback must put it back too.
+            if result.before is not None and result.result in ("applied", "unknown"):
+                self.before.setdefault(result.device, result.before)
+        report.applied.extend(results)
+        bad = [
+            r
+            for r in results
+            if r.result in ("failed", "unreachable", "skipped", "pending", "unknown")
+        ]
+        return StepReport(
+            f"apply {spec.devices if isinstance(spec.devices, str) else 'devices'}",
+            "apply",
+            "failure" if bad else "success",
+            {r.device: r.result for r in results},
+        )
+
+    def _sweep(self, spec: SweepSpec, report: Report) -> StepReport:
+        to, senders = self._incast_hosts(spec.to, spec.senders)
+        # The sweep is one experiment on the whole fabric (its candidates go to every
+        # switch): run once, by the shard of its incast's receiver, like a probe.
+        skipped = self._not_ours("ecn sweep", to, "ecn_sweep")
+        if skipped is not None:
+            return skipped
+        runs: list[list[dict[str, Any]]] = [[] for _ in spec.candidates]
+        original = self.intent
+        try:
+            for _ in range(spec.repeats):
+                for index, candidate in enumerate(spec.candidates):
+                    runs[index].append(self._sweep_run(original, candidate, to, senders, spec))
+        finally:
+            back = Pusher.for_intent(original, self.audit_dir)
+            back.apply_all(back.select(()), canary=0, batch_size=64)
+        report.recommendation = sweep_recommendation(
+            spec.candidates, runs, spec.min_goodput_fraction
+        )
+        add_twin_prediction(
+            report.recommendation,
+            [
+                predict_lab(_with_ecn(original, c), to, senders, spec.duration_s)[0]
+                for c in spec.candidates
+            ],
+            spec.min_goodput_fraction,
+        )
+        status = "success" if report.recommendation["recommended"] else "failure"
+        return StepReport("ecn sweep", "ecn_sweep", status, report.recommendation)
+
+    def _sweep_run(
+        self,
+        original: FabricIntent,
+        candidate: EcnCandidate,
+        to: str,
+        senders: list[str],
+        spec: SweepSpec,
+    ) -> dict[str, Any]:
+        """Apply one candidate and measure one incast with it."""
+        intent = _with_ecn(original, candidate)
+        pusher = Pusher.for_intent(intent, self.audit_dir)
+        applied = pusher.apply_all(pusher.select(()), canary=0, batch_size=64)
+        if any(r.result not in ("applied", "no-change") for r in applied):
+            raise AgentError(f"could not apply candidate {candidate.model_dump()}")
+        measured, result = measure_lab(intent, to, senders, spec.duration_s)
+        totals = result["totals"]
+        return {
+            "lost": totals["lost"],
+            "pfc_frames": totals["pfc_frames_received"],
+            "paused_s": totals["paused_s"],
+            "ce_marked": totals["ce_marked"],
+            "cnps": totals["cnps_received"],
+            "goodput_bps": result["receiver"]["goodput_bps"],
+            **measured.as_dict(),
+        }
+
+    # ------------------------------------------------------------------ run
+
+    def run(self, playbook: Playbook) -> Report:
+        report = Report(playbook.name, self.intent.name, time.time())
+        for index, step in enumerate(playbook.steps):
+            started = time.monotonic()
+            kind = step.kind()
+            try:
+                if kind == "collect":
+                    assert step.collect is not None
+                    outcome = self._collect(step.collect)
+                elif kind == "checks":
+                    assert step.checks is not None
+                    outcome = self._checks(step.checks, report)
+                elif kind == "probe":
+                    assert step.probe is not None
+                    outcome = self._probe(step.probe, report)
+                elif kind == "apply":
+                    assert step.apply is not None
+                    outcome = self._apply(step.apply, report)
+                elif kind == "fault_drill":
+                    assert step.fault_drill is not None
+                    outcome = self._fault_drill(step.fault_drill)
+                elif kind == "locate":
+                    assert step.locate is not None
+                    outcome = self._locate(step.locate)
+                elif kind == "perftest":
+                    assert step.perftest is not None
+                    outcome = self._perftest(step.perftest)
+                else:
+                    assert step.ecn_sweep is not None
+                    outcome = self._sweep(step.ecn_sweep, report)
+            except AgentError as exc:
+                outcome = StepReport(kind, kind, "error", {"error": str(exc)})
+            outcome.name = step.name or outcome.name
+            outcome.duration_s = round(time.monotonic() - started, 3)
+            report.steps.append(outcome)
+            if self.on_step:
+                self.on_step(outcome)
+            if outcome.status in ("failure", "error") and step.stop_on_failure:
+                for later in playbook.steps[index + 1 :]:
+                    report.steps.append(
+                        StepReport(later.name or later.kind(), later.kind(), "skipped")
+                    )
+                if playbook.rollback_on_failure and self.before:
+                    self._rollback(report)
+                break
+        return report
+
+    def _locate(self, spec: LocateSpec) -> StepReport:
+        from agent.observe.locate.gather import as_json, run_locate
+
+        # locate probes every host pair and reads every switch (reads only): one experiment
+        # on the whole fabric, run once, by the shard of the mesh's first host, like pairwise.
+        anchor = self._probe_target(ProbeSpec(scenario="pairwise"))
+        skipped = self._not_ours("locate", anchor, "locate")
+        if skipped is not None:
+            return skipped
+        run = run_locate(
+            self.intent,
+            duration_s=spec.duration_s,
+            rate_per_host_bps=spec.rate_per_host_bps,
+            load=spec.load,
+        )
+        status = "failure" if run.verdict.fault_found else "success"
+        return StepReport("locate", "locate", status, as_json(run))
+
+    def _perftest(self, spec: PerftestStepSpec) -> StepReport:
+        from agent.observe.perftest.scenario import PerftestError, rdma_hosts, run_perftest
+
+        name = f"perftest {spec.scenario}"
+        hosts = [d.name for d in rdma_hosts(self.intent)]
+        if len(hosts) < 2:
+            reason = "fewer than two hosts declare an rdma_device: no perftest to run"
+            return StepReport(name, "perftest", "skipped", {"reason": reason})
+        # One experiment on the whole fabric, run by the shard of its receiver (incast) or of
+        # the first RDMA host (pairs), as a probe is.
+        anchor = hosts[0]
+        if spec.scenario == "incast":
+            anchor = hosts[-1] if spec.to == "auto" else spec.to
+        skipped = self._not_ours(name, anchor, "perftest")
+        if skipped is not None:
+            return skipped
+        pairs = (
+            None
+            if spec.pairs == "auto"
+            else [(client, server) for client, _, server in (p.partition(":") for p in spec.pairs)]
+        )
+        try:
+            report = run_perftest(
+                self.intent,
+                spec.scenario,
+                pairs=pairs,
+                to=None if spec.to == "auto" else spec.to,
+                senders=None if spec.senders == "auto" else spec.senders,
+                duration_s=spec.duration_s,
+            )
+        except PerftestError as exc:
+            raise AgentError(str(exc)) from None
+        status = "success" if report.passed else "failure"
+        return StepReport(name, "perftest", status, report.as_json())
+
+    def _fault_drill(self, spec: FaultDrillSpec) -> StepReport:
+        from agent.ops import faultdrill
+
+        if self.fabric_file is None or self.audit_dir is None:
+            raise AgentError("fault_drill needs the fabric file and a state dir")
+        rows = faultdrill.select_rows(
+            None if spec.rows == "all" else list(spec.rows), spec.slow_delay_s
+        )
+        drill = faultdrill.Drill(self.fabric_file, self.audit_dir, spec.confirm_timeout_s)
+        results = drill.run(faultdrill.resolve_rows(drill, rows))
+        passed = all(r.passed for r in results)
+        detail = {
+            "matrix": faultdrill.matrix_rows(results),
+            "rows": [r.as_dict() for r in results],
+        }
+        return StepReport("fault drill", "fault_drill", "success" if passed else "failure", detail)
+
+    def _rollback(self, report: Report) -> None:
+        known = {d.name: d for d in self.switches}
+        for name, before in self.before.items():
+            report.rolled_back.append(self.pusher.restore(known[name], before))
+
+
+SWEEP_MEASURES = ("lost", "pfc_frames", "paused_s", "ce_marked", "cnps", "goodput_bps",
+                  "paused_fraction", "ce_fraction", "goodput_fraction")  # fmt: skip
+
+
+def sweep_recommendation(
+    candidates: list[EcnCandidate], runs: list[list[dict[str, Any]]], min_goodput: float
+) -> dict[str, Any]:
+    """One row per candidate, each measure the median of its runs; the recommendation is the
+    candidate with zero (median) loss and at least ``min_goodput`` of line rate that drew the
+    fewest PFC frames (then the least paused time, then the most goodput).
+
+    The median, not the mean: on the shared 2-core lab one run in a few is disturbed (a burst
+    of load delays the switch's pause reaction and drops frames), and that run must not
+    decide. Every run's numbers stay in the row (``runs``), and ``runs_with_loss`` says how
+    many runs lost frames, so a loss is never hidden.
+    """
+    rows = []
+    for candidate, measured in zip(candidates, runs, strict=True):
+        row: dict[str, Any] = {
+            "min_threshold": parse_size(candidate.min_threshold),
+            "max_threshold": parse_size(candidate.max_threshold),
+            "max_probability": candidate.max_probability,
+        }
+        for measure in SWEEP_MEASURES:
+            row[measure] = statistics.median(run[measure] for run in measured)
+        row["runs_with_loss"] = sum(1 for run in measured if run["lost"])
+        row["runs"] = measured
+        rows.append(row)
+    eligible = [r for r in rows if r["lost"] == 0 and r["goodput_fraction"] >= min_goodput]
+    eligible.sort(key=lambda r: (r["pfc_frames"], r["paused_s"], -r["goodput_bps"]))
+    return {"candidates": rows, "recommended": eligible[0] if eligible else None}
+
+
+def add_twin_prediction(
+    recommendation: dict[str, Any], predicted: list[IncastMeasures], min_goodput: float
+) -> None:
+    """Put the twin's prediction of each candidate's incast next to the lab's medians
+    (``twin``: the same three fractions, :mod:`agent.ops.twin_vs_lab`), and the candidate the
+    same rule picks on the prediction (zero loss is the twin's by construction: its headroom
+    is the computed one; fewest pauses, then most goodput)."""
+    rows = recommendation["candidates"]
+    for row, measures in zip(rows, predicted, strict=True):
+        row["twin"] = measures.as_dict()
+    eligible = [r for r in rows if r["twin"]["goodput_fraction"] >= min_goodput]
+    eligible.sort(key=lambda r: (r["twin"]["paused_fraction"], -r["twin"]["goodput_fraction"]))
+    pick = eligible[0] if eligible else None
+    recommendation["twin_recommended"] = (
+        {k: pick[k] for k in ("min_threshold", "max_threshold", "max_probability")}
+        if pick
+        else None
+    )
+
+
+def _with_ecn(intent: FabricIntent, candidate: EcnCandidate) -> FabricIntent:
+    profile = intent.profile
+    queues = dict(profile.ecn.queues)
+    roce = profile.roce.priority
+    queues[roce] = queues[roce].model_copy(
+        update={
+            "min_threshold": parse_size(candidate.min_threshold),
+            "max_threshold": parse_size(candidate.max_threshold),
+            "max_probability": candidate.max_probability,
+        }
+    )
+    ecn = profile.ecn.model_copy(update={"queues": queues, "enabled": True})
+    new_profile: Profile = profile.model_copy(update={"ecn": ecn})
+    return intent.model_copy(update={"profile": new_profile})

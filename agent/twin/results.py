@@ -1,0 +1,409 @@
+"""What a twin run reports, as JSON-ready dataclasses (``asdict`` gives the ``--output json``).
+
+Definitions (all over the whole run unless a window is named):
+
+* drops per class: lossless = the model's headroom drops (ingress beyond xoff + headroom) and
+  watchdog drops of lossless classes; lossy = tail drops (egress beyond the queue limit);
+* PFC frames per port: XOFF / XON sent by a switch port (refreshes included) and PFC frames
+  received; NIC XOFFs for a storming host;
+* paused fraction per port: time the port's first lossless priority was held by a received
+  pause (switch egress: :class:`lossless.pfc.ReceivedPause`'s timer, the watchdog's override
+  ends it; NIC: :class:`lossless.pfc.PauseHonouring.paused_s`) / run time;
+* queue depth peak and p99: per switch egress port, bytes over all classes; p99 is
+  time-weighted -- the depth the port stayed at or below for 99 % of the run (1 KiB bins);
+* CE fraction: CE-marked data frames received / data frames received;
+* CNPs: sent by notification points, received by reaction points, rate cuts they caused;
+* goodput: data frame bytes received (Ethernet frames, the MTU plus header/FCS) * 8 / run
+  time, per flow and per receiver; utilisation: wire bits a port sent (with preamble and
+  inter-frame gap) / (speed * run time);
+* Jain fairness: (sum x)^2 / (n * sum x^2) over the per-flow goodput in the second half of
+  the run (the flows of the incast only: the victim is excluded);
+* time to converge: the first sample time after which every active flow's DCQCN rate stays
+  within +-10 % of its own mean over the last 20 % of the run; ``None`` when that does not
+  hold over at least that last 20 %.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agent.twin.engine import Engine, SwitchPort
+from agent.twin.network import TwinError, TwinNetwork
+from agent.twin.workloads import Scenario, ScenarioName, build_scenario
+from lossless.config import NUM_CLASSES
+
+CONVERGE_BAND = 0.10
+CONVERGE_WINDOW = 0.20
+MAX_DURATION_S = 10.0  # a bound on one command's work, not a physical limit
+
+
+@dataclass(frozen=True)
+class PortReport:
+    port: str
+    speed_bps: int
+    utilisation: float
+    queue_peak_bytes: int
+    queue_p99_bytes: int
+    pfc_xoff_tx: int
+    pfc_xon_tx: int
+    pfc_rx: int
+    paused_fraction: float
+    headroom_drops: int
+    tail_drops: int
+    watchdog_drops: int
+    ecn_marked: int
+    storms_detected: int
+    tx_bytes: int
+
+
+@dataclass(frozen=True)
+class FlowReport:
+    flow: str
+    goodput_bps: float
+    goodput_second_half_bps: float
+    final_rate_bps: float
+    tx_bytes: int
+    rx_bytes: int
+    ce_fraction: float
+    cnps_received: int
+    rate_cuts: int
+    paused_fraction: float  # of the sending NIC
+
+
+@dataclass(frozen=True)
+class Series:
+    """Sampled every ``every_s`` (bounded number of samples) for the plot."""
+
+    every_s: float
+    t_s: list[float]
+    queue_port: str | None
+    queue_bytes: list[int]
+    flows: list[str]
+    rate_bps: list[list[float]]  # per flow, per sample
+    paused_ports: list[str]
+    paused: list[list[float]]  # per port, per sample (1 = paused at the sample)
+
+
+@dataclass(frozen=True)
+class TwinReport:
+    fabric: str
+    profile: str
+    scenario: str
+    speed_bps: int
+    senders: int
+    duration_s: float
+    seed: int
+    events: int
+    wall_s: float
+    lossless_drops: int
+    lossy_drops: int
+    drops_by_class: dict[int, int]
+    pfc_frames: int
+    ce_fraction: float
+    cnps_sent: int
+    cnps_received: int
+    goodput_bps: float
+    bottleneck: str | None
+    bottleneck_utilisation: float
+    queue_peak_bytes: int
+    queue_p99_bytes: int
+    max_paused_fraction: float
+    jain: float | None
+    converge_s: float | None
+    victim_goodput_bps: float | None
+    storms_detected: int
+    ports: list[PortReport]
+    flows: list[FlowReport]
+    series: Series
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """The lossless promise held: no lossless class lost a frame."""
+        return self.lossless_drops == 0
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["passed"] = self.passed
+        return data
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index; None for no flows, 1.0 when nothing moved (all equal)."""
+    if not values:
+        return None
+    square = sum(v * v for v in values)
+    if square == 0:
+        return 1.0
+    return sum(values) ** 2 / (len(values) * square)
+
+
+def time_weighted_p99(hist: dict[int, float], total: float) -> int:
+    """Smallest depth (bin top, bytes) with at least 99 % of the time at or below it."""
+    if total <= 0 or not hist:
+        return 0
+    acc = 0.0
+    for key in sorted(hist):
+        acc += hist[key]
+        if acc >= 0.99 * total:
+            return (key + 1) << 10
+    return (max(hist) + 1) << 10
+
+
+def _port_report(port: SwitchPort, duration: float) -> PortReport:
+    lossless = port.spec.qos.lossless() if port.spec.qos else [False] * NUM_CLASSES
+    return PortReport(
+        port=port.name,
+        speed_bps=port.spec.speed_bps,
+        utilisation=port.tx_bytes * 8 / (port.spec.speed_bps * duration),
+        queue_peak_bytes=port.depth_peak,
+        queue_p99_bytes=min(time_weighted_p99(port.depth_hist, duration), port.depth_peak),
+        pfc_xoff_tx=port.pfc_tx_xoff,
+        pfc_xon_tx=port.pfc_tx_xon,
+        pfc_rx=port.pfc_rx,
+        paused_fraction=port.pause_meter.paused_s / duration,
+        headroom_drops=sum(d for tc, d in enumerate(port.ingress.headroom_drops) if lossless[tc]),
+        tail_drops=sum(q.tail_drops for q in port.queues),
+        watchdog_drops=port.watchdog_drops,
+        ecn_marked=sum(q.ecn_marked for q in port.queues),
+        storms_detected=sum(c.storms_detected for c in port.watchdog.classes),
+        tx_bytes=port.tx_bytes,
+    )
+
+
+def converge_time(t_s: list[float], rates: list[list[float]]) -> float | None:
+    """Definition in the module docstring; ``rates`` per flow, per sample."""
+    if not t_s or not rates:
+        return None
+    end = t_s[-1]
+    window_start = end - CONVERGE_WINDOW * end
+    first = next(i for i, t in enumerate(t_s) if t >= window_start)
+    last_bad = -1
+    for series in rates:
+        tail = series[first:]
+        mean = sum(tail) / len(tail) if tail else 0.0
+        if mean <= 0:
+            continue
+        for i in range(len(series) - 1, -1, -1):
+            if abs(series[i] - mean) > CONVERGE_BAND * mean:
+                last_bad = max(last_bad, i)
+                break
+    if last_bad >= first:
+        return None
+    return t_s[last_bad + 1] if last_bad + 1 < len(t_s) else None
+
+
+def report(
+    engine: Engine,
+    scenario: Scenario,
+    *,
+    fabric: str,
+    profile: str,
+    senders: int,
+    seed: int,
+    wall_s: float,
+) -> TwinReport:
+    """Summarise a finished run."""
+    duration = engine.duration_s
+    ports = [
+        _port_report(p, duration)
+        for node in engine.switches.values()
+        for p in node.ports
+        if p.tx_bytes or p.pfc_rx or p.pfc_tx_xoff or p.watchdog_drops
+    ]
+    drops_by_class = [0] * NUM_CLASSES
+    lossless_drops = lossy_drops = 0
+    for node in engine.switches.values():
+        for p in node.ports:
+            lossless = p.spec.qos.lossless() if p.spec.qos else [False] * NUM_CLASSES
+            for tc in range(NUM_CLASSES):
+                dropped = (
+                    p.ingress.headroom_drops[tc]
+                    + p.queues[tc].tail_drops
+                    + p.watchdog.classes[tc].dropped_packets
+                )
+                drops_by_class[tc] += dropped
+                # A watchdog drop is the chosen mitigation, not a broken promise: counted per
+                # class, and as lossless only for headroom overruns and tail drops.
+                broken = p.ingress.headroom_drops[tc] + p.queues[tc].tail_drops
+                if lossless[tc]:
+                    lossless_drops += broken
+                else:
+                    lossy_drops += dropped
+    half = len(engine.samples) // 2
+    samples = engine.samples
+    flows: list[FlowReport] = []
+    for f in engine.flows:
+        nic = engine.nics[f.src]
+        second_half = 0.0
+        if samples and half < len(samples) - 1:
+            dt = samples[-1].t_s - samples[half].t_s
+            if dt > 0:
+                second_half = (
+                    (samples[-1].rx_bytes[f.index] - samples[half].rx_bytes[f.index]) * 8 / dt
+                )
+        flows.append(
+            FlowReport(
+                flow=f.name,
+                goodput_bps=f.rx_bytes * 8 / duration,
+                goodput_second_half_bps=second_half,
+                final_rate_bps=f.rp.current_bps,
+                tx_bytes=f.tx_bytes,
+                rx_bytes=f.rx_bytes,
+                ce_fraction=f.rx_ce / f.rx_packets if f.rx_packets else 0.0,
+                cnps_received=f.cnps_rx,
+                rate_cuts=f.rp.cuts,
+                paused_fraction=nic.pause.paused_s / duration,
+            )
+        )
+    rx_packets = sum(f.rx_packets for f in engine.flows)
+    rx_ce = sum(f.rx_ce for f in engine.flows)
+    victim = scenario.victim
+    fair = [fl.goodput_second_half_bps for i, fl in enumerate(flows) if i != victim]
+    bottleneck = max(ports, key=lambda p: (p.queue_peak_bytes, p.utilisation), default=None)
+    queue_port = bottleneck.port if bottleneck else None
+    paused_ports = sorted({k for s in samples for k in s.paused})[:16]
+    active = [
+        [s.rate_bps[i] for s in samples]
+        for i, f in enumerate(engine.flows)
+        if i != victim and f.stop_s > duration
+    ]
+    series = Series(
+        every_s=engine.sample_every_s,
+        t_s=[s.t_s for s in samples],
+        queue_port=queue_port,
+        queue_bytes=[s.queue_bytes.get(queue_port, 0) if queue_port else 0 for s in samples],
+        flows=[f.name for f in engine.flows],
+        rate_bps=[[s.rate_bps[i] for s in samples] for i in range(len(engine.flows))],
+        paused_ports=paused_ports,
+        paused=[[s.paused.get(name, 0.0) for s in samples] for name in paused_ports],
+    )
+    nic_paused = [n.pause.paused_s / duration for n in engine.nics.values()]
+    return TwinReport(
+        fabric=fabric,
+        profile=profile,
+        scenario=scenario.name,
+        speed_bps=scenario.speed_bps,
+        senders=senders,
+        duration_s=duration,
+        seed=seed,
+        events=engine.events,
+        wall_s=wall_s,
+        lossless_drops=lossless_drops,
+        lossy_drops=lossy_drops,
+        drops_by_class={tc: d for tc, d in enumerate(drops_by_class) if d},
+        pfc_frames=sum(p.pfc_xoff_tx + p.pfc_xon_tx for p in ports)
+        + sum(n.pfc_tx_xoff for n in engine.nics.values()),
+        ce_fraction=rx_ce / rx_packets if rx_packets else 0.0,
+        cnps_sent=sum(n.cnps_tx for n in engine.nics.values()),
+        cnps_received=sum(f.cnps_rx for f in engine.flows),
+        goodput_bps=sum(f.rx_bytes for f in engine.flows) * 8 / duration,
+        bottleneck=queue_port,
+        bottleneck_utilisation=bottleneck.utilisation if bottleneck else 0.0,
+        queue_peak_bytes=bottleneck.queue_peak_bytes if bottleneck else 0,
+        queue_p99_bytes=bottleneck.queue_p99_bytes if bottleneck else 0,
+        max_paused_fraction=max([p.paused_fraction for p in ports] + nic_paused + [0.0]),
+        jain=jain(fair),
+        converge_s=converge_time(series.t_s, active),
+        victim_goodput_bps=flows[victim].goodput_bps if victim is not None else None,
+        storms_detected=sum(p.storms_detected for p in ports),
+        ports=sorted(ports, key=lambda p: p.port),
+        flows=flows,
+        series=series,
+        notes=list(scenario.notes),
+    )
+
+
+def run_twin(
+    network: TwinNetwork,
+    scenario_name: ScenarioName,
+    *,
+    senders: int,
+    duration_s: float,
+    speed_bps: int | None = None,
+    seed: int = 1,
+    dcqcn_override: dict[str, int] | None = None,
+    ignore_pause: bool = False,
+    payload_bytes: int | None = None,
+    reaction_point: bool = True,
+) -> TwinReport:
+    """Build the scenario on the network, run it and summarise it.
+
+    ``ignore_pause``: the senders' NICs do not honour PFC (a misconfigured host), to show what
+    headroom cannot absorb. ``payload_bytes``: RoCE payload per packet (default: the ports'
+    RoCE MTU); ``reaction_point=False``: the NICs run with DCQCN off.  The storm scenario
+    runs at least its ``min_duration_s``.
+    """
+    if not (math.isfinite(duration_s) and 0 < duration_s <= MAX_DURATION_S):
+        raise TwinError(
+            f"twin: --duration. Expected: more than 0 and at most {MAX_DURATION_S:g} s "
+            f"Actual: {duration_s!r}"
+        )
+    scenario = build_scenario(network, scenario_name, senders, speed_bps)
+    if network.time_dilation > 1:
+        scenario.notes.append(
+            f"a lab fabric (time_dilation {network.time_dilation}): simulated as the fabric it "
+            f"stands for, every port {network.time_dilation}x faster; "
+            f"{duration_s * 1e3:g} ms here are {duration_s * network.time_dilation:g} s of lab time"
+        )
+    duration = max(duration_s, scenario.min_duration_s)
+    if duration > duration_s:
+        scenario.notes.append(
+            f"duration raised to {duration * 1e3:g} ms to see the watchdog detect the storm"
+        )
+    return simulate(
+        network,
+        scenario,
+        senders=senders,
+        duration_s=duration,
+        seed=seed,
+        dcqcn_override=dcqcn_override,
+        ignore_pause=ignore_pause,
+        payload_bytes=payload_bytes,
+        reaction_point=reaction_point,
+    )[1]
+
+
+def simulate(
+    network: TwinNetwork,
+    scenario: Scenario,
+    *,
+    senders: int,
+    duration_s: float,
+    seed: int = 1,
+    dcqcn_override: dict[str, int] | None = None,
+    ignore_pause: bool = False,
+    on_sample: Callable[[Engine, float], None] | None = None,
+    payload_bytes: int | None = None,
+    reaction_point: bool = True,
+) -> tuple[Engine, TwinReport]:
+    """Run a built scenario for ``duration_s``; the engine (for callers that read more of
+    it, such as tune's measurement window via ``on_sample``) and its report."""
+    engine = Engine(
+        network,
+        scenario.flows,
+        seed=seed,
+        dcqcn_override=dcqcn_override,
+        ignore_pause=frozenset(f.src for f in scenario.flows) if ignore_pause else frozenset(),
+        storm=scenario.storm,
+        on_sample=on_sample,
+        payload_bytes=payload_bytes,
+        reaction_point=reaction_point,
+    )
+    started = time.perf_counter()
+    engine.run(duration_s)
+    wall = time.perf_counter() - started
+    summary = report(
+        engine,
+        scenario,
+        fabric=network.name,
+        profile=network.profile,
+        senders=senders,
+        seed=seed,
+        wall_s=wall,
+    )
+    return engine, summary
