@@ -102,6 +102,15 @@ def dscp_groups(dscp_to_priority: dict[int, int]) -> dict[int, list[int]]:
     return dict(sorted(groups.items()))
 
 
+def classifier_differs(desired: QosState, actual: QosState | None) -> bool:
+    """Whether the trust or the DSCP map must be written (always when nothing is known)."""
+    return (
+        actual is None
+        or actual.trust != desired.trust
+        or actual.dscp_to_priority != desired.dscp_to_priority
+    )
+
+
 def changed_dscps(desired: QosState, actual: QosState) -> list[int]:
     return [d for d in DSCPS if desired.dscp_to_priority.get(d) != actual.dscp_to_priority.get(d)]
 

@@ -43,11 +43,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
+    classifier_differs,
     majority,
     natural_key,
     parse_int,
@@ -162,6 +164,200 @@ class _Patch:
         return json.dumps(ordered, indent=2).splitlines()
 
 
+# ---------------------------------------------------------------------- one renderer per table
+
+
+@dataclass(frozen=True)
+class _Change:
+    """What differs between the desired and the actual state, as the tables need it."""
+
+    desired: QosState
+    fresh: bool  # no actual state: every table is written
+    classifier: bool  # trust or the DSCP map
+    pfc: dict[str, bool]  # per port: PFC priorities or PFC on/off
+    watchdog: bool
+    queues: list[tuple[str, int, QueueState | None]]  # (port, queue, wanted) that differ
+
+
+def _change(desired: QosState, actual: QosState | None) -> _Change:
+    def present(name: str) -> InterfaceState | None:
+        return actual.interfaces.get(name) if actual else None
+
+    return _Change(
+        desired=desired,
+        fresh=actual is None,
+        classifier=classifier_differs(desired, actual),
+        pfc={name: _pfc_differs(want, present(name)) for name, want in desired.interfaces.items()},
+        watchdog=actual is None or actual.watchdog != desired.watchdog,
+        queues=[
+            (name, queue, mine)
+            for name, want in desired.interfaces.items()
+            for queue, mine in _queues_that_differ(want, present(name), fresh=actual is None)
+        ],
+    )
+
+
+def _pfc_differs(want: InterfaceState, have: InterfaceState | None) -> bool:
+    return (
+        have is None
+        or have.pfc_priorities != want.pfc_priorities
+        or have.pfc_enabled != want.pfc_enabled
+    )
+
+
+def _queues_that_differ(
+    want: InterfaceState, have: InterfaceState | None, fresh: bool
+) -> Iterator[tuple[int, QueueState | None]]:
+    """(queue, wanted) for each queue to write; a fresh render writes every configured one."""
+    for queue in PRIORITIES:
+        mine = want.queues.get(queue)
+        theirs = have.queues.get(queue) if have else None
+        if (mine or QueueState()) != (theirs or QueueState()) or (fresh and mine is not None):
+            yield queue, mine
+
+
+def _classifier_map(patch: _Patch, change: _Change) -> None:
+    """DSCP_TO_TC_MAP (or DOT1P_TO_TC_MAP when trusting PCP)."""
+    if not change.classifier:
+        return
+    desired = change.desired
+    if desired.trust == "pcp":
+        patch.add({str(p): str(p) for p in PRIORITIES}, "DOT1P_TO_TC_MAP", MAP_NAME)
+    else:
+        dscp_map = {str(d): str(desired.dscp_to_priority[d]) for d in DSCPS}
+        patch.add(dscp_map, "DSCP_TO_TC_MAP", MAP_NAME)
+
+
+def _priority_group_maps(patch: _Patch, change: _Change) -> None:
+    """TC_TO_PRIORITY_GROUP_MAP and TC_TO_QUEUE_MAP."""
+    if not (any(change.pfc.values()) or change.fresh):
+        return
+    interfaces = change.desired.interfaces.values()
+    lossless = sorted({p for i in interfaces for p in i.pfc_priorities})
+    # Lossless TCs get a priority group each; lossy ones share PG 0, as stock SONiC.
+    patch.add(
+        {str(tc): str(tc if tc in lossless else 0) for tc in PRIORITIES},
+        "TC_TO_PRIORITY_GROUP_MAP",
+        MAP_NAME,
+    )
+    patch.add({str(tc): str(tc) for tc in PRIORITIES}, "TC_TO_QUEUE_MAP", MAP_NAME)
+
+
+def _queue_profiles(patch: _Patch, change: _Change) -> None:
+    """WRED_PROFILE and SCHEDULER: the objects the QUEUE entries refer to."""
+    for _, _, mine in change.queues:
+        if mine is None:
+            continue
+        if mine.ecn is not None:
+            patch.add(_wred_profile(mine.ecn), "WRED_PROFILE", wred_profile_name(mine.ecn))
+        scheduler = _scheduler_name(mine)
+        if scheduler is not None:
+            patch.add(_scheduler(mine), "SCHEDULER", scheduler)
+
+
+def _port_qos_maps(patch: _Patch, change: _Change) -> None:
+    """PORT_QOS_MAP, field by field (fields this agent does not own stay as they are)."""
+    for name, want in change.desired.interfaces.items():
+        for key, value in _port_qos_fields(change, name, want):
+            patch.add(value, "PORT_QOS_MAP", name, key)
+
+
+def _port_qos_fields(change: _Change, name: str, want: InterfaceState) -> list[tuple[str, str]]:
+    desired = change.desired
+    priorities = ",".join(map(str, want.pfc_priorities))
+    fields: list[tuple[str, str]] = []
+    if change.classifier:
+        fields.append(("dot1p_to_tc_map" if desired.trust == "pcp" else "dscp_to_tc_map", MAP_NAME))
+    if change.pfc[name]:
+        fields += [
+            ("tc_to_pg_map", MAP_NAME),
+            ("tc_to_queue_map", MAP_NAME),
+            ("pfc_enable", priorities),
+        ]
+    if (change.watchdog or change.pfc[name]) and desired.watchdog.enabled:
+        fields.append(("pfcwd_sw_enable", priorities))
+    return fields
+
+
+def _queue_entries(patch: _Patch, change: _Change) -> None:
+    """QUEUE: a queue with nothing configured any more loses its entry."""
+    for name, queue, mine in change.queues:
+        key = f"{name}|{queue}"
+        if mine is None or mine == QueueState():
+            patch.remove("QUEUE", key)
+        else:
+            patch.add(_queue_entry(mine), "QUEUE", key)
+
+
+def _queue_entry(queue: QueueState) -> dict[str, str]:
+    entry: dict[str, str] = {}
+    scheduler = _scheduler_name(queue)
+    if scheduler is not None:
+        entry["scheduler"] = scheduler
+    if queue.ecn is not None:
+        entry["wred_profile"] = wred_profile_name(queue.ecn)
+    return entry
+
+
+def _pfc_watchdog(patch: _Patch, change: _Change) -> None:
+    """PFC_WD: per port, and the poll interval under GLOBAL."""
+    watchdog = change.desired.watchdog
+    if not (change.watchdog and watchdog.enabled):
+        return
+    for name in change.desired.interfaces:
+        patch.add(
+            {
+                "action": watchdog.action or "drop",
+                "detection_time": str(watchdog.detection_ms),
+                "restoration_time": str(watchdog.restoration_ms),
+            },
+            "PFC_WD",
+            name,
+        )
+    patch.add(str(watchdog.polling_ms), "PFC_WD", "GLOBAL", "POLL_INTERVAL")
+
+
+# One renderer per CONFIG_DB table (the patch orders the tables itself, see TABLE_ORDER).
+STATE_TABLES: tuple[Callable[[_Patch, _Change], None], ...] = (
+    _classifier_map,
+    _priority_group_maps,
+    _queue_profiles,
+    _port_qos_maps,
+    _queue_entries,
+    _pfc_watchdog,
+)
+
+
+def _scheduler_name(queue: QueueState) -> str | None:
+    if queue.strict:
+        return STRICT_SCHEDULER
+    if queue.bandwidth_percent is not None:
+        return dwrr_scheduler_name(queue.bandwidth_percent)
+    return None
+
+
+def _scheduler(queue: QueueState) -> dict[str, str]:
+    if queue.strict:
+        return {"type": "STRICT"}
+    return {"type": "DWRR", "weight": str(queue.bandwidth_percent)}
+
+
+def _wred_profile(ecn: EcnState) -> dict[str, str]:
+    # One threshold set for all three colours: RoCE traffic is not coloured, and
+    # ``ecn_all`` marks ECT packets instead of dropping them (as AZURE_LOSSLESS does).
+    profile = {
+        "wred_green_enable": "true",
+        "wred_yellow_enable": "true",
+        "wred_red_enable": "true",
+        "ecn": "ecn_all",
+    }
+    for colour in ("green", "yellow", "red"):
+        profile[f"{colour}_min_threshold"] = str(ecn.min_bytes)
+        profile[f"{colour}_max_threshold"] = str(ecn.max_bytes)
+        profile[f"{colour}_drop_probability"] = str(ecn.max_probability)
+    return profile
+
+
 class Sonic(CheckpointPlatform):
     name: ClassVar[str] = "sonic"
     netmiko_device_type: ClassVar[str] = "linux"
@@ -211,117 +407,11 @@ class Sonic(CheckpointPlatform):
                         {"profile": buffer_profile_name(port)}, "BUFFER_PG", f"{port.name}|{pgs}"
                     )
 
-    def _state_ops(self, patch: _Patch, desired: QosState, actual: QosState | None) -> None:
-        ports = list(desired.interfaces)
-        lossless = sorted({p for i in desired.interfaces.values() for p in i.pfc_priorities})
-        classifier_changed = actual is None or (
-            actual.trust != desired.trust or actual.dscp_to_priority != desired.dscp_to_priority
-        )
-        if classifier_changed:
-            if desired.trust == "pcp":
-                patch.add({str(p): str(p) for p in PRIORITIES}, "DOT1P_TO_TC_MAP", MAP_NAME)
-            else:
-                patch.add(
-                    {str(d): str(desired.dscp_to_priority[d]) for d in DSCPS},
-                    "DSCP_TO_TC_MAP",
-                    MAP_NAME,
-                )
-        pfc_changed = {
-            name: actual is None
-            or name not in actual.interfaces
-            or actual.interfaces[name].pfc_priorities != want.pfc_priorities
-            or actual.interfaces[name].pfc_enabled != want.pfc_enabled
-            for name, want in desired.interfaces.items()
-        }
-        if any(pfc_changed.values()) or actual is None:
-            # Lossless TCs get a priority group each; lossy ones share PG 0, as stock SONiC.
-            patch.add(
-                {str(tc): str(tc if tc in lossless else 0) for tc in PRIORITIES},
-                "TC_TO_PRIORITY_GROUP_MAP",
-                MAP_NAME,
-            )
-            patch.add({str(tc): str(tc) for tc in PRIORITIES}, "TC_TO_QUEUE_MAP", MAP_NAME)
-        watchdog_changed = actual is None or actual.watchdog != desired.watchdog
-        queue_ops: list[tuple[str, int, QueueState | None]] = []
-        for name, want in desired.interfaces.items():
-            have = actual.interfaces.get(name) if actual else None
-            for queue in PRIORITIES:
-                mine = want.queues.get(queue)
-                theirs = have.queues.get(queue) if have else None
-                if (mine or QueueState()) != (theirs or QueueState()) or (
-                    actual is None and mine is not None
-                ):
-                    queue_ops.append((name, queue, mine))
-        for _, _, mine in queue_ops:
-            if mine is None:
-                continue
-            if mine.ecn is not None:
-                patch.add(self._wred(mine.ecn), "WRED_PROFILE", wred_profile_name(mine.ecn))
-            if mine.strict:
-                patch.add({"type": "STRICT"}, "SCHEDULER", STRICT_SCHEDULER)
-            elif mine.bandwidth_percent is not None:
-                patch.add(
-                    {"type": "DWRR", "weight": str(mine.bandwidth_percent)},
-                    "SCHEDULER",
-                    dwrr_scheduler_name(mine.bandwidth_percent),
-                )
-        for name in ports:
-            want = desired.interfaces[name]
-            if classifier_changed:
-                key = "dot1p_to_tc_map" if desired.trust == "pcp" else "dscp_to_tc_map"
-                patch.add(MAP_NAME, "PORT_QOS_MAP", name, key)
-            if pfc_changed[name] or actual is None:
-                patch.add(MAP_NAME, "PORT_QOS_MAP", name, "tc_to_pg_map")
-                patch.add(MAP_NAME, "PORT_QOS_MAP", name, "tc_to_queue_map")
-                patch.add(
-                    ",".join(map(str, want.pfc_priorities)), "PORT_QOS_MAP", name, "pfc_enable"
-                )
-            if (watchdog_changed or pfc_changed[name]) and desired.watchdog.enabled:
-                patch.add(
-                    ",".join(map(str, want.pfc_priorities)), "PORT_QOS_MAP", name, "pfcwd_sw_enable"
-                )
-        for name, queue, mine in queue_ops:
-            key = f"{name}|{queue}"
-            if mine is None or mine == QueueState():
-                patch.remove("QUEUE", key)
-                continue
-            entry: dict[str, str] = {}
-            if mine.strict:
-                entry["scheduler"] = STRICT_SCHEDULER
-            elif mine.bandwidth_percent is not None:
-                entry["scheduler"] = dwrr_scheduler_name(mine.bandwidth_percent)
-            if mine.ecn is not None:
-                entry["wred_profile"] = wred_profile_name(mine.ecn)
-            patch.add(entry, "QUEUE", key)
-        if watchdog_changed and desired.watchdog.enabled:
-            watchdog = desired.watchdog
-            for name in ports:
-                patch.add(
-                    {
-                        "action": watchdog.action or "drop",
-                        "detection_time": str(watchdog.detection_ms),
-                        "restoration_time": str(watchdog.restoration_ms),
-                    },
-                    "PFC_WD",
-                    name,
-                )
-            patch.add(str(watchdog.polling_ms), "PFC_WD", "GLOBAL", "POLL_INTERVAL")
-
     @staticmethod
-    def _wred(ecn: EcnState) -> dict[str, str]:
-        # One threshold set for all three colours: RoCE traffic is not coloured, and
-        # ``ecn_all`` marks ECT packets instead of dropping them (as AZURE_LOSSLESS does).
-        profile = {
-            "wred_green_enable": "true",
-            "wred_yellow_enable": "true",
-            "wred_red_enable": "true",
-            "ecn": "ecn_all",
-        }
-        for colour in ("green", "yellow", "red"):
-            profile[f"{colour}_min_threshold"] = str(ecn.min_bytes)
-            profile[f"{colour}_max_threshold"] = str(ecn.max_bytes)
-            profile[f"{colour}_drop_probability"] = str(ecn.max_probability)
-        return profile
+    def _state_ops(patch: _Patch, desired: QosState, actual: QosState | None) -> None:
+        change = _change(desired, actual)
+        for table in STATE_TABLES:
+            table(patch, change)
 
     # ------------------------------------------------------------------ read state
 
@@ -345,59 +435,17 @@ class Sonic(CheckpointPlatform):
             for name, entry in config_db.get("PORT_QOS_MAP", {}).items()
             if name != "global"
         }
-        dscp_maps = config_db.get("DSCP_TO_TC_MAP", {})
-        bound = majority(e["dscp_to_tc_map"] for e in port_qos.values() if "dscp_to_tc_map" in e)
-        if bound is None:
-            bound = config_db.get("PORT_QOS_MAP", {}).get("global", {}).get("dscp_to_tc_map")
-        if bound is not None:
-            trust = "dscp"
-            table = dscp_maps.get(_strip_reference(bound), {})
-            # A DSCP missing from the map is classified to TC 0 (SAI's default).
-            dscp_to_priority = {d: int(table.get(str(d), 0)) for d in DSCPS}
-        else:
-            trust = "pcp" if any("dot1p_to_tc_map" in e for e in port_qos.values()) else "none"
-            dscp_to_priority = {d: 0 for d in DSCPS}
-
-        schedulers = config_db.get("SCHEDULER", {})
-        wred_profiles = config_db.get("WRED_PROFILE", {})
-        queues: dict[str, dict[int, QueueState]] = {}
-        for key, entry in config_db.get("QUEUE", {}).items():
-            name, _, queue_range = key.rpartition("|")
-            state = _queue_state(entry, schedulers, wred_profiles)
-            for queue in expand(queue_range):
-                if state != QueueState():
-                    queues.setdefault(name, {})[queue] = state
-
-        interfaces: dict[str, InterfaceState] = {}
-        for name in sorted(set(port_qos) | set(queues), key=natural_key):
-            priorities = tuple(expand(port_qos.get(name, {}).get("pfc_enable", "")))
-            interfaces[name] = InterfaceState(
-                pfc_enabled=bool(priorities),
-                pfc_priorities=priorities,
-                queues=queues.get(name, {}),
-            )
-
-        pfc_wd = config_db.get("PFC_WD", {})
-        per_port = [
-            (e.get("action"), e.get("detection_time"), e.get("restoration_time"))
-            for name, e in pfc_wd.items()
-            if name != "GLOBAL"
-        ]
-        common = majority(per_port)
-        if common is None:
-            watchdog = WatchdogState()
-        else:
-            action, detection, restoration = common
-            poll = pfc_wd.get("GLOBAL", {}).get("POLL_INTERVAL")
-            watchdog = WatchdogState(
-                enabled=True,
-                detection_ms=int(detection) if detection else None,
-                restoration_ms=int(restoration) if restoration else None,
-                polling_ms=int(poll) if poll else None,
-                action=action,
-            )
+        trust, dscp_to_priority = _classifier_from(config_db, port_qos)
+        queues = _queues_from(config_db)
+        interfaces = {
+            name: _interface_from(port_qos.get(name, {}), queues.get(name, {}))
+            for name in sorted(set(port_qos) | set(queues), key=natural_key)
+        }
         return QosState(
-            trust=trust, dscp_to_priority=dscp_to_priority, watchdog=watchdog, interfaces=interfaces
+            trust=trust,
+            dscp_to_priority=dscp_to_priority,
+            watchdog=_watchdog_from(config_db.get("PFC_WD", {})),
+            interfaces=interfaces,
         )
 
     # ------------------------------------------------------------------ counters
@@ -414,71 +462,11 @@ class Sonic(CheckpointPlatform):
     @staticmethod
     def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:
         """Normalize the recorded outputs of :attr:`COUNTER_COMMANDS` (keyed alike)."""
-        pfc: dict[str, dict[str, list[int]]] = {}
-        for header, rows in text_tables(outputs.get("pfc", "")):
-            direction = "rx" if header and header[0] == "Port Rx" else "tx"
-            for row in rows:
-                counts = [parse_int(cell) for cell in row[1:9]]
-                pfc.setdefault(row[0], {"rx": [0] * 8, "tx": [0] * 8})[direction] = counts
-        queues: dict[str, dict[int, dict[str, int | None]]] = {}
-
-        def queue_slot(name: str, label: str) -> dict[str, int | None] | None:
-            # Unicast queues only (UC0..UC7 = traffic classes); MC/ALL rows are not per class.
-            if not label.startswith("UC") or int(label[2:]) not in PRIORITIES:
-                return None
-            return queues.setdefault(name, {}).setdefault(int(label[2:]), {})
-
-        for _, rows in text_tables(outputs.get("queue", "")):
-            for row in rows:
-                slot = queue_slot(row[0], row[1])
-                if slot is not None:
-                    slot["tx_packets"] = parse_int(row[2])
-                    slot["tx_bytes"] = parse_int(row[3])
-                    slot["dropped_packets"] = parse_int(row[4])
-        for _, rows in text_tables(outputs.get("wred", "")):
-            for row in rows:
-                slot = queue_slot(row[0], row[1])
-                if slot is not None:
-                    slot["ecn_marked_packets"] = parse_int(row[4])
-        for header, rows in text_tables(outputs.get("watermark", "")):
-            for row in rows:
-                for label, cell in zip(header[1:], row[1:], strict=False):
-                    slot = queue_slot(row[0], label)
-                    if slot is not None and cell.strip() != "N/A":
-                        slot["watermark_bytes"] = parse_int(cell)
-        headroom: dict[str, list[int]] = {}
-        for header, rows in text_tables(outputs.get("pg_drop", "")):
-            for row in rows:
-                drops = [0] * 8
-                for label, cell in zip(header[1:], row[1:], strict=False):
-                    if label.startswith("PG") and int(label[2:]) in PRIORITIES:
-                        drops[int(label[2:])] = parse_int(cell)
-                headroom[row[0]] = drops
-        watchdogs: dict[str, dict[int, WatchdogCounters]] = {}
-        for _, rows in text_tables(outputs.get("pfcwd", "")):
-            for row in rows:
-                name, _, queue = row[0].rpartition(":")
-                detected, _, restored = row[2].partition("/")
-                watchdogs.setdefault(name, {})[int(queue)] = WatchdogCounters(
-                    storms_detected=parse_int(detected),
-                    storms_restored=parse_int(restored),
-                    stormed=row[1].strip() == "stormed",
-                )
-        names = sorted(set(pfc) | set(queues) | set(headroom) | set(watchdogs), key=natural_key)
-        interfaces = {
-            name: InterfaceCounters(
-                pfc_rx=tuple(pfc.get(name, {}).get("rx", [0] * 8)),
-                pfc_tx=tuple(pfc.get(name, {}).get("tx", [0] * 8)),
-                queues={
-                    queue: QueueCounters.model_validate(values)
-                    for queue, values in sorted(queues.get(name, {}).items())
-                },
-                watchdog=watchdogs.get(name, {}),
-                headroom_drops=tuple(headroom.get(name, [0] * 8)),
-            )
-            for name in names
-        }
-        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
+        found = _SonicCounters()
+        for key, read in COUNTER_READERS.items():
+            for header, rows in text_tables(outputs.get(key, "")):
+                read(found, header, rows)
+        return found.counters(device, collected_at)
 
     def read_pg_watermarks(self, conn: Connection) -> dict[str, dict[str, tuple[int, ...]]]:
         """Ingress PG headroom and shared-pool watermarks (bytes) per port, PG 0-7.
@@ -499,11 +487,7 @@ class Sonic(CheckpointPlatform):
         for kind, output in (("headroom", headroom), ("shared", shared)):
             for header, rows in text_tables(output):
                 for row in rows:
-                    values = [0] * 8
-                    for label, cell in zip(header[1:], row[1:], strict=False):
-                        if label.startswith("PG") and int(label[2:]) in PRIORITIES:
-                            values[int(label[2:])] = parse_int(cell)
-                    result.setdefault(row[0], {})[kind] = tuple(values)
+                    result.setdefault(row[0], {})[kind] = tuple(_per_priority_group(header, row))
         return result
 
     # ------------------------------------------------------------------ change
@@ -654,3 +638,172 @@ def _queue_state(
     return QueueState(
         ecn=ecn, strict=strict, bandwidth_percent=int(weight) if weight is not None else None
     )
+
+
+# ---------------------------------------------------------------------- CONFIG_DB readers
+
+
+def _classifier_from(
+    config_db: dict[str, Any], port_qos: dict[str, dict[str, str]]
+) -> tuple[str, dict[int, int]]:
+    """(trust, DSCP map): the DSCP map most ports are bound to, else the global binding."""
+    bound = majority(e["dscp_to_tc_map"] for e in port_qos.values() if "dscp_to_tc_map" in e)
+    if bound is None:
+        bound = config_db.get("PORT_QOS_MAP", {}).get("global", {}).get("dscp_to_tc_map")
+    if bound is None:
+        trust = "pcp" if any("dot1p_to_tc_map" in e for e in port_qos.values()) else "none"
+        return trust, {d: 0 for d in DSCPS}
+    table = config_db.get("DSCP_TO_TC_MAP", {}).get(_strip_reference(bound), {})
+    # A DSCP missing from the map is classified to TC 0 (SAI's default).
+    return "dscp", {d: int(table.get(str(d), 0)) for d in DSCPS}
+
+
+def _queues_from(config_db: dict[str, Any]) -> dict[str, dict[int, QueueState]]:
+    """Per port, the configured queues (``QUEUE|<port>|<queue range>`` entries)."""
+    schedulers = config_db.get("SCHEDULER", {})
+    wred_profiles = config_db.get("WRED_PROFILE", {})
+    queues: dict[str, dict[int, QueueState]] = {}
+    for key, entry in config_db.get("QUEUE", {}).items():
+        name, _, queue_range = key.rpartition("|")
+        state = _queue_state(entry, schedulers, wred_profiles)
+        for queue in expand(queue_range):
+            if state != QueueState():
+                queues.setdefault(name, {})[queue] = state
+    return queues
+
+
+def _interface_from(port_qos: dict[str, str], queues: dict[int, QueueState]) -> InterfaceState:
+    priorities = tuple(expand(port_qos.get("pfc_enable", "")))
+    return InterfaceState(pfc_enabled=bool(priorities), pfc_priorities=priorities, queues=queues)
+
+
+def _watchdog_from(pfc_wd: dict[str, Any]) -> WatchdogState:
+    """The PFC watchdog most ports have (PFC_WD|<port>), with GLOBAL's poll interval."""
+    per_port = [
+        (e.get("action"), e.get("detection_time"), e.get("restoration_time"))
+        for name, e in pfc_wd.items()
+        if name != "GLOBAL"
+    ]
+    common = majority(per_port)
+    if common is None:
+        return WatchdogState()
+    action, detection, restoration = common
+    poll = pfc_wd.get("GLOBAL", {}).get("POLL_INTERVAL")
+    return WatchdogState(
+        enabled=True,
+        detection_ms=int(detection) if detection else None,
+        restoration_ms=int(restoration) if restoration else None,
+        polling_ms=int(poll) if poll else None,
+        action=action,
+    )
+
+
+# ---------------------------------------------------------------------- counter readers
+
+Rows = list[list[str]]
+
+
+@dataclass
+class _SonicCounters:
+    """Counters gathered from the show tables, per port."""
+
+    pfc: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    queues: dict[str, dict[int, dict[str, int | None]]] = field(default_factory=dict)
+    headroom: dict[str, list[int]] = field(default_factory=dict)
+    watchdogs: dict[str, dict[int, WatchdogCounters]] = field(default_factory=dict)
+
+    def queue_slot(self, name: str, label: str) -> dict[str, int | None] | None:
+        # Unicast queues only (UC0..UC7 = traffic classes); MC/ALL rows are not per class.
+        if not label.startswith("UC") or int(label[2:]) not in PRIORITIES:
+            return None
+        return self.queues.setdefault(name, {}).setdefault(int(label[2:]), {})
+
+    def counters(self, device: str, collected_at: float) -> Counters:
+        ports = set(self.pfc) | set(self.queues) | set(self.headroom) | set(self.watchdogs)
+        interfaces = {name: self.interface(name) for name in sorted(ports, key=natural_key)}
+        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
+
+    def interface(self, name: str) -> InterfaceCounters:
+        return InterfaceCounters(
+            pfc_rx=tuple(self.pfc.get(name, {}).get("rx", [0] * 8)),
+            pfc_tx=tuple(self.pfc.get(name, {}).get("tx", [0] * 8)),
+            queues={
+                queue: QueueCounters.model_validate(values)
+                for queue, values in sorted(self.queues.get(name, {}).items())
+            },
+            watchdog=self.watchdogs.get(name, {}),
+            headroom_drops=tuple(self.headroom.get(name, [0] * 8)),
+        )
+
+
+def _read_pfc(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+    """``show pfc counters``: a ``Port Rx`` and a ``Port Tx`` table, PFC0..PFC7 per port."""
+    direction = "rx" if header and header[0] == "Port Rx" else "tx"
+    for row in rows:
+        counts = [parse_int(cell) for cell in row[1:9]]
+        found.pfc.setdefault(row[0], {"rx": [0] * 8, "tx": [0] * 8})[direction] = counts
+
+
+def _read_queue(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+    """``show queue counters``: Port, TxQ, Counter/pkts, Counter/bytes, Drop/pkts, …"""
+    for row in rows:
+        slot = found.queue_slot(row[0], row[1])
+        if slot is not None:
+            slot["tx_packets"] = parse_int(row[2])
+            slot["tx_bytes"] = parse_int(row[3])
+            slot["dropped_packets"] = parse_int(row[4])
+
+
+def _read_wred(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+    """``show queue wredcounters``: EcnMarked/pkts, the fifth column."""
+    for row in rows:
+        slot = found.queue_slot(row[0], row[1])
+        if slot is not None:
+            slot["ecn_marked_packets"] = parse_int(row[4])
+
+
+def _read_watermark(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+    """``show queue watermark unicast``: one column per unicast queue (UC0..UC7)."""
+    for row in rows:
+        for label, cell in zip(header[1:], row[1:], strict=False):
+            slot = found.queue_slot(row[0], label)
+            if slot is not None and cell.strip() != "N/A":
+                slot["watermark_bytes"] = parse_int(cell)
+
+
+def _read_pg_drop(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+    """``show priority-group drop counters``: one column per priority group (PG0..PG7)."""
+    for row in rows:
+        found.headroom[row[0]] = _per_priority_group(header, row)
+
+
+def _read_pfcwd(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+    """``pfcwd show stats``: QUEUE (``<port>:<queue>``), STATUS, STORM DETECTED/RESTORED."""
+    for row in rows:
+        name, _, queue = row[0].rpartition(":")
+        detected, _, restored = row[2].partition("/")
+        found.watchdogs.setdefault(name, {})[int(queue)] = WatchdogCounters(
+            storms_detected=parse_int(detected),
+            storms_restored=parse_int(restored),
+            stormed=row[1].strip() == "stormed",
+        )
+
+
+# One reader per show command (keys of Sonic.COUNTER_COMMANDS), each given its tables.
+COUNTER_READERS: dict[str, Callable[[_SonicCounters, list[str], Rows], None]] = {
+    "pfc": _read_pfc,
+    "queue": _read_queue,
+    "wred": _read_wred,
+    "watermark": _read_watermark,
+    "pg_drop": _read_pg_drop,
+    "pfcwd": _read_pfcwd,
+}
+
+
+def _per_priority_group(header: list[str], row: list[str]) -> list[int]:
+    """A row's PG0..PG7 cells as numbers (0 where the table has no such column)."""
+    values = [0] * 8
+    for label, cell in zip(header[1:], row[1:], strict=False):
+        if label.startswith("PG") and int(label[2:]) in PRIORITIES:
+            values[int(label[2:])] = parse_int(cell)
+    return values
