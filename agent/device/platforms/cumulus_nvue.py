@@ -48,6 +48,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from math import ceil
 from typing import Any, ClassVar
 
@@ -97,6 +98,214 @@ def _csv(values: list[int]) -> str:
     return ",".join(map(str, values))
 
 
+# ---------------------------------------------------------------------- one renderer per section
+
+
+def _roce_mode_lines(pfc: tuple[int, ...], actual: QosState | None) -> list[str]:
+    """``roce mode``: only on a full render (it resets the profiles to RoCE's defaults)."""
+    if actual is not None:
+        return []
+    return [f"{QOS} roce mode {'lossless' if pfc else 'lossy'}"]
+
+
+def _trust_lines(desired: QosState, actual: QosState | None) -> list[str]:
+    if actual is not None and actual.trust == desired.trust:
+        return []
+    if desired.trust not in TRUST_TO_NVUE:
+        raise PlatformError(f"cumulus_nvue: cannot render trust {desired.trust!r}")
+    return [f"{QOS} mapping default-global trust {TRUST_TO_NVUE[desired.trust]}"]
+
+
+def _dscp_lines(desired: QosState, actual: QosState | None) -> list[str]:
+    """One ``dscp D,D,… switch-priority P`` line per priority, for the DSCPs that differ."""
+    wanted = {
+        d: desired.dscp_to_priority[d]
+        for d in DSCPS
+        if actual is None or actual.dscp_to_priority.get(d) != desired.dscp_to_priority[d]
+    }
+    if not wanted:
+        return []
+    return [
+        f"{QOS} mapping default-global dscp {_csv(dscps)} switch-priority {priority}"
+        for priority, dscps in dscp_groups({**dict.fromkeys(DSCPS, -1), **wanted}).items()
+        if priority >= 0
+    ]
+
+
+def _egress_queue_mapping_lines(actual: QosState | None) -> list[str]:
+    """Priority P to traffic class P (the model's premise), on a full render only."""
+    if actual is not None:
+        return []
+    return [
+        f"{QOS} egress-queue-mapping default-global switch-priority {priority} "
+        f"traffic-class {priority}"
+        for priority in PRIORITIES
+    ]
+
+
+def _pfc_lines(pfc: tuple[int, ...], have: tuple[bool, tuple[int, ...]] | None) -> list[str]:
+    if have == (bool(pfc), tuple(pfc)):
+        return []
+    lines = []
+    if pfc:
+        lines.append(f"{QOS} pfc default-global switch-priority {_csv(list(pfc))}")
+        lines.append(f"{QOS} pfc default-global tx enable")
+        lines.append(f"{QOS} pfc default-global rx enable")
+    if list(pfc) not in ([], [3]):
+        # RoCE mode reserves only priority 3 for the lossless pool.
+        others = [p for p in PRIORITIES if p not in pfc]
+        lines.append(f"{QOS} traffic-pool roce-lossless switch-priority {_csv(list(pfc))}")
+        lines.append(f"{QOS} traffic-pool default-lossy switch-priority {_csv(others)}")
+    return lines
+
+
+QueueChange = tuple[int, QueueState, QueueState | None]  # (traffic class, wanted, present)
+
+
+def _queues_that_differ(
+    queues: dict[int, QueueState], have: dict[int, QueueState] | None
+) -> list[QueueChange]:
+    """Every traffic class whose settings differ (all of them when nothing is known)."""
+    changed = []
+    for tc in PRIORITIES:
+        mine = queues.get(tc) or QueueState()
+        theirs = have.get(tc) if have is not None else None
+        if theirs is None or theirs != mine:
+            changed.append((tc, mine, theirs))
+    return changed
+
+
+def _congestion_control_lines(changed: list[QueueChange]) -> list[str]:
+    """ECN per traffic class; ``ecn disable`` where the defaults (TC 0 and 3) would mark."""
+    lines = []
+    for tc, mine, theirs in changed:
+        base = f"{QOS} congestion-control default-global traffic-class {tc}"
+        if mine.ecn is not None and (theirs is None or theirs.ecn != mine.ecn):
+            lines += [
+                f"{base} ecn enable",
+                f"{base} min-threshold {mine.ecn.min_bytes}",
+                f"{base} max-threshold {mine.ecn.max_bytes}",
+                f"{base} probability {mine.ecn.max_probability}",
+                f"{base} red disable",
+            ]
+        elif mine.ecn is None and (
+            (theirs is None and tc in (0, 3)) or (theirs is not None and theirs.ecn)
+        ):
+            lines.append(f"{base} ecn disable")
+    return lines
+
+
+def _egress_scheduler_lines(changed: list[QueueChange]) -> list[str]:
+    lines = []
+    for tc, mine, theirs in changed:
+        sched = f"{QOS} egress-scheduler default-global traffic-class {tc}"
+        if mine.strict and (theirs is None or not theirs.strict):
+            lines.append(f"{sched} mode strict")
+        elif mine.bandwidth_percent is not None and (
+            theirs is None or theirs.bandwidth_percent != mine.bandwidth_percent
+        ):
+            lines += [f"{sched} mode dwrr", f"{sched} bw-percent {mine.bandwidth_percent}"]
+    return lines
+
+
+# ---------------------------------------------------------------------- configuration readers
+
+
+@dataclass(frozen=True)
+class _Roce:
+    """``qos roce``: whether RoCE mode is on (its defaults apply) and whether it is lossless."""
+
+    on: bool
+    lossless: bool
+
+    @classmethod
+    def of(cls, qos: dict[str, Any]) -> _Roce:
+        roce = qos.get("roce", {})
+        on = roce.get("enable", "off") == "on" or "mode" in roce
+        return cls(on=on, lossless=on and roce.get("mode", "lossless") == "lossless")
+
+
+def _dscp_map_from(mapping: dict[str, Any]) -> dict[int, int]:
+    dscp_map = {d: d >> 3 for d in DSCPS}  # NVUE's documented default map
+    for dscp, entry in mapping.get("dscp", {}).items():
+        for d in _expand(dscp):
+            dscp_map[d] = _int(entry.get("switch-priority"))
+    return dscp_map
+
+
+def _pfc_from(qos: dict[str, Any], roce: _Roce) -> tuple[bool, tuple[int, ...]]:
+    """(PFC on, lossless priorities): the default-global profile, else RoCE mode's."""
+    profile = qos.get("pfc", {}).get("default-global")
+    if profile is None:
+        return roce.lossless, (3,) if roce.lossless else ()
+    priorities = tuple(
+        sorted(p for key in profile.get("switch-priority", {}) for p in _expand(key))
+    )
+    enabled = all(profile.get(direction, "enable") == "enable" for direction in ("tx", "rx"))
+    return bool(priorities) and enabled, priorities
+
+
+def _traffic_classes(qos: dict[str, Any], table: str) -> dict[int, dict[str, Any]]:
+    """``qos <table> default-global traffic-class``, keyed by single traffic class."""
+    entries = qos.get(table, {}).get("default-global", {}).get("traffic-class", {})
+    return {tc: entry for key, entry in entries.items() for tc in _expand(key)}
+
+
+def _queue_from(qos: dict[str, Any], roce: _Roce, tc: int) -> QueueState | None:
+    """A traffic class's ECN and scheduling: set values over the (RoCE-mode) defaults."""
+    state = QueueState(ecn=_ecn_from(qos, roce, tc), **_scheduling_from(qos, roce, tc))
+    return None if state == QueueState() else state
+
+
+def _ecn_from(qos: dict[str, Any], roce: _Roce, tc: int) -> EcnState | None:
+    default = DEFAULT_ECN if tc == 0 or (roce.on and tc == 3) else None
+    entry = _traffic_classes(qos, "congestion-control").get(tc)
+    if entry is None:
+        return default
+    if entry.get("ecn", "enable") != "enable":
+        return None
+    base = default or DEFAULT_ECN
+    return EcnState(
+        min_bytes=_int(entry.get("min-threshold"), base.min_bytes),
+        max_bytes=_int(entry.get("max-threshold"), base.max_bytes),
+        max_probability=_int(entry.get("probability"), base.max_probability),
+    )
+
+
+def _scheduling_from(qos: dict[str, Any], roce: _Roce, tc: int) -> dict[str, Any]:
+    entry = _traffic_classes(qos, "egress-scheduler").get(tc)
+    if entry is None:
+        strict, weight = _default_scheduling(roce, tc)
+    else:
+        strict = entry.get("mode") == "strict"
+        weight = None if strict else _int(entry.get("bw-percent"), 0) or None
+    return {"strict": strict, "bandwidth_percent": weight}
+
+
+def _default_scheduling(roce: _Roce, tc: int) -> tuple[bool, int | None]:
+    """(strict, DWRR weight) by default: RoCE mode's 50/50 with TC 6 strict, else 12/13 %."""
+    if not roce.on:
+        return False, 12 + tc % 2
+    return {0: (False, 50), 3: (False, 50), 6: (True, None)}.get(tc, (False, None))
+
+
+def _port_watchdog_on(entry: dict[str, Any] | None) -> bool:
+    port_wd = (entry or {}).get("qos", {}).get("pfc-watchdog")
+    return port_wd is not None and (port_wd or {}).get("state", "enable") != "disable"
+
+
+def _watchdog_from(qos: dict[str, Any], enabled: bool) -> WatchdogState:
+    """Detection = polling × robustness; the watchdog always drops."""
+    if not enabled:
+        return WatchdogState()
+    settings = qos.get("pfc-watchdog", {})
+    poll = _int(settings.get("polling-interval"), DEFAULT_WATCHDOG_POLL_MS)
+    robustness = _int(settings.get("robustness"), DEFAULT_WATCHDOG_ROBUSTNESS)
+    return WatchdogState(
+        enabled=True, detection_ms=poll * robustness, polling_ms=poll, action="drop"
+    )
+
+
 class CumulusNvue(Platform):
     name: ClassVar[str] = "cumulus_nvue"
     netmiko_device_type: ClassVar[str] = "linux"
@@ -140,74 +349,17 @@ class CumulusNvue(Platform):
         interfaces = list(desired.interfaces.values())
         pfc = self._uniform([i.pfc_priorities for i in interfaces], "PFC priorities")
         queues = self._uniform([i.queues for i in interfaces], "queue settings")
-        lines: list[str] = []
-        if actual is None:
-            lines.append(f"{QOS} roce mode {'lossless' if pfc else 'lossy'}")
-        if actual is None or actual.trust != desired.trust:
-            if desired.trust not in TRUST_TO_NVUE:
-                raise PlatformError(f"cumulus_nvue: cannot render trust {desired.trust!r}")
-            lines.append(f"{QOS} mapping default-global trust {TRUST_TO_NVUE[desired.trust]}")
-        changed = [
-            d
-            for d in DSCPS
-            if actual is None or actual.dscp_to_priority.get(d) != desired.dscp_to_priority[d]
+        changed = _queues_that_differ(queues, self._actual_queues(actual))
+        return [
+            *_roce_mode_lines(pfc, actual),
+            *_trust_lines(desired, actual),
+            *_dscp_lines(desired, actual),
+            *_egress_queue_mapping_lines(actual),
+            *_pfc_lines(pfc, self._actual_pfc(actual)),
+            *_congestion_control_lines(changed),
+            *_egress_scheduler_lines(changed),
+            *self._watchdog_lines(desired, actual),
         ]
-        if changed:
-            wanted = {d: desired.dscp_to_priority[d] for d in changed}
-            for priority, dscps in dscp_groups({**dict.fromkeys(DSCPS, -1), **wanted}).items():
-                if priority >= 0:
-                    mapping = f"{QOS} mapping default-global dscp {_csv(dscps)}"
-                    lines.append(f"{mapping} switch-priority {priority}")
-        if actual is None:
-            for priority in PRIORITIES:
-                lines.append(
-                    f"{QOS} egress-queue-mapping default-global switch-priority {priority} "
-                    f"traffic-class {priority}"
-                )
-        have_pfc = self._actual_pfc(actual)
-        if actual is None or have_pfc != (bool(pfc), tuple(pfc)):
-            if pfc:
-                lines.append(f"{QOS} pfc default-global switch-priority {_csv(list(pfc))}")
-                lines.append(f"{QOS} pfc default-global tx enable")
-                lines.append(f"{QOS} pfc default-global rx enable")
-            if list(pfc) not in ([], [3]):
-                # RoCE mode reserves only priority 3 for the lossless pool.
-                others = [p for p in PRIORITIES if p not in pfc]
-                lines.append(f"{QOS} traffic-pool roce-lossless switch-priority {_csv(list(pfc))}")
-                lines.append(f"{QOS} traffic-pool default-lossy switch-priority {_csv(others)}")
-        have_queues = self._actual_queues(actual)
-        scheduler_lines: list[str] = []
-        for tc in PRIORITIES:
-            mine = queues.get(tc) or QueueState()
-            theirs = have_queues.get(tc) if have_queues is not None else None
-            if theirs is not None and theirs == mine:
-                continue
-            base = f"{QOS} congestion-control default-global traffic-class {tc}"
-            if mine.ecn is not None and (theirs is None or theirs.ecn != mine.ecn):
-                lines += [
-                    f"{base} ecn enable",
-                    f"{base} min-threshold {mine.ecn.min_bytes}",
-                    f"{base} max-threshold {mine.ecn.max_bytes}",
-                    f"{base} probability {mine.ecn.max_probability}",
-                    f"{base} red disable",
-                ]
-            elif mine.ecn is None and (
-                (theirs is None and tc in (0, 3)) or (theirs is not None and theirs.ecn)
-            ):
-                lines.append(f"{base} ecn disable")
-            sched = f"{QOS} egress-scheduler default-global traffic-class {tc}"
-            if mine.strict and (theirs is None or not theirs.strict):
-                scheduler_lines.append(f"{sched} mode strict")
-            elif mine.bandwidth_percent is not None and (
-                theirs is None or theirs.bandwidth_percent != mine.bandwidth_percent
-            ):
-                scheduler_lines += [
-                    f"{sched} mode dwrr",
-                    f"{sched} bw-percent {mine.bandwidth_percent}",
-                ]
-        lines += scheduler_lines
-        lines += self._watchdog_lines(desired, actual)
-        return lines
 
     @staticmethod
     def _uniform(values: list[Any], what: str) -> Any:
@@ -287,70 +439,14 @@ class CumulusNvue(Platform):
     @staticmethod
     def state_from_config(tree: dict[str, Any]) -> QosState:
         qos = tree.get("qos", {})
-        roce = qos.get("roce", {})
-        roce_on = roce.get("enable", "off") == "on" or "mode" in roce
-        lossless = roce_on and roce.get("mode", "lossless") == "lossless"
-
+        roce = _Roce.of(qos)
         mapping = qos.get("mapping", {}).get("default-global", {})
-        trust = NVUE_TO_TRUST.get(mapping.get("trust", "both" if roce_on else "l2"), "none")
-        dscp_map = {d: d >> 3 for d in DSCPS}  # NVUE's documented default map
-        for dscp, entry in mapping.get("dscp", {}).items():
-            for d in _expand(dscp):
-                dscp_map[d] = _int(entry.get("switch-priority"))
-
-        pfc_profile = qos.get("pfc", {}).get("default-global")
-        if pfc_profile is not None:
-            priorities = tuple(
-                sorted(p for key in pfc_profile.get("switch-priority", {}) for p in _expand(key))
-            )
-            pfc_on = bool(priorities) and all(
-                pfc_profile.get(direction, "enable") == "enable" for direction in ("tx", "rx")
-            )
-        else:
-            priorities = (3,) if lossless else ()
-            pfc_on = lossless
-
-        queues: dict[int, QueueState] = {}
-        ecn_defaults = {0: DEFAULT_ECN, 3: DEFAULT_ECN} if roce_on else {0: DEFAULT_ECN}
-        ecn_set = (
-            qos.get("congestion-control", {}).get("default-global", {}).get("traffic-class", {})
-        )
-        if roce_on:
-            sched_defaults: dict[int, tuple[bool, int | None]] = {
-                0: (False, 50),
-                3: (False, 50),
-                6: (True, None),
-            }
-        else:
-            sched_defaults = {tc: (False, 12 + tc % 2) for tc in PRIORITIES}
-        sched_set = (
-            qos.get("egress-scheduler", {}).get("default-global", {}).get("traffic-class", {})
-        )
-        ecn_entries = {d: e for key, e in ecn_set.items() for d in _expand(key)}
-        sched_entries = {d: e for key, e in sched_set.items() for d in _expand(key)}
-        for tc in PRIORITIES:
-            ecn = ecn_defaults.get(tc)
-            entry = ecn_entries.get(tc)
-            if entry is not None:
-                base = ecn or DEFAULT_ECN
-                ecn = (
-                    EcnState(
-                        min_bytes=_int(entry.get("min-threshold"), base.min_bytes),
-                        max_bytes=_int(entry.get("max-threshold"), base.max_bytes),
-                        max_probability=_int(entry.get("probability"), base.max_probability),
-                    )
-                    if entry.get("ecn", "enable") == "enable"
-                    else None
-                )
-            strict, weight = sched_defaults.get(tc, (False, None))
-            sched = sched_entries.get(tc)
-            if sched is not None:
-                strict = sched.get("mode") == "strict"
-                weight = None if strict else _int(sched.get("bw-percent"), 0) or None
-            state = QueueState(ecn=ecn, strict=strict, bandwidth_percent=weight)
-            if state != QueueState():
-                queues[tc] = state
-
+        trust = NVUE_TO_TRUST.get(mapping.get("trust", "both" if roce.on else "l2"), "none")
+        dscp_map = _dscp_map_from(mapping)
+        pfc_on, priorities = _pfc_from(qos, roce)
+        queues = {
+            tc: state for tc in PRIORITIES if (state := _queue_from(qos, roce, tc)) is not None
+        }
         interfaces: dict[str, InterfaceState] = {}
         watchdog_ports: list[bool] = []
         for name, entry in tree.get("interface", {}).items():
@@ -359,25 +455,11 @@ class CumulusNvue(Platform):
             interfaces[name] = InterfaceState(
                 pfc_enabled=pfc_on, pfc_priorities=priorities, queues=queues
             )
-            port_wd = (entry or {}).get("qos", {}).get("pfc-watchdog")
-            watchdog_ports.append(
-                port_wd is not None and (port_wd or {}).get("state", "enable") != "disable"
-            )
-        watchdog_on = bool(majority(watchdog_ports))
-        settings = qos.get("pfc-watchdog", {})
-        poll = _int(settings.get("polling-interval"), DEFAULT_WATCHDOG_POLL_MS)
-        robustness = _int(settings.get("robustness"), DEFAULT_WATCHDOG_ROBUSTNESS)
-        watchdog = (
-            WatchdogState(
-                enabled=True, detection_ms=poll * robustness, polling_ms=poll, action="drop"
-            )
-            if watchdog_on
-            else WatchdogState()
-        )
+            watchdog_ports.append(_port_watchdog_on(entry))
         return QosState(
             trust=trust,
             dscp_to_priority=dscp_map,
-            watchdog=watchdog,
+            watchdog=_watchdog_from(qos, bool(majority(watchdog_ports))),
             interfaces=dict(sorted(interfaces.items(), key=lambda item: natural_key(item[0]))),
         )
 
