@@ -44,12 +44,17 @@ contrib ``receiver/ciscoosreceiver/internal/scraper/interfacesscraper/parser_tes
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agent.device.platforms._common import majority, natural_key, watchdog_multiples
+from agent.device.platforms._common import (
+    classifier_differs,
+    majority,
+    natural_key,
+    watchdog_multiples,
+)
 from agent.device.platforms.base import (
     CheckpointPlatform,
     ConfigRejected,
@@ -83,6 +88,11 @@ DEFAULT_WD_INTERVAL_MS = 100
 DEFAULT_WD_SHUTDOWN_MULTIPLIER = 1
 DEFAULT_WD_RESTORE_MULTIPLIER = 10
 UNITS = {"bytes": 1, "kbytes": 1024, "mbytes": 1024 * 1024}
+SYSTEM_QOS = [
+    "system qos",
+    f"  service-policy type network-qos {NETWORK_QOS}",
+    f"  service-policy type queuing output {QUEUING}",
+]
 RED_RE = re.compile(
     r"random-detect minimum-threshold (\d+) (\w+) maximum-threshold (\d+) (\w+)"
     r"(?: drop-probability (\d+))?(?: weight (\d+))?(?P<ecn> ecn)?"
@@ -149,52 +159,22 @@ class CiscoNxos(CheckpointPlatform):
         interfaces = list(desired.interfaces.values())
         queues = _uniform([i.queues for i in interfaces], "queue settings", {})
         lossless = _uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
+        classifier = classifier_differs(desired, actual)
+        pfc_changed = _pfc_differs(lossless, actual)
+        queues_changed = _present_queues(actual) != queues
+        watchdog_changed = actual is None or actual.watchdog != desired.watchdog
         lines: list[str] = []
-        classifier = actual is None or (
-            actual.trust != desired.trust or actual.dscp_to_priority != desired.dscp_to_priority
-        )
         if classifier:
             lines += self._classification(desired)
-        have_pfc = (
-            {(i.pfc_enabled, i.pfc_priorities) for i in actual.interfaces.values()}
-            if actual
-            else set()
-        )
-        pfc_changed = actual is None or have_pfc != {(bool(lossless), tuple(lossless))}
         if pfc_changed:
             lines += self._network_qos(list(lossless))
-        have_queues = None
-        if actual is not None and actual.interfaces:
-            have_queues = next(iter(actual.interfaces.values())).queues
-        if have_queues != queues:
+        if queues_changed:
             lines += self._queuing(queues)
-        if classifier or pfc_changed or have_queues != queues:
-            lines += [
-                "system qos",
-                f"  service-policy type network-qos {NETWORK_QOS}",
-                f"  service-policy type queuing output {QUEUING}",
-            ]
-        watchdog_changed = actual is None or actual.watchdog != desired.watchdog
+        if classifier or pfc_changed or queues_changed:
+            lines += SYSTEM_QOS
         if watchdog_changed:
             lines += self._watchdog(desired.watchdog)
-        for name, want in desired.interfaces.items():
-            have = actual.interfaces.get(name) if actual else None
-            if (
-                classifier
-                or have is None
-                or have.pfc_enabled != want.pfc_enabled
-                or (watchdog_changed)
-            ):
-                lines.append(f"interface {name}")
-                lines.append(f"  service-policy type qos input {CLASSIFY}")
-                lines.append(
-                    "  priority-flow-control mode on"
-                    if want.pfc_enabled
-                    else "  priority-flow-control mode off"
-                )
-                if desired.watchdog.enabled:
-                    lines.append("  priority-flow-control watch-dog-interval on")
-        return lines
+        return lines + _interface_lines(desired, actual, every_port=classifier or watchdog_changed)
 
     @staticmethod
     def _classification(desired: QosState) -> list[str]:
@@ -277,153 +257,26 @@ class CiscoNxos(CheckpointPlatform):
 
     @staticmethod
     def state_from_running_config(config: str) -> QosState:
-        blocks = sections(config)
-        class_maps: dict[str, tuple[str, list[int]]] = {}
-        policies: dict[tuple[str, str], dict[str, list[str]]] = {}
-        system: dict[str, str] = {}
-        interfaces: dict[str, list[str]] = {}
-        globals_: list[str] = []
-        for block in blocks:
-            if m := re.fullmatch(r"class-map type qos (?:match-any |match-all )?(\S+)", block.line):
-                kind, values = "dscp", []
-                for child in block.children:
-                    if mm := re.fullmatch(r"match (dscp|cos) ([\d,\- ]+)", child.strip()):
-                        kind = mm.group(1)
-                        values += _expand(mm.group(2))
-                class_maps[m.group(1)] = (kind, values)
-            elif m := re.fullmatch(r"policy-map type (qos|network-qos|queuing) (\S+)", block.line):
-                policies[(m.group(1), m.group(2))] = class_blocks(block.children)
-            elif block.line == "system qos":
-                for child in block.children:
-                    if mm := re.fullmatch(
-                        r"service-policy type (network-qos|queuing output|qos input) (\S+)",
-                        child.strip(),
-                    ):
-                        system[mm.group(1)] = mm.group(2)
-            elif m := re.fullmatch(r"interface (\S+)", block.line):
-                interfaces[m.group(1)] = [c.strip() for c in block.children]
-            else:
-                globals_.append(block.line)
-
-        def policy_for(lines: list[str], kind: str) -> str | None:
-            for line in lines:
-                if m := re.fullmatch(rf"service-policy type {kind} (\S+)", line):
-                    return m.group(1)
-            return None
-
-        # The classifier most fabric ports use stands for the device (the model is device-wide).
-        classifier = majority(
-            p for lines in interfaces.values() if (p := policy_for(lines, "qos input"))
-        ) or system.get("qos input")
-        dscp_map = dict.fromkeys(DSCPS, 0)
-        trust = "none"
-        if classifier and ("qos", classifier) in policies:
-            trust = "dscp"
-            default_group = 0
-            assigned: set[int] = set()
-            for class_name, lines in policies[("qos", classifier)].items():
-                group = next(
-                    (
-                        int(m.group(1))
-                        for x in lines
-                        if (m := re.fullmatch(r"set qos-group (\d)", x))
-                    ),
-                    None,
-                )
-                if class_name == "class-default":
-                    default_group = group or 0
-                    continue
-                kind, values = class_maps.get(class_name, ("dscp", []))
-                if kind == "cos":
-                    trust = "pcp"
-                    continue
-                for dscp in values:
-                    if dscp not in assigned and group is not None:
-                        dscp_map[dscp] = group  # first matching class wins, as in hardware
-                        assigned.add(dscp)
-            for dscp in DSCPS:
-                if dscp not in assigned:
-                    dscp_map[dscp] = default_group
-
-        no_drop: list[int] = []
-        for lines in policies.get(("network-qos", system.get("network-qos", "")), {}).values():
-            for line in lines:
-                if m := re.fullmatch(r"pause (?:buffer-size \d+ .*)?pfc-cos ([\d,]+)", line):
-                    no_drop += _expand(m.group(1))
-        lossless = tuple(sorted(set(no_drop)))
-
-        def queue_states(policy: str | None) -> dict[int, QueueState]:
-            states: dict[int, QueueState] = {}
-            for class_name, lines in policies.get(("queuing", policy or ""), {}).items():
-                m = re.fullmatch(r"c-out-8q-q(\d|-default)", class_name)
-                if m is None:
-                    continue
-                queue = 0 if m.group(1) == "-default" else int(m.group(1))
-                strict = any(re.fullmatch(r"priority(?: level \d)?", x) for x in lines)
-                weight = next(
-                    (
-                        int(mm.group(1))
-                        for x in lines
-                        if (mm := re.fullmatch(r"bandwidth remaining percent (\d+)", x))
-                    ),
-                    None,
-                )
-                ecn = None
-                for x in lines:
-                    if (red := RED_RE.fullmatch(x)) and red.group("ecn"):
-                        low, low_unit, high, high_unit, probability, _ = red.groups()[:6]
-                        ecn = EcnState(
-                            min_bytes=int(low) * UNITS.get(low_unit, 1),
-                            max_bytes=int(high) * UNITS.get(high_unit, 1),
-                            max_probability=int(probability or 100),
-                        )
-                state = QueueState(
-                    ecn=ecn, strict=strict, bandwidth_percent=None if strict else (weight or None)
-                )
-                if state != QueueState():
-                    states[queue] = state
-            return states
-
-        system_queues = queue_states(system.get("queuing output"))
-        result: dict[str, InterfaceState] = {}
-        for name, lines in sorted(interfaces.items(), key=lambda item: natural_key(item[0])):
+        running = _RunningConfig.parse(config)
+        trust, dscp_map = running.classification()
+        lossless = running.lossless()
+        system_queues = running.queue_states(running.system.get("queuing output"))
+        interfaces: dict[str, InterfaceState] = {}
+        for name, lines in sorted(running.interfaces.items(), key=lambda i: natural_key(i[0])):
             if not name.lower().startswith("ethernet"):
                 continue
             pfc_on = "priority-flow-control mode on" in lines
-            own_queuing = policy_for(lines, "queuing output")
-            result[name] = InterfaceState(
+            own_queuing = _policy_for(lines, "queuing output")
+            interfaces[name] = InterfaceState(
                 pfc_enabled=pfc_on,
                 pfc_priorities=lossless if pfc_on else (),
-                queues=queue_states(own_queuing) if own_queuing else system_queues,
-            )
-
-        watchdog = WatchdogState()
-        if "priority-flow-control watch-dog-interval on" in globals_:
-            timers = {
-                "interval": DEFAULT_WD_INTERVAL_MS,
-                "shutdown": DEFAULT_WD_SHUTDOWN_MULTIPLIER,
-                "restore": DEFAULT_WD_RESTORE_MULTIPLIER,
-            }
-            for line in globals_:
-                if m := re.fullmatch(r"priority-flow-control watch-dog interval (\d+)", line):
-                    timers["interval"] = int(m.group(1))
-                elif m := re.fullmatch(
-                    r"priority-flow-control watch-dog shutdown-multiplier (\d+)", line
-                ):
-                    timers["shutdown"] = int(m.group(1))
-                elif m := re.fullmatch(
-                    r"priority-flow-control auto-restore multiplier (\d+)", line
-                ):
-                    timers["restore"] = int(m.group(1))
-            watchdog = WatchdogState(
-                enabled=True,
-                detection_ms=timers["interval"] * timers["shutdown"],
-                restoration_ms=timers["interval"] * timers["restore"],
-                polling_ms=timers["interval"],
-                action="drop",
+                queues=running.queue_states(own_queuing) if own_queuing else system_queues,
             )
         return QosState(
-            trust=trust, dscp_to_priority=dscp_map, watchdog=watchdog, interfaces=result
+            trust=trust,
+            dscp_to_priority=dscp_map,
+            watchdog=_watchdog_from(running.global_lines),
+            interfaces=interfaces,
         )
 
     # ------------------------------------------------------------------ counters
@@ -442,84 +295,10 @@ class CiscoNxos(CheckpointPlatform):
         interface`` (COS = priority); ``show interface priority-flow-control`` only has totals
         and names the interfaces.
         """
-        data: dict[str, dict[str, Any]] = {}
-
-        def entry(name: str) -> dict[str, Any]:
-            return data.setdefault(
-                name, {"rx": [0] * 8, "tx": [0] * 8, "queues": {}, "watchdog": {}}
-            )
-
-        for line in outputs.get("pfc", "").splitlines():
-            if m := re.match(r"(Ethernet\S+)\s+", line):
-                entry(m.group(1))
-        current: str | None = None
-        group: int | None = None
-        for line in outputs.get("queuing", "").splitlines():
-            if m := re.match(r"(?:Egress|Ingress) Queuing for (\S+)", line):
-                current, group = m.group(1), None
-                entry(current)
-                continue
-            if current is None:
-                continue
-            if m := re.search(r"QOS GROUP (\d)\b", line):
-                group = int(m.group(1))
-                continue
-            if m := re.match(r"\s*(\d)\s+(\S+)\s+(\S+)\s+\S+\s+(\d+)\s+\S+\s+(\d+)\s*$", line):
-                cos = int(m.group(1))
-                entry(current)["tx"][cos] = int(m.group(4))
-                entry(current)["rx"][cos] = int(m.group(5))
-                continue
-            if group is None:
-                continue
-            queue = entry(current)["queues"].setdefault(group, {})
-            # Rows are "| <stat> | <unicast> | [<oobfc unicast> | <multicast> |]", and on
-            # some platforms two stats share a row; sum unicast + oobfc + multicast per stat.
-            for stat, values in re.findall(
-                r"\|\s*([A-Za-z][\w /&]*?)\s*((?:\|\s*\d+\s*)+)(?=\|)", line
-            ):
-                total = sum(int(v) for v in re.findall(r"\d+", values))
-                key = {
-                    "Tx Pkts": "tx_packets",
-                    "Tx Byts": "tx_bytes",
-                    "Dropped Pkts": "dropped_packets",
-                    "WRED/AFD & Tail Drop Pkts": "dropped_packets",
-                    "ECN Marked Pkts": "ecn_marked_packets",
-                }.get(stat.strip())
-                if key:
-                    queue[key] = total
-        current = None
-        group = None
-        for line in outputs.get("watchdog", "").splitlines():
-            if m := re.match(r"(\S+) Interface PFC watchdog", line):
-                current = m.group(1)
-                entry(current)
-                continue
-            if current is None:
-                continue
-            if m := re.search(r"QOS GROUP (\d) \[(\w+)\]", line):
-                group = int(m.group(1))
-                entry(current)["watchdog"][group] = {"state": m.group(2)}
-            elif group is not None and (
-                m := re.match(r"\|\s*(Shutdown|Restored)\|\s*(\d+)\|", line)
-            ):
-                entry(current)["watchdog"][group][m.group(1)] = int(m.group(2))
-        interfaces = {}
-        for name in sorted(data, key=natural_key):
-            values = data[name]
-            interfaces[name] = InterfaceCounters(
-                pfc_rx=tuple(values["rx"]),
-                pfc_tx=tuple(values["tx"]),
-                queues={q: QueueCounters(**c) for q, c in sorted(values["queues"].items())},
-                watchdog={
-                    q: WatchdogCounters(
-                        storms_detected=w.get("Shutdown", 0),
-                        storms_restored=w.get("Restored", 0),
-                        stormed=w.get("state") == "Shutdown",
-                    )
-                    for q, w in sorted(values["watchdog"].items())
-                },
-            )
-        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
+        found = _NxosCounters()
+        for key, read in COUNTER_READERS.items():
+            read(found, outputs.get(key, ""))
+        return found.counters(device, collected_at)
 
     # ------------------------------------------------------------------ change
 
@@ -631,3 +410,342 @@ def _expand(text: str) -> list[int]:
         if low.isdigit():
             values.extend(range(int(low), int(high or low) + 1))
     return values
+
+
+# ---------------------------------------------------------------------- render sections
+
+
+def _pfc_differs(lossless: tuple[int, ...], actual: QosState | None) -> bool:
+    """Whether any port's PFC differs from the switch-wide lossless priorities."""
+    if actual is None:
+        return True
+    present = {(i.pfc_enabled, i.pfc_priorities) for i in actual.interfaces.values()}
+    return present != {(bool(lossless), tuple(lossless))}
+
+
+def _present_queues(actual: QosState | None) -> dict[int, QueueState] | None:
+    """The switch-wide queue settings as read (the first port's; None when unknown)."""
+    if actual is None or not actual.interfaces:
+        return None
+    return next(iter(actual.interfaces.values())).queues
+
+
+def _interface_lines(desired: QosState, actual: QosState | None, every_port: bool) -> list[str]:
+    """Per port: the classifier, PFC on/off and the watchdog, where any of them changed."""
+    lines: list[str] = []
+    for name, want in desired.interfaces.items():
+        have = actual.interfaces.get(name) if actual else None
+        if not (every_port or have is None or have.pfc_enabled != want.pfc_enabled):
+            continue
+        lines.append(f"interface {name}")
+        lines.append(f"  service-policy type qos input {CLASSIFY}")
+        lines.append(f"  priority-flow-control mode {'on' if want.pfc_enabled else 'off'}")
+        if desired.watchdog.enabled:
+            lines.append("  priority-flow-control watch-dog-interval on")
+    return lines
+
+
+# ---------------------------------------------------------------------- running-config readers
+
+
+@dataclass
+class _RunningConfig:
+    """The QoS parts of ``show running-config``, block by block."""
+
+    class_maps: dict[str, tuple[str, list[int]]] = field(default_factory=dict)  # (dscp|cos, values)
+    policies: dict[tuple[str, str], dict[str, list[str]]] = field(default_factory=dict)
+    system: dict[str, str] = field(default_factory=dict)  # system qos: kind → policy
+    interfaces: dict[str, list[str]] = field(default_factory=dict)
+    global_lines: list[str] = field(default_factory=list)  # every other top-level line
+
+    @classmethod
+    def parse(cls, config: str) -> _RunningConfig:
+        running = cls()
+        for block in sections(config):
+            for pattern, read in SECTION_READERS:
+                if m := pattern.fullmatch(block.line):
+                    read(running, m, block.children)
+                    break
+            else:
+                running.global_lines.append(block.line)
+        return running
+
+    def classifier(self) -> str | None:
+        """The qos input policy most fabric ports use (the model is device-wide), else the
+        system one."""
+        return majority(
+            p for lines in self.interfaces.values() if (p := _policy_for(lines, "qos input"))
+        ) or self.system.get("qos input")
+
+    def classification(self) -> tuple[str, dict[int, int]]:
+        """(trust, DSCP map) from the classifier's classes, in order: the first class that
+        matches a DSCP wins, as in hardware; class-default takes the rest."""
+        dscp_map = dict.fromkeys(DSCPS, 0)
+        classifier = self.classifier()
+        if not classifier or ("qos", classifier) not in self.policies:
+            return "none", dscp_map
+        trust = "dscp"
+        default_group = 0
+        assigned: set[int] = set()
+        for class_name, lines in self.policies[("qos", classifier)].items():
+            group = _qos_group(lines)
+            if class_name == "class-default":
+                default_group = group or 0
+                continue
+            kind, values = self.class_maps.get(class_name, ("dscp", []))
+            if kind == "cos":
+                trust = "pcp"
+            elif group is not None:
+                for dscp in values:
+                    if dscp not in assigned:
+                        dscp_map[dscp] = group
+                        assigned.add(dscp)
+        for dscp in DSCPS:
+            if dscp not in assigned:
+                dscp_map[dscp] = default_group
+        return trust, dscp_map
+
+    def lossless(self) -> tuple[int, ...]:
+        """The priorities the system network-qos policy pauses (``pause pfc-cos``)."""
+        network_qos = self.policies.get(("network-qos", self.system.get("network-qos", "")), {})
+        no_drop: list[int] = []
+        for lines in network_qos.values():
+            for line in lines:
+                if m := re.fullmatch(r"pause (?:buffer-size \d+ .*)?pfc-cos ([\d,]+)", line):
+                    no_drop += _expand(m.group(1))
+        return tuple(sorted(set(no_drop)))
+
+    def queue_states(self, policy: str | None) -> dict[int, QueueState]:
+        """A queuing policy's classes as queue states (queues with nothing set left out)."""
+        states: dict[int, QueueState] = {}
+        for class_name, lines in self.policies.get(("queuing", policy or ""), {}).items():
+            m = re.fullmatch(r"c-out-8q-q(\d|-default)", class_name)
+            if m is None:
+                continue
+            state = _queue_state(lines)
+            if state != QueueState():
+                states[0 if m.group(1) == "-default" else int(m.group(1))] = state
+        return states
+
+
+def _read_class_map(running: _RunningConfig, m: re.Match[str], children: list[str]) -> None:
+    kind, values = "dscp", []
+    for child in children:
+        if mm := re.fullmatch(r"match (dscp|cos) ([\d,\- ]+)", child.strip()):
+            kind = mm.group(1)
+            values += _expand(mm.group(2))
+    running.class_maps[m.group(1)] = (kind, values)
+
+
+def _read_policy_map(running: _RunningConfig, m: re.Match[str], children: list[str]) -> None:
+    running.policies[(m.group(1), m.group(2))] = class_blocks(children)
+
+
+def _read_system_qos(running: _RunningConfig, m: re.Match[str], children: list[str]) -> None:
+    for child in children:
+        if mm := re.fullmatch(
+            r"service-policy type (network-qos|queuing output|qos input) (\S+)", child.strip()
+        ):
+            running.system[mm.group(1)] = mm.group(2)
+
+
+def _read_interface(running: _RunningConfig, m: re.Match[str], children: list[str]) -> None:
+    running.interfaces[m.group(1)] = [c.strip() for c in children]
+
+
+SectionReader = Callable[[_RunningConfig, re.Match[str], list[str]], None]
+# Top-level lines that open a block this parser reads; any other line is kept as a global.
+SECTION_READERS: tuple[tuple[re.Pattern[str], SectionReader], ...] = (
+    (re.compile(r"class-map type qos (?:match-any |match-all )?(\S+)"), _read_class_map),
+    (re.compile(r"policy-map type (qos|network-qos|queuing) (\S+)"), _read_policy_map),
+    (re.compile(r"system qos"), _read_system_qos),
+    (re.compile(r"interface (\S+)"), _read_interface),
+)
+
+
+def _policy_for(lines: list[str], kind: str) -> str | None:
+    for line in lines:
+        if m := re.fullmatch(rf"service-policy type {kind} (\S+)", line):
+            return m.group(1)
+    return None
+
+
+def _qos_group(lines: list[str]) -> int | None:
+    """A qos class's ``set qos-group N`` (the first one), if any."""
+    for line in lines:
+        if m := re.fullmatch(r"set qos-group (\d)", line):
+            return int(m.group(1))
+    return None
+
+
+def _queue_state(lines: list[str]) -> QueueState:
+    """One queuing class: strict priority, remaining-bandwidth share and ECN thresholds."""
+    strict = any(re.fullmatch(r"priority(?: level \d)?", x) for x in lines)
+    weight = next(
+        (
+            int(m.group(1))
+            for x in lines
+            if (m := re.fullmatch(r"bandwidth remaining percent (\d+)", x))
+        ),
+        None,
+    )
+    return QueueState(
+        ecn=_ecn(lines), strict=strict, bandwidth_percent=None if strict else (weight or None)
+    )
+
+
+def _ecn(lines: list[str]) -> EcnState | None:
+    """The last ``random-detect … ecn`` line's thresholds (in bytes), if any."""
+    ecn = None
+    for line in lines:
+        if (red := RED_RE.fullmatch(line)) and red.group("ecn"):
+            low, low_unit, high, high_unit, probability, _ = red.groups()[:6]
+            ecn = EcnState(
+                min_bytes=int(low) * UNITS.get(low_unit, 1),
+                max_bytes=int(high) * UNITS.get(high_unit, 1),
+                max_probability=int(probability or 100),
+            )
+    return ecn
+
+
+# Global watchdog lines, and which timer each sets (multipliers count watchdog intervals).
+WATCHDOG_TIMERS = {
+    "interval": re.compile(r"priority-flow-control watch-dog interval (\d+)"),
+    "shutdown": re.compile(r"priority-flow-control watch-dog shutdown-multiplier (\d+)"),
+    "restore": re.compile(r"priority-flow-control auto-restore multiplier (\d+)"),
+}
+
+
+def _watchdog_from(global_lines: list[str]) -> WatchdogState:
+    if "priority-flow-control watch-dog-interval on" not in global_lines:
+        return WatchdogState()
+    timers = {
+        "interval": DEFAULT_WD_INTERVAL_MS,
+        "shutdown": DEFAULT_WD_SHUTDOWN_MULTIPLIER,
+        "restore": DEFAULT_WD_RESTORE_MULTIPLIER,
+    }
+    for line in global_lines:
+        for timer, pattern in WATCHDOG_TIMERS.items():
+            if m := pattern.fullmatch(line):
+                timers[timer] = int(m.group(1))
+    return WatchdogState(
+        enabled=True,
+        detection_ms=timers["interval"] * timers["shutdown"],
+        restoration_ms=timers["interval"] * timers["restore"],
+        polling_ms=timers["interval"],
+        action="drop",
+    )
+
+
+# ---------------------------------------------------------------------- counter readers
+
+# ``show queuing interface`` stat names → QueueCounters fields.
+QUEUE_STATS = {
+    "Tx Pkts": "tx_packets",
+    "Tx Byts": "tx_bytes",
+    "Dropped Pkts": "dropped_packets",
+    "WRED/AFD & Tail Drop Pkts": "dropped_packets",
+    "ECN Marked Pkts": "ecn_marked_packets",
+}
+QUEUING_HEADER = re.compile(r"(?:Egress|Ingress) Queuing for (\S+)")
+QOS_GROUP = re.compile(r"QOS GROUP (\d)\b")
+PFC_STATS_ROW = re.compile(r"\s*(\d)\s+(\S+)\s+(\S+)\s+\S+\s+(\d+)\s+\S+\s+(\d+)\s*$")
+# Rows are "| <stat> | <unicast> | [<oobfc unicast> | <multicast> |]", and on some platforms
+# two stats share a row.
+STAT_CELLS = re.compile(r"\|\s*([A-Za-z][\w /&]*?)\s*((?:\|\s*\d+\s*)+)(?=\|)")
+WATCHDOG_HEADER = re.compile(r"(\S+) Interface PFC watchdog")
+WATCHDOG_GROUP = re.compile(r"QOS GROUP (\d) \[(\w+)\]")
+WATCHDOG_COUNT = re.compile(r"\|\s*(Shutdown|Restored)\|\s*(\d+)\|")
+
+
+@dataclass
+class _NxosCounters:
+    """Counters gathered from the show outputs, per interface."""
+
+    data: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def entry(self, name: str) -> dict[str, Any]:
+        return self.data.setdefault(
+            name, {"rx": [0] * 8, "tx": [0] * 8, "queues": {}, "watchdog": {}}
+        )
+
+    def counters(self, device: str, collected_at: float) -> Counters:
+        interfaces = {}
+        for name in sorted(self.data, key=natural_key):
+            values = self.data[name]
+            interfaces[name] = InterfaceCounters(
+                pfc_rx=tuple(values["rx"]),
+                pfc_tx=tuple(values["tx"]),
+                queues={q: QueueCounters(**c) for q, c in sorted(values["queues"].items())},
+                watchdog={
+                    q: WatchdogCounters(
+                        storms_detected=w.get("Shutdown", 0),
+                        storms_restored=w.get("Restored", 0),
+                        stormed=w.get("state") == "Shutdown",
+                    )
+                    for q, w in sorted(values["watchdog"].items())
+                },
+            )
+        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
+
+
+def _read_pfc_interfaces(found: _NxosCounters, text: str) -> None:
+    """``show interface priority-flow-control``: only names the interfaces."""
+    for line in text.splitlines():
+        if m := re.match(r"(Ethernet\S+)\s+", line):
+            found.entry(m.group(1))
+
+
+def _read_queuing(found: _NxosCounters, text: str) -> None:
+    """``show queuing interface``: per interface, a block per QOS GROUP (= queue) of stat
+    rows, and the PFC Statistics table (per COS: Tx and Rx pause frames)."""
+    current: str | None = None
+    group: int | None = None
+    for line in text.splitlines():
+        if m := QUEUING_HEADER.match(line):
+            current, group = m.group(1), None
+            found.entry(current)
+        elif current is None:
+            continue
+        elif m := QOS_GROUP.search(line):
+            group = int(m.group(1))
+        elif m := PFC_STATS_ROW.match(line):
+            cos = int(m.group(1))
+            found.entry(current)["tx"][cos] = int(m.group(4))
+            found.entry(current)["rx"][cos] = int(m.group(5))
+        elif group is not None:
+            _add_queue_stats(found.entry(current)["queues"].setdefault(group, {}), line)
+
+
+def _add_queue_stats(queue: dict[str, int], line: str) -> None:
+    """A stat row's counts: unicast + oobfc + multicast, summed per stat."""
+    for stat, values in STAT_CELLS.findall(line):
+        key = QUEUE_STATS.get(stat.strip())
+        if key:
+            queue[key] = sum(int(v) for v in re.findall(r"\d+", values))
+
+
+def _read_watchdog(found: _NxosCounters, text: str) -> None:
+    """``show queuing pfc-queue detail``: per interface and QOS GROUP, the watchdog state and
+    its Shutdown/Restored counts."""
+    current: str | None = None
+    group: int | None = None
+    for line in text.splitlines():
+        if m := WATCHDOG_HEADER.match(line):
+            current = m.group(1)
+            found.entry(current)
+        elif current is None:
+            continue
+        elif m := WATCHDOG_GROUP.search(line):
+            group = int(m.group(1))
+            found.entry(current)["watchdog"][group] = {"state": m.group(2)}
+        elif group is not None and (m := WATCHDOG_COUNT.match(line)):
+            found.entry(current)["watchdog"][group][m.group(1)] = int(m.group(2))
+
+
+# One reader per show command (keys of CiscoNxos.COUNTER_COMMANDS).
+COUNTER_READERS: dict[str, Callable[[_NxosCounters, str], None]] = {
+    "pfc": _read_pfc_interfaces,
+    "queuing": _read_queuing,
+    "watchdog": _read_watchdog,
+}
