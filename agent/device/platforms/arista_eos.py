@@ -24,10 +24,10 @@ import json
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction, kill_point
 from agent.device.state import (
@@ -65,6 +65,9 @@ WATCHDOG_DEFAULT_RE = re.compile(
 )
 
 
+T = TypeVar("T")
+
+
 def eos_default_priority(dscp: int) -> int:
     """EOS's default DSCP → traffic-class map: the class selector bits (dscp >> 3)."""
     return dscp >> 3
@@ -85,30 +88,79 @@ def _seconds(ms: int) -> str:
     return f"{ms / 1000:.3f}".rstrip("0").rstrip(".")
 
 
+# ---------------------------------------------------------------------- running-config readers
+
+
+def _children(sub: dict[str, Any] | None) -> dict[str, Any]:
+    """A config line's sub-lines in eAPI's tree (``{"cmds": {…}, "comments": […]}``)."""
+    children: dict[str, Any] = (sub or {}).get("cmds", {})
+    return children
+
+
+Reader = Callable[[T, re.Match[str], Any], None]
+
+
+def _read_line(
+    readers: tuple[tuple[re.Pattern[str], Reader[T]], ...], into: T, line: str, sub: Any
+) -> None:
+    """Hand ``line`` to the first reader whose pattern it matches (none: not a QoS line)."""
+    for pattern, read in readers:
+        if m := pattern.fullmatch(line):
+            read(into, m, sub)
+            return
+
+
+EOS_TRUST = {"qos trust dscp": "dscp", "qos trust cos": "pcp", "no qos trust": "none"}
+
+
+def _read_trust(config: _InterfaceConfig, m: re.Match[str], sub: Any) -> None:
+    config.trust = EOS_TRUST[m.group(0)]
+
+
+def _read_pfc_on(config: _InterfaceConfig, m: re.Match[str], sub: Any) -> None:
+    config.pfc_on = True
+
+
+def _read_no_drop(config: _InterfaceConfig, m: re.Match[str], sub: Any) -> None:
+    config.no_drop.add(int(m.group(1)))
+
+
+def _read_port_watchdog(config: _InterfaceConfig, m: re.Match[str], sub: Any) -> None:
+    config.watchdog_action = m.group(1)
+
+
+def _read_service_profile(config: _InterfaceConfig, m: re.Match[str], sub: Any) -> None:
+    config.service_profile = m.group(1)
+
+
+def _read_service_policy(config: _InterfaceConfig, m: re.Match[str], sub: Any) -> None:
+    config.service_policy = m.group(1)
+
+
+def _read_tx_queue(config: _InterfaceConfig, m: re.Match[str], sub: Any) -> None:
+    queue = config.queues[int(m.group(1))]
+    for queue_line in _children(sub):
+        _parse_queue_line(queue, queue_line)
+
+
+# The lines of an interface or a qos profile that this parser reads.
+INTERFACE_READERS: tuple[tuple[re.Pattern[str], Reader[_InterfaceConfig]], ...] = (
+    (re.compile("|".join(map(re.escape, EOS_TRUST))), _read_trust),
+    (re.compile(r"priority-flow-control on"), _read_pfc_on),
+    (re.compile(r"priority-flow-control priority (\d) no-drop"), _read_no_drop),
+    (
+        re.compile(r"priority-flow-control pause watchdog port action (drop|notify-only)"),
+        _read_port_watchdog,
+    ),
+    (re.compile(r"service-profile (\S+)"), _read_service_profile),
+    (re.compile(r"service-policy type qos input (\S+)"), _read_service_policy),
+    (re.compile(r"(?:uc-)?tx-queue (\d)"), _read_tx_queue),
+)
+
+
 def _parse_interface_lines(config: _InterfaceConfig, cmds: dict[str, Any]) -> None:
     for line, sub in cmds.items():
-        if line == "qos trust dscp":
-            config.trust = "dscp"
-        elif line == "qos trust cos":
-            config.trust = "pcp"
-        elif line == "no qos trust":
-            config.trust = "none"
-        elif line == "priority-flow-control on":
-            config.pfc_on = True
-        elif m := re.fullmatch(r"priority-flow-control priority (\d) no-drop", line):
-            config.no_drop.add(int(m.group(1)))
-        elif m := re.fullmatch(
-            r"priority-flow-control pause watchdog port action (drop|notify-only)", line
-        ):
-            config.watchdog_action = m.group(1)
-        elif m := re.fullmatch(r"service-profile (\S+)", line):
-            config.service_profile = m.group(1)
-        elif m := re.fullmatch(r"service-policy type qos input (\S+)", line):
-            config.service_policy = m.group(1)
-        elif m := re.fullmatch(r"(?:uc-)?tx-queue (\d)", line):
-            queue = config.queues[int(m.group(1))]
-            for queue_line in (sub or {}).get("cmds", {}):
-                _parse_queue_line(queue, queue_line)
+        _read_line(INTERFACE_READERS, config, line, sub)
 
 
 def _parse_queue_line(queue: dict[str, Any], line: str) -> None:
@@ -136,42 +188,65 @@ def udp_port_classifiers(cmds: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     """Per ``policy-map type quality-of-service``: its classes whose class-map matches an IP
     access list with UDP port entries, described for a report (AVD's ``class-maps.j2``,
     ``policy-maps-qos.j2`` and ``ip-access-lists.j2`` give the syntax)."""
-
-    def sub(line: str) -> dict[str, Any]:
-        return dict((cmds.get(line) or {}).get("cmds") or {})
-
-    acls: dict[str, list[str]] = {}
-    class_maps: dict[str, list[str]] = {}
-    policies: dict[str, dict[str, list[str]]] = {}
-    for line in cmds:
-        if m := re.fullmatch(r"ip access-list (\S+)", line):
-            acls[m.group(1)] = [e for e in sub(line) if UDP_PORT_ENTRY_RE.fullmatch(e)]
-        elif m := re.fullmatch(r"class-map type qos (?:match-any |match-all )?(\S+)", line):
-            class_maps[m.group(1)] = [
-                g.group(1)
-                for e in sub(line)
-                if (g := re.fullmatch(r"match ip access-group (\S+)", e))
-            ]
-        elif m := re.fullmatch(r"policy-map type quality-of-service (\S+)", line):
-            policies[m.group(1)] = {
-                c.group(1): list((body or {}).get("cmds") or {})
-                for entry, body in sub(line).items()
-                if (c := re.fullmatch(r"class (\S+)", entry))
-            }
+    acls = {
+        m.group(1): [e for e in _sub_lines(cmds, line) if UDP_PORT_ENTRY_RE.fullmatch(e)]
+        for line in cmds
+        if (m := re.fullmatch(r"ip access-list (\S+)", line))
+    }
+    class_maps = {
+        m.group(1): _matched_acls(_sub_lines(cmds, line))
+        for line in cmds
+        if (m := re.fullmatch(r"class-map type qos (?:match-any |match-all )?(\S+)", line))
+    }
+    policies = {
+        m.group(1): _policy_classes(_sub_lines(cmds, line))
+        for line in cmds
+        if (m := re.fullmatch(r"policy-map type quality-of-service (\S+)", line))
+    }
     found: dict[str, tuple[str, ...]] = {}
     for policy, classes in policies.items():
-        rules = []
-        for class_name, actions in classes.items():
-            for acl in class_maps.get(class_name, []):
-                for entry in acls.get(acl, []):
-                    action = ", ".join(a for a in actions if a.startswith("set ")) or "no set"
-                    rules.append(
-                        f"policy-map {policy} class {class_name} ({action}): "
-                        f"ip access-list {acl} '{entry}'"
-                    )
+        rules = _udp_port_rules(policy, classes, class_maps, acls)
         if rules:
             found[policy] = tuple(rules)
     return found
+
+
+def _udp_port_rules(
+    policy: str,
+    classes: dict[str, list[str]],
+    class_maps: dict[str, list[str]],
+    acls: dict[str, list[str]],
+) -> list[str]:
+    """Each UDP port entry a policy's classes match, as a report line."""
+    return [
+        f"policy-map {policy} class {class_name} ({_set_actions(actions)}): "
+        f"ip access-list {acl} '{entry}'"
+        for class_name, actions in classes.items()
+        for acl in class_maps.get(class_name, [])
+        for entry in acls.get(acl, [])
+    ]
+
+
+def _sub_lines(cmds: dict[str, Any], line: str) -> dict[str, Any]:
+    return dict((cmds.get(line) or {}).get("cmds") or {})
+
+
+def _matched_acls(class_map: dict[str, Any]) -> list[str]:
+    """The access lists a class-map matches (``match ip access-group NAME``)."""
+    return [g.group(1) for e in class_map if (g := re.fullmatch(r"match ip access-group (\S+)", e))]
+
+
+def _policy_classes(policy: dict[str, Any]) -> dict[str, list[str]]:
+    """A policy-map's classes: name → the class's action lines."""
+    return {
+        c.group(1): list((body or {}).get("cmds") or {})
+        for entry, body in policy.items()
+        if (c := re.fullmatch(r"class (\S+)", entry))
+    }
+
+
+def _set_actions(actions: list[str]) -> str:
+    return ", ".join(a for a in actions if a.startswith("set ")) or "no set"
 
 
 def _merge(profile: _InterfaceConfig | None, own: _InterfaceConfig) -> _InterfaceConfig:
@@ -190,6 +265,188 @@ def _merge(profile: _InterfaceConfig | None, own: _InterfaceConfig) -> _Interfac
     return merged
 
 
+@dataclass
+class _RunningConfig:
+    """What the QoS state is read from in ``show running-config | json``."""
+
+    dscp_map: dict[int, int] = field(
+        default_factory=lambda: {dscp: eos_default_priority(dscp) for dscp in DSCPS}
+    )
+    watchdog: dict[str, Any] = field(default_factory=dict)  # timeout, recovery-time, …, action
+    global_trust: str | None = None
+    profiles: dict[str, _InterfaceConfig] = field(default_factory=dict)
+    interfaces: dict[str, _InterfaceConfig] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, cmds: dict[str, Any]) -> _RunningConfig:
+        config = cls()
+        for line, sub in cmds.items():
+            _read_line(GLOBAL_READERS, config, line, _children(sub))
+        return config
+
+    def effective(self) -> dict[str, _InterfaceConfig]:
+        """Each Ethernet interface's own lines over its service-profile's."""
+        return {
+            name: _merge(self.profiles.get(config.service_profile or ""), config)
+            for name, config in self.interfaces.items()
+        }
+
+    def trust_of(self, config: _InterfaceConfig) -> str:
+        return config.trust or self.global_trust or "dscp"
+
+    def watchdog_state(self, effective: dict[str, _InterfaceConfig]) -> WatchdogState:
+        """The pause watchdog: on when a default timeout is set; ``alert`` when every port
+        only notifies."""
+        settings = self.watchdog
+        if "timeout" not in settings:
+            return WatchdogState()
+        notify_only = {config.watchdog_action for config in effective.values()} == {"notify-only"}
+        configured = settings.get("action")
+        action = "alert" if notify_only else EOS_TO_ACTION.get(configured or "drop", configured)
+        return WatchdogState(
+            enabled=True,
+            detection_ms=settings.get("timeout"),
+            restoration_ms=settings.get("recovery-time"),
+            polling_ms=settings.get("polling-interval"),
+            action=action,
+        )
+
+
+def _read_dscp_map(config: _RunningConfig, m: re.Match[str], sub: Any) -> None:
+    for dscp in m.group(1).split():
+        config.dscp_map[int(dscp)] = int(m.group(2))
+
+
+def _read_watchdog_default(config: _RunningConfig, m: re.Match[str], sub: Any) -> None:
+    config.watchdog[m.group(1)] = round(float(m.group(2)) * 1000)
+
+
+def _read_watchdog_action(config: _RunningConfig, m: re.Match[str], sub: Any) -> None:
+    config.watchdog["action"] = m.group(1)
+
+
+def _read_global_trust(config: _RunningConfig, m: re.Match[str], sub: Any) -> None:
+    config.global_trust = "dscp"
+
+
+def _read_qos_profile(config: _RunningConfig, m: re.Match[str], sub: Any) -> None:
+    config.profiles[m.group(1)] = _InterfaceConfig()
+    _parse_interface_lines(config.profiles[m.group(1)], sub)
+
+
+def _read_interface(config: _RunningConfig, m: re.Match[str], sub: Any) -> None:
+    config.interfaces[m.group(1)] = _InterfaceConfig()
+    _parse_interface_lines(config.interfaces[m.group(1)], sub)
+
+
+# The top-level lines this parser reads (each reader gets the line's sub-lines).
+GLOBAL_READERS: tuple[tuple[re.Pattern[str], Reader[_RunningConfig]], ...] = (
+    (DSCP_MAP_RE, _read_dscp_map),
+    (WATCHDOG_DEFAULT_RE, _read_watchdog_default),
+    (re.compile(r"priority-flow-control pause watchdog action (\S+)"), _read_watchdog_action),
+    (re.compile(r"qos trust dscp"), _read_global_trust),
+    (re.compile(r"qos profile (\S+)"), _read_qos_profile),
+    (re.compile(r"interface (Ethernet\S+)"), _read_interface),
+)
+
+
+# ---------------------------------------------------------------------- render sections
+
+
+def _interface_trust_lines(desired: QosState, actual: QosState | None) -> list[str]:
+    if actual is not None and actual.trust == desired.trust:
+        return []
+    return ["qos trust dscp" if desired.trust == "dscp" else "no qos trust"]
+
+
+def _interface_pfc_lines(want: InterfaceState, have: InterfaceState | None) -> list[str]:
+    lines = []
+    if have is None or have.pfc_enabled != want.pfc_enabled:
+        lines.append("priority-flow-control on" if want.pfc_enabled else "no priority-flow-control")
+    had = set(have.pfc_priorities) if have else set()
+    lines += [
+        f"priority-flow-control priority {priority} no-drop"
+        for priority in sorted(set(want.pfc_priorities) - had)
+    ]
+    lines += [
+        f"no priority-flow-control priority {priority} no-drop"
+        for priority in sorted(had - set(want.pfc_priorities))
+    ]
+    return lines
+
+
+def _port_watchdog_lines(desired: QosState, actual: QosState | None) -> list[str]:
+    """``alert`` is a per-port notify-only action on EOS."""
+    watchdog = desired.watchdog
+    if not (watchdog.enabled and watchdog.action == "alert"):
+        return []
+    if actual is not None and actual.watchdog.action == "alert":
+        return []
+    return ["priority-flow-control pause watchdog port action notify-only"]
+
+
+def _tx_queue_blocks(want: InterfaceState, have: InterfaceState | None) -> list[str]:
+    """A ``uc-tx-queue Q`` block for each queue whose settings differ."""
+    lines: list[str] = []
+    for queue in PRIORITIES:
+        mine = want.queues.get(queue) or QueueState()
+        theirs = (have.queues.get(queue) if have else None) or QueueState()
+        body = _tx_queue_lines(mine, theirs, fresh=have is None)
+        if body:
+            lines += [f"uc-tx-queue {queue}", *(f"   {line}" for line in body), "exit"]
+    return lines
+
+
+def _tx_queue_lines(mine: QueueState, theirs: QueueState, fresh: bool) -> list[str]:
+    """The queue's lines that differ (a fresh render writes every configured setting)."""
+    lines = []
+    if mine.strict != theirs.strict or (fresh and mine.strict):
+        lines.append("priority strict" if mine.strict else "no priority strict")
+    bandwidth = mine.bandwidth_percent
+    if bandwidth != theirs.bandwidth_percent or (fresh and bandwidth is not None):
+        lines.append(
+            f"bandwidth percent {bandwidth}" if bandwidth is not None else "no bandwidth percent"
+        )
+    ecn = mine.ecn
+    if ecn != theirs.ecn or (fresh and ecn is not None):
+        lines.append(
+            f"random-detect ecn minimum-threshold {ecn.min_bytes} bytes "
+            f"maximum-threshold {ecn.max_bytes} bytes "
+            f"max-mark-probability {ecn.max_probability}"
+            if ecn is not None
+            else "no random-detect ecn"
+        )
+    return lines
+
+
+def _dscp_map_lines(desired: QosState, actual: QosState | None) -> list[str]:
+    """``qos map dscp`` lines for the DSCPs that differ; a DSCP going back to EOS's default
+    loses its explicit entry (``no qos map …``) instead."""
+    remap: dict[int, list[int]] = defaultdict(list)
+    unmap: dict[int, list[int]] = defaultdict(list)
+    for dscp in DSCPS:
+        want = desired.dscp_to_priority[dscp]
+        default = eos_default_priority(dscp)
+        have = actual.dscp_to_priority.get(dscp) if actual is not None else default
+        if want == have:
+            continue
+        if actual is not None and want == default and have is not None:
+            unmap[have].append(dscp)
+        else:
+            remap[want].append(dscp)
+    return _qos_map_lines("no qos map dscp", unmap) + _qos_map_lines("qos map dscp", remap)
+
+
+def _qos_map_lines(command: str, groups: dict[int, list[int]]) -> list[str]:
+    # Eight values per line, the most EOS takes in one `qos map dscp` command.
+    return [
+        f"{command} {' '.join(map(str, values[start : start + DSCPS_PER_LINE]))} "
+        f"to traffic-class {priority}"
+        for priority, values in sorted(groups.items())
+        for start in range(0, len(values), DSCPS_PER_LINE)
+    ]
+
+
 class AristaEos(Platform):
     name: ClassVar[str] = "arista_eos"
     netmiko_device_type: ClassVar[str] = "arista_eos"
@@ -202,33 +459,7 @@ class AristaEos(Platform):
 
     def render_changes(self, desired: QosState, actual: QosState | None) -> list[str]:
         """Lines for every setting where ``actual`` differs (all of them when it is None)."""
-        lines: list[str] = []
-        remap: dict[int, list[int]] = defaultdict(list)
-        unmap: dict[int, list[int]] = defaultdict(list)
-        for dscp in DSCPS:
-            want = desired.dscp_to_priority[dscp]
-            have = (
-                actual.dscp_to_priority.get(dscp)
-                if actual is not None
-                else eos_default_priority(dscp)
-            )
-            if want == have:
-                continue
-            if actual is not None and want == eos_default_priority(dscp) and have is not None:
-                unmap[have].append(dscp)  # back to EOS's default: remove the explicit entry
-            else:
-                remap[want].append(dscp)
-        for priority in sorted(unmap):
-            values = unmap[priority]
-            for start in range(0, len(values), DSCPS_PER_LINE):
-                dscps = " ".join(map(str, values[start : start + DSCPS_PER_LINE]))
-                lines.append(f"no qos map dscp {dscps} to traffic-class {priority}")
-        for priority in sorted(remap):
-            # Eight values per line, the most EOS takes in one `qos map dscp` command.
-            values = remap[priority]
-            for start in range(0, len(values), DSCPS_PER_LINE):
-                dscps = " ".join(map(str, values[start : start + DSCPS_PER_LINE]))
-                lines.append(f"qos map dscp {dscps} to traffic-class {priority}")
+        lines = _dscp_map_lines(desired, actual)
         lines += self._watchdog_lines(desired.watchdog, actual.watchdog if actual else None)
         for name, wanted in desired.interfaces.items():
             present = actual.interfaces.get(name) if actual else None
@@ -270,104 +501,36 @@ class AristaEos(Platform):
         actual: QosState | None,
         have: InterfaceState | None,
     ) -> list[str]:
-        body: list[str] = []
-        if actual is None or actual.trust != desired.trust:
-            body.append("qos trust dscp" if desired.trust == "dscp" else "no qos trust")
-        if have is None or have.pfc_enabled != want.pfc_enabled:
-            body.append(
-                "priority-flow-control on" if want.pfc_enabled else "no priority-flow-control"
-            )
-        had = set(have.pfc_priorities) if have else set()
-        for priority in sorted(set(want.pfc_priorities) - had):
-            body.append(f"priority-flow-control priority {priority} no-drop")
-        for priority in sorted(had - set(want.pfc_priorities)):
-            body.append(f"no priority-flow-control priority {priority} no-drop")
-        if desired.watchdog.enabled and desired.watchdog.action == "alert":
-            alert = actual is not None and actual.watchdog.action == "alert"
-            if not alert:
-                body.append("priority-flow-control pause watchdog port action notify-only")
-        for queue in PRIORITIES:
-            mine = want.queues.get(queue) or QueueState()
-            theirs = (have.queues.get(queue) if have else None) or QueueState()
-            queue_body = []
-            if mine.strict != theirs.strict or (have is None and mine.strict):
-                queue_body.append("priority strict" if mine.strict else "no priority strict")
-            if mine.bandwidth_percent != theirs.bandwidth_percent or (
-                have is None and mine.bandwidth_percent is not None
-            ):
-                queue_body.append(
-                    f"bandwidth percent {mine.bandwidth_percent}"
-                    if mine.bandwidth_percent is not None
-                    else "no bandwidth percent"
-                )
-            if mine.ecn != theirs.ecn or (have is None and mine.ecn is not None):
-                ecn = mine.ecn
-                queue_body.append(
-                    f"random-detect ecn minimum-threshold {ecn.min_bytes} bytes "
-                    f"maximum-threshold {ecn.max_bytes} bytes "
-                    f"max-mark-probability {ecn.max_probability}"
-                    if ecn is not None
-                    else "no random-detect ecn"
-                )
-            if queue_body:
-                body += [f"uc-tx-queue {queue}", *(f"   {line}" for line in queue_body), "exit"]
+        body = [
+            *_interface_trust_lines(desired, actual),
+            *_interface_pfc_lines(want, have),
+            *_port_watchdog_lines(desired, actual),
+            *_tx_queue_blocks(want, have),
+        ]
         return [f"   {line}" for line in body]
 
     # ------------------------------------------------------------------ read
 
     def read_state(self, conn: Connection) -> QosState:
-        tree = self._json(conn, "show running-config | json")
+        return self.state_from_running_config(self._json(conn, "show running-config | json"))
+
+    @classmethod
+    def state_from_running_config(cls, tree: dict[str, Any]) -> QosState:
+        """Normalize ``show running-config | json`` (separate so recorded replies parse)."""
         cmds: dict[str, Any] = tree.get("cmds", {})
-        dscp_map = {dscp: eos_default_priority(dscp) for dscp in DSCPS}
-        watchdog: dict[str, Any] = {}
-        global_trust: str | None = None
-        profiles: dict[str, _InterfaceConfig] = {}
-        interfaces: dict[str, _InterfaceConfig] = {}
-        for line, sub in cmds.items():
-            sub_cmds = (sub or {}).get("cmds", {})
-            if m := DSCP_MAP_RE.fullmatch(line):
-                for dscp in m.group(1).split():
-                    dscp_map[int(dscp)] = int(m.group(2))
-            elif m := WATCHDOG_DEFAULT_RE.fullmatch(line):
-                watchdog[m.group(1)] = round(float(m.group(2)) * 1000)
-            elif m := re.fullmatch(r"priority-flow-control pause watchdog action (\S+)", line):
-                watchdog["action"] = m.group(1)
-            elif line == "qos trust dscp":
-                global_trust = "dscp"
-            elif m := re.fullmatch(r"qos profile (\S+)", line):
-                profiles[m.group(1)] = _InterfaceConfig()
-                _parse_interface_lines(profiles[m.group(1)], sub_cmds)
-            elif m := re.fullmatch(r"interface (Ethernet\S+)", line):
-                interfaces[m.group(1)] = _InterfaceConfig()
-                _parse_interface_lines(interfaces[m.group(1)], sub_cmds)
-        effective = {
-            name: _merge(profiles.get(config.service_profile or ""), config)
-            for name, config in interfaces.items()
-        }
-        by_port = udp_port_classifiers(cmds)
-        trusts = {config.trust or global_trust or "dscp" for config in effective.values()}
-        enabled = "timeout" in watchdog
-        actions = {config.watchdog_action for config in effective.values()}
-        action = (
-            "alert"
-            if actions == {"notify-only"}
-            else EOS_TO_ACTION.get(watchdog.get("action", "drop"), watchdog.get("action"))
-        )
+        config = _RunningConfig.parse(cmds)
+        effective = config.effective()
+        by_policy = udp_port_classifiers(cmds)
+        trusts = {config.trust_of(interface) for interface in effective.values()}
         return QosState(
             trust=trusts.pop() if len(trusts) == 1 else "mixed",
-            dscp_to_priority=dscp_map,
-            watchdog=WatchdogState(
-                enabled=enabled,
-                detection_ms=watchdog.get("timeout") if enabled else None,
-                restoration_ms=watchdog.get("recovery-time") if enabled else None,
-                polling_ms=watchdog.get("polling-interval") if enabled else None,
-                action=action if enabled else None,
-            ),
+            dscp_to_priority=config.dscp_map,
+            watchdog=config.watchdog_state(effective),
             interfaces={
-                name: self._interface_state(c).model_copy(
+                name: cls._interface_state(c).model_copy(
                     update={
-                        "trust": c.trust or global_trust or "dscp",
-                        "udp_port_classifiers": by_port.get(c.service_policy or "", ()),
+                        "trust": config.trust_of(c),
+                        "udp_port_classifiers": by_policy.get(c.service_policy or "", ()),
                     }
                 )
                 for name, c in effective.items()
