@@ -60,10 +60,10 @@ ESC = "\x1b"
 
 
 def skip_ansi_scan_without_escape(netmiko: Any) -> None:
-    """netmiko strips ANSI codes from every read with ~35 ``re.sub`` calls, and it reads every
-    10-25 ms while a switch holds its reply, mostly getting nothing: most of the agent's CPU
-    in a fleet push (profiled). Every code it strips starts with ESC, so a read without one
-    comes back unchanged: skip the scan for those (tests/unit/test_platform_base.py checks
+    """netmiko strips ANSI codes from every read with a long series of ``re.sub`` calls, and it
+    keeps reading while a switch holds its reply, mostly getting nothing: in a fleet push that
+    scan is where the agent's CPU goes. Every code it strips starts with ESC, so a read without
+    one comes back unchanged: skip the scan for those (tests/unit/test_platform_base.py checks
     the equivalence against netmiko's own method)."""
     strip = getattr(netmiko, "strip_ansi_escape_codes", None)
     if strip is None or getattr(strip, "skips_without_escape", False):
