@@ -163,6 +163,12 @@ class Endpoint:
         return f"{self.node}:{self.ifname}"
 
 
+def endpoint(node: str, ifname: str) -> Endpoint | None:
+    """``node:ifname`` as an :class:`Endpoint`; None if ``ifname`` is not a data port ethN."""
+    match = _ETH_RE.match(ifname)
+    return Endpoint(node, ifname, int(match.group(1))) if match else None
+
+
 @dataclass(frozen=True)
 class Link:
     """A point-to-point link (a veth pair), in file order."""
