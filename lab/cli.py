@@ -23,6 +23,7 @@ from rich.table import Table
 from common.clicktypes import FiniteFloat
 from lab import runtime
 from lab.netns import CommandError
+from lab.state import STATE_DIR_ENV, LabError, LabState, state_dir_for
 from lab.topology import TopologyError, load_topology
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,7 +62,7 @@ def _errors_exit_2(func: F) -> F:
             for problem in exc.problems:  # one located line each, like `roce-agent check`
                 click.echo(f"error: {problem}", err=True)
             sys.exit(2)
-        except (runtime.LabError, CommandError) as exc:
+        except (LabError, CommandError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted")
@@ -77,10 +78,10 @@ def _errors_exit_2(func: F) -> F:
 _state_dir_option = click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    envvar=runtime.STATE_DIR_ENV,
+    envvar=STATE_DIR_ENV,
     help=(
         "The lab's state directory itself [default: /run/roce-agent/lab/<lab>; "
-        f"env {runtime.STATE_DIR_ENV}]."
+        f"env {STATE_DIR_ENV}]."
     ),
 )
 _output_option = click.option(
@@ -107,16 +108,16 @@ def _resolve_lab(topology: Path | None, lab_name: str | None, state_dir: Path | 
     if topology is not None:
         return load_topology(topology).name
     if state_dir is not None:
-        state = runtime.LabState.load(state_dir.absolute())
+        state = LabState.load(state_dir.absolute())
         if state is None:
-            raise runtime.LabError(f"no lab state in {state_dir}")
+            raise LabError(f"no lab state in {state_dir}")
         return state.name
     labs = runtime.running_labs()
     if len(labs) == 1:
         return labs[0]
     if not labs:
-        raise runtime.LabError("no lab is up (give TOPOLOGY or --lab NAME)")
-    raise runtime.LabError(f"several labs are up ({', '.join(labs)}): give --lab NAME")
+        raise LabError("no lab is up (give TOPOLOGY or --lab NAME)")
+    raise LabError(f"several labs are up ({', '.join(labs)}): give --lab NAME")
 
 
 def _print_json(data: Any) -> None:
@@ -298,7 +299,7 @@ def _fault_lab(topology: Path | None, lab_name: str | None, state_dir: Path | No
     from lab.faults import LabFaults
 
     name = _resolve_lab(topology, lab_name, state_dir)
-    return LabFaults(runtime.state_dir_for(name, state_dir))
+    return LabFaults(state_dir_for(name, state_dir))
 
 
 def _fault_kinds_help() -> str:

@@ -37,26 +37,24 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import fcntl
-import json
 import os
 import re
 import select
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
 
-from lab import netns, runtime
+from lab import netns, procs
+from lab.fault_registry import FAULTS_FILE, Fault, FaultError, Registry
+from lab.state import LabError, LabState, locked, now
+from lab.topology import Endpoint, endpoint
 
-FAULTS_FILE = "faults.json"
 FAULTS_DIR = "faults"  # logs of fault processes
-REGISTRY_SCHEMA = 1
 STORM_INTERVAL_S = 0.01  # well inside one XOFF's pause time: the queue never resumes
 STORM_QUANTA = 0xFFFF
 START_TIMEOUT_S = 10.0
@@ -123,62 +121,51 @@ TARGET_EXAMPLES = {
 }
 
 
-class FaultError(runtime.LabError):
-    """Bad input or a fault that could not be applied/undone; the CLI prints it, exit 2."""
-
-
-# --------------------------------------------------------------------------- topology
-
-
-@dataclass(frozen=True)
-class Port:
-    """One end of a link: ``node:ifname``."""
-
-    node: str
-    ifname: str
-
-    def __str__(self) -> str:
-        return f"{self.node}:{self.ifname}"
+# --------------------------------------------------------------------------- targets
 
 
 @dataclass(frozen=True)
 class Direction:
     """Frames leaving ``src`` towards ``dst`` (the two ends of one link)."""
 
-    src: Port
-    dst: Port
+    src: Endpoint
+    dst: Endpoint
 
     def __str__(self) -> str:
         return f"{self.src}>{self.dst.node}"
 
 
 @dataclass(frozen=True)
-class LabTopology:
-    """The running lab as ``state.json`` records it: nodes, roles, ports and their peers."""
+class LabWiring:
+    """The running lab's nodes and links as ``state.json`` records them (not the topology
+    file, which may have changed since ``lab up``)."""
 
     switches: frozenset[str]
     netns: Mapping[str, str]
-    peers: Mapping[Port, Port]
+    peers: Mapping[Endpoint, Endpoint]
 
     @classmethod
-    def from_state(cls, state: runtime.LabState) -> LabTopology:
+    def from_state(cls, state: LabState) -> LabWiring:
         switches: set[str] = set()
         namespaces: dict[str, str] = {}
-        peers: dict[Port, Port] = {}
+        peers: dict[Endpoint, Endpoint] = {}
         for name, info in state.data["nodes"].items():
             namespaces[name] = str(info["netns"])
             if info["kind"] == "lab-switch":
                 switches.add(name)
             for interface in info["interfaces"]:
                 peer_node, _, peer_if = str(interface["peer"]).partition(":")
-                peers[Port(name, str(interface["ifname"]))] = Port(peer_node, peer_if)
+                here = endpoint(name, str(interface["ifname"]))
+                there = endpoint(peer_node, peer_if)
+                if here is not None and there is not None:  # every lab port is an ethN
+                    peers[here] = there
         return cls(frozenset(switches), namespaces, peers)
 
     def is_switch(self, node: str) -> bool:
         return node in self.switches
 
     def ports_of(self, node: str) -> list[str]:
-        return sorted((p.ifname for p in self.peers if p.node == node), key=_natural)
+        return [p.ifname for p in sorted((p for p in self.peers if p.node == node), key=_index)]
 
     def node(self, name: str, where: str) -> str:
         if name not in self.netns:
@@ -187,15 +174,15 @@ class LabTopology:
             )
         return name
 
-    def port(self, text: str, where: str) -> Port:
+    def port(self, text: str, where: str) -> Endpoint:
         node, _, ifname = text.partition(":")
         self.node(node, where)
         # The fabric file (and `roce-agent locate`) names a switch port as the NOS does:
         # Ethernet3 is the lab's eth3.
         if re.fullmatch(r"Ethernet\d+", ifname) and self.is_switch(node):
             ifname = "eth" + ifname.removeprefix("Ethernet")
-        port = Port(node, ifname)
-        if port not in self.peers:
+        port = endpoint(node, ifname)
+        if port is None or port not in self.peers:
             raise FaultError(
                 f"{where}: {node} has no port {ifname!r}. Expected: one of "
                 f"{', '.join(self.ports_of(node))}"
@@ -205,21 +192,7 @@ class LabTopology:
     def direction(self, text: str, where: str) -> Direction:
         left, _, right = text.partition(">")
         dst_node = self.node(right, where) if ":" not in right else self.port(right, where).node
-        if ":" in left:
-            src = self.port(left, where)
-        else:
-            self.node(left, where)
-            candidates = [
-                p for p in self.peers if p.node == left and self.peers[p].node == dst_node
-            ]
-            if not candidates:
-                raise FaultError(f"{where}: {left} has no link to {dst_node}")
-            if len(candidates) > 1:
-                names = ", ".join(f"{p}>{dst_node}" for p in sorted(candidates, key=str))
-                raise FaultError(
-                    f"{where}: {left} has several links to {dst_node}: name one of {names}"
-                )
-            src = candidates[0]
+        src = self.port(left, where) if ":" in left else self._only_link(left, dst_node, where)
         dst = self.peers[src]
         if dst.node != dst_node or (":" in right and str(dst) != right):
             raise FaultError(
@@ -227,24 +200,40 @@ class LabTopology:
             )
         return Direction(src, dst)
 
+    def _only_link(self, node: str, dst_node: str, where: str) -> Endpoint:
+        """The port of ``node`` that leads to ``dst_node``, if there is exactly one."""
+        self.node(node, where)
+        candidates = [p for p in self.peers if p.node == node and self.peers[p].node == dst_node]
+        if not candidates:
+            raise FaultError(f"{where}: {node} has no link to {dst_node}")
+        if len(candidates) > 1:
+            names = ", ".join(f"{p}>{dst_node}" for p in sorted(candidates, key=str))
+            raise FaultError(
+                f"{where}: {node} has several links to {dst_node}: name one of {names}"
+            )
+        return candidates[0]
 
-def _natural(ifname: str) -> tuple[str, int]:
-    digits = ifname.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.-")
-    return (ifname[: len(ifname) - len(digits)], int(digits) if digits.isdigit() else -1)
+
+def _index(port: Endpoint) -> int:
+    return port.index
 
 
-def parse_target(topology: LabTopology, kind: str, text: str) -> Direction | Port | str:
+def _target_form(text: str) -> str:
+    """What ``text`` names by its spelling: a direction, a port or a node."""
+    if ">" in text:
+        return DIRECTION
+    if ":" in text:
+        return PORT
+    return HOST
+
+
+def parse_target(wiring: LabWiring, kind: str, text: str) -> Direction | Endpoint | str:
     """The element ``text`` names, in the form ``kind`` needs (FaultError otherwise)."""
     spec = KINDS[kind]
     where = f"target {text!r}"
     if not text or text != text.strip():
         raise FaultError(f"{where}: Expected: {TARGET_EXAMPLES[spec.target]}")
-    if ">" in text:
-        given = DIRECTION
-    elif ":" in text:
-        given = PORT
-    else:
-        given = HOST
+    given = _target_form(text)
     wanted = PORT if spec.target == LINK else spec.target
     if given != wanted:
         raise FaultError(
@@ -252,22 +241,61 @@ def parse_target(topology: LabTopology, kind: str, text: str) -> Direction | Por
             + {DIRECTION: "a link direction", PORT: "a port", HOST: "a node"}[given]
         )
     if given == DIRECTION:
-        return topology.direction(text, where)
+        return wiring.direction(text, where)
     if given == PORT:
-        port = topology.port(text, where)
-        if spec.target == PORT and not topology.is_switch(port.node):
+        port = wiring.port(text, where)
+        if spec.target == PORT and not wiring.is_switch(port.node):
             raise FaultError(
                 f"{where}: {kind} needs a switch port; {port.node} is a host. Expected: its "
-                f"peer {topology.peers[port]}"
+                f"peer {wiring.peers[port]}"
             )
         return port
-    node = topology.node(text, where)
-    if topology.is_switch(node):
+    node = wiring.node(text, where)
+    if wiring.is_switch(node):
         raise FaultError(f"{where}: {kind} needs a host; {node} is a switch")
     return node
 
 
 # --------------------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """What one parameter must be: a whole number or any number, maybe within a range."""
+
+    whole: bool
+    low: float | None = None
+    high: float = 0
+    low_exclusive: bool = False
+    what: str = ""
+
+    def check(self, name: str, value: Any) -> None:
+        if not self._is_kind(value):
+            expected = "a whole number" if self.whole else "a number"
+            raise FaultError(f"--{name}: Expected: {expected}. Actual: {value!r}")
+        if self.low is not None and not self._in_range(value):
+            raise FaultError(f"--{name}: Expected: {self.what}. Actual: {value:g}")
+
+    def _is_kind(self, value: Any) -> bool:
+        if isinstance(value, bool):  # JSON's true is not 1
+            return False
+        if self.whole:
+            return isinstance(value, int)
+        return isinstance(value, (int, float)) and value == value  # not NaN
+
+    def _in_range(self, value: float) -> bool:
+        assert self.low is not None
+        too_low = value <= self.low if self.low_exclusive else value < self.low
+        return not too_low and value <= self.high
+
+
+PARAMETER_RULES: dict[str, _Rule] = {
+    "percent": _Rule(False, 0, 100, True, "0 < percent <= 100"),
+    "ms": _Rule(False, 0, 1000, True, "0 < ms <= 1000"),
+    "seed": _Rule(True),
+    "dscp": _Rule(True, 0, 63, False, "a DSCP from 0 to 63"),
+    "tc": _Rule(True, 0, 7, False, "a traffic class from 0 to 7"),
+}
 
 
 def check_parameters(kind: str, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -276,6 +304,16 @@ def check_parameters(kind: str, given: Mapping[str, Any]) -> dict[str, Any]:
         raise FaultError(f"kind: unknown fault kind {kind!r}. Expected: one of {', '.join(KINDS)}")
     spec = KINDS[kind]
     values = {k: v for k, v in given.items() if v is not None}
+    _check_names(kind, spec, values)
+    for name, value in values.items():
+        PARAMETER_RULES[name].check(name, value)
+    if "seed" in spec.allowed:
+        values.setdefault("seed", 1)
+    return values
+
+
+def _check_names(kind: str, spec: KindSpec, values: Mapping[str, Any]) -> None:
+    """Every parameter given is one ``kind`` takes, and every one it needs is given."""
     for name in values:
         if name not in PARAMETERS:
             raise FaultError(f"{kind}: unknown parameter {name!r}")
@@ -284,92 +322,152 @@ def check_parameters(kind: str, given: Mapping[str, Any]) -> dict[str, Any]:
             raise FaultError(f"--{name}: does not apply to {kind}. Expected: {takes}")
     for name in sorted(spec.required - set(values)):
         raise FaultError(f"--{name}: {kind} needs it")
-    checks: dict[str, tuple[float, float, bool, str]] = {
-        # name: (low, high, low exclusive, what)
-        "percent": (0, 100, True, "0 < percent <= 100"),
-        "ms": (0, 1000, True, "0 < ms <= 1000"),
-        "dscp": (0, 63, False, "a DSCP from 0 to 63"),
-        "tc": (0, 7, False, "a traffic class from 0 to 7"),
-    }
-    for name, value in values.items():
-        if name in ("seed", "dscp", "tc") and (
-            isinstance(value, bool) or not isinstance(value, int)
-        ):
-            raise FaultError(f"--{name}: Expected: a whole number. Actual: {value!r}")
-        if name in ("percent", "ms") and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or value != value
-        ):
-            raise FaultError(f"--{name}: Expected: a number. Actual: {value!r}")
-        if name in checks:
-            low, high, exclusive, what = checks[name]
-            if (value <= low if exclusive else value < low) or value > high:
-                raise FaultError(f"--{name}: Expected: {what}. Actual: {value:g}")
-    if "seed" in spec.allowed:
-        values.setdefault("seed", 1)
-    return values
 
 
-# --------------------------------------------------------------------------- the registry
+# --------------------------------------------------------------------------- planning
 
 
-@dataclass
-class Fault:
-    """One active fault: what was asked and what was done where (to undo exactly that)."""
+@dataclass(frozen=True)
+class _Request:
+    """One fault to plan: its element in the running lab, in the form its kind needs."""
 
-    id: str
-    kind: str
-    target: str
-    params: dict[str, Any]
-    actions: list[dict[str, Any]]
-    created_at: str = ""
+    state: LabState
+    wiring: LabWiring
+    fault: Fault
+    element: Direction | Endpoint | str
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "target": self.target,
-            "params": self.params,
-            "actions": self.actions,
-            "created_at": self.created_at,
+    @property
+    def direction(self) -> Direction:
+        assert isinstance(self.element, Direction)  # parse_target gives a kind its form
+        return self.element
+
+    @property
+    def port(self) -> Endpoint:
+        assert isinstance(self.element, Endpoint)
+        return self.element
+
+    @property
+    def host(self) -> str:
+        assert isinstance(self.element, str)
+        return self.element
+
+    def rate(self) -> dict[str, Any]:
+        return {k: self.fault.params[k] for k in ("percent", "seed") if k in self.fault.params}
+
+    def switch_egress(self) -> Endpoint:
+        """The sending end of the direction, which must be a switch port."""
+        src, dst = self.direction.src, self.direction.dst
+        if not self.wiring.is_switch(src.node):
+            raise FaultError(
+                f"target {self.fault.target!r}: {self.fault.kind} acts on a switch egress and "
+                f"{src.node} is a host. Expected: a direction leaving a switch port, like "
+                f"{dst}>{src.node}"
+            )
+        return src
+
+
+Actions = list[dict[str, Any]]
+
+
+def _plan_loss(request: _Request) -> Actions:
+    """Dropped where a switch sees it: leaving a switch (tx), else entering one (rx)."""
+    src, dst = request.direction.src, request.direction.dst
+    if request.wiring.is_switch(src.node):
+        return [_vswitch(src, {"kind": "drop", "direction": "tx", **request.rate()})]
+    return [_vswitch(dst, {"kind": "drop", "direction": "rx", **request.rate()})]
+
+
+def _plan_corrupt(request: _Request) -> Actions:
+    """A switch receiver counts FCS errors; a host receiver gets a bad ICRC from its switch."""
+    src, dst = request.direction.src, request.direction.dst
+    if request.wiring.is_switch(dst.node):
+        return [_vswitch(dst, {"kind": "fcs_error", **request.rate()})]
+    return [_vswitch(src, {"kind": "icrc_error", **request.rate()})]
+
+
+def _plan_icrc(request: _Request) -> Actions:
+    return [_vswitch(request.switch_egress(), {"kind": "icrc_error", **request.rate()})]
+
+
+def _plan_latency(request: _Request) -> Actions:
+    egress = request.switch_egress()
+    return [_vswitch(egress, {"kind": "delay", "ms": request.fault.params["ms"]})]
+
+
+def _plan_down(request: _Request) -> Actions:
+    """Set down on the switch end (a host end's peer): the veth peer loses carrier too."""
+    port, peers = request.port, request.wiring.peers
+    end = port if request.wiring.is_switch(port.node) else peers[port]
+    return [
+        {
+            "type": "link_down",
+            "node": end.node,
+            "netns": request.wiring.netns[end.node],
+            "ifname": end.ifname,
+            "link": sorted([str(port), str(peers[port])]),
         }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Fault:
-        return cls(
-            str(data["id"]),
-            str(data["kind"]),
-            str(data["target"]),
-            dict(data["params"]),
-            [dict(a) for a in data["actions"]],
-            str(data.get("created_at", "")),
-        )
-
-    def key(self) -> str:
-        """What makes two faults the same injection (refused twice)."""
-        parts = []
-        for action in self.actions:
-            if action["type"] == "vswitch":
-                fault = action["fault"]
-                detail = {
-                    k: v for k, v in fault.items() if k not in ("percent", "seed", "ms", "tc")
-                }
-                parts.append(f"vswitch:{action['switch']}:{json.dumps(detail, sort_keys=True)}")
-            elif action["type"] == "link_down":
-                parts.append("link:" + "|".join(sorted(action["link"])))
-            elif action["type"] == "trust":
-                parts.append(f"trust:{action['switch']}:{action['interface']}")
-            elif action["type"] == "process":
-                parts.append(f"process:{self.kind}:{self.target}")
-        return ";".join(parts)
-
-    def pids(self) -> list[int]:
-        return [int(a["pid"]) for a in self.actions if a["type"] == "process" and "pid" in a]
+    ]
 
 
-@dataclass
-class _Registry:
-    next_id: int = 1
-    faults: list[Fault] = field(default_factory=list)
+def _plan_misclassify(request: _Request) -> Actions:
+    port = request.port
+    return [
+        {
+            "type": "trust",
+            "switch": port.node,
+            "interface": _eos_name(port.ifname),
+            "set": "qos trust cos",
+        }
+    ]
+
+
+def _plan_asic_misclassify(request: _Request) -> Actions:
+    """By default RoCE's own DSCP goes to TC 0 (the fabric's DSCP, from its profile)."""
+    params = request.fault.params
+    dscp = params.get("dscp")
+    if dscp is None:
+        dscp = roce_class(request.state)["dscp"]
+        params["dscp"] = dscp
+    params.setdefault("tc", 0)
+    return [_vswitch(request.port, {"kind": "classify", "dscp": dscp, "tc": params["tc"]})]
+
+
+def _plan_ignore_pfc(request: _Request) -> Actions:
+    return [_vswitch(request.port, {"kind": "ignore_pfc"})]
+
+
+def _plan_storm(request: _Request) -> Actions:
+    """A process on the host's one port, storming on the fabric's RoCE priority."""
+    host = request.host
+    ports = request.wiring.ports_of(host)
+    if len(ports) != 1:
+        raise FaultError(f"target {host!r}: storm needs a host with one port; it has {ports}")
+    priority = roce_class(request.state)["priority"]
+    request.fault.params["priority"] = priority
+    return [
+        {
+            "type": "process",
+            "node": host,
+            "netns": request.wiring.netns[host],
+            "ifname": ports[0],
+            "priority": priority,
+        }
+    ]
+
+
+PLANNERS: dict[str, Callable[[_Request], Actions]] = {
+    "loss": _plan_loss,
+    "corrupt": _plan_corrupt,
+    "icrc": _plan_icrc,
+    "down": _plan_down,
+    "misclassify": _plan_misclassify,
+    "asic-misclassify": _plan_asic_misclassify,
+    "ignore-pfc": _plan_ignore_pfc,
+    "storm": _plan_storm,
+    "latency": _plan_latency,
+}
+
+# --------------------------------------------------------------------------- the lab's faults
 
 
 class LabFaults:
@@ -382,29 +480,29 @@ class LabFaults:
 
     def plan(self, kind: str, target: str, **params: Any) -> Fault:
         """What ``add`` would do (nothing is applied); FaultError on bad input."""
-        state = runtime.LabState.load(self.directory) or self._not_up()
-        return self._planned(state, self._load(), kind, target, params)
+        state = LabState.load(self.directory) or self._not_up()
+        return self._planned(state, Registry.load(self.directory), kind, target, params)
 
     def add(self, kind: str, target: str, **params: Any) -> Fault:
         """Inject one fault; FaultError (nothing applied) if the input or the lab refuses it."""
         with self._locked() as state:
-            registry = self._load()
+            registry = Registry.load(self.directory)
             fault = self._planned(state, registry, kind, target, params)
             state.add_file(FAULTS_FILE)  # from now on `lab down` removes the registry
             self._apply(state, registry, fault)
             registry.next_id += 1
             registry.faults.append(fault)
-            self._save(registry)
+            registry.save(self.directory)
             return fault
 
     def _planned(
-        self, state: runtime.LabState, registry: _Registry, kind: str, target: str, params: Any
+        self, state: LabState, registry: Registry, kind: str, target: str, params: Any
     ) -> Fault:
         params = check_parameters(kind, params)
-        topology = LabTopology.from_state(state)
-        element = parse_target(topology, kind, target)
-        fault = Fault(f"f{registry.next_id}", kind, target, params, [], runtime._now())
-        fault.actions = self._plan(state, topology, fault, element)
+        wiring = LabWiring.from_state(state)
+        element = parse_target(wiring, kind, target)
+        fault = Fault(f"f{registry.next_id}", kind, target, params, [], now())
+        fault.actions = PLANNERS[kind](_Request(state, wiring, fault, element))
         for other in registry.faults:
             if other.key() == fault.key():
                 raise FaultError(
@@ -416,20 +514,20 @@ class LabFaults:
     def remove(self, fault_id: str) -> Fault:
         """Undo one fault exactly; FaultError if the ID is unknown or the undo failed."""
         with self._locked() as state:
-            registry = self._load()
+            registry = Registry.load(self.directory)
             fault = next((f for f in registry.faults if f.id == fault_id), None)
             if fault is None:
                 known = ", ".join(f.id for f in registry.faults) or "none"
                 raise FaultError(f"fault {fault_id!r}: no such fault. Expected: one of {known}")
             self._undo(state, registry, fault)
             registry.faults.remove(fault)
-            self._save(registry)
+            registry.save(self.directory)
             return fault
 
     def list(self) -> list[Fault]:
         """The active faults, oldest first."""
-        runtime.LabState.load(self.directory) or self._not_up()
-        return list(self._load().faults)
+        LabState.load(self.directory) or self._not_up()
+        return list(Registry.load(self.directory).faults)
 
     def clear(self) -> builtins.list[Fault]:
         """Remove every fault (newest first); FaultError lists the ones that could not be."""
@@ -438,96 +536,15 @@ class LabFaults:
         for fault in reversed(self.list()):
             try:
                 removed.append(self.remove(fault.id))
-            except runtime.LabError as exc:
+            except LabError as exc:
                 problems.append(str(exc))
         if problems:
             raise FaultError("; ".join(problems) + " (those faults stay recorded)")
         return removed
 
-    # ----------------------------------------------------------------- planning
-
-    def _plan(
-        self,
-        state: runtime.LabState,
-        topology: LabTopology,
-        fault: Fault,
-        element: Direction | Port | str,
-    ) -> builtins.list[dict[str, Any]]:
-        kind, params = fault.kind, fault.params
-        rate: dict[str, Any] = {k: params[k] for k in ("percent", "seed") if k in params}
-        if isinstance(element, Direction):
-            src, dst = element.src, element.dst
-            sending_switch = topology.is_switch(src.node)
-            if kind == "loss":
-                if sending_switch:
-                    return [_vswitch(src, {"kind": "drop", "direction": "tx", **rate})]
-                return [_vswitch(dst, {"kind": "drop", "direction": "rx", **rate})]
-            if kind == "corrupt":
-                if topology.is_switch(dst.node):
-                    return [_vswitch(dst, {"kind": "fcs_error", **rate})]
-                return [_vswitch(src, {"kind": "icrc_error", **rate})]
-            if not sending_switch:
-                raise FaultError(
-                    f"target {fault.target!r}: {kind} acts on a switch egress and {src.node} is a "
-                    f"host. Expected: a direction leaving a switch port, like {dst}>{src.node}"
-                )
-            if kind == "icrc":
-                return [_vswitch(src, {"kind": "icrc_error", **rate})]
-            if kind == "latency":
-                return [_vswitch(src, {"kind": "delay", "ms": params["ms"]})]
-        elif isinstance(element, Port):
-            if kind == "down":
-                end = element if topology.is_switch(element.node) else topology.peers[element]
-                return [
-                    {
-                        "type": "link_down",
-                        "node": end.node,
-                        "netns": topology.netns[end.node],
-                        "ifname": end.ifname,
-                        "link": sorted([str(element), str(topology.peers[element])]),
-                    }
-                ]
-            if kind == "misclassify":
-                return [
-                    {
-                        "type": "trust",
-                        "switch": element.node,
-                        "interface": _eos_name(element.ifname),
-                        "set": "qos trust cos",
-                    }
-                ]
-            if kind == "asic-misclassify":
-                dscp = params.get("dscp")
-                if dscp is None:
-                    dscp = roce_class(state)["dscp"]
-                    params["dscp"] = dscp
-                params.setdefault("tc", 0)
-                return [_vswitch(element, {"kind": "classify", "dscp": dscp, "tc": params["tc"]})]
-            if kind == "ignore-pfc":
-                return [_vswitch(element, {"kind": "ignore_pfc"})]
-        elif kind == "storm":
-            host = element
-            ports = topology.ports_of(host)
-            if len(ports) != 1:
-                raise FaultError(
-                    f"target {host!r}: storm needs a host with one port; it has {ports}"
-                )
-            priority = roce_class(state)["priority"]
-            params["priority"] = priority
-            return [
-                {
-                    "type": "process",
-                    "node": host,
-                    "netns": topology.netns[host],
-                    "ifname": ports[0],
-                    "priority": priority,
-                }
-            ]
-        raise AssertionError(f"no plan for {kind} on {element!r}")  # parse_target prevents it
-
     # ----------------------------------------------------------------- doing and undoing
 
-    def _apply(self, state: runtime.LabState, registry: _Registry, fault: Fault) -> None:
+    def _apply(self, state: LabState, registry: Registry, fault: Fault) -> None:
         action = fault.actions[0]  # every kind is one action: all or nothing
         if action["type"] == "vswitch":
             self._push_switch(state, [*registry.faults, fault], action["switch"])
@@ -540,7 +557,7 @@ class LabFaults:
         elif action["type"] == "process":
             action.update(self._start_storm(state, fault.id, action))
 
-    def _undo(self, state: runtime.LabState, registry: _Registry, fault: Fault) -> None:
+    def _undo(self, state: LabState, registry: Registry, fault: Fault) -> None:
         action = fault.actions[0]
         if action["type"] == "vswitch":
             rest = [f for f in registry.faults if f is not fault]
@@ -550,11 +567,9 @@ class LabFaults:
         elif action["type"] == "trust":
             _configure_trust(state, action, fault.id, action.get("previous") or "default qos trust")
         elif action["type"] == "process":
-            stop_process(action)
+            procs.stop(action)
 
-    def _push_switch(
-        self, state: runtime.LabState, faults: builtins.list[Fault], switch: str
-    ) -> None:
+    def _push_switch(self, state: LabState, faults: builtins.list[Fault], switch: str) -> None:
         """Send ``switch`` the union of the faults meant for it (set_faults replaces)."""
         from lab.vswitch.client import VswitchClient, VswitchError
 
@@ -576,7 +591,7 @@ class LabFaults:
             raise FaultError(f"{switch}: vswitch did not answer: {exc}") from None
 
     def _start_storm(
-        self, state: runtime.LabState, fault_id: str, action: Mapping[str, Any]
+        self, state: LabState, fault_id: str, action: Mapping[str, Any]
     ) -> dict[str, Any]:
         log_dir = state.add_dir(FAULTS_DIR)
         log_dir.mkdir(exist_ok=True)
@@ -589,30 +604,20 @@ class LabFaults:
             "--quanta", str(STORM_QUANTA),
         ]  # fmt: skip
         launcher = ["ip", "netns", "exec", str(action["netns"])]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (runtime._package_root(), env.get("PYTHONPATH")) if p
-        )
         with log.open("ab") as err:
-            # Own session: the storm outlives this command; it ends by PID (remove, lab down).
-            proc = subprocess.Popen(
-                [*launcher, *argv],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                env=env,
-                start_new_session=True,
-            )
+            # The storm outlives this command; it ends by PID (remove, lab down).
+            proc = procs.spawn([*launcher, *argv], stdout=subprocess.PIPE, stderr=err)
         record = {"pid": proc.pid, "argv": argv, "launcher": launcher, "log": str(log)}
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
         line = proc.stdout.readline() if ready else b""
         proc.stdout.close()
         if line.strip() != b"storming":
-            stop_process(record)
+            procs.stop(record)
+            ending = procs.tail(log)
             raise FaultError(
                 f"storm on {action['node']} did not start within {START_TIMEOUT_S:g} s"
-                + (f"; its log ends with:\n{runtime._tail(log)}" if runtime._tail(log) else "")
+                + (f"; its log ends with:\n{ending}" if ending else "")
             )
         return record
 
@@ -620,69 +625,36 @@ class LabFaults:
 
     @property
     def path(self) -> Path:
-        return self.directory / FAULTS_FILE
+        return Registry.path_in(self.directory)
 
     def _not_up(self) -> NoReturn:
         raise FaultError(f"no lab is up with the state directory {self.directory}")
 
+    def _busy(self) -> FaultError:
+        return FaultError(
+            f"{self.directory}: another `roce-agent lab` command holds the lab "
+            f"for more than {LOCK_TIMEOUT_S:g} s"
+        )
+
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[runtime.LabState]:
-        """Exclusive with other fault commands and with `lab up/down` of this lab (same flock
-        as runtime's, but waiting: two `fault add` in a row from a script both succeed)."""
-        try:
-            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            self._not_up()
-        try:
-            deadline = time.monotonic() + LOCK_TIMEOUT_S
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise FaultError(
-                            f"{self.directory}: another `roce-agent lab` command holds the lab "
-                            f"for more than {LOCK_TIMEOUT_S:g} s"
-                        ) from None
-                    time.sleep(0.05)
-            state = runtime.LabState.load(self.directory) or self._not_up()
+    def _locked(self) -> Iterator[LabState]:
+        """Exclusive with other fault commands and with `lab up/down` of this lab (the same
+        lock, but waiting: two `fault add` in a row from a script both succeed)."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(locked(self.directory, self._busy, wait=LOCK_TIMEOUT_S))
+            except OSError:
+                self._not_up()
+            state = LabState.load(self.directory) or self._not_up()
             if state.data.get("phase") != "up":
                 raise FaultError(f"lab {state.name} is {state.data.get('phase')}, not up")
             yield state
-        finally:
-            os.close(fd)
-
-    def _load(self) -> _Registry:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return _Registry()
-        except (OSError, ValueError) as exc:
-            raise FaultError(f"cannot read the fault registry {self.path}: {exc}") from None
-        if not isinstance(data, dict) or data.get("schema") != REGISTRY_SCHEMA:
-            raise FaultError(f"{self.path} is not a fault registry this version understands")
-        try:
-            faults = [Fault.from_json(f) for f in data["faults"]]
-            return _Registry(int(data["next_id"]), faults)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FaultError(f"{self.path}: malformed fault registry ({exc})") from None
-
-    def _save(self, registry: _Registry) -> None:
-        data = {
-            "schema": REGISTRY_SCHEMA,
-            "next_id": registry.next_id,
-            "faults": [f.to_json() for f in registry.faults],
-        }
-        tmp = self.path.with_name(f".{FAULTS_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
 
 
 # --------------------------------------------------------------------------- actions
 
 
-def _vswitch(port: Port, fault: dict[str, Any]) -> dict[str, Any]:
+def _vswitch(port: Endpoint, fault: dict[str, Any]) -> dict[str, Any]:
     return {"type": "vswitch", "switch": port.node, "fault": {**fault, "port": port.ifname}}
 
 
@@ -699,32 +671,6 @@ def _ip_link(action: Mapping[str, Any], how: str) -> None:
         raise FaultError(f"{action['node']}:{action['ifname']}: link {how} failed: {exc}") from None
 
 
-def stop_process(record: Mapping[str, Any]) -> dict[str, Any]:
-    """End a fault process by its recorded PID, only if it still runs what was started."""
-    pid = int(record["pid"])
-    if not runtime.pid_alive(pid):
-        runtime._reap(pid)
-        return {"pid": pid, "how": "already-exited"}
-    if not runtime._is_our_process(pid, record):
-        return {"pid": pid, "how": "not-ours"}
-    return {"pid": pid, "how": runtime._terminate([pid])[pid]}
-
-
-def stop_fault_processes(state_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """For ``lab down``: end every process recorded in ``faults.json`` (by PID)."""
-    try:
-        data = json.loads((Path(state_dir) / FAULTS_FILE).read_text(encoding="utf-8"))
-        faults = [Fault.from_json(f) for f in data["faults"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []  # no registry (or an unreadable one: the namespace sweep still gets them)
-    stopped = []
-    for fault in faults:
-        for action in fault.actions:
-            if action["type"] == "process" and "pid" in action:
-                stopped.append({"node": f"fault {fault.id}", **stop_process(action)})
-    return stopped
-
-
 # --------------------------------------------------------------------------- management plane
 
 
@@ -739,9 +685,7 @@ def interface_trust(running_config: str, interface: str) -> str | None:
     return None
 
 
-def _configure_trust(
-    state: runtime.LabState, action: Mapping[str, Any], fault_id: str, line: str
-) -> None:
+def _configure_trust(state: LabState, action: Mapping[str, Any], fault_id: str, line: str) -> None:
     """One config session, committed: the change is on the switch whole or not at all."""
     session = f"lab-fault-{fault_id}"
     output = _mgmt_cli(
@@ -752,7 +696,7 @@ def _configure_trust(
     )
     problems = [x.strip() for x in output.splitlines() if x.strip().startswith("%")]
     if problems:
-        with contextlib.suppress(runtime.LabError):
+        with contextlib.suppress(LabError):
             _mgmt_cli(state, action["switch"], [f"configure session {session} abort"])
         raise FaultError(
             f"{action['switch']} {action['interface']}: `{line}` refused by the switch CLI: "
@@ -760,7 +704,7 @@ def _configure_trust(
         )
 
 
-def _mgmt_cli(state: runtime.LabState, switch: str, lines: list[str]) -> str:
+def _mgmt_cli(state: LabState, switch: str, lines: list[str]) -> str:
     """Run CLI lines on ``switch`` over SSH as an operator would (its pinned host key, the
     lab's credentials); returns what the switch printed."""
     import asyncssh
@@ -796,19 +740,37 @@ def _mgmt_cli(state: runtime.LabState, switch: str, lines: list[str]) -> str:
 # --------------------------------------------------------------------------- profile
 
 
-def roce_class(state: runtime.LabState) -> dict[str, int]:
+def roce_class(state: LabState) -> dict[str, int]:
     """The fabric's RoCE DSCP and priority: its profile, with the fabric file's overrides."""
     fabric_file = Path(state.data["fabric_file"])
-    try:
-        fabric = yaml.safe_load(fabric_file.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise FaultError(f"cannot read the lab's fabric file {fabric_file}: {exc}") from None
+    fabric = _read_yaml(fabric_file, "the lab's fabric file")
     reference = str(fabric.get("profile", ""))
-    extra = [Path(p) for p in os.environ.get("ROCE_AGENT_PROFILES", "").split(os.pathsep) if p]
+    path = _profile_path(fabric_file, reference)
+    profile = _read_yaml(path, "the profile")
+    roce = dict(profile.get("roce") or {})
+    roce.update((fabric.get("overrides") or {}).get("roce") or {})
+    try:
+        return {"dscp": int(roce["dscp"]), "priority": int(roce["priority"])}
+    except (KeyError, TypeError, ValueError):
+        raise FaultError(f"{path}: roce.dscp / roce.priority missing or not numbers") from None
+
+
+def _read_yaml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise FaultError(f"cannot read {what} {path}: {exc}") from None
+    return data
+
+
+def _profile_path(fabric_file: Path, reference: str) -> Path:
+    """Where the fabric file's profile is: a file next to it, or a named profile looked up
+    like the agent does ($ROCE_AGENT_PROFILES, then profiles/ folders, then the built-ins)."""
     here = fabric_file.parent
     if reference.endswith((".yml", ".yaml")):
         candidates = [here / reference]
     else:
+        extra = [Path(p) for p in os.environ.get("ROCE_AGENT_PROFILES", "").split(os.pathsep) if p]
         folders = [*extra, here / "profiles", here.parent / "profiles", BUILTIN_PROFILES]
         candidates = [d / f"{reference}{s}" for d in folders for s in (".yml", ".yaml")]
     path = next((c for c in candidates if c.is_file()), None)
@@ -816,16 +778,7 @@ def roce_class(state: runtime.LabState) -> dict[str, int]:
         raise FaultError(
             f"{fabric_file}: profile {reference!r} not found (needed for the RoCE class)"
         )
-    try:
-        profile = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise FaultError(f"cannot read the profile {path}: {exc}") from None
-    roce = dict(profile.get("roce") or {})
-    roce.update((fabric.get("overrides") or {}).get("roce") or {})
-    try:
-        return {"dscp": int(roce["dscp"]), "priority": int(roce["priority"])}
-    except (KeyError, TypeError, ValueError):
-        raise FaultError(f"{path}: roce.dscp / roce.priority missing or not numbers") from None
+    return path
 
 
 def describe(fault: Fault) -> str:

@@ -19,25 +19,22 @@ name the directory itself)::
 from __future__ import annotations
 
 import contextlib
-import datetime
 import errno
-import fcntl
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from lab import netns
+from lab import netns, procs
 from lab.addressing import (
     MGMT_HOST,
     PASSWORD_ENV,
@@ -48,23 +45,30 @@ from lab.addressing import (
     fabric_port_name,
     vswitch_config,
 )
+from lab.fault_registry import stop_fault_processes
+from lab.state import (
+    DEFAULT_STATE_ROOT,
+    STATE_FILE,
+    STATE_SCHEMA,
+    LabError,
+    LabState,
+    locked,
+    now,
+    state_dir_for,
+)
 from lab.topology import Topology, check_lab_name, load_topology
 
 if TYPE_CHECKING:  # lab.vmhost is loaded only for labs with VM hosts
     from lab.vmhost.vm import VmHost
 
-DEFAULT_STATE_ROOT = Path("/run/roce-agent/lab")
-STATE_DIR_ENV = "ROCE_LAB_STATE_DIR"
 USERNAME_ENV = "ROCE_LAB_USERNAME"
-STATE_FILE = "state.json"
 FABRIC_FILE = "fabric.yml"
-STATE_SCHEMA = 1
-TERM_GRACE_S = 3.0
 START_TIMEOUT_S = 30.0
 MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the NUL
 MGMT_SUFFIX = ":mgmt"  # process records of management planes are keyed "<node>:mgmt"
 VM_SUFFIX = ":vm"  # a VM host's qemu
 NIC_SUFFIX = ":nic"  # a VM host's NIC process (lab.vmhost.nic, in the host's namespace)
+VSWITCH_POLL_S = 0.05
 
 # Switch namespaces: the vswitch owns the data plane in user space; the kernel there must
 # neither forward nor answer (no IPs on the ports, and belt and braces on ARP/ICMP).
@@ -83,103 +87,6 @@ COMMON_SYSCTLS: dict[str, str | int] = {
 }
 
 
-class LabError(Exception):
-    """A problem for the user: the CLI prints the message and exits 2."""
-
-
-# --------------------------------------------------------------------------- state
-
-
-def state_dir_for(lab_name: str, override: str | os.PathLike[str] | None = None) -> Path:
-    """The lab's state directory: ``override`` (the directory itself) or the default."""
-    if override:
-        return Path(override).absolute()
-    env = os.environ.get(STATE_DIR_ENV)
-    if env:
-        return Path(env).absolute()
-    return DEFAULT_STATE_ROOT / lab_name
-
-
-@dataclass
-class LabState:
-    """``state.json``: what ``up`` created, saved atomically after every change."""
-
-    directory: Path
-    data: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def path(self) -> Path:
-        return self.directory / STATE_FILE
-
-    @property
-    def name(self) -> str:
-        return str(self.data["lab"])
-
-    @classmethod
-    def load(cls, directory: Path) -> LabState | None:
-        path = directory / STATE_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise LabError(f"cannot read the lab state {path}: {exc}") from None
-        if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA:
-            raise LabError(f"{path} is not a lab state file this version understands")
-        return cls(directory, data)
-
-    def save(self) -> None:
-        tmp = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
-
-    def netns(self) -> dict[str, str]:
-        result: dict[str, str] = self.data.setdefault("netns", {})
-        return result
-
-    def processes(self) -> dict[str, dict[str, Any]]:
-        result: dict[str, dict[str, Any]] = self.data.setdefault("processes", {})
-        return result
-
-    def files(self) -> list[str]:
-        result: list[str] = self.data.setdefault("files", [])
-        return result
-
-    def dirs(self) -> list[str]:
-        result: list[str] = self.data.setdefault("dirs", [])
-        return result
-
-    def add_dir(self, name: str) -> Path:
-        """Record a directory (removed whole by ``down``) before it is created."""
-        if name not in self.dirs():
-            self.dirs().append(name)
-            self.save()
-        return self.directory / name
-
-    def add_file(self, name: str) -> Path:
-        """Record a file name before it is created; return its path."""
-        if name not in self.files():
-            self.files().append(name)
-            self.save()
-        return self.directory / name
-
-
-@contextlib.contextmanager
-def _locked(directory: Path, lab_name: str) -> Iterator[None]:
-    """One up/down at a time per lab (flock on the state directory itself)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LabError(
-                f"lab {lab_name}: another `roce-agent lab` command is working on {directory}"
-            ) from None
-        yield
-    finally:
-        os.close(fd)
-
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -191,8 +98,8 @@ def _require_root(command: str) -> None:
         )
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+def _busy(lab_name: str, directory: Path) -> LabError:
+    return LabError(f"lab {lab_name}: another `roce-agent lab` command is working on {directory}")
 
 
 def allocate_mgmt_ports(count: int) -> list[int]:
@@ -207,82 +114,6 @@ def allocate_mgmt_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
-
-
-def _read_cmdline(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]]
-
-
-def pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
-
-
-def _is_our_process(pid: int, record: Mapping[str, Any]) -> bool:
-    """The PID still runs the command ``up`` started (not a recycled PID)."""
-    cmdline = _read_cmdline(pid)
-    if not cmdline:
-        return False
-    argv = list(record["argv"])
-    # Before `ip netns exec` has exec'd, the wrapper's own command line is visible.
-    return cmdline == argv or cmdline == list(record.get("launcher", [])) + argv
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status if the process is our child (when up ran in-process)."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def _terminate(pids: list[int], grace: float = TERM_GRACE_S) -> dict[int, str]:
-    """SIGTERM, then SIGKILL after ``grace`` seconds; {pid: how it ended}."""
-    outcome: dict[int, str] = {}
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-            outcome[pid] = "SIGTERM"
-        except ProcessLookupError:
-            outcome[pid] = "already-exited"
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        for pid in pids:
-            _reap(pid)
-        if not any(pid_alive(pid) for pid in pids):
-            break
-        time.sleep(0.05)
-    for pid in pids:
-        if pid_alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-                outcome[pid] = "SIGKILL"
-    for pid in pids:
-        for _ in range(40):
-            _reap(pid)
-            if not pid_alive(pid):
-                break
-            time.sleep(0.025)
-    return outcome
-
-
-def _tail(path: Path, lines: int = 12) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _package_root() -> str:
-    """Directory holding the ``lab`` package, so ``-m lab.vswitch`` works from any cwd."""
-    return str(Path(__file__).resolve().parent.parent)
 
 
 # --------------------------------------------------------------------------- up
@@ -309,8 +140,29 @@ def up(
     missing = netns.missing_tools()
     if missing:
         raise LabError("missing tools: " + ", ".join(missing))
-
     directory = state_dir_for(name, state_dir)
+    _check_socket_paths(plan, directory)
+    created_dir = not directory.exists()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LabError(f"cannot create the state directory {directory}: {exc.strerror}") from None
+    try:
+        with locked(directory, lambda: _busy(name, directory)):
+            _refuse_if_present(plan, directory)
+            state = _new_state(plan, topology, directory)
+            state.save()
+            _build_or_undo(state, plan, start_timeout)
+    except LabError:
+        if created_dir:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+    return status(name, directory)
+
+
+def _check_socket_paths(plan: LabPlan, directory: Path) -> None:
+    """The lab's unix sockets live in the state directory: their paths must fit sun_path."""
     sockets = [str(directory / f"{s.name}.sock") for s in plan.switches()]
     sockets += [str(directory / f"{h.name}-vm" / "nic.sock") for h in plan.hosts() if h.node.is_vm]
     longest = max(sockets, key=len, default="")
@@ -319,33 +171,21 @@ def up(
             f"state directory {directory} is too long for the lab's unix sockets "
             f"({longest} exceeds {MAX_UNIX_PATH} bytes); use a shorter --state-dir"
         )
-    created_dir = not directory.exists()
+
+
+def _build_or_undo(state: LabState, plan: LabPlan, start_timeout: float) -> None:
+    """Build the lab; on any failure (^C included) remove what was built, then say so."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LabError(f"cannot create the state directory {directory}: {exc.strerror}") from None
-    try:
-        with _locked(directory, name):
-            _refuse_if_present(plan, directory)
-            state = _new_state(plan, topology, directory)
-            state.save()
-            try:
-                _build(state, plan, start_timeout)
-            except BaseException as exc:
-                report = _teardown(state)
-                cleaned = (
-                    "everything it had created was removed"
-                    if not report.warnings
-                    else "cleanup was incomplete: " + "; ".join(report.warnings)
-                )
-                reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-                raise LabError(f"lab {name}: up failed: {reason}\n({cleaned})") from exc
-    except LabError:
-        if created_dir:
-            with contextlib.suppress(OSError):
-                directory.rmdir()
-        raise
-    return status(name, directory)
+        _build(state, plan, start_timeout)
+    except BaseException as exc:
+        report = _teardown(state)
+        cleaned = (
+            "everything it had created was removed"
+            if not report.warnings
+            else "cleanup was incomplete: " + "; ".join(report.warnings)
+        )
+        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        raise LabError(f"lab {plan.name}: up failed: {reason}\n({cleaned})") from exc
 
 
 def _refuse_if_present(plan: LabPlan, directory: Path) -> None:
@@ -422,7 +262,7 @@ def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
         "state_dir": str(directory),
         "phase": "creating",
         "owner_pid": os.getpid(),
-        "created_at": _now(),
+        "created_at": now(),
         "credentials": {"username": username, "password": password},
         "fabric_file": str(directory / FABRIC_FILE),
         "files": [],
@@ -434,6 +274,22 @@ def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
 
 
 def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
+    _create_namespaces(state, plan)
+    _wire(plan)
+    for node_plan in plan.nodes.values():
+        netns.ip_batch(node_plan.netns, _ip_commands(node_plan))
+        for interface in node_plan.interfaces:
+            netns.disable_offloads(node_plan.netns, interface.ifname)
+    for node_plan in plan.switches():
+        config = state.add_file(f"{node_plan.name}.json")
+        config.write_text(json.dumps(vswitch_config(plan, node_plan.name), indent=2) + "\n")
+    _start_processes(state, plan, start_timeout)
+    state.data["phase"] = "up"
+    state.data["up_at"] = now()
+    state.save()
+
+
+def _create_namespaces(state: LabState, plan: LabPlan) -> None:
     for node_plan in plan.nodes.values():
         # Recorded first: a crash right after `ip netns add` still leaves it to `down`.
         state.netns()[node_plan.netns] = "creating"
@@ -452,6 +308,9 @@ def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
             sysctls.update(SWITCH_SYSCTLS)
         netns.set_sysctls(node_plan.netns, sysctls)
 
+
+def _wire(plan: LabPlan) -> None:
+    """One veth pair per link, its ends already named, addressed by MAC and sized."""
     for link in plan.topology.links:
         a = plan.nodes[link.a.node]
         b = plan.nodes[link.b.node]
@@ -459,28 +318,17 @@ def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
         b_if = next(i for i in b.interfaces if i.ifname == link.b.ifname)
         netns.add_veth(a.netns, a_if.ifname, a_if.mac, b.netns, b_if.ifname, b_if.mac, link.mtu)
 
-    for node_plan in plan.nodes.values():
-        netns.ip_batch(node_plan.netns, _ip_commands(node_plan))
-        for interface in node_plan.interfaces:
-            netns.disable_offloads(node_plan.netns, interface.ifname)
 
-    for node_plan in plan.switches():
-        config = state.add_file(f"{node_plan.name}.json")
-        config.write_text(json.dumps(vswitch_config(plan, node_plan.name), indent=2) + "\n")
+def _start_processes(state: LabState, plan: LabPlan, start_timeout: float) -> None:
+    """VM hosts first (the long pole), then the vswitches and their management planes."""
     vms = [p for p in plan.hosts() if p.node.is_vm]
-    booting = _start_vm_hosts(state, vms) if vms else {}  # the long pole: boot them first
+    booting = _start_vm_hosts(state, vms) if vms else {}
     _write_fabric_file(state, plan)
-
-    launched: dict[str, subprocess.Popen[bytes]] = {}
-    for node_plan in plan.switches():
-        launched[node_plan.name] = _start_vswitch(state, node_plan)
+    launched = {p.name: _start_vswitch(state, p) for p in plan.switches()}
     _wait_for_vswitches(state, launched, start_timeout)
     for node_plan in plan.switches():
         _start_management(state, node_plan, start_timeout)
     _wait_for_vm_hosts(state, booting)
-    state.data["phase"] = "up"
-    state.data["up_at"] = _now()
-    state.save()
 
 
 def _ip_commands(node_plan: NodePlan) -> list[str]:
@@ -506,9 +354,9 @@ def _ip_commands(node_plan: NodePlan) -> list[str]:
 # Large-Scale RDMA Deployments" (SIGCOMM 2015), section 5: rate-increase timer T = 55 µs,
 # additive step R_AI = 40 Mb/s, CNP interval N = 50 µs (used for the least time between cuts
 # too); hyper step 5 x R_AI (no source: a choice). The profile's mlx5 defaults are set for
-# 100G+ NICs: measured on the lab at time_dilation 100 (10 Mb/s standing for 1 Gb/s) they cut
-# a 2:1 incast to 28-33 % goodput with every threshold set (at 1000: 3-13 %), since +5 Mb/s
-# steps every 300 µs cannot win back a halved rate within the 20 ms a 2 s lab run stands for.
+# 100G+ NICs: their +5 Mb/s steps every 300 µs cannot win back a halved rate within the 20 ms
+# a 2 s lab run stands for at time_dilation 100 (10 Mb/s standing for 1 Gb/s), so an incast
+# leaves its senders far below their share.
 DILATED_LAB_DCQCN: dict[str, int] = {
     "rpg_time_reset": 55,
     "rpg_ai_rate": 40,
@@ -615,7 +463,7 @@ def _start_vm_hosts(
             raise LabError(str(exc)) from None
         _start_vm_nic(state, node_plan)
     try:
-        # virtme-run builds an initramfs per VM (~6 s, mostly waiting): all at once.
+        # virtme-run builds an initramfs per VM, mostly waiting: all at once.
         with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
             commands = list(pool.map(qemu_command, hosts))
     except VmError as exc:
@@ -633,7 +481,7 @@ def _wait_for_file(
     deadline = time.monotonic() + timeout
     while not path.exists():
         if time.monotonic() > deadline:
-            log = _tail(Path(state.data["nodes"][node]["nic_log"]))
+            log = procs.tail(Path(state.data["nodes"][node]["nic_log"]))
             raise LabError(
                 f"the NIC of VM host {node} did not start" + (f":\n{log}" if log else "")
             )
@@ -668,23 +516,13 @@ def _start_recorded(
 ) -> subprocess.Popen[bytes]:
     """Start ``launcher + argv`` in its own session and record it under ``key`` (down stops
     it by that PID, and only while it still runs ``argv``)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
     with console.open("ab") as out:
-        # Own session: the process outlives this command and ignores its terminal's ^C.
-        proc = subprocess.Popen(
-            [*launcher, *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+        proc = procs.spawn([*launcher, *argv], stdout=out, stderr=subprocess.STDOUT)
     state.processes()[key] = {
         "pid": proc.pid,
         "argv": argv,
         "launcher": launcher,
-        "started_at": _now(),
+        "started_at": now(),
     }
     state.save()
     return proc
@@ -744,7 +582,7 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> N
         "pid": proc.pid,
         "argv": [str(a) for a in proc.args],  # type: ignore[union-attr]
         "launcher": [],
-        "started_at": _now(),
+        "started_at": now(),
     }
     state.save()
 
@@ -752,36 +590,35 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> N
 def _wait_for_vswitches(
     state: LabState, launched: Mapping[str, subprocess.Popen[bytes]], timeout: float
 ) -> None:
-    from lab.vswitch.client import VswitchClient, VswitchError
-
     pending = dict(launched)
     deadline = time.monotonic() + timeout
     while pending:
         for node, proc in list(pending.items()):
-            info = state.data["nodes"][node]
-            if proc.poll() is not None:
-                log = _tail(Path(info["log_file"])) or _tail(
-                    state.directory / f"{node}.console.log"
-                )
-                raise LabError(
-                    f"vswitch {node} exited with code {proc.returncode} during start"
-                    + (f"; its log ends with:\n{log}" if log else "")
-                )
-            if not os.path.exists(info["control_socket"]):
-                continue
-            try:
-                with VswitchClient(info["control_socket"], timeout=1.0) as client:
-                    if client.ping():
-                        del pending[node]
-            except (VswitchError, OSError, ValueError):
-                pass
+            if _vswitch_answers(state, node, proc):
+                del pending[node]
         if pending and time.monotonic() > deadline:
             raise LabError(
                 f"vswitch(es) {', '.join(pending)} did not answer ping on their control socket "
                 f"within {timeout:g} s (logs in {state.directory})"
             )
         if pending:
-            time.sleep(0.05)
+            time.sleep(VSWITCH_POLL_S)
+
+
+def _vswitch_answers(state: LabState, node: str, proc: subprocess.Popen[bytes]) -> bool:
+    """The vswitch answers a ping on its control socket; LabError if it has exited."""
+    info = state.data["nodes"][node]
+    if proc.poll() is not None:
+        log = procs.tail(Path(info["log_file"])) or procs.tail(
+            state.directory / f"{node}.console.log"
+        )
+        raise LabError(
+            f"vswitch {node} exited with code {proc.returncode} during start"
+            + (f"; its log ends with:\n{log}" if log else "")
+        )
+    if not os.path.exists(info["control_socket"]):
+        return False
+    return _ping(info["control_socket"], timeout=1.0) == "ok"
 
 
 # --------------------------------------------------------------------------- down
@@ -813,7 +650,7 @@ def down(lab_name: str, state_dir: str | os.PathLike[str] | None = None) -> dict
     if state.name != lab_name:
         raise LabError(f"{state.path} belongs to lab {state.name}, not {lab_name}")
     _require_root("down")
-    with _locked(directory, lab_name):
+    with locked(directory, lambda: _busy(lab_name, directory)):
         state = LabState.load(directory)  # re-read under the lock
         if state is None:
             return {"name": lab_name, "state_dir": str(directory), "result": "not-up"}
@@ -832,44 +669,54 @@ def down(lab_name: str, state_dir: str | os.PathLike[str] | None = None) -> dict
 
 
 def _teardown(state: LabState) -> TeardownReport:
+    """Undo what the record says, in the order that leaves nothing behind; keep the record
+    while anything could not be removed, so another ``down`` can finish the job."""
     report = TeardownReport()
     state.data["phase"] = "destroying"
     state.save()
-
-    # 0. Fault processes (`lab fault add storm`, lab/faults.py), by the PIDs faults.json
-    #    records; the namespace sweep below is only the safety net.
-    from lab.faults import stop_fault_processes
-
+    # Fault processes (`lab fault add storm`) first, by the PIDs faults.json records; the
+    # namespace sweep is only their safety net.
     report.stopped.extend(stop_fault_processes(state.directory))
+    _stop_recorded_processes(state, report)
+    _sweep_namespaces(state, report)
+    _delete_namespaces(state, report)
+    if not report.warnings:
+        _remove_files(state, report)
+    return report
 
-    # 1. The processes up started, by recorded PID, only if still running what we started.
+
+def _stop_recorded_processes(state: LabState, report: TeardownReport) -> None:
+    """The processes up started, by recorded PID, only if still running what we started."""
     ours: dict[int, str] = {}
     for node, record in state.processes().items():
         pid = int(record["pid"])
-        if not pid_alive(pid):
-            _reap(pid)
+        if not procs.pid_alive(pid):
+            procs.reap(pid)
             report.stopped.append({"node": node, "pid": pid, "how": "already-exited"})
-        elif _is_our_process(pid, record):
+        elif procs.is_our_process(pid, record):
             ours[pid] = node
         else:
             report.notes.append(f"PID {pid} ({node}) now runs something else; not signalled")
-    for pid, how in _terminate(list(ours)).items():
+    for pid, how in procs.terminate(list(ours)).items():
         report.stopped.append({"node": ours[pid], "pid": pid, "how": how})
 
-    # 2. Anything else still inside our namespaces (a namespace with processes in it
-    #    outlives its name, and so would its interfaces).
-    recorded = list(state.netns())
-    for name in recorded:
+
+def _sweep_namespaces(state: LabState, report: TeardownReport) -> None:
+    """Anything else still inside our namespaces (a namespace with processes in it outlives
+    its name, and so would its interfaces)."""
+    for name in list(state.netns()):
         try:
             pids = netns.netns_pids(name)
         except netns.CommandError as exc:
             report.warnings.append(str(exc))
             continue
-        for pid, how in _terminate(pids).items():
+        for pid, how in procs.terminate(pids).items():
             report.killed_in_netns.append({"netns": name, "pid": pid, "how": how})
 
-    # 3. The namespaces (their veth ends, and thereby the peers, go with them).
-    for name in recorded:
+
+def _delete_namespaces(state: LabState, report: TeardownReport) -> None:
+    """The namespaces (their veth ends, and thereby the peers, go with them)."""
+    for name in list(state.netns()):
         if netns.netns_exists(name):
             try:
                 netns.delete_netns(name)
@@ -880,13 +727,12 @@ def _teardown(state: LabState) -> TeardownReport:
         del state.netns()[name]
         state.save()
 
-    # 4. The files up created, then the record itself, then the directory if now empty.
-    if report.warnings:
-        return report  # keep the record so another `down` can finish the job
+
+def _remove_files(state: LabState, report: TeardownReport) -> None:
+    """The files up created, then the record itself, then the directory if now empty."""
     for name in list(state.files()):
-        path = state.directory / name
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            (state.directory / name).unlink()
             report.removed_files.append(name)
     for name in list(state.dirs()):
         path = state.directory / name
@@ -903,7 +749,6 @@ def _teardown(state: LabState) -> TeardownReport:
     except OSError as exc:
         if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
             report.notes.append(f"kept {state.directory}: it holds files up did not create")
-    return report
 
 
 # --------------------------------------------------------------------------- status
@@ -929,62 +774,8 @@ def status(
     nodes: dict[str, Any] = {}
     healthy = data.get("phase") == "up"
     for name, info in data["nodes"].items():
-        entry: dict[str, Any] = {
-            "kind": info["kind"],
-            "role": info["role"],
-            "netns": info["netns"],
-            "netns_present": netns.netns_exists(info["netns"]),
-        }
-        healthy = healthy and entry["netns_present"]
-        if info["kind"] == "lab-switch":
-            record = state.processes().get(name)
-            pid = int(record["pid"]) if record else None
-            alive = pid is not None and pid_alive(pid) and _is_our_process(pid, record or {})
-            mgmt = state.processes().get(name + MGMT_SUFFIX)
-            mgmt_pid = int(mgmt["pid"]) if mgmt else None
-            mgmt_alive = (
-                mgmt_pid is not None
-                and pid_alive(mgmt_pid)
-                and _is_our_process(mgmt_pid, mgmt or {})
-            )
-            healthy = healthy and mgmt_alive
-            entry.update(
-                mgmt_host=info["mgmt_host"],
-                mgmt_port=info["mgmt_port"],
-                mgmt_state="running" if mgmt_alive else "not-running",
-                mgmt_pid=mgmt_pid,
-                pid=pid,
-                alive=alive,
-                vswitch=_ping(info["control_socket"])
-                if probe and alive
-                else ("not-running" if not alive else "not-probed"),
-                config_file=info["config_file"],
-                control_socket=info["control_socket"],
-                log_file=info["log_file"],
-            )
-            healthy = healthy and alive and entry["vswitch"] in ("ok", "not-probed")
-        elif "gateway" in info:
-            entry["gateway"] = info["gateway"]
-        if "vm_dir" in info:  # a VM host: its qemu and its NIC process must both run
-            running: dict[str, bool] = {}
-            for part, suffix in (("vm", VM_SUFFIX), ("nic", NIC_SUFFIX)):
-                process = state.processes().get(name + suffix)
-                pid = int(process["pid"]) if process else None
-                running[part] = (
-                    pid is not None and pid_alive(pid) and _is_our_process(pid, process or {})
-                )
-            entry.update(
-                rdma=info["rdma"],
-                mgmt_host=info["mgmt_host"],
-                mgmt_port=info["mgmt_port"],
-                vm_state="running" if running["vm"] else "not-running",
-                nic_state="running" if running["nic"] else "not-running",
-                boot_s=info.get("boot_s"),
-                vm_dir=info["vm_dir"],
-            )
-            healthy = healthy and running["vm"] and running["nic"]
-        entry["interfaces"] = info["interfaces"]
-        nodes[name] = entry
+        nodes[name], node_healthy = _node_status(state, name, info, probe)
+        healthy = healthy and node_healthy
     return {
         "name": data["lab"],
         "phase": data.get("phase"),
@@ -999,11 +790,75 @@ def status(
     }
 
 
-def _ping(control_socket: str) -> str:
+def _node_status(
+    state: LabState, name: str, info: Mapping[str, Any], probe: bool
+) -> tuple[dict[str, Any], bool]:
+    """One node's status entry, and whether everything it should run runs."""
+    entry: dict[str, Any] = {
+        "kind": info["kind"],
+        "role": info["role"],
+        "netns": info["netns"],
+        "netns_present": netns.netns_exists(info["netns"]),
+    }
+    healthy = bool(entry["netns_present"])
+    if info["kind"] == "lab-switch":
+        healthy = _switch_status(state, name, info, probe, entry) and healthy
+    elif "gateway" in info:
+        entry["gateway"] = info["gateway"]
+    if "vm_dir" in info:
+        healthy = _vm_status(state, name, info, entry) and healthy
+    entry["interfaces"] = info["interfaces"]
+    return entry, healthy
+
+
+def _switch_status(
+    state: LabState, name: str, info: Mapping[str, Any], probe: bool, entry: dict[str, Any]
+) -> bool:
+    """A switch's vswitch and management plane (into ``entry``); True if both serve."""
+    record = state.processes().get(name)
+    mgmt = state.processes().get(name + MGMT_SUFFIX)
+    alive = procs.running(record)
+    mgmt_alive = procs.running(mgmt)
+    if not alive:
+        vswitch = "not-running"
+    else:
+        vswitch = _ping(info["control_socket"]) if probe else "not-probed"
+    entry.update(
+        mgmt_host=info["mgmt_host"],
+        mgmt_port=info["mgmt_port"],
+        mgmt_state="running" if mgmt_alive else "not-running",
+        mgmt_pid=int(mgmt["pid"]) if mgmt else None,
+        pid=int(record["pid"]) if record else None,
+        alive=alive,
+        vswitch=vswitch,
+        config_file=info["config_file"],
+        control_socket=info["control_socket"],
+        log_file=info["log_file"],
+    )
+    return mgmt_alive and alive and vswitch in ("ok", "not-probed")
+
+
+def _vm_status(state: LabState, name: str, info: Mapping[str, Any], entry: dict[str, Any]) -> bool:
+    """A VM host's qemu and NIC process (into ``entry``); True if both run."""
+    vm = procs.running(state.processes().get(name + VM_SUFFIX))
+    nic = procs.running(state.processes().get(name + NIC_SUFFIX))
+    entry.update(
+        rdma=info["rdma"],
+        mgmt_host=info["mgmt_host"],
+        mgmt_port=info["mgmt_port"],
+        vm_state="running" if vm else "not-running",
+        nic_state="running" if nic else "not-running",
+        boot_s=info.get("boot_s"),
+        vm_dir=info["vm_dir"],
+    )
+    return vm and nic
+
+
+def _ping(control_socket: str, timeout: float = 2.0) -> str:
     from lab.vswitch.client import VswitchClient, VswitchError
 
     try:
-        with VswitchClient(control_socket, timeout=2.0) as client:
+        with VswitchClient(control_socket, timeout=timeout) as client:
             return "ok" if client.ping() else "error"
     except (VswitchError, OSError, ValueError):
         return "no-answer"

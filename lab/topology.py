@@ -163,6 +163,12 @@ class Endpoint:
         return f"{self.node}:{self.ifname}"
 
 
+def endpoint(node: str, ifname: str) -> Endpoint | None:
+    """``node:ifname`` as an :class:`Endpoint`; None if ``ifname`` is not a data port ethN."""
+    match = _ETH_RE.match(ifname)
+    return Endpoint(node, ifname, int(match.group(1))) if match else None
+
+
 @dataclass(frozen=True)
 class Link:
     """A point-to-point link (a veth pair), in file order."""
@@ -251,8 +257,8 @@ def default_buffer(speed_bps: int, mtu: int) -> BufferSettings:
 
     Headroom must absorb what is already on the way once XOFF is sent: up to one MTU frame
     leaving the peer plus one in flight, plus what arrives during the switch's own reaction
-    time; a Python switch reacts in about a millisecond, 1.6 ms is budgeted. At 10 Mb/s and
-    MTU 9000 this gives the contract numbers 30000/15000/20000/60000.
+    time, for which a Python switch is given 1.6 ms. At 10 Mb/s and MTU 9000 this gives the
+    contract numbers 30000/15000/20000/60000.
     """
     headroom = 2 * mtu + math.ceil(speed_bps / 8 * 0.0016)
     xoff = headroom * 3 // 2
@@ -515,23 +521,71 @@ def load_topology(path: Path | str) -> Topology:
 
 
 def parse_topology(data: Any, source: SourceMap) -> Topology:
-    """Validate ``data`` as loaded by :func:`common.yamlsource.load_yaml` with ``source``."""
+    """Validate ``data`` as loaded by :func:`common.yamlsource.load_yaml` with ``source``.
+
+    In passes, each reporting every problem it finds before the next one starts: the file's
+    shape; the lab, its nodes and links; each node's parameters; both ends of each link.
+    """
     check = _Checker(source)
+    clab = _shape(check, data)
+    topo = clab.topology or TopologyDef()
+    lab = _lab(check, clab, topo)
+    layered = _node_layers(check, topo, lab)
+    raw_links = _links(check, topo, dict.fromkeys(topo.nodes or {}))
+    drafts = _drafts(check, layered)
+    check.fail_if_any()
+
+    peers = _peers(drafts, raw_links)
+    nodes = _nodes(check, drafts, peers)
+    check.fail_if_any()
+
+    links = tuple(
+        checked for raw in raw_links if (checked := _check_link(check, raw, nodes)) is not None
+    )
+    _check_attachments(check, nodes, peers)
+    check.fail_if_any()
+    return Topology(
+        name=lab.name,
+        path=source.file,
+        prefix=lab.prefix,
+        nodes=nodes,
+        links=links,
+        credentials=lab.credentials,
+        profile=lab.profile,
+        time_dilation=lab.time_dilation,
+    )
+
+
+def _shape(check: _Checker, data: Any) -> ClabFile:
+    """The file as containerlab's schema (pydantic); every shape problem at once."""
     try:
-        clab = ClabFile.model_validate(data)
+        return ClabFile.model_validate(data)
     except ValidationError as exc:
         check.shape(exc)
         check.fail_if_any()
         raise AssertionError("unreachable: pydantic reported no error") from exc
 
-    name = clab.name
-    if (problem := check_lab_name(name)) is not None:
+
+@dataclass(frozen=True)
+class _Lab:
+    """The lab-wide settings, and the layers nodes inherit from (defaults, kinds, groups)."""
+
+    name: str
+    prefix: str | None
+    credentials: Credentials
+    profile: str
+    time_dilation: int
+    defaults: _Layer
+    kinds: Mapping[str, _Layer]
+    groups: Mapping[str, _Layer]
+
+
+def _lab(check: _Checker, clab: ClabFile, topo: TopologyDef) -> _Lab:
+    if (problem := check_lab_name(clab.name)) is not None:
         check.add(("name",), "name", problem)
     prefix: str | None = None
     if "prefix" in clab.model_fields_set:
         prefix = clab.prefix or ""  # ``prefix:`` with no value is containerlab's ""
-
-    topo = clab.topology or TopologyDef()
     defaults = _layer(check, topo.defaults, ("topology", "defaults"))
     kinds = {
         kind: _layer(check, value, ("topology", "kinds", kind))
@@ -542,92 +596,110 @@ def parse_topology(data: Any, source: SourceMap) -> Topology:
         for group, value in (topo.groups or {}).items()
     }
     lab_labels = _lab_labels(check, defaults)
-    credentials = Credentials(
-        username=lab_labels.get("username", DEFAULT_USERNAME),
-        password=lab_labels.get("password", DEFAULT_PASSWORD),
+    return _Lab(
+        name=clab.name,
+        prefix=prefix,
+        credentials=Credentials(
+            username=lab_labels.get("username", DEFAULT_USERNAME),
+            password=lab_labels.get("password", DEFAULT_PASSWORD),
+        ),
+        profile=lab_labels.get("profile", DEFAULT_PROFILE),
+        time_dilation=_time_dilation(check, defaults),
+        defaults=defaults,
+        kinds=kinds,
+        groups=groups,
     )
-    profile = lab_labels.get("profile", DEFAULT_PROFILE)
-    time_dilation = _time_dilation(check, defaults)
 
+
+def _node_layers(check: _Checker, topo: TopologyDef, lab: _Lab) -> dict[str, list[_Layer]]:
+    """Each well-named node's layers, least specific first: defaults, its kind, its group,
+    itself."""
     raw_nodes = topo.nodes or {}
     if not raw_nodes:
         where: PathKey = (
             ("topology", "nodes") if "nodes" in topo.model_fields_set else ("topology",)
         )
         check.add(where, "topology.nodes", "the topology has no nodes")
-
     layered: dict[str, list[_Layer]] = {}
     for node_name, value in raw_nodes.items():
-        path: PathKey = ("topology", "nodes", node_name)
-        node_field = _field(path)
-        if not _NAME_RE.match(node_name) or len(node_name) > 48:
-            check.add(
-                path,
-                node_field,
-                "node names use letters, digits, '_' and '-' (at most 48)",
-                key=True,
-            )
-            continue
-        node_def = value or _NO_NODE
-        own = _layer(check, node_def, path)
-        for key in node_def.labels or {}:
-            if key.startswith(LABEL_PREFIX) and key.removeprefix(LABEL_PREFIX) in LAB_LABELS:
-                check.add(
-                    (*path, "labels", key),
-                    f"{node_field}.labels.{key}",
-                    "lab-wide setting: put it in topology.defaults.labels",
-                    key=True,
-                )
-        # Before topology.groups existed, group was a free-form label for graphing.
-        group_layer = [groups[node_def.group]] if node_def.group in groups else []
-        kind = _resolve([defaults, *group_layer, own], "kind")
-        if kind is None:
-            check.add(
-                path,
-                f"{node_field}.kind",
-                "no kind (set it here or in topology.defaults)",
-                key=True,
-            )
-            continue
-        kind_layer = [kinds[kind.value]] if kind.value in kinds else []
-        layered[node_name] = [defaults, *kind_layer, *group_layer, own]
+        layers = _layers_of(check, node_name, value or _NO_NODE, lab)
+        if layers is not None:
+            layered[node_name] = layers
+    return layered
 
-    links = _links(check, topo, dict.fromkeys(raw_nodes))
-    drafts = {
+
+def _layers_of(check: _Checker, name: str, node_def: NodeDef, lab: _Lab) -> list[_Layer] | None:
+    path: PathKey = ("topology", "nodes", name)
+    node_field = _field(path)
+    if not _NAME_RE.match(name) or len(name) > 48:
+        message = "node names use letters, digits, '_' and '-' (at most 48)"
+        check.add(path, node_field, message, key=True)
+        return None
+    own = _layer(check, node_def, path)
+    for key in node_def.labels or {}:
+        if key.startswith(LABEL_PREFIX) and key.removeprefix(LABEL_PREFIX) in LAB_LABELS:
+            check.add(
+                (*path, "labels", key),
+                f"{node_field}.labels.{key}",
+                "lab-wide setting: put it in topology.defaults.labels",
+                key=True,
+            )
+    # Before topology.groups existed, group was a free-form label for graphing.
+    group_layer = [lab.groups[node_def.group]] if node_def.group in lab.groups else []
+    kind = _resolve([lab.defaults, *group_layer, own], "kind")
+    if kind is None:
+        message = "no kind (set it here or in topology.defaults)"
+        check.add(path, f"{node_field}.kind", message, key=True)
+        return None
+    kind_layer = [lab.kinds[kind.value]] if kind.value in lab.kinds else []
+    return [lab.defaults, *kind_layer, *group_layer, own]
+
+
+def _drafts(check: _Checker, layered: Mapping[str, list[_Layer]]) -> dict[str, _Draft]:
+    return {
         node_name: draft
         for node_name, layers in layered.items()
         if (draft := _draft(check, node_name, layers)) is not None
     }
-    check.fail_if_any()
 
+
+def _peers(drafts: Mapping[str, _Draft], links: Iterable[_RawLink]) -> dict[str, list[str]]:
+    """The nodes each node has links to (one entry per link)."""
     peers: dict[str, list[str]] = {node_name: [] for node_name in drafts}
     for link in links:
         peers[link.a.node].append(link.b.node)
         peers[link.b.node].append(link.a.node)
+    return peers
+
+
+def _nodes(
+    check: _Checker, drafts: Mapping[str, _Draft], peers: Mapping[str, list[str]]
+) -> dict[str, Node]:
     nodes: dict[str, Node] = {}
     for node_name, draft in drafts.items():
-        role: Role
-        if draft.role is not None:
-            role = draft.role
-        elif draft.is_switch:
-            # Unlabelled switch: a leaf if it has hosts attached, else a spine.
-            hosts = (not drafts[peer].is_switch for peer in peers[node_name])
-            role = "leaf" if any(hosts) else "spine"
-        else:
-            role = "host"
-        if (built := _node(check, draft, role)) is not None:
+        if (built := _node(check, draft, _role(draft, drafts, peers))) is not None:
             nodes[node_name] = built
-    check.fail_if_any()
+    return nodes
 
-    checked_links = tuple(
-        checked for link in links if (checked := _check_link(check, link, nodes)) is not None
-    )
+
+def _role(draft: _Draft, drafts: Mapping[str, _Draft], peers: Mapping[str, list[str]]) -> Role:
+    if draft.role is not None:
+        return draft.role
+    if not draft.is_switch:
+        return "host"
+    # Unlabelled switch: a leaf if it has hosts attached, else a spine.
+    return "leaf" if any(not drafts[peer].is_switch for peer in peers[draft.name]) else "spine"
+
+
+def _check_attachments(
+    check: _Checker, nodes: Mapping[str, Node], peers: Mapping[str, list[str]]
+) -> None:
+    """A switch has links; a VM host has exactly one, to a switch."""
     for node in nodes.values():
+        path = ("topology", "nodes", node.name)
         if node.is_switch and not peers[node.name]:
-            path = ("topology", "nodes", node.name)
             check.add(path, _field(path), "a lab switch needs at least one link", key=True)
         if node.is_vm and [nodes[p].is_switch for p in peers[node.name]] != [True]:
-            path = ("topology", "nodes", node.name)
             check.add(
                 path,
                 _field(path),
@@ -635,17 +707,6 @@ def parse_topology(data: Any, source: SourceMap) -> Topology:
                 f"it has {len(peers[node.name])}",
                 key=True,
             )
-    check.fail_if_any()
-    return Topology(
-        name=name,
-        path=source.file,
-        prefix=prefix,
-        nodes=nodes,
-        links=checked_links,
-        credentials=credentials,
-        profile=profile,
-        time_dilation=time_dilation,
-    )
 
 
 def _layer(check: _Checker, node: NodeDef | None, path: PathKey) -> _Layer:
@@ -893,54 +954,18 @@ def _draft(check: _Checker, name: str, layers: list[_Layer]) -> _Draft | None:
 
 
 def _node(check: _Checker, draft: _Draft, role: Role) -> Node | None:
-    node_field = _field(draft.path)
     lab_kind: LabKind = "host" if role == "host" else "lab-switch"
     before = len(check.problems)
-    speed = DEFAULT_SPEED_BPS
-    if (setting := draft.label("speed")) is not None:
-        try:
-            speed = parse_speed(setting.value)
-        except ValueError as exc:
-            check.add(setting.path, setting.field, str(exc))
-    mtu = DEFAULT_MTU
-    if (setting := draft.label("mtu")) is not None:
-        mtu = _mtu(check, setting) or DEFAULT_MTU
-    cable = DEFAULT_CABLE_M
-    if (setting := draft.label("cable-m")) is not None:
-        try:
-            cable = float(setting.value) if setting.value.isascii() else -1.0
-        except ValueError:
-            cable = -1.0
-        if math.isnan(cable) or not 0 <= cable <= 10_000:
-            check.add(
-                setting.path,
-                setting.field,
-                f"{_shown(setting.value)} is not a cable length in metres (0-10000)",
-            )
+    speed = _speed(check, draft)
+    mtu = _node_mtu(check, draft)
+    cable = _cable_m(check, draft)
     buffer: BufferSettings | None = None
     if lab_kind == "lab-switch":
         if len(check.problems) == before:  # the defaults depend on speed and MTU
             buffer = _buffer(check, draft, speed, mtu)
     else:
-        for short in BUFFER_LABELS:
-            setting = draft.label(short)
-            # Inherited defaults are fine (they target the switches); the host's own are not.
-            if setting is not None and setting.field.startswith(node_field + "."):
-                check.add(setting.path, setting.field, "buffer labels only apply to lab switches")
-    rdma: str | None = None
-    if (setting := draft.label("rdma")) is not None:
-        if lab_kind == "lab-switch":
-            if setting.field.startswith(node_field + "."):
-                check.add(setting.path, setting.field, "roce.lab/rdma only applies to hosts")
-        elif setting.value not in RDMA_STACKS:
-            check.add(
-                setting.path,
-                setting.field,
-                f"{_shown(setting.value)} is not an RDMA stack the lab can run "
-                f"({', '.join(RDMA_STACKS)})",
-            )
-        else:
-            rdma = setting.value
+        _no_own_buffer_labels(check, draft)
+    rdma = _rdma(check, draft, lab_kind)
     if len(check.problems) > before:
         return None
     return Node(
@@ -957,6 +982,73 @@ def _node(check: _Checker, draft: _Draft, role: Role) -> Node | None:
         labels={key: setting.value for key, setting in draft.labels.items()},
         line=draft.line,
     )
+
+
+def _speed(check: _Checker, draft: _Draft) -> int:
+    setting = draft.label("speed")
+    if setting is None:
+        return DEFAULT_SPEED_BPS
+    try:
+        return parse_speed(setting.value)
+    except ValueError as exc:
+        check.add(setting.path, setting.field, str(exc))
+        return DEFAULT_SPEED_BPS
+
+
+def _node_mtu(check: _Checker, draft: _Draft) -> int:
+    setting = draft.label("mtu")
+    if setting is None:
+        return DEFAULT_MTU
+    return _mtu(check, setting) or DEFAULT_MTU
+
+
+def _cable_m(check: _Checker, draft: _Draft) -> float:
+    setting = draft.label("cable-m")
+    if setting is None:
+        return DEFAULT_CABLE_M
+    try:
+        cable = float(setting.value) if setting.value.isascii() else -1.0
+    except ValueError:
+        cable = -1.0
+    if math.isnan(cable) or not 0 <= cable <= 10_000:
+        check.add(
+            setting.path,
+            setting.field,
+            f"{_shown(setting.value)} is not a cable length in metres (0-10000)",
+        )
+    return cable
+
+
+def _own(draft: _Draft, setting: _Setting) -> bool:
+    """The label is set on the node itself (not inherited from defaults, a kind or a group)."""
+    return setting.field.startswith(_field(draft.path) + ".")
+
+
+def _no_own_buffer_labels(check: _Checker, draft: _Draft) -> None:
+    """A host's own buffer labels are a mistake; inherited ones target the switches."""
+    for short in BUFFER_LABELS:
+        setting = draft.label(short)
+        if setting is not None and _own(draft, setting):
+            check.add(setting.path, setting.field, "buffer labels only apply to lab switches")
+
+
+def _rdma(check: _Checker, draft: _Draft, lab_kind: LabKind) -> str | None:
+    setting = draft.label("rdma")
+    if setting is None:
+        return None
+    if lab_kind == "lab-switch":
+        if _own(draft, setting):
+            check.add(setting.path, setting.field, "roce.lab/rdma only applies to hosts")
+        return None
+    if setting.value not in RDMA_STACKS:
+        check.add(
+            setting.path,
+            setting.field,
+            f"{_shown(setting.value)} is not an RDMA stack the lab can run "
+            f"({', '.join(RDMA_STACKS)})",
+        )
+        return None
+    return setting.value
 
 
 BUFFER_LABELS = {

@@ -136,12 +136,7 @@ def _ports(wanted: str | None, dataplane_config: dict[str, Any]) -> tuple[list[P
 async def serve(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT."""
     host, port = parse_listen(args.listen)
-    if not re.fullmatch(HOSTNAME_RE, args.name):
-        raise UsageError(f"--name {args.name!r} is not a valid hostname")
-    password = read_secret_file(args.password_file) if args.password_file else None
-    keys = str(args.authorized_keys) if args.authorized_keys else None
-    if password is None and keys is None:
-        raise UsageError("give --password-file and/or --authorized-keys (no anonymous logins)")
+    auth = _auth(args)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     host_key = load_or_create_host_key(args.state_dir)
 
@@ -157,65 +152,110 @@ async def serve(args: argparse.Namespace) -> int:
         log.error("%s: data plane unusable: %s", args.name, exc)
         dataplane.close()
         return 1
-    faults = Faults()
-    faults_file = args.state_dir / FAULTS_FILE
-    _reload_faults(faults, faults_file)
-
-    async def listen(key: asyncssh.SSHKey) -> asyncssh.SSHAcceptor:
-        return await start_ssh_server(
-            host,
-            port,
-            key,
-            AuthSettings(args.username, password, keys),
-            manager,
-            privileged_login=args.login_mode == "enable",
-            system_mac=system_mac,
-            faults=faults,
-        )
-
+    plane = _SshPlane(args, (host, port), auth, manager, system_mac, host_key)
     try:
-        server = await listen(host_key)
+        await plane.listen()
     except OSError as exc:
         log.error("%s: cannot listen on %s:%d: %s", args.name, host, port, exc)
         dataplane.close()
         return 1
     log.info("%s: SSH CLI listening on %s:%d", args.name, host, port)
-
-    stop = asyncio.Event()
-    restart = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, _reload_faults, faults, faults_file)
-    loop.add_signal_handler(signal.SIGHUP, restart.set)
-    faults.request_restart = restart.set
-
-    def rotate() -> None:
-        nonlocal host_key
-        host_key = _rotate_host_key(args.state_dir)
-        server.update(server_host_keys=[host_key])
-        log.warning("%s: fault: host key rotated", args.name)
-
-    loop.add_signal_handler(signal.SIGUSR2, rotate)
-    while not stop.is_set():
-        stopped = asyncio.ensure_future(stop.wait())
-        restarting = asyncio.ensure_future(restart.wait())
-        await asyncio.wait({stopped, restarting}, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in (stopped, restarting):
-            waiter.cancel()
-        if restart.is_set() and not stop.is_set():
-            restart.clear()
-            server.close()
-            dropped = faults.drop_all()
-            down_s = _restart_down_s(faults_file)
-            log.warning("%s: fault: SSH restart, %d dropped, down %gs", args.name, dropped, down_s)
-            await asyncio.sleep(down_s)
-            server = await listen(host_key)
+    plane.handle_signals(asyncio.get_running_loop())
+    await plane.serve_until_stopped()
     log.info("%s: stopping", args.name)
-    server.close()
+    plane.close()
     await manager.close()
     dataplane.close()
     return 0
+
+
+def _auth(args: argparse.Namespace) -> AuthSettings:
+    """Who may log in; UsageError for a bad hostname or no way to log in at all."""
+    if not re.fullmatch(HOSTNAME_RE, args.name):
+        raise UsageError(f"--name {args.name!r} is not a valid hostname")
+    password = read_secret_file(args.password_file) if args.password_file else None
+    keys = str(args.authorized_keys) if args.authorized_keys else None
+    if password is None and keys is None:
+        raise UsageError("give --password-file and/or --authorized-keys (no anonymous logins)")
+    return AuthSettings(args.username, password, keys)
+
+
+class _SshPlane:
+    """The switch's SSH listener with its host key and fault knobs: stopped, restarted or
+    re-keyed on signal (the lab's fault drills)."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        listen_on: tuple[str, int],
+        auth: AuthSettings,
+        manager: SwitchManager,
+        system_mac: str,
+        host_key: asyncssh.SSHKey,
+    ) -> None:
+        self.args = args
+        self.listen_on = listen_on
+        self.auth = auth
+        self.manager = manager
+        self.system_mac = system_mac
+        self.host_key = host_key
+        self.faults = Faults()
+        self.faults_file = args.state_dir / FAULTS_FILE
+        _reload_faults(self.faults, self.faults_file)
+        self.stop = asyncio.Event()
+        self.restart = asyncio.Event()
+        self.server: asyncssh.SSHAcceptor | None = None
+
+    async def listen(self) -> None:
+        host, port = self.listen_on
+        self.server = await start_ssh_server(
+            host,
+            port,
+            self.host_key,
+            self.auth,
+            self.manager,
+            privileged_login=self.args.login_mode == "enable",
+            system_mac=self.system_mac,
+            faults=self.faults,
+        )
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    def handle_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, _reload_faults, self.faults, self.faults_file)
+        loop.add_signal_handler(signal.SIGHUP, self.restart.set)
+        self.faults.request_restart = self.restart.set
+        loop.add_signal_handler(signal.SIGUSR2, self._rotate)
+
+    def _rotate(self) -> None:
+        self.host_key = _rotate_host_key(self.args.state_dir)
+        if self.server is not None:
+            self.server.update(server_host_keys=[self.host_key])
+        log.warning("%s: fault: host key rotated", self.args.name)
+
+    async def serve_until_stopped(self) -> None:
+        while not self.stop.is_set():
+            stopped = asyncio.ensure_future(self.stop.wait())
+            restarting = asyncio.ensure_future(self.restart.wait())
+            await asyncio.wait({stopped, restarting}, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in (stopped, restarting):
+                waiter.cancel()
+            if self.restart.is_set() and not self.stop.is_set():
+                self.restart.clear()
+                await self._restart()
+
+    async def _restart(self) -> None:
+        """Drop every connection, listen on nothing for a while, then listen again."""
+        self.close()
+        dropped = self.faults.drop_all()
+        down_s = _restart_down_s(self.faults_file)
+        log.warning("%s: fault: SSH restart, %d dropped, down %gs", self.args.name, dropped, down_s)
+        await asyncio.sleep(down_s)
+        await self.listen()
 
 
 FAULTS_FILE = "faults.json"

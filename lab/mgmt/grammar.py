@@ -225,6 +225,11 @@ def _keyword_fits(token: str, word: str) -> int:
     return 1 if word.startswith(token) else 0
 
 
+# One way an element matches at a position: where matching goes on, the values bound so far,
+# and how many tokens were spelled out in full (1 or 0; exact spellings win ties).
+_Step = tuple[int, dict[str, Any], int]
+
+
 def _walk(
     elements: tuple[_Element, ...],
     pos: int,
@@ -232,7 +237,8 @@ def _walk(
     args: dict[str, Any],
     exact: int,
     failure: _Failure,
-) -> Iterator[tuple[int, dict[str, Any], int]]:
+) -> Iterator[_Step]:
+    """Every way ``elements`` match ``tokens`` from ``pos`` (depth first, greedy first)."""
     if not elements:
         yield pos, args, exact
         return
@@ -244,44 +250,70 @@ def _walk(
     if pos >= len(tokens):
         failure.record(pos, incomplete=True)
         return
-    token = tokens[pos]
+    for after, bound, spelled in _steps(head, pos, tokens, args, failure):
+        yield from _walk(rest, after, tokens, bound, exact + spelled, failure)
+
+
+def _steps(
+    head: _Keyword | _Choice | _Value | _Rest,
+    pos: int,
+    tokens: Sequence[str],
+    args: dict[str, Any],
+    failure: _Failure,
+) -> Iterator[_Step]:
+    """The ways one element (not an optional group) matches the token at ``pos``."""
     if isinstance(head, _Keyword):
-        fit = _keyword_fits(token.lower(), head.word)
-        if not fit:
-            failure.record(pos, incomplete=False)
-            return
-        if fit == 2:
-            failure.spelled_out.add(pos)
-        else:
-            failure.abbreviated.setdefault(pos, set()).add(head.word)
-        yield from _walk(rest, pos + 1, tokens, args, exact + (fit == 2), failure)
-    elif isinstance(head, _Choice):
-        lowered = token.lower()
-        exact_hits = [o for o in head.options if o == lowered]
-        hits = exact_hits or [o for o in head.options if o.startswith(lowered)]
-        if len(hits) != 1:
-            failure.record(pos, incomplete=False)
-            return
-        bound = {**args, head.name: hits[0]}
-        yield from _walk(rest, pos + 1, tokens, bound, exact + bool(exact_hits), failure)
-    elif isinstance(head, _Rest):
-        bound = {**args, head.name: " ".join(tokens[pos:])}
-        yield from _walk(rest, len(tokens), tokens, bound, exact, failure)
+        return _keyword_steps(head, pos, tokens, args, failure)
+    if isinstance(head, _Choice):
+        return _choice_steps(head, pos, tokens, args, failure)
+    if isinstance(head, _Rest):
+        return iter([(len(tokens), {**args, head.name: " ".join(tokens[pos:])}, 0)])
+    return _value_steps(head, pos, tokens, args, failure)
+
+
+def _keyword_steps(
+    head: _Keyword, pos: int, tokens: Sequence[str], args: dict[str, Any], failure: _Failure
+) -> Iterator[_Step]:
+    fit = _keyword_fits(tokens[pos].lower(), head.word)
+    if not fit:
+        failure.record(pos, incomplete=False)
+        return
+    if fit == 2:
+        failure.spelled_out.add(pos)
     else:
-        values: list[Any] = []
-        for token_at in tokens[pos:]:
-            try:
-                values.append(head.convert(token_at))
-            except ValueError:
-                break
-            if not head.many:
-                break
-        if not values:
-            failure.record(pos, incomplete=False)
-            return
-        for count in range(len(values), 0, -1):  # greedy first, then back off
-            value: Any = values[:count] if head.many else values[0]
-            yield from _walk(rest, pos + count, tokens, {**args, head.name: value}, exact, failure)
+        failure.abbreviated.setdefault(pos, set()).add(head.word)
+    yield pos + 1, args, int(fit == 2)
+
+
+def _choice_steps(
+    head: _Choice, pos: int, tokens: Sequence[str], args: dict[str, Any], failure: _Failure
+) -> Iterator[_Step]:
+    lowered = tokens[pos].lower()
+    exact_hits = [o for o in head.options if o == lowered]
+    hits = exact_hits or [o for o in head.options if o.startswith(lowered)]
+    if len(hits) != 1:
+        failure.record(pos, incomplete=False)
+        return
+    yield pos + 1, {**args, head.name: hits[0]}, int(bool(exact_hits))
+
+
+def _value_steps(
+    head: _Value, pos: int, tokens: Sequence[str], args: dict[str, Any], failure: _Failure
+) -> Iterator[_Step]:
+    values: list[Any] = []
+    for token in tokens[pos:]:
+        try:
+            values.append(head.convert(token))
+        except ValueError:
+            break
+        if not head.many:
+            break
+    if not values:
+        failure.record(pos, incomplete=False)
+        return
+    for count in range(len(values), 0, -1):  # greedy first, then back off
+        value: Any = values[:count] if head.many else values[0]
+        yield pos + count, {**args, head.name: value}, 0
 
 
 def tokenize(line: str) -> list[str]:
@@ -300,15 +332,20 @@ def match_command(commands: Sequence[Command[H]], tokens: Sequence[str]) -> Matc
                 break
             failure.record(end, incomplete=False)
     if not best:
-        for pos, words in failure.abbreviated.items():
-            if len(words) > 1 and pos not in failure.spelled_out and pos <= failure.index:
-                raise CliError(AMBIGUOUS_COMMAND)
-        if failure.incomplete or failure.index < 0 or failure.index >= len(tokens):
-            raise CliError(INCOMPLETE_COMMAND)
-        raise invalid_input(failure.index, tokens[failure.index])
+        raise _no_match(failure, tokens)
     top = max(score for score, _, _ in best)
     winners = [(command, args) for score, command, args in best if score == top]
     if len({id(command) for command, _ in winners}) > 1:
         raise CliError(AMBIGUOUS_COMMAND)
     command, args = winners[0]
     return Match(command, args)
+
+
+def _no_match(failure: _Failure, tokens: Sequence[str]) -> CliError:
+    """EOS' word for a line no command matches: ambiguous, incomplete or invalid (where)."""
+    for pos, words in failure.abbreviated.items():
+        if len(words) > 1 and pos not in failure.spelled_out and pos <= failure.index:
+            return CliError(AMBIGUOUS_COMMAND)
+    if failure.incomplete or failure.index < 0 or failure.index >= len(tokens):
+        return CliError(INCOMPLETE_COMMAND)
+    return invalid_input(failure.index, tokens[failure.index])

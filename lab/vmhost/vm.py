@@ -9,11 +9,10 @@ address, Soft-RoCE binds to it (``rdma link add rxe0 type rxe netdev eth1``), an
 listens on the management NIC, which qemu forwards from a loopback port. Everything the
 guest writes goes to the VM's directory (shared read-write), nothing to the host.
 
-Boot time measured here (2 cores, TCG): ~12 s from qemu start to the script; ``virtme-run``
-builds the initramfs in 0.1 s (6 s without ``--force-9p``: it waited for a virtiofsd that
-never started). Modules udev would load for devices the lab does not use (the emulated
-CD-ROM, SATA, KVM for the emulated CPU, the watchdog) are blacklisted: without that the same
-boot took ~18 s.
+``virtme-run`` gets ``--force-9p``: without it, it waits for a virtiofsd that never starts.
+Modules udev would load for devices the lab does not use (the emulated CD-ROM, SATA, KVM for
+the emulated CPU, the watchdog) are blacklisted: under TCG, loading them is a large part of
+the boot.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ MGMT_GUEST = ipaddress.IPv4Address("198.19.255.15")
 MGMT_GATEWAY = ipaddress.IPv4Address("198.19.255.2")
 DEFAULT_MEMORY_MB = 512
 # Blacklisted in the guest: drivers for emulated devices the lab never uses. udev's
-# coldplug loads them one by one under TCG (5-6 s of the boot).
+# coldplug loads them one by one, which is slow under TCG.
 SKIPPED_MODULES = (
     "kvm", "kvm_amd", "kvm_intel", "sr_mod", "cdrom", "ahci", "libahci", "libata", "sg",
     "scsi_mod", "iTCO_wdt", "iTCO_vendor_support", "i6300esb", "joydev", "psmouse",
@@ -280,7 +279,7 @@ def qemu_command(vm: VmHost) -> list[str]:
             "--script-sh", f"sh {shlex.quote(str(vm.directory / 'start.sh'))}",
             "--save-initramfs", str(initramfs), "--dry-run", "--show-command",
             # 9p for every share: virtme-run otherwise tries virtiofsd for the read-write
-            # directory, waits 3 s for a socket that never comes, and falls back to 9p.
+            # directory, waits for a socket that never comes, and falls back to 9p.
             "--force-9p",
         ],
         timeout=VIRTME_TIMEOUT_S,

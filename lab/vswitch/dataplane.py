@@ -407,30 +407,36 @@ class Switch:
             watchdog = port.watchdog
             if watchdog.enabled:
                 if now >= watchdog.next_poll:
-                    queued = [bool(q.packets) for q in port.queues]
-                    events = watchdog.poll(now, port.pause, queued)
-                    for event in events:
-                        if event.detected:
-                            watchdog_log.warning(
-                                "%s priority %d: PFC storm detected (paused %.0f ms), action %s",
-                                port.name,
-                                event.priority,
-                                event.paused_s * 1000,
-                                watchdog.config.action,
-                            )
-                        else:
-                            watchdog_log.warning(
-                                "%s priority %d: PFC storm restored", port.name, event.priority
-                            )
-                    for event in events:
-                        if not event.detected:
-                            continue
-                        if watchdog.override_pause[event.priority]:
-                            port.pause.clear(event.priority)
-                        if watchdog.drop_traffic[event.priority]:
-                            self._flush_queue(port, event.priority, now)
+                    self._poll_watchdog(port, now)
                 due = min(due, watchdog.next_poll)
         self._timers_due = due
+
+    def _poll_watchdog(self, port: Port, now: float) -> None:
+        """One PFC watchdog poll of ``port``: log what it detected or restored, and act on a
+        detected storm (ignore the pause, drop the priority's traffic) as configured."""
+        watchdog = port.watchdog
+        queued = [bool(q.packets) for q in port.queues]
+        events = watchdog.poll(now, port.pause, queued)
+        for event in events:
+            if event.detected:
+                watchdog_log.warning(
+                    "%s priority %d: PFC storm detected (paused %.0f ms), action %s",
+                    port.name,
+                    event.priority,
+                    event.paused_s * 1000,
+                    watchdog.config.action,
+                )
+            else:
+                watchdog_log.warning(
+                    "%s priority %d: PFC storm restored", port.name, event.priority
+                )
+        for event in events:
+            if not event.detected:
+                continue
+            if watchdog.override_pause[event.priority]:
+                port.pause.clear(event.priority)
+            if watchdog.drop_traffic[event.priority]:
+                self._flush_queue(port, event.priority, now)
 
     # ---------------------------------------------------------------- receive path
 
@@ -438,7 +444,7 @@ class Switch:
         sock = port.sock
         buf = self._rx_buf
         counters = port.counters
-        # One timestamp per batch for forwarding (a batch takes well under a millisecond);
+        # One timestamp per batch for forwarding (a batch is short);
         # PFC frames get their own, their arrival time is what the pause is measured from.
         clock_now = self._clock.now
         now = clock_now()

@@ -18,13 +18,8 @@ from click.testing import CliRunner
 from lab import runtime
 from lab.addressing import build_plan, fabric_document
 from lab.cli import group
-from lab.faults import (
-    FaultError,
-    LabFaults,
-    check_parameters,
-    interface_trust,
-    stop_fault_processes,
-)
+from lab.fault_registry import FaultError, stop_fault_processes
+from lab.faults import LabFaults, check_parameters, interface_trust
 from lab.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
