@@ -46,7 +46,8 @@ from pydantic import (
     field_validator,
 )
 
-from agent.device.push import DEFAULT_PARALLELISM, Pusher
+from agent.device.fanout import DEFAULT_PARALLELISM
+from agent.device.push import Pusher
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent

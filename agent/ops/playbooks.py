@@ -34,7 +34,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent.device.push import DEFAULT_PARALLELISM, DeviceResult, Pusher
+from agent.device.fanout import DEFAULT_PARALLELISM
+from agent.device.push import DeviceResult, Pusher
 from agent.device.state import QosState
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.model import Device, FabricIntent, Profile
