@@ -851,7 +851,7 @@ class Engine:
         )
         for flow in self.flows:
             # The RP keeps every rate change for the lab's reports; the twin samples rates
-            # itself, and an unbounded list would grow by ~10^4 entries per flow per second.
+            # itself, and an unbounded list would grow with every rate change of every flow.
             flow.rp.history.clear()
         if self.on_sample is not None:
             self.on_sample(self, now)
