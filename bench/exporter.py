@@ -32,6 +32,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import cast
 
 from agent.device.state import Counters, InterfaceCounters, QueueCounters, WatchdogCounters
@@ -182,6 +183,117 @@ def series_in(text: bytes) -> int:
     return text.count(b"\n") - text.count(b"\n# ") - (1 if text.startswith(b"#") else 0)
 
 
+@dataclass(frozen=True)
+class Render:
+    """One rendered text's size and what it cost (medians over the rounds for a shard)."""
+
+    series: int
+    size: int
+    wall_s: float
+    cpu_s: float
+
+
+@dataclass(frozen=True)
+class ShardCost:
+    switches: int
+    scrape: Render  # every device formatted by its poller beforehand
+    cold_wall_s: float  # the scrape formats every device itself
+    cold_cpu_s: float
+    format_wall_s: float  # what the pollers pay formatting
+    format_cpu_s: float
+
+
+def render_today(switches: list[SwitchInventory], polls: dict[str, Counters]) -> Render:
+    """Today's (pre-#14) render of the whole fabric on one target."""
+    whole = SnapshotStore("bench", switches)
+    for name, counters in polls.items():
+        whole.update_counters(name, counters, 0.1)
+    snapshot = whole.snapshot()
+    wall, cpu, text = timed(lambda: render_before_14(snapshot))
+    assert isinstance(text, bytes)
+    return Render(series_in(text), len(text), wall, cpu)
+
+
+def measure_shard(
+    shard: Shard, switches: list[SwitchInventory], polls: dict[str, Counters], rounds: int
+) -> ShardCost:
+    """The pollers' format, then ``rounds`` warm and ``rounds`` cold scrapes of one shard."""
+    store = SnapshotStore("bench", switches, shard=shard)
+    owned = list(store.snapshot().devices)
+
+    def poll_cycle() -> None:
+        # A copy, as each real poll brings new counters (formatted lines are remembered
+        # per counters object).
+        for name in owned:
+            store.update_counters(name, polls[name].model_copy(), 0.1)
+
+    def format_all() -> None:
+        snapshot = store.snapshot()
+        for view in snapshot.devices.values():
+            device_block(snapshot.fabric, view)
+
+    def scrape() -> bytes:
+        return render_text(store.snapshot())
+
+    poll_cycle()
+    format_s, format_cpu, _ = timed(format_all)
+    warm = [timed(scrape) for _ in range(rounds)]
+    text = warm[0][2]
+    assert isinstance(text, bytes)
+    cold = []
+    for _ in range(rounds):
+        poll_cycle()  # new views, nothing formatted yet
+        cold.append(timed(scrape))
+        assert series_in(cast(bytes, cold[-1][2])) == series_in(text)
+    return ShardCost(
+        switches=len(owned),
+        scrape=Render(
+            series_in(text),
+            len(text),
+            statistics.median(t[0] for t in warm),
+            statistics.median(t[1] for t in warm),
+        ),
+        cold_wall_s=statistics.median(t[0] for t in cold),
+        cold_cpu_s=statistics.median(t[1] for t in cold),
+        format_wall_s=format_s,
+        format_cpu_s=format_cpu,
+    )
+
+
+def shard_line(shard: Shard, cost: ShardCost, today: Render) -> str:
+    got = cost.scrape
+    verdict = "ok" if got.wall_s < 1.0 else "OVER 1 s"
+    return (
+        f"shard {shard}: {cost.switches:4d} switches  {got.series:>9,} series  "
+        f"{got.size / 1e6:5.1f} MB"
+        f"  scrape {got.wall_s:5.2f} s (cpu {got.cpu_s:4.2f}) [{verdict}]"
+        f"  cold {cost.cold_wall_s:5.2f} s (cpu {cost.cold_cpu_s:4.2f})"
+        f"  pollers' format {cost.format_wall_s:5.2f} s (cpu {cost.format_cpu_s:4.2f})"
+        f"  vs today: series {got.series / today.series:.3f}x bytes {got.size / today.size:.3f}x"
+        f" cpu {got.cpu_s / today.cpu_s:.3f}x (cold {cost.cold_cpu_s / today.cpu_s:.3f}x)"
+    )
+
+
+def totals_lines(costs: list[ShardCost], today: Render) -> list[str]:
+    """All shards rendered one after another, against the scrape timeout and today."""
+    scrape = sum(c.scrape.wall_s for c in costs)
+    scrape_cpu = sum(c.scrape.cpu_s for c in costs)
+    cold = sum(c.cold_wall_s for c in costs)
+    cold_cpu = sum(c.cold_cpu_s for c in costs)
+    series = sum(c.scrape.series for c in costs)
+    size = sum(c.scrape.size for c in costs)
+    verdict = "ok" if scrape < SCRAPE_TIMEOUT_S else "OVER"
+    return [
+        f"all {len(costs)} shards, rendered one after another: scrape {scrape:.2f} s "
+        f"(cpu {scrape_cpu:.2f}) [{verdict} against scrape_timeout "
+        f"{SCRAPE_TIMEOUT_S:g} s]  cold {cold:.2f} s (cpu {cold_cpu:.2f})",
+        f"all shards vs today's single render: series {series / today.series:.3f}x  "
+        f"bytes {size / today.size:.3f}x  wall {scrape / today.wall_s:.3f}x  "
+        f"cpu {scrape_cpu / today.cpu_s:.3f}x "
+        f"(cold: wall {cold / today.wall_s:.3f}x, cpu {cold_cpu / today.cpu_s:.3f}x)",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--devices", type=int, default=1000)
@@ -194,90 +306,18 @@ def main() -> None:
     rng = random.Random(14)
     polls = {s.device: poll_result(s, rng, 1) for s in switches}
     print(f"{args.devices} switches x {args.ports} ports, {args.shards} shards")
-
-    def today_render() -> bytes:
-        whole = SnapshotStore("bench", switches)
-        for name, counters in polls.items():
-            whole.update_counters(name, counters, 0.1)
-        snapshot = whole.snapshot()
-        wall, cpu, text = timed(lambda: render_before_14(snapshot))
-        today_time.extend((wall, cpu))
-        assert isinstance(text, bytes)
-        return text
-
-    today_time: list[float] = []
-    today = today_render()
-    today_s, today_cpu = today_time
-    today_series, today_bytes = series_in(today), len(today)
-    del today
+    today = render_today(switches, polls)
     print(
-        f"today (pre-#14), whole fabric on one target: {today_series:,} series, "
-        f"{today_bytes / 1e6:,.1f} MB, render {today_s:.2f} s (cpu {today_cpu:.2f} s)"
+        f"today (pre-#14), whole fabric on one target: {today.series:,} series, "
+        f"{today.size / 1e6:,.1f} MB, render {today.wall_s:.2f} s (cpu {today.cpu_s:.2f} s)"
     )
-
-    totals = dict.fromkeys(("scrape", "scrape_cpu", "cold", "cold_cpu"), 0.0)
-    series_total = bytes_total = 0
+    costs = []
     for index in range(1, args.shards + 1):
         shard = Shard(index, args.shards)
-        store = SnapshotStore("bench", switches, shard=shard)
-        owned = list(store.snapshot().devices)
-
-        def poll_cycle(store: SnapshotStore = store, owned: list[str] = owned) -> None:
-            # A copy, as each real poll brings new counters (formatted lines are remembered
-            # per counters object).
-            for name in owned:
-                store.update_counters(name, polls[name].model_copy(), 0.1)
-
-        def format_all(store: SnapshotStore = store) -> None:
-            snapshot = store.snapshot()
-            for view in snapshot.devices.values():
-                device_block(snapshot.fabric, view)
-
-        def scrape(store: SnapshotStore = store) -> bytes:
-            return render_text(store.snapshot())
-
-        poll_cycle()
-        format_s, format_cpu, _ = timed(format_all)
-        warm = [timed(scrape) for _ in range(args.rounds)]
-        text = warm[0][2]
-        assert isinstance(text, bytes)
-        cold = []
-        for _ in range(args.rounds):
-            poll_cycle()  # new views, nothing formatted yet
-            cold.append(timed(scrape))
-            assert series_in(cast(bytes, cold[-1][2])) == series_in(text)
-        got = {
-            "scrape": statistics.median(t[0] for t in warm),
-            "scrape_cpu": statistics.median(t[1] for t in warm),
-            "cold": statistics.median(t[0] for t in cold),
-            "cold_cpu": statistics.median(t[1] for t in cold),
-        }
-        for key, value in got.items():
-            totals[key] += value
-        series, size = series_in(text), len(text)
-        series_total += series
-        bytes_total += size
-        verdict = "ok" if got["scrape"] < 1.0 else "OVER 1 s"
-        print(
-            f"shard {shard}: {len(owned):4d} switches  {series:>9,} series  {size / 1e6:5.1f} MB"
-            f"  scrape {got['scrape']:5.2f} s (cpu {got['scrape_cpu']:4.2f}) [{verdict}]"
-            f"  cold {got['cold']:5.2f} s (cpu {got['cold_cpu']:4.2f})"
-            f"  pollers' format {format_s:5.2f} s (cpu {format_cpu:4.2f})"
-            f"  vs today: series {series / today_series:.3f}x bytes {size / today_bytes:.3f}x"
-            f" cpu {got['scrape_cpu'] / today_cpu:.3f}x (cold {got['cold_cpu'] / today_cpu:.3f}x)"
-        )
-    verdict = "ok" if totals["scrape"] < SCRAPE_TIMEOUT_S else "OVER"
-    print(
-        f"all {args.shards} shards, rendered one after another: scrape {totals['scrape']:.2f} s "
-        f"(cpu {totals['scrape_cpu']:.2f}) [{verdict} against scrape_timeout "
-        f"{SCRAPE_TIMEOUT_S:g} s]  cold {totals['cold']:.2f} s (cpu {totals['cold_cpu']:.2f})"
-    )
-    print(
-        f"all shards vs today's single render: series {series_total / today_series:.3f}x  "
-        f"bytes {bytes_total / today_bytes:.3f}x  wall {totals['scrape'] / today_s:.3f}x  "
-        f"cpu {totals['scrape_cpu'] / today_cpu:.3f}x "
-        f"(cold: wall {totals['cold'] / today_s:.3f}x, cpu {totals['cold_cpu'] / today_cpu:.3f}x)"
-    )
+        costs.append(measure_shard(shard, switches, polls, args.rounds))
+        print(shard_line(shard, costs[-1], today))
+    for line in totals_lines(costs, today):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -508,7 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.device.push import DEFAULT_PARALLELISM
+    from agent.device.fanout import DEFAULT_PARALLELISM
     from exporters.exporter import DEFAULT_CONCURRENCY
 
     for option in ("switches", "servers", "batch_size", "shards"):

@@ -1,11 +1,11 @@
 """A fast renderer of the Prometheus text format (0.0.4) for a snapshot.
 
 prometheus_client's ``generate_latest`` validates and escapes every label of every sample
-(~20 µs a series): 2 s for 100k series, the size of a 36-switch, 32-port fabric. Here the
-switch block — almost all of the series — is formatted from label prefixes built once per
-interface, once per poll of the switch (by its poller, :func:`device_block`), and kept as bytes
-with the immutable counters they were made from, so a scrape of a 250-switch, 64-port shard
-(~700k series) only joins bytes; the small remaining families go through the collector's
+at every scrape, which a fabric's worth of series cannot afford. Here the switch block —
+almost all of the series — is formatted from label prefixes built once per interface, once
+per poll of the switch (by its poller, :func:`device_block`), and kept as bytes with the
+immutable counters they were made from, so a scrape of a 250-switch, 64-port shard (~700k
+series) only joins bytes; the small remaining families go through the collector's
 functions and a plain formatter. The output is byte for byte what ``generate_latest`` writes for
 :class:`exporters.collector.RoceCollector` (a unit test compares them); the server uses it for
 clients that accept the text format, which Prometheus does.
@@ -101,7 +101,7 @@ class _Prefixes:
     formatting labels was most of a render, and the labels of a port never change. The 4
     always-present queue families are built at once; watermark and per-priority prefixes
     only when a priority or a watermark first needs them (most never do), to keep the cache
-    at ~6 KB a port."""
+    small per port."""
 
     __slots__ = ("_by_priority", "_labels", "_watermark", "queue")
 

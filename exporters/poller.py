@@ -6,8 +6,8 @@ returns later is discarded; a replacement worker is started so one hung device d
 into the others' concurrency. Python cannot kill a thread, and netmiko has no cancel, so the
 hung call runs on in its (daemon) thread until netmiko gives up by itself.
 
-Switches keep their SSH session between polls: a netmiko login costs ~0.75 s of CPU-heavy key
-exchange against the lab switch (a counter read is ~0.4 s), real switches cap concurrent SSH
+Switches keep their SSH session between polls: a netmiko login is a CPU-heavy key exchange
+that costs more than the counter read it precedes, real switches cap concurrent SSH
 sessions and log every login to AAA, and the session is rebuilt after any failure (a late or
 failed poll may have left it mid-output). A kept session that died while idle (the device's
 idle timeout, a reboot) gets one fresh retry within the same poll.

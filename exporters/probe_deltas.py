@@ -26,7 +26,7 @@ from exporters.metrics import PROBE_SCENARIOS
 UNKNOWN_HOST = "unknown"
 # The receiver's latency buckets (agent.observe.probes.analysis.LATENCY_BUCKETS_S) plus +Inf.
 # Copied,
-# not imported: that module pulls in scapy (~0.5 s, tens of MB) which the exporter never needs;
+# not imported: that module pulls in scapy (slow to import, large) which the exporter never needs;
 # a unit test keeps the two equal.
 LATENCY_BUCKETS_S: tuple[float, ...] = (
     0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,

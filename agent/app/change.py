@@ -15,8 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, OUTPUT, handle_errors
+from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.device.push import (
-    DEFAULT_PARALLELISM,
     PENDING_POLICIES,
     STOPPING,
     AuditLog,

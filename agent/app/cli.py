@@ -37,7 +37,7 @@ class LazyGroup(click.Group):
     import graph, and start-up of every other command from paying for them."""
 
     lazy: ClassVar[dict[str, tuple[str, str, str]]] = {
-        # traces, mesh and probes: ~0.3 s of imports every other command need not pay
+        # traces, mesh and probes: imports every other command need not pay for
         "locate": (
             "agent.app.locate",
             "locate_command",

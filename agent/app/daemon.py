@@ -46,7 +46,8 @@ from pydantic import (
     field_validator,
 )
 
-from agent.device.push import DEFAULT_PARALLELISM, Pusher
+from agent.device.fanout import DEFAULT_PARALLELISM
+from agent.device.push import Pusher
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
@@ -99,7 +100,7 @@ class ApplySettings(DaemonModel):
     canary: int = Field(default=1, ge=0)
     batch_size: int = Field(default=8, ge=1)
     # SSH sessions at once. Each agent session lasts longer than a plain push (commit timer,
-    # readback), so matching a netmiko pool of P workers takes about 1.4 x P (README).
+    # readback), so matching a netmiko pool of P workers takes more than P (README).
     parallelism: int = Field(default=DEFAULT_PARALLELISM, ge=1)
     confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
 

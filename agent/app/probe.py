@@ -386,7 +386,7 @@ def analyze(
     for warning in warnings:  # a file name can hold escape sequences: shown, never obeyed
         click.echo(f"warning: {printable(warning)}", err=True)
     if output == "json":
-        # Streamed: the text of 65 536 flows would otherwise be held whole (≈ 400 MB).
+        # Streamed: the text of 65 536 flows would otherwise be held whole in memory.
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return

@@ -19,12 +19,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.device import hostkeys
+from agent.device.fanout import DEFAULT_PARALLELISM, results_or_raise, run_each
 from agent.device.hostkeys import HostKeyError, open_netmiko
 from agent.device.platforms import platform_for
 from agent.device.platforms.base import KILL_POINTS, Connection, Platform, PlatformError, kill_point
@@ -33,13 +33,13 @@ from agent.errors import AgentError, CredentialError
 from agent.intent.model import Device, FabricIntent
 from agent.intent.plan import Plan, build_plan
 
-__all__ = ["KILL_POINTS", "kill_point"]  # fault drills import them from here
+# Imported from here: the fault drills (kill points) and the callers that size the fan-out.
+__all__ = ["DEFAULT_PARALLELISM", "KILL_POINTS", "kill_point"]
 
 log = logging.getLogger("roce_agent")
 DEFAULT_STATE_DIR = Path("/var/lib/roce-agent")
 CONNECT_RETRIES = 3
 CONNECT_BACKOFF_S = 1.0
-DEFAULT_PARALLELISM = 32
 
 
 class Unreachable(AgentError):
@@ -95,7 +95,7 @@ class AuditLog:
         self.path = directory / self.FILE
         # Records already parsed, and where the parse stopped: the log only grows, so a
         # rollout that asks once per switch reads each record once, not the whole log per
-        # switch (that was quadratic: 0.15 s of CPU per switch at 1 000 attempts).
+        # switch (which would make a rollout quadratic in the log's length).
         self._parsed: list[dict[str, Any]] = []
         self._offset = 0
         self._identity: tuple[int, int] | None = None
@@ -329,6 +329,18 @@ LEAK_MIN_AGE_S = 60.0  # an unknown run's uncommitted session younger than this 
 
 
 @dataclass
+class _Change:
+    """One :meth:`Pusher.apply_one` run: the open session and what its steps hand on."""
+
+    device: Device
+    platform: Platform
+    conn: Connection
+    result: DeviceResult
+    desired: QosState | None = None  # read once the session is open
+    committed: bool = False  # the transaction committed (confirm still outstanding)
+
+
+@dataclass
 class Pusher:
     """The push path over one fabric."""
 
@@ -414,65 +426,96 @@ class Pusher:
         deadline = time.monotonic() + self.pending_timeout_s
         while True:
             sessions = platform.read_sessions(conn)
-            for session in [s for s in sessions if not s.live and s.ours]:
-                if self._in_use(device, session):
-                    result.notes.append(f"left {session.describe()}: another run is using it")
-                    continue
-                platform.abort_session(conn, session)
-                result.notes.append(f"aborted leaked {session.describe()}")
-                self._reconcile(device, session.name, "aborted leaked session (never committed)")
-            for session in [s for s in sessions if not s.live and not s.ours]:
-                note = f"left {session.describe()}: uncommitted, not the agent's"
-                if note not in result.notes:
-                    result.notes.append(note)
+            self._clear_uncommitted(conn, device, platform, sessions, result)
             live = [s for s in sessions if s.live]
             if not live:
                 return True
             if policy == "abort":
-                for session in live:
-                    platform.abort_session(conn, session)
-                    result.notes.append(f"aborted {session.describe()} (--pending abort)")
-                    self._reconcile(device, session.name, "rolled back (--pending abort)")
+                self._abort_live(conn, device, platform, live, result)
                 continue
             if policy == "confirm-own":
-                blocking = []
-                for session in live:
-                    if not session.ours or self._our_attempt(device, session.name) is None:
-                        blocking.append(session)
-                        continue
-                    remaining = diff(
-                        device.name, desired, platform.read_state(conn), platform.managed
-                    )
-                    if remaining:
-                        blocking.append(session)
-                        result.notes.append(
-                            f"not confirming {session.describe()}: readback differs from the "
-                            f"plan ({remaining[0]})"
-                        )
-                        continue
-                    platform.confirm_session(conn, session)
-                    result.notes.append(f"confirmed own {session.describe()} (readback = plan)")
-                    self._reconcile(device, session.name, "confirmed (readback equals plan)")
-                if not blocking:
+                live = self._confirm_own(conn, device, platform, desired, live, result)
+                if not live:
                     continue
-                live = blocking
-            futile = all(not s.rolls_back for s in live)  # nothing will end them by itself
-            if policy != "wait" or futile or time.monotonic() >= deadline:
-                result.result = "pending"
-                result.pending = live
-                if policy != "wait":
-                    why = "not ours, or its readback differs from the plan"
-                elif futile:
-                    why = "it never rolls back by itself, so waiting cannot help"
-                else:
-                    why = f"still there after waiting {self.pending_timeout_s:.0f}s"
-                result.error = (
-                    f"{device.name}: pending {'; '.join(s.describe() for s in live)} can still "
-                    f"change the device ({why}); not changed. Use --pending abort to roll it "
-                    "back, or confirm-own if it is this fabric's own change"
-                )
+            why = self._why_not_wait(live, policy, deadline)
+            if why is not None:
+                self._mark_pending(device, live, why, result)
                 return False
             time.sleep(PENDING_POLL_S)
+
+    def _clear_uncommitted(
+        self, conn: Connection, device: Device, platform: Platform,
+        sessions: list[PendingSession], result: DeviceResult,
+    ) -> None:  # fmt: skip
+        """Abort our leaked edit buffers (unless another run still uses one); leave, with a
+        note, the uncommitted sessions that are not the agent's."""
+        for session in [s for s in sessions if not s.live and s.ours]:
+            if self._in_use(device, session):
+                result.notes.append(f"left {session.describe()}: another run is using it")
+                continue
+            platform.abort_session(conn, session)
+            result.notes.append(f"aborted leaked {session.describe()}")
+            self._reconcile(device, session.name, "aborted leaked session (never committed)")
+        for session in [s for s in sessions if not s.live and not s.ours]:
+            note = f"left {session.describe()}: uncommitted, not the agent's"
+            if note not in result.notes:
+                result.notes.append(note)
+
+    def _abort_live(
+        self, conn: Connection, device: Device, platform: Platform,
+        live: list[PendingSession], result: DeviceResult,
+    ) -> None:  # fmt: skip
+        """``--pending abort``: roll every live session back."""
+        for session in live:
+            platform.abort_session(conn, session)
+            result.notes.append(f"aborted {session.describe()} (--pending abort)")
+            self._reconcile(device, session.name, "rolled back (--pending abort)")
+
+    def _confirm_own(
+        self, conn: Connection, device: Device, platform: Platform, desired: QosState,
+        live: list[PendingSession], result: DeviceResult,
+    ) -> list[PendingSession]:  # fmt: skip
+        """``--pending confirm-own``: confirm this fabric's own live sessions whose readback
+        equals the plan; the sessions that still block the device."""
+        blocking = []
+        for session in live:
+            if not session.ours or self._our_attempt(device, session.name) is None:
+                blocking.append(session)
+                continue
+            remaining = diff(device.name, desired, platform.read_state(conn), platform.managed)
+            if remaining:
+                blocking.append(session)
+                result.notes.append(
+                    f"not confirming {session.describe()}: readback differs from the "
+                    f"plan ({remaining[0]})"
+                )
+                continue
+            platform.confirm_session(conn, session)
+            result.notes.append(f"confirmed own {session.describe()} (readback = plan)")
+            self._reconcile(device, session.name, "confirmed (readback equals plan)")
+        return blocking
+
+    def _why_not_wait(self, live: list[PendingSession], policy: str, deadline: float) -> str | None:
+        """Why waiting for the live sessions to end is over (None: wait on)."""
+        if policy != "wait":
+            return "not ours, or its readback differs from the plan"
+        if all(not s.rolls_back for s in live):  # nothing will end them by itself
+            return "it never rolls back by itself, so waiting cannot help"
+        if time.monotonic() >= deadline:
+            return f"still there after waiting {self.pending_timeout_s:.0f}s"
+        return None
+
+    @staticmethod
+    def _mark_pending(
+        device: Device, live: list[PendingSession], why: str, result: DeviceResult
+    ) -> None:
+        result.result = "pending"
+        result.pending = live
+        result.error = (
+            f"{device.name}: pending {'; '.join(s.describe() for s in live)} can still "
+            f"change the device ({why}); not changed. Use --pending abort to roll it "
+            "back, or confirm-own if it is this fabric's own change"
+        )
 
     def _in_use(self, device: Device, session: PendingSession) -> bool:
         """Whether an uncommitted ``roce-agent-*`` session belongs to a run still going (a
@@ -565,63 +608,92 @@ class Pusher:
             if not dry_run:
                 self._audit(result)
             return result
-        committed = False
+        change = _Change(device, platform, conn, result)
         try:
-            desired = target if target is not None else self._desired(device, platform)
-            if dry_run:
-                result.pending = platform.read_sessions(conn)
-            elif not self._settle(
-                conn, device, platform, desired, result, pending_policy or self.pending_policy
-            ):
-                return result
-            else:
-                result.notes += self._reconcile_incomplete(device, platform, conn, desired)
-            actual = platform.read_state(conn)
-            result.before = actual
-            result.differences = diff(device.name, desired, actual, platform.managed)
-            if not result.differences:
-                return result  # idempotent: no session opened
-            result.lines = platform.render_changes(desired, actual)
-            if dry_run:
-                result.result = "changes"
-                return result
-            name = platform.session_name()
-            result.session = name
-            self._intent(result)  # write-ahead: on disk before the session opens
-            kill_point("after-intent", device.name)
-            with platform.transaction(conn, result.lines, self.confirm_timeout_s, name) as txn:
-                committed = txn.committed
-                kill_point("after-commit", device.name)
-                if self.hold_before_confirm_s:
-                    time.sleep(self.hold_before_confirm_s)
-                readback = platform.read_state(conn)
-                remaining = diff(device.name, desired, readback, platform.managed)
-                if remaining:
-                    raise VerifyFailed(
-                        f"{device.name}: readback differs from the plan after the change "
-                        f"({len(remaining)} setting(s), first: {remaining[0]})"
-                    )
-                platform.confirm(conn, txn)
-            result.result = "applied"
-            kill_point("after-confirm", device.name)
+            change.desired = target if target is not None else self._desired(device, platform)
+            if self._ready(change, dry_run, pending_policy or self.pending_policy):
+                self._bring_to_plan(change, dry_run)
         except Exception as exc:
             result.result, result.error = "failed", _one_line(exc)
             if result.attempt is not None:
                 # The transport may have lied (lost reply, dead session): what counts is what
                 # the switch holds, read on a fresh connection.
-                self._verify_outcome(device, platform, desired, result, committed)
+                assert change.desired is not None  # an attempt is only opened after it is read
+                self._verify_outcome(device, platform, change.desired, result, change.committed)
         finally:
             close_quietly(conn)
             result.duration_s = time.monotonic() - started
-            if result.attempt is not None:
-                try:
-                    self._result(result)
-                except OSError as exc:  # the device outcome must still reach the operator
-                    log.error("%s: audit result record not written: %s", device.name, exc)
-                    result.notes.append(f"audit result record not written: {exc}")
-            elif not dry_run and result.result not in ("no-change", "pending"):
-                self._audit(result)
+            self._record_outcome(result, dry_run)
         return result
+
+    def _ready(self, change: _Change, dry_run: bool, policy: str) -> bool:
+        """Whether the device may be read and changed now: no pending session left that can
+        still change it (a dry run only lists them), interrupted attempts reconciled."""
+        conn, device, platform, result = change.conn, change.device, change.platform, change.result
+        assert change.desired is not None
+        if dry_run:
+            result.pending = platform.read_sessions(conn)
+            return True
+        if not self._settle(conn, device, platform, change.desired, result, policy):
+            return False
+        result.notes += self._reconcile_incomplete(device, platform, conn, change.desired)
+        return True
+
+    def _bring_to_plan(self, change: _Change, dry_run: bool) -> None:
+        """Read and diff the device; change it when it differs (a dry run stops at the lines)."""
+        platform, result = change.platform, change.result
+        assert change.desired is not None
+        actual = platform.read_state(change.conn)
+        result.before = actual
+        result.differences = diff(change.device.name, change.desired, actual, platform.managed)
+        if not result.differences:
+            return  # idempotent: no session opened
+        result.lines = platform.render_changes(change.desired, actual)
+        if dry_run:
+            result.result = "changes"
+            return
+        self._commit(change)
+
+    def _commit(self, change: _Change) -> None:
+        """The change in one self-rolling-back transaction, confirmed only when the readback
+        equals the plan."""
+        conn, device, platform, result = change.conn, change.device, change.platform, change.result
+        name = platform.session_name()
+        result.session = name
+        self._intent(result)  # write-ahead: on disk before the session opens
+        kill_point("after-intent", device.name)
+        with platform.transaction(conn, result.lines, self.confirm_timeout_s, name) as txn:
+            change.committed = txn.committed
+            kill_point("after-commit", device.name)
+            if self.hold_before_confirm_s:
+                time.sleep(self.hold_before_confirm_s)
+            self._check_readback(change)
+            platform.confirm(conn, txn)
+        result.result = "applied"
+        kill_point("after-confirm", device.name)
+
+    @staticmethod
+    def _check_readback(change: _Change) -> None:
+        assert change.desired is not None
+        platform, name = change.platform, change.device.name
+        readback = platform.read_state(change.conn)
+        remaining = diff(name, change.desired, readback, platform.managed)
+        if remaining:
+            raise VerifyFailed(
+                f"{name}: readback differs from the plan after the change "
+                f"({len(remaining)} setting(s), first: {remaining[0]})"
+            )
+
+    def _record_outcome(self, result: DeviceResult, dry_run: bool) -> None:
+        """The attempt's result record, or one event for a run that never reached a change."""
+        if result.attempt is not None:
+            try:
+                self._result(result)
+            except OSError as exc:  # the device outcome must still reach the operator
+                log.error("%s: audit result record not written: %s", result.device, exc)
+                result.notes.append(f"audit result record not written: {exc}")
+        elif not dry_run and result.result not in ("no-change", "pending"):
+            self._audit(result)
 
     def _verify_outcome(
         self,
@@ -640,41 +712,60 @@ class Pusher:
             result.notes.append(f"outcome not verified: {exc}")
             return
         try:
-            mine = [s for s in platform.read_sessions(conn) if s.name == result.session]
-            for session in mine:
-                if session.live or not committed:
-                    platform.abort_session(conn, session)
-                    result.notes.append(f"aborted {session.describe()} on a fresh connection")
-            left = [s for s in platform.read_sessions(conn) if s.name == result.session]
-            actual = platform.read_state(conn)
-            if left and any(s.live for s in left):
-                result.result = "unknown"
-                result.notes.append(f"{left[0].describe()} is still pending")
-            elif not diff(device.name, result.before, actual, platform.managed):
-                result.notes.append("verified on a fresh connection: the old state is in place")
-            elif not diff(device.name, desired, actual, platform.managed):
-                # Confirmed, but the save may never have run (the lost reply was the confirm's).
-                try:
-                    platform.save(conn)
-                except Exception as exc:  # live but not saved: a reload would undo it
-                    result.notes.append(
-                        f"the change is confirmed and in place but not saved: {_one_line(exc)}"
-                    )
-                    return
-                result.result = "applied"
-                result.notes.append(
-                    "verified on a fresh connection: the change is confirmed and in place, "
-                    f"saved (the error was: {result.error})"
-                )
-                result.error = None
-            else:
-                result.result = "unknown"
-                result.notes.append("device is neither in the old nor in the planned state")
+            self._abort_own_session(conn, platform, result, committed)
+            self._judge_outcome(conn, device, platform, desired, result)
         except Exception as exc:
             result.result = "unknown"
             result.notes.append(f"outcome not verified: {_one_line(exc)}")
         finally:
             close_quietly(conn)
+
+    @staticmethod
+    def _abort_own_session(
+        conn: Connection, platform: Platform, result: DeviceResult, committed: bool
+    ) -> None:
+        """End the failed attempt's session if it is still live, or was never committed."""
+        mine = [s for s in platform.read_sessions(conn) if s.name == result.session]
+        for session in mine:
+            if session.live or not committed:
+                platform.abort_session(conn, session)
+                result.notes.append(f"aborted {session.describe()} on a fresh connection")
+
+    def _judge_outcome(
+        self, conn: Connection, device: Device, platform: Platform, desired: QosState,
+        result: DeviceResult,
+    ) -> None:  # fmt: skip
+        """What the device holds now: the old state, the plan (saved here), or neither."""
+        assert result.before is not None
+        left = [s for s in platform.read_sessions(conn) if s.name == result.session]
+        actual = platform.read_state(conn)
+        if left and any(s.live for s in left):
+            result.result = "unknown"
+            result.notes.append(f"{left[0].describe()} is still pending")
+        elif not diff(device.name, result.before, actual, platform.managed):
+            result.notes.append("verified on a fresh connection: the old state is in place")
+        elif not diff(device.name, desired, actual, platform.managed):
+            self._save_confirmed(conn, platform, result)
+        else:
+            result.result = "unknown"
+            result.notes.append("device is neither in the old nor in the planned state")
+
+    @staticmethod
+    def _save_confirmed(conn: Connection, platform: Platform, result: DeviceResult) -> None:
+        """Confirmed, but the save may never have run (the lost reply was the confirm's)."""
+        try:
+            platform.save(conn)
+        except Exception as exc:  # live but not saved: a reload would undo it
+            result.notes.append(
+                f"the change is confirmed and in place but not saved: {_one_line(exc)}"
+            )
+            return
+        result.result = "applied"
+        result.notes.append(
+            "verified on a fresh connection: the change is confirmed and in place, "
+            f"saved (the error was: {result.error})"
+        )
+        result.error = None
 
     def restore(self, device: Device, before: QosState) -> DeviceResult:
         """Put a device back to the state it had (rollback of a rollout step). A pending
@@ -732,8 +823,8 @@ class Pusher:
     def inspect_all(
         self, devices: Sequence[Device], parallelism: int = DEFAULT_PARALLELISM
     ) -> list[DeviceResult]:
-        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(devices)))) as pool:
-            return list(pool.map(self.inspect, devices))
+        read = run_each({d.name: d for d in devices}, self.inspect, parallelism)
+        return list(results_or_raise(read).values())
 
     def apply_all(
         self,
@@ -747,40 +838,65 @@ class Pusher:
         """Canary devices first (one by one), then batches in parallel; stop on failure."""
         if canary < 0 or batch_size < 1 or parallelism < 1:
             raise AgentError("--canary must be >= 0, --batch-size and parallelism >= 1")
-        results: list[DeviceResult] = []
-        remaining = list(devices)
-        stop_reason: str | None = None
-        canaries, remaining = remaining[:canary], remaining[canary:]
-        first_batch = True
-        for device in canaries:
-            result = self.apply_one(device, dry_run)
-            results.append(result)
-            if on_result:
-                on_result(result)
-            if result.result in STOPPING:
-                stop_reason = f"canary {device.name} {result.result}"
-                break
+        rollout = _Rollout(on_result)
+        stop_reason = self._canaries(list(devices[:canary]), dry_run, rollout)
+        remaining = list(devices[canary:])
         while remaining and stop_reason is None:
             batch, remaining = remaining[:batch_size], remaining[batch_size:]
-            workers = max(1, min(parallelism, len(batch)))
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                for result in pool.map(lambda d: self.apply_one(d, dry_run), batch):
-                    results.append(result)
-                    if on_result:
-                        on_result(result)
-                    if first_batch and not dry_run:
-                        kill_point("mid-batch")  # the first result of the batch is on disk
-                        first_batch = False
-            stopped = [r for r in results[-len(batch) :] if r.result in STOPPING_BATCH]
-            if stopped:
-                stop_reason = ", ".join(f"{r.device} {r.result}" for r in stopped)
-        done = {r.device for r in results}
+            stop_reason = self._batch(batch, parallelism, dry_run, rollout)
+        done = rollout.done
         for device in devices:
             if device.name not in done:
-                skipped = DeviceResult(
-                    device.name, device.platform, "skipped", error=f"not started: {stop_reason}"
+                rollout.record(
+                    DeviceResult(
+                        device.name, device.platform, "skipped", error=f"not started: {stop_reason}"
+                    )
                 )
-                results.append(skipped)
-                if on_result:
-                    on_result(skipped)
-        return results
+        return rollout.results
+
+    def _canaries(self, canaries: list[Device], dry_run: bool, rollout: _Rollout) -> str | None:
+        """One by one; why the rollout stops (None: go on)."""
+        for device in canaries:
+            result = self.apply_one(device, dry_run)
+            rollout.record(result)
+            if result.result in STOPPING:
+                return f"canary {device.name} {result.result}"
+        return None
+
+    def _batch(
+        self, batch: list[Device], parallelism: int, dry_run: bool, rollout: _Rollout
+    ) -> str | None:
+        """One batch side by side, each result recorded as it comes (in batch order); why the
+        rollout stops (None: go on)."""
+
+        def record(_name: str, outcome: DeviceResult | Exception) -> None:
+            if isinstance(outcome, Exception):
+                raise outcome  # the batch's other devices still finish, as with Executor.map
+            rollout.record(outcome)
+            if rollout.first_result and not dry_run:
+                kill_point("mid-batch")  # the first result of the batch is on disk
+                rollout.first_result = False
+
+        run_each(
+            {d.name: d for d in batch}, lambda d: self.apply_one(d, dry_run), parallelism, record
+        )
+        stopped = [r for r in rollout.results[-len(batch) :] if r.result in STOPPING_BATCH]
+        return ", ".join(f"{r.device} {r.result}" for r in stopped) or None
+
+
+@dataclass
+class _Rollout:
+    """The results of one :meth:`Pusher.apply_all` so far, each handed on as it lands."""
+
+    on_result: Callable[[DeviceResult], None] | None
+    results: list[DeviceResult] = field(default_factory=list)
+    first_result: bool = True  # no batch result recorded yet: the mid-batch kill point is armed
+
+    @property
+    def done(self) -> set[str]:
+        return {r.device for r in self.results}
+
+    def record(self, result: DeviceResult) -> None:
+        self.results.append(result)
+        if self.on_result:
+            self.on_result(result)

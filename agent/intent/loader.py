@@ -181,71 +181,17 @@ def load_fabric(path: Path) -> LoadedFabric:
     empty = SourceMap(path)
     if not isinstance(data, dict):
         raise IntentError([Problem(fabric_map.locate(()), "", "a fabric file must be a mapping")])
-    problems: list[Problem] = []
     plain = Locator(fabric_map, empty, empty)
-    for key in data:
-        if key not in FABRIC_KEYS:
-            problems.append(
-                plain.problem(
-                    (key,),
-                    f"unknown field {key!r}; expected one of {', '.join(FABRIC_KEYS)}",
-                    key=True,
-                )
-            )
-
+    problems = _unknown_fields(data, plain)
     # ${CREDENTIALS_DIRECTORY} (systemd LoadCredential=) before relative paths are joined.
     problems.extend(expand_credential_paths(data, plain.problem))
-
-    profile_file = path
-    profile_data: dict[str, Any] = {}
-    profile_map = empty
-    reference = data.get("profile")
-    if not isinstance(reference, str):
-        problems.append(
-            plain.problem(("profile",), "name a profile (e.g. nvidia-default) or a profile file")
-        )
-    else:
-        resolved = _resolve_profile(reference, path)
-        if isinstance(resolved, str):
-            problems.append(plain.problem(("profile",), resolved))
-        else:
-            profile_file = resolved
-            profile_data, profile_map = load_profile(resolved)
-
-    overrides = data.get("overrides") or {}
-    if not isinstance(overrides, dict):
-        problems.append(plain.problem(("overrides",), "overrides must be a mapping"))
-        overrides = {}
-    overrides_map = SourceMap(path)
-    overrides_map.values = {
-        k[1:]: v for k, v in fabric_map.values.items() if k[:1] == ("overrides",) and len(k) > 1
-    }
-    overrides_map.keys = {
-        k[1:]: v for k, v in fabric_map.keys.items() if k[:1] == ("overrides",) and len(k) > 1
-    }
-    locate = Locator(fabric_map, profile_map, overrides_map)
-
-    defaults: DeviceDefaults | None = None
-    try:
-        defaults = DeviceDefaults.model_validate(data.get("defaults") or {})
-    except ValidationError as exc:
-        problems.extend(_pydantic_problems(exc, locate, ("defaults",), data.get("defaults")))
-
-    devices = data.get("devices")
-    if isinstance(devices, list):
-        devices = [_apply_defaults(device, defaults, path) for device in devices]
-
-    merged = {
-        "name": data.get("name"),
-        "profile": _deep_merge(profile_data, overrides) if profile_data else None,
-        "devices": devices,
-    }
-    for key in ("validation", "emulation"):
-        if key in data:
-            merged[key] = data[key]
+    profile_file, profile_data, profile_map = _profile(data, path, plain, problems)
+    overrides = _overrides(data, plain, problems)
+    locate = Locator(fabric_map, profile_map, _section_map(fabric_map, "overrides", path))
+    defaults = _defaults(data, locate, problems)
+    merged = _merged(data, profile_data, overrides, defaults, path)
     if problems:
         raise IntentError(problems)
-
     try:
         intent = FabricIntent.model_validate(merged)
     except ValidationError as exc:
@@ -256,6 +202,88 @@ def load_fabric(path: Path) -> LoadedFabric:
     if problems:
         raise IntentError(problems)
     return loaded
+
+
+def _unknown_fields(data: dict[str, Any], plain: Locator) -> list[Problem]:
+    return [
+        plain.problem(
+            (key,), f"unknown field {key!r}; expected one of {', '.join(FABRIC_KEYS)}", key=True
+        )
+        for key in data
+        if key not in FABRIC_KEYS
+    ]
+
+
+def _profile(
+    data: dict[str, Any], path: Path, plain: Locator, problems: list[Problem]
+) -> tuple[Path, dict[str, Any], SourceMap]:
+    """The profile the fabric names: its file, data and source map (the fabric file and
+    nothing when it names none that can be read; ``problems`` says why)."""
+    reference = data.get("profile")
+    if not isinstance(reference, str):
+        problems.append(
+            plain.problem(("profile",), "name a profile (e.g. nvidia-default) or a profile file")
+        )
+        return path, {}, SourceMap(path)
+    resolved = _resolve_profile(reference, path)
+    if isinstance(resolved, str):
+        problems.append(plain.problem(("profile",), resolved))
+        return path, {}, SourceMap(path)
+    profile_data, profile_map = load_profile(resolved)
+    return resolved, profile_data, profile_map
+
+
+def _overrides(data: dict[str, Any], plain: Locator, problems: list[Problem]) -> dict[str, Any]:
+    overrides = data.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        problems.append(plain.problem(("overrides",), "overrides must be a mapping"))
+        return {}
+    return overrides
+
+
+def _section_map(fabric_map: SourceMap, section: str, path: Path) -> SourceMap:
+    """The source map of one top-level section, with keys relative to it."""
+    inside = SourceMap(path)
+    inside.values = {
+        k[1:]: v for k, v in fabric_map.values.items() if k[:1] == (section,) and len(k) > 1
+    }
+    inside.keys = {
+        k[1:]: v for k, v in fabric_map.keys.items() if k[:1] == (section,) and len(k) > 1
+    }
+    return inside
+
+
+def _defaults(
+    data: dict[str, Any], locate: Locator, problems: list[Problem]
+) -> DeviceDefaults | None:
+    try:
+        return DeviceDefaults.model_validate(data.get("defaults") or {})
+    except ValidationError as exc:
+        problems.extend(_pydantic_problems(exc, locate, ("defaults",), data.get("defaults")))
+        return None
+
+
+def _merged(
+    data: dict[str, Any],
+    profile_data: dict[str, Any],
+    overrides: dict[str, Any],
+    defaults: DeviceDefaults | None,
+    path: Path,
+) -> dict[str, Any]:
+    """The fabric as the model reads it: the profile with the overrides merged in, every
+    device filled from the defaults."""
+    devices = data.get("devices")
+    if isinstance(devices, list):
+        devices = [_apply_defaults(device, defaults, path) for device in devices]
+    merged = {
+        "name": data.get("name"),
+        "profile": _deep_merge(profile_data, overrides) if profile_data else None,
+        "devices": devices,
+    }
+    for key in ("validation", "emulation"):
+        if key in data:
+            merged[key] = data[key]
+    return merged
 
 
 def _apply_defaults(device: Any, defaults: DeviceDefaults | None, fabric_file: Path) -> Any:

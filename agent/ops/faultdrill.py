@@ -35,11 +35,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from agent.device.fanout import results_or_raise, run_each
 from agent.device.platforms import platform_for
 from agent.device.push import Pusher, Unreachable, close_quietly, connect
 from agent.device.state import QosState, diff
@@ -54,6 +54,7 @@ KILLED = -signal.SIGKILL
 SLOW_DELAY_S = 100.0
 # How often a pending commit timer is polled: its end is what the judge waits for.
 SETTLE_POLL_S = 0.2
+Outcome = TypeVar("Outcome")
 
 
 class DrillError(AgentError):
@@ -284,44 +285,43 @@ class Drill:
         """
         deadline = time.monotonic() + (settle_s or 0.0)
 
-        def one(device: Device) -> tuple[str, str]:
+        def one(device: Device) -> str:
             actual = self._settled_read(device, deadline) if settle_s else self._read(device)
             if isinstance(actual, str):
-                return device.name, "unreadable"
+                return "unreadable"
             platform = platform_for(device.platform)
             device_plan = self.pusher.plan.device(device.name)
             assert device_plan is not None
             desired = platform.desired(device_plan)
             if not diff(device.name, desired, actual, platform.managed):
-                return device.name, "new"
+                return "new"
             if not diff(device.name, self.old[device.name], actual, platform.managed):
-                return device.name, "old"
+                return "old"
             remaining = diff(device.name, desired, actual, platform.managed)
-            return device.name, f"mixed({len(remaining)})"
+            return f"mixed({len(remaining)})"
 
-        with ThreadPoolExecutor(max_workers=len(self.switches)) as pool:
-            return dict(pool.map(one, self.switches))
+        return results_or_raise(self._on_every_switch(one))
 
     def unsaved(self) -> dict[str, str]:
         """Switches whose running config a reload would lose (or that could not be read):
         switch -> the first unsaved line or why not read."""
 
-        def one(device: Device) -> tuple[str, str | None]:
+        def one(device: Device) -> str | None:
             platform = platform_for(device.platform)
             try:
                 conn = connect(device, platform)
             except Unreachable as exc:
-                return device.name, f"unreachable ({exc})"
+                return f"unreachable ({exc})"
             try:
                 lines = platform.unsaved(conn)
             except Exception as exc:
-                return device.name, f"unreadable ({exc})"
+                return f"unreadable ({exc})"
             finally:
                 close_quietly(conn)
-            return device.name, (lines[0] if lines else None)
+            return lines[0] if lines else None
 
-        with ThreadPoolExecutor(max_workers=len(self.switches)) as pool:
-            return {name: why for name, why in pool.map(one, self.switches) if why is not None}
+        found = results_or_raise(self._on_every_switch(one))
+        return {name: why for name, why in found.items() if why is not None}
 
     def snapshot_old(self) -> None:
         for device in self.switches:
@@ -338,8 +338,13 @@ class Drill:
             if result.result not in ("applied", "no-change"):
                 raise DrillError(f"{device.name}: reset failed: {result.result} {result.error}")
 
-        with ThreadPoolExecutor(max_workers=len(self.switches)) as pool:
-            list(pool.map(one, self.switches))
+        results_or_raise(self._on_every_switch(one))
+
+    def _on_every_switch(self, work: Callable[[Device], Outcome]) -> dict[str, Outcome | Exception]:
+        """``work`` on every switch side by side, one session each (a lab fabric is small, and
+        each settled read waits on its own switch's clock: the waits overlap); switch name ->
+        its outcome."""
+        return run_each({d.name: d for d in self.switches}, work, parallelism=None)
 
     def _settled_read(self, device: Device, deadline: float) -> QosState | str:
         """The switch's state once no change on it waits for a confirm or its timer, or at

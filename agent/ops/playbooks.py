@@ -34,7 +34,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent.device.push import DEFAULT_PARALLELISM, DeviceResult, Pusher
+from agent.device.fanout import DEFAULT_PARALLELISM
+from agent.device.push import DeviceResult, Pusher
 from agent.device.state import QosState
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.model import Device, FabricIntent, Profile
@@ -484,49 +485,47 @@ class PlaybookRunner:
     def run(self, playbook: Playbook) -> Report:
         report = Report(playbook.name, self.intent.name, time.time())
         for index, step in enumerate(playbook.steps):
-            started = time.monotonic()
-            kind = step.kind()
-            try:
-                if kind == "collect":
-                    assert step.collect is not None
-                    outcome = self._collect(step.collect)
-                elif kind == "checks":
-                    assert step.checks is not None
-                    outcome = self._checks(step.checks, report)
-                elif kind == "probe":
-                    assert step.probe is not None
-                    outcome = self._probe(step.probe, report)
-                elif kind == "apply":
-                    assert step.apply is not None
-                    outcome = self._apply(step.apply, report)
-                elif kind == "fault_drill":
-                    assert step.fault_drill is not None
-                    outcome = self._fault_drill(step.fault_drill)
-                elif kind == "locate":
-                    assert step.locate is not None
-                    outcome = self._locate(step.locate)
-                elif kind == "perftest":
-                    assert step.perftest is not None
-                    outcome = self._perftest(step.perftest)
-                else:
-                    assert step.ecn_sweep is not None
-                    outcome = self._sweep(step.ecn_sweep, report)
-            except AgentError as exc:
-                outcome = StepReport(kind, kind, "error", {"error": str(exc)})
-            outcome.name = step.name or outcome.name
-            outcome.duration_s = round(time.monotonic() - started, 3)
+            outcome = self._run_step(step, report)
             report.steps.append(outcome)
             if self.on_step:
                 self.on_step(outcome)
             if outcome.status in ("failure", "error") and step.stop_on_failure:
-                for later in playbook.steps[index + 1 :]:
-                    report.steps.append(
-                        StepReport(later.name or later.kind(), later.kind(), "skipped")
-                    )
-                if playbook.rollback_on_failure and self.before:
-                    self._rollback(report)
+                self._stop_after(playbook, index, report)
                 break
         return report
+
+    def _run_step(self, step: Step, report: Report) -> StepReport:
+        """One step, timed; an agent error is the step's outcome, not the run's end."""
+        started = time.monotonic()
+        kind = step.kind()
+        try:
+            outcome = self._runners(report)[kind](getattr(step, kind))
+        except AgentError as exc:
+            outcome = StepReport(kind, kind, "error", {"error": str(exc)})
+        outcome.name = step.name or outcome.name
+        outcome.duration_s = round(time.monotonic() - started, 3)
+        return outcome
+
+    def _runners(self, report: Report) -> dict[str, Callable[[Any], StepReport]]:
+        """The runner of each kind of step (:data:`STEP_KINDS`), given the step's spec."""
+        return {
+            "collect": self._collect,
+            "checks": lambda spec: self._checks(spec, report),
+            "probe": lambda spec: self._probe(spec, report),
+            "apply": lambda spec: self._apply(spec, report),
+            "ecn_sweep": lambda spec: self._sweep(spec, report),
+            "fault_drill": self._fault_drill,
+            "locate": self._locate,
+            "perftest": self._perftest,
+        }
+
+    def _stop_after(self, playbook: Playbook, index: int, report: Report) -> None:
+        """A step failed: the later steps are skipped, and what was applied is rolled back
+        when the playbook asks for it."""
+        for later in playbook.steps[index + 1 :]:
+            report.steps.append(StepReport(later.name or later.kind(), later.kind(), "skipped"))
+        if playbook.rollback_on_failure and self.before:
+            self._rollback(report)
 
     def _locate(self, spec: LocateSpec) -> StepReport:
         from agent.observe.locate.gather import as_json, run_locate

@@ -411,6 +411,32 @@ class Engine:
     def _build(
         self, specs: list[FlowSpec], override: dict[str, int], ignore_pause: frozenset[str]
     ) -> None:
+        """The switches and NICs the flows (and the storm) touch, wired and routed, then the
+        flows on their sending NICs."""
+        self._check_flows(specs)
+        switch_names, host_names = self._touched(specs)
+        if self._storm is not None:
+            host_names.add(self._storm[0])
+            switch_names.add(self.network.hosts[self._storm[0]].leaf)
+        for name in sorted(switch_names):
+            spec = self.network.switches[name]
+            node = SwitchNode(name, spec.dscp_to_tc)
+            node.ports = [SwitchPort(p, node, self.rng) for p in spec.ports]
+            self.switches[name] = node
+        for name in sorted(host_names):
+            nic = Nic(self.network.hosts[name], self.payload_bytes)
+            if name in ignore_pause:
+                nic.honour_pause = False
+            self.nics[name] = nic
+        self._wire()
+        for dst in host_names:
+            routes = self.network.routes_to(dst)
+            for name, node in self.switches.items():
+                node.routes[dst] = routes.get(name, ())
+        self._add_flows(specs, override)
+
+    def _check_flows(self, specs: list[FlowSpec]) -> None:
+        """Every flow runs between two hosts with a path between them."""
         net = self.network
         for flow_spec in specs:
             for host in (flow_spec.src, flow_spec.dst):
@@ -422,22 +448,10 @@ class Engine:
             if flow_spec.src == flow_spec.dst:
                 raise TwinError(f"twin flow {flow_spec.src}->{flow_spec.dst}: to itself")
             net.path(flow_spec.src, flow_spec.dst, flow_spec.hash_value())  # raises if none
-        switch_names, host_names = self._touched(specs)
-        if self._storm is not None:
-            host_names.add(self._storm[0])
-            switch_names.add(net.hosts[self._storm[0]].leaf)
-        for name in sorted(switch_names):
-            spec = net.switches[name]
-            node = SwitchNode(name, spec.dscp_to_tc)
-            node.ports = [SwitchPort(p, node, self.rng) for p in spec.ports]
-            self.switches[name] = node
-        for name in sorted(host_names):
-            nic = Nic(net.hosts[name], self.payload_bytes)
-            if name in ignore_pause:
-                nic.honour_pause = False
-            self.nics[name] = nic
-        # Wire the links between built nodes; a port whose peer was not built never carries
-        # a packet of this run (routing only leads to built switches and hosts).
+
+    def _wire(self) -> None:
+        """The links between built nodes. A port whose peer was not built never carries a
+        packet of this run (routing only leads to built switches and hosts)."""
         for node in self.switches.values():
             for port in node.ports:
                 peer_dev, peer_port = port.spec.peer_device, port.spec.peer_port
@@ -448,10 +462,10 @@ class Engine:
                 elif peer_dev in self.nics:
                     port.peer = self.nics[peer_dev]
                     self.nics[peer_dev].peer = port
-        for dst in host_names:
-            routes = net.routes_to(dst)
-            for name, node in self.switches.items():
-                node.routes[dst] = routes.get(name, ())
+
+    def _add_flows(self, specs: list[FlowSpec], override: dict[str, int]) -> None:
+        """Each flow with its reaction point on its sending NIC; every NIC's notification
+        point and timer from its DCQCN parameters (``override`` on top)."""
         for index, flow_spec in enumerate(specs):
             nic = self.nics[flow_spec.src]
             params = {**nic.spec.dcqcn, **override}
@@ -837,7 +851,7 @@ class Engine:
         )
         for flow in self.flows:
             # The RP keeps every rate change for the lab's reports; the twin samples rates
-            # itself, and an unbounded list would grow by ~10^4 entries per flow per second.
+            # itself, and an unbounded list would grow with every rate change of every flow.
             flow.rp.history.clear()
         if self.on_sample is not None:
             self.on_sample(self, now)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.twin.engine import Engine, SwitchPort
+from agent.twin.engine import Engine, Flow, SwitchPort, Watch
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
 from lossless.config import NUM_CLASSES
@@ -197,6 +197,121 @@ def converge_time(t_s: list[float], rates: list[list[float]]) -> float | None:
     return t_s[last_bad + 1] if last_bad + 1 < len(t_s) else None
 
 
+@dataclass
+class _Drops:
+    """Frames lost over the run: per class, and split by the promise each one broke."""
+
+    by_class: list[int] = field(default_factory=lambda: [0] * NUM_CLASSES)
+    lossless: int = 0
+    lossy: int = 0
+
+    def add_port(self, port: SwitchPort) -> None:
+        lossless = port.spec.qos.lossless() if port.spec.qos else [False] * NUM_CLASSES
+        for tc in range(NUM_CLASSES):
+            # A watchdog drop is the chosen mitigation, not a broken promise: counted per
+            # class, and as lossless only for headroom overruns and tail drops.
+            broken = port.ingress.headroom_drops[tc] + port.queues[tc].tail_drops
+            dropped = broken + port.watchdog.classes[tc].dropped_packets
+            self.by_class[tc] += dropped
+            if lossless[tc]:
+                self.lossless += broken
+            else:
+                self.lossy += dropped
+
+
+def _drops(engine: Engine) -> _Drops:
+    drops = _Drops()
+    for node in engine.switches.values():
+        for port in node.ports:
+            drops.add_port(port)
+    return drops
+
+
+def _active_ports(engine: Engine, duration: float) -> list[PortReport]:
+    """The switch ports that sent, paused or dropped anything."""
+    return [
+        _port_report(p, duration)
+        for node in engine.switches.values()
+        for p in node.ports
+        if p.tx_bytes or p.pfc_rx or p.pfc_tx_xoff or p.watchdog_drops
+    ]
+
+
+def _second_half_bps(samples: list[Watch], index: int) -> float:
+    """Goodput of flow ``index`` between the middle and the last sample."""
+    half = len(samples) // 2
+    if not samples or half >= len(samples) - 1:
+        return 0.0
+    dt = samples[-1].t_s - samples[half].t_s
+    if dt <= 0:
+        return 0.0
+    return (samples[-1].rx_bytes[index] - samples[half].rx_bytes[index]) * 8 / dt
+
+
+def _flow_report(engine: Engine, flow: Flow, duration: float) -> FlowReport:
+    return FlowReport(
+        flow=flow.name,
+        goodput_bps=flow.rx_bytes * 8 / duration,
+        goodput_second_half_bps=_second_half_bps(engine.samples, flow.index),
+        final_rate_bps=flow.rp.current_bps,
+        tx_bytes=flow.tx_bytes,
+        rx_bytes=flow.rx_bytes,
+        ce_fraction=flow.rx_ce / flow.rx_packets if flow.rx_packets else 0.0,
+        cnps_received=flow.cnps_rx,
+        rate_cuts=flow.rp.cuts,
+        paused_fraction=engine.nics[flow.src].pause.paused_s / duration,
+    )
+
+
+def _series(engine: Engine, queue_port: str | None) -> Series:
+    """The sampled time series of the bottleneck queue, every flow's rate and paused ports."""
+    samples = engine.samples
+    paused_ports = sorted({k for s in samples for k in s.paused})[:16]
+    return Series(
+        every_s=engine.sample_every_s,
+        t_s=[s.t_s for s in samples],
+        queue_port=queue_port,
+        queue_bytes=[s.queue_bytes.get(queue_port, 0) if queue_port else 0 for s in samples],
+        flows=[f.name for f in engine.flows],
+        rate_bps=[[s.rate_bps[i] for s in samples] for i in range(len(engine.flows))],
+        paused_ports=paused_ports,
+        paused=[[s.paused.get(name, 0.0) for s in samples] for name in paused_ports],
+    )
+
+
+def _converge_s(engine: Engine, series: Series, victim: int | None) -> float | None:
+    """Time to converge over the incast flows that ran to the end of the run."""
+    active = [
+        series.rate_bps[i]
+        for i, f in enumerate(engine.flows)
+        if i != victim and f.stop_s > engine.duration_s
+    ]
+    return converge_time(series.t_s, active)
+
+
+def _pfc_frames(engine: Engine, ports: list[PortReport]) -> int:
+    """PFC frames sent by switch ports (XOFF and XON) and by the NICs (XOFF)."""
+    return sum(p.pfc_xoff_tx + p.pfc_xon_tx for p in ports) + sum(
+        n.pfc_tx_xoff for n in engine.nics.values()
+    )
+
+
+def _ce_fraction(engine: Engine) -> float:
+    rx_packets = sum(f.rx_packets for f in engine.flows)
+    rx_ce = sum(f.rx_ce for f in engine.flows)
+    return rx_ce / rx_packets if rx_packets else 0.0
+
+
+def _max_paused_fraction(engine: Engine, ports: list[PortReport]) -> float:
+    nic_paused = [n.pause.paused_s / engine.duration_s for n in engine.nics.values()]
+    return max([p.paused_fraction for p in ports] + nic_paused + [0.0])
+
+
+def _fairness(flows: list[FlowReport], victim: int | None) -> float | None:
+    """Jain over the incast flows' second-half goodput (the victim is excluded)."""
+    return jain([fl.goodput_second_half_bps for i, fl in enumerate(flows) if i != victim])
+
+
 def report(
     engine: Engine,
     scenario: Scenario,
@@ -209,80 +324,12 @@ def report(
 ) -> TwinReport:
     """Summarise a finished run."""
     duration = engine.duration_s
-    ports = [
-        _port_report(p, duration)
-        for node in engine.switches.values()
-        for p in node.ports
-        if p.tx_bytes or p.pfc_rx or p.pfc_tx_xoff or p.watchdog_drops
-    ]
-    drops_by_class = [0] * NUM_CLASSES
-    lossless_drops = lossy_drops = 0
-    for node in engine.switches.values():
-        for p in node.ports:
-            lossless = p.spec.qos.lossless() if p.spec.qos else [False] * NUM_CLASSES
-            for tc in range(NUM_CLASSES):
-                dropped = (
-                    p.ingress.headroom_drops[tc]
-                    + p.queues[tc].tail_drops
-                    + p.watchdog.classes[tc].dropped_packets
-                )
-                drops_by_class[tc] += dropped
-                # A watchdog drop is the chosen mitigation, not a broken promise: counted per
-                # class, and as lossless only for headroom overruns and tail drops.
-                broken = p.ingress.headroom_drops[tc] + p.queues[tc].tail_drops
-                if lossless[tc]:
-                    lossless_drops += broken
-                else:
-                    lossy_drops += dropped
-    half = len(engine.samples) // 2
-    samples = engine.samples
-    flows: list[FlowReport] = []
-    for f in engine.flows:
-        nic = engine.nics[f.src]
-        second_half = 0.0
-        if samples and half < len(samples) - 1:
-            dt = samples[-1].t_s - samples[half].t_s
-            if dt > 0:
-                second_half = (
-                    (samples[-1].rx_bytes[f.index] - samples[half].rx_bytes[f.index]) * 8 / dt
-                )
-        flows.append(
-            FlowReport(
-                flow=f.name,
-                goodput_bps=f.rx_bytes * 8 / duration,
-                goodput_second_half_bps=second_half,
-                final_rate_bps=f.rp.current_bps,
-                tx_bytes=f.tx_bytes,
-                rx_bytes=f.rx_bytes,
-                ce_fraction=f.rx_ce / f.rx_packets if f.rx_packets else 0.0,
-                cnps_received=f.cnps_rx,
-                rate_cuts=f.rp.cuts,
-                paused_fraction=nic.pause.paused_s / duration,
-            )
-        )
-    rx_packets = sum(f.rx_packets for f in engine.flows)
-    rx_ce = sum(f.rx_ce for f in engine.flows)
+    ports = _active_ports(engine, duration)
+    drops = _drops(engine)
+    flows = [_flow_report(engine, f, duration) for f in engine.flows]
     victim = scenario.victim
-    fair = [fl.goodput_second_half_bps for i, fl in enumerate(flows) if i != victim]
     bottleneck = max(ports, key=lambda p: (p.queue_peak_bytes, p.utilisation), default=None)
-    queue_port = bottleneck.port if bottleneck else None
-    paused_ports = sorted({k for s in samples for k in s.paused})[:16]
-    active = [
-        [s.rate_bps[i] for s in samples]
-        for i, f in enumerate(engine.flows)
-        if i != victim and f.stop_s > duration
-    ]
-    series = Series(
-        every_s=engine.sample_every_s,
-        t_s=[s.t_s for s in samples],
-        queue_port=queue_port,
-        queue_bytes=[s.queue_bytes.get(queue_port, 0) if queue_port else 0 for s in samples],
-        flows=[f.name for f in engine.flows],
-        rate_bps=[[s.rate_bps[i] for s in samples] for i in range(len(engine.flows))],
-        paused_ports=paused_ports,
-        paused=[[s.paused.get(name, 0.0) for s in samples] for name in paused_ports],
-    )
-    nic_paused = [n.pause.paused_s / duration for n in engine.nics.values()]
+    series = _series(engine, bottleneck.port if bottleneck else None)
     return TwinReport(
         fabric=fabric,
         profile=profile,
@@ -293,22 +340,21 @@ def report(
         seed=seed,
         events=engine.events,
         wall_s=wall_s,
-        lossless_drops=lossless_drops,
-        lossy_drops=lossy_drops,
-        drops_by_class={tc: d for tc, d in enumerate(drops_by_class) if d},
-        pfc_frames=sum(p.pfc_xoff_tx + p.pfc_xon_tx for p in ports)
-        + sum(n.pfc_tx_xoff for n in engine.nics.values()),
-        ce_fraction=rx_ce / rx_packets if rx_packets else 0.0,
+        lossless_drops=drops.lossless,
+        lossy_drops=drops.lossy,
+        drops_by_class={tc: d for tc, d in enumerate(drops.by_class) if d},
+        pfc_frames=_pfc_frames(engine, ports),
+        ce_fraction=_ce_fraction(engine),
         cnps_sent=sum(n.cnps_tx for n in engine.nics.values()),
         cnps_received=sum(f.cnps_rx for f in engine.flows),
         goodput_bps=sum(f.rx_bytes for f in engine.flows) * 8 / duration,
-        bottleneck=queue_port,
+        bottleneck=series.queue_port,
         bottleneck_utilisation=bottleneck.utilisation if bottleneck else 0.0,
         queue_peak_bytes=bottleneck.queue_peak_bytes if bottleneck else 0,
         queue_p99_bytes=bottleneck.queue_p99_bytes if bottleneck else 0,
-        max_paused_fraction=max([p.paused_fraction for p in ports] + nic_paused + [0.0]),
-        jain=jain(fair),
-        converge_s=converge_time(series.t_s, active),
+        max_paused_fraction=_max_paused_fraction(engine, ports),
+        jain=_fairness(flows, victim),
+        converge_s=_converge_s(engine, series, victim),
         victim_goodput_bps=flows[victim].goodput_bps if victim is not None else None,
         storms_detected=sum(p.storms_detected for p in ports),
         ports=sorted(ports, key=lambda p: p.port),

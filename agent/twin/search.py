@@ -728,50 +728,67 @@ def _summary(t: Trial) -> str:
 
 def explain(speed: SpeedResult, objectives: Objectives, dcqcn_tuned: bool) -> str:
     """One line: the recommendation and why not its grid neighbours (or why nothing passed)."""
-    stage = speed.ecn
-    label = format_speed(speed.speed_bps)
-    best = stage.best
-    current = next((t for t in stage.trials if t.candidate.current), None)
-    dcqcn_part = ""
-    if len(speed.stages) > 1:
-        dstage = speed.stages[0]
-        chosen = dstage.best or dstage.closest
-        base = next((t for t in dstage.trials if t.candidate.current), None)
-        if chosen is not None and not chosen.candidate.current:
-            dcqcn_part = f"; DCQCN {chosen.candidate.dcqcn_long()}"
-            if base is not None:
-                dcqcn_part += (
-                    f" (with the current ECN: utilisation {_pct(chosen.worst_utilisation())} "
-                    f"vs {_pct(base.worst_utilisation())} with the NICs' current values)"
-                )
-        elif chosen is not None:
-            dcqcn_part = "; DCQCN: the NICs' current values are best"
+    best = speed.ecn.best
     if best is None:
-        rejected = [t for t in stage.trials if not t.feasible]
-        counts: dict[str, int] = {}
-        for t in rejected:
-            word = (t.invalid or t.reasons[0]).split(" ")[0]
-            counts[word] = counts.get(word, 0) + 1
-        close = stage.closest
-        hint = ""
-        if counts.get("utilisation", 0) >= len(rejected) / 2 and not dcqcn_tuned:
-            hint = "; the hosts' DCQCN recovers too slowly for this speed -- try --dcqcn"
-        closest = (
-            f"; closest {close.candidate.ecn.label()}: {', '.join(close.reasons)}"
-            if close is not None and close.reasons
-            else ""
+        return _nothing_passed(speed, dcqcn_tuned)
+    return "; ".join(_why_best(speed, best, objectives)) + _dcqcn_part(speed)
+
+
+def _dcqcn_part(speed: SpeedResult) -> str:
+    """The DCQCN values the ECN grid ran with, when tune searched them ("" when not)."""
+    if len(speed.stages) < 2:
+        return ""
+    dstage = speed.stages[0]
+    chosen = dstage.best or dstage.closest
+    if chosen is None:
+        return ""
+    if chosen.candidate.current:
+        return "; DCQCN: the NICs' current values are best"
+    part = f"; DCQCN {chosen.candidate.dcqcn_long()}"
+    base = next((t for t in dstage.trials if t.candidate.current), None)
+    if base is not None:
+        part += (
+            f" (with the current ECN: utilisation {_pct(chosen.worst_utilisation())} "
+            f"vs {_pct(base.worst_utilisation())} with the NICs' current values)"
         )
-        why = ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        return (
-            f"{label}: no candidate meets the objectives ({len(rejected)} of "
-            f"{len(stage.trials)} rejected: {why}){closest}{dcqcn_part}{hint}"
-        )
-    frame = speed.frame_bytes
+    return part
+
+
+def _nothing_passed(speed: SpeedResult, dcqcn_tuned: bool) -> str:
+    """Why no candidate passed: the rejections by first word, the closest one's reasons, and
+    a hint at --dcqcn when most failed on utilisation."""
+    stage = speed.ecn
+    rejected = [t for t in stage.trials if not t.feasible]
+    counts: dict[str, int] = {}
+    for t in rejected:
+        word = (t.invalid or t.reasons[0]).split(" ")[0]
+        counts[word] = counts.get(word, 0) + 1
+    close = stage.closest
+    hint = ""
+    if counts.get("utilisation", 0) >= len(rejected) / 2 and not dcqcn_tuned:
+        hint = "; the hosts' DCQCN recovers too slowly for this speed -- try --dcqcn"
+    closest = (
+        f"; closest {close.candidate.ecn.label()}: {', '.join(close.reasons)}"
+        if close is not None and close.reasons
+        else ""
+    )
+    why = ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return (
+        f"{format_speed(speed.speed_bps)}: no candidate meets the objectives ({len(rejected)} of "
+        f"{len(stage.trials)} rejected: {why}){closest}{_dcqcn_part(speed)}{hint}"
+    )
+
+
+def _why_best(speed: SpeedResult, best: Trial, objectives: Objectives) -> list[str]:
+    """The recommendation, then why not each grid neighbour, the pause threshold it ran
+    with when that is not the fabric's, and why not the current setting."""
+    stage, frame = speed.ecn, speed.frame_bytes
     feasible = sum(t.feasible for t in stage.trials)
     parts = [
-        f"{label}: {best.candidate.ecn.label()} -- {_summary(best)}; the lowest p99 of the "
-        f"{feasible} candidates meeting paused <= {_pct(objectives.max_paused_fraction)} and "
-        f"utilisation >= {_pct(objectives.min_utilisation)}"
+        f"{format_speed(speed.speed_bps)}: {best.candidate.ecn.label()} -- {_summary(best)}; "
+        f"the lowest p99 of the {feasible} candidates meeting paused <= "
+        f"{_pct(objectives.max_paused_fraction)} and utilisation >= "
+        f"{_pct(objectives.min_utilisation)}"
     ]
     for word, other in neighbours(best.candidate, stage.trials):
         parts.append(
@@ -784,9 +801,10 @@ def explain(speed: SpeedResult, objectives: Objectives, dcqcn_tuned: bool) -> st
             f"note: pause threshold {kb(pause)} instead of {kb(speed.pause_threshold_bytes)} "
             "(the profile's auto: ECN max + 2 MTU)"
         )
+    current = next((t for t in stage.trials if t.candidate.current), None)
     if current is not None and current is not best:
         parts.append(f"current {current.candidate.ecn.label()}: {_why_not(current, best, frame)}")
-    return "; ".join(parts) + dcqcn_part
+    return parts
 
 
 # ------------------------------------------------------------------------------ the search
@@ -859,77 +877,20 @@ def tune(
 ) -> TuneResult:
     """Tune every host-facing speed (or ``speeds``); see the module docstring."""
     objectives = objectives or Objectives()
-    if scenario not in TUNE_SCENARIOS:
-        raise TwinError(
-            f"tune --scenario. Expected: one of {', '.join(TUNE_SCENARIOS)} Actual: {scenario}"
-        )
-    if not (math.isfinite(duration_s) and 0 < duration_s <= MAX_DURATION_S):
-        raise TwinError(
-            f"tune --duration. Expected: more than 0 and at most {MAX_DURATION_S * 1e3:g} ms "
-            f"Actual: {duration_s!r}"
-        )
-    if not MIN_CANDIDATES <= candidates <= MAX_CANDIDATES:
-        raise TwinError(
-            f"tune --candidates. Expected: {MIN_CANDIDATES}-{MAX_CANDIDATES} Actual: {candidates}"
-        )
-    if not seeds:
-        raise TwinError("tune --seeds. Expected: at least 1 Actual: 0")
+    _check_options(scenario, duration_s, candidates, seeds)
     started = time.perf_counter()
     plan = build_plan(intent)
-    network = build_network(intent, plan)
-    present = host_speeds(network)
-    if not present:
-        raise TwinError("tune: Expected: hosts with a NIC linked to a switch Actual: none")
-    for speed in speeds:
-        if speed not in present:
-            have = ", ".join(format_speed(s) for s in sorted(present))
-            raise TwinError(
-                f"tune --speed: no host NIC at {format_speed(speed)}. Expected: one of {have} "
-                f"Actual: {format_speed(speed)}"
-            )
-    wanted = sorted(set(speeds) or present, reverse=True)
-    dominant = max(present, key=lambda s: (present[s], s))
-    roce = intent.profile.roce.priority
+    present = host_speeds(build_network(intent, plan))
+    _check_speeds(speeds, present)
+    search = _Search(
+        intent, plan, scenario, senders, duration_s, candidates, seeds, dcqcn, objectives, runner
+    )
     notes: list[str] = []
-    results: list[SpeedResult] = []
-    for speed in wanted:
-        ecn_now, pause, mtu, host_ports = current_ecn(plan, roce, speed)
-        frame = mtu + ETH_OVERHEAD
-        limit = present[speed] - 1 if scenario == "incast" else present[speed]
-        n = min(senders, limit)
-        if n < senders:
-            notes.append(
-                f"{format_speed(speed)}: {n} senders (only {present[speed]} hosts at this speed)"
-            )
-        common: dict[str, Any] = {
-            "scenario": scenario,
-            "senders": n,
-            "speed_bps": speed,
-            "duration_s": duration_s,
-            "seeds": seeds,
-            "objectives": objectives,
-            "runner": runner,
-        }
-        stages: list[Stage] = []
-        chosen_dcqcn: tuple[tuple[str, int], ...] = ()
-        if dcqcn:
-            nic_now = _nic_dcqcn(plan)
-            dcands = [Candidate(0, ecn_now)] + [
-                Candidate(i + 1, ecn_now, values)
-                for i, values in enumerate(dcqcn_grid(speed, nic_now))
-            ]
-            dstage = _run_stage("dcqcn", intent, dcands, **common)
-            stages.append(dstage)
-            pick = dstage.best or dstage.closest
-            chosen_dcqcn = pick.candidate.dcqcn if pick is not None else ()
-        grid = grid_candidates(speed, mtu, pause, candidates)
-        ecands = [Candidate(0, ecn_now, chosen_dcqcn)] + [
-            Candidate(c.index, c.ecn, chosen_dcqcn, c.axes) for c in grid
-        ]
-        stages.append(_run_stage("ecn", intent, ecands, **common))
-        result = SpeedResult(speed, n, pause, host_ports, frame, stages)
-        result.explanation = explain(result, objectives, dcqcn)
-        results.append(result)
+    results = [
+        search.speed(speed, present[speed], notes)
+        for speed in sorted(set(speeds) or present, reverse=True)
+    ]
+    dominant = max(present, key=lambda s: (present[s], s))
     if len(present) > 1:
         notes.append(
             f"one ECN/DCQCN setting per fabric (profile): the override carries "
@@ -945,10 +906,109 @@ def tune(
         objectives=objectives,
         speeds=results,
         dominant_speed_bps=dominant,
-        roce_queue=roce,
+        roce_queue=intent.profile.roce.priority,
         wall_s=time.perf_counter() - started,
         notes=notes,
     )
+
+
+def _check_options(
+    scenario: ScenarioName, duration_s: float, candidates: int, seeds: Sequence[int]
+) -> None:
+    if scenario not in TUNE_SCENARIOS:
+        raise TwinError(
+            f"tune --scenario. Expected: one of {', '.join(TUNE_SCENARIOS)} Actual: {scenario}"
+        )
+    if not (math.isfinite(duration_s) and 0 < duration_s <= MAX_DURATION_S):
+        raise TwinError(
+            f"tune --duration. Expected: more than 0 and at most {MAX_DURATION_S * 1e3:g} ms "
+            f"Actual: {duration_s!r}"
+        )
+    if not MIN_CANDIDATES <= candidates <= MAX_CANDIDATES:
+        raise TwinError(
+            f"tune --candidates. Expected: {MIN_CANDIDATES}-{MAX_CANDIDATES} Actual: {candidates}"
+        )
+    if not seeds:
+        raise TwinError("tune --seeds. Expected: at least 1 Actual: 0")
+
+
+def _check_speeds(speeds: Sequence[int], present: dict[int, int]) -> None:
+    """The fabric has hosts to tune for, at every asked speed."""
+    if not present:
+        raise TwinError("tune: Expected: hosts with a NIC linked to a switch Actual: none")
+    for speed in speeds:
+        if speed not in present:
+            have = ", ".join(format_speed(s) for s in sorted(present))
+            raise TwinError(
+                f"tune --speed: no host NIC at {format_speed(speed)}. Expected: one of {have} "
+                f"Actual: {format_speed(speed)}"
+            )
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One tune's settings, the same for every speed it tunes."""
+
+    intent: FabricIntent
+    plan: Plan
+    scenario: ScenarioName
+    senders: int
+    duration_s: float
+    candidates: int
+    seeds: Sequence[int]
+    dcqcn: bool
+    objectives: Objectives
+    runner: Runner
+
+    def speed(self, speed: int, hosts: int, notes: list[str]) -> SpeedResult:
+        """The DCQCN grid (when asked), then the ECN grid with its pick, at one speed."""
+        ecn_now, pause, mtu, host_ports = current_ecn(
+            self.plan, self.intent.profile.roce.priority, speed
+        )
+        senders = self._senders(speed, hosts, notes)
+        stages: list[Stage] = []
+        chosen_dcqcn: tuple[tuple[str, int], ...] = ()
+        if self.dcqcn:
+            dcands = [Candidate(0, ecn_now)] + [
+                Candidate(i + 1, ecn_now, values)
+                for i, values in enumerate(dcqcn_grid(speed, _nic_dcqcn(self.plan)))
+            ]
+            dstage = self._stage("dcqcn", dcands, senders, speed)
+            stages.append(dstage)
+            pick = dstage.best or dstage.closest
+            chosen_dcqcn = pick.candidate.dcqcn if pick is not None else ()
+        ecands = [Candidate(0, ecn_now, chosen_dcqcn)] + [
+            Candidate(c.index, c.ecn, chosen_dcqcn, c.axes)
+            for c in grid_candidates(speed, mtu, pause, self.candidates)
+        ]
+        stages.append(self._stage("ecn", ecands, senders, speed))
+        result = SpeedResult(speed, senders, pause, host_ports, mtu + ETH_OVERHEAD, stages)
+        result.explanation = explain(result, self.objectives, self.dcqcn)
+        return result
+
+    def _senders(self, speed: int, hosts: int, notes: list[str]) -> int:
+        """As many senders as asked, or as the hosts at this speed allow (noted)."""
+        limit = hosts - 1 if self.scenario == "incast" else hosts
+        senders = min(self.senders, limit)
+        if senders < self.senders:
+            notes.append(
+                f"{format_speed(speed)}: {senders} senders (only {hosts} hosts at this speed)"
+            )
+        return senders
+
+    def _stage(self, kind: str, candidates: list[Candidate], senders: int, speed: int) -> Stage:
+        return _run_stage(
+            kind,
+            self.intent,
+            candidates,
+            scenario=self.scenario,
+            senders=senders,
+            speed_bps=speed,
+            duration_s=self.duration_s,
+            seeds=self.seeds,
+            objectives=self.objectives,
+            runner=self.runner,
+        )
 
 
 def _nic_dcqcn(plan: Plan) -> dict[str, int]:
