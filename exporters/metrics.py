@@ -27,6 +27,12 @@ PROBE_RESULTS = ("pass", "fail")
 NIC_ERROR_SOURCES = ("sysfs", "ethtool")
 YES_NO = ("yes", "no")
 LOCATE_KINDS = ("link", "port", "switch", "host-nic")
+# Why an HTTP connection was refused (503), cut, or failed; exporters/server.py counts them.
+HTTP_BAD_CLIENT_REASONS = (
+    "connection_cap", "address_cap",
+    "header_deadline", "response_deadline", "evicted",
+    "bad_request", "tls_handshake", "disconnected",
+)  # fmt: skip
 
 # Source commands, quoted in the table and in METRICS.md.
 EOS_PFC = "EOS `show priority-flow-control counters | json`"
@@ -338,7 +344,32 @@ SPECS: tuple[MetricSpec, ...] = (
        "shards of a fabric it is the fabric's device count.", "the fabric file and --shard"),
 )  # fmt: skip
 
-BY_NAME = {spec.name: spec for spec in SPECS}
+# The HTTP server's own series (exporters/server.py renders them next to the collector's; the
+# exporter's registry adds `fabric`). Apart from SPECS: the collector builds families for every
+# row of SPECS, and these are not its to build.
+HTTP = "the exporter's HTTP server"
+HTTP_SERVER_SPECS = (
+    _m("agent", "roce_exporter_http_connections", "gauge", (),
+       "HTTP connections being served now (at most roce_exporter_http_max_connections).", HTTP),
+    _m("agent", "roce_exporter_http_max_connections", "gauge", (),
+       "Connections served at once, from all client addresses together.", HTTP),
+    _m("agent", "roce_exporter_http_max_connections_per_address", "gauge", (),
+       "Connections served at once from one client address (an IPv6 client: its /64).", HTTP),
+    _m("agent", "roce_exporter_http_busiest_address_connections", "gauge", (),
+       "Connections held now by the client address that holds the most. At "
+       "roce_exporter_http_max_connections_per_address for long, with bad_clients "
+       "address_cap or evicted rising: one client is flooding the exporter (it cannot take "
+       "the others' slots).", HTTP),
+    _m("agent", "roce_exporter_http_bad_clients_total", "counter", ("reason",),
+       "Connections refused, cut or failed, by reason. Refused with 503 (a TLS one closed): "
+       "connection_cap (every slot taken and none the fairness rule may cut), address_cap "
+       "(its address holds its cap and none of those is still waiting). Cut: header_deadline, "
+       "response_deadline, evicted (still waiting - for its TLS handshake, request head or "
+       "password check - when a newer connection needed the slot). Failed: bad_request, "
+       "tls_handshake, disconnected.", HTTP),
+)  # fmt: skip
+ALL_SPECS = (*SPECS, *HTTP_SERVER_SPECS)
+BY_NAME = {spec.name: spec for spec in ALL_SPECS}
 GROUP_TITLES = {
     "switch": "Switch counters (polled over SSH, one session per device kept between polls)",
     "compliance": "Compliance",
@@ -351,7 +382,7 @@ GROUP_TITLES = {
 def exposed_names() -> set[str]:
     """Every sample name a scrape can contain (histograms have three per family)."""
     names = set()
-    for spec in SPECS:
+    for spec in ALL_SPECS:
         if spec.type == "histogram":
             names |= {f"{spec.name}_bucket", f"{spec.name}_sum", f"{spec.name}_count"}
         else:
@@ -411,6 +442,7 @@ def markdown() -> str:
         "- `pfc`, `ecn`: on, off",
         f"- `dcqcn` (host NIC ports): {', '.join(YES_NO)}; `rdma_device`, `port`: the kernel's "
         "RDMA device names and port numbers (/sys/class/infiniband)",
+        f"- `reason` (HTTP clients): {', '.join(HTTP_BAD_CLIENT_REASONS)}",
         f"- `kind` (locate suspects): {', '.join(LOCATE_KINDS)}; `element`: a name the fabric "
         "file defines for that kind (switch or host name, `device:port`, directed link "
         "`a:port>b` or `h>leaf`, cable `a:p<>b:q`), anything else is refused",
@@ -419,7 +451,7 @@ def markdown() -> str:
     for group, title in GROUP_TITLES.items():
         lines += [f"## {title}", "", "| metric | type | labels | meaning | source |",
                   "|---|---|---|---|---|"]  # fmt: skip
-        for spec in SPECS:
+        for spec in ALL_SPECS:
             if spec.group != group:
                 continue
             labels = ", ".join(f"`{label}`" for label in spec.labels) or "-"

@@ -1,15 +1,34 @@
-"""The /metrics HTTP(S) server: threaded, bounded, optional TLS and bcrypt basic auth.
+"""The /metrics HTTP(S) server: threaded, bounded, fair between client addresses, optional TLS
+and bcrypt basic auth.
 
 Hostile or broken clients cost little and say little:
 
-- **Connection cap.** At most ``max_connections`` connections are served at once (one thread
-  each). A connection beyond the cap is answered ``503`` at once (plain HTTP; a TLS one is
-  closed) by the accept loop and counted; it never queues behind the others.
+- **Connection caps, fair between addresses.** At most ``max_connections`` connections are
+  served at once (one thread each), and at most ``max_connections_per_address`` from one
+  client address (an IPv6 client's /64: one host may hold a whole /64). The accept loop
+  decides at once, never queueing: a connection is admitted, or admitted by cutting one that
+  is still *waiting* (for its TLS handshake, its request head or its turn for a password
+  check: it has proven nothing yet), or refused with ``503`` (a TLS one is closed):
+
+  * its address at its cap: cut that address's oldest waiting connection if it has waited
+    ``slow_after_s`` (a healthy client sends its head at once), else refuse (address_cap);
+  * every slot taken: cut the oldest waiting connection of the address that holds the most,
+    from any address if the newcomer's holds none, else from one holding at least two more
+    than the newcomer's (a swap that evens the counts); else refuse (connection_cap).
+
+  So one address never holds more than its share, an address that holds nothing gets a slot
+  whenever any connection is still waiting, and the ones cut are always waiting ones.
+- **Authenticated clients first.** With basic auth or client certificates, a connection can
+  be cut until it has authenticated (a certificate verified in the handshake, or a password
+  accepted). bcrypt checks run ``PASSWORD_CHECKS_AT_ONCE`` at a time, a connection waiting
+  for its turn can still be cut, and a password that worked once is remembered
+  (:meth:`BasicAuth.remembers`): a known scrape never waits for a check. So unauthenticated
+  clients hold slots only while waiting, where any newcomer from a less busy address may cut
+  them, or for one password check and its 401.
 - **Deadlines.** A client has ``header_timeout_s`` from its accept to deliver the TLS handshake
   and the whole request head, however it trickles the bytes (slowloris), and then
   ``response_timeout_s`` to take the answer. One reaper thread holds every deadline and shuts
-  the socket down when it passes, which wakes the blocked thread. So while the cap is full of
-  slow clients a scrape gets ``503``, and within ``header_timeout_s`` the slots are free again.
+  the socket down when it passes, which wakes the blocked thread.
 - **One log line per bad client**, rate-limited (a burst of ``LOG_BURST``, then
   ``LOG_PER_S`` per second, with a count of the suppressed ones), never a traceback; every
   one is counted in ``roce_exporter_http_bad_clients_total{reason}``.
@@ -23,16 +42,18 @@ import contextlib
 import gzip
 import heapq
 import html
+import ipaddress
 import itertools
 import logging
+import math
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from prometheus_client.exposition import choose_encoder, gzip_accepted
@@ -41,27 +62,50 @@ from prometheus_client.registry import CollectorRegistry
 
 from agent.errors import AgentError
 from exporters.fasttext import CONTENT_TYPE as TEXT_CONTENT_TYPE
-from exporters.webconfig import WebConfig
+from exporters.metrics import BY_NAME, HTTP_BAD_CLIENT_REASONS
+from exporters.webconfig import BasicAuth, WebConfig
 
 log = logging.getLogger("exporters")
 FastText = Callable[[], bytes]
 LOG_BURST = 10
 LOG_PER_S = 1.0
+# bcrypt is CPU by design; more checks at once than a small host has cores only slow each one.
+PASSWORD_CHECKS_AT_ONCE = 2
 REJECT_503 = (
     b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 20\r\nRetry-After: 1\r\nConnection: close\r\n\r\nToo many connections"
 )
-BAD_CLIENT_REASONS = (
-    "connection_cap", "header_deadline", "response_deadline", "bad_request", "tls_handshake",
-    "disconnected",
-)  # fmt: skip
+BAD_CLIENT_REASONS = HTTP_BAD_CLIENT_REASONS
+
+
+class LimitsError(AgentError):
+    """Connection limits that cannot work (a cap below 1, a per-address cap above the cap)."""
 
 
 @dataclass(frozen=True)
 class ServerLimits:
+    """What one client may take from the server (the module docstring has the rules)."""
+
     max_connections: int = 32
+    max_connections_per_address: int = 8
     header_timeout_s: float = 5.0
     response_timeout_s: float = 10.0
+    # Still waiting this long after its accept, a client is slow, not busy: a newer connection
+    # from its own address may take its slot (before that, the newer one is refused).
+    slow_after_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_connections < 1:
+            raise LimitsError(f"max_connections: expected >= 1, got {self.max_connections}")
+        if not 1 <= self.max_connections_per_address <= self.max_connections:
+            raise LimitsError(
+                f"max_connections_per_address: expected 1..{self.max_connections} "
+                f"(max_connections), got {self.max_connections_per_address}"
+            )
+        for name in ("header_timeout_s", "response_timeout_s", "slow_after_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise LimitsError(f"{name}: expected a finite number of seconds > 0, got {value}")
 
 
 class ListenError(AgentError):
@@ -75,6 +119,154 @@ def parse_listen(value: str) -> tuple[str, int]:
         raise ListenError(f"--listen {value!r}: expected HOST:PORT, [IPv6]:PORT or :PORT")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     return host, int(port)
+
+
+def address_key(client_address: Any) -> str:
+    """The client the per-address cap counts: its IPv4 address (an IPv4-mapped IPv6 one too),
+    or its IPv6 /64, since one host is routinely given a whole /64 to pick addresses from."""
+    host = client_address[0] if isinstance(client_address, tuple) else str(client_address)
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One admitted connection, from accept to close. ``waiting``: it has proven nothing yet
+    (no request head, or no accepted credentials where some are required), so a newer
+    connection may cut it; ``cut``: why it was cut to make room."""
+
+    id: int
+    address: str
+    sock: socket.socket
+    since: float
+    waiting: bool = True
+    cut: str | None = None
+    released: bool = False
+
+
+@dataclass
+class _Slots:
+    """Who holds the connection slots, by client address; every decision under one lock."""
+
+    limits: ServerLimits
+    by_address: dict[str, list[_Connection]] = field(default_factory=dict)
+    open: int = 0
+    _ids: Iterator[int] = field(default_factory=itertools.count)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def admit(self, address: str, sock: socket.socket) -> _Connection | str:
+        """A slot for a new connection (cutting a waiting one if the rules allow), or the
+        reason it is refused."""
+        now = time.monotonic()
+        with self._lock:
+            mine = self.by_address.get(address, [])
+            if len(mine) >= self.limits.max_connections_per_address:
+                victim = _oldest_waiting(mine, now - self.limits.slow_after_s)
+                if victim is None:
+                    return "address_cap"
+                self._cut(victim)
+            elif self.open >= self.limits.max_connections:
+                victim = self._busiest_waiting(len(mine))
+                if victim is None:
+                    return "connection_cap"
+                self._cut(victim)
+            connection = _Connection(next(self._ids), address, sock, now)
+            self.by_address.setdefault(address, []).append(connection)
+            self.open += 1
+            return connection
+
+    def _busiest_waiting(self, held: int) -> _Connection | None:
+        """The oldest waiting connection of the address holding the most, among those a
+        newcomer whose address holds ``held`` may take a slot from: any address when it holds
+        none (every address gets a first slot), else one holding at least two more (a swap
+        that evens the counts, not one that only trades places and invites a swap back)."""
+        candidates = [
+            (len(connections), -oldest.since, oldest)
+            for connections in self.by_address.values()
+            if len(connections) >= (held + 2 if held else 1)
+            and (oldest := _oldest_waiting(connections, math.inf)) is not None
+        ]
+        return max(candidates, key=lambda c: c[:2])[2] if candidates else None
+
+    def _cut(self, connection: _Connection) -> None:
+        connection.cut = "evicted"
+        self._release(connection)
+        # The base class's shutdown on an SSLSocket too: no TLS close_notify with a client
+        # that is not reading. It wakes the connection's thread, which then closes it.
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(connection.sock, socket.SHUT_RDWR)
+
+    def _release(self, connection: _Connection) -> None:
+        if connection.released:
+            return
+        connection.released = True
+        held = self.by_address[connection.address]
+        held.remove(connection)
+        if not held:
+            del self.by_address[connection.address]
+        self.open -= 1
+
+    def release(self, connection: _Connection) -> None:
+        with self._lock:
+            self._release(connection)
+
+    def keep(self, connection: _Connection) -> None:
+        """No longer waiting (head in, credentials accepted or being checked): never cut."""
+        with self._lock:
+            connection.waiting = False
+
+    def use_socket(self, connection: _Connection, sock: socket.socket) -> None:
+        """The connection now reads and writes ``sock`` (its TLS wrapper); one cut while it
+        was being wrapped is shut down here, as the cut could not reach the new socket."""
+        with self._lock:
+            connection.sock = sock
+            if connection.cut is not None:
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+    def busiest(self) -> int:
+        with self._lock:
+            return max(map(len, self.by_address.values()), default=0)
+
+
+def _oldest_waiting(connections: list[_Connection], since_before: float) -> _Connection | None:
+    """The first waiting connection (accept order), if it connected before ``since_before``."""
+    oldest = next((c for c in connections if c.waiting), None)
+    return oldest if oldest is not None and oldest.since <= since_before else None
+
+
+class _PasswordChecks:
+    """At most ``at_once`` bcrypt checks at a time; a connection waiting for its turn stays
+    waiting (it can be cut), so a flood of wrong passwords cannot hold the slots."""
+
+    def __init__(self, at_once: int = PASSWORD_CHECKS_AT_ONCE) -> None:
+        self._free = at_once
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def turn(self, given_up: Callable[[], bool]) -> Iterator[bool]:
+        """Yields True while a check may run, False if ``given_up`` (the connection was cut)."""
+        with self._changed:
+            while not (cut := given_up()) and self._free == 0:
+                self._changed.wait(0.1)  # a cut does not notify: a short wait notices it
+            if not cut:
+                self._free -= 1
+        if cut:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with self._changed:
+                self._free += 1
+                self._changed.notify()
 
 
 class _Reaper:
@@ -103,6 +295,10 @@ class _Reaper:
         with self._lock:
             self._entries.pop(key, None)
             return self.cut.pop(key, None)
+
+    def has_cut(self, key: int) -> bool:
+        with self._lock:
+            return key in self.cut
 
     def stop(self) -> None:
         with self._lock:
@@ -155,13 +351,18 @@ class _LogLimiter:
 
 
 class ServerStats:
-    """Counters of the HTTP server itself, served next to the exporter's metrics."""
+    """Counters of the HTTP server itself, served next to the exporter's metrics (names, help
+    and labels from :data:`exporters.metrics.HTTP_SERVER_SPECS`)."""
 
     def __init__(self, limits: ServerLimits) -> None:
         self.limits = limits
-        self.open = 0
+        self.slots = _Slots(limits)
         self.bad = dict.fromkeys(BAD_CLIENT_REASONS, 0)
         self._lock = threading.Lock()
+
+    @property
+    def open(self) -> int:
+        return self.slots.open
 
     def count(self, reason: str) -> None:
         with self._lock:
@@ -170,45 +371,44 @@ class ServerStats:
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        yield GaugeMetricFamily(
-            "roce_exporter_http_connections",
-            "HTTP connections being served now (at most roce_exporter_http_max_connections).",
-            value=self.open,
-        )
-        yield GaugeMetricFamily(
-            "roce_exporter_http_max_connections",
-            "Connections served at once; more are answered 503 at once.",
-            value=self.limits.max_connections,
-        )
-        bad = CounterMetricFamily(
-            "roce_exporter_http_bad_clients",
-            "Connections that ended badly, by reason: connection_cap (answered 503), "
-            "header_deadline, response_deadline, bad_request, tls_handshake, disconnected.",
-            labels=["reason"],
-        )
-        for reason, value in self.bad.items():
-            bad.add_metric([reason], value)
+        gauges = {
+            "roce_exporter_http_connections": self.slots.open,
+            "roce_exporter_http_max_connections": self.limits.max_connections,
+            "roce_exporter_http_max_connections_per_address": (
+                self.limits.max_connections_per_address
+            ),
+            "roce_exporter_http_busiest_address_connections": self.slots.busiest(),
+        }
+        for name, value in gauges.items():
+            yield GaugeMetricFamily(name, BY_NAME[name].help, value=value)
+        spec = BY_NAME["roce_exporter_http_bad_clients_total"]
+        bad = CounterMetricFamily(spec.family_name, spec.help, labels=["reason"])
+        with self._lock:
+            for reason, value in self.bad.items():
+                bad.add_metric([reason], value)
         yield bad
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 64
+    # A burst of connections from one client must not overflow the kernel's accept queue:
+    # there a dropped SYN costs every client, a scrape too, a one-second retransmit.
+    request_queue_size = 1024
 
     def __init__(
         self,
         address: tuple[str, int],
         handler: type[BaseHTTPRequestHandler],
         tls: ssl.SSLContext | None,
-        limits: ServerLimits,
         stats: ServerStats,
     ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.tls = tls
-        self.limits = limits
+        self.limits = stats.limits
         self.stats = stats
-        self.slots = threading.BoundedSemaphore(limits.max_connections)
+        self.slots = stats.slots
+        self.password_checks = _PasswordChecks()
         self.reaper = _Reaper()
         self.logger = _LogLimiter()
         self.local = threading.local()
@@ -224,69 +424,106 @@ class _Server(ThreadingHTTPServer):
         self.logger.log(f"http client {host}: {reason}: {detail}")
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Runs in the accept loop: over the cap, answer 503 without blocking and close."""
-        if not self.slots.acquire(blocking=False):
-            if self.tls is None:
-                with contextlib.suppress(OSError):
-                    request.setblocking(False)
-                    request.send(REJECT_503)
-            self.shutdown_request(request)
-            self.bad_client(
-                client_address,
-                "connection_cap",
-                f"{self.limits.max_connections} connections open, answered 503",
-            )
+        """Runs in the accept loop: admit (perhaps cutting a waiting connection) or refuse
+        at once, never blocking; an admitted connection gets its own thread."""
+        admitted = self.slots.admit(address_key(client_address), request)
+        if isinstance(admitted, str):
+            self._refuse(request, client_address, admitted)
             return
-        super().process_request(request, client_address)
+        thread = threading.Thread(
+            target=self._serve, args=(admitted, request, client_address), daemon=True
+        )
+        try:
+            thread.start()
+        except BaseException:
+            self.slots.release(admitted)
+            raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        key = threading.get_ident()
-        connection: socket.socket = request
-        problem: tuple[str, str] | None = None
+    def _refuse(self, request: socket.socket, client_address: Any, reason: str) -> None:
+        limits = self.limits
+        why = (
+            f"{limits.max_connections} connections open, none the rules let it cut"
+            if reason == "connection_cap"
+            else f"{limits.max_connections_per_address} connections open from its address, "
+            f"none waiting {limits.slow_after_s:g} s or more"
+        )
+        self.bad_client(client_address, reason, f"{why}; answered 503")
+        if self.tls is None:
+            with contextlib.suppress(OSError):
+                request.setblocking(False)
+                request.send(REJECT_503)
+        self.shutdown_request(request)
+
+    def _serve(self, connection: _Connection, request: socket.socket, client_address: Any) -> None:
+        self.local.connection = connection
         self.local.problem = None
-        with self.stats._lock:
-            self.stats.open += 1
+        problem: tuple[str, str] | None = None
         try:
             request.settimeout(self.limits.response_timeout_s)
-            self.reaper.arm(key, request, self.limits.header_timeout_s, "header_deadline")
-            if self.tls is not None:
-                connection = self.tls.wrap_socket(
-                    request, server_side=True, do_handshake_on_connect=False
-                )
-                self.reaper.arm(key, connection, self.limits.header_timeout_s, "header_deadline")
-                try:
-                    connection.do_handshake()
-                except (ssl.SSLError, OSError) as exc:
-                    problem = ("tls_handshake", _short(exc))
+            self.reaper.arm(connection.id, request, self.limits.header_timeout_s, "header_deadline")
+            tls = self.tls
+            if tls is not None:
+                problem = self._handshake(connection, tls)
             if problem is None:
-                self.finish_request(connection, client_address)
+                self.finish_request(connection.sock, client_address)
                 problem = self.local.problem
         except Exception as exc:  # one line per client, whatever it did
             # A refused request whose client left before reading the error: the refusal is
             # the news, the broken pipe that followed is not.
             problem = self.local.problem or ("disconnected", _short(exc))
         finally:
-            cut = self.reaper.disarm(key)
-            try:
-                self.shutdown_request(connection)
-            finally:
-                if connection is not request:
-                    request.close()
-                with self.stats._lock:
-                    self.stats.open -= 1
-                self.slots.release()
+            cut = self._close(connection, request)
         if cut is not None:
-            limit = (
-                self.limits.header_timeout_s
-                if cut == "header_deadline"
-                else self.limits.response_timeout_s
-            )
-            problem = (cut, f"cut after {limit:g} s")
+            problem = (cut, self._cut_detail(cut))
         if problem is not None:
             self.bad_client(client_address, *problem)
 
+    def _handshake(self, connection: _Connection, tls: ssl.SSLContext) -> tuple[str, str] | None:
+        wrapped = tls.wrap_socket(connection.sock, server_side=True, do_handshake_on_connect=False)
+        self.slots.use_socket(connection, wrapped)
+        self.reaper.arm(connection.id, wrapped, self.limits.header_timeout_s, "header_deadline")
+        try:
+            wrapped.do_handshake()
+        except (ssl.SSLError, OSError) as exc:
+            return ("tls_handshake", _short(exc))
+        if wrapped.getpeercert():  # a client certificate the CA verified: authenticated
+            self.slots.keep(connection)
+        return None
+
+    def _close(self, connection: _Connection, request: socket.socket) -> str | None:
+        """Close the connection and free its slot; why it was cut, if it was."""
+        cut = self.reaper.disarm(connection.id)
+        try:
+            self.shutdown_request(connection.sock)
+        finally:
+            if connection.sock is not request:
+                request.close()
+            self.slots.release(connection)
+        return connection.cut or cut
+
+    def _cut_detail(self, reason: str) -> str:
+        if reason == "evicted":
+            return "cut while waiting, to make room for a newer connection"
+        limit = (
+            self.limits.header_timeout_s
+            if reason == "header_deadline"
+            else self.limits.response_timeout_s
+        )
+        return f"cut after {limit:g} s"
+
+    def check_password(self, auth: BasicAuth, user: str, password: str) -> bool:
+        """bcrypt in turn; the connection can be cut while it waits for its turn."""
+        connection: _Connection = self.local.connection
+        with self.password_checks.turn(
+            lambda: connection.cut is not None or self.reaper.has_cut(connection.id)
+        ) as may_check:
+            if not may_check:
+                return False
+            self.slots.keep(connection)  # its thread is busy in bcrypt now, not cuttable
+            return auth.check(user, password)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """Never the default traceback on stderr (process_request_thread catches first)."""
+        """Never the default traceback on stderr (``_serve`` catches first)."""
         self.bad_client(client_address, "disconnected", "request failed")
 
     def server_close(self) -> None:
@@ -304,99 +541,129 @@ def accepts_text(accept: str) -> bool:
     return not accept or "text/plain" in accept or "*/*" in accept
 
 
+def _basic_credentials(header: str) -> tuple[str, str] | None:
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, sep, password = base64.b64decode(encoded).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return (user, password) if sep else None
+
+
+@dataclass(frozen=True)
+class _Site:
+    """What one configuration serves: the registry, the fast text path, auth and headers."""
+
+    registry: CollectorRegistry
+    fast_text: FastText | None
+    auth: BasicAuth | None
+    headers: dict[str, str]
+
+
+TEXT_PLAIN = "text/plain; charset=utf-8"
+
+
+class MetricsHandler(BaseHTTPRequestHandler):
+    server_version = "roce-agent-exporter"
+    server: _Server
+    site: ClassVar[_Site]
+    raw_requestline: bytes
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def log_error(self, format: str, *args: Any) -> None:
+        # send_error() and the request-line timeout come here; the connection's one log
+        # line is written when it ends.
+        self.server.local.problem = ("bad_request", (format % args)[:200])
+
+    def parse_request(self) -> bool:
+        if not self.raw_requestline.endswith(b"\n"):
+            # EOF inside the request line (http.server would take "GET /x" as HTTP/0.9).
+            self.server.local.problem = ("disconnected", "request line incomplete")
+            self.close_connection = True
+            return False
+        ok = super().parse_request()
+        if ok:  # the head is in: the rest of the connection is the answer
+            server, connection = self.server, self.server.local.connection
+            server.reaper.arm(
+                connection.id, self.connection, server.limits.response_timeout_s,
+                "response_deadline",
+            )  # fmt: skip
+            if self.site.auth is None:  # nothing more to prove
+                server.slots.keep(connection)
+        return ok
+
+    def _send(self, status: int, body: bytes, extra: list[tuple[str, str]]) -> None:
+        self.send_response(status)
+        for name, value in [*extra, *self.site.headers.items()]:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _authorized(self) -> bool:
+        auth = self.site.auth
+        if auth is None:
+            return True
+        credentials = _basic_credentials(self.headers.get("Authorization", ""))
+        if credentials is None:
+            return False
+        if auth.remembers(*credentials):
+            self.server.slots.keep(self.server.local.connection)
+            return True
+        return self.server.check_password(auth, *credentials)
+
+    def _metrics(self) -> tuple[bytes, list[tuple[str, str]]]:
+        accept = self.headers.get("Accept", "")
+        if self.site.fast_text is not None and accepts_text(accept):
+            body, content_type = self.site.fast_text(), TEXT_CONTENT_TYPE
+        else:
+            encoder, content_type = choose_encoder(accept)
+            body = encoder(self.site.registry)
+        headers = [("Content-Type", content_type)]
+        if gzip_accepted(self.headers.get("Accept-Encoding", "")):
+            body = gzip.compress(body, compresslevel=1)  # scrapes are CPU, not link, bound
+            headers.append(("Content-Encoding", "gzip"))
+        return body, headers
+
+    def do_GET(self) -> None:
+        if not self._authorized():
+            self._send(
+                401,
+                b"Unauthorized\n",
+                [("WWW-Authenticate", 'Basic realm="roce-agent exporter"'),
+                 ("Content-Type", TEXT_PLAIN)],
+            )  # fmt: skip
+            return
+        path = urlparse(self.path).path
+        if path == "/metrics":
+            self._send(200, *self._metrics())
+        elif path == "/":
+            page = (
+                "<html><head><title>roce-agent exporter</title></head><body>"
+                "<h1>roce-agent exporter</h1>"
+                f'<p><a href="/metrics">{html.escape("/metrics")}</a></p></body></html>'
+            )
+            self._send(200, page.encode(), [("Content-Type", "text/html; charset=utf-8")])
+        else:
+            self._send(404, b"Not Found\n", [("Content-Type", TEXT_PLAIN)])
+
+    do_HEAD = do_GET
+
+
 def _handler(
     registry: CollectorRegistry, web: WebConfig | None, fast_text: FastText | None
-) -> type[BaseHTTPRequestHandler]:
-    auth = web.basic_auth if web else None
-    headers = dict(web.headers) if web else {}
+) -> type[MetricsHandler]:
+    class SiteHandler(MetricsHandler):
+        site = _Site(
+            registry, fast_text, web.basic_auth if web else None, dict(web.headers) if web else {}
+        )
 
-    class MetricsHandler(BaseHTTPRequestHandler):
-        server_version = "roce-agent-exporter"
-        server: _Server
-
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("%s " + format, self.address_string(), *args)
-
-        def log_error(self, format: str, *args: Any) -> None:
-            # send_error() and the request-line timeout come here; the connection's one log
-            # line is written when it ends.
-            self.server.local.problem = ("bad_request", (format % args)[:200])
-
-        raw_requestline: bytes
-
-        def parse_request(self) -> bool:
-            if not self.raw_requestline.endswith(b"\n"):
-                # EOF inside the request line (http.server would take "GET /x" as HTTP/0.9).
-                self.server.local.problem = ("disconnected", "request line incomplete")
-                self.close_connection = True
-                return False
-            ok = super().parse_request()
-            if ok:  # the head is in: the rest of the connection is the answer
-                self.server.reaper.arm(
-                    threading.get_ident(),
-                    self.connection,
-                    self.server.limits.response_timeout_s,
-                    "response_deadline",
-                )
-            return ok
-
-        def _send(self, status: int, body: bytes, extra: list[tuple[str, str]]) -> None:
-            self.send_response(status)
-            for name, value in [*extra, *headers.items()]:
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def _authorized(self) -> bool:
-            if auth is None:
-                return True
-            header = self.headers.get("Authorization", "")
-            scheme, _, encoded = header.partition(" ")
-            if scheme.lower() != "basic":
-                return False
-            try:
-                user, sep, password = base64.b64decode(encoded).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                return False
-            return bool(sep) and auth.check(user, password)
-
-        def do_GET(self) -> None:
-            if not self._authorized():
-                self._send(
-                    401,
-                    b"Unauthorized\n",
-                    [("WWW-Authenticate", 'Basic realm="roce-agent exporter"'),
-                     ("Content-Type", "text/plain; charset=utf-8")],
-                )  # fmt: skip
-                return
-            url = urlparse(self.path)
-            if url.path == "/metrics":
-                accept = self.headers.get("Accept", "")
-                if fast_text is not None and accepts_text(accept):
-                    body, content_type = fast_text(), TEXT_CONTENT_TYPE
-                else:
-                    encoder, content_type = choose_encoder(accept)
-                    body = encoder(registry)
-                out_headers = [("Content-Type", content_type)]
-                if gzip_accepted(self.headers.get("Accept-Encoding", "")):
-                    body = gzip.compress(body, compresslevel=1)  # scrapes are CPU, not link, bound
-                    out_headers.append(("Content-Encoding", "gzip"))
-                self._send(200, body, out_headers)
-            elif url.path == "/":
-                page = (
-                    "<html><head><title>roce-agent exporter</title></head><body>"
-                    "<h1>roce-agent exporter</h1>"
-                    f'<p><a href="/metrics">{html.escape("/metrics")}</a></p></body></html>'
-                )
-                self._send(200, page.encode(), [("Content-Type", "text/html; charset=utf-8")])
-            else:
-                self._send(404, b"Not Found\n", [("Content-Type", "text/plain; charset=utf-8")])
-
-        do_HEAD = do_GET
-
-    return MetricsHandler
+    return SiteHandler
 
 
 class MetricsServer:
@@ -423,7 +690,7 @@ class MetricsServer:
         self.requested = (host, port)  # what was asked for (port 0: any), to compare reloads
         try:
             self._server = _Server(
-                (host, port), _handler(registry, web, fast_text), tls, self.limits, self.stats
+                (host, port), _handler(registry, web, fast_text), tls, self.stats
             )
         except (OSError, OverflowError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)

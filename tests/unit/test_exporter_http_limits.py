@@ -1,13 +1,19 @@
-"""The /metrics server against hostile clients, with real sockets on 127.0.0.1: the
-connection cap answers 503 at once, slowloris is cut at the header deadline, a scrape
-answers again once the slow clients are cut, every bad client is exactly one log line, and
-inline TLS keys never touch the disk."""
+"""The /metrics server against hostile clients, with real sockets on loopback addresses
+(127.0.0.1, .2, ... are distinct client addresses): one address at its cap is refused, then
+cuts its own slowest connection; a full cap cuts the busiest address's waiting connection for
+another address; connections being answered, or authenticated by a client certificate, are
+never cut; wrong passwords wait their turn for bcrypt where they can be cut; slowloris is cut
+at the header deadline; every bad client is exactly one log line, and inline TLS keys never
+touch the disk."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import http.client
 import logging
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -18,16 +24,31 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import bcrypt
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from exporters.collector import RoceCollector
-from exporters.server import MetricsServer, ServerLimits
+from exporters.metrics import HTTP_BAD_CLIENT_REASONS, HTTP_SERVER_SPECS
+from exporters.server import LimitsError, MetricsServer, ServerLimits, address_key
 from exporters.store import SnapshotStore
-from exporters.webconfig import WebConfigError, load_web_config
+from exporters.webconfig import WebConfig, WebConfigError, load_web_config
 
-LIMITS = ServerLimits(max_connections=4, header_timeout_s=2.5, response_timeout_s=3.0)
+# One address may take every slot here: these tests are about deadlines and log lines.
+LIMITS = ServerLimits(
+    max_connections=4, max_connections_per_address=4, header_timeout_s=2.5, response_timeout_s=3.0
+)
+# Fairness: 2 of 4 slots per address; deadlines far enough not to interfere.
+FAIR = ServerLimits(
+    max_connections=4,
+    max_connections_per_address=2,
+    header_timeout_s=8.0,
+    response_timeout_s=3.0,
+    slow_after_s=2.0,
+)
+PASSWORD = "s3cret-scraper"
 
 
 def registry() -> CollectorRegistry:
@@ -46,9 +67,73 @@ def server() -> Iterator[MetricsServer]:
         srv.stop()
 
 
-def connect(server: MetricsServer) -> socket.socket:
-    sock = socket.create_connection(server.address, timeout=5)
+def connect(server: MetricsServer, source: str = "127.0.0.1") -> socket.socket:
+    return socket.create_connection(server.address, timeout=5, source_address=(source, 0))
+
+
+def half_head(server: MetricsServer, source: str) -> socket.socket:
+    """A slow client: half a request head, then nothing."""
+    sock = connect(server, source)
+    sock.sendall(b"GET /metrics HTTP/1.1\r\n")
     return sock
+
+
+def scrape_from(
+    server: MetricsServer,
+    source: str,
+    headers: dict[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
+) -> tuple[int, float]:
+    """One scrape from ``source``: its status and how long it took."""
+    host, port = server.address
+    started = time.monotonic()
+    conn = (
+        http.client.HTTPSConnection(
+            host, port, timeout=5, source_address=(source, 0), context=context
+        )
+        if context is not None
+        else http.client.HTTPConnection(host, port, timeout=5, source_address=(source, 0))
+    )
+    try:
+        conn.request("GET", "/metrics", headers=headers or {})
+        response = conn.getresponse()
+        response.read()
+        return response.status, time.monotonic() - started
+    finally:
+        conn.close()
+
+
+def is_closed(sock: socket.socket) -> bool:
+    """The server closed ``sock`` (and sent nothing else first)."""
+    sock.settimeout(0.5)
+    try:
+        return sock.recv(100) == b""
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+
+
+def close_all(server: MetricsServer, socks: list[socket.socket]) -> None:
+    for sock in socks:
+        sock.close()
+    wait_until(lambda: server.stats.open == 0, 10)
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+@contextlib.contextmanager
+def serving(
+    limits: ServerLimits, web: WebConfig | None = None, fast_text: object = None
+) -> Iterator[MetricsServer]:
+    srv = MetricsServer(registry(), "127.0.0.1", 0, web, fast_text, limits)  # type: ignore[arg-type]
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
 
 
 def scrape(server: MetricsServer) -> tuple[int, str]:
@@ -72,33 +157,223 @@ def wait_until(predicate: object, timeout: float) -> None:
     raise AssertionError("condition not reached")
 
 
-def test_cap_full_of_slow_clients_answers_503_then_recovers(
-    server: MetricsServer, caplog: pytest.LogCaptureFixture
+def test_one_address_at_its_cap_is_refused_then_cuts_its_own_slowest(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="exporters")
-    slow = [connect(server) for _ in range(LIMITS.max_connections)]
-    for sock in slow:
-        sock.sendall(b"GET /metrics HTTP/1.1\r\n")  # and never the rest
-    wait_until(lambda: server.stats.open == LIMITS.max_connections, 3)
-    started = time.monotonic()
-    extra = connect(server)  # N+1: answered at once, not queued behind the slow ones
-    answer = extra.recv(4096)
-    assert answer.startswith(b"HTTP/1.0 503"), answer
-    assert time.monotonic() - started < 1.0
-    status, _ = scrape(server)  # a scrape while the cap is full: 503 too, by definition
-    assert status == 503
-    # Once the header deadline passes the slow clients are cut and scrapes answer again.
-    wait_until(lambda: server.stats.open == 0, LIMITS.header_timeout_s + 2)
-    status, body = scrape(server)
-    assert status == 200 and "roce_exporter_http_bad_clients_total" in body
-    assert 'roce_exporter_http_bad_clients_total{reason="connection_cap"} 2.0' in body
-    assert 'roce_exporter_http_bad_clients_total{reason="header_deadline"} 4.0' in body
+    with serving(FAIR) as srv:
+        oldest = half_head(srv, "127.0.0.1")
+        connected = time.monotonic()
+        slow = [oldest, half_head(srv, "127.0.0.1")]
+        wait_until(lambda: srv.stats.open == 2, 3)
+        extra = connect(srv, "127.0.0.1")  # its address at its cap, none slow yet: refused
+        started = time.monotonic()
+        assert extra.recv(4096).startswith(b"HTTP/1.0 503")
+        assert time.monotonic() - started < 1.0
+        status, took = scrape_from(srv, "127.0.0.2")  # another address is served meanwhile
+        assert status == 200 and took < 1.0
+        time.sleep(max(0.0, connected + FAIR.slow_after_s + 0.2 - time.monotonic()))
+        slow.append(half_head(srv, "127.0.0.1"))  # now its oldest is slow: cut for this one
+        assert is_closed(oldest)
+        assert not is_closed(slow[1]) and not is_closed(slow[2])
+        assert srv.stats.bad["address_cap"] == 1
+        wait_until(lambda: srv.stats.bad["evicted"] == 1, 3)
+        close_all(srv, [*slow, extra])
     lines = bad_lines(caplog)
-    assert sum("connection_cap" in line for line in lines) == 2
-    assert sum("header_deadline" in line for line in lines) == 4
-    for sock in [*slow, extra]:
-        assert sock.recv(100) == b""  # closed by the server
-        sock.close()
+    assert sum(": address_cap: 2 connections open from its address" in x for x in lines) == 1
+    assert sum(": evicted: cut while waiting" in x for x in lines) == 1
+
+
+def test_a_full_cap_cuts_the_busiest_address_waiting_connection_for_another_address() -> None:
+    with serving(FAIR) as srv:
+        first = half_head(srv, "127.0.0.1")
+        others = [half_head(srv, "127.0.0.1"), half_head(srv, "127.0.0.3")]
+        others.append(half_head(srv, "127.0.0.4"))
+        wait_until(lambda: srv.stats.open == 4, 3)
+        status, took = scrape_from(srv, "127.0.0.2")  # every slot taken: one is made
+        assert status == 200 and took < 1.0
+        assert is_closed(first)  # the oldest of the address holding the most
+        assert not any(is_closed(sock) for sock in others)
+        wait_until(lambda: srv.stats.bad["evicted"] == 1, 3)
+        assert srv.stats.bad["connection_cap"] == 0
+        close_all(srv, [first, *others])
+
+
+def test_a_newcomer_takes_a_slot_only_from_an_address_holding_two_more() -> None:
+    limits = ServerLimits(
+        max_connections=4, max_connections_per_address=3, header_timeout_s=8.0,
+        response_timeout_s=3.0,
+    )  # fmt: skip
+    with serving(limits) as srv:
+        held = [half_head(srv, source) for source in ("127.0.0.1", "127.0.0.1", "127.0.0.3")]
+        held.append(half_head(srv, "127.0.0.3"))
+        wait_until(lambda: srv.stats.open == 4, 3)
+        # 127.0.0.3 holds 2, as many as 127.0.0.1: a swap would only trade places.
+        extra = connect(srv, "127.0.0.3")
+        assert extra.recv(4096).startswith(b"HTTP/1.0 503")
+        assert srv.stats.bad["connection_cap"] == 1
+        # An address that holds nothing always gets a first slot.
+        assert scrape_from(srv, "127.0.0.2")[0] == 200
+        assert is_closed(held[0]) and not any(is_closed(sock) for sock in held[1:])
+        close_all(srv, [*held, extra])
+
+
+BIG = b"# an answer the client does not read\n" * (1 << 20)  # ~38 MB, beyond socket buffers
+
+
+def answer_started(sock: socket.socket) -> bool:
+    sock.settimeout(0.05)
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK))
+    except TimeoutError:
+        return False
+
+
+def test_connections_being_answered_are_never_cut() -> None:
+    with serving(FAIR, fast_text=lambda: BIG) as srv:
+        readers = [connect(srv, source) for source in ("127.0.0.1", "127.0.0.1", "127.0.0.3")]
+        readers.append(connect(srv, "127.0.0.3"))
+        for sock in readers:
+            sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")  # and never read the answer
+        wait_until(lambda: all(answer_started(sock) for sock in readers), 5)
+        # Every slot is held by a client that sent its head: nothing may be cut, so a new
+        # connection is refused at once, from another address (connection_cap) as from one
+        # at its cap (address_cap).
+        for source, reason in (("127.0.0.2", "connection_cap"), ("127.0.0.1", "address_cap")):
+            extra = connect(srv, source)
+            started = time.monotonic()
+            assert extra.recv(4096).startswith(b"HTTP/1.0 503")
+            assert time.monotonic() - started < 1.0
+            assert srv.stats.bad[reason] == 1
+            extra.close()
+        assert srv.stats.bad["evicted"] == 0
+        # The response deadline frees them, and scrapes answer again.
+        wait_until(lambda: srv.stats.bad["response_deadline"] == 4, FAIR.response_timeout_s + 3)
+        assert scrape_from(srv, "127.0.0.2")[0] == 200
+        for sock in readers:
+            sock.close()
+
+
+def test_wrong_passwords_wait_for_bcrypt_where_they_can_be_cut(tmp_path: Path) -> None:
+    # Cost 12: a check long enough that the scrape below arrives while two run.
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(12)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(yaml.safe_dump({"basic_auth_users": {"prometheus": hashed}}))
+    with serving(FAIR, load_web_config(web)) as srv:
+        good = basic("prometheus", PASSWORD)
+        assert scrape_from(srv, "127.0.0.2", good)[0] == 200  # checked once, then remembered
+        wrong = [connect(srv, source) for source in ("127.0.0.1", "127.0.0.1", "127.0.0.3")]
+        wrong.append(connect(srv, "127.0.0.3"))
+        head = "GET /metrics HTTP/1.0\r\nAuthorization: {}\r\n\r\n".format(
+            basic("prometheus", "guess")["Authorization"]
+        )
+        for sock in wrong:
+            sock.sendall(head.encode())
+        wait_until(lambda: srv.stats.open == 4, 3)
+        time.sleep(0.1)  # two checks run, two wait for their turn
+        status, took = scrape_from(srv, "127.0.0.2", good)
+        assert status == 200 and took < 1.0
+        wait_until(lambda: srv.stats.bad["evicted"] == 1, 3)  # counted when its thread ends
+        assert srv.stats.bad["connection_cap"] == 0
+        close_all(srv, wrong)
+
+
+def got_session_ticket(sock: ssl.SSLSocket) -> bool:
+    """The server finished its side of the TLS 1.3 handshake: it sends tickets right after."""
+    sock.settimeout(0.05)
+    with contextlib.suppress(TimeoutError, ssl.SSLWantReadError):
+        sock.recv(1)  # no data comes; reading processes the tickets
+    return sock.session is not None and sock.session.has_ticket
+
+
+def test_a_client_certificate_authenticates_in_the_handshake_and_is_never_cut(
+    tmp_path: Path,
+) -> None:
+    crt, key = make_cert(tmp_path)  # self-signed: the server's, the client's and the CA
+    web = tmp_path / "web.yml"
+    web.write_text(
+        yaml.safe_dump(
+            {
+                "tls_server_config": {
+                    "cert_file": str(crt),
+                    "key_file": str(key),
+                    "client_ca_file": str(crt),
+                    "client_auth_type": "RequireAndVerifyClientCert",
+                }
+            }
+        )
+    )
+    client = ssl.create_default_context(cafile=str(crt))
+    client.load_cert_chain(crt, key)
+    with serving(FAIR, load_web_config(web)) as srv:
+        # The oldest two: authenticated, then idle (no request head at all).
+        trusted = [
+            client.wrap_socket(connect(srv, "127.0.0.3"), server_hostname="127.0.0.1")
+            for _ in range(2)
+        ]
+        strangers = [connect(srv, "127.0.0.1") for _ in range(2)]  # no handshake at all
+        wait_until(lambda: srv.stats.open == 4, 3)
+        wait_until(lambda: all(map(got_session_ticket, trusted)), 5)
+        status, took = scrape_from(srv, "127.0.0.2", context=client)
+        assert status == 200 and took < 1.0
+        assert is_closed(strangers[0]) and not is_closed(strangers[1])
+        assert not any(is_closed(sock) for sock in trusted)
+        wait_until(lambda: srv.stats.bad["evicted"] == 1, 3)
+        close_all(srv, [*trusted, *strangers])
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"max_connections": 0}, "max_connections: expected >= 1, got 0"),
+        ({"max_connections_per_address": 0}, "max_connections_per_address: expected 1..32"),
+        (
+            {"max_connections": 4, "max_connections_per_address": 8},
+            "max_connections_per_address: expected 1..4 (max_connections), got 8",
+        ),
+        ({"header_timeout_s": float("nan")}, "header_timeout_s: expected a finite number"),
+        ({"response_timeout_s": 0}, "response_timeout_s: expected a finite number"),
+        ({"slow_after_s": -1}, "slow_after_s: expected a finite number"),
+    ],
+)
+def test_limits_that_cannot_work_are_refused_naming_the_field(
+    limits: dict[str, float], message: str
+) -> None:
+    with pytest.raises(LimitsError, match=re.escape(message)):
+        ServerLimits(**limits)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("client", "key"),
+    [
+        ("127.0.0.2", "127.0.0.2"),
+        ("::ffff:10.0.0.7", "10.0.0.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:bbbb::9", "2001:db8:1:2::/64"),
+        ("fe80::1%eth0", "fe80::/64"),
+    ],
+)
+def test_an_ipv6_client_is_counted_by_its_64(client: str, key: str) -> None:
+    assert address_key((client, 1234)) == key
+
+
+def test_the_server_series_are_the_metrics_table() -> None:
+    with serving(FAIR) as srv:
+        _, body = scrape(srv)
+    families = {f.name: f for f in text_string_to_metric_families(body)}
+    for spec in HTTP_SERVER_SPECS:
+        family = families[spec.family_name]
+        assert (family.type, family.documentation) == (spec.type, spec.help), spec.name
+        for sample in family.samples:
+            assert tuple(sample.labels) == spec.labels[1:]  # `fabric` is the registry's
+    reasons = [s.labels["reason"] for s in families["roce_exporter_http_bad_clients"].samples]
+    assert reasons == list(HTTP_BAD_CLIENT_REASONS)
+    assert "roce_exporter_http_max_connections_per_address 2.0" in body
+    if shutil.which("promtool"):
+        done = subprocess.run(
+            ["promtool", "check", "metrics"], input=body, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_slowloris_byte_by_byte_is_cut_within_the_deadline(server: MetricsServer) -> None:
