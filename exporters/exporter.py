@@ -41,7 +41,7 @@ from exporters.poller import (
     ProbeResultsPoller,
     SwitchPoller,
 )
-from exporters.server import MetricsServer
+from exporters.server import MetricsServer, ServerLimits
 from exporters.store import SnapshotStore
 from exporters.webconfig import WebConfig
 
@@ -139,6 +139,7 @@ class Exporter:
         connector: Connector = connect,
         poll_switches: bool = True,
         shard: Shard = WHOLE,
+        limits: ServerLimits | None = None,
     ) -> None:
         if interval_s <= 0 or timeout_s <= 0 or concurrency < 1:
             raise AgentError("--interval and --timeout must be > 0, --concurrency >= 1")
@@ -189,7 +190,9 @@ class Exporter:
         self.jobs = jobs
         self.scheduler = PollScheduler(jobs, concurrency=concurrency)
         self.server = (
-            MetricsServer(self.registry, listen[0], listen[1], web_config, self.exposition_text)
+            MetricsServer(
+                self.registry, listen[0], listen[1], web_config, self.exposition_text, limits
+            )
             if listen
             else None
         )

@@ -703,12 +703,20 @@ class MetricsServer:
         )
 
     def reconfigure(
-        self, registry: CollectorRegistry, web: WebConfig | None, fast_text: FastText | None
+        self,
+        registry: CollectorRegistry,
+        web: WebConfig | None,
+        fast_text: FastText | None,
+        limits: ServerLimits | None = None,
     ) -> None:
-        """Serve another registry and web config on the same socket (a reload that keeps the
-        listen address). Everything that can fail (TLS files) runs before the switch."""
+        """Serve another registry, web config and limits on the same socket (a reload that
+        keeps the listen address). Everything that can fail (TLS files) runs before the switch;
+        connections already open keep the deadlines they were given."""
         tls = web.ssl_context() if web else None
         handler = _handler(registry, web, fast_text)
+        if limits is not None:
+            self.limits = self.stats.limits = self.stats.slots.limits = limits
+            self._server.limits = limits
         if registry is not self.registry:
             registry.register(self.stats)
         # Two attribute stores, each atomic: a connection accepted in between gets the new

@@ -44,6 +44,7 @@ from pydantic import (
     PlainValidator,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from agent.device.fanout import DEFAULT_PARALLELISM
@@ -74,6 +75,24 @@ class ExporterConfig(DaemonModel):
     listen: str = "127.0.0.1:9810"
     web_config: Path | None = None
     poll_interval_s: float = Field(default=30.0, gt=0, le=3600)
+    # Fair between client addresses (README "Connection limits"): one address never takes more.
+    max_connections: int = Field(default=32, ge=1, le=4096)
+    max_connections_per_address: int = Field(default=8, ge=1, le=4096)
+
+    @model_validator(mode="after")
+    def _per_address_within_total(self) -> ExporterConfig:
+        if self.max_connections_per_address > self.max_connections:
+            raise ValueError(
+                f"max_connections_per_address: Expected: at most max_connections "
+                f"({self.max_connections}) Actual: {self.max_connections_per_address}"
+            )
+        return self
+
+    def server_limits(self) -> Any:
+        """The exporter server's limits (exporters.server.ServerLimits, imported lazily)."""
+        from exporters.server import ServerLimits
+
+        return ServerLimits(self.max_connections, self.max_connections_per_address)
 
     @field_validator("listen")
     @classmethod
@@ -326,7 +345,12 @@ class Daemon:
             return Prepared(loaded, exporter, None, True)
         try:
             server = MetricsServer(
-                exporter.registry, address[0], address[1], loaded.web, exporter.text
+                exporter.registry,
+                address[0],
+                address[1],
+                loaded.web,
+                exporter.text,
+                settings.server_limits(),
             )
         except ListenError as exc:
             raise ListenError(f"{listen_position(loaded.path)}: exporter.listen: {exc}") from None
@@ -340,8 +364,13 @@ class Daemon:
             old_exporter.stop()
         if prepared.reuse_server:
             assert prepared.exporter is not None and old_server is not None
+            settings = prepared.loaded.config.exporter
+            assert settings is not None
             old_server.reconfigure(
-                prepared.exporter.registry, prepared.loaded.web, prepared.exporter.text
+                prepared.exporter.registry,
+                prepared.loaded.web,
+                prepared.exporter.text,
+                settings.server_limits(),
             )
         else:
             if prepared.server is not None:

@@ -114,6 +114,23 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
     help="Poll and serve only the switches of shard K of N (consistent hash of the device "
     "name; every switch is in exactly one shard).",
 )
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    metavar="N",
+    help="Connections served at once, from all clients together.",
+)
+@click.option(
+    "--max-connections-per-address",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    metavar="N",
+    help="Connections served at once from one client address (an IPv6 /64); at most "
+    "--max-connections. Behind a reverse proxy every scrape shares the proxy's address.",
+)
 @click.option("--no-drift", is_flag=True, help="Do not read the configuration for drift.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every poll failure detail.")
 @handle_errors
@@ -129,6 +146,8 @@ def exporter_command(
     sysfs_root: Path,
     probe_results: Path | None,
     shard_spec: str,
+    max_connections: int,
+    max_connections_per_address: int,
     no_drift: bool,
     verbose: bool,
 ) -> None:
@@ -141,7 +160,7 @@ def exporter_command(
     web config, listen address, unreadable credentials) exits 2 before anything is served.
     """
     from exporters.exporter import Exporter
-    from exporters.server import parse_listen
+    from exporters.server import LimitsError, ServerLimits, parse_listen
     from exporters.webconfig import load_web_config
 
     logging.basicConfig(
@@ -157,6 +176,12 @@ def exporter_command(
     except ShardError as exc:
         raise AgentError(f"--shard: {str(exc).removeprefix('shard: ')}") from None
     address = parse_listen(listen)
+    if max_connections_per_address > max_connections:
+        raise LimitsError(
+            f"--max-connections-per-address: Expected: at most --max-connections "
+            f"({max_connections}) Actual: {max_connections_per_address}"
+        )
+    limits = ServerLimits(max_connections, max_connections_per_address)
     web = load_web_config(web_config) if web_config is not None else None
     intent = load_fabric(fabric).intent
     exporter = Exporter(
@@ -172,6 +197,7 @@ def exporter_command(
         probe_results=probe_results,
         drift=not no_drift,
         shard=shard,
+        limits=limits,
     )
     stop = threading.Event()
 
