@@ -13,67 +13,33 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
-from netmiko import ConnectHandler
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
+from tests.lab.support.eos import configure
+from tests.lab.support.labs import PASSWORD_ENV, REPO, Lab, LabFactory, requires_lab, run_agent
+from tests.lab.support.loopback import free_port
+
+pytestmark = [pytest.mark.lab, requires_lab]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"dm{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("daemonlab") / name
-    started = start_lab(name, state_dir)
-    try:
-        yield started
-    finally:
-        stop_lab(name, state_dir)
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("dm")
 
 
 def env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "ROCE_LAB_PASSWORD": "admin", **extra}
+    return {**os.environ, PASSWORD_ENV: "admin", **extra}
 
 
-def agent(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env=env(),
-    )
-
-
-def configure(lab: Lab, switch: str, lines: list[str]) -> None:
-    node = lab.status["nodes"][switch]
-    connection = ConnectHandler(
-        device_type="arista_eos",
-        host=node["mgmt_host"],
-        port=node["mgmt_port"],
-        username="admin",
-        password="admin",
-        fast_cli=True,
-    )
-    try:
-        assert "%" not in connection.send_config_set(lines)
-    finally:
-        connection.disconnect()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def agent(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_agent(*args, timeout=180)
 
 
 class Notifications:
@@ -171,24 +137,62 @@ def test_validate_exit_codes(lab: Lab, tmp_path: Path) -> None:
     assert agent("apply", fabric, "--yes", "--state-dir", str(tmp_path)).returncode == 0
 
 
+@dataclass
+class Daemon:
+    """A running ``roce-agent serve``, its JSON log, its agent.yaml and its exporter's port."""
+
+    process: subprocess.Popen[str]
+    logs: LogReader
+    config: Path
+    port: int
+
+    def reload(self, content: str | bytes) -> None:
+        """A new agent.yaml, then SIGHUP."""
+        if isinstance(content, bytes):
+            self.config.write_bytes(content)
+        else:
+            self.config.write_text(content)
+        self.process.send_signal(signal.SIGHUP)
+
+    def reloaded(self, content: str | bytes) -> None:
+        self.reload(content)
+        self.logs.wait_for(lambda e: e["message"] == "reloaded", 40)
+
+
+@contextmanager
+def serving(
+    config: Path, port: int, folder: Path, environment: Mapping[str, str]
+) -> Iterator[Daemon]:
+    """``roce-agent serve --config CONFIG``, its stderr in FOLDER/stderr.txt. One still running
+    on the way out hangs: SIGABRT has faulthandler (if enabled) dump every thread's stack into
+    stderr.txt first, printed then."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "serve", "--config", str(config)],
+        cwd=REPO,
+        env=dict(environment),
+        stdout=subprocess.PIPE,
+        stderr=(folder / "stderr.txt").open("w"),
+        text=True,
+    )
+    try:
+        yield Daemon(process, LogReader(process), config, port)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGABRT)
+            process.wait(timeout=5)
+            print((folder / "stderr.txt").read_text()[-8000:])
+
+
 def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
     config = tmp_path / "agent.yaml"
     state = tmp_path / "state"
     port = free_port()
     write_config(config, lab, "observe", state, port)
     notifications = Notifications(tmp_path / "notify.sock")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "serve", "--config", str(config)],
-        cwd=REPO,
-        env=env(
-            NOTIFY_SOCKET=str(notifications.path), WATCHDOG_USEC="2000000", PYTHONFAULTHANDLER="1"
-        ),
-        stdout=subprocess.PIPE,
-        stderr=(tmp_path / "stderr.txt").open("w"),
-        text=True,
+    watched = env(
+        NOTIFY_SOCKET=str(notifications.path), WATCHDOG_USEC="2000000", PYTHONFAULTHANDLER="1"
     )
-    logs = LogReader(process)
-    try:
+    with serving(config, port, tmp_path, watched) as daemon:
         notifications.wait_for("READY=1", 20)
         notifications.wait_for("WATCHDOG=1", 5)
         notifications.wait_for("STATUS=running", 20)
@@ -198,53 +202,60 @@ def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
         assert 'roce_device_up{device="leaf1",' in metrics
         assert sample(metrics, "roce_agent_config_reload_success") == 1
         assert sample(metrics, 'roce_agent_mode{mode="observe"}') == 1
+        _observe_reports_drift_and_keeps_it(lab, daemon)
+        _broken_reload_keeps_the_old_configuration(daemon)
+        _reload_to_enforce_repairs_the_drift(lab, daemon, state)
+        _sigterm_stops_within_10_s(daemon, notifications)
 
-        # observe: a hand-made drift is reported within one interval, not repaired
-        configure(lab, "leaf2", ["qos map dscp 20 to traffic-class 3"])
-        drift = logs.wait_for(lambda e: e["message"] == "drift" and e.get("device") == "leaf2", 15)
-        assert any(d["setting"] == "dscp_to_priority[20]" for d in drift["differences"])
-        assert agent("drift", lab.status["fabric_file"]).returncode == 1
 
-        # SIGHUP with a broken file: refused, the old configuration keeps running
-        config.write_text("fabric: [this is not a path\n")
-        process.send_signal(signal.SIGHUP)
-        logs.wait_for(lambda e: e["message"].startswith("reload refused"), 10)
-        logs.wait_for(lambda e: e["message"] == "drift", 15)  # still reconciling
-        assert process.poll() is None
-        metrics = _scrape(port)  # still serving, and saying why
-        assert sample(metrics, "roce_agent_config_reload_success") == 0
-        assert sample(metrics, "roce_agent_config_reload_failures_total") == 1
+def _observe_reports_drift_and_keeps_it(lab: Lab, daemon: Daemon) -> None:
+    """observe: a hand-made drift is reported within one interval, not repaired."""
+    configure(lab, "leaf2", ["qos map dscp 20 to traffic-class 3"])
+    drift = daemon.logs.wait_for(
+        lambda e: e["message"] == "drift" and e.get("device") == "leaf2", 15
+    )
+    assert any(d["setting"] == "dscp_to_priority[20]" for d in drift["differences"])
+    assert agent("drift", lab.status["fabric_file"]).returncode == 1
 
-        # SIGHUP to enforce: the drift is repaired within one interval
-        write_config(config, lab, "enforce", state, port)
-        process.send_signal(signal.SIGHUP)
-        logs.wait_for(lambda e: e["message"] == "reloaded" and e.get("mode") == "enforce", 10)
-        repaired = logs.wait_for(
-            lambda e: e["message"] == "enforce" and e.get("device") == "leaf2", 30
-        )
-        assert repaired["result"] == "applied"
-        assert agent("drift", lab.status["fabric_file"]).returncode == 0
-        assert "leaf2" in (state / "audit.jsonl").read_text()
-        assert sample(_scrape(port), 'roce_agent_mode{mode="enforce"}') == 1
 
-        # A real systemd reads its socket all along; this fake one has not read it since the
-        # enforce phase, and a full queue (~10 datagrams) would drop STOPPING=1.
+def _broken_reload_keeps_the_old_configuration(daemon: Daemon) -> None:
+    """SIGHUP with a broken file: refused, the old configuration keeps running."""
+    daemon.reload("fabric: [this is not a path\n")
+    daemon.logs.wait_for(lambda e: e["message"].startswith("reload refused"), 10)
+    daemon.logs.wait_for(lambda e: e["message"] == "drift", 15)  # still reconciling
+    assert daemon.process.poll() is None
+    metrics = _scrape(daemon.port)  # still serving, and saying why
+    assert sample(metrics, "roce_agent_config_reload_success") == 0
+    assert sample(metrics, "roce_agent_config_reload_failures_total") == 1
+
+
+def _reload_to_enforce_repairs_the_drift(lab: Lab, daemon: Daemon, state: Path) -> None:
+    """SIGHUP to enforce: the drift is repaired within one interval."""
+    write_config(daemon.config, lab, "enforce", state, daemon.port)
+    daemon.process.send_signal(signal.SIGHUP)
+    daemon.logs.wait_for(lambda e: e["message"] == "reloaded" and e.get("mode") == "enforce", 10)
+    repaired = daemon.logs.wait_for(
+        lambda e: e["message"] == "enforce" and e.get("device") == "leaf2", 30
+    )
+    assert repaired["result"] == "applied"
+    assert agent("drift", lab.status["fabric_file"]).returncode == 0
+    assert "leaf2" in (state / "audit.jsonl").read_text()
+    assert sample(_scrape(daemon.port), 'roce_agent_mode{mode="enforce"}') == 1
+
+
+def _sigterm_stops_within_10_s(daemon: Daemon, notifications: Notifications) -> None:
+    # A real systemd reads its socket all along; this fake one has not read it since the
+    # enforce phase, and a full queue (~10 datagrams) would drop STOPPING=1.
+    notifications.drain()
+    started = time.monotonic()
+    daemon.process.send_signal(signal.SIGTERM)
+    while daemon.process.poll() is None and time.monotonic() - started < 10:
+        daemon.logs.poll()  # keep draining: a full stdout pipe would block the daemon's logging
         notifications.drain()
-        started = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        while process.poll() is None and time.monotonic() - started < 10:
-            logs.poll()  # keep draining: a full stdout pipe would block the daemon's logging
-            notifications.drain()
-            time.sleep(0.1)
-        assert process.wait(timeout=1) == 0
-        assert time.monotonic() - started < 10
-        notifications.wait_for("STOPPING=1", 2)
-    finally:
-        if process.poll() is None:
-            # A hang: have faulthandler dump every thread's stack into stderr.txt first.
-            process.send_signal(signal.SIGABRT)
-            process.wait(timeout=5)
-            print((tmp_path / "stderr.txt").read_text()[-8000:])
+        time.sleep(0.1)
+    assert daemon.process.wait(timeout=1) == 0
+    assert time.monotonic() - started < 10
+    notifications.wait_for("STOPPING=1", 2)
 
 
 def sample(exposition: str, name: str) -> float:
@@ -328,75 +339,65 @@ def test_bad_reloads_keep_the_old_fabric_and_exporter(lab: Lab, tmp_path: Path) 
     busy.listen()
     good = _good_config(lab, state, port)
     config.write_text(good)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "serve", "--config", str(config)],
-        cwd=REPO,
-        env=env(PYTHONFAULTHANDLER="1"),
-        stdout=subprocess.PIPE,
-        stderr=(tmp_path / "stderr.txt").open("w"),
-        text=True,
-    )
-    logs = LogReader(process)
     cases = _bad_cases(lab, tmp_path, state, port, busy.getsockname()[1])
     try:
-        logs.wait_for(lambda e: e["message"] == "started", 30)
-        assert sample(_scrape(port), "roce_agent_config_reload_success") == 1
-        for failures, (case, content, file, line) in enumerate(cases, start=1):
-            config.write_bytes(content)
-            process.send_signal(signal.SIGHUP)
-            entry = logs.wait_for(lambda e: e["message"].startswith("reload refused"), 40)
-            assert entry["level"] == "error", case
-            assert entry.get("file") == file, (case, entry)
-            if line is not None:
-                assert entry.get("line") == line, (case, entry)
-            assert process.poll() is None, case
-            metrics = _scrape(port)  # the old exporter, on the old port
-            assert sample(metrics, "roce_agent_config_reload_success") == 0, case
-            assert sample(metrics, "roce_agent_config_reload_failures_total") == failures, case
-            assert 'roce_device_up{device="leaf1",' in metrics, case  # the old fabric
-            config.write_text(good)
-            process.send_signal(signal.SIGHUP)
-            logs.wait_for(lambda e: e["message"] == "reloaded", 40)
-            assert sample(_scrape(port), "roce_agent_config_reload_success") == 1, case
-        logs.poll()
-        assert all(e["message"] != "stopped" for e in logs.lines)
-
-        # A good web config on the same address: the socket is kept, the new rules apply.
-        import bcrypt
-
-        web = tmp_path / "auth.yml"
-        hashed = bcrypt.hashpw(b"scrape", bcrypt.gensalt(4)).decode()
-        web.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
-        config.write_text(
-            good.replace("  poll_interval_s", f"  web_config: {web}\n  poll_interval_s")
-        )
-        process.send_signal(signal.SIGHUP)
-        logs.wait_for(lambda e: e["message"] == "reloaded", 40)
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            _scrape(port)
-        assert refused.value.code == 401
-        config.write_text(good)
-        process.send_signal(signal.SIGHUP)
-        logs.wait_for(lambda e: e["message"] == "reloaded", 40)
-
-        # A good reload to a new address: bound before the old one is let go, then moved.
-        new_port = free_port()
-        config.write_text(good.replace(f":{port}'", f":{new_port}'"))
-        process.send_signal(signal.SIGHUP)
-        logs.wait_for(lambda e: e["message"] == "reloaded", 40)
-        assert sample(_scrape(new_port), "roce_agent_config_reload_success") == 1
-        with pytest.raises(OSError):
-            _scrape(port)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
+        with serving(config, port, tmp_path, env(PYTHONFAULTHANDLER="1")) as daemon:
+            daemon.logs.wait_for(lambda e: e["message"] == "started", 30)
+            assert sample(_scrape(port), "roce_agent_config_reload_success") == 1
+            for failures, case in enumerate(cases, start=1):
+                _refused_then_reloaded(daemon, good, failures, case)
+            daemon.logs.poll()
+            assert all(e["message"] != "stopped" for e in daemon.logs.lines)
+            _web_config_reload_keeps_the_socket(daemon, good, tmp_path)
+            _reload_to_a_new_address(daemon, good)
     finally:
         busy.close()
-        if process.poll() is None:
-            process.send_signal(signal.SIGABRT)
-            process.wait(timeout=5)
-            print((tmp_path / "stderr.txt").read_text()[-8000:])
         for path in Path(lab.status["fabric_file"]).parent.glob(f"bad-speed-{os.getpid()}.yml"):
             path.unlink()
+
+
+def _refused_then_reloaded(
+    daemon: Daemon, good: str, failures: int, bad: tuple[str, bytes, str, int | None]
+) -> None:
+    case, content, file, line = bad
+    daemon.reload(content)
+    entry = daemon.logs.wait_for(lambda e: e["message"].startswith("reload refused"), 40)
+    assert entry["level"] == "error", case
+    assert entry.get("file") == file, (case, entry)
+    if line is not None:
+        assert entry.get("line") == line, (case, entry)
+    assert daemon.process.poll() is None, case
+    metrics = _scrape(daemon.port)  # the old exporter, on the old port
+    assert sample(metrics, "roce_agent_config_reload_success") == 0, case
+    assert sample(metrics, "roce_agent_config_reload_failures_total") == failures, case
+    assert 'roce_device_up{device="leaf1",' in metrics, case  # the old fabric
+    daemon.reloaded(good)
+    assert sample(_scrape(daemon.port), "roce_agent_config_reload_success") == 1, case
+
+
+def _web_config_reload_keeps_the_socket(daemon: Daemon, good: str, folder: Path) -> None:
+    """A good web config on the same address: the socket is kept, the new rules apply."""
+    import bcrypt
+
+    web = folder / "auth.yml"
+    hashed = bcrypt.hashpw(b"scrape", bcrypt.gensalt(4)).decode()
+    web.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    daemon.reloaded(good.replace("  poll_interval_s", f"  web_config: {web}\n  poll_interval_s"))
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _scrape(daemon.port)
+    assert refused.value.code == 401
+    daemon.reloaded(good)
+
+
+def _reload_to_a_new_address(daemon: Daemon, good: str) -> None:
+    """A good reload to a new address: bound before the old one is let go, then moved."""
+    new_port = free_port()
+    daemon.reloaded(good.replace(f":{daemon.port}'", f":{new_port}'"))
+    assert sample(_scrape(new_port), "roce_agent_config_reload_success") == 1
+    with pytest.raises(OSError):
+        _scrape(daemon.port)
+    daemon.process.send_signal(signal.SIGTERM)
+    assert daemon.process.wait(timeout=15) == 0
 
 
 def test_systemd_credential_recipe(lab: Lab, tmp_path: Path) -> None:
@@ -425,7 +426,7 @@ def test_systemd_credential_recipe(lab: Lab, tmp_path: Path) -> None:
     config.write_text(
         _good_config(lab, tmp_path / "state", port).replace(lab.status["fabric_file"], str(fabric))
     )
-    clean = {k: v for k, v in os.environ.items() if k != "ROCE_LAB_PASSWORD"}
+    clean = {k: v for k, v in os.environ.items() if k != PASSWORD_ENV}
     try:
         unset = subprocess.run(
             [sys.executable, "-m", "agent", "serve", "--config", str(config)],
@@ -443,37 +444,31 @@ def test_systemd_credential_recipe(lab: Lab, tmp_path: Path) -> None:
         assert "${CREDENTIALS_DIRECTORY} is not set" in unset.stderr
         assert "Traceback" not in unset.stderr
 
-        process = subprocess.Popen(
-            [sys.executable, "-m", "agent", "serve", "--config", str(config)],
-            cwd=REPO,
-            env={**clean, "CREDENTIALS_DIRECTORY": str(credentials)},
-            stdout=subprocess.PIPE,
-            stderr=(tmp_path / "stderr.txt").open("w"),
-            text=True,
-        )
-        logs = LogReader(process)
-        try:
-            logs.wait_for(lambda e: e["message"] == "started", 30)
-            deadline = time.monotonic() + 30
-            up: dict[str, float] = {}
-            while time.monotonic() < deadline:
-                metrics = _scrape(port)
-                up = {
-                    name: sample(metrics, f'roce_device_up{{device="{name}"}}')
-                    for name in ("spine1", "spine2", "leaf1", "leaf2")
-                }
-                if all(value == 1 for value in up.values()):
-                    break
-                time.sleep(1)
+        with_file = {**clean, "CREDENTIALS_DIRECTORY": str(credentials)}
+        with serving(config, port, tmp_path, with_file) as daemon:
+            daemon.logs.wait_for(lambda e: e["message"] == "started", 30)
+            up = _switches_up(port, timeout=30)
             assert all(value == 1 for value in up.values()), up  # logged in with the file
-            logs.poll()
-            assert not [e for e in logs.lines if e["message"] == "device unreadable"]
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=15) == 0
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=5)
+            daemon.logs.poll()
+            assert not [e for e in daemon.logs.lines if e["message"] == "device unreadable"]
+            daemon.process.send_signal(signal.SIGTERM)
+            assert daemon.process.wait(timeout=15) == 0
     finally:
         credentials.chmod(0o700)
         fabric.unlink(missing_ok=True)
+
+
+def _switches_up(port: int, timeout: float) -> dict[str, float]:
+    """roce_device_up of each lab switch, once all are 1 or ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    up: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        metrics = _scrape(port)
+        up = {
+            name: sample(metrics, f'roce_device_up{{device="{name}"}}')
+            for name in ("spine1", "spine2", "leaf1", "leaf2")
+        }
+        if all(value == 1 for value in up.values()):
+            break
+        time.sleep(1)
+    return up

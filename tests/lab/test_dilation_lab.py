@@ -7,38 +7,27 @@ Same lab, same switch thresholds (6-18 KB, PFC at 30 KB), same DCQCN parameters;
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
-from test_probes_lab import intent, set_qos, switch_totals
 
 from agent.intent.model import Emulation
 from agent.observe.probes import scenarios
+from tests.lab.support.dataplane import set_qos, switch_totals
+from tests.lab.support.labs import Lab, LabFactory, requires_lab
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
+pytestmark = [pytest.mark.lab, requires_lab]
 DURATION_S = 2.0
 LINE_BPS = 10_000_000
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"dl{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("dilationlab") / name
-    started = start_lab(name, state_dir)
-    try:
-        yield started
-    finally:
-        stop_lab(name, state_dir)
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("dl")
 
 
 def _incast(lab: Lab, factor: int) -> dict[str, Any]:
-    fabric = intent(lab)
+    fabric = lab.intent()
     dilated = fabric.model_copy(update={"emulation": Emulation(time_dilation=factor)})
     set_qos(lab, pfc=True, ecn=True)  # also clears the switch counters
     result = scenarios.incast(dilated, "h3", ["h1", "h2"], duration_s=DURATION_S, dcqcn=True)
@@ -52,7 +41,7 @@ def _rate_between_pauses(row: dict[str, Any]) -> float:
 
 
 def test_dilated_dcqcn_acts_before_pfc_real_time_dcqcn_does_not(lab: Lab) -> None:
-    factor = intent(lab).emulation.time_dilation
+    factor = lab.intent().emulation.time_dilation
     assert factor > 1, "the leaf-spine lab declares what it stands for"
     real_time = _incast(lab, 1)
     dilated = _incast(lab, factor)

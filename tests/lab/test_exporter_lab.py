@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,9 +41,6 @@ from typing import Any
 import bcrypt
 import pytest
 import yaml
-from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
-from netmiko import ConnectHandler
-from prometheus_fixtures import free_port, run_prometheus, stop
 
 from agent.intent.loader import load_fabric
 from agent.observe.locate.gather import LocateRun, as_json
@@ -55,10 +51,15 @@ from exporters import alerts
 from exporters.exporter import Exporter
 from exporters.store import CheckOutcome
 from exporters.webconfig import load_web_config
+from tests.lab.support import prometheus as prom
+from tests.lab.support.eos import configure
+from tests.lab.support.labs import PASSWORD_ENV, REPO, Lab, LabFactory, requires_lab, run_agent
+from tests.lab.support.loopback import free_port
+from tests.lab.support.prometheus import run_prometheus, stop
 
 pytestmark = [
     pytest.mark.lab,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+    requires_lab,
     pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed"),
 ]
 SYSFS = REPO / "tests" / "data" / "sysfs"
@@ -245,12 +246,9 @@ def start_prometheus(
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+def setup(tmp_path_factory: pytest.TempPathFactory, module_labs: LabFactory) -> Iterator[Setup]:
     folder = tmp_path_factory.mktemp("exporterlab")
-    name = f"ex{os.getpid()}"
-    previous = os.environ.get("ROCE_LAB_PASSWORD")
-    os.environ["ROCE_LAB_PASSWORD"] = "admin"  # the lab's default credentials
-    lab = start_lab(name, folder / name)
+    lab = module_labs.start("ex", password="admin")  # the lab's default credentials
     silent = SilentSshPort()
     exporter: Exporter | None = None
     prometheus: subprocess.Popen[bytes] | None = None
@@ -278,20 +276,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         if exporter is not None:
             exporter.stop()
         silent.close()
-        stop_lab(name, folder / name)
-        if previous is None:
-            os.environ.pop("ROCE_LAB_PASSWORD", None)
-        else:
-            os.environ["ROCE_LAB_PASSWORD"] = previous
 
 
 def query(setup: Setup, expr: str) -> list[dict[str, Any]]:
-    url = f"{setup.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(url, timeout=10) as response:
-        data = json.loads(response.read())
-    assert data["status"] == "success", data
-    result: list[dict[str, Any]] = data["data"]["result"]
-    return result
+    return prom.query(setup.prometheus, expr)
 
 
 def firing(setup: Setup) -> list[dict[str, Any]]:
@@ -319,7 +307,7 @@ def wait_for_alert(setup: Setup, name: str, timeout: float = 45.0, **labels: str
 
 
 def incast(setup: Setup) -> dict[str, Any]:
-    intent = load_fabric(Path(setup.lab.status["fabric_file"])).intent
+    intent = setup.lab.intent()
     return scenarios.incast(intent, "h3", ["h1", "h2"], duration_s=2.0)
 
 
@@ -355,51 +343,20 @@ def test_drops_without_pfc_fire_the_lossless_drops_alert(setup: Setup) -> None:
     )
 
 
-def configure(setup: Setup, switch: str, lines: list[str]) -> None:
-    node = setup.lab.status["nodes"][switch]
-    connection = ConnectHandler(
-        device_type="arista_eos",
-        host=node["mgmt_host"],
-        port=node["mgmt_port"],
-        username="admin",
-        password="admin",
-        fast_cli=True,
-    )
-    try:
-        output = connection.send_config_set(lines)
-        assert "% Invalid" not in output, output
-    finally:
-        connection.disconnect()
-
-
 def test_pause_without_ecn_fires_when_thresholds_are_too_high(setup: Setup) -> None:
     """After apply, ECN thresholds far above the pause threshold on leaf1: it pauses and
     never marks, which is what the alert is for."""
-    applied = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agent",
-            "apply",
-            setup.lab.status["fabric_file"],
-            "--yes",
-            "--state-dir",
-            str(setup.tls_dir / "audit"),
-            "--output",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    applied = run_agent(
+        "apply", setup.lab.status["fabric_file"], "--yes",
+        "--state-dir", setup.tls_dir / "audit", "--output", "json", timeout=120,
+    )  # fmt: skip
     assert applied.returncode == 0, applied.stdout + applied.stderr
     too_high = (
         "random-detect ecn minimum-threshold 2000000 bytes maximum-threshold 4000000 "
         "bytes max-mark-probability 100"
     )
     configure(
-        setup,
+        setup.lab,
         "leaf1",
         [
             "interface Ethernet1",
@@ -411,6 +368,7 @@ def test_pause_without_ecn_fires_when_thresholds_are_too_high(setup: Setup) -> N
             "uc-tx-queue 3",
             too_high,
         ],
+        refused="% Invalid",
     )
     result = incast(setup)
     assert result["totals"]["lost"] == 0, result["totals"]
@@ -577,7 +535,7 @@ def test_cli_scrape_is_prompt_while_a_device_hangs(setup: Setup) -> None:
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
-        env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
+        env={**os.environ, PASSWORD_ENV: "admin"},
     )
     try:
         url = f"https://127.0.0.1:{port}/metrics"

@@ -7,12 +7,94 @@ containerlab/roce-leafspine.clab.yml (h1, h2 on leaf1; h3, h4 on leaf2; two spin
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
-from conftest import Lab, ns_run, requires_lab, udp_exchange
+
+from tests.lab.support import dataplane
+from tests.lab.support.labs import Lab, ns_run, requires_lab
 
 pytestmark = [pytest.mark.lab, requires_lab]
+IP_RECVTTL = 12  # linux/in.h; Python's socket module has no name for it
+IP_TTL = 2
+
+# Receiver: prints "ready", then one JSON line per datagram with the TTL it arrived with.
+RECEIVER = f"""
+import json, socket, sys, time
+bind_ip, port = sys.argv[1], int(sys.argv[2])
+count, timeout = int(sys.argv[3]), float(sys.argv[4])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, {IP_RECVTTL}, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+s.bind((bind_ip, port))
+print("ready", flush=True)
+deadline = time.monotonic() + timeout
+got = 0
+while got < count and time.monotonic() < deadline:
+    s.settimeout(max(0.01, deadline - time.monotonic()))
+    try:
+        data, anc, _, src = s.recvmsg(65535, 64)
+    except socket.timeout:
+        break
+    ttl = next((int.from_bytes(v, "little") for lv, t, v in anc if t == {IP_TTL}), None)
+    line = {{"src": src[0], "sport": src[1], "ttl": ttl, "data": data.decode()}}
+    print(json.dumps(line), flush=True)
+    got += 1
+"""
+
+# Sender: FLOWS sockets with consecutive source ports, PER_FLOW datagrams each.
+SENDER = """
+import socket, sys, time
+src_ip, dst_ip, dst_port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+first_sport, flows, per_flow = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+for flow in range(flows):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((src_ip, first_sport + flow))
+    for n in range(per_flow):
+        s.sendto(f"flow{flow}-{n}".encode(), (dst_ip, dst_port))
+        time.sleep(0.002)
+    s.close()
+"""
+
+
+def udp_exchange(
+    lab: Lab,
+    src: str,
+    dst: str,
+    *,
+    flows: int = 1,
+    per_flow: int = 1,
+    first_sport: int = 40000,
+    dst_port: int = 5000,
+    timeout: float = 10.0,
+) -> list[dict[str, Any]]:
+    """Send UDP from host ``src`` to host ``dst`` with normal sockets; what ``dst`` received."""
+    src_ip = lab.status["nodes"][src]["interfaces"][0]["ipv4"].split("/")[0]
+    dst_ip = lab.status["nodes"][dst]["interfaces"][0]["ipv4"].split("/")[0]
+    total = flows * per_flow
+    receiver = subprocess.Popen(
+        ["ip", "netns", "exec", lab.netns(dst), sys.executable, "-c", RECEIVER,
+         dst_ip, str(dst_port), str(total), str(timeout)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert receiver.stdout is not None
+        assert receiver.stdout.readline().strip() == "ready"
+        ns_run(
+            lab.netns(src), sys.executable, "-c", SENDER, src_ip, dst_ip, str(dst_port),
+            str(first_sport), str(flows), str(per_flow),
+        )  # fmt: skip
+        out, err = receiver.communicate(timeout=timeout + 10)
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+            receiver.wait()
+    assert receiver.returncode == 0, err
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
 def _kernel_rx(lab: Lab, node: str, ifname: str) -> int:
@@ -21,12 +103,7 @@ def _kernel_rx(lab: Lab, node: str, ifname: str) -> int:
 
 
 def _vswitch_rx(lab: Lab, node: str, ifname: str) -> int:
-    from lab.vswitch.client import VswitchClient
-
-    sock = lab.status["nodes"][node]["control_socket"]
-    with VswitchClient(sock) as client:
-        counters: dict[str, Any] = client.counters()
-    return int(counters["ports"][ifname]["rx_packets"])
+    return int(dataplane.counters(lab, node)["ports"][ifname]["rx_packets"])
 
 
 def test_hosts_on_different_leaves_talk_through_leaf_spine_leaf(leafspine_lab: Lab) -> None:

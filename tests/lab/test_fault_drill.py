@@ -8,26 +8,21 @@ exits 0 with every switch new (agent/ops/faultdrill.py). The matrix is printed a
 
 The rows spend much of their time waiting (netmiko's read timeout, commit timers), so they
 run in six lanes of two rows, each on a lab of its own with its own audit log; the lanes share
-nothing (measured on 2 cores: 3 lanes 95 s, 4 lanes 80 s, 6 lanes 71 s for the module).
+nothing.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
 
+from agent.device.fanout import results_or_raise, run_each
 from agent.ops.faultdrill import Drill, Row, RowResult, default_rows, format_matrix, resolve_rows
+from tests.lab.support.labs import Lab, LabFactory, requires_lab
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.lab_parallel,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short
 ROWS = default_rows()
 LANES = 6
@@ -51,11 +46,6 @@ def _run_lane(drill: Drill, rows: list[Row]) -> dict[str, RowResult]:
     return results
 
 
-def _start_lab(base: Path, lane: int) -> Lab:
-    name = f"fd{os.getpid()}{'abcdef'[lane]}"
-    return start_lab(name, base / name)
-
-
 def _drill(lab: Lab, audit_dir: Path) -> Drill:
     drill = Drill(Path(lab.status["fabric_file"]), audit_dir, CONFIRM_TIMEOUT_S)
     drill.snapshot_old()
@@ -65,41 +55,33 @@ def _drill(lab: Lab, audit_dir: Path) -> Drill:
 
 @pytest.fixture(scope="module")
 def matrix(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    module_labs: LabFactory,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[dict[str, RowResult]]:
-    previous = os.environ.get("ROCE_LAB_PASSWORD")
-    os.environ["ROCE_LAB_PASSWORD"] = "admin"  # the labs take it at `up`; the agent reads it
-    labs: list[Lab] = []
-    try:
-        # The labs are independent: brought up (and torn down) side by side, not in turn.
-        with ThreadPoolExecutor(max_workers=LANES) as pool:
-            starting = [
-                pool.submit(_start_lab, tmp_path_factory.mktemp("fdlab"), lane)
-                for lane in range(LANES)
-            ]
-            errors = []
-            for future in starting:  # every lab that came up is torn down, even if one failed
-                try:
-                    labs.append(future.result())
-                except BaseException as exc:
-                    errors.append(exc)
-            if errors:
-                raise errors[0]
-            audit_dirs = [tmp_path_factory.mktemp("fdaudit") for _ in labs]
-            drills = list(pool.map(_drill, labs, audit_dirs))
-            results: dict[str, RowResult] = {}
-            for lane_results in pool.map(_run_lane, drills, _lanes(ROWS)):
-                results.update(lane_results)
-        yield results
-    finally:
-        with ThreadPoolExecutor(max_workers=LANES) as pool:
-            stopped = [pool.submit(stop_lab, lab.name, lab.state_dir) for lab in labs]
-        if previous is None:
-            os.environ.pop("ROCE_LAB_PASSWORD", None)
-        else:
-            os.environ["ROCE_LAB_PASSWORD"] = previous
-        for future in stopped:
-            future.result()  # a lab that did not go away fails the run
+    # The lanes are independent: their labs are brought up (and torn down) side by side, each
+    # with its own audit log; the agent in this process reads the labs' password as they do.
+    lanes = dict(zip("abcdef", _lanes(ROWS), strict=True))  # lane -> its rows
+    labs = results_or_raise(
+        run_each(
+            {lane: lane for lane in lanes},
+            lambda lane: module_labs.start("fd", suffix=lane, password="admin"),
+        )
+    )
+    audit_dirs = {lane: tmp_path_factory.mktemp("fdaudit") for lane in lanes}
+    drills = results_or_raise(
+        run_each({lane: (labs[lane], audit_dirs[lane]) for lane in lanes}, lambda a: _drill(*a))
+    )
+    results: dict[str, RowResult] = {}
+    for lane_results in results_or_raise(
+        run_each({lane: (drills[lane], lanes[lane]) for lane in lanes}, lambda a: _run_lane(*a))
+    ).values():
+        results.update(lane_results)
+    yield results
+    _print_matrix(request, results)
+
+
+def _print_matrix(request: pytest.FixtureRequest, results: dict[str, RowResult]) -> None:
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:
@@ -117,7 +99,7 @@ def test_every_row_runs_in_exactly_one_lane() -> None:
     assert all(lanes)
 
 
-@pytest.mark.timeout(900)  # the first row's setup runs the whole matrix (≈ 70 s)
+@pytest.mark.timeout(900)  # the first row's setup runs the whole matrix
 @pytest.mark.parametrize("row", ROWS, ids=[r.slug for r in ROWS])
 def test_drill_row(matrix: dict[str, RowResult], row: Row) -> None:
     result = matrix[row.name]

@@ -16,25 +16,23 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
-from prometheus_fixtures import run_prometheus, stop
 
 from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
 from agent.intent.shard import Shard
+from tests.lab.support.labs import PASSWORD_ENV, REPO, Lab, LabFactory, requires_lab
+from tests.lab.support.prometheus import query, run_prometheus, stop
 
 pytestmark = [
     pytest.mark.lab,
     pytest.mark.lab_parallel,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
+    requires_lab,
     pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed"),
 ]
 RECORDING = REPO / "exporters" / "alerts" / "roce.recording.yml"
@@ -54,14 +52,8 @@ PLAYBOOK = {
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"fl{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("fleetlab") / name
-    started = start_lab(name, state_dir)
-    try:
-        yield started
-    finally:
-        stop_lab(name, state_dir)
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("fl")
 
 
 def check_playbook_report(agent: Agent, own: list[str], switches: list[str]) -> None:
@@ -74,11 +66,11 @@ def check_playbook_report(agent: Agent, own: list[str], switches: list[str]) -> 
         assert time.monotonic() < deadline, agent.log.read_text()[-3000:]
         time.sleep(0.5)
     report = json.loads(path.read_text())
-    assert report["shard"] == str(agent.intent.shard)
+    assert report["shard"] == str(agent.shard)
     checked = {c["device"] for c in report["checks"]} & set(switches)
     assert checked == set(own), (checked, own)
     probe = next(s for s in report["steps"] if s["kind"] == "probe")
-    if agent.intent.shard.owns_probe("h3"):
+    if agent.shard.owns_probe("h3"):
         assert probe["status"] != "skipped" and len(report["probes"]) == 1, probe
     else:
         owning = next(s for s in SHARDS if s.owns_probe("h3"))
@@ -139,7 +131,7 @@ def start_agent(kind: str, shard: Shard, fabric: Path, folder: Path) -> Agent:
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=REPO,
-            env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
+            env={**os.environ, PASSWORD_ENV: "admin"},
         )
     return Agent(shard, process, log, state_dir)
 
@@ -161,15 +153,6 @@ def start_prometheus(folder: Path, targets: list[str]) -> tuple[subprocess.Popen
     return run_prometheus(config, folder)
 
 
-def query(url: str, expr: str) -> list[dict[str, Any]]:
-    full = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(full, timeout=10) as response:
-        data = json.loads(response.read())
-    assert data["status"] == "success", data
-    result: list[dict[str, Any]] = data["data"]["result"]
-    return result
-
-
 def values(url: str, expr: str, *by: str) -> dict[tuple[str, ...], float]:
     """{label values: value} of an instant query (empty while Prometheus is not up yet)."""
     try:
@@ -177,6 +160,20 @@ def values(url: str, expr: str, *by: str) -> dict[tuple[str, ...], float]:
     except OSError:
         return {}
     return {tuple(r["metric"].get(k, "") for k in by): float(r["value"][1]) for r in rows}
+
+
+@dataclass
+class Fleet:
+    """The two shards' agents, scraped by the Prometheus at ``url``."""
+
+    url: str
+    agents: list[Agent]
+    intent: FabricIntent
+    switches: list[str]  # sorted
+    expected: dict[int, list[str]]  # shard index -> the switches it owns
+
+    def values(self, expr: str, *by: str) -> dict[tuple[str, ...], float]:
+        return values(self.url, expr, *by)
 
 
 @pytest.mark.parametrize("kind", ["serve", "exporter"])
@@ -192,94 +189,117 @@ def test_two_shards_cover_the_fabric_once_and_the_recording_rules_add_them_up(
     prometheus: subprocess.Popen[bytes] | None = None
     try:
         prometheus, url = start_prometheus(tmp_path, [a.wait_for_target() for a in agents])
-        owner = {a.target: a.shard.index for a in agents}
-        deadline = time.monotonic() + CONVERGE_S
-        while True:
-            for agent in agents:
-                assert agent.process.poll() is None, agent.log.read_text()[-3000:]
-            # The switch -> target map Prometheus sees, and how many targets serve each.
-            served = values(url, "roce_device_up == 1", "device", "instance", "fabric")
-            owners = values(url, "fabric_device:roce_device_up:count", "device", "fabric")
-            if sorted(d for d, *_ in served) == switches and len(owners) == len(switches):
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"not converged in {CONVERGE_S:g} s: up {served}, owners {owners}\n"
-                    + "\n".join(a.log.read_text()[-1500:] for a in agents)
-                )
-            time.sleep(0.5)
-
-        # Every switch by exactly one target, the one of its shard; the union is the fabric.
-        assert values(url, "count by (device) (roce_device_up)", "device") == {
-            (d,): 1.0 for d in switches
-        }
-        for device, instance, label in served:
-            assert device in expected[owner[instance]], (device, instance)
-            assert label == intent.name  # contract 1: every roce_* series has fabric
-        assert set(owners.values()) == {1.0}
-        assert {fabric_label for _, fabric_label in owners} == {intent.name}
-
-        # Each target says which shard it is and how many switches it owns.
-        infos = values(url, "roce_exporter_shard_info", "instance", "shard")
-        assert infos == {(a.target, str(a.shard)): 1.0 for a in agents}
-        # roce_exporter_devices counts the fabric devices a shard owns, hosts included.
-        devices = [d.name for d in intent.devices]
-        owned = values(url, "roce_exporter_devices", "instance")
-        assert owned == {(a.target,): float(len(a.shard.select(devices))) for a in agents}
-
-        # Fabric-wide recording rules = the sum of the shards' own values.
-        for rule, per_target in [
-            ("fabric:roce_device_up:sum", "sum by (instance) (roce_device_up)"),
-            ("fabric:roce_exporter_devices:sum", "sum by (instance) (roce_exporter_devices)"),
-            ("fabric:roce_exporter_shards:count", "count by (instance) (roce_exporter_shard_info)"),
-        ]:
-            # A rule records at its evaluation, up to a second behind the raw series.
-            settle = time.monotonic() + 10
-            while True:
-                shards = values(url, per_target, "instance")
-                recorded = values(url, rule, "fabric")
-                if recorded == {(intent.name,): sum(shards.values())}:
-                    break
-                assert time.monotonic() < settle, (rule, recorded, shards)
-                time.sleep(0.5)
-            assert set(shards) == {(a.target,) for a in agents}, (per_target, shards)
-        assert values(url, "fabric:roce_device_up:sum", "fabric") == {
-            (intent.name,): float(len(switches))
-        }
-        assert values(url, "fabric:roce_exporter_devices:sum", "fabric") == {
-            (intent.name,): float(len(devices))
-        }
-        # A rate rule over the shards' counters has a fabric-wide series too.
-        # (a rate needs two scrapes of the counter and an evaluation after them).
-        settle = time.monotonic() + 15
-        while not values(url, "fabric:roce_pfc_frames:rate5m", "fabric"):
-            raw = values(url, "count by (instance) (roce_pfc_frames_total)", "instance")
-            assert time.monotonic() < settle, f"no fabric PFC rate; raw series {raw}"
-            time.sleep(0.5)
-
+        fleet = Fleet(url, agents, intent, switches, expected)
+        _every_switch_by_exactly_the_target_of_its_shard(fleet)
+        _each_target_says_its_shard_and_what_it_owns(fleet)
+        _fabric_wide_rules_are_the_sum_of_the_shards(fleet)
         if kind == "serve":
             for agent in agents:
-                assert agent.state_dir is not None
-                summary = agent.state_dir / "last-reconcile.json"
-                wait_until = time.monotonic() + 30
-                while not summary.exists() and time.monotonic() < wait_until:
-                    time.sleep(0.5)
-                reconciled = json.loads(summary.read_text())
-                assert reconciled["shard"] == str(agent.intent.shard)
-                devices = sorted(d["device"] for d in reconciled["devices"])
-                assert devices == expected[agent.intent.shard.index]  # its own switches only
-                started = next(
-                    json.loads(line)
-                    for line in agent.log.read_text().splitlines()
-                    if line.startswith("{") and json.loads(line)["message"] == "started"
-                )
-                assert started["shard"] == str(agent.intent.shard)
-                assert started["owned"] == [
-                    d.name for d in intent.devices if d.name in expected[agent.intent.shard.index]
-                ]
-                check_playbook_report(agent, expected[agent.intent.shard.index], switches)
+                _the_daemon_reconciled_its_own_switches_only(fleet, agent)
     finally:
         if prometheus is not None:
             stop(prometheus)
         for agent in agents:
             stop(agent.process)
+
+
+def _converged(
+    fleet: Fleet,
+) -> tuple[dict[tuple[str, ...], float], dict[tuple[str, ...], float]]:
+    """The switch -> target map Prometheus sees, and how many targets serve each, once every
+    switch is up there."""
+    deadline = time.monotonic() + CONVERGE_S
+    while True:
+        for agent in fleet.agents:
+            assert agent.process.poll() is None, agent.log.read_text()[-3000:]
+        served = fleet.values("roce_device_up == 1", "device", "instance", "fabric")
+        owners = fleet.values("fabric_device:roce_device_up:count", "device", "fabric")
+        if sorted(d for d, *_ in served) == fleet.switches and len(owners) == len(fleet.switches):
+            return served, owners
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"not converged in {CONVERGE_S:g} s: up {served}, owners {owners}\n"
+                + "\n".join(a.log.read_text()[-1500:] for a in fleet.agents)
+            )
+        time.sleep(0.5)
+
+
+def _every_switch_by_exactly_the_target_of_its_shard(fleet: Fleet) -> None:
+    """Every switch by exactly one target, the one of its shard; the union is the fabric."""
+    served, owners = _converged(fleet)
+    owner = {a.target: a.shard.index for a in fleet.agents}
+    assert fleet.values("count by (device) (roce_device_up)", "device") == {
+        (d,): 1.0 for d in fleet.switches
+    }
+    for device, instance, label in served:
+        assert device in fleet.expected[owner[instance]], (device, instance)
+        assert label == fleet.intent.name  # contract 1: every roce_* series has fabric
+    assert set(owners.values()) == {1.0}
+    assert {fabric_label for _, fabric_label in owners} == {fleet.intent.name}
+
+
+def _each_target_says_its_shard_and_what_it_owns(fleet: Fleet) -> None:
+    infos = fleet.values("roce_exporter_shard_info", "instance", "shard")
+    assert infos == {(a.target, str(a.shard)): 1.0 for a in fleet.agents}
+    # roce_exporter_devices counts the fabric devices a shard owns, hosts included.
+    devices = [d.name for d in fleet.intent.devices]
+    owned = fleet.values("roce_exporter_devices", "instance")
+    assert owned == {(a.target,): float(len(a.shard.select(devices))) for a in fleet.agents}
+
+
+def _fabric_wide_rules_are_the_sum_of_the_shards(fleet: Fleet) -> None:
+    name = fleet.intent.name
+    for rule, per_target in [
+        ("fabric:roce_device_up:sum", "sum by (instance) (roce_device_up)"),
+        ("fabric:roce_exporter_devices:sum", "sum by (instance) (roce_exporter_devices)"),
+        ("fabric:roce_exporter_shards:count", "count by (instance) (roce_exporter_shard_info)"),
+    ]:
+        shards = _once_the_rule_is_the_sum(fleet, rule, per_target)
+        assert set(shards) == {(a.target,) for a in fleet.agents}, (per_target, shards)
+    assert fleet.values("fabric:roce_device_up:sum", "fabric") == {
+        (name,): float(len(fleet.switches))
+    }
+    assert fleet.values("fabric:roce_exporter_devices:sum", "fabric") == {
+        (name,): float(len(fleet.intent.devices))
+    }
+    # A rate rule over the shards' counters has a fabric-wide series too.
+    # (a rate needs two scrapes of the counter and an evaluation after them).
+    settle = time.monotonic() + 15
+    while not fleet.values("fabric:roce_pfc_frames:rate5m", "fabric"):
+        raw = fleet.values("count by (instance) (roce_pfc_frames_total)", "instance")
+        assert time.monotonic() < settle, f"no fabric PFC rate; raw series {raw}"
+        time.sleep(0.5)
+
+
+def _once_the_rule_is_the_sum(fleet: Fleet, rule: str, per_target: str) -> dict[Any, float]:
+    """The shards' own values once ``rule`` records their sum (a rule records at its
+    evaluation, up to a second behind the raw series)."""
+    settle = time.monotonic() + 10
+    while True:
+        shards = fleet.values(per_target, "instance")
+        recorded = fleet.values(rule, "fabric")
+        if recorded == {(fleet.intent.name,): sum(shards.values())}:
+            return shards
+        assert time.monotonic() < settle, (rule, recorded, shards)
+        time.sleep(0.5)
+
+
+def _the_daemon_reconciled_its_own_switches_only(fleet: Fleet, agent: Agent) -> None:
+    assert agent.state_dir is not None
+    own = fleet.expected[agent.shard.index]
+    summary = agent.state_dir / "last-reconcile.json"
+    wait_until = time.monotonic() + 30
+    while not summary.exists() and time.monotonic() < wait_until:
+        time.sleep(0.5)
+    reconciled = json.loads(summary.read_text())
+    assert reconciled["shard"] == str(agent.shard)
+    devices = sorted(d["device"] for d in reconciled["devices"])
+    assert devices == own  # its own switches only
+    started = next(
+        json.loads(line)
+        for line in agent.log.read_text().splitlines()
+        if line.startswith("{") and json.loads(line)["message"] == "started"
+    )
+    assert started["shard"] == str(agent.shard)
+    assert started["owned"] == [d.name for d in fleet.intent.devices if d.name in own]
+    check_playbook_report(agent, own, fleet.switches)

@@ -11,46 +11,31 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
 
 from lab.mgmt.launcher import rotate_host_key
+from tests.lab.support.labs import Lab, LabFactory, requires_lab, run_agent
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.lab_parallel,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"hk{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("hklab") / name
-    started = start_lab(name, state_dir)
-    try:
-        yield started
-    finally:
-        stop_lab(name, state_dir)
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("hk")
 
 
 def agent(home: Path, state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ROCE_LAB_PASSWORD": "admin", "ROCE_AGENT_STATE_DIR": str(state),
-           "HOME": str(home)}  # fmt: skip
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True, text=True, timeout=180, cwd=REPO, env=env,
-    )  # fmt: skip
+    """The agent with its own state directory and ``$HOME`` (where ~/.ssh/known_hosts is)."""
+    return run_agent(
+        *args, timeout=180, env={"ROCE_AGENT_STATE_DIR": str(state), "HOME": str(home)}
+    )
 
 
 def results(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:

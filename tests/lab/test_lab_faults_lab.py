@@ -10,7 +10,6 @@ connects). One lab for the module (h1, h2 on leaf1; h3, h4 on leaf2; two spines)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -19,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, ns_run, requires_lab, start_lab, stop_lab, wait_until
 
 from lab.faults import LabFaults
+from tests.lab.support import dataplane, eos
+from tests.lab.support.labs import Lab, LabFactory, ns_run, requires_lab
+from tests.lab.support.polling import wait_until
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
@@ -85,20 +86,15 @@ elif mode == "rtt":
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"flt{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("faults") / name
-    started = start_lab(name, state_dir)
-    pid = 0
-    try:
-        yield started
-        # Last: a storm left running is ended by `lab down` (by the PID faults.json records).
-        pid = LabFaults(state_dir).add("storm", "h2").pids()[0]
-        assert Path(f"/proc/{pid}").exists()
-    finally:
-        stop_lab(name, state_dir)
+def lab(module_labs: LabFactory) -> Iterator[Lab]:
+    started = module_labs.start("flt")
+    yield started
+    # Last: a storm left running is ended by `lab down` (by the PID faults.json records).
+    pid = LabFaults(started.state_dir).add("storm", "h2").pids()[0]
+    assert Path(f"/proc/{pid}").exists()
+    module_labs.stop(started)
     assert pid and (not Path(f"/proc/{pid}").exists() or _zombie(pid))
-    assert not state_dir.exists()  # faults.json and the storm's log went with the lab
+    assert not started.state_dir.exists()  # faults.json and the storm's log went with the lab
 
 
 @pytest.fixture
@@ -173,50 +169,25 @@ def round_trips(lab: Lab, src: str, dst: str, count: int = 5) -> list[float]:
 
 def cli(lab: Lab, switch: str, commands: list[str] | None = None, show: str = "") -> Any:
     """Over SSH, as the agent connects: config lines, then one show (``| json`` parsed)."""
-    from netmiko import ConnectHandler
-
-    node = lab.status["nodes"][switch]
-    with ConnectHandler(
-        device_type="arista_eos",
-        host=node["mgmt_host"],
-        port=node["mgmt_port"],
-        username="admin",
-        password="admin",
-        fast_cli=True,
-    ) as conn:
-        if commands:
-            output = conn.send_config_set(commands)
-            assert "%" not in output, output
-        if not show:
-            return None
-        text = conn.send_command(show)
+    if commands:
+        eos.configure(lab, switch, commands)
+    if not show:
+        return None
+    text = eos.show(lab, switch, show)
     return json.loads(text) if show.endswith("| json") else text
 
 
 def dataplane_qos(lab: Lab, switch: str) -> dict[str, Any]:
     """The QoS the vswitch runs with (what the CLI pushed reached the data plane)."""
-    from lab.vswitch.client import VswitchClient
-
-    with VswitchClient(lab.status["nodes"][switch]["control_socket"]) as client:
+    with dataplane.control(lab, switch) as client:
         qos: dict[str, Any] = client.get_config()["qos"]
     return qos
 
 
 def get_faults(lab: Lab, switch: str) -> list[dict[str, Any]]:
     """The fault set the vswitch runs with (lab-only: its control socket)."""
-    from lab.vswitch.client import VswitchClient
-
-    with VswitchClient(lab.status["nodes"][switch]["control_socket"]) as client:
+    with dataplane.control(lab, switch) as client:
         return client.get_faults()
-
-
-def lab_only_counters(lab: Lab, switch: str) -> dict[str, Any]:
-    """The vswitch's own counters (lab-only ones such as fault_corrupted live only here)."""
-    from lab.vswitch.client import VswitchClient
-
-    with VswitchClient(lab.status["nodes"][switch]["control_socket"]) as client:
-        counters: dict[str, Any] = client.counters()
-    return counters
 
 
 # --------------------------------------------------------------------------- the tests
@@ -277,7 +248,7 @@ def test_corruption_towards_a_host_breaks_only_roce_payloads(lab: Lab, faults: L
     assert all(got != bth + n.to_bytes(4, "big") for n, got in enumerate(roce))
     other = exchange(lab, "h3", "h1", 5, port=5000, payload=bth)
     assert other == [bth + n.to_bytes(4, "big") for n in range(5)]
-    assert lab_only_counters(lab, "leaf1")["ports"]["eth3"]["fault_corrupted"] >= 5
+    assert dataplane.counters(lab, "leaf1")["ports"]["eth3"]["fault_corrupted"] >= 5
     faults.clear()
     clean = exchange(lab, "h3", "h1", 5, port=ROCE_PORT, no_check=True, payload=bth)
     assert clean == [bth + n.to_bytes(4, "big") for n in range(5)]
@@ -294,7 +265,7 @@ def test_a_link_down_shows_on_both_ends_and_ecmp_routes_around_it(
     fault = faults.add("down", "leaf1:eth1")
     assert wait_until(lambda: status("leaf1") == ("notconnect", "down"), timeout=3)
     assert status("spine1") == ("notconnect", "down")  # the far end lost carrier
-    assert lab_only_counters(lab, "leaf1")["ports"]["eth1"]["oper_up"] is False
+    assert dataplane.counters(lab, "leaf1")["ports"]["eth1"]["oper_up"] is False
     # leaf1 skips the dead uplink: every flow h1 -> h3 leaves over spine2.
     for sport_offset in range(4):
         assert len(exchange(lab, "h1", "h3", 4, port=5100 + sport_offset)) == 4

@@ -4,62 +4,43 @@ One leaf-spine lab configured by `roce-agent apply`; `roce-agent locate` through
 (without `--load`: its incast doubles the run's processes on the shared CI machine, and
 neither case here needs congestion) with no fault (exit 0, no suspect, every path clean) and
 with a bad optic on one link direction (exit 1, that link first with its FCS evidence), whose
-verdict is then fed to the
-exporter's store as the daemon does. Every fault kind, on seeded random elements, with the
-accuracy and the time to verdict: `bench/locate.py` (about 20 s per run, too long for this
-suite); each kind's rule: tests/unit/test_locate.py.
+verdict is then fed to the exporter's store as the daemon does. Every fault kind, on seeded
+random elements, with the accuracy and the time to verdict: `bench/locate.py` (its runs are
+too long for this suite); each kind's rule: tests/unit/test_locate.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from conftest import LAB_UNAVAILABLE, REPO, Lab, running_lab
 
-from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
 from exporters.fasttext import render_text
 from exporters.store import SnapshotStore
 from lab.faults import LabFaults
+from tests.lab.support.labs import Lab, LabFactory, apply_fabric, requires_lab, run_agent
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
+pytestmark = [pytest.mark.lab, requires_lab]
 SEED = 15
 DURATION_S = 2.0  # mesh seconds per run: the faults here cost tens of packets per path
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"lo{os.getpid()}"
-    with running_lab(name, tmp_path_factory.mktemp("locatelab") / name) as started:
-        applied = subprocess.run(
-            [sys.executable, "-m", "agent", "apply", started.status["fabric_file"], "--yes",
-             "--state-dir", str(started.state_dir / "agent")],
-            capture_output=True, text=True, timeout=120, cwd=REPO,
-        )  # fmt: skip
-        assert applied.returncode == 0, applied.stdout + applied.stderr
-        yield started
+def lab(module_labs: LabFactory) -> Lab:
+    started = module_labs.start("lo", password="admin")
+    apply_fabric(started)
+    return started
 
 
 @pytest.fixture(scope="module")
 def intent(lab: Lab) -> FabricIntent:
-    return load_fabric(Path(lab.status["fabric_file"])).intent
+    return lab.intent()
 
 
 def _locate_cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", "locate", lab.status["fabric_file"],
-         "--duration", str(DURATION_S), *args],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-    )  # fmt: skip
+    return run_agent("locate", lab.status["fabric_file"], "--duration", str(DURATION_S), *args)
 
 
 def test_no_fault_no_suspect_exit_0(lab: Lab) -> None:

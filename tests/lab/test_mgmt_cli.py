@@ -5,21 +5,18 @@ once, ``write memory`` survives a restart of the management process."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import mgmt_fixtures as mf
-import vswitch_fixtures as fx
+from tests.lab.support import frames
+from tests.lab.support import mgmt as mf
+from tests.lab.support import vswitch as fx
+from tests.lab.support.polling import wait_until
 
-_REASON = mf.lab_unavailable_reason()
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
 
 LOSSLESS = [
     "qos map dscp 26 to traffic-class 3",
@@ -47,20 +44,10 @@ def switch() -> Iterator[mf.ManagedSwitch]:
         yield managed
 
 
-def wait_until(predicate: Any, timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
-
-
 def test_send_config_set_builds_a_lossless_profile_in_the_data_plane(
     switch: mf.ManagedSwitch,
 ) -> None:
-    conn = switch.connect(fast_cli=True)
-    try:
+    with switch.connect(fast_cli=True) as conn:
         output = conn.send_config_set(LOSSLESS)
         assert "% " not in output, output
         qos = switch.dataplane_qos()
@@ -80,19 +67,16 @@ def test_send_config_set_builds_a_lossless_profile_in_the_data_plane(
         assert maps["dscpTcMap"]["26"] == 3 and maps["dscpTcMap"]["10"] == 1
         running = conn.send_command("show running-config")
         assert "   service-profile ROCE" in running.splitlines()
-    finally:
-        conn.disconnect()
 
 
 def test_show_json_holds_the_live_counters(switch: mf.ManagedSwitch) -> None:
     host1, host2 = switch.topo.host(1), switch.topo.host(2)
-    with fx.in_netns(host1.ns):
-        raw = fx.open_packet_socket(host1.ifname)
-    sink = fx.udp_sink(host2.ns, host2.ip, 4791)
-    conn = switch.connect()
-    try:
+    with fx.Rig(switch.topo) as rig:
+        raw = rig.raw(host1)
+        rig.sink(host2, 4791)
+        conn = rig.enter_context(switch.connect())
         conn.send_command("clear counters")
-        frame = fx.build_udp(
+        frame = frames.build_udp(
             host1.mac, host1.switch_mac, host1.ip, host2.ip, 1000, 4791, b"x", dscp=26, size=200
         )
         for _ in range(25):
@@ -119,16 +103,11 @@ def test_show_json_holds_the_live_counters(switch: mf.ManagedSwitch) -> None:
             conn.send_command("show priority-flow-control counters watchdog | json")
         )
         assert watchdog == {"interfaces": {}}
-    finally:
-        conn.disconnect()
-        raw.close()
-        sink.close()
 
 
 def test_invalid_lines_are_refused_and_reported(switch: mf.ManagedSwitch) -> None:
     before = switch.dataplane_qos()
-    conn = switch.connect()
-    try:
+    with switch.connect() as conn:
         running = conn.send_command("show running-config")
         output = conn.send_config_set(
             [
@@ -146,15 +125,12 @@ def test_invalid_lines_are_refused_and_reported(switch: mf.ManagedSwitch) -> Non
         assert "% Invalid input (at token 2: '8')" in output
         assert "% Data plane refused the change: invalid qos:" in output
         assert conn.send_command("show running-config") == running
-    finally:
-        conn.disconnect()
     assert switch.dataplane_qos() == before
 
 
 def test_commit_timer_expiry_rolls_back_and_confirm_keeps(switch: mf.ManagedSwitch) -> None:
     before = switch.dataplane_qos()
-    conn = switch.connect()
-    try:
+    with switch.connect() as conn:
         conn.send_config_set(
             ["interface Ethernet3", "no service-profile"],
             config_mode_command="configure session timed",
@@ -181,14 +157,11 @@ def test_commit_timer_expiry_rolls_back_and_confirm_keeps(switch: mf.ManagedSwit
         conn.send_command("configure session kept commit")
         time.sleep(2.5)
         assert "description confirmed" in conn.send_command("show running-config section Ethernet3")
-    finally:
-        conn.disconnect()
 
 
 def test_session_cut_mid_way_leaves_running_config_unchanged(switch: mf.ManagedSwitch) -> None:
     before = switch.dataplane_qos()
-    watcher = switch.connect()
-    try:
+    with switch.connect() as watcher:
         running = watcher.send_command("show running-config")
         conn = switch.connect()
         conn.send_config_set(
@@ -209,8 +182,6 @@ def test_session_cut_mid_way_leaves_running_config_unchanged(switch: mf.ManagedS
         assert wait_until(released, 5), switch.mgmt_log()
         assert watcher.send_command("show running-config") == running
         watcher.send_command("configure session cut abort")
-    finally:
-        watcher.disconnect()
     assert switch.dataplane_qos() == before
 
 
@@ -222,8 +193,7 @@ def test_twenty_concurrent_netmiko_sessions(switch: mf.ManagedSwitch) -> None:
     def worker(index: int) -> None:
         started = time.monotonic()
         try:
-            conn = switch.connect()
-            try:
+            with switch.connect() as conn:
                 version = json.loads(conn.send_command("show version | json"))
                 assert version["modelName"] == "LabVSwitch"
                 counters = json.loads(
@@ -234,8 +204,6 @@ def test_twenty_concurrent_netmiko_sessions(switch: mf.ManagedSwitch) -> None:
                     [f"interface Ethernet{index % 3 + 1}", f"description s{index}"]
                 )
                 assert "%" not in out
-            finally:
-                conn.disconnect()
         except Exception as exc:  # collected and reported below
             with lock:
                 errors.append(f"session {index}: {type(exc).__name__}: {exc}")
@@ -256,14 +224,11 @@ def test_twenty_concurrent_netmiko_sessions(switch: mf.ManagedSwitch) -> None:
 
 
 def test_write_memory_survives_a_restart(switch: mf.ManagedSwitch) -> None:
-    conn = switch.connect()
-    try:
+    with switch.connect() as conn:
         conn.send_config_set(["interface Ethernet1", "description persisted"])
         saved = conn.save_config()
         assert "Copy completed successfully." in saved
         running = conn.send_command("show running-config")
-    finally:
-        conn.disconnect()
     expected_qos = switch.dataplane_qos()
     assert switch.stop_mgmt() == 0
     with switch.vswitch.client() as client:  # as if the data plane had been reloaded
@@ -271,9 +236,6 @@ def test_write_memory_survives_a_restart(switch: mf.ManagedSwitch) -> None:
     assert switch.dataplane_qos() != expected_qos
     switch.start_mgmt()
     assert switch.dataplane_qos() == expected_qos
-    conn = switch.connect()
-    try:
+    with switch.connect() as conn:
         assert conn.send_command("show running-config") == running
         assert "description persisted" in conn.send_command("show startup-config")
-    finally:
-        conn.disconnect()

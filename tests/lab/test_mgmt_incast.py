@@ -5,20 +5,15 @@ with netmiko (``arista_eos``). PFC off -> tail drops; PFC on -> pause frames, no
 from __future__ import annotations
 
 import json
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import mgmt_fixtures as mf
-import vswitch_fixtures as fx
+from tests.lab.support import mgmt as mf
+from tests.lab.support import vswitch as fx
 
-_REASON = mf.lab_unavailable_reason()
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
 
 ROCE_PORT = 4791
 COUNT = 700  # frames per sender: ~0.57 s alone at 10 Mb/s, ~1.1 s through the bottleneck
@@ -40,29 +35,13 @@ def switch() -> Iterator[mf.ManagedSwitch]:
 
 def _incast(switch: mf.ManagedSwitch) -> dict[str, Any]:
     """h1 and h2 send COUNT frames each at line rate to h3 (pause-honouring senders)."""
-    topo = switch.topo
-    h1, h2, h3 = topo.host(1), topo.host(2), topo.host(3)
-    sink = fx.udp_sink(h3.ns, h3.ip, ROCE_PORT)
-    capture = fx.Capture(h3.ns, h3.ifname)
-    try:
-        start_at = time.time() + 0.8
-        senders = [
-            fx.start_pfc_sender(topo, h, h3, COUNT, start_at, sport=50000 + i)
-            for i, h in enumerate((h1, h2))
-        ]
-        results = [fx.sender_result(p, timeout=25) for p in senders]
-
-        def drained() -> bool:
-            eth3 = switch.counters()["ports"]["eth3"]
-            return all(q["depth_bytes"] == 0 for q in eth3["queues"].values())
-
-        assert fx.wait_for(drained, 10.0), switch.vswitch.log_tail()
-        time.sleep(0.2)
+    h3 = switch.topo.host(3)
+    with fx.Rig(switch.topo) as rig:
+        rig.sink(h3, ROCE_PORT)
+        capture = rig.capture(h3)
+        results = fx.incast_into_h3(switch.topo, switch.vswitch, COUNT, start_in=0.8)
         received = {(u.src_ip, u.seq) for u in capture.udp(ROCE_PORT)}
-        return {"results": results, "received": received}
-    finally:
-        capture.close()
-        sink.close()
+    return {"results": results, "received": received}
 
 
 def _json(conn: Any, command: str) -> dict[str, Any]:
@@ -71,8 +50,7 @@ def _json(conn: Any, command: str) -> dict[str, Any]:
 
 
 def test_pfc_configured_over_ssh_turns_drops_into_pauses(switch: mf.ManagedSwitch) -> None:
-    conn = switch.connect()
-    try:
+    with switch.connect() as conn:
         # PFC off (factory config): the 2:1 incast overflows eth3's queue 3.
         conn.send_command("clear counters")
         lossy = _incast(switch)
@@ -108,5 +86,3 @@ def test_pfc_configured_over_ssh_turns_drops_into_pauses(switch: mf.ManagedSwitc
         queues = _json(conn, "show interfaces counters queue")["egressQueueCounters"]
         tc3 = queues["interfaces"]["Ethernet3"]["ucastQueues"]["trafficClasses"]["TC3"]
         assert tc3["dropPrecedences"]["DP0"]["enqueuedPackets"] == 2 * COUNT
-    finally:
-        conn.disconnect()

@@ -12,13 +12,10 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path as FilePath
 from typing import Any
 
 import pytest
-from conftest import LEAFSPINE, Lab, requires_lab
 
-from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
 from agent.observe.probes.packets import Flow, RoceTemplate
 from agent.observe.probes.paths import (
@@ -32,18 +29,14 @@ from agent.observe.probes.paths import (
 from agent.observe.probes.runner import NetnsRunner
 from lab.addressing import build_plan
 from lab.topology import load_topology
-from lab.vswitch.client import VswitchClient
 from lab.vswitch.forwarding import ecmp_index
+from tests.lab.support.dataplane import faults_on
+from tests.lab.support.labs import LEAFSPINE, Lab, requires_lab
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
 HOSTS = ("h1", "h2", "h3", "h4")
 LEAF_OF = {"h1": "leaf1", "h2": "leaf1", "h3": "leaf2", "h4": "leaf2"}
-
-
-def fabric(lab: Lab) -> FabricIntent:
-    os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
-    return load_fabric(FilePath(lab.status["fabric_file"])).intent
 
 
 def predicted_spine(lab: Lab, intent: FabricIntent, src: str, dst: str, sport: int) -> str:
@@ -84,7 +77,7 @@ def check_hops(intent: FabricIntent, path: Path) -> None:
 
 
 def test_every_pair_every_spine_as_the_lab_hash_predicts(leafspine_lab: Lab) -> None:
-    intent = fabric(leafspine_lab)
+    intent = leafspine_lab.intent()
     pairs = [(a, b) for a in HOSTS for b in HOSTS if a != b]
     started = time.monotonic()
     found = discover(intent, pairs, max_sports=16, patience=4)
@@ -111,7 +104,7 @@ def test_every_pair_every_spine_as_the_lab_hash_predicts(leafspine_lab: Lab) -> 
 
 
 def test_a_traced_port_equals_the_hash_for_many_ports(leafspine_lab: Lab) -> None:
-    intent = fabric(leafspine_lab)
+    intent = leafspine_lab.intent()
     sports = range(BASE_SPORT + 100, BASE_SPORT + 104)
     for sport, path in zip(
         sports, trace_many(intent, "h2", [("h3", s) for s in sports]), strict=True
@@ -144,21 +137,15 @@ def test_hop_probes_show_where_a_path_loses_or_corrupts(
 ) -> None:
     """leaf1's eth1 (Ethernet1, toward spine1) breaks: the path through spine1 shows it from
     its second hop on, the path through spine2 not at all."""
-    intent = fabric(leafspine_lab)
+    intent = leafspine_lab.intent()
     traced = trace_many(intent, "h1", [("h3", 49152), ("h3", 49153)])
     via = {p.hops[1].switch: p for p in traced if p.hops[1] is not None}
     assert set(via) == {"spine1", "spine2"}, traced
     paths = [via["spine1"], via["spine2"]]
-    socket_path = str(leafspine_lab.status["nodes"]["leaf1"]["control_socket"])
     tries = 40
-    if fault is not None:
-        with VswitchClient(socket_path) as client:
-            client.set_faults([{**fault, "port": "eth1", "seed": 11}])
-    try:
+    faults = [] if fault is None else [{**fault, "port": "eth1", "seed": 11}]
+    with faults_on(leafspine_lab, "leaf1", faults):
         counts = probe_hops(intent, paths, tries=tries, rate_pps=500)
-    finally:
-        with VswitchClient(socket_path) as client:
-            client.set_faults([])
     broken, intact = (counts[("h1", "h3", p.sport)] for p in paths)
     assert [(h.sent, h.answered, h.corrupted) for h in intact if h is not None] == [
         (tries, tries, 0)
@@ -230,15 +217,10 @@ def test_tracer_reads_a_linux_routers_time_exceeded(linux_router: dict[str, str]
 
 
 def test_receiver_drops_frames_whose_icrc_a_switch_broke(leafspine_lab: Lab) -> None:
-    intent = fabric(leafspine_lab)
-    socket_path = str(leafspine_lab.status["nodes"]["leaf2"]["control_socket"])
-    with VswitchClient(socket_path) as client:
-        client.set_faults([{"kind": "icrc_error", "port": "eth3", "percent": 50, "seed": 7}])
-    try:
+    intent = leafspine_lab.intent()
+    icrc = [{"kind": "icrc_error", "port": "eth3", "percent": 50, "seed": 7}]
+    with faults_on(leafspine_lab, "leaf2", icrc):
         result = _send_and_receive(leafspine_lab, intent, count=200)
-    finally:
-        with VswitchClient(socket_path) as client:
-            client.set_faults([])
     (flow,) = result["flows"]
     assert flow["received"] + flow["icrc_errors"] == 200
     assert 60 <= flow["icrc_errors"] <= 140, flow  # 50 % of 200, seeded

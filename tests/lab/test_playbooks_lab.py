@@ -4,71 +4,28 @@ passes its final validation; the storm drill passes; the ECN sweep recommends a 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import LAB_UNAVAILABLE, REPO, Lab, start_lab, stop_lab
-from netmiko import ConnectHandler
 
 from agent.device.platforms.arista_eos import AristaEos
 from agent.device.platforms.base import Connection
+from tests.lab.support import eos
+from tests.lab.support.labs import REPO, Lab, LabFactory, requires_lab
+from tests.lab.support.labs import run_agent as agent
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
+pytestmark = [pytest.mark.lab, requires_lab]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"pb{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("playbooklab") / name
-    started = start_lab(name, state_dir)
-    try:
-        yield started
-    finally:
-        stop_lab(name, state_dir)
-
-
-def agent(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
-    )
-
-
-def eos(lab: Lab, switch: str) -> Any:
-    node = lab.status["nodes"][switch]
-    return ConnectHandler(
-        device_type="arista_eos",
-        host=node["mgmt_host"],
-        port=node["mgmt_port"],
-        username="admin",
-        password="admin",
-        fast_cli=True,
-    )
-
-
-def running_config(lab: Lab, switch: str) -> str:
-    connection = eos(lab, switch)
-    try:
-        return str(connection.send_command("show running-config"))
-    finally:
-        connection.disconnect()
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("pb")
 
 
 def qos_state(lab: Lab, switch: str) -> Any:
-    connection = Connection(eos(lab, switch), switch)
+    connection = Connection(eos.connect(lab, switch), switch)
     try:
         return AristaEos().read_state(connection)
     finally:
@@ -86,7 +43,7 @@ def test_failed_rollout_rolls_back_every_changed_switch(lab: Lab, tmp_path: Path
             step["apply"]["pending_timeout_s"] = 3
     rollout = tmp_path / "rollout.yml"
     rollout.write_text(yaml.safe_dump(playbook))
-    blocker = eos(lab, "leaf2")
+    blocker = eos.connect(lab, "leaf2")
     try:
         blocker.send_command("configure session operator-change", expect_string=r"#")
         blocker.send_command("hostname leaf2", expect_string=r"#")
@@ -108,7 +65,7 @@ def test_failed_rollout_rolls_back_every_changed_switch(lab: Lab, tmp_path: Path
     # exactly what it was (the text may differ in explicit lines that equal EOS defaults).
     assert qos_state(lab, "spine1") == factory["spine1"]
     assert qos_state(lab, "leaf2") == factory["leaf2"]
-    assert "qos map dscp 8 9" not in running_config(lab, "spine1")
+    assert "qos map dscp 8 9" not in eos.show(lab, "spine1")
 
 
 def test_rollout_then_validate_pass(lab: Lab, tmp_path: Path) -> None:
@@ -154,8 +111,8 @@ def test_ecn_sweep_recommends_a_lossless_set_and_restores_the_fabric(
         if c["lost"] == 0 and c["goodput_fraction"] >= floor
     )
     assert any(c["ce_marked"] > 0 for c in sweep["candidates"])
-    # The twin's prediction of every set sits beside the lab's: CE within 10 points (measured:
-    # within 4), and it picks a set by the same rule.
+    # The twin's prediction of every set sits beside the lab's: CE within 10 points, and it
+    # picks a set by the same rule.
     for c in sweep["candidates"]:
         assert abs(c["twin"]["ce_fraction"] - c["ce_fraction"]) <= 0.1, c
     assert sweep["twin_recommended"] is not None

@@ -6,84 +6,25 @@ the push path have their own tests); the probes then run exactly as a user runs 
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import LAB_UNAVAILABLE, Lab, start_lab, stop_lab
 
-from agent.intent.loader import load_fabric
 from agent.observe.probes import scenarios
-from lab.vswitch.client import VswitchClient
+from tests.lab.support.dataplane import control, set_qos, switch_totals
+from tests.lab.support.labs import Lab, LabFactory, probing_on, requires_lab
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
-SWITCH_PORTS = {"spine1": 2, "spine2": 2, "leaf1": 4, "leaf2": 4}
+pytestmark = [pytest.mark.lab, requires_lab]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"pr{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("probelab") / name
-    started = start_lab(name, state_dir)
-    try:
-        yield started
-    finally:
-        stop_lab(name, state_dir)
-
-
-def client(lab: Lab, switch: str) -> VswitchClient:
-    return VswitchClient(str(lab.status["nodes"][switch]["control_socket"]))
-
-
-def set_qos(lab: Lab, pfc: bool, ecn: bool, watchdog: bool = False) -> None:
-    for switch, count in SWITCH_PORTS.items():
-        queue3: dict[str, Any] = {"bandwidth_percent": 50}
-        if ecn:
-            queue3["ecn"] = {"min_bytes": 6000, "max_bytes": 18000, "max_probability": 100}
-        qos = {
-            "trust": "dscp",
-            "dscp_to_tc": {"26": 3, "48": 6},
-            "watchdog": {"enabled": watchdog, "timeout_ms": 300, "recovery_ms": 600,
-                         "polling_ms": 100, "action": "drop"},
-            "ports": {
-                f"eth{i}": {"pfc_enabled": pfc, "no_drop": [3] if pfc else [], "watchdog": None,
-                            "queues": {"3": queue3, "6": {"strict": True},
-                                       "0": {"bandwidth_percent": 50}}}
-                for i in range(1, count + 1)
-            },
-        }  # fmt: skip
-        with client(lab, switch) as c:
-            c.call({"cmd": "set_qos", "qos": qos})
-            c.call({"cmd": "clear_counters"})
-
-
-def switch_totals(lab: Lab) -> dict[str, int]:
-    totals = {"tail_drops": 0, "headroom_drops": 0, "pfc_tx": 0, "ecn_marked": 0}
-    for switch in SWITCH_PORTS:
-        with client(lab, switch) as c:
-            ports = c.counters()["ports"]
-        for port in ports.values():
-            totals["tail_drops"] += port["queues"]["3"]["tail_drops"]
-            totals["ecn_marked"] += port["queues"]["3"]["ecn_marked"]
-            totals["headroom_drops"] += port["ingress"]["headroom_drops"][3]
-            totals["pfc_tx"] += port["pfc"]["tx_xoff"][3]
-    return totals
-
-
-def intent(lab: Lab) -> Any:
-    os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
-    return load_fabric(Path(lab.status["fabric_file"])).intent
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("pr")
 
 
 def test_pfc_off_probe_loss_equals_switch_drops(lab: Lab) -> None:
     set_qos(lab, pfc=False, ecn=False)
-    result = scenarios.incast(intent(lab), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=False)
+    result = scenarios.incast(lab.intent(), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=False)
     counted = switch_totals(lab)
     assert result["totals"]["lost"] > 0
     assert result["totals"]["lost"] == counted["tail_drops"] + counted["headroom_drops"]
@@ -92,7 +33,7 @@ def test_pfc_off_probe_loss_equals_switch_drops(lab: Lab) -> None:
 
 def test_pfc_on_no_loss_and_pauses_on_the_wire(lab: Lab) -> None:
     set_qos(lab, pfc=True, ecn=False)
-    result = scenarios.incast(intent(lab), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=False)
+    result = scenarios.incast(lab.intent(), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=False)
     counted = switch_totals(lab)
     assert result["totals"]["lost"] == 0
     assert result["totals"]["pfc_frames_received"] > 0  # the senders (NICs) were paused
@@ -101,7 +42,7 @@ def test_pfc_on_no_loss_and_pauses_on_the_wire(lab: Lab) -> None:
 
 def test_ecn_marks_cnps_and_the_reaction_point_slows_the_senders(lab: Lab) -> None:
     set_qos(lab, pfc=True, ecn=True)
-    result = scenarios.incast(intent(lab), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=True)
+    result = scenarios.incast(lab.intent(), "h3", ["h1", "h2"], duration_s=2.0, dcqcn=True)
     totals = result["totals"]
     assert result["passed"], result["failures"]
     assert totals["lost"] == 0
@@ -113,12 +54,12 @@ def test_ecn_marks_cnps_and_the_reaction_point_slows_the_senders(lab: Lab) -> No
 
 def test_storm_is_seen_on_the_wire_and_by_the_watchdog(lab: Lab) -> None:
     set_qos(lab, pfc=True, ecn=True, watchdog=True)
-    result = scenarios.storm(intent(lab), "h3", duration_s=1.5, rate_pps=200, traffic_from="h1")
+    result = scenarios.storm(lab.intent(), "h3", duration_s=1.5, rate_pps=200, traffic_from="h1")
     assert result["passed"], result["failures"]
     stats = result["sniffed"]["priorities"]["3"]
     assert stats["storms"] == 1 and stats["time_to_detect_s"][0] <= result["detection_bound_s"]
     time.sleep(1.0)  # restoration after recovery_ms without pause
-    with client(lab, "leaf2") as c:
+    with control(lab, "leaf2") as c:
         watchdog = c.counters()["ports"]["eth3"]["queues"]["3"]["watchdog"]
     assert watchdog["storms_detected"] >= 1
     assert watchdog["storms_restored"] == watchdog["storms_detected"]
@@ -127,7 +68,7 @@ def test_storm_is_seen_on_the_wire_and_by_the_watchdog(lab: Lab) -> None:
 
 def test_pairwise_every_host_pair_without_loss(lab: Lab) -> None:
     set_qos(lab, pfc=True, ecn=True)
-    result = scenarios.pairwise(intent(lab), rate_bps=500_000, duration_s=1.5)
+    result = scenarios.pairwise(lab.intent(), rate_bps=500_000, duration_s=1.5)
     assert result["passed"], result["failures"]
     assert len(result["flows"]) == 12
     assert all(row["received"] == row["sent"] > 0 for row in result["flows"])
@@ -141,11 +82,7 @@ def test_probes_on_another_udp_port_ride_the_lossless_class_by_dscp(lab: Lab) ->
     switches classify by DSCP, so the same queue marks them, PFC holds them, the receiver
     answers with CNPs on that port and the senders slow down."""
     set_qos(lab, pfc=True, ecn=True)
-    base = intent(lab)
-    probe = base.validation.probe.model_copy(update={"udp_port": 54791})
-    moved = base.model_copy(
-        update={"validation": base.validation.model_copy(update={"probe": probe})}
-    )
+    moved = probing_on(lab.intent(), 54791)
     result = scenarios.incast(moved, "h3", ["h1", "h2"], duration_s=2.0, dcqcn=True)
     assert result["transport"] == {
         "udp_port": 54791, "reason": "set by validation.probe.udp_port", "rdma": {},

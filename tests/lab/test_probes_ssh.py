@@ -12,15 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns_pair import Pair, netns_usable, veth_pair
 
 from agent.intent.model import Credentials, Device, Port
 from agent.observe.probes.runner import NetnsRunner, ProbeError, SshRunner
+from tests.lab.support.netns_pair import Pair, requires_netns, run_ip, veth_pair
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 pytestmark = [
     pytest.mark.lab,
-    pytest.mark.skipif(netns_usable() is not None, reason=str(netns_usable())),
+    requires_netns,
     pytest.mark.skipif(
         not os.path.exists(SSHD) and not os.environ.get("CI"),
         reason="needs openssh-server (make test installs it)",
@@ -29,24 +29,20 @@ pytestmark = [
 MGMT_ROOT, MGMT_HOST = "198.19.254.0", "198.19.254.1"
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pair, Device]]:
     """Namespace b of a veth pair runs sshd on a management veth to the root namespace."""
     tmp = tmp_path_factory.mktemp("sshhost")
     with veth_pair("ssh", subnet_index=3) as pair:
         root_if, host_if = f"rfm{os.getpid()}"[:15], "mgmt0"
-        _ip("link", "add", root_if, "type", "veth", "peer", "name", host_if, "netns", pair.b)
+        run_ip("link", "add", root_if, "type", "veth", "peer", "name", host_if, "netns", pair.b)
         sshd: subprocess.Popen[bytes] | None = None
         made_run_sshd = not os.path.isdir("/run/sshd")
         try:
-            _ip("addr", "add", f"{MGMT_ROOT}/31", "dev", root_if)
-            _ip("link", "set", root_if, "up")
-            _ip("-n", pair.b, "addr", "add", f"{MGMT_HOST}/31", "dev", host_if)
-            _ip("-n", pair.b, "link", "set", host_if, "up")
+            run_ip("addr", "add", f"{MGMT_ROOT}/31", "dev", root_if)
+            run_ip("link", "set", root_if, "up")
+            run_ip("-n", pair.b, "addr", "add", f"{MGMT_HOST}/31", "dev", host_if)
+            run_ip("-n", pair.b, "link", "set", host_if, "up")
             key = tmp / "id_ed25519"
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
                            check=True)  # fmt: skip

@@ -7,15 +7,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from netns_pair import Pair, netns_usable, veth_pair
 
 from agent.intent import sizing
 from agent.observe.probes.packets import ECN_CE
 from agent.observe.probes.runner import NetnsRunner
+from tests.lab.support.netns_pair import Pair, requires_netns, veth_pair
 
 pytestmark = [
     pytest.mark.lab,
-    pytest.mark.skipif(netns_usable() is not None, reason=str(netns_usable())),
+    requires_netns,
 ]
 LINK = 10_000_000
 

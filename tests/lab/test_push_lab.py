@@ -9,39 +9,34 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import LAB_UNAVAILABLE, REPO, Lab, running_lab
-from netmiko import ConnectHandler
 
+from agent.device.fanout import results_or_raise, run_each
 from agent.device.platforms.arista_eos import AristaEos
 from agent.device.platforms.base import ConfigRejected, Connection
+from tests.lab.support import eos
+from tests.lab.support.eos import configure
+from tests.lab.support.labs import PASSWORD_ENV, REPO, Lab, LabFactory, requires_lab, run_agent
+from tests.lab.support.loopback import free_port
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.lab_parallel,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 SECRET = "Tr0ub4dor-lab-9f3e"
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
 OUTPUTS: list[str] = []
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"pu{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("pushlab") / name
-    with running_lab(name, state_dir, SECRET) as started:
-        yield started
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("pu", password=SECRET)
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +45,9 @@ def audit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def agent(audit_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ROCE_LAB_PASSWORD": SECRET, "ROCE_AGENT_STATE_DIR": str(audit_dir)}
-    done = subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env,
-    )  # fmt: skip
+    done = run_agent(
+        *args, timeout=timeout, password=SECRET, env={"ROCE_AGENT_STATE_DIR": str(audit_dir)}
+    )
     OUTPUTS.extend([done.stdout, done.stderr])
     return done
 
@@ -68,55 +61,23 @@ def by_device(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any
     return {d["device"]: d for d in as_json(done)["devices"]}
 
 
-def eos(lab: Lab, switch: str) -> Any:
-    node = lab.status["nodes"][switch]
-    return ConnectHandler(
-        device_type="arista_eos", host=node["mgmt_host"], port=node["mgmt_port"],
-        username="admin", password=SECRET, fast_cli=True,
-    )  # fmt: skip
-
-
-def configure(lab: Lab, switch: str, lines: list[str]) -> None:
-    connection = eos(lab, switch)
-    try:
-        output = connection.send_config_set(lines)
-        assert "%" not in output, output
-    finally:
-        connection.disconnect()
-
-
-def show(lab: Lab, switch: str, command: str = "show running-config") -> str:
-    connection = eos(lab, switch)
-    try:
-        return str(connection.send_command(command))
-    finally:
-        connection.disconnect()
-
-
 def running_config(lab: Lab, switch: str) -> str:
-    return show(lab, switch)
+    return eos.show(lab, switch)
 
 
 def running_config_diffs(lab: Lab, switch: str) -> str:
     """What a reload of ``switch`` would lose (EOS ``show running-config diffs``)."""
-    return show(lab, switch, "show running-config diffs")
+    return eos.show(lab, switch, "show running-config diffs")
 
 
 def sessions(lab: Lab, switch: str) -> dict[str, Any]:
-    connection = eos(lab, switch)
-    try:
-        data: dict[str, Any] = json.loads(
-            connection.send_command("show configuration sessions | json")
-        )
-        return data
-    finally:
-        connection.disconnect()
+    data: dict[str, Any] = json.loads(eos.show(lab, switch, "show configuration sessions | json"))
+    return data
 
 
 def per_switch(read: Callable[[Lab, str], Any], lab: Lab) -> dict[str, Any]:
     """``read`` on every switch side by side (independent logins; order proves nothing)."""
-    with ThreadPoolExecutor(max_workers=len(SWITCHES)) as pool:
-        return dict(zip(SWITCHES, pool.map(lambda s: read(lab, s), SWITCHES), strict=True))
+    return results_or_raise(run_each({s: s for s in SWITCHES}, lambda s: read(lab, s)))
 
 
 def session_names(lab: Lab, switch: str) -> set[str]:
@@ -200,7 +161,7 @@ def test_hand_changed_threshold_is_drift_and_apply_fixes_exactly_it(
 
 def test_refused_line_leaves_the_device_unchanged(lab: Lab) -> None:
     before = running_config(lab, "leaf1")
-    connection = Connection(eos(lab, "leaf1"), "leaf1")
+    connection = Connection(eos.connect(lab, "leaf1"), "leaf1")
     try:
         with pytest.raises(ConfigRejected, match="bogus-command"), AristaEos().transaction(
             connection, ["interface Ethernet1", "   no priority-flow-control", "bogus-command 42"],
@@ -223,7 +184,7 @@ def test_foreign_pending_session_blocks_device_and_stops_later_batches(
     )
     # Another operator's unconfirmed commit on spine2: its timer can still change the switch,
     # so apply must not read it as the state to diff against (default --pending wait).
-    blocker = eos(lab, "spine2")
+    blocker = eos.connect(lab, "spine2")
     try:
         blocker.send_command("configure session operator-change", expect_string=r"#")
         blocker.send_command("qos map dscp 12 to traffic-class 3", expect_string=r"#")
@@ -254,9 +215,9 @@ def test_foreign_pending_session_blocks_device_and_stops_later_batches(
 
 def test_agent_killed_before_confirm_the_switch_rolls_back(lab: Lab, audit_dir: Path) -> None:
     configure(lab, "leaf1", ["qos map dscp 14 to traffic-class 3"])
-    watcher = eos(lab, "leaf1")  # one login reads and polls, as often as it likes
+    watcher = eos.connect(lab, "leaf1")  # one login reads and polls, as often as it likes
     drifted = str(watcher.send_command("show running-config"))
-    env = {**os.environ, "ROCE_LAB_PASSWORD": SECRET, "ROCE_AGENT_STATE_DIR": str(audit_dir)}
+    env = {**os.environ, PASSWORD_ENV: SECRET, "ROCE_AGENT_STATE_DIR": str(audit_dir)}
     process: subprocess.Popen[bytes] | None = None
     try:
         process = subprocess.Popen(
@@ -297,17 +258,11 @@ def test_agent_killed_before_confirm_the_switch_rolls_back(lab: Lab, audit_dir: 
     assert reconciled[-1]["attempt"] == attempt["attempt"]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize("ghost_first", [False, True], ids=["batch", "canary"])
 def test_unreachable_device(lab: Lab, audit_dir: Path, tmp_path: Path, ghost_first: bool) -> None:
     document = yaml.safe_load(Path(fabric(lab)).read_text())
     ghost = {"name": "ghost", "platform": "arista_eos", "role": "leaf", "host": "127.0.0.1",
-             "port": _closed_port(), "ports": []}  # fmt: skip
+             "port": free_port(), "ports": []}  # fmt: skip
     document["devices"] = (
         [ghost, *document["devices"]] if ghost_first else [*document["devices"], ghost]
     )

@@ -9,7 +9,6 @@ counters.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -19,36 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, requires_lab, start_lab, stop_lab
-from conftest import run_agent as agent
-from rdma_fixtures import (
-    RDMA_LAB,
-    RDMA_NODES,
-    device,
-    ns_python,
-    rxe_counters,
-    vm_ssh,
-)
+
+from tests.lab.support.labs import Lab, LabFactory, apply_fabric, requires_lab
+from tests.lab.support.labs import run_agent as agent
+from tests.lab.support.rdma import RDMA_LAB, device, ns_python, rxe_counters, vm_ssh
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"rdma{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("rdma") / name
-    started = start_lab(name, state_dir, RDMA_LAB)
-    recorded = json.loads((state_dir / "state.json").read_text())["processes"]
+def lab(module_labs: LabFactory) -> Iterator[Lab]:
+    started = module_labs.start("rdma", RDMA_LAB)
+    recorded = json.loads((started.state_dir / "state.json").read_text())["processes"]
     vms = {key: int(p["pid"]) for key, p in recorded.items() if key.endswith(":vm")}
-    try:
-        applied = agent(
-            "apply", started.status["fabric_file"], "--yes", "--state-dir", state_dir / "agent"
-        )
-        assert applied.returncode == 0, applied.stdout + applied.stderr
-        start_exporter(started, "h2")  # boots its interpreter while the other tests run
-        yield started
-    finally:
-        stop_lab(name, state_dir, RDMA_NODES)
+    apply_fabric(started, timeout=300)
+    start_exporter(started, "h2")  # boots its interpreter while the other tests run
+    yield started
+    module_labs.stop(started)
     # qemu runs in the root namespace: `lab down` must have stopped each by its PID
     assert sorted(vms) == ["h1:vm", "h2:vm", "h3:vm"]
     assert not [k for k, pid in vms.items() if Path(f"/proc/{pid}/cmdline").exists()
@@ -139,8 +125,8 @@ EXPORTER_PORT = 9417
 
 def start_exporter(lab: Lab, node: str) -> None:
     """`roce-agent exporter` inside VM host ``node``, on a fabric of that host alone (no
-    switch to poll: it reads its own NIC, every 5 s), in the background. It takes ~20 s to
-    start in a VM without KVM: started by the fixture, it is up when its test comes."""
+    switch to poll: it reads its own NIC, every 5 s), in the background. It starts slowly in
+    a VM without KVM: started by the fixture, it is up when its test comes."""
     host = device(lab, node)
     # Its port's peer is a switch this fabric does not list (the loader would refuse it).
     host["ports"] = [{k: v for k, v in p.items() if k != "peer"} for p in host["ports"]]

@@ -7,18 +7,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from netns_pair import Pair, netns_usable, veth_pair
 
 from agent.observe.probes.runner import NetnsRunner
+from tests.lab.support.labs import REPO
+from tests.lab.support.netns_pair import Pair, requires_netns, veth_pair
 
 pytestmark = [
     pytest.mark.lab,
-    pytest.mark.skipif(netns_usable() is not None, reason=str(netns_usable())),
+    requires_netns,
 ]
-ROOT = Path(__file__).resolve().parents[2]
 LINK = 10_000_000
 STRANGER = "198.19.254.9"  # not a sender the receiver was told about
 
@@ -46,7 +45,7 @@ def inject(pair: Pair, src_ip: str, first_qpn: int, qpns: int, count: int) -> No
     subprocess.run(
         ["ip", "netns", "exec", pair.a, sys.executable, "-c", INJECT, pair.mac_a, pair.mac_b,
          src_ip, pair.ip_b, str(first_qpn), str(qpns), str(count)],
-        check=True, capture_output=True, timeout=30, cwd=ROOT,
+        check=True, capture_output=True, timeout=30, cwd=REPO,
     )  # fmt: skip
 
 

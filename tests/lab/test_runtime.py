@@ -13,18 +13,20 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import (
+
+from tests.lab.support.labs import (
     LEAFSPINE,
     NODES,
     REPO,
     Lab,
+    LabFactory,
     netns_exists,
     ns_run,
     requires_lab,
     run_cli,
     stop_lab,
-    wait_until,
 )
+from tests.lab.support.polling import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 
@@ -242,9 +244,9 @@ def _assert_gone(lab: Lab, pids: list[int], interfaces_before: set[str]) -> None
     assert "198.18." not in _root_routes()
 
 
-def test_up_down_up_leaves_nothing_behind(lab_factory: Any) -> None:
+def test_up_down_up_leaves_nothing_behind(lab_factory: LabFactory) -> None:
     before = _root_interfaces()
-    lab = lab_factory("cy")
+    lab = lab_factory.start("cy")
     pids = [lab.status["nodes"][s]["pid"] for s in SWITCHES]
     result = lab.cli("down")
     assert result.returncode == 0, result.stderr
@@ -265,9 +267,9 @@ def test_up_down_up_leaves_nothing_behind(lab_factory: Any) -> None:
     _assert_gone(lab, pids, before)
 
 
-def test_down_after_the_vswitches_were_killed(lab_factory: Any) -> None:
+def test_down_after_the_vswitches_were_killed(lab_factory: LabFactory) -> None:
     before = _root_interfaces()
-    lab = lab_factory("kl")
+    lab = lab_factory.start("kl")
     pids = [lab.status["nodes"][s]["pid"] for s in SWITCHES]
     for pid in pids:
         os.kill(pid, signal.SIGKILL)

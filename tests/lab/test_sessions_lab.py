@@ -10,49 +10,38 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LAB_UNAVAILABLE, REPO, Lab, running_lab
-from netmiko import ConnectHandler
 
+from agent.device.fanout import results_or_raise, run_each
 from lab.mgmt.launcher import set_faults
 from lab.runtime import MGMT_SUFFIX
+from tests.lab.support import eos
+from tests.lab.support.labs import Lab, LabFactory, requires_lab, run_agent
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.lab_parallel,
-    pytest.mark.skipif(LAB_UNAVAILABLE is not None, reason=str(LAB_UNAVAILABLE)),
-]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 PASSWORD = "sessions-lab-7c1d"
 DRIFT_LINE = "qos map dscp 14 to traffic-class 3"
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"se{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("sessionslab") / name
-    with running_lab(name, state_dir, PASSWORD) as started:
-        converge(started, tmp_path_factory.mktemp("initial"))
-        yield started
+def lab(module_labs: LabFactory, tmp_path_factory: pytest.TempPathFactory) -> Lab:
+    started = module_labs.start("se", password=PASSWORD)
+    converge(started, tmp_path_factory.mktemp("initial"))
+    return started
 
 
 def agent(
     state: Path, *args: str, kill_at: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ROCE_LAB_PASSWORD": PASSWORD, "ROCE_AGENT_STATE_DIR": str(state)}
-    env.pop("ROCE_AGENT_KILL_AT", None)
-    if kill_at:
-        env["ROCE_AGENT_KILL_AT"] = kill_at
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env,
-    )  # fmt: skip
+    """The agent with its own state directory; ``kill_at``: the drill point where it SIGKILLs
+    itself (``$ROCE_AGENT_KILL_AT``, unset without one)."""
+    drill = {"ROCE_AGENT_STATE_DIR": str(state), "ROCE_AGENT_KILL_AT": kill_at or None}
+    return run_agent(*args, timeout=timeout, password=PASSWORD, env=drill)
 
 
 def fabric(lab: Lab) -> str:
@@ -64,28 +53,6 @@ def converge(lab: Lab, state: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def eos(lab: Lab, switch: str) -> Any:
-    node = lab.status["nodes"][switch]
-    return ConnectHandler(
-        device_type="arista_eos", host=node["mgmt_host"], port=node["mgmt_port"],
-        username="admin", password=PASSWORD, fast_cli=True,
-    )  # fmt: skip
-
-
-def shows(lab: Lab, switch: str, *commands: str) -> list[str]:
-    """Several shows on one login (each login costs an SSH handshake on a busy CI)."""
-    connection = eos(lab, switch)
-    try:
-        return [str(connection.send_command(command)) for command in commands]
-    finally:
-        connection.disconnect()
-
-
-def show(lab: Lab, switch: str, command: str) -> str:
-    [output] = shows(lab, switch, command)
-    return output
-
-
 SESSIONS_SHOW = "show configuration sessions detail | json"
 
 
@@ -95,22 +62,18 @@ def pending(sessions_json: str) -> dict[str, dict[str, Any]]:
 
 
 def open_sessions(lab: Lab, switch: str) -> dict[str, dict[str, Any]]:
-    return pending(show(lab, switch, SESSIONS_SHOW))
+    return pending(eos.show(lab, switch, SESSIONS_SHOW))
 
 
 def together(*calls: Callable[[], Any]) -> list[Any]:
     """Independent read-only steps side by side (their order proves nothing)."""
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        return [future.result() for future in [pool.submit(call) for call in calls]]
+    outcomes = run_each({str(i): call for i, call in enumerate(calls)}, lambda call: call())
+    return list(results_or_raise(outcomes).values())
 
 
 def drift_switch(lab: Lab, switch: str) -> str:
-    connection = eos(lab, switch)
-    try:
-        assert "%" not in connection.send_config_set([DRIFT_LINE])
-    finally:
-        connection.disconnect()
-    return show(lab, switch, "show running-config")
+    eos.configure(lab, switch, [DRIFT_LINE])
+    return eos.show(lab, switch, "show running-config")
 
 
 def records(state: Path) -> list[dict[str, Any]]:
@@ -129,13 +92,25 @@ def faults(lab: Lab, switch: str, **knobs: object) -> None:
     time.sleep(0.2)  # the process reloads on SIGUSR1, from its event loop
 
 
+def apply_with_reply_lost(
+    lab: Lab, state: Path, switch: str, cut_on: str
+) -> subprocess.CompletedProcess[str]:
+    """``apply --device SWITCH`` while the switch drops its connection after running the
+    command that matches ``cut_on``, before replying."""
+    faults(lab, switch, cut_on=cut_on, cut_when="after")
+    try:
+        return agent(state, "apply", fabric(lab), "--device", switch, "--yes", "--output", "json")
+    finally:
+        faults(lab, switch)
+
+
 def killed_after_commit(lab: Lab, state: Path, switch: str) -> str:
     """A run SIGKILLed while its change is live under a 300 s timer; the session name."""
     drift_switch(lab, switch)
     done = agent(state, "apply", fabric(lab), "--device", switch, "--yes",
                  kill_at=f"after-commit@{switch}")  # fmt: skip
     assert done.returncode == -9, done.stderr
-    sessions, running = shows(lab, switch, SESSIONS_SHOW, "show running-config")
+    sessions, running = eos.shows(lab, switch, SESSIONS_SHOW, "show running-config")
     [(name, session)] = pending(sessions).items()
     assert name.startswith("roce-agent-") and session["state"] == "pendingCommitTimer"
     assert DRIFT_LINE not in running  # the change is live
@@ -205,7 +180,7 @@ def test_leaked_uncommitted_session_is_reported_then_cleaned(lab: Lab, tmp_path:
     done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes",
                  kill_at="in-session")  # fmt: skip
     assert done.returncode == -9
-    sessions, running = shows(lab, "leaf1", SESSIONS_SHOW, "show running-config")
+    sessions, running = eos.shows(lab, "leaf1", SESSIONS_SHOW, "show running-config")
     [(name, session)] = pending(sessions).items()
     assert session["state"] == "pending"  # kept after the connection died, like EOS
     assert running == drifted  # never committed
@@ -228,7 +203,7 @@ def test_killed_after_confirm_is_reconciled_from_the_device(lab: Lab, tmp_path: 
                  kill_at="after-confirm@leaf1")  # fmt: skip
     assert done.returncode == -9
     (sessions, running), incomplete = together(
-        lambda: shows(lab, "leaf1", SESSIONS_SHOW, "show running-config"),
+        lambda: eos.shows(lab, "leaf1", SESSIONS_SHOW, "show running-config"),
         lambda: agent(tmp_path, "audit", "--incomplete", "--output", "json"),
     )
     assert pending(sessions) == {}
@@ -243,18 +218,14 @@ def test_killed_after_confirm_is_reconciled_from_the_device(lab: Lab, tmp_path: 
 
 def test_lost_reply_to_the_confirm_is_checked_on_the_switch(lab: Lab, tmp_path: Path) -> None:
     drift_switch(lab, "leaf2")
-    faults(lab, "leaf2", cut_on=r"^configure session roce-agent-\S+ commit$", cut_when="after")
-    try:
-        done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf2", "--yes", "--output",
-                     "json")  # fmt: skip
-    finally:
-        faults(lab, "leaf2")
+    confirm = r"^configure session roce-agent-\S+ commit$"
+    done = apply_with_reply_lost(lab, tmp_path, "leaf2", cut_on=confirm)
     leaf2 = devices(done)["leaf2"]
     # The confirm ran; its reply was lost. The fresh read proves the change is final.
     assert done.returncode == 0, done.stdout
     assert leaf2["result"] == "applied"
     assert any("verified on a fresh connection" in note for note in leaf2["notes"])
-    sessions, running = shows(lab, "leaf2", SESSIONS_SHOW, "show running-config")
+    sessions, running = eos.shows(lab, "leaf2", SESSIONS_SHOW, "show running-config")
     assert pending(sessions) == {}
     assert DRIFT_LINE not in running
     [result] = [r for r in records(tmp_path) if r["record"] == "result"]
@@ -263,12 +234,7 @@ def test_lost_reply_to_the_confirm_is_checked_on_the_switch(lab: Lab, tmp_path: 
 
 def test_lost_reply_to_commit_timer_rolls_back_for_real(lab: Lab, tmp_path: Path) -> None:
     drifted = drift_switch(lab, "leaf2")
-    faults(lab, "leaf2", cut_on=r"^commit timer ", cut_when="after")
-    try:
-        done = agent(tmp_path, "apply", fabric(lab), "--device", "leaf2", "--yes", "--output",
-                     "json")  # fmt: skip
-    finally:
-        faults(lab, "leaf2")
+    done = apply_with_reply_lost(lab, tmp_path, "leaf2", cut_on=r"^commit timer ")
     leaf2 = devices(done)["leaf2"]
     # The commit ran (the change went live under its timer) but the agent never heard so:
     # it must not leave it live for the timer, nor call it applied.
@@ -276,7 +242,7 @@ def test_lost_reply_to_commit_timer_rolls_back_for_real(lab: Lab, tmp_path: Path
     assert leaf2["result"] == "failed"
     assert any("aborted EOS session" in note for note in leaf2["notes"])
     assert any("old state is in place" in note for note in leaf2["notes"])
-    sessions, running = shows(lab, "leaf2", SESSIONS_SHOW, "show running-config")
+    sessions, running = eos.shows(lab, "leaf2", SESSIONS_SHOW, "show running-config")
     assert pending(sessions) == {}
     assert running == drifted
     converge(lab, tmp_path)
@@ -290,7 +256,7 @@ def test_unwritable_state_dir_touches_nothing(lab: Lab, tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "state dir" in done.stderr and "Nothing was contacted" in done.stderr
     assert "Traceback" not in done.stderr
-    running, sessions = shows(lab, "leaf1", "show running-config", SESSIONS_SHOW)
+    running, sessions = eos.shows(lab, "leaf1", "show running-config", SESSIONS_SHOW)
     assert running == drifted
     assert pending(sessions) == {}
     converge(lab, tmp_path)
@@ -304,7 +270,7 @@ def test_validate_fails_on_a_pending_session(lab: Lab, tmp_path: Path) -> None:
     clean = agent(tmp_path, "validate", fabric(lab), "--playbook", str(playbook), "--output",
                   "json")  # fmt: skip
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    operator = eos(lab, "spine2")
+    operator = eos.connect(lab, "spine2")
     try:
         operator.send_command("configure session ops-window", expect_string=r"#")
         operator.send_command("end", expect_string=r"#")

@@ -4,25 +4,22 @@ names the ports (check RC010), and the data plane shows why it matters.
 The switches get the agent's lossless profile, then leaf1, by hand, a QoS policy on its host
 ports that puts UDP 4791 in traffic class 1 (lossy): the mistake of a fabric that classifies
 RoCE by port. An incast h1, h2 -> h3 on UDP 4791 then rides a lossy class out of leaf1 and
-loses packets (measured: 2246 of 4622, PFC never asked), while the same incast on the probes'
-alternate port (what they use on RDMA hosts) is classified by DSCP, held by PFC and loses
-nothing: probes on another port would measure a class RoCE does not use.
+loses packets (PFC never asked), while the same incast on the probes' alternate port (what
+they use on RDMA hosts) is classified by DSCP, held by PFC and loses nothing: probes on
+another port would measure a class RoCE does not use.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, requires_lab, start_lab, stop_lab
-from conftest import run_agent as agent
 
-from agent.intent.loader import load_fabric
 from agent.observe.probes import scenarios
+from tests.lab.support.eos import configure
+from tests.lab.support.labs import Lab, LabFactory, probing_on, requires_lab
+from tests.lab.support.labs import run_agent as agent
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
@@ -40,35 +37,12 @@ UDP_POLICY = [
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    name = f"udp{os.getpid()}"
-    state_dir = tmp_path_factory.mktemp("udpclass") / name
-    started = start_lab(name, state_dir)
-    try:
-        yield started
-    finally:
-        stop_lab(name, state_dir)
-
-
-def configure(lab: Lab, switch: str, lines: list[str]) -> None:
-    from netmiko import ConnectHandler
-
-    node = lab.status["nodes"][switch]
-    with ConnectHandler(
-        device_type="arista_eos", host=node["mgmt_host"], port=node["mgmt_port"],
-        username="admin", password="admin", fast_cli=True,
-    ) as conn:  # fmt: skip
-        output = conn.send_config_set(lines)
-    assert "%" not in output, output
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("udp")
 
 
 def incast_on(lab: Lab, udp_port: int) -> dict[str, Any]:
-    os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
-    intent = load_fabric(Path(lab.status["fabric_file"])).intent
-    probe = intent.validation.probe.model_copy(update={"udp_port": udp_port})
-    intent = intent.model_copy(
-        update={"validation": intent.validation.model_copy(update={"probe": probe})}
-    )
+    intent = probing_on(lab.intent(), udp_port)
     return scenarios.incast(intent, "h3", ["h1", "h2"], duration_s=2.0, dcqcn=False)
 
 
@@ -79,7 +53,7 @@ def test_a_switch_classifying_roce_by_udp_port_is_named_and_misleads_probes(lab:
     configure(lab, "leaf1", UDP_POLICY)
 
     # Only what RC010 needs (the switches' state, then the check): the full validate's
-    # probes would add 20 s and say nothing about classification.
+    # probes would take longer and say nothing about classification.
     playbook = lab.state_dir.parent / "rc010.yml"
     playbook.write_text(
         "name: rc010\nsteps:\n  - collect: {counters: false}\n  - checks: {ids: [RC010]}\n"

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vswitch_fixtures as fx
+from tests.lab.support import frames
+from tests.lab.support import vswitch as fx
 
-_REASON = fx.lab_unavailable_reason()
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
 
 QUEUE_KEYS = {
     "tx_packets",
@@ -32,11 +29,8 @@ QUEUE_KEYS = {
 
 @pytest.fixture(scope="module")
 def topo() -> Iterator[fx.Topology]:
-    topology = fx.Topology.create("ctl", n_hosts=3)
-    try:
+    with fx.Topology.create("ctl", n_hosts=3) as topology:
         yield topology
-    finally:
-        topology.destroy()
 
 
 def _raw_request(path: str, line: bytes) -> dict[str, Any]:
@@ -56,42 +50,38 @@ def _raw_request(path: str, line: bytes) -> dict[str, Any]:
 
 
 def test_counters_have_the_documented_shape(topo: fx.Topology) -> None:
-    switch = topo.start_switch(topo.base_config())
-    try:
-        with switch.client() as client:
-            counters = client.counters()
-            assert counters["name"] == "vsw-ctl" and counters["uptime_s"] >= 0
-            assert set(counters["ports"]) == {"eth1", "eth2", "eth3"}
-            port = counters["ports"]["eth1"]
-            assert set(port) == {
-                "rx_packets", "rx_bytes", "rx_overruns", "tx_packets", "tx_bytes", "drops", "pfc",
-                "paused", "ingress", "queues", "rx_fcs_errors", "rx_errors", "oper_up",
-                "icmp_time_exceeded", "icmp_rate_limited", "fault_drops", "fault_corrupted",
-            }  # fmt: skip
-            assert port["oper_up"] is True
-            assert set(port["drops"]) == {"ttl", "no_route", "arp_unresolved"}
-            for key in ("rx_xoff", "rx_xon", "tx_xoff", "tx_xon"):
-                assert port["pfc"][key] == [0] * 8
-            assert port["paused"] == [False] * 8
-            assert set(port["ingress"]) == {"buffered_bytes", "watermark_bytes", "headroom_drops"}
-            assert set(port["queues"]) == {str(i) for i in range(8)}
-            queue = port["queues"]["3"]
-            assert set(queue) == QUEUE_KEYS
-            assert queue["watchdog"] == {
-                "state": "operational",
-                "storms_detected": 0,
-                "storms_restored": 0,
-                "dropped_packets": 0,
-            }
-            assert client.request({"cmd": "clear_counters"}) == {"ok": True}
-            assert client.request({"cmd": "clear_watermarks"}) == {"ok": True}
-    finally:
-        switch.kill()
+    with fx.Rig(topo) as rig, rig.switch(topo.base_config()).client() as client:
+        counters = client.counters()
+        assert counters["name"] == "vsw-ctl" and counters["uptime_s"] >= 0
+        assert set(counters["ports"]) == {"eth1", "eth2", "eth3"}
+        port = counters["ports"]["eth1"]
+        assert set(port) == {
+            "rx_packets", "rx_bytes", "rx_overruns", "tx_packets", "tx_bytes", "drops", "pfc",
+            "paused", "ingress", "queues", "rx_fcs_errors", "rx_errors", "oper_up",
+            "icmp_time_exceeded", "icmp_rate_limited", "fault_drops", "fault_corrupted",
+        }  # fmt: skip
+        assert port["oper_up"] is True
+        assert set(port["drops"]) == {"ttl", "no_route", "arp_unresolved"}
+        for key in ("rx_xoff", "rx_xon", "tx_xoff", "tx_xon"):
+            assert port["pfc"][key] == [0] * 8
+        assert port["paused"] == [False] * 8
+        assert set(port["ingress"]) == {"buffered_bytes", "watermark_bytes", "headroom_drops"}
+        assert set(port["queues"]) == {str(i) for i in range(8)}
+        queue = port["queues"]["3"]
+        assert set(queue) == QUEUE_KEYS
+        assert queue["watchdog"] == {
+            "state": "operational",
+            "storms_detected": 0,
+            "storms_restored": 0,
+            "dropped_packets": 0,
+        }
+        assert client.request({"cmd": "clear_counters"}) == {"ok": True}
+        assert client.request({"cmd": "clear_watermarks"}) == {"ok": True}
 
 
 def test_invalid_qos_is_refused_and_nothing_changes(topo: fx.Topology) -> None:
-    switch = topo.start_switch(topo.base_config())
-    try:
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(topo.base_config())
         with switch.client() as client:
             before = client.get_config()
             bad_qos = dict(before["qos"])
@@ -131,8 +121,6 @@ def test_invalid_qos_is_refused_and_nothing_changes(topo: fx.Topology) -> None:
         garbage = _raw_request(switch.control_path, b"this is not json\n")
         assert garbage["ok"] is False and "JSON" in garbage["error"]
         assert _raw_request(switch.control_path, b'{"cmd": "ping"}\n')["ok"] is True
-    finally:
-        switch.kill()
 
 
 def _arrives_within(capture: fx.Capture, seq: int, seconds: float) -> bool:
@@ -141,24 +129,20 @@ def _arrives_within(capture: fx.Capture, seq: int, seconds: float) -> bool:
 
 def test_enabling_pfc_at_run_time_changes_the_next_packets(topo: fx.Topology) -> None:
     """PFC off on eth3: a received XOFF is only counted.  set_qos turns it on: now honoured."""
-    config = topo.base_config()
-    switch = topo.start_switch(config)
     h1, h3 = topo.host(1), topo.host(3)
-    sink = fx.udp_sink(h3.ns, h3.ip, 4791)
-    capture = fx.Capture(h3.ns, h3.ifname)
-    with fx.in_netns(h1.ns):
-        tx = fx.open_packet_socket(h1.ifname)
-    with fx.in_netns(h3.ns):
-        inject = fx.open_packet_socket(h3.ifname)
 
     def data(seq: int) -> bytes:
-        return fx.build_udp(
+        return frames.build_udp(
             h1.mac, h1.switch_mac, h1.ip, h3.ip, 9, 4791, seq.to_bytes(4, "big"), dscp=26
         )
 
-    try:
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(topo.base_config())
+        rig.sink(h3, 4791)
+        capture = rig.capture(h3)
+        tx, inject = rig.raw(h1), rig.raw(h3)
         with switch.client() as client:
-            inject.send(fx.build_pfc(h3.mac, {3: 0xFFFF}))
+            inject.send(frames.build_pfc(h3.mac, {3: 0xFFFF}))
             time.sleep(0.02)
             tx.send(data(1))
             assert _arrives_within(capture, 1, 0.3)
@@ -170,18 +154,13 @@ def test_enabling_pfc_at_run_time_changes_the_next_packets(topo: fx.Topology) ->
             assert client.set_qos(qos) == {"ok": True}
             assert client.get_config()["qos"]["ports"]["eth3"]["pfc_enabled"] is True
 
-            inject.send(fx.build_pfc(h3.mac, {3: 0xFFFF}))
+            inject.send(frames.build_pfc(h3.mac, {3: 0xFFFF}))
             time.sleep(0.02)
             tx.send(data(2))
             assert not _arrives_within(capture, 2, 0.4)
             assert client.counters()["ports"]["eth3"]["paused"][3] is True
-            inject.send(fx.build_pfc(h3.mac, {3: 0}))
+            inject.send(frames.build_pfc(h3.mac, {3: 0}))
             assert _arrives_within(capture, 2, 0.3)
-    finally:
-        for sock in (tx, inject, sink):
-            sock.close()
-        capture.close()
-        switch.kill()
 
 
 def test_sigterm_exits_within_2s_and_removes_the_socket(topo: fx.Topology) -> None:

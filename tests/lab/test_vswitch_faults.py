@@ -11,21 +11,17 @@ import json
 import random
 import socket
 import struct
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vswitch_fixtures as fx
+from tests.lab.support import frames
+from tests.lab.support import mgmt as mf
+from tests.lab.support import vswitch as fx
 
-from lab.netns import in_netns
-
-_REASON = fx.lab_unavailable_reason()
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
 
 SINK_PORT = 5000
 ROCE_PORT = 4791
@@ -35,11 +31,8 @@ BTH = bytes.fromhex("04400000000000110000002a")  # RC SEND-only, dest QP 0x11, P
 
 @pytest.fixture(scope="module")
 def topo() -> Iterator[fx.Topology]:
-    topology = fx.Topology.create("flt", n_hosts=3)
-    try:
+    with fx.Topology.create("flt", n_hosts=3) as topology:
         yield topology
-    finally:
-        topology.destroy()
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +48,12 @@ def switch(topo: fx.Topology) -> Iterator[fx.VswitchProcess]:
     config["qos"]["ports"] = {
         name: {"pfc_enabled": True, "no_drop": [3]} for name in ("eth1", "eth2", "eth3")
     }
-    sw = topo.start_switch(config)
-    sinks = [fx.udp_sink(h.ns, h.ip, port) for h in topo.hosts for port in (SINK_PORT, ROCE_PORT)]
-    try:
-        yield sw
-    finally:
-        for sink in sinks:
-            sink.close()
+    with fx.Rig(topo) as rig:
+        started = rig.switch(config)
+        for host in topo.hosts:
+            for port in (SINK_PORT, ROCE_PORT):
+                rig.sink(host, port)
+        yield started
 
 
 @pytest.fixture
@@ -75,29 +67,24 @@ def client(switch: fx.VswitchProcess) -> Iterator[Any]:
 
 @pytest.fixture
 def captures(topo: fx.Topology) -> Iterator[dict[int, fx.Capture]]:
-    caps = {i: fx.Capture(topo.host(i).ns, topo.host(i).ifname) for i in (1, 2, 3)}
-    try:
-        yield caps
-    finally:
-        for cap in caps.values():
-            cap.close()
+    with fx.Rig(topo) as rig:
+        yield {i: rig.capture(topo.host(i)) for i in (1, 2, 3)}
 
 
 def send(
     topo: fx.Topology,
     src: int,
-    frames: list[bytes],
+    to_send: list[bytes],
     batch: int = 32,
     gap_s: float = 0.015,
 ) -> float:
     """Send raw frames from host ``src`` paced well below 10 Mb/s (no queue drop); returns
     the seconds it took."""
     host = topo.host(src)
-    with in_netns(host.ns):
-        sock = fx.open_packet_socket(host.ifname)
+    sock = fx.raw_socket(host)
     start = time.monotonic()
     try:
-        for i, frame in enumerate(frames):
+        for i, frame in enumerate(to_send):
             sock.send(frame)
             if batch and (i + 1) % batch == 0:
                 time.sleep(gap_s)
@@ -121,7 +108,7 @@ def udp_frames(
 ) -> list[bytes]:
     host = topo.host(src)
     return [
-        fx.build_udp(
+        frames.build_udp(
             host.mac,
             host.switch_mac,
             host.ip,
@@ -238,7 +225,7 @@ def _udp_checksum_ok(frame: bytes) -> bool:
     l4 = 14 + ihl
     udp_len = struct.unpack_from("!H", frame, l4 + 4)[0]
     pseudo = frame[26:34] + struct.pack("!BBH", 0, 17, udp_len)
-    return fx.inet_checksum(pseudo + frame[l4 : l4 + udp_len]) == 0
+    return frames.inet_checksum(pseudo + frame[l4 : l4 + udp_len]) == 0
 
 
 def test_icrc_error_flips_one_roce_payload_byte_only(
@@ -249,12 +236,12 @@ def test_icrc_error_flips_one_roce_payload_byte_only(
     roce = udp_frames(topo, 1, topo.host(2).ip, 50, dport=ROCE_PORT, payload=payload)
     plain = udp_frames(topo, 1, topo.host(2).ip, 50, dport=SINK_PORT, payload=payload)
     clean = udp_frames(topo, 1, topo.host(3).ip, 50, dport=ROCE_PORT, payload=payload)
-    for frames in (roce, plain, clean):
-        send(topo, 1, frames)
+    for kind in (roce, plain, clean):
+        send(topo, 1, kind)
     settle(captures)
     sent = roce[0]
     got_roce = [
-        f for _, f in captures[2].snapshot() if fx.parse_udp(0, f) and f[36:38] == b"\x12\xb7"
+        f for _, f in captures[2].snapshot() if frames.parse_udp(0, f) and f[36:38] == b"\x12\xb7"
     ]
     assert len(got_roce) == 50
     l4 = 34
@@ -270,7 +257,7 @@ def test_icrc_error_flips_one_roce_payload_byte_only(
         assert frame[l4 + 8 + 12] == sent[l4 + 8 + 12] ^ 0xFF
         assert frame[14:22] == sent[14:22] and frame[26:34] == sent[26:34]  # IP header
         assert _udp_checksum_ok(frame)
-    padded = fx.parse_udp(0, plain[0])
+    padded = frames.parse_udp(0, plain[0])
     assert padded is not None
     got_plain = captures[2].udp(SINK_PORT)
     assert len(got_plain) == 50 and all(u.payload == padded.payload for u in got_plain)
@@ -296,7 +283,7 @@ def test_icrc_error_percent_counts_roce_frames_only(
     got = captures[2].udp(ROCE_PORT)
     assert len(got) == 150
     assert sum(u.payload[12] != payload[12] for u in got) == corrupted  # first byte after BTH
-    sent_plain = fx.parse_udp(0, plain[0])
+    sent_plain = frames.parse_udp(0, plain[0])
     assert sent_plain is not None
     got_plain = captures[2].udp(SINK_PORT)
     assert len(got_plain) == 150 and all(u.payload == sent_plain.payload for u in got_plain)
@@ -325,7 +312,7 @@ def test_classify_sends_a_dscp_to_another_class_without_touching_the_config(
 
 
 def _xoff(host: fx.Host) -> bytes:
-    return fx.build_pfc(host.mac, {3: 0xFFFF})
+    return frames.build_pfc(host.mac, {3: 0xFFFF})
 
 
 def test_ignore_pfc_counts_pause_frames_but_keeps_sending(
@@ -347,7 +334,7 @@ def test_ignore_pfc_counts_pause_frames_but_keeps_sending(
     assert len(captures[2].udp(SINK_PORT)) == 50
     assert len(captures[3].udp(SINK_PORT)) == 0
     assert eth3["queues"]["3"]["depth_bytes"] > 0
-    send(topo, 3, [fx.build_pfc(h3.mac, {3: 0})], batch=0)  # XON: release eth3
+    send(topo, 3, [frames.build_pfc(h3.mac, {3: 0})], batch=0)  # XON: release eth3
     assert fx.wait_for(lambda: len(captures[3].udp(SINK_PORT)) == 50, 3.0)
 
 
@@ -430,10 +417,10 @@ def test_link_down_is_oper_down_with_ecmp_local_repair(
 # ----------------------------------------------------------------------------- ICMP
 
 
-def _icmp_time_exceeded(frames: list[tuple[float, bytes]]) -> list[bytes]:
+def _icmp_time_exceeded(captured: list[tuple[float, bytes]]) -> list[bytes]:
     return [
         f
-        for _, f in frames
+        for _, f in captured
         if len(f) > 34 and f[12:14] == b"\x08\x00" and f[23] == 1 and f[14 + (f[14] & 15) * 4] == 11
     ]
 
@@ -450,9 +437,9 @@ def test_ttl_expiry_answers_icmp_time_exceeded_from_the_ingress_port(
     reply = _icmp_time_exceeded(captures[1].snapshot())[0]
     assert socket.inet_ntoa(reply[26:30]) == h1.switch_ip  # the port it arrived on
     assert socket.inet_ntoa(reply[30:34]) == h1.ip
-    assert reply[22] == 64 and reply[15] == 0 and fx.inet_checksum(reply[14:34]) == 0
+    assert reply[22] == 64 and reply[15] == 0 and frames.inet_checksum(reply[14:34]) == 0
     icmp = reply[34 : 14 + struct.unpack_from("!H", reply, 16)[0]]
-    assert icmp[0:2] == b"\x0b\x00" and fx.inet_checksum(icmp) == 0
+    assert icmp[0:2] == b"\x0b\x00" and frames.inet_checksum(icmp) == 0
     quote = icmp[8:]
     assert quote[:20] == probe[0][14:34]  # the original IP header, as received (TTL 1)
     assert struct.unpack_from("!HH", quote, 20) == (49321, ROCE_PORT)
@@ -525,8 +512,6 @@ def test_set_faults_without_a_list_and_clearing(client: Any) -> None:
 
 @pytest.fixture(scope="module")
 def managed() -> Iterator[Any]:
-    import mgmt_fixtures as mf
-
     with mf.managed_switch("flm") as switch:
         yield switch
 

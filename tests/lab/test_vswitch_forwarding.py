@@ -5,27 +5,22 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vswitch_fixtures as fx
+from tests.lab.support import frames
+from tests.lab.support import vswitch as fx
 
-_REASON = fx.lab_unavailable_reason()
 IP_RECVTTL = 12  # Linux; not exported by the socket module
 
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
 
 
 @pytest.fixture(scope="module")
 def topo() -> Iterator[fx.Topology]:
-    topology = fx.Topology.create("fwd", n_hosts=3)
-    try:
+    with fx.Topology.create("fwd", n_hosts=3) as topology:
         yield topology
-    finally:
-        topology.destroy()
 
 
 def _udp_socket(ns: str, bind_ip: str, port: int) -> socket.socket:
@@ -53,37 +48,27 @@ def test_udp_between_hosts_is_routed_and_rewritten(topo: fx.Topology) -> None:
     """A kernel UDP socket receives it: TTL-1, MACs rewritten, IP checksum valid; ping works."""
     config = topo.base_config()
     config["neighbors"] = [n for n in config["neighbors"] if n["port"] != "eth3"]  # h3: ARP
-    switch = topo.start_switch(config)
     h1, h2, h3 = topo.host(1), topo.host(2), topo.host(3)
-    capture = fx.Capture(h2.ns, h2.ifname)
-    rx2 = _udp_socket(h2.ns, h2.ip, 5001)
-    rx3 = _udp_socket(h3.ns, h3.ip, 5001)
-    tx = _udp_socket(h1.ns, h1.ip, 5000)
-    try:
-        tx.sendto(b"hello-h2", (h2.ip, 5001))
-        got = None
-        for _ in range(10):  # h1's kernel first ARPs for its gateway (the switch)
-            got = _recv_ttl(rx2)
-            if got is not None:
-                break
-            tx.sendto(b"hello-h2", (h2.ip, 5001))
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(config)
+        capture = rig.capture(h2)
+        rx2 = rig.enter_context(_udp_socket(h2.ns, h2.ip, 5001))
+        rx3 = rig.enter_context(_udp_socket(h3.ns, h3.ip, 5001))
+        tx = rig.enter_context(_udp_socket(h1.ns, h1.ip, 5000))
+        # h1's kernel first ARPs for its gateway (the switch): the first datagrams may wait.
+        got = _first_delivered(lambda: tx.sendto(b"hello-h2", (h2.ip, 5001)), rx2, tries=10)
         assert got is not None, switch.log_tail()
         assert got == (b"hello-h2", 63)
 
         assert fx.wait_for(lambda: capture.udp(5001), 1.0)
         wire = capture.udp(5001)[0]
-        assert wire.eth_src == fx.mac_bytes(h2.switch_mac)
-        assert wire.eth_dst == fx.mac_bytes(h2.mac)
+        assert wire.eth_src == frames.mac_bytes(h2.switch_mac)
+        assert wire.eth_dst == frames.mac_bytes(h2.mac)
         assert wire.ip_checksum_ok
         assert (wire.src_ip, wire.dst_ip, wire.ttl) == (h1.ip, h2.ip, 63)
 
         # h3 is not a static neighbor: the first packet is dropped while the switch ARPs.
-        delivered = None
-        for _ in range(20):
-            tx.sendto(b"hello-h3", (h3.ip, 5001))
-            delivered = _recv_ttl(rx3)
-            if delivered is not None:
-                break
+        delivered = _first_delivered(lambda: tx.sendto(b"hello-h3", (h3.ip, 5001)), rx3, 20)
         assert delivered == (b"hello-h3", 63), switch.log_tail()
         with switch.client() as client:
             eth1 = client.counters()["ports"]["eth1"]
@@ -92,24 +77,30 @@ def test_udp_between_hosts_is_routed_and_rewritten(topo: fx.Topology) -> None:
         assert fx.icmp_ping(h1.ns, h1.switch_ip, count=3) == 3  # the switch answers
         assert fx.icmp_ping(h1.ns, h2.switch_ip, count=2) == 2  # its other port too
         assert fx.icmp_ping(h1.ns, h2.ip, count=2) == 2  # and forwards ICMP both ways
-    finally:
-        for sock in (rx2, rx3, tx):
-            sock.close()
-        capture.close()
-        switch.kill()
+
+
+def _first_delivered(
+    send: Callable[[], object], receiver: socket.socket, tries: int
+) -> tuple[bytes, int] | None:
+    """Send until ``receiver`` gets a datagram (what and its TTL), at most ``tries`` times."""
+    for _ in range(tries):
+        send()
+        got = _recv_ttl(receiver)
+        if got is not None:
+            return got
+    return None
 
 
 def test_ttl_expiry_and_no_route_are_dropped_and_counted(topo: fx.Topology) -> None:
-    switch = topo.start_switch(topo.base_config())
     h1, h2 = topo.host(1), topo.host(2)
-    capture = fx.Capture(h2.ns, h2.ifname)
-    with fx.in_netns(h1.ns):
-        raw = fx.open_packet_socket(h1.ifname)
-    try:
 
-        def udp(dst_ip: str, dport: int, ttl: int = 64) -> bytes:
-            return fx.build_udp(h1.mac, h1.switch_mac, h1.ip, dst_ip, 7, dport, b"x", ttl=ttl)
+    def udp(dst_ip: str, dport: int, ttl: int = 64) -> bytes:
+        return frames.build_udp(h1.mac, h1.switch_mac, h1.ip, dst_ip, 7, dport, b"x", ttl=ttl)
 
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(topo.base_config())
+        capture = rig.capture(h2)
+        raw = rig.raw(h1)
         raw.send(udp(h2.ip, 7001, ttl=1))
         # 198.19.200.1 is in the benchmarking range but routed nowhere in this lab.
         raw.send(udp("198.19.200.1", 7002))
@@ -121,10 +112,6 @@ def test_ttl_expiry_and_no_route_are_dropped_and_counted(topo: fx.Topology) -> N
             drops = client.counters()["ports"]["eth1"]["drops"]
         assert drops == {"ttl": 1, "no_route": 1, "arp_unresolved": 0}
         assert capture.udp(7003)[0].ttl == 1
-    finally:
-        raw.close()
-        capture.close()
-        switch.kill()
 
 
 def test_ecmp_spreads_flows_by_udp_source_port(topo: fx.Topology) -> None:
@@ -137,16 +124,15 @@ def test_ecmp_spreads_flows_by_udp_source_port(topo: fx.Topology) -> None:
             "nexthops": [{"ip": h2.ip, "port": "eth2"}, {"ip": h3.ip}],
         }
     ]
-    switch = topo.start_switch(config)
-    cap2, cap3 = fx.Capture(h2.ns, h2.ifname), fx.Capture(h3.ns, h3.ifname)
-    with fx.in_netns(h1.ns):
-        raw = fx.open_packet_socket(h1.ifname)
     flows = range(20000, 20064)
-    try:
+    with fx.Rig(topo) as rig:
+        rig.switch(config)
+        cap2, cap3 = rig.capture(h2), rig.capture(h3)
+        raw = rig.raw(h1)
         for _ in range(3):
             for sport in flows:
                 raw.send(
-                    fx.build_udp(
+                    frames.build_udp(
                         h1.mac, h1.switch_mac, h1.ip, "198.18.100.7", sport, 4791, b"roce", dscp=26
                     )
                 )
@@ -159,9 +145,4 @@ def test_ecmp_spreads_flows_by_udp_source_port(topo: fx.Topology) -> None:
         assert len(via2) >= 16 and len(via3) >= 16, (len(via2), len(via3))
         for capture, host in ((cap2, h2), (cap3, h3)):
             for u in capture.udp(4791):
-                assert u.eth_dst == fx.mac_bytes(host.mac) and u.ip_checksum_ok
-    finally:
-        raw.close()
-        cap2.close()
-        cap3.close()
-        switch.kill()
+                assert u.eth_dst == frames.mac_bytes(host.mac) and u.ip_checksum_ok

@@ -5,19 +5,16 @@ and headroom drops."""
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vswitch_fixtures as fx
+from tests.lab.support import frames
+from tests.lab.support import vswitch as fx
 
-_REASON = fx.lab_unavailable_reason()
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
 
 ROCE_PORT = 4791
 COUNT = 1500  # frames per sender: 1.2 s alone at 10 Mb/s, 2.4 s through the 2:1 bottleneck
@@ -25,11 +22,8 @@ COUNT = 1500  # frames per sender: 1.2 s alone at 10 Mb/s, 2.4 s through the 2:1
 
 @pytest.fixture(scope="module")
 def topo() -> Iterator[fx.Topology]:
-    topology = fx.Topology.create("pfc", n_hosts=3)
-    try:
+    with fx.Topology.create("pfc", n_hosts=3) as topology:
         yield topology
-    finally:
-        topology.destroy()
 
 
 def _incast_config(topo: fx.Topology, pfc: bool) -> dict[str, Any]:
@@ -52,28 +46,14 @@ def _incast_config(topo: fx.Topology, pfc: bool) -> dict[str, Any]:
 
 def _run_incast(topo: fx.Topology, pfc: bool) -> dict[str, Any]:
     """Two pause-honouring senders (h1, h2) -> h3 at line rate each, through eth3."""
-    switch = topo.start_switch(_incast_config(topo, pfc))
     h1, h2, h3 = topo.host(1), topo.host(2), topo.host(3)
-    sink = fx.udp_sink(h3.ns, h3.ip, ROCE_PORT)
-    captures = {
-        name: fx.Capture(h.ns, h.ifname) for name, h in (("h1", h1), ("h2", h2), ("h3", h3))
-    }
-    try:
-        start_at = time.time() + 1.0  # both senders start together
-        senders = [
-            fx.start_pfc_sender(topo, h, h3, COUNT, start_at, sport=50000 + i)
-            for i, h in enumerate((h1, h2))
-        ]
-        results = [fx.sender_result(p, timeout=25) for p in senders]
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(_incast_config(topo, pfc))
+        rig.sink(h3, ROCE_PORT)
+        captures = {name: rig.capture(h) for name, h in (("h1", h1), ("h2", h2), ("h3", h3))}
+        results = fx.incast_into_h3(topo, switch, COUNT, start_in=1.0)
         sent = sum(r["sent"] for r in results)
         with switch.client() as client:
-
-            def drained() -> bool:
-                eth3 = client.counters()["ports"]["eth3"]
-                return all(q["depth_bytes"] == 0 for q in eth3["queues"].values())
-
-            assert fx.wait_for(drained, 10.0), switch.log_tail()
-            time.sleep(0.2)  # last frames reach the capture
             counters = client.counters()
         received = captures["h3"].udp(ROCE_PORT)
         return {
@@ -85,11 +65,6 @@ def _run_incast(topo: fx.Topology, pfc: bool) -> dict[str, Any]:
             "pfc_h2": captures["h2"].pfc(),
             "log": switch.log_tail(),
         }
-    finally:
-        for capture in captures.values():
-            capture.close()
-        sink.close()
-        switch.kill()
 
 
 def _all_drops(counters: dict[str, Any]) -> int:
@@ -112,14 +87,14 @@ def test_incast_with_pfc_is_lossless_and_pauses_the_senders(topo: fx.Topology) -
     assert _all_drops(run["counters"]) == 0
 
     for host, port in (("h1", "eth1"), ("h2", "eth2")):
-        frames = run[f"pfc_{host}"]
-        assert frames, f"no PFC frame captured on {host}"
+        pfc_frames = run[f"pfc_{host}"]
+        assert pfc_frames, f"no PFC frame captured on {host}"
         xoff = xon = 0
-        for _ts, frame in frames:
-            cev, quanta = fx.parse_pfc(frame) or (0, [])
+        for _ts, frame in pfc_frames:
+            cev, quanta = frames.parse_pfc(frame) or (0, [])
             # 60 bytes on the wire without FCS, one class enabled, all 8 time fields present.
             assert len(frame) == 60 and cev == 1 << 3 and len(quanta) == 8
-            assert frame[6:12] == fx.mac_bytes(topo.host(int(port[-1])).switch_mac)
+            assert frame[6:12] == frames.mac_bytes(topo.host(int(port[-1])).switch_mac)
             assert quanta[3] in (0, 0xFFFF) and quanta[:3] + quanta[4:] == [0] * 7
             xoff += quanta[3] == 0xFFFF
             xon += quanta[3] == 0
@@ -135,7 +110,7 @@ def test_incast_with_pfc_is_lossless_and_pauses_the_senders(topo: fx.Topology) -
     from scapy.contrib.mac_control import MACControlClassBasedFlowControl
     from scapy.layers.l2 import Ether
 
-    xoff_frame = next(f for _t, f in run["pfc_h1"] if (fx.parse_pfc(f) or (0, [0] * 8))[1][3])
+    xoff_frame = next(f for _t, f in run["pfc_h1"] if (frames.parse_pfc(f) or (0, [0] * 8))[1][3])
     pfc_layer = Ether(xoff_frame)[MACControlClassBasedFlowControl]
     assert pfc_layer.c3_enabled == 1 and pfc_layer.c3_pause_time == 0xFFFF
 
@@ -175,21 +150,18 @@ def test_received_pause_lasts_quanta_times_512_bit_times(topo: fx.Topology) -> N
     """XOFF with quanta Q pauses class 3 for Q*512/speed (±10 %); XON resumes at once."""
     config = topo.base_config()
     config["qos"]["ports"] = {"eth3": {"pfc_enabled": True, "no_drop": [3]}}
-    switch = topo.start_switch(config)
     h1, h3 = topo.host(1), topo.host(3)
-    sink = fx.udp_sink(h3.ns, h3.ip, ROCE_PORT)
-    capture = fx.Capture(h3.ns, h3.ifname)
-    with fx.in_netns(h1.ns):
-        tx = fx.open_packet_socket(h1.ifname)
-    with fx.in_netns(h3.ns):
-        inject = fx.open_packet_socket(h3.ifname)
-    data = fx.build_udp(h1.mac, h1.switch_mac, h1.ip, h3.ip, 1234, ROCE_PORT, b"q", dscp=26)
-    try:
+    data = frames.build_udp(h1.mac, h1.switch_mac, h1.ip, h3.ip, 1234, ROCE_PORT, b"q", dscp=26)
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(config)
+        rig.sink(h3, ROCE_PORT)
+        capture = rig.capture(h3)
+        tx, inject = rig.raw(h1), rig.raw(h3)
         client = switch.client()
         for quanta in (4000, 8000):
             expected = quanta * 512 / topo.speed_bps
             t0 = time.time()
-            inject.send(fx.build_pfc(h3.mac, {3: quanta}))
+            inject.send(frames.build_pfc(h3.mac, {3: quanta}))
             time.sleep(0.02)
             tx.send(data)
             eth3 = client.counters()["ports"]["eth3"]
@@ -201,12 +173,12 @@ def test_received_pause_lasts_quanta_times_512_bit_times(topo: fx.Topology) -> N
 
         # Maximum pause (3.36 s at 10 Mb/s), then XON after 150 ms: traffic resumes at XON.
         t0 = time.time()
-        inject.send(fx.build_pfc(h3.mac, {3: 0xFFFF}))
+        inject.send(frames.build_pfc(h3.mac, {3: 0xFFFF}))
         time.sleep(0.02)
         tx.send(data)
         time.sleep(0.13)
         t_xon = time.time()
-        inject.send(fx.build_pfc(h3.mac, {3: 0}))
+        inject.send(frames.build_pfc(h3.mac, {3: 0}))
         arrival = _first_arrival(capture, t0, 1.0)
         assert arrival is not None and 0 <= arrival - t_xon <= 0.03, (arrival, t_xon)
         eth3 = client.counters()["ports"]["eth3"]
@@ -214,18 +186,13 @@ def test_received_pause_lasts_quanta_times_512_bit_times(topo: fx.Topology) -> N
 
         # Class 0 is not no-drop on eth3: a pause for it is counted but not honoured.
         t0 = time.time()
-        inject.send(fx.build_pfc(h3.mac, {0: 0xFFFF}))
+        inject.send(frames.build_pfc(h3.mac, {0: 0xFFFF}))
         time.sleep(0.02)
-        tx.send(fx.build_udp(h1.mac, h1.switch_mac, h1.ip, h3.ip, 1234, ROCE_PORT, b"0"))
+        tx.send(frames.build_udp(h1.mac, h1.switch_mac, h1.ip, h3.ip, 1234, ROCE_PORT, b"0"))
         arrival = _first_arrival(capture, t0, 1.0)
         assert arrival is not None and arrival - t0 < 0.1
         assert client.counters()["ports"]["eth3"]["pfc"]["rx_xoff"][0] == 1
         client.close()
-    finally:
-        for sock in (tx, inject, sink):
-            sock.close()
-        capture.close()
-        switch.kill()
 
 
 def test_xoff_is_refreshed_and_headroom_overflow_is_counted(topo: fx.Topology) -> None:
@@ -242,20 +209,17 @@ def test_xoff_is_refreshed_and_headroom_overflow_is_counted(topo: fx.Topology) -
     }
     lossless = {"pfc_enabled": True, "no_drop": [3]}
     config["qos"]["ports"] = {"eth1": lossless, "eth3": lossless}
-    switch = topo.start_switch(config)
     h1, h3 = topo.host(1), topo.host(3)
-    sink = fx.udp_sink(h3.ns, h3.ip, ROCE_PORT)
-    cap1, cap3 = fx.Capture(h1.ns, h1.ifname), fx.Capture(h3.ns, h3.ifname)
-    with fx.in_netns(h1.ns):
-        tx = fx.open_packet_socket(h1.ifname)
-    with fx.in_netns(h3.ns):
-        inject = fx.open_packet_socket(h3.ifname)
-    try:
-        inject.send(fx.build_pfc(h3.mac, {3: 0xFFFF}))  # hold eth3 class 3 for 3.4 s
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(config)
+        rig.sink(h3, ROCE_PORT)
+        cap1, cap3 = rig.capture(h1), rig.capture(h3)
+        tx, inject = rig.raw(h1), rig.raw(h3)
+        inject.send(frames.build_pfc(h3.mac, {3: 0xFFFF}))  # hold eth3 class 3 for 3.4 s
         time.sleep(0.02)
         for seq in range(60):
             tx.send(
-                fx.build_udp(
+                frames.build_udp(
                     h1.mac, h1.switch_mac, h1.ip, h3.ip, 7, ROCE_PORT,
                     seq.to_bytes(4, "big"), dscp=26, size=1000,
                 )
@@ -263,7 +227,7 @@ def test_xoff_is_refreshed_and_headroom_overflow_is_counted(topo: fx.Topology) -
         time.sleep(1.0)
         with switch.client() as client:
             ports = client.counters()["ports"]
-            held = [ts for ts, f in cap1.pfc() if (fx.parse_pfc(f) or (0, [0] * 8))[1][3]]
+            held = [ts for ts, f in cap1.pfc() if (frames.parse_pfc(f) or (0, [0] * 8))[1][3]]
             assert ports["eth1"]["ingress"]["headroom_drops"][3] == 10
             assert ports["eth1"]["ingress"]["buffered_bytes"][3] == 50000
             assert ports["eth3"]["queues"]["3"]["depth_bytes"] == 50000
@@ -275,16 +239,10 @@ def test_xoff_is_refreshed_and_headroom_overflow_is_counted(topo: fx.Topology) -
             assert all(gap < pause_s for gap in gaps), gaps  # refreshed before expiry
             assert all(abs(gap - pause_s / 2) < 0.05 for gap in gaps), gaps
 
-            inject.send(fx.build_pfc(h3.mac, {3: 0}))
+            inject.send(frames.build_pfc(h3.mac, {3: 0}))
             assert fx.wait_for(lambda: len(cap3.udp(ROCE_PORT)) == 50, 2.0)
             assert fx.wait_for(
                 lambda: client.counters()["ports"]["eth1"]["pfc"]["tx_xon"][3] == 1, 1.0
             )
-        xon = [f for _ts, f in cap1.pfc() if (fx.parse_pfc(f) or (0, [1] * 8))[1][3] == 0]
+        xon = [f for _ts, f in cap1.pfc() if (frames.parse_pfc(f) or (0, [1] * 8))[1][3] == 0]
         assert len(xon) == 1
-    finally:
-        for sock in (tx, inject, sink):
-            sock.close()
-        cap1.close()
-        cap3.close()
-        switch.kill()

@@ -3,20 +3,17 @@ timeout + one polling interval, mitigated per the action, and restored after rec
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vswitch_fixtures as fx
+from tests.lab.support import frames
+from tests.lab.support import vswitch as fx
 
-_REASON = fx.lab_unavailable_reason()
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
 
 TIMEOUT_S, POLLING_S, RECOVERY_S = 0.2, 0.1, 0.4
 # Scheduling noise on a shared 2-core machine: allowed lateness on top of the spec'd bound.
@@ -33,11 +30,8 @@ WATCHDOG = {
 
 @pytest.fixture(scope="module")
 def topo() -> Iterator[fx.Topology]:
-    topology = fx.Topology.create("wd", n_hosts=3)
-    try:
+    with fx.Topology.create("wd", n_hosts=3) as topology:
         yield topology
-    finally:
-        topology.destroy()
 
 
 @dataclass
@@ -52,66 +46,64 @@ class StormRun:
         return next((t for t, q in self.samples if predicate(q)), None)
 
 
-def _storm(topo: fx.Topology, switch: fx.VswitchProcess, capture: fx.Capture) -> StormRun:
+def _storm(rig: fx.Rig, switch: fx.VswitchProcess) -> StormRun:
     """XOFF every 10 ms for STORM_S while h1 sends a class-3 frame every 10 ms; poll counters."""
-    h1, h3 = topo.host(1), topo.host(3)
-    with fx.in_netns(h1.ns):
-        tx = fx.open_packet_socket(h1.ifname)
-    with fx.in_netns(h3.ns):
-        inject = fx.open_packet_socket(h3.ifname)
-    xoff = fx.build_pfc(h3.mac, {3: 0xFFFF})
-    client = switch.client()
+    h1, h3 = rig.topo.host(1), rig.topo.host(3)
+    tx, inject = rig.raw(h1), rig.raw(h3)
+    xoff = frames.build_pfc(h3.mac, {3: 0xFFFF})
+    client = rig.enter_context(switch.client())
     start = time.monotonic()
     run = StormRun(start, start + STORM_S, time.time() - time.monotonic())
     seq = 0
     next_poll = start
     restored_at: float | None = None
-    try:
-        while True:
-            now = time.monotonic()
-            if now < run.storm_end:
-                inject.send(xoff)
-            tx.send(
-                fx.build_udp(
-                    h1.mac, h1.switch_mac, h1.ip, h3.ip, 1, 4791, seq.to_bytes(4, "big"), dscp=26
-                )
+    while True:
+        now = time.monotonic()
+        if now < run.storm_end:
+            inject.send(xoff)
+        tx.send(
+            frames.build_udp(
+                h1.mac, h1.switch_mac, h1.ip, h3.ip, 1, 4791, seq.to_bytes(4, "big"), dscp=26
             )
-            run.sent_at[seq] = now
-            seq += 1
-            if now >= next_poll:
-                q3 = client.counters()["ports"]["eth3"]["queues"]["3"]
-                run.samples.append((time.monotonic(), q3))
-                next_poll = now + 0.02
-                if restored_at is None and q3["watchdog"]["storms_restored"] >= 1:
-                    restored_at = now
-                if restored_at is not None and now > restored_at + 0.2:
-                    break  # some traffic after restoration, then stop
-                if now > run.storm_end + 2.0:
-                    break
-            time.sleep(0.01)
-        time.sleep(0.3)  # let the last frames drain to the capture
-        run.samples.append((time.monotonic(), client.counters()["ports"]["eth3"]["queues"]["3"]))
-    finally:
-        client.close()
-        tx.close()
-        inject.close()
+        )
+        run.sent_at[seq] = now
+        seq += 1
+        if now >= next_poll:
+            q3 = client.counters()["ports"]["eth3"]["queues"]["3"]
+            run.samples.append((time.monotonic(), q3))
+            next_poll = now + 0.02
+            if restored_at is None and q3["watchdog"]["storms_restored"] >= 1:
+                restored_at = now
+            if restored_at is not None and now > restored_at + 0.2:
+                break  # some traffic after restoration, then stop
+            if now > run.storm_end + 2.0:
+                break
+        time.sleep(0.01)
+    time.sleep(0.3)  # let the last frames drain to the capture
+    run.samples.append((time.monotonic(), client.counters()["ports"]["eth3"]["queues"]["3"]))
     return run
+
+
+def _storm_through(
+    topo: fx.Topology, config: dict[str, Any]
+) -> tuple[StormRun, list[frames.Udp], fx.VswitchProcess]:
+    """A switch with ``config`` through :func:`_storm`; the run, what h3 received, the switch
+    (stopped: its log remains)."""
+    h3 = topo.host(3)
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(config)
+        rig.sink(h3, 4791)
+        capture = rig.capture(h3)
+        run = _storm(rig, switch)
+        received = capture.udp(4791)
+    return run, received, switch
 
 
 def test_storm_detected_dropped_and_restored(topo: fx.Topology) -> None:
     config = topo.base_config()
     lossless = {"pfc_enabled": True, "no_drop": [3]}
     config["qos"]["ports"] = {"eth1": lossless, "eth3": {**lossless, "watchdog": WATCHDOG}}
-    switch = topo.start_switch(config)
-    sink = fx.udp_sink(topo.host(3).ns, topo.host(3).ip, 4791)
-    capture = fx.Capture(topo.host(3).ns, topo.host(3).ifname)
-    try:
-        run = _storm(topo, switch, capture)
-        received = capture.udp(4791)
-    finally:
-        capture.close()
-        sink.close()
-        switch.kill()
+    run, received, switch = _storm_through(topo, config)
 
     detected_at = run.first(lambda q: q["watchdog"]["storms_detected"] >= 1)
     assert detected_at is not None, switch.log_tail()
@@ -149,16 +141,7 @@ def test_storm_with_no_drop_action_keeps_forwarding(topo: fx.Topology) -> None:
     config = topo.base_config()
     config["qos"]["watchdog"] = {**WATCHDOG, "action": "no-drop"}
     config["qos"]["ports"] = {"eth3": {"pfc_enabled": True, "no_drop": [3]}}
-    switch = topo.start_switch(config)
-    sink = fx.udp_sink(topo.host(3).ns, topo.host(3).ip, 4791)
-    capture = fx.Capture(topo.host(3).ns, topo.host(3).ifname)
-    try:
-        run = _storm(topo, switch, capture)
-        received = capture.udp(4791)
-    finally:
-        capture.close()
-        sink.close()
-        switch.kill()
+    run, received, _ = _storm_through(topo, config)
     detected_at = run.first(lambda q: q["watchdog"]["storms_detected"] >= 1)
     assert detected_at is not None
     assert detected_at - run.storm_start <= TIMEOUT_S + POLLING_S + SLACK_S

@@ -9,18 +9,15 @@ linear ramp, above max) at controlled depths in one burst, repeated a few times.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vswitch_fixtures as fx
+from tests.lab.support import frames
+from tests.lab.support import vswitch as fx
 
-_REASON = fx.lab_unavailable_reason()
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
 
 MIN_BYTES, MAX_BYTES, MAX_PROBABILITY = 20000, 100000, 60
 FRAME = 100  # bytes; depth seen by frame k of a round is k * FRAME
@@ -31,11 +28,8 @@ NON_ECT_EVERY = 10  # every 10th frame is not ECN-capable
 
 @pytest.fixture(scope="module")
 def topo() -> Iterator[fx.Topology]:
-    topology = fx.Topology.create("wred", n_hosts=3)
-    try:
+    with fx.Topology.create("wred", n_hosts=3) as topology:
         yield topology
-    finally:
-        topology.destroy()
 
 
 def expected_probability(depth: int) -> float:
@@ -58,63 +52,39 @@ def test_marked_fraction_follows_the_wred_curve(topo: fx.Topology) -> None:
     config["qos"]["ports"] = {
         "eth3": {"pfc_enabled": True, "no_drop": [3], "queues": {"3": {"ecn": ecn}}}
     }
-    switch = topo.start_switch(config)
     h1, h3 = topo.host(1), topo.host(3)
-    sink = fx.udp_sink(h3.ns, h3.ip, 4791)
-    capture = fx.Capture(h3.ns, h3.ifname)
-    with fx.in_netns(h1.ns):
-        tx = fx.open_packet_socket(h1.ifname)
-    with fx.in_netns(h3.ns):
-        inject = fx.open_packet_socket(h3.ifname)
-    client = switch.client()
-    try:
+    with fx.Rig(topo) as rig:
+        switch = rig.switch(config)
+        rig.sink(h3, 4791)
+        capture = rig.capture(h3)
+        tx, inject = rig.raw(h1), rig.raw(h3)
+        client = rig.enter_context(switch.client())
         for round_no in range(ROUNDS):
-            inject.send(fx.build_pfc(h3.mac, {3: 0xFFFF}))  # 3.4 s at 10 Mb/s: plenty
+            inject.send(frames.build_pfc(h3.mac, {3: 0xFFFF}))  # 3.4 s at 10 Mb/s: plenty
             time.sleep(0.02)
             for k in range(PER_ROUND):
-                seq = round_no * PER_ROUND + k
-                frame = fx.build_udp(
-                    h1.mac,
-                    h1.switch_mac,
-                    h1.ip,
-                    h3.ip,
-                    40000,
-                    4791,
-                    seq.to_bytes(4, "big"),
-                    dscp=26,
-                    ecn=0 if k % NON_ECT_EVERY == NON_ECT_EVERY - 1 else 2,
-                    size=FRAME,
-                )
-                tx.send(frame)
+                tx.send(_frame(h1, h3, round_no * PER_ROUND + k, ect=_ect(k)))
 
             def all_queued() -> bool:
                 q3 = client.counters()["ports"]["eth3"]["queues"]["3"]
                 return bool(q3["depth_bytes"] == PER_ROUND * FRAME)
 
             assert fx.wait_for(all_queued, 3.0), switch.log_tail()
-            inject.send(fx.build_pfc(h3.mac, {3: 0}))
+            inject.send(frames.build_pfc(h3.mac, {3: 0}))
             assert fx.wait_for(
                 lambda r=round_no: len(capture.udp(4791)) >= (r + 1) * PER_ROUND, 3.0
             )
         received = capture.udp(4791)
         assert len(received) == ROUNDS * PER_ROUND
         marked_by_switch = client.counters()["ports"]["eth3"]["queues"]["3"]["ecn_marked"]
-    finally:
-        client.close()
-        for sock in (tx, inject, sink):
-            sock.close()
-        capture.close()
-        switch.kill()
 
     assert all(u.ip_checksum_ok for u in received)
     assert sum(u.ecn == 3 for u in received) == marked_by_switch
-    ect = []
-    for u in received:
-        k = u.seq % PER_ROUND
-        if k % NON_ECT_EVERY == NON_ECT_EVERY - 1:
-            assert u.ecn == 0, "a non-ECT packet must be forwarded unmarked (no WRED drop profile)"
-        else:
-            ect.append((k * FRAME, u.ecn == 3))
+    _check_the_curve(_marks_by_depth(received))
+
+
+def _check_the_curve(ect: list[tuple[int, bool]]) -> None:
+    """None marked below min, all above max, the linear ramp's share in each half between."""
     below = [m for d, m in ect if d < MIN_BYTES]
     above = [m for d, m in ect if d >= MAX_BYTES]
     assert below and not any(below)
@@ -126,3 +96,29 @@ def test_marked_fraction_follows_the_wred_curve(topo: fx.Topology) -> None:
         expected = sum(expected_probability(d) for d, _ in bucket) / len(bucket)
         assert len(bucket) >= 1000
         assert abs(observed - expected) <= 0.05, (low, high, observed, expected)
+
+
+def _ect(k: int) -> bool:
+    """Whether frame ``k`` of a round is ECN-capable (every NON_ECT_EVERY-th is not)."""
+    return k % NON_ECT_EVERY != NON_ECT_EVERY - 1
+
+
+def _frame(src: fx.Host, dst: fx.Host, seq: int, ect: bool) -> bytes:
+    """FRAME bytes of class 3 carrying ``seq``, ECN-capable (ECT(0)) or not."""
+    return frames.build_udp(
+        src.mac, src.switch_mac, src.ip, dst.ip, 40000, 4791, seq.to_bytes(4, "big"),
+        dscp=26, ecn=2 if ect else 0, size=FRAME,
+    )  # fmt: skip
+
+
+def _marks_by_depth(received: list[frames.Udp]) -> list[tuple[int, bool]]:
+    """(queue depth the frame was enqueued at, whether it left CE-marked) of every ECT frame;
+    a non-ECT frame must leave unmarked."""
+    ect = []
+    for u in received:
+        k = u.seq % PER_ROUND
+        if not _ect(k):
+            assert u.ecn == 0, "a non-ECT packet must be forwarded unmarked (no WRED drop profile)"
+        else:
+            ect.append((k * FRAME, u.ecn == 3))
+    return ect

@@ -100,51 +100,81 @@ def round_trip(board: Dash) -> Dash:
 def type_errors(value: Any, hint: Any, path: str) -> list[str]:
     """Where a decoded value does not have the type the schema model declares (the SDK's
     decoder copies values as they come, so a wrong enum or a string width passes it)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint in (typing.Any, object):
         return []
-    if origin is typing.Union:
-        if value is None:
-            return [] if type(None) in args else [f"{path}: Expected: a value Actual: null"]
-        options = [a for a in args if a is not type(None)]
-        exact = [a for a in options if inspect.isclass(a) and isinstance(value, a)]
-        if exact or len(options) == 1:
-            return type_errors(value, (exact or options)[0], path)
-        if any(not type_errors(value, a, path) for a in options):
-            return []
-        return [f"{path}: Expected: one of {options} Actual: {value!r}"]
-    if origin is list:
-        if not isinstance(value, list):
-            return [f"{path}: Expected: a list Actual: {value!r}"]
-        return [e for i, v in enumerate(value) for e in type_errors(v, args[0], f"{path}[{i}]")]
-    if origin is dict:
-        if not isinstance(value, dict):
-            return [f"{path}: Expected: an object Actual: {value!r}"]
-        return [e for k, v in value.items() for e in type_errors(v, args[1], f"{path}/{k}")]
-    if origin is typing.Literal:
-        return [] if value in args else [f"{path}: Expected: one of {args} Actual: {value!r}"]
+    origin = typing.get_origin(hint)
+    if origin in _OF_GENERIC:
+        return _OF_GENERIC[origin](value, typing.get_args(hint), path)
     if inspect.isclass(hint) and issubclass(hint, enum.Enum):
         allowed = [m.value for m in hint]
         ok = isinstance(value, hint) or value in allowed
         return [] if ok else [f"{path}: Expected: one of {allowed} Actual: {value!r}"]
+    if hint in (bool, str, int, float):
+        return _scalar_errors(value, hint, path)
+    if inspect.isclass(hint):
+        return _model_errors(value, hint, path)
+    return [f"{path}: the test does not know the schema type {hint}"]
+
+
+def _union_errors(value: Any, args: tuple[Any, ...], path: str) -> list[str]:
+    if value is None:
+        return [] if type(None) in args else [f"{path}: Expected: a value Actual: null"]
+    options = [a for a in args if a is not type(None)]
+    exact = [a for a in options if inspect.isclass(a) and isinstance(value, a)]
+    if exact or len(options) == 1:
+        return type_errors(value, (exact or options)[0], path)
+    if any(not type_errors(value, a, path) for a in options):
+        return []
+    return [f"{path}: Expected: one of {options} Actual: {value!r}"]
+
+
+def _list_errors(value: Any, args: tuple[Any, ...], path: str) -> list[str]:
+    if not isinstance(value, list):
+        return [f"{path}: Expected: a list Actual: {value!r}"]
+    return [e for i, v in enumerate(value) for e in type_errors(v, args[0], f"{path}[{i}]")]
+
+
+def _dict_errors(value: Any, args: tuple[Any, ...], path: str) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{path}: Expected: an object Actual: {value!r}"]
+    return [e for k, v in value.items() for e in type_errors(v, args[1], f"{path}/{k}")]
+
+
+def _literal_errors(value: Any, args: tuple[Any, ...], path: str) -> list[str]:
+    return [] if value in args else [f"{path}: Expected: one of {args} Actual: {value!r}"]
+
+
+# The generic types of the schema models, by their origin: Optional/Union, list, dict, Literal.
+_OF_GENERIC: dict[Any, Callable[[Any, tuple[Any, ...], str], list[str]]] = {
+    typing.Union: _union_errors,
+    list: _list_errors,
+    dict: _dict_errors,
+    typing.Literal: _literal_errors,
+}
+
+
+def _scalar_errors(value: Any, hint: type, path: str) -> list[str]:
+    """A bool or a string as such; a number that is no bool, and an integer where the model
+    says int."""
     if hint in (bool, str):
         ok = isinstance(value, hint)
-    elif hint in (int, float):
+    else:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         ok = ok and (hint is float or isinstance(value, int))
-    elif inspect.isclass(hint):
-        if not isinstance(value, hint):
-            return [f"{path}: Expected: {hint.__name__} Actual: {type(value).__name__}"]
-        fields = typing.get_type_hints(type(value).__init__)
-        fields.pop("return", None)
-        return [
-            e
-            for name, h in fields.items()
-            for e in type_errors(getattr(value, name), h, f"{path}/{name}")
-        ]
-    else:
-        return [f"{path}: the test does not know the schema type {hint}"]
     return [] if ok else [f"{path}: Expected: {hint.__name__} Actual: {value!r}"]
+
+
+def _model_errors(value: Any, hint: type, path: str) -> list[str]:
+    """An instance of the model class, each field of the type its ``__init__`` declares."""
+    if not isinstance(value, hint):
+        return [f"{path}: Expected: {hint.__name__} Actual: {type(value).__name__}"]
+    fields = typing.get_type_hints(type(value).__init__)
+    fields.pop("return", None)
+    return [
+        e
+        for name, h in fields.items()
+        for e in type_errors(getattr(value, name), h, f"{path}/{name}")
+    ]
 
 
 def schema_errors(board: Dash) -> list[str]:

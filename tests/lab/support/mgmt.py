@@ -1,6 +1,6 @@
 """A lab switch with its management plane, for the ``test_mgmt_*`` lab tests.
 
-Builds on the data-plane engineer's ``vswitch_fixtures``: their :class:`Topology` creates one
+Builds on :mod:`tests.lab.support.vswitch`: its :class:`Topology` creates one
 switch namespace wired to host namespaces (unique names, removed by name at teardown) and
 starts ``python -m lab.vswitch`` in it; here ``lab.mgmt`` is started next to it (root netns,
 loopback only) through :func:`lab.mgmt.launcher.start_management`, and stopped by PID.
@@ -9,34 +9,18 @@ loopback only) through :func:`lab.mgmt.launcher.start_management`, and stopped b
 from __future__ import annotations
 
 import contextlib
-import socket
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vswitch_fixtures as fx
-
 from lab.mgmt.launcher import start_management, stop_management
+from tests.lab.support import vswitch as fx
+from tests.lab.support.loopback import free_port
 
 USERNAME = "admin"
 PASSWORD = "admin"
 MGMT_HOST = "127.0.0.1"
-
-
-def lab_unavailable_reason() -> str | None:
-    """Why these tests cannot run here (no root, no netns...), or None."""
-    return fx.lab_unavailable_reason()
-
-
-def free_loopback_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((MGMT_HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -119,7 +103,7 @@ def managed_switch(tag: str, n_hosts: int = 3, name: str = "leaf1") -> Iterator[
             name=name,
             topo=topo,
             vswitch=vswitch,
-            port=free_loopback_port(),
+            port=free_port(),
             state_dir=topo.workdir / "mgmt-state",
         )
         switch.start_mgmt()

@@ -13,8 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import pytest
 
-def _ip(*args: str) -> None:
+
+def run_ip(*args: str) -> None:
+    """``ip ARGS``, raising on failure."""
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
@@ -25,6 +28,10 @@ def netns_usable() -> str | None:
     if shutil.which("ip") is None:
         return "needs iproute2 (make test installs it)"
     return None
+
+
+_UNUSABLE = netns_usable()
+requires_netns = pytest.mark.skipif(_UNUSABLE is not None, reason=str(_UNUSABLE))
 
 
 @dataclass(frozen=True)
@@ -56,20 +63,20 @@ def veth_pair(tag: str, subnet_index: int = 0) -> Iterator[Pair]:
     created: list[str] = []
     try:
         for ns in (pair.a, pair.b):
-            _ip("netns", "add", ns)
+            run_ip("netns", "add", ns)
             created.append(ns)
         tmp_a, tmp_b = f"{base}va"[:15], f"{base}vb"[:15]
-        _ip("link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
+        run_ip("link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
         for tmp, ns, mac, ip, peer_ip, peer_mac in (
             (tmp_a, pair.a, pair.mac_a, pair.ip_a, pair.ip_b, pair.mac_b),
             (tmp_b, pair.b, pair.mac_b, pair.ip_b, pair.ip_a, pair.mac_a),
         ):
-            _ip("link", "set", tmp, "netns", ns)
-            _ip("-n", ns, "link", "set", tmp, "name", "eth1")
-            _ip("-n", ns, "link", "set", "eth1", "address", mac, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-            _ip("-n", ns, "addr", "add", f"{ip}/31", "dev", "eth1")
-            _ip("-n", ns, "neigh", "replace", peer_ip, "lladdr", peer_mac, "dev", "eth1",
+            run_ip("link", "set", tmp, "netns", ns)
+            run_ip("-n", ns, "link", "set", tmp, "name", "eth1")
+            run_ip("-n", ns, "link", "set", "eth1", "address", mac, "up")
+            run_ip("-n", ns, "link", "set", "lo", "up")
+            run_ip("-n", ns, "addr", "add", f"{ip}/31", "dev", "eth1")
+            run_ip("-n", ns, "neigh", "replace", peer_ip, "lladdr", peer_mac, "dev", "eth1",
                 "nud", "permanent")  # fmt: skip
         yield pair
     finally:

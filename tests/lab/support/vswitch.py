@@ -1,19 +1,12 @@
-"""Netns helpers for the ``lab.vswitch`` tests: topology, switch process, sockets, senders.
+"""One ``lab.vswitch`` in a namespace wired to host namespaces, for the ``lab.vswitch`` tests:
+topology, switch process, captures, sockets and pause-honouring senders.
 
 Everything here creates uniquely named namespaces (``vsw-t<pid>-<tag>-...``) and removes
 exactly those, and only the processes it started (by PID).
-
-Also runnable as a script: ``python vswitch_fixtures.py pfc-sender ...`` is the
-pause-honouring traffic source used for the lossless incast tests.  Plain Linux hosts ignore
-PFC (there is no DCB on veth), so to get a truly lossless incast the sender must behave like
-a RoCE NIC: pace at its line rate and stop a priority while a received PFC frame says so.  A
-tiny separate process per sender host does exactly that on a raw socket; it shares no code
-with the switch, so the test checks the switch against an independent implementation.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import select
@@ -26,21 +19,28 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
+import pytest
+
 from lab import netns as lab_netns
+from tests.lab.support.frames import (
+    Udp,
+    build_udp,
+    inet_checksum,
+    open_packet_socket,
+    parse_pfc,
+    parse_udp,
+    recv_timestamped,
+)
+from tests.lab.support.polling import wait_until
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_IGNORE_OUTGOING = 23
-SO_RCVBUFFORCE = 33
-SO_TIMESTAMPNS = 35
-PFC_DST = bytes.fromhex("0180c2000001")
-
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_SPEED = 10_000_000
 
 
@@ -61,6 +61,10 @@ def lab_unavailable_reason() -> str | None:
     return None
 
 
+_UNAVAILABLE = lab_unavailable_reason()
+requires_vswitch_lab = pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or "")
+
+
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run a command, raising with its stderr on failure."""
     proc = subprocess.run(list(args), capture_output=True, text=True)
@@ -72,147 +76,13 @@ def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 in_netns = lab_netns.in_netns  # re-exported: the tests use fx.in_netns
 
 
-# --------------------------------------------------------------------------- frames
+def raw_socket(host: Host) -> socket.socket:
+    """A raw packet socket on ``host``'s interface, opened inside its namespace."""
+    with in_netns(host.ns):
+        return open_packet_socket(host.ifname)
 
 
-def mac_bytes(mac: str) -> bytes:
-    """``"02:00:..."`` -> bytes."""
-    return bytes.fromhex(mac.replace(":", ""))
-
-
-def inet_checksum(data: bytes) -> int:
-    """RFC 1071 checksum."""
-    if len(data) % 2:
-        data += b"\x00"
-    total: int = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
-def build_udp(
-    src_mac: str,
-    dst_mac: str,
-    src_ip: str,
-    dst_ip: str,
-    sport: int,
-    dport: int,
-    payload: bytes,
-    dscp: int = 0,
-    ecn: int = 0,
-    ttl: int = 64,
-    size: int | None = None,
-) -> bytes:
-    """Ethernet/IPv4/UDP frame with valid IP and UDP checksums; padded to ``size`` bytes."""
-    if size is not None:
-        payload = payload + bytes(max(0, size - 42 - len(payload)))
-    src, dst = socket.inet_aton(src_ip), socket.inet_aton(dst_ip)
-    udp_len = 8 + len(payload)
-    pseudo = src + dst + struct.pack("!BBH", 0, 17, udp_len)
-    udp = struct.pack("!HHHH", sport, dport, udp_len, 0) + payload
-    udp_csum = inet_checksum(pseudo + udp) or 0xFFFF
-    udp = udp[:6] + struct.pack("!H", udp_csum) + udp[8:]
-    ip = struct.pack(
-        "!BBHHHBBH4s4s", 0x45, (dscp << 2) | ecn, 20 + udp_len, 0, 0x4000, ttl, 17, 0, src, dst
-    )
-    ip = ip[:10] + struct.pack("!H", inet_checksum(ip)) + ip[12:]
-    return mac_bytes(dst_mac) + mac_bytes(src_mac) + b"\x08\x00" + ip + udp
-
-
-def build_pfc(src_mac: str, quanta: dict[int, int]) -> bytes:
-    """PFC frame with the given per-priority quanta (enable bits set for those priorities)."""
-    cev = 0
-    times = [0] * 8
-    for prio, value in quanta.items():
-        cev |= 1 << prio
-        times[prio] = value
-    frame = PFC_DST + mac_bytes(src_mac) + struct.pack("!HHH8H", 0x8808, 0x0101, cev, *times)
-    return frame + bytes(60 - len(frame))
-
-
-@dataclass(frozen=True)
-class Udp:
-    """The fields of a captured Ethernet/IPv4/UDP frame the tests look at."""
-
-    ts: float
-    eth_dst: bytes
-    eth_src: bytes
-    tos: int
-    ttl: int
-    ip_checksum_ok: bool
-    src_ip: str
-    dst_ip: str
-    sport: int
-    dport: int
-    payload: bytes
-
-    @property
-    def ecn(self) -> int:
-        """ECN field (3 = CE)."""
-        return self.tos & 3
-
-    @property
-    def seq(self) -> int:
-        """Sequence number the test senders put in the first 4 payload bytes."""
-        return int.from_bytes(self.payload[:4], "big")
-
-
-def parse_udp(ts: float, frame: bytes) -> Udp | None:
-    """Decode an IPv4/UDP frame, or None."""
-    if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
-        return None
-    ihl = (frame[14] & 0x0F) * 4
-    total = struct.unpack_from("!H", frame, 16)[0]
-    l4 = 14 + ihl
-    sport, dport, udp_len = struct.unpack_from("!HHH", frame, l4)
-    return Udp(
-        ts=ts,
-        eth_dst=frame[0:6],
-        eth_src=frame[6:12],
-        tos=frame[15],
-        ttl=frame[22],
-        ip_checksum_ok=inet_checksum(frame[14 : 14 + ihl]) == 0,
-        src_ip=socket.inet_ntoa(frame[26:30]),
-        dst_ip=socket.inet_ntoa(frame[30:34]),
-        sport=sport,
-        dport=dport,
-        payload=frame[l4 + 8 : min(l4 + udp_len, 14 + total)],
-    )
-
-
-def parse_pfc(frame: bytes) -> tuple[int, list[int]] | None:
-    """``(class_enable_vector, quanta[8])`` of a PFC frame, or None."""
-    if len(frame) < 34 or frame[0:6] != PFC_DST or frame[12:16] != b"\x88\x08\x01\x01":
-        return None
-    cev, *quanta = struct.unpack_from("!H8H", frame, 16)
-    return cev, list(quanta)
-
-
-# --------------------------------------------------------------------------- sockets
-
-
-def open_packet_socket(ifname: str, rcvbuf: int = 16 << 20) -> socket.socket:
-    """Raw socket on ``ifname`` in the *current* netns, kernel rx timestamps, no own echo."""
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    sock.bind((ifname, ETH_P_ALL))
-    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
-    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    return sock
-
-
-def recv_timestamped(sock: socket.socket, timeout: float) -> tuple[float, bytes] | None:
-    """One frame and its kernel receive time (CLOCK_REALTIME), or None on timeout."""
-    ready, _, _ = select.select([sock], [], [], timeout)
-    if not ready:
-        return None
-    data, ancdata, _flags, _addr = sock.recvmsg(65536, 64)
-    ts = time.time()
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            sec, nsec = struct.unpack("qq", payload[:16])
-            ts = sec + nsec / 1e9
-    return ts, data
+# --------------------------------------------------------------------------- capture
 
 
 class Capture:
@@ -347,6 +217,17 @@ class Topology:
             raise
         return topo
 
+    def __enter__(self) -> Topology:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.destroy()
+
     def _add_ns(self, name: str) -> None:
         sh("ip", "netns", "add", name)
         self._namespaces.append(name)
@@ -428,6 +309,7 @@ class Topology:
         """Start a helper process in ``ns``; it is killed (by PID) at teardown if still alive."""
         proc = subprocess.Popen(
             ["ip", "netns", "exec", ns, *argv],
+            cwd=REPO_ROOT,  # where ``python -m tests.lab.support...`` finds its package
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -551,14 +433,14 @@ def start_pfc_sender(
     pause_class: int = 3,
     drain_s: float = 0.5,
 ) -> subprocess.Popen[str]:
-    """Start the pause-honouring sender (this file as a script) in ``src``'s namespace."""
+    """Start the pause-honouring sender (:mod:`.pfc_sender`) in ``src``'s namespace."""
     template = build_udp(
         src.mac, src.switch_mac, src.ip, dst.ip, sport, dport, b"", dscp=dscp, ecn=ecn, size=size
     )
     return topo.spawn_in(
         src.ns,
         [
-            sys.executable, str(Path(__file__).resolve()), "pfc-sender",
+            sys.executable, "-m", "tests.lab.support.pfc_sender",
             "--ifname", src.ifname, "--frame-hex", template.hex(), "--count", str(count),
             "--speed-bps", str(topo.speed_bps), "--pause-class", str(pause_class),
             "--start-at", repr(start_at), "--drain-s", str(drain_s),
@@ -575,120 +457,60 @@ def sender_result(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]
     return result
 
 
-def wait_for(predicate: Any, timeout: float, interval: float = 0.02) -> bool:
-    """Poll ``predicate()`` until true or ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
+def incast_into_h3(
+    topo: Topology, switch: VswitchProcess, count: int, start_in: float
+) -> list[dict[str, Any]]:
+    """h1 and h2 send ``count`` frames each at line rate to h3, pause-honouring senders that
+    start together ``start_in`` seconds from now; their summaries, once the switch's eth3 (h3's
+    port) has drained its queues."""
+    h1, h2, h3 = topo.host(1), topo.host(2), topo.host(3)
+    start_at = time.time() + start_in
+    senders = [
+        start_pfc_sender(topo, h, h3, count, start_at, sport=50000 + i)
+        for i, h in enumerate((h1, h2))
+    ]
+    results = [sender_result(p, timeout=25) for p in senders]
+    with switch.client() as client:
+
+        def drained() -> bool:
+            eth3 = client.counters()["ports"]["eth3"]
+            return all(q["depth_bytes"] == 0 for q in eth3["queues"].values())
+
+        assert wait_for(drained, 10.0), switch.log_tail()
+    time.sleep(0.2)  # the last frames reach the capture
+    return results
 
 
-# --------------------------------------------------------------------------- pfc-sender
+def wait_for(predicate: Callable[[], object], timeout: float) -> bool:
+    """:func:`wait_until`, polling often: these tests wait for frames tens of ms apart."""
+    return wait_until(predicate, timeout, interval=0.02)
 
 
-def run_pfc_sender(
-    ifname: str,
-    frame_template: bytes,
-    count: int,
-    speed_bps: float,
-    pause_class: int,
-    start_at: float,
-    drain_s: float,
-) -> dict[str, Any]:
-    """Send ``count`` frames paced at ``speed_bps``, honouring PFC for ``pause_class``.
+class Rig(ExitStack):
+    """One test's switch, sockets and captures on ``topo``: each is released when the ``with``
+    ends (sockets and captures first, the switch last, as they were made in that order)."""
 
-    Bytes 42..45 of each frame carry its sequence number (the UDP checksum is zeroed --
-    "no checksum" is legal for UDP over IPv4 -- since the payload changes per frame).
-    """
-    sock = open_packet_socket(ifname, rcvbuf=4 << 20)
-    sock.setblocking(False)
-    frame = bytearray(frame_template)
-    frame[40:42] = b"\x00\x00"
-    wire = (max(len(frame), 60) + 20) * 8 / speed_bps
-    sent = xoff_rx = xon_rx = max_quanta = 0
-    paused_s = 0.0
-    paused_until = 0.0
-    pause_began: float | None = None
-    while time.time() < start_at:
-        time.sleep(min(0.01, max(0.0, start_at - time.time())))
-    next_tx = time.monotonic()
-    end_drain: float | None = None
-    while True:
-        now = time.monotonic()
-        while True:  # honour every PFC frame waiting on the socket first
-            try:
-                rx = sock.recv(2048)
-            except BlockingIOError:
-                break
-            parsed = parse_pfc(rx)
-            if parsed is None or not (parsed[0] >> pause_class) & 1:
-                continue
-            quanta = parsed[1][pause_class]
-            if quanta:
-                xoff_rx += 1
-                max_quanta = max(max_quanta, quanta)
-                if pause_began is None:
-                    pause_began = now
-                paused_until = now + quanta * 512 / speed_bps
-            else:
-                xon_rx += 1
-                paused_until = 0.0
-        if pause_began is not None and now >= paused_until:
-            paused_s += now - pause_began
-            pause_began = None
-        if sent >= count:
-            end_drain = end_drain or now + drain_s
-            if now >= end_drain:
-                break
-            select.select([sock], [], [], end_drain - now)
-            continue
-        if now < paused_until:
-            select.select([sock], [], [], paused_until - now)
-            continue
-        if now < next_tx:
-            select.select([sock], [], [], next_tx - now)
-            continue
-        frame[42:46] = sent.to_bytes(4, "big")
-        sock.send(frame)
-        sent += 1
-        next_tx = max(next_tx, now - 0.001) + wire
-    sock.close()
-    return {
-        "sent": sent,
-        "xoff_rx": xoff_rx,
-        "xon_rx": xon_rx,
-        "paused_s": paused_s,
-        "max_quanta": max_quanta,
-    }
+    def __init__(self, topo: Topology) -> None:
+        super().__init__()
+        self.topo = topo
 
+    def __enter__(self) -> Rig:
+        super().__enter__()
+        return self
 
-def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sender = sub.add_parser("pfc-sender", help="pause-honouring paced UDP sender")
-    sender.add_argument("--ifname", required=True)
-    sender.add_argument("--frame-hex", required=True, help="template frame (seq at bytes 42..45)")
-    sender.add_argument("--count", type=int, required=True)
-    sender.add_argument("--speed-bps", type=float, required=True)
-    sender.add_argument("--pause-class", type=int, required=True)
-    sender.add_argument("--start-at", type=float, default=0.0, help="epoch seconds")
-    sender.add_argument("--drain-s", type=float, default=0.5)
-    args = parser.parse_args(argv)
-    stats = run_pfc_sender(
-        args.ifname,
-        bytes.fromhex(args.frame_hex),
-        args.count,
-        args.speed_bps,
-        args.pause_class,
-        args.start_at,
-        args.drain_s,
-    )
-    print(json.dumps(stats), flush=True)
-    return 0
+    def switch(self, config: dict[str, Any]) -> VswitchProcess:
+        started = self.topo.start_switch(config)
+        self.callback(started.kill)
+        return started
 
+    def raw(self, host: Host) -> socket.socket:
+        """A raw socket on ``host``: frames sent on it enter the switch port it is wired to."""
+        return self.enter_context(raw_socket(host))
 
-if __name__ == "__main__":
-    sys.exit(_main())
+    def capture(self, host: Host) -> Capture:
+        found = Capture(host.ns, host.ifname)
+        self.callback(found.close)
+        return found
+
+    def sink(self, host: Host, port: int) -> socket.socket:
+        return self.enter_context(udp_sink(host.ns, host.ip, port))

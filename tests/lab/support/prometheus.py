@@ -4,20 +4,17 @@ the test's folder, stopped by PID."""
 
 from __future__ import annotations
 
-import socket
+import json
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.lab.support.loopback import free_port
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -64,3 +61,13 @@ def run_prometheus(config: dict[str, Any], folder: Path) -> tuple[subprocess.Pop
                 time.sleep(0.2)
         stop(process)
     raise AssertionError((folder / "prometheus.log").read_text()[-2000:])
+
+
+def query(url: str, expr: str) -> list[dict[str, Any]]:
+    """The series of an instant query of the Prometheus at ``url``."""
+    full = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(full, timeout=10) as response:
+        data = json.loads(response.read())
+    assert data["status"] == "success", data
+    result: list[dict[str, Any]] = data["data"]["result"]
+    return result

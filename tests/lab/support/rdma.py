@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import REPO, Lab
+
+from tests.lab.support.labs import REPO, Lab
 
 RDMA_LAB = REPO / "containerlab" / "roce-rdma.clab.yml"
-RDMA_NODES = ("spine1", "spine2", "leaf1", "leaf2", "h1", "h2", "h3", "h4")
 RXE_COUNTERS = "/sys/class/infiniband/rxe0/ports/1/hw_counters"
 
 

@@ -1,0 +1,1 @@
+"""Lab tests: real network namespaces, vswitches and management planes (marker ``lab``)."""
