@@ -44,14 +44,13 @@ SuspectKind = Literal["link", "port", "switch", "host-nic"]
 LOSS_FLOOR = 0.01
 LOSS_MIN_PACKETS = 2
 # Latency: a path is slow when its median one-way latency exceeds the fastest path of the
-# same hop count by this much (absolute, and relative to that baseline).
-# 5 ms: a lab sender's Python scheduling jitter on a loaded 2-core machine reached 2 ms.
+# same hop count by this much (absolute, and relative to that baseline). The floor stays
+# well above a lab sender's Python scheduling jitter on a loaded machine.
 LATENCY_FLOOR_MS = 5.0
 LATENCY_RELATIVE = 0.5
 # A storm: pause frames arriving all through the run, on average this many per second, or
 # fewer with the PFC watchdog declaring a storm. A storming NIC refreshes XOFF before its
-# quanta run out (hundreds per second at 100G, a hundred per second from the lab's storm
-# tool); PFC that works sends a few per congestion episode (the lab under `--load`: 1-3/s),
+# quanta run out, many times a second; PFC that works sends a few per congestion episode,
 # and one lost XON trips the watchdog with no more pause frames than that.
 STORM_PFC_PER_S = 50.0
 STORM_WITH_WATCHDOG_PER_S = 10.0

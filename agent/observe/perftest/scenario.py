@@ -619,8 +619,8 @@ def _distances(edges: dict[str, list[tuple[str, str, str]]], start: str) -> dict
 
 def _loss_signs(nics: Iterable[NicDelta], host: str) -> list[str]:
     """The NIC counters of ``host`` that say packets were lost. A retransmission alone
-    (rxe's completer_retry_err) is not one: measured on a clean lab run, it rises by one or
-    two per QP when perftest tears its QPs down; it is shown next to real signs."""
+    (rxe's completer_retry_err) is not one: it rises on a clean run too, when perftest tears
+    its QPs down; it is shown next to real signs."""
     signs = []
     for nic in nics:
         if nic.host != host:
