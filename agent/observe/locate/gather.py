@@ -84,11 +84,11 @@ def run_locate(
     incasts = load_plan(run.topology, run.discovered) if load else []
     run.probe(incasts)
     with run.phases("read after"):
-        after = run.read_switches()
+        run.after = run.read_switches()
     results = run.path_results() + run.load_results(incasts)
-    symptoms, differences, notes = run.compare(after)
+    symptoms, differences, notes = run.compare()
     with run.phases("join"):
-        verdict = run.join(results, symptoms, differences, after)
+        verdict = run.join(results, symptoms, differences)
     verdict.notes = notes + run.untraced() + verdict.notes
     return LocateRun(
         verdict, results, time.monotonic() - started, run.phases.durations, symptoms, run.transport
@@ -121,6 +121,7 @@ class _Locating:
         self.transport = ROCE
         self.discovered: dict[tuple[str, str], list[Path]] = {}
         self.before: dict[str, DeviceData] = {}
+        self.after: dict[str, DeviceData] = {}
         self.mesh: list[MeshResult] = []
         self.hops: dict[PathKey, tuple[HopCount | None, ...]] = {}
         self.loads: list[dict[str, Any]] = []
@@ -227,9 +228,7 @@ class _Locating:
                     )  # fmt: skip
         return results
 
-    def compare(
-        self, after: dict[str, DeviceData]
-    ) -> tuple[list[PortSymptoms], list[Difference], list[str]]:
+    def compare(self) -> tuple[list[PortSymptoms], list[Difference], list[str]]:
         """Per switch read twice: what moved on its ports, and how its configuration differs
         from the plan; a note for each switch that could not be read."""
         symptoms: list[PortSymptoms] = []
@@ -237,7 +236,7 @@ class _Locating:
         notes = []
         profile = self.intent.profile
         for device in self.switches:
-            first, last = self.before[device.name], after[device.name]
+            first, last = self.before[device.name], self.after[device.name]
             if last.error or last.counters is None:
                 notes.append(f"{device.name} not read: {last.error or first.error}")
                 continue
@@ -267,13 +266,12 @@ class _Locating:
         results: list[PathResult],
         symptoms: list[PortSymptoms],
         differences: list[Difference],
-        after: dict[str, DeviceData],
     ) -> Verdict:
         # Rates (pause frames per second) over the time the counters span, not the mesh's.
         spans = [
             last.collected_at - first.collected_at
             for first, last in (
-                (self.before[d.name].counters, after[d.name].counters) for d in self.switches
+                (self.before[d.name].counters, self.after[d.name].counters) for d in self.switches
             )
             if first is not None and last is not None
         ]
@@ -293,7 +291,7 @@ def _hop_probes(hops: Sequence[HopCount | None]) -> tuple[HopProbe | None, ...]:
 
 def load_plan(
     topology: Topology, discovered: dict[tuple[str, str], list[Path]], max_senders: int = 4
-) -> list[tuple[str, list[str], list[int]]]:
+) -> list[Incast]:
     """One incast per leaf: onto its first host, from up to ``max_senders`` hosts of the
     other leaves, each on a different path where the traces found several (its source port
     chosen so), so the load crosses every uplink and spine into that leaf."""
