@@ -9,10 +9,10 @@ recorded with the reason, and the checks skip it.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
+from agent.device.fanout import DEFAULT_PARALLELISM, results_or_raise, run_each
 from agent.device.platforms import platform_for
-from agent.device.push import DEFAULT_PARALLELISM, Pusher, Unreachable, close_quietly, connect
+from agent.device.push import Pusher, Unreachable, close_quietly, connect
 from agent.intent.model import Device
 from agent.observe.checks.base import Collected, DeviceData
 
@@ -58,9 +58,13 @@ def collect(
     """State (and counters) of ``devices``; hosts are listed without state (no NIC read)."""
     collected = Collected(pusher.intent, pusher.plan)
     switches = [d for d in devices if d.role != "host"]
-    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(switches) or 1))) as pool:
-        for data in pool.map(lambda d: collect_device(pusher, d, counters, window_s), switches):
-            collected.devices[data.device.name] = data
+    read = run_each(
+        {d.name: d for d in switches},
+        lambda d: collect_device(pusher, d, counters, window_s),
+        parallelism,
+    )
+    for data in results_or_raise(read).values():
+        collected.devices[data.device.name] = data
     for device in pusher.intent.devices:
         if device.role == "host":
             device_plan = pusher.plan.device(device.name)

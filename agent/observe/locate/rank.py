@@ -44,14 +44,13 @@ SuspectKind = Literal["link", "port", "switch", "host-nic"]
 LOSS_FLOOR = 0.01
 LOSS_MIN_PACKETS = 2
 # Latency: a path is slow when its median one-way latency exceeds the fastest path of the
-# same hop count by this much (absolute, and relative to that baseline).
-# 5 ms: a lab sender's Python scheduling jitter on a loaded 2-core machine reached 2 ms.
+# same hop count by this much (absolute, and relative to that baseline). The floor stays
+# well above a lab sender's Python scheduling jitter on a loaded machine.
 LATENCY_FLOOR_MS = 5.0
 LATENCY_RELATIVE = 0.5
 # A storm: pause frames arriving all through the run, on average this many per second, or
 # fewer with the PFC watchdog declaring a storm. A storming NIC refreshes XOFF before its
-# quanta run out (hundreds per second at 100G, a hundred per second from the lab's storm
-# tool); PFC that works sends a few per congestion episode (the lab under `--load`: 1-3/s),
+# quanta run out, many times a second; PFC that works sends a few per congestion episode,
 # and one lost XON trips the watchdog with no more pause frames than that.
 STORM_PFC_PER_S = 50.0
 STORM_WITH_WATCHDOG_PER_S = 10.0
@@ -212,26 +211,7 @@ def port_symptoms(
         old = before.interfaces.get(name) if before is not None else None
         health = links_after.get(name, LinkHealth())
         was = links_before.get(name, LinkHealth())
-        drops = lossy = headroom = lossless_tx = lossy_tx = pfc_rx = pfc_tx = storms = 0
-        if new is not None:
-            lossy = sum(_queue_drops(new, old, p) for p in new.queues if p not in lossless)
-            for p, queue in new.queues.items():
-                was_queue = old.queues.get(p) if old is not None else None
-                sent = delta(queue.tx_packets, was_queue.tx_packets if was_queue else 0)
-                if p in lossless:
-                    lossless_tx += sent
-                elif p not in control:
-                    lossy_tx += sent
-            for p in lossless:
-                drops += _queue_drops(new, old, p)
-                headroom += delta(new.headroom_drops[p], old.headroom_drops[p] if old else 0)
-                drops += delta(new.headroom_drops[p], old.headroom_drops[p] if old else 0)
-                pfc_rx += delta(new.pfc_rx[p], old.pfc_rx[p] if old else 0)
-                pfc_tx += delta(new.pfc_tx[p], old.pfc_tx[p] if old else 0)
-                dog = new.watchdog.get(p)
-                old_dog = old.watchdog.get(p) if old is not None else None
-                if dog is not None:
-                    storms += delta(dog.storms_detected, old_dog.storms_detected if old_dog else 0)
+        moved = _queue_deltas(new, old, lossless, control) if new is not None else _QueueDeltas()
         found.append(
             PortSymptoms(
                 device=after.device,
@@ -239,17 +219,61 @@ def port_symptoms(
                 up=health.up,
                 fcs_errors=delta(health.fcs_errors, was.fcs_errors),
                 in_errors=delta(health.in_errors, was.in_errors),
-                lossless_drops=drops,
-                lossy_drops=lossy,
-                headroom_drops=headroom,
-                lossless_tx=lossless_tx,
-                lossy_tx=lossy_tx,
-                pfc_rx=pfc_rx,
-                pfc_tx=pfc_tx,
-                storms=storms,
+                lossless_drops=moved.drops,
+                lossy_drops=moved.lossy,
+                headroom_drops=moved.headroom,
+                lossless_tx=moved.lossless_tx,
+                lossy_tx=moved.lossy_tx,
+                pfc_rx=moved.pfc_rx,
+                pfc_tx=moved.pfc_tx,
+                storms=moved.storms,
             )
         )
     return found
+
+
+@dataclass
+class _QueueDeltas:
+    """What moved in one port's queues, PFC and watchdog counters (PortSymptoms' fields)."""
+
+    drops: int = 0
+    lossy: int = 0
+    headroom: int = 0
+    lossless_tx: int = 0
+    lossy_tx: int = 0
+    pfc_rx: int = 0
+    pfc_tx: int = 0
+    storms: int = 0
+
+
+def _queue_deltas(
+    new: InterfaceCounters, old: InterfaceCounters | None, lossless: list[int], control: set[int]
+) -> _QueueDeltas:
+    moved = _QueueDeltas()
+    moved.lossy = sum(_queue_drops(new, old, p) for p in new.queues if p not in lossless)
+    for p, queue in new.queues.items():
+        was_queue = old.queues.get(p) if old is not None else None
+        sent = delta(queue.tx_packets, was_queue.tx_packets if was_queue else 0)
+        if p in lossless:
+            moved.lossless_tx += sent
+        elif p not in control:
+            moved.lossy_tx += sent
+    for p in lossless:
+        headroom = delta(new.headroom_drops[p], old.headroom_drops[p] if old else 0)
+        moved.drops += _queue_drops(new, old, p) + headroom
+        moved.headroom += headroom
+        moved.pfc_rx += delta(new.pfc_rx[p], old.pfc_rx[p] if old else 0)
+        moved.pfc_tx += delta(new.pfc_tx[p], old.pfc_tx[p] if old else 0)
+        moved.storms += _storms(new, old, p)
+    return moved
+
+
+def _storms(new: InterfaceCounters, old: InterfaceCounters | None, priority: int) -> int:
+    dog = new.watchdog.get(priority)
+    if dog is None:
+        return 0
+    old_dog = old.watchdog.get(priority) if old is not None else None
+    return delta(dog.storms_detected, old_dog.storms_detected if old_dog else 0)
 
 
 def delta(new: int, old: int) -> int:
@@ -354,13 +378,7 @@ def locate(
     """Rank the suspects; ``Verdict.suspects`` is empty when nothing is wrong. ``loaded``:
     the links of the flows that loaded the fabric (``locate --load``), which carry most of
     the traffic a misclassifying port sends into a lossy queue."""
-    for path in paths:
-        unknown = [name for name in path.links if name not in topology.links]
-        if unknown:
-            raise LocateError(
-                f"path {path.label}: link {unknown[0]!r}: Expected: a link of the fabric. "
-                "Actual: not in the fabric file"
-            )
+    _check_links(topology, paths)
     measured = [p for p in paths if p.sent > 0]
     notes = [f"{p.label}: nothing sent, not used" for p in paths if p.sent == 0]
     suspects = _from_counters(topology, ports, duration_s) + _from_config(topology, differences)
@@ -370,28 +388,51 @@ def locate(
         _resolve_ingress(topology, s, [p.links for p in bad.values()], loaded) for s in suspects
     ]
     for suspect in suspects:
-        suspect.paths = sum(1 for p in bad.values() if suspect.explains & set(p.links))
-    explained: set[str] = set()
-    for symptom in symptoms:
-        # A counter explains the symptoms it causes: drops explain loss, not a slow path.
-        covered = {
-            label
-            for label, path in bad.items()
-            if symptom.bad(path)
-            for suspect in suspects
-            if symptom.name in suspect.symptoms and suspect.explains & set(path.links)
-        }
-        found = _tomography(topology, measured, symptom, covered)
-        if symptom.name == "loss":
-            found = [_lossy_class(topology, s, bad.values(), ports) for s in found]
-        suspects += found
-        explained |= covered | {
-            label for label, path in bad.items() for s in found if s.explains & set(path.links)
-        }
+        suspect.paths = len(_explained_by([suspect], bad.values()))
+    suspects, explained = _from_paths(topology, measured, ports, symptoms, bad, suspects)
     suspects = _slow_links(suspects)
     suspects.sort(key=lambda s: (-s.confidence, -s.paths, s.element))
     unexplained = sorted(label for label in bad if label not in explained)
     return Verdict(suspects, len(measured), len(bad), unexplained, notes)
+
+
+def _from_paths(
+    topology: Topology,
+    measured: Sequence[PathResult],
+    ports: Sequence[PortSymptoms],
+    symptoms: Sequence[_Symptom],
+    bad: dict[str, PathResult],
+    known: Sequence[Suspect],
+) -> tuple[list[Suspect], set[str]]:
+    """``known`` and, symptom by symptom, the links tomography finds behind the bad paths
+    no suspect so far explains; the labels of the bad paths explained."""
+    suspects = list(known)
+    explained: set[str] = set()
+    for symptom in symptoms:
+        # A counter explains the symptoms it causes: drops explain loss, not a slow path.
+        causes = [s for s in suspects if symptom.name in s.symptoms]
+        covered = _explained_by(causes, (p for p in bad.values() if symptom.bad(p)))
+        found = _tomography(topology, measured, symptom, covered)
+        if symptom.name == "loss":
+            found = [_lossy_class(topology, s, bad.values(), ports) for s in found]
+        suspects += found
+        explained |= covered | _explained_by(found, bad.values())
+    return suspects, explained
+
+
+def _check_links(topology: Topology, paths: Iterable[PathResult]) -> None:
+    for path in paths:
+        unknown = [name for name in path.links if name not in topology.links]
+        if unknown:
+            raise LocateError(
+                f"path {path.label}: link {unknown[0]!r}: Expected: a link of the fabric. "
+                "Actual: not in the fabric file"
+            )
+
+
+def _explained_by(suspects: Sequence[Suspect], paths: Iterable[PathResult]) -> set[str]:
+    """The labels of ``paths`` that cross a link one of ``suspects`` explains."""
+    return {p.label for p in paths if any(s.explains & set(p.links) for s in suspects)}
 
 
 def _symptoms(paths: Sequence[PathResult]) -> list[_Symptom]:
@@ -439,62 +480,101 @@ def _tomography(
     paths = [p for p in paths if p.label not in explained]
     found: list[Suspect] = []
     while remaining:
-        best: tuple[float, str, float, float, list[PathResult]] | None = None
-        for name in sorted({n for p in remaining.values() for n in p.links}):
-            through = [p for p in paths if name in p.links]
-            elsewhere = [p for p in paths if name not in p.links]
-            rate_in = _rate(through, symptom)
-            rate_out = _rate(elsewhere, symptom)
-            covered = [p for p in remaining.values() if name in p.links]
-            score = len(covered) * (rate_in - rate_out)
-            if best is None or score > best[0]:
-                best = (score, name, rate_in, rate_out, covered)
-        assert best is not None
-        score, name, rate_in, rate_out, covered = best
-        if score <= 0:
+        names = sorted({n for p in remaining.values() for n in p.links})
+        best = max((_Candidate.of(n, paths, remaining, symptom) for n in names), key=_score)
+        if best.score <= 0:
             break
-        twins = _same_paths(topology, paths, name)
-        hop_note = None
-        if twins:
-            name, hop_note, twins = _split_twins(name, twins, covered, symptom)
-        link = topology.links[name]
-        through = [p for p in paths if name in p.links]
-        bad_through = sum(1 for p in through if symptom.bad(p))
-        purity = rate_in / (rate_in + rate_out) if rate_in + rate_out else 0.0
-        coverage = len(covered) / (len(covered) + len(remaining) - len(covered))
-        unit = "" if symptom.name != "latency" else " ms"
-        evidence = [
-            f"{bad_through} of {len(through)} paths through {name} {symptom.describe} "
-            f"({_format_rate(rate_in, symptom)}{unit}); paths elsewhere "
-            f"{_format_rate(rate_out, symptom)}{unit}",
-            "paths: "
-            + ", ".join(p.label for p in covered[:6])
-            + (" …" if len(covered) > 6 else ""),
-        ]
-        if link.tx_host or link.rx_host:
-            host = link.tx[0] if link.tx_host else link.rx[0]
-            evidence.append(
-                f"{host}'s NIC lies on the same paths as this link; no switch counter moved, "
-                "so the probes cannot tell the cable from the NIC"
-            )
-        if hop_note:
-            evidence.append(hop_note)
-        if twins:
-            evidence.append("indistinguishable by these paths from: " + ", ".join(twins))
-        found.append(
-            Suspect(
-                "link",
-                name,
-                confidence=round(purity * coverage * (0.9 if not twins else 0.6), 2),
-                evidence=evidence,
-                explains={name},
-                paths=len(covered),
-                found_by=symptom.name,
-            )
-        )
-        for p in covered:
+        found.append(_link_suspect(topology, paths, symptom, best, len(remaining)))
+        for p in best.covered:
             del remaining[p.label]
     return found
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A directed link as tomography weighs it: the symptom's rate on the paths through it
+    and elsewhere, and the remaining bad paths it would explain."""
+
+    name: str
+    rate_in: float
+    rate_out: float
+    covered: list[PathResult]
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        paths: Sequence[PathResult],
+        remaining: dict[str, PathResult],
+        symptom: _Symptom,
+    ) -> _Candidate:
+        through = [p for p in paths if name in p.links]
+        elsewhere = [p for p in paths if name not in p.links]
+        covered = [p for p in remaining.values() if name in p.links]
+        return cls(name, _rate(through, symptom), _rate(elsewhere, symptom), covered)
+
+    @property
+    def score(self) -> float:
+        return len(self.covered) * (self.rate_in - self.rate_out)
+
+
+def _score(candidate: _Candidate) -> float:
+    return candidate.score
+
+
+def _link_suspect(
+    topology: Topology,
+    paths: Sequence[PathResult],
+    symptom: _Symptom,
+    best: _Candidate,
+    remaining: int,
+) -> Suspect:
+    """The link tomography picked (or, of links on exactly its paths, the one the hop probes
+    show the symptom starting at), with its evidence and confidence."""
+    name, covered = best.name, best.covered
+    twins = _same_paths(topology, paths, name)
+    hop_note = None
+    if twins:
+        name, hop_note, twins = _split_twins(name, twins, covered, symptom)
+    evidence = _link_evidence(topology.links[name], paths, symptom, best)
+    if hop_note:
+        evidence.append(hop_note)
+    if twins:
+        evidence.append("indistinguishable by these paths from: " + ", ".join(twins))
+    rates = best.rate_in + best.rate_out
+    purity = best.rate_in / rates if rates else 0.0
+    coverage = len(covered) / remaining
+    return Suspect(
+        "link",
+        name,
+        confidence=round(purity * coverage * (0.9 if not twins else 0.6), 2),
+        evidence=evidence,
+        explains={name},
+        paths=len(covered),
+        found_by=symptom.name,
+    )
+
+
+def _link_evidence(
+    link: DirectedLink, paths: Sequence[PathResult], symptom: _Symptom, best: _Candidate
+) -> list[str]:
+    through = [p for p in paths if link.name in p.links]
+    bad_through = sum(1 for p in through if symptom.bad(p))
+    unit = "" if symptom.name != "latency" else " ms"
+    covered = best.covered
+    evidence = [
+        f"{bad_through} of {len(through)} paths through {link.name} {symptom.describe} "
+        f"({_format_rate(best.rate_in, symptom)}{unit}); paths elsewhere "
+        f"{_format_rate(best.rate_out, symptom)}{unit}",
+        "paths: " + ", ".join(p.label for p in covered[:6]) + (" …" if len(covered) > 6 else ""),
+    ]
+    if link.tx_host or link.rx_host:
+        host = link.tx[0] if link.tx_host else link.rx[0]
+        evidence.append(
+            f"{host}'s NIC lies on the same paths as this link; no switch counter moved, "
+            "so the probes cannot tell the cable from the NIC"
+        )
+    return evidence
 
 
 def _slow_links(suspects: list[Suspect]) -> list[Suspect]:
@@ -667,10 +747,46 @@ def _same_paths(topology: Topology, paths: Sequence[PathResult], name: str) -> l
 def _from_counters(
     topology: Topology, ports: Sequence[PortSymptoms], duration_s: float
 ) -> list[Suspect]:
-    suspects: dict[tuple[SuspectKind, str], Suspect] = {}
-    by_end = {(p.device, p.port): p for p in ports}
+    suspects = _CounterSuspects({(p.device, p.port): p for p in ports})
+    for port in ports:
+        arriving = topology.into(port.device, port.port)
+        seen = _PortSeen(port, arriving, topology.out_of(port.device, port.port))
+        suspects.down(seen)
+        suspects.errors(seen)
+        suspects.storm(seen, duration_s)
+        if port.headroom_drops and port.pfc_tx and seen.arriving is not None:
+            suspects.pause_ignored(seen, seen.arriving)
+        elif port.lossless_drops:
+            suspects.lossless_drops(seen)
+    return list(suspects.found.values())
+
+
+@dataclass(frozen=True)
+class _PortSeen:
+    """A switch port whose counters moved, and the links that arrive at it and leave it."""
+
+    port: PortSymptoms
+    arriving: DirectedLink | None
+    leaving: DirectedLink | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.port.device}:{self.port.port}"
+
+    @property
+    def both(self) -> set[str]:
+        return {x.name for x in (self.arriving, self.leaving) if x is not None}
+
+
+class _CounterSuspects:
+    """The suspects switch counters name, one per (kind, element), each with every reason."""
+
+    def __init__(self, by_end: dict[tuple[str, str], PortSymptoms]) -> None:
+        self.by_end = by_end
+        self.found: dict[tuple[SuspectKind, str], Suspect] = {}
 
     def add(
+        self,
         kind: SuspectKind,
         element: str,
         confidence: float,
@@ -678,94 +794,90 @@ def _from_counters(
         links: set[str],
         symptoms: frozenset[str] = LOSS,
     ) -> Suspect:
-        suspect = suspects.setdefault((kind, element), Suspect(kind, element, confidence, []))
+        suspect = self.found.setdefault((kind, element), Suspect(kind, element, confidence, []))
         suspect.confidence = max(suspect.confidence, confidence)
         suspect.evidence.append(why)
         suspect.explains |= links
         suspect.symptoms = symptoms
         return suspect
 
-    for port in ports:
-        where = f"{port.device}:{port.port}"
-        arriving = topology.into(port.device, port.port)
-        leaving = topology.out_of(port.device, port.port)
-        both = {x.name for x in (arriving, leaving) if x is not None}
-        if port.up is False and arriving is not None:
-            add("link", arriving.cable, 0.95, f"{where} is down", both, ALL_SYMPTOMS)
-        errors = max(port.fcs_errors, port.in_errors)
-        if errors and arriving is not None:
-            add(
+    def down(self, seen: _PortSeen) -> None:
+        if seen.port.up is False and seen.arriving is not None:
+            self.add(
+                "link", seen.arriving.cable, 0.95, f"{seen.where} is down", seen.both, ALL_SYMPTOMS
+            )
+
+    def errors(self, seen: _PortSeen) -> None:
+        port, arriving = seen.port, seen.arriving
+        if max(port.fcs_errors, port.in_errors) and arriving is not None:
+            self.add(
                 "link",
                 arriving.name,
                 0.9,
-                f"{where} received {port.fcs_errors} frames with FCS errors "
+                f"{seen.where} received {port.fcs_errors} frames with FCS errors "
                 f"({port.in_errors} input errors) during the run",
                 {arriving.name},
             )
-        # A storm is pause sent without end: a high rate for the whole run. A watchdog event
-        # alone is not one (a lost XON holds a port paused until its quanta run out).
+
+    def storm(self, seen: _PortSeen, duration_s: float) -> None:
+        """A storm is pause sent without end: a high rate for the whole run. A watchdog event
+        alone is not one (a lost XON holds a port paused until its quanta run out)."""
+        port, arriving, leaving = seen.port, seen.arriving, seen.leaving
         rate = port.pfc_rx / duration_s if duration_s > 0 else 0.0
         storming = rate >= STORM_PFC_PER_S or (
             port.storms > 0 and rate >= STORM_WITH_WATCHDOG_PER_S
         )
-        if storming and arriving is not None:
-            peer = arriving.tx[0]
+        if not storming or arriving is None:
+            return
+        peer = arriving.tx[0]
+        why = (
+            f"{seen.where} received {port.pfc_rx} pause frames from {peer} "
+            f"({port.pfc_rx / duration_s:.0f}/s); the PFC watchdog detected "
+            f"{port.storms} storm(s)"
+        )
+        kind: SuspectKind = "host-nic" if arriving.tx_host else "port"
+        element = peer if arriving.tx_host else f"{arriving.tx[0]}:{arriving.tx[1]}"
+        # A paused port delays what it still carries: latency too.
+        self.add(kind, element, 0.9, why, {leaving.name} if leaving else set(), ALL_SYMPTOMS)
+
+    def pause_ignored(self, seen: _PortSeen, arriving: DirectedLink) -> None:
+        """This ingress asked its neighbour to pause and still overflowed: the neighbour kept
+        sending -- either it ignores pause, or it sent the traffic from a queue that pause
+        does not stop (it classified RoCE into a lossy class)."""
+        port = seen.port
+        peer, peer_port = arriving.tx
+        sender = self.by_end.get(arriving.tx)
+        asked = f"{seen.where} sent {port.pfc_tx} pause frames to {peer} and still dropped "
+        if sender is not None and sender.lossy_tx > sender.lossless_tx:
             why = (
-                f"{where} received {port.pfc_rx} pause frames from {peer} "
-                f"({port.pfc_rx / duration_s:.0f}/s); the PFC watchdog detected "
-                f"{port.storms} storm(s)"
+                f"{asked}{port.headroom_drops} lossless frames; {peer}:{peer_port} sent "
+                f"{sender.lossy_tx} frames from lossy queues and {sender.lossless_tx} from "
+                f"the lossless one: {peer} classifies RoCE into a lossy class"
             )
-            kind: SuspectKind = "host-nic" if arriving.tx_host else "port"
-            element = peer if arriving.tx_host else f"{arriving.tx[0]}:{arriving.tx[1]}"
-            # A paused port delays what it still carries: latency too.
-            add(kind, element, 0.9, why, {leaving.name} if leaving else set(), ALL_SYMPTOMS)
-        if port.headroom_drops and port.pfc_tx and arriving is not None:
-            # This ingress asked its neighbour to pause and still overflowed: the neighbour
-            # kept sending -- either it ignores pause, or it sent the traffic from a queue that
-            # pause does not stop (it classified RoCE into a lossy class).
-            peer = arriving.tx[0]
-            sender = by_end.get(arriving.tx)
-            if sender is not None and sender.lossy_tx > sender.lossless_tx:
-                why = (
-                    f"{where} sent {port.pfc_tx} pause frames to {peer} and still dropped "
-                    f"{port.headroom_drops} lossless frames; {peer}:{arriving.tx[1]} sent "
-                    f"{sender.lossy_tx} frames from lossy queues and {sender.lossless_tx} from "
-                    f"the lossless one: {peer} classifies RoCE into a lossy class"
-                )
-                add(
-                    "port", f"{peer}:{arriving.tx[1]}", 0.8, why, {arriving.name}
-                ).ingress_of = arriving.tx
-                continue
-            why = (
-                f"{where} sent {port.pfc_tx} pause frames to {peer} and still dropped "
-                f"{port.headroom_drops} lossless frames: {peer} does not honour pause"
-            )
-            over = frozenset(x.name for x in (arriving, leaving) if x is not None)
-            if arriving.tx_host:
-                add("host-nic", peer, 0.8, why, {arriving.name}).pause_over = over
-            else:
-                element = f"{arriving.tx[0]}:{arriving.tx[1]}"
-                add("port", element, 0.8, why, {arriving.name}).pause_over = over
-        elif port.lossless_drops:
-            # Queue drops lose frames leaving by this port, headroom drops frames arriving.
-            lost_on = set()
-            queue_drops = port.lossless_drops > port.headroom_drops
-            if queue_drops and leaving is not None:
-                lost_on.add(leaving.name)
-            if port.headroom_drops and arriving is not None:
-                lost_on.add(arriving.name)
-            dropped = add(
-                "port",
-                where,
-                0.5,
-                f"{where} dropped {port.lossless_drops} frames of a lossless class",
-                lost_on,
-            )
-            if queue_drops and arriving is not None:
-                # The pause that stops this egress arrives over the link from the peer: a
-                # lost XON holds the queue paused until it overflows or the watchdog drops.
-                dropped.pause_over = frozenset({arriving.name})
-    return list(suspects.values())
+            suspect = self.add("port", f"{peer}:{peer_port}", 0.8, why, {arriving.name})
+            suspect.ingress_of = arriving.tx
+            return
+        why = f"{asked}{port.headroom_drops} lossless frames: {peer} does not honour pause"
+        kind: SuspectKind = "host-nic" if arriving.tx_host else "port"
+        element = peer if arriving.tx_host else f"{peer}:{peer_port}"
+        suspect = self.add(kind, element, 0.8, why, {arriving.name})
+        suspect.pause_over = frozenset(seen.both)
+
+    def lossless_drops(self, seen: _PortSeen) -> None:
+        """Queue drops lose frames leaving by this port, headroom drops frames arriving."""
+        port, arriving, leaving = seen.port, seen.arriving, seen.leaving
+        lost_on = set()
+        queue_drops = port.lossless_drops > port.headroom_drops
+        if queue_drops and leaving is not None:
+            lost_on.add(leaving.name)
+        if port.headroom_drops and arriving is not None:
+            lost_on.add(arriving.name)
+        why = f"{seen.where} dropped {port.lossless_drops} frames of a lossless class"
+        dropped = self.add("port", seen.where, 0.5, why, lost_on)
+        if queue_drops and arriving is not None:
+            # The pause that stops this egress arrives over the link from the peer: a lost
+            # XON holds the queue paused until it overflows or the watchdog drops.
+            dropped.pause_over = frozenset({arriving.name})
 
 
 def _from_config(topology: Topology, differences: Sequence[Difference]) -> list[Suspect]:

@@ -41,10 +41,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from agent.errors import AgentError, printable
 
@@ -422,105 +422,170 @@ def parse_stdout(stdout: str, stderr: str = "", *, where: str = "stdout") -> Per
     out_errors, out_warnings = _scan_messages(stdout, where)
     _raise_perftest_errors(errors + out_errors)
     warnings += out_warnings
-
-    title: tuple[str, bool] | None = None
-    fields: dict[str, tuple[str, int]] = {}
-    unit: Unit | None = None
-    scope: Scope = "total"
-    gids: dict[str, str | None] = {}
-    pending_side: str | None = None
-    raw_rows: list[tuple[Scope, int, tuple[int, int, Decimal, Decimal, Decimal]]] = []
+    report = _StdoutReport(where)
     for number, raw in enumerate(_lines(stdout, where), 1):
-        line = raw.strip()
-        at = f"{where} line {number}"
-        if not line:
-            continue
-        if title is None and line.endswith("Test") and (" BW " in line or "Latency" in line):
-            title = _parse_title(line.replace(" ", "_"), at)
-            continue
-        if (address := _ADDRESS_RE.match(line)) is not None:
-            pending_side = address["side"]
-            continue
-        if (gid := _GID_LINE_RE.fullmatch(line)) is not None:
-            if pending_side is not None and pending_side not in gids:
-                gids[pending_side] = _gid_text(gid["bytes"])
-            pending_side = None
-            continue
-        if line.startswith("#bytes"):
-            columns = _COLUMNS_RE.fullmatch(line)
-            if columns is None:
-                raise PerftestOutputError(
-                    at,
-                    "result columns",
-                    "'#bytes #iterations BW peak[..] BW average[..] MsgRate[Mpps]'",
-                    _show(line),
-                )
-            found_unit = _unit_of(columns["unit"])
-            if unit is not None and found_unit != unit:
-                raise PerftestOutputError(at, "result unit", unit, found_unit)
-            unit = found_unit
-            continue
-        if line in ("Local results:", "Remote results:"):
-            scope = "local" if line.startswith("Local") else "remote"
-            continue
-        if line[0].isdigit():
-            if title is None:
-                raise PerftestOutputError(
-                    at,
-                    "test header",
-                    "perftest's header before any result (full verbosity: --output=bandwidth "
-                    "prints a bare figure)",
-                    _show(line),
-                )
-            if unit is None:
-                raise PerftestOutputError(
-                    at, "result row", "the '#bytes #iterations ...' column line first",
-                    _show(line),
-                )  # fmt: skip
-            row = _ROW_RE.fullmatch(line)
-            if row is None:
-                raise PerftestOutputError(
-                    at,
-                    "result row",
-                    "#bytes #iterations peak average msgrate (numbers)",
-                    _show(line),
-                )
-            values = (
-                int(row["size"]),
-                int(row["iters"]),
-                _decimal(row["peak"], at, "BW peak"),
-                _decimal(row["avg"], at, "BW average"),
-                _decimal(row["rate"], at, "MsgRate"),
-            )
-            raw_rows.append((scope, number, values))
-            continue
-        if title is not None and ":" in line and unit is None:
-            for key, value in _header_fields(raw):
-                if key in _HEADER_FIELDS and _HEADER_FIELDS[key] not in fields:
-                    fields[_HEADER_FIELDS[key]] = (value, number)
+        text = raw.strip()
+        if text:
+            report.read(_Line(number, raw, text, f"{where} line {number}"))
+    return report.run(stdout, warnings)
 
-    if title is None:
-        raise PerftestOutputError(
-            where,
-            "test header",
-            "perftest's header ('... BW Test', printed at full verbosity)",
-            "none" if not stdout.strip() else f"no header in {stdout.count(chr(10)) + 1} lines",
+
+class _Line(NamedTuple):
+    number: int
+    raw: str  # as printed: two header fields on one line are told apart by their tabs
+    text: str  # stripped
+    at: str  # where, for errors: "stdout line 12"
+
+
+RowValues = tuple[int, int, Decimal, Decimal, Decimal]  # size, iterations, peak, average, rate
+
+
+class _StdoutReport:
+    """What perftest's stdout says, gathered line by line: each reader takes the lines it
+    knows (in this order) and leaves the others to the next."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.title: tuple[str, bool] | None = None
+        self.fields: dict[str, tuple[str, int]] = {}
+        self.unit: Unit | None = None
+        self.scope: Scope = "total"
+        self.gids: dict[str, str | None] = {}
+        self.pending_side: str | None = None  # the QP address line whose GID comes next
+        self.rows: list[tuple[Scope, int, RowValues]] = []
+        self.readers: tuple[Callable[[_Line], bool], ...] = (
+            self._title,
+            self._address,
+            self._gid,
+            self._columns,
+            self._scope,
+            self._row,
+            self._header,
         )
-    if unit is None:
-        raise PerftestOutputError(
-            where, "result line", "the '#bytes #iterations ...' column line", "none (run cut short)"
+
+    def read(self, line: _Line) -> None:
+        for reader in self.readers:
+            if reader(line):
+                return
+
+    def _title(self, line: _Line) -> bool:
+        text = line.text
+        if self.title is not None or not text.endswith("Test"):
+            return False
+        if " BW " not in text and "Latency" not in text:
+            return False
+        self.title = _parse_title(text.replace(" ", "_"), line.at)
+        return True
+
+    def _address(self, line: _Line) -> bool:
+        address = _ADDRESS_RE.match(line.text)
+        if address is None:
+            return False
+        self.pending_side = address["side"]
+        return True
+
+    def _gid(self, line: _Line) -> bool:
+        gid = _GID_LINE_RE.fullmatch(line.text)
+        if gid is None:
+            return False
+        if self.pending_side is not None and self.pending_side not in self.gids:
+            self.gids[self.pending_side] = _gid_text(gid["bytes"])
+        self.pending_side = None
+        return True
+
+    def _columns(self, line: _Line) -> bool:
+        if not line.text.startswith("#bytes"):
+            return False
+        columns = _COLUMNS_RE.fullmatch(line.text)
+        if columns is None:
+            raise PerftestOutputError(
+                line.at,
+                "result columns",
+                "'#bytes #iterations BW peak[..] BW average[..] MsgRate[Mpps]'",
+                _show(line.text),
+            )
+        found_unit = _unit_of(columns["unit"])
+        if self.unit is not None and found_unit != self.unit:
+            raise PerftestOutputError(line.at, "result unit", self.unit, found_unit)
+        self.unit = found_unit
+        return True
+
+    def _scope(self, line: _Line) -> bool:
+        if line.text not in ("Local results:", "Remote results:"):
+            return False
+        self.scope = "local" if line.text.startswith("Local") else "remote"
+        return True
+
+    def _row(self, line: _Line) -> bool:
+        if not line.text[0].isdigit():
+            return False
+        if self.title is None:
+            raise PerftestOutputError(
+                line.at,
+                "test header",
+                "perftest's header before any result (full verbosity: --output=bandwidth "
+                "prints a bare figure)",
+                _show(line.text),
+            )
+        if self.unit is None:
+            raise PerftestOutputError(
+                line.at, "result row", "the '#bytes #iterations ...' column line first",
+                _show(line.text),
+            )  # fmt: skip
+        self.rows.append((self.scope, line.number, _row_values(line.text, line.at)))
+        return True
+
+    def _header(self, line: _Line) -> bool:
+        if self.title is None or ":" not in line.text or self.unit is not None:
+            return False
+        for key, value in _header_fields(line.raw):
+            if key in _HEADER_FIELDS and _HEADER_FIELDS[key] not in self.fields:
+                self.fields[_HEADER_FIELDS[key]] = (value, line.number)
+        return True
+
+    def run(self, stdout: str, warnings: list[str]) -> PerftestRun:
+        """The run, once the header, the column line and a row were all found."""
+        where = self.where
+        if self.title is None:
+            raise PerftestOutputError(
+                where,
+                "test header",
+                "perftest's header ('... BW Test', printed at full verbosity)",
+                "none" if not stdout.strip() else f"no header in {stdout.count(chr(10)) + 1} lines",
+            )
+        if self.unit is None:
+            raise PerftestOutputError(
+                where, "result line", "the '#bytes #iterations ...' column line",
+                "none (run cut short)",
+            )  # fmt: skip
+        if not self.rows:
+            raise PerftestOutputError(
+                where, "result row", "at least one row", "none (run cut short)"
+            )
+        info = _stdout_info(self.title, self.fields, where)
+        results = tuple(
+            _row(info, self.unit, scope, "stdout", number, values)
+            for scope, number, values in self.rows
         )
-    if not raw_rows:
-        raise PerftestOutputError(where, "result row", "at least one row", "none (run cut short)")
-    info = _stdout_info(title, fields, where)
-    results = tuple(
-        _row(info, unit, row_scope, "stdout", number, values)
-        for row_scope, number, values in raw_rows
+        return _run(
+            info, self.unit, "stdout", results, tuple(warnings[:MAX_REPORTED_LINES]),
+            local_gid=self.gids.get("local"), remote_gid=self.gids.get("remote"),
+        )  # fmt: skip
+
+
+def _row_values(text: str, at: str) -> RowValues:
+    row = _ROW_RE.fullmatch(text)
+    if row is None:
+        raise PerftestOutputError(
+            at, "result row", "#bytes #iterations peak average msgrate (numbers)", _show(text)
+        )
+    return (
+        int(row["size"]),
+        int(row["iters"]),
+        _decimal(row["peak"], at, "BW peak"),
+        _decimal(row["avg"], at, "BW average"),
+        _decimal(row["rate"], at, "MsgRate"),
     )
-    return _run(
-        info, unit, "stdout", results, tuple(warnings[:MAX_REPORTED_LINES]),
-        local_gid=gids.get("local"), remote_gid=gids.get("remote"),
-    )  # fmt: skip
 
 
 def _stdout_info(title: tuple[str, bool], fields: dict[str, tuple[str, int]], where: str) -> _Info:

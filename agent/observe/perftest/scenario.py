@@ -25,13 +25,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from agent.device.fanout import results_or_raise, run_each
 from agent.device.push import Pusher
 from agent.errors import AgentError, printable
 from agent.intent.model import Device, FabricIntent, PerftestPolicy, Port
+from agent.observe.checks.base import DeviceData
 from agent.observe.hostnic import NicCounters, PortPause
 from agent.observe.locate.gather import read_switches as read_fabric_switches
 from agent.observe.locate.rank import PortSymptoms, Topology, port_symptoms
@@ -50,6 +51,7 @@ from agent.observe.perftest.verdict import (
     nic_delta,
 )
 from agent.observe.probes.runner import NetnsRunner, ProbeError, ProbeHandle, Runner, SshRunner
+from common.phases import Phases
 
 Scenario = Literal["pairwise", "incast", "bidirectional"]
 RESULT_GRACE_S = 90.0  # beyond -D: connect, drain, report exchange, an SSH session
@@ -232,6 +234,10 @@ def _spec(
     return {**spec, "netdev": end.port.name, "ipv4": end.ip}
 
 
+Job = tuple[RdmaEnd, dict[str, Any], SideResult]  # where a side runs, its spec, its result
+Side = TypeVar("Side")
+
+
 def run_round(
     intent: FabricIntent,
     policy: PerftestPolicy,
@@ -247,7 +253,7 @@ def run_round(
                    SideResult(s.host, "server"))
         for c, s in pairs
     ]  # fmt: skip
-    jobs: list[tuple[RdmaEnd, dict[str, Any], SideResult]] = []
+    jobs: list[Job] = []
     for index, ((client, server), result) in enumerate(zip(pairs, results, strict=True)):
         spec = _spec(intent, policy, server, client, index, bidirectional)
         jobs.append((server, {**spec, "side": "server"}, result.server_side))
@@ -256,23 +262,7 @@ def run_round(
         jobs.append((client, client_spec, result.client_side))
     duration = int(jobs[0][1]["duration_s"])
 
-    def start(job: tuple[RdmaEnd, dict[str, Any], SideResult]) -> ProbeHandle:
-        end, spec, _ = job
-        handle = end.runner.start("perftest", spec)
-        # a server: listening; a client: its counters read, waiting for GO
-        handle.wait_ready(timeout=READY_TIMEOUT_S)
-        return handle
-
-    handles: list[tuple[ProbeHandle, SideResult]] = []
-    problems: list[str] = []
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        futures = [(pool.submit(start, job), job[2]) for job in jobs]
-        for future, side in futures:
-            try:
-                handles.append((future.result(), side))
-            except Exception as exc:  # every started side is stopped below, whatever failed
-                problems.append(str(exc) if isinstance(exc, ProbeError) else f"{side.host}: "
-                                f"{type(exc).__name__}: {exc}")  # fmt: skip
+    handles, problems = _start_sides(jobs)
     if problems:
         for handle, _ in handles:
             handle.kill()
@@ -283,13 +273,42 @@ def run_round(
         if side.side == "client":
             handle.go()
     timeout = duration + RESULT_GRACE_S
-    with ThreadPoolExecutor(max_workers=len(handles)) as pool:
-        list(pool.map(lambda item: _result(item[0], item[1], timeout), handles))
+    collected = run_each(
+        _by_position(handles), lambda item: _result(*item, timeout), parallelism=None
+    )
+    results_or_raise(collected)
     return results
-    timeout = duration + RESULT_GRACE_S
-    for handle, side in handles:
-        _result(handle, side, timeout)
-    return results
+
+
+def _by_position(items: Sequence[Side]) -> dict[str, Side]:
+    """A round's sides keyed by position, not host: one host can be several sides of a
+    round (an incast's receiver runs a server per client)."""
+    return {str(index): item for index, item in enumerate(items)}
+
+
+def _start(job: Job) -> ProbeHandle:
+    end, spec, _ = job
+    handle = end.runner.start("perftest", spec)
+    # a server: listening; a client: its counters read, waiting for GO
+    handle.wait_ready(timeout=READY_TIMEOUT_S)
+    return handle
+
+
+def _start_sides(jobs: Sequence[Job]) -> tuple[list[tuple[ProbeHandle, SideResult]], list[str]]:
+    """Every side's worker at once (an SSH login and an interpreter start each): the handles
+    of those that became ready, and why each other one did not (every one, not the first:
+    the caller stops every started side, whatever failed)."""
+    handles: list[tuple[ProbeHandle, SideResult]] = []
+    problems: list[str] = []
+    started = run_each(_by_position(jobs), _start, parallelism=None)
+    for (_, _, side), outcome in zip(jobs, started.values(), strict=True):
+        if not isinstance(outcome, Exception):
+            handles.append((outcome, side))
+        elif isinstance(outcome, ProbeError):
+            problems.append(str(outcome))
+        else:
+            problems.append(f"{side.host}: {type(outcome).__name__}: {outcome}")
+    return handles, problems
 
 
 # --------------------------------------------------------------------------- the report
@@ -382,21 +401,57 @@ def run_perftest(
     policy = intent.validation.perftest
     if duration_s is not None:
         policy = policy.model_copy(update={"duration_s": duration_s})
+    rounds = _plan_rounds(intent, scenario, pairs, to, senders)
+    run = _Perftesting(intent, scenario, policy, _rdma_ends(intent, scenario, rounds))
+    before = run.read_before(read_switches)
+    results = run.rounds(rounds)
+    after = run.read_after()
+    switch_deltas, symptoms, notes = run.compare(before, after)
+    verdict, nics = run.judge(rounds, results, switch_deltas)
+    causes = name_causes(intent, verdict, results, nics, symptoms)
+    return PerftestReport(
+        scenario, verdict, rounds, results, causes, notes + run.start_skew(results),
+        time.monotonic() - started, sorted(d.device for d in switch_deltas),
+        {k: round(v, 1) for k, v in run.phases.durations.items()},
+    )  # fmt: skip
+
+
+def _plan_rounds(
+    intent: FabricIntent,
+    scenario: Scenario,
+    pairs: Sequence[tuple[str, str]] | None,
+    to: str | None,
+    senders: Sequence[str] | None,
+) -> list[list[tuple[str, str]]]:
+    """The scenario's (client, server) pairs, in rounds that run one after the other."""
     names = [d.name for d in rdma_hosts(intent)]
-    if scenario == "incast":
-        receiver = to or (names[-1] if names else None)
-        sources = list(senders or [n for n in names if n != receiver])
-        if receiver is None or not sources or receiver in sources:
-            raise PerftestError(
-                "incast: Expected: one receiver and at least one other sender among the RDMA "
-                f"hosts Actual: to {receiver}, from {', '.join(sources) or 'none'}"
-            )
-        rounds = [[(s, receiver) for s in sources]]
-    elif pairs:
-        rounds = in_rounds(list(pairs))
-    else:
-        rounds = round_robin(names)
+    if scenario != "incast":
+        return in_rounds(list(pairs)) if pairs else round_robin(names)
+    receiver = to or (names[-1] if names else None)
+    sources = list(senders or [n for n in names if n != receiver])
+    if receiver is None or not sources or receiver in sources:
+        raise PerftestError(
+            "incast: Expected: one receiver and at least one other sender among the RDMA "
+            f"hosts Actual: to {receiver}, from {', '.join(sources) or 'none'}"
+        )
+    return [[(s, receiver) for s in sources]]
+
+
+def _rdma_ends(
+    intent: FabricIntent, scenario: Scenario, rounds: Sequence[Sequence[tuple[str, str]]]
+) -> dict[str, RdmaEnd]:
+    """The RDMA end of every host the rounds name, once they name two or more known hosts
+    and no pair names one host twice."""
     wanted = {h for r in rounds for p in r for h in p}
+    _check_hosts(intent, scenario, wanted)
+    ends = {name: rdma_end(intent, name) for name in sorted(wanted)}
+    for client, server in (pair for round_ in rounds for pair in round_):
+        if client == server:
+            raise PerftestError(f"pair {client}:{server}: Expected: two hosts")
+    return ends
+
+
+def _check_hosts(intent: FabricIntent, scenario: Scenario, wanted: set[str]) -> None:
     if len(wanted) < 2:
         raise PerftestError(
             f"perftest {scenario}: Expected: two or more hosts with an rdma_device "
@@ -409,82 +464,116 @@ def run_perftest(
             f"no host named {', '.join(map(repr, unknown))} in fabric {intent.name} "
             f"(hosts with an rdma_device: {hosts})"
         )
-    ends = {name: rdma_end(intent, name) for name in sorted(wanted)}
-    for round_ in rounds:
-        for client, server in round_:
-            if client == server:
-                raise PerftestError(f"pair {client}:{server}: Expected: two hosts")
 
-    switches = [d for d in intent.devices if d.role != "host"]
-    before: dict[str, Any] = {}
-    pusher = None
-    phases: dict[str, float] = {}
-    mark = time.monotonic()
-    if read_switches and switches:
-        pusher = Pusher.for_intent(intent)
-        before = read_fabric_switches(pusher, switches, len(switches))
-        phases["read switches before"] = time.monotonic() - mark
-    results: list[PairResult] = []
-    for number, round_ in enumerate(rounds, 1):
-        mark = time.monotonic()
-        ends_of_round = [(ends[c], ends[s]) for c, s in round_]
-        results += run_round(intent, policy, ends_of_round, number, scenario == "bidirectional")
-        phases[f"round {number}"] = time.monotonic() - mark
-    after: dict[str, Any] = {}
-    if pusher is not None:
-        mark = time.monotonic()
-        after = read_fabric_switches(pusher, switches, len(switches))
-        phases["read switches after"] = time.monotonic() - mark
 
-    notes: list[str] = []
-    switch_deltas = []
-    symptoms: list[PortSymptoms] = []
-    lossless = intent.profile.pfc.priorities
-    for device in switches:
-        first, last = before.get(device.name), after.get(device.name)
-        if first is None or last is None:
-            continue
-        if first.counters is None or last.counters is None:
-            notes.append(f"{device.name} not read: {last.error or first.error}")
-            continue
-        switch_deltas.append(SwitchDelta(first.counters, last.counters))
-        symptoms += port_symptoms(
-            first.counters, last.counters, first.links or {}, last.links or {}, lossless,
-            [intent.profile.cnp.priority],
-        )  # fmt: skip
-    starts = [p.client_side.raw["started_at"] for p in results if "started_at" in p.client_side.raw]
-    if scenario == "incast" and len(starts) > 1 and max(starts) - min(starts) > 0.5:
-        notes.append(f"the senders started {max(starts) - min(starts):.1f} s apart")
-    links = tuple(
-        LinkRun(
-            client=p.client,
-            server=p.server,
-            line_rate_bps=min(ends[p.client].port.speed, ends[p.server].port.speed),
-            client_run=p.client_side.run,
-            server_run=p.server_side.run,
-            error=p.client_side.error if p.client_side.run is None else None,
-            client_port=ends[p.client].rdma_port,
-            server_port=ends[p.server].rdma_port,
+class _Perftesting:
+    """One perftest run: the hosts' RDMA ends, the switches read around it, and where its
+    time went."""
+
+    def __init__(
+        self,
+        intent: FabricIntent,
+        scenario: Scenario,
+        policy: PerftestPolicy,
+        ends: dict[str, RdmaEnd],
+    ) -> None:
+        self.intent = intent
+        self.scenario = scenario
+        self.policy = policy
+        self.ends = ends
+        self.switches = [d for d in intent.devices if d.role != "host"]
+        self.pusher: Pusher | None = None
+        self.phases = Phases()
+
+    def read_before(self, wanted: bool) -> dict[str, DeviceData]:
+        """The switches' counters and link health before the run (``wanted``, and the
+        fabric has switches): the run then reads them again after it."""
+        if not wanted or not self.switches:
+            return {}
+        with self.phases("read switches before"):
+            self.pusher = Pusher.for_intent(self.intent)
+            return read_fabric_switches(self.pusher, self.switches, len(self.switches))
+
+    def read_after(self) -> dict[str, DeviceData]:
+        if self.pusher is None:
+            return {}
+        with self.phases("read switches after"):
+            return read_fabric_switches(self.pusher, self.switches, len(self.switches))
+
+    def rounds(self, rounds: Sequence[Sequence[tuple[str, str]]]) -> list[PairResult]:
+        results: list[PairResult] = []
+        bidirectional = self.scenario == "bidirectional"
+        for number, round_ in enumerate(rounds, 1):
+            with self.phases(f"round {number}"):
+                ends_of_round = [(self.ends[c], self.ends[s]) for c, s in round_]
+                results += run_round(self.intent, self.policy, ends_of_round, number, bidirectional)
+        return results
+
+    def compare(
+        self, before: dict[str, DeviceData], after: dict[str, DeviceData]
+    ) -> tuple[list[SwitchDelta], list[PortSymptoms], list[str]]:
+        """Per switch read twice: its counters' deltas and what moved on its ports; a note
+        for each switch whose counters could not be read."""
+        notes: list[str] = []
+        switch_deltas = []
+        symptoms: list[PortSymptoms] = []
+        profile = self.intent.profile
+        for device in self.switches:
+            first, last = before.get(device.name), after.get(device.name)
+            if first is None or last is None:
+                continue
+            if first.counters is None or last.counters is None:
+                notes.append(f"{device.name} not read: {last.error or first.error}")
+                continue
+            switch_deltas.append(SwitchDelta(first.counters, last.counters))
+            symptoms += port_symptoms(
+                first.counters, last.counters, first.links or {}, last.links or {},
+                profile.pfc.priorities, [profile.cnp.priority],
+            )  # fmt: skip
+        return switch_deltas, symptoms, notes
+
+    def start_skew(self, results: Sequence[PairResult]) -> list[str]:
+        """A note when an incast's senders did not start together."""
+        starts = [
+            p.client_side.raw["started_at"] for p in results if "started_at" in p.client_side.raw
+        ]
+        if self.scenario == "incast" and len(starts) > 1 and max(starts) - min(starts) > 0.5:
+            return [f"the senders started {max(starts) - min(starts):.1f} s apart"]
+        return []
+
+    def link_run(self, pair: PairResult) -> LinkRun:
+        client, server = self.ends[pair.client], self.ends[pair.server]
+        return LinkRun(
+            client=pair.client,
+            server=pair.server,
+            line_rate_bps=min(client.port.speed, server.port.speed),
+            client_run=pair.client_side.run,
+            server_run=pair.server_side.run,
+            error=pair.client_side.error if pair.client_side.run is None else None,
+            client_port=client.rdma_port,
+            server_port=server.rdma_port,
         )
-        for p in results
-    )
-    nics = nic_deltas(ends, results)
-    inputs = AcceptanceInput(
-        scenario=scenario,
-        links=links,
-        lossless_priorities=tuple(lossless),
-        roce_priority=intent.profile.roce.priority,
-        policy=policy,
-        nics=tuple(nics),
-        switches=tuple(switch_deltas),
-        receiver_line_rate_bps=ends[rounds[0][0][1]].port.speed if scenario == "incast" else None,
-    )
-    verdict = evaluate(inputs)
-    causes = name_causes(intent, verdict, results, nics, symptoms)
-    return PerftestReport(
-        scenario, verdict, rounds, results, causes, notes, time.monotonic() - started,
-        sorted(d.device for d in switch_deltas), {k: round(v, 1) for k, v in phases.items()},
-    )  # fmt: skip
+
+    def judge(
+        self,
+        rounds: Sequence[Sequence[tuple[str, str]]],
+        results: Sequence[PairResult],
+        switch_deltas: Sequence[SwitchDelta],
+    ) -> tuple[Verdict, list[NicDelta]]:
+        """The verdict on the runs, the NICs and the switches; the NICs' deltas it used."""
+        nics = nic_deltas(self.ends, results)
+        incast = self.scenario == "incast"
+        inputs = AcceptanceInput(
+            scenario=self.scenario,
+            links=tuple(self.link_run(p) for p in results),
+            lossless_priorities=tuple(self.intent.profile.pfc.priorities),
+            roce_priority=self.intent.profile.roce.priority,
+            policy=self.policy,
+            nics=tuple(nics),
+            switches=tuple(switch_deltas),
+            receiver_line_rate_bps=self.ends[rounds[0][0][1]].port.speed if incast else None,
+        )
+        return evaluate(inputs), nics
 
 
 # --------------------------------------------------------------------------- causes
@@ -530,8 +619,8 @@ def _distances(edges: dict[str, list[tuple[str, str, str]]], start: str) -> dict
 
 def _loss_signs(nics: Iterable[NicDelta], host: str) -> list[str]:
     """The NIC counters of ``host`` that say packets were lost. A retransmission alone
-    (rxe's completer_retry_err) is not one: measured on a clean lab run, it rises by one or
-    two per QP when perftest tears its QPs down; it is shown next to real signs."""
+    (rxe's completer_retry_err) is not one: it rises on a clean run too, when perftest tears
+    its QPs down; it is shown next to real signs."""
     signs = []
     for nic in nics:
         if nic.host != host:
@@ -587,32 +676,33 @@ def name_causes(
         signs = _loss_signs(nics, pair.client) + _loss_signs(nics, pair.server)
         if key not in failed and not signs:
             continue
-        label = f"{pair.client}→{pair.server}"
         on_path = [by_port[p] for p in sorted(path_ports(topology, *key)) if p in by_port]
         evidence = [e for s in on_path for e in _port_evidence(topology, s)]
         paused = sum(s.pfc_tx for s in on_path)
-        if evidence:
-            seen = f" — the NICs saw it: {', '.join(signs)}" if signs else ""
-            causes.append(f"{label}: " + "; ".join(evidence) + seen)
-        elif signs:
-            causes.append(
-                f"{label}: packets were lost on the way ({', '.join(signs)}) but no switch "
-                "port on the pair's paths counted an error or a drop: a link or optic that "
-                "drops silently; `roce-agent locate` ranks the links"
-            )
-        elif paused:
-            causes.append(
-                f"{label}: no loss; the switches on its paths sent {paused} PFC pause frames: "
-                "the pair was held back by congestion downstream"
-            )
-        elif pair.client_side.error or pair.server_side.error:
-            causes.append(
-                f"{label}: perftest did not measure: "
-                f"{pair.client_side.error or pair.server_side.error}"
-            )
-        else:
-            causes.append(
-                f"{label}: no loss, no drop and no pause on its paths: the hosts themselves "
-                "(CPU, PCIe, NIC firmware or settings) hold the rate"
-            )
+        causes.append(f"{pair.client}→{pair.server}: " + _cause(pair, evidence, signs, paused))
     return causes
+
+
+def _cause(pair: PairResult, evidence: list[str], signs: list[str], paused: int) -> str:
+    """What happened to one pair, from the most specific sign: a switch port's counters on
+    its paths, loss the NICs saw and no switch did, pause, or the hosts themselves."""
+    if evidence:
+        seen = f" — the NICs saw it: {', '.join(signs)}" if signs else ""
+        return "; ".join(evidence) + seen
+    if signs:
+        return (
+            f"packets were lost on the way ({', '.join(signs)}) but no switch port on the "
+            "pair's paths counted an error or a drop: a link or optic that drops silently; "
+            "`roce-agent locate` ranks the links"
+        )
+    if paused:
+        return (
+            f"no loss; the switches on its paths sent {paused} PFC pause frames: the pair was "
+            "held back by congestion downstream"
+        )
+    if pair.client_side.error or pair.server_side.error:
+        return f"perftest did not measure: {pair.client_side.error or pair.server_side.error}"
+    return (
+        "no loss, no drop and no pause on its paths: the hosts themselves (CPU, PCIe, NIC "
+        "firmware or settings) hold the rate"
+    )

@@ -19,6 +19,7 @@ from typing import Any
 from agent.intent.model import FabricIntent
 from agent.observe.probes.packets import ROCE_UDP_PORT, Flow, RoceTemplate, parse_pfc
 from agent.observe.probes.rawsock import interface_mac, open_port, roce_or_pfc_filter
+from agent.observe.probes.runner import ProbeHandle
 from agent.observe.probes.scenarios import (
     BASE_QPN,
     RESULT_GRACE_S,
@@ -202,20 +203,14 @@ def run_mesh(
     sources = [ends[n] for n in sorted({p.src for p in probes})]
     transport = transport or transport_for(intent, list(ends.values()))
     receivers = start_receivers(intent, targets, duration_s, sources, transport)
-    start_at = time.time() + max(
-        first + each * len(sources) for first, each in (s.runner.start_margin_s for s in sources)
-    )
+    start_at = _start_at(sources)
     qpn = {probe: MESH_BASE_QPN + i for i, probe in enumerate(probes)}
-    senders = []
+    senders: list[tuple[Endpoint, ProbeHandle]] = []
     try:
         for source in sources:
-            mine = [p for p in probes if p.src == source.device.name]
             spec = {
                 "ifname": source.ifname,
-                "flows": [
-                    {"dst_ip": ends[p.dst].ip, "sport": p.sport, "qpn": qpn[p], "flow_id": qpn[p]}
-                    for p in mine
-                ],
+                "flows": _flows_from(source, probes, ends, qpn),
                 "rate_bps": min(rate_per_host_bps, source.speed_bps // 10),
                 "link_speed_bps": source.speed_bps,
                 "duration_s": duration_s,
@@ -226,34 +221,69 @@ def run_mesh(
                 "udp_port": transport.udp_port,
             }
             senders.append((source, source.runner.start("mesh-send", spec)))
-        for _, sender in senders:
-            sender.wait_ready()
-        sent = {
-            source.device.name: sender.result(timeout=duration_s + 2 * RESULT_GRACE_S)
-            for source, sender in senders
-        }
-        received = {
-            name: process.result(timeout=duration_s + 3 * RESULT_GRACE_S)
-            for name, process in receivers.items()
-        }
+        sent, received = _collect(senders, receivers, duration_s)
     except Exception:
         for process in [s for _, s in senders] + list(receivers.values()):
             process.kill()
         raise
-    results = []
-    for probe in probes:
-        row = next(f for f in sent[probe.src]["flows"] if f["qpn"] == qpn[probe])
-        seen = flow_of(received[probe.dst], ends[probe.src].ip, qpn[probe])
-        latency = (seen or {}).get("latency", {}).get("min_s")
-        results.append(
-            MeshResult(
-                probe.src,
-                probe.dst,
-                probe.sport,
-                row["sent"],
-                seen["received"] if seen else 0,
-                seen.get("icrc_errors", 0) if seen else 0,
-                latency * 1000 if latency is not None else None,
-            )
-        )
-    return results
+    return [_result(probe, sent, received, ends, qpn[probe]) for probe in probes]
+
+
+def _start_at(sources: list[Endpoint]) -> float:
+    """When the senders send their first frame: once the slowest of them can have started
+    (its runner's margin for this many at once)."""
+    margins = (s.runner.start_margin_s for s in sources)
+    return time.time() + max(first + each * len(sources) for first, each in margins)
+
+
+def _flows_from(
+    source: Endpoint, probes: list[MeshProbe], ends: dict[str, Endpoint], qpn: dict[MeshProbe, int]
+) -> list[dict[str, Any]]:
+    """The flows of the probes that start at ``source``, as its mesh-send spec lists them."""
+    return [
+        {"dst_ip": ends[p.dst].ip, "sport": p.sport, "qpn": qpn[p], "flow_id": qpn[p]}
+        for p in probes
+        if p.src == source.device.name
+    ]
+
+
+def _collect(
+    senders: list[tuple[Endpoint, ProbeHandle]],
+    receivers: dict[str, ProbeHandle],
+    duration_s: float,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Once every sender is ready (they start together at ``start_at``): what each sender
+    sent and each receiver saw, by host."""
+    for _, sender in senders:
+        sender.wait_ready()
+    sent = {
+        source.device.name: sender.result(timeout=duration_s + 2 * RESULT_GRACE_S)
+        for source, sender in senders
+    }
+    received = {
+        name: process.result(timeout=duration_s + 3 * RESULT_GRACE_S)
+        for name, process in receivers.items()
+    }
+    return sent, received
+
+
+def _result(
+    probe: MeshProbe,
+    sent: dict[str, dict[str, Any]],
+    received: dict[str, dict[str, Any]],
+    ends: dict[str, Endpoint],
+    qpn: int,
+) -> MeshResult:
+    """One flow as its sender counted it and its receiver saw it (nothing: all lost)."""
+    row = next(f for f in sent[probe.src]["flows"] if f["qpn"] == qpn)
+    seen = flow_of(received[probe.dst], ends[probe.src].ip, qpn)
+    latency = (seen or {}).get("latency", {}).get("min_s")
+    return MeshResult(
+        probe.src,
+        probe.dst,
+        probe.sport,
+        row["sent"],
+        seen["received"] if seen else 0,
+        seen.get("icrc_errors", 0) if seen else 0,
+        latency * 1000 if latency is not None else None,
+    )

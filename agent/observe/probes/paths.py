@@ -23,11 +23,11 @@ import socket
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.device.fanout import results_or_raise, run_each
 from agent.errors import AgentError
 from agent.observe.probes.packets import (
     ECN_ECT0,
@@ -476,19 +476,64 @@ def changed_on_the_way(sent_l4: bytes, quoted_l4: bytes) -> bool:
 def run_hops(spec: HopSpec) -> dict[str, Any]:
     """Send every probe's packets hop by hop, round by round; count the answers per hop."""
     probes = _templates([(d, s) for d, s, _ in spec.probes], spec.dscp, {}, spec.udp_port)
-    hops = {(p.dst_ip, p.sport): n for (_, _, n), p in zip(spec.probes, probes, strict=True)}
-    stats: dict[tuple[str, int], list[dict[str, Any]]] = {
-        key: [{"sent": 0, "answered": 0, "corrupted": 0, "rtt_min_s": None} for _ in range(n)]
-        for key, n in hops.items()
+    tally = _HopTally(spec, probes)
+    with _probe_sockets(probes) as (icmp, senders):
+        gap = 1.0 / spec.rate_pps
+        start = next_send = time.monotonic()
+        for round_index in range(spec.count):
+            for probe in probes:
+                key = (probe.dst_ip, probe.sport)
+                for ttl in range(1, tally.hops[key] + 1):
+                    while (left := next_send - time.monotonic()) > 0:
+                        tally.collect(icmp, left)
+                    ident = ttl << HOP_ROUND_BITS | round_index
+                    senders[probe.ifname].send(probe_frame(probe.template, ttl, ident))
+                    tally.sent(key, ttl, ident, time.monotonic())
+                    next_send = max(next_send + gap, time.monotonic() - gap)
+        deadline = time.monotonic() + spec.wait_s
+        while (left := deadline - time.monotonic()) > 0 and tally.waiting():
+            tally.collect(icmp, left)
+        elapsed = time.monotonic() - start
+    return {
+        "role": "hops",
+        "src_ips": sorted(tally.sources),
+        "duration_s": round(elapsed, 6),
+        "icmp_ignored": tally.ignored,
+        "probes": [
+            {"dst_ip": d, "sport": s, "hops": tally.stats[(d, s)]} for d, s, _ in spec.probes
+        ],
     }
-    sent_at: dict[tuple[str, int, int], float] = {}
-    sent_l4 = {key: p.template[IP_OFFSET + 20 :] for key, p in zip(hops, probes, strict=True)}
-    sources = {p.src_ip for p in probes}
-    seen: set[tuple[str, int, int]] = set()
-    ignored = 0
 
-    def collect(timeout: float) -> None:
-        nonlocal ignored
+
+class _HopTally:
+    """What :func:`run_hops` sent to each hop of each probe, and the answers that came back."""
+
+    def __init__(self, spec: HopSpec, probes: Sequence[_Probe]) -> None:
+        self.udp_port = spec.udp_port
+        self.hops = {
+            (p.dst_ip, p.sport): n for (_, _, n), p in zip(spec.probes, probes, strict=True)
+        }
+        self.stats: dict[tuple[str, int], list[dict[str, Any]]] = {
+            key: [{"sent": 0, "answered": 0, "corrupted": 0, "rtt_min_s": None} for _ in range(n)]
+            for key, n in self.hops.items()
+        }
+        self.sent_at: dict[tuple[str, int, int], float] = {}
+        self.sent_l4 = {
+            key: p.template[IP_OFFSET + 20 :] for key, p in zip(self.hops, probes, strict=True)
+        }
+        self.sources = {p.src_ip for p in probes}
+        self.seen: set[tuple[str, int, int]] = set()
+        self.ignored = 0
+
+    def sent(self, key: tuple[str, int], ttl: int, ident: int, at: float) -> None:
+        self.sent_at[(key[0], key[1], ident)] = at
+        self.stats[key][ttl - 1]["sent"] += 1
+
+    def waiting(self) -> bool:
+        return any(row["answered"] < row["sent"] for rows in self.stats.values() for row in rows)
+
+    def collect(self, icmp: socket.socket, timeout: float) -> None:
+        """Read ICMP answers for up to ``timeout`` s (a bounded number of them)."""
         readable, _, _ = select.select([icmp], [], [], timeout)
         if not readable:
             return
@@ -497,62 +542,37 @@ def run_hops(spec: HopSpec) -> dict[str, Any]:
                 packet = icmp.recv(65535)
             except BlockingIOError:
                 return
-            answer = parse_icmp(packet)
-            key = (answer.dst_ip, answer.sport) if answer is not None else None
-            rows = stats.get(key) if key is not None else None
-            if (
-                answer is None
-                or key is None
-                or rows is None
-                or answer.src_ip not in sources
-                or answer.dport != spec.udp_port
-                or answer.icmp_type != ICMP_TIME_EXCEEDED
-            ):
-                ignored += 1
-                continue
-            ttl, index = answer.ident >> HOP_ROUND_BITS, answer.ident & (MAX_HOP_ROUNDS - 1)
-            if not 1 <= ttl <= len(rows) or index >= rows[ttl - 1]["sent"]:
-                ignored += 1
-                continue
-            if (key[0], key[1], answer.ident) in seen:
-                ignored += 1  # a duplicate answer
-                continue
-            seen.add((key[0], key[1], answer.ident))
-            row = rows[ttl - 1]
-            row["answered"] += 1
-            # The fastest answer: a delay on the way there (or back) shows in every one.
-            rtt = time.monotonic() - sent_at.get((key[0], key[1], answer.ident), time.monotonic())
-            row["rtt_min_s"] = rtt if row["rtt_min_s"] is None else min(row["rtt_min_s"], rtt)
-            if changed_on_the_way(sent_l4[key], answer.quoted_l4):
-                rows[ttl - 1]["corrupted"] += 1
+            if not self._take(parse_icmp(packet)):
+                self.ignored += 1
 
-    with _probe_sockets(probes) as (icmp, senders):
-        gap = 1.0 / spec.rate_pps
-        start = next_send = time.monotonic()
-        for round_index in range(spec.count):
-            for probe in probes:
-                key = (probe.dst_ip, probe.sport)
-                for ttl in range(1, hops[key] + 1):
-                    while (left := next_send - time.monotonic()) > 0:
-                        collect(left)
-                    ident = ttl << HOP_ROUND_BITS | round_index
-                    senders[probe.ifname].send(probe_frame(probe.template, ttl, ident))
-                    sent_at[(key[0], key[1], ident)] = time.monotonic()
-                    stats[key][ttl - 1]["sent"] += 1
-                    next_send = max(next_send + gap, time.monotonic() - gap)
-        deadline = time.monotonic() + spec.wait_s
-        while (left := deadline - time.monotonic()) > 0 and any(
-            row["answered"] < row["sent"] for rows in stats.values() for row in rows
-        ):
-            collect(left)
-        elapsed = time.monotonic() - start
-    return {
-        "role": "hops",
-        "src_ips": sorted(sources),
-        "duration_s": round(elapsed, 6),
-        "icmp_ignored": ignored,
-        "probes": [{"dst_ip": d, "sport": s, "hops": stats[(d, s)]} for d, s, _ in spec.probes],
-    }
+    def _rows(self, answer: IcmpAnswer | None) -> list[dict[str, Any]] | None:
+        """The hop rows of the probe ``answer`` quotes, if it answers one of ours."""
+        if answer is None or answer.src_ip not in self.sources:
+            return None
+        if answer.dport != self.udp_port or answer.icmp_type != ICMP_TIME_EXCEEDED:
+            return None
+        return self.stats.get((answer.dst_ip, answer.sport))
+
+    def _take(self, answer: IcmpAnswer | None) -> bool:
+        """Count an answer; False when it is not one of ours, or a duplicate."""
+        rows = self._rows(answer)
+        if answer is None or rows is None:
+            return False
+        ttl, index = answer.ident >> HOP_ROUND_BITS, answer.ident & (MAX_HOP_ROUNDS - 1)
+        if not 1 <= ttl <= len(rows) or index >= rows[ttl - 1]["sent"]:
+            return False
+        sent_key = (answer.dst_ip, answer.sport, answer.ident)
+        if sent_key in self.seen:
+            return False  # a duplicate answer
+        self.seen.add(sent_key)
+        row = rows[ttl - 1]
+        row["answered"] += 1
+        # The fastest answer: a delay on the way there (or back) shows in every one.
+        rtt = time.monotonic() - self.sent_at.get(sent_key, time.monotonic())
+        row["rtt_min_s"] = rtt if row["rtt_min_s"] is None else min(row["rtt_min_s"], rtt)
+        if changed_on_the_way(self.sent_l4[(answer.dst_ip, answer.sport)], answer.quoted_l4):
+            row["corrupted"] += 1
+        return True
 
 
 # --------------------------------------------------------------------------- on the agent
@@ -846,17 +866,7 @@ def discover(
     the runner of a host (default: its namespace or SSH); ``tracer(src, [(dst, sport)])``
     replaces the tracing itself (tests).
     """
-    if not 1 <= max_sports <= 4096:
-        raise PathError(f"max_sports: Expected: 1..4096 Actual: {max_sports}")
-    if not 1 <= patience <= max_sports:
-        raise PathError(f"patience: Expected: 1..max_sports ({max_sports}) Actual: {patience}")
-    states: dict[tuple[str, str], _Discovery] = {}
-    for src, dst in pairs:
-        if src == dst:
-            raise PathError(f"pair {src} -> {dst}: source and destination are the same host")
-        for host in (src, dst):
-            _host_ip(intent, host)
-        states.setdefault((src, dst), _Discovery((src, dst)))
+    states = _discovery_states(intent, pairs, max_sports, patience)
     if tracer is None:
 
         def tracer(src: str, probes: Sequence[tuple[str, int]]) -> list[Path]:
@@ -869,30 +879,57 @@ def discover(
     while any(not s.done for s in states.values()):
         batch = 2 * patience if first_round else patience
         first_round = False
-        plan: dict[str, list[tuple[_Discovery, int]]] = {}
-        for state in states.values():
-            if state.done:
-                continue
-            for offset in range(min(batch, max_sports - state.tried)):
-                plan.setdefault(state.pair[0], []).append(
-                    (state, BASE_SPORT + state.tried + offset)
-                )
-        with ThreadPoolExecutor(max_workers=len(plan)) as pool:
-            futures = {
-                src: pool.submit(chosen, src, [(s.pair[1], sport) for s, sport in items])
-                for src, items in plan.items()
-            }
-            results = {src: future.result() for src, future in futures.items()}
+        plan = _round_plan(states.values(), batch, max_sports)
+        results = _trace_round(chosen, plan)
         for src, items in plan.items():
-            paths = results[src]
-            if len(paths) != len(items):
-                raise PathError(
-                    f"tracer for {src}: Expected: {len(items)} paths Actual: {len(paths)}"
-                )
-            for (state, _), path in zip(items, paths, strict=True):
+            for (state, _), path in zip(items, results[src], strict=True):
                 if not state.done:
                     state.take(path, max_sports, patience)
     return {pair: state.paths() for pair, state in states.items()}
+
+
+def _discovery_states(
+    intent: FabricIntent, pairs: Iterable[tuple[str, str]], max_sports: int, patience: int
+) -> dict[tuple[str, str], _Discovery]:
+    """One discovery per distinct pair, once the settings and every host are known good."""
+    if not 1 <= max_sports <= 4096:
+        raise PathError(f"max_sports: Expected: 1..4096 Actual: {max_sports}")
+    if not 1 <= patience <= max_sports:
+        raise PathError(f"patience: Expected: 1..max_sports ({max_sports}) Actual: {patience}")
+    states: dict[tuple[str, str], _Discovery] = {}
+    for src, dst in pairs:
+        if src == dst:
+            raise PathError(f"pair {src} -> {dst}: source and destination are the same host")
+        for host in (src, dst):
+            _host_ip(intent, host)
+        states.setdefault((src, dst), _Discovery((src, dst)))
+    return states
+
+
+RoundPlan = dict[str, list[tuple[_Discovery, int]]]  # source host -> (discovery, sport)
+
+
+def _round_plan(states: Iterable[_Discovery], batch: int, max_sports: int) -> RoundPlan:
+    """The next ``batch`` source ports of every unfinished pair, by source host."""
+    plan: RoundPlan = {}
+    for state in states:
+        if state.done:
+            continue
+        for offset in range(min(batch, max_sports - state.tried)):
+            plan.setdefault(state.pair[0], []).append((state, BASE_SPORT + state.tried + offset))
+    return plan
+
+
+def _trace_round(tracer: Tracer, plan: RoundPlan) -> dict[str, list[Path]]:
+    """One round's traces, one tracer run per source host, all source hosts at once."""
+    probes = {src: (src, [(s.pair[1], sport) for s, sport in items]) for src, items in plan.items()}
+    traced = results_or_raise(run_each(probes, lambda job: tracer(*job), parallelism=None))
+    for src, items in plan.items():
+        if len(traced[src]) != len(items):
+            raise PathError(
+                f"tracer for {src}: Expected: {len(items)} paths Actual: {len(traced[src])}"
+            )
+    return traced
 
 
 @dataclass(frozen=True)
@@ -982,9 +1019,10 @@ def probe_hops(
         return out
 
     merged: dict[tuple[str, str, int], tuple[HopCount | None, ...]] = {}
-    with ThreadPoolExecutor(max_workers=len(by_src)) as pool:
-        for part in [pool.submit(one_host, src, mine) for src, mine in by_src.items()]:
-            merged.update(part.result())
+    jobs = {src: (src, mine) for src, mine in by_src.items()}
+    outcomes = run_each(jobs, lambda job: one_host(*job), parallelism=None)
+    for part in results_or_raise(outcomes).values():
+        merged.update(part)
     return merged
 
 

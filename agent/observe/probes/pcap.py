@@ -40,10 +40,10 @@ MAX_BLOCK = MAX_PACKET + 64 * 1024  # a packet block plus generous room for opti
 CHUNK = 1 << 20  # bytes read from the file at a time
 # What one capture is read for at most, so that any file is analysed well inside the issue's
 # 30 s on the shared 2-core lab machine. Frames are packets of any link type (reading a
-# skipped one costs time too). 1 M frames cost 4-9 s of CPU through the CLI whatever their
-# content (VLAN tags, PSN gaps, malformed, latency samples, 65 536 flows printed as JSON);
-# bytes bound the rest: the ICRC and the copy cost ≈ 1.3 s per GB, so 1 M jumbo frames (9 GB)
-# would take 20 s, and the byte cap stops them at 4 GiB (≈ 6 s).
+# skipped one costs time too): the frame cap bounds the per-frame cost whatever their
+# content (VLAN tags, PSN gaps, malformed, latency samples, many flows printed as JSON);
+# bytes bound the rest (the ICRC and the copy cost per byte): the byte cap stops jumbo
+# frames well before the frame cap would.
 DEFAULT_MAX_FRAMES = 1_000_000
 DEFAULT_MAX_BYTES = 4 * 1024**3  # captured packet bytes
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import select
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any
 
 from agent.observe.probes.analysis import DEFAULT_MAX_FLOWS, PfcAnalyzer, RoceAnalyzer
 from agent.observe.probes.dilation import Dilation
-from agent.observe.probes.packets import ECN_CE, ROCE_UDP_PORT, cnp_packet
+from agent.observe.probes.packets import ECN_CE, ROCE_UDP_PORT, RoceView, cnp_packet
 from agent.observe.probes.rawsock import interface_mac, mac_text, open_port, roce_or_pfc_filter
 from lossless.dcqcn import NotificationPoint
 
@@ -75,23 +76,15 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
     roce = RoceAnalyzer(max_flows=spec.max_flows, sources=spec.sources(), udp_port=spec.udp_port)
     pfc = PfcAnalyzer(spec.link_speed_bps, spec.storm_after_s)
     my_mac = interface_mac(spec.ifname)
-    notification = NotificationPoint(spec.min_time_between_cnps_us)
-    dilation = Dilation(spec.time_dilation)
-    cnps_sent = 0
-    # A CNP's bytes depend only on the flow: built once (scapy takes about 2 ms a frame, which
-    # would delay every CNP by 20 µs of a 100x-dilated link's time; a NIC answers in ~1 µs).
-    cnps: dict[tuple[str, int], tuple[tuple[Any, str], bytes]] = {}
     sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
+    responder = _CnpResponder(spec, my_mac, sock)
     start = time.monotonic()
     last_data = start
     try:
         if ready:
             ready()
         deadline = start + spec.duration_s
-        while True:
-            now = time.monotonic()
-            if now >= deadline:
-                break
+        while (now := time.monotonic()) < deadline:
             # Only tracked data counts: foreign frames must not end the run before the senders.
             if (
                 spec.idle_timeout_s is not None
@@ -100,59 +93,97 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
             ):
                 break
             readable, _, _ = select.select([sock], [], [], min(0.05, deadline - now))
-            if not readable:
-                continue
-            while True:
-                try:
-                    frame = sock.recv(65536)
-                except BlockingIOError:
-                    break
-                now = time.monotonic()
-                if pfc.feed(frame, now) is not None:
-                    continue
-                view = roce.feed(frame, time.time_ns())
-                if view is None:
-                    continue
-                last_data = now
-                if (
-                    spec.notification_point
-                    and view.ecn == ECN_CE
-                    and view.opcode != 0x81
-                    and notification.on_ce((view.src_ip, view.qpn), dilation.model_time(now))
-                ):
-                    # Keyed like the notification point (one entry per tracked QP); the
-                    # addresses are checked so that a QP seen with another MAC or
-                    # destination gets a CNP for what it sent, without growing the cache.
-                    key = (view.src_ip, view.qpn)
-                    addresses = (view.src_mac, view.dst_ip)
-                    cached = cnps.get(key)
-                    if cached is None or cached[0] != addresses:
-                        cached = cnps[key] = (addresses, bytes(cnp_packet(
-                            my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
-                            view.qpn, spec.cnp_dscp, spec.udp_port,
-                        )))  # fmt: skip
-                    sock.send(cached[1])
-                    cnps_sent += 1
+            if readable:
+                last_data = _drain(sock, roce, pfc, responder, last_data)
         elapsed = time.monotonic() - start
     finally:
         sock.close()
-    sent = None
-    if spec.expected:
-        sent = {}
-        for flow_name, count in spec.expected.items():
-            src, _, qpn = flow_name.partition("/")
-            for flow_key in roce.flows:
-                if flow_key[0] == src and flow_key[2] == int(qpn, 0):
-                    sent[flow_key] = count
-    result = roce.result(sent)
     return {
         "role": "receive",
         "interface": spec.ifname,
         "udp_port": spec.udp_port,
         "duration_s": round(elapsed, 6),
-        **result,
-        "cnps_sent": cnps_sent,
+        **roce.result(_expected_sent(spec, roce)),
+        "cnps_sent": responder.sent,
         "time_dilation": spec.time_dilation,
         "senders": sorted(roce.sources) if roce.sources is not None else None,
         "pfc": pfc.result(time.monotonic()),
     }
+
+
+def _drain(
+    sock: socket.socket,
+    roce: RoceAnalyzer,
+    pfc: PfcAnalyzer,
+    responder: _CnpResponder,
+    last_data: float,
+) -> float:
+    """Take every queued frame; returns when the last tracked data frame arrived."""
+    while True:
+        try:
+            frame = sock.recv(65536)
+        except BlockingIOError:
+            return last_data
+        now = time.monotonic()
+        if pfc.feed(frame, now) is not None:
+            continue
+        view = roce.feed(frame, time.time_ns())
+        if view is None:
+            continue
+        last_data = now
+        responder.on_data(view, now)
+
+
+class _CnpResponder:
+    """The notification point: a CNP back to the sender of a CE-marked packet, paced per QP."""
+
+    def __init__(self, spec: ReceiveSpec, my_mac: str, sock: socket.socket) -> None:
+        self.spec = spec
+        self.my_mac = my_mac
+        self.sock = sock
+        self.notification = NotificationPoint(spec.min_time_between_cnps_us)
+        self.dilation = Dilation(spec.time_dilation)
+        self.sent = 0
+        # A CNP's bytes depend only on the flow: built once (scapy builds a frame far more
+        # slowly than a NIC answers: every CNP would be late, even in a dilated link's time).
+        self.cnps: dict[tuple[str, int], tuple[tuple[Any, str], bytes]] = {}
+
+    def on_data(self, view: RoceView, now: float) -> None:
+        spec = self.spec
+        if not (
+            spec.notification_point
+            and view.ecn == ECN_CE
+            and view.opcode != 0x81
+            and self.notification.on_ce((view.src_ip, view.qpn), self.dilation.model_time(now))
+        ):
+            return
+        self.sock.send(self._cnp(view))
+        self.sent += 1
+
+    def _cnp(self, view: RoceView) -> bytes:
+        # Keyed like the notification point (one entry per tracked QP); the addresses are
+        # checked so that a QP seen with another MAC or destination gets a CNP for what it
+        # sent, without growing the cache.
+        key = (view.src_ip, view.qpn)
+        addresses = (view.src_mac, view.dst_ip)
+        cached = self.cnps.get(key)
+        if cached is None or cached[0] != addresses:
+            spec = self.spec
+            cached = self.cnps[key] = (addresses, bytes(cnp_packet(
+                self.my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
+                view.qpn, spec.cnp_dscp, spec.udp_port,
+            )))  # fmt: skip
+        return cached[1]
+
+
+def _expected_sent(spec: ReceiveSpec, roce: RoceAnalyzer) -> dict[Any, int] | None:
+    """What the senders said they sent, per tracked flow (for tail loss); None unknown."""
+    if not spec.expected:
+        return None
+    sent = {}
+    for flow_name, count in spec.expected.items():
+        src, _, qpn = flow_name.partition("/")
+        for flow_key in roce.flows:
+            if flow_key[0] == src and flow_key[2] == int(qpn, 0):
+                sent[flow_key] = count
+    return sent

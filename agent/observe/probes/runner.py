@@ -21,7 +21,7 @@ from agent.intent.model import Device
 
 START_TIMEOUT_S = 10.0
 # Over SSH a worker is ready after a login and an interpreter start with scapy on the host:
-# seconds on a loaded host, ~10 s in a lab VM without KVM (measured: 12 s for a receiver).
+# seconds on a loaded host, more in a lab VM without KVM.
 SSH_START_TIMEOUT_S = 30.0
 
 
@@ -119,9 +119,9 @@ class Runner(ABC):
     """Starts probe workers on one host."""
 
     host: str
-    # How long a worker takes from start() to an open socket, measured on the lab (0.85 s
-    # alone, 1.65 s for four at once on two cores): the first of a synchronised start's
-    # margin; each further worker adds the second.
+    # How long a worker takes from start() to an open socket on the lab: the first of a
+    # synchronised start's margin (one worker alone); each further worker started at once
+    # adds the second.
     start_margin_s: tuple[float, float] = (1.0, 0.3)
 
     @abstractmethod

@@ -176,17 +176,44 @@ def run_sender(
 ) -> dict[str, Any]:
     """Send the flow; returns a JSON-ready result. ``ready`` is called once the socket is
     open, before waiting for ``start_at``."""
-    clock = clock if clock is not None else WallClock()
     ipaddress.IPv4Address(spec.dst_ip)
+    spec = _routed(spec)
+    template = RoceTemplate(_flow(spec))
+    dilation = Dilation(spec.time_dilation)
+    reaction = (
+        DcqcnReactionPoint(dilation.model_rate(spec.rate_bps), spec.dcqcn) if spec.dcqcn else None
+    )
+    result = SendResult(final_rate_bps=spec.rate_bps, min_rate_bps=spec.rate_bps)
+    sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
+    try:
+        if ready:
+            ready()
+        result.start_late_s = wait_for_start(spec.start_at)
+        clock = clock if clock is not None else WallClock()
+        _Sending(spec, template, clock, dilation, reaction, result).run(sock)
+    finally:
+        sock.close()
+    if reaction:
+        result.final_rate_bps = dilation.lab_rate(reaction.current_bps)
+        result.rate_cuts = reaction.cuts
+    return result.as_dict(spec)
+
+
+def _routed(spec: SendSpec) -> SendSpec:
+    """``spec`` with its source IP and next-hop MAC, from the kernel where it gives none."""
     src_ip, dst_mac = spec.src_ip, spec.dst_mac
     if src_ip is None or dst_mac is None:
         _, resolved_src, resolved_mac = resolve_path(spec.dst_ip)
         src_ip, dst_mac = src_ip or resolved_src, dst_mac or resolved_mac
-    spec = SendSpec(**{**spec.__dict__, "src_ip": src_ip, "dst_mac": dst_mac})
-    flow = Flow(
+    return SendSpec(**{**spec.__dict__, "src_ip": src_ip, "dst_mac": dst_mac})
+
+
+def _flow(spec: SendSpec) -> Flow:
+    assert spec.src_ip is not None and spec.dst_mac is not None  # see _routed
+    return Flow(
         src_mac=interface_mac(spec.ifname),
-        dst_mac=dst_mac,
-        src_ip=src_ip,
+        dst_mac=spec.dst_mac,
+        src_ip=spec.src_ip,
         dst_ip=spec.dst_ip,
         dscp=spec.dscp,
         ecn=spec.ecn,
@@ -196,74 +223,86 @@ def run_sender(
         size=spec.size,
         udp_port=spec.udp_port,
     )
-    template = RoceTemplate(flow)
-    wire_bits = (template.length + ETHERNET_OVERHEAD) * 8
-    dilation = Dilation(spec.time_dilation)
-    reaction = (
-        DcqcnReactionPoint(dilation.model_rate(spec.rate_bps), spec.dcqcn) if spec.dcqcn else None
-    )
-    result = SendResult(final_rate_bps=spec.rate_bps, min_rate_bps=spec.rate_bps)
-    pause = PauseHonouring(spec.link_speed_bps)
-    sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
-    try:
-        if ready:
-            ready()
-        result.start_late_s = wait_for_start(spec.start_at)
-        start = clock.now()
+
+
+class _Sending:
+    """One flow on the wire: paced to its rate (DCQCN's, with a reaction point), held while
+    PFC pauses its priority, until its count or its deadline."""
+
+    def __init__(
+        self,
+        spec: SendSpec,
+        template: RoceTemplate,
+        clock: Clock,
+        dilation: Dilation,
+        reaction: DcqcnReactionPoint | None,
+        result: SendResult,
+    ) -> None:
+        self.spec = spec
+        self.template = template
+        self.wire_bits = (template.length + ETHERNET_OVERHEAD) * 8
+        self.clock = clock
+        self.dilation = dilation
+        self.reaction = reaction
+        self.result = result
+        self.pause = PauseHonouring(spec.link_speed_bps)
+
+    def tick(self) -> float:
+        """How long the loop may sleep at most. A NIC's rate timer runs while the QP waits;
+        so must the model's, or a rate cut to the floor would hold the next frame for seconds
+        whatever the timer says. Wake at least once per (dilated) recovery period to let it
+        step -- but not more often than MIN_TICK_S: at real time that period (300 µs) is
+        shorter than one lab frame."""
+        if self.reaction is None or not self.spec.dcqcn:
+            return MAX_DURATION_S
+        reset = {"rpg_time_reset": self.spec.dcqcn["rpg_time_reset"]}
+        return max(MIN_TICK_S, self.dilation.lab_parameters(reset)["rpg_time_reset"] * 1e-6)
+
+    def rate(self) -> float:
+        if self.reaction:
+            return self.dilation.lab_rate(self.reaction.current_bps)
+        return self.spec.rate_bps
+
+    def run(self, sock: Any) -> None:
+        spec, result, pause, reaction = self.spec, self.result, self.pause, self.reaction
+        start = self.clock.now()
         deadline = start + (spec.duration_s if spec.duration_s is not None else MAX_DURATION_S)
         slot = start  # when the last frame was due; the next is due one frame time later
-        # A NIC's rate timer runs while the QP waits; so must the model's, or a rate cut to
-        # the floor would hold the next frame for seconds whatever the timer says. Wake at
-        # least once per (dilated) recovery period to let it step -- but not more often than
-        # MIN_TICK_S: at real time that period (300 µs) is shorter than one lab frame.
-        tick = (
-            max(
-                MIN_TICK_S,
-                dilation.lab_parameters({"rpg_time_reset": spec.dcqcn["rpg_time_reset"]})[
-                    "rpg_time_reset"
-                ]
-                * 1e-6,
-            )
-            if reaction is not None and spec.dcqcn
-            else MAX_DURATION_S
-        )
+        tick = self.tick()
         limit = spec.count if spec.count is not None else 1 << 62
         while result.sent < limit:
-            now = clock.now()
+            now = self.clock.now()
             if now >= deadline:
                 break
-            rate = dilation.lab_rate(reaction.current_bps) if reaction else spec.rate_bps
-            next_send = slot + wire_bits / rate if result.sent else start
+            next_send = slot + self.wire_bits / self.rate() if result.sent else start
             wake = pause.paused_until if pause.is_paused(now) else next_send
             timeout = max(0.0, min(wake, deadline, now + tick) - now)
             readable, _, _ = select.select([sock], [], [], timeout)
-            now = clock.now()
+            now = self.clock.now()
             if readable:
-                _drain(sock, spec, reaction, dilation, result, now, pause)
+                _drain(sock, spec, reaction, self.dilation, result, now, pause)
             if reaction:
-                reaction.advance(dilation.model_time(now))
-                rate = dilation.lab_rate(reaction.current_bps)
-                next_send = slot + wire_bits / rate if result.sent else start
+                reaction.advance(self.dilation.model_time(now))
+            rate = self.rate()
+            next_send = slot + self.wire_bits / rate if result.sent else start
             if pause.is_paused(now) or now < next_send:
                 continue
-            sock.send(template.frame(result.sent, result.sent, time.time_ns()))
-            result.sent += 1
-            result.sent_bytes += template.length
-            if reaction:
-                reaction.on_sent(dilation.model_time(now), template.length)
-                result.min_rate_bps = min(result.min_rate_bps, rate)
+            self.send(sock, now, rate)
             # Pace from the schedule, but never burst to catch up after a pause.
-            slot = max(next_send, now - wire_bits / rate)
-        end = clock.now()
+            slot = max(next_send, now - self.wire_bits / rate)
+        end = self.clock.now()
         result.duration_s = end - start
         pause.finish(end)  # only the time paused while sending
         result.paused_s = pause.paused_s
-    finally:
-        sock.close()
-    if reaction:
-        result.final_rate_bps = dilation.lab_rate(reaction.current_bps)
-        result.rate_cuts = reaction.cuts
-    return result.as_dict(spec)
+
+    def send(self, sock: Any, now: float, rate: float) -> None:
+        result = self.result
+        sock.send(self.template.frame(result.sent, result.sent, time.time_ns()))
+        result.sent += 1
+        result.sent_bytes += self.template.length
+        if self.reaction:
+            self.reaction.on_sent(self.dilation.model_time(now), self.template.length)
+            result.min_rate_bps = min(result.min_rate_bps, rate)
 
 
 def _drain(

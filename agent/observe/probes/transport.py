@@ -16,16 +16,17 @@ its flows take. ``validation.probe.udp_port`` sets it (``auto``: ask each probed
 from __future__ import annotations
 
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.device.fanout import results_or_raise, run_each
 from agent.intent.model import ROCE_UDP_PORT, ProbePolicy
 from agent.observe.hostnic import rdma_devices_on
 from agent.observe.probes.runner import ProbeError, Runner
 
 INSPECT_TIMEOUT_S = 30.0  # a worker start (an SSH login on real hosts) and a sysfs read
+INSPECT_PARALLELISM = 16  # inspect runs at once
 
 
 @dataclass(frozen=True)
@@ -82,18 +83,18 @@ def choose_transport(
     (host, ifname, runner) is inspected, all at once: one short worker run each."""
     if policy.udp_port not in ("auto", ROCE_UDP_PORT):
         return decide(policy, {})  # another port set by hand: no NIC takes it
-    unique = {(host, ifname): runner for host, ifname, runner in interfaces}
+    unique = {f"{host}:{ifname}": (host, ifname, runner) for host, ifname, runner in interfaces}
     if not unique:
         return ROCE
+    found = run_each(unique, _inspect, INSPECT_PARALLELISM)
+    return decide(policy, results_or_raise(found))
 
-    def inspect(item: tuple[tuple[str, str], Runner]) -> tuple[str, list[str]]:
-        (host, ifname), runner = item
-        result = runner.start("inspect", {"ifname": ifname}).result(timeout=INSPECT_TIMEOUT_S)
-        ports = result.get("rdma")
-        if not isinstance(ports, list) or not all(isinstance(p, str) for p in ports):
-            raise ProbeError(f"inspect on {host}: Expected: rdma as a list Actual: {ports!r:.100}")
-        return f"{host}:{ifname}", ports
 
-    with ThreadPoolExecutor(max_workers=min(16, len(unique))) as pool:
-        found = dict(pool.map(inspect, unique.items()))
-    return decide(policy, found)
+def _inspect(interface: tuple[str, str, Runner]) -> list[str]:
+    """The RDMA ports on one host's interface, from one short worker run."""
+    host, ifname, runner = interface
+    result = runner.start("inspect", {"ifname": ifname}).result(timeout=INSPECT_TIMEOUT_S)
+    ports = result.get("rdma")
+    if not isinstance(ports, list) or not all(isinstance(p, str) for p in ports):
+        raise ProbeError(f"inspect on {host}: Expected: rdma as a list Actual: {ports!r:.100}")
+    return ports
