@@ -2,8 +2,8 @@
 an independent fluid model of DCQCN to cross-check it.
 
 - :mod:`agent.twin.network` builds the simulated network from the intent and its plan,
-  :mod:`agent.twin.engine` runs it on :class:`lossless.clock.VirtualClock` with the shared
-  model (:mod:`lossless`) deciding every mark, pause, drop and rate cut,
+  :mod:`agent.twin.engine` runs it in integer picoseconds (:class:`lossless.clock.TickClock`)
+  with the shared model (:mod:`lossless`) deciding every mark, pause, drop and rate cut,
   :mod:`agent.twin.workloads` sets up traffic, :mod:`agent.twin.results` reports it and
   :mod:`agent.twin.plot` draws it.
 - :mod:`agent.twin.fluid` integrates the delay differential equations of Zhu et al., "ECN or

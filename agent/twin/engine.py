@@ -2,7 +2,20 @@
 
 Events live in one heap of ``(time, seq, handler, a, b)``; ``seq`` keeps events of the same
 instant in the order they were scheduled, so a run is deterministic for a seed.  The clock is
-:class:`lossless.clock.VirtualClock`, set to each event's time before its handler runs.
+:class:`lossless.clock.TickClock`, set to each event's time before its handler runs.
+
+Time is integer picoseconds (ticks), so it cannot drift and no event lands before its cause.
+Roundings, each stated once:
+
+* durations the engine derives -- a frame on the wire (per port and frame length, cached), a
+  cable's propagation, a PFC frame, a pacing gap, the storm's XOFF period -- are rounded *up*
+  to the next tick: a port never sends faster than its speed, a sender never beats its rate;
+* times the user chose -- the run length, a flow's start and stop, the sampling interval --
+  are the nearest tick;
+* the shared model (:mod:`lossless`) takes seconds (``ticks / 10**12``, correctly rounded);
+  a deadline it returns in seconds (a pause's end, the next XOFF refresh, the watchdog's next
+  poll) is woken at the first tick at or after it (:func:`lossless.clock.ticks_at_or_after`),
+  where the model sees the deadline reached.
 
 Per packet and hop the path is (every decision is the model's, never a copy):
 
@@ -31,10 +44,14 @@ or to storm (send XOFF continuously), for the storm and headroom scenarios.
 from __future__ import annotations
 
 import heapq
+import itertools
+import math
 import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush, heapreplace
+from math import ceil
 from typing import Any
 
 from agent.twin.network import (
@@ -46,7 +63,13 @@ from agent.twin.network import (
     flow_hash,
     roce_frame_bytes,
 )
-from lossless.clock import VirtualClock
+from lossless.clock import (
+    TICKS_PER_SECOND,
+    TickClock,
+    ticks_at_or_after,
+    ticks_up,
+    to_ticks,
+)
 from lossless.config import NUM_CLASSES
 from lossless.dcqcn import DcqcnReactionPoint, NotificationPoint
 from lossless.pfc import (
@@ -72,6 +95,23 @@ from lossless.wred import EcnMarker
 WIRE_OVERHEAD_BYTES = 20  # preamble 7 + SFD 1 + inter-frame gap 12 (IEEE 802.3 4.4.2)
 PFC_FRAME_BYTES = 64  # a PFC frame is a minimum-size MAC control frame (802.1Qbb 36.1.3)
 CNP_BYTES = 78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4
+NEVER = 1 << 62  # a tick no run reaches (a flow without a stop time)
+
+
+def wire_ticks(length: int, speed_bps: int) -> int:
+    """Ticks a frame of ``length`` bytes occupies a wire of ``speed_bps``, with preamble and
+    gap, rounded up."""
+    return ticks_up((length + WIRE_OVERHEAD_BYTES) * 8 * TICKS_PER_SECOND, speed_bps)
+
+
+def wire_table(lengths: set[int], speed_bps: int) -> dict[int, int]:
+    """Frame length -> :func:`wire_ticks`, for every length a run sends (a handful)."""
+    return {length: wire_ticks(length, speed_bps) for length in lengths}
+
+
+def propagation_ticks(spec: PortSpec) -> int:
+    """The cable's delay in ticks, rounded up."""
+    return math.ceil(spec.propagation_s * TICKS_PER_SECOND)
 
 
 class Packet:
@@ -107,7 +147,9 @@ class Flow:
         "rx_ce",
         "rx_packets",
         "src",
+        "start_at",
         "start_s",
+        "stop_at",
         "stop_s",
         "tx_bytes",
         "tx_packets",
@@ -132,8 +174,10 @@ class Flow:
         self.rp = rp
         self.start_s = start_s
         self.stop_s = stop_s
-        self.next_at = start_s
-        self.last_sent = -1.0
+        self.start_at = to_ticks(start_s)
+        self.stop_at = to_ticks(stop_s) if math.isfinite(stop_s) else NEVER
+        self.next_at = self.start_at
+        self.last_sent = -1
         self.tx_bytes = self.tx_packets = 0
         self.rx_bytes = self.rx_packets = self.rx_ce = 0
         self.cnps_rx = 0
@@ -144,28 +188,28 @@ class Flow:
 
 
 class PauseMeter:
-    """Time a pause timer ran within the run (reporting only; the model decides the pause).
+    """Ticks a pause timer ran within the run (reporting only; the model decides the pause).
 
     Same replacement rule as :class:`lossless.pfc.PauseHonouring`: a new deadline replaces the
     running one, and the part of a pause past the end of the run is removed by ``finish``.
     """
 
-    __slots__ = ("paused_s", "until")
+    __slots__ = ("paused", "until")
 
     def __init__(self) -> None:
-        self.paused_s = 0.0
-        self.until = 0.0
+        self.paused = 0
+        self.until = 0
 
-    def update(self, now: float, until: float) -> None:
+    def update(self, now: int, until: int) -> None:
         if self.until > now:
-            self.paused_s -= self.until - now
+            self.paused -= self.until - now
         if until > now:
-            self.paused_s += until - now
+            self.paused += until - now
         self.until = until
 
-    def finish(self, end: float) -> None:
+    def finish(self, end: int) -> None:
         if self.until > end:
-            self.paused_s -= self.until - end
+            self.paused -= self.until - end
             self.until = end
 
 
@@ -175,7 +219,6 @@ class SwitchPort:
     __slots__ = (
         "backlog",
         "busy_until",
-        "byte_time",
         "depth",
         "depth_hist",
         "depth_peak",
@@ -186,11 +229,11 @@ class SwitchPort:
         "pause",
         "pause_meter",
         "peer",
-        "pfc_frame_s",
+        "pfc_frame",
         "pfc_rx",
         "pfc_tx_xoff",
         "pfc_tx_xon",
-        "prop_s",
+        "prop",
         "queue_limit",
         "queues",
         "refresh_at",
@@ -203,6 +246,7 @@ class SwitchPort:
         "wake_gen",
         "watchdog",
         "watchdog_drops",
+        "wire",
     )
 
     def __init__(self, spec: PortSpec, switch: SwitchNode, rng: random.Random) -> None:
@@ -211,9 +255,10 @@ class SwitchPort:
         self.name = f"{spec.device}:{spec.name}"
         self.switch = switch
         speed = spec.speed_bps
-        self.byte_time = 8.0 / speed
-        self.prop_s = spec.propagation_s
-        self.pfc_frame_s = (PFC_FRAME_BYTES + WIRE_OVERHEAD_BYTES) * self.byte_time
+        # Filled by the engine once it knows every NIC's frame length (Engine._wire_times).
+        self.wire: dict[int, int] = {}
+        self.prop = propagation_ticks(spec)
+        self.pfc_frame = wire_ticks(PFC_FRAME_BYTES, speed)
         qos = spec.qos
         lossless = qos.lossless()
         self.queues: list[EgressQueue[Packet]] = [EgressQueue() for _ in range(NUM_CLASSES)]
@@ -232,16 +277,16 @@ class SwitchPort:
         self.peer: Any = None  # SwitchPort or Nic, wired by the engine
         self.backlog = 0
         self.tx_pending = False  # an end-of-frame event is scheduled
-        self.busy_until = 0.0
+        self.busy_until = 0
         self.wake_gen = 0
-        self.refresh_at = -1.0
+        self.refresh_at = -1
         self.refresh_gen = 0
         self.tx_bytes = 0
         self.depth = 0
-        self.depth_t = 0.0
+        self.depth_t = 0
         self.depth_peak = 0
-        # Time at each depth, in 1 KiB bins: the time-weighted distribution for p99.
-        self.depth_hist: dict[int, float] = {}
+        # Ticks at each depth, in 1 KiB bins: the time-weighted distribution for p99.
+        self.depth_hist: dict[int, int] = {}
         self.pause_meter = PauseMeter()
         self.pfc_tx_xoff = 0
         self.pfc_tx_xon = 0
@@ -266,55 +311,70 @@ class Nic:
 
     __slots__ = (
         "busy_until",
-        "byte_time",
         "cnp_queue",
         "cnps_tx",
         "flows",
+        "frame_bits",
         "frame_bytes",
         "honour_pause",
         "name",
         "np",
         "pause",
+        "pause_end",
         "peer",
-        "pfc_frame_s",
+        "pfc_frame",
         "pfc_tx_xoff",
-        "prop_s",
+        "prop",
         "roce_priority",
         "spec",
         "storm",
-        "timer_s",
+        "storm_period",
+        "timer",
         "tx_bytes",
         "wake_at",
         "wake_gen",
+        "wire",
     )
 
     def __init__(self, spec: NicSpec, payload_bytes: int | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         speed = spec.port.speed_bps
-        self.byte_time = 8.0 / speed
-        self.prop_s = spec.port.propagation_s
-        self.pfc_frame_s = (PFC_FRAME_BYTES + WIRE_OVERHEAD_BYTES) * self.byte_time
+        self.wire: dict[int, int] = {}  # as a switch port's
+        self.prop = propagation_ticks(spec.port)
+        self.pfc_frame = wire_ticks(PFC_FRAME_BYTES, speed)
+        # A stormy NIC repeats its XOFF at the refresh fraction of the pause it asks for.
+        self.storm_period = math.ceil(
+            pause_duration(PFC_QUANTA_MAX, speed) * REFRESH_FRACTION * TICKS_PER_SECOND
+        )
         self.roce_priority = spec.roce_priority
         # The NIC honours pause for the priorities its PFC vector enables (mlx5 pfc_vector).
         self.honour_pause = spec.roce_priority in spec.pfc_priorities
         self.pause = PauseHonouring(speed)
+        # The first tick the model no longer sees the NIC paused at (its pause is in seconds).
+        self.pause_end = 0
         self.np = NotificationPoint(spec.dcqcn["min_time_between_cnps"])
-        self.flows: list[tuple[float, int, Flow]] = []
+        self.flows: list[tuple[int, int, Flow]] = []
         self.cnp_queue: deque[Packet] = deque()
         self.peer: Any = None
-        self.busy_until = 0.0
-        self.wake_at = -1.0
+        self.busy_until = 0
+        self.wake_at = NEVER  # the pending wake's tick, NEVER for none
         self.wake_gen = 0
         self.tx_bytes = 0
         self.cnps_tx = 0
         self.pfc_tx_xoff = 0
         self.storm = False
         self.frame_bytes = roce_frame_bytes(spec.port.mtu, payload_bytes)
-        self.timer_s = spec.dcqcn["rpg_time_reset"] * 1e-6
+        # A data frame's bits in tick units: the pacing gap is this over the rate.
+        self.frame_bits = float(self.frame_bytes * 8 * TICKS_PER_SECOND)
+        self.timer = _us_ticks(spec.dcqcn["rpg_time_reset"])
 
 
 Handler = Callable[[Any, Any], None]
+
+
+def _us_ticks(microseconds: int) -> int:
+    return microseconds * (TICKS_PER_SECOND // 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -362,18 +422,20 @@ class Engine:
         # Called after each sample with the engine and the time: what a caller needs to read
         # the counters at a moment of its choosing (tune's measurement window).
         self.on_sample = on_sample
-        self.clock = VirtualClock()
+        self.clock = TickClock()
         self.rng = random.Random(seed)
-        self._heap: list[tuple[float, int, Handler, Any, Any]] = []
-        self._seq = 0
+        self._heap: list[tuple[int, int, Handler, Any, Any]] = []
+        self._seq = itertools.count()
         self.events = 0
         self.switches: dict[str, SwitchNode] = {}
+        self._ports: list[SwitchPort] = []  # every built switch port, switch by switch
         self.nics: dict[str, Nic] = {}
         self.flows: list[Flow] = []
         self.samples: list[Watch] = []
         self.sample_every_s = sample_every_s
         self.max_samples = max_samples
         self.duration_s = 0.0
+        self.end = 0  # the run's last tick
         self._storm = storm
         # RoCE payload per data packet (None: the port's RoCE MTU); reaction_point=False is a
         # NIC with DCQCN off (CNPs arrive and are counted, the rate never changes).
@@ -423,12 +485,14 @@ class Engine:
             node = SwitchNode(name, spec.dscp_to_tc)
             node.ports = [SwitchPort(p, node, self.rng) for p in spec.ports]
             self.switches[name] = node
+            self._ports.extend(node.ports)
         for name in sorted(host_names):
             nic = Nic(self.network.hosts[name], self.payload_bytes)
             if name in ignore_pause:
                 nic.honour_pause = False
             self.nics[name] = nic
         self._wire()
+        self._wire_times()
         for dst in host_names:
             routes = self.network.routes_to(dst)
             for name, node in self.switches.items():
@@ -463,6 +527,16 @@ class Engine:
                     port.peer = self.nics[peer_dev]
                     self.nics[peer_dev].peer = port
 
+    def _wire_times(self) -> None:
+        """Every port's and NIC's wire time for each frame length of the run: the NICs' data
+        frames and CNPs (a table lookup per frame, not a division)."""
+        lengths = {nic.frame_bytes for nic in self.nics.values()} | {CNP_BYTES}
+        for node in self.switches.values():
+            for port in node.ports:
+                port.wire = wire_table(lengths, port.spec.speed_bps)
+        for nic in self.nics.values():
+            nic.wire = wire_table(lengths, nic.spec.port.speed_bps)
+
     def _add_flows(self, specs: list[FlowSpec], override: dict[str, int]) -> None:
         """Each flow with its reaction point on its sending NIC; every NIC's notification
         point and timer from its DCQCN parameters (``override`` on top)."""
@@ -480,64 +554,76 @@ class Engine:
                 flow_spec.stop_s,
             )
             self.flows.append(flow)
-            heapq.heappush(nic.flows, (flow_spec.start_s, index, flow))
+            heapq.heappush(nic.flows, (flow.start_at, index, flow))
         for nic in self.nics.values():
             params = {**nic.spec.dcqcn, **override}
             nic.np = NotificationPoint(params["min_time_between_cnps"])
-            nic.timer_s = params["rpg_time_reset"] * 1e-6
+            nic.timer = _us_ticks(params["rpg_time_reset"])
 
     # ---------------------------------------------------------------- event plumbing
 
-    def _at(self, when: float, handler: Handler, a: Any, b: Any = None) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (when, self._seq, handler, a, b))
+    def _at(self, when: int, handler: Handler, a: Any, b: Any = None) -> None:
+        heappush(self._heap, (when, next(self._seq), handler, a, b))
 
     def run(self, duration_s: float) -> None:
         """Simulate from 0 to ``duration_s`` seconds of virtual time (once per engine)."""
         if self.events or self.samples:
             raise TwinError("twin: an engine runs once; build a new one for another run")
         self.duration_s = duration_s
-        interval = max(self.sample_every_s, duration_s / self.max_samples)
-        self.sample_every_s = interval
-        self._at(0.0, self._sample, interval)
+        self.end = end = to_ticks(duration_s)
+        interval = to_ticks(max(self.sample_every_s, duration_s / self.max_samples))
+        self.sample_every_s = interval / TICKS_PER_SECOND
+        self._at(0, self._sample, interval)
+        self._start_timers()
+        heap = self._heap
+        pop = heapq.heappop
+        clock = self.clock
+        now = clock.ticks
+        events = 0
+        while heap:
+            when, _, handler, a, b = heap[0]
+            if when > end:
+                break
+            pop(heap)
+            if when < now:
+                clock.set(when)  # refuses, naming both times: an event scheduled in the past
+            # The clock's own check, inlined: this loop runs once per event.
+            clock.ticks = now = when
+            handler(a, b)
+            events += 1
+        self.events += events
+        self.clock.set(max(self.clock.ticks, end))
+        self._close(end)
+
+    def _start_timers(self) -> None:
+        """The first events: each NIC's first send, each watchdog's first poll, the storm."""
         for nic in self.nics.values():
             if nic.flows:
                 self._wake_nic(nic, nic.flows[0][0])
         for node in self.switches.values():
             for port in node.ports:
                 if port.watchdog.enabled:
-                    self._at(port.watchdog.next_poll, self._poll_watchdog, port)
+                    self._at(ticks_at_or_after(port.watchdog.next_poll), self._poll_watchdog, port)
         if self._storm is not None:
             name, start = self._storm
             self.nics[name].storm = True
-            self._at(start, self._storm_tick, self.nics[name])
-        heap = self._heap
-        pop = heapq.heappop
-        clock_set = self.clock.set
-        events = 0
-        while heap:
-            when, _, handler, a, b = heap[0]
-            if when > duration_s:
-                break
-            pop(heap)
-            clock_set(when)
-            handler(a, b)
-            events += 1
-        self.events += events
-        self.clock.set(max(self.clock.now(), duration_s))
-        end = duration_s
+            self._at(to_ticks(start), self._storm_tick, self.nics[name])
+
+    def _close(self, end: int) -> None:
+        """The run ends at ``end``: pauses still running count only up to it."""
+        end_s = end / TICKS_PER_SECOND
         for node in self.switches.values():
             for port in node.ports:
                 port.pause_meter.finish(end)
                 self._depth_change(port, end, 0)
         for nic in self.nics.values():
-            nic.pause.finish(end)
+            nic.pause.finish(end_s)
 
     # ---------------------------------------------------------------- host side
 
-    def _wake_nic(self, nic: Nic, when: float) -> None:
+    def _wake_nic(self, nic: Nic, when: int) -> None:
         """Make sure the NIC runs at ``when`` (one pending wake per NIC, the earliest)."""
-        if nic.wake_at >= 0 and nic.wake_at <= when:
+        if nic.wake_at <= when:
             return
         nic.wake_gen += 1
         nic.wake_at = when
@@ -546,8 +632,8 @@ class Engine:
     def _nic_tx(self, nic: Nic, gen: int) -> None:
         if gen != nic.wake_gen:
             return  # superseded by an earlier wake
-        nic.wake_at = -1.0
-        now = self.clock.now()
+        nic.wake_at = NEVER
+        now = self.clock.ticks
         if nic.busy_until > now:
             self._wake_nic(nic, nic.busy_until)
             return
@@ -555,86 +641,97 @@ class Engine:
             packet = nic.cnp_queue.popleft()
             nic.cnps_tx += 1
         else:
-            flows = nic.flows
-            if not flows:
+            data = self._next_data_packet(nic, now)
+            if data is None:
                 return
-            if nic.honour_pause and nic.pause.is_paused(now):
-                # The XON (or the pause running out) wakes the NIC; the timer is the fallback.
-                self._wake_nic(nic, nic.pause.paused_until)
-                return
-            next_at, index, flow = flows[0]
-            if next_at > now:
-                self._wake_nic(nic, next_at)
-                return
-            if now >= flow.stop_s:
-                heapq.heappop(flows)
-                if flows:
-                    self._wake_nic(nic, max(now, flows[0][0]))
-                return
-            rp = flow.rp
-            length = nic.frame_bytes
-            if flow.last_sent >= 0:
-                # Paced by the rate *now* (a CNP may have cut it since the entry was made);
-                # the RP's timers run during a long gap, as a NIC's do whether or not it sends.
-                rp.advance(now)
-                due = flow.last_sent + length * 8.0 / rp.current_bps
-                if due > now:
-                    heapq.heapreplace(flows, (min(due, now + nic.timer_s), index, flow))
-                    self._wake_nic(nic, flows[0][0])
-                    return
-            packet = Packet(flow, length, nic.spec.roce_dscp, True, False)
-            rp.on_sent(now, length)
-            flow.tx_bytes += length
-            flow.tx_packets += 1
-            flow.last_sent = now
-            # No credit for time spent paused or idle: the next gap starts now.
-            gap = length * 8.0 / rp.current_bps
-            heapq.heapreplace(flows, (now + min(gap, nic.timer_s), index, flow))
+            packet = data
         length = packet.length
-        done = now + (length + WIRE_OVERHEAD_BYTES) * nic.byte_time
+        done = now + nic.wire[length]
         nic.busy_until = done
         nic.tx_bytes += length + WIRE_OVERHEAD_BYTES
-        self._at(done + nic.prop_s, self._switch_rx, nic.peer, packet)
+        self._at(done + nic.prop, self._switch_rx, nic.peer, packet)
         if nic.cnp_queue:
             self._wake_nic(nic, done)
         elif nic.flows:
-            self._wake_nic(nic, max(done, nic.flows[0][0]))
+            first = nic.flows[0][0]
+            self._wake_nic(nic, done if done > first else first)
+
+    def _next_data_packet(self, nic: Nic, now: int) -> Packet | None:
+        """The data frame the NIC sends now, or None after arranging its next wake."""
+        flows = nic.flows
+        if not flows:
+            return None
+        if nic.honour_pause and nic.pause_end > now:
+            # The XON (or the pause running out) wakes the NIC; the timer is the fallback.
+            self._wake_nic(nic, nic.pause_end)
+            return None
+        next_at, index, flow = flows[0]
+        if next_at > now:
+            self._wake_nic(nic, next_at)
+            return None
+        if now >= flow.stop_at:
+            heapq.heappop(flows)
+            if flows:
+                self._wake_nic(nic, max(now, flows[0][0]))
+            return None
+        rp = flow.rp
+        now_s = now / TICKS_PER_SECOND
+        if flow.last_sent >= 0:
+            # Paced by the rate *now* (a CNP may have cut it since the entry was made);
+            # the RP's timers run during a long gap, as a NIC's do whether or not it sends.
+            rp.advance(now_s)
+            due = flow.last_sent + ceil(nic.frame_bits / rp.current_bps)
+            if due > now:
+                limit = now + nic.timer
+                heapreplace(flows, (due if due < limit else limit, index, flow))
+                # Another flow may have been due while the NIC was busy: its entry is in the
+                # past, and the NIC serves it now.
+                first = flows[0][0]
+                self._wake_nic(nic, now if now > first else first)
+                return None
+        length = nic.frame_bytes
+        rp.on_sent(now_s, length)
+        flow.tx_bytes += length
+        flow.tx_packets += 1
+        flow.last_sent = now
+        # No credit for time spent paused or idle: the next gap starts now.
+        gap = ceil(nic.frame_bits / rp.current_bps)
+        heapreplace(flows, (now + (gap if gap < nic.timer else nic.timer), index, flow))
+        return Packet(flow, length, nic.spec.roce_dscp, True, False)
 
     def _host_rx(self, nic: Nic, packet: Packet) -> None:
-        now = self.clock.now()
         flow = packet.flow
         if packet.cnp:
             flow.cnps_rx += 1
             if self.reaction_point:
-                flow.rp.on_cnp(now)
+                flow.rp.on_cnp(self.clock.now())
             return
         flow.rx_bytes += packet.length
         flow.rx_packets += 1
         if packet.ce:
             flow.rx_ce += 1
-            if nic.np.on_ce(flow.index, now):
+            if nic.np.on_ce(flow.index, self.clock.now()):
                 spec = nic.spec
                 cnp = Packet(flow, CNP_BYTES, spec.cnp_dscp, False, True)
                 nic.cnp_queue.append(cnp)
-                self._wake_nic(nic, now)
+                self._wake_nic(nic, self.clock.ticks)
 
     def _nic_pfc_rx(self, nic: Nic, frame: tuple[int, int]) -> None:
         tc, quanta = frame
         if tc != nic.roce_priority or not nic.honour_pause:
             return
-        now = self.clock.now()
-        nic.pause.receive(quanta, now)
+        nic.pause.receive(quanta, self.clock.now())
+        nic.pause_end = ticks_at_or_after(nic.pause.paused_until)
         if not quanta and (nic.flows or nic.cnp_queue):
-            self._wake_nic(nic, now)
+            self._wake_nic(nic, self.clock.ticks)
 
     def _storm_tick(self, nic: Nic, _: Any) -> None:
         """A stormy NIC: XOFF on the RoCE priority, again at half the pause time, forever."""
-        now = self.clock.now()
+        now = self.clock.ticks
         nic.pfc_tx_xoff += 1
-        self._at(now + nic.pfc_frame_s + nic.prop_s, self._switch_pfc_rx, nic.peer,
+        self._at(now + nic.pfc_frame + nic.prop, self._switch_pfc_rx, nic.peer,
                  (nic.roce_priority, PFC_QUANTA_MAX))  # fmt: skip
-        period = pause_duration(PFC_QUANTA_MAX, nic.spec.port.speed_bps) * REFRESH_FRACTION
-        self._at(now + period, self._storm_tick, nic)
+        self._at(now + nic.storm_period, self._storm_tick, nic)
 
     # ---------------------------------------------------------------- switch side
 
@@ -663,7 +760,7 @@ class Engine:
         )
         if not status:
             return  # headroom (lossless) or tail (lossy) drop, counted by the model
-        now = self.clock.now()
+        now = self.clock.ticks
         if status & MARKED:
             packet.ce = True
         if status & XOFF_DUE:
@@ -673,18 +770,18 @@ class Engine:
         if not out.tx_pending:
             self._kick(out, now)
 
-    def _depth_change(self, port: SwitchPort, now: float, delta: int) -> None:
+    def _depth_change(self, port: SwitchPort, now: int, delta: int) -> None:
         depth = port.depth
         hist = port.depth_hist
         key = depth >> 10
-        hist[key] = hist.get(key, 0.0) + (now - port.depth_t)
+        hist[key] = hist.get(key, 0) + (now - port.depth_t)
         port.depth_t = now
         depth += delta
         port.depth = depth
         if depth > port.depth_peak:
             port.depth_peak = depth
 
-    def _kick(self, port: SwitchPort, now: float) -> None:
+    def _kick(self, port: SwitchPort, now: int) -> None:
         """Something may be sendable: transmit now, or at the end of the frame on the wire.
 
         At most one end-of-frame event is pending per port (``tx_pending``), and none while
@@ -702,16 +799,18 @@ class Engine:
         port.tx_pending = False
         if not port.backlog:
             return
-        now = self.clock.now()
+        now = self.clock.ticks
         queues = port.queues
-        eligible = eligible_classes(queues, port.pause, port.watchdog.override_pause, now)
+        eligible = eligible_classes(
+            queues, port.pause, port.watchdog.override_pause, now / TICKS_PER_SECOND
+        )
         tc = port.scheduler.pick(queues, eligible)
         if tc is None:
             # Everything queued is paused: the XON or the end of the pause wakes the port.
             until = port.pause.paused_until
             wake = min(until[c] for c in range(NUM_CLASSES) if queues[c].packets)
             port.wake_gen += 1
-            self._at(wake, self._port_wake, port, port.wake_gen)
+            self._at(ticks_at_or_after(wake), self._port_wake, port, port.wake_gen)
             return
         queue = queues[tc]
         packet, in_index, in_tc = queue.pop()
@@ -723,35 +822,34 @@ class Engine:
         in_port = port.switch.ports[in_index]
         if in_port.ingress.release(in_tc, length):
             self._send_pfc(in_port, in_tc, 0, now)
-        wire = length + WIRE_OVERHEAD_BYTES
-        done = now + wire * port.byte_time
+        done = now + port.wire[length]
         port.busy_until = done
-        port.tx_bytes += wire
+        port.tx_bytes += length + WIRE_OVERHEAD_BYTES
         peer = port.peer
         if type(peer) is Nic:
-            self._at(done + port.prop_s, self._host_rx, peer, packet)
+            self._at(done + port.prop, self._host_rx, peer, packet)
         else:
-            self._at(done + port.prop_s, self._switch_rx, peer, packet)
+            self._at(done + port.prop, self._switch_rx, peer, packet)
         if port.backlog:
             port.tx_pending = True
             self._at(done, self._port_tx, port)
 
     def _port_wake(self, port: SwitchPort, gen: int) -> None:
         if gen == port.wake_gen:
-            self._kick(port, self.clock.now())
+            self._kick(port, self.clock.ticks)
 
-    def _send_pfc(self, port: SwitchPort, tc: int, quanta: int, now: float) -> None:
+    def _send_pfc(self, port: SwitchPort, tc: int, quanta: int, now: int) -> None:
         """XOFF (quanta > 0) or XON for ``tc`` out of ``port`` to its upstream neighbour."""
         ingress = port.ingress
         if quanta:
-            ingress.xoff_sent(tc, now)
+            ingress.xoff_sent(tc, now / TICKS_PER_SECOND)
             port.pfc_tx_xoff += 1
             self._schedule_refresh(port)
         else:
             ingress.xon_sent(tc)
             port.pfc_tx_xon += 1
         start = port.busy_until if port.busy_until > now else now
-        arrive = start + port.pfc_frame_s + port.prop_s
+        arrive = start + port.pfc_frame + port.prop
         peer = port.peer
         if type(peer) is Nic:
             self._at(arrive, self._nic_pfc_rx, peer, (tc, quanta))
@@ -760,8 +858,11 @@ class Engine:
 
     def _schedule_refresh(self, port: SwitchPort) -> None:
         """One pending refresh per port, at the model's next_refresh (earlier ones win)."""
-        when = port.ingress.next_refresh()
-        if when is None or (port.refresh_at >= 0 and port.refresh_at <= when):
+        due = port.ingress.next_refresh()
+        if due is None:
+            return
+        when = ticks_at_or_after(due)
+        if port.refresh_at >= 0 and port.refresh_at <= when:
             return
         port.refresh_at = when
         port.refresh_gen += 1
@@ -770,21 +871,22 @@ class Engine:
     def _refresh(self, port: SwitchPort, gen: int) -> None:
         if gen != port.refresh_gen:
             return
-        port.refresh_at = -1.0
-        now = self.clock.now()
-        for tc in port.ingress.refresh_due(now):
+        port.refresh_at = -1
+        now = self.clock.ticks
+        for tc in port.ingress.refresh_due(now / TICKS_PER_SECOND):
             self._send_pfc(port, tc, PFC_QUANTA_MAX, now)
         self._schedule_refresh(port)
 
     def _switch_pfc_rx(self, port: SwitchPort, frame: tuple[int, int]) -> None:
         tc, quanta = frame
-        now = self.clock.now()
+        now = self.clock.ticks
+        now_s = now / TICKS_PER_SECOND
         port.pfc_rx += 1
         pause = port.pause
-        pause.receive(tc, quanta, now, port.watchdog.override_pause[tc])
+        pause.receive(tc, quanta, now_s, port.watchdog.override_pause[tc])
         if tc == self._metered_tc(port):
-            port.pause_meter.update(now, pause.paused_until[tc])
-        if not pause.is_paused(tc, now):
+            port.pause_meter.update(now, ticks_at_or_after(pause.paused_until[tc]))
+        if not pause.is_paused(tc, now_s):
             self._kick(port, now)
 
     @staticmethod
@@ -794,10 +896,10 @@ class Engine:
         return no_drop[0] if no_drop else -1
 
     def _poll_watchdog(self, port: SwitchPort, _: Any) -> None:
-        now = self.clock.now()
+        now = self.clock.ticks
         watchdog = port.watchdog
         queued = [bool(q.packets) for q in port.queues]
-        for event in watchdog.poll(now, port.pause, queued):
+        for event in watchdog.poll(now / TICKS_PER_SECOND, port.pause, queued):
             if not event.detected:
                 continue
             tc = event.priority
@@ -808,9 +910,9 @@ class Engine:
             if watchdog.drop_traffic[tc]:
                 self._flush(port, tc, now)
         self._kick(port, now)
-        self._at(watchdog.next_poll, self._poll_watchdog, port)
+        self._at(ticks_at_or_after(watchdog.next_poll), self._poll_watchdog, port)
 
-    def _flush(self, port: SwitchPort, tc: int, now: float) -> None:
+    def _flush(self, port: SwitchPort, tc: int, now: int) -> None:
         """Watchdog drop action: discard the class's queue, releasing its ingress charges."""
         queue = port.queues[tc]
         while queue.packets:
@@ -825,35 +927,31 @@ class Engine:
 
     # ---------------------------------------------------------------- sampling
 
-    def _sample(self, interval: float, _: Any) -> None:
-        now = self.clock.now()
-        queue: dict[str, int] = {}
-        paused: dict[str, float] = {}
-        for node in self.switches.values():
-            for port in node.ports:
-                if port.depth_peak:
-                    queue[port.name] = port.depth
-                if port.pfc_rx:
-                    paused[port.name] = 1.0 if port.pause_meter.until > now else 0.0
-        for nic in self.nics.values():
-            if nic.pause.paused_s:
-                paused[nic.name] = 1.0 if nic.pause.is_paused(now) else 0.0
-        self.samples.append(
-            Watch(
-                t_s=now,
-                queue_bytes=queue,
-                rate_bps=[
-                    f.rp.current_bps if f.start_s <= now < f.stop_s else 0.0 for f in self.flows
-                ],
-                rx_bytes=[f.rx_bytes for f in self.flows],
-                paused=paused,
-            )
-        )
+    def _sample(self, interval: int, _: Any) -> None:
+        now = self.clock.ticks
+        now_s = now / TICKS_PER_SECOND
+        self.samples.append(self._watch(now, now_s))
         for flow in self.flows:
             # The RP keeps every rate change for the lab's reports; the twin samples rates
             # itself, and an unbounded list would grow with every rate change of every flow.
             flow.rp.history.clear()
         if self.on_sample is not None:
-            self.on_sample(self, now)
-        if now + interval <= self.duration_s + 1e-12:
+            self.on_sample(self, now_s)
+        if now + interval <= self.end:
             self._at(now + interval, self._sample, interval)
+
+    def _watch(self, now: int, now_s: float) -> Watch:
+        """The sample at ``now``: queues that ever held something, pauses, flows' rates."""
+        ports = self._ports
+        paused = {p.name: 1.0 if p.pause_meter.until > now else 0.0 for p in ports if p.pfc_rx}
+        for nic in self.nics.values():
+            if nic.pause.paused_s:
+                paused[nic.name] = 1.0 if nic.pause.is_paused(now_s) else 0.0
+        flows = self.flows
+        return Watch(
+            t_s=now_s,
+            queue_bytes={p.name: p.depth for p in ports if p.depth_peak},
+            rate_bps=[f.rp.current_bps if f.start_at <= now < f.stop_at else 0.0 for f in flows],
+            rx_bytes=[f.rx_bytes for f in flows],
+            paused=paused,
+        )

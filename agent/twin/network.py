@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -452,3 +453,61 @@ def star_fabric_yaml(
             f'peer: "leaf1:Ethernet{i}"}}]}}'
         )
     return "\n".join(lines) + "\n"
+
+
+def leaf_spine_fabric_yaml(
+    leaf_speeds: Sequence[str],
+    hosts_per_leaf: int,
+    *,
+    spines: int = 2,
+    uplink_speed: str = "400G",
+    uplink_cable_m: float = 30.0,
+    host_cable_m: float = 3.0,
+    profile: str = "nvidia-default",
+    mtu: int = 9214,
+) -> str:
+    """A two-tier fabric for benches and tests: ``spines`` spines, one leaf per entry of
+    ``leaf_speeds`` with ``hosts_per_leaf`` hosts at that speed (``h1``, ``h2``, ... leaf by
+    leaf) -- host speeds mixed behind one spine layer, as a pod that grew in stages is."""
+    header = [
+        "name: twin-leaf-spine",
+        f"profile: {profile}",
+        "defaults:",
+        "  username: netops",
+        "  credentials: {password_env: TWIN_UNUSED}",
+        "devices:",
+    ]
+
+    def port(name: str, speed: str, cable: float, peer: str) -> str:
+        return f'{{name: {name}, speed: {speed}, cable_m: {cable}, mtu: {mtu}, peer: "{peer}"}}'
+
+    def device(name: str, role: str, platform: str, ports: list[str]) -> str:
+        return (
+            f"  - {{name: {name}, platform: {platform}, role: {role}, host: {name}, "
+            f"ports: [{', '.join(ports)}]}}"
+        )
+
+    leaves = range(1, len(leaf_speeds) + 1)
+    spine_rows = [
+        device("spine" + str(s), "spine", "arista_eos",
+               [port(f"Ethernet{leaf}", uplink_speed, uplink_cable_m, f"leaf{leaf}:Ethernet{s}")
+                for leaf in leaves])
+        for s in range(1, spines + 1)
+    ]  # fmt: skip
+    leaf_rows: list[str] = []
+    host_rows: list[str] = []
+    for leaf, speed in zip(leaves, leaf_speeds, strict=True):
+        ports = [
+            port(f"Ethernet{s}", uplink_speed, uplink_cable_m, f"spine{s}:Ethernet{leaf}")
+            for s in range(1, spines + 1)
+        ]
+        for k in range(1, hosts_per_leaf + 1):
+            host = f"h{(leaf - 1) * hosts_per_leaf + k}"
+            leaf_port = f"Ethernet{spines + k}"
+            ports.append(port(leaf_port, speed, host_cable_m, f"{host}:eth0"))
+            host_rows.append(
+                device(host, "host", "linux_host",
+                       [port("eth0", speed, host_cable_m, f"leaf{leaf}:{leaf_port}")])
+            )  # fmt: skip
+        leaf_rows.append(device(f"leaf{leaf}", "leaf", "arista_eos", ports))
+    return "\n".join(header + spine_rows + leaf_rows + host_rows) + "\n"

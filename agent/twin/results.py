@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -142,7 +142,7 @@ def jain(values: list[float]) -> float | None:
     return sum(values) ** 2 / (len(values) * square)
 
 
-def time_weighted_p99(hist: dict[int, float], total: float) -> int:
+def time_weighted_p99(hist: Mapping[int, float], total: float) -> int:
     """Smallest depth (bin top, bytes) with at least 99 % of the time at or below it."""
     if total <= 0 or not hist:
         return 0
@@ -154,18 +154,19 @@ def time_weighted_p99(hist: dict[int, float], total: float) -> int:
     return (max(hist) + 1) << 10
 
 
-def _port_report(port: SwitchPort, duration: float) -> PortReport:
+def _port_report(port: SwitchPort, duration: float, ticks: int) -> PortReport:
+    """``duration`` of the run in seconds, ``ticks`` the same in the engine's ticks."""
     lossless = port.spec.qos.lossless() if port.spec.qos else [False] * NUM_CLASSES
     return PortReport(
         port=port.name,
         speed_bps=port.spec.speed_bps,
         utilisation=port.tx_bytes * 8 / (port.spec.speed_bps * duration),
         queue_peak_bytes=port.depth_peak,
-        queue_p99_bytes=min(time_weighted_p99(port.depth_hist, duration), port.depth_peak),
+        queue_p99_bytes=min(time_weighted_p99(port.depth_hist, ticks), port.depth_peak),
         pfc_xoff_tx=port.pfc_tx_xoff,
         pfc_xon_tx=port.pfc_tx_xon,
         pfc_rx=port.pfc_rx,
-        paused_fraction=port.pause_meter.paused_s / duration,
+        paused_fraction=port.pause_meter.paused / ticks,
         headroom_drops=sum(d for tc, d in enumerate(port.ingress.headroom_drops) if lossless[tc]),
         tail_drops=sum(q.tail_drops for q in port.queues),
         watchdog_drops=port.watchdog_drops,
@@ -230,7 +231,7 @@ def _drops(engine: Engine) -> _Drops:
 def _active_ports(engine: Engine, duration: float) -> list[PortReport]:
     """The switch ports that sent, paused or dropped anything."""
     return [
-        _port_report(p, duration)
+        _port_report(p, duration, engine.end)
         for node in engine.switches.values()
         for p in node.ports
         if p.tx_bytes or p.pfc_rx or p.pfc_tx_xoff or p.watchdog_drops

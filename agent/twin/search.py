@@ -487,17 +487,19 @@ def dcqcn_grid(speed_bps: int, current: dict[str, int]) -> list[tuple[tuple[str,
 
 
 class _Mark:
-    """Cumulative counters at the start of the measurement window."""
+    """Cumulative counters at the start of the measurement window (the switch ports' in the
+    engine's ticks, the NICs' in the model's seconds)."""
 
     def __init__(self, engine: Engine, now: float) -> None:
         self.t_s = now
-        self.ports: dict[str, tuple[int, float, dict[int, float]]] = {}
+        self.ticks = ticks = engine.clock.ticks
+        self.ports: dict[str, tuple[int, int, dict[int, int]]] = {}
         for node in engine.switches.values():
             for port in node.ports:
                 hist = dict(port.depth_hist)
                 key = port.depth >> 10
-                hist[key] = hist.get(key, 0.0) + (now - port.depth_t)
-                paused = port.pause_meter.paused_s - max(0.0, port.pause_meter.until - now)
+                hist[key] = hist.get(key, 0) + (ticks - port.depth_t)
+                paused = port.pause_meter.paused - max(0, port.pause_meter.until - ticks)
                 self.ports[port.name] = (port.tx_bytes, paused, hist)
         self.nics = {
             name: nic.pause.paused_s - max(0.0, nic.pause.paused_until - now)
@@ -553,6 +555,7 @@ def run_candidate(
     if mark is None:  # pragma: no cover - the engine samples up to the end of the run
         raise TwinError("tune: the twin took no sample in the measurement window")
     window = duration_s - mark.t_s
+    window_ticks = engine.end - mark.ticks
     bottleneck = _bottleneck(engine, scenario)
     utilisation = 0.0
     p99 = 0
@@ -560,11 +563,11 @@ def run_candidate(
     for node in engine.switches.values():
         for port in node.ports:
             tx0, paused0, hist0 = mark.ports[port.name]
-            paused = max(paused, (port.pause_meter.paused_s - paused0) / window)
+            paused = max(paused, (port.pause_meter.paused - paused0) / window_ticks)
             if port is bottleneck:
                 utilisation = (port.tx_bytes - tx0) * 8 / (port.spec.speed_bps * window)
-                hist = {k: v - hist0.get(k, 0.0) for k, v in port.depth_hist.items()}
-                p99 = min(time_weighted_p99(hist, window), port.depth_peak)
+                hist = {k: v - hist0.get(k, 0) for k, v in port.depth_hist.items()}
+                p99 = min(time_weighted_p99(hist, window_ticks), port.depth_peak)
     for name, nic in engine.nics.items():
         paused = max(paused, (nic.pause.paused_s - mark.nics[name]) / window)
     packets = sum(f.rx_packets - m[0] for f, m in zip(engine.flows, mark.flows, strict=True))
