@@ -33,8 +33,7 @@ from agent.errors import AgentError, CredentialError
 from agent.intent.model import Device, FabricIntent
 from agent.intent.plan import Plan, build_plan
 
-# Imported from here: the fault drills (kill points) and the callers that size the fan-out.
-__all__ = ["DEFAULT_PARALLELISM", "KILL_POINTS", "kill_point"]
+__all__ = ["KILL_POINTS", "kill_point"]  # fault drills import them from here
 
 log = logging.getLogger("roce_agent")
 DEFAULT_STATE_DIR = Path("/var/lib/roce-agent")

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from agent.app.cli import main
 from agent.app.daemon import load_config
-from agent.device.push import DEFAULT_PARALLELISM
+from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.intent.loader import load_fabric
 from agent.ops.playbooks import PlaybookRunner, load_playbook
 from lab.mgmt.launcher import host_public_key
