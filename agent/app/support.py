@@ -94,6 +94,7 @@ class ProgressBars:
         self.mode = mode
         self.after_s = after_s
         self.started = time.monotonic()
+        self.terminal = sys.stderr.isatty()
         self._bars: Progress | None = None
         self._tasks: list[tuple[str, int]] = []  # description, total
         self._done: list[int] = []
@@ -124,7 +125,7 @@ class ProgressBars:
     def _due(self) -> bool:
         if self.mode is not None:
             return self.mode
-        return sys.stderr.isatty() and time.monotonic() - self.started >= self.after_s
+        return self.terminal and time.monotonic() - self.started >= self.after_s
 
     def _start(self) -> Progress:
         if self._bars is None:

@@ -52,6 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from heapq import heappush, heapreplace
 from math import ceil
+from operator import attrgetter
 from typing import Any
 
 from agent.twin.network import (
@@ -101,6 +102,7 @@ CNP_BYTES = 78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + 
 ONSET_INTERVALS = 5
 ONSET_SPLIT = 10
 NEVER = 1 << 62  # a tick no run reaches (a flow without a stop time)
+_TX_BYTES = attrgetter("tx_bytes")  # every port's counter at every sample, read in C
 
 
 def wire_ticks(length: int, speed_bps: int) -> int:
@@ -403,7 +405,9 @@ class Watch:
     rate_bps: list[float]
     rx_bytes: list[int]
     paused: dict[str, float]
-    tx_bytes: dict[str, int] = field(default_factory=dict)  # per port that sent anything
+    # Bytes each switch port has sent so far, in the order of Engine.ports (a list: taken at
+    # every sample, for every port; a dict of names would cost more than the rest of it).
+    tx_bytes: list[int] = field(default_factory=list)
 
 
 class Engine:
@@ -434,7 +438,7 @@ class Engine:
         self._seq = itertools.count()
         self.events = 0
         self.switches: dict[str, SwitchNode] = {}
-        self._ports: list[SwitchPort] = []  # every built switch port, switch by switch
+        self.ports: list[SwitchPort] = []  # every built switch port, switch by switch
         self.nics: dict[str, Nic] = {}
         self.flows: list[Flow] = []
         self.samples: list[Watch] = []
@@ -492,7 +496,7 @@ class Engine:
             node = SwitchNode(name, spec.dscp_to_tc)
             node.ports = [SwitchPort(p, node, self.rng) for p in spec.ports]
             self.switches[name] = node
-            self._ports.extend(node.ports)
+            self.ports.extend(node.ports)
         for name in sorted(host_names):
             nic = Nic(self.network.hosts[name], self.payload_bytes)
             if name in ignore_pause:
@@ -958,7 +962,7 @@ class Engine:
 
     def _watch(self, now: int, now_s: float) -> Watch:
         """The sample at ``now``: queues that ever held something, pauses, flows' rates."""
-        ports = self._ports
+        ports = self.ports
         paused = {p.name: 1.0 if p.pause_meter.until > now else 0.0 for p in ports if p.pfc_rx}
         for nic in self.nics.values():
             if nic.pause.paused_s:
@@ -970,5 +974,5 @@ class Engine:
             rate_bps=[f.rp.current_bps if f.start_at <= now < f.stop_at else 0.0 for f in flows],
             rx_bytes=[f.rx_bytes for f in flows],
             paused=paused,
-            tx_bytes={p.name: p.tx_bytes for p in ports if p.tx_bytes},
+            tx_bytes=list(map(_TX_BYTES, ports)),
         )

@@ -289,12 +289,13 @@ def _flow_report(engine: Engine, flow: Flow, duration: float) -> FlowReport:
     )
 
 
-def _port_bps(samples: list[Watch], port: str | None, window_s: float) -> list[float]:
-    """What ``port`` sent in bit/s over at least ``window_s`` before each sample (a frame is
-    counted when it starts: over less than a few frame times the rate would alias between 0
-    and a multiple of the line rate); 0 for the first sample."""
-    name = port or ""
+def _port_bps(samples: list[Watch], index: int | None, window_s: float) -> list[float]:
+    """What port ``index`` (of :attr:`Engine.ports`) sent in bit/s over at least ``window_s``
+    before each sample (a frame is counted when it starts: over less than a few frame times
+    the rate would alias between 0 and a multiple of the line rate); 0 for the first sample."""
     out = [0.0] * len(samples)
+    if index is None:
+        return out
     start = 0
     for i, after in enumerate(samples):
         while start + 1 < i and after.t_s - samples[start + 1].t_s >= window_s:
@@ -302,13 +303,13 @@ def _port_bps(samples: list[Watch], port: str | None, window_s: float) -> list[f
         before = samples[start]
         dt = after.t_s - before.t_s
         if dt > 0:
-            out[i] = (after.tx_bytes.get(name, 0) - before.tx_bytes.get(name, 0)) * 8 / dt
+            out[i] = (after.tx_bytes[index] - before.tx_bytes[index]) * 8 / dt
     return out
 
 
 def _rate_window_s(engine: Engine, port: str | None) -> float:
     """RATE_WINDOW_FRAMES of the run's largest frames on ``port``'s wire."""
-    speed = next((p.spec.speed_bps for p in engine._ports if p.name == port), 0)
+    speed = next((p.spec.speed_bps for p in engine.ports if p.name == port), 0)
     frame = max((n.frame_bytes for n in engine.nics.values()), default=0)
     return RATE_WINDOW_FRAMES * (frame + WIRE_OVERHEAD_BYTES) * 8 / speed if speed else 0.0
 
@@ -326,7 +327,7 @@ def _flows_through(engine: Engine, port: str | None) -> int:
 
 def _thresholds(engine: Engine, name: str | None) -> tuple[int | None, int | None, int | None]:
     """ECN min, max and the pause threshold of port ``name``'s RoCE priority."""
-    port = next((p for p in engine._ports if p.name == name), None)
+    port = next((p for p in engine.ports if p.name == name), None)
     nic = next(iter(engine.nics.values()), None)
     if port is None or nic is None or port.spec.qos is None or port.spec.buffer is None:
         return None, None, None
@@ -353,7 +354,11 @@ def _series(engine: Engine, queue_port: str | None) -> Series:
         rate_bps=[[s.rate_bps[i] for s in samples] for i in range(len(engine.flows))],
         paused_ports=paused_ports,
         paused=[[s.paused.get(name, 0.0) for s in samples] for name in paused_ports],
-        queue_port_bps=_port_bps(samples, queue_port, _rate_window_s(engine, queue_port)),
+        queue_port_bps=_port_bps(
+            samples,
+            next((i for i, p in enumerate(engine.ports) if p.name == queue_port), None),
+            _rate_window_s(engine, queue_port),
+        ),
         queue_port_flows=_flows_through(engine, queue_port),
         ecn_min_bytes=ecn_min,
         ecn_max_bytes=ecn_max,
@@ -399,7 +404,7 @@ def _storm_port(engine: Engine, scenario: Scenario) -> str | None:
     if scenario.storm is None:
         return None
     host = scenario.storm[0]
-    return next((p.name for p in engine._ports if p.spec.peer_device == host), None)
+    return next((p.name for p in engine.ports if p.spec.peer_device == host), None)
 
 
 def pick_bottleneck(ports: list[PortReport], storm_port: str | None = None) -> PortReport | None:
