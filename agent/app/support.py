@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from agent.errors import AgentError, IntentError, printable
 
@@ -60,3 +69,77 @@ def handle_errors(command: F) -> F:
             sys.exit(EXIT_ERROR)
 
     return cast(F, wrapper)
+
+
+PROGRESS_AFTER_S = 2.0
+"""A run shorter than this shows no progress bar unless asked (most runs end before it)."""
+
+# --progress/--no-progress for the commands that simulate (default: on a terminal, once the
+# work has taken PROGRESS_AFTER_S).
+PROGRESS = click.option(
+    "--progress/--no-progress", "progress", default=None,
+    help="A progress bar on stderr [default: on a terminal, for work longer than 2 s].",
+)  # fmt: skip
+
+
+class ProgressBars:
+    """Progress bars on stderr (rich), one per task, for work that may take a while.
+
+    ``mode``: True shows them from the start (also into a file or pipe, where rich writes the
+    final state); False never; None only on a terminal and only once the work has run
+    :data:`PROGRESS_AFTER_S` -- a short run stays as quiet as before.
+    """
+
+    def __init__(self, mode: bool | None, *, after_s: float = PROGRESS_AFTER_S) -> None:
+        self.mode = mode
+        self.after_s = after_s
+        self.started = time.monotonic()
+        self.terminal = sys.stderr.isatty()
+        self._bars: Progress | None = None
+        self._tasks: list[tuple[str, int]] = []  # description, total
+        self._done: list[int] = []
+
+    def __enter__(self) -> ProgressBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bars is not None:
+            self._bars.stop()
+
+    def add(self, description: str, total: int) -> int:
+        """A new bar for ``total`` units of work; its index for :meth:`update`."""
+        self._tasks.append((description, total))
+        self._done.append(0)
+        if self._bars is not None:
+            self._bars.add_task(description, total=total, detail="")
+        return len(self._tasks) - 1
+
+    def update(self, task: int, done: int, detail: str = "") -> None:
+        """Task ``task`` has ``done`` of its total (``detail``: the text after the bar)."""
+        self._done[task] = done
+        if self._bars is None and not self._due():
+            return
+        bars = self._start()
+        bars.update(bars.task_ids[task], completed=done, detail=detail)
+
+    def _due(self) -> bool:
+        if self.mode is not None:
+            return self.mode
+        return self.terminal and time.monotonic() - self.started >= self.after_s
+
+    def _start(self) -> Progress:
+        if self._bars is None:
+            self._bars = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True, highlight=False),
+            )
+            for (description, total), done in zip(self._tasks, self._done, strict=True):
+                self._bars.add_task(description, total=total, completed=done, detail="")
+            self._bars.start()
+        return self._bars

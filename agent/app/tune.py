@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,16 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
-from agent.app.twin import DurationType, SpeedType
+from agent.app.support import (
+    EXIT_FAILED,
+    EXIT_OK,
+    FABRIC,
+    OUTPUT,
+    PROGRESS,
+    ProgressBars,
+    handle_errors,
+)
+from agent.app.twin import SpeedType
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.units import format_speed
@@ -30,9 +39,13 @@ from agent.twin.search import (
     DEFAULT_CANDIDATES,
     DEFAULT_SENDERS,
     MAX_CANDIDATES,
+    MAX_DURATION_S,
     MIN_CANDIDATES,
     TUNE_SCENARIOS,
+    Job,
     Objectives,
+    RunMetrics,
+    Runner,
     SpeedResult,
     Stage,
     Trial,
@@ -43,7 +56,7 @@ from agent.twin.search import (
     serial_runner,
     tune,
 )
-from common.clicktypes import FiniteFloat
+from common.clicktypes import Duration, FiniteFloat
 from common.yamlsource import load_yaml
 
 DEFAULT_DURATION = "5ms"
@@ -142,6 +155,20 @@ def override_document(result: TuneResult, existing: dict[str, Any]) -> dict[str,
     return {"overrides": merge(existing, tuned)}
 
 
+def counted(runner: Runner, bars: ProgressBars) -> Runner:
+    """The runner, with a progress bar per batch of runs (a stage of one speed)."""
+
+    def run(jobs: list[Job]) -> Iterator[RunMetrics]:
+        first = jobs[0] if jobs else None
+        what = f"tune {format_speed(first.speed_bps)}" if first is not None else "tune"
+        task = bars.add(what, len(jobs))
+        for done, metrics in enumerate(runner(jobs), start=1):
+            bars.update(task, done, f"{done} of {len(jobs)} runs")
+            yield metrics
+
+    return run
+
+
 def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     data, _ = load_yaml(fabric)
     existing = data.get("overrides") if isinstance(data, dict) else None
@@ -179,8 +206,8 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     help="Incast senders (hosts, for all-to-all); fewer if the speed has fewer hosts.",
 )  # fmt: skip
 @click.option(
-    "--duration", type=DurationType(), default=DEFAULT_DURATION, show_default=True,
-    help="Simulated time per run (at most 100ms); measured over its second half.",
+    "--duration", type=Duration(MAX_DURATION_S), default=DEFAULT_DURATION, show_default=True,
+    help="Simulated time per run, with its unit (at most 100ms); measured over its second half.",
 )  # fmt: skip
 @click.option(
     "--candidates", type=click.IntRange(MIN_CANDIDATES, MAX_CANDIDATES),
@@ -212,6 +239,7 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     "--write-override", "override_file", type=click.Path(path_type=Path, dir_okay=False),
     help="Write the fabric's overrides: block with the recommendation (YAML).",
 )  # fmt: skip
+@PROGRESS
 @handle_errors
 def tune_command(
     fabric: Path,
@@ -227,24 +255,26 @@ def tune_command(
     jobs: int,
     output: str,
     override_file: Path | None,
+    progress: bool | None,
 ) -> None:
     """Search ECN thresholds (and with --dcqcn the NICs' DCQCN) per link speed in the twin.
 
     Exit 0: a recommendation for every speed; 1: some speed has none; 2: bad input.
     """
     intent = load_fabric(fabric).intent
-    result = tune(
-        intent,
-        speeds=speeds,
-        scenario=scenario,
-        senders=senders,
-        duration_s=duration,
-        candidates=candidates,
-        seeds=tuple(range(1, seeds + 1)),
-        dcqcn=dcqcn,
-        objectives=Objectives(max_paused / 100, min_utilisation / 100),
-        runner=pool_runner(jobs) if jobs > 1 else serial_runner,
-    )
+    with ProgressBars(progress) as bars:
+        result = tune(
+            intent,
+            speeds=speeds,
+            scenario=scenario,
+            senders=senders,
+            duration_s=duration,
+            candidates=candidates,
+            seeds=tuple(range(1, seeds + 1)),
+            dcqcn=dcqcn,
+            objectives=Objectives(max_paused / 100, min_utilisation / 100),
+            runner=counted(pool_runner(jobs) if jobs > 1 else serial_runner, bars),
+        )
     written = False
     if override_file is not None:
         written = write_override(override_file, result, fabric)

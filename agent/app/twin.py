@@ -8,9 +8,8 @@ configuration makes is broken); 2 bad input (fabric file, options), with one loc
 from __future__ import annotations
 
 import json
-import math
-import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,38 +17,22 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
+from agent.app.support import (
+    EXIT_FAILED,
+    EXIT_OK,
+    FABRIC,
+    OUTPUT,
+    PROGRESS,
+    ProgressBars,
+    handle_errors,
+)
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.units import UnitError, format_speed, parse_speed
 from agent.twin.network import build_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.workloads import MAX_SENDERS, SCENARIOS, ScenarioName
-
-_DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|ms|us|µs|ns)?\s*$")
-_DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, None: 1.0}
-
-
-class DurationType(click.ParamType[float]):
-    """``10ms``, ``250us``, ``0.5s`` or plain seconds; finite, > 0, at most 10 s."""
-
-    name = "duration"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, float):
-            return value
-        match = _DURATION_RE.match(str(value))
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)] if match else math.nan
-        if not (math.isfinite(seconds) and 0 < seconds <= MAX_DURATION_S):
-            self.fail(
-                f"Expected: a duration such as 10ms, 250us or 0.5s, more than 0 and at most "
-                f"{MAX_DURATION_S:g}s Actual: {value!r}",
-                param,
-                ctx,
-            )
-        return seconds
+from common.clicktypes import Duration
 
 
 class SpeedType(click.ParamType[int]):
@@ -80,15 +63,8 @@ def _bytes(value: int) -> str:
     return f"{value / 1000:.1f} KB"
 
 
-def render_table(result: TwinReport, console: Console) -> None:
-    """The summary, the ports that did something, and the flows (first 32)."""
-    summary = Table(
-        title=f"twin {result.scenario} on {result.fabric} ({result.profile}), "
-        f"{format_speed(result.speed_bps)}, {result.duration_s * 1e3:g} ms"
-    )
-    summary.add_column("metric")
-    summary.add_column("value", justify="right")
-    rows: list[tuple[str, str]] = [
+def _summary_rows(result: TwinReport) -> list[tuple[str, str]]:
+    rows = [
         ("lossless drops", str(result.lossless_drops)),
         ("lossy drops", str(result.lossy_drops)),
         (
@@ -97,7 +73,7 @@ def render_table(result: TwinReport, console: Console) -> None:
         ),
         ("PFC frames sent", str(result.pfc_frames)),
         ("max paused fraction", f"{result.max_paused_fraction:.1%}"),
-        ("bottleneck", result.bottleneck or "-"),
+        ("bottleneck (busiest port)", result.bottleneck or "-"),
         ("bottleneck utilisation", f"{result.bottleneck_utilisation:.1%}"),
         (
             "queue peak / p99",
@@ -117,14 +93,28 @@ def render_table(result: TwinReport, console: Console) -> None:
     if result.scenario == "storm":
         rows.append(("storms detected", str(result.storms_detected)))
     rows.append(("events / wall time", f"{result.events} / {result.wall_s:.2f} s"))
-    for name, value in rows:
+    return rows
+
+
+def summary_table(result: TwinReport) -> Table:
+    summary = Table(
+        title=f"twin {result.scenario} on {result.fabric} ({result.profile}), "
+        f"{format_speed(result.speed_bps)}, {result.duration_s * 1e3:g} ms"
+    )
+    summary.add_column("metric")
+    summary.add_column("value", justify="right")
+    for name, value in _summary_rows(result):
         summary.add_row(name, value)
-    console.print(summary)
-    ports = Table(title="ports")
+    return summary
+
+
+def ports_table(result: TwinReport) -> Table:
+    """The ports that did something, the bottleneck first, then by name."""
+    ports = Table(title="ports (the bottleneck first)")
     for column in ("port", "util", "queue peak", "queue p99", "XOFF/XON tx", "PFC rx", "paused",
                    "drops (hdrm/tail/wd)", "ECN marked"):  # fmt: skip
         ports.add_column(column, justify="left" if column == "port" else "right")
-    for p in result.ports:
+    for p in sorted(result.ports, key=lambda p: p.port != result.bottleneck):
         ports.add_row(
             p.port,
             f"{p.utilisation:.1%}",
@@ -136,7 +126,11 @@ def render_table(result: TwinReport, console: Console) -> None:
             f"{p.headroom_drops}/{p.tail_drops}/{p.watchdog_drops}",
             str(p.ecn_marked),
         )
-    console.print(ports)
+    return ports
+
+
+def flows_table(result: TwinReport) -> Table:
+    """The flows (the first 32; the rest are in --output json)."""
     flows = Table(title="flows")
     for column in ("flow", "goodput", "2nd half", "DCQCN rate", "CE", "CNPs", "NIC paused"):
         flows.add_column(column, justify="left" if column == "flow" else "right")
@@ -152,9 +146,31 @@ def render_table(result: TwinReport, console: Console) -> None:
         )
     if len(result.flows) > 32:
         flows.caption = f"{len(result.flows) - 32} more flows in --output json"
-    console.print(flows)
+    return flows
+
+
+def render_table(result: TwinReport, console: Console) -> None:
+    """The summary, the ports, the flows, the notes, and the verdict last (what to do)."""
+    console.print(summary_table(result))
+    console.print(ports_table(result))
+    console.print(flows_table(result))
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
+    console.print(f"verdict: {result.verdict.says}", markup=False, soft_wrap=True)
+
+
+PROGRESS_STEPS = 1000  # a bar's resolution: simulated time in thousandths of the run
+
+
+def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None]:
+    """A progress callback for run_twin: simulated time of the run's duration."""
+    task = bars.add(title, PROGRESS_STEPS)
+
+    def update(now_s: float, duration_s: float) -> None:
+        done = round(PROGRESS_STEPS * now_s / duration_s)
+        bars.update(task, done, f"{now_s * 1e3:.3g} of {duration_s * 1e3:g} ms simulated")
+
+    return update
 
 
 @click.command("twin")
@@ -170,8 +186,9 @@ def render_table(result: TwinReport, console: Console) -> None:
 )  # fmt: skip
 @click.option("--speed", type=SpeedType(), help="Pick hosts whose NIC runs at this speed.")
 @click.option(
-    "--duration", type=DurationType(), default="10ms", show_default=True,
-    help="Simulated time (storm: at least detection + 2 polling intervals).",
+    "--duration", type=Duration(MAX_DURATION_S), default="10ms", show_default=True,
+    help="Simulated time, with its unit: 10ms, 250us, 2s (storm: at least detection + 2 "
+    "polling intervals).",
 )  # fmt: skip
 @click.option(
     "--seed", type=click.IntRange(0, 2**32 - 1), default=1, show_default=True,
@@ -194,6 +211,7 @@ def render_table(result: TwinReport, console: Console) -> None:
     "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
     help="Write queue depth, rates and pauses over time (FILE.png or FILE.svg).",
 )  # fmt: skip
+@PROGRESS
 @handle_errors
 def twin_command(
     fabric: Path,
@@ -207,11 +225,14 @@ def twin_command(
     no_dcqcn: bool,
     output: str,
     plot_file: Path | None,
+    progress: bool | None,
 ) -> None:
     """Simulate a scenario on the fabric's own speeds, cables, thresholds and DCQCN settings.
 
     A lab fabric (emulation.time_dilation D) is simulated as the fabric it stands for: ports
     D times faster (--speed in those speeds), D times less time.
+
+    The last line is the verdict: what the run shows and what to run next.
 
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """
@@ -219,17 +240,19 @@ def twin_command(
         suffix = plot_file.suffix or "no suffix"
         raise AgentError(f"--plot {plot_file}: Expected: a .png or .svg file Actual: {suffix}")
     network = build_network(load_fabric(fabric).intent)
-    result = run_twin(
-        network,
-        scenario,
-        senders=senders,
-        duration_s=duration,
-        speed_bps=speed,
-        seed=seed,
-        ignore_pause=senders_ignore_pause,
-        payload_bytes=payload_bytes,
-        reaction_point=not no_dcqcn,
-    )
+    with ProgressBars(progress) as bars:
+        result = run_twin(
+            network,
+            scenario,
+            senders=senders,
+            duration_s=duration,
+            speed_bps=speed,
+            seed=seed,
+            ignore_pause=senders_ignore_pause,
+            payload_bytes=payload_bytes,
+            reaction_point=not no_dcqcn,
+            on_progress=_simulating(bars, f"twin {scenario}"),
+        )
     if plot_file is not None:
         from agent.twin.plot import write_plot
 

@@ -49,9 +49,10 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from heapq import heappush, heapreplace
 from math import ceil
+from operator import attrgetter
 from typing import Any
 
 from agent.twin.network import (
@@ -95,7 +96,13 @@ from lossless.wred import EcnMarker
 WIRE_OVERHEAD_BYTES = 20  # preamble 7 + SFD 1 + inter-frame gap 12 (IEEE 802.3 4.4.2)
 PFC_FRAME_BYTES = 64  # a PFC frame is a minimum-size MAC control frame (802.1Qbb 36.1.3)
 CNP_BYTES = 78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4
+# The first ONSET_INTERVALS sampling intervals are sampled ONSET_SPLIT times as densely: what
+# happens in them (the queue's rise, PFC's and DCQCN's first reactions) is what a plot with a
+# log time axis shows first.
+ONSET_INTERVALS = 5
+ONSET_SPLIT = 10
 NEVER = 1 << 62  # a tick no run reaches (a flow without a stop time)
+_TX_BYTES = attrgetter("tx_bytes")  # every port's counter at every sample, read in C
 
 
 def wire_ticks(length: int, speed_bps: int) -> int:
@@ -398,6 +405,9 @@ class Watch:
     rate_bps: list[float]
     rx_bytes: list[int]
     paused: dict[str, float]
+    # Bytes each switch port has sent so far, in the order of Engine.ports (a list: taken at
+    # every sample, for every port; a dict of names would cost more than the rest of it).
+    tx_bytes: list[int] = field(default_factory=list)
 
 
 class Engine:
@@ -428,7 +438,7 @@ class Engine:
         self._seq = itertools.count()
         self.events = 0
         self.switches: dict[str, SwitchNode] = {}
-        self._ports: list[SwitchPort] = []  # every built switch port, switch by switch
+        self.ports: list[SwitchPort] = []  # every built switch port, switch by switch
         self.nics: dict[str, Nic] = {}
         self.flows: list[Flow] = []
         self.samples: list[Watch] = []
@@ -441,6 +451,7 @@ class Engine:
         # NIC with DCQCN off (CNPs arrive and are counted, the rate never changes).
         self.payload_bytes = payload_bytes
         self.reaction_point = reaction_point
+        self.dcqcn_override = dict(dcqcn_override or {})
         self._build(flows, dcqcn_override or {}, ignore_pause)
 
     # ---------------------------------------------------------------- construction
@@ -485,7 +496,7 @@ class Engine:
             node = SwitchNode(name, spec.dscp_to_tc)
             node.ports = [SwitchPort(p, node, self.rng) for p in spec.ports]
             self.switches[name] = node
-            self._ports.extend(node.ports)
+            self.ports.extend(node.ports)
         for name in sorted(host_names):
             nic = Nic(self.network.hosts[name], self.payload_bytes)
             if name in ignore_pause:
@@ -573,7 +584,7 @@ class Engine:
         self.end = end = to_ticks(duration_s)
         interval = to_ticks(max(self.sample_every_s, duration_s / self.max_samples))
         self.sample_every_s = interval / TICKS_PER_SECOND
-        self._at(0, self._sample, interval)
+        self._at(0, self._sample, interval, 0)
         self._start_timers()
         heap = self._heap
         pop = heapq.heappop
@@ -927,7 +938,10 @@ class Engine:
 
     # ---------------------------------------------------------------- sampling
 
-    def _sample(self, interval: int, _: Any) -> None:
+    def _sample(self, interval: int, index: int) -> None:
+        """Sample ``index``: ONSET_SPLIT per interval over the first ONSET_INTERVALS (the
+        onset: queues build and the first cuts land within microseconds), then one per
+        interval, on the same ticks as without the onset samples."""
         now = self.clock.ticks
         now_s = now / TICKS_PER_SECOND
         self.samples.append(self._watch(now, now_s))
@@ -937,12 +951,18 @@ class Engine:
             flow.rp.history.clear()
         if self.on_sample is not None:
             self.on_sample(self, now_s)
-        if now + interval <= self.end:
-            self._at(now + interval, self._sample, interval)
+        index += 1
+        onset = ONSET_INTERVALS * ONSET_SPLIT
+        if index <= onset:
+            when = index * interval // ONSET_SPLIT
+        else:
+            when = (index - onset + ONSET_INTERVALS) * interval
+        if when <= self.end:
+            self._at(when, self._sample, interval, index)
 
     def _watch(self, now: int, now_s: float) -> Watch:
         """The sample at ``now``: queues that ever held something, pauses, flows' rates."""
-        ports = self._ports
+        ports = self.ports
         paused = {p.name: 1.0 if p.pause_meter.until > now else 0.0 for p in ports if p.pfc_rx}
         for nic in self.nics.values():
             if nic.pause.paused_s:
@@ -954,4 +974,5 @@ class Engine:
             rate_bps=[f.rp.current_bps if f.start_at <= now < f.stop_at else 0.0 for f in flows],
             rx_bytes=[f.rx_bytes for f in flows],
             paused=paused,
+            tx_bytes=list(map(_TX_BYTES, ports)),
         )

@@ -20,7 +20,11 @@ Definitions (all over the whole run unless a window is named):
   the run (the flows of the incast only: the victim is excluded);
 * time to converge: the first sample time after which every active flow's DCQCN rate stays
   within +-10 % of its own mean over the last 20 % of the run; ``None`` when that does not
-  hold over at least that last 20 %.
+  hold over at least that last 20 %;
+* the bottleneck: the busiest port -- the highest utilisation; among the ports within 1 % of
+  it (a tie: all-to-all fills many ports), the deepest p99 queue (then the higher peak).  In
+  the storm scenario, the port facing the storming host (where the pause holds traffic back);
+* the verdict: :mod:`agent.twin.verdicts`' table, first match.
 """
 
 from __future__ import annotations
@@ -28,17 +32,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from agent.twin.engine import Engine, Flow, SwitchPort, Watch
+from agent.twin.engine import WIRE_OVERHEAD_BYTES, Engine, Flow, SwitchPort, Watch
 from agent.twin.network import TwinError, TwinNetwork
+from agent.twin.verdicts import RunFacts, Verdict, judge
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
 from lossless.config import NUM_CLASSES
 
 CONVERGE_BAND = 0.10
 CONVERGE_WINDOW = 0.20
 MAX_DURATION_S = 10.0  # a bound on one command's work, not a physical limit
+RATE_WINDOW_FRAMES = 16  # the bottleneck's sending rate is averaged over this many frame times
+BOTTLENECK_TIE = 0.01  # utilisations within 1 % of the busiest are a tie, broken by the queue
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,8 @@ class FlowReport:
 
 @dataclass(frozen=True)
 class Series:
-    """Sampled every ``every_s`` (bounded number of samples) for the plot."""
+    """Sampled every ``every_s`` (bounded number of samples; the first five intervals ten
+    times as often, :data:`agent.twin.engine.ONSET_SPLIT`) for the plot."""
 
     every_s: float
     t_s: list[float]
@@ -86,6 +94,16 @@ class Series:
     rate_bps: list[list[float]]  # per flow, per sample
     paused_ports: list[str]
     paused: list[list[float]]  # per port, per sample (1 = paused at the sample)
+    # What the bottleneck port sent (wire bits, as its utilisation counts them) per second,
+    # over the RATE_WINDOW_FRAMES frame times (or the sampling interval, if longer) before
+    # each sample (0 at t = 0).
+    queue_port_bps: list[float] = field(default_factory=list)
+    queue_port_flows: int = 0  # data flows whose path crosses the bottleneck port
+    # The bottleneck's thresholds for the RoCE priority: ECN marking between min and max
+    # (None: no ECN on that queue) and XOFF per ingress port (None: not a no-drop priority).
+    ecn_min_bytes: int | None = None
+    ecn_max_bytes: int | None = None
+    pause_threshold_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +137,11 @@ class TwinReport:
     ports: list[PortReport]
     flows: list[FlowReport]
     series: Series
+    verdict: Verdict
+    # The senders' DCQCN parameters as run (profile, overrides, --dcqcn-override); None when
+    # the NICs ran without DCQCN.
+    dcqcn: dict[str, int] | None = None
+    victim: int | None = None  # the victim flow's index in ``flows`` (victim, storm)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -239,14 +262,16 @@ def _active_ports(engine: Engine, duration: float) -> list[PortReport]:
 
 
 def _second_half_bps(samples: list[Watch], index: int) -> float:
-    """Goodput of flow ``index`` between the middle and the last sample."""
-    half = len(samples) // 2
-    if not samples or half >= len(samples) - 1:
+    """Goodput of flow ``index`` between the first sample of the run's second half and the
+    last sample."""
+    if len(samples) < 2:
         return 0.0
-    dt = samples[-1].t_s - samples[half].t_s
+    last = samples[-1]
+    middle = next(s for s in samples if s.t_s >= last.t_s / 2)
+    dt = last.t_s - middle.t_s
     if dt <= 0:
         return 0.0
-    return (samples[-1].rx_bytes[index] - samples[half].rx_bytes[index]) * 8 / dt
+    return (last.rx_bytes[index] - middle.rx_bytes[index]) * 8 / dt
 
 
 def _flow_report(engine: Engine, flow: Flow, duration: float) -> FlowReport:
@@ -264,10 +289,62 @@ def _flow_report(engine: Engine, flow: Flow, duration: float) -> FlowReport:
     )
 
 
+def _port_bps(samples: list[Watch], index: int | None, window_s: float) -> list[float]:
+    """What port ``index`` (of :attr:`Engine.ports`) sent in bit/s over at least ``window_s``
+    before each sample (a frame is counted when it starts: over less than a few frame times
+    the rate would alias between 0 and a multiple of the line rate); 0 for the first sample."""
+    out = [0.0] * len(samples)
+    if index is None:
+        return out
+    start = 0
+    for i, after in enumerate(samples):
+        while start + 1 < i and after.t_s - samples[start + 1].t_s >= window_s:
+            start += 1
+        before = samples[start]
+        dt = after.t_s - before.t_s
+        if dt > 0:
+            out[i] = (after.tx_bytes[index] - before.tx_bytes[index]) * 8 / dt
+    return out
+
+
+def _rate_window_s(engine: Engine, port: str | None) -> float:
+    """RATE_WINDOW_FRAMES of the run's largest frames on ``port``'s wire."""
+    speed = next((p.spec.speed_bps for p in engine.ports if p.name == port), 0)
+    frame = max((n.frame_bytes for n in engine.nics.values()), default=0)
+    return RATE_WINDOW_FRAMES * (frame + WIRE_OVERHEAD_BYTES) * 8 / speed if speed else 0.0
+
+
+def _flows_through(engine: Engine, port: str | None) -> int:
+    """How many flows' paths (as ECMP routes them) leave through ``port``."""
+    net = engine.network
+
+    def names(flow: Flow) -> set[str]:
+        hops = net.path(flow.src, flow.dst, flow.hash)
+        return {f"{sw}:{net.switches[sw].ports[index].name}" for sw, index in hops}
+
+    return sum(1 for flow in engine.flows if port in names(flow))
+
+
+def _thresholds(engine: Engine, name: str | None) -> tuple[int | None, int | None, int | None]:
+    """ECN min, max and the pause threshold of port ``name``'s RoCE priority."""
+    port = next((p for p in engine.ports if p.name == name), None)
+    nic = next(iter(engine.nics.values()), None)
+    if port is None or nic is None or port.spec.qos is None or port.spec.buffer is None:
+        return None, None, None
+    tc = port.switch.dscp_to_tc[nic.spec.roce_dscp]
+    queue = port.spec.qos.queues.get(tc)
+    ecn = queue.ecn if queue is not None else None
+    pause = port.spec.buffer.xoff_bytes if tc in port.spec.qos.no_drop else None
+    if ecn is None:
+        return None, None, pause
+    return ecn.min_bytes, ecn.max_bytes, pause
+
+
 def _series(engine: Engine, queue_port: str | None) -> Series:
     """The sampled time series of the bottleneck queue, every flow's rate and paused ports."""
     samples = engine.samples
     paused_ports = sorted({k for s in samples for k in s.paused})[:16]
+    ecn_min, ecn_max, pause = _thresholds(engine, queue_port)
     return Series(
         every_s=engine.sample_every_s,
         t_s=[s.t_s for s in samples],
@@ -277,6 +354,15 @@ def _series(engine: Engine, queue_port: str | None) -> Series:
         rate_bps=[[s.rate_bps[i] for s in samples] for i in range(len(engine.flows))],
         paused_ports=paused_ports,
         paused=[[s.paused.get(name, 0.0) for s in samples] for name in paused_ports],
+        queue_port_bps=_port_bps(
+            samples,
+            next((i for i, p in enumerate(engine.ports) if p.name == queue_port), None),
+            _rate_window_s(engine, queue_port),
+        ),
+        queue_port_flows=_flows_through(engine, queue_port),
+        ecn_min_bytes=ecn_min,
+        ecn_max_bytes=ecn_max,
+        pause_threshold_bytes=pause,
     )
 
 
@@ -313,6 +399,83 @@ def _fairness(flows: list[FlowReport], victim: int | None) -> float | None:
     return jain([fl.goodput_second_half_bps for i, fl in enumerate(flows) if i != victim])
 
 
+def _storm_port(engine: Engine, scenario: Scenario) -> str | None:
+    """The switch port facing the storming host, if the scenario has one."""
+    if scenario.storm is None:
+        return None
+    host = scenario.storm[0]
+    return next((p.name for p in engine.ports if p.spec.peer_device == host), None)
+
+
+def pick_bottleneck(ports: list[PortReport], storm_port: str | None = None) -> PortReport | None:
+    """The busiest port (module docstring: the bottleneck)."""
+    if storm_port is not None:
+        facing = next((p for p in ports if p.port == storm_port), None)
+        if facing is not None:
+            return facing
+    if not ports:
+        return None
+    busiest = max(p.utilisation for p in ports)
+    close = [p for p in ports if p.utilisation >= busiest * (1 - BOTTLENECK_TIE)]
+    return max(close, key=lambda p: (p.queue_p99_bytes, p.queue_peak_bytes, p.utilisation))
+
+
+def _most_paused(engine: Engine, ports: list[PortReport]) -> tuple[str, float]:
+    """The port or NIC paused the largest fraction of the run."""
+    candidates = [(p.port, p.paused_fraction) for p in ports] + [
+        (n.name, n.pause.paused_s / engine.duration_s) for n in engine.nics.values()
+    ]
+    return max(candidates, key=lambda c: c[1], default=("-", 0.0))
+
+
+def _dcqcn_as_run(engine: Engine, scenario: Scenario) -> dict[str, int] | None:
+    """The first sender's DCQCN parameters with the run's override; None: DCQCN off."""
+    if not engine.reaction_point or not scenario.flows:
+        return None
+    nic = engine.nics[scenario.flows[0].src]
+    return {**nic.spec.dcqcn, **engine.dcqcn_override}
+
+
+def _victim_facts(
+    flows: list[FlowReport], victim: int | None
+) -> tuple[str, float, float, float] | None:
+    if victim is None:
+        return None
+    flow = flows[victim]
+    return flow.flow, flow.goodput_bps, flow.paused_fraction, flow.ce_fraction
+
+
+def _facts(engine: Engine, scenario: Scenario, partial: TwinReport) -> RunFacts:
+    """What the verdict reads, from the report being built and the engine behind it."""
+    ports = partial.ports
+    worst = max(ports, key=lambda p: p.headroom_drops + p.tail_drops, default=None)
+    bottleneck = next((p for p in ports if p.port == partial.bottleneck), None)
+    incast = [
+        f.goodput_second_half_bps for i, f in enumerate(partial.flows) if i != scenario.victim
+    ]
+    return RunFacts(
+        scenario=scenario.name,
+        speed_bps=scenario.speed_bps,
+        lossless_drops=partial.lossless_drops,
+        worst_drop_port=worst.port if worst is not None else None,
+        storms_detected=partial.storms_detected,
+        storm_port=_storm_port(engine, scenario),
+        bottleneck=partial.bottleneck,
+        bottleneck_speed_bps=bottleneck.speed_bps if bottleneck else scenario.speed_bps,
+        utilisation=partial.bottleneck_utilisation,
+        queue_p99_bytes=partial.queue_p99_bytes,
+        ecn_max_bytes=partial.series.ecn_max_bytes,
+        most_paused=_most_paused(engine, ports),
+        cnps_received=partial.cnps_received,
+        rate_cuts=sum(f.rate_cuts for f in partial.flows),
+        jain=partial.jain,
+        incast_goodput_bps=(min(incast, default=0.0), max(incast, default=0.0)),
+        victim=_victim_facts(partial.flows, scenario.victim),
+        ecn_enabled=engine.network.ecn_enabled,
+        dcqcn=partial.dcqcn,
+    )
+
+
 def report(
     engine: Engine,
     scenario: Scenario,
@@ -329,9 +492,9 @@ def report(
     drops = _drops(engine)
     flows = [_flow_report(engine, f, duration) for f in engine.flows]
     victim = scenario.victim
-    bottleneck = max(ports, key=lambda p: (p.queue_peak_bytes, p.utilisation), default=None)
+    bottleneck = pick_bottleneck(ports, _storm_port(engine, scenario))
     series = _series(engine, bottleneck.port if bottleneck else None)
-    return TwinReport(
+    partial = TwinReport(
         fabric=fabric,
         profile=profile,
         scenario=scenario.name,
@@ -361,8 +524,12 @@ def report(
         ports=sorted(ports, key=lambda p: p.port),
         flows=flows,
         series=series,
+        verdict=Verdict("", ""),
+        dcqcn=_dcqcn_as_run(engine, scenario),
+        victim=victim,
         notes=list(scenario.notes),
     )
+    return replace(partial, verdict=judge(_facts(engine, scenario, partial)))
 
 
 def run_twin(
@@ -377,13 +544,15 @@ def run_twin(
     ignore_pause: bool = False,
     payload_bytes: int | None = None,
     reaction_point: bool = True,
+    on_progress: Callable[[float, float], None] | None = None,
 ) -> TwinReport:
     """Build the scenario on the network, run it and summarise it.
 
     ``ignore_pause``: the senders' NICs do not honour PFC (a misconfigured host), to show what
     headroom cannot absorb. ``payload_bytes``: RoCE payload per packet (default: the ports'
     RoCE MTU); ``reaction_point=False``: the NICs run with DCQCN off.  The storm scenario
-    runs at least its ``min_duration_s``.
+    runs at least its ``min_duration_s``.  ``on_progress(simulated_s, duration_s)`` is called
+    at every sample.
     """
     if not (math.isfinite(duration_s) and 0 < duration_s <= MAX_DURATION_S):
         raise TwinError(
@@ -412,6 +581,7 @@ def run_twin(
         ignore_pause=ignore_pause,
         payload_bytes=payload_bytes,
         reaction_point=reaction_point,
+        on_sample=None if on_progress is None else lambda e, now: on_progress(now, e.duration_s),
     )[1]
 
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -72,6 +72,7 @@ from agent.intent.units import format_size, format_speed
 from agent.twin.engine import Engine, SwitchPort
 from agent.twin.network import TwinError, TwinNetwork, build_network
 from agent.twin.results import simulate, time_weighted_p99
+from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
 
 TUNE_SCENARIOS: tuple[ScenarioName, ...] = ("incast", "all-to-all", "victim")
@@ -101,8 +102,9 @@ HAI_OVER_AI = 5
 
 @dataclass(frozen=True)
 class Objectives:
-    max_paused_fraction: float = 0.05
-    min_utilisation: float = 0.90
+    # The twin's verdicts use the same limits (agent.twin.verdicts).
+    max_paused_fraction: float = PAUSED_CEILING
+    min_utilisation: float = UTILISATION_FLOOR
 
 
 @dataclass(frozen=True)
@@ -812,19 +814,21 @@ def _why_best(speed: SpeedResult, best: Trial, objectives: Objectives) -> list[s
 
 # ------------------------------------------------------------------------------ the search
 
-Runner = Callable[[list[Job]], list[RunMetrics]]
+# A runner yields each job's metrics in job order, as each is done (a caller can show
+# progress as it consumes them).
+Runner = Callable[[list[Job]], Iterator[RunMetrics]]
 
 
-def serial_runner(jobs: list[Job]) -> list[RunMetrics]:
-    return [run_job(job) for job in jobs]
+def serial_runner(jobs: list[Job]) -> Iterator[RunMetrics]:
+    return (run_job(job) for job in jobs)
 
 
 def pool_runner(workers: int) -> Runner:
     """Run the jobs in ``workers`` processes (each job plans and builds its own network)."""
 
-    def run(jobs: list[Job]) -> list[RunMetrics]:
+    def run(jobs: list[Job]) -> Iterator[RunMetrics]:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(run_job, jobs, chunksize=1))
+            yield from pool.map(run_job, jobs, chunksize=1)
 
     return run
 

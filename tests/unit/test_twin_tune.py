@@ -428,7 +428,7 @@ def test_cli_exit_1_names_the_speed(tmp_path: Path) -> None:
     [
         (["--speed", "100G"], "tune --speed: no host NIC at 100G. Expected: one of 40G"),
         (["--duration", "0"], "Invalid value for '--duration'"),
-        (["--duration", "200ms"], "tune --duration. Expected: more than 0 and at most 100 ms"),
+        (["--duration", "200ms"], "'--duration': Expected: more than 0 and at most 100ms"),
         (["--candidates", "2"], "Invalid value for '--candidates'"),
         (["--scenario", "storm"], "Invalid value for '--scenario'"),
         (["--max-paused", "nan"], "Invalid value for '--max-paused'"),

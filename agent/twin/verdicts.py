@@ -1,0 +1,241 @@
+"""What a twin run says to do: one verdict per run, the first row of this table that matches.
+
+Verdicts, in order (the bottleneck is :func:`agent.twin.results.pick_bottleneck`'s):
+
+1. ``lossless-loss`` -- a no-drop priority lost frames (headroom overrun, tail drop): the
+   headroom does not hold what arrives after XOFF, or the senders ignore pause.
+2. ``storm-contained`` / ``storm-uncontained`` -- the storm scenario, with or without the PFC
+   watchdog detecting it (enable the watchdog).
+3. ``victim-starved`` -- the victim flow got less than :data:`VICTIM_FLOOR` of its line rate:
+   paused by PFC it did not cause (head-of-line), or cut by ECN marks in a queue it shares
+   (run ``tune``).
+4. ``under-utilised`` -- the bottleneck carries less than :data:`UTILISATION_FLOOR` of its
+   speed while CNPs cut the senders' rates: the hosts' DCQCN recovers too slowly for the
+   speed (run ``tune --dcqcn``).
+5. ``pfc-bound`` -- a port or NIC was paused more than :data:`PAUSED_CEILING` of the run:
+   ECN/DCQCN do not keep the queues below the pause threshold, or ECN is off (run ``tune``).
+6. ``under-loaded`` -- the bottleneck carries less than :data:`UTILISATION_FLOOR` and nothing
+   held the senders back: the offered load is the limit, not the fabric.
+7. ``unfair`` -- Jain's index among the incast flows over the second half is below
+   :data:`JAIN_FLOOR` (run ``tune --dcqcn``, or a longer run to see it converge).
+8. ``queue-above-ecn`` -- the bottleneck's p99 queue is above the ECN maximum: every packet
+   is marked and the delay is the queue's (run ``tune`` for lower thresholds).
+9. ``healthy`` -- none of the above.
+
+The thresholds are ``tune``'s hard objectives by default (:data:`PAUSED_CEILING`,
+:data:`UTILISATION_FLOOR`) and the fairness floor a recommendation must meet
+(:data:`JAIN_FLOOR`).  The order puts the broken promise first, then what starves a flow,
+then what wastes the link, then what only costs queueing: a run that is under-utilised *and*
+paused is told about the rate recovery, because after the first pauses that is what keeps the
+link empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from agent.intent.units import format_speed
+
+PAUSED_CEILING = 0.05
+"""Largest paused fraction of any port or NIC that is not a verdict (tune's --max-paused)."""
+UTILISATION_FLOOR = 0.90
+"""Least bottleneck utilisation that is not a verdict (tune's --min-utilisation)."""
+JAIN_FLOOR = 0.90
+"""Least Jain index among the incast flows that is not a verdict."""
+VICTIM_FLOOR = 0.50
+"""Least share of its line rate the victim flow may get before it is the verdict."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One line: what happened, why, and what to run (``kind`` is the table's first column)."""
+
+    kind: str
+    says: str
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the verdict reads: the run's measures (from its report) and its setting."""
+
+    scenario: str
+    speed_bps: int
+    lossless_drops: int
+    worst_drop_port: str | None
+    storms_detected: int
+    storm_port: str | None
+    bottleneck: str | None
+    bottleneck_speed_bps: int
+    utilisation: float
+    queue_p99_bytes: int
+    ecn_max_bytes: int | None
+    most_paused: tuple[str, float]  # port or NIC, fraction
+    cnps_received: int
+    rate_cuts: int
+    jain: float | None
+    incast_goodput_bps: tuple[float, float]  # min, max of the incast flows' second half
+    victim: tuple[str, float, float, float] | None  # flow, goodput, NIC paused, CE fraction
+    ecn_enabled: bool
+    dcqcn: Mapping[str, int] | None  # the senders' DCQCN parameters; None: DCQCN off
+
+
+def _pct(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def _kb(value: float) -> str:
+    return f"{value / 1000:.0f} KB" if value < 10e6 else f"{value / 1e6:.1f} MB"
+
+
+def _gbps(value: float) -> str:
+    return f"{value / 1e9:.3g} Gb/s"
+
+
+def _lossless_loss(f: RunFacts) -> Verdict | None:
+    if not f.lossless_drops:
+        return None
+    return Verdict(
+        "lossless-loss",
+        f"lossless loss: {f.lossless_drops} frames of a no-drop priority lost (most at "
+        f"{f.worst_drop_port}'s ingress) -- the headroom above the pause threshold does not "
+        "hold what arrives after XOFF, or the senders ignore pause; compare `roce-agent plan`'s "
+        "headroom with the cables and speeds",
+    )
+
+
+def _storm(f: RunFacts) -> Verdict | None:
+    if f.scenario != "storm":
+        return None
+    if f.storms_detected:
+        return Verdict(
+            "storm-contained",
+            f"pause storm contained: the PFC watchdog at {f.storm_port} detected it "
+            f"({f.storms_detected}x) and the rest of the fabric moves again",
+        )
+    return Verdict(
+        "storm-uncontained",
+        f"pause storm not contained: {f.most_paused[0]} paused {_pct(f.most_paused[1])} of the "
+        "run and no watchdog detected it -- enable the PFC watchdog (pfc.watchdog in the "
+        "profile) or shorten its detection time",
+    )
+
+
+def _victim_starved(f: RunFacts) -> Verdict | None:
+    if f.victim is None:
+        return None
+    flow, goodput, paused, ce = f.victim
+    if goodput >= VICTIM_FLOOR * f.speed_bps:
+        return None
+    if paused > PAUSED_CEILING:
+        why = f"its NIC was paused {_pct(paused)} by PFC it did not cause (head-of-line)"
+        fix = "lower the ECN thresholds so DCQCN acts before PFC"
+    else:
+        why = f"ECN marks in the queue it shares with the incast ({_pct(ce)} CE) cut its rate"
+        fix = "a shorter shared queue (lower ECN thresholds)"
+    return Verdict(
+        "victim-starved",
+        f"victim starved: {flow} got {_gbps(goodput)} of {format_speed(f.speed_bps)} -- {why}; "
+        f"{fix}: run `roce-agent tune`",
+    )
+
+
+def _under_utilised(f: RunFacts) -> Verdict | None:
+    if f.utilisation >= UTILISATION_FLOOR or not f.cnps_received or f.dcqcn is None:
+        return None
+    speed = format_speed(f.bottleneck_speed_bps)
+    step = (
+        f"rpg_ai_rate {f.dcqcn.get('rpg_ai_rate', '?')} Mb/s per "
+        f"{f.dcqcn.get('rpg_time_reset', '?')} us"
+    )
+    paused = (
+        f"; PFC also paused {f.most_paused[0]} {_pct(f.most_paused[1])}"
+        if f.most_paused[1] > PAUSED_CEILING
+        else ""
+    )
+    return Verdict(
+        "under-utilised",
+        f"under-utilised: {f.bottleneck} carries {_pct(f.utilisation)} of {speed} -- CNPs "
+        f"cut the senders' rates {f.rate_cuts} times and the hosts' DCQCN recovers too slowly "
+        f"for {speed} ({step}){paused}; run `roce-agent tune --dcqcn`",
+    )
+
+
+def _pfc_bound(f: RunFacts) -> Verdict | None:
+    where, paused = f.most_paused
+    if paused <= PAUSED_CEILING:
+        return None
+    why = (
+        "ECN is off in this profile, so PFC alone holds the senders back"
+        if not f.ecn_enabled
+        else "ECN and DCQCN do not keep the queues below the pause threshold"
+    )
+    return Verdict(
+        "pfc-bound",
+        f"PFC-bound: {where} paused {_pct(paused)} of the run (more than "
+        f"{_pct(PAUSED_CEILING)}) -- {why}; run `roce-agent tune`",
+    )
+
+
+def _under_loaded(f: RunFacts) -> Verdict | None:
+    if f.utilisation >= UTILISATION_FLOOR:
+        return None
+    return Verdict(
+        "under-loaded",
+        f"under-loaded: {f.bottleneck} carries {_pct(f.utilisation)} and nothing held the "
+        "senders (no CNP cut a rate, no port paused long) -- the flows offered less than the "
+        "link carries; more --senders or a longer --duration",
+    )
+
+
+def _unfair(f: RunFacts) -> Verdict | None:
+    if f.jain is None or f.jain >= JAIN_FLOOR:
+        return None
+    low, high = f.incast_goodput_bps
+    return Verdict(
+        "unfair",
+        f"unfair: Jain {f.jain:.2f} among the incast flows over the second half "
+        f"({_gbps(low)} to {_gbps(high)}) -- DCQCN has not shared the link yet; run "
+        "`roce-agent tune --dcqcn`, or a longer --duration to see whether it converges",
+    )
+
+
+def _queue_above_ecn(f: RunFacts) -> Verdict | None:
+    if f.ecn_max_bytes is None or f.queue_p99_bytes <= f.ecn_max_bytes:
+        return None
+    return Verdict(
+        "queue-above-ecn",
+        f"queue above ECN: {f.bottleneck}'s p99 queue {_kb(f.queue_p99_bytes)} is above the ECN "
+        f"maximum {_kb(f.ecn_max_bytes)}, so every packet is marked and the delay is the "
+        "queue's; run `roce-agent tune` for lower thresholds",
+    )
+
+
+def _healthy(f: RunFacts) -> Verdict:
+    jain = "" if f.jain is None else f", Jain {f.jain:.2f}"
+    return Verdict(
+        "healthy",
+        f"healthy: {f.bottleneck or 'no port'} at {_pct(f.utilisation)} with a p99 queue of "
+        f"{_kb(f.queue_p99_bytes)}, paused at most {_pct(f.most_paused[1])}, no loss{jain}",
+    )
+
+
+RULES: tuple[Callable[[RunFacts], Verdict | None], ...] = (
+    _lossless_loss,
+    _storm,
+    _victim_starved,
+    _under_utilised,
+    _pfc_bound,
+    _under_loaded,
+    _unfair,
+    _queue_above_ecn,
+)
+
+
+def judge(facts: RunFacts) -> Verdict:
+    """The first verdict of the table (module docstring) that matches the run."""
+    for rule in RULES:
+        verdict = rule(facts)
+        if verdict is not None:
+            return verdict
+    return _healthy(facts)
