@@ -326,8 +326,9 @@ def _start_processes(state: LabState, plan: LabPlan, start_timeout: float) -> No
     _write_fabric_file(state, plan)
     launched = {p.name: _start_vswitch(state, p) for p in plan.switches()}
     _wait_for_vswitches(state, launched, start_timeout)
-    for node_plan in plan.switches():
-        _start_management(state, node_plan, start_timeout)
+    moved = [_start_management(state, p, start_timeout) for p in plan.switches()]
+    if any(moved):
+        _write_fabric_file(state, plan)  # the agent must find the switches where they listen
     _wait_for_vm_hosts(state, booting)
 
 
@@ -557,27 +558,41 @@ def _start_vswitch(state: LabState, node_plan: NodePlan) -> subprocess.Popen[byt
     return _start_recorded(state, node_plan.name, argv, launcher, console)
 
 
-def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> None:
-    """The switch's SSH management plane (EOS-style CLI) on its recorded loopback port."""
-    from lab.mgmt.launcher import ManagementStartError, start_management
+PORT_ATTEMPTS = 3
+
+
+def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> bool:
+    """The switch's SSH management plane (EOS-style CLI) on its recorded loopback port, or on
+    a new one if another process took that port between its allocation and the bind (labs
+    coming up side by side). True when the port moved."""
+    from lab.mgmt.launcher import ManagementStartError, PortTaken, start_management
 
     info = state.data["nodes"][node_plan.name]
     directory = state.add_dir(f"{node_plan.name}-mgmt")
     credentials = state.data["credentials"]
-    try:
-        proc = start_management(
-            node_plan.name,
-            info["mgmt_host"],
-            int(info["mgmt_port"]),
-            info["control_socket"],
-            directory,
-            credentials["username"],
-            credentials["password"],
-            [i.ifname for i in node_plan.interfaces],
-            timeout=timeout,
-        )
-    except ManagementStartError as exc:
-        raise LabError(f"management plane of {node_plan.name} did not start: {exc}") from None
+    moved = False
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            proc = start_management(
+                node_plan.name,
+                info["mgmt_host"],
+                int(info["mgmt_port"]),
+                info["control_socket"],
+                directory,
+                credentials["username"],
+                credentials["password"],
+                [i.ifname for i in node_plan.interfaces],
+                timeout=timeout,
+            )
+            break
+        except PortTaken as exc:
+            if attempt == PORT_ATTEMPTS:
+                raise LabError(f"management plane of {node_plan.name}: {exc}") from None
+            (info["mgmt_port"],) = allocate_mgmt_ports(1)
+            state.save()
+            moved = True
+        except ManagementStartError as exc:
+            raise LabError(f"management plane of {node_plan.name} did not start: {exc}") from None
     state.processes()[node_plan.name + MGMT_SUFFIX] = {
         "pid": proc.pid,
         "argv": [str(a) for a in proc.args],  # type: ignore[union-attr]
@@ -585,6 +600,7 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> N
         "started_at": now(),
     }
     state.save()
+    return moved
 
 
 def _wait_for_vswitches(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import json
 import logging
@@ -41,6 +42,7 @@ from lab.logsetup import setup_logging
 from lab.mgmt import names
 from lab.mgmt.config_commands import HOSTNAME_RE
 from lab.mgmt.dataplane_handle import DataplaneError, VswitchDataplane
+from lab.mgmt.launcher import EXIT_PORT_TAKEN, LISTENING_FILE
 from lab.mgmt.persistence import (
     HOST_KEY,
     StartupConfigStore,
@@ -158,7 +160,8 @@ async def serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         log.error("%s: cannot listen on %s:%d: %s", args.name, host, port, exc)
         dataplane.close()
-        return 1
+        return EXIT_PORT_TAKEN if exc.errno == errno.EADDRINUSE else 1
+    (args.state_dir / LISTENING_FILE).write_text(f"{os.getpid()} {port}\n")
     log.info("%s: SSH CLI listening on %s:%d", args.name, host, port)
     plane.handle_signals(asyncio.get_running_loop())
     await plane.serve_until_stopped()

@@ -15,10 +15,27 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD_FILE = "login-password"
 LOG_FILE = "mgmt.log"
+# Written by the management process once its SSH listener is bound: "<pid> <port>". An SSH
+# banner on the port alone does not prove the switch is ours: another lab's switch may hold
+# the port (it was free when allocated and taken before this process bound it).
+LISTENING_FILE = "listening"
+# The management process's exit status when its port is taken: the caller picks another.
+EXIT_PORT_TAKEN = 3
 
 
 class ManagementStartError(RuntimeError):
     """The management process exited or never accepted SSH connections."""
+
+
+class PortTaken(ManagementStartError):
+    """Another process bound the management port first."""
+
+
+def _listening_pid(state_dir: Path) -> int | None:
+    try:
+        return int((state_dir / LISTENING_FILE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _ssh_banner_seen(host: str, port: int, timeout: float) -> bool:
@@ -72,6 +89,7 @@ def start_management(
     """
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
+    (state / LISTENING_FILE).unlink(missing_ok=True)  # an earlier run's proves nothing now
     password_path = state / PASSWORD_FILE
     fd = os.open(password_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -108,10 +126,11 @@ def start_management(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise ManagementStartError(
-                f"{name}: lab.mgmt exited with {proc.returncode}:\n{_log_tail(state)}"
-            )
-        if _ssh_banner_seen(listen_host, listen_port, timeout=1.0):
+            error = PortTaken if proc.returncode == EXIT_PORT_TAKEN else ManagementStartError
+            raise error(f"{name}: lab.mgmt exited with {proc.returncode}:\n{_log_tail(state)}")
+        if _listening_pid(state) == proc.pid and _ssh_banner_seen(
+            listen_host, listen_port, timeout=1.0
+        ):
             return proc
         time.sleep(0.05)
     stop_management(proc)

@@ -5,6 +5,7 @@ and the ``python -m lab.mgmt`` process behind ``start_management`` with a fake c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import subprocess
@@ -21,7 +22,12 @@ from netmiko import ConnectHandler
 from netmiko.exceptions import NetmikoAuthenticationException
 
 from lab.mgmt.__main__ import UsageError, parse_listen
-from lab.mgmt.launcher import ManagementStartError, start_management, stop_management
+from lab.mgmt.launcher import (
+    ManagementStartError,
+    PortTaken,
+    start_management,
+    stop_management,
+)
 from lab.mgmt.persistence import StartupConfigStore, load_or_create_host_key
 from lab.mgmt.ssh_server import AuthSettings, LineDiscipline, start_ssh_server
 from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
@@ -398,3 +404,35 @@ def test_start_management_reports_a_dead_data_plane(tmp_path: Path) -> None:
             "leaf8", "127.0.0.1", free_port(), str(tmp_path / "missing.sock"), tmp_path / "s",
             "admin", "pw", None, dataplane_wait=0.5, timeout=30,
         )  # fmt: skip
+
+
+def test_another_ssh_server_on_the_port_is_not_taken_for_this_switch(tmp_path: Path) -> None:
+    """The port was free when the lab allocated it, then another switch (another lab coming
+    up beside this one) bound it first: its banner must not pass for this switch's, and the
+    process that cannot bind says its port is taken, so the lab can pick another."""
+    control = FakeControlSocket(tmp_path / "control.sock")
+    port = free_port()
+    squatter = socket.create_server(("127.0.0.1", port))
+    stop = threading.Event()
+
+    def banner() -> None:  # what any SSH server sends first (RFC 4253 4.2)
+        squatter.settimeout(0.1)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                conn, _ = squatter.accept()
+                with conn:
+                    conn.sendall(b"SSH-2.0-OtherLabSwitch\r\n")
+
+    thread = threading.Thread(target=banner, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(PortTaken, match="exited with 3"):
+            start_management(
+                "leaf7", "127.0.0.1", port, str(control.path), tmp_path / "s", "admin", "pw",
+                None, timeout=30,
+            )  # fmt: skip
+    finally:
+        stop.set()
+        thread.join()
+        squatter.close()
+        control.close()
