@@ -136,8 +136,8 @@ def test_kill_points(setting: str, point: str, device: str | None, killed: bool)
 def test_kill_point_names_are_the_documented_ones() -> None:
     assert KILL_POINTS == ("after-intent", "in-session", "after-commit", "before-save",
                            "after-confirm", "mid-batch")  # fmt: skip
-    readme = (REPO / "README.md").read_text()
-    assert all(f"`{point}`" in readme for point in KILL_POINTS)
+    docs = "".join(path.read_text() for path in [REPO / "README.md", *(REPO / "docs").glob("*.md")])
+    assert all(f"`{point}`" in docs for point in KILL_POINTS)
 
 
 EOS_SESSIONS = {
