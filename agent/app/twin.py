@@ -29,6 +29,7 @@ from agent.app.support import (
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.units import UnitError, format_speed, parse_speed
+from agent.twin.engine import DEFAULT_RTO_S, RECOVERIES, Recovery
 from agent.twin.network import build_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.workloads import MAX_SENDERS, SCENARIOS, ScenarioName
@@ -81,7 +82,11 @@ def _summary_rows(result: TwinReport) -> list[tuple[str, str]]:
         ),
         ("CE fraction", f"{result.ce_fraction:.2%}"),
         ("CNPs sent / received", f"{result.cnps_sent} / {result.cnps_received}"),
-        ("goodput", _gbps(result.goodput_bps)),
+        ("goodput (in order)", _gbps(result.goodput_bps)),
+        (
+            f"retransmitted / timeouts ({result.recovery})",
+            f"{_bytes(result.retx_bytes)} / {result.timeouts}",
+        ),
         ("Jain fairness (2nd half)", "-" if result.jain is None else f"{result.jain:.4f}"),
         (
             "time to converge",
@@ -132,7 +137,8 @@ def ports_table(result: TwinReport) -> Table:
 def flows_table(result: TwinReport) -> Table:
     """The flows (the first 32; the rest are in --output json)."""
     flows = Table(title="flows")
-    for column in ("flow", "goodput", "2nd half", "DCQCN rate", "CE", "CNPs", "NIC paused"):
+    for column in ("flow", "goodput", "2nd half", "DCQCN rate", "CE", "CNPs", "NIC paused",
+                   "retx"):  # fmt: skip
         flows.add_column(column, justify="left" if column == "flow" else "right")
     for f in result.flows[:32]:
         flows.add_row(
@@ -143,6 +149,7 @@ def flows_table(result: TwinReport) -> Table:
             f"{f.ce_fraction:.1%}",
             str(f.cnps_received),
             f"{f.paused_fraction:.1%}",
+            _bytes(f.retx_bytes),
         )
     if len(result.flows) > 32:
         flows.caption = f"{len(result.flows) - 32} more flows in --output json"
@@ -206,6 +213,16 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     "--no-dcqcn", "no_dcqcn", is_flag=True,
     help="The hosts' NICs run with DCQCN off: CNPs arrive, rates never change (PFC alone).",
 )  # fmt: skip
+@click.option(
+    "--recovery", type=click.Choice(RECOVERIES), default="go-back-n", show_default=True,
+    help="The NICs' loss recovery: RC go-back-N, or selective repeat.",
+)  # fmt: skip
+@click.option(
+    "--rto", "rto_s", type=Duration(3600.0), default=DEFAULT_RTO_S,
+    show_default="4.29s: 4.096 us x 2^20, NCCL_IB_TIMEOUT's default",
+    help="Retransmission timeout, with its unit (1ms, 50us); shorter to see tail loss "
+    "recovered within a short run.",
+)  # fmt: skip
 @OUTPUT
 @click.option(
     "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -223,6 +240,8 @@ def twin_command(
     senders_ignore_pause: bool,
     payload_bytes: int | None,
     no_dcqcn: bool,
+    recovery: Recovery,
+    rto_s: float,
     output: str,
     plot_file: Path | None,
     progress: bool | None,
@@ -252,6 +271,8 @@ def twin_command(
             payload_bytes=payload_bytes,
             reaction_point=not no_dcqcn,
             on_progress=_simulating(bars, f"twin {scenario}"),
+            recovery=recovery,
+            rto_s=rto_s,
         )
     if plot_file is not None:
         from agent.twin.plot import write_plot
