@@ -284,11 +284,11 @@ class Flow:
         self.msgs: deque[tuple[int, object, int]] = deque()
         self.in_heap = False  # an entry in the sending NIC's heap of flows
         # Sender's recovery: every PSN before ``acked`` is acknowledged; ``retx`` the PSNs a
-        # selective-repeat NAK asked for; the retransmission deadline (NEVER: nothing
+        # selective-repeat NAK asked for; the retransmission deadline (0: nothing
         # outstanding) and whether a timer event is pending (it re-arms itself lazily).
         self.acked = 0
         self.retx: deque[int] = deque()
-        self.rto_at = NEVER
+        self.rto_at = 0
         self.rto_pending = False
         self.retx_bytes = self.retx_packets = self.timeouts = self.naks = 0
         # Responder: the expected PSN; frame bytes and messages received in order; frames
@@ -954,21 +954,17 @@ class Engine:
                 self._wake_nic(nic, now if now > first else first)
                 return None
         # Pacing counts every frame as a full one (a message's short last frame too).
-        length = flow.short.get(psn, nic.frame_bytes)
+        short = flow.short
+        length = short.get(psn, nic.frame_bytes) if short else nic.frame_bytes
         rp.on_sent(now_s, length)
         flow.tx_bytes += length
         flow.tx_packets += 1
         flow.last_sent = now
-        if psn == flow.snd_psn:
-            flow.snd_psn = psn + 1
+        if psn == flow.max_psn:  # a first transmission
+            flow.max_psn = flow.snd_psn = psn + 1
         else:
-            flow.retx.popleft()  # selective repeat: the PSN a NAK asked for
-        if psn < flow.max_psn:
-            flow.retx_packets += 1
-            flow.retx_bytes += length
-        else:
-            flow.max_psn = psn + 1
-        if flow.rto_at == NEVER:
+            self._resending(flow, psn, length)
+        if not flow.rto_at:
             self._arm_rto(flow, now)
         # No credit for time spent paused or idle: the next gap starts now.
         gap = ceil(nic.frame_bits / rp.current_bps)
@@ -980,20 +976,24 @@ class Engine:
         if packet.cnp:
             self._control_rx(flow, packet)  # type: ignore[arg-type]
             return
-        flow.rx_bytes += packet.length
+        length = packet.length
+        flow.rx_bytes += length
         flow.rx_packets += 1
-        if packet.psn == flow.epsn and not flow.ooo:
+        psn = packet.psn
+        if psn == flow.epsn and not flow.ooo:
             # In order with nothing buffered (every frame of a lossless run comes here).
-            flow.epsn = epsn = packet.psn + 1
-            flow.delivered_bytes += packet.length
-            flow.nak_out = False
+            flow.epsn = epsn = psn + 1
+            flow.delivered_bytes += length
+            if flow.nak_out:
+                flow.nak_out = False
             msgs = flow.msgs
             if msgs and msgs[0][0] == epsn:
                 self._send_ack(nic, flow, ACK)
                 self._message_done(flow)
             else:
-                flow.unacked += 1
-                if flow.unacked >= ACK_EVERY:
+                unacked = flow.unacked + 1
+                flow.unacked = unacked
+                if unacked >= ACK_EVERY:
                     self._send_ack(nic, flow, ACK)
         else:
             self._out_of_order(nic, flow, packet)
@@ -1051,7 +1051,10 @@ class Engine:
             control.end = end
         flow.unacked = 0
         nic.cnp_queue.append(control)
-        self._wake_nic(nic, self.clock.ticks)
+        # At the end of the frame on the wire if the NIC is busy (a wake now would only
+        # schedule that one).
+        now = self.clock.ticks
+        self._wake_nic(nic, nic.busy_until if nic.busy_until > now else now)
 
     def _control_rx(self, flow: Flow, control: Control) -> None:
         """At the sender: a CNP cuts the rate; an ACK moves the acknowledged PSN; a NAK also
@@ -1085,7 +1088,18 @@ class Engine:
         flow.acked = psn
         if flow.snd_psn < psn:
             flow.snd_psn = psn
-        flow.rto_at = self.clock.ticks + self.rto if psn < flow.max_psn else NEVER
+        flow.rto_at = self.clock.ticks + self.rto if psn < flow.max_psn else 0
+
+    @staticmethod
+    def _resending(flow: Flow, psn: int, length: int) -> None:
+        """A retransmission of ``psn``: counted; the sender moves past it (go-back-N, a
+        timeout) or takes it off the PSNs a selective NAK asked for."""
+        flow.retx_packets += 1
+        flow.retx_bytes += length
+        if psn == flow.snd_psn:
+            flow.snd_psn = psn + 1
+        else:
+            flow.retx.popleft()
 
     def _retx_psn(self, flow: Flow, psn: int) -> int:
         """Selective repeat: the first PSN a NAK asked for that is still unacknowledged."""
@@ -1106,14 +1120,14 @@ class Engine:
         flow.rto_pending = False
         at = flow.rto_at
         now = self.clock.ticks
-        if at == NEVER:
+        if not at:
             return
         if at > now:
             flow.rto_pending = True
             self._at(at, self._rto_fire, flow)
             return
         if now >= flow.stop_at:
-            flow.rto_at = NEVER  # a stopped QP sends nothing more
+            flow.rto_at = 0  # a stopped QP sends nothing more
             return
         flow.timeouts += 1
         flow.retx.clear()
