@@ -1096,10 +1096,11 @@ class Engine:
         timeout) or takes it off the PSNs a selective NAK asked for."""
         flow.retx_packets += 1
         flow.retx_bytes += length
+        retx = flow.retx
+        if retx and retx[0] == psn:
+            retx.popleft()
         if psn == flow.snd_psn:
             flow.snd_psn = psn + 1
-        else:
-            flow.retx.popleft()
 
     def _retx_psn(self, flow: Flow, psn: int) -> int:
         """Selective repeat: the first PSN a NAK asked for that is still unacknowledged."""
