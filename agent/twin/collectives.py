@@ -23,7 +23,8 @@ Model (docs/collectives.md says the same, with an example):
 * All-to-all: every rank sends size / N to every other rank at once (NCCL's grouped
   send/receive), no dependencies between the pairs.
 * QPs per connection (NCCL_IB_QPS_PER_CONNECTION, default 1): each connection is Q flows (QPs),
-  each with its own UDP source port -- the ECMP entropy -- and its own DCQCN reaction point.
+  each with its own UDP source port -- the ECMP entropy, derived from the QP numbers as Linux
+  does (:func:`roce_udp_sport`) -- and its own DCQCN reaction point.
   With NCCL_IB_SPLIT_DATA_ON_QPS=0 (NCCL's default since 2.20) each message goes whole on one
   QP, the QPs taken in turn (``ncclIbCommBaseGetQpForRequest``: ``(id * 1 + 0) % nqps``); with
   1 each message is cut into Q equal parts rounded up to 128 bytes, one per QP
@@ -73,7 +74,7 @@ from agent.twin.results import (
     pick_bottleneck,
 )
 from agent.twin.verdicts import PAUSED_CEILING, Verdict
-from agent.twin.workloads import BASE_SPORT, _pick_speed
+from agent.twin.workloads import _pick_speed
 
 CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
 COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -92,8 +93,7 @@ ELEMENT_BYTES = 4  # nccl-tests' default datatype, float
 ALIGN_BYTES = 16  # nccl-tests and NCCL align per-rank counts and last chunks to 16 bytes
 MAX_RANKS = 64
 MAX_QPS = 16  # a bound on the run's work; NCCL accepts more
-SPORTS_PER_CONNECTION = MAX_QPS  # QP q of connection c: BASE_SPORT + c * 16 + q (mod 16384)
-SPORT_RANGE = 16384  # the dynamic ports 49152-65535 (IANA)
+QPN_BASE = 0x100  # the twin's first QP number (a driver's are as arbitrary)
 LINE_RATE_FLOOR = 0.90  # a busbw below this share of the NIC's line rate is a verdict
 
 NOT_MODELLED: tuple[str, ...] = (
@@ -200,7 +200,7 @@ def qp_parts(nbytes: int, qps: int) -> list[int]:
     """NCCL_IB_SPLIT_DATA_ON_QPS=1: a message cut over the QPs, each part
     ``ceil(ceil(n / Q) / 128) * 128`` bytes, the last the rest, none past the end."""
     part = _align_up(-(-nbytes // qps), IB_WRITE_ALIGN)
-    parts = []
+    parts: list[int] = []
     left = nbytes
     while left > 0 and len(parts) < qps:
         parts.append(min(part, left))
@@ -308,10 +308,25 @@ def rank_pairs(workload: CollectiveName, ranks: int) -> list[tuple[int, int]]:
     return [(r, (r + 1) % ranks) for r in range(ranks)]
 
 
+def roce_udp_sport(lqpn: int, rqpn: int) -> int:
+    """The UDP source port a RoCEv2 QP uses when its GRH has no flow label: Linux's
+    ``rdma_get_udp_sport`` (include/rdma/ib_verbs.h) -- the flow label
+    ``rdma_calc_flow_label(lqpn, rqpn)`` folded into 0xC000-0xFFFF by
+    ``rdma_flow_label_to_udp_sport``."""
+    v = lqpn * rqpn
+    v ^= v >> 20
+    v ^= v >> 40
+    label = v & 0xFFFFF
+    low = (label & 0x3FFF) ^ ((label & 0xFC000) >> 14)
+    return low | 0xC000
+
+
 def qp_sport(connection: int, qp: int) -> int:
-    """QP ``qp`` of connection ``connection``'s UDP source port: QP 0 keeps its port whatever
-    Q is, so adding QPs only adds paths."""
-    return BASE_SPORT + (connection * SPORTS_PER_CONNECTION + qp) % SPORT_RANGE
+    """QP ``qp`` of connection ``connection``'s source port: :func:`roce_udp_sport` of QP
+    numbers the twin allocates (:data:`QPN_BASE` + 2 x (connection x MAX_QPS + qp) locally,
+    + 1 remotely), so QP 0 keeps its port whatever Q is and adding QPs only adds paths."""
+    lqpn = QPN_BASE + 2 * (connection * MAX_QPS + qp)
+    return roce_udp_sport(lqpn, lqpn + 1)
 
 
 def build_flows(
@@ -536,7 +551,9 @@ class CollectiveJob:
     def on_message(self, engine: Engine, flow: Flow, tag: object, tick: int) -> None:
         """A part arrived in order on its QP: the slice is in when all its parts are, and the
         receiver takes slices in order."""
-        index, t = tag  # type: ignore[misc]
+        assert isinstance(tag, tuple)
+        index: int = tag[0]
+        t: int = tag[1]
         conn = self.conns[index]
         conn.parts[t] -= 1
         if conn.parts[t]:
@@ -836,7 +853,13 @@ def judge_collective(r: CollectiveReport) -> Verdict:
             f"ECMP collision: {worst.link} carries {', '.join(worst.connections)} "
             f"({worst.load:.0%} of its speed); {share} -- more QPs per connection spread each "
             f"connection over more paths: --qps-per-connection {min(MAX_QPS, 2 * r.qps)} "
-            "(NCCL_IB_QPS_PER_CONNECTION)",
+            "(NCCL_IB_QPS_PER_CONNECTION)"
+            + (
+                ""
+                if r.split_data_on_qps
+                else " with --split-data-on-qps (NCCL_IB_SPLIT_DATA_ON_QPS=1: every message "
+                "over all QPs at once)"
+            ),
         )
     if r.max_paused_fraction > PAUSED_CEILING:
         return Verdict(
