@@ -362,13 +362,18 @@ class Collision:
 
 
 def link_demand(
-    network: TwinNetwork, connections: list[Connection], flows: list[FlowSpec]
+    network: TwinNetwork,
+    connections: list[Connection],
+    flows: list[FlowSpec],
+    at_once: int | None = None,
 ) -> dict[str, tuple[float, int, list[str]]]:
     """Per switch-to-switch link the job's flows cross: (demand / speed, QPs, connections).
 
     A connection's demand is its sender's line rate shared among the connections that sender
-    runs at once (1 in a ring, N - 1 in all-to-all); each of its Q QPs carries 1/Q of it
-    (NCCL's turn-taking over the QPs, or the split).
+    runs at once (1 in a ring, N - 1 in all-to-all); each QP asks for that over the number of
+    QPs a connection keeps busy at once, ``at_once`` (default Q: the split, or many messages
+    in flight; NCCL's turn-taking with one message in flight keeps one QP busy at a time, and
+    that QP then asks for the whole rate wherever it hashes).
     """
     out_degree: dict[str, int] = {}
     for conn in connections:
@@ -379,6 +384,8 @@ def link_demand(
     speed: dict[str, int] = {}
     for conn in connections:
         rate = network.hosts[conn.src_host].port.speed_bps / out_degree[conn.src_host]
+        busy = min(len(conn.flows), at_once or len(conn.flows))
+        mine: dict[str, int] = {}  # this connection's QPs per link
         for index in conn.flows:
             spec = flows[index]
             for switch, port_index in network.path(spec.src, spec.dst, spec.hash_value()):
@@ -386,21 +393,28 @@ def link_demand(
                 if port.peer_device not in network.switches:
                     continue  # a host's port: what the schedule sends there, not ECMP's choice
                 link = f"{switch}:{port.name}"
-                demand[link] = demand.get(link, 0.0) + rate / len(conn.flows)
-                qps[link] = qps.get(link, 0) + 1
+                mine[link] = mine.get(link, 0) + 1
                 speed[link] = port.speed_bps
-                if conn.name not in names.setdefault(link, []):
-                    names[link].append(conn.name)
+        for link, count in mine.items():
+            # At most ``busy`` of its QPs send at once, each at rate / busy.
+            demand[link] = demand.get(link, 0.0) + rate * min(count, busy) / busy
+            qps[link] = qps.get(link, 0) + count
+            names.setdefault(link, []).append(conn.name)
     return {link: (demand[link] / speed[link], qps[link], names[link]) for link in demand}
 
 
 def find_collisions(
-    network: TwinNetwork, connections: list[Connection], flows: list[FlowSpec]
+    network: TwinNetwork,
+    connections: list[Connection],
+    flows: list[FlowSpec],
+    at_once: int | None = None,
 ) -> list[Collision]:
-    """The job's ECMP collisions (:class:`Collision`), the most loaded first."""
+    """The job's ECMP collisions (:class:`Collision`), the most loaded first (``at_once``: as
+    :func:`link_demand`)."""
+    demand = link_demand(network, connections, flows, at_once)
     found = [
         Collision(link, tuple(names), count, load)
-        for link, (load, count, names) in link_demand(network, connections, flows).items()
+        for link, (load, count, names) in demand.items()
         if len(names) > 1 and load > 1 + 1e-9
     ]
     return sorted(found, key=lambda c: (-c.load, c.link))
@@ -652,6 +666,19 @@ class CollectiveReport:
         return data
 
 
+def messages_in_flight(slices: list[list[Slice]], window: int) -> int:
+    """How many messages a connection has in flight at once, at most: the slices of one step
+    of a loop (a ring's step waits for the previous one's), or every message of an all-to-all
+    pair; never more than the window.  With each message whole on one QP, that bounds the QPs
+    busy at once."""
+    per_step: dict[tuple[int, int, int], int] = {}
+    for index, conn in enumerate(slices):
+        for item in conn:
+            key = (index, item.key[0], item.key[1])
+            per_step[key] = per_step.get(key, 0) + 1
+    return max(1, min(window, max(per_step.values(), default=1)))
+
+
 def ideal_time_s(workload: CollectiveName, ranks: int, size_bytes: int, speed_bps: int) -> float:
     """The bus-bandwidth bound: the time at the NICs' line rate (payload only)."""
     return size_bytes * busbw_factor(workload, ranks) * 8 / speed_bps
@@ -709,7 +736,8 @@ def run_collective(
     started = time.perf_counter()
     engine.run(limit)
     wall = time.perf_counter() - started
-    collisions = find_collisions(network, connections, flows)
+    busy = None if spec.split_data_on_qps else messages_in_flight(slices, window)
+    collisions = find_collisions(network, connections, flows, busy)
     return _report(engine, job, spec, hosts, speed, size, collisions, seed=seed, wall_s=wall)
 
 

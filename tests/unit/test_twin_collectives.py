@@ -349,3 +349,34 @@ def test_cli_json_and_table(star: Path) -> None:
     code, out, err = _run(*args, "--hosts", "h4,h3,h2,h1", "--qps-per-connection", "2")
     assert code == 0, err
     assert "busbw" in out and "verdict: healthy" in out and "ranks: h4, h3, h2, h1" in out
+
+
+# (workload, ranks, size, messages a connection has in flight at most): a ring's step is
+# min(2 MiB, size/N) in 1 MiB slices; all-to-all's pairs post 128 KiB messages, 8 at a time.
+IN_FLIGHT = [
+    ("allreduce", 16, 16_000_000, 1),
+    ("allreduce", 16, 64_000_000, 2),
+    ("allreduce", 2, 64_000_000, 2),
+    ("allgather", 4, 1_000_000, 1),
+    ("alltoall", 4, 4_000_000, 8),
+    ("alltoall", 4, 400_000, 1),
+]
+
+
+@pytest.mark.parametrize(("workload", "ranks", "size", "busy"), IN_FLIGHT)
+def test_messages_in_flight(workload: C.CollectiveName, ranks: int, size: int, busy: int) -> None:
+    if workload == "alltoall":
+        slices, window = C.alltoall_slices(ranks, size), C.NCCL_STEPS
+    else:
+        slices, window = C.ring_slices(workload, ranks, size), C.WINDOW_SLICES
+    assert C.messages_in_flight(slices, window) == busy
+
+
+def test_one_message_at_a_time_does_not_spread_over_qps(clos: TwinNetwork) -> None:
+    """Without the split, a connection with one message in flight uses one QP at a time:
+    wherever two connections' QPs meet, they may meet at full rate."""
+    conns, flows = C.build_flows(list(COLLIDING_RING), "allreduce", 4)
+    spread = C.find_collisions(clos, conns, flows)
+    one_at_a_time = C.find_collisions(clos, conns, flows, at_once=1)
+    assert len(one_at_a_time) >= len(spread)
+    assert all(c.load == pytest.approx(2.0) for c in one_at_a_time)
