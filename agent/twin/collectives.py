@@ -75,6 +75,7 @@ from agent.twin.results import (
 )
 from agent.twin.verdicts import PAUSED_CEILING, Verdict
 from agent.twin.workloads import _pick_speed
+from lossless.clock import TICKS_PER_SECOND
 
 CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
 COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -359,6 +360,37 @@ class Collision:
     connections: tuple[str, ...]
     qps: int
     load: float
+    # The job asks more of the sending switch's links to switches together (or of the
+    # receiving switch's, into it) than they carry: no hashing and no QP count avoids the
+    # overload; the placement or the fabric must change.
+    oversubscribed: bool = False
+
+
+def switch_load(
+    network: TwinNetwork, demand: dict[str, tuple[float, int, list[str]]]
+) -> dict[str, tuple[float, float]]:
+    """Per switch: the job's demand on all its links to switches together / their total
+    speed, out of it and into it (above 1: oversubscribed by the job however it hashes)."""
+    out: dict[str, float] = {}
+    into: dict[str, float] = {}
+    for link, (load, _, _) in demand.items():
+        switch, _, name = link.partition(":")
+        port = next(p for p in network.switches[switch].ports if p.name == name)
+        out[switch] = out.get(switch, 0.0) + load * port.speed_bps
+        into[port.peer_device] = into.get(port.peer_device, 0.0) + load * port.speed_bps
+    result: dict[str, tuple[float, float]] = {}
+    for switch in set(out) | set(into):
+        fabric = [p.speed_bps for p in network.switches[switch].ports
+                  if p.peer_device in network.switches]  # fmt: skip
+        capacity = sum(fabric) or 1
+        result[switch] = (out.get(switch, 0.0) / capacity, into.get(switch, 0.0) / capacity)
+    return result
+
+
+def _oversubscribed(network: TwinNetwork, link: str, load: dict[str, tuple[float, float]]) -> bool:
+    switch, _, name = link.partition(":")
+    peer = next(p for p in network.switches[switch].ports if p.name == name).peer_device
+    return load[switch][0] > 1 + 1e-9 or load[peer][1] > 1 + 1e-9
 
 
 def link_demand(
@@ -412,8 +444,9 @@ def find_collisions(
     """The job's ECMP collisions (:class:`Collision`), the most loaded first (``at_once``: as
     :func:`link_demand`)."""
     demand = link_demand(network, connections, flows, at_once)
+    over = switch_load(network, demand)
     found = [
-        Collision(link, tuple(names), count, load)
+        Collision(link, tuple(names), count, load, _oversubscribed(network, link, over))
         for link, (load, count, names) in demand.items()
         if len(names) > 1 and load > 1 + 1e-9
     ]
@@ -795,7 +828,7 @@ def _report(
     drops = _drops(engine)
     busiest = pick_bottleneck(ports)
     completed = job.done_tick is not None
-    time_s = job.done_tick / 1e12 if job.done_tick is not None else duration
+    time_s = job.done_tick / TICKS_PER_SECOND if job.done_tick is not None else duration
     algbw = size / time_s if completed and time_s > 0 else 0.0
     busbw = algbw * busbw_factor(spec.workload, spec.ranks)
     partial = CollectiveReport(
@@ -857,9 +890,40 @@ def _gbs(value: float) -> str:
     return f"{value / 1e9:.2f} GB/s"
 
 
+def _why_slow(r: CollectiveReport) -> str:
+    """What held it back, of what the report measured."""
+    why = []
+    if r.collisions:
+        why.append(f"{len(r.collisions)} ECMP collision(s), first {r.collisions[0].link}")
+    if r.cnps:
+        why.append(f"{r.cnps} CNPs cut the QPs' DCQCN rates (run `roce-agent tune --dcqcn`)")
+    if r.max_paused_fraction > PAUSED_CEILING:
+        why.append(f"pauses up to {r.max_paused_fraction:.0%} of the run")
+    if r.timeouts:
+        why.append(f"{r.timeouts} retransmission timeouts")
+    return " -- " + "; ".join(why) if why else ""
+
+
+def _collision_verdict(r: CollectiveReport, worst: Collision, share: str) -> Verdict:
+    split = (
+        ""
+        if r.split_data_on_qps
+        else " with --split-data-on-qps (NCCL_IB_SPLIT_DATA_ON_QPS=1: every message over all "
+        "QPs at once)"
+    )
+    return Verdict(
+        "ecmp-collision",
+        f"ECMP collision: {worst.link} carries {', '.join(worst.connections)} "
+        f"({worst.load:.0%} of its speed); {share} -- more QPs per connection spread each "
+        f"connection over more paths: --qps-per-connection {min(MAX_QPS, 2 * r.qps)} "
+        f"(NCCL_IB_QPS_PER_CONNECTION){split}",
+    )
+
+
 def judge_collective(r: CollectiveReport) -> Verdict:
     """The collective's verdict, first match: lost frames, not finished, an ECMP collision
-    that costs bandwidth, pauses, below line rate, healthy."""
+    that costs bandwidth (hashing, else the job oversubscribes a switch's fabric links),
+    pauses, below line rate, healthy."""
     share = f"busbw {_gbs(r.busbw_Bps)} = {r.line_rate_fraction:.0%} of {format_speed(r.speed_bps)}"
     if r.lossless_drops:
         return Verdict(
@@ -871,23 +935,19 @@ def judge_collective(r: CollectiveReport) -> Verdict:
         return Verdict(
             "incomplete",
             f"{r.workload} did not finish in {r.time_s * 1e3:g} ms ({r.delivered_fraction:.0%} "
-            "delivered): raise --duration, or look at the pauses and retransmissions below",
+            f"delivered){_why_slow(r)}: raise --duration to see it end",
         )
     slow = r.line_rate_fraction < LINE_RATE_FLOOR
+    hashed = [c for c in r.collisions if not c.oversubscribed]
+    if hashed and slow:
+        return _collision_verdict(r, hashed[0], share)
     if r.collisions and slow:
         worst = r.collisions[0]
         return Verdict(
-            "ecmp-collision",
-            f"ECMP collision: {worst.link} carries {', '.join(worst.connections)} "
-            f"({worst.load:.0%} of its speed); {share} -- more QPs per connection spread each "
-            f"connection over more paths: --qps-per-connection {min(MAX_QPS, 2 * r.qps)} "
-            "(NCCL_IB_QPS_PER_CONNECTION)"
-            + (
-                ""
-                if r.split_data_on_qps
-                else " with --split-data-on-qps (NCCL_IB_SPLIT_DATA_ON_QPS=1: every message "
-                "over all QPs at once)"
-            ),
+            "oversubscribed",
+            f"oversubscribed: the job asks more of the fabric links around {worst.link} than "
+            f"they carry together ({worst.load:.0%} of it); {share} -- "
+            "no QP count spreads that: place the ranks on fewer leaves (--hosts) or add uplinks",
         )
     if r.max_paused_fraction > PAUSED_CEILING:
         return Verdict(
