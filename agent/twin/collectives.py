@@ -60,7 +60,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from agent.intent.units import format_speed
-from agent.twin.engine import Engine, Flow, FlowSpec
+from agent.twin.engine import DEFAULT_RTO_S, Engine, Flow, FlowSpec, Recovery
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.results import (
     MAX_DURATION_S,
@@ -723,12 +723,14 @@ def run_collective(
     *,
     seed: int = 1,
     dcqcn_override: dict[str, int] | None = None,
-    recovery: str = "go-back-n",
+    recovery: Recovery = "go-back-n",
+    rto_s: float = DEFAULT_RTO_S,
     max_duration_s: float | None = None,
     on_progress: Callable[[float, float], None] | None = None,
 ) -> CollectiveReport:
     """Run one collective on the network (module docstring) and report it.
 
+    ``recovery`` and ``rto_s``: the NICs' loss recovery (:class:`Engine`'s).
     ``max_duration_s``: simulated time allowed (default: 20 x the line-rate time + 2 ms, at
     most :data:`agent.twin.results.MAX_DURATION_S`); a collective still running then is
     reported ``completed=False``.  ``on_progress(done_fraction, simulated_s)`` at every sample.
@@ -760,7 +762,8 @@ def run_collective(
         seed=seed,
         dcqcn_override=dcqcn_override,
         on_message=job.on_message,
-        **_recovery_kwargs(recovery),
+        recovery=recovery,
+        rto_s=rto_s,
         on_sample=None
         if on_progress is None
         else lambda _engine, now: on_progress(job.done_fraction, now),
@@ -772,18 +775,6 @@ def run_collective(
     busy = None if spec.split_data_on_qps else messages_in_flight(slices, window)
     collisions = find_collisions(network, connections, flows, busy)
     return _report(engine, job, spec, hosts, speed, size, collisions, seed=seed, wall_s=wall)
-
-
-def _recovery_kwargs(recovery: str) -> dict[str, Any]:
-    # TEMPORARY until the engine's loss recovery is merged: the kwarg is passed only when the
-    # engine has it.
-    import inspect
-
-    if "recovery" in inspect.signature(Engine).parameters:
-        return {"recovery": recovery}
-    if recovery != "go-back-n":
-        raise TwinError(f"twin --recovery: Expected: go-back-n Actual: {recovery}")
-    return {}
 
 
 def _links(ports: list[PortReport]) -> list[LinkLoad]:
@@ -853,8 +844,8 @@ def _report(
         pfc_frames=_pfc_frames(engine, ports),
         ce_fraction=_ce_fraction(engine),
         cnps=sum(f.cnps_rx for f in engine.flows),
-        retx_bytes=sum(getattr(f, "retx_bytes", 0) for f in engine.flows),
-        timeouts=sum(getattr(f, "timeouts", 0) for f in engine.flows),
+        retx_bytes=sum(f.retx_bytes for f in engine.flows),
+        timeouts=sum(f.timeouts for f in engine.flows),
         max_paused_fraction=_max_paused_fraction(engine, ports),
         busiest_port=busiest.port if busiest else None,
         queue_p99_bytes=busiest.queue_p99_bytes if busiest else 0,
