@@ -444,7 +444,8 @@ def find_collisions(
     """The job's ECMP collisions (:class:`Collision`), the most loaded first (``at_once``: as
     :func:`link_demand`)."""
     demand = link_demand(network, connections, flows, at_once)
-    over = switch_load(network, demand)
+    # Oversubscription is a matter of the bytes over the run: each QP's share, not its burst.
+    over = switch_load(network, link_demand(network, connections, flows))
     found = [
         Collision(link, tuple(names), count, load, _oversubscribed(network, link, over))
         for link, (load, count, names) in demand.items()

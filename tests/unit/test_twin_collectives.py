@@ -380,3 +380,14 @@ def test_one_message_at_a_time_does_not_spread_over_qps(clos: TwinNetwork) -> No
     one_at_a_time = C.find_collisions(clos, conns, flows, at_once=1)
     assert len(one_at_a_time) >= len(spread)
     assert all(c.load == pytest.approx(2.0) for c in one_at_a_time)
+
+
+def test_a_single_uplink_is_oversubscribed_not_a_hash_collision(tmp_path: Path) -> None:
+    """Two ring connections up one 100G uplink: no hashing helps, and the collision says so
+    (the colliding ring on four spines is a hash collision: test_more_qps_...'s verdict)."""
+    path = tmp_path / "one-spine.yml"
+    path.write_text(leaf_spine_fabric_yaml(["100G"] * 2, 2, spines=1, uplink_speed="100G"))
+    conns, flows = C.build_flows(["h1", "h3", "h2", "h4"], "allreduce", 4)
+    found = C.find_collisions(load_network(path), conns, flows)
+    assert found and all(c.oversubscribed for c in found)
+    assert {c.link.partition(":")[0] for c in found} == {"leaf1", "leaf2", "spine1"}
