@@ -39,6 +39,27 @@ its packets (gap = bytes * 8 / current rate), a :class:`lossless.dcqcn.Notificat
 receiving NIC answering CE marks with CNPs that travel back through the fabric on the CNP
 DSCP (the plan's strict queue).  A NIC may be told to ignore pause (``honour_pause=False``)
 or to storm (send XOFF continuously), for the storm and headroom scenarios.
+
+Messages: a flow is infinite (``FlowSpec.size_bytes`` None: always a full frame to send, the
+scenarios' sources) or carries messages posted with :meth:`Engine.post` (before the run or
+from a callback).  A message is cut into frames of the NIC's RoCE payload, the last one
+shorter (its own length, added to every wire table when posted); ``on_message(engine, flow,
+tag, tick)`` runs at the tick the responder has every frame of it in order.  A flow with
+nothing left to send leaves its NIC's heap (no events while idle).  :meth:`Engine.finish`
+(or :meth:`Engine.stop_at_tick`) ends the run early: no later event runs, and
+:attr:`Engine.end` and :attr:`Engine.duration_s` are the real end.
+
+Loss recovery (RC, per flow; docs/twin-recovery.md): data frames carry PSNs.  Go-back-N (the
+default): the responder accepts only the expected PSN; the first frame after a gap draws one
+NAK (a 66-byte packet back through the fabric on the CNP priority, like a CNP) and no other
+until the gap is filled; the sender rewinds to the NAKed PSN.  Selective repeat
+(``recovery="selective-repeat"``): the responder keeps frames after a gap and NAKs each new
+hole; the sender resends only those PSNs.  ACKs are coalesced (:data:`ACK_EVERY`); a duplicate
+is acknowledged at once.  A retransmission timeout (``rto_s``, default :data:`DEFAULT_RTO_S`:
+InfiniBand's 4.096 us x 2^timeout with NCCL's NCCL_IB_TIMEOUT) restarts on every ACK that
+moves the acknowledged PSN; on expiry the sender goes back to the first unacknowledged PSN.
+Goodput counts what the responder accepted in order (``delivered_bytes``); retransmitted
+frames, NAKs and timeouts are counted per flow.
 """
 
 from __future__ import annotations

@@ -110,8 +110,8 @@ def _recovery_cost(f: RunFacts) -> str:
         f", {f.timeouts} retransmission timeouts of {f.rto_s * 1e3:.3g} ms" if f.timeouts else ""
     )
     return (
-        f"; {f.recovery} resent {_kb(f.retx_bytes)}{timeouts} and in-order goodput fell to "
-        f"{_gbps(f.goodput_bps)}"
+        f"; {f.recovery} resent {_kb(f.retx_bytes)}{timeouts}, in-order goodput "
+        f"{_gbps(f.goodput_bps)} with the bottleneck at {_pct(f.utilisation)}"
     )
 
 

@@ -37,6 +37,7 @@ from agent.twin.engine import (
 )
 from agent.twin.network import TwinError, TwinNetwork, load_network
 from agent.twin.results import TwinReport, run_twin
+from agent.twin.verdicts import judge
 from agent.twin.workloads import ScenarioName
 from tests.unit.twin_fabrics import POD_400G, star
 
@@ -323,3 +324,54 @@ def test_cli_recovery_options(args: list[str], code: int, needle: str) -> None:
         assert data["recovery"] == "selective-repeat"
         assert data["rto_s"] == pytest.approx(200e-6)
         assert data["retx_bytes"] == 0 and data["timeouts"] == 0
+
+
+# (what differs from a healthy run, the verdict, words it says)
+VERDICTS: list[tuple[dict[str, Any], str, tuple[str, ...]]] = [
+    ({"retx_bytes": 2_000_000, "lossy_drops": 500}, "retransmitting", ("500 frames", "resent")),
+    (
+        {"retx_bytes": 0, "timeouts": 3, "rto_s": 1e-3, "lossy_drops": 1},
+        "retransmitting",
+        ("3 retransmission timeouts of 1 ms",),
+    ),
+    (
+        {"lossless_drops": 7, "worst_drop_port": "leaf1:Ethernet2", "retx_bytes": 10**6},
+        "lossless-loss",
+        ("headroom", "go-back-n resent 1000 KB"),
+    ),
+    # The storm's verdict says more than the retransmissions its watchdog drops cause.
+    (
+        {"scenario": "storm", "storms_detected": 1, "storm_port": "p", "retx_bytes": 10**6},
+        "storm-contained",
+        ("watchdog",),
+    ),
+    ({"retx_bytes": 0, "timeouts": 0, "lossy_drops": 0}, "healthy", ("no loss",)),
+]
+
+
+@pytest.mark.parametrize(("changes", "kind", "words"), VERDICTS)
+def test_retransmission_verdicts(
+    changes: dict[str, Any], kind: str, words: tuple[str, ...]
+) -> None:
+    from tests.unit.test_twin_verdicts import HEALTHY
+
+    verdict = judge(replace(HEALTHY, **changes))
+    assert verdict.kind == kind
+    for word in words:
+        assert word in verdict.says
+
+
+def test_a_lossy_class_retransmits(tmp_path: Path) -> None:
+    """RoCE on a lossy priority: tail drops, resent data, the verdict says so."""
+    lossy = star(
+        tmp_path,
+        5,
+        "100G",
+        profile="nvidia-default",
+        overrides="mode: lossy\necn: {queues: {3: {min_threshold: 400KB, max_threshold: 800KB, "
+        "max_probability: 1}}}",
+    )
+    result = run_twin(lossy, "incast", senders=4, duration_s=0.5e-3, rto_s=100e-6)
+    assert result.lossy_drops > 0 and result.lossless_drops == 0
+    assert result.retx_bytes > 0
+    assert result.verdict.kind == "retransmitting"
