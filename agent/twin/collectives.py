@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -568,7 +568,7 @@ class CollectiveJob:
             return False
         return t < self.window or conn.consumed[t - self.window]
 
-    def _pump(self, todo: Any) -> None:
+    def _pump(self, todo: Iterable[int]) -> None:
         work = list(todo)
         while work:
             conn = self.conns[work.pop()]
