@@ -149,6 +149,10 @@ def render_sweep(recommendation: dict[str, Any], console: Console) -> None:
     rows = recommendation["candidates"]
     with_twin = bool(rows) and "twin" in rows[0]
     sweep = Table(title="ECN sweep: lab (median of runs)" + (" | twin" if with_twin else ""))
+    named = any(row.get("name") or row.get("dcqcn_change") for row in rows)
+    if named:  # settings with names (current, recommended, neighbours) or DCQCN of their own
+        sweep.add_column("setting")
+        sweep.add_column("DCQCN")
     for title, _ in _SWEEP_COLUMNS:
         sweep.add_column(title, justify="right")
     for title, _ in _SWEEP_FRACTIONS:
@@ -156,19 +160,31 @@ def render_sweep(recommendation: dict[str, Any], console: Console) -> None:
     if with_twin:
         for title, _ in _SWEEP_FRACTIONS:
             sweep.add_column(f"twin {title}", justify="right")
+    agreement = with_twin and "agreement" in rows[0]
+    if agreement:
+        sweep.add_column("twin within ±15 %")
     for row in rows:
-        cells = [_cell(row[key]) for _, key in _SWEEP_COLUMNS]
+        cells = [row.get("name") or "", row.get("dcqcn_change") or ""] if named else []
+        cells += [_cell(row[key]) for _, key in _SWEEP_COLUMNS]
         cells += [f"{row[key]:.1%}" for _, key in _SWEEP_FRACTIONS]
         if with_twin:
             cells += [f"{row['twin'][key]:.1%}" for _, key in _SWEEP_FRACTIONS]
+        if agreement:
+            off = [m for m, ok in row["agreement"].items() if not ok]
+            cells.append("all" if not off else "not " + ", ".join(off))
         sweep.add_row(*cells)
     console.print(sweep)
+    check = recommendation.get("check")
+    if check:
+        verdict = "PASS" if check["passed"] else "FAIL: " + "; ".join(check["reasons"])
+        console.print(f"check of the recommendation: {verdict}", markup=False)
     for label, key in (("recommended", "recommended"), ("twin would pick", "twin_recommended")):
         if key not in recommendation:
             continue
         best = recommendation[key]
         if best:
-            best = {k: best[k] for k in ("min_threshold", "max_threshold", "max_probability")}
+            keys = ("name", "min_threshold", "max_threshold", "max_probability", "dcqcn_change")
+            best = {k: best[k] for k in keys if best.get(k) is not None}
         console.print(
             f"{label}: {best}" if best else f"{label}: none (zero loss above the goodput floor)"
         )
