@@ -25,6 +25,7 @@ is put back to the state it had before (through the same transaction path).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -499,6 +500,9 @@ class PlaybookRunner:
             "cnps": totals["cnps_received"],
             "goodput_bps": result["receiver"]["goodput_bps"],
             **measured.as_dict(),
+            # The 1-minute load average after the run: on a shared machine a loaded run
+            # pauses more (the switches are user-space processes), and the report says so.
+            "load": round(os.getloadavg()[0], 2),
         }
 
     # ------------------------------------------------------------------ run

@@ -378,6 +378,8 @@ def sweep_recommendation(
         for measure in SWEEP_MEASURES:
             row[measure] = statistics.median(run[measure] for run in measured)
         row["runs_with_loss"] = sum(1 for run in measured if run["lost"])
+        if all("load" in run for run in measured):  # the busiest the machine was
+            row["load"] = max(run["load"] for run in measured)
         row["runs"] = measured
         rows.append(row)
     eligible = [r for r in rows if _meets(r, min_goodput, max_paused)]
