@@ -376,3 +376,30 @@ def test_twin_agreement_per_measure() -> None:
     # lab: paused 0.05, CE 0.5, goodput 0.9, lost 0, CNPs 500
     assert agreement == {"paused_fraction": True, "ce_fraction": True, "goodput_fraction": True,
                          "lost": True, "cnps": False}  # fmt: skip
+
+
+def test_the_table_names_each_setting_its_dcqcn_and_the_check() -> None:
+    from rich.console import Console
+
+    from agent.app.validate import render_table
+    from agent.ops.playbooks import Report
+
+    cur = EcnCandidate(name="current", min_threshold=6000, max_threshold=18000)
+    rec = EcnCandidate(name="recommended", min_threshold=3000, max_threshold=9000,
+                       dcqcn={"rpg_time_reset": 15})  # fmt: skip
+    spec = SweepSpec.model_validate({"current": True, "recommendation": rec.model_dump()})
+    report = Report("ecn-sweep", "lab", 0.0)
+    decided = sweep_recommendation([cur, rec], [[run(0, goodput=0.79)], [run(0, goodput=0.92)]],
+                                   0.9)  # fmt: skip
+    add_twin_prediction(decided, [IncastMeasures(0.0, 0.5, 0.73), IncastMeasures(0.0, 0.5, 0.9)],
+                        0.9, [{"lost": 0, "cnps": 500}, {"lost": 0, "cnps": 500}])  # fmt: skip
+    decided["candidates"][0]["dcqcn_change"] = "as the fabric"
+    decided["candidates"][1]["dcqcn_change"] = "rpg_time_reset 15"
+    decided["check"] = sweep_verdict(decided, spec)
+    report.recommendation = decided
+    console = Console(width=160, record=True)
+    render_table(report, console)
+    text = console.export_text()
+    assert "3-9 KB @100" in text and "T 15" in text and "as the fabric" in text
+    assert "check of the recommendation: PASS" in text
+    assert "best in the lab: {'name': 'recommended'" in text
