@@ -44,6 +44,7 @@ from agent.observe.checks import CATALOG, CheckResult, Collected
 from agent.observe.collect import collect
 from agent.observe.probes import scenarios
 from agent.ops.sweep import (
+    RECOMMENDED,
     EcnCandidate,
     SweepSpec,
     add_twin_prediction,
@@ -465,12 +466,16 @@ class PlaybookRunner:
                              "repeats": spec.repeats}  # fmt: skip
         decided["notes"] = notes
         decided["check"] = sweep_verdict(decided, spec)
-        # What `apply --include-hosts` writes on a real host's NIC for the lab's pick: the
-        # lab's senders ran these values (agent.ops.sweep).
+        # What `apply --include-hosts` writes on a real host's NIC for the recommendation
+        # checked (else the lab's pick): the lab's senders ran these values (agent.ops.sweep).
         best = decided["recommended"]
-        if best is not None:
-            chosen = candidates[decided["candidates"].index(best)]
-            decided["host_nic_lines"] = host_lines(with_setting(original, chosen), senders[0])
+        names = [row["name"] for row in decided["candidates"]]
+        chosen = names.index(RECOMMENDED) if RECOMMENDED in names else None
+        if chosen is None and best is not None:
+            chosen = decided["candidates"].index(best)
+        if chosen is not None:
+            setting = with_setting(original, candidates[chosen])
+            decided["host_nic_lines"] = host_lines(setting, senders[0])
         report.recommendation = decided
         passed = decided["check"]["passed"] if decided["check"] else best is not None
         return StepReport("ecn sweep", "ecn_sweep", "success" if passed else "failure", decided)
