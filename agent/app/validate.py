@@ -167,7 +167,7 @@ def render_sweep(recommendation: dict[str, Any], console: Console) -> None:
     with_twin = bool(rows) and "twin" in rows[0]
     sweep = Table(title="ECN sweep: lab (median of runs)" + (" | twin" if with_twin else ""))
     named = any(row.get("name") or row.get("dcqcn_change") for row in rows)
-    columns = _SWEEP_COLUMNS
+    columns: tuple[tuple[str, str], ...] = _SWEEP_COLUMNS
     if named:  # settings with names (current, recommended, neighbours) or DCQCN of their own
         for title in ("setting", "ECN", "DCQCN"):
             sweep.add_column(title, no_wrap=True)
