@@ -277,8 +277,9 @@ def _scaled(value: int, factor: float) -> int | None:
     scaled = round(value * factor)
     if factor > 1:
         return max(scaled, value + 1)
-    scaled = min(scaled, value - 1)
-    return scaled if scaled >= 1 else None
+    if value <= 1:
+        return None  # nothing below the least value (a threshold of 1 B, a 1 µs timer)
+    return max(1, min(scaled, value - 1))
 
 
 def sweep_candidates(

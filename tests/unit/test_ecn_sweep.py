@@ -403,3 +403,17 @@ def test_the_table_names_each_setting_its_dcqcn_and_the_check() -> None:
     assert "3-9 KB @100" in text and "T 15" in text and "as the fabric" in text
     assert "check of the recommendation: PASS" in text
     assert "best in the lab: {'name': 'recommended'" in text
+
+
+@pytest.mark.parametrize(
+    ("timer", "step", "expected"),
+    [(1, 1.5, ["DCQCN slower"]), (2, 4.0, ["DCQCN slower", "DCQCN faster"])],
+)
+def test_a_timer_at_its_floor_has_no_faster_neighbour(
+    timer: int, step: float, expected: list[str]
+) -> None:
+    intent = load_fabric(LAB_FABRIC).intent
+    best = EcnCandidate(min_threshold=3000, max_threshold=9000, dcqcn={"rpg_time_reset": timer})
+    found = neighbours(best, intent, ["dcqcn"], step)
+    assert [n.name for n in found] == expected
+    assert all(n.dcqcn_values()["rpg_time_reset"] >= 1 for n in found)
