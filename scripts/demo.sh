@@ -6,8 +6,9 @@
 # without loss, ECN and CNPs, a PFC storm drill), then tunes it: the twin's view of the lab's
 # 2:1 incast, `tune` (ECN x DCQCN in the twin), the lab's check of the recommendation (the
 # fabric's setting before, the recommendation and its DCQCN neighbours, pushed to switches and
-# hosts, three runs each, next to the twin's prediction), and the rollout of the checked
-# setting with `apply`; then tears the lab down.
+# hosts, three runs each, next to the twin's prediction), the rollout of the checked setting
+# with `apply`, and a ring all-reduce among the lab's hosts next to the twin's collective; then
+# a PFC storm drill, the audit log, and the lab is torn down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AGENT=${AGENT:-.venv/bin/roce-agent}
