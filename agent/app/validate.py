@@ -145,30 +145,74 @@ _SWEEP_FRACTIONS = (("paused", "paused_fraction"), ("CE", "ce_fraction"),
                     ("goodput", "goodput_fraction"))  # fmt: skip
 
 
+_SHORT = {"rpg_time_reset": "T", "rpg_ai_rate": "AI", "rpg_hai_rate": "HAI",
+          "paused_fraction": "paused", "ce_fraction": "CE",
+          "goodput_fraction": "goodput"}  # fmt: skip
+
+
+def _ecn(row: dict[str, Any]) -> str:
+    low, high = row["min_threshold"] / 1000, row["max_threshold"] / 1000
+    return f"{low:g}-{high:g} KB @{row['max_probability']}"
+
+
+def _short(change: str | None) -> str:
+    """'rpg_time_reset 15, rpg_hai_rate 40' as 'T 15, HAI 40' (the JSON keeps the names)."""
+    for name, short in _SHORT.items():
+        change = (change or "").replace(name, short)
+    return change or ""
+
+
 def render_sweep(recommendation: dict[str, Any], console: Console) -> None:
     rows = recommendation["candidates"]
     with_twin = bool(rows) and "twin" in rows[0]
     sweep = Table(title="ECN sweep: lab (median of runs)" + (" | twin" if with_twin else ""))
-    for title, _ in _SWEEP_COLUMNS:
+    named = any(row.get("name") or row.get("dcqcn_change") for row in rows)
+    columns: tuple[tuple[str, str], ...] = _SWEEP_COLUMNS
+    if named:  # settings with names (current, recommended, neighbours) or DCQCN of their own
+        for title in ("setting", "ECN", "DCQCN"):
+            sweep.add_column(title, no_wrap=True)
+        columns = tuple(c for c in _SWEEP_COLUMNS if c[0] not in ("min", "max", "prob %"))
+    for title, _ in columns:
         sweep.add_column(title, justify="right")
     for title, _ in _SWEEP_FRACTIONS:
         sweep.add_column(f"lab {title}", justify="right")
     if with_twin:
         for title, _ in _SWEEP_FRACTIONS:
             sweep.add_column(f"twin {title}", justify="right")
+    agreement = with_twin and "agreement" in rows[0]
+    if agreement:
+        sweep.add_column("twin within ±15 %")
     for row in rows:
-        cells = [_cell(row[key]) for _, key in _SWEEP_COLUMNS]
+        cells = [row.get("name") or "", _ecn(row), _short(row.get("dcqcn_change"))] if named else []
+        cells += [_cell(row[key]) for _, key in columns]
         cells += [f"{row[key]:.1%}" for _, key in _SWEEP_FRACTIONS]
         if with_twin:
             cells += [f"{row['twin'][key]:.1%}" for _, key in _SWEEP_FRACTIONS]
+        if agreement:
+            off = [_SHORT.get(m, m) for m, ok in row["agreement"].items() if not ok]
+            cells.append("all" if not off else "not " + ", ".join(off))
         sweep.add_row(*cells)
     console.print(sweep)
-    for label, key in (("recommended", "recommended"), ("twin would pick", "twin_recommended")):
+    _sweep_footer(recommendation, named, console)
+
+
+def _sweep_footer(recommendation: dict[str, Any], named: bool, console: Console) -> None:
+    """The legend, the check's verdict, and the lab's and the twin's picks."""
+    if named:
+        console.print("DCQCN: what differs from the fabric's; T = rpg_time_reset (µs), AI / HAI "
+                      "= rpg_ai_rate / rpg_hai_rate (Mb/s)", markup=False)  # fmt: skip
+    check = recommendation.get("check")
+    if check:
+        verdict = "PASS" if check["passed"] else "FAIL: " + "; ".join(check["reasons"])
+        console.print(f"check of the recommendation: {verdict}", markup=False)
+    lab_label = "best in the lab" if named else "recommended"  # "recommended" names a setting
+    for label, key in ((lab_label, "recommended"), ("twin would pick", "twin_recommended")):
         if key not in recommendation:
             continue
         best = recommendation[key]
         if best:
-            best = {k: best[k] for k in ("min_threshold", "max_threshold", "max_probability")}
+            keys = ("name", "min_threshold", "max_threshold", "max_probability", "dcqcn_change")
+            best = {k: best[k] for k in keys if best.get(k) is not None}
         console.print(
             f"{label}: {best}" if best else f"{label}: none (zero loss above the goodput floor)"
         )

@@ -25,7 +25,7 @@ is put back to the state it had before (through the same transaction path).
 
 from __future__ import annotations
 
-import statistics
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,13 +38,25 @@ from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.device.push import DeviceResult, Pusher
 from agent.device.state import QosState
 from agent.errors import AgentError, IntentError, Problem
-from agent.intent.model import Device, FabricIntent, Profile
+from agent.intent.model import Device, FabricIntent
 from agent.intent.shard import WHOLE, Shard, shard_index
-from agent.intent.units import parse_size
 from agent.observe.checks import CATALOG, CheckResult, Collected
 from agent.observe.collect import collect
 from agent.observe.probes import scenarios
-from agent.ops.twin_vs_lab import IncastMeasures, measure_lab, predict_lab
+from agent.ops.sweep import (
+    RECOMMENDED,
+    EcnCandidate,
+    SweepSpec,
+    add_twin_prediction,
+    dcqcn_label,
+    host_lines,
+    resolve_recommendation,
+    sweep_candidates,
+    sweep_recommendation,
+    sweep_verdict,
+    with_setting,
+)
+from agent.ops.twin_vs_lab import measure_lab, predict_lab
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
 
@@ -86,23 +98,6 @@ class ApplySpec(StepModel):
     # A live pending session on a device: as `apply --pending/--pending-timeout` (README).
     pending: Literal["wait", "abort", "confirm-own"] = "wait"
     pending_timeout_s: float = Field(default=360.0, ge=0, le=3600, allow_inf_nan=False)
-
-
-class EcnCandidate(StepModel):
-    min_threshold: str | int
-    max_threshold: str | int
-    max_probability: int = Field(default=100, ge=1, le=100)
-
-
-class SweepSpec(StepModel):
-    candidates: list[EcnCandidate] = Field(min_length=1)
-    to: str = "auto"
-    senders: list[str] | Literal["auto"] = Field(default="auto", alias="from")
-    duration_s: float = Field(default=2.0, gt=0, le=600)
-    min_goodput_fraction: float = Field(default=0.9, gt=0, le=1)
-    # Runs per candidate, in rounds over all candidates (so a burst of load on the shared lab
-    # hits every candidate once, not one candidate three times); the median decides.
-    repeats: int = Field(default=1, ge=1, le=9)
 
 
 class LocateSpec(StepModel):
@@ -164,6 +159,7 @@ def load_playbook(path: Path) -> Playbook:
         playbook = Playbook.model_validate(data)
         for step in playbook.steps:
             step.kind()
+        playbook = _resolve_files(playbook, path.resolve().parent)
         unknown = [
             check_id
             for step in playbook.steps
@@ -178,6 +174,18 @@ def load_playbook(path: Path) -> Playbook:
         raise IntentError(validation_problems(exc, data, source)) from None
     except ValueError as exc:
         raise IntentError([Problem(source.locate(("steps",)), "steps", str(exc))]) from None
+
+
+def _resolve_files(playbook: Playbook, base: Path) -> Playbook:
+    """A sweep's recommendation file, relative to the playbook, made absolute and read once
+    (a bad file fails here, naming its own file and line, before anything is pushed)."""
+    steps = [
+        step.model_copy(update={"ecn_sweep": resolve_recommendation(step.ecn_sweep, base)})
+        if step.ecn_sweep is not None
+        else step
+        for step in playbook.steps
+    ]
+    return playbook.model_copy(update={"steps": steps})
 
 
 def playbook_path(name_or_path: str) -> Path:
@@ -431,28 +439,46 @@ class PlaybookRunner:
         skipped = self._not_ours("ecn sweep", to, "ecn_sweep")
         if skipped is not None:
             return skipped
-        runs: list[list[dict[str, Any]]] = [[] for _ in spec.candidates]
         original = self.intent
+        candidates, notes = sweep_candidates(spec, original, to)
+        runs: list[list[dict[str, Any]]] = [[] for _ in candidates]
         try:
             for _ in range(spec.repeats):
-                for index, candidate in enumerate(spec.candidates):
+                for index, candidate in enumerate(candidates):
                     runs[index].append(self._sweep_run(original, candidate, to, senders, spec))
         finally:
             back = Pusher.for_intent(original, self.audit_dir)
             back.apply_all(back.select(()), canary=0, batch_size=64)
-        report.recommendation = sweep_recommendation(
-            spec.candidates, runs, spec.min_goodput_fraction
+        decided = sweep_recommendation(
+            candidates, runs, spec.min_goodput_fraction, spec.max_paused_fraction
         )
+        predicted = [predict_lab(with_setting(original, c), to, senders, spec.duration_s)
+                     for c in candidates]  # fmt: skip
         add_twin_prediction(
-            report.recommendation,
-            [
-                predict_lab(_with_ecn(original, c), to, senders, spec.duration_s)[0]
-                for c in spec.candidates
-            ],
+            decided,
+            [measures for measures, _ in predicted],
             spec.min_goodput_fraction,
+            [{"lost": r.lossless_drops, "cnps": r.cnps_received} for _, r in predicted],
         )
-        status = "success" if report.recommendation["recommended"] else "failure"
-        return StepReport("ecn sweep", "ecn_sweep", status, report.recommendation)
+        for row, candidate in zip(decided["candidates"], candidates, strict=True):
+            row["dcqcn_change"] = dcqcn_label(original, candidate)
+        decided["incast"] = {"to": to, "from": senders, "duration_s": spec.duration_s,
+                             "repeats": spec.repeats}  # fmt: skip
+        decided["notes"] = notes
+        decided["check"] = sweep_verdict(decided, spec)
+        # What `apply --include-hosts` writes on a real host's NIC for the recommendation
+        # checked (else the lab's pick): the lab's senders ran these values (agent.ops.sweep).
+        best = decided["recommended"]
+        names = [row["name"] for row in decided["candidates"]]
+        chosen = names.index(RECOMMENDED) if RECOMMENDED in names else None
+        if chosen is None and best is not None:
+            chosen = decided["candidates"].index(best)
+        if chosen is not None:
+            setting = with_setting(original, candidates[chosen])
+            decided["host_nic_lines"] = host_lines(setting, senders[0])
+        report.recommendation = decided
+        passed = decided["check"]["passed"] if decided["check"] else best is not None
+        return StepReport("ecn sweep", "ecn_sweep", "success" if passed else "failure", decided)
 
     def _sweep_run(
         self,
@@ -462,12 +488,13 @@ class PlaybookRunner:
         senders: list[str],
         spec: SweepSpec,
     ) -> dict[str, Any]:
-        """Apply one candidate and measure one incast with it."""
-        intent = _with_ecn(original, candidate)
+        """Push one setting (ECN to the switches, DCQCN in the hosts' plan, which the lab's
+        senders run) and measure one incast with it."""
+        intent = with_setting(original, candidate)
         pusher = Pusher.for_intent(intent, self.audit_dir)
         applied = pusher.apply_all(pusher.select(()), canary=0, batch_size=64)
         if any(r.result not in ("applied", "no-change") for r in applied):
-            raise AgentError(f"could not apply candidate {candidate.model_dump()}")
+            raise AgentError(f"could not apply candidate {candidate.label()}")
         measured, result = measure_lab(intent, to, senders, spec.duration_s)
         totals = result["totals"]
         return {
@@ -478,6 +505,9 @@ class PlaybookRunner:
             "cnps": totals["cnps_received"],
             "goodput_bps": result["receiver"]["goodput_bps"],
             **measured.as_dict(),
+            # The 1-minute load average after the run: on a shared machine a loaded run
+            # pauses more (the switches are user-space processes), and the report says so.
+            "load": round(os.getloadavg()[0], 2),
         }
 
     # ------------------------------------------------------------------ run
@@ -601,72 +631,3 @@ class PlaybookRunner:
         known = {d.name: d for d in self.switches}
         for name, before in self.before.items():
             report.rolled_back.append(self.pusher.restore(known[name], before))
-
-
-SWEEP_MEASURES = ("lost", "pfc_frames", "paused_s", "ce_marked", "cnps", "goodput_bps",
-                  "paused_fraction", "ce_fraction", "goodput_fraction")  # fmt: skip
-
-
-def sweep_recommendation(
-    candidates: list[EcnCandidate], runs: list[list[dict[str, Any]]], min_goodput: float
-) -> dict[str, Any]:
-    """One row per candidate, each measure the median of its runs; the recommendation is the
-    candidate with zero (median) loss and at least ``min_goodput`` of line rate that drew the
-    fewest PFC frames (then the least paused time, then the most goodput).
-
-    The median, not the mean: on the shared 2-core lab one run in a few is disturbed (a burst
-    of load delays the switch's pause reaction and drops frames), and that run must not
-    decide. Every run's numbers stay in the row (``runs``), and ``runs_with_loss`` says how
-    many runs lost frames, so a loss is never hidden.
-    """
-    rows = []
-    for candidate, measured in zip(candidates, runs, strict=True):
-        row: dict[str, Any] = {
-            "min_threshold": parse_size(candidate.min_threshold),
-            "max_threshold": parse_size(candidate.max_threshold),
-            "max_probability": candidate.max_probability,
-        }
-        for measure in SWEEP_MEASURES:
-            row[measure] = statistics.median(run[measure] for run in measured)
-        row["runs_with_loss"] = sum(1 for run in measured if run["lost"])
-        row["runs"] = measured
-        rows.append(row)
-    eligible = [r for r in rows if r["lost"] == 0 and r["goodput_fraction"] >= min_goodput]
-    eligible.sort(key=lambda r: (r["pfc_frames"], r["paused_s"], -r["goodput_bps"]))
-    return {"candidates": rows, "recommended": eligible[0] if eligible else None}
-
-
-def add_twin_prediction(
-    recommendation: dict[str, Any], predicted: list[IncastMeasures], min_goodput: float
-) -> None:
-    """Put the twin's prediction of each candidate's incast next to the lab's medians
-    (``twin``: the same three fractions, :mod:`agent.ops.twin_vs_lab`), and the candidate the
-    same rule picks on the prediction (zero loss is the twin's by construction: its headroom
-    is the computed one; fewest pauses, then most goodput)."""
-    rows = recommendation["candidates"]
-    for row, measures in zip(rows, predicted, strict=True):
-        row["twin"] = measures.as_dict()
-    eligible = [r for r in rows if r["twin"]["goodput_fraction"] >= min_goodput]
-    eligible.sort(key=lambda r: (r["twin"]["paused_fraction"], -r["twin"]["goodput_fraction"]))
-    pick = eligible[0] if eligible else None
-    recommendation["twin_recommended"] = (
-        {k: pick[k] for k in ("min_threshold", "max_threshold", "max_probability")}
-        if pick
-        else None
-    )
-
-
-def _with_ecn(intent: FabricIntent, candidate: EcnCandidate) -> FabricIntent:
-    profile = intent.profile
-    queues = dict(profile.ecn.queues)
-    roce = profile.roce.priority
-    queues[roce] = queues[roce].model_copy(
-        update={
-            "min_threshold": parse_size(candidate.min_threshold),
-            "max_threshold": parse_size(candidate.max_threshold),
-            "max_probability": candidate.max_probability,
-        }
-    )
-    ecn = profile.ecn.model_copy(update={"queues": queues, "enabled": True})
-    new_profile: Profile = profile.model_copy(update={"ecn": ecn})
-    return intent.model_copy(update={"profile": new_profile})

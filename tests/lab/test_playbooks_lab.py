@@ -1,5 +1,6 @@
 """Playbooks on the lab: a rollout that fails rolls every changed switch back; a clean rollout
-passes its final validation; the storm drill passes; the ECN sweep recommends a set."""
+passes its final validation; the storm drill passes; the ECN sweep checks a recommendation
+(ECN and DCQCN) against the fabric's current setting."""
 
 from __future__ import annotations
 
@@ -87,33 +88,41 @@ def test_storm_drill_passes(lab: Lab) -> None:
     assert report["checks"][0]["check"] == "RC104" and report["checks"][0]["status"] == "success"
 
 
-def test_ecn_sweep_recommends_a_lossless_set_and_restores_the_fabric(
+def test_ecn_sweep_checks_a_dcqcn_recommendation_and_restores_the_fabric(
     lab: Lab, tmp_path: Path
 ) -> None:
     fabric = lab.status["fabric_file"]
-    # The shipped sweep, one 2 s run per candidate instead of its repeats: the median over
-    # repeats is tested in tests/unit/test_ecn_sweep.py, and three rounds would triple this test.
+    # The shipped check (current setting vs the recommendation, ECN + DCQCN), one 2 s run each
+    # and no neighbours: the median over repeats and the neighbours are unit-tested
+    # (tests/unit/test_ecn_sweep.py), and the full check is 18 runs of 4 s.
     playbook = yaml.safe_load((REPO / "playbooks" / "ecn-sweep.yml").read_text())
-    playbook["steps"][0]["ecn_sweep"]["repeats"] = 1
-    playbook["steps"][0]["ecn_sweep"]["duration_s"] = 2  # (4 shipped) halves the test
+    sweep = playbook["steps"][0]["ecn_sweep"]
+    sweep.update(repeats=1, duration_s=2, neighbours=[])
+    # One short run on a shared machine: the floor of the lab's goal (90 %) minus noise.
+    sweep["min_goodput_fraction"] = 0.85
     once = tmp_path / "ecn-sweep-once.yml"
     once.write_text(yaml.safe_dump(playbook))
     done = agent("run", str(once), fabric, "--output", "json")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    sweep = json.loads(done.stdout)["recommendation"]
-    assert len(sweep["candidates"]) == 4
-    best = sweep["recommended"]
-    floor = playbook["steps"][0]["ecn_sweep"]["min_goodput_fraction"]
-    assert best["lost"] == 0 and best["goodput_fraction"] >= floor
-    assert best["pfc_frames"] == min(
-        c["pfc_frames"]
-        for c in sweep["candidates"]
-        if c["lost"] == 0 and c["goodput_fraction"] >= floor
-    )
-    assert any(c["ce_marked"] > 0 for c in sweep["candidates"])
-    # The twin's prediction of every set sits beside the lab's: CE within 10 points, and it
-    # picks a set by the same rule.
-    for c in sweep["candidates"]:
-        assert abs(c["twin"]["ce_fraction"] - c["ce_fraction"]) <= 0.1, c
-    assert sweep["twin_recommended"] is not None
+    result = json.loads(done.stdout)["recommendation"]
+    rows = {row["name"]: row for row in result["candidates"]}
+    assert sorted(rows) == ["current", "recommended"]
+    current, best = rows["current"], rows["recommended"]
+    # The recommendation's DCQCN reached the hosts' senders: only it changed, and the NIC
+    # lines apply would write on a real host carry it.
+    wanted = sweep["recommendation"]["dcqcn"]
+    assert best["dcqcn_change"] == ", ".join(f"{k} {v}" for k, v in wanted.items())
+    assert current["dcqcn_change"] == "as the fabric"
+    assert any(f"echo {wanted['rpg_time_reset']} " in line and "rpg_time_reset" in line
+               for line in result["host_nic_lines"])  # fmt: skip
+    # It is the better setting on the wire: no loss, more goodput than the fabric's own (the
+    # lab's DCQCN under-fills the link: README of the sweep), CNPs flowing.
+    assert best["lost"] == 0 and best["cnps"] > 0 and best["ce_marked"] > 0
+    assert best["goodput_fraction"] > current["goodput_fraction"], result
+    assert result["check"]["passed"], result["check"]
+    # The twin's prediction sits beside each row with its agreement per measure.
+    for row in rows.values():
+        assert set(row["agreement"]) == {"paused_fraction", "ce_fraction", "goodput_fraction",
+                                         "lost", "cnps"}  # fmt: skip
+        assert abs(row["twin"]["goodput_fraction"] - row["goodput_fraction"]) <= 0.15, row
     assert agent("drift", fabric).returncode == 0  # the fabric's own thresholds are back

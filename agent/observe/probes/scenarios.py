@@ -8,6 +8,7 @@ and playbooks can use it directly.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -384,4 +385,88 @@ def storm(
         "sniffed": seen,
         "traffic": traffic,
         "detection_bound_s": bound,
+    }
+
+
+def ring_allreduce(
+    intent: FabricIntent,
+    hosts: list[str],
+    size_bytes: int,
+    *,
+    payload: int = INCAST_PAYLOAD_BYTES,
+    dcqcn: bool = True,
+    deadline_s: float = 60.0,
+    transport: Transport | None = None,
+) -> dict[str, Any]:
+    """A ring all-reduce of ``size_bytes`` (nccl-tests' per-rank buffer) among ``hosts`` in
+    that order (:mod:`agent.observe.probes.ring`): 2(N-1) steps of size/N bytes, each rank
+    sending to the next once it has the previous step from the one before. Reports the
+    completion time (the last rank's last step) and nccl-tests' algbw = size / time and busbw =
+    algbw x 2(N-1)/N (nccl-tests doc/PERFORMANCE.md), in lab time and, on a dilated lab, in
+    the time of the fabric it stands for (time / D, bandwidth x D)."""
+    ends = [endpoint(intent, name) for name in hosts]
+    if len(ends) < 2 or len(set(hosts)) != len(hosts):
+        raise ScenarioError(f"ring: Expected: two or more distinct hosts Actual: {hosts}")
+    ranks = len(ends)
+    steps = 2 * (ranks - 1)
+    chunk_frames = max(1, math.ceil(size_bytes / ranks / payload))
+    transport = transport or transport_for(intent, ends)
+    margins = (e.runner.start_margin_s for e in ends)
+    start_at = time.time() + max(first + each * ranks for first, each in margins)
+    nic = nic_plan(intent.profile)
+    handles = []
+    try:
+        for rank, end in enumerate(ends):
+            successor = ends[(rank + 1) % ranks]
+            send = _send_spec(intent, end, successor, rank, end.speed_bps, deadline_s, payload,
+                              dcqcn, transport)  # fmt: skip
+            spec = {
+                "send": {**send, "start_at": start_at},
+                "prev_qpn": BASE_QPN + (rank - 1) % ranks,
+                "steps": steps,
+                "chunk_frames": chunk_frames,
+                "deadline_s": deadline_s,
+                "min_time_between_cnps_us": nic.dcqcn["min_time_between_cnps"],
+                "cnp_dscp": nic.dcqcn["cnp_dscp"],
+                "notification_point": intent.profile.ecn.enabled,
+            }
+            handles.append(end.runner.start("ring", spec))
+        for handle in handles:
+            handle.wait_ready()
+    except Exception:
+        for handle in handles:
+            handle.kill()
+        raise
+    results = [h.result(timeout=deadline_s + RESULT_GRACE_S) for h in handles]
+    return _ring_report(intent, hosts, size_bytes, chunk_frames * payload, steps, results)
+
+
+def _ring_report(
+    intent: FabricIntent, hosts: list[str], size_bytes: int, chunk_bytes: int, steps: int,
+    results: list[dict[str, Any]],
+) -> dict[str, Any]:  # fmt: skip
+    ranks = len(hosts)
+    complete = all(r["complete"] for r in results)
+    time_s = max(r["time_s"] for r in results) if complete else None
+    dilation = intent.emulation.time_dilation
+    algbw = size_bytes / time_s if time_s else None
+    failures = [f"{h}: missing steps {[i for i, t in enumerate(r['steps_arrived_s']) if t is None]}"
+                for h, r in zip(hosts, results, strict=True) if not r["complete"]]  # fmt: skip
+    lost = sum(r["frames_sent"] for r in results) - sum(sum(r["frames_received"]) for r in results)
+    return {
+        "scenario": "ring-allreduce",
+        "passed": complete,
+        "failures": failures,
+        "hosts": hosts,
+        "ranks": ranks,
+        "size_bytes": size_bytes,
+        "chunk_bytes": chunk_bytes,
+        "steps": steps,
+        "time_s": time_s,
+        "algbw_Bps": algbw,
+        "busbw_Bps": algbw * 2 * (ranks - 1) / ranks if algbw else None,
+        "time_dilation": dilation,
+        "emulated_time_s": time_s / dilation if time_s else None,
+        "lost": lost,
+        "ranks_detail": results,
     }

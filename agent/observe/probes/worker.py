@@ -57,13 +57,18 @@ def run(role: str, spec: dict[str, Any]) -> dict[str, Any]:
         from agent.observe.probes.mesh import MeshSendSpec, run_mesh_sender
 
         return run_mesh_sender(MeshSendSpec.from_json(spec), ready=_ready)
+    if role == "ring":
+        from agent.observe.probes.ring import RingSpec, run_ring
+
+        # READY: the socket is open; the rank then waits for the agreed start.
+        return run_ring(RingSpec(**spec), ready=_ready)
     if role == "perftest":
         from agent.observe.perftest.worker import PerftestSpec, run_perftest
 
         return run_perftest(PerftestSpec(**spec), ready=_ready)
     raise ValueError(
         f"unknown probe role {role!r}; expected inspect, send, receive, sniff-pfc, storm, "
-        "trace, hops, mesh-send or perftest"
+        "trace, hops, mesh-send, ring or perftest"
     )
 
 
