@@ -154,6 +154,102 @@ def storm(
     _exit_for(result)
 
 
+TWIN_AGREEMENT = 0.15  # the lab ring's completion time vs the twin's (issue #26 item 5)
+
+
+def _size(_: click.Context, __: click.Parameter, value: str) -> int:
+    from agent.intent.units import parse_size
+
+    try:
+        size = parse_size(value)
+    except UnitError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if size <= 0:
+        raise click.BadParameter(f"Expected: a size above 0 such as 400KB Actual: {value}")
+    return size
+
+
+def _twin_ring(fabric: Path, hosts: list[str], size: int, lab_s: float | None) -> dict[str, Any]:
+    """The twin's ring all-reduce on the same fabric and hosts, and whether its completion
+    time is within :data:`TWIN_AGREEMENT` of the lab's (in the time of the fabric the lab
+    stands for)."""
+    from agent.twin.collectives import CollectiveSpec, run_collective
+    from agent.twin.network import load_network
+
+    spec = CollectiveSpec("allreduce", len(hosts), size, hosts=tuple(hosts))
+    twin = run_collective(load_network(fabric), spec)
+    error = (twin.time_s - lab_s) / lab_s if lab_s and twin.completed else None
+    return {
+        "time_s": twin.time_s if twin.completed else None,
+        "busbw_Bps": twin.busbw_Bps if twin.completed else None,
+        "error": error,
+        "agrees": error is not None and abs(error) <= TWIN_AGREEMENT,
+    }
+
+
+@group.command()
+@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@click.option("--hosts", required=True,
+              help="The ranks, comma separated, in ring order (two or more).")  # fmt: skip
+@click.option("--size", "size_bytes", default="400KB", show_default=True, callback=_size,
+              help="nccl-tests' size: each rank's buffer (400KB, 1MiB, bytes).")  # fmt: skip
+@click.option(
+    "--payload",
+    type=click.IntRange(64, 9000),
+    default=4096,
+    show_default=True,
+    help="Payload bytes per frame (4096: the RoCE MTU the twin sends at MTU 9000).",
+)
+@click.option(
+    "--deadline",
+    type=SECONDS,
+    default=60.0,
+    show_default=True,
+    help="Seconds of lab time before an unfinished ring fails.",
+)
+@click.option(
+    "--twin/--no-twin",
+    "with_twin",
+    default=True,
+    show_default=True,
+    help="Run the twin's ring on the same fabric and compare the completion times.",
+)
+@OUTPUT
+@handle_errors
+def allreduce(
+    fabric: Path, hosts: str, size_bytes: int, payload: int, deadline: float, with_twin: bool,
+    output: str,
+) -> None:  # fmt: skip
+    """A ring all-reduce among the hosts (2(N-1) steps of size/N): every step must arrive.
+
+    Reports the completion time and nccl-tests' algbw and busbw (in lab time and, on a
+    time-dilated lab, in the time of the fabric it stands for) and, with --twin, the twin's
+    ring on the same fabric: the check fails when the two differ by more than 15 %.
+
+    \b
+    Example:
+      roce-agent probe allreduce --fabric lab.yml --hosts h1,h2,h3,h4 --size 400KB
+    """
+    from agent.observe.probes.scenarios import ring_allreduce
+
+    names = [h.strip() for h in hosts.split(",") if h.strip()]
+    result = ring_allreduce(_intent(fabric), names, size_bytes, payload=payload,
+                            deadline_s=deadline)  # fmt: skip
+    if output != "json":  # per-rank step times: JSON only, a table would be 2(N-1) wide
+        result.pop("ranks_detail", None)
+    if with_twin:
+        twin = _twin_ring(fabric, names, size_bytes, result.get("emulated_time_s"))
+        result["twin"] = twin
+        if result["passed"] and not twin["agrees"]:
+            result["passed"] = False
+            result["failures"] = [*result["failures"], (
+                f"twin: Expected: completion within {TWIN_AGREEMENT:.0%} of the lab's "
+                f"{result['emulated_time_s']:.6f} s Actual: {twin['time_s']}"
+            )]  # fmt: skip
+    _emit(result, output, f"ring all-reduce {','.join(names)}")
+    _exit_for(result)
+
+
 def _pairs(value: str | None) -> list[tuple[str, str]] | None:
     if not value:
         return None

@@ -1,16 +1,16 @@
 """A ring all-reduce among the lab's four hosts (:func:`agent.observe.probes.scenarios.
 ring_allreduce`): every step arrives, nothing is lost, the completion time sits between the
-line-rate bound and a small multiple of it, and -- where the twin's collectives exist -- the
-twin's completion time is within ±15 % of the lab's."""
+line-rate bound and a small multiple of it, and the twin's completion time is within ±15 % of
+the lab's (``roce-agent probe allreduce``)."""
 
 from __future__ import annotations
 
-import importlib.util
+import json
 
 import pytest
 
 from agent.observe.probes.scenarios import ring_allreduce
-from tests.lab.support.labs import Lab, LabFactory, apply_fabric, requires_lab
+from tests.lab.support.labs import Lab, LabFactory, apply_fabric, requires_lab, run_agent
 
 pytestmark = [pytest.mark.lab, requires_lab]
 HOSTS = ["h1", "h2", "h3", "h4"]
@@ -45,18 +45,22 @@ def test_ring_allreduce_completes_near_the_line_rate(lab: Lab, payload: int) -> 
     assert done["emulated_time_s"] == pytest.approx(done["time_s"] / 100)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("agent.twin.collectives") is None,
-    reason="the twin's collectives (agent.twin.collectives) are not in this tree",
-)
 def test_twin_predicts_the_lab_ring_within_15_percent(lab: Lab) -> None:
-    from agent.twin import collectives  # type: ignore[attr-defined,unused-ignore]
-    from agent.twin.network import build_network
+    """``roce-agent probe allreduce`` as a user runs it: the lab's ring and the twin's ring on
+    the same fabric file, compared in the time of the fabric the lab stands for."""
+    done = run_agent(
+        "probe", "allreduce", "--fabric", lab.status["fabric_file"], "--hosts", ",".join(HOSTS),
+        "--size", str(SIZE), "--deadline", "30", "--output", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    lab_s, twin = result["emulated_time_s"], result["twin"]
+    assert twin["time_s"] is not None and abs(twin["time_s"] - lab_s) <= 0.15 * lab_s, (twin, lab_s)
+    assert twin["agrees"] and result["passed"]
 
-    intent = lab.intent()
-    # The twin sends RoCE-MTU frames (4096 B at MTU 9000): the lab ring sends the same.
-    lab_s = ring_allreduce(intent, HOSTS, SIZE, payload=4096, deadline_s=30)["emulated_time_s"]
-    spec = collectives.CollectiveSpec("allreduce", 4, SIZE, hosts=tuple(HOSTS))
-    twin = collectives.run_collective(build_network(intent), spec)
-    assert twin.completed
-    assert abs(twin.time_s - lab_s) <= 0.15 * lab_s, (twin.time_s, lab_s)
+
+def test_probe_allreduce_names_a_host_it_cannot_find(lab: Lab) -> None:
+    done = run_agent(
+        "probe", "allreduce", "--fabric", lab.status["fabric_file"], "--hosts", "h1,h9",
+    )  # fmt: skip
+    assert done.returncode == 2 and "h9" in done.stderr, done.stdout + done.stderr
