@@ -17,9 +17,16 @@ rate, means over the last 20 ms.  The fluid model's feedback delay is the twin's
 trip rounded up to the fluid step (1 us): two frame times plus the cables, 2 us at 40G and 1 us
 at 100G.
 
+Collective: a 16-rank ring all-reduce of 64 MB (nccl-tests' size) at 400G on the 400G pod,
+ranks in fabric order (two leaves), one QP per connection: simulated time, busbw, events, wall
+time and events/s (``agent.twin.collectives``; ``--collective-size`` for another size,
+``--collective-only`` to run it alone, ``--skip-collective`` to leave it out; ``--profile``
+also profiles it).
+
 Lab: ``--lab`` adds the lab-versus-twin agreement table (``bench/twin_vs_lab.py``).
 
-    python bench/twin.py [--skip-speed] [--skip-agreement] [--profile] [--horizon 0.1] [--lab]
+    python bench/twin.py [--skip-speed] [--skip-agreement] [--skip-collective]
+        [--collective-only] [--collective-size 64MB] [--profile] [--horizon 0.1] [--lab]
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from agent.intent.units import format_size, parse_size
+from agent.twin.collectives import CollectiveSpec, run_collective
 from agent.twin.engine import Engine
 from agent.twin.fluid import fixed_point, from_mlx5, simulate, steady_state
 from agent.twin.network import (
@@ -181,6 +190,36 @@ def agreement_table(tmp: Path, horizon: float) -> None:
             sys.stdout.flush()
 
 
+def collective_table(size_bytes: int, profile_run: bool) -> None:
+    """The collective row: 16-rank ring all-reduce at 400G on the pod (module docstring)."""
+    pod = load_network(POD)
+    spec = CollectiveSpec("allreduce", 16, size_bytes)
+    profiler = cProfile.Profile() if profile_run else None
+    if profiler is not None:
+        profiler.enable()
+    result = run_collective(pod, spec)
+    if profiler is not None:
+        profiler.disable()
+    print(
+        "\n| collective | size | sim time | busbw | line rate | events | wall | events/s | "
+        "sim/wall |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    done = "" if result.completed else " (NOT completed)"
+    print(
+        f"| all-reduce, 16 ranks x 400G, pod-400g, fabric order, 1 QP{done} | "
+        f"{format_size(result.size_bytes)} | {result.time_s * 1e3:.3f} ms | "
+        f"{result.busbw_Bps / 1e9:.2f} GB/s | {result.line_rate_fraction:.1%} | "
+        f"{result.events} | {result.wall_s:.2f} s | {result.events / result.wall_s:,.0f} | "
+        f"{result.time_s / result.wall_s:.2e} |"
+    )
+    if profiler is not None:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(18)
+        print("\ncProfile, the collective row (by own time):")
+        print("\n".join(out.getvalue().splitlines()[:45]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-speed", action="store_true")
@@ -189,14 +228,25 @@ def main() -> None:
         "--profile", action="store_true", help="cProfile the 400G 16:1 line-rate case"
     )
     parser.add_argument("--horizon", type=float, default=0.1, help="agreement run length (s)")
+    parser.add_argument("--skip-collective", action="store_true")
+    parser.add_argument("--collective-only", action="store_true", help="only the collective row")
+    parser.add_argument(
+        "--collective-size", type=parse_size, default=64_000_000,
+        help="the collective's size (nccl-tests' size) [default: 64MB]",
+    )  # fmt: skip
     parser.add_argument(
         "--lab", action="store_true",
         help="also the lab-versus-twin table (bench/twin_vs_lab.py: root, a lab of its own)",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.collective_only:
+        collective_table(args.collective_size, args.profile)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_speed:
             speed_table(Path(tmp), args.profile)
+        if not args.skip_collective:
+            collective_table(args.collective_size, args.profile)
         if not args.skip_agreement:
             agreement_table(Path(tmp), args.horizon)
     if args.lab:

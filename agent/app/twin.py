@@ -28,11 +28,50 @@ from agent.app.support import (
 )
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
-from agent.intent.units import UnitError, format_speed, parse_speed
-from agent.twin.network import build_network
+from agent.intent.units import UnitError, format_size, format_speed, parse_size, parse_speed
+from agent.twin.collectives import (
+    COLLECTIVES,
+    MAX_QPS,
+    MAX_RANKS,
+    CollectiveName,
+    CollectiveReport,
+    CollectiveSpec,
+    run_collective,
+)
+from agent.twin.network import TwinError, build_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.workloads import MAX_SENDERS, SCENARIOS, ScenarioName
 from common.clicktypes import Duration
+
+
+class SizeType(click.ParamType[int]):
+    """Bytes, with the fabric file's units (``64MB``, ``1MiB``, ``4000000``)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except UnitError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class HostList(click.ParamType[tuple[str, ...]]):
+    """``h1,h2,h3``: host names in order."""
+
+    name = "hosts"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        names = tuple(part.strip() for part in str(value).split(","))
+        if not all(names):
+            self.fail(f"Expected: host names separated by commas Actual: {value!r}", param, ctx)
+        return names
 
 
 class SpeedType(click.ParamType[int]):
@@ -206,6 +245,33 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     "--no-dcqcn", "no_dcqcn", is_flag=True,
     help="The hosts' NICs run with DCQCN off: CNPs arrive, rates never change (PFC alone).",
 )  # fmt: skip
+@click.option(
+    "--workload", type=click.Choice(COLLECTIVES),
+    help="Run an NCCL collective instead of a scenario (ring all-reduce, all-gather, "
+    "reduce-scatter; all-to-all as pairwise flows): time, algbw and busbw as nccl-tests.",
+)  # fmt: skip
+@click.option(
+    "--ranks", type=click.IntRange(2, MAX_RANKS),
+    help="Ranks of the collective, one per host NIC [default: as many as --hosts].",
+)  # fmt: skip
+@click.option(
+    "--size", "size_bytes", type=SizeType(), default="64MB", show_default=True,
+    help="The collective's size as nccl-tests prints it (all-gather: the total output).",
+)  # fmt: skip
+@click.option(
+    "--qps-per-connection", type=click.IntRange(1, MAX_QPS), default=1, show_default=True,
+    help="QPs per ring/pair connection, each with its own UDP source port "
+    "(NCCL_IB_QPS_PER_CONNECTION).",
+)  # fmt: skip
+@click.option(
+    "--split-data-on-qps", is_flag=True,
+    help="Cut every message over all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1) instead of one QP "
+    "per message in turn.",
+)  # fmt: skip
+@click.option(
+    "--hosts", type=HostList(),
+    help="The ranks' hosts in ring order, comma-separated [default: fabric order at --speed].",
+)  # fmt: skip
 @OUTPUT
 @click.option(
     "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -226,6 +292,12 @@ def twin_command(
     output: str,
     plot_file: Path | None,
     progress: bool | None,
+    workload: CollectiveName | None = None,
+    ranks: int | None = None,
+    size_bytes: int = 64_000_000,
+    qps_per_connection: int = 1,
+    split_data_on_qps: bool = False,
+    hosts: tuple[str, ...] | None = None,
 ) -> None:
     """Simulate a scenario on the fabric's own speeds, cables, thresholds and DCQCN settings.
 
@@ -234,8 +306,16 @@ def twin_command(
 
     The last line is the verdict: what the run shows and what to run next.
 
+    With --workload, an NCCL collective on --ranks hosts instead (docs/collectives.md).
+
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """
+    collective = CollectiveSpec(
+        workload or "allreduce", ranks or len(hosts or ()), size_bytes, qps_per_connection,
+        hosts, speed, split_data_on_qps,
+    )  # fmt: skip
+    if _collective_mode(workload):
+        _collective_command(fabric, collective, seed, duration, output, progress)
     if plot_file is not None and plot_file.suffix.lower() not in (".png", ".svg"):
         suffix = plot_file.suffix or "no suffix"
         raise AgentError(f"--plot {plot_file}: Expected: a .png or .svg file Actual: {suffix}")
@@ -262,3 +342,148 @@ def twin_command(
     else:
         render_table(result, _console())
     sys.exit(EXIT_OK if result.passed else EXIT_FAILED)
+
+
+# ---------------------------------------------------------------- collectives (--workload)
+
+COLLECTIVE_ONLY = ("ranks", "size_bytes", "qps_per_connection", "split_data_on_qps", "hosts")
+SCENARIO_ONLY = ("scenario", "senders", "senders_ignore_pause", "payload_bytes", "no_dcqcn",
+                 "plot_file")  # fmt: skip
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source not in (
+        click.core.ParameterSource.DEFAULT,
+        click.core.ParameterSource.DEFAULT_MAP,
+    )
+
+
+def _option(ctx: click.Context, name: str) -> str:
+    param = next(p for p in ctx.command.params if p.name == name)
+    return "--" + (param.opts[0].lstrip("-") if param.opts else name)
+
+
+def _collective_mode(workload: str | None) -> bool:
+    """True for a collective run; a scenario's option with --workload, or a collective's
+    without it, is bad input naming the option."""
+    ctx = click.get_current_context()
+    if workload is None:
+        extra = next((n for n in COLLECTIVE_ONLY if _given(ctx, n)), None)
+        if extra is not None:
+            raise TwinError(
+                f"twin {_option(ctx, extra)}: Expected: with --workload (a collective) "
+                "Actual: a scenario run"
+            )
+        return False
+    clash = next((n for n in SCENARIO_ONLY if _given(ctx, n)), None)
+    if clash is not None:
+        raise TwinError(
+            f"twin {_option(ctx, clash)}: Expected: --workload or {_option(ctx, clash)}, not "
+            f"both Actual: --workload {workload} {_option(ctx, clash)}"
+        )
+    return True
+
+
+def _collective_command(
+    fabric: Path,
+    spec: CollectiveSpec,
+    seed: int,
+    duration: float,
+    output: str,
+    progress: bool | None,
+) -> None:
+    """Run ``spec`` (``--duration``, when given, is the simulated time allowed) and exit."""
+    if spec.ranks == 0:
+        raise TwinError("twin --ranks: Expected: the number of ranks (or --hosts) Actual: none")
+    ctx = click.get_current_context()
+    network = build_network(load_fabric(fabric).intent)
+    limit = duration if _given(ctx, "duration") else None
+    with ProgressBars(progress) as bars:
+        result = run_collective(
+            network,
+            spec,
+            seed=seed,
+            max_duration_s=limit,
+            on_progress=_collecting(bars, f"twin {spec.workload}"),
+        )
+    if output == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render_collective(result, _console())
+    sys.exit(EXIT_OK if result.passed else EXIT_FAILED)
+
+
+def _collecting(bars: ProgressBars, title: str) -> Callable[[float, float], None]:
+    task = bars.add(title, PROGRESS_STEPS)
+
+    def update(done: float, now_s: float) -> None:
+        bars.update(
+            task, round(PROGRESS_STEPS * done), f"{done:.0%} delivered, {now_s * 1e3:.3g} ms"
+        )
+
+    return update
+
+
+def _gbs(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / 1e9:.2f} GB/s"
+
+
+def _collective_rows(r: CollectiveReport) -> list[tuple[str, str]]:
+    done = "yes" if r.completed else f"no ({r.delivered_fraction:.0%} delivered)"
+    return [
+        ("completed", done),
+        ("time", f"{r.time_s * 1e6:,.1f} us"),
+        ("algbw", _gbs(r.algbw_Bps)),
+        ("busbw", _gbs(r.busbw_Bps)),
+        ("busbw / line rate", f"{r.line_rate_fraction:.1%} of {format_speed(r.speed_bps)}"),
+        ("ECMP collisions", str(len(r.collisions))),
+        ("lossless / lossy drops", f"{r.lossless_drops} / {r.lossy_drops}"),
+        ("retransmitted bytes / timeouts", f"{r.retx_bytes} / {r.timeouts}"),
+        ("PFC frames sent", str(r.pfc_frames)),
+        ("max paused fraction", f"{r.max_paused_fraction:.1%}"),
+        ("CE fraction", f"{r.ce_fraction:.2%}"),
+        ("CNPs received", str(r.cnps)),
+        ("busiest port", r.busiest_port or "-"),
+        ("its queue peak / p99", f"{_bytes(r.queue_peak_bytes)} / {_bytes(r.queue_p99_bytes)}"),
+        ("Jain (connections)", "-" if r.jain is None else f"{r.jain:.4f}"),
+        ("events / wall time", f"{r.events} / {r.wall_s:.2f} s"),
+    ]
+
+
+def render_collective(r: CollectiveReport, console: Console) -> None:
+    """Summary, the busiest links, the collisions, the notes, the verdict last."""
+    summary = Table(
+        title=f"twin {r.workload} on {r.fabric} ({r.profile}): {r.ranks} ranks x "
+        f"{format_speed(r.speed_bps)}, size {format_size(r.size_bytes)}, "
+        f"{r.qps} QP(s) per connection"
+    )
+    summary.add_column("metric")
+    summary.add_column("value", justify="right")
+    for name, value in _collective_rows(r):
+        summary.add_row(name, value)
+    console.print(summary)
+    links = Table(title="busiest links (first 10; all in --output json)")
+    for column in ("port", "util", "queue p99", "queue peak", "paused", "ECN marked"):
+        links.add_column(column, justify="left" if column == "port" else "right")
+    for link in r.links[:10]:
+        links.add_row(
+            link.port,
+            f"{link.utilisation:.1%}",
+            _bytes(link.queue_p99_bytes),
+            _bytes(link.queue_peak_bytes),
+            f"{link.paused_fraction:.1%}",
+            str(link.ecn_marked),
+        )
+    console.print(links)
+    if r.collisions:
+        hits = Table(title="ECMP collisions (the job's own flows over one fabric link)")
+        for column in ("link", "demand / speed", "QPs", "connections"):
+            hits.add_column(column, justify="right" if column[0] in "dQ" else "left")
+        for hit in r.collisions:
+            hits.add_row(hit.link, f"{hit.load:.0%}", str(hit.qps), ", ".join(hit.connections))
+        console.print(hits)
+    console.print(f"ranks: {', '.join(r.hosts)}", markup=False, soft_wrap=True)
+    for note in r.notes:
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
+    console.print(f"verdict: {r.verdict.says}", markup=False, soft_wrap=True)

@@ -56,6 +56,7 @@ from operator import attrgetter
 from typing import Any
 
 from agent.twin.network import (
+    ROCE_FRAME_OVERHEAD,
     NicSpec,
     PortSpec,
     TwinError,
@@ -96,6 +97,7 @@ from lossless.wred import EcnMarker
 WIRE_OVERHEAD_BYTES = 20  # preamble 7 + SFD 1 + inter-frame gap 12 (IEEE 802.3 4.4.2)
 PFC_FRAME_BYTES = 64  # a PFC frame is a minimum-size MAC control frame (802.1Qbb 36.1.3)
 CNP_BYTES = 78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4
+MIN_FRAME_BYTES = 64  # the shortest Ethernet frame, FCS included (IEEE 802.3 clause 4.4.2)
 # The first ONSET_INTERVALS sampling intervals are sampled ONSET_SPLIT times as densely: what
 # happens in them (the queue's rise, PFC's and DCQCN's first reactions) is what a plot with a
 # log time axis shows first.
@@ -124,9 +126,11 @@ def propagation_ticks(spec: PortSpec) -> int:
 class Packet:
     """A frame in flight; ``len()`` is its size in bytes (what the queues account)."""
 
-    __slots__ = ("ce", "cnp", "dscp", "dst", "ect", "flow", "length")
+    __slots__ = ("ce", "cnp", "dscp", "dst", "ect", "flow", "length", "psn")
 
-    def __init__(self, flow: Flow, length: int, dscp: int, ect: bool, cnp: bool) -> None:
+    def __init__(
+        self, flow: Flow, length: int, dscp: int, ect: bool, cnp: bool, psn: int = -1
+    ) -> None:
         self.flow = flow
         self.length = length
         self.dscp = dscp
@@ -134,25 +138,43 @@ class Packet:
         self.ce = False
         self.cnp = cnp
         self.dst = flow.src if cnp else flow.dst
+        self.psn = psn
 
     def __len__(self) -> int:
         return self.length
 
 
 class Flow:
-    """A RoCE QP from ``src`` to ``dst`` with its DCQCN reaction point and counters."""
+    """A RoCE QP from ``src`` to ``dst``: its DCQCN reaction point, its PSNs on both ends
+    (sender and responder), its posted messages and its counters.
+
+    PSNs count data frames (a 24-bit PSN wraps in a real QP; here it is an unbounded int).
+    ``end_psn`` is one past the last PSN posted: :data:`NEVER` for an infinite flow, which
+    always has a full frame to send.  ``short`` holds the frame length of each message's last
+    frame when it is shorter than the NIC's frame.  ``msgs`` are the messages the responder
+    has not yet received in full, in order: ``(end_psn, tag, nbytes)``.
+    """
 
     __slots__ = (
         "cnps_rx",
+        "delivered_bytes",
         "dst",
+        "end_psn",
+        "epsn",
         "hash",
+        "in_heap",
         "index",
         "last_sent",
+        "max_psn",
+        "messages_done",
+        "msgs",
         "next_at",
         "rp",
         "rx_bytes",
         "rx_ce",
         "rx_packets",
+        "short",
+        "snd_psn",
         "src",
         "start_at",
         "start_s",
@@ -172,6 +194,7 @@ class Flow:
         rp: DcqcnReactionPoint,
         start_s: float,
         stop_s: float,
+        infinite: bool = True,
     ) -> None:
         self.index = index
         self.src = src
@@ -188,6 +211,17 @@ class Flow:
         self.tx_bytes = self.tx_packets = 0
         self.rx_bytes = self.rx_packets = self.rx_ce = 0
         self.cnps_rx = 0
+        # Sender: the next PSN to send, one past the highest sent, one past the last posted.
+        self.snd_psn = 0
+        self.max_psn = 0
+        self.end_psn = NEVER if infinite else 0
+        self.short: dict[int, int] = {}
+        self.msgs: deque[tuple[int, object, int]] = deque()
+        self.in_heap = False  # an entry in the sending NIC's heap of flows
+        # Responder: the expected PSN; frame bytes and messages received in order.
+        self.epsn = 0
+        self.delivered_bytes = 0
+        self.messages_done = 0
 
     @property
     def name(self) -> str:
@@ -378,6 +412,11 @@ class Nic:
 
 
 Handler = Callable[[Any, Any], None]
+MessageCallback = Callable[["Engine", Flow, object, int], None]
+
+
+class _Finished(Exception):
+    """Raised by the stop sentinel: the run ends before the next event (Engine.finish)."""
 
 
 def _us_ticks(microseconds: int) -> int:
@@ -386,11 +425,17 @@ def _us_ticks(microseconds: int) -> int:
 
 @dataclass(frozen=True)
 class FlowSpec:
+    """A QP to simulate.  ``size_bytes``: None is an infinite source paced by DCQCN (the
+    scenarios' flows); an int is a flow of messages -- 0 sends nothing until
+    :meth:`Engine.post` gives it a message, more posts one message of that size (tag None)
+    at ``start_s``."""
+
     src: str
     dst: str
     start_s: float = 0.0
     stop_s: float = float("inf")
     udp_sport: int = 49152
+    size_bytes: int | None = None
 
     def hash_value(self) -> int:
         return flow_hash(self.src, self.dst, self.udp_sport)
@@ -427,8 +472,12 @@ class Engine:
         sample_every_s: float = 10e-6,
         max_samples: int = 2000,
         on_sample: Callable[[Engine, float], None] | None = None,
+        on_message: MessageCallback | None = None,
     ) -> None:
         self.network = network
+        # Called with (engine, flow, tag, tick) at the tick the responder has received every
+        # byte of a posted message, in order (see post).
+        self.on_message = on_message
         # Called after each sample with the engine and the time: what a caller needs to read
         # the counters at a moment of its choosing (tune's measurement window).
         self.on_sample = on_sample
@@ -452,6 +501,8 @@ class Engine:
         self.payload_bytes = payload_bytes
         self.reaction_point = reaction_point
         self.dcqcn_override = dict(dcqcn_override or {})
+        self._lengths: set[int] = set()  # frame lengths in the wire tables
+        self._stop_at = NEVER  # the tick of the pending stop sentinel (stop_at_tick)
         self._build(flows, dcqcn_override or {}, ignore_pause)
 
     # ---------------------------------------------------------------- construction
@@ -542,11 +593,23 @@ class Engine:
         """Every port's and NIC's wire time for each frame length of the run: the NICs' data
         frames and CNPs (a table lookup per frame, not a division)."""
         lengths = {nic.frame_bytes for nic in self.nics.values()} | {CNP_BYTES}
+        self._lengths = lengths
         for node in self.switches.values():
             for port in node.ports:
                 port.wire = wire_table(lengths, port.spec.speed_bps)
         for nic in self.nics.values():
             nic.wire = wire_table(lengths, nic.spec.port.speed_bps)
+
+    def _add_length(self, length: int) -> None:
+        """A frame length first seen (a message's short last frame): into every wire table,
+        when it is posted, so that sending stays one lookup per frame."""
+        if length in self._lengths:
+            return
+        self._lengths.add(length)
+        for port in self.ports:
+            port.wire[length] = wire_ticks(length, port.spec.speed_bps)
+        for nic in self.nics.values():
+            nic.wire[length] = wire_ticks(length, nic.spec.port.speed_bps)
 
     def _add_flows(self, specs: list[FlowSpec], override: dict[str, int]) -> None:
         """Each flow with its reaction point on its sending NIC; every NIC's notification
@@ -563,13 +626,89 @@ class Engine:
                 rp,
                 flow_spec.start_s,
                 flow_spec.stop_s,
+                infinite=flow_spec.size_bytes is None,
             )
             self.flows.append(flow)
-            heapq.heappush(nic.flows, (flow.start_at, index, flow))
+            if flow_spec.size_bytes:
+                self.post(index, flow_spec.size_bytes, None)
+            self._schedule_flow(nic, flow)
         for nic in self.nics.values():
             params = {**nic.spec.dcqcn, **override}
             nic.np = NotificationPoint(params["min_time_between_cnps"])
             nic.timer = _us_ticks(params["rpg_time_reset"])
+
+    # ---------------------------------------------------------------- messages
+
+    def post(self, flow_index: int, nbytes: int, tag: object) -> None:
+        """Queue a message of ``nbytes`` on flow ``flow_index`` (before :meth:`run` or from a
+        callback).  Its frames carry the NIC's RoCE payload each, the last one the rest (a
+        frame of its own length, at least 64 bytes; a message of 0 bytes is one such frame).
+        ``on_message(engine, flow, tag, tick)`` runs when the responder has it all in order.
+        """
+        if not 0 <= flow_index < len(self.flows):
+            raise TwinError(
+                f"twin post: flow index. Expected: 0 to {len(self.flows) - 1} Actual: {flow_index}"
+            )
+        flow = self.flows[flow_index]
+        if flow.end_psn == NEVER:
+            raise TwinError(
+                f"twin post: flow {flow.name}. Expected: a flow of messages (FlowSpec.size_bytes "
+                "an int) Actual: an infinite flow (size_bytes None)"
+            )
+        if nbytes < 0:
+            raise TwinError(f"twin post: message size. Expected: >= 0 bytes Actual: {nbytes}")
+        nic = self.nics[flow.src]
+        payload = nic.frame_bytes - ROCE_FRAME_OVERHEAD
+        frames = max(1, -(-nbytes // payload))
+        end = flow.end_psn + frames
+        last = nbytes - (frames - 1) * payload
+        if last != payload:
+            length = max(last + ROCE_FRAME_OVERHEAD, MIN_FRAME_BYTES)
+            flow.short[end - 1] = length
+            self._add_length(length)
+        flow.end_psn = end
+        flow.msgs.append((end, tag, nbytes))
+        self._schedule_flow(nic, flow)
+
+    def _schedule_flow(self, nic: Nic, flow: Flow) -> None:
+        """Put a flow with something to send back on its NIC's heap (it left it when it had
+        nothing left: an idle flow costs no events)."""
+        now = self.clock.ticks
+        if flow.in_heap or flow.snd_psn >= flow.end_psn or now >= flow.stop_at:
+            return
+        when = flow.start_at if flow.start_at > now else now
+        flow.in_heap = True
+        heapq.heappush(nic.flows, (when, flow.index, flow))
+        self._wake_nic(nic, when)
+
+    def _message_done(self, flow: Flow) -> None:
+        """The responder has the head message in full: count it, tell the caller."""
+        _, tag, _ = flow.msgs.popleft()
+        flow.messages_done += 1
+        if self.on_message is not None:
+            self.on_message(self, flow, tag, self.clock.ticks)
+
+    def finish(self) -> None:
+        """End the run now (from a callback): no event after the current one runs, and the
+        run closes at this tick (:attr:`end`, :attr:`duration_s`)."""
+        self.stop_at_tick(self.clock.ticks)
+
+    def stop_at_tick(self, tick: int) -> None:
+        """End the run at ``tick`` (>= now), before any event of that tick that has not run;
+        the earliest of several requests wins.  A tick past the run's end changes nothing."""
+        if tick < self.clock.ticks:
+            raise TwinError(
+                f"twin stop_at_tick: Expected: >= the current tick {self.clock.ticks} "
+                f"Actual: {tick}"
+            )
+        if tick >= self._stop_at:
+            return
+        self._stop_at = tick
+        # seq -1 sorts before every event of the same tick.
+        heappush(self._heap, (tick, -1, self._halt, None, None))
+
+    def _halt(self, _a: Any, _b: Any) -> None:
+        raise _Finished
 
     # ---------------------------------------------------------------- event plumbing
 
@@ -591,19 +730,34 @@ class Engine:
         clock = self.clock
         now = clock.ticks
         events = 0
-        while heap:
-            when, _, handler, a, b = heap[0]
-            if when > end:
-                break
-            pop(heap)
-            if when < now:
-                clock.set(when)  # refuses, naming both times: an event scheduled in the past
-            # The clock's own check, inlined: this loop runs once per event.
-            clock.ticks = now = when
-            handler(a, b)
-            events += 1
+        try:
+            while heap:
+                when, _, handler, a, b = heap[0]
+                if when > end:
+                    break
+                pop(heap)
+                if when < now:
+                    clock.set(when)  # refuses, naming both times: an event scheduled in the past
+                # The clock's own check, inlined: this loop runs once per event.
+                clock.ticks = now = when
+                handler(a, b)
+                events += 1
+        except _Finished:
+            self.events += events
+            self._finished_at(clock.ticks)
+            return
         self.events += events
         self.clock.set(max(self.clock.ticks, end))
+        self._close(end)
+
+    def _finished_at(self, tick: int) -> None:
+        """The run stopped early (finish, stop_at_tick): it closes at ``tick`` (at least one
+        tick, so that rates stay defined), with a last sample there."""
+        self.end = end = max(tick, 1)
+        self.clock.set(end)
+        self.duration_s = end / TICKS_PER_SECOND
+        if not self.samples or self.samples[-1].t_s < self.duration_s:
+            self.samples.append(self._watch(end, self.duration_s))
         self._close(end)
 
     def _start_timers(self) -> None:
@@ -680,8 +834,11 @@ class Engine:
         if next_at > now:
             self._wake_nic(nic, next_at)
             return None
-        if now >= flow.stop_at:
+        psn = flow.snd_psn
+        if now >= flow.stop_at or psn >= flow.end_psn:
+            # Stopped, or nothing posted is left to send: off the heap (a post puts it back).
             heapq.heappop(flows)
+            flow.in_heap = False
             if flows:
                 self._wake_nic(nic, max(now, flows[0][0]))
             return None
@@ -700,15 +857,19 @@ class Engine:
                 first = flows[0][0]
                 self._wake_nic(nic, now if now > first else first)
                 return None
-        length = nic.frame_bytes
+        # Pacing counts every frame as a full one (a message's short last frame too).
+        length = flow.short.get(psn, nic.frame_bytes)
         rp.on_sent(now_s, length)
         flow.tx_bytes += length
         flow.tx_packets += 1
         flow.last_sent = now
+        flow.snd_psn = psn + 1
+        if psn >= flow.max_psn:
+            flow.max_psn = psn + 1
         # No credit for time spent paused or idle: the next gap starts now.
         gap = ceil(nic.frame_bits / rp.current_bps)
         heapreplace(flows, (now + (gap if gap < nic.timer else nic.timer), index, flow))
-        return Packet(flow, length, nic.spec.roce_dscp, True, False)
+        return Packet(flow, length, nic.spec.roce_dscp, True, False, psn)
 
     def _host_rx(self, nic: Nic, packet: Packet) -> None:
         flow = packet.flow
@@ -719,6 +880,12 @@ class Engine:
             return
         flow.rx_bytes += packet.length
         flow.rx_packets += 1
+        if packet.psn == flow.epsn:
+            flow.epsn = epsn = packet.psn + 1
+            flow.delivered_bytes += packet.length
+            msgs = flow.msgs
+            if msgs and msgs[0][0] == epsn:
+                self._message_done(flow)
         if packet.ce:
             flow.rx_ce += 1
             if nic.np.on_ce(flow.index, self.clock.now()):

@@ -1,0 +1,876 @@
+"""NCCL collectives in the twin: ring all-reduce, all-gather, reduce-scatter and all-to-all.
+
+What a user judges a fabric by is the time of the job's collectives and nccl-tests' bus
+bandwidth; this module runs a collective's data movement through the engine and reports both.
+
+Model (docs/collectives.md says the same, with an example):
+
+* Ranks: one per host NIC (``hosts``, else the hosts at the chosen speed in fabric-file order);
+  rank r's ring neighbours are r - 1 and r + 1 (mod N), the order NCCL's ring follows when it
+  is given no topology to reorder by.
+* Ring collectives follow NCCL's ring kernels (``src/device/all_reduce.h`` ``runRing``, and the
+  all-gather / reduce-scatter ones): the buffer is processed in *loops* of N chunks of
+  :data:`CHUNK_BYTES` (NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 x CHUNKSTEPS 4 = 2 MiB); in the last
+  loop the chunk is the remainder over N, rounded up to 16 bytes.  Each loop is 2(N - 1) steps
+  for all-reduce (N - 1 reduce-scatter steps, then N - 1 all-gather steps), N - 1 for all-gather
+  and reduce-scatter; at step k rank r sends chunk (r - o - k) mod N to rank r + 1 (o = 1 for
+  all-reduce and reduce-scatter, 0 for all-gather, as the kernels index them).  A chunk travels
+  as slices of :data:`SLICE_BYTES` (SLICESTEPS 2 x 512 KiB = 1 MiB): one network message each.
+  Rank r may send slice j of step k + 1 once it has received, in order, slice j of step k from
+  rank r - 1; it may have at most :data:`WINDOW_SLICES` (NCCL_STEPS / SLICESTEPS = 4) slices
+  that the next rank has not yet consumed (forwarded, or kept at the last step) -- NCCL's
+  FIFO of NCCL_STEPS buffers per connection.
+* All-to-all: every rank sends size / N to every other rank at once (NCCL's grouped
+  send/receive), no dependencies between the pairs.
+* QPs per connection (NCCL_IB_QPS_PER_CONNECTION, default 1): each connection is Q flows (QPs),
+  each with its own UDP source port -- the ECMP entropy, derived from the QP numbers as Linux
+  does (:func:`roce_udp_sport`) -- and its own DCQCN reaction point.
+  With NCCL_IB_SPLIT_DATA_ON_QPS=0 (NCCL's default since 2.20) each message goes whole on one
+  QP, the QPs taken in turn (``ncclIbCommBaseGetQpForRequest``: ``(id * 1 + 0) % nqps``); with
+  1 each message is cut into Q equal parts rounded up to 128 bytes, one per QP
+  (``ncclIbMultiSend``).  The receiver takes slices in order, whatever QP brought them.
+* Sizes are nccl-tests' (``doc/PERFORMANCE.md``; the ``*GetCollByteCount`` functions, float
+  data): all-reduce moves the whole buffer S; all-gather's and reduce-scatter's S is the total
+  of all ranks' pieces (S / N per rank, 16-byte aligned), all-to-all's S the per-rank send
+  buffer (S / N to each peer).  Time = the tick the last byte is delivered in order on the last
+  connection; ``algbw = S / t``; ``busbw = algbw x 2(N - 1)/N`` (all-reduce) or
+  ``x (N - 1)/N`` (all-gather, reduce-scatter, all-to-all); in GB/s = 10**9 bytes/s, as
+  nccl-tests prints them.
+
+Sources: nccl-tests doc/PERFORMANCE.md and src/{all_reduce,all_gather,reduce_scatter,
+alltoall}.cu (https://github.com/NVIDIA/nccl-tests); NCCL src/include/device.h (NCCL_STEPS 8),
+src/init.cc (DEFAULT_BUFFSIZE 4 MiB), src/include/collectives.h (*_SLICESTEPS, *_CHUNKSTEPS),
+src/transport/net_ib/{connect.cc,common.cc,common.h,p2p.cc} (IB_QPS_PER_CONNECTION default 1,
+IB_SPLIT_DATA_ON_QPS default 0) (https://github.com/NVIDIA/nccl); the variables' meaning:
+https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-qps-per-connection
+and #nccl-ib-split-data-on-qps.
+
+Not modelled (:data:`NOT_MODELLED`, repeated in every report): compute and reduction time and
+their overlap with communication, intra-host NVLink phases (one rank per host NIC), the LL and
+LL128 protocols, tree / NVLS / CollNet algorithms, more than one channel (only the QP split),
+GPUDirect RDMA details (PCIe, memory registration), NCCL's own latency per step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from agent.intent.units import format_speed
+from agent.twin.engine import Engine, Flow, FlowSpec
+from agent.twin.network import TwinError, TwinNetwork
+from agent.twin.results import (
+    MAX_DURATION_S,
+    PortReport,
+    _active_ports,
+    _ce_fraction,
+    _drops,
+    _max_paused_fraction,
+    _pfc_frames,
+    jain,
+    pick_bottleneck,
+)
+from agent.twin.verdicts import PAUSED_CEILING, Verdict
+from agent.twin.workloads import _pick_speed
+
+CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
+COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
+RING_COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter")
+
+NCCL_BUFFSIZE = 4 << 20  # NCCL src/init.cc DEFAULT_BUFFSIZE (NCCL_BUFFSIZE, env docs)
+NCCL_STEPS = 8  # NCCL src/include/device.h
+STEP_BYTES = NCCL_BUFFSIZE // NCCL_STEPS  # 512 KiB: one FIFO buffer of a connection
+SLICE_STEPS = NCCL_STEPS // 4  # ALLREDUCE/ALLGATHER/REDUCESCATTER_SLICESTEPS (collectives.h)
+CHUNK_STEPS = NCCL_STEPS // 2  # ..._CHUNKSTEPS
+SLICE_BYTES = STEP_BYTES * SLICE_STEPS  # 1 MiB: one network message (net.cc sliceSteps)
+CHUNK_BYTES = STEP_BYTES * CHUNK_STEPS  # 2 MiB per rank per step of a loop
+WINDOW_SLICES = NCCL_STEPS // SLICE_STEPS  # 4 slices in flight per connection
+IB_WRITE_ALIGN = 128  # NCCL p2p.cc IB_WRITE_CHUNK_ALIGNMENT: split-data parts round up to it
+ELEMENT_BYTES = 4  # nccl-tests' default datatype, float
+ALIGN_BYTES = 16  # nccl-tests and NCCL align per-rank counts and last chunks to 16 bytes
+MAX_RANKS = 64
+MAX_QPS = 16  # a bound on the run's work; NCCL accepts more
+QPN_BASE = 0x100  # the twin's first QP number (a driver's are as arbitrary)
+LINE_RATE_FLOOR = 0.90  # a busbw below this share of the NIC's line rate is a verdict
+
+NOT_MODELLED: tuple[str, ...] = (
+    "compute and reduction time, and their overlap with communication",
+    "intra-host NVLink phases (one rank per host NIC)",
+    "NCCL's LL and LL128 protocols (Simple only)",
+    "tree, NVLS and CollNet algorithms (ring only; all-to-all as pairwise flows)",
+    "more than one channel per rank (only the QP split)",
+    "GPUDirect RDMA details (PCIe, registration) and NCCL's per-step latency",
+)
+
+
+def busbw_factor(workload: CollectiveName, ranks: int) -> float:
+    """nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md, "Summary")."""
+    if workload == "allreduce":
+        return 2 * (ranks - 1) / ranks
+    return (ranks - 1) / ranks
+
+
+def nccl_tests_size(workload: CollectiveName, ranks: int, size_bytes: int) -> int:
+    """The size nccl-tests prints (and divides by the time) for a requested ``size_bytes``:
+    whole floats for all-reduce; N x a 16-byte-aligned per-rank piece otherwise
+    (``*GetCollByteCount``: ``(count / nranks) & ~(16 / eltSize - 1)``)."""
+    elements = size_bytes // ELEMENT_BYTES
+    if workload == "allreduce":
+        return elements * ELEMENT_BYTES
+    per_rank = (elements // ranks) & ~(ALIGN_BYTES // ELEMENT_BYTES - 1)
+    return per_rank * ELEMENT_BYTES * ranks
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """What one rank sends its ring neighbour in one step of one loop."""
+
+    loop: int
+    step: int
+    src: int
+    dst: int
+    chunk: int
+    nbytes: int
+
+
+def _align_up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+def loop_chunks(
+    workload: CollectiveName, ranks: int, size_bytes: int, chunk_bytes: int = CHUNK_BYTES
+) -> list[list[int]]:
+    """Bytes of each of the N chunks, loop by loop (module docstring).  ``size_bytes`` is
+    nccl-tests' size (:func:`nccl_tests_size`)."""
+    loops: list[list[int]] = []
+    if workload == "allreduce":
+        done = 0
+        while done < size_bytes:
+            rest = size_bytes - done
+            chunk = chunk_bytes if rest >= ranks * chunk_bytes else _align_up(-(-rest // ranks), 16)
+            loops.append([max(0, min(chunk, rest - c * chunk)) for c in range(ranks)])
+            done += sum(loops[-1])
+        return loops
+    per_rank = size_bytes // ranks
+    done = 0
+    while done < per_rank:
+        piece = min(chunk_bytes, per_rank - done)
+        loops.append([piece] * ranks)
+        done += piece
+    return loops
+
+
+def ring_steps(workload: CollectiveName, ranks: int) -> int:
+    """Steps of one loop: 2(N - 1) for all-reduce, N - 1 for all-gather and reduce-scatter."""
+    return 2 * (ranks - 1) if workload == "allreduce" else ranks - 1
+
+
+def ring_schedule(
+    workload: CollectiveName, ranks: int, size_bytes: int, chunk_bytes: int = CHUNK_BYTES
+) -> list[list[list[Transfer]]]:
+    """Loops, each a list of steps, each the N transfers of that step (rank r to r + 1)."""
+    if workload not in RING_COLLECTIVES:
+        raise TwinError(f"twin --workload: Expected: a ring collective Actual: {workload}")
+    offset = 0 if workload == "allgather" else 1
+    schedule = []
+    for index, chunks in enumerate(loop_chunks(workload, ranks, size_bytes, chunk_bytes)):
+        steps = []
+        for k in range(ring_steps(workload, ranks)):
+            steps.append(
+                [
+                    Transfer(index, k, r, (r + 1) % ranks, c, chunks[c])
+                    for r in range(ranks)
+                    for c in [(r - offset - k) % ranks]
+                ]
+            )
+        schedule.append(steps)
+    return schedule
+
+
+def slice_sizes(nbytes: int, slice_bytes: int = SLICE_BYTES) -> list[int]:
+    """A chunk's slices: full slices, the last one short; none for an empty chunk."""
+    full, rest = divmod(nbytes, slice_bytes)
+    return [slice_bytes] * full + ([rest] if rest else [])
+
+
+def qp_parts(nbytes: int, qps: int) -> list[int]:
+    """NCCL_IB_SPLIT_DATA_ON_QPS=1: a message cut over the QPs, each part
+    ``ceil(ceil(n / Q) / 128) * 128`` bytes, the last the rest, none past the end."""
+    part = _align_up(-(-nbytes // qps), IB_WRITE_ALIGN)
+    parts: list[int] = []
+    left = nbytes
+    while left > 0 and len(parts) < qps:
+        parts.append(min(part, left))
+        left -= parts[-1]
+    return parts
+
+
+# ------------------------------------------------------------------ placement and flows
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    workload: CollectiveName
+    ranks: int
+    size_bytes: int  # nccl-tests' "size" (the buffer size per rank, as nccl-tests prints)
+    qps_per_connection: int = 1
+    hosts: tuple[str, ...] | None = None  # default: fabric order at the chosen speed
+    speed_bps: int | None = None
+    split_data_on_qps: bool = False  # NCCL_IB_SPLIT_DATA_ON_QPS (default 0)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Rank ``src`` to rank ``dst`` over hosts ``src_host`` -> ``dst_host``, as Q flows."""
+
+    index: int
+    src: int
+    dst: int
+    src_host: str
+    dst_host: str
+    flows: tuple[int, ...]  # indices into the job's flow list, QP 0 first
+
+    @property
+    def name(self) -> str:
+        return f"{self.src_host}->{self.dst_host}"
+
+
+def check_spec(spec: CollectiveSpec) -> None:
+    """Bad input, with the option named (exit 2 in the CLI)."""
+    if spec.workload not in COLLECTIVES:
+        raise TwinError(
+            f"twin --workload: Expected: one of {', '.join(COLLECTIVES)} Actual: {spec.workload}"
+        )
+    if not 2 <= spec.ranks <= MAX_RANKS:
+        raise TwinError(f"twin --ranks: Expected: 2-{MAX_RANKS} Actual: {spec.ranks}")
+    if not 1 <= spec.qps_per_connection <= MAX_QPS:
+        raise TwinError(
+            f"twin --qps-per-connection: Expected: 1-{MAX_QPS} (NCCL_IB_QPS_PER_CONNECTION) "
+            f"Actual: {spec.qps_per_connection}"
+        )
+    if nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes) <= 0:
+        least = ELEMENT_BYTES if spec.workload == "allreduce" else spec.ranks * ALIGN_BYTES
+        raise TwinError(
+            f"twin --size: Expected: at least {least} bytes for {spec.workload} on "
+            f"{spec.ranks} ranks (nccl-tests' float elements, 16-byte pieces per rank) "
+            f"Actual: {spec.size_bytes}"
+        )
+
+
+def place_ranks(network: TwinNetwork, spec: CollectiveSpec) -> tuple[int, list[str]]:
+    """(speed, the host of each rank): ``spec.hosts`` in that order, else the first N hosts
+    at the speed in fabric-file order."""
+    if spec.hosts is not None:
+        return _named_hosts(network, spec)
+    speed, hosts = _pick_speed(network, spec.speed_bps)
+    if spec.ranks > len(hosts):
+        raise TwinError(
+            f"twin --ranks: one rank per host NIC at {format_speed(speed)}. Expected: at most "
+            f"{len(hosts)} Actual: {spec.ranks}"
+        )
+    return speed, [h.name for h in hosts[: spec.ranks]]
+
+
+def _named_hosts(network: TwinNetwork, spec: CollectiveSpec) -> tuple[int, list[str]]:
+    hosts = list(spec.hosts or ())
+    unknown = [h for h in hosts if h not in network.hosts]
+    if unknown:
+        raise TwinError(
+            f"twin --hosts: Expected: hosts of the fabric with a NIC port Actual: "
+            f"{', '.join(unknown)}"
+        )
+    if len(set(hosts)) != len(hosts):
+        raise TwinError(f"twin --hosts: Expected: each host once Actual: {','.join(hosts)}")
+    if spec.ranks > len(hosts):
+        raise TwinError(
+            f"twin --ranks: one rank per host of --hosts. Expected: at most {len(hosts)} "
+            f"Actual: {spec.ranks}"
+        )
+    chosen = hosts[: spec.ranks]
+    speeds = {network.hosts[h].port.speed_bps for h in chosen}
+    if len(speeds) > 1 or (spec.speed_bps is not None and speeds != {spec.speed_bps}):
+        raise TwinError(
+            "twin --hosts: Expected: NICs of one speed"
+            + (f" ({format_speed(spec.speed_bps)}, --speed)" if spec.speed_bps else "")
+            + " Actual: "
+            + ", ".join(f"{h} {format_speed(network.hosts[h].port.speed_bps)}" for h in chosen)
+        )
+    return speeds.pop(), chosen
+
+
+def rank_pairs(workload: CollectiveName, ranks: int) -> list[tuple[int, int]]:
+    """The connections: the ring's (r, r + 1), or every ordered pair for all-to-all."""
+    if workload == "alltoall":
+        return [(s, d) for s in range(ranks) for d in range(ranks) if s != d]
+    return [(r, (r + 1) % ranks) for r in range(ranks)]
+
+
+def roce_udp_sport(lqpn: int, rqpn: int) -> int:
+    """The UDP source port a RoCEv2 QP uses when its GRH has no flow label: Linux's
+    ``rdma_get_udp_sport`` (include/rdma/ib_verbs.h) -- the flow label
+    ``rdma_calc_flow_label(lqpn, rqpn)`` folded into 0xC000-0xFFFF by
+    ``rdma_flow_label_to_udp_sport``."""
+    v = lqpn * rqpn
+    v ^= v >> 20
+    v ^= v >> 40
+    label = v & 0xFFFFF
+    low = (label & 0x3FFF) ^ ((label & 0xFC000) >> 14)
+    return low | 0xC000
+
+
+def qp_sport(connection: int, qp: int) -> int:
+    """QP ``qp`` of connection ``connection``'s source port: :func:`roce_udp_sport` of QP
+    numbers the twin allocates (:data:`QPN_BASE` + 2 x (connection x MAX_QPS + qp) locally,
+    + 1 remotely), so QP 0 keeps its port whatever Q is and adding QPs only adds paths."""
+    lqpn = QPN_BASE + 2 * (connection * MAX_QPS + qp)
+    return roce_udp_sport(lqpn, lqpn + 1)
+
+
+def build_flows(
+    hosts: list[str], workload: CollectiveName, qps: int
+) -> tuple[list[Connection], list[FlowSpec]]:
+    """The connections and their QPs as sized flows (data arrives by :meth:`Engine.post`)."""
+    connections: list[Connection] = []
+    flows: list[FlowSpec] = []
+    for index, (src, dst) in enumerate(rank_pairs(workload, len(hosts))):
+        first = len(flows)
+        for qp in range(qps):
+            flows.append(
+                FlowSpec(hosts[src], hosts[dst], udp_sport=qp_sport(index, qp), size_bytes=0)
+            )
+        connections.append(
+            Connection(index, src, dst, hosts[src], hosts[dst], tuple(range(first, len(flows))))
+        )
+    return connections, flows
+
+
+# ------------------------------------------------------------------ ECMP collisions
+
+
+@dataclass(frozen=True)
+class Collision:
+    """A fabric link (switch to switch) on which the job's own ECMP hashing asks for more than
+    the link carries: ``load`` = the connections' demand there / the link's speed (> 1)."""
+
+    link: str
+    connections: tuple[str, ...]
+    qps: int
+    load: float
+
+
+def link_demand(
+    network: TwinNetwork, connections: list[Connection], flows: list[FlowSpec]
+) -> dict[str, tuple[float, int, list[str]]]:
+    """Per switch-to-switch link the job's flows cross: (demand / speed, QPs, connections).
+
+    A connection's demand is its sender's line rate shared among the connections that sender
+    runs at once (1 in a ring, N - 1 in all-to-all); each of its Q QPs carries 1/Q of it
+    (NCCL's turn-taking over the QPs, or the split).
+    """
+    out_degree: dict[str, int] = {}
+    for conn in connections:
+        out_degree[conn.src_host] = out_degree.get(conn.src_host, 0) + 1
+    demand: dict[str, float] = {}
+    qps: dict[str, int] = {}
+    names: dict[str, list[str]] = {}
+    speed: dict[str, int] = {}
+    for conn in connections:
+        rate = network.hosts[conn.src_host].port.speed_bps / out_degree[conn.src_host]
+        for index in conn.flows:
+            spec = flows[index]
+            for switch, port_index in network.path(spec.src, spec.dst, spec.hash_value()):
+                port = network.switches[switch].ports[port_index]
+                if port.peer_device not in network.switches:
+                    continue  # a host's port: what the schedule sends there, not ECMP's choice
+                link = f"{switch}:{port.name}"
+                demand[link] = demand.get(link, 0.0) + rate / len(conn.flows)
+                qps[link] = qps.get(link, 0) + 1
+                speed[link] = port.speed_bps
+                if conn.name not in names.setdefault(link, []):
+                    names[link].append(conn.name)
+    return {link: (demand[link] / speed[link], qps[link], names[link]) for link in demand}
+
+
+def find_collisions(
+    network: TwinNetwork, connections: list[Connection], flows: list[FlowSpec]
+) -> list[Collision]:
+    """The job's ECMP collisions (:class:`Collision`), the most loaded first."""
+    found = [
+        Collision(link, tuple(names), count, load)
+        for link, (load, count, names) in link_demand(network, connections, flows).items()
+        if len(names) > 1 and load > 1 + 1e-9
+    ]
+    return sorted(found, key=lambda c: (-c.load, c.link))
+
+
+# ------------------------------------------------------------------ the job's messages
+
+P2P_CHUNK_BYTES = 1 << 17  # NCCL src/init.cc NCCL_P2P_NET_CHUNKSIZE: all-to-all's messages
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One network message of a connection: ``key`` = (loop, step, slice), ``after`` = the
+    upstream connection's slice it needs first (None: the rank's own data), ``last`` = the
+    receiver keeps it (its buffer is free on arrival)."""
+
+    key: tuple[int, int, int]
+    nbytes: int
+    after: tuple[int, int] | None  # (upstream connection, its slice sequence number)
+    last: bool
+
+
+def ring_slices(
+    workload: CollectiveName, ranks: int, size_bytes: int, slice_bytes: int = SLICE_BYTES
+) -> list[list[Slice]]:
+    """Per ring connection (rank r -> r + 1, index r), its slices in the order it posts them."""
+    schedule = ring_schedule(workload, ranks, size_bytes)
+    last_step = ring_steps(workload, ranks) - 1
+    keys: list[list[tuple[int, int, int, int]]] = [[] for _ in range(ranks)]
+    for loop in schedule:
+        for step in loop:
+            for t in step:
+                for j, nbytes in enumerate(slice_sizes(t.nbytes, slice_bytes)):
+                    keys[t.src].append((t.loop, t.step, j, nbytes))
+    seq = [{(lp, k, j): i for i, (lp, k, j, _) in enumerate(conn)} for conn in keys]
+    out: list[list[Slice]] = []
+    for r in range(ranks):
+        up = (r - 1) % ranks
+        out.append(
+            [
+                Slice(
+                    (lp, k, j),
+                    nbytes,
+                    (up, seq[up][(lp, k - 1, j)]) if k else None,
+                    k == last_step,
+                )
+                for lp, k, j, nbytes in keys[r]
+            ]
+        )
+    return out
+
+
+def alltoall_slices(ranks: int, size_bytes: int) -> list[list[Slice]]:
+    """Per ordered pair (:func:`rank_pairs` order): size / N in P2P chunks, no dependencies."""
+    per_pair = size_bytes // ranks
+    pieces = slice_sizes(per_pair, P2P_CHUNK_BYTES)
+    conn = [Slice((0, 0, j), n, None, True) for j, n in enumerate(pieces)]
+    return [list(conn) for _ in range(ranks * (ranks - 1))]
+
+
+class _Connection:
+    """The run-time state of one connection's FIFO."""
+
+    __slots__ = (
+        "consumed", "done_tick", "flows", "index", "next_post", "next_rx", "parts", "slices",
+    )  # fmt: skip
+
+    def __init__(self, index: int, slices: list[Slice], flows: tuple[int, ...]) -> None:
+        self.index = index
+        self.slices = slices
+        self.flows = flows
+        self.next_post = 0  # the next slice to post (NCCL posts in order)
+        self.next_rx = 0  # slices below it are received in order
+        self.parts = [0] * len(slices)  # parts of each slice still in flight
+        self.consumed = [False] * len(slices)
+        self.done_tick: int | None = None  # the tick its last slice arrived
+
+
+class CollectiveJob:
+    """Posts the job's slices on the engine as their dependencies and windows allow, and
+    records when the last byte arrives (the engine's ``on_message`` drives it)."""
+
+    def __init__(
+        self,
+        slices: list[list[Slice]],
+        connections: list[Connection],
+        *,
+        window: int,
+        split_data_on_qps: bool,
+    ) -> None:
+        self.conns = [
+            _Connection(c.index, s, c.flows) for c, s in zip(connections, slices, strict=True)
+        ]
+        self.window = window
+        self.split = split_data_on_qps
+        self.total_bytes = sum(s.nbytes for conn in slices for s in conn)
+        self.received_bytes = 0
+        self.pending = sum(1 for c in self.conns if c.slices)
+        self.done_tick: int | None = None
+        self.messages = 0
+        # The connections whose slices wait for this one's (the next rank's in the ring).
+        self.downstream: dict[int, set[int]] = {}
+        for conn in self.conns:
+            for item in conn.slices:
+                if item.after is not None:
+                    self.downstream.setdefault(item.after[0], set()).add(conn.index)
+        self._engine: Any = None
+
+    def start(self, engine: Engine) -> None:
+        """Post what needs nothing (before the run)."""
+        self._engine = engine
+        self._pump(range(len(self.conns)))
+
+    def _ready(self, conn: _Connection, t: int) -> bool:
+        after = conn.slices[t].after
+        if after is not None and self.conns[after[0]].next_rx <= after[1]:
+            return False
+        return t < self.window or conn.consumed[t - self.window]
+
+    def _pump(self, todo: Any) -> None:
+        work = list(todo)
+        while work:
+            conn = self.conns[work.pop()]
+            while conn.next_post < len(conn.slices) and self._ready(conn, conn.next_post):
+                t = conn.next_post
+                conn.next_post += 1
+                self._post(conn, t)
+                after = conn.slices[t].after
+                if after is not None:
+                    # Forwarding it frees the upstream slice's buffer at this rank.
+                    self.conns[after[0]].consumed[after[1]] = True
+                    work.append(after[0])
+
+    def _post(self, conn: _Connection, t: int) -> None:
+        nbytes = conn.slices[t].nbytes
+        qps = len(conn.flows)
+        if self.split and qps > 1:
+            parts = qp_parts(nbytes, qps)
+            conn.parts[t] = len(parts)
+            for qp, part in enumerate(parts):
+                self._engine.post(conn.flows[qp], part, (conn.index, t))
+        else:
+            # NCCL_IB_SPLIT_DATA_ON_QPS=0: the whole message on the next QP in turn.
+            conn.parts[t] = 1
+            self._engine.post(conn.flows[t % qps], nbytes, (conn.index, t))
+        self.messages += conn.parts[t]
+
+    def on_message(self, engine: Engine, flow: Flow, tag: object, tick: int) -> None:
+        """A part arrived in order on its QP: the slice is in when all its parts are, and the
+        receiver takes slices in order."""
+        assert isinstance(tag, tuple)
+        index: int = tag[0]
+        t: int = tag[1]
+        conn = self.conns[index]
+        conn.parts[t] -= 1
+        if conn.parts[t]:
+            return
+        before = conn.next_rx
+        while (
+            conn.next_rx < len(conn.slices)
+            and conn.parts[conn.next_rx] == 0
+            and (conn.next_rx < conn.next_post)
+        ):
+            item = conn.slices[conn.next_rx]
+            self.received_bytes += item.nbytes
+            if item.last:
+                conn.consumed[conn.next_rx] = True
+            conn.next_rx += 1
+        if conn.next_rx == before:
+            return
+        if conn.next_rx == len(conn.slices):
+            conn.done_tick = tick
+            self.pending -= 1
+            if not self.pending:
+                self.done_tick = tick
+                engine.finish()
+                return
+        self._pump([index, *self.downstream.get(index, ())])
+
+    @property
+    def done_fraction(self) -> float:
+        return self.received_bytes / self.total_bytes if self.total_bytes else 1.0
+
+
+# ------------------------------------------------------------------ the run and its report
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    """A switch port the job used: utilisation over the collective's time, its queue."""
+
+    port: str
+    speed_bps: int
+    utilisation: float
+    queue_p99_bytes: int
+    queue_peak_bytes: int
+    paused_fraction: float
+    ecn_marked: int
+
+
+@dataclass(frozen=True)
+class CollectiveReport:
+    fabric: str
+    profile: str
+    workload: str
+    ranks: int
+    hosts: list[str]
+    speed_bps: int
+    size_bytes: int  # nccl-tests' size (nccl_tests_size of the request)
+    qps: int
+    split_data_on_qps: bool
+    seed: int
+    time_s: float  # the last byte in order; the run's end when not completed
+    algbw_Bps: float  # bytes/s, 0 when not completed
+    busbw_Bps: float
+    line_rate_fraction: float  # busbw * 8 / the NICs' speed
+    completed: bool
+    delivered_fraction: float  # of the job's bytes, in order
+    lossless_drops: int
+    lossy_drops: int
+    pfc_frames: int
+    ce_fraction: float
+    cnps: int
+    retx_bytes: int
+    timeouts: int
+    max_paused_fraction: float
+    busiest_port: str | None
+    queue_p99_bytes: int  # of the busiest port
+    queue_peak_bytes: int
+    links: list[LinkLoad]  # busiest first
+    collisions: list[Collision]
+    jain: float | None  # over the connections' goodput (bytes / their own finish time)
+    events: int
+    wall_s: float
+    verdict: Verdict
+    notes: list[str] = field(default_factory=list)
+    not_modelled: list[str] = field(default_factory=lambda: list(NOT_MODELLED))
+
+    @property
+    def passed(self) -> bool:
+        """The lossless promise held (as the scenario mode's exit code)."""
+        return self.lossless_drops == 0
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["passed"] = self.passed
+        data["algbw_GBps"] = self.algbw_Bps / 1e9
+        data["busbw_GBps"] = self.busbw_Bps / 1e9
+        return data
+
+
+def ideal_time_s(workload: CollectiveName, ranks: int, size_bytes: int, speed_bps: int) -> float:
+    """The bus-bandwidth bound: the time at the NICs' line rate (payload only)."""
+    return size_bytes * busbw_factor(workload, ranks) * 8 / speed_bps
+
+
+def run_collective(
+    network: TwinNetwork,
+    spec: CollectiveSpec,
+    *,
+    seed: int = 1,
+    dcqcn_override: dict[str, int] | None = None,
+    recovery: str = "go-back-n",
+    max_duration_s: float | None = None,
+    on_progress: Callable[[float, float], None] | None = None,
+) -> CollectiveReport:
+    """Run one collective on the network (module docstring) and report it.
+
+    ``max_duration_s``: simulated time allowed (default: 20 x the line-rate time + 2 ms, at
+    most :data:`agent.twin.results.MAX_DURATION_S`); a collective still running then is
+    reported ``completed=False``.  ``on_progress(done_fraction, simulated_s)`` at every sample.
+    """
+    check_spec(spec)
+    speed, hosts = place_ranks(network, spec)
+    size = nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes)
+    limit = max_duration_s
+    if limit is None:
+        limit = min(
+            MAX_DURATION_S, 20 * ideal_time_s(spec.workload, spec.ranks, size, speed) + 2e-3
+        )
+    if not (math.isfinite(limit) and 0 < limit <= MAX_DURATION_S):
+        raise TwinError(
+            f"twin --duration: Expected: more than 0 and at most {MAX_DURATION_S:g} s "
+            f"Actual: {limit!r}"
+        )
+    connections, flows = build_flows(hosts, spec.workload, spec.qps_per_connection)
+    if spec.workload == "alltoall":
+        slices, window = alltoall_slices(spec.ranks, size), NCCL_STEPS
+    else:
+        slices, window = ring_slices(spec.workload, spec.ranks, size), WINDOW_SLICES
+    job = CollectiveJob(
+        slices, connections, window=window, split_data_on_qps=spec.split_data_on_qps
+    )
+    engine = Engine(
+        network,
+        flows,
+        seed=seed,
+        dcqcn_override=dcqcn_override,
+        on_message=job.on_message,
+        **_recovery_kwargs(recovery),
+        on_sample=None
+        if on_progress is None
+        else lambda _engine, now: on_progress(job.done_fraction, now),
+    )
+    job.start(engine)
+    started = time.perf_counter()
+    engine.run(limit)
+    wall = time.perf_counter() - started
+    collisions = find_collisions(network, connections, flows)
+    return _report(engine, job, spec, hosts, speed, size, collisions, seed=seed, wall_s=wall)
+
+
+def _recovery_kwargs(recovery: str) -> dict[str, Any]:
+    # TEMPORARY until the engine's loss recovery is merged: the kwarg is passed only when the
+    # engine has it.
+    import inspect
+
+    if "recovery" in inspect.signature(Engine).parameters:
+        return {"recovery": recovery}
+    if recovery != "go-back-n":
+        raise TwinError(f"twin --recovery: Expected: go-back-n Actual: {recovery}")
+    return {}
+
+
+def _links(ports: list[PortReport]) -> list[LinkLoad]:
+    ordered = sorted(ports, key=lambda p: (-p.utilisation, -p.queue_p99_bytes, p.port))
+    return [
+        LinkLoad(
+            p.port,
+            p.speed_bps,
+            p.utilisation,
+            p.queue_p99_bytes,
+            p.queue_peak_bytes,
+            p.paused_fraction,
+            p.ecn_marked,
+        )
+        for p in ordered
+    ]
+
+
+def _connection_jain(engine: Engine, job: CollectiveJob, end: int) -> float | None:
+    rates = []
+    for conn in job.conns:
+        delivered = sum(engine.flows[i].delivered_bytes for i in conn.flows)
+        tick = conn.done_tick if conn.done_tick is not None else end
+        rates.append(delivered / tick if tick else 0.0)
+    return jain(rates)
+
+
+def _report(
+    engine: Engine,
+    job: CollectiveJob,
+    spec: CollectiveSpec,
+    hosts: list[str],
+    speed: int,
+    size: int,
+    collisions: list[Collision],
+    *,
+    seed: int,
+    wall_s: float,
+) -> CollectiveReport:
+    duration = engine.duration_s
+    ports = _active_ports(engine, duration)
+    drops = _drops(engine)
+    busiest = pick_bottleneck(ports)
+    completed = job.done_tick is not None
+    time_s = job.done_tick / 1e12 if job.done_tick is not None else duration
+    algbw = size / time_s if completed and time_s > 0 else 0.0
+    busbw = algbw * busbw_factor(spec.workload, spec.ranks)
+    partial = CollectiveReport(
+        fabric=engine.network.name,
+        profile=engine.network.profile,
+        workload=spec.workload,
+        ranks=spec.ranks,
+        hosts=hosts,
+        speed_bps=speed,
+        size_bytes=size,
+        qps=spec.qps_per_connection,
+        split_data_on_qps=spec.split_data_on_qps,
+        seed=seed,
+        time_s=time_s,
+        algbw_Bps=algbw,
+        busbw_Bps=busbw,
+        line_rate_fraction=busbw * 8 / speed,
+        completed=completed,
+        delivered_fraction=job.done_fraction,
+        lossless_drops=drops.lossless,
+        lossy_drops=drops.lossy,
+        pfc_frames=_pfc_frames(engine, ports),
+        ce_fraction=_ce_fraction(engine),
+        cnps=sum(f.cnps_rx for f in engine.flows),
+        retx_bytes=sum(getattr(f, "retx_bytes", 0) for f in engine.flows),
+        timeouts=sum(getattr(f, "timeouts", 0) for f in engine.flows),
+        max_paused_fraction=_max_paused_fraction(engine, ports),
+        busiest_port=busiest.port if busiest else None,
+        queue_p99_bytes=busiest.queue_p99_bytes if busiest else 0,
+        queue_peak_bytes=busiest.queue_peak_bytes if busiest else 0,
+        links=_links(ports),
+        collisions=collisions,
+        jain=_connection_jain(engine, job, engine.end),
+        events=engine.events,
+        wall_s=wall_s,
+        verdict=Verdict("", ""),
+        notes=_notes(spec, job),
+    )
+    return replace(partial, verdict=judge_collective(partial))
+
+
+def _notes(spec: CollectiveSpec, job: CollectiveJob) -> list[str]:
+    notes = [
+        f"{len(job.conns)} connections x {spec.qps_per_connection} QP(s), "
+        f"{job.messages} messages posted; NCCL_IB_SPLIT_DATA_ON_QPS="
+        f"{int(spec.split_data_on_qps)}",
+        "not modelled: " + "; ".join(NOT_MODELLED),
+    ]
+    if spec.workload != "alltoall":
+        notes.insert(
+            1,
+            f"ring: chunks of up to {CHUNK_BYTES >> 20} MiB per step, {SLICE_BYTES >> 20} MiB "
+            f"slices, {WINDOW_SLICES} slices in flight per connection (NCCL Simple protocol)",
+        )
+    return notes
+
+
+def _gbs(value: float) -> str:
+    return f"{value / 1e9:.2f} GB/s"
+
+
+def judge_collective(r: CollectiveReport) -> Verdict:
+    """The collective's verdict, first match: lost frames, not finished, an ECMP collision
+    that costs bandwidth, pauses, below line rate, healthy."""
+    share = f"busbw {_gbs(r.busbw_Bps)} = {r.line_rate_fraction:.0%} of {format_speed(r.speed_bps)}"
+    if r.lossless_drops:
+        return Verdict(
+            "lossless-loss",
+            f"lossless loss: {r.lossless_drops} frames of a no-drop priority lost "
+            f"({r.retx_bytes} bytes retransmitted) -- check the headroom (`roce-agent plan`)",
+        )
+    if not r.completed:
+        return Verdict(
+            "incomplete",
+            f"{r.workload} did not finish in {r.time_s * 1e3:g} ms ({r.delivered_fraction:.0%} "
+            "delivered): raise --duration, or look at the pauses and retransmissions below",
+        )
+    slow = r.line_rate_fraction < LINE_RATE_FLOOR
+    if r.collisions and slow:
+        worst = r.collisions[0]
+        return Verdict(
+            "ecmp-collision",
+            f"ECMP collision: {worst.link} carries {', '.join(worst.connections)} "
+            f"({worst.load:.0%} of its speed); {share} -- more QPs per connection spread each "
+            f"connection over more paths: --qps-per-connection {min(MAX_QPS, 2 * r.qps)} "
+            "(NCCL_IB_QPS_PER_CONNECTION)"
+            + (
+                ""
+                if r.split_data_on_qps
+                else " with --split-data-on-qps (NCCL_IB_SPLIT_DATA_ON_QPS=1: every message "
+                "over all QPs at once)"
+            ),
+        )
+    if r.max_paused_fraction > PAUSED_CEILING:
+        return Verdict(
+            "pfc-bound",
+            f"pfc-bound: a port or NIC was paused {r.max_paused_fraction:.0%} of the run; "
+            f"{share} -- ECN/DCQCN do not keep the queues below the pause threshold: run "
+            "`roce-agent tune`",
+        )
+    if slow:
+        return Verdict(
+            "below-line-rate",
+            f"below line rate: {share} (busiest {r.busiest_port}) -- run `roce-agent tune`",
+        )
+    return Verdict("healthy", f"healthy: {share}, nothing lost, no collision that costs bandwidth")
