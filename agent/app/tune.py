@@ -37,7 +37,7 @@ from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.units import UnitError, format_size, format_speed, parse_size
 from agent.twin.search import (
-    COLLECTIVE_SIZE_BYTES,
+    COLLECTIVE_CANDIDATES,
     COLLECTIVE_WORKLOADS,
     DEFAULT_CANDIDATES,
     DEFAULT_OBJECTIVE,
@@ -58,6 +58,7 @@ from agent.twin.search import (
     Stage,
     Trial,
     TuneResult,
+    and_list,
     gbs,
     kb,
     pool_runner,
@@ -118,7 +119,7 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
     """The trade-off table of one speed, best first (the ranking's order), the best
     :data:`TABLE_ROWS` and the current setting."""
     objective = objective or ObjectiveSpec()
-    load = " and ".join(map(str, speed.load_points)) or str(speed.senders)
+    load = and_list(speed.load_points) or str(speed.senders)
     what = "ECN x DCQCN" if stage.kind == "joint" else "ECN on the RoCE queue"
     if objective.name == "collective":
         what += f" x QPs, {objective.workload} of {format_size(objective.size_bytes)}"
@@ -321,7 +322,7 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     help="Collective ranks (default: min(8, hosts at the speed)).",
 )  # fmt: skip
 @click.option(
-    "--size", type=SizeType(), default=str(COLLECTIVE_SIZE_BYTES), show_default=True,
+    "--size", type=SizeType(), default="64MiB", show_default=True,
     help="Collective size per rank, nccl-tests' -b (e.g. 64MiB).",
 )  # fmt: skip
 @click.option(
@@ -346,9 +347,9 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     "second half.",
 )  # fmt: skip
 @click.option(
-    "--candidates", type=click.IntRange(MIN_CANDIDATES, MAX_CANDIDATES),
-    default=DEFAULT_CANDIDATES, show_default=True,
-    help="ECN settings per speed (times the DCQCN and QP levels).",
+    "--candidates", type=click.IntRange(MIN_CANDIDATES, MAX_CANDIDATES), default=None,
+    help=f"ECN settings per speed, times the DCQCN and QP levels (default: "
+    f"{COLLECTIVE_CANDIDATES} for the collective, {DEFAULT_CANDIDATES} for the queue objective).",
 )  # fmt: skip
 @click.option(
     "--seeds", type=click.IntRange(1, 8), default=2, show_default=True,
@@ -397,7 +398,7 @@ def tune_command(
     scenario: Any,
     senders: int,
     duration: float,
-    candidates: int,
+    candidates: int | None,
     seeds: int,
     dcqcn: bool,
     method: str,

@@ -39,10 +39,13 @@ by nature (each suggestion waits for the previous results) and models a smooth r
 feasibility cliff (Jain, utilisation) is not.  The number of runs and the method are in the
 output and the JSON.
 
-Load points: the scenario (or collective) at two sizes, N and max(2, N // 4) senders (ranks for
-a collective): a setting that serves 8 senders can starve 2 (one flow's rate increase outruns
-the other's, Jain 0.5) and the other way round (issue #26: a corner that was fine at 8 starved
-six of seven flows at 7).  With N <= 2 the one point is said.
+Load points: the scenario (or collective) at three sizes, N, N // 2 + 1 and max(2, N // 4)
+senders (ranks for a collective): a setting that serves 8 senders can starve 2 (one flow's rate
+increase outruns the other's, Jain 0.5) and the other way round (issue #26: a corner that was
+fine at 8 starved six of seven flows at 7).  The middle point is there because two were not
+enough: on the 40G star a search at 4 and 2 senders recommended a setting at 98 % utilisation
+at both that gave 84-90 % at 3 (the property test, tests/unit/test_tune_search.py, found it).
+N <= 2 is one point, N = 3 two.
 
 Constraints (:class:`Objectives`), hard, at every load point and in every seed: no lossless drop
 (headroom overrun or tail drop on a no-drop priority) over the whole run; paused fraction (the
@@ -82,7 +85,6 @@ speed (most host-facing ports; ties: the faster).
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
 import time
@@ -95,6 +97,8 @@ from agent.intent.model import FabricIntent, Profile
 from agent.intent.plan import Plan, build_plan
 from agent.intent.rules import RULES
 from agent.intent.units import format_size, format_speed
+from agent.twin.collectives import MAX_QPS as COLLECTIVE_MAX_QPS
+from agent.twin.collectives import CollectiveSpec, run_collective
 from agent.twin.engine import Engine, SwitchPort
 from agent.twin.network import TwinError, TwinNetwork, build_network
 from agent.twin.results import jain, simulate, time_weighted_p99
@@ -104,10 +108,13 @@ from agent.twin.workloads import Scenario, ScenarioName, build_scenario
 TUNE_SCENARIOS: tuple[ScenarioName, ...] = ("incast", "all-to-all", "victim")
 OBJECTIVES = ("queue", "collective")
 ObjectiveName = Literal["queue", "collective"]
-DEFAULT_OBJECTIVE: ObjectiveName = "queue"  # "collective" once agent.twin.collectives exists
+DEFAULT_OBJECTIVE: ObjectiveName = "collective"
 DEFAULT_SENDERS = 8
 DEFAULT_DURATION_S = 10e-3
 DEFAULT_CANDIDATES = 20
+# The collective objective's ECN settings per speed (2 x 2 x 2): its runs cost 5-10 x an
+# incast's and the space is x 3 for QPs (docs/tuning.md, measured).
+COLLECTIVE_CANDIDATES = 8
 DEFAULT_SEEDS = (1, 2)
 MIN_CANDIDATES, MAX_CANDIDATES = 4, 120
 MAX_DURATION_S = 0.1  # times candidates x seeds: a bound on one command's work
@@ -132,12 +139,16 @@ HAI_OVER_AI = 5
 # NCCL_IB_QPS_PER_CONNECTION (NCCL environment variables docs: default 1); Meta's RoCE paper
 # (Gangidi et al., SIGCOMM'24 §5) scales QPs to spread a collective's few flows over ECMP.
 QPS_LEVELS = (1, 2, 4)
-MAX_QPS = 128  # NCCL's documented upper bound for NCCL_IB_QPS_PER_CONNECTION
+MAX_QPS = COLLECTIVE_MAX_QPS  # the twin's bound on a run's work (NCCL accepts up to 128)
 
 # Search method: the full grid up to this many runs (about a minute of engine time at 400 G on
 # this machine's measured 0.3-0.6 s per 5 ms run); successive halving above it.
 FULL_GRID_MAX_RUNS = 160
 HALVING_ETA = 3
+# The collective's rungs: a sixteenth, a quarter and all of the size, the best quarter kept
+# (its short runs already show the ECMP collisions and the rate recovery that decide busbw).
+COLLECTIVE_RUNG_FRACTIONS = (1 / 16, 1 / 4, 1.0)
+COLLECTIVE_ETA = 4
 HALVING_MIN_SURVIVORS = 4
 MAX_WIDENINGS = 2
 MIN_JAIN = 0.9
@@ -329,6 +340,7 @@ class Rung:
     candidates: int
     runs: int
     kept: int
+    fidelity: str = ""  # "1.25 ms" per run, or a collective's "4MiB"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -337,6 +349,7 @@ class Rung:
             "candidates": self.candidates,
             "runs": self.runs,
             "kept": self.kept,
+            "fidelity": self.fidelity,
         }
 
 
@@ -911,59 +924,62 @@ def run_job(job: Job) -> RunMetrics:
     )
 
 
-def collectives_module() -> Any | None:
-    """:mod:`agent.twin.collectives` when this build has it (None: the queue objective only)."""
-    try:
-        module = importlib.import_module("agent.twin.collectives")
-    except ImportError:
-        return None
-    return module if hasattr(module, "run_collective") else None
+def collective_hosts(network: TwinNetwork, speed_bps: int, ranks: int) -> tuple[str, ...]:
+    """The collective's ranks: alternating over the first two leaves with hosts at the speed
+    (every ring hop crosses the spines, where ECMP collisions and DCQCN decide busbw; on one
+    leaf every setting measured the same 49.0 GB/s at 400G), or fabric order on one leaf."""
+    by_leaf: dict[str, list[str]] = {}
+    for host in network.hosts.values():
+        if host.port.speed_bps == speed_bps:
+            by_leaf.setdefault(host.leaf, []).append(host.name)
+    groups = list(by_leaf.values())[:2]
+    if len(groups) < 2:
+        return tuple(groups[0][:ranks]) if groups else ()
+    out: list[str] = []
+    for i in range(max(len(g) for g in groups)):
+        out.extend(g[i] for g in groups if i < len(g))
+    return tuple(out[:ranks])
 
 
 def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics:
     """One seed of a collective (``job.senders`` ranks) on the candidate's network."""
-    module = collectives_module()
-    if module is None:  # pragma: no cover - tune() refuses the objective first
-        raise TwinError("tune --objective collective: agent.twin.collectives is not in this build")
-    spec = module.CollectiveSpec(
-        workload=job.objective.workload,
+    spec = CollectiveSpec(
+        workload=job.objective.workload,  # type: ignore[arg-type]
         ranks=job.senders,
         size_bytes=job.objective.size_bytes,
         qps_per_connection=job.qps,
+        hosts=collective_hosts(network, job.speed_bps, job.senders),
         speed_bps=job.speed_bps,
     )
-    started = time.perf_counter()
-    report = module.run_collective(network, spec, seed=job.seed, max_duration_s=job.duration_s)
-    links = getattr(report, "link_utilisation", None) or getattr(report, "links", None) or []
-    busiest = links[0] if links else None
-    util = _field(busiest, "utilisation", 0.0) if busiest is not None else 0.0
+    report = run_collective(network, spec, seed=job.seed)
+    busiest = report.links[0] if report.links else None
     return RunMetrics(
         seed=job.seed,
-        utilisation=float(util),
-        paused_fraction=float(report.max_paused_fraction),
-        queue_p99_bytes=int(_field(report, "queue_p99_bytes", 0)),
-        queue_peak_bytes=int(_field(report, "queue_peak_bytes", 0)),
-        ce_fraction=float(report.ce_fraction),
-        lossless_drops=int(report.lossless_drops),
-        completed=bool(report.completed),
+        utilisation=busiest.utilisation if busiest is not None else 0.0,
+        paused_fraction=report.max_paused_fraction,
+        queue_p99_bytes=report.queue_p99_bytes,
+        queue_peak_bytes=report.queue_peak_bytes,
+        ce_fraction=report.ce_fraction,
+        lossless_drops=report.lossless_drops,
         pause_threshold_bytes=pause,
-        bottleneck=_field(busiest, "port", None) if busiest is not None else None,
-        events=int(_field(report, "events", 0)),
-        wall_s=time.perf_counter() - started,
+        bottleneck=report.busiest_port,
+        events=report.events,
+        wall_s=report.wall_s,
         senders=job.senders,
         jain=report.jain,
-        busbw_Bps=float(report.busbw_Bps),
-        duration_s=float(report.time_s),
+        busbw_Bps=report.busbw_Bps,
+        duration_s=report.time_s,
+        completed=report.completed,
     )
-
-
-def _field(obj: Any, name: str, default: Any) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
 
 
 # ------------------------------------------------------------------------------ judging
+
+
+def and_list(values: Iterable[object]) -> str:
+    """``8, 5 and 2``."""
+    items = [str(v) for v in values]
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
 
 
 def _pct(value: float) -> str:
@@ -973,6 +989,11 @@ def _pct(value: float) -> str:
 def kb(value: float) -> str:
     """A measured depth in kB (1000 B, as :mod:`agent.intent.units` reads KB)."""
     return f"{value / 1000:.0f} KB" if value < 10e6 else f"{value / 1e6:.1f} MB"
+
+
+def mib(value: float) -> str:
+    """A collective's size as nccl-tests' -b writes it (MiB)."""
+    return f"{value / 2**20:g} MiB"
 
 
 def gbs(value: float) -> str:
@@ -1066,9 +1087,18 @@ def ranked(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> list[Tr
 
 
 def recommend(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> Trial | None:
-    """The first of :func:`ranked` if it is feasible (module docstring: Ranking)."""
+    """The first of :func:`ranked` if it is feasible -- unless the current setting is
+    feasible too and within :data:`TIE_BAND` of it on the objective: no change without a
+    measured gain (module docstring: Ranking)."""
     first = ranked(trials, objective)[0] if trials else None
-    return first if first is not None and first.feasible else None
+    if first is None or not first.feasible:
+        return None
+    current = next((t for t in trials if t.candidate.current and t.feasible), None)
+    if current is not None and current is not first:
+        best, now = objective_value(first, objective), objective_value(current, objective)
+        if now <= best + abs(best) * TIE_BAND:
+            return current
+    return first
 
 
 # ------------------------------------------------------------------------------ explaining
@@ -1174,7 +1204,7 @@ def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
     )
     parts.append(f"Jain {_jain_text(current)} → {_jain_text(best)}")
     parts.append(f"paused {best.worst_paused() * 100:.0f} %")
-    loads = " and ".join(f"{n}" for n in speed.load_points)
+    loads = and_list(speed.load_points)
     unit = "ranks" if objective.maximise else "senders"
     return (
         f"{format_speed(speed.speed_bps)}: "
@@ -1283,8 +1313,9 @@ def pool_runner(workers: int) -> Runner:
 
 
 def load_points(n: int) -> tuple[int, ...]:
-    """The load points a candidate must pass: N and max(2, N // 4) senders (or ranks)."""
-    return (n,) if n <= 2 else tuple(sorted({n, max(2, n // 4)}, reverse=True))
+    """The load points a candidate must pass: N, N // 2 + 1 and max(2, N // 4) senders (or
+    ranks), most first (module docstring: Load points)."""
+    return (n,) if n <= 2 else tuple(sorted({n, n // 2 + 1, max(2, n // 4)}, reverse=True))
 
 
 def plan_method(candidates: int, seeds: int, points: int, method: str = "auto") -> str:
@@ -1295,16 +1326,17 @@ def plan_method(candidates: int, seeds: int, points: int, method: str = "auto") 
 
 
 def rung_plan(
-    method: str, points: Sequence[int], seeds: Sequence[int]
+    method: str, points: Sequence[int], seeds: Sequence[int], collective: bool = False
 ) -> list[tuple[float, tuple[tuple[int, int], ...]]]:
-    """(fraction of the duration, (load point, seed) pairs) per rung; the last is the full
-    evaluation every recommendable candidate gets."""
+    """(fraction of the duration -- of the size for a collective --, (load point, seed)
+    pairs) per rung; the last is the full evaluation every recommendable candidate gets."""
     full = tuple((n, s) for n in points for s in seeds)
     if method == "grid":
         return [(1.0, full)]
+    first, second, _ = COLLECTIVE_RUNG_FRACTIONS if collective else (0.25, 0.5, 1.0)
     return [
-        (0.25, ((points[0], seeds[0]),)),
-        (0.5, tuple((n, seeds[0]) for n in points)),
+        (first, ((points[0], seeds[0]),)),
+        (second, tuple((n, seeds[0]) for n in points)),
         (1.0, full),
     ]
 
@@ -1316,7 +1348,7 @@ def tune(
     scenario: ScenarioName = "incast",
     senders: int = DEFAULT_SENDERS,
     duration_s: float = DEFAULT_DURATION_S,
-    candidates: int = DEFAULT_CANDIDATES,
+    candidates: int | None = None,
     seeds: Sequence[int] = DEFAULT_SEEDS,
     dcqcn: bool = True,
     objectives: Objectives | None = None,
@@ -1328,6 +1360,9 @@ def tune(
     """Tune every host-facing speed (or ``speeds``); see the module docstring."""
     objectives = objectives or Objectives()
     objective = objective or ObjectiveSpec()
+    if candidates is None:
+        collective = objective.name == "collective"
+        candidates = COLLECTIVE_CANDIDATES if collective else DEFAULT_CANDIDATES
     _check_options(scenario, duration_s, candidates, seeds, qps_levels, method)
     started = time.perf_counter()
     plan = build_plan(intent)
@@ -1407,12 +1442,6 @@ def _check_objective(objective: ObjectiveSpec, hosts: dict[int, int]) -> None:
         )
     if objective.name == "queue":
         return
-    if collectives_module() is None:
-        raise TwinError(
-            "tune --objective collective. Expected: a twin with collectives "
-            "(agent.twin.collectives.run_collective) Actual: not in this build; use "
-            "--objective queue"
-        )
     if objective.workload not in COLLECTIVE_WORKLOADS:
         raise TwinError(
             f"tune --workload. Expected: one of {', '.join(COLLECTIVE_WORKLOADS)} "
@@ -1507,7 +1536,8 @@ class _Search:
         result = SpeedResult(speed, senders, pause, host_ports, mtu + ETH_OVERHEAD, [])
         result.method, result.load_points = method, points
         trials = self._validated(cands)
-        self._halve(result, trials, rung_plan(method, points, self.seeds))
+        collective = self.objective.name == "collective"
+        self._halve(result, trials, rung_plan(method, points, self.seeds, collective))
         self._widen(result, space, trials, seen)
         best = recommend(trials, self.objective)
         closest = ranked(trials, self.objective)[0] if best is None and trials else None
@@ -1553,20 +1583,33 @@ class _Search:
             last = number == len(rungs) - 1
             kept = alive if last else self._survivors(alive, number, fraction, points)
             result.rungs.append(
-                Rung(self.duration_s * fraction, points, len(alive), runs, len(kept))
+                Rung(
+                    self.duration_s * fraction,
+                    points,
+                    len(alive),
+                    runs,
+                    len(kept),
+                    self._fidelity(fraction),
+                )
             )
             alive = kept
+
+    def _fidelity(self, fraction: float) -> str:
+        if self.objective.name == "collective":
+            return mib(self.objective.size_bytes * fraction)
+        return f"{self.duration_s * fraction * 1e3:g} ms"
 
     def _survivors(
         self, alive: list[Trial], number: int, fraction: float, points: tuple[tuple[int, int], ...]
     ) -> list[Trial]:
         order = ranked(alive, self.objective)
-        keep = max(HALVING_MIN_SURVIVORS, math.ceil(len(alive) / HALVING_ETA))
+        eta = COLLECTIVE_ETA if self.objective.name == "collective" else HALVING_ETA
+        keep = max(HALVING_MIN_SURVIVORS, math.ceil(len(alive) / eta))
         for place, trial in enumerate(order[keep:], start=keep + 1):
             if not trial.candidate.current:
                 trial.pruned = (
                     f"dropped by halving at rung {number + 1} "
-                    f"({self.duration_s * fraction * 1e3:g} ms): ranked {place} of {len(order)}"
+                    f"({self._fidelity(fraction)}): ranked {place} of {len(order)}"
                     + (f", {trial.reasons[0]}" if trial.reasons else "")
                 )
         return [t for t in alive if t.pruned is None]
@@ -1585,7 +1628,7 @@ class _Search:
         objective = self.objective
         if objective.name == "collective":
             objective = replace(objective, size_bytes=max(1, int(objective.size_bytes * fraction)))
-        duration = MAX_DURATION_S if objective.name == "collective" else self.duration_s * fraction
+        duration = self.duration_s * fraction  # a collective runs until it completes
         jobs: list[Job] = []
         owners: list[Trial] = []
         for trial in trials:
@@ -1623,7 +1666,9 @@ class _Search:
             trials.extend(added)
             valid = [t for t in added if t.invalid is None]
             runs = self._run(valid, result.speed_bps, 1.0, full, len(result.rungs))
-            result.rungs.append(Rung(self.duration_s, full, len(valid), runs, len(valid)))
+            result.rungs.append(
+                Rung(self.duration_s, full, len(valid), runs, len(valid), self._fidelity(1.0))
+            )
             after = ranked(trials, self.objective)[0]
             word = "recommended" if after.feasible else "closest"
             result.edges.append(f"after widening, {word}: {after.candidate.label()}")
@@ -1692,7 +1737,7 @@ class _Search:
             else f"headroom CHANGES: xoff {old and format_size(old.xoff)} → "
             f"{new and format_size(new.xoff)}"
         )
-        loads = " and ".join(map(str, result.load_points))
+        loads = and_list(result.load_points)
         result.edges.append(
             f"pause threshold {kb(before)} → {kb(after)} ({kb(after - before)}): the profile's "
             f"pause_threshold: auto puts it at ECN max + 2 MTU; safe because {headroom}, ECN "

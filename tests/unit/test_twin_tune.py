@@ -384,7 +384,7 @@ def test_cli_table_and_exit_0(paper_star: Path, tmp_path: Path) -> None:
     out = tmp_path / "o.yml"
     code, stdout, stderr = _invoke(str(paper_star), *FAST, "--write-override", str(out))
     assert code == 0, stderr
-    assert "40G: ECN on the RoCE queue, 4 and 2 senders" in stdout and "recommended" in stdout
+    assert "40G: ECN on the RoCE queue, 4, 3 and 2 senders" in stdout and "recommended" in stdout
     assert "0 (current)" in stdout
     assert "40G: " in stdout and "the lowest p99 queue of the" in stdout
     assert "40G: full grid (at most 160 runs); " in stdout and " runs, 1 seeds" not in stdout
@@ -403,9 +403,9 @@ def test_cli_json(paper_star: Path) -> None:
     # 6 distinct + the fabric's own, then what widening at the recommendation's edges added
     assert len(trials) >= 7 and trials[0]["current"] is True
     assert data["override"]["ecn"]["queues"]["3"]["max_threshold"] > 0
-    assert speed["method"] == "grid" and speed["rungs"][0]["runs"] == 7 * 2  # x 2 load points
+    assert speed["method"] == "grid" and speed["rungs"][0]["runs"] == 7 * 3  # x 3 load points
     assert speed["runs"] == data["runs"] == sum(r["runs"] for r in speed["rungs"])
-    assert speed["load_points"] == [4, 2]
+    assert speed["load_points"] == [4, 3, 2]
 
 
 def test_cli_exit_1_names_the_speed(tmp_path: Path) -> None:
