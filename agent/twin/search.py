@@ -257,9 +257,12 @@ class RunMetrics:
     busbw_Bps: float = 0.0  # collective only
     duration_s: float = 0.0  # simulated (a collective's: its completion time)
     completed: bool = True  # a collective finished within the run's limit
+    ranks: bool = False  # the load point counts a collective's ranks, not senders
 
     def where(self) -> str:
-        return f"{self.senders} senders, seed {self.seed}" if self.senders else f"seed {self.seed}"
+        if not self.senders:
+            return f"seed {self.seed}"
+        return f"{self.senders} {'ranks' if self.ranks else 'senders'}, seed {self.seed}"
 
 
 @dataclass
@@ -970,6 +973,7 @@ def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics
         busbw_Bps=report.busbw_Bps,
         duration_s=report.time_s,
         completed=report.completed,
+        ranks=True,
     )
 
 
@@ -1687,7 +1691,8 @@ class _Search:
                 )
 
     def _edge_points(self, space: Space, best: Candidate) -> tuple[list[list[float]], list[str]]:
-        """The new points around ``best`` for each axis it is on the edge of, and in words."""
+        """The new point beyond ``best`` on each axis it is on the edge of (every other axis
+        as ``best``: each costs a full evaluation), and the edges in words."""
         assert best.axes is not None
         points: list[list[float]] = []
         words: list[str] = []
@@ -1706,15 +1711,6 @@ class _Search:
             point = list(best.axes)
             point[axis] = value
             points.append(point)
-            for other, levels in enumerate(space.levels.values()):
-                if other == axis:
-                    continue
-                at = levels.index(point[other])
-                for step in (-1, 1):
-                    if 0 <= at + step < len(levels):
-                        moved = list(point)
-                        moved[other] = levels[at + step]
-                        points.append(moved)
         return points, words
 
     def _pause_note(self, result: SpeedResult) -> None:
@@ -1738,11 +1734,12 @@ class _Search:
             f"{new and format_size(new.xoff)}"
         )
         loads = and_list(result.load_points)
+        unit = "ranks" if self.objective.name == "collective" else "senders"
         result.edges.append(
             f"pause threshold {kb(before)} → {kb(after)} ({kb(after - before)}): the profile's "
             f"pause_threshold: auto puts it at ECN max + 2 MTU; safe because {headroom}, ECN "
             f"max {kb(best.candidate.ecn.max_bytes)} < pause threshold {kb(after)} (IR005), and "
-            f"no lossless drop at {loads} senders in any seed"
+            f"no lossless drop at {loads} {unit} in any seed"
         )
 
 

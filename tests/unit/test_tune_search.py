@@ -5,6 +5,7 @@ and seeds the search never ran."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -330,3 +331,30 @@ def test_the_joint_search_explains_itself(joint: TuneResult, star9: Path) -> Non
     steps = apply_steps(joint, star9, None)
     assert f"roce-agent diff {star9}" in steps
     assert any(s.startswith(f"roce-agent apply {star9} --include-hosts") for s in steps)
+
+
+# ------------------------------------------------------------------------------ collective
+
+
+def test_cli_collective_objective(tmp_path: Path) -> None:
+    """A ring all-reduce over 4 hosts on two leaves (ranks alternate over the leaves), ECN x
+    QPs per connection, the full grid: busbw in the table, the summary and the JSON."""
+    path = _write(tmp_path, "ls4.yml", leaf_spine_fabric_yaml(["100G", "100G"], 2))
+    args = [str(path), "--objective", "collective", "--size", "1MiB", "--candidates", "4",
+            "--no-dcqcn", "--qps", "1,2", "--seeds", "1", "--output", "json"]  # fmt: skip
+    result = CliRunner().invoke(tune_command, args)
+    assert result.exit_code in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    assert data["objective"]["name"] == "collective" and data["scenario"] == "allreduce"
+    (speed,) = data["speeds"]
+    assert speed["method"] == "grid" and speed["load_points"] == [4, 3, 2]
+    trials = speed["stages"][0]["trials"]
+    assert {t["qps"] for t in trials} == {1, 2}
+    ran = [t for t in trials if t["runs"]]
+    assert ran and all(t["busbw_Bps"] > 0 for t in ran)
+    assert all(r["ranks"] and r["senders"] in (4, 3, 2) for t in ran for r in t["runs"])
+    assert speed["rungs"][0]["fidelity"] == "1 MiB"
+    if data["complete"]:
+        assert "all-reduce busbw " in speed["summary"] and " GB/s" in speed["summary"]
+        assert data["qps_per_connection"] in (1, 2)
+        assert any("NCCL_IB_QPS_PER_CONNECTION=" in s for s in data["apply"])

@@ -377,7 +377,8 @@ def _invoke(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-FAST = ["--senders", "4", "--duration", "3ms", "--candidates", "8", "--seeds", "1", "--no-dcqcn"]
+FAST = ["--objective", "queue", "--senders", "4", "--duration", "3ms", "--candidates", "8"]
+FAST += ["--seeds", "1", "--no-dcqcn"]
 
 
 def test_cli_table_and_exit_0(paper_star: Path, tmp_path: Path) -> None:
