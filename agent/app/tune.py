@@ -78,7 +78,7 @@ def _console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
-class SizeType(click.ParamType):
+class SizeType(click.ParamType[int]):
     name = "size"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:

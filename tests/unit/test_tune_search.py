@@ -26,6 +26,7 @@ from agent.twin.search import (
     Objectives,
     ObjectiveSpec,
     RunMetrics,
+    Runner,
     Space,
     Trial,
     TuneResult,
@@ -191,7 +192,7 @@ def test_widen_ecn_max_stops_at_the_cap() -> None:
 # ------------------------------------------------------------------------------ the search
 
 
-def _fake(score: str) -> object:
+def _fake(score: str) -> Runner:
     """A runner that reads the candidate from the job's intent and scores it without the
     twin: p99 = ECN max ("max"), = 1e9 / rpg_time_reset ("reset"), or constant ("tie")."""
 
@@ -199,8 +200,9 @@ def _fake(score: str) -> object:
         for job in jobs:
             profile = job.intent.profile
             queue = profile.ecn.queues[profile.roce.priority]
-            reset = profile.nic.dcqcn.rpg_time_reset
-            p99 = {"max": queue.max_threshold, "reset": round(1e9 / reset), "tie": 50_000}[score]
+            reset = profile.nic.dcqcn.rpg_time_reset or 300
+            top = queue.max_threshold if isinstance(queue.max_threshold, int) else 0
+            p99 = {"max": top, "reset": round(1e9 / reset), "tie": 50_000}[score]
             yield RunMetrics(job.seed, 0.95, 0.0, p99, p99, 0.01, 0, 200_000, "leaf1:E1", 1,
                              0.0, senders=job.senders, jain=1.0)  # fmt: skip
 
@@ -214,7 +216,7 @@ def star40(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_halving_counts_its_runs_and_keeps_the_current(star40: Path) -> None:
-    result = tune(load_fabric(star40).intent, senders=4, candidates=8, runner=_fake("max"))  # type: ignore[arg-type]
+    result = tune(load_fabric(star40).intent, senders=4, candidates=8, runner=_fake("max"))
     (speed,) = result.speeds
     assert speed.method == "halving" and speed.load_points == (4, 3, 2)
     first, second, third = speed.rungs[:3]
@@ -238,7 +240,7 @@ def test_halving_counts_its_runs_and_keeps_the_current(star40: Path) -> None:
 
 def test_an_edge_is_widened_at_most_twice(star40: Path) -> None:
     # Longer rpg_time_reset always scores better: the top edge moves 300 -> 750 -> 1875 us.
-    result = tune(load_fabric(star40).intent, senders=4, candidates=4, runner=_fake("reset"))  # type: ignore[arg-type]
+    result = tune(load_fabric(star40).intent, senders=4, candidates=4, runner=_fake("reset"))
     (speed,) = result.speeds
     best = speed.recommended
     assert best is not None and dict(best.candidate.dcqcn)["rpg_time_reset"] == 1875
@@ -253,7 +255,7 @@ def test_an_edge_is_widened_at_most_twice(star40: Path) -> None:
 
 
 def test_no_change_without_a_measured_gain(star40: Path) -> None:
-    result = tune(load_fabric(star40).intent, senders=4, candidates=4, runner=_fake("tie"))  # type: ignore[arg-type]
+    result = tune(load_fabric(star40).intent, senders=4, candidates=4, runner=_fake("tie"))
     best = result.speeds[0].recommended
     assert best is not None and best.candidate.current
 
