@@ -98,9 +98,10 @@ from agent.intent.plan import Plan, build_plan
 from agent.intent.rules import RULES
 from agent.intent.units import format_size, format_speed
 from agent.twin.collectives import MAX_QPS as COLLECTIVE_MAX_QPS
-from agent.twin.collectives import CollectiveSpec, run_collective
+from agent.twin.collectives import CollectiveSpec, ideal_time_s, nccl_tests_size, run_collective
 from agent.twin.engine import Engine, SwitchPort
 from agent.twin.network import TwinError, TwinNetwork, build_network
+from agent.twin.results import MAX_DURATION_S as TWIN_MAX_DURATION_S
 from agent.twin.results import jain, simulate, time_weighted_p99
 from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
@@ -158,6 +159,7 @@ MIN_JAIN = 0.9
 # simulate per candidate.
 COLLECTIVE_SIZE_BYTES = 64 * 2**20
 COLLECTIVE_MAX_RANKS = 8
+COLLECTIVE_SLACK = 3  # a collective's run may take this many times its line-rate time
 COLLECTIVE_WORKLOADS = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 
@@ -1465,6 +1467,25 @@ def _check_objective(objective: ObjectiveSpec, hosts: dict[int, int]) -> None:
                 f"tune --ranks: {format_speed(speed)}. Expected: 2-{count} (the hosts at "
                 f"that speed) Actual: {objective.ranks}"
             )
+        _check_collective_time(
+            objective, speed, objective.ranks or min(COLLECTIVE_MAX_RANKS, count)
+        )
+
+
+def _check_collective_time(objective: ObjectiveSpec, speed: int, ranks: int) -> None:
+    """A collective the twin can finish: COLLECTIVE_SLACK x its line-rate time within the
+    twin's simulated-time bound (a 64 MiB all-reduce at a lab's 10 Mb/s needs 94 s)."""
+    workload = objective.workload
+    size = nccl_tests_size(workload, ranks, objective.size_bytes)  # type: ignore[arg-type]
+    need = ideal_time_s(workload, ranks, size, speed)  # type: ignore[arg-type]
+    if COLLECTIVE_SLACK * need > TWIN_MAX_DURATION_S:
+        largest = objective.size_bytes * TWIN_MAX_DURATION_S / (COLLECTIVE_SLACK * need)
+        raise TwinError(
+            f"tune --size: {format_speed(speed)}. Expected: a collective the twin finishes "
+            f"within {TWIN_MAX_DURATION_S:g} s ({COLLECTIVE_SLACK} x its line-rate time), "
+            f"--size at most {mib(largest)} here, or --objective queue Actual: "
+            f"{mib(objective.size_bytes)} takes {need:.3g} s at line rate"
+        )
 
 
 def _check_speeds(speeds: Sequence[int], present: dict[int, int]) -> None:
@@ -1692,7 +1713,8 @@ class _Search:
 
     def _edge_points(self, space: Space, best: Candidate) -> tuple[list[list[float]], list[str]]:
         """The new point beyond ``best`` on each axis it is on the edge of (every other axis
-        as ``best``: each costs a full evaluation), and the edges in words."""
+        as ``best``: each costs a full evaluation) and, when several widen, the point with all
+        of them moved (rate-increase knobs pay off together), and the edges in words."""
         assert best.axes is not None
         points: list[list[float]] = []
         words: list[str] = []
@@ -1711,6 +1733,13 @@ class _Search:
             point = list(best.axes)
             point[axis] = value
             points.append(point)
+        if len(points) > 1:  # and every widened axis at once: knobs that move together
+            corner = list(best.axes)
+            for point in points:
+                corner = [
+                    p if p != b else c for p, b, c in zip(point, best.axes, corner, strict=True)
+                ]
+            points.append(corner)
         return points, words
 
     def _pause_note(self, result: SpeedResult) -> None:

@@ -263,6 +263,14 @@ def test_no_change_without_a_measured_gain(star40: Path) -> None:
 # ------------------------------------------------------------------------------ bad input
 
 
+def test_collective_the_twin_cannot_finish_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, "lab.yml", star_fabric_yaml(5, "10M"))
+    with pytest.raises(TwinError, match=r"tune --size: 10M\. .* --size at most 2\.48\d* MiB"):
+        tune(load_fabric(path).intent, objective=ObjectiveSpec("collective"))
+    result = CliRunner().invoke(tune_command, [str(path)])  # the default objective
+    assert result.exit_code == 2 and "or --objective queue" in result.stderr
+
+
 def test_collective_needs_two_hosts_at_every_speed(tmp_path: Path) -> None:
     path = _write(tmp_path, "mixed.yml", leaf_spine_fabric_yaml(["400G", "100G"], 1))
     with pytest.raises(TwinError, match="tune --objective collective: 400G has 1 host"):
