@@ -29,9 +29,10 @@ then ECN with that DCQCN, and never saw the pairs that interact):
 Search method (:func:`plan_method`): the full grid when candidates x seeds x load points is at
 most :data:`FULL_GRID_MAX_RUNS` runs; otherwise successive halving (Jamieson & Talwalkar,
 AISTATS 2016; Li et al., "Hyperband", JMLR 2018): every candidate runs short (a quarter of the
-duration, the heavier load point, the first seed), the best third (:data:`HALVING_ETA`, at least
-:data:`HALVING_MIN_SURVIVORS`) run at half the duration at both load points, and the best third
-of those run the full duration at every load point and seed -- only those can be recommended.
+duration, the heaviest load point, the first seed), the best third (:data:`HALVING_ETA`, at least
+:data:`HALVING_MIN_SURVIVORS`) run at half the duration at every load point, and the best third
+of those run the full duration at every load point and seed -- only those can be recommended
+(a collective's rungs are a sixteenth, a quarter and all of its size, the best quarter kept).
 The fabric's current setting always runs every rung (it is the reference).  Why halving and not
 optuna's TPE: halving is deterministic without a sampler seed, needs no dependency, and every
 rung is one batch that the process pool (``--jobs``) runs in parallel, where TPE is sequential
@@ -55,10 +56,12 @@ flows whose path crosses the bottleneck port (the victim of the ``victim`` scena
 all over the measurement window.  A candidate failing one is rejected with the reason and where
 (sender count, seed).
 
-Objectives (:class:`ObjectiveSpec`): ``queue`` minimises the bottleneck's time-weighted p99 queue
-(mean over load points and seeds); ``collective`` maximises a collective's bus bandwidth
-(:mod:`agent.twin.collectives`, ring all-reduce of 64 MiB over the hosts of the speed, ranks =
-min(8, hosts)), when that module is present in the build.
+Objectives (:class:`ObjectiveSpec`): ``collective`` (the default) maximises a collective's bus
+bandwidth (:mod:`agent.twin.collectives`: ring all-reduce of 64 MiB, nccl-tests' ``-b 64M``,
+ranks = min(8, hosts at the speed) alternating over two leaves, :func:`collective_hosts`);
+``queue`` minimises the bottleneck's time-weighted p99 queue on the scenario.  Both are means
+over load points and seeds.  No change without a measured gain: a feasible current setting
+within :data:`TIE_BAND` of the best stays the recommendation.
 
 Measurement window: the second half of the run.  Every flow of an incast starts at line rate,
 so the first microseconds fill the queue to about N x the pause threshold whatever the setting
@@ -73,8 +76,10 @@ be arbitrary.
 
 Edges (:func:`widen`): a recommendation on the lowest or highest searched level of an axis says
 so, and the axis gets one more level in that direction (min and the DCQCN axes by the grid's
-own step, QPs x 2); the new level and its one-axis neighbours run at full fidelity and the
-recommendation is re-chosen -- at most :data:`MAX_WIDENINGS` times.  Axes that cannot widen
+own step, QPs x 2); the new point (the recommendation with that axis moved; with several
+axes, also all of them moved at once) runs at full fidelity and the recommendation is
+re-chosen -- at most :data:`MAX_WIDENINGS` times.  With nothing feasible the search widens
+around the closest candidate.  Axes that cannot widen
 say why (probability is 1-100 %, max is capped below the pause threshold, min floors at two
 frames).
 
