@@ -1193,11 +1193,13 @@ def _summary(t: Trial, objective: ObjectiveSpec = QUEUE) -> str:
 
 def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
     """Current -> recommended in the user's terms (busbw, p99 queue, utilisation, fairness,
-    pause), worst load point and seed for the constraints, means for the objective."""
-    best = speed.recommended
+    pause), worst load point and seed for the constraints, means for the objective.  With no
+    recommendation, current -> the closest candidate, saying what it misses."""
+    best = speed.recommended or speed.ecn.closest
     current = next((t for t in speed.ecn.trials if t.candidate.current), None)
-    if best is None or current is None or not current.runs:
+    if best is None or current is None or not current.runs or not best.runs:
         return ""
+    what_best = "recommended" if best.feasible else "closest, NOT recommended: " + best.reasons[0]
     parts = []
     if objective.maximise:
         what = {"allreduce": "all-reduce", "alltoall": "all-to-all"}.get(
@@ -1220,7 +1222,7 @@ def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
     return (
         f"{format_speed(speed.speed_bps)}: "
         + ", ".join(parts)
-        + f" (current → recommended; {loads} {unit}, worst seed)"
+        + f" (current → {what_best}; {loads} {unit}, worst seed)"
     )
 
 
