@@ -35,7 +35,7 @@ from agent.app.support import (
 from agent.app.twin import SpeedType
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
-from agent.intent.units import UnitError, format_size, format_speed, parse_size
+from agent.intent.units import UnitError, format_speed, parse_size
 from agent.twin.search import (
     COLLECTIVE_CANDIDATES,
     COLLECTIVE_WORKLOADS,
@@ -61,6 +61,7 @@ from agent.twin.search import (
     and_list,
     gbs,
     kb,
+    mib,
     pool_runner,
     ranked,
     serial_runner,
@@ -122,7 +123,7 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
     load = and_list(speed.load_points) or str(speed.senders)
     what = "ECN x DCQCN" if stage.kind == "joint" else "ECN on the RoCE queue"
     if objective.name == "collective":
-        what += f" x QPs, {objective.workload} of {format_size(objective.size_bytes)}"
+        what += f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
     shown = [t for i, t in enumerate(ranked(stage.trials, objective))
              if i < TABLE_ROWS or t.candidate.current]  # fmt: skip
     table = Table(
@@ -178,8 +179,7 @@ def method_line(speed: SpeedResult) -> str:
         how = (
             "successive halving ("
             + " -> ".join(
-                f"{r.candidates} at {r.duration_s * 1e3:g} ms x {len(r.points)}"
-                for r in speed.rungs
+                f"{r.candidates} x {len(r.points)} at {r.fidelity} = {r.runs}" for r in speed.rungs
             )
             + ")"
         )

@@ -207,9 +207,13 @@ class EcnSetting:
     max_probability: int
 
     def label(self) -> str:
-        return (
-            f"{format_size(self.min_bytes)}-{format_size(self.max_bytes)} @{self.max_probability} %"
-        )
+        return f"{_size(self.min_bytes)}-{_size(self.max_bytes)} @{self.max_probability} %"
+
+
+def _size(value: int) -> str:
+    """As people write thresholds (``150KB``); a clamped one (two frames, 18464 B) in kB."""
+    text = format_size(value)
+    return f"{value / 1000:.1f}KB" if text.isdigit() else text
 
 
 @dataclass(frozen=True)
@@ -1205,9 +1209,10 @@ def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
         what = {"allreduce": "all-reduce", "alltoall": "all-to-all"}.get(
             objective.workload, objective.workload
         )
-        parts.append(
-            f"{what} busbw {_num(current, 'busbw_Bps', 1e9)} → {gbs(best.mean('busbw_Bps'))}"
-        )
+        # busbw of the stated collective (N ranks, mean of the seeds): a mean over the load
+        # points would mix rings of different sizes into a number no job sees.
+        n = speed.load_points[0] if speed.load_points else 0
+        parts.append(f"{what} busbw at {n} ranks {_at(current, n) / 1e9:.1f} → {gbs(_at(best, n))}")
     parts.append(
         f"p99 queue {_num(current, 'queue_p99_bytes', 1e3, 0)} → {kb(best.mean('queue_p99_bytes'))}"
     )
@@ -1224,6 +1229,12 @@ def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
         + ", ".join(parts)
         + f" (current → {what_best}; {loads} {unit}, worst seed)"
     )
+
+
+def _at(t: Trial, senders: int, name: str = "busbw_Bps") -> float:
+    """The mean of ``name`` over the runs at one load point."""
+    values = [float(getattr(r, name)) for r in t.runs if r.senders == senders]
+    return sum(values) / len(values) if values else 0.0
 
 
 def _num(t: Trial, name: str, scale: float, digits: int = 1) -> str:

@@ -28,6 +28,8 @@ from agent.twin.search import (
     RunMetrics,
     Runner,
     Space,
+    SpeedResult,
+    Stage,
     Trial,
     TuneResult,
     candidate_intent,
@@ -38,6 +40,7 @@ from agent.twin.search import (
     run_job,
     rung_plan,
     tune,
+    user_summary,
 )
 
 G = 1_000_000_000
@@ -368,3 +371,29 @@ def test_cli_collective_objective(tmp_path: Path) -> None:
         assert "all-reduce busbw " in speed["summary"] and " GB/s" in speed["summary"]
         assert data["qps_per_connection"] in (1, 2)
         assert any("NCCL_IB_QPS_PER_CONNECTION=" in s for s in data["apply"])
+
+
+def test_summary_speaks_busbw_at_the_stated_ranks() -> None:
+    def trial(index: int, bw8: float, bw2: float, util: float) -> Trial:
+        t = Trial(Candidate(index, EcnSetting(25_000, 50_000, 1)))
+        t.runs = [
+            RunMetrics(1, util, 0.0, 52_000, 90_000, 0.01, 0, 68_000, "leaf1:E1", 1, 0.1,
+                       senders=8, jain=1.0, busbw_Bps=bw8, ranks=True),
+            RunMetrics(1, 0.99, 0.0, 1_000, 9_000, 0.0, 0, 68_000, "leaf1:E1", 1, 0.1,
+                       senders=2, jain=1.0, busbw_Bps=bw2, ranks=True),
+        ]  # fmt: skip
+        t.reasons = evaluate(t.runs, Objectives())
+        return t
+
+    current, best = trial(0, 5.5e9, 49e9, 0.22), trial(1, 39.1e9, 49e9, 0.93)
+    collective = ObjectiveSpec("collective")
+    speed = SpeedResult(
+        400 * G, 8, 1_518_428, 64, 9232, [Stage("joint", [current, best], None, None)]
+    )
+    speed.load_points = (8, 2)
+    speed.stages[0].best = recommend([current, best], collective)
+    assert user_summary(speed, collective) == (
+        "400G: all-reduce busbw at 8 ranks 5.5 → 39.1 GB/s, p99 queue 26 → 26 KB, utilisation "
+        "22 → 93 %, Jain 1.00 → 1.00, paused 0 % (current → recommended; 8 and 2 ranks, worst seed)"
+    )
+    assert current.reasons == ["utilisation 22.0 % < 90.0 % (8 ranks, seed 1)"]
