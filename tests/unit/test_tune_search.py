@@ -393,7 +393,7 @@ def test_summary_speaks_busbw_at_the_stated_ranks() -> None:
     speed.load_points = (8, 2)
     speed.stages[0].best = recommend([current, best], collective)
     assert user_summary(speed, collective) == (
-        "400G: all-reduce busbw at 8 ranks 5.5 → 39.1 GB/s, p99 queue 26 → 26 KB, utilisation "
+        "400G: all-reduce busbw at 8 ranks 5.5 → 39.1 GB/s, p99 queue 52 → 52 KB, utilisation "
         "22 → 93 %, Jain 1.00 → 1.00, paused 0 % (current → recommended; 8 and 2 ranks, worst seed)"
     )
     assert current.reasons == ["utilisation 22.0 % < 90.0 % (8 ranks, seed 1)"]
