@@ -38,6 +38,7 @@ from agent.twin.collectives import (
     CollectiveSpec,
     run_collective,
 )
+from agent.twin.engine import DEFAULT_RTO_S, RECOVERIES, Recovery
 from agent.twin.network import TwinError, build_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.workloads import MAX_SENDERS, SCENARIOS, ScenarioName
@@ -120,7 +121,11 @@ def _summary_rows(result: TwinReport) -> list[tuple[str, str]]:
         ),
         ("CE fraction", f"{result.ce_fraction:.2%}"),
         ("CNPs sent / received", f"{result.cnps_sent} / {result.cnps_received}"),
-        ("goodput", _gbps(result.goodput_bps)),
+        ("goodput (in order)", _gbps(result.goodput_bps)),
+        (
+            f"retransmitted / timeouts ({result.recovery})",
+            f"{_bytes(result.retx_bytes)} / {result.timeouts}",
+        ),
         ("Jain fairness (2nd half)", "-" if result.jain is None else f"{result.jain:.4f}"),
         (
             "time to converge",
@@ -171,7 +176,8 @@ def ports_table(result: TwinReport) -> Table:
 def flows_table(result: TwinReport) -> Table:
     """The flows (the first 32; the rest are in --output json)."""
     flows = Table(title="flows")
-    for column in ("flow", "goodput", "2nd half", "DCQCN rate", "CE", "CNPs", "NIC paused"):
+    for column in ("flow", "goodput", "2nd half", "DCQCN rate", "CE", "CNPs", "NIC paused",
+                   "retx"):  # fmt: skip
         flows.add_column(column, justify="left" if column == "flow" else "right")
     for f in result.flows[:32]:
         flows.add_row(
@@ -182,6 +188,7 @@ def flows_table(result: TwinReport) -> Table:
             f"{f.ce_fraction:.1%}",
             str(f.cnps_received),
             f"{f.paused_fraction:.1%}",
+            _bytes(f.retx_bytes),
         )
     if len(result.flows) > 32:
         flows.caption = f"{len(result.flows) - 32} more flows in --output json"
@@ -272,6 +279,16 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     "--hosts", type=HostList(),
     help="The ranks' hosts in ring order, comma-separated [default: fabric order at --speed].",
 )  # fmt: skip
+@click.option(
+    "--recovery", type=click.Choice(RECOVERIES), default="go-back-n", show_default=True,
+    help="The NICs' loss recovery: RC go-back-N, or selective repeat.",
+)  # fmt: skip
+@click.option(
+    "--rto", "rto_s", type=Duration(3600.0), default=DEFAULT_RTO_S,
+    show_default="4.29s: 4.096 us x 2^20, NCCL_IB_TIMEOUT's default",
+    help="Retransmission timeout, with its unit (1ms, 50us); shorter to see tail loss "
+    "recovered within a short run.",
+)  # fmt: skip
 @OUTPUT
 @click.option(
     "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -289,6 +306,8 @@ def twin_command(
     senders_ignore_pause: bool,
     payload_bytes: int | None,
     no_dcqcn: bool,
+    recovery: Recovery,
+    rto_s: float,
     output: str,
     plot_file: Path | None,
     progress: bool | None,
@@ -315,7 +334,7 @@ def twin_command(
         hosts, speed, split_data_on_qps,
     )  # fmt: skip
     if _collective_mode(workload):
-        _collective_command(fabric, collective, seed, duration, output, progress)
+        _collective_command(fabric, collective, seed, duration, output, progress, (recovery, rto_s))
     if plot_file is not None and plot_file.suffix.lower() not in (".png", ".svg"):
         suffix = plot_file.suffix or "no suffix"
         raise AgentError(f"--plot {plot_file}: Expected: a .png or .svg file Actual: {suffix}")
@@ -332,6 +351,8 @@ def twin_command(
             payload_bytes=payload_bytes,
             reaction_point=not no_dcqcn,
             on_progress=_simulating(bars, f"twin {scenario}"),
+            recovery=recovery,
+            rto_s=rto_s,
         )
     if plot_file is not None:
         from agent.twin.plot import write_plot
@@ -392,8 +413,10 @@ def _collective_command(
     duration: float,
     output: str,
     progress: bool | None,
+    recovery: tuple[Recovery, float],
 ) -> None:
-    """Run ``spec`` (``--duration``, when given, is the simulated time allowed) and exit."""
+    """Run ``spec`` (``--duration``, when given, is the simulated time allowed; ``recovery``:
+    --recovery and --rto) and exit."""
     if spec.ranks == 0:
         raise TwinError("twin --ranks: Expected: the number of ranks (or --hosts) Actual: none")
     ctx = click.get_current_context()
@@ -406,6 +429,8 @@ def _collective_command(
             seed=seed,
             max_duration_s=limit,
             on_progress=_collecting(bars, f"twin {spec.workload}"),
+            recovery=recovery[0],
+            rto_s=recovery[1],
         )
     if output == "json":
         click.echo(json.dumps(result.to_json(), indent=2))

@@ -55,12 +55,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from agent.intent.units import format_speed
-from agent.twin.engine import Engine, Flow, FlowSpec
+from agent.twin.engine import DEFAULT_RTO_S, Engine, Flow, FlowSpec, Recovery
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.results import (
     MAX_DURATION_S,
@@ -75,6 +75,7 @@ from agent.twin.results import (
 )
 from agent.twin.verdicts import PAUSED_CEILING, Verdict
 from agent.twin.workloads import _pick_speed
+from lossless.clock import TICKS_PER_SECOND
 
 CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
 COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -359,16 +360,52 @@ class Collision:
     connections: tuple[str, ...]
     qps: int
     load: float
+    # The job asks more of the sending switch's links to switches together (or of the
+    # receiving switch's, into it) than they carry: no hashing and no QP count avoids the
+    # overload; the placement or the fabric must change.
+    oversubscribed: bool = False
+
+
+def switch_load(
+    network: TwinNetwork, demand: dict[str, tuple[float, int, list[str]]]
+) -> dict[str, tuple[float, float]]:
+    """Per switch: the job's demand on all its links to switches together / their total
+    speed, out of it and into it (above 1: oversubscribed by the job however it hashes)."""
+    out: dict[str, float] = {}
+    into: dict[str, float] = {}
+    for link, (load, _, _) in demand.items():
+        switch, _, name = link.partition(":")
+        port = next(p for p in network.switches[switch].ports if p.name == name)
+        out[switch] = out.get(switch, 0.0) + load * port.speed_bps
+        into[port.peer_device] = into.get(port.peer_device, 0.0) + load * port.speed_bps
+    result: dict[str, tuple[float, float]] = {}
+    for switch in set(out) | set(into):
+        fabric = [p.speed_bps for p in network.switches[switch].ports
+                  if p.peer_device in network.switches]  # fmt: skip
+        capacity = sum(fabric) or 1
+        result[switch] = (out.get(switch, 0.0) / capacity, into.get(switch, 0.0) / capacity)
+    return result
+
+
+def _oversubscribed(network: TwinNetwork, link: str, load: dict[str, tuple[float, float]]) -> bool:
+    switch, _, name = link.partition(":")
+    peer = next(p for p in network.switches[switch].ports if p.name == name).peer_device
+    return load[switch][0] > 1 + 1e-9 or load[peer][1] > 1 + 1e-9
 
 
 def link_demand(
-    network: TwinNetwork, connections: list[Connection], flows: list[FlowSpec]
+    network: TwinNetwork,
+    connections: list[Connection],
+    flows: list[FlowSpec],
+    at_once: int | None = None,
 ) -> dict[str, tuple[float, int, list[str]]]:
     """Per switch-to-switch link the job's flows cross: (demand / speed, QPs, connections).
 
     A connection's demand is its sender's line rate shared among the connections that sender
-    runs at once (1 in a ring, N - 1 in all-to-all); each of its Q QPs carries 1/Q of it
-    (NCCL's turn-taking over the QPs, or the split).
+    runs at once (1 in a ring, N - 1 in all-to-all); each QP asks for that over the number of
+    QPs a connection keeps busy at once, ``at_once`` (default Q: the split, or many messages
+    in flight; NCCL's turn-taking with one message in flight keeps one QP busy at a time, and
+    that QP then asks for the whole rate wherever it hashes).
     """
     out_degree: dict[str, int] = {}
     for conn in connections:
@@ -379,6 +416,8 @@ def link_demand(
     speed: dict[str, int] = {}
     for conn in connections:
         rate = network.hosts[conn.src_host].port.speed_bps / out_degree[conn.src_host]
+        busy = min(len(conn.flows), at_once or len(conn.flows))
+        mine: dict[str, int] = {}  # this connection's QPs per link
         for index in conn.flows:
             spec = flows[index]
             for switch, port_index in network.path(spec.src, spec.dst, spec.hash_value()):
@@ -386,21 +425,30 @@ def link_demand(
                 if port.peer_device not in network.switches:
                     continue  # a host's port: what the schedule sends there, not ECMP's choice
                 link = f"{switch}:{port.name}"
-                demand[link] = demand.get(link, 0.0) + rate / len(conn.flows)
-                qps[link] = qps.get(link, 0) + 1
+                mine[link] = mine.get(link, 0) + 1
                 speed[link] = port.speed_bps
-                if conn.name not in names.setdefault(link, []):
-                    names[link].append(conn.name)
+        for link, count in mine.items():
+            # At most ``busy`` of its QPs send at once, each at rate / busy.
+            demand[link] = demand.get(link, 0.0) + rate * min(count, busy) / busy
+            qps[link] = qps.get(link, 0) + count
+            names.setdefault(link, []).append(conn.name)
     return {link: (demand[link] / speed[link], qps[link], names[link]) for link in demand}
 
 
 def find_collisions(
-    network: TwinNetwork, connections: list[Connection], flows: list[FlowSpec]
+    network: TwinNetwork,
+    connections: list[Connection],
+    flows: list[FlowSpec],
+    at_once: int | None = None,
 ) -> list[Collision]:
-    """The job's ECMP collisions (:class:`Collision`), the most loaded first."""
+    """The job's ECMP collisions (:class:`Collision`), the most loaded first (``at_once``: as
+    :func:`link_demand`)."""
+    demand = link_demand(network, connections, flows, at_once)
+    # Oversubscription is a matter of the bytes over the run: each QP's share, not its burst.
+    over = switch_load(network, link_demand(network, connections, flows))
     found = [
-        Collision(link, tuple(names), count, load)
-        for link, (load, count, names) in link_demand(network, connections, flows).items()
+        Collision(link, tuple(names), count, load, _oversubscribed(network, link, over))
+        for link, (load, count, names) in demand.items()
         if len(names) > 1 and load > 1 + 1e-9
     ]
     return sorted(found, key=lambda c: (-c.load, c.link))
@@ -520,7 +568,7 @@ class CollectiveJob:
             return False
         return t < self.window or conn.consumed[t - self.window]
 
-    def _pump(self, todo: Any) -> None:
+    def _pump(self, todo: Iterable[int]) -> None:
         work = list(todo)
         while work:
             conn = self.conns[work.pop()]
@@ -652,6 +700,19 @@ class CollectiveReport:
         return data
 
 
+def messages_in_flight(slices: list[list[Slice]], window: int) -> int:
+    """How many messages a connection has in flight at once, at most: the slices of one step
+    of a loop (a ring's step waits for the previous one's), or every message of an all-to-all
+    pair; never more than the window.  With each message whole on one QP, that bounds the QPs
+    busy at once."""
+    per_step: dict[tuple[int, int, int], int] = {}
+    for index, conn in enumerate(slices):
+        for item in conn:
+            key = (index, item.key[0], item.key[1])
+            per_step[key] = per_step.get(key, 0) + 1
+    return max(1, min(window, max(per_step.values(), default=1)))
+
+
 def ideal_time_s(workload: CollectiveName, ranks: int, size_bytes: int, speed_bps: int) -> float:
     """The bus-bandwidth bound: the time at the NICs' line rate (payload only)."""
     return size_bytes * busbw_factor(workload, ranks) * 8 / speed_bps
@@ -663,12 +724,14 @@ def run_collective(
     *,
     seed: int = 1,
     dcqcn_override: dict[str, int] | None = None,
-    recovery: str = "go-back-n",
+    recovery: Recovery = "go-back-n",
+    rto_s: float = DEFAULT_RTO_S,
     max_duration_s: float | None = None,
     on_progress: Callable[[float, float], None] | None = None,
 ) -> CollectiveReport:
     """Run one collective on the network (module docstring) and report it.
 
+    ``recovery`` and ``rto_s``: the NICs' loss recovery (:class:`Engine`'s).
     ``max_duration_s``: simulated time allowed (default: 20 x the line-rate time + 2 ms, at
     most :data:`agent.twin.results.MAX_DURATION_S`); a collective still running then is
     reported ``completed=False``.  ``on_progress(done_fraction, simulated_s)`` at every sample.
@@ -700,7 +763,8 @@ def run_collective(
         seed=seed,
         dcqcn_override=dcqcn_override,
         on_message=job.on_message,
-        **_recovery_kwargs(recovery),
+        recovery=recovery,
+        rto_s=rto_s,
         on_sample=None
         if on_progress is None
         else lambda _engine, now: on_progress(job.done_fraction, now),
@@ -709,20 +773,9 @@ def run_collective(
     started = time.perf_counter()
     engine.run(limit)
     wall = time.perf_counter() - started
-    collisions = find_collisions(network, connections, flows)
+    busy = None if spec.split_data_on_qps else messages_in_flight(slices, window)
+    collisions = find_collisions(network, connections, flows, busy)
     return _report(engine, job, spec, hosts, speed, size, collisions, seed=seed, wall_s=wall)
-
-
-def _recovery_kwargs(recovery: str) -> dict[str, Any]:
-    # TEMPORARY until the engine's loss recovery is merged: the kwarg is passed only when the
-    # engine has it.
-    import inspect
-
-    if "recovery" in inspect.signature(Engine).parameters:
-        return {"recovery": recovery}
-    if recovery != "go-back-n":
-        raise TwinError(f"twin --recovery: Expected: go-back-n Actual: {recovery}")
-    return {}
 
 
 def _links(ports: list[PortReport]) -> list[LinkLoad]:
@@ -767,7 +820,7 @@ def _report(
     drops = _drops(engine)
     busiest = pick_bottleneck(ports)
     completed = job.done_tick is not None
-    time_s = job.done_tick / 1e12 if job.done_tick is not None else duration
+    time_s = job.done_tick / TICKS_PER_SECOND if job.done_tick is not None else duration
     algbw = size / time_s if completed and time_s > 0 else 0.0
     busbw = algbw * busbw_factor(spec.workload, spec.ranks)
     partial = CollectiveReport(
@@ -792,8 +845,8 @@ def _report(
         pfc_frames=_pfc_frames(engine, ports),
         ce_fraction=_ce_fraction(engine),
         cnps=sum(f.cnps_rx for f in engine.flows),
-        retx_bytes=sum(getattr(f, "retx_bytes", 0) for f in engine.flows),
-        timeouts=sum(getattr(f, "timeouts", 0) for f in engine.flows),
+        retx_bytes=sum(f.retx_bytes for f in engine.flows),
+        timeouts=sum(f.timeouts for f in engine.flows),
         max_paused_fraction=_max_paused_fraction(engine, ports),
         busiest_port=busiest.port if busiest else None,
         queue_p99_bytes=busiest.queue_p99_bytes if busiest else 0,
@@ -829,9 +882,40 @@ def _gbs(value: float) -> str:
     return f"{value / 1e9:.2f} GB/s"
 
 
+def _why_slow(r: CollectiveReport) -> str:
+    """What held it back, of what the report measured."""
+    why = []
+    if r.collisions:
+        why.append(f"{len(r.collisions)} ECMP collision(s), first {r.collisions[0].link}")
+    if r.cnps:
+        why.append(f"{r.cnps} CNPs cut the QPs' DCQCN rates (run `roce-agent tune --dcqcn`)")
+    if r.max_paused_fraction > PAUSED_CEILING:
+        why.append(f"pauses up to {r.max_paused_fraction:.0%} of the run")
+    if r.timeouts:
+        why.append(f"{r.timeouts} retransmission timeouts")
+    return " -- " + "; ".join(why) if why else ""
+
+
+def _collision_verdict(r: CollectiveReport, worst: Collision, share: str) -> Verdict:
+    split = (
+        ""
+        if r.split_data_on_qps
+        else " with --split-data-on-qps (NCCL_IB_SPLIT_DATA_ON_QPS=1: every message over all "
+        "QPs at once)"
+    )
+    return Verdict(
+        "ecmp-collision",
+        f"ECMP collision: {worst.link} carries {', '.join(worst.connections)} "
+        f"({worst.load:.0%} of its speed); {share} -- more QPs per connection spread each "
+        f"connection over more paths: --qps-per-connection {min(MAX_QPS, 2 * r.qps)} "
+        f"(NCCL_IB_QPS_PER_CONNECTION){split}",
+    )
+
+
 def judge_collective(r: CollectiveReport) -> Verdict:
     """The collective's verdict, first match: lost frames, not finished, an ECMP collision
-    that costs bandwidth, pauses, below line rate, healthy."""
+    that costs bandwidth (hashing, else the job oversubscribes a switch's fabric links),
+    pauses, below line rate, healthy."""
     share = f"busbw {_gbs(r.busbw_Bps)} = {r.line_rate_fraction:.0%} of {format_speed(r.speed_bps)}"
     if r.lossless_drops:
         return Verdict(
@@ -843,23 +927,19 @@ def judge_collective(r: CollectiveReport) -> Verdict:
         return Verdict(
             "incomplete",
             f"{r.workload} did not finish in {r.time_s * 1e3:g} ms ({r.delivered_fraction:.0%} "
-            "delivered): raise --duration, or look at the pauses and retransmissions below",
+            f"delivered){_why_slow(r)}: raise --duration to see it end",
         )
     slow = r.line_rate_fraction < LINE_RATE_FLOOR
+    hashed = [c for c in r.collisions if not c.oversubscribed]
+    if hashed and slow:
+        return _collision_verdict(r, hashed[0], share)
     if r.collisions and slow:
         worst = r.collisions[0]
         return Verdict(
-            "ecmp-collision",
-            f"ECMP collision: {worst.link} carries {', '.join(worst.connections)} "
-            f"({worst.load:.0%} of its speed); {share} -- more QPs per connection spread each "
-            f"connection over more paths: --qps-per-connection {min(MAX_QPS, 2 * r.qps)} "
-            "(NCCL_IB_QPS_PER_CONNECTION)"
-            + (
-                ""
-                if r.split_data_on_qps
-                else " with --split-data-on-qps (NCCL_IB_SPLIT_DATA_ON_QPS=1: every message "
-                "over all QPs at once)"
-            ),
+            "oversubscribed",
+            f"oversubscribed: the job asks more of the fabric links around {worst.link} than "
+            f"they carry together ({worst.load:.0%} of it); {share} -- "
+            "no QP count spreads that: place the ranks on fewer leaves (--hosts) or add uplinks",
         )
     if r.max_paused_fraction > PAUSED_CEILING:
         return Verdict(

@@ -39,6 +39,27 @@ its packets (gap = bytes * 8 / current rate), a :class:`lossless.dcqcn.Notificat
 receiving NIC answering CE marks with CNPs that travel back through the fabric on the CNP
 DSCP (the plan's strict queue).  A NIC may be told to ignore pause (``honour_pause=False``)
 or to storm (send XOFF continuously), for the storm and headroom scenarios.
+
+Messages: a flow is infinite (``FlowSpec.size_bytes`` None: always a full frame to send, the
+scenarios' sources) or carries messages posted with :meth:`Engine.post` (before the run or
+from a callback).  A message is cut into frames of the NIC's RoCE payload, the last one
+shorter (its own length, added to every wire table when posted); ``on_message(engine, flow,
+tag, tick)`` runs at the tick the responder has every frame of it in order.  A flow with
+nothing left to send leaves its NIC's heap (no events while idle).  :meth:`Engine.finish`
+(or :meth:`Engine.stop_at_tick`) ends the run early: no later event runs, and
+:attr:`Engine.end` and :attr:`Engine.duration_s` are the real end.
+
+Loss recovery (RC, per flow; docs/twin-recovery.md): data frames carry PSNs.  Go-back-N (the
+default): the responder accepts only the expected PSN; the first frame after a gap draws one
+NAK (a 66-byte packet back through the fabric on the CNP priority, like a CNP) and no other
+until the gap is filled; the sender rewinds to the NAKed PSN.  Selective repeat
+(``recovery="selective-repeat"``): the responder keeps frames after a gap and NAKs each new
+hole; the sender resends only those PSNs.  ACKs are coalesced (:data:`ACK_EVERY`); a duplicate
+is acknowledged at once.  A retransmission timeout (``rto_s``, default :data:`DEFAULT_RTO_S`:
+InfiniBand's 4.096 us x 2^timeout with NCCL's NCCL_IB_TIMEOUT) restarts on every ACK that
+moves the acknowledged PSN; on expiry the sender goes back to the first unacknowledged PSN.
+Goodput counts what the responder accepted in order (``delivered_bytes``); retransmitted
+frames, NAKs and timeouts are counted per flow.
 """
 
 from __future__ import annotations
@@ -53,7 +74,7 @@ from dataclasses import dataclass, field
 from heapq import heappush, heapreplace
 from math import ceil
 from operator import attrgetter
-from typing import Any
+from typing import Any, Literal
 
 from agent.twin.network import (
     ROCE_FRAME_OVERHEAD,
@@ -98,6 +119,25 @@ WIRE_OVERHEAD_BYTES = 20  # preamble 7 + SFD 1 + inter-frame gap 12 (IEEE 802.3 
 PFC_FRAME_BYTES = 64  # a PFC frame is a minimum-size MAC control frame (802.1Qbb 36.1.3)
 CNP_BYTES = 78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4
 MIN_FRAME_BYTES = 64  # the shortest Ethernet frame, FCS included (IEEE 802.3 clause 4.4.2)
+ACK_BYTES = 66  # RoCEv2 ACK or NAK: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + AETH 4 + ICRC 4 + FCS 4
+# The responder acknowledges every ACK_EVERY data frames it accepts in order, and at once a
+# message's last frame, a frame that fills a selective-repeat hole and every duplicate.  The
+# InfiniBand spec lets a responder coalesce ACKs (one ACK covers every PSN before it; see
+# "Ack Coalescing Detail", InfiniBand Network Architecture, Shanley, ch. 17,
+# https://www.safaribooksonline.com/library/view/infiniband-network-architecture/0321117654/0321117654_ch17lev1sec16.html);
+# how many frames a ConnectX NIC coalesces is not published: 16 is this model's choice.
+ACK_EVERY = 16
+# The retransmission timeout: InfiniBand's local ACK timeout is 4.096 us x 2^timeout (IBA vol.
+# 1, the QP's "timeout" attribute; the Linux RC implementations compute the same, e.g.
+# drivers/infiniband/hw/qib/qib_rc.c).  NCCL sets timeout = NCCL_IB_TIMEOUT, default 20
+# (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-timeout; NCCL's
+# src/transport/net_ib.cc: NCCL_PARAM(IbTimeout, "IB_TIMEOUT", 20)): 4.29 s.
+IB_TIMEOUT_UNIT_S = 4.096e-6
+NCCL_IB_TIMEOUT = 20
+DEFAULT_RTO_S = IB_TIMEOUT_UNIT_S * 2**NCCL_IB_TIMEOUT
+Recovery = Literal["go-back-n", "selective-repeat"]
+RECOVERIES: tuple[Recovery, ...] = ("go-back-n", "selective-repeat")
+CNP, ACK, NAK = 0, 1, 2  # kinds of control packets (Control.kind)
 # The first ONSET_INTERVALS sampling intervals are sampled ONSET_SPLIT times as densely: what
 # happens in them (the queue's rise, PFC's and DCQCN's first reactions) is what a plot with a
 # log time axis shows first.
@@ -144,6 +184,19 @@ class Packet:
         return self.length
 
 
+class Control(Packet):
+    """A packet back to the flow's sender: a CNP, or the responder's ACK / NAK.  ``psn`` of an
+    ACK or NAK is the responder's expected PSN (every PSN before it is acknowledged); a
+    selective-repeat NAK asks for the PSNs ``psn`` to ``end`` (exclusive)."""
+
+    __slots__ = ("end", "kind")
+
+    def __init__(self, flow: Flow, length: int, dscp: int, kind: int, psn: int = -1) -> None:
+        super().__init__(flow, length, dscp, False, True, psn)
+        self.kind = kind
+        self.end = psn
+
+
 class Flow:
     """A RoCE QP from ``src`` to ``dst``: its DCQCN reaction point, its PSNs on both ends
     (sender and responder), its posted messages and its counters.
@@ -156,6 +209,7 @@ class Flow:
     """
 
     __slots__ = (
+        "acked",
         "cnps_rx",
         "delivered_bytes",
         "dst",
@@ -168,8 +222,17 @@ class Flow:
         "max_psn",
         "messages_done",
         "msgs",
+        "nak_out",
+        "naks",
         "next_at",
+        "ooo",
+        "rcv_high",
+        "retx",
+        "retx_bytes",
+        "retx_packets",
         "rp",
+        "rto_at",
+        "rto_pending",
         "rx_bytes",
         "rx_ce",
         "rx_packets",
@@ -180,9 +243,11 @@ class Flow:
         "start_s",
         "stop_at",
         "stop_s",
+        "timeouts",
         "tx_bytes",
         "tx_packets",
         "udp_sport",
+        "unacked",
     )
 
     def __init__(
@@ -218,10 +283,24 @@ class Flow:
         self.short: dict[int, int] = {}
         self.msgs: deque[tuple[int, object, int]] = deque()
         self.in_heap = False  # an entry in the sending NIC's heap of flows
-        # Responder: the expected PSN; frame bytes and messages received in order.
+        # Sender's recovery: every PSN before ``acked`` is acknowledged; ``retx`` the PSNs a
+        # selective-repeat NAK asked for; the retransmission deadline (0: nothing
+        # outstanding) and whether a timer event is pending (it re-arms itself lazily).
+        self.acked = 0
+        self.retx: deque[int] = deque()
+        self.rto_at = 0
+        self.rto_pending = False
+        self.retx_bytes = self.retx_packets = self.timeouts = self.naks = 0
+        # Responder: the expected PSN; frame bytes and messages received in order; frames
+        # accepted since the last ACK; a go-back-N NAK outstanding; selective repeat's
+        # out-of-order frames (PSN -> frame length) and one past the highest PSN seen.
         self.epsn = 0
         self.delivered_bytes = 0
         self.messages_done = 0
+        self.unacked = 0
+        self.nak_out = False
+        self.ooo: dict[int, int] = {}
+        self.rcv_high = 0
 
     @property
     def name(self) -> str:
@@ -396,7 +475,7 @@ class Nic:
         self.pause_end = 0
         self.np = NotificationPoint(spec.dcqcn["min_time_between_cnps"])
         self.flows: list[tuple[int, int, Flow]] = []
-        self.cnp_queue: deque[Packet] = deque()
+        self.cnp_queue: deque[Control] = deque()  # CNPs, ACKs and NAKs: before data
         self.peer: Any = None
         self.busy_until = 0
         self.wake_at = NEVER  # the pending wake's tick, NEVER for none
@@ -448,7 +527,7 @@ class Watch:
     t_s: float
     queue_bytes: dict[str, int]
     rate_bps: list[float]
-    rx_bytes: list[int]
+    rx_bytes: list[int]  # per flow: frame bytes delivered in order so far (goodput's)
     paused: dict[str, float]
     # Bytes each switch port has sent so far, in the order of Engine.ports (a list: taken at
     # every sample, for every port; a dict of names would cost more than the rest of it).
@@ -473,7 +552,19 @@ class Engine:
         max_samples: int = 2000,
         on_sample: Callable[[Engine, float], None] | None = None,
         on_message: MessageCallback | None = None,
+        recovery: Recovery = "go-back-n",
+        rto_s: float = DEFAULT_RTO_S,
     ) -> None:
+        if recovery not in RECOVERIES:
+            raise TwinError(
+                f"twin --recovery: Expected: one of {', '.join(RECOVERIES)} Actual: {recovery!r}"
+            )
+        if not (math.isfinite(rto_s) and rto_s > 0):
+            raise TwinError(f"twin --rto: Expected: a time above 0 s Actual: {rto_s!r}")
+        self.recovery = recovery
+        self.selective = recovery == "selective-repeat"
+        self.rto_s = rto_s
+        self.rto = max(1, to_ticks(rto_s))
         self.network = network
         # Called with (engine, flow, tag, tick) at the tick the responder has received every
         # byte of a posted message, in order (see post).
@@ -592,7 +683,7 @@ class Engine:
     def _wire_times(self) -> None:
         """Every port's and NIC's wire time for each frame length of the run: the NICs' data
         frames and CNPs (a table lookup per frame, not a division)."""
-        lengths = {nic.frame_bytes for nic in self.nics.values()} | {CNP_BYTES}
+        lengths = {nic.frame_bytes for nic in self.nics.values()} | {CNP_BYTES, ACK_BYTES}
         self._lengths = lengths
         for node in self.switches.values():
             for port in node.ports:
@@ -674,7 +765,7 @@ class Engine:
         """Put a flow with something to send back on its NIC's heap (it left it when it had
         nothing left: an idle flow costs no events)."""
         now = self.clock.ticks
-        if flow.in_heap or flow.snd_psn >= flow.end_psn or now >= flow.stop_at:
+        if flow.in_heap or now >= flow.stop_at or (flow.snd_psn >= flow.end_psn and not flow.retx):
             return
         when = flow.start_at if flow.start_at > now else now
         flow.in_heap = True
@@ -803,8 +894,10 @@ class Engine:
             self._wake_nic(nic, nic.busy_until)
             return
         if nic.cnp_queue:
-            packet = nic.cnp_queue.popleft()
-            nic.cnps_tx += 1
+            control = nic.cnp_queue.popleft()
+            if control.kind == CNP:
+                nic.cnps_tx += 1
+            packet: Packet = control
         else:
             data = self._next_data_packet(nic, now)
             if data is None:
@@ -835,8 +928,11 @@ class Engine:
             self._wake_nic(nic, next_at)
             return None
         psn = flow.snd_psn
+        if flow.retx:
+            psn = self._retx_psn(flow, psn)
         if now >= flow.stop_at or psn >= flow.end_psn:
-            # Stopped, or nothing posted is left to send: off the heap (a post puts it back).
+            # Stopped, or nothing posted is left to send: off the heap (a post, a NAK or a
+            # timeout puts it back).
             heapq.heappop(flows)
             flow.in_heap = False
             if flows:
@@ -858,14 +954,18 @@ class Engine:
                 self._wake_nic(nic, now if now > first else first)
                 return None
         # Pacing counts every frame as a full one (a message's short last frame too).
-        length = flow.short.get(psn, nic.frame_bytes)
+        short = flow.short
+        length = short.get(psn, nic.frame_bytes) if short else nic.frame_bytes
         rp.on_sent(now_s, length)
         flow.tx_bytes += length
         flow.tx_packets += 1
         flow.last_sent = now
-        flow.snd_psn = psn + 1
-        if psn >= flow.max_psn:
-            flow.max_psn = psn + 1
+        if psn == flow.max_psn:  # a first transmission
+            flow.max_psn = flow.snd_psn = psn + 1
+        else:
+            self._resending(flow, psn, length)
+        if not flow.rto_at:
+            self._arm_rto(flow, now)
         # No credit for time spent paused or idle: the next gap starts now.
         gap = ceil(nic.frame_bits / rp.current_bps)
         heapreplace(flows, (now + (gap if gap < nic.timer else nic.timer), index, flow))
@@ -874,25 +974,167 @@ class Engine:
     def _host_rx(self, nic: Nic, packet: Packet) -> None:
         flow = packet.flow
         if packet.cnp:
-            flow.cnps_rx += 1
-            if self.reaction_point:
-                flow.rp.on_cnp(self.clock.now())
+            self._control_rx(flow, packet)  # type: ignore[arg-type]
             return
-        flow.rx_bytes += packet.length
+        length = packet.length
+        flow.rx_bytes += length
         flow.rx_packets += 1
-        if packet.psn == flow.epsn:
-            flow.epsn = epsn = packet.psn + 1
-            flow.delivered_bytes += packet.length
+        psn = packet.psn
+        if psn == flow.epsn and not flow.ooo:
+            # In order with nothing buffered (every frame of a lossless run comes here).
+            flow.epsn = epsn = psn + 1
+            flow.delivered_bytes += length
+            if flow.nak_out:
+                flow.nak_out = False
             msgs = flow.msgs
             if msgs and msgs[0][0] == epsn:
+                self._send_ack(nic, flow, ACK)
                 self._message_done(flow)
+            else:
+                unacked = flow.unacked + 1
+                flow.unacked = unacked
+                if unacked >= ACK_EVERY:
+                    self._send_ack(nic, flow, ACK)
+        else:
+            self._out_of_order(nic, flow, packet)
         if packet.ce:
             flow.rx_ce += 1
             if nic.np.on_ce(flow.index, self.clock.now()):
                 spec = nic.spec
-                cnp = Packet(flow, CNP_BYTES, spec.cnp_dscp, False, True)
-                nic.cnp_queue.append(cnp)
+                nic.cnp_queue.append(Control(flow, CNP_BYTES, spec.cnp_dscp, CNP))
                 self._wake_nic(nic, self.clock.ticks)
+
+    # ---------------------------------------------------------------- loss recovery
+
+    def _out_of_order(self, nic: Nic, flow: Flow, packet: Packet) -> None:
+        """The responder's rules for a frame that is not the next one in order (or that
+        fills a selective-repeat hole): duplicates are acknowledged again; go-back-N discards
+        what follows a gap and NAKs the expected PSN once per gap (the spec allows one NAK
+        outstanding); selective repeat keeps it and NAKs each new hole."""
+        psn = packet.psn
+        epsn = flow.epsn
+        if psn < epsn:
+            self._send_ack(nic, flow, ACK)  # a duplicate: the ACK it answers may be lost
+            return
+        if not self.selective:
+            if not flow.nak_out:
+                flow.nak_out = True
+                self._send_ack(nic, flow, NAK)
+            return
+        if psn > epsn:
+            flow.ooo[psn] = packet.length
+            start = flow.rcv_high if flow.rcv_high > epsn else epsn
+            if psn > start:
+                self._send_ack(nic, flow, NAK, start, psn)
+            if psn >= flow.rcv_high:
+                flow.rcv_high = psn + 1
+            return
+        # psn == epsn with frames buffered: deliver it and every buffered frame after it.
+        length = packet.length
+        ooo = flow.ooo
+        while True:
+            epsn += 1
+            flow.epsn = epsn
+            flow.delivered_bytes += length
+            if flow.msgs and flow.msgs[0][0] == epsn:
+                self._message_done(flow)
+            if epsn not in ooo:
+                break
+            length = ooo.pop(epsn)
+        self._send_ack(nic, flow, ACK)
+
+    def _send_ack(self, nic: Nic, flow: Flow, kind: int, psn: int = -1, end: int = 0) -> None:
+        """The responder's ACK or NAK (of the expected PSN; a selective NAK of ``psn`` to
+        ``end``), a small packet back through the fabric on the CNP priority."""
+        control = Control(flow, ACK_BYTES, nic.spec.cnp_dscp, kind, psn if psn >= 0 else flow.epsn)
+        if end:
+            control.end = end
+        flow.unacked = 0
+        nic.cnp_queue.append(control)
+        # At the end of the frame on the wire if the NIC is busy (a wake now would only
+        # schedule that one).
+        now = self.clock.ticks
+        self._wake_nic(nic, nic.busy_until if nic.busy_until > now else now)
+
+    def _control_rx(self, flow: Flow, control: Control) -> None:
+        """At the sender: a CNP cuts the rate; an ACK moves the acknowledged PSN; a NAK also
+        rewinds the sender to it (go-back-N) or queues the PSNs it asks for (selective)."""
+        kind = control.kind
+        if kind == CNP:
+            flow.cnps_rx += 1
+            if self.reaction_point:
+                flow.rp.on_cnp(self.clock.now())
+            return
+        if kind == ACK:
+            self._acked(flow, control.psn)
+            return
+        flow.naks += 1
+        psn = control.psn
+        if self.selective:
+            # It names a hole, not the expected PSN: it acknowledges nothing.
+            start = psn if psn > flow.acked else flow.acked
+            flow.retx.extend(range(start, control.end))
+        else:
+            self._acked(flow, psn)
+            if psn < flow.snd_psn:
+                flow.snd_psn = psn
+        self._schedule_flow(self.nics[flow.src], flow)
+
+    def _acked(self, flow: Flow, psn: int) -> None:
+        """Every PSN before ``psn`` is delivered: the retransmission timer restarts, or stops
+        when nothing is outstanding."""
+        if psn <= flow.acked:
+            return
+        flow.acked = psn
+        if flow.snd_psn < psn:
+            flow.snd_psn = psn
+        flow.rto_at = self.clock.ticks + self.rto if psn < flow.max_psn else 0
+
+    @staticmethod
+    def _resending(flow: Flow, psn: int, length: int) -> None:
+        """A retransmission of ``psn``: counted; the sender moves past it (go-back-N, a
+        timeout) or takes it off the PSNs a selective NAK asked for."""
+        flow.retx_packets += 1
+        flow.retx_bytes += length
+        retx = flow.retx
+        if retx and retx[0] == psn:
+            retx.popleft()
+        if psn == flow.snd_psn:
+            flow.snd_psn = psn + 1
+
+    def _retx_psn(self, flow: Flow, psn: int) -> int:
+        """Selective repeat: the first PSN a NAK asked for that is still unacknowledged."""
+        retx = flow.retx
+        while retx and retx[0] < flow.acked:
+            retx.popleft()
+        return retx[0] if retx else psn
+
+    def _arm_rto(self, flow: Flow, now: int) -> None:
+        flow.rto_at = now + self.rto
+        if not flow.rto_pending:
+            flow.rto_pending = True
+            self._at(flow.rto_at, self._rto_fire, flow)
+
+    def _rto_fire(self, flow: Flow, _: Any) -> None:
+        """The timer's event: re-armed at the deadline if ACKs moved it, else a timeout --
+        the sender goes back to the first unacknowledged PSN (both recoveries)."""
+        flow.rto_pending = False
+        at = flow.rto_at
+        now = self.clock.ticks
+        if not at:
+            return
+        if at > now:
+            flow.rto_pending = True
+            self._at(at, self._rto_fire, flow)
+            return
+        if now >= flow.stop_at:
+            flow.rto_at = 0  # a stopped QP sends nothing more
+            return
+        flow.timeouts += 1
+        flow.retx.clear()
+        flow.snd_psn = flow.acked
+        self._arm_rto(flow, now)
+        self._schedule_flow(self.nics[flow.src], flow)
 
     def _nic_pfc_rx(self, nic: Nic, frame: tuple[int, int]) -> None:
         tc, quanta = frame
@@ -1139,7 +1381,7 @@ class Engine:
             t_s=now_s,
             queue_bytes={p.name: p.depth for p in ports if p.depth_peak},
             rate_bps=[f.rp.current_bps if f.start_at <= now < f.stop_at else 0.0 for f in flows],
-            rx_bytes=[f.rx_bytes for f in flows],
+            rx_bytes=[f.delivered_bytes for f in flows],
             paused=paused,
             tx_bytes=list(map(_TX_BYTES, ports)),
         )

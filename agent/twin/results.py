@@ -13,9 +13,13 @@ Definitions (all over the whole run unless a window is named):
   time-weighted -- the depth the port stayed at or below for 99 % of the run (1 KiB bins);
 * CE fraction: CE-marked data frames received / data frames received;
 * CNPs: sent by notification points, received by reaction points, rate cuts they caused;
-* goodput: data frame bytes received (Ethernet frames, the MTU plus header/FCS) * 8 / run
-  time, per flow and per receiver; utilisation: wire bits a port sent (with preamble and
-  inter-frame gap) / (speed * run time);
+* goodput: data frame bytes the responder accepted *in order* (Ethernet frames, the MTU plus
+  header/FCS; a frame that arrives after a gap and is discarded by go-back-N, or a duplicate,
+  counts nothing) * 8 / run time, per flow and per receiver; utilisation: wire bits a port
+  sent (with preamble and inter-frame gap) / (speed * run time);
+* retransmissions: data frames (and their bytes) a sender sent again after a NAK or a
+  timeout (:mod:`agent.twin.engine`'s loss recovery), NAKs the senders received and
+  retransmission timeouts, per flow and in total;
 * Jain fairness: (sum x)^2 / (n * sum x^2) over the per-flow goodput in the second half of
   the run (the flows of the incast only: the victim is excluded);
 * time to converge: the first sample time after which every active flow's DCQCN rate stays
@@ -35,7 +39,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from agent.twin.engine import WIRE_OVERHEAD_BYTES, Engine, Flow, SwitchPort, Watch
+from agent.twin.engine import (
+    DEFAULT_RTO_S,
+    WIRE_OVERHEAD_BYTES,
+    Engine,
+    Flow,
+    Recovery,
+    SwitchPort,
+    Watch,
+)
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.verdicts import RunFacts, Verdict, judge
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
@@ -79,6 +91,11 @@ class FlowReport:
     cnps_received: int
     rate_cuts: int
     paused_fraction: float  # of the sending NIC
+    delivered_bytes: int = 0  # frame bytes accepted in order (goodput's numerator)
+    retx_bytes: int = 0
+    retx_packets: int = 0
+    timeouts: int = 0
+    naks: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,6 +160,13 @@ class TwinReport:
     dcqcn: dict[str, int] | None = None
     victim: int | None = None  # the victim flow's index in ``flows`` (victim, storm)
     notes: list[str] = field(default_factory=list)
+    # Loss recovery (module docstring): totals over the flows, and the NICs' settings.
+    retx_bytes: int = 0
+    retx_packets: int = 0
+    timeouts: int = 0
+    naks: int = 0
+    recovery: str = "go-back-n"
+    rto_s: float = DEFAULT_RTO_S
 
     @property
     def passed(self) -> bool:
@@ -277,7 +301,7 @@ def _second_half_bps(samples: list[Watch], index: int) -> float:
 def _flow_report(engine: Engine, flow: Flow, duration: float) -> FlowReport:
     return FlowReport(
         flow=flow.name,
-        goodput_bps=flow.rx_bytes * 8 / duration,
+        goodput_bps=flow.delivered_bytes * 8 / duration,
         goodput_second_half_bps=_second_half_bps(engine.samples, flow.index),
         final_rate_bps=flow.rp.current_bps,
         tx_bytes=flow.tx_bytes,
@@ -286,6 +310,11 @@ def _flow_report(engine: Engine, flow: Flow, duration: float) -> FlowReport:
         cnps_received=flow.cnps_rx,
         rate_cuts=flow.rp.cuts,
         paused_fraction=engine.nics[flow.src].pause.paused_s / duration,
+        delivered_bytes=flow.delivered_bytes,
+        retx_bytes=flow.retx_bytes,
+        retx_packets=flow.retx_packets,
+        timeouts=flow.timeouts,
+        naks=flow.naks,
     )
 
 
@@ -473,6 +502,12 @@ def _facts(engine: Engine, scenario: Scenario, partial: TwinReport) -> RunFacts:
         victim=_victim_facts(partial.flows, scenario.victim),
         ecn_enabled=engine.network.ecn_enabled,
         dcqcn=partial.dcqcn,
+        lossy_drops=partial.lossy_drops,
+        retx_bytes=partial.retx_bytes,
+        timeouts=partial.timeouts,
+        goodput_bps=partial.goodput_bps,
+        recovery=partial.recovery,
+        rto_s=partial.rto_s,
     )
 
 
@@ -511,7 +546,7 @@ def report(
         ce_fraction=_ce_fraction(engine),
         cnps_sent=sum(n.cnps_tx for n in engine.nics.values()),
         cnps_received=sum(f.cnps_rx for f in engine.flows),
-        goodput_bps=sum(f.rx_bytes for f in engine.flows) * 8 / duration,
+        goodput_bps=sum(f.delivered_bytes for f in engine.flows) * 8 / duration,
         bottleneck=series.queue_port,
         bottleneck_utilisation=bottleneck.utilisation if bottleneck else 0.0,
         queue_peak_bytes=bottleneck.queue_peak_bytes if bottleneck else 0,
@@ -528,6 +563,12 @@ def report(
         dcqcn=_dcqcn_as_run(engine, scenario),
         victim=victim,
         notes=list(scenario.notes),
+        retx_bytes=sum(f.retx_bytes for f in flows),
+        retx_packets=sum(f.retx_packets for f in flows),
+        timeouts=sum(f.timeouts for f in flows),
+        naks=sum(f.naks for f in flows),
+        recovery=engine.recovery,
+        rto_s=engine.rto_s,
     )
     return replace(partial, verdict=judge(_facts(engine, scenario, partial)))
 
@@ -545,6 +586,8 @@ def run_twin(
     payload_bytes: int | None = None,
     reaction_point: bool = True,
     on_progress: Callable[[float, float], None] | None = None,
+    recovery: Recovery = "go-back-n",
+    rto_s: float = DEFAULT_RTO_S,
 ) -> TwinReport:
     """Build the scenario on the network, run it and summarise it.
 
@@ -552,7 +595,8 @@ def run_twin(
     headroom cannot absorb. ``payload_bytes``: RoCE payload per packet (default: the ports'
     RoCE MTU); ``reaction_point=False``: the NICs run with DCQCN off.  The storm scenario
     runs at least its ``min_duration_s``.  ``on_progress(simulated_s, duration_s)`` is called
-    at every sample.
+    at every sample.  ``recovery`` and ``rto_s``: the NICs' loss recovery
+    (:class:`agent.twin.engine.Engine`).
     """
     if not (math.isfinite(duration_s) and 0 < duration_s <= MAX_DURATION_S):
         raise TwinError(
@@ -582,6 +626,8 @@ def run_twin(
         payload_bytes=payload_bytes,
         reaction_point=reaction_point,
         on_sample=None if on_progress is None else lambda e, now: on_progress(now, e.duration_s),
+        recovery=recovery,
+        rto_s=rto_s,
     )[1]
 
 
@@ -597,6 +643,8 @@ def simulate(
     on_sample: Callable[[Engine, float], None] | None = None,
     payload_bytes: int | None = None,
     reaction_point: bool = True,
+    recovery: Recovery = "go-back-n",
+    rto_s: float = DEFAULT_RTO_S,
 ) -> tuple[Engine, TwinReport]:
     """Run a built scenario for ``duration_s``; the engine (for callers that read more of
     it, such as tune's measurement window via ``on_sample``) and its report."""
@@ -610,6 +658,8 @@ def simulate(
         on_sample=on_sample,
         payload_bytes=payload_bytes,
         reaction_point=reaction_point,
+        recovery=recovery,
+        rto_s=rto_s,
     )
     started = time.perf_counter()
     engine.run(duration_s)

@@ -3,24 +3,28 @@
 Verdicts, in order (the bottleneck is :func:`agent.twin.results.pick_bottleneck`'s):
 
 1. ``lossless-loss`` -- a no-drop priority lost frames (headroom overrun, tail drop): the
-   headroom does not hold what arrives after XOFF, or the senders ignore pause.
+   headroom does not hold what arrives after XOFF, or the senders ignore pause; with what the
+   loss cost (retransmitted bytes, timeouts, in-order goodput) when the NICs had to recover.
 2. ``storm-contained`` / ``storm-uncontained`` -- the storm scenario, with or without the PFC
    watchdog detecting it (enable the watchdog).
-3. ``victim-starved`` -- the victim flow got less than :data:`VICTIM_FLOOR` of its line rate:
+3. ``retransmitting`` -- frames were lost where loss is allowed (a lossy class, a watchdog
+   drop) and the NICs' loss recovery (go-back-N or selective repeat) sent data again: RoCE
+   is built for a fabric that does not drop (make the RoCE priority no-drop).
+4. ``victim-starved`` -- the victim flow got less than :data:`VICTIM_FLOOR` of its line rate:
    paused by PFC it did not cause (head-of-line), or cut by ECN marks in a queue it shares
    (run ``tune``).
-4. ``under-utilised`` -- the bottleneck carries less than :data:`UTILISATION_FLOOR` of its
+5. ``under-utilised`` -- the bottleneck carries less than :data:`UTILISATION_FLOOR` of its
    speed while CNPs cut the senders' rates: the hosts' DCQCN recovers too slowly for the
    speed (run ``tune --dcqcn``).
-5. ``pfc-bound`` -- a port or NIC was paused more than :data:`PAUSED_CEILING` of the run:
+6. ``pfc-bound`` -- a port or NIC was paused more than :data:`PAUSED_CEILING` of the run:
    ECN/DCQCN do not keep the queues below the pause threshold, or ECN is off (run ``tune``).
-6. ``under-loaded`` -- the bottleneck carries less than :data:`UTILISATION_FLOOR` and nothing
+7. ``under-loaded`` -- the bottleneck carries less than :data:`UTILISATION_FLOOR` and nothing
    held the senders back: the offered load is the limit, not the fabric.
-7. ``unfair`` -- Jain's index among the incast flows over the second half is below
+8. ``unfair`` -- Jain's index among the incast flows over the second half is below
    :data:`JAIN_FLOOR` (run ``tune --dcqcn``, or a longer run to see it converge).
-8. ``queue-above-ecn`` -- the bottleneck's p99 queue is above the ECN maximum: every packet
+9. ``queue-above-ecn`` -- the bottleneck's p99 queue is above the ECN maximum: every packet
    is marked and the delay is the queue's (run ``tune`` for lower thresholds).
-9. ``healthy`` -- none of the above.
+10. ``healthy`` -- none of the above.
 
 The thresholds are ``tune``'s hard objectives by default (:data:`PAUSED_CEILING`,
 :data:`UTILISATION_FLOOR`) and the fairness floor a recommendation must meet
@@ -78,6 +82,12 @@ class RunFacts:
     victim: tuple[str, float, float, float] | None  # flow, goodput, NIC paused, CE fraction
     ecn_enabled: bool
     dcqcn: Mapping[str, int] | None  # the senders' DCQCN parameters; None: DCQCN off
+    lossy_drops: int = 0
+    retx_bytes: int = 0  # data the senders sent again (NAK or timeout)
+    timeouts: int = 0
+    goodput_bps: float = 0.0  # in order, all flows
+    recovery: str = "go-back-n"
+    rto_s: float = 0.0
 
 
 def _pct(value: float) -> str:
@@ -92,15 +102,40 @@ def _gbps(value: float) -> str:
     return f"{value / 1e9:.3g} Gb/s"
 
 
+def _recovery_cost(f: RunFacts) -> str:
+    """What loss recovery cost the run: resent bytes, timeouts, the in-order goodput."""
+    if not f.retx_bytes and not f.timeouts:
+        return ""
+    timeouts = (
+        f", {f.timeouts} retransmission timeouts of {f.rto_s * 1e3:.3g} ms" if f.timeouts else ""
+    )
+    return (
+        f"; {f.recovery} resent {_kb(f.retx_bytes)}{timeouts}, in-order goodput "
+        f"{_gbps(f.goodput_bps)} with the bottleneck at {_pct(f.utilisation)}"
+    )
+
+
 def _lossless_loss(f: RunFacts) -> Verdict | None:
     if not f.lossless_drops:
         return None
     return Verdict(
         "lossless-loss",
         f"lossless loss: {f.lossless_drops} frames of a no-drop priority lost (most at "
-        f"{f.worst_drop_port}'s ingress) -- the headroom above the pause threshold does not "
-        "hold what arrives after XOFF, or the senders ignore pause; compare `roce-agent plan`'s "
-        "headroom with the cables and speeds",
+        f"{f.worst_drop_port}'s ingress){_recovery_cost(f)} -- the headroom above the pause "
+        "threshold does not hold what arrives after XOFF, or the senders ignore pause; compare "
+        "`roce-agent plan`'s headroom with the cables and speeds",
+    )
+
+
+def _retransmitting(f: RunFacts) -> Verdict | None:
+    if not f.retx_bytes and not f.timeouts:
+        return None
+    return Verdict(
+        "retransmitting",
+        f"retransmitting: {f.lossy_drops} frames lost where the class may drop"
+        f"{_recovery_cost(f)} -- RoCE's loss recovery is built for a fabric that does not drop; "
+        "make the RoCE priority no-drop (PFC) with ECN below the pause threshold (`roce-agent "
+        "plan`), or run `roce-agent tune`",
     )
 
 
@@ -223,6 +258,7 @@ def _healthy(f: RunFacts) -> Verdict:
 RULES: tuple[Callable[[RunFacts], Verdict | None], ...] = (
     _lossless_loss,
     _storm,
+    _retransmitting,
     _victim_starved,
     _under_utilised,
     _pfc_bound,

@@ -349,3 +349,80 @@ def test_cli_json_and_table(star: Path) -> None:
     code, out, err = _run(*args, "--hosts", "h4,h3,h2,h1", "--qps-per-connection", "2")
     assert code == 0, err
     assert "busbw" in out and "verdict: healthy" in out and "ranks: h4, h3, h2, h1" in out
+
+
+# (workload, ranks, size, messages a connection has in flight at most): a ring's step is
+# min(2 MiB, size/N) in 1 MiB slices; all-to-all's pairs post 128 KiB messages, 8 at a time.
+IN_FLIGHT = [
+    ("allreduce", 16, 16_000_000, 1),
+    ("allreduce", 16, 64_000_000, 2),
+    ("allreduce", 2, 64_000_000, 2),
+    ("allgather", 4, 1_000_000, 1),
+    ("alltoall", 4, 4_000_000, 8),
+    ("alltoall", 4, 400_000, 1),
+]
+
+
+@pytest.mark.parametrize(("workload", "ranks", "size", "busy"), IN_FLIGHT)
+def test_messages_in_flight(workload: C.CollectiveName, ranks: int, size: int, busy: int) -> None:
+    if workload == "alltoall":
+        slices, window = C.alltoall_slices(ranks, size), C.NCCL_STEPS
+    else:
+        slices, window = C.ring_slices(workload, ranks, size), C.WINDOW_SLICES
+    assert C.messages_in_flight(slices, window) == busy
+
+
+def test_one_message_at_a_time_does_not_spread_over_qps(clos: TwinNetwork) -> None:
+    """Without the split, a connection with one message in flight uses one QP at a time:
+    wherever two connections' QPs meet, they may meet at full rate."""
+    conns, flows = C.build_flows(list(COLLIDING_RING), "allreduce", 4)
+    spread = C.find_collisions(clos, conns, flows)
+    one_at_a_time = C.find_collisions(clos, conns, flows, at_once=1)
+    assert len(one_at_a_time) >= len(spread)
+    assert all(c.load == pytest.approx(2.0) for c in one_at_a_time)
+
+
+def test_a_single_uplink_is_oversubscribed_not_a_hash_collision(tmp_path: Path) -> None:
+    """Two ring connections up one 100G uplink: no hashing helps, and the collision says so
+    (the colliding ring on four spines is a hash collision: test_more_qps_...'s verdict)."""
+    path = tmp_path / "one-spine.yml"
+    path.write_text(leaf_spine_fabric_yaml(["100G"] * 2, 2, spines=1, uplink_speed="100G"))
+    conns, flows = C.build_flows(["h1", "h3", "h2", "h4"], "allreduce", 4)
+    found = C.find_collisions(load_network(path), conns, flows)
+    assert found and all(c.oversubscribed for c in found)
+    assert {c.link.partition(":")[0] for c in found} == {"leaf1", "leaf2", "spine1"}
+
+
+@pytest.fixture(scope="module")
+def stars(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TwinNetwork]:
+    out = {}
+    for speed in ("25G", "100G", "400G"):
+        path = tmp_path_factory.mktemp("coll") / f"star-{speed}.yml"
+        path.write_text(star_fabric_yaml(4, speed, profile="nvidia-default", mtu=9214))
+        out[speed] = load_network(path)
+    return out
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    speed=st.sampled_from(["25G", "100G", "400G"]),
+    workload=st.sampled_from(C.COLLECTIVES),
+    ranks=st.integers(2, 4),
+    size=st.integers(300_000, 3_000_000),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_any_collective_on_one_switch_is_near_line_rate(
+    stars: dict[str, TwinNetwork],
+    speed: str,
+    workload: C.CollectiveName,
+    ranks: int,
+    size: int,
+    seed: int,
+) -> None:
+    """On one switch nothing collides (a ring shares no port; all-to-all's pairs share only
+    the receivers' ports, at the rate the senders split): busbw between 85 % of the line rate
+    and the payload's share of it."""
+    report = C.run_collective(stars[speed], C.CollectiveSpec(workload, ranks, size), seed=seed)
+    assert report.completed and report.lossless_drops == 0
+    line = report.speed_bps / 8
+    assert 0.85 * line <= report.busbw_Bps <= line * 4096 / (4096 + 62 + 20)
