@@ -806,7 +806,7 @@ class _Mark:
             name: nic.pause.paused_s - max(0.0, nic.pause.paused_until - now)
             for name, nic in engine.nics.items()
         }
-        self.flows = [(f.rx_packets, f.rx_ce, f.rx_bytes) for f in engine.flows]
+        self.flows = [(f.rx_packets, f.rx_ce, f.delivered_bytes) for f in engine.flows]
 
 
 class _WindowStart:
@@ -901,7 +901,7 @@ def _bottleneck_jain(
         return None
     hop = (bottleneck.spec.device, bottleneck.spec.index)
     shares = [
-        float(f.rx_bytes - m[2])
+        float(f.delivered_bytes - m[2])
         for f, m in zip(engine.flows, mark.flows, strict=True)
         if hop in network.path(f.src, f.dst, f.hash)
     ]
