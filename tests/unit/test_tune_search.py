@@ -287,6 +287,7 @@ def test_collective_needs_two_hosts_at_every_speed(tmp_path: Path) -> None:
     [
         (["--objective", "collective", "--ranks", "9"], "tune --ranks: 40G. Expected: 2-5"),
         (["--qps", "0"], "Invalid value for '--qps'"),
+        (["--qps", "1,17"], "tune --qps. Expected: QPs per connection 1-16 Actual: 1, 17"),
         (["--size", "0"], "Invalid value for '--size'"),
         (["--size", "64 apples"], "Invalid value for '--size'"),
         (["--duration", "5"], "Invalid value for '--duration'"),  # unit-less
