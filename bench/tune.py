@@ -1,82 +1,106 @@
-"""Bench: ``roce-agent tune`` over a 20-candidate ECN grid for every host speed of
-``playbooks/fabrics/pod-400g.yml`` (issue #13 item 6: goal under 2 minutes on this machine).
+"""Bench: ``roce-agent tune`` on ``playbooks/fabrics/pod-400g.yml`` (issue #26 item 7: goal
+``tune --objective collective --jobs 2`` under 5 minutes on this machine).
 
-Runs, each timed end to end (plan + build + simulate + judge), with the events simulated and
-the engine's own time, so the rest (planning, rule checks, building the network, the report,
-the process pool) shows as the difference:
+Rows, each timed end to end (plan + rule checks + build + simulate + judge), with the method,
+the runs per rung, the engine's own time (summed over the workers) and the rest:
 
-1. the fabric as shipped (NVIDIA thresholds, mlx5 default DCQCN), serial;
-2. ``--dcqcn`` (4 DCQCN candidates, then the 20-candidate ECN grid), serial and with 2
-   processes;
-3. stability: ``--dcqcn`` with seeds 3, 4 instead of 1, 2, and with 10 ms instead of 5 ms
-   per run (the convergence horizon): is the recommendation the same?
+1. ``--objective queue --jobs 2``: the joint ECN x DCQCN search on the 8:1 incast (5 ms runs,
+   seeds 1, 2, load points 8, 5, 2);
+2. ``--objective collective --jobs 2``: ring all-reduce of 64 MiB over 8 ranks alternating over
+   two leaves, ECN x DCQCN x QPs per connection (the default);
+3. (``--profile``) the collective search's first rung alone in one process under cProfile: the
+   top functions by own time -- where the time goes.
 
-Usage: ``.venv/bin/python bench/tune.py [--quick]`` (``--quick``: runs 1 and 2 only).
+Usage: ``.venv/bin/python bench/tune.py [--queue-only | --collective-only] [--profile]``.
 """
 
 from __future__ import annotations
 
+import cProfile
+import io
+import pstats
 import sys
 import time
 from pathlib import Path
 
 from agent.intent.loader import load_fabric
-from agent.twin.search import TuneResult, pool_runner, serial_runner, tune
+from agent.intent.plan import build_plan
+from agent.twin.search import (
+    Job,
+    ObjectiveSpec,
+    TuneResult,
+    build_space,
+    candidate_intent,
+    current_ecn,
+    pool_runner,
+    run_job,
+    space_candidates,
+    tune,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"
+SPEED = 400_000_000_000
 
 
-def _summary(name: str, result: TuneResult, wall: float) -> dict[str, object]:
-    runs = [r for s in result.speeds for st in s.stages for t in st.trials for r in t.runs]
-    candidates = sum(len(st.trials) for s in result.speeds for st in s.stages)
+def _row(name: str, result: TuneResult, wall: float) -> None:
+    runs = [r for s in result.speeds for t in s.ecn.trials for r in t.runs]
+    for speed in result.speeds:
+        rungs = " -> ".join(
+            f"{r.candidates} x {len(r.points)} at {r.fidelity} = {r.runs}" for r in speed.rungs
+        )
+        print(f"{name}: {speed.method}, {speed.runs} runs ({rungs})", flush=True)
     engine = sum(r.wall_s for r in runs)
-    events = sum(r.events for r in runs)
-    override = result.override()
     print(
-        f"{name:<34} {wall:6.1f} s  {candidates:3d} candidates x {len(result.seeds)} seeds = "
-        f"{len(runs):3d} runs, {events / 1e6:5.2f} M events, engine {engine:5.1f} s "
-        f"({events / engine / 1e3 if engine else 0:.0f} k ev/s), other {wall - engine:5.1f} s"
-        f"{' (pool: engine time summed over 2 workers)' if 'jobs 2' in name else ''}",
+        f"  wall {wall:6.1f} s; engine time of the kept runs {engine:6.1f} s (2 workers, the "
+        f"runs of dropped rungs not kept); {sum(r.events for r in runs) / 1e6:.2f} M events",
         flush=True,
     )
     for speed in result.speeds:
+        print(f"  {speed.summary}", flush=True)
         print(f"  {speed.explanation}", flush=True)
-    return {"override": override}
+
+
+def profile_first_rung(count: int = 12) -> None:
+    """The collective's first rung (a sixteenth of 64 MiB, 8 ranks), ``count`` candidates in
+    this process under cProfile."""
+    intent = load_fabric(POD).intent
+    plan = build_plan(intent)
+    _, pause, mtu, _ = current_ecn(plan, intent.profile.roce.priority, SPEED)
+    space = build_space(SPEED, mtu, pause, 8, True, (1, 2, 4))
+    cands = space_candidates(space, space.points(), set(), 1)[:count]
+    objective = ObjectiveSpec("collective", size_bytes=(64 << 20) // 16)
+    jobs = []
+    for c in cands:
+        variant, _ = candidate_intent(intent, c.ecn, c.dcqcn)
+        if variant is not None:
+            jobs.append(Job(variant, "incast", 8, SPEED, 5e-3, 1, 3, objective, c.qps))
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    for job in jobs:
+        run_job(job)
+    profiler.disable()
+    wall = time.perf_counter() - started
+    print(f"profile: {len(jobs)} first-rung runs in {wall:.1f} s ({wall / len(jobs):.2f} s each)")
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
+    print(out.getvalue())
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv
     intent = load_fabric(POD).intent
-    cases: list[tuple[str, dict[str, object]]] = [
-        ("as shipped, serial", {}),
-        ("--dcqcn, serial", {"dcqcn": True}),
-        ("--dcqcn, jobs 2", {"dcqcn": True, "runner": pool_runner(2)}),
-    ]
-    if not quick:
-        cases += [
-            (
-                "--dcqcn, jobs 2, seeds 3 4",
-                {"dcqcn": True, "runner": pool_runner(2), "seeds": (3, 4)},
-            ),
-            (
-                "--dcqcn, jobs 2, 10 ms",
-                {"dcqcn": True, "runner": pool_runner(2), "duration_s": 10e-3},
-            ),
-        ]
-    overrides: dict[str, object] = {}
-    for name, kwargs in cases:
-        kwargs.setdefault("runner", serial_runner)
-        kwargs.setdefault("duration_s", 5e-3)
+    cases: list[tuple[str, ObjectiveSpec]] = []
+    if "--collective-only" not in sys.argv:
+        cases.append(("--objective queue --jobs 2", ObjectiveSpec("queue")))
+    if "--queue-only" not in sys.argv:
+        cases.append(("--objective collective --jobs 2", ObjectiveSpec("collective")))
+    for name, objective in cases:
         started = time.perf_counter()
-        result = tune(intent, candidates=20, **kwargs)  # type: ignore[arg-type]
-        wall = time.perf_counter() - started
-        overrides[name] = _summary(name, result, wall)["override"]
-    if not quick:
-        base = overrides["--dcqcn, jobs 2"]
-        for name in ("--dcqcn, serial", "--dcqcn, jobs 2, seeds 3 4", "--dcqcn, jobs 2, 10 ms"):
-            same = "same" if overrides[name] == base else f"DIFFERENT: {overrides[name]}"
-            print(f"recommendation of '{name}' vs '--dcqcn, jobs 2': {same}")
+        result = tune(intent, duration_s=5e-3, objective=objective, runner=pool_runner(2))
+        _row(name, result, time.perf_counter() - started)
+    if "--profile" in sys.argv:
+        profile_first_rung()
 
 
 if __name__ == "__main__":

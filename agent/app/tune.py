@@ -1,12 +1,13 @@
-"""``roce-agent tune FABRIC``: search ECN (and DCQCN) settings per link speed in the twin.
+"""``roce-agent tune FABRIC``: search ECN x DCQCN (x QPs) jointly per link speed in the twin.
 
-The search, its objectives and its ranking are :mod:`agent.twin.search`'s; this module reads the
-fabric, prints the trade-off table and the one-line explanation per speed, and writes the
-profile override.
+The search, its constraints, its method and its ranking are :mod:`agent.twin.search`'s; this
+module reads the fabric, prints the method and run counts, the trade-off table, the one-line
+summary in the user's terms (current -> recommended) and the explanation per speed, and writes
+the profile override with the files and commands that carry it to the fabric.
 
 Exit codes: 0 a recommendation for every speed; 1 some speed has no candidate meeting the
-hard objectives (named on stderr; no override is written if that is the dominant speed);
-2 bad input, one located line.
+hard constraints (named on stderr; no override is written if that is the dominant speed);
+2 bad input, one line naming the option.
 """
 
 from __future__ import annotations
@@ -34,23 +35,33 @@ from agent.app.support import (
 from agent.app.twin import SpeedType
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
-from agent.intent.units import format_speed
+from agent.intent.units import UnitError, format_speed, parse_size
 from agent.twin.search import (
+    COLLECTIVE_CANDIDATES,
+    COLLECTIVE_WORKLOADS,
     DEFAULT_CANDIDATES,
+    DEFAULT_OBJECTIVE,
     DEFAULT_SENDERS,
+    FULL_GRID_MAX_RUNS,
     MAX_CANDIDATES,
     MAX_DURATION_S,
     MIN_CANDIDATES,
+    OBJECTIVES,
+    QPS_LEVELS,
     TUNE_SCENARIOS,
     Job,
     Objectives,
+    ObjectiveSpec,
     RunMetrics,
     Runner,
     SpeedResult,
     Stage,
     Trial,
     TuneResult,
+    and_list,
+    gbs,
     kb,
+    mib,
     pool_runner,
     ranked,
     serial_runner,
@@ -61,10 +72,36 @@ from common.yamlsource import load_yaml
 
 DEFAULT_DURATION = "5ms"
 PERCENT = FiniteFloat(0, 100)
+TABLE_ROWS = 15  # the table shows the best this many (and the current); the JSON has all
 
 
 def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 180)
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+class SizeType(click.ParamType[int]):
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            size = parse_size(value if isinstance(value, int) else str(value))
+        except UnitError as exc:
+            self.fail(str(exc), param, ctx)
+        if size <= 0:
+            self.fail(f"Expected: more than 0 bytes Actual: {value!r}", param, ctx)
+        return size
+
+
+def _qps(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"Expected: whole numbers such as 1,2,4 Actual: {value!r}"
+        ) from None
+    if not levels or any(q < 1 for q in levels):
+        raise click.BadParameter(f"Expected: QPs per connection of at least 1 Actual: {value!r}")
+    return levels
 
 
 def _verdict(trial: Trial, best: Trial | None) -> str:
@@ -72,68 +109,116 @@ def _verdict(trial: Trial, best: Trial | None) -> str:
         return "recommended"
     if trial.invalid is not None:
         return f"invalid: {trial.invalid}"
+    if trial.pruned is not None:
+        return trial.pruned
     if trial.reasons:
         return "rejected: " + "; ".join(trial.reasons)
     return "ok"
 
 
-def stage_table(speed: SpeedResult, stage: Stage) -> Table:
-    """The trade-off table of one stage, best first (the ranking's order)."""
-    what = "ECN on the RoCE queue" if stage.kind == "ecn" else "DCQCN (with the current ECN)"
+def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | None = None) -> Table:
+    """The trade-off table of one speed, best first (the ranking's order), the best
+    :data:`TABLE_ROWS` and the current setting."""
+    objective = objective or ObjectiveSpec()
+    load = and_list(speed.load_points) or str(speed.senders)
+    what = "ECN x DCQCN" if stage.kind == "joint" else "ECN on the RoCE queue"
+    if objective.name == "collective":
+        what += f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
+    shown = [t for i, t in enumerate(ranked(stage.trials, objective))
+             if i < TABLE_ROWS or t.candidate.current]  # fmt: skip
     table = Table(
-        title=f"{format_speed(speed.speed_bps)}: {what}, {speed.senders}:1 "
-        f"(pause threshold today {kb(speed.pause_threshold_bytes)})"
+        title=f"{format_speed(speed.speed_bps)}: {what}, {load} "
+        f"{'ranks' if objective.name == 'collective' else 'senders'} (pause threshold today "
+        f"{kb(speed.pause_threshold_bytes)}; {len(shown)} of {len(stage.trials)} candidates shown)"
     )
     columns = ["#", "ECN min-max @P"]
-    if stage.kind == "dcqcn" or any(t.candidate.dcqcn for t in stage.trials):
+    if any(t.candidate.dcqcn for t in stage.trials):
         columns.append("DCQCN")
-    columns += ["pause thr", "paused", "paused (run)", "util", "queue p99", "onset peak", "CE",
+    if objective.name == "collective":
+        columns += ["QPs", "busbw"]
+    columns += ["pause thr", "paused", "util", "Jain", "queue p99", "onset peak", "CE",
                 "lossless drops", "verdict"]  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column in ("ECN min-max @P", "DCQCN",
                                                              "verdict") else "right")  # fmt: skip
-    for trial in ranked(stage.trials):
-        c = trial.candidate
-        row = [f"{c.index}{' (current)' if c.current else ''}", c.ecn.label()]
-        if "DCQCN" in columns:
-            row.append(c.dcqcn_label())
-        if trial.runs:
-            row += [
-                kb(trial.runs[0].pause_threshold_bytes),
-                f"{trial.worst_paused():.1%}",
-                f"{trial.mean('paused_fraction_whole'):.1%}",
-                f"{trial.worst_utilisation():.1%}",
-                kb(trial.mean("queue_p99_bytes")),
-                kb(trial.mean("queue_peak_bytes")),
-                f"{trial.mean('ce_fraction'):.1%}",
-                str(trial.drops()),
-            ]
-        else:
-            row += ["-"] * 8
-        row.append(_verdict(trial, stage.best))
-        table.add_row(*row)
+    for trial in shown:
+        table.add_row(*_row(trial, stage, columns))
     return table
+
+
+def _row(trial: Trial, stage: Stage, columns: list[str]) -> list[str]:
+    c = trial.candidate
+    row = [f"{c.index}{' (current)' if c.current else ''}", c.ecn.label()]
+    if "DCQCN" in columns:
+        row.append(c.dcqcn_label())
+    if "QPs" in columns:
+        row += [str(c.qps), gbs(trial.mean("busbw_Bps")) if trial.runs else "-"]
+    if trial.runs:
+        fairness = trial.worst_jain()
+        row += [
+            kb(trial.runs[0].pause_threshold_bytes),
+            f"{trial.worst_paused():.1%}",
+            f"{trial.worst_utilisation():.1%}",
+            "-" if fairness is None else f"{fairness:.2f}",
+            kb(trial.mean("queue_p99_bytes")),
+            kb(trial.mean("queue_peak_bytes")),
+            f"{trial.mean('ce_fraction'):.1%}",
+            str(trial.drops()),
+        ]
+    else:
+        row += ["-"] * 8
+    row.append(_verdict(trial, stage.best))
+    return row
+
+
+def method_line(speed: SpeedResult) -> str:
+    """How the speed was searched and how many runs it took."""
+    if speed.method == "grid":
+        how = f"full grid (at most {FULL_GRID_MAX_RUNS} runs)"
+    else:
+        how = (
+            "successive halving ("
+            + " -> ".join(
+                f"{r.candidates} x {len(r.points)} at {r.fidelity} = {r.runs}" for r in speed.rungs
+            )
+            + ")"
+        )
+    return (
+        f"{format_speed(speed.speed_bps)}: {how}; {speed.runs} runs, "
+        f"{len(speed.ecn.trials)} candidates"
+    )
 
 
 def render(result: TuneResult, console: Console) -> None:
     obj = result.objectives
+    target = (
+        f"{result.objective.workload} busbw (highest)"
+        if result.objective.name == "collective"
+        else "p99 queue (lowest)"
+    )
     console.print(
-        f"tune {result.fabric} ({result.profile}): {result.scenario}, "
-        f"{result.duration_s * 1e3:g} ms per run (measured over the second half; 'paused "
-        "(run)' and 'onset peak' over the whole run), seeds "
-        f"{', '.join(map(str, result.seeds))}; objectives: no lossless drop, paused <= "
-        f"{obj.max_paused_fraction:.1%}, utilisation >= {obj.min_utilisation:.1%} (worst "
-        "seed), then the lowest p99 queue",
+        f"tune {result.fabric} ({result.profile}): objective {result.objective.name} -- "
+        f"{target}; {result.scenario}, {result.duration_s * 1e3:g} ms per run (measured over "
+        f"the second half), seeds {', '.join(map(str, result.seeds))}; constraints at every load "
+        f"point and seed: no lossless drop, paused <= {obj.max_paused_fraction:.1%}, "
+        f"utilisation >= {obj.min_utilisation:.1%}, Jain >= {obj.min_jain:.2f}",
         markup=False,
     )
     for speed in result.speeds:
+        console.print(method_line(speed), markup=False)
         for stage in speed.stages:
-            console.print(stage_table(speed, stage))
+            console.print(stage_table(speed, stage, result.objective))
     for speed in result.speeds:
+        if speed.summary:
+            console.print(speed.summary, markup=False, soft_wrap=True)
         console.print(speed.explanation, markup=False, soft_wrap=True)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
-    console.print(f"wall time {result.wall_s:.1f} s", markup=False)
+    console.print(
+        f"{result.runs} runs, {', '.join(s.method for s in result.speeds)}; wall time "
+        f"{result.wall_s:.1f} s",
+        markup=False,
+    )
 
 
 def override_document(result: TuneResult, existing: dict[str, Any]) -> dict[str, Any] | None:
@@ -155,12 +240,42 @@ def override_document(result: TuneResult, existing: dict[str, Any]) -> dict[str,
     return {"overrides": merge(existing, tuned)}
 
 
+def apply_steps(result: TuneResult, fabric: Path, override_file: Path | None) -> list[str]:
+    """What must change and the exact commands: the fabric file's overrides (switch ECN and,
+    with auto, the pause threshold; host NICs' DCQCN), then check, diff, apply."""
+    tuned = result.override()
+    if tuned is None:
+        return []
+    source = override_file or Path("tuned.yml")
+    steps = [
+        f"file to change: {fabric} -- replace its `overrides:` block with {source}'s "
+        "(written with --write-override; the fabric's other overrides are kept)",
+        f"roce-agent check {fabric}",
+        f"roce-agent plan {fabric}",
+        f"roce-agent diff {fabric}",
+    ]
+    if "nic" in tuned:
+        steps.append(
+            f"roce-agent apply {fabric} --include-hosts   # switches (ECN, pause threshold) and "
+            "the hosts' NIC DCQCN"
+        )
+    else:
+        steps.append(f"roce-agent apply {fabric}   # switches (ECN, pause threshold)")
+    qps = result.qps_per_connection()
+    if qps is not None:
+        steps.append(
+            f"in the job's environment (not a fabric setting): NCCL_IB_QPS_PER_CONNECTION={qps}"
+        )
+    steps.append(f"roce-agent validate {fabric}   # then the lab check (docs/tuning.md)")
+    return steps
+
+
 def counted(runner: Runner, bars: ProgressBars) -> Runner:
-    """The runner, with a progress bar per batch of runs (a stage of one speed)."""
+    """The runner, with a progress bar per batch of runs (a rung of one speed)."""
 
     def run(jobs: list[Job]) -> Iterator[RunMetrics]:
         first = jobs[0] if jobs else None
-        what = f"tune {format_speed(first.speed_bps)}" if first is not None else "tune"
+        what = (first.label or f"tune {format_speed(first.speed_bps)}") if first else "tune"
         task = bars.add(what, len(jobs))
         for done, metrics in enumerate(runner(jobs), start=1):
             bars.update(task, done, f"{done} of {len(jobs)} runs")
@@ -176,13 +291,13 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     if document is None:
         return False
     speed = format_speed(result.dominant_speed_bps)
+    steps = "".join(f"#   {s}\n" for s in apply_steps(result, fabric, path))
     header = (
         f"# roce-agent tune {fabric.name}: the recommendation for {speed} (the fabric's "
         "dominant host speed),\n"
-        f"# {result.scenario} in the twin, {result.duration_s * 1e3:g} ms, seeds "
-        f"{', '.join(map(str, result.seeds))}. Replace the fabric file's `overrides:` block "
-        "with this one\n# (it keeps the fabric's other overrides), then `roce-agent check`, "
-        "`plan`, `diff`, `apply`.\n"
+        f"# objective {result.objective.name}, {result.scenario} in the twin, "
+        f"{result.duration_s * 1e3:g} ms, seeds {', '.join(map(str, result.seeds))}.\n"
+        f"# Then:\n{steps}"
     )
     try:
         path.write_text(header + yaml.safe_dump(document, sort_keys=False))
@@ -194,33 +309,60 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 @click.command("tune")
 @FABRIC
 @click.option(
+    "--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True,
+    help="collective: maximise a collective's busbw (--workload/--ranks/--size); queue: "
+    "minimise the bottleneck's p99 queue on --scenario.",
+)  # fmt: skip
+@click.option(
+    "--workload", type=click.Choice(COLLECTIVE_WORKLOADS), default="allreduce",
+    show_default=True, help="Collective (objective collective).",
+)  # fmt: skip
+@click.option(
+    "--ranks", type=click.IntRange(2, 64), default=None,
+    help="Collective ranks (default: min(8, hosts at the speed)).",
+)  # fmt: skip
+@click.option(
+    "--size", type=SizeType(), default="64MiB", show_default=True,
+    help="Collective size per rank, nccl-tests' -b (e.g. 64MiB).",
+)  # fmt: skip
+@click.option(
+    "--qps", "qps", default=",".join(map(str, QPS_LEVELS)), show_default=True, callback=_qps,
+    help="QPs per connection searched (objective collective; comma-separated, each >= 1).",
+)  # fmt: skip
+@click.option(
     "--speed", "speeds", type=SpeedType(), multiple=True,
     help="Tune this host link speed (repeat; default: every speed of the fabric's hosts).",
 )  # fmt: skip
 @click.option(
     "--scenario", type=click.Choice(TUNE_SCENARIOS), default="incast", show_default=True,
-    help="Traffic each candidate runs (per speed).",
+    help="Traffic each candidate runs (objective queue).",
 )  # fmt: skip
 @click.option(
     "--senders", type=click.IntRange(1, 64), default=DEFAULT_SENDERS, show_default=True,
-    help="Incast senders (hosts, for all-to-all); fewer if the speed has fewer hosts.",
+    help="Incast senders N (hosts, for all-to-all); also judged at max(2, N/4).",
 )  # fmt: skip
 @click.option(
     "--duration", type=Duration(MAX_DURATION_S), default=DEFAULT_DURATION, show_default=True,
-    help="Simulated time per run, with its unit (at most 100ms); measured over its second half.",
+    help="Simulated time per full run, with its unit (at most 100ms); measured over its "
+    "second half.",
 )  # fmt: skip
 @click.option(
-    "--candidates", type=click.IntRange(MIN_CANDIDATES, MAX_CANDIDATES),
-    default=DEFAULT_CANDIDATES, show_default=True,
-    help="ECN grid size per speed (plus the fabric's current setting).",
+    "--candidates", type=click.IntRange(MIN_CANDIDATES, MAX_CANDIDATES), default=None,
+    help=f"ECN settings per speed, times the DCQCN and QP levels (default: "
+    f"{COLLECTIVE_CANDIDATES} for the collective, {DEFAULT_CANDIDATES} for the queue objective).",
 )  # fmt: skip
 @click.option(
     "--seeds", type=click.IntRange(1, 8), default=2, show_default=True,
-    help="Seeds per candidate (1..N); the objectives must hold in every one.",
+    help="Seeds per candidate (1..N); the constraints must hold in every one.",
 )  # fmt: skip
 @click.option(
-    "--dcqcn", is_flag=True,
-    help="Also search the NICs' DCQCN rate increase (rpg_time_reset, rpg_ai_rate, rpg_hai_rate).",
+    "--dcqcn/--no-dcqcn", default=True, show_default=True,
+    help="Search the NICs' DCQCN rate increase jointly with ECN (--no-dcqcn: keep the NICs').",
+)  # fmt: skip
+@click.option(
+    "--method", type=click.Choice(("auto", "grid", "halving")), default="auto",
+    show_default=True,
+    help=f"auto: the full grid up to {FULL_GRID_MAX_RUNS} runs, successive halving above.",
 )  # fmt: skip
 @click.option(
     "--max-paused", type=PERCENT, default=5.0, show_default=True,
@@ -229,6 +371,10 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 @click.option(
     "--min-utilisation", type=PERCENT, default=90.0, show_default=True,
     help="Hard floor: bottleneck utilisation, %.",
+)  # fmt: skip
+@click.option(
+    "--min-jain", type=FiniteFloat(0, 1), default=0.9, show_default=True,
+    help="Hard floor: Jain's index over the flows sharing the bottleneck.",
 )  # fmt: skip
 @click.option(
     "--jobs", type=click.IntRange(1, 16), default=1, show_default=True,
@@ -243,21 +389,28 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 @handle_errors
 def tune_command(
     fabric: Path,
+    objective: Any,
+    workload: str,
+    ranks: int | None,
+    size: int,
+    qps: tuple[int, ...],
     speeds: tuple[int, ...],
     scenario: Any,
     senders: int,
     duration: float,
-    candidates: int,
+    candidates: int | None,
     seeds: int,
     dcqcn: bool,
+    method: str,
     max_paused: float,
     min_utilisation: float,
+    min_jain: float,
     jobs: int,
     output: str,
     override_file: Path | None,
     progress: bool | None,
 ) -> None:
-    """Search ECN thresholds (and with --dcqcn the NICs' DCQCN) per link speed in the twin.
+    """Search ECN x DCQCN (x QPs per connection) jointly per link speed in the twin.
 
     Exit 0: a recommendation for every speed; 1: some speed has none; 2: bad input.
     """
@@ -272,18 +425,30 @@ def tune_command(
             candidates=candidates,
             seeds=tuple(range(1, seeds + 1)),
             dcqcn=dcqcn,
-            objectives=Objectives(max_paused / 100, min_utilisation / 100),
+            objectives=Objectives(max_paused / 100, min_utilisation / 100, min_jain),
+            objective=ObjectiveSpec(objective, workload, ranks, size),
+            qps_levels=qps,
+            method=method,
             runner=counted(pool_runner(jobs) if jobs > 1 else serial_runner, bars),
         )
     written = False
     if override_file is not None:
         written = write_override(override_file, result, fabric)
+    steps = apply_steps(result, fabric, override_file)
     if output == "json":
         data = result.to_json()
         data["override_file"] = str(override_file) if written else None
+        data["apply"] = steps
         click.echo(json.dumps(data, indent=2))
     else:
-        render(result, _console())
+        console = _console()
+        render(result, console)
+        for step in steps:
+            console.print(f"next: {step}", markup=False, soft_wrap=True)
+    _report(result, override_file, written)
+
+
+def _report(result: TuneResult, override_file: Path | None, written: bool) -> None:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if written:
         err.print(f"override written to {override_file}", markup=False)
@@ -296,7 +461,7 @@ def tune_command(
     missing = [format_speed(s.speed_bps) for s in result.speeds if s.recommended is None]
     if missing:
         err.print(
-            f"no candidate meets the objectives at {', '.join(missing)} (see the explanation)",
+            f"no candidate meets the constraints at {', '.join(missing)} (see the explanation)",
             markup=False,
         )
     sys.exit(EXIT_FAILED if missing else EXIT_OK)

@@ -261,8 +261,8 @@ def test_tune_shows_its_runs_when_asked(tmp_path: Path) -> None:
     path = tmp_path / "star.yml"
     path.write_text(star_fabric_yaml(5, "40G"))
     code, _, err = _tune(
-        str(path), "--senders", "2", "--duration", "1ms", "--candidates", "4", "--seeds", "1",
-        "--progress",
+        str(path), "--objective", "queue", "--senders", "2", "--duration", "1ms",
+        "--candidates", "4", "--seeds", "1", "--progress",
     )  # fmt: skip
     assert code in (0, 1), err
     assert "runs" in err and "tune 40G" in err
