@@ -357,8 +357,12 @@ def _ip_commands(node_plan: NodePlan) -> list[str]:
 # too); hyper step 5 x R_AI (no source: a choice). The profile's mlx5 defaults are set for
 # 100G+ NICs: their +5 Mb/s steps every 300 µs cannot win back a halved rate within the 20 ms
 # a 2 s lab run stands for at time_dilation 100 (10 Mb/s standing for 1 Gb/s), so an incast
-# leaves its senders far below their share.
+# leaves its senders far below their share.  The paper's reaction point sets the target rate
+# to the current rate on every CNP: mlx5's clamp_tgt_rate 1 (its default 0 keeps the target
+# through a burst of cuts, and the lab's own ECN setting then fills the link without tuning:
+# docs/lab.md, "The target clamp").
 DILATED_LAB_DCQCN: dict[str, int] = {
+    "clamp_tgt_rate": 1,
     "rpg_time_reset": 55,
     "rpg_ai_rate": 40,
     "rpg_hai_rate": 200,

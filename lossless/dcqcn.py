@@ -52,6 +52,8 @@ class DcqcnReactionPoint:
     _bytes_since_step: int = 0
     _timer_steps: int = 0
     _byte_steps: int = 0
+    # What drove the last rate increase since the last cut: "byte", "timer" or None (none yet).
+    _last_increase: str | None = None
     history: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -72,15 +74,30 @@ class DcqcnReactionPoint:
             self.alpha * 1024 / (1 << self.params["rpg_gd"]),
             self.params["rpg_min_dec_fac"] / 100,
         )
-        self.target_bps = self.current_bps
+        if self._clamps_target():
+            self.target_bps = self.current_bps
         self.current_bps = max(self.current_bps * (1 - cut), self.params["rpg_min_rate"] * 1e6)
         self.alpha = (1 - self._gain) * self.alpha + self._gain
         self._last_cut = self._last_alpha_update = now
         self._timer_start = now
         self._bytes_since_step = self._timer_steps = self._byte_steps = 0
+        self._last_increase = None
         self.cuts += 1
         self.history.append((now, self.current_bps))
         return True
+
+    def _clamps_target(self) -> bool:
+        """Whether this cut sets the target rate to the current rate (mlx5 ``clamp_tgt_rate``
+        and ``clamp_tgt_rate_after_time_inc``): always with clamp_tgt_rate, as the paper's RP
+        does; otherwise only when the rate rose since the last cut -- by the byte counter, or
+        by the timer with clamp_tgt_rate_after_time_inc.  A burst of cuts with no increase
+        between them keeps the target of before the burst, so recovery aims there."""
+        params = self.params
+        if params.get("clamp_tgt_rate", 0) or self._last_increase == "byte":
+            return True
+        return self._last_increase == "timer" and bool(
+            params.get("clamp_tgt_rate_after_time_inc", 1)
+        )
 
     def _start_clock(self, now: float) -> None:
         if self._last_alpha_update is None:
@@ -105,6 +122,7 @@ class DcqcnReactionPoint:
         while self._bytes_since_step >= self.params["rpg_byte_reset"]:
             self._bytes_since_step -= self.params["rpg_byte_reset"]
             self._byte_steps += 1
+            self._last_increase = "byte"
             self._increase(now)
         self._run_timer(now)
 
@@ -119,6 +137,7 @@ class DcqcnReactionPoint:
         while now - self._timer_start >= timer:
             self._timer_start += timer
             self._timer_steps += 1
+            self._last_increase = "timer"
             self._increase(now)
 
     def _increase(self, now: float) -> None:

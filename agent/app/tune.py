@@ -265,6 +265,7 @@ def apply_steps(result: TuneResult, fabric: Path, override_file: Path | None) ->
     if qps is not None:
         steps.append(
             f"in the job's environment (not a fabric setting): NCCL_IB_QPS_PER_CONNECTION={qps}"
+            + (" NCCL_IB_SPLIT_DATA_ON_QPS=1" if qps > 1 else "")
         )
     steps.append(f"roce-agent validate {fabric}   # then the lab check (docs/tuning.md)")
     return steps
@@ -347,6 +348,11 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     "second half.",
 )  # fmt: skip
 @click.option(
+    "--payload", "payload_bytes", type=click.IntRange(64, 4096),
+    help="RoCE payload bytes per packet the hosts send (objective queue) [default: the ports' "
+    "RoCE MTU, 4096 at MTU 9000]; the grid's frame bounds use it (the lab's probes send 1000).",
+)  # fmt: skip
+@click.option(
     "--candidates", type=click.IntRange(MIN_CANDIDATES, MAX_CANDIDATES), default=None,
     help=f"ECN settings per speed, times the DCQCN and QP levels (default: "
     f"{COLLECTIVE_CANDIDATES} for the collective, {DEFAULT_CANDIDATES} for the queue objective).",
@@ -398,6 +404,7 @@ def tune_command(
     scenario: Any,
     senders: int,
     duration: float,
+    payload_bytes: int | None,
     candidates: int | None,
     seeds: int,
     dcqcn: bool,
@@ -430,6 +437,7 @@ def tune_command(
             qps_levels=qps,
             method=method,
             runner=counted(pool_runner(jobs) if jobs > 1 else serial_runner, bars),
+            payload_bytes=payload_bytes,
         )
     written = False
     if override_file is not None:

@@ -36,6 +36,8 @@ PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host")
 Platform = Literal["arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host"]
 Role = Literal["spine", "leaf", "host"]
 DCQCN_PARAMETERS = (
+    "clamp_tgt_rate",
+    "clamp_tgt_rate_after_time_inc",
     "rpg_time_reset",
     "rpg_byte_reset",
     "rpg_ai_rate",
@@ -395,6 +397,8 @@ class Dcqcn(StrictModel):
     Unset values take :func:`agent.intent.sizing.dcqcn_nic_defaults`.
     """
 
+    clamp_tgt_rate: int | None = Field(default=None, ge=0, le=1)
+    clamp_tgt_rate_after_time_inc: int | None = Field(default=None, ge=0, le=1)
     rpg_time_reset: int | None = Field(default=None, ge=1)
     rpg_byte_reset: int | None = Field(default=None, ge=1)
     rpg_ai_rate: int | None = Field(default=None, ge=1)

@@ -285,7 +285,12 @@ def ecn_thresholds_below_xoff(
 # for ConnectX (RPG_TIME_RESET 300, RPG_BYTE_RESET 32767, RPG_AI_RATE 5, RPG_HAI_RATE 50,
 # MIN_TIME_BETWEEN_CNPS 4, CNP_DSCP 48, CNP_802P_PRIO 6).
 _DCQCN_NIC_DEFAULTS: Final[dict[str, tuple[int, str]]] = {
-    # reaction point (sender)
+    # reaction point (sender); the two clamp flags as `mlxconfig query` prints them for
+    # ConnectX (CLAMP_TGT_RATE False, CLAMP_TGT_RATE_AFTER_TIME_INC True) and the kernel's
+    # mlx5 congestion parameters name them (rp_clamp_tgt_rate, rp_clamp_tgt_rate_ati,
+    # drivers/infiniband/hw/mlx5/cong.c)
+    "clamp_tgt_rate": (0, "1: every CNP sets the target rate to the current rate"),
+    "clamp_tgt_rate_after_time_inc": (1, "1: so does a CNP after a timer-driven increase"),
     "rpg_time_reset": (300, "us between rate increases without CNPs"),
     "rpg_byte_reset": (32767, "bytes sent between rate increases without CNPs"),
     "rpg_ai_rate": (5, "Mb/s, additive-increase step"),

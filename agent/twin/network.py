@@ -398,7 +398,9 @@ def load_network(path: Path) -> TwinNetwork:
 PAPER_DCQCN: dict[str, int] = {
     # Zhu et al. SIGCOMM 2015 / CoNEXT 2016 Table 1 in mlx5 names (agent.twin.fluid's table):
     # T 55 us, B 10 MB, R_AI 40 Mb/s, g 1/256, tau 50 us; no hyper increase in the fluid
-    # model, so R_HAI = R_AI here.
+    # model, so R_HAI = R_AI here. The paper's RP sets RT <- RC on every CNP: mlx5's
+    # clamp_tgt_rate 1 (its default 0 keeps the target through a burst of cuts).
+    "clamp_tgt_rate": 1,
     "rpg_time_reset": 55,
     "rpg_byte_reset": 10_000_000,
     "rpg_ai_rate": 40,

@@ -106,7 +106,7 @@ from agent.intent.units import format_size, format_speed
 from agent.twin.collectives import MAX_QPS as COLLECTIVE_MAX_QPS
 from agent.twin.collectives import CollectiveSpec, ideal_time_s, nccl_tests_size, run_collective
 from agent.twin.engine import Engine, SwitchPort
-from agent.twin.network import TwinError, TwinNetwork, build_network
+from agent.twin.network import TwinError, TwinNetwork, build_network, roce_frame_bytes
 from agent.twin.results import MAX_DURATION_S as TWIN_MAX_DURATION_S
 from agent.twin.results import jain, simulate, time_weighted_p99
 from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR
@@ -145,6 +145,7 @@ AI_FRACTION_LEVELS = (1 / 20000, 1 / 4000, 1 / 1000, 1 / 250)
 HAI_OVER_AI = 5
 # NCCL_IB_QPS_PER_CONNECTION (NCCL environment variables docs: default 1); Meta's RoCE paper
 # (Gangidi et al., SIGCOMM'24 §5) scales QPs to spread a collective's few flows over ECMP.
+# A level above 1 runs with NCCL_IB_SPLIT_DATA_ON_QPS=1 and the recommendation names both.
 QPS_LEVELS = (1, 2, 4)
 MAX_QPS = COLLECTIVE_MAX_QPS  # the twin's bound on a run's work (NCCL accepts up to 128)
 
@@ -738,10 +739,14 @@ def candidate_intent(
     return variant, None
 
 
-def current_ecn(plan: Plan, roce: int, speed_bps: int) -> tuple[EcnSetting, int, int, int]:
+def current_ecn(
+    plan: Plan, roce: int, speed_bps: int, dilation: int = 1
+) -> tuple[EcnSetting, int, int, int]:
     """(ECN of the RoCE queue, pause threshold, MTU, host-facing ports) at a speed, from the
     switch ports facing hosts at that speed; the lowest pause threshold and the largest MTU
-    when they differ between ports (the tightest cap, the largest frame)."""
+    when they differ between ports (the tightest cap, the largest frame).  ``speed_bps`` is
+    the twin's: on a time-dilated lab (``emulation.time_dilation`` D) a port of the plan runs
+    at 1/D of the speed it stands for."""
     hosts = {d.name for d in plan.devices if d.role == "host"}
     found: list[tuple[EcnSetting, int, int]] = []
     for device in plan.devices:
@@ -749,7 +754,7 @@ def current_ecn(plan: Plan, roce: int, speed_bps: int) -> tuple[EcnSetting, int,
             continue
         for port in device.ports:
             peer = (port.peer or "").partition(":")[0]
-            if peer not in hosts or port.speed_bps != speed_bps:
+            if peer not in hosts or port.speed_bps * dilation != speed_bps:
                 continue
             ecn = next((e for e in port.ecn if e.queue == roce), None)
             head = port.headroom.get(roce)
@@ -840,6 +845,7 @@ def run_candidate(
     duration_s: float,
     seed: int,
     pause_threshold: int,
+    payload_bytes: int | None = None,
 ) -> RunMetrics:
     """One seed of one candidate's network: whole-run drops and onset peak, window metrics."""
     scenario = build_scenario(network, scenario_name, senders, speed_bps)
@@ -851,6 +857,7 @@ def run_candidate(
         duration_s=duration_s,
         seed=seed,
         on_sample=window_start,
+        payload_bytes=payload_bytes,
     )
     mark = window_start.mark
     if mark is None:  # pragma: no cover - the engine samples up to the end of the run
@@ -920,12 +927,14 @@ class Job:
     objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
     qps: int = 1
     label: str = ""  # the progress bar's
+    payload_bytes: int | None = None  # RoCE payload per frame (None: the ports' RoCE MTU)
 
 
 def run_job(job: Job) -> RunMetrics:
     """A job of the process pool: plan and build the candidate's network, run one seed."""
     plan = build_plan(job.intent)
-    _, pause, _, _ = current_ecn(plan, job.roce, job.speed_bps)
+    dilation = job.intent.emulation.time_dilation
+    _, pause, _, _ = current_ecn(plan, job.roce, job.speed_bps, dilation)
     if job.objective.name == "collective":
         return run_collective_job(job, build_network(job.intent, plan), pause)
     return run_candidate(
@@ -936,6 +945,7 @@ def run_job(job: Job) -> RunMetrics:
         duration_s=job.duration_s,
         seed=job.seed,
         pause_threshold=pause,
+        payload_bytes=job.payload_bytes,
     )
 
 
@@ -963,6 +973,10 @@ def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics
         ranks=job.senders,
         size_bytes=job.objective.size_bytes,
         qps_per_connection=job.qps,
+        # Q QPs spread a connection over Q paths only when each message is split across them
+        # (NCCL_IB_SPLIT_DATA_ON_QPS=1); with NCCL's default 0 a connection with one slice in
+        # flight uses one QP (agent.twin.collectives, docs/collectives.md).
+        split_data_on_qps=job.qps > 1,
         hosts=collective_hosts(network, job.speed_bps, job.senders),
         speed_bps=job.speed_bps,
     )
@@ -1383,14 +1397,22 @@ def tune(
     qps_levels: Sequence[int] = QPS_LEVELS,
     method: str = "auto",
     runner: Runner = serial_runner,
+    payload_bytes: int | None = None,
 ) -> TuneResult:
-    """Tune every host-facing speed (or ``speeds``); see the module docstring."""
+    """Tune every host-facing speed (or ``speeds``); see the module docstring.
+    ``payload_bytes``: the RoCE payload per frame the hosts send (objective queue; default
+    the ports' RoCE MTU)."""
     objectives = objectives or Objectives()
     objective = objective or ObjectiveSpec()
     if candidates is None:
         collective = objective.name == "collective"
         candidates = COLLECTIVE_CANDIDATES if collective else DEFAULT_CANDIDATES
     _check_options(scenario, duration_s, candidates, seeds, qps_levels, method)
+    if payload_bytes is not None and objective.name != "queue":
+        raise TwinError(
+            "tune --payload. Expected: with --objective queue (a collective sends the ports' "
+            f"RoCE MTU) Actual: --objective {objective.name}"
+        )
     started = time.perf_counter()
     plan = build_plan(intent)
     present = host_speeds(build_network(intent, plan))
@@ -1401,7 +1423,7 @@ def tune(
         intent, plan, scenario, senders, duration_s, candidates, tuple(seeds), dcqcn,
         objectives, objective,
         tuple(sorted(set(qps_levels))) if objective.name == "collective" else (1,),
-        method, runner,
+        method, runner, payload_bytes,
     )  # fmt: skip
     notes: list[str] = []
     results = [search.speed(speed, present[speed], notes) for speed in chosen]
@@ -1567,11 +1589,18 @@ class _Search:
     qps: tuple[int, ...]
     method: str
     runner: Runner
+    payload_bytes: int | None = None
 
     def speed(self, speed: int, hosts: int, notes: list[str]) -> SpeedResult:
         """The joint search at one speed: grid or halving, then widening at the edges."""
         roce = self.intent.profile.roce.priority
-        ecn_now, pause, mtu, host_ports = current_ecn(self.plan, roce, speed)
+        dilation = self.intent.emulation.time_dilation
+        ecn_now, pause, mtu, host_ports = current_ecn(self.plan, roce, speed, dilation)
+        if self.payload_bytes is not None:
+            # The grid's frame bounds (min >= 2 frames, max <= pause threshold - 2 frames) use
+            # the frame the hosts send, not the MTU's (the lab's probes send 1000-byte payloads
+            # under a 30 KB pause threshold).
+            mtu = roce_frame_bytes(mtu, self.payload_bytes) - ETH_OVERHEAD
         senders = self._senders(speed, hosts, notes)
         points = load_points(senders)
         space = build_space(speed, mtu, pause, self.candidates, self.dcqcn, self.qps)
@@ -1684,7 +1713,8 @@ class _Search:
             for n, seed in points:
                 label = f"tune {format_speed(speed)} rung {number + 1}"
                 jobs.append(Job(self.intent if c.current else variant, self.scenario, n, speed,
-                                duration, seed, roce, objective, c.qps, label))  # fmt: skip
+                                duration, seed, roce, objective, c.qps, label,
+                                self.payload_bytes))  # fmt: skip
                 owners.append(trial)
         for trial, metrics in zip(owners, self.runner(jobs), strict=True):
             trial.runs.append(metrics)
@@ -1773,8 +1803,13 @@ class _Search:
             return
         variant, _ = candidate_intent(self.intent, best.candidate.ecn, best.candidate.dcqcn)
         roce = self.intent.profile.roce.priority
-        old = _host_headroom(self.plan, roce, result.speed_bps)
-        new = _host_headroom(build_plan(variant), roce, result.speed_bps) if variant else None
+        dilation = self.intent.emulation.time_dilation
+        old = _host_headroom(self.plan, roce, result.speed_bps, dilation)
+        new = (
+            _host_headroom(build_plan(variant), roce, result.speed_bps, dilation)
+            if variant
+            else None
+        )
         same = old is not None and new is not None and old.xoff == new.xoff
         headroom = (
             f"headroom above it unchanged (xoff {format_size(old.xoff)}, sized from cable and "
@@ -1808,11 +1843,12 @@ def _edges(space: Space, c: Candidate) -> list[tuple[str, int]]:
     return out
 
 
-def _host_headroom(plan: Plan, roce: int, speed_bps: int) -> Any:
+def _host_headroom(plan: Plan, roce: int, speed_bps: int, dilation: int = 1) -> Any:
     hosts = {d.name for d in plan.devices if d.role == "host"}
     for device in plan.devices:
         for port in device.ports:
             peer = (port.peer or "").partition(":")[0]
-            if device.role != "host" and peer in hosts and port.speed_bps == speed_bps:
+            host_facing = device.role != "host" and peer in hosts
+            if host_facing and port.speed_bps * dilation == speed_bps:
                 return port.headroom.get(roce)
     return None

@@ -43,6 +43,8 @@ SCALING_TABLE = [
     ("rpg_hai_rate", "Mb/s", "rate", "hyper step: a fraction of the line rate"),
     ("rpg_min_rate", "Mb/s", "rate", "rate floor: a fraction of the line rate"),
     ("rpg_byte_reset", "bytes", "bytes", "bytes already take factor× longer on the slow link"),
+    ("clamp_tgt_rate", "flag", "ratio", "a switch, not a quantity"),
+    ("clamp_tgt_rate_after_time_inc", "flag", "ratio", "a switch, not a quantity"),
     ("rpg_gd", "log2", "ratio", "cut = alpha / 2^gd: dimensionless"),
     ("rpg_min_dec_fac", "%", "ratio", "largest cut, a percentage"),
     ("dce_tcp_g", "1/1024", "ratio", "EWMA gain per update: dimensionless"),
@@ -131,7 +133,8 @@ def test_scaled_clock_alpha_timer_is_dilated() -> None:
 
 
 def test_scaled_rates_additive_step_and_floor_are_divided() -> None:
-    params = {**dcqcn_nic_defaults(), "rpg_byte_reset": 1 << 30}  # timer steps only
+    # Timer steps only; the paper's target clamp, so the cuts take the target to the floor too.
+    params = {**dcqcn_nic_defaults(), "rpg_byte_reset": 1 << 30, "clamp_tgt_rate": 1}
     dilation = Dilation(D)
     reaction = DcqcnReactionPoint(dilation.model_rate(LAB_LINE), params)
     lab = dilation.lab_parameters(params)

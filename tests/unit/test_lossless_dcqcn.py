@@ -12,7 +12,10 @@ https://networking-docs.nvidia.com/doca/archive/3-4-0/dcqcn-cc-parameters): ``dc
 alpha/2), ``rpg_min_dec_fac`` the largest cut in %, ``rpg_min_rate`` the floor in Mb/s,
 ``rate_reduce_monitor_period`` the least time between cuts in us, ``rpg_time_reset`` /
 ``rpg_byte_reset`` the recovery timer (us) and byte counter, ``rpg_ai_rate`` /
-``rpg_hai_rate`` in Mb/s, ``min_time_between_cnps`` in us.
+``rpg_hai_rate`` in Mb/s, ``min_time_between_cnps`` in us.  The target clamp: the paper sets
+``RT <- RC`` on every CNP, which mlx5 does with ``clamp_tgt_rate`` 1; its default (0, with
+``clamp_tgt_rate_after_time_inc`` 1) sets it only when the rate rose since the last cut (byte
+counter, or timer with the second flag), so a burst of cuts keeps the target of before it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from lossless.dcqcn import DcqcnReactionPoint, NotificationPoint
 
 # mlx5 defaults (NVIDIA "DCQCN CC Parameters", Default column).
 MLX5 = {
+    "clamp_tgt_rate": 0,
+    "clamp_tgt_rate_after_time_inc": 1,
     "rpg_time_reset": 300,
     "rpg_byte_reset": 32767,
     "rpg_ai_rate": 5,
@@ -62,12 +67,20 @@ CUTS = [
     ("rpg_min_dec_fac 10: at most 10 % per cut", {"rpg_min_dec_fac": 10}, [0.0], 1, 0.9, 1.0),
     ("CNPs within rate_reduce_monitor_period: one cut", {}, [0.0, 2e-6, 3.9e-6], 1, C1, 1.0),
     (
-        "after the period: a second cut with the raised alpha",
-        {},
+        "after the period: a second cut with the raised alpha; the paper's clamp: RT <- RC",
+        {"clamp_tgt_rate": 1},
         [0.0, 10e-6],
         2,
         C1 * (1 - ALPHA1 / 2),
         C1,
+    ),
+    (
+        "mlx5 default: no increase between the cuts, the target stays",
+        {},
+        [0.0, 10e-6],
+        2,
+        C1 * (1 - ALPHA1 / 2),
+        1.0,
     ),
     ("rpg_min_rate is the floor", {"rpg_min_rate": 60}, [0.0], 1, 0.6, 1.0),
 ]
@@ -171,8 +184,9 @@ def test_fast_recovery(
     assert point.target_bps == pytest.approx(target, rel=1e-12)
 
 
-# Target increase of one more recovery step, after two cuts (t = 0 and 10 us: the target is
-# below line rate); byte counter 1000 B.  (prep events, last event, target increase b/s).
+# Target increase of one more recovery step, after two cuts (t = 0 and 10 us; the paper's
+# clamp, so the target is below line rate); byte counter 1000 B.
+# (prep events, last event, target increase b/s).
 T0 = 10e-6
 INCREASE = [
     ("both counters below F: fast recovery, target kept", [], ("sent", T0 + 301e-6, 0), 0.0),
@@ -195,7 +209,8 @@ INCREASE = [
     ("prep", "last", "increase"), [row[1:] for row in INCREASE], ids=[row[0] for row in INCREASE]
 )
 def test_increase_phases(prep: list[Event], last: Event, increase: float) -> None:
-    point = _point(LINE, {"rpg_byte_reset": 1000}, [("cnp", 0.0, 0), ("cnp", T0, 0), *prep])
+    cuts: list[Event] = [("cnp", 0.0, 0), ("cnp", T0, 0)]
+    point = _point(LINE, {"rpg_byte_reset": 1000, "clamp_tgt_rate": 1}, [*cuts, *prep])
     before_target, before_current = point.target_bps, point.current_bps
     point.on_sent(last[1], last[2])
     assert point.target_bps - before_target == pytest.approx(increase, abs=1e-3)
@@ -230,3 +245,35 @@ PACING = [
 def test_cnp_pacing(gap_us: int, marks: list[tuple[float, str]], sent: list[bool]) -> None:
     notification = NotificationPoint(gap_us)
     assert [notification.on_ce(flow, at) for at, flow in marks] == sent
+
+
+# The target on a CNP after one recovery step of each kind, at 100 Mb/s, cuts at 0 and 10 us
+# (after the monitor period): (clamp_tgt_rate, clamp_tgt_rate_after_time_inc, step between the
+# cuts, does the second cut set RT <- RC).
+CLAMP = [
+    ("paper / clamp_tgt_rate 1: always", 1, 0, None, True),
+    ("mlx5 default, no step between the cuts: kept", 0, 1, None, False),
+    ("mlx5 default, a byte-counter step: clamped", 0, 1, "byte", True),
+    ("mlx5 default, a timer step: clamped (after_time_inc 1)", 0, 1, "timer", True),
+    ("after_time_inc 0, a timer step: kept", 0, 0, "timer", False),
+    ("after_time_inc 0, a byte-counter step: clamped", 0, 0, "byte", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("clamp", "after_time", "step", "clamped"),
+    [row[1:] for row in CLAMP],
+    ids=[row[0] for row in CLAMP],
+)
+def test_target_clamp(clamp: int, after_time: int, step: str | None, clamped: bool) -> None:
+    flags = {"clamp_tgt_rate": clamp, "clamp_tgt_rate_after_time_inc": after_time}
+    # rpg_time_reset 5 us: one timer step falls between the cuts; a byte step needs 1000 B.
+    point = _point(LINE, {**flags, "rpg_byte_reset": 1000, "rpg_time_reset": 5}, [("cnp", 0.0, 0)])
+    if step == "byte":
+        point.on_sent(1e-6, 1000)
+    elif step == "timer":
+        point.advance(6e-6)
+    before_cut = point.current_bps
+    target_before = point.target_bps
+    point.on_cnp(10e-6 if step != "timer" else 9e-6)
+    assert point.target_bps == pytest.approx(before_cut if clamped else target_before)

@@ -242,6 +242,8 @@ def test_ecn_below_xoff_keeps_unconstrained_values_when_they_fit() -> None:
 
 def test_dcqcn_nic_defaults() -> None:
     assert dcqcn_nic_defaults() == {
+        "clamp_tgt_rate": 0,
+        "clamp_tgt_rate_after_time_inc": 1,
         "rpg_time_reset": 300,
         "rpg_byte_reset": 32767,
         "rpg_ai_rate": 5,

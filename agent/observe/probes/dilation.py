@@ -55,7 +55,9 @@ SCALING: Final[Mapping[str, Scaling]] = {
     # byte counter already fires factor× less often in wall time -- scaling it too would count
     # the dilation twice
     "rpg_byte_reset": "bytes",
-    # dimensionless: gains, shifts, percentages, code points
+    # dimensionless: flags, gains, shifts, percentages, code points
+    "clamp_tgt_rate": "ratio",
+    "clamp_tgt_rate_after_time_inc": "ratio",
     "rpg_gd": "ratio",
     "rpg_min_dec_fac": "ratio",
     "dce_tcp_g": "ratio",
