@@ -15,7 +15,11 @@ alpha gain in 1/1024, ``rpg_min_dec_fac`` the largest single cut in %, ``rpg_min
 floor, ``rpg_time_reset`` / ``rpg_byte_reset`` the recovery timer and byte counter,
 ``rpg_ai_rate`` / ``rpg_hai_rate`` the additive / hyper increase steps,
 ``rate_reduce_monitor_period`` the least time between two cuts, ``initial_alpha_value`` alpha
-on the first CNP; rates in Mb/s, times in µs.
+on the first CNP; rates in Mb/s, times in µs.  The target clamp follows mlx5's
+``clamp_tgt_rate`` (1: every cut sets the target to the current rate, the paper's RP) and
+``clamp_tgt_rate_after_time_inc`` (with the first at 0, mlx5's default: a cut sets the target
+only after a byte-counter increase, or after a timer increase when this is 1, its default; see
+:meth:`DcqcnReactionPoint._clamps_target`).
 
 Notification point: the paper's NP (section 3.1) sends a CNP at once for a CE-marked packet
 of a flow that had no CNP in the last N µs, and after that at most one per N µs per flow
