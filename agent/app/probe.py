@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from agent.app.support import OUTPUT, handle_errors
+from agent.app.support import OUTPUT, HostList, SizeType, handle_errors
 from agent.errors import AgentError
 from agent.intent.units import UnitError, parse_speed
 from agent.observe.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
@@ -157,18 +157,6 @@ def storm(
 TWIN_AGREEMENT = 0.15  # the lab ring's completion time vs the twin's (issue #26 item 5)
 
 
-def _size(_: click.Context, __: click.Parameter, value: str) -> int:
-    from agent.intent.units import parse_size
-
-    try:
-        size = parse_size(value)
-    except UnitError as exc:
-        raise click.BadParameter(str(exc)) from None
-    if size <= 0:
-        raise click.BadParameter(f"Expected: a size above 0 such as 400KB Actual: {value}")
-    return size
-
-
 def _twin_ring(fabric: Path, hosts: list[str], size: int, lab_s: float | None) -> dict[str, Any]:
     """The twin's ring all-reduce on the same fabric and hosts, and whether its completion
     time is within :data:`TWIN_AGREEMENT` of the lab's (in the time of the fabric the lab
@@ -189,9 +177,9 @@ def _twin_ring(fabric: Path, hosts: list[str], size: int, lab_s: float | None) -
 
 @group.command()
 @click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
-@click.option("--hosts", required=True,
+@click.option("--hosts", type=HostList(), required=True,
               help="The ranks, comma separated, in ring order (two or more).")  # fmt: skip
-@click.option("--size", "size_bytes", default="400KB", show_default=True, callback=_size,
+@click.option("--size", "size_bytes", type=SizeType(), default="400KB", show_default=True,
               help="nccl-tests' size: each rank's buffer (400KB, 1MiB, bytes).")  # fmt: skip
 @click.option(
     "--payload",
@@ -217,7 +205,8 @@ def _twin_ring(fabric: Path, hosts: list[str], size: int, lab_s: float | None) -
 @OUTPUT
 @handle_errors
 def allreduce(
-    fabric: Path, hosts: str, size_bytes: int, payload: int, deadline: float, with_twin: bool,
+    fabric: Path, hosts: tuple[str, ...], size_bytes: int, payload: int, deadline: float,
+    with_twin: bool,
     output: str,
 ) -> None:  # fmt: skip
     """A ring all-reduce among the hosts (2(N-1) steps of size/N): every step must arrive.
@@ -232,7 +221,7 @@ def allreduce(
     """
     from agent.observe.probes.scenarios import ring_allreduce
 
-    names = [h.strip() for h in hosts.split(",") if h.strip()]
+    names = list(hosts)
     result = ring_allreduce(_intent(fabric), names, size_bytes, payload=payload,
                             deadline_s=deadline)  # fmt: skip
     if output != "json":  # per-rank step times: JSON only, a table would be 2(N-1) wide

@@ -21,6 +21,7 @@ from rich.progress import (
 )
 
 from agent.errors import AgentError, IntentError, printable
+from agent.intent.units import UnitError, parse_size, parse_speed
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -143,3 +144,48 @@ class ProgressBars:
                 self._bars.add_task(description, total=total, completed=done, detail="")
             self._bars.start()
         return self._bars
+
+
+class SizeType(click.ParamType[int]):
+    """Bytes above 0, with the fabric file's units (``64MB``, ``1MiB``, ``4000000``)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            size = parse_size(value if isinstance(value, int) else str(value))
+        except UnitError as exc:
+            self.fail(str(exc), param, ctx)
+        if size <= 0:
+            self.fail(f"Expected: more than 0 bytes Actual: {value!r}", param, ctx)
+        return size
+
+
+class SpeedType(click.ParamType[int]):
+    """A link speed (``400G``, ``10M``)."""
+
+    name = "speed"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_speed(str(value))
+        except UnitError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class HostList(click.ParamType[tuple[str, ...]]):
+    """``h1,h2,h3``: host names in order."""
+
+    name = "hosts"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        names = tuple(part.strip() for part in str(value).split(","))
+        if not all(names):
+            self.fail(f"Expected: host names separated by commas Actual: {value!r}", param, ctx)
+        return names

@@ -30,12 +30,13 @@ from agent.app.support import (
     OUTPUT,
     PROGRESS,
     ProgressBars,
+    SizeType,
+    SpeedType,
     handle_errors,
 )
-from agent.app.twin import SpeedType
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
-from agent.intent.units import UnitError, format_speed, parse_size
+from agent.intent.units import format_speed
 from agent.twin.search import (
     COLLECTIVE_CANDIDATES,
     COLLECTIVE_WORKLOADS,
@@ -60,13 +61,13 @@ from agent.twin.search import (
     TuneResult,
     and_list,
     gbs,
-    kb,
     mib,
     pool_runner,
     ranked,
     serial_runner,
     tune,
 )
+from agent.twin.verdicts import kb
 from common.clicktypes import Duration, FiniteFloat
 from common.yamlsource import load_yaml
 
@@ -77,19 +78,6 @@ TABLE_ROWS = 15  # the table shows the best this many (and the current); the JSO
 
 def _console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-
-
-class SizeType(click.ParamType[int]):
-    name = "size"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        try:
-            size = parse_size(value if isinstance(value, int) else str(value))
-        except UnitError as exc:
-            self.fail(str(exc), param, ctx)
-        if size <= 0:
-            self.fail(f"Expected: more than 0 bytes Actual: {value!r}", param, ctx)
-        return size
 
 
 def _qps(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:

@@ -11,7 +11,6 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -23,12 +22,15 @@ from agent.app.support import (
     FABRIC,
     OUTPUT,
     PROGRESS,
+    HostList,
     ProgressBars,
+    SizeType,
+    SpeedType,
     handle_errors,
 )
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
-from agent.intent.units import UnitError, format_size, format_speed, parse_size, parse_speed
+from agent.intent.units import format_size, format_speed
 from agent.twin.collectives import (
     COLLECTIVES,
     MAX_QPS,
@@ -43,48 +45,6 @@ from agent.twin.network import TwinError, build_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.workloads import MAX_SENDERS, SCENARIOS, ScenarioName
 from common.clicktypes import Duration
-
-
-class SizeType(click.ParamType[int]):
-    """Bytes, with the fabric file's units (``64MB``, ``1MiB``, ``4000000``)."""
-
-    name = "size"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size(str(value))
-        except UnitError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-class HostList(click.ParamType[tuple[str, ...]]):
-    """``h1,h2,h3``: host names in order."""
-
-    name = "hosts"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> tuple[str, ...]:
-        if isinstance(value, tuple):
-            return value
-        names = tuple(part.strip() for part in str(value).split(","))
-        if not all(names):
-            self.fail(f"Expected: host names separated by commas Actual: {value!r}", param, ctx)
-        return names
-
-
-class SpeedType(click.ParamType[int]):
-    name = "speed"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_speed(str(value))
-        except UnitError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 def _console() -> Console:

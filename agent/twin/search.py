@@ -109,7 +109,7 @@ from agent.twin.engine import Engine, SwitchPort
 from agent.twin.network import TwinError, TwinNetwork, build_network, roce_frame_bytes
 from agent.twin.results import MAX_DURATION_S as TWIN_MAX_DURATION_S
 from agent.twin.results import jain, simulate, time_weighted_p99
-from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR
+from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR, kb
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
 
 TUNE_SCENARIOS: tuple[ScenarioName, ...] = ("incast", "all-to-all", "victim")
@@ -1014,11 +1014,6 @@ def and_list(values: Iterable[object]) -> str:
 
 def _pct(value: float) -> str:
     return f"{value * 100:.1f} %"
-
-
-def kb(value: float) -> str:
-    """A measured depth in kB (1000 B, as :mod:`agent.intent.units` reads KB)."""
-    return f"{value / 1000:.0f} KB" if value < 10e6 else f"{value / 1e6:.1f} MB"
 
 
 def mib(value: float) -> str:

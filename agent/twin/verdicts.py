@@ -94,7 +94,8 @@ def _pct(value: float) -> str:
     return f"{value:.1%}"
 
 
-def _kb(value: float) -> str:
+def kb(value: float) -> str:
+    """A measured depth in kB (1000 B, as :mod:`agent.intent.units` reads KB)."""
     return f"{value / 1000:.0f} KB" if value < 10e6 else f"{value / 1e6:.1f} MB"
 
 
@@ -110,7 +111,7 @@ def _recovery_cost(f: RunFacts) -> str:
         f", {f.timeouts} retransmission timeouts of {f.rto_s * 1e3:.3g} ms" if f.timeouts else ""
     )
     return (
-        f"; {f.recovery} resent {_kb(f.retx_bytes)}{timeouts}, in-order goodput "
+        f"; {f.recovery} resent {kb(f.retx_bytes)}{timeouts}, in-order goodput "
         f"{_gbps(f.goodput_bps)} with the bottleneck at {_pct(f.utilisation)}"
     )
 
@@ -240,8 +241,8 @@ def _queue_above_ecn(f: RunFacts) -> Verdict | None:
         return None
     return Verdict(
         "queue-above-ecn",
-        f"queue above ECN: {f.bottleneck}'s p99 queue {_kb(f.queue_p99_bytes)} is above the ECN "
-        f"maximum {_kb(f.ecn_max_bytes)}, so every packet is marked and the delay is the "
+        f"queue above ECN: {f.bottleneck}'s p99 queue {kb(f.queue_p99_bytes)} is above the ECN "
+        f"maximum {kb(f.ecn_max_bytes)}, so every packet is marked and the delay is the "
         "queue's; run `roce-agent tune` for lower thresholds",
     )
 
@@ -251,7 +252,7 @@ def _healthy(f: RunFacts) -> Verdict:
     return Verdict(
         "healthy",
         f"healthy: {f.bottleneck or 'no port'} at {_pct(f.utilisation)} with a p99 queue of "
-        f"{_kb(f.queue_p99_bytes)}, paused at most {_pct(f.most_paused[1])}, no loss{jain}",
+        f"{kb(f.queue_p99_bytes)}, paused at most {_pct(f.most_paused[1])}, no loss{jain}",
     )
 
 
