@@ -9,17 +9,21 @@ A module that needs a lab of its own asks ``module_labs`` for it, once::
 
 and every lab it started is torn down when the module ends, whatever its tests or the start
 did. ``lab_factory`` does the same for one test, ``leafspine_lab`` is one lab shared by the
-read-only tests of the session.
+read-only tests of the session, ``rdma_lab`` one lab with real RDMA hosts (qemu VMs with
+Soft-RoCE, the fabric applied) shared by the tests of the session that need one: booting its
+VMs without KVM takes minutes, so the session boots them once.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.lab.support.labs import LAB_UNAVAILABLE, Lab, LabFactory, labs_in
+from tests.lab.support.labs import LAB_UNAVAILABLE, Lab, LabFactory, apply_fabric, labs_in
+from tests.lab.support.rdma import RDMA_LAB
 
 
 def _skip_without_a_lab() -> None:
@@ -49,3 +53,21 @@ def leafspine_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     _skip_without_a_lab()
     with labs_in(tmp_path_factory.mktemp("lab")) as factory:
         yield factory.start("ls")
+
+
+@pytest.fixture(scope="session")
+def rdma_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """containerlab/roce-rdma.clab.yml (h1, h2, h3 qemu VMs with rxe; h4 a namespace), the
+    lossless fabric applied. Tests that use it leave the hosts and the fabric as they found
+    them. Every VM is stopped by its PID at the end (qemu runs in the root namespace)."""
+    _skip_without_a_lab()
+    with labs_in(tmp_path_factory.mktemp("rdma")) as factory:
+        started = factory.start("rdma", RDMA_LAB)
+        recorded = json.loads((started.state_dir / "state.json").read_text())["processes"]
+        vms = {key: int(p["pid"]) for key, p in recorded.items() if key.endswith(":vm")}
+        apply_fabric(started, timeout=300)
+        yield started
+        factory.stop(started)
+    assert sorted(vms) == ["h1:vm", "h2:vm", "h3:vm"]
+    assert not [k for k, pid in vms.items() if Path(f"/proc/{pid}/cmdline").exists()
+                and b"qemu" in Path(f"/proc/{pid}/cmdline").read_bytes()]  # fmt: skip
