@@ -9,6 +9,7 @@ SHOW_GIDS script run under ``sh`` on the recorded sysfs tree tests/data/perftest
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -311,3 +312,54 @@ def test_a_port_without_an_address_is_skipped_by_the_gid_check() -> None:
         data.devices[device.name] = DeviceData(device, plan, facts=facts)
     result = next(r for r in CATALOG["RC202"]().run(data) if r.device == "gpu1")
     assert result.status == "skipped" and "the intent gives this port no ipv4" in result.messages[0]
+
+
+# --------------------------------------------------------------------------- validate --hosts-only
+
+LEAFSPINE = DATA / "platforms" / "arista_eos" / "lab-leafspine-fabric.yml"
+
+
+def validate(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from agent.app.cli import main
+
+    return CliRunner().invoke(main, ["validate", str(LEAFSPINE), *args])
+
+
+def test_hosts_only_refuses_a_playbook_naming_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROCE_LAB_PASSWORD", "unused")
+    done = validate("--hosts-only", "--playbook", "validate")
+    assert done.exit_code == 2
+    assert "--hosts-only runs its own playbook: leave out --playbook" in done.output
+
+
+def test_hosts_only_reads_no_switch_and_skips_hosts_without_rdma(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The leaf-spine lab's switches are not running here: a switch read would fail the collect
+    # step ("no switch could be read"); its hosts are namespaces without an rdma_device.
+    monkeypatch.setenv("ROCE_LAB_PASSWORD", "unused")
+    done = validate("--hosts-only", "--output", "json")
+    report = json.loads(done.stdout)
+    assert done.exit_code == 0, done.output
+    assert report["playbook"] == "host-preflight"
+    assert [s["status"] for s in report["steps"]] == ["success", "success"]
+    assert {c["check"] for c in report["checks"]} == set(HOST_CHECK_IDS)
+    assert {c["status"] for c in report["checks"]} == {"skipped"}
+
+
+def test_unverified_fails_the_checks_step_and_is_a_junit_error() -> None:
+    from agent.app.validate import render_junit
+    from agent.ops.playbooks import ChecksSpec, PlaybookRunner, Report
+
+    runner = PlaybookRunner(INTENT)
+    runner.collected = collected(facts_with({"mlnx_qos": NO_MLNX_QOS, "dcb_pfc": NOT_SUPPORTED}))
+    report = Report("host-preflight", "t", 0.0)
+    step = runner._checks(ChecksSpec(ids=["RC204"]), report)
+    report.steps.append(step)
+    assert step.status == "failure"
+    assert step.detail == {"checks": 2, "failed": 1, "unverified": 1}
+    assert not report.passed
+    xml = render_junit(report)
+    assert '<error message="unverified">' in xml and 'errors="1"' in xml
