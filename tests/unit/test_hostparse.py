@@ -270,6 +270,6 @@ def test_garbage_never_escapes_as_another_exception(garbage: str) -> None:
                    parse_mtu, parse_ibv_devinfo, parse_gpu_bus_ids, parse_pci_paths,
                    parse_lspci_acs):  # fmt: skip
         with contextlib.suppress(HostParseError):
-            parser(garbage)  # type: ignore[operator]
+            parser(garbage)
     with contextlib.suppress(HostParseError):
         parse_devlink_param(garbage, "enable_roce")

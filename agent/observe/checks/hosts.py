@@ -230,6 +230,7 @@ class HostNicTrust(PortCheck):
         except (Unverified, HostParseError) as exc:
             outcome.unverified.append(f"{at}: {exc}")
         state = mlnx_qos_state(facts, port)
+        mapping: dict[int, tuple[int, ...]]
         if state is not None:
             trust, mapping = state.trust, {d: (p,) for d, p in state.dscp_to_priority.items()}
             source = "mlnx_qos"
