@@ -19,6 +19,7 @@ from agent.intent.model import FabricIntent
 from agent.intent.plan import build_plan
 from agent.observe.checks import CATALOG, HOST_CHECK_IDS
 from agent.observe.checks.base import Collected, DeviceData
+from agent.observe.collect import HOST_STATE_ELSEWHERE
 from agent.observe.hostfacts import (
     CommandResult,
     HostFacts,
@@ -119,7 +120,10 @@ def collected(facts: HostFacts | None) -> Collected:
 
 
 def run(check_id: str, facts: HostFacts | None) -> tuple[str, list[str]]:
-    results = {r.device: r for r in CATALOG[check_id]().run(collected(facts))}
+    data = collected(facts)
+    for host in data.devices.values():  # as agent/observe/collect.py leaves hosts for RC201
+        host.error = HOST_STATE_ELSEWHERE
+    results = {r.device: r for r in CATALOG[check_id]().run(data)}
     assert results["plain"].status == "skipped"  # no rdma_device: never judged
     assert "no port declares an rdma_device" in results["plain"].messages[0]
     return results["gpu1"].status, results["gpu1"].messages
@@ -363,3 +367,15 @@ def test_unverified_fails_the_checks_step_and_is_a_junit_error() -> None:
     assert not report.passed
     xml = render_junit(report)
     assert '<error message="unverified">' in xml and 'errors="1"' in xml
+
+
+def test_rc201_points_to_the_host_fact_checks_instead_of_judging_twice() -> None:
+    data = collected(facts_with({"mlnx_qos": (OK, text("mlnx_qos_wrong_pfc.txt"))}))
+    for host in data.devices.values():
+        host.error = HOST_STATE_ELSEWHERE
+    rc201 = {r.device: r for r in CATALOG["RC201"]().run(data)}
+    assert rc201["gpu1"].status == "skipped"
+    assert rc201["gpu1"].messages == [
+        "NIC trust, DSCP map and PFC are read as host facts and judged by RC203 and RC204"
+    ]
+    assert run("RC204", data.devices["gpu1"].facts)[0] == "failure"  # judged once, here

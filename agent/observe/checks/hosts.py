@@ -116,7 +116,7 @@ class HostCheck(Check):
             if not host.device.rdma_ports():
                 results.append(self.result(name, "skipped", [NO_RDMA]))
             elif host.facts is None:
-                results.append(self.result(name, "skipped", [host.error or NOT_COLLECTED]))
+                results.append(self.result(name, "skipped", [NOT_COLLECTED]))
             elif host.facts.error is not None:
                 results.append(self.result(name, "unverified", [host.facts.error]))
             else:
