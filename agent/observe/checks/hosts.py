@@ -29,7 +29,7 @@ from agent.device.platforms.linux_host import LinuxHost
 from agent.device.state import QosState
 from agent.intent.model import Port
 from agent.observe.checks.base import Check, CheckResult, Collected, DeviceData, expected_actual
-from agent.observe.hostfacts import CommandResult, HostFacts, RdmaPortFacts
+from agent.observe.hostfacts import HostFacts, RdmaPortFacts
 from agent.observe.hostparse import (
     ROCE_HEADER_BYTES,
     AcsControl,
@@ -92,16 +92,8 @@ def output_of(facts: HostFacts, name: str, port: RdmaPortFacts | None = None) ->
     if result is None:
         raise Unverified(f"source {name} was not collected")
     if not result.ok:
-        raise Unverified(short_failure(result))
+        raise Unverified(result.failure())
     return result.output
-
-
-def short_failure(result: CommandResult) -> str:
-    """:meth:`CommandResult.failure`, the command cut to its first line (the GID script is
-    long)."""
-    text = result.failure()
-    first, _, rest = result.command.partition("\n")
-    return text.replace(result.command, first + (" ..." if rest else ""), 1)
 
 
 class HostCheck(Check):
@@ -203,7 +195,7 @@ def neither(facts: HostFacts, port: RdmaPortFacts, name: str) -> Unverified:
     reasons = []
     for source in ("mlnx_qos", name):
         result = facts.result(source, port.port)
-        reasons.append(short_failure(result) if result else f"source {source} not collected")
+        reasons.append(result.failure() if result else f"source {source} not collected")
         # one reason per tool, mlnx_qos first: it is the one MLNX_OFED hosts have
     return Unverified("; ".join(reasons))
 
@@ -343,7 +335,7 @@ class HostPcieAcs(HostCheck):
         if "couldn't communicate with the NVIDIA driver" in text:
             raise SkipHost("no usable GPU: nvidia-smi cannot reach the NVIDIA driver")
         if not result.ok:
-            raise Unverified(short_failure(result))
+            raise Unverified(result.failure())
         gpus = parse_gpu_bus_ids(text)
         if not gpus:
             raise SkipHost("no GPU: nvidia-smi lists none")
@@ -512,7 +504,7 @@ class HostRoceMtu(PortCheck):
         at = where(facts, port)
         result = facts.result("ibv_devinfo", port.port)
         if result is None or not result.ok:
-            why = short_failure(result) if result else "not collected"
+            why = result.failure() if result else "not collected"
             outcome.notes.append(f"{at}: active_mtu not compared: ibv_devinfo: {why}")
             return
         info = parse_ibv_devinfo(result.output).get(port.ib_port)
