@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -337,8 +338,9 @@ def exec_on(
         channel.exec_command(f"LC_ALL=C {remote}")
         channel.sendall(script.encode() + b"\n")
         channel.shutdown_write()
-        output = _read_all(channel)
-        status = channel.recv_exit_status()
+        deadline = time.monotonic() + timeout
+        output = _read_all(channel, deadline)
+        status = _exit_status(channel, deadline)
     except TimeoutError:
         return CommandResult(command, None, error=f"timed out after {timeout:g} s")
     except Exception as exc:  # the session died under the command
@@ -351,14 +353,29 @@ def exec_on(
     return CommandResult(command, status, _output(output))
 
 
-def _read_all(channel: Any) -> bytes:
+def _read_all(channel: Any, deadline: float) -> bytes:
+    """Everything the command prints until it closes its output, within ``deadline`` (each
+    ``recv`` also times out on its own: a command that prints nothing for the whole budget)."""
     chunks: list[bytes] = []
     size = 0
     while chunk := channel.recv(65536):
         if size <= MAX_OUTPUT_BYTES:  # keep reading past the cap so the command can end
             chunks.append(chunk)
         size += len(chunk)
+        if time.monotonic() > deadline:  # a command that never stops printing
+            raise TimeoutError
     return b"".join(chunks)
+
+
+def _exit_status(channel: Any, deadline: float) -> int:
+    """The channel's exit status once the server sent it (paramiko sets ``status_event`` on
+    ``exit-status`` or when the channel closes); a server that sends neither in time is a
+    timeout, not a hang."""
+    event = getattr(channel, "status_event", None)
+    if event is not None and not event.wait(max(0.0, deadline - time.monotonic())):
+        raise TimeoutError
+    status: int = channel.recv_exit_status()
+    return status
 
 
 def _why(exc: BaseException) -> str:

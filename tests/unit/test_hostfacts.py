@@ -177,10 +177,15 @@ def test_a_script_is_named_by_its_source_not_quoted_whole() -> None:
 
 
 class FakeChannel:
-    def __init__(self, output: bytes, status: int, *, hang: bool = False) -> None:
+    def __init__(
+        self, output: bytes, status: int, *, hang: bool = False, no_status: bool = False
+    ) -> None:
         self.chunks = [output[i : i + 7] for i in range(0, len(output), 7)] + [b""]
         self.status = status
         self.hang = hang
+        self.status_event = threading.Event()
+        if not no_status:
+            self.status_event.set()
         self.command = ""
         self.stdin = b""
         self.events: list[str] = []
@@ -238,14 +243,15 @@ def test_exec_channel_feeds_the_script_and_reads_the_status() -> None:
 @pytest.mark.parametrize(
     ("transport", "status", "error"),
     [
-        (FakeTransport(FakeChannel(b"", 0, hang=True)), None, "timed out after 30 s"),
+        (FakeTransport(FakeChannel(b"", 0, hang=True)), None, "timed out after 0.2 s"),
         (FakeTransport(FakeChannel(b"partial", -1)), None, "no exit status from SSH"),
         (FakeTransport(refuse=EOFError()), None, "no SSH channel: EOFError"),
+        (FakeTransport(FakeChannel(b"", 0, no_status=True)), None, "timed out after 0.2 s"),
         (FakeTransport(FakeChannel(b"sudo: a password is required\n", 1)), 1, ""),
     ],
 )
 def test_exec_channel_failures(transport: FakeTransport, status: int | None, error: str) -> None:
-    result = exec_on(transport, "sudo -n sh -s", "mlnx_qos -i eth1", shown="sudo -n ")
+    result = exec_on(transport, "sudo -n sh -s", "mlnx_qos -i eth1", shown="sudo -n ", timeout=0.2)
     assert (result.exit_status, result.error) == (status, error)
     assert result.command == "sudo -n mlnx_qos -i eth1"
     assert not result.ok
@@ -390,3 +396,12 @@ def test_host_facts_lookup() -> None:
     facts = HostFacts("h", results={"gids": CommandResult("g", 0)})
     assert facts.result("gids") == CommandResult("g", 0)
     assert facts.result("gids", "eth1") is None
+
+
+def test_a_command_that_never_stops_printing_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Endless(FakeChannel):
+        def recv(self, size: int) -> bytes:
+            return b"y\n"
+
+    result = exec_on(FakeTransport(Endless(b"", 0)), "sh -s", "yes", timeout=0.2)
+    assert (result.exit_status, result.error) == (None, "timed out after 0.2 s")
