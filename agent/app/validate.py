@@ -20,6 +20,7 @@ from agent.intent.units import format_rate
 from agent.ops.playbooks import PlaybookRunner, Report, StepReport, load_playbook, playbook_path
 
 FORMATS = ("table", "json", "junit", "markdown")
+HOST_PREFLIGHT = "host-preflight"  # playbooks/host-preflight.yml: `validate --hosts-only`
 
 
 def render_json(report: Report) -> str:
@@ -59,9 +60,11 @@ def render_junit(report: Report) -> str:
         if result.status == "failure":
             counts["failures"] += 1
             ET.SubElement(case, "failure", message=result.description).text = text
-        elif result.status == "error":
+        elif result.status in ("error", "unverified"):
+            # unverified: the source could not be read, which JUnit can only call an error
             counts["errors"] += 1
-            ET.SubElement(case, "error", message=result.description).text = text
+            message = result.description if result.status == "error" else "unverified"
+            ET.SubElement(case, "error", message=message).text = text
         elif result.status == "skipped":
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=text or "skipped")
@@ -316,15 +319,33 @@ class _null:
     help="Also write the report here: .xml JUnit, .md Markdown, else JSON.",
 )
 @click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--hosts-only",
+    is_flag=True,
+    help="Only the host pre-flight checks (RC202-RC207, playbooks/host-preflight.yml): read "
+    "the RDMA hosts, no switch, no traffic.",
+)
+@click.pass_context
 @handle_errors
 def validate_command(
-    fabric: Path, playbook_name: str, output: str, report_file: Path | None, state_dir: Path | None
+    ctx: click.Context,
+    fabric: Path,
+    playbook_name: str,
+    output: str,
+    report_file: Path | None,
+    state_dir: Path | None,
+    hosts_only: bool,
 ) -> None:
     """Validate FABRIC: read the switches, drive traffic, run every check.
 
-    Exit 0 when every check passes, 1 when any fails, 2 when validation cannot run (bad
-    input, nothing reachable).
+    Exit 0 when every check passes, 1 when any fails or is unverified (a host check that
+    could not read its source), 2 when validation cannot run (bad input, nothing reachable).
     """
+    if hosts_only:
+        source = ctx.get_parameter_source("playbook_name")
+        if source is not None and source != click.core.ParameterSource.DEFAULT:
+            raise click.UsageError("--hosts-only runs its own playbook: leave out --playbook")
+        playbook_name = HOST_PREFLIGHT
     run_playbook(fabric, playbook_name, output, report_file, state_dir)
 
 

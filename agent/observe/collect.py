@@ -1,9 +1,17 @@
-"""Collect what the checks look at: each switch's state and two counter snapshots.
+"""Collect what the checks look at: each switch's state and two counter snapshots, and, when
+asked (``hosts=True``), each RDMA host's pre-flight facts.
 
 One SSH session per device reads the state and a first counter snapshot, waits the window,
 and reads the second snapshot, so rates (pauses per second) and deltas (drops during the
 window) come from the same session. Devices are read in parallel; an unreachable device is
 recorded with the reason, and the checks skip it.
+
+Hosts: the sources of :data:`agent.observe.hostsources.PREFLIGHT_SOURCES` are run on every
+host whose ports declare an ``rdma_device`` (:func:`agent.observe.hostfacts.collect_many`, the
+same fan-out); the host checks RC202-RC207 judge them. The NIC's trust, DSCP map and PFC are read
+there (mlnx_qos or dcb), not through the ``linux_host`` platform's ``read_state``: a host's
+``state`` stays unset, so RC201 (which judges that state) says where they are checked instead
+of judging them a second time (docs/host-preflight.md, "RC201").
 """
 
 from __future__ import annotations
@@ -15,6 +23,13 @@ from agent.device.platforms import platform_for
 from agent.device.push import Pusher, Unreachable, close_quietly, connect
 from agent.intent.model import Device
 from agent.observe.checks.base import Collected, DeviceData
+from agent.observe.hostfacts import HostFacts, collect_many
+from agent.observe.hostsources import PREFLIGHT_SOURCES
+
+# Why a host has no NIC state for RC201 (see the module docstring).
+HOST_STATE_ELSEWHERE = (
+    "NIC trust, DSCP map and PFC are read as host facts and judged by RC203 and RC204"
+)
 
 
 def collect_device(
@@ -54,8 +69,10 @@ def collect(
     counters: bool = True,
     window_s: float = 0.0,
     parallelism: int = DEFAULT_PARALLELISM,
+    hosts: bool = False,
 ) -> Collected:
-    """State (and counters) of ``devices``; hosts are listed without state (no NIC read)."""
+    """State (and counters) of ``devices``; hosts are listed without state, with their host
+    facts when ``hosts`` (every host of the intent with an RDMA port)."""
     collected = Collected(pusher.intent, pusher.plan)
     switches = [d for d in devices if d.role != "host"]
     read = run_each(
@@ -65,6 +82,7 @@ def collect(
     )
     for data in results_or_raise(read).values():
         collected.devices[data.device.name] = data
+    facts = host_facts(pusher, parallelism) if hosts else {}
     for device in pusher.intent.devices:
         if device.role == "host":
             device_plan = pusher.plan.device(device.name)
@@ -72,6 +90,17 @@ def collect(
             collected.devices[device.name] = DeviceData(
                 device,
                 device_plan,
-                error=None if not device.netns else "lab host: no RoCE NIC to read",
+                error="lab host: no RoCE NIC to read" if device.netns else HOST_STATE_ELSEWHERE,
+                facts=facts.get(device.name),
             )
     return collected
+
+
+def host_facts(pusher: Pusher, parallelism: int) -> dict[str, HostFacts]:
+    """The pre-flight facts of every host of the intent that has an RDMA port."""
+    rdma_hosts = [d for d in pusher.intent.devices if d.role == "host" and d.rdma_ports()]
+    if not rdma_hosts:
+        return {}
+    return collect_many(
+        rdma_hosts, pusher.intent, sources=PREFLIGHT_SOURCES, parallelism=parallelism
+    )

@@ -47,8 +47,66 @@ done
 echo "n_gids_found=$n"
 """.strip()
 
+# --------------------------------------------------------------------------- pre-flight
+# The sources of the host pre-flight checks (agent/observe/checks/hosts.py, parsed by
+# agent/observe/hostparse.py; recorded outputs and where each format comes from in
+# tests/data/hosts/README.md). One line each, so an "unverified" message names the command.
+
+# MLNX_OFED's mlx5 "force traffic class": ``Global tclass=N`` when set, nothing when not
+# (traffic_class_show in MLNX_OFED's drivers/infiniband/hw/mlx5/main_ext.c); the file does not
+# exist without MLNX_OFED or on other drivers, which is said, not failed.
+TRAFFIC_CLASS = (
+    "f=/sys/class/infiniband/{device}/tc/{ib_port}/traffic_class; "
+    'if [ -e "$f" ]; then cat "$f"; else echo "absent: $f"; fi'
+)
+# What the RoCE-enabled check needs about the device, as key=value lines: the port's link
+# layer (sysfs-class-infiniband ABI: "Ethernet" for RoCE), rxe's ``parent`` netdev (only rxe
+# has it: drivers/infiniband/sw/rxe/rxe_verbs.c parent_show), the PCI driver and address.
+RDMA_DEVICE = (
+    "d=/sys/class/infiniband/{device}; "
+    '[ -r "$d/ports/{ib_port}/link_layer" ] || '
+    '{{ echo "no RDMA port $d/ports/{ib_port}"; exit 1; }}; '
+    'echo "link_layer=$(cat "$d/ports/{ib_port}/link_layer")"; '
+    'echo "parent=$(cat "$d/parent" 2>/dev/null)"; '
+    'echo "driver=$(basename "$(readlink -f "$d/device/driver" 2>/dev/null)" 2>/dev/null)"; '
+    'echo "pci=$(basename "$(readlink -f "$d/device" 2>/dev/null)" 2>/dev/null)"'
+)
+# devlink's generic enable_roce (kernel Documentation/networking/devlink/devlink-params.rst,
+# mlx5.rst: driverinit), text as iproute2 devlink/devlink.c pr_out_param prints it.
+ENABLE_ROCE = (
+    "devlink dev param show "
+    'pci/"$(basename "$(readlink -f /sys/class/infiniband/{device}/device)")" name enable_roce'
+)
+# Every PCI function's sysfs path (the bridges above a device are the path's components) and
+# each RDMA device's PCI function: the GPU-to-NIC bridges without nvidia-smi topo's classes.
+PCI_PATHS = (
+    'for d in /sys/class/infiniband/*; do [ -e "$d/device" ] && '
+    'echo "ib ${d##*/} $(readlink -f "$d/device")"; done; '
+    'for d in /sys/bus/pci/devices/*; do echo "pci $(readlink -f "$d")"; done'
+)
+
+# What the job environment reads (agent.observe.hostfacts.collect_host_facts's default).
 SOURCES: tuple[HostSource, ...] = (HostSource("gids", SHOW_GIDS),)
+
+# What the host pre-flight checks read (agent.observe.collect with hosts=True): the GID table
+# and the rest, each run once per host or once per RDMA port.
+PREFLIGHT_SOURCES: tuple[HostSource, ...] = (
+    *SOURCES,
+    # NVIDIA's documented query (nvidia-smi --help-query-gpu: pci.bus_id), one GPU a line.
+    HostSource("gpus", "nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader"),
+    HostSource("pci_paths", PCI_PATHS),
+    # ACSCap/ACSCtl are in the extended capabilities, which lspci shows to root only.
+    HostSource("lspci", "lspci -D -vvv", sudo=True),
+    HostSource("traffic_class", TRAFFIC_CLASS, per_port=True),
+    HostSource("mlnx_qos", "mlnx_qos -i {netdev}", per_port=True),
+    HostSource("dcb_app", "dcb -N app show dev {netdev} dscp-prio", per_port=True),
+    HostSource("dcb_pfc", "dcb pfc show dev {netdev}", per_port=True),
+    HostSource("rdma_device", RDMA_DEVICE, per_port=True),
+    HostSource("enable_roce", ENABLE_ROCE, per_port=True),
+    HostSource("mtu", "cat /sys/class/net/{netdev}/mtu", per_port=True),
+    HostSource("ibv_devinfo", "ibv_devinfo -d {device} -i {ib_port}", per_port=True),
+)
 
 
 def source(name: str) -> HostSource:
-    return next(s for s in SOURCES if s.name == name)
+    return next(s for s in PREFLIGHT_SOURCES if s.name == name)

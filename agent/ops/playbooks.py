@@ -3,7 +3,8 @@ the daemon run the same way.
 
 A playbook is YAML: a name, whether to roll back on failure, and steps. Each step is one of
 
-* ``collect: {counters: true, window_s: 5}`` — switch state and two counter snapshots;
+* ``collect: {counters: true, window_s: 5, hosts: false, switches: true}`` — switch state
+  and two counter snapshots; ``hosts: true`` also reads the RDMA hosts' pre-flight facts;
 * ``checks: {ids: all | [RC001, …], inputs: {RC006: {max_detection_ms: 500}}}``;
 * ``probe: {scenario: pairwise | incast | storm, …}`` — hosts ``auto`` picks them from the
   fabric (incast: two senders on another leaf than the receiver);
@@ -72,6 +73,8 @@ class CollectSpec(StepModel):
     window_s: float = Field(default=0.0, ge=0, le=3600)
     # Compare with the snapshot of the previous collect step (drops, storms, pauses since).
     since_previous: bool = False
+    switches: bool = True  # false: no switch is read (validate --hosts-only)
+    hosts: bool = False  # also the RDMA hosts' pre-flight facts (agent/observe/collect.py)
 
 
 class ChecksSpec(StepModel):
@@ -293,7 +296,10 @@ class PlaybookRunner:
 
     def _collect(self, spec: CollectSpec) -> StepReport:
         earlier = self.collected
-        self.collected = collect(self.pusher, self.switches, spec.counters, spec.window_s)
+        switches = self.switches if spec.switches else []
+        self.collected = collect(
+            self.pusher, switches, spec.counters, spec.window_s, hosts=spec.hosts
+        )
         if earlier is not None:
             self.collected.probes = list(earlier.probes)
         if spec.since_previous and earlier is not None:
@@ -306,7 +312,7 @@ class PlaybookRunner:
             for n, d in self.collected.devices.items()
             if d.error and d.device.role != "host"
         }
-        if unreachable and len(unreachable) == len(self.switches):
+        if unreachable and len(unreachable) == len(switches):
             raise AgentError(
                 "no switch could be read: " + "; ".join(map(str, unreachable.values()))
             )
@@ -332,12 +338,16 @@ class PlaybookRunner:
             check = CATALOG[check_id](spec.inputs.get(check_id))
             results.extend(check.run(self.collected))
         report.checks.extend(results)
-        failed = [r for r in results if r.status in ("failure", "error")]
+        failed = [r for r in results if r.status in ("failure", "error", "unverified")]
         return StepReport(
             "checks",
             "checks",
             "failure" if failed else "success",
-            {"checks": len(results), "failed": len(failed)},
+            {
+                "checks": len(results),
+                "failed": len(failed),
+                "unverified": sum(r.status == "unverified" for r in results),
+            },
         )
 
     def _not_ours(self, name: str, target: str, kind: str = "probe") -> StepReport | None:

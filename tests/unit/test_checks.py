@@ -22,7 +22,7 @@ from agent.device.state import (
 )
 from agent.intent.loader import load_fabric
 from agent.intent.plan import build_plan
-from agent.observe.checks import CATALOG, Collected, DeviceData
+from agent.observe.checks import CATALOG, HOST_CHECK_IDS, Collected, DeviceData
 
 ROOT = Path(__file__).resolve().parents[2]
 FABRIC = ROOT / "tests" / "data" / "platforms" / "arista_eos" / "lab-leafspine-fabric.yml"
@@ -274,7 +274,7 @@ CASES: dict[str, tuple[Callable[[Collected], None], str, Callable[[Collected], N
 
 
 def test_every_check_has_a_case_and_a_docstring() -> None:
-    assert set(CASES) | {"RC201"} == set(CATALOG)
+    assert set(CASES) | {"RC201", *HOST_CHECK_IDS} == set(CATALOG)  # hosts: test_host_checks
     for cls in CATALOG.values():
         assert cls.description(), cls
 

@@ -23,6 +23,15 @@ from agent.observe.checks.health import (
     WatchdogActed,
     WireProbes,
 )
+from agent.observe.checks.hosts import (
+    HOST_CHECKS,
+    HostNicPfc,
+    HostNicTrust,
+    HostPcieAcs,
+    HostRoceEnabled,
+    HostRoceMtu,
+    HostRoceV2Gid,
+)
 
 CATALOG: dict[str, type[Check]] = {
     cls.check_id: cls
@@ -42,8 +51,16 @@ CATALOG: dict[str, type[Check]] = {
         NoPfcStorms,
         WatchdogActed,
         HostNicConsistency,
+        HostRoceV2Gid,
+        HostNicTrust,
+        HostNicPfc,
+        HostPcieAcs,
+        HostRoceEnabled,
+        HostRoceMtu,
         WireProbes,
     )
 }
+# The host pre-flight checks, as `validate --hosts-only` runs them (playbooks/host-preflight.yml).
+HOST_CHECK_IDS: tuple[str, ...] = tuple(cls.check_id for cls in HOST_CHECKS)
 
-__all__ = ["CATALOG", "Check", "CheckResult", "Collected", "DeviceData"]
+__all__ = ["CATALOG", "HOST_CHECK_IDS", "Check", "CheckResult", "Collected", "DeviceData"]

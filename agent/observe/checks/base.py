@@ -18,8 +18,12 @@ from pydantic import BaseModel, ConfigDict
 from agent.device.state import Counters, LinkHealth, PendingSession, QosState
 from agent.intent.model import Device, FabricIntent
 from agent.intent.plan import DevicePlan, Plan
+from agent.observe.hostfacts import HostFacts
 
-Status = Literal["success", "failure", "skipped", "error"]
+# "unverified": a host check whose source could not be read (the command failed, or its output
+# was not the format): neither a pass nor a finding about the host. It fails validate like
+# "error" does (exit 1; docs/host-preflight.md says why) and is counted on its own.
+Status = Literal["success", "failure", "skipped", "error", "unverified"]
 
 
 @dataclass
@@ -34,6 +38,7 @@ class DeviceData:
     error: str | None = None  # why state/counters are missing
     sessions: list[PendingSession] | None = None  # not-final changes (None: not read)
     links: dict[str, LinkHealth] | None = None  # link up/down and error counters (None: not read)
+    facts: HostFacts | None = None  # hosts: the pre-flight sources' outputs (None: not read)
 
 
 @dataclass
