@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from agent.observe.locate.rank import PortSymptoms
 from agent.observe.nccltests.output import parse_output
 from agent.observe.nccltests.verdict import (
-    NcclAcceptanceInput,
     BinaryRun,
+    NcclAcceptanceInput,
     evaluate,
     line_rate_GBps,
 )
