@@ -45,6 +45,11 @@ class LazyGroup(click.Group):
         ),
         "probe": ("agent.app.probe", "group", "Inject and sniff RoCEv2: drops, ECN, CNPs, PFC."),
         "lab": ("lab.cli", "group", "Build and run the virtual lossless lab fabric."),
+        "nccl": (
+            "agent.app.nccl",
+            "nccl_command",
+            "The NCCL/UCX environment a job needs on each RDMA host.",
+        ),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

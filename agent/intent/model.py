@@ -424,6 +424,33 @@ class Nic(StrictModel):
     dcqcn: Dcqcn = Field(default_factory=Dcqcn)
 
 
+class JobSettings(StrictModel):
+    """What a job on the fabric is told beyond the fabric itself: ``roce-agent nccl`` turns it
+    into NCCL's environment (docs/job-environment.md). Nothing here reaches a device.
+
+    ``qps_per_connection`` is tune's recommendation (``roce-agent tune --write-override``
+    writes it here): NCCL_IB_QPS_PER_CONNECTION, "Number between 1 and 128, default is 1"
+    (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html, section
+    NCCL_IB_QPS_PER_CONNECTION). ``control`` is a class for NCCL's control (FIFO / credit
+    return) messages, NCCL_IB_FIFO_TC (same page, since NCCL 2.22.3; NVIDIA/nccl PR #1194).
+    """
+
+    qps_per_connection: int | None = Field(
+        default=None, ge=1, le=128,
+        description="NCCL_IB_QPS_PER_CONNECTION for jobs (tune's recommendation); unset: "
+        "NCCL's default (1)",
+    )  # fmt: skip
+    split_data_on_qps: bool | None = Field(
+        default=None,
+        description="NCCL_IB_SPLIT_DATA_ON_QPS: true splits each message over the QPs; unset: "
+        "NCCL's default (round-robin since 2.20)",
+    )
+    control: TrafficClass | None = Field(
+        default=None,
+        description="class for NCCL's control messages (NCCL_IB_FIFO_TC); unset: the RoCE class",
+    )
+
+
 class Profile(StrictModel):
     """A lossless profile: the QoS intent applied to every fabric port."""
 
@@ -443,6 +470,28 @@ class Profile(StrictModel):
     buffers: Buffers = Field(default_factory=Buffers)
     ets: Ets = Field(default_factory=Ets)
     nic: Nic = Field(default_factory=Nic)
+    job: JobSettings = Field(default_factory=JobSettings)
+
+    @model_validator(mode="after")
+    def _control_class_is_mapped(self) -> Profile:
+        """The control class must be one the switches classify as it says: a DSCP that the
+        profile sends to its priority (roce, cnp or dscp_map; every other DSCP goes to
+        priority 0, agent.intent.plan.dscp_map), or NCCL's control messages would ride a
+        queue other than the one named."""
+        control = self.job.control
+        if control is None:
+            return self
+        mapped = {d: p for p, dscps in self.dscp_map.items() for d in dscps}
+        mapped[self.roce.dscp] = self.roce.priority
+        mapped[self.cnp.dscp] = self.cnp.priority
+        actual = mapped.get(control.dscp, 0)
+        if actual != control.priority:
+            raise ValueError(
+                f"job.control: Expected: DSCP {control.dscp} sent to priority "
+                f"{control.priority} by this profile (roce, cnp or dscp_map) Actual: the "
+                f"profile sends DSCP {control.dscp} to priority {actual}"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------- policy

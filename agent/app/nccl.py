@@ -1,0 +1,220 @@
+"""``roce-agent nccl FABRIC``: the NCCL and UCX environment a job needs on each RDMA host,
+derived from the intent and read from the host itself (issue #27, item 1).
+
+Every host with an ``rdma_device`` (or each ``--host``) is asked for its GID table over the
+agent's own SSH session (namespace hosts: ``ip netns exec``), all at once through the fan-out
+runner; :func:`agent.observe.jobenv.job_environment` turns intent and table into variables.
+What each variable is and where its value comes from: docs/job-environment.md.
+
+Output:
+
+- ``env`` (default): ``export NAME=VALUE`` lines a job script can source. One host: its
+  exports. Several hosts with the same variables: one block, a comment naming them. Hosts that
+  differ (a different GID index on one host): one block per host, each after a ``# host NAME``
+  comment, never merged or averaged; a note on stderr says which variables differ, and
+  ``--host NAME`` gives one host's exports alone.
+- ``json``: per host its variables, problems, notes and the evidence (GID chosen, its type and
+  netdev, per fabric port).
+- ``table``: one table per host: variable, value and where the value came from.
+
+Exit codes: 0 every host's environment was derived; 1 a host had a problem (unreachable, no
+RoCE v2 IPv4 GID, no rdma_device): its problems go to stderr, the other hosts' environment is
+still printed; 2 bad input (fabric file, ``--host``).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
+from agent.errors import printable
+from agent.intent.loader import load_fabric
+from agent.intent.model import Device, FabricIntent
+from agent.observe.hostfacts import HostFacts, collect_many
+from agent.observe.jobenv import NCCL_ENV_DOC, HostEnvironment, job_environment
+
+# Where each variable's value comes from (the table's third column); docs/job-environment.md.
+ORIGIN = {
+    "NCCL_IB_HCA": "fabric: ports' rdma_device",
+    "NCCL_IB_GID_INDEX": "host: RoCE v2 GID of the port's IPv4 (sysfs)",
+    "NCCL_IB_TC": "profile: roce.dscp << 2 | ECT(0) where ECN marks",
+    "NCCL_IB_SL": "profile: roce.priority (PCP trust)",
+    "NCCL_IB_FIFO_TC": "profile: job.control",
+    "NCCL_IB_QPS_PER_CONNECTION": "profile: job.qps_per_connection (tune)",
+    "NCCL_IB_SPLIT_DATA_ON_QPS": "profile: job.split_data_on_qps (tune)",
+    "UCX_NET_DEVICES": "fabric: ports' rdma_device",
+    "UCX_IB_GID_INDEX": "host: as NCCL_IB_GID_INDEX",
+    "UCX_IB_TRAFFIC_CLASS": "profile: as NCCL_IB_TC",
+    "UCX_IB_SL": "profile: as NCCL_IB_SL",
+}
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def rdma_hosts(intent: FabricIntent) -> list[Device]:
+    """Every host of the fabric with at least one ``rdma_device`` port, in file order."""
+    return [d for d in intent.devices if d.role == "host" and d.rdma_ports()]
+
+
+def select_hosts(intent: FabricIntent, names: Sequence[str]) -> list[Device]:
+    """The ``--host`` devices in the order given (duplicates once), or every RDMA host.
+    A name that is not a host of the fabric is bad input (exit 2, naming the option)."""
+    if not names:
+        return rdma_hosts(intent)
+    chosen: list[Device] = []
+    for name in dict.fromkeys(names):
+        device = intent.device(name)
+        if device is None:
+            hosts = ", ".join(d.name for d in intent.devices if d.role == "host")
+            raise click.BadParameter(
+                f"no device named {printable(name)!r} in fabric {intent.name} (hosts: {hosts})",
+                param_hint="'--host'",
+            )
+        if device.role != "host":
+            raise click.BadParameter(
+                f"{name} is a {device.role} ({device.platform}), not a host", param_hint="'--host'"
+            )
+        chosen.append(device)
+    return chosen
+
+
+def collect(devices: Sequence[Device], intent: FabricIntent) -> dict[str, HostFacts]:
+    """Each host's facts (kept apart so tests can hand in recorded hosts)."""
+    return collect_many(devices, intent)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _exports(variables: dict[str, str]) -> list[str]:
+    return [f"export {name}={shlex.quote(value)}" for name, value in variables.items()]
+
+
+def differing(envs: Sequence[HostEnvironment]) -> list[str]:
+    """The variables whose value (or presence) is not the same on every host."""
+    names = dict.fromkeys(name for env in envs for name in env.variables)
+    return [n for n in names if len({env.variables.get(n) for env in envs}) > 1]
+
+
+def render_env(envs: Sequence[HostEnvironment]) -> str:
+    """``export`` lines for the hosts without problems (module docstring)."""
+    ready = [env for env in envs if env.ok]
+    if not ready:
+        return ""
+    if len(ready) == 1:
+        return "\n".join(_exports(ready[0].variables)) + "\n"
+    if not differing(ready):
+        names = ", ".join(env.host for env in ready)
+        return (
+            "\n".join([f"# hosts {names}: the same environment", *_exports(ready[0].variables)])
+            + "\n"
+        )
+    blocks = ["\n".join([f"# host {env.host}", *_exports(env.variables)]) for env in ready]
+    return "\n\n".join(blocks) + "\n"
+
+
+def render_json(intent: FabricIntent, envs: Sequence[HostEnvironment]) -> str:
+    ready = [env for env in envs if env.ok]
+    document = {
+        "fabric": intent.name,
+        "profile": intent.profile.name,
+        "reference": NCCL_ENV_DOC,
+        "ok": all(env.ok for env in envs),
+        "differing": differing(ready),
+        "hosts": [env.as_json() for env in envs],
+    }
+    return json.dumps(document, indent=2)
+
+
+def render_table(envs: Sequence[HostEnvironment], console: Console) -> None:
+    for env in envs:
+        table = Table(
+            title=f"{env.host}: {'ready' if env.ok else 'NOT READY'}", title_justify="left"
+        )
+        table.add_column("variable")
+        table.add_column("value")
+        table.add_column("from")
+        for name, value in env.variables.items():
+            table.add_row(name, value, ORIGIN.get(name, ""))
+        console.print(table)
+        for port in env.ports:
+            if port.gid is not None:
+                console.print(
+                    f"  {port.port.device}:{port.port.ib_port} ({port.port.netdev}): GID "
+                    f"{port.gid.describe()}",
+                    markup=False,
+                )
+        for problem in env.problems:
+            console.print(f"  problem: {problem}", markup=False)
+        for note in env.notes:
+            console.print(f"  note: {note}", markup=False)
+
+
+def report_problems(envs: Sequence[HostEnvironment]) -> None:
+    err = _stderr()
+    for env in envs:
+        for problem in env.problems:
+            err.print(f"error: {printable(problem)}", markup=False)
+    ready = [env for env in envs if env.ok]
+    if len(ready) > 1 and (names := differing(ready)):
+        err.print(
+            f"note: the hosts differ in {', '.join(names)}: one block per host (use --host NAME "
+            "for one host's exports)",
+            markup=False,
+        )
+
+
+# --------------------------------------------------------------------------- command
+
+
+@click.command("nccl")
+@FABRIC
+@click.option(
+    "--host", "hosts", multiple=True, metavar="NAME",
+    help="Only this host (repeatable) [default: every host with an rdma_device].",
+)  # fmt: skip
+@click.option(
+    "--output", type=click.Choice(["env", "json", "table"]), default="env", show_default=True,
+    help="env: export lines to source; json for tools; table for people.",
+)  # fmt: skip
+@handle_errors
+def nccl_command(fabric: Path, hosts: tuple[str, ...], output: str) -> None:
+    """The NCCL and UCX environment a job needs on each RDMA host of FABRIC.
+
+    NCCL_IB_HCA from the fabric's rdma_device ports, NCCL_IB_GID_INDEX read from each host
+    (the RoCE v2 GID of the port's IPv4 address), NCCL_IB_TC from the profile's RoCE DSCP,
+    NCCL_IB_SL where PCP trust makes it matter, NCCL_IB_FIFO_TC and the QPs per connection from
+    the profile's job section, and UCX_NET_DEVICES, UCX_IB_GID_INDEX, UCX_IB_TRAFFIC_CLASS for
+    MPI jobs. See docs/job-environment.md.
+
+    Exit codes: 0 every host derived, 1 a host had a problem (on stderr; the others are still
+    printed), 2 bad input.
+    """
+    intent = load_fabric(fabric).intent
+    devices = select_hosts(intent, hosts)
+    if not devices:
+        raise click.UsageError(f"fabric {intent.name} has no host with an rdma_device port")
+    facts = collect(devices, intent)
+    envs = [job_environment(intent, facts[d.name]) for d in devices]
+    if output == "json":
+        click.echo(render_json(intent, envs))
+    elif output == "table":
+        width = None if sys.stdout.isatty() else 200
+        render_table(envs, Console(highlight=False, width=width))
+    else:
+        click.echo(render_env(envs), nl=False)
+    report_problems(envs)
+    sys.exit(EXIT_OK if all(env.ok for env in envs) else EXIT_FAILED)
