@@ -1,15 +1,27 @@
-"""The mpirun command line for nccl-tests (agent.observe.nccltests.command)."""
+"""The mpirun command line for nccl-tests (agent.observe.nccltests.command) and the glue that
+runs it (agent.observe.nccltests.run)."""
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.intent.model import NcclTestPolicy
+from agent.intent.model import Device, FabricIntent, NcclTestPolicy
+from agent.observe.hostfacts import CommandResult, run_local
 from agent.observe.nccltests.command import HostSlots, NcclTestCommand
+from agent.observe.nccltests.run import (
+    MARKER,
+    NcclProbeError,
+    gpus_of,
+    run_nccl_acceptance,
+)
 
 ENV = {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}
 
@@ -82,3 +94,179 @@ def test_the_shell_line_quotes_every_value(value: str, gpus: list[int]) -> None:
 def test_policy_refuses_sizes_out_of_order() -> None:
     with pytest.raises(ValueError, match="min_bytes <= max_bytes"):
         NcclTestPolicy(min_bytes="1GiB", max_bytes="1MiB")
+
+
+# --------------------------------------------------------------------------- the run glue
+# agent.observe.nccltests.run with each host's shell replaced: the GID script runs for real
+# over a sysfs tree laid out as the kernel's (as tests/unit/test_jobenv.py does); nvidia-smi,
+# mpirun and the nccl-tests output are answered from published outputs
+# (tests/data/nccl-tests/README.md). Nothing here runs nccl-tests: these test the glue.
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data" / "nccl-tests"
+SMI_A100 = "".join(
+    f"GPU {i}: NVIDIA A100-SXM4-40GB (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)\n"
+    for i in range(8)
+)
+
+
+def _gid_tree(root: Path, ipv4: str) -> Path:
+    base = root / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+        (base / sub).mkdir(parents=True, exist_ok=True)
+    packed = ipaddress.IPv4Address(ipv4).packed.hex()
+    mapped = f"0000:0000:0000:0000:0000:ffff:{packed[:4]}:{packed[4:]}"
+    slots = {2: (mapped, "IB/RoCE v1"), 3: (mapped, "RoCE v2")}
+    for index in range(4):
+        gid, kind = slots.get(index, ("0000:0000:0000:0000:0000:0000:0000:0000", ""))
+        (base / "gids" / str(index)).write_text(gid + "\n")
+        if kind:
+            (base / "gid_attrs" / "types" / str(index)).write_text(kind + "\n")
+            (base / "gid_attrs" / "ndevs" / str(index)).write_text("ens1f0np0\n")
+    return root
+
+
+def _fabric(count: int = 2) -> FabricIntent:
+    profile = yaml.safe_load((REPO / "playbooks" / "profiles" / "nvidia-default.yml").read_text())
+    hosts = [
+        {"name": f"gpu{i}", "platform": "linux_host", "role": "host", "netns": f"ns-gpu{i}",
+         "ports": [{"name": "ens1f0np0", "speed": "200G", "rdma_device": "mlx5_0",
+                    "ipv4": f"198.18.0.{2 * i + 1}/31"}]}
+        for i in range(count)
+    ]  # fmt: skip
+    return FabricIntent.model_validate({"name": "t", "profile": profile, "devices": hosts})
+
+
+class FakeHosts:
+    """Each host's shell: the GID script over its sysfs tree, the rest from ``answers``."""
+
+    def __init__(self, tmp: Path, intent: FabricIntent, **answers: Any) -> None:
+        self.trees = {
+            d.name: _gid_tree(tmp / d.name, str(d.ports[0].ipv4.ip))  # type: ignore[union-attr]
+            for d in intent.devices
+        }
+        self.answers = {"smi": SMI_A100, "output": "", "rc": "0", "mpirun": 0, **answers}
+        self.sent: list[tuple[str, str]] = []
+
+    def __call__(self, device: Device) -> Any:
+        def shell(command: str) -> CommandResult:
+            self.sent.append((device.name, command))
+            return self.answer(device.name, command)
+
+        return shell
+
+    def answer(self, host: str, command: str) -> CommandResult:
+        a = self.answers
+        if "n_gids_found" in command:
+            return run_local(["env", f"SYSFS={self.trees[host]}", "sh", "-s"], command)
+        if command == "nvidia-smi -L":
+            smi = a["smi"](host) if callable(a["smi"]) else a["smi"]
+            return CommandResult(command, *smi) if isinstance(smi, tuple) else CommandResult(
+                command, 0, smi)  # fmt: skip
+        if command.startswith("command -v mpirun"):
+            return CommandResult(command, a["mpirun"], "/usr/bin/mpirun" if not a["mpirun"] else "")
+        if command.startswith("command -v"):
+            return CommandResult(command, 0, "/usr/local/bin/all_reduce_perf")
+        if MARKER in command:
+            return CommandResult(command, 0, f"out_of_sequence 0\npacket_seq_err 0\n{MARKER}\n"
+                                 "NIC statistics:\n     rx_prio3_pause: 0\n")  # fmt: skip
+        if "mktemp -d /tmp/roce_nccl" in command:
+            return CommandResult(command, 0, "dir=/tmp/roce_nccl.x1\n")
+        if command.startswith("cat /tmp/roce_nccl.x1/rc"):
+            return CommandResult(command, 0, a["rc"])
+        if command.startswith("tail -c"):
+            return CommandResult(command, 0, a["output"])
+        raise AssertionError(f"unexpected command on {host}: {command[:80]}")
+
+
+def _run(fake: FakeHosts, intent: FabricIntent, **kw: Any) -> Any:
+    return run_nccl_acceptance(intent, shell_for=fake, read_switches=False,
+                               sleep=lambda _: None, **kw)  # fmt: skip
+
+
+GPU_CASES = [
+    (CommandResult("nvidia-smi -L", 127, "sh: 1: nvidia-smi: not found"),
+     ([], "nvidia-smi not found (no NVIDIA driver installed)")),
+    (CommandResult("nvidia-smi -L", 9, "NVIDIA-SMI has failed because it couldn't communicate "
+                   "with the NVIDIA driver."),
+     ([], "no usable GPU: `nvidia-smi -L`: exit 9 (NVIDIA-SMI has failed because it couldn't "
+          "communicate with the NVIDIA driver.)")),
+    (CommandResult("nvidia-smi -L", 0, "No devices were found\n"),
+     ([], "nvidia-smi -L listed no GPU (No devices were found)")),
+    (CommandResult("nvidia-smi -L", 0, SMI_A100), (["NVIDIA A100-SXM4-40GB"] * 8, None)),
+    (None, ([], "nvidia-smi -L was not run")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("result", "expected"), GPU_CASES)
+def test_gpus_of(result: CommandResult | None, expected: tuple[list[str], str | None]) -> None:
+    assert gpus_of(result) == expected
+
+
+def test_no_gpu_anywhere_is_skipped_with_each_hosts_reason(tmp_path: Path) -> None:
+    intent = _fabric()
+    fake = FakeHosts(tmp_path, intent, smi=(127, "sh: 1: nvidia-smi: not found"))
+    report = _run(fake, intent)
+    assert report.skipped == (
+        "no host has a GPU (gpu0: nvidia-smi not found (no NVIDIA driver installed); "
+        "gpu1: nvidia-smi not found (no NVIDIA driver installed))"
+    )
+    assert report.verdict is None and report.passed is None
+    assert not any("mktemp" in c for _, c in fake.sent)  # nothing was started
+
+
+def test_one_gpu_host_is_skipped(tmp_path: Path) -> None:
+    intent = _fabric()
+    fake = FakeHosts(
+        tmp_path, intent, smi=lambda h: SMI_A100 if h == "gpu0" else (0, "No devices were found")
+    )
+    report = _run(fake, intent)
+    assert report.skipped is not None
+    assert report.skipped.startswith("only gpu0 has GPUs: nccl-tests on one host crosses no")
+
+
+def test_missing_mpirun_stops_the_run_naming_the_host(tmp_path: Path) -> None:
+    intent = _fabric()
+    with pytest.raises(NcclProbeError, match="host gpu0: Expected: Open MPI's mpirun"):
+        _run(FakeHosts(tmp_path, intent, mpirun=1), intent)
+
+
+def test_unknown_host_is_refused(tmp_path: Path) -> None:
+    intent = _fabric()
+    with pytest.raises(NcclProbeError, match="no host with an rdma_device named 'gpu9'"):
+        _run(FakeHosts(tmp_path, intent), intent, hosts=["gpu9"])
+
+
+def test_a_run_over_two_gpu_hosts(tmp_path: Path) -> None:
+    # The output: nccl-tests#119's rows and footer (4 NICs per host there); here one 200G NIC
+    # per host, so busbw 95.74 per NIC is above line rate: unverified, as the rule says.
+    intent = _fabric()
+    output = (DATA / "issue119_all_reduce_tail.txt").read_text()
+    fake = FakeHosts(tmp_path, intent, output=output)
+    report = _run(fake, intent)
+    assert report.skipped is None
+    (run,) = report.runs
+    assert run.command is not None and run.command.startswith(
+        "mpirun -np 16 -H gpu0:8,gpu1:8 -x NCCL_IB_HCA=mlx5_0:1 -x NCCL_IB_GID_INDEX=3 "
+    )
+    assert "all_reduce_perf -b 8 -e 8589934592" in run.command
+    started = next(c for h, c in fake.sent if "mktemp" in c)
+    assert "setsid sh -c" in started and [h for h, c in fake.sent if c == started] == ["gpu0"]
+    outcomes = {(o.rule, o.subject): o.status for o in report.verdict.outcomes}
+    assert outcomes[("NT001", "all_reduce_perf")] == "pass"
+    assert outcomes[("NT003", "all_reduce_perf")] == "unverified"
+    assert outcomes[("NT004", "fabric")] == "unverified"  # switches not read
+    assert outcomes[("NT004", "gpu0")] == "pass"  # out_of_sequence read twice, no change
+
+
+def test_a_failed_run_is_an_error_naming_host_and_last_lines(tmp_path: Path) -> None:
+    intent = _fabric()
+    output = (DATA / "issue185_nccl_failure_tail.txt").read_text()
+    report = _run(FakeHosts(tmp_path, intent, output=output, rc="1"), intent)
+    assert report.passed is False
+    failed = next(o for o in report.verdict.outcomes if o.rule == "NT001")
+    assert failed.messages[0].startswith("all_reduce_perf on gpu0: Expected: a complete run")
+    assert (
+        "Test NCCL failure common.cu:908" in failed.messages[0]
+        and "(exit 1)" in (failed.messages[0])
+    )

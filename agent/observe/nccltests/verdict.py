@@ -139,16 +139,23 @@ class NcclVerdict:
 
     @property
     def passed(self) -> bool:
-        return all(o.status == "pass" for o in self.outcomes)
+        """As ``probe perftest``'s verdict: a failed outcome fails; unverified ones do not
+        (they are listed: what could not be judged, and why)."""
+        return not any(o.status == "fail" for o in self.outcomes)
 
     @property
     def status(self) -> Status:
         return _worst([o.status for o in self.outcomes])
 
+    @property
+    def unverified(self) -> tuple[RuleOutcome, ...]:
+        return tuple(o for o in self.outcomes if o.status == "unverified")
+
     def as_json(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
             "status": self.status,
+            "unverified": [f"{o.rule} {o.subject}" for o in self.unverified],
             "tests": [row.as_json() for row in self.rows],
             "outcomes": [o.as_json() for o in self.outcomes],
         }
