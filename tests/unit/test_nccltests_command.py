@@ -270,3 +270,52 @@ def test_a_failed_run_is_an_error_naming_host_and_last_lines(tmp_path: Path) -> 
         "Test NCCL failure common.cu:908" in failed.messages[0]
         and "(exit 1)" in (failed.messages[0])
     )
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def _fabric_file(tmp_path: Path) -> Path:
+    path = tmp_path / "fabric.yml"
+    hosts = [d.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+             for d in _fabric().devices]  # fmt: skip
+    path.write_text(yaml.safe_dump({"name": "t", "profile": "nvidia-default", "devices": hosts}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--min-busbw-fraction", "1.5"], "--min-busbw-fraction"),
+        (["--min-busbw-fraction", "nan"], "--min-busbw-fraction"),
+        (["--test", "rm_perf"], "--test"),
+    ],
+)
+def test_bad_options_exit_2_naming_the_option(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    from click.testing import CliRunner
+
+    from agent.app.cli import main
+
+    result = CliRunner().invoke(main, ["probe", "nccl", str(_fabric_file(tmp_path)), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_skipped_exits_2_with_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from agent.app.cli import main
+    from agent.observe.nccltests import run as nccl_run
+
+    intent = _fabric()
+    fake = FakeHosts(tmp_path, intent, smi=(127, "sh: 1: nvidia-smi: not found"))
+    real = nccl_run.run_nccl_acceptance
+    monkeypatch.setattr(nccl_run, "run_nccl_acceptance",
+                        lambda i, **kw: real(i, **{**kw, "shell_for": fake}))  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["probe", "nccl", str(_fabric_file(tmp_path)), "--no-switches", "--output", "json"]
+    )
+    assert result.exit_code == 2
+    assert '"skipped": true' in result.output and "no host has a GPU" in result.output
