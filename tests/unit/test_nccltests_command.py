@@ -319,3 +319,41 @@ def test_skipped_exits_2_with_the_reason(tmp_path: Path, monkeypatch: pytest.Mon
     )
     assert result.exit_code == 2
     assert '"skipped": true' in result.output and "no host has a GPU" in result.output
+
+
+# --------------------------------------------------------------------------- the playbook step
+
+
+def test_acceptance_playbook_has_the_nccl_step() -> None:
+    from agent.ops.playbooks import load_playbook, playbook_path
+
+    playbook = load_playbook(playbook_path("acceptance"))
+    assert [s.kind() for s in playbook.steps].count("nccl") == 1
+
+
+def test_the_step_skips_without_gpu_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.observe.nccltests import run as nccl_run
+    from agent.ops.playbooks import NcclStepSpec, PlaybookRunner
+
+    intent = _fabric()
+    fake = FakeHosts(tmp_path, intent, smi=(0, "No devices were found"))
+    real = nccl_run.run_nccl_acceptance
+    monkeypatch.setattr(nccl_run, "run_nccl_acceptance",
+                        lambda i, **kw: real(i, **{**kw, "shell_for": fake,
+                                                   "read_switches": False}))  # fmt: skip
+    outcome = PlaybookRunner(intent)._nccl(NcclStepSpec())
+    assert outcome.status == "skipped"
+    assert outcome.detail["reason"].startswith("no host has a GPU (gpu0: nvidia-smi -L listed")
+
+
+def test_the_step_refuses_a_bad_test_name() -> None:
+    from pydantic import ValidationError
+
+    from agent.ops.playbooks import NcclStepSpec, PlaybookRunner
+
+    with pytest.raises(ValidationError):
+        NcclStepSpec(min_busbw_fraction=2)
+    from agent.errors import AgentError
+
+    with pytest.raises(AgentError, match="tests"):
+        PlaybookRunner(_fabric())._nccl(NcclStepSpec(tests=["rm_perf"]))
