@@ -209,12 +209,25 @@ def render(result: TuneResult, console: Console) -> None:
     )
 
 
+def job_override(result: TuneResult) -> dict[str, Any] | None:
+    """The profile's ``job:`` values for the collective objective's QPs per connection, so the
+    fabric carries them and ``roce-agent nccl`` prints them (NCCL_IB_QPS_PER_CONNECTION). Split
+    mode goes with more than one QP because the twin measured it that way
+    (agent.twin.search: a connection spreads over its QPs only when each message is split);
+    with one QP it is cleared (null: NCCL's default), so no stale ``true`` stays behind."""
+    qps = result.qps_per_connection()
+    if qps is None:
+        return None
+    return {"job": {"qps_per_connection": qps, "split_data_on_qps": True if qps > 1 else None}}
+
+
 def override_document(result: TuneResult, existing: dict[str, Any]) -> dict[str, Any] | None:
     """The fabric's ``overrides:`` with the recommendation merged in (a drop-in replacement
     for the fabric file's block), or None without a recommendation for the dominant speed."""
     tuned = result.override()
     if tuned is None:
         return None
+    tuned = {**tuned, **(job_override(result) or {})}
 
     def merge(base: dict[Any, Any], extra: dict[Any, Any]) -> dict[Any, Any]:
         out = dict(base)
@@ -252,8 +265,10 @@ def apply_steps(result: TuneResult, fabric: Path, override_file: Path | None) ->
     qps = result.qps_per_connection()
     if qps is not None:
         steps.append(
-            f"in the job's environment (not a fabric setting): NCCL_IB_QPS_PER_CONNECTION={qps}"
+            f"jobs: the override's job.qps_per_connection={qps} makes it the fabric's; "
+            f"`roce-agent nccl {fabric}` then prints NCCL_IB_QPS_PER_CONNECTION={qps}"
             + (" NCCL_IB_SPLIT_DATA_ON_QPS=1" if qps > 1 else "")
+            + " for the job's environment"
         )
     steps.append(f"roce-agent validate {fabric}   # then the lab check (docs/tuning.md)")
     return steps

@@ -340,3 +340,69 @@ def test_exact_match_exactly_when_a_prefix_would_catch_another(
     # NCCL without "=" selects every device whose name starts with a listed one
     caught = {o for o in set(listed) | set(others) for n in listed if o.startswith(n)}
     assert exact == (caught != set(listed))
+
+
+# ------------------------------------------------------------------ tune's override carries the QPs
+
+
+class _Tuned:
+    """What override_document and apply_steps read of a TuneResult: the switch/NIC override
+    and the collective objective's QPs per connection."""
+
+    def __init__(self, qps: int | None) -> None:
+        self.qps = qps
+
+    def override(self) -> dict[str, Any]:
+        return {"ecn": {"queues": {3: {"min_threshold": 20000, "max_threshold": 80000}}}}
+
+    def qps_per_connection(self) -> int | None:
+        return self.qps
+
+
+@pytest.mark.parametrize(
+    ("qps", "existing", "job", "variables"),
+    [
+        (4, {}, {"qps_per_connection": 4, "split_data_on_qps": True},
+         {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "1"}),
+        # one QP: split mode cleared, also a stale true from an earlier run
+        (1, {"job": {"qps_per_connection": 8, "split_data_on_qps": True}},
+         {"qps_per_connection": 1, "split_data_on_qps": None},
+         {"NCCL_IB_QPS_PER_CONNECTION": "1", "NCCL_IB_SPLIT_DATA_ON_QPS": None}),
+        # no collective objective: no job values, the existing ones kept
+        (None, {"job": {"qps_per_connection": 2}}, {"qps_per_connection": 2},
+         {"NCCL_IB_QPS_PER_CONNECTION": "2", "NCCL_IB_SPLIT_DATA_ON_QPS": None}),
+    ],
+)  # fmt: skip
+def test_tune_override_reaches_the_job_environment(
+    tmp_path: Path,
+    qps: int | None,
+    existing: dict[str, Any],
+    job: dict[str, Any],
+    variables: dict[str, str | None],
+) -> None:
+    from agent.app.tune import apply_steps, override_document
+    from agent.intent.loader import load_fabric
+
+    document = override_document(_Tuned(qps), existing)  # type: ignore[arg-type]
+    assert document is not None and document["overrides"]["job"] == job
+    fabric = tmp_path / "fabric.yml"
+    fabric.write_text(
+        yaml.safe_dump(
+            {"name": "t", "profile": "nvidia-default", **document, "devices": [RXE]},
+            sort_keys=False,
+        )
+    )
+    intent = load_fabric(fabric).intent
+    env = job_environment(intent, _facts(intent, "h1"))
+    assert {k: env.variables.get(k) for k in variables} == variables
+    steps = apply_steps(_Tuned(qps), fabric, None)  # type: ignore[arg-type]
+    said = [s for s in steps if s.startswith("jobs:")]
+    if qps is None:
+        assert said == []
+    else:
+        assert said == [
+            f"jobs: the override's job.qps_per_connection={qps} makes it the fabric's; "
+            f"`roce-agent nccl {fabric}` then prints NCCL_IB_QPS_PER_CONNECTION={qps}"
+            + (" NCCL_IB_SPLIT_DATA_ON_QPS=1" if qps > 1 else "")
+            + " for the job's environment"
+        ]
