@@ -562,6 +562,10 @@ NcclTestName = Literal[
 ]  # fmt: skip
 
 
+def _all_reduce_only() -> list[NcclTestName]:
+    return ["all_reduce_perf"]
+
+
 class NcclTestPolicy(StrictModel):
     """NCCL acceptance with nccl-tests (``roce-agent probe nccl``) on the RDMA hosts that have
     GPUs. Sizes, iterations and checks are nccl-tests' own options (its README, "Arguments");
@@ -573,7 +577,7 @@ class NcclTestPolicy(StrictModel):
     per 200G NIC, sjeaugey in NVIDIA/nccl-tests#119), so 0.9 leaves room for the other tests.
     """
 
-    tests: list[NcclTestName] = Field(default_factory=lambda: ["all_reduce_perf"], min_length=1)
+    tests: list[NcclTestName] = Field(default_factory=_all_reduce_only, min_length=1)
     min_bytes: Bytes = Field(default=8, description="-b, the first size")
     max_bytes: Bytes = Field(default=8 * 2**30, description="-e, the last size")
     step_factor: int = Field(default=2, ge=2, le=1024, description="-f, sizes multiply by it")

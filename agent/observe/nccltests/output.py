@@ -246,7 +246,7 @@ def layout_from_row(words: list[str]) -> Layout | None:
     extra = len(words) - 3 - 8
     if extra not in (0, 1, 2):
         return None
-    prefix = PREFIX_COLUMNS[:3]
+    prefix: tuple[str, ...] = PREFIX_COLUMNS[:3]
     if extra == 2:
         prefix = PREFIX_COLUMNS
     elif extra == 1:
