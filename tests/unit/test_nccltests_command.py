@@ -357,3 +357,23 @@ def test_the_step_refuses_a_bad_test_name() -> None:
 
     with pytest.raises(AgentError, match="tests"):
         PlaybookRunner(_fabric())._nccl(NcclStepSpec(tests=["rm_perf"]))
+
+
+def test_nic_counters_read_by_the_real_script() -> None:
+    """counters_command run by sh over the recorded rxe sysfs tree (tests/data/perftest/sysfs,
+    README there); its ethtool line answered by a shell function with mlx5's pause names
+    (kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst)."""
+    from agent.observe.hostfacts import RdmaPortFacts
+    from agent.observe.nccltests.run import counters_command, parse_counters
+
+    sysfs = REPO / "tests" / "data" / "perftest" / "sysfs"
+    port = RdmaPortFacts("eth1", "rxe0", 1, "eth1", "198.18.99.1")
+    ethtool = "ethtool() { printf 'NIC statistics:\\n     rx_prio3_pause: 7\\n'; }; "
+    result = run_local(["env", f"SYSFS={sysfs}", "sh", "-s"], ethtool + counters_command(port))
+    assert result.ok, result.output
+    counters = parse_counters(port, result)
+    hw = counters.hw[("rxe0", "1")]
+    files = sysfs / "class" / "infiniband" / "rxe0" / "ports" / "1" / "hw_counters"
+    assert hw == {f.name: int(f.read_text()) for f in files.iterdir() if f.name != "lifespan"}
+    pause = counters.pause["eth1"]
+    assert pause is not None and pause.rx_frames[3] == 7

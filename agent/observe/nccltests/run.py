@@ -106,7 +106,10 @@ def gpus_of(result: CommandResult | None) -> tuple[list[str], str | None]:
 def counters_command(port: RdmaPortFacts) -> str:
     """hw_counters of the RDMA port as ``name value`` lines, then ``ethtool -S`` of its netdev
     (the files and the tool agent.observe.hostnic reads on a host it runs on)."""
-    base = f"/sys/class/infiniband/{shlex.quote(port.device)}/ports/{port.ib_port}/hw_counters"
+    base = (
+        f'"${{SYSFS:-/sys}}"/class/infiniband/{shlex.quote(port.device)}/ports/'
+        f"{port.ib_port}/hw_counters"
+    )
     return (
         f'for f in {base}/*; do [ -f "$f" ] && [ "${{f##*/}}" != lifespan ] && '
         f'printf \'%s %s\\n\' "${{f##*/}}" "$(cat "$f" 2>/dev/null)"; done; '
