@@ -316,7 +316,7 @@ class _Reader:
         self.failures: list[str] = []
         self.notes: list[str] = []
 
-    def comment(self, text: str) -> None:
+    def comment(self, text: str, number: int) -> None:
         """A ``#`` line: the header, the footer, the ranks or a run's facts."""
         layout = layout_from_header(text.lstrip("#").split())
         if layout is not None:
@@ -332,7 +332,7 @@ class _Reader:
         if match := OUT_OF_BOUNDS.match(text):
             self.fields["out_of_bounds"] = int(match.group(1))
         elif match := AVG_BUSBW.match(text):
-            self.fields["avg_busbw_GBps"] = _number(match.group(1), "Avg bus bandwidth", 0)
+            self.fields["avg_busbw_GBps"] = _number(match.group(1), "Avg bus bandwidth", number)
             self.fields["footer"] = True
         elif match := RANK.match(text):
             rank, _, _, host, device, _, gpu = match.groups()
@@ -378,7 +378,7 @@ def parse_output(text: str) -> NcclTestsRun:
                 f"line {number}: Expected: at most {MAX_LINE_CHARS} characters Actual: {len(line)}"
             )
         if line.lstrip().startswith("#"):
-            reader.comment(line)
+            reader.comment(line, number)
         elif FAILURE.match(line):
             reader.failures.append(line.strip())
         elif ROW_START.match(line):
