@@ -37,7 +37,7 @@ import shlex
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,17 +56,26 @@ class CommandResult:
     exit_status: int | None  # None: it could not be run at all (no session, timed out)
     output: str = ""  # stdout and stderr together, as a shell session shows them
     error: str = ""  # why it could not be run (exit_status None)
+    source: str = ""  # the HostSource's name, when collected from one
 
     @property
     def ok(self) -> bool:
         return self.exit_status == 0
 
+    def shown(self) -> str:
+        """The command as a message names it: itself when it is one short line, else the
+        source's name and the script's length (a 30-line script in a message helps no one)."""
+        lines = self.command.strip().splitlines()
+        if len(lines) <= 1 and len(self.command) <= 160:
+            return self.command
+        return f"{self.source or 'script'} ({len(lines)}-line script)"
+
     def failure(self) -> str:
         """``command: why`` for an "unverified" message."""
         if self.exit_status is None:
-            return f"`{self.command}`: not run ({self.error or 'no session'})"
+            return f"`{self.shown()}`: not run ({self.error or 'no session'})"
         detail = self.output.strip().splitlines()[-1:] or ["no output"]
-        return f"`{self.command}`: exit {self.exit_status} ({detail[0][:160]})"
+        return f"`{self.shown()}`: exit {self.exit_status} ({detail[0][:160]})"
 
 
 @dataclass(frozen=True)
@@ -160,10 +169,11 @@ def _run_sources(
     for source in sources:
         run = sudo if source.sudo else shell
         if not source.per_port:
-            facts.results[source.name] = run(command_for(source))
+            facts.results[source.name] = replace(run(command_for(source)), source=source.name)
             continue
         for port in facts.ports:
-            facts.port_results[(source.name, port.port)] = run(command_for(source, port))
+            result = run(command_for(source, port))
+            facts.port_results[(source.name, port.port)] = replace(result, source=source.name)
 
 
 def collect_host_facts(

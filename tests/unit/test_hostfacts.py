@@ -122,7 +122,7 @@ def test_per_port_and_sudo_sources_reach_the_shell_as_expected() -> None:
         "sudo -n sh -c 'mlnx_qos -i eth0'",
     ]
     assert sorted(facts.port_results) == [("mtu", "ens1f0np0"), ("mtu", "ens1f1np1")]
-    assert facts.result("mtu", "ens1f1np1") == CommandResult(seen[1], 0, "ok")
+    assert facts.result("mtu", "ens1f1np1") == CommandResult(seen[1], 0, "ok", source="mtu")
     assert facts.result("trust") is not None and facts.result("mtu") is None
 
 
@@ -163,6 +163,14 @@ def test_run_local_timeout_and_missing_program() -> None:
 def test_failure_names_the_command_and_why(result: CommandResult, message: str) -> None:
     assert not result.ok
     assert result.failure() == message
+
+
+def test_a_script_is_named_by_its_source_not_quoted_whole() -> None:
+    script = CommandResult(SOURCES[0].command, None, error="timed out after 30 s", source="gids")
+    lines = len(SOURCES[0].command.splitlines())
+    assert script.failure() == f"`gids ({lines}-line script)`: not run (timed out after 30 s)"
+    long_line = CommandResult("x" * 161, 1, "boom")
+    assert long_line.failure() == "`script (1-line script)`: exit 1 (boom)"
 
 
 # ------------------------------------------------------------------ SSH exec channels
@@ -283,7 +291,7 @@ def test_ssh_host_runs_each_source_on_one_session(monkeypatch: pytest.MonkeyPatc
         "LC_ALL=C sh -s",
         "LC_ALL=C sudo -n sh -s",
     ]
-    assert facts.result("trust") == CommandResult("sudo -n mlnx_qos -i eth0", 0, "")
+    assert facts.result("trust") == CommandResult("sudo -n mlnx_qos -i eth0", 0, "", source="trust")
     assert facts.result("gids") is not None and facts.error is None
 
 
