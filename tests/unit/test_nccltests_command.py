@@ -213,6 +213,7 @@ def test_no_gpu_anywhere_is_skipped_with_each_hosts_reason(tmp_path: Path) -> No
     )
     assert report.verdict is None and report.passed is None
     assert not any("mktemp" in c for _, c in fake.sent)  # nothing was started
+    assert not any("n_gids_found" in c for _, c in fake.sent)  # nor the GID table read
 
 
 def test_one_gpu_host_is_skipped(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@
 per NIC, with the switches' and NICs' counters read before and after.
 
 1. Each RDMA host (a port with ``rdma_device``) is asked, over the SSH session of
-   :func:`agent.observe.hostfacts.collect_many` (one per host, side by side): its GID table
-   (for the job environment), its GPUs (``nvidia-smi -L``), whether ``mpirun`` and the test
-   binaries are there.
+   :func:`agent.observe.hostfacts.collect_many` (one per host, side by side): its GPUs
+   (``nvidia-smi -L``), whether ``mpirun`` and the test binaries are there; the hosts with a
+   GPU then their GID table (for the job environment).
 2. Hosts without a GPU take no part. Fewer than two GPU hosts: the acceptance is skipped with
    each host's reason (nvidia-smi missing, no GPU listed, its error): nothing pretends to run.
 3. The job environment of each GPU host: :func:`agent.observe.jobenv.job_environment`, the
@@ -209,8 +209,9 @@ def survey(
     policy: NcclTestPolicy,
     shell_for: ShellFor | None = None,
 ) -> tuple[dict[str, HostFacts], dict[str, dict[str, Any]]]:
-    """Every host's facts (GIDs, GPUs, tools) and, per host, its GPUs or why it has none."""
-    sources = (*SOURCES, gpu_source(), *tool_sources(policy))
+    """Every host's GPUs and tools and, per host, its GPUs or why it has none (the GID table,
+    for the environment, is read only from the hosts that have a GPU)."""
+    sources = (gpu_source(), *tool_sources(policy))
     facts = collect_many(devices, intent, sources=sources, shell_for=shell_for)
     hosts: dict[str, dict[str, Any]] = {}
     for name, fact in facts.items():
@@ -283,8 +284,9 @@ def run_nccl_acceptance(
                      for h, info in survey_hosts.items() if not info["gpus"]]  # fmt: skip
     gpu_facts = {d.name: facts[d.name] for d in gpu_devices}
     problems = _tools_problems(gpu_devices[0].name, gpu_facts, policy)
+    gids = collect_many(gpu_devices, intent, sources=SOURCES, shell_for=shell_for)
     for device in gpu_devices:
-        env = job_environment(intent, facts[device.name])
+        env = job_environment(intent, gids[device.name])
         report.environments[device.name] = env
         problems += env.problems
     if problems:
