@@ -348,6 +348,88 @@ def _emit_perftest(report: PerftestReport, output: str, report_file: Path | None
     console.print(summary(verdict), markup=False)
 
 
+NCCL_TESTS = ["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf",
+              "broadcast_perf", "reduce_perf", "sendrecv_perf"]  # fmt: skip
+
+
+@group.command("nccl")
+@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--test", "tests", multiple=True, type=click.Choice(NCCL_TESTS),
+              help="nccl-tests binary, repeatable (default: validation.nccl.tests).")  # fmt: skip
+@click.option("--min-busbw-fraction", type=FiniteFloat(0, 1, min_open=True),
+              help="busbw per NIC over line rate (default: validation.nccl: 0.9).")  # fmt: skip
+@click.option("--host", "hosts", multiple=True,
+              help="RDMA host to include, repeatable (default: every one with a GPU).")  # fmt: skip
+@click.option("--no-switches", is_flag=True, help="Do not read the switches' counters.")
+@OUTPUT
+@handle_errors
+def nccl(
+    fabric: Path, tests: tuple[str, ...], min_busbw_fraction: float | None,
+    hosts: tuple[str, ...], no_switches: bool, output: str,
+) -> None:  # fmt: skip
+    """NCCL acceptance: nccl-tests (mpirun from the first GPU host) with the job environment
+    of `roce-agent nccl`, judged on busbw at the largest size per NIC against line rate, no
+    wrong value, and no loss at the switches and NICs read before and after.
+
+    Exit 0 pass, 1 fail, 2 not run: no two hosts with GPUs (skipped, with each host's
+    reason), or a host's environment or tools missing (docs/nccl-acceptance.md).
+
+    \b
+    Example:
+      roce-agent probe nccl fabric.yml --test all_reduce_perf --min-busbw-fraction 0.9
+    """
+    from agent.observe.nccltests.run import NcclProbeError, run_nccl_acceptance
+
+    intent = _intent(fabric)
+    changes: dict[str, Any] = {}
+    if tests:
+        changes["tests"] = list(dict.fromkeys(tests))
+    if min_busbw_fraction is not None:
+        changes["min_busbw_fraction"] = min_busbw_fraction
+    policy = intent.validation.nccl.model_copy(update=changes)
+    try:
+        report = run_nccl_acceptance(
+            intent, hosts=list(hosts) or None, policy=policy, read_switches=not no_switches
+        )
+    except NcclProbeError as exc:
+        raise AgentError(str(exc)) from None
+    _emit_nccl(report, output)
+    if report.skipped is not None:
+        sys.exit(2)
+    if not report.passed:
+        sys.exit(1)
+
+
+def _emit_nccl(report: Any, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(report.as_json(), indent=2))
+        return
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    if report.skipped is not None:
+        click.echo(f"nccl acceptance skipped: {report.skipped}", err=True)
+        return
+    table = Table(title="nccl-tests")
+    columns = ("test", "status", "largest size (B)", "busbw GB/s", "per NIC GB/s",
+               "line rate GB/s", "% of line rate", "avg busbw GB/s")  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("test", "status") else "right")
+    for row in report.verdict.rows:
+        cells = (row.size_bytes, row.busbw_GBps, row.busbw_per_nic_GBps, row.line_rate_GBps)
+        text = ["-" if v is None else f"{v:g}" if isinstance(v, int) else f"{v:.2f}"
+                for v in cells]  # fmt: skip
+        fraction = "-" if row.fraction is None else f"{row.fraction:.1%}"
+        avg = "-" if row.avg_busbw_GBps is None else f"{row.avg_busbw_GBps:g}"
+        table.add_row(row.test, row.status, *text, fraction, avg)
+    console.print(table)
+    for outcome in report.verdict.outcomes:
+        if outcome.status != "pass":
+            for message in outcome.messages or (outcome.subject,):
+                console.print(f"  {outcome.status}: {outcome.rule} {message}", markup=False)
+    for note in report.notes:
+        console.print(f"  note: {note}", markup=False)
+    console.print(f"nccl acceptance: {'PASS' if report.passed else 'FAIL'}", markup=False)
+
+
 def _worker(role: str, spec: dict[str, Any], output: str) -> None:
     from agent.observe.probes.worker import run
 

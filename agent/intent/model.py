@@ -555,6 +555,54 @@ class PerftestPolicy(StrictModel):
         return value
 
 
+# The nccl-tests binaries whose bus bandwidth doc/PERFORMANCE.md defines (NVIDIA/nccl-tests).
+NcclTestName = Literal[
+    "all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf",
+    "broadcast_perf", "reduce_perf", "sendrecv_perf",
+]  # fmt: skip
+
+
+def _all_reduce_only() -> list[NcclTestName]:
+    return ["all_reduce_perf"]
+
+
+class NcclTestPolicy(StrictModel):
+    """NCCL acceptance with nccl-tests (``roce-agent probe nccl``) on the RDMA hosts that have
+    GPUs. Sizes, iterations and checks are nccl-tests' own options (its README, "Arguments");
+    the defaults scan as the README's multi-node example does (``-b 8 -e 8G -f 2 -g 1``).
+
+    ``min_busbw_fraction``: the bus bandwidth at the largest size, per NIC, over the NIC's line
+    rate. 0.9 is the mark of NVIDIA's multinode acceptance (Mellanox/ngc_multinode_perf passes
+    a link at 90 % of its port speed); NVIDIA's guideline for all_reduce is about 96 % (24 GB/s
+    per 200G NIC, sjeaugey in NVIDIA/nccl-tests#119), so 0.9 leaves room for the other tests.
+    """
+
+    tests: list[NcclTestName] = Field(default_factory=_all_reduce_only, min_length=1)
+    min_bytes: Bytes = Field(default=8, description="-b, the first size")
+    max_bytes: Bytes = Field(default=8 * 2**30, description="-e, the last size")
+    step_factor: int = Field(default=2, ge=2, le=1024, description="-f, sizes multiply by it")
+    iters: int = Field(default=20, ge=1, le=100_000, description="-n, timed iterations")
+    warmup_iters: int = Field(default=5, ge=0, le=100_000, description="-w")
+    check_iters: int = Field(
+        default=1, ge=1, le=1000, description="-c, iterations whose results are checked"
+    )
+    min_busbw_fraction: float = Field(default=0.9, gt=0, le=1)
+    binary_dir: str | None = Field(
+        default=None, description="where the hosts keep nccl-tests' binaries (default: PATH)"
+    )
+    mpirun: str = Field(default="mpirun", description="Open MPI's launcher on the first host")
+    timeout_s: float = Field(default=1800.0, gt=0, le=86400, description="per test")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> NcclTestPolicy:
+        if not 1 <= self.min_bytes <= self.max_bytes:
+            raise ValueError(
+                f"sizes: Expected: 1 <= min_bytes <= max_bytes Actual: {self.min_bytes} and "
+                f"{self.max_bytes}"
+            )
+        return self
+
+
 class ValidationPolicy(StrictModel):
     """Thresholds the counter and wire checks apply."""
 
@@ -563,6 +611,7 @@ class ValidationPolicy(StrictModel):
     max_storms: int = Field(default=0, ge=0)
     probe: ProbePolicy = Field(default_factory=ProbePolicy)
     perftest: PerftestPolicy = Field(default_factory=PerftestPolicy)
+    nccl: NcclTestPolicy = Field(default_factory=NcclTestPolicy)
 
 
 class Emulation(StrictModel):

@@ -16,6 +16,9 @@ A playbook is YAML: a name, whether to roll back on failure, and steps. Each ste
 * ``perftest: {scenario: pairwise | incast | bidirectional, pairs, to, from, duration_s}`` —
   line-rate acceptance with perftest on the hosts whose ports declare an ``rdma_device``
   (:mod:`agent.observe.perftest.scenario`); skipped, saying so, when no host declares one;
+* ``nccl: {tests: [all_reduce_perf], min_busbw_fraction: 0.9, hosts}`` — NCCL acceptance with
+  nccl-tests on the RDMA hosts that have GPUs (:mod:`agent.observe.nccltests.run`); skipped,
+  saying why per host, when fewer than two hosts have a GPU;
 * ``fault_drill: {rows: all | [names], confirm_timeout_s: 5}`` — lab only: break rollouts
   on purpose (kill points, SSH cuts, restarts, slow replies, bad credentials, a new host
   key) and check what each leaves behind (:mod:`agent.ops.faultdrill`).
@@ -118,6 +121,12 @@ class PerftestStepSpec(StepModel):
     duration_s: float | None = Field(default=None, gt=0, le=3600)  # None: the fabric's policy
 
 
+class NcclStepSpec(StepModel):
+    tests: list[str] | None = None  # None: the fabric's validation.nccl.tests
+    min_busbw_fraction: float | None = Field(default=None, gt=0, le=1)
+    hosts: list[str] | None = None  # None: every RDMA host with a GPU
+
+
 class FaultDrillSpec(StepModel):
     rows: list[str] | Literal["all"] = "all"
     confirm_timeout_s: int = Field(default=5, ge=5, le=60)
@@ -126,6 +135,7 @@ class FaultDrillSpec(StepModel):
 
 STEP_KINDS = (
     "collect", "checks", "probe", "apply", "ecn_sweep", "fault_drill", "locate", "perftest",
+    "nccl",
 )  # fmt: skip
 
 
@@ -138,6 +148,7 @@ class Step(StepModel):
     fault_drill: FaultDrillSpec | None = None
     locate: LocateSpec | None = None
     perftest: PerftestStepSpec | None = None
+    nccl: NcclStepSpec | None = None
     name: str | None = None
     stop_on_failure: bool = True
 
@@ -557,6 +568,7 @@ class PlaybookRunner:
             "fault_drill": self._fault_drill,
             "locate": self._locate,
             "perftest": self._perftest,
+            "nccl": self._nccl,
         }
 
     def _stop_after(self, playbook: Playbook, index: int, report: Report) -> None:
@@ -619,6 +631,35 @@ class PlaybookRunner:
             raise AgentError(str(exc)) from None
         status = "success" if report.passed else "failure"
         return StepReport(name, "perftest", status, report.as_json())
+
+    def _nccl(self, spec: NcclStepSpec) -> StepReport:
+        from agent.observe.nccltests.run import NcclProbeError, run_nccl_acceptance
+        from agent.observe.perftest.scenario import rdma_hosts
+
+        hosts = spec.hosts or [d.name for d in rdma_hosts(self.intent)]
+        if not hosts:
+            reason = "no host declares an rdma_device: no nccl-tests to run"
+            return StepReport("nccl", "nccl", "skipped", {"reason": reason})
+        # One experiment on the whole fabric, run by the shard of its first host, as perftest.
+        skipped = self._not_ours("nccl", hosts[0], "nccl")
+        if skipped is not None:
+            return skipped
+        changes: dict[str, Any] = {}
+        if spec.tests is not None:
+            changes["tests"] = spec.tests
+        if spec.min_busbw_fraction is not None:
+            changes["min_busbw_fraction"] = spec.min_busbw_fraction
+        try:
+            policy = self.intent.validation.nccl.model_validate(
+                {**self.intent.validation.nccl.model_dump(), **changes}
+            )
+            report = run_nccl_acceptance(self.intent, hosts=spec.hosts, policy=policy)
+        except (NcclProbeError, ValidationError) as exc:
+            raise AgentError(str(exc)) from None
+        if report.skipped is not None:
+            return StepReport("nccl", "nccl", "skipped", report.as_json())
+        status = "success" if report.passed else "failure"
+        return StepReport("nccl", "nccl", status, report.as_json())
 
     def _fault_drill(self, spec: FaultDrillSpec) -> StepReport:
         from agent.ops import faultdrill
