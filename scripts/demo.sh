@@ -8,7 +8,8 @@
 # fabric's setting before, the recommendation and its DCQCN neighbours, pushed to switches and
 # hosts, three runs each, next to the twin's prediction), the rollout of the checked setting
 # with `apply`, and a ring all-reduce among the lab's hosts next to the twin's collective; then
-# a PFC storm drill, the audit log, and the lab is torn down.
+# a PFC storm drill, the audit log, and the lab is torn down. Last, the job's side on a lab of
+# Soft-RoCE VMs: `nccl` (the job's environment), the host pre-flight and `probe nccl`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AGENT=${AGENT:-.venv/bin/roce-agent}
@@ -155,3 +156,20 @@ step "audit log: every change attempt (write-ahead intent, then result), none le
 $AGENT audit --state-dir "$STATE_DIR"
 $AGENT audit --incomplete --state-dir "$STATE_DIR"
 rm -rf "$STATE_DIR"
+
+step "lab down; the job's side on a lab whose hosts h1-h3 are qemu VMs with Soft-RoCE (rxe)"
+$AGENT lab down --lab $LAB
+RLAB=roce-demo-rdma
+trap '$AGENT lab down --lab $RLAB' EXIT
+$AGENT lab up containerlab/roce-rdma.clab.yml --name $RLAB
+RFABRIC=/run/roce-agent/lab/$RLAB/fabric.yml
+
+step "nccl: the environment a job sources, from the intent and each host's GID table"
+$AGENT nccl "$RFABRIC" --output env
+
+step "host pre-flight (validate --hosts-only): GID, trust, PFC, ACS, RoCE, MTU on each RDMA host"
+echo "(virtio NICs have no DCB and no mlnx_qos: trust and PFC are unverified, so exit 1)"
+$AGENT validate "$RFABRIC" --hosts-only || echo "validate --hosts-only: exit $?"
+
+step "probe nccl: the NCCL acceptance step (skipped: the lab's hosts have no GPU)"
+$AGENT probe nccl "$RFABRIC" || echo "probe nccl: exit $?"

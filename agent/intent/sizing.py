@@ -26,6 +26,24 @@ from typing import Final, Literal
 
 from lossless.pfc import PAUSE_QUANTUM_BITS, PFC_QUANTA_MAX, pause_duration
 
+# The path MTUs RoCE can use (IBTA, ``enum ib_mtu``), smallest first.
+IB_MTUS: Final = (256, 512, 1024, 2048, 4096)
+# What Linux subtracts from the netdev MTU before picking the RoCE MTU (``iboe_get_mtu`` in
+# include/rdma/ib_addr.h): IB_GRH_BYTES 40 + IB_UDP_BYTES 8 + IB_BTH_BYTES 12 +
+# IB_EXT_XRC_BYTES 4 + IB_EXT_ATOMICETH_BYTES 28 + IB_ICRC_BYTES 4 (include/rdma/ib_pack.h).
+# The GRH stands for the IPv4/IPv6 header, so it covers RoCE v2 over IPv4 with room; rxe
+# reserves less (RXE_MAX_HDR_LENGTH 80, drivers/infiniband/sw/rxe/rxe_param.h).
+IBOE_MTU_OVERHEAD: Final = 40 + 8 + 12 + 4 + 28 + 4
+
+
+def roce_mtu(netdev_mtu: int) -> int | None:
+    """The RoCE (IB) path MTU a netdev MTU allows, as ``iboe_get_mtu`` picks it: the largest
+    IB MTU that fits with :data:`IBOE_MTU_OVERHEAD`; None below 256. A 9000-byte Ethernet MTU
+    still carries 4096-byte RoCE packets: RDMA never sends larger."""
+    fitting = [m for m in IB_MTUS if m + IBOE_MTU_OVERHEAD <= netdev_mtu]
+    return fitting[-1] if fitting else None
+
+
 # Pause reaction delay, in pause quanta, per operating speed. The lua's pause_quanta_per_speed
 # table (it cites IEEE 802.3 31B.3.7), re-keyed from Mb/s to bit/s.
 PAUSE_QUANTA_BY_SPEED: Final[dict[int, int]] = {

@@ -34,15 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from agent.errors import AgentError, printable
-
-# include/rdma/ib_verbs.h iboe_get_mtu(): the IB MTU a RoCE port gets from its netdev MTU is
-# the largest of 256..4096 that fits after IB_GRH_BYTES 40 + IB_UDP_BYTES 8 + IB_BTH_BYTES 12
-# + IB_EXT_XRC_BYTES 4 + IB_EXT_ATOMICETH_BYTES 28 + IB_ICRC_BYTES 4 (include/rdma/ib_pack.h).
-# The GRH stands for the IPv4/IPv6 header, so 96 bytes cover RoCE v2 over IPv4 with room. rxe
-# reserves less (RXE_MAX_HDR_LENGTH 80, drivers/infiniband/sw/rxe/rxe_param.h): the same
-# bound is enough there.
-ROCE_HEADER_BYTES = 40 + 8 + 12 + 4 + 28 + 4
-IB_MTUS = (256, 512, 1024, 2048, 4096)
+from agent.intent.sizing import IB_MTUS
+from common.text import is_decimal
 
 _BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 _MAX_TEXT = 4 << 20  # lspci -vvv of a large GPU server is ~1 MB; more is not lspci
@@ -66,19 +59,13 @@ def _bad(what: str, number: int, expected: str, raw: str) -> HostParseError:
     )
 
 
-# --------------------------------------------------------------------------- RoCE MTU
-
-
-def roce_mtu(netdev_mtu: int) -> int | None:
-    """The RoCE (IB) path MTU a netdev MTU allows (``iboe_get_mtu``); None below 256."""
-    fitting = [m for m in IB_MTUS if m + ROCE_HEADER_BYTES <= netdev_mtu]
-    return fitting[-1] if fitting else None
+# --------------------------------------------------------------------------- MTU
 
 
 def parse_mtu(text: str) -> int:
     """``/sys/class/net/IF/mtu``: one decimal number (Documentation/ABI/testing/sysfs-class-net)."""
     value = text.strip()
-    if not value.isdigit() or len(value) > 6:
+    if not is_decimal(value) or len(value) > 6:
         raise HostParseError(f"mtu: Expected: a number Actual: {printable(value[:40])!r}")
     return int(value)
 
@@ -103,7 +90,7 @@ def parse_dcb_pfc(text: str) -> DcbPfc:
             continue
         if "pfc-cap" in tokens:
             at = tokens.index("pfc-cap")
-            if at + 1 >= len(tokens) or not tokens[at + 1].isdigit():
+            if at + 1 >= len(tokens) or not is_decimal(tokens[at + 1]):
                 raise _bad(what, number, "pfc-cap N", raw)
             cap = int(tokens[at + 1])
         if tokens[0] == "prio-pfc":
@@ -117,7 +104,7 @@ def _prio_pfc(pairs: list[str], what: str, number: int, raw: str) -> list[int]:
     seen: dict[int, bool] = {}
     for pair in pairs:
         prio, _, state = pair.partition(":")
-        if not prio.isdigit() or int(prio) > 7 or state not in ("on", "off"):
+        if not is_decimal(prio) or int(prio) > 7 or state not in ("on", "off"):
             raise _bad(what, number, "PRIO:on|off for priorities 0-7", raw)
         seen[int(prio)] = state == "on"
     if sorted(seen) != list(range(8)):
@@ -138,7 +125,7 @@ def parse_dcb_app_dscp(text: str) -> dict[int, tuple[int, ...]]:
             raise _bad(what, number, "dscp-prio DSCP:PRIO ...", raw)
         for pair in tokens[1:]:
             dscp, _, prio = pair.partition(":")
-            if not (dscp.isdigit() and prio.isdigit() and int(dscp) <= 63 and int(prio) <= 7):
+            if not (is_decimal(dscp) and is_decimal(prio) and int(dscp) <= 63 and int(prio) <= 7):
                 raise _bad(
                     what, number, "numeric DSCP:PRIO pairs (dcb -N), DSCP 0-63, PRIO 0-7", raw
                 )
@@ -258,7 +245,7 @@ def parse_ibv_devinfo(text: str) -> dict[int, IbvPort]:
             continue
         value = value.strip()
         if key == "port":
-            if not value.isdigit():
+            if not is_decimal(value):
                 raise _bad(what, number, "port:\tN", raw)
             current = ports.setdefault(int(value), {})
         elif current is not None and key in ("state", "max_mtu", "active_mtu", "link_layer"):

@@ -55,22 +55,14 @@ from lossless.config import (
 PROPAGATION_S_PER_M = 5e-9
 """Cable propagation delay per metre (module docstring)."""
 ROCE_UDP_PORT = 4791  # IANA, RoCEv2 destination port; the source port carries the entropy
-IB_MTUS = (4096, 2048, 1024, 512, 256)  # the path MTUs RoCE can use (IBTA, ``enum ib_mtu``)
-# What Linux subtracts from the netdev MTU before picking the RoCE MTU (iboe_get_mtu in
-# include/rdma/ib_addr.h): GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4.
-IBOE_MTU_OVERHEAD = 96
 # A RoCEv2 data frame around its payload: MAC 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4.
 ROCE_FRAME_OVERHEAD = 62
 
 
 def roce_payload_bytes(mtu: int) -> int:
-    """The payload of a full RoCEv2 packet on a port of ``mtu``: the largest IB MTU that fits.
-
-    A 9000-byte Ethernet MTU still carries 4096-byte RoCE packets: RDMA never sends jumbo
-    frames larger than the IB MTU, so the twin must not either.
-    """
-    room = mtu - IBOE_MTU_OVERHEAD
-    return next((m for m in IB_MTUS if m <= room), IB_MTUS[-1])
+    """The payload of a full RoCEv2 packet on a port of ``mtu``: the RoCE MTU Linux picks
+    (:func:`agent.intent.sizing.roce_mtu`), at least the smallest IB MTU."""
+    return sizing.roce_mtu(mtu) or sizing.IB_MTUS[0]
 
 
 def roce_frame_bytes(mtu: int, payload_bytes: int | None = None) -> int:

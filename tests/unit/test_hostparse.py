@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.intent.sizing import IB_MTUS, IBOE_MTU_OVERHEAD, roce_mtu
 from agent.observe.hostparse import (
-    IB_MTUS,
-    ROCE_HEADER_BYTES,
     HostParseError,
     bridges_between,
     parse_dcb_app_dscp,
@@ -27,7 +26,6 @@ from agent.observe.hostparse import (
     parse_pci_paths,
     parse_rdma_device,
     parse_traffic_class,
-    roce_mtu,
 )
 
 HOSTS = Path(__file__).resolve().parents[1] / "data" / "hosts"
@@ -257,11 +255,11 @@ def test_bridges_between_property(functions: list[str], split: tuple[int, int]) 
 def test_roce_mtu_property(netdev_mtu: int) -> None:
     mtu = roce_mtu(netdev_mtu)
     if mtu is None:
-        assert netdev_mtu < IB_MTUS[0] + ROCE_HEADER_BYTES
+        assert netdev_mtu < IB_MTUS[0] + IBOE_MTU_OVERHEAD
     else:
-        assert mtu in IB_MTUS and mtu + ROCE_HEADER_BYTES <= netdev_mtu
+        assert mtu in IB_MTUS and mtu + IBOE_MTU_OVERHEAD <= netdev_mtu
         bigger = [m for m in IB_MTUS if m > mtu]
-        assert not bigger or bigger[0] + ROCE_HEADER_BYTES > netdev_mtu
+        assert not bigger or bigger[0] + IBOE_MTU_OVERHEAD > netdev_mtu
 
 
 @given(st.text(max_size=300))

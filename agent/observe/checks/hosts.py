@@ -28,10 +28,10 @@ from agent.device.platforms.base import PlatformError
 from agent.device.platforms.linux_host import LinuxHost
 from agent.device.state import QosState
 from agent.intent.model import Port
+from agent.intent.sizing import IBOE_MTU_OVERHEAD, roce_mtu
 from agent.observe.checks.base import Check, CheckResult, Collected, DeviceData, expected_actual
 from agent.observe.hostfacts import HostFacts, RdmaPortFacts
 from agent.observe.hostparse import (
-    ROCE_HEADER_BYTES,
     AcsControl,
     HostParseError,
     PciPaths,
@@ -46,7 +46,6 @@ from agent.observe.hostparse import (
     parse_pci_paths,
     parse_rdma_device,
     parse_traffic_class,
-    roce_mtu,
 )
 from agent.observe.perftest.gid import GidSelectionError, parse_show_gids, select_gid
 
@@ -488,12 +487,12 @@ class HostRoceMtu(PortCheck):
         wanted = roce_mtu(intended)
         assert wanted is not None  # the intent's MTU is at least 1280 (agent.intent.model.Port)
         mtu = parse_mtu(output_of(facts, "mtu", port))
-        if mtu < wanted + ROCE_HEADER_BYTES:
+        if mtu < wanted + IBOE_MTU_OVERHEAD:
             outcome.problems.append(
                 expected_actual(
                     f"{at} netdev MTU",
-                    f">= {wanted + ROCE_HEADER_BYTES} (RoCE MTU {wanted} from the intent's MTU "
-                    f"{intended}, + {ROCE_HEADER_BYTES} B of RoCE headers)",
+                    f">= {wanted + IBOE_MTU_OVERHEAD} (RoCE MTU {wanted} from the intent's MTU "
+                    f"{intended}, + {IBOE_MTU_OVERHEAD} B of RoCE headers)",
                     f"{mtu} (RoCE MTU {roce_mtu(mtu) or 'none'})",
                 )
             )

@@ -55,6 +55,7 @@ from agent.observe.nccltests.verdict import (
 )
 from agent.observe.perftest.scenario import rdma_hosts
 from agent.observe.perftest.verdict import NicDelta, nic_delta
+from common.text import is_decimal
 
 # nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-...)", one line per GPU (nvidia-smi(1),
 # "-L, --list-gpus  List each of the NVIDIA GPUs in the system, along with their UUIDs").
@@ -122,7 +123,7 @@ def parse_counters(port: RdmaPortFacts, result: CommandResult) -> NicCounters:
     hw = {}
     for line in hw_text.splitlines():
         name, _, value = line.strip().partition(" ")
-        if value.isdigit():
+        if is_decimal(value):
             hw[name] = int(value)
     return NicCounters(
         hw={(port.device, str(port.ib_port)): hw},
@@ -422,7 +423,7 @@ def run_in_background(
     deadline = time.monotonic() + timeout_s
     while True:
         done = shell(f"cat {where}/rc 2>/dev/null")
-        if done.ok and done.output.strip().isdigit():
+        if done.ok and is_decimal(done.output.strip()):
             status = int(done.output.strip())
             break
         if time.monotonic() > deadline:

@@ -30,6 +30,7 @@ from typing import Literal
 
 from agent.errors import AgentError, printable
 from agent.intent.tokens import check_rdma_port_ref
+from common.text import is_decimal
 
 MAX_GID_SLOTS = 4096  # rxe has 1024 slots, mlx5 up to 256: more is not a GID table
 MAX_SHOW_GIDS_BYTES = 1 << 20
@@ -145,7 +146,7 @@ def read_gid_table(
             f"{where}: Expected: a GID table at {printable(str(gids_dir))} "
             f"Actual: {printable(exc.strerror or type(exc).__name__)}"
         ) from None
-    indexes = sorted(int(name) for name in names if name.isdigit() and len(name) < 6)
+    indexes = sorted(int(name) for name in names if is_decimal(name) and len(name) < 6)
     if len(indexes) > MAX_GID_SLOTS:
         raise GidSelectionError(
             f"{where}: Expected: at most {MAX_GID_SLOTS} GID slots Actual: {len(indexes)}"
@@ -187,7 +188,7 @@ def parse_show_gids(text: str) -> list[GidEntry]:
             continue
         if tokens[0].startswith("n_gids_found="):
             count = tokens[0].partition("=")[2]
-            if not count.isdigit() or len(tokens) != 1:
+            if not is_decimal(count) or len(tokens) != 1:
                 raise GidSelectionError(
                     f"{at}: Expected: n_gids_found=<count> Actual: {printable(raw[:80])!r}"
                 )
@@ -207,7 +208,7 @@ def parse_show_gids(text: str) -> list[GidEntry]:
 
 def _show_gids_row(tokens: list[str], at: str, raw: str) -> GidEntry:
     shown = printable(raw[:120])
-    if len(tokens) < 4 or not tokens[1].isdigit() or not tokens[2].isdigit():
+    if len(tokens) < 4 or not is_decimal(tokens[1]) or not is_decimal(tokens[2]):
         raise GidSelectionError(f"{at}: Expected: DEV PORT INDEX GID ... Actual: {shown!r}")
     device, port, index, gid = tokens[0], int(tokens[1]), int(tokens[2]), tokens[3]
     try:
