@@ -360,7 +360,9 @@ def test_delay_holds_every_frame_and_keeps_order(
         latency[dst] = [u.ts - struct.unpack_from("!d", u.payload, 4)[0] for u in got]
     assert min(latency[2]) >= 0.080, latency[2]
     assert max(latency[2]) < 0.080 + 0.05, latency[2]
-    assert max(latency[3]) < 0.03, latency[3]
+    # the other port is not held: half the delay keeps the two apart while allowing for a
+    # scheduler hiccup on a loaded 2-core machine (one frame at 32 ms, the rest at 16 ms)
+    assert max(latency[3]) < 0.080 / 2, latency[3]
 
 
 # ----------------------------------------------------------------------------- link state
