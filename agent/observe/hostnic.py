@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.text import is_decimal
+
 # mlx5's congestion (DCQCN) and sequence-error counters (drivers/infiniband/hw/mlx5/counters.c).
 MLX5_COUNTERS = (
     "np_cnp_sent",
@@ -159,7 +161,7 @@ def read_hw_counters(sysfs_root: Path) -> dict[tuple[str, str], dict[str, int]]:
         ports = base / device / "ports"
         if not ports.is_dir():
             continue
-        for port in sorted(p.name for p in ports.iterdir() if p.name.isdigit()):
+        for port in sorted(p.name for p in ports.iterdir() if is_decimal(p.name)):
             counters_dir = ports / port / "hw_counters"
             if not counters_dir.is_dir():
                 continue
