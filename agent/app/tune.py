@@ -124,8 +124,10 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
         columns.append("DCQCN")
     if objective.name == "collective":
         columns += ["QPs", "busbw"]
-    columns += ["pause thr", "paused", "util", "Jain", "queue p99", "onset peak", "CE",
-                "lossless drops", "verdict"]  # fmt: skip
+    columns += ["pause thr", "paused", "util"]
+    if objective.name != "collective":
+        columns.append("util (run)")  # the whole run, onset included: a constraint too
+    columns += ["Jain", "queue p99", "onset peak", "CE", "lossless drops", "verdict"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("ECN min-max @P", "DCQCN",
                                                              "verdict") else "right")  # fmt: skip
@@ -147,6 +149,7 @@ def _row(trial: Trial, stage: Stage, columns: list[str]) -> list[str]:
             kb(trial.runs[0].pause_threshold_bytes),
             f"{trial.worst_paused():.1%}",
             f"{trial.worst_utilisation():.1%}",
+            *([f"{trial.worst_whole_utilisation():.1%}"] if "util (run)" in columns else []),
             "-" if fairness is None else f"{fairness:.2f}",
             kb(trial.mean("queue_p99_bytes")),
             kb(trial.mean("queue_peak_bytes")),
@@ -154,7 +157,7 @@ def _row(trial: Trial, stage: Stage, columns: list[str]) -> list[str]:
             str(trial.drops()),
         ]
     else:
-        row += ["-"] * 8
+        row += ["-"] * (len(columns) - len(row) - 1)
     row.append(_verdict(trial, stage.best))
     return row
 

@@ -448,6 +448,7 @@ def test_cli_table_and_exit_0(paper_star: Path, tmp_path: Path) -> None:
     assert code == 0, stderr
     assert "40G: ECN on the RoCE queue, 4, 3 and 2 senders" in stdout and "recommended" in stdout
     assert "0 (current)" in stdout
+    assert "util (run)" in stdout  # the whole-run utilisation, a constraint of the queue objective
     assert "40G: " in stdout and "the lowest p99 queue of the" in stdout
     assert "40G: full grid (at most 160 runs); " in stdout and " runs, 1 seeds" not in stdout
     assert f"roce-agent diff {paper_star}" in stdout and f"roce-agent apply {paper_star}" in stdout
