@@ -106,6 +106,9 @@ def test_the_sdist_and_the_wheel_carry_the_data_and_the_license(built: tuple[Pat
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         info = [archive.getinfo(n) for n in names]
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        headers = archive.read(metadata).decode()
+    assert "License-Expression: Apache-2.0" in headers.splitlines()
     missing = [path for path in SHIPPED if path not in names]
     assert missing == [], f"the wheel lacks {missing}"
     # Real files, not the repository's symlinks (the mode's high bits say S_IFLNK).
