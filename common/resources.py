@@ -9,7 +9,8 @@ repository, in an installed wheel (site-packages) and in an editable install:
   package-data), so the wheel carries real files and no symlink;
 - the dashboards and alert rules stay in the ``exporters`` package, where their generators
   (``python -m exporters.dashboards``, ``python -m exporters.alerts``) write them; they are
-  looked up by package name, which imports no code of it.
+  looked up by package name, which runs only ``exporters/__init__.py`` (a docstring): no
+  dependency on the exporters' code, and the layering test counts none.
 
 ``python -m common.resources`` prints where each kind of data is (docs/install.md).
 """
@@ -26,7 +27,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 # A zipped install (zipimport) has no folder to read: its files are extracted once for the
-# process and removed at exit.
+# process and removed at exit (a folder needs Python 3.12's as_file; pip and pipx unpack).
 _EXTRACTED = contextlib.ExitStack()
 atexit.register(_EXTRACTED.close)
 
