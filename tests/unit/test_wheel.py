@@ -170,3 +170,32 @@ def test_installed_resources_name_every_kind(venv: Path, tmp_path: Path) -> None
     bad = _run([python, "-m", "common.resources", "nope"], tmp_path, check=False)
     assert bad.returncode == 2
     assert "argument kind: invalid choice: 'nope'" in bad.stderr
+
+
+def test_in_a_checkout_the_data_is_the_top_level_folders() -> None:
+    """The symlinks lead the one lookup to playbooks/ and deploy/ (docs and tests name them)."""
+    from agent.intent import loader
+    from agent.ops import playbooks
+    from common.resources import resource
+    from lab import faults
+
+    assert resource("profiles") == ROOT / "playbooks" / "profiles"
+    assert resource("systemd-unit") == ROOT / "deploy" / "systemd" / "roce-agent.service"
+    assert resource("dashboards") == ROOT / "exporters" / "grafana"
+    assert loader.BUILTIN_PROFILES == faults.BUILTIN_PROFILES == resource("profiles")
+    assert resource("playbooks") == playbooks.PLAYBOOKS
+
+
+def test_no_other_module_finds_built_in_data_by_repository_path() -> None:
+    """common/resources.py is the one place: a path built from ``__file__`` to playbooks/ or
+    deploy/ would work in a checkout and break in the wheel."""
+    found = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for package in ("agent", "common", "exporters", "lab", "lossless")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != ROOT / "common" / "resources.py"
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "__file__" in line
+        and any(f'/ "{name}"' in line for name in ("playbooks", "profiles", "deploy"))
+    ]
+    assert found == []
