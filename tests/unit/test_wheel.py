@@ -114,11 +114,12 @@ def test_the_sdist_and_the_wheel_carry_the_data_and_the_license(built: tuple[Pat
     # Real files, not the repository's symlinks (the mode's high bits say S_IFLNK).
     assert not [i.filename for i in info if (i.external_attr >> 16) & 0o170000 == 0o120000]
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
-    # Every profile and playbook of the checkout is in the wheel.
-    for folder in (ROOT / "playbooks", ROOT / "playbooks" / "profiles"):
-        for path in folder.glob("*.yml"):
-            relative = path.relative_to(ROOT).as_posix()
-            assert f"common/data/{relative}" in names, relative
+    # Every profile, playbook and example fabric of the checkout is in the wheel, and all of
+    # deploy/ (the unit, the example config, what else the daemon's install uses).
+    files = [*(ROOT / "playbooks").rglob("*.yml"), *(ROOT / "deploy").rglob("*")]
+    for path in files:
+        relative = path.relative_to(ROOT).as_posix()
+        assert path.is_dir() or f"common/data/{relative}" in names, relative
     with tarfile.open(sdist) as archive:
         members = {m.name.split("/", 1)[1]: m for m in archive.getmembers() if "/" in m.name}
     assert "LICENSE" in members
