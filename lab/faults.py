@@ -49,6 +49,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from common.resources import builtin_profiles
 from lab import netns, procs
 from lab.fault_registry import FAULTS_FILE, Fault, FaultError, Registry
 from lab.state import LabError, LabState, locked, now
@@ -60,7 +61,7 @@ STORM_QUANTA = 0xFFFF
 START_TIMEOUT_S = 10.0
 LOCK_TIMEOUT_S = 30.0
 SSH_TIMEOUT_S = 30.0
-BUILTIN_PROFILES = Path(__file__).resolve().parent.parent / "playbooks" / "profiles"
+BUILTIN_PROFILES = builtin_profiles()
 
 DIRECTION, LINK, PORT, HOST = "direction", "link", "port", "host"
 

@@ -20,11 +20,12 @@ from agent.errors import IntentError, Problem, SourcePosition
 from agent.intent.credpaths import expand_credential_paths
 from agent.intent.model import DeviceDefaults, FabricIntent, Profile
 from agent.intent.rules import rule_problems
+from common.resources import builtin_profiles
 from common.validation import field_errors
 from common.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
 
 FABRIC_KEYS = ("name", "profile", "overrides", "defaults", "devices", "validation", "emulation")
-BUILTIN_PROFILES = Path(__file__).resolve().parents[2] / "playbooks" / "profiles"
+BUILTIN_PROFILES = builtin_profiles()
 
 
 @dataclass(frozen=True)

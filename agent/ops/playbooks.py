@@ -61,10 +61,11 @@ from agent.ops.sweep import (
     with_setting,
 )
 from agent.ops.twin_vs_lab import measure_lab, predict_lab
+from common.resources import builtin_playbooks
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
 
-PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+PLAYBOOKS = builtin_playbooks()
 
 
 class StepModel(BaseModel):
