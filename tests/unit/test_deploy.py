@@ -61,9 +61,16 @@ def test_example_agent_yaml_has_the_documented_defaults(tmp_path: Path) -> None:
     loaded = load_config(config)
     assert loaded.intent.name == "pod-400g"
     defaults = DaemonConfig(fabric=fabric)
-    assert loaded.config.model_dump(exclude={"playbooks"}) == defaults.model_dump(
-        exclude={"playbooks"}
-    )
+    assert loaded.config.model_dump() == defaults.model_dump()
+
+
+def test_example_agent_yaml_sends_no_traffic_unless_asked() -> None:
+    """No playbook is scheduled; the commented-out one says it sends traffic."""
+    lines = (ROOT / "deploy" / "agent.yaml").read_text().splitlines()
+    assert "playbooks: []" in lines
+    opt_in = [line for line in lines if "name: validate" in line]
+    assert opt_in and all(line.lstrip().startswith("#") for line in opt_in)
+    assert all("SENDS TRAFFIC" in line for line in opt_in)
 
 
 def test_bad_daemon_config_names_file_line_and_field(tmp_path: Path) -> None:
