@@ -195,3 +195,14 @@ def test_check_config_without_the_credentials_directory(tmp_path: Path) -> None:
     assert code == 2
     assert f"{tmp_path / 'fabric.yaml'}:9:" in output
     assert "${CREDENTIALS_DIRECTORY} is not set" in output
+
+
+def test_check_config_takes_no_value(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from agent.app.cli import main
+
+    config = _installed(tmp_path)
+    result = CliRunner().invoke(main, ["serve", "--config", str(config), "--check-config=yes"])
+    assert result.exit_code == 2
+    assert "--check-config" in result.output
