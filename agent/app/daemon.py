@@ -215,6 +215,59 @@ def load_config(path: Path) -> Loaded:
     return Loaded(config, intent, path, web)
 
 
+def check_config(path: Path, shard: Shard | None = None) -> str:
+    """``serve --check-config``: everything ``serve`` would load (agent.yaml, the fabric, the
+    scheduled playbooks, the exporter's web config), plus what the first poll would read —
+    each device's credential files and known_hosts. An :class:`AgentError` naming file:line
+    and field on the first kind of failure, every problem of that kind at once; on success,
+    one line saying what was checked. Nothing is bound, started or connected to."""
+    loaded = load_config(path).with_shard(shard)
+    fabric = loaded.config.fabric
+    # One fabric usually gives every device the same credentials: one problem per distinct
+    # failure, naming the first device and how many share it, not one per switch.
+    seen: dict[str, list[str]] = {}
+    for device in loaded.intent.devices:
+        if device.host is None:
+            continue
+        for problem in _device_file_problems(device):
+            generic = problem.removeprefix(f"device {device.name}: ")
+            seen.setdefault(generic, []).append(device.name)
+    if seen:
+        raise IntentError(
+            [
+                Problem(None, "", f"{fabric}: device {names[0]}{_more(names)}: {generic}")
+                for generic, names in seen.items()
+            ]
+        )
+    exporter = loaded.config.exporter
+    web = exporter.web_config if exporter is not None else None
+    playbooks = ", ".join(p.name for p in loaded.config.playbooks) or "none"
+    return (
+        f"{path}: ok: fabric {loaded.intent.name} ({fabric}, "
+        f"{len(loaded.owned_switches())} switches in shard {loaded.shard}), mode "
+        f"{loaded.config.mode}, exporter {exporter.listen if exporter else 'off'}"
+        f"{f' with web config {web}' if web else ''}, scheduled playbooks: {playbooks}"
+    )
+
+
+def _more(names: list[str]) -> str:
+    return f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+
+
+def _device_file_problems(device: Any) -> list[str]:
+    problems: list[str] = []
+    if device.credentials is not None:
+        try:
+            device.credentials.resolve_password(device.name)
+            device.credentials.check_key(device.name)
+        except AgentError as exc:
+            problems.append(str(exc))
+    known_hosts = device.known_hosts
+    if known_hosts is not None and not os.access(known_hosts, os.R_OK):
+        problems.append(f"device {device.name}: known_hosts: cannot read {known_hosts}")
+    return problems
+
+
 def listen_position(path: Path) -> str:
     """``FILE:LINE:COL`` of ``exporter.listen`` in agent.yaml (for a bind that fails)."""
     try:

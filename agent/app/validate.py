@@ -379,17 +379,27 @@ def run_command(
     callback=lambda _ctx, _param, value: _shard_option(value),
     help="Own only shard K of N of the fabric's switches (wins over `shard:` in agent.yaml).",
 )
+@click.option(
+    "--check-config",
+    is_flag=True,
+    help="Validate agent.yaml, the fabric, the web config and credential files, then exit "
+    "(0: valid, 2: not, naming file:line and field). Starts nothing.",
+)
 @handle_errors
-def serve_command(config_path: Path, shard: Any) -> None:
+def serve_command(config_path: Path, shard: Any, check_config: bool) -> None:
     """Run the daemon: reconcile loop (observe reports drift, enforce repairs it through the
     push path), scheduled playbooks, the Prometheus exporter, sd_notify for systemd.
 
     SIGHUP reloads (an invalid new configuration is refused, the old one keeps running);
     SIGTERM stops with exit 0. Logs are JSON lines on stdout.
     """
-    from agent.app.daemon import serve
+    from agent.app import daemon
+    from agent.errors import printable
 
-    sys.exit(serve(config_path, shard))
+    if check_config:
+        click.echo(printable(daemon.check_config(config_path, shard)))
+        return
+    sys.exit(daemon.serve(config_path, shard))
 
 
 def _shard_option(value: str | None) -> Any:

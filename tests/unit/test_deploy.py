@@ -61,9 +61,16 @@ def test_example_agent_yaml_has_the_documented_defaults(tmp_path: Path) -> None:
     loaded = load_config(config)
     assert loaded.intent.name == "pod-400g"
     defaults = DaemonConfig(fabric=fabric)
-    assert loaded.config.model_dump(exclude={"playbooks"}) == defaults.model_dump(
-        exclude={"playbooks"}
-    )
+    assert loaded.config.model_dump() == defaults.model_dump()
+
+
+def test_example_agent_yaml_sends_no_traffic_unless_asked() -> None:
+    """No playbook is scheduled; the commented-out one says it sends traffic."""
+    lines = (ROOT / "deploy" / "agent.yaml").read_text().splitlines()
+    assert "playbooks: []" in lines
+    opt_in = [line for line in lines if "name: validate" in line]
+    assert opt_in and all(line.lstrip().startswith("#") for line in opt_in)
+    assert all("SENDS TRAFFIC" in line for line in opt_in)
 
 
 def test_bad_daemon_config_names_file_line_and_field(tmp_path: Path) -> None:
@@ -94,3 +101,108 @@ def test_sd_notify_never_blocks_when_nobody_reads(
         monkeypatch.setenv("NOTIFY_SOCKET", str(path))
         sent = [notify("WATCHDOG=1") for _ in range(200)]  # far beyond the socket's queue
         assert sent[0] and not all(sent)
+
+
+# --------------------------------------------------------------------------- serve --check-config
+
+
+def _check(config: Path, **env: str) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from agent.app.cli import main
+
+    result = CliRunner().invoke(main, ["serve", "--config", str(config), "--check-config"], env=env)
+    return result.exit_code, result.output
+
+
+def _installed(tmp_path: Path) -> Path:
+    """agent.yaml, fabric, credential and known_hosts laid out as docs/daemon.md installs
+    them, in tmp_path."""
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "fabric-password").write_text("secret\n")
+    (tmp_path / "known_hosts").write_text("")
+    fabric = (ROOT / "playbooks" / "fabrics" / "pod-400g.yml").read_text()
+    fabric = fabric.replace(
+        "credentials: {password_env: ROCE_FABRIC_PASSWORD}",
+        "credentials:\n    password_file: ${CREDENTIALS_DIRECTORY}/fabric-password\n"
+        "  known_hosts: known_hosts",
+    )
+    (tmp_path / "fabric.yaml").write_text(fabric)
+    config = tmp_path / "agent.yaml"
+    config.write_text((ROOT / "deploy" / "agent.yaml").read_text().replace("/etc/roce-agent/", ""))
+    return config
+
+
+def test_check_config_accepts_the_installed_layout(tmp_path: Path) -> None:
+    config = _installed(tmp_path)
+    code, output = _check(config, CREDENTIALS_DIRECTORY=str(tmp_path / "credentials"))
+    assert code == 0, output
+    assert f"{config}: ok: fabric pod-400g" in output
+    assert "scheduled playbooks: none" in output
+
+
+@pytest.mark.parametrize(
+    ("case", "edit", "expected"),
+    [
+        ("bad-mode", ("agent.yaml", "mode: observe", "mode: repair"), "agent.yaml:6:7: mode:"),
+        (
+            "bad-listen",
+            ("agent.yaml", "listen: 127.0.0.1:9810", "listen: nowhere"),
+            "agent.yaml:10:11: exporter.listen:",
+        ),
+        (
+            "bad-web-config",
+            ("agent.yaml", "web_config: null", "web_config: web.yml"),
+            "web.yml:2:15: basic_auth_users.prometheus:",
+        ),
+        ("fabric-missing", ("agent.yaml", "fabric: fabric.yaml", "fabric: gone.yaml"), "gone.yaml"),
+        ("bad-speed", ("fabric.yaml", "speed: 400G", "speed: 1T"), "fabric.yaml:"),
+        (
+            "password-unreadable",
+            ("fabric.yaml", "/fabric-password", "/missing-password"),
+            "device spine1 (and 75 more): credentials.password_file: cannot read",
+        ),
+        (
+            "known-hosts-unreadable",
+            ("fabric.yaml", "known_hosts: known_hosts", "known_hosts: nowhere"),
+            "device spine1 (and 75 more): known_hosts: cannot read",
+        ),
+        ("no-playbook", ("agent.yaml", "playbooks: []", "playbooks: [{name: nope, every_s: 60}]"),
+         "nope"),
+    ],
+)  # fmt: skip
+def test_check_config_exits_2_naming_file_line_and_field(
+    tmp_path: Path, case: str, edit: tuple[str, str, str], expected: str
+) -> None:
+    config = _installed(tmp_path)
+    (tmp_path / "web.yml").write_text("basic_auth_users:\n  prometheus: 'not-a-hash'\n")
+    name, old, new = edit
+    text = (tmp_path / name).read_text()
+    assert old in text, case
+    (tmp_path / name).write_text(text.replace(old, new, 1))
+    code, output = _check(config, CREDENTIALS_DIRECTORY=str(tmp_path / "credentials"))
+    assert code == 2, (case, output)
+    assert expected in output, (case, output)
+    assert "Traceback" not in output
+
+
+def test_check_config_without_the_credentials_directory(tmp_path: Path) -> None:
+    """Outside systemd, ${CREDENTIALS_DIRECTORY} is unset: exit 2 at the fabric's line,
+    saying how to check (docs/daemon.md sets it to /etc/roce-agent/credentials)."""
+    config = _installed(tmp_path)
+    code, output = _check(config, CREDENTIALS_DIRECTORY="")
+    assert code == 2
+    assert f"{tmp_path / 'fabric.yaml'}:9:" in output
+    assert "${CREDENTIALS_DIRECTORY} is not set" in output
+
+
+def test_check_config_takes_no_value(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from agent.app.cli import main
+
+    config = _installed(tmp_path)
+    result = CliRunner().invoke(main, ["serve", "--config", str(config), "--check-config=yes"])
+    assert result.exit_code == 2
+    assert "--check-config" in result.output
