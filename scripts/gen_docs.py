@@ -185,7 +185,9 @@ def checks_page() -> str:
         if fields:
             lines += ["Inputs:", ""]
             for name, field in fields.items():
-                lines.append(f"- `{name}`: {_type_name(field.annotation)}, default {_default(field)}")
+                lines.append(
+                    f"- `{name}`: {_type_name(field.annotation)}, default {_default(field)}"
+                )
             lines.append("")
     return "\n".join(lines)
 
