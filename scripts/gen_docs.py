@@ -71,6 +71,27 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
 
 
+# Validators that make a field's written form differ from its Python type: the file says
+# `400G`, the model holds bits per second.
+VALIDATED_AS = {
+    "_speed": "speed (`400G`, `25G`, or bits/s)",
+    "_size": "size (`100KB`, `1.5MB`, or bytes)",
+    "_peer": "`device:port`",
+    "_mac": "MAC address (`aa:bb:cc:dd:ee:ff`)",
+    "check_name": "name",
+    "check_interface": "interface name",
+}
+
+
+def _field_type(field: FieldInfo) -> str:
+    for meta in field.metadata:
+        func = getattr(meta, "func", None)
+        label = VALIDATED_AS.get(getattr(func, "__name__", ""))
+        if label:
+            return label + (" or `auto`" if "auto" in _type_name(field.annotation) else "")
+    return _type_name(field.annotation)
+
+
 def _models(root: type[BaseModel]) -> Iterator[type[BaseModel]]:
     """``root`` and every model reachable from its fields, depth first, each once."""
     seen: set[type[BaseModel]] = set()
@@ -133,7 +154,7 @@ def fabric_schema() -> str:
             key = field.alias or name
             meaning = (field.description or "").replace("\n", " ").replace("|", "\\|")
             lines.append(
-                f"| `{key}` | {_type_name(field.annotation)} | {_default(field)} | "
+                f"| `{key}` | {_field_type(field)} | {_default(field)} | "
                 f"{_constraints(field)} | {meaning} |"
             )
         lines.append("")
