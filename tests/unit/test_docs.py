@@ -128,3 +128,9 @@ def test_check_names_a_stale_page_and_exits_1(tmp_path: Path) -> None:
         done.stderr.strip()
         == f"stale: {tmp_path / 'ref' / 'rules.md'} (run python scripts/gen_docs.py)"
     )
+
+
+def test_the_runbook_has_a_section_for_each_shipped_alert_and_no_other() -> None:
+    alert_names = set(re.findall(r"^\s*- alert: (\w+)$", alerts.RULES.read_text(), re.MULTILINE))
+    sections = set(re.findall(r"^## (\w+)$", (DOCS / "runbook.md").read_text(), re.MULTILINE))
+    assert alert_names and sections == alert_names
