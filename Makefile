@@ -6,7 +6,10 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit lab-tests deps system-deps venv clean
+# The docs site's address (mkdocs.yml site_url; the alert rules' runbook links use the default).
+DOCS_URL ?= https://roce-fabric-agent.readthedocs.io/en/latest/
+
+.PHONY: demo test lint typecheck unit lab-tests deps system-deps venv clean docs docs-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,12 +31,26 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# The reference pages are regenerated from the code, then the site is built into site/ in
+# strict mode: a broken link or anchor, or a page missing from the nav, fails the build.
+docs: venv
+	@case '$(DOCS_URL)' in http://*/|https://*/) ;; \
+	  *) echo "error: DOCS_URL: Expected: an http(s) URL ending in /. Actual: '$(DOCS_URL)'" >&2; \
+	     exit 2;; esac
+	$(BIN)/python scripts/gen_docs.py
+	ROCE_AGENT_DOCS_URL='$(DOCS_URL)' NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# What `make test` runs: the committed reference pages are current and the site builds.
+docs-check: venv
+	$(BIN)/python scripts/gen_docs.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+
 unit: venv
 	$(BIN)/pytest -m "not lab"
 
 # Unit tests on every core (they share nothing); lab tests that measure no data-plane rate or
 # timing (marker lab_parallel) two files at a time; the others one at a time, alone.
-test: deps lint typecheck
+test: deps lint typecheck docs-check
 	$(BIN)/pytest -m "not lab" -n auto --durations=10
 	$(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadfile --durations=10
 	$(BIN)/pytest -m "lab and not lab_parallel" --durations=25
@@ -42,4 +59,4 @@ demo: deps
 	scripts/demo.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -292,7 +292,7 @@ def overview() -> dict[str, Any]:
               f"sort_desc(roce_locate_suspect{{{f}}})", (0, 27, 18, 7), "percentunit",
               "The link, port, switch or host NIC the latest scheduled `roce-agent locate` "
               "run blames, with its confidence; empty when it found no fault. The evidence is "
-              "in the daemon's reports/last-locate.json (README: RoceLocateSuspect)."),
+              "in the daemon's reports/last-locate.json (runbook: RoceLocateSuspect)."),
         stat("Locate: age of the latest run",
              f"time() - max by (fabric) (roce_locate_last_run_timestamp_seconds{{{f}}})",
              (18, 27, 6, 7), "s", "Seconds since the latest locate run was stored. A verdict "

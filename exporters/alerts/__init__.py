@@ -18,9 +18,12 @@ TEMPLATE = ALERTS_DIR / "roce.rules.template.yml"
 RULES = ALERTS_DIR / "roce.rules.yml"
 # The job of the example scrape config, exporters/prometheus/prometheus.yml.
 DEFAULT_SELECTOR = 'job="roce-fabric"'
-# Runbook links point into the README's "## Runbook". Relative by default (the repository has
-# no canonical web address); --runbook-base makes them absolute for Alertmanager receivers.
-DEFAULT_RUNBOOK_BASE = "README.md"
+# Runbook links point at docs/runbook.md on the docs site: absolute, because Alertmanager
+# receivers (mail, chat) have no repository to resolve a relative path against. The site's
+# address is set when it is built (mkdocs.yml site_url, `make docs DOCS_URL=…`); this default
+# is mkdocs.yml's (a unit test keeps them equal), --runbook-base renders the rules for another.
+DEFAULT_DOCS_URL = "https://roce-fabric-agent.readthedocs.io/en/latest/"
+DEFAULT_RUNBOOK_BASE = DEFAULT_DOCS_URL + "runbook/"
 SELECTOR_MARK = "%(selector)s"
 RUNBOOK_MARK = "%(runbook)s"
 

@@ -27,7 +27,7 @@ from exporters.alerts import (
     "--runbook-base",
     default=DEFAULT_RUNBOOK_BASE,
     show_default=True,
-    help="Where README.md is served; runbook_url is this plus '#<alert anchor>'.",
+    help="Where the docs' runbook page is served; runbook_url is this plus '#<alert anchor>'.",
 )
 @click.option(
     "-o",

@@ -154,9 +154,9 @@ def github_anchor(heading: str) -> str:
 
 
 def runbook_anchors() -> set[str]:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## Runbook\n", 1)[1].split("\n## ", 1)[0]
-    return {github_anchor(h) for h in re.findall(r"^### (.+)$", section, re.MULTILINE)}
+    """The anchors of docs/runbook.md's sections (mkdocs' toc slugs them as GitHub does)."""
+    runbook = (REPO / "docs" / "runbook.md").read_text()
+    return {github_anchor(h) for h in re.findall(r"^## (.+)$", runbook, re.MULTILINE)}
 
 
 def test_shipped_rules_are_generated_from_the_template() -> None:
@@ -175,7 +175,7 @@ def test_every_alert_has_for_severity_text_and_a_runbook() -> None:
         assert metric_names(rule["expr"]) <= known, rule["alert"]
         url = rule["annotations"]["runbook_url"]
         assert url == f"{alerts.DEFAULT_RUNBOOK_BASE}#{github_anchor(rule['alert'])}", url
-        assert url.split("#", 1)[1] in anchors, f"README ## Runbook has no ### {rule['alert']}"
+        assert url.split("#", 1)[1] in anchors, f"docs/runbook.md has no ## {rule['alert']}"
         names.add(rule["alert"])
     assert {
         "RoceLosslessQueueDrops",
@@ -202,7 +202,7 @@ def test_a_custom_selector_lands_in_every_expression_reading_exporter_series(
     tmp_path: Path, selector: str
 ) -> None:
     path = tmp_path / "rules.yml"
-    path.write_text(alerts.render(selector, "https://git.example/roce/README.md"))
+    path.write_text(alerts.render(selector, "https://docs.example/roce/runbook/"))
     reads = 0
     for rule in rules(path):
         for match in VECTOR_SELECTOR.finditer(rule["expr"]):
@@ -210,7 +210,7 @@ def test_a_custom_selector_lands_in_every_expression_reading_exporter_series(
             matchers = match.group(2) or ""
             assert matchers.startswith("{" + selector), (rule["alert"], match.group(0))
         assert alerts.DEFAULT_SELECTOR not in rule["expr"], rule["alert"]
-        assert rule["annotations"]["runbook_url"].startswith("https://git.example/roce/README.md#")
+        assert rule["annotations"]["runbook_url"].startswith("https://docs.example/roce/runbook/#")
     body = alerts.TEMPLATE.read_text().split("\ngroups:\n", 1)[1]
     assert reads == body.count(alerts.SELECTOR_MARK)
     if shutil.which("promtool"):
@@ -248,7 +248,7 @@ def test_a_bad_selector_exits_2_naming_the_option(tmp_path: Path, selector: str,
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--runbook-base", "https://x/README.md#top"], "error: --runbook-base: Expected:"),
+        (["--runbook-base", "https://x/runbook/#top"], "error: --runbook-base: Expected:"),
         (["--runbook-base", "a b"], "error: --runbook-base: Expected:"),
         (["-o", "/nonexistent-dir/roce.rules.yml"], "error: --output /nonexistent-dir/"),
     ],
