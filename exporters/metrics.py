@@ -234,7 +234,7 @@ SPECS: tuple[MetricSpec, ...] = (
        "Changes on the device that are not final: unconfirmed commits under a rollback "
        "timer, uncommitted sessions, checkpoints or write-ahead records left by a run (what "
        "RC009 and `roce-agent drift` report). Absent until the device was read once.",
-       "EOS `show configuration sessions detail | json` (per platform: README, Platforms)"),
+       "EOS `show configuration sessions detail | json` (per platform: docs/push.md, Platforms)"),
     _m("compliance", "roce_config_session_oldest_age_seconds", "gauge", ("device",),
        "Age of the oldest pending change on the device; 0 when there is none. Absent where "
        "the device does not report ages.",

@@ -13,8 +13,8 @@ commit timer. Logs are JSON lines on stdout; reports and the audit log go to the
 
 With ``--shard K/N`` (or ``shard:`` in agent.yaml) the daemon is one of N agents of a fleet:
 it reconciles, exports and runs playbooks for its shard's switches only, and runs a wire
-probe only if its shard owns the probe's target host (:mod:`agent.intent.shard`, README "Fleet
-scale").
+probe only if its shard owns the probe's target host (:mod:`agent.intent.shard`,
+docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ class ExporterConfig(DaemonModel):
     listen: str = "127.0.0.1:9810"
     web_config: Path | None = None
     poll_interval_s: float = Field(default=30.0, gt=0, le=3600)
-    # Fair between client addresses (README "Connection limits"): one address never takes more.
+    # Fair between client addresses (docs/exporter.md, "Connection limits"): one address never
+    # takes more.
     max_connections: int = Field(default=32, ge=1, le=4096)
     max_connections_per_address: int = Field(default=8, ge=1, le=4096)
 
@@ -119,7 +120,7 @@ class ApplySettings(DaemonModel):
     canary: int = Field(default=1, ge=0)
     batch_size: int = Field(default=8, ge=1)
     # SSH sessions at once. Each agent session lasts longer than a plain push (commit timer,
-    # readback), so matching a netmiko pool of P workers takes more than P (README).
+    # readback), so matching a netmiko pool of P workers takes more than P (docs/push.md).
     parallelism: int = Field(default=DEFAULT_PARALLELISM, ge=1)
     confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
 

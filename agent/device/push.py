@@ -349,7 +349,7 @@ class Pusher:
     confirm_timeout_s: int = 300
     include_hosts: bool = False
     hold_before_confirm_s: float = 0.0  # rollback drills: keep the change unconfirmed longer
-    pending_policy: str = "wait"  # what apply does about a live pending session (README)
+    pending_policy: str = "wait"  # what apply does about a live pending session (docs/push.md)
     pending_timeout_s: float = 360.0  # how long ``wait`` waits before failing the device
 
     @classmethod

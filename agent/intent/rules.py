@@ -413,5 +413,5 @@ def rule_problems(
 
 
 def rules_by_id() -> dict[str, str]:
-    """Rule IDs and summaries (for ``--help`` and the README)."""
+    """Rule IDs and summaries (for ``--help`` and the docs' reference)."""
     return {r.rule_id: r.summary for r in RULES}

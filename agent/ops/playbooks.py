@@ -102,7 +102,7 @@ class ApplySpec(StepModel):
     batch_size: int = Field(default=8, ge=1)
     parallelism: int = Field(default=DEFAULT_PARALLELISM, ge=1)  # SSH sessions at once
     confirm_timeout_s: int = Field(default=300, ge=5, le=3600)
-    # A live pending session on a device: as `apply --pending/--pending-timeout` (README).
+    # A live pending session on a device: as `apply --pending/--pending-timeout` (docs/push.md).
     pending: Literal["wait", "abort", "confirm-own"] = "wait"
     pending_timeout_s: float = Field(default=360.0, ge=0, le=3600, allow_inf_nan=False)
 

@@ -6,7 +6,7 @@ that the real link's behaviour depends on must take ``factor`` times longer too,
 rate must be ``factor`` times smaller. Leave the NIC's DCQCN timers at their real values
 (rate increase every 300 µs, alpha every 55 µs, one CNP per 4 µs) and the reaction point runs
 1000 rate-increase steps while the lab sends one 1 KB frame (0.8 ms): the rate is back at line
-rate before the next packet, ECN cannot act and PFC does all the work (measured: README, "A
+rate before the next packet, ECN cannot act and PFC does all the work (measured: docs/lab.md, "A
 time-faithful lab").
 
 How it is done: the lab hosts' reaction and notification points (:mod:`lossless.dcqcn`, the
