@@ -18,11 +18,12 @@ same EOS lines (``lab/mgmt/translate.py``, read, not imported):
 
 Buffers (docs/fabric-file.md, "Buffers, headroom and the pause threshold"): the plan's
 ``pause_threshold`` is the ingress occupancy at which XOFF is sent
-(``BufferConfig.xoff_bytes``); the plan's SONiC ``xoff`` is what still arrives after the
-pause went out, i.e. the headroom above it (``headroom_bytes``); XON is sent once the occupancy is ``xon`` (SONiC's pipeline-latency
-reserve) below the pause threshold -- the hysteresis of SONiC's ``xon_offset``.  Lossy queues
-tail-drop at ``pause_threshold + headroom``, the most a lossless priority group may hold, so
-both kinds of class get the same buffer.  These three choices are the twin's, stated here.
+(``BufferConfig.xoff_bytes``); the plan's SONiC ``xoff`` is what still arrives after the pause
+went out, i.e. the headroom above it (``headroom_bytes``); XON is sent once the occupancy is
+``xon`` (SONiC's pipeline-latency reserve) below the pause threshold -- the hysteresis of
+SONiC's ``xon_offset``. Lossy queues tail-drop at ``pause_threshold + headroom``, the most a
+lossless priority group may hold, so both kinds of class get the same buffer. These three
+choices are the twin's, stated here.
 
 Propagation: 5 ns per metre of cable -- signals travel at about 2/3 of c in fibre and in
 twinax copper (refractive index ~1.47-1.5), the figure vendors quote for link latency; the
