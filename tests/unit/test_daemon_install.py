@@ -176,10 +176,13 @@ overlay() {
 for dir in /etc /var /usr/local /run; do overlay "$dir"; done
 # The agent's user must reach the test's interpreter, which may sit under root's 0700 home
 # (pyenv): each closed directory on its way is opened in an overlay, never on the host.
-dir=$(dirname "$(readlink -f "$PYTHON")")
-while [ "$dir" != / ]; do
-    if [ $(( 0$(stat -c %a "$dir") & 1 )) -eq 0 ]; then overlay "$dir"; chmod o+x "$dir"; fi
-    dir=$(dirname "$dir")
+# The same for the checkout the agent runs from (a fresh clone may sit in a 0700 temp dir).
+for start in "$(dirname "$(readlink -f "$PYTHON")")" "$(dirname "$AGENT")" "$PYTHONPATH"; do
+    dir=$start
+    while [ "$dir" != / ]; do
+        if [ $(( 0$(stat -c %a "$dir") & 1 )) -eq 0 ]; then overlay "$dir"; chmod o+x "$dir"; fi
+        dir=$(dirname "$dir")
+    done
 done
 # A fresh machine: this one's own runs as root may have left a state dir and a config here.
 rm -rf /var/lib/roce-agent /etc/roce-agent /etc/systemd/system/roce-agent.service
