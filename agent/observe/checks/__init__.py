@@ -23,43 +23,28 @@ from agent.observe.checks.health import (
     WatchdogActed,
     WireProbes,
 )
-from agent.observe.checks.hosts import (
-    HOST_CHECKS,
-    HostNicPfc,
-    HostNicTrust,
-    HostPcieAcs,
-    HostRoceEnabled,
-    HostRoceMtu,
-    HostRoceV2Gid,
-)
+from agent.observe.checks.hosts import HOST_CHECKS
 
-CATALOG: dict[str, type[Check]] = {
-    cls.check_id: cls
-    for cls in (
-        RoceModeConsistent,
-        DscpClassification,
-        PfcPriorities,
-        EcnThresholds,
-        EtsScheduling,
-        PfcWatchdog,
-        Headroom,
-        ConfigDrift,
-        NoPendingSessions,
-        ClassifiedByDscpNotUdpPort,
-        NoLosslessDrops,
-        PauseRate,
-        NoPfcStorms,
-        WatchdogActed,
-        HostNicConsistency,
-        HostRoceV2Gid,
-        HostNicTrust,
-        HostNicPfc,
-        HostPcieAcs,
-        HostRoceEnabled,
-        HostRoceMtu,
-        WireProbes,
-    )
-}
+_CHECKS: tuple[type[Check], ...] = (
+    RoceModeConsistent,
+    DscpClassification,
+    PfcPriorities,
+    EcnThresholds,
+    EtsScheduling,
+    PfcWatchdog,
+    Headroom,
+    ConfigDrift,
+    NoPendingSessions,
+    ClassifiedByDscpNotUdpPort,
+    NoLosslessDrops,
+    PauseRate,
+    NoPfcStorms,
+    WatchdogActed,
+    HostNicConsistency,
+    *HOST_CHECKS,
+    WireProbes,
+)
+CATALOG: dict[str, type[Check]] = {cls.check_id: cls for cls in _CHECKS}
 # The host pre-flight checks, as `validate --hosts-only` runs them (playbooks/host-preflight.yml).
 HOST_CHECK_IDS: tuple[str, ...] = tuple(cls.check_id for cls in HOST_CHECKS)
 
