@@ -6,7 +6,6 @@ import functools
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
@@ -22,22 +21,22 @@ from rich.progress import (
 
 from agent.errors import AgentError, IntentError, printable
 from agent.intent.units import UnitError, parse_size, parse_speed
+from common.conventions import console, fabric_argument, output_option
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
 
-# Shared by every command that reads a fabric file and prints a table or JSON.
-FABRIC = click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
-OUTPUT = click.option(
-    "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+# Shared by every command that reads a fabric file and prints a table or JSON
+# (common/conventions.py).
+FABRIC = fabric_argument
+OUTPUT = output_option("table", "json")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _stderr() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return console(stderr=True)
 
 
 def handle_errors(command: F) -> F:

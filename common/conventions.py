@@ -1,0 +1,188 @@
+"""The command line's conventions, in one place (docs/cli-conventions.md says them in words).
+
+- ``FABRIC`` is the first argument of every command that reads a fabric file; the older
+  ``--fabric FILE`` stays as a hidden alias so existing scripts keep working.
+- ``-o/--output`` picks the format wherever a command prints a result.
+- ``--device PATTERN`` takes a name or a shell glob (``'leaf*'``), ``--role`` a role; a
+  pattern that selects nothing is an error, not an empty run.
+- Durations carry their unit (``common.clicktypes.Duration``).
+- Every ``--help`` ends with examples (:func:`examples`).
+- Text from users and files is printed literally: no rich markup, no ``:emoji:`` codes, no
+  highlighting (:func:`console`); tables fold long cells instead of cutting them
+  (:func:`table`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ROLES = ("spine", "leaf", "host")
+# Width for tables written into a pipe or a file (CI logs): wide enough that nothing folds
+# in the common case; a terminal uses its own width, and tables fold cells to fit it.
+PIPE_WIDTH = 200
+FABRIC_PATH = click.Path(path_type=Path, dir_okay=False)
+
+
+def console(*, stderr: bool = False, width: int | None = None) -> Console:
+    """A console that prints every string literally.
+
+    rich would otherwise read ``[bold]`` in a device description as markup and ``:100:`` in
+    ``fabric.yml:100:68`` as an emoji code; neither may change text that came from a user
+    or a file (a FILE:LINE:COL location must stay parseable by editors and CI).
+    """
+    if width is None and not stderr and not sys.stdout.isatty():
+        width = PIPE_WIDTH
+    return Console(
+        stderr=stderr,
+        markup=False,
+        emoji=False,
+        highlight=False,
+        width=width,
+        soft_wrap=stderr,
+    )
+
+
+def table(title: str | None = None, *columns: str, **options: Any) -> Table:
+    """A table whose cells fold (wrap inside the column) instead of ending in an ellipsis:
+    a port name cut to ``Etherne…`` is worse than a taller row."""
+    result = Table(title=Text(title) if title is not None else None, **options)
+    for column in columns:
+        add_column(result, column)
+    return result
+
+
+def add_column(target: Table, header: str, **options: Any) -> None:
+    """Add a column that folds long cells (see :func:`table`)."""
+    options.setdefault("overflow", "fold")
+    target.add_column(Text(header), **options)
+
+
+def fabric_argument(command: F) -> F:
+    """``FABRIC`` as a positional argument, with ``--fabric FILE`` kept as an alias.
+
+    Giving both (with different files) or neither is a usage error (exit 2)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        positional = kwargs.pop("fabric", None)
+        alias = kwargs.pop("fabric_alias", None)
+        if positional is not None and alias is not None and positional != alias:
+            raise click.UsageError(
+                f"FABRIC given twice: {positional} as the argument and {alias} as --fabric; "
+                "give it once (the argument)"
+            )
+        chosen = positional if positional is not None else alias
+        if chosen is None:
+            raise click.MissingParameter(param_type="argument", param_hint="'FABRIC'")
+        return command(*args, fabric=chosen, **kwargs)
+
+    decorated = click.option(
+        "--fabric",
+        "fabric_alias",
+        type=FABRIC_PATH,
+        hidden=True,
+        help="The same as the FABRIC argument (kept for older scripts).",
+    )(wrapper)
+    decorated = click.argument("fabric", required=False, metavar="FABRIC", type=FABRIC_PATH)(
+        decorated
+    )
+    return decorated  # type: ignore[return-value]
+
+
+def output_option(*choices: str, default: str = "table") -> Callable[[F], F]:
+    """``-o/--output`` with the formats this command writes (``table`` first by default)."""
+    formats = choices or ("table", "json")
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(formats),
+        default=default,
+        show_default=True,
+        help="table for people; json for tools; markdown for tickets; junit for CI.",
+    )
+
+
+def device_options(command: F) -> F:
+    """``--device PATTERN`` (names or globs, repeatable) and ``--role`` (repeatable)."""
+    command = click.option(
+        "--role",
+        "roles",
+        multiple=True,
+        type=click.Choice(ROLES),
+        help="Only devices of this role (repeatable).",
+    )(command)
+    return click.option(
+        "--device",
+        "devices",
+        multiple=True,
+        metavar="PATTERN",
+        help="Only devices whose name matches: a name or a glob such as 'leaf*' (repeatable).",
+    )(command)
+
+
+def select_devices(
+    devices: Iterable[tuple[str, str]], patterns: Sequence[str], roles: Sequence[str] = ()
+) -> list[str]:
+    """The names, in fabric order, that match any of ``patterns`` (all when none) and any of
+    ``roles`` (all when none). ``devices`` are ``(name, role)`` pairs.
+
+    A pattern that matches no device, or a selection that leaves nothing, raises
+    :class:`click.BadParameter` naming the option: a typo must not turn into a run that
+    quietly does nothing (exit 2)."""
+    known = list(devices)
+    names = [name for name, _ in known]
+    for pattern in patterns:
+        if not pattern or not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            raise click.BadParameter(
+                f"Expected: a device name or glob that matches a device of the fabric "
+                f"Actual: {pattern!r} matches none (devices: {_short_list(names)})",
+                param_hint="'--device'",
+            )
+    chosen = [
+        name
+        for name, role in known
+        if (not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns))
+        and (not roles or role in roles)
+    ]
+    if not chosen:
+        raise click.BadParameter(
+            f"Expected: at least one device Actual: none of "
+            f"{_short_list(_matching(known, patterns))} has role {' or '.join(roles)}",
+            param_hint="'--role'",
+        )
+    return chosen
+
+
+def _matching(known: list[tuple[str, str]], patterns: Sequence[str]) -> list[str]:
+    return [n for n, _ in known if not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
+def _short_list(names: Sequence[str], limit: int = 12) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", … ({len(names)} in all)" if len(names) > limit else "")
+
+
+def examples(*lines: str) -> Callable[[F], F]:
+    """Append an ``Examples:`` section to a command's help (put it right under the
+    ``@….command()`` line, where click reads the docstring)."""
+
+    def decorate(command: F) -> F:
+        body = inspect.getdoc(command) or ""
+        listed = "\n".join(f"  {line}" for line in lines)
+        command.__doc__ = f"{body}\n\n\b\nExamples:\n{listed}"
+        return command
+
+    return decorate
