@@ -41,6 +41,11 @@ RECORDED = [
     ("nccl258_all_reduce_error_delta.txt", 4, "error", 64, 0.0, None, False,
      ("51e6e7896958",)),
     ("nccl340_all_gather_tail.txt", 12, "error", 134217728, 20.34, 6.6972, True, ()),
+    # recorded here on one H200 (nccl-tests 2.19.6, NCCL 2.28.3): one rank, so busbw is 0
+    ("h200_all_reduce_perf_np1.txt", 28, "#wrong", 1073741824, 0.0, 0.0, True, ("vm",)),
+    ("h200_alltoall_perf_np1.txt", 28, "#wrong", 1073741824, 0.0, 0.0, True, ("vm",)),
+    ("h200_sendrecv_perf_np1.txt", 28, "#wrong", 1073741824, 1896.9, 15482.5, True, ("vm",)),
+    ("h200_all_reduce_perf_debug.txt", 4, "#wrong", 67108864, 0.0, 0.0, True, ("vm",)),
 ]  # fmt: skip
 
 
@@ -91,6 +96,29 @@ def test_log_lines_between_rows_are_not_rows() -> None:
     run = parse_output(read("issue319_all_reduce_tail_interleaved.txt"))
     assert run.rows[-1].size_bytes == 17179869184
     assert run.out_of_bounds == 0
+
+
+def test_exponent_form_of_a_huge_in_place_bandwidth() -> None:
+    """util.cu's getFloatStr falls back to %g when a value does not fit 7 columns: a one-rank
+    in-place all_reduce of 256 MiB prints its algbw as ``1e+06`` (recorded on an H200)."""
+    run = parse_output(read("h200_all_reduce_perf_np1.txt"))
+    by_size = {row.size_bytes: row for row in run.rows}
+    assert by_size[268435456].in_place is not None
+    assert by_size[268435456].in_place.algbw_GBps == 1e6
+    assert by_size[536870912].in_place is not None
+    assert by_size[536870912].in_place.algbw_GBps == 3e6
+    assert run.test == "all_reduce_perf" and run.version == "2.19.6"
+
+
+def test_more_ranks_than_gpus_keeps_the_cause() -> None:
+    """mpirun -np 2 on a one-GPU host (recorded on an H200): the failure line and, after it
+    on stderr, util.cu's reason; both are kept, so a report says why."""
+    run = parse_output(read("h200_all_reduce_perf_np2_one_gpu.txt"))
+    assert run.rows == () and not run.footer
+    assert run.failures == (
+        ".. vm pid 2007: Test failure common.cu:1454",
+        "Invalid number of GPUs: 2 requested but only 1 were found.",
+    )
 
 
 def test_failure_line() -> None:

@@ -27,6 +27,9 @@ its history):
 - Failures (src/common.h): ``HOST: Test NCCL failure FILE:LINE 'ERR / LAST'``, ``HOST: Test
   CUDA failure FILE:LINE 'ERR'``, `` .. HOST pid N: Test failure FILE:LINE`` and ``# error:
   TEXT`` (``writeErrors``); before 2018 ``NCCL failure FILE:LINE 'ERR'`` without the host.
+  The cause of the commonest mis-launch (more ranks per node than GPUs) comes on stderr from
+  src/util.cu: ``Invalid number of GPUs: N requested but only M were found.``, often after
+  the failure line it causes (stderr is unbuffered); it is kept with the failures.
 
 Around the table come NCCL's own log lines (``NCCL_DEBUG``), MPI's banners and the shell's:
 they are kept out of the table, never parsed as rows. Open MPI's ``--tag-output`` prefix
@@ -60,7 +63,7 @@ RANK = re.compile(
 )
 FAILURE = re.compile(
     r"^(?:(?P<host>\S+): Test (?:NCCL|CUDA) failure|\s*\.\. (?P<host2>\S+) pid \d+: Test failure"
-    r"|NCCL failure \S+:\d+)"
+    r"|NCCL failure \S+:\d+|Invalid number of GPUs: \d+ requested)"
 )
 ERROR_LINE = re.compile(r"^#\s*error:\s*(.+)$")
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}$")
