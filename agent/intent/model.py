@@ -231,8 +231,13 @@ class Port(StrictModel):
 
     name: InterfaceName
     speed: SpeedBps
-    cable_m: float = Field(default=3.0, ge=0, le=10_000, description="cable length in metres")
-    mtu: int = Field(default=9100, ge=1280, le=9216)
+    # No defaults: PFC headroom grows with the cable and the MTU (agent.intent.sizing), so a
+    # silent 3 m or 9100 would size a 30 m link's headroom too small (issue #29). The loader
+    # fills a missing value from the peer end, port_defaults or defaults.ports, or refuses.
+    cable_m: float = Field(
+        ge=0, le=10_000, description="cable length in metres (PFC headroom depends on it)"
+    )
+    mtu: int = Field(ge=1280, le=9216, description="L2 MTU in bytes, equal on both ends")
     peer: PeerRef | None = None
     description: Description | None = None
     ipv4: ipaddress.IPv4Interface | None = None
