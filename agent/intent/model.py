@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -142,11 +143,40 @@ def _size(value: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
+# How the file writes them (JSON Schema for editors, docs/reference/fabric.schema.json): the
+# model holds bits/s and bytes, the file says 400G and 150KB (agent.intent.units' grammar).
+_SPEED_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "minimum": SPEED_MIN_BPS, "maximum": SPEED_MAX_BPS},
+        {
+            "type": "string",
+            "pattern": r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*[KMGTkmgt]?(b/s|bps)?\s*$",
+        },
+    ],
+    "description": "bits/s, or 10M, 25G, 100G, 400G (1M to 800G)",
+}
+_SIZE_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0},
+        {
+            "type": "string",
+            "pattern": r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*([KMGkmg][iI]?[Bb]|[Bb])?\s*$",
+        },
+    ],
+    "description": "bytes, or 150KB (10^3), 1.5MB, 64KiB (2^10)",
+}
 SpeedBps = Annotated[
-    int, BeforeValidator(_speed), Field(strict=True, ge=SPEED_MIN_BPS, le=SPEED_MAX_BPS)
+    int,
+    BeforeValidator(_speed),
+    Field(strict=True, ge=SPEED_MIN_BPS, le=SPEED_MAX_BPS),
+    WithJsonSchema(_SPEED_SCHEMA),
 ]
-Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40)]
-BytesOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_size)]
+Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40), WithJsonSchema(_SIZE_SCHEMA)]
+BytesOrAuto = Annotated[
+    int | Literal["auto"],
+    BeforeValidator(_size),
+    WithJsonSchema({"anyOf": [*_SIZE_SCHEMA["anyOf"], {"const": "auto"}]}),
+]
 
 
 def _peer(value: str) -> str:
@@ -257,6 +287,18 @@ class Port(StrictModel):
         return name, int(port or 1)
 
 
+class PortDefaults(StrictModel):
+    """Port values for every port that does not set its own (``defaults.ports`` for the
+    fabric, a device's ``port_defaults`` for its ports). The loader resolves each port's
+    speed, mtu and cable_m from the port itself, then the peer end's own value, then the
+    device's port_defaults, then defaults.ports; none is an error at the port."""
+
+    speed: SpeedBps | None = None
+    mtu: int | None = Field(default=None, ge=1280, le=9216)
+    cable_m: float | None = Field(default=None, ge=0, le=10_000)
+    description: Description | None = None
+
+
 class DeviceDefaults(StrictModel):
     """Values every device gets unless it sets its own."""
 
@@ -265,6 +307,9 @@ class DeviceDefaults(StrictModel):
     port: int | None = Field(default=None, ge=1, le=65535)
     known_hosts: Path | None = None
     host_key_policy: HostKeyPolicyName | None = None
+    ports: PortDefaults | None = Field(
+        default=None, description="defaults for every port (speed, mtu, cable_m, description)"
+    )
 
 
 class Device(StrictModel):
