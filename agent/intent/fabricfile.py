@@ -140,8 +140,8 @@ class FabricFile(StrictModel):
         default=None,
         description="deep-merged onto the profile: the profile's shape, every field optional",
     )
-    defaults: FileDefaults | None = None  # type: ignore[valid-type]
-    devices: list[FileDevice] = Field(min_length=1)  # type: ignore[valid-type]
+    defaults: FileDefaults | None = None
+    devices: list[FileDevice] = Field(min_length=1)
     validation: ValidationPolicy | None = None
     emulation: Emulation | None = None
 
