@@ -69,8 +69,22 @@ check_interface = _token_check(
     "or '//' (e.g. Ethernet1/1)",
     48,
 )
-Name = Annotated[str, AfterValidator(check_name)]
-InterfaceName = Annotated[str, AfterValidator(check_interface)]
+
+
+def _pattern_schema(pattern: str, max_length: int) -> WithJsonSchema:
+    """The same rule for editors (docs/reference/fabric.schema.json)."""
+    return WithJsonSchema({"type": "string", "pattern": f"^{pattern}$", "maxLength": max_length})
+
+
+Name = Annotated[
+    str, AfterValidator(check_name), _pattern_schema(r"[A-Za-z0-9][A-Za-z0-9_.-]*", 64)
+]
+InterfaceName = Annotated[
+    str,
+    AfterValidator(check_interface),
+    # check_interface's rule without look-ahead: a '/' or '.' is followed by another character
+    _pattern_schema(r"[A-Za-z](?:[A-Za-z0-9_-]|[/.][A-Za-z0-9_-])*[/.]?", 48),
+]
 Username = Annotated[
     str,
     AfterValidator(
@@ -78,6 +92,7 @@ Username = Annotated[
             "username", r"[A-Za-z_][A-Za-z0-9_.-]*", "letters, digits, '.', '_' or '-'", 32
         )
     ),
+    _pattern_schema(r"[A-Za-z_][A-Za-z0-9_.-]*", 32),
 ]
 Hostname = Annotated[
     str,
@@ -86,6 +101,7 @@ Hostname = Annotated[
             "host", r"[A-Za-z0-9][A-Za-z0-9.:-]*", "a DNS name or an IPv4/IPv6 address", 253
         )
     ),
+    _pattern_schema(r"[A-Za-z0-9][A-Za-z0-9.:-]*", 253),
 ]
 EnvVarName = Annotated[
     str,
@@ -94,6 +110,7 @@ EnvVarName = Annotated[
             "environment variable name", r"[A-Za-z_][A-Za-z0-9_]*", "letters, digits and '_'", 128
         )
     ),
+    _pattern_schema(r"[A-Za-z_][A-Za-z0-9_]*", 128),
 ]
 Description = Annotated[
     str,
