@@ -9,13 +9,16 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent.errors import IntentError
 from agent.intent import sizing
 from agent.intent.loader import load_fabric
-from agent.intent.model import Port
-from agent.intent.rules import MODEL_RULES, RULES, rules_by_id
+from agent.intent.model import FabricIntent, Port
+from agent.intent.plan import build_plan
+from agent.intent.rules import MODEL_RULES, RULES, _link_ends_agree, rules_by_id
 
 INTENT = Path(__file__).resolve().parents[2] / "agent" / "intent"
 
@@ -156,3 +159,45 @@ def test_rules_by_id_lists_every_rule_check_enforces() -> None:
     # the model-level rules are exactly those not run on the plan
     assert set(MODEL_RULES).isdisjoint(r.rule_id for r in RULES)
     assert "cable length" in listed["IR009"]
+
+
+def _two_ends(a: dict[str, object], b: dict[str, object]) -> FabricIntent:
+    def switch(name: str, role: str, port: dict[str, object], peer: str) -> dict[str, object]:
+        return {"name": name, "platform": "arista_eos", "role": role, "netns": name,
+                "ports": [{"name": "Ethernet1", "peer": f"{peer}:Ethernet1", **port}]}  # fmt: skip
+
+    return FabricIntent.model_validate(
+        {
+            "name": "t",
+            "profile": {"name": "p"},
+            "devices": [
+                switch("leaf1", "leaf", a, "spine1"),
+                switch("spine1", "spine", b, "leaf1"),
+            ],
+        }
+    )
+
+
+ends = st.fixed_dictionaries(
+    {
+        "speed": st.sampled_from(["25G", "100G", "400G"]),
+        "mtu": st.sampled_from([1500, 9000, 9214]),
+        "cable_m": st.sampled_from([0.5, 1, 3, 30, 100]),
+    }
+)
+
+
+@given(a=ends, b=ends)
+def test_ir009_fires_exactly_for_each_setting_that_differs(
+    a: dict[str, object], b: dict[str, object]
+) -> None:
+    intent = _two_ends(a, b)
+    violations = list(_link_ends_agree(intent, build_plan(intent)))
+    differing = [s for s in ("speed", "mtu", "cable_m") if a[s] != b[s]]
+    assert [v.loc[-1] for v in violations] == differing
+    for violation in violations:
+        # reported once, at leaf1 (the end sorting first), pointing at spine1's value
+        assert violation.loc[:2] == ("devices", 0)
+        assert violation.also == ("devices", 1, "ports", 0, violation.loc[-1])
+        assert "spine1:Ethernet1 has" in violation.expected
+        assert violation.actual.startswith("leaf1:Ethernet1 has")
