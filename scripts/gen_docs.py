@@ -147,7 +147,9 @@ def fabric_schema() -> str:
         "(`agent/intent/model.py`); an unknown key is an error. In the file, `profile:` names "
         "a profile (built-in or a file) and `overrides:` is deep-merged onto it; the result "
         "is the `profile` below. The guide with examples: [The fabric file](../fabric-file.md); "
-        "the cross-field rules: [Rules](rules.md).",
+        "the cross-field rules: [Rules](rules.md). These are the models after loading (ranges "
+        "expanded, links derived, defaults applied); the file as written has a JSON Schema for "
+        "editors: [fabric.schema.json](fabric.schema.json).",
         "",
     ]
     for model in _models(FabricIntent):
