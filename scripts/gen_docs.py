@@ -5,7 +5,9 @@
 the facts, so the docs cannot drift from it:
 
 - fabric-schema.md: the pydantic models of the fabric file (agent.intent.model.FabricIntent);
-- rules.md: the cross-field rules of ``roce-agent check`` (agent.intent.rules.RULES);
+- fabric.schema.json: the JSON Schema of the fabric file as written, for editors
+  (agent.intent.fabricfile.FabricFile; docs/fabric-file.md, "Editor support");
+- rules.md: every rule ``roce-agent check`` enforces (agent.intent.rules.rules_by_id());
 - checks.md: the check catalogue of ``validate`` (agent.observe.checks.CATALOG);
 - cli.md: every command's ``--help``, walked through the click groups;
 - metrics.md: the exporter's metric table (exporters.metrics.markdown());
@@ -18,6 +20,7 @@ The pages are committed, so they read on a forge as well as on the site.
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 import types
 import typing
@@ -36,8 +39,9 @@ if str(REPO) not in sys.path:  # `python scripts/gen_docs.py` from a checkout
     sys.path.insert(0, str(REPO))
 
 from agent.app.cli import main as cli_main  # noqa: E402
+from agent.intent.fabricfile import fabric_file_schema  # noqa: E402
 from agent.intent.model import FabricIntent  # noqa: E402
-from agent.intent.rules import RULES  # noqa: E402
+from agent.intent.rules import rules_by_id  # noqa: E402
 from agent.observe.checks import CATALOG  # noqa: E402
 from exporters import metrics  # noqa: E402
 from exporters.alerts import RULES as ALERT_RULES  # noqa: E402
@@ -143,7 +147,9 @@ def fabric_schema() -> str:
         "(`agent/intent/model.py`); an unknown key is an error. In the file, `profile:` names "
         "a profile (built-in or a file) and `overrides:` is deep-merged onto it; the result "
         "is the `profile` below. The guide with examples: [The fabric file](../fabric-file.md); "
-        "the cross-field rules: [Rules](rules.md).",
+        "the cross-field rules: [Rules](rules.md). These are the models after loading (ranges "
+        "expanded, links derived, defaults applied); the file as written has a JSON Schema for "
+        "editors: [fabric.schema.json](fabric.schema.json).",
         "",
     ]
     for model in _models(FabricIntent):
@@ -159,6 +165,11 @@ def fabric_schema() -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def fabric_json_schema() -> str:
+    """The file form's JSON Schema, stable text (sorted keys) so --check compares exactly."""
+    return json.dumps(fabric_file_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 # --------------------------------------------------------------------------- rules, checks
@@ -177,7 +188,7 @@ def rules_page() -> str:
         "| ID | rule |",
         "|---|---|",
     ]
-    lines += [f"| {r.rule_id} | {r.summary} |" for r in RULES]
+    lines += [f"| {rule_id} | {summary} |" for rule_id, summary in rules_by_id().items()]
     return "\n".join(lines) + "\n"
 
 
@@ -302,6 +313,7 @@ def alerts_page() -> str:
 
 PAGES = {
     "fabric-schema.md": fabric_schema,
+    "fabric.schema.json": fabric_json_schema,
     "rules.md": rules_page,
     "checks.md": checks_page,
     "cli.md": cli_page,

@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -68,8 +69,22 @@ check_interface = _token_check(
     "or '//' (e.g. Ethernet1/1)",
     48,
 )
-Name = Annotated[str, AfterValidator(check_name)]
-InterfaceName = Annotated[str, AfterValidator(check_interface)]
+
+
+def _pattern_schema(pattern: str, max_length: int) -> WithJsonSchema:
+    """The same rule for editors (docs/reference/fabric.schema.json)."""
+    return WithJsonSchema({"type": "string", "pattern": f"^{pattern}$", "maxLength": max_length})
+
+
+Name = Annotated[
+    str, AfterValidator(check_name), _pattern_schema(r"[A-Za-z0-9][A-Za-z0-9_.-]*", 64)
+]
+InterfaceName = Annotated[
+    str,
+    AfterValidator(check_interface),
+    # check_interface's rule without look-ahead: a '/' or '.' is followed by another character
+    _pattern_schema(r"[A-Za-z](?:[A-Za-z0-9_-]|[/.][A-Za-z0-9_-])*[/.]?", 48),
+]
 Username = Annotated[
     str,
     AfterValidator(
@@ -77,6 +92,7 @@ Username = Annotated[
             "username", r"[A-Za-z_][A-Za-z0-9_.-]*", "letters, digits, '.', '_' or '-'", 32
         )
     ),
+    _pattern_schema(r"[A-Za-z_][A-Za-z0-9_.-]*", 32),
 ]
 Hostname = Annotated[
     str,
@@ -85,6 +101,7 @@ Hostname = Annotated[
             "host", r"[A-Za-z0-9][A-Za-z0-9.:-]*", "a DNS name or an IPv4/IPv6 address", 253
         )
     ),
+    _pattern_schema(r"[A-Za-z0-9][A-Za-z0-9.:-]*", 253),
 ]
 EnvVarName = Annotated[
     str,
@@ -93,6 +110,7 @@ EnvVarName = Annotated[
             "environment variable name", r"[A-Za-z_][A-Za-z0-9_]*", "letters, digits and '_'", 128
         )
     ),
+    _pattern_schema(r"[A-Za-z_][A-Za-z0-9_]*", 128),
 ]
 Description = Annotated[
     str,
@@ -142,11 +160,40 @@ def _size(value: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
+# How the file writes them (JSON Schema for editors, docs/reference/fabric.schema.json): the
+# model holds bits/s and bytes, the file says 400G and 150KB (agent.intent.units' grammar).
+_SPEED_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "minimum": SPEED_MIN_BPS, "maximum": SPEED_MAX_BPS},
+        {
+            "type": "string",
+            "pattern": r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*[KMGTkmgt]?(b/s|bps)?\s*$",
+        },
+    ],
+    "description": "bits/s, or 10M, 25G, 100G, 400G (1M to 800G)",
+}
+_SIZE_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0},
+        {
+            "type": "string",
+            "pattern": r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*([KMGkmg][iI]?[Bb]|[Bb])?\s*$",
+        },
+    ],
+    "description": "bytes, or 150KB (10^3), 1.5MB, 64KiB (2^10)",
+}
 SpeedBps = Annotated[
-    int, BeforeValidator(_speed), Field(strict=True, ge=SPEED_MIN_BPS, le=SPEED_MAX_BPS)
+    int,
+    BeforeValidator(_speed),
+    Field(strict=True, ge=SPEED_MIN_BPS, le=SPEED_MAX_BPS),
+    WithJsonSchema(_SPEED_SCHEMA),
 ]
-Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40)]
-BytesOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_size)]
+Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40), WithJsonSchema(_SIZE_SCHEMA)]
+BytesOrAuto = Annotated[
+    int | Literal["auto"],
+    BeforeValidator(_size),
+    WithJsonSchema({"anyOf": [*_SIZE_SCHEMA["anyOf"], {"const": "auto"}]}),
+]
 
 
 def _peer(value: str) -> str:
@@ -231,8 +278,13 @@ class Port(StrictModel):
 
     name: InterfaceName
     speed: SpeedBps
-    cable_m: float = Field(default=3.0, ge=0, le=10_000, description="cable length in metres")
-    mtu: int = Field(default=9100, ge=1280, le=9216)
+    # No defaults: PFC headroom grows with the cable and the MTU (agent.intent.sizing), so a
+    # silent 3 m or 9100 would size a 30 m link's headroom too small (issue #29). The loader
+    # fills a missing value from the peer end, port_defaults or defaults.ports, or refuses.
+    cable_m: float = Field(
+        ge=0, le=10_000, description="cable length in metres (PFC headroom depends on it)"
+    )
+    mtu: int = Field(ge=1280, le=9216, description="L2 MTU in bytes, equal on both ends")
     peer: PeerRef | None = None
     description: Description | None = None
     ipv4: ipaddress.IPv4Interface | None = None
@@ -252,6 +304,18 @@ class Port(StrictModel):
         return name, int(port or 1)
 
 
+class PortDefaults(StrictModel):
+    """Port values for every port that does not set its own (``defaults.ports`` for the
+    fabric, a device's ``port_defaults`` for its ports). The loader resolves each port's
+    speed, mtu and cable_m from the port itself, then the peer end's own value, then the
+    device's port_defaults, then defaults.ports; none is an error at the port."""
+
+    speed: SpeedBps | None = None
+    mtu: int | None = Field(default=None, ge=1280, le=9216)
+    cable_m: float | None = Field(default=None, ge=0, le=10_000)
+    description: Description | None = None
+
+
 class DeviceDefaults(StrictModel):
     """Values every device gets unless it sets its own."""
 
@@ -260,6 +324,9 @@ class DeviceDefaults(StrictModel):
     port: int | None = Field(default=None, ge=1, le=65535)
     known_hosts: Path | None = None
     host_key_policy: HostKeyPolicyName | None = None
+    ports: PortDefaults | None = Field(
+        default=None, description="defaults for every port (speed, mtu, cable_m, description)"
+    )
 
 
 class Device(StrictModel):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from agent.errors import Problem
 from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan, ecn_for_port, pfc_priorities
+from agent.intent.portnames import check_port_name
 from agent.intent.units import format_size, format_speed
 
 Loc = tuple[str | int, ...]
@@ -20,12 +21,17 @@ Loc = tuple[str | int, ...]
 
 @dataclass(frozen=True)
 class Violation:
+    """What is wrong and where; ``also`` is a second place the fix may go (the other end of a
+    link), whose FILE:LINE:COL the message then names as well."""
+
     loc: Loc
     expected: str
     actual: str
+    also: Loc | None = None
 
-    def message(self) -> str:
-        return f"Expected: {self.expected} Actual: {self.actual}"
+    def message(self, also_at: str | None = None) -> str:
+        where = f" (other end at {also_at})" if also_at else ""
+        return f"Expected: {self.expected} Actual: {self.actual}{where}"
 
 
 @dataclass(frozen=True)
@@ -157,7 +163,22 @@ def _ports(intent: FabricIntent) -> dict[tuple[str, str], tuple[int, int]]:
     }
 
 
-@rule("IR009", "both ends of a link agree on speed and MTU")
+def _show(setting: str, value: float) -> str:
+    if setting == "speed":
+        return format_speed(int(value))
+    if setting == "cable_m":
+        return f"{value:g} m"
+    return str(value)
+
+
+# Both ends of one cable: the same speed and MTU, or frames are dropped (a larger MTU on
+# one end) or the link does not come up; the same length, or the end that believes the
+# shorter cable sizes its PFC headroom too small (agent.intent.sizing: xoff grows with the
+# cable's round trip), and lossless traffic is dropped under pause.
+LINK_SETTINGS = ("speed", "mtu", "cable_m")
+
+
+@rule("IR009", "both ends of a link agree on speed, MTU and cable length")
 def _link_ends_agree(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
     index = _ports(intent)
     for d, device in enumerate(intent.devices):
@@ -169,14 +190,15 @@ def _link_ends_agree(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
             if where is None or (peer_device, peer_port) < (device.name, port.name):
                 continue  # missing peers are IR010; report each link once
             other = intent.devices[where[0]].ports[where[1]]
-            for setting in ("speed", "mtu"):
+            for setting in LINK_SETTINGS:
                 mine, theirs = getattr(port, setting), getattr(other, setting)
                 if mine != theirs:
-                    show = format_speed if setting == "speed" else str
                     yield Violation(
                         ("devices", d, "ports", p, setting),
-                        f"{setting} equal to the peer {port.peer} ({show(theirs)})",
-                        f"{device.name}:{port.name} {setting} {show(mine)}",
+                        f"{setting} equal on both ends of the link: {port.peer} has "
+                        f"{_show(setting, theirs)}",
+                        f"{device.name}:{port.name} has {_show(setting, mine)}",
+                        also=("devices", where[0], "ports", where[1], setting),
                     )
 
 
@@ -400,6 +422,15 @@ def _some_congestion_control(intent: FabricIntent, plan: Plan) -> Iterator[Viola
         )
 
 
+@rule("IR021", "port names follow the device's platform naming (Ethernet1/1, swp1, ...)")
+def _port_names(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    for d, device in enumerate(intent.devices):
+        for p, port in enumerate(device.ports):
+            expected = check_port_name(device.platform, port.name)
+            if expected is not None:
+                yield Violation(("devices", d, "ports", p, "name"), expected, repr(port.name))
+
+
 def rule_problems(
     intent: FabricIntent, locate: Callable[[Loc, str, str], Problem]
 ) -> list[Problem]:
@@ -408,10 +439,26 @@ def rule_problems(
     problems = []
     for registered in RULES:
         for violation in registered.check(intent, plan):
-            problems.append(locate(violation.loc, violation.message(), registered.rule_id))
+            also_at = None
+            if violation.also is not None:
+                other = locate(violation.also, "", registered.rule_id).position
+                also_at = str(other) if other is not None else None
+            message = violation.message(also_at)
+            problems.append(locate(violation.loc, message, registered.rule_id))
     return problems
 
 
+# Rules the models enforce while validating (a field or model validator raises "IRnnn
+# Expected: …"; the loader splits the ID off): they run before the plan exists, so they are
+# not in RULES, but `check` enforces them all the same and `roce-agent rules` lists them.
+MODEL_RULES: dict[str, str] = {
+    "IR007": "ECN max mark probability 1-100 % (agent.intent.model.EcnQueue)",
+    "IR020": "platform linux_host exactly for role host (agent.intent.model.Device)",
+}
+
+
 def rules_by_id() -> dict[str, str]:
-    """Rule IDs and summaries (for ``--help`` and the docs' reference)."""
-    return {r.rule_id: r.summary for r in RULES}
+    """Every rule ``check`` enforces, by ID: RULES and MODEL_RULES (``roce-agent rules``,
+    the docs' reference)."""
+    every = {r.rule_id: r.summary for r in RULES} | MODEL_RULES
+    return dict(sorted(every.items()))

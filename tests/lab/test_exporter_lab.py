@@ -203,7 +203,7 @@ def fabric_with_stuck_switch(lab: Lab, folder: Path, port: int) -> Path:
             "role": "leaf",
             "host": "127.0.0.1",
             "port": port,
-            "ports": [{"name": "Ethernet1", "speed": "10M", "cable_m": 1}],
+            "ports": [{"name": "Ethernet1", "speed": "10M", "cable_m": 1, "mtu": 9000}],
         }
     )
     path = folder / "fabric.yml"

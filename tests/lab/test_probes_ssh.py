@@ -67,7 +67,7 @@ def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pair, D
                 username="root", credentials=Credentials(ssh_key=key),
                 host_key=(tmp / "host_key.pub").read_text().strip(),  # checked like a switch's
                 probe_python=sys.executable,
-                ports=[Port(name="eth1", speed="10M", ipv4=f"{pair.ip_b}/31")],
+                ports=[Port(name="eth1", speed="10M", cable_m=1, mtu=9000, ipv4=f"{pair.ip_b}/31")],
             )  # fmt: skip
             yield pair, device
         finally:

@@ -82,6 +82,9 @@ EXPECTED: dict[str, tuple[int, str, str]] = {
     "62-merge-key-loop": (5, "overrides['<<']", "recursive alias *m"),
     "63-huge-integer-speed": (21, "devices[1].ports[1].speed", "from 1M to 800G"),
     "64-profile-is-a-folder": (3, "profile", "'./captures/' not found"),
+    # issue #29: cable lengths agree on both ends; port names follow the platform
+    "65-link-cable-mismatch": (20, "devices[1].ports[0].cable_m", "IR009"),
+    "66-port-name-of-another-platform": (21, "devices[1].ports[1].name", "IR021"),
 }
 
 

@@ -169,7 +169,7 @@ def test_switch_poller_keeps_its_session_and_rebuilds_it_after_a_failure() -> No
             "host": "127.0.0.1",
             "username": "admin",
             "credentials": {"password_env": "UNUSED"},
-            "ports": [{"name": "Ethernet1", "speed": "10M", "cable_m": 1}],
+            "ports": [{"name": "Ethernet1", "speed": "10M", "cable_m": 1, "mtu": 9000}],
         }
     )
     sessions: list[FakeNetmiko] = []
@@ -230,7 +230,7 @@ def test_netmiko_exceptions_map_to_reasons() -> None:
 @pytest.fixture
 def small_fabric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ROCE_EXPORTER_TEST_PASSWORD", "x")
-    ports = [{"name": "Ethernet1", "speed": "10M", "cable_m": 1}]
+    ports = [{"name": "Ethernet1", "speed": "10M", "cable_m": 1, "mtu": 9000}]
     fabric = {
         "name": "tiny",
         "profile": "nvidia-default",

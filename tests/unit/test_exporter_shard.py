@@ -81,7 +81,7 @@ def test_a_shard_refuses_updates_for_another_shards_device() -> None:
 @pytest.fixture
 def fabric_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ROCE_SHARD_TEST_PASSWORD", "x")
-    ports = [{"name": "Ethernet1", "speed": "10M", "cable_m": 1}]
+    ports = [{"name": "Ethernet1", "speed": "10M", "cable_m": 1, "mtu": 9000}]
     fabric = {
         "name": "sharded",
         "profile": "nvidia-default",

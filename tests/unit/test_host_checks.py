@@ -47,7 +47,7 @@ def text(name: str) -> str:
 def _host(name: str, ports: list[dict[str, Any]]) -> dict[str, Any]:
     return {"name": name, "platform": "linux_host", "role": "host", "host": "192.0.2.10",
             "username": "lab", "credentials": {"password_env": "HOST_CHECKS_PASSWORD"},
-            "ports": ports}  # fmt: skip
+            "ports": [{"cable_m": 3, "mtu": 9000, **port} for port in ports]}  # fmt: skip
 
 
 RDMA_PORT = {"name": "ens1f0np0", "speed": "100G", "mtu": 9000, "rdma_device": "mlx5_0",

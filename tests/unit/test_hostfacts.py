@@ -41,6 +41,8 @@ def _host(name: str, ports: list[dict[str, Any]], **reach: Any) -> dict[str, Any
         "username": "lab",
         "credentials": {"password_env": "HOSTFACTS_TEST_PASSWORD"},
     }
+    # cable_m and mtu have no model default (issue #29): these tests are about the NICs
+    ports = [{"cable_m": 3, "mtu": 9000, **port} for port in ports]
     return {"name": name, "platform": "linux_host", "role": "host", **where, "ports": ports}
 
 

@@ -522,7 +522,8 @@ def test_digits_are_ascii_only(field: str, value: str) -> None:
 
     from agent.intent.model import Port
 
-    fields: dict[str, object] = {"name": "eth0", "speed": "10M", field: value}
+    fields: dict[str, object] = {"name": "eth0", "speed": "10M", "cable_m": 3, "mtu": 9000}
+    fields[field] = value
     with pytest.raises(ValidationError) as caught:
         Port.model_validate(fields)
     assert caught.value.errors()[0]["loc"] == (field,)

@@ -87,12 +87,12 @@ devices:
     platform: arista_eos
     role: leaf
     host: leaf1.example
-    ports: [{{name: Ethernet1, speed: 100G, peer: "h1:eth0"}}]
+    ports: [{{name: Ethernet1, speed: 100G, cable_m: 3, mtu: 9100, peer: "h1:eth0"}}]
   - name: h1
     platform: linux_host
     role: host
     netns: lab-h1
-    ports: [{{name: eth0, speed: 100G, peer: "leaf1:Ethernet1"}}]
+    ports: [{{name: eth0, speed: 100G, cable_m: 3, mtu: 9100, peer: "leaf1:Ethernet1"}}]
 {extra_device}"""
     )
     return path
@@ -174,14 +174,14 @@ def test_password_file_must_be_a_small_regular_file(
 )
 def test_interface_names_refuse_injection(name: str) -> None:
     with pytest.raises(ValidationError, match="invalid interface name"):
-        Port(name=name, speed="100G")
+        Port(name=name, speed="100G", cable_m=3, mtu=9100)
 
 
 @pytest.mark.parametrize(
     "name", ["Ethernet1", "Ethernet1/1", "Ethernet1/1/4", "swp1s0", "eth0", "eth0.100", "bond0.1"]
 )
 def test_interface_names_accept_real_ones(name: str) -> None:
-    assert Port(name=name, speed="100G").name == name
+    assert Port(name=name, speed="100G", cable_m=3, mtu=9100).name == name
 
 
 def test_device_needs_a_way_in() -> None:

@@ -42,7 +42,7 @@ def _host(name: str, *ports: tuple[str, str, str | None]) -> dict[str, Any]:
         "role": "host",
         "netns": f"ns-{name}",
         "ports": [
-            {"name": netdev, "speed": "100G", "rdma_device": rdma}
+            {"name": netdev, "speed": "100G", "cable_m": 3, "mtu": 9000, "rdma_device": rdma}
             | ({"ipv4": f"{ipv4}/31"} if ipv4 else {})
             for netdev, rdma, ipv4 in ports
         ],
@@ -272,7 +272,8 @@ def test_a_host_that_cannot_tell(facts: HostFacts, problem: str) -> None:
 
 def test_a_host_without_rdma_ports() -> None:
     h4 = {"name": "h4", "platform": "linux_host", "role": "host", "netns": "ns-h4",
-          "ports": [{"name": "eth1", "speed": "10G", "ipv4": "198.18.9.1/31"}]}  # fmt: skip
+          "ports": [{"name": "eth1", "speed": "10G", "cable_m": 3, "mtu": 9000,
+                    "ipv4": "198.18.9.1/31"}]}  # fmt: skip
     env = _env(_intent(RXE, h4), "h4")
     assert env.problems == [
         "host h4: Expected: a port with an rdma_device in the fabric Actual: none (nothing for "

@@ -37,10 +37,10 @@ devices:
   username: admin
   credentials: {password_env: NCCL_TEST_PASSWORD}
   ports:
-  - {name: Ethernet1, speed: 100G, peer: "h1:eth1"}
-  - {name: Ethernet2, speed: 100G, peer: "h2:eth1"}
-  - {name: Ethernet3, speed: 100G, peer: "h3:eth1"}
-  - {name: Ethernet4, speed: 100G, peer: "h4:eth1"}
+  - {name: Ethernet1, speed: 100G, cable_m: 3, mtu: 9100, peer: "h1:eth1"}
+  - {name: Ethernet2, speed: 100G, cable_m: 3, mtu: 9100, peer: "h2:eth1"}
+  - {name: Ethernet3, speed: 100G, cable_m: 3, mtu: 9100, peer: "h3:eth1"}
+  - {name: Ethernet4, speed: 100G, cable_m: 3, mtu: 9100, peer: "h4:eth1"}
 """
 HOST = """\
 - name: {name}
@@ -48,7 +48,8 @@ HOST = """\
   role: host
   netns: ns-{name}
   ports:
-  - {{name: eth1, speed: 100G, {rdma}ipv4: {ipv4}/31, peer: "leaf1:Ethernet{n}"}}
+  - {{name: eth1, speed: 100G, cable_m: 3, mtu: 9100, {rdma}ipv4: {ipv4}/31,
+     peer: "leaf1:Ethernet{n}"}}
 """
 
 

@@ -130,7 +130,8 @@ def _fabric(count: int = 2) -> FabricIntent:
     profile = yaml.safe_load((REPO / "playbooks" / "profiles" / "nvidia-default.yml").read_text())
     hosts = [
         {"name": f"gpu{i}", "platform": "linux_host", "role": "host", "netns": f"ns-gpu{i}",
-         "ports": [{"name": "ens1f0np0", "speed": "200G", "rdma_device": "mlx5_0",
+         "ports": [{"name": "ens1f0np0", "speed": "200G", "cable_m": 3, "mtu": 9000,
+                    "rdma_device": "mlx5_0",
                     "ipv4": f"198.18.0.{2 * i + 1}/31"}]}
         for i in range(count)
     ]  # fmt: skip

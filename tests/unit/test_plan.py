@@ -28,7 +28,7 @@ def _device(plan: Plan, name: str) -> DevicePlan:
 
 @pytest.mark.parametrize(
     ("device", "port", "cable_m"),
-    [("spine1", "Ethernet1/1", 30), ("leaf1", "Ethernet1/1", 30), ("leaf8", "Ethernet1/16", 3)],
+    [("spine1", "Ethernet1/1", 30), ("leaf1", "Ethernet1/1", 30), ("leaf8", "Ethernet120", 3)],
 )
 def test_pod_headroom_matches_tuning(
     pod_plan: Plan, device: str, port: str, cable_m: float

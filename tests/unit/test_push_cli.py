@@ -66,12 +66,12 @@ devices:
     role: leaf
     host: 127.0.0.1
     port: {port}
-    ports: [{{name: Ethernet1, speed: 100G, peer: "h1:eth0"}}]
+    ports: [{{name: Ethernet1, speed: 100G, cable_m: 3, mtu: 9100, peer: "h1:eth0"}}]
   - name: h1
     platform: linux_host
     role: host
     netns: nothing-here
-    ports: [{{name: eth0, speed: 100G, peer: "leaf1:Ethernet1"}}]
+    ports: [{{name: eth0, speed: 100G, cable_m: 3, mtu: 9100, peer: "leaf1:Ethernet1"}}]
 """
     )
     return path
