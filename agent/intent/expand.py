@@ -356,7 +356,9 @@ def _step_ipv4(ctx: _Context, entry: dict[str, Any], members: list[_Port], path:
     return True
 
 
-def _check_duplicate(ctx: _Context, device: dict[str, Any], seen: dict, port: _Port) -> None:
+def _check_duplicate(
+    ctx: _Context, device: dict[str, Any], seen: dict[str, _Port], port: _Port
+) -> None:
     """A range that yields a port declared elsewhere on the device (IR012 reports the plain
     duplicates, as before)."""
     if not isinstance(port.data, dict) or not isinstance(port.data.get("name"), str):
@@ -425,7 +427,7 @@ def _derive_peer_ends(devices: list[Any], ports: list[list[_Port] | None]) -> No
             if ports[target] is None:
                 continue
             derived = _derived(port, devices[d], ref, target)
-            ports[target].append(derived)  # type: ignore[union-attr]
+            ports[target].append(derived)
             index[ref] = derived
 
 
@@ -435,7 +437,7 @@ def _derived(declarer: _Port, device: dict[str, Any], ref: tuple[str, str], targ
     if other is not None:
         data["ipv4"] = other
     at = declarer.positions.get(("peer",)) or declarer.positions.get(())
-    positions = {(): at, ("name",): at, ("peer",): at} if at else {}
+    positions: dict[PathKey, SourcePosition] = {(): at, ("name",): at, ("peer",): at} if at else {}
     if "ipv4" in data and ("ipv4",) in declarer.positions:
         positions[("ipv4",)] = declarer.positions[("ipv4",)]
     return _Port(target, data, declarer.written, positions, {}, derived_from=declarer)
