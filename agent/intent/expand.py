@@ -38,6 +38,9 @@ from common.yamlsource import PathKey, SourceMap, dotted_path
 DEFAULTABLE = ("speed", "mtu", "cable_m", "description")
 RESOLVED = ("speed", "mtu", "cable_m")
 MAX_RANGE_PORTS = 4096
+# All ports after expansion: a few lines of ranges, reused through anchors, must not become
+# millions of ports (the YAML limits bound what is written, this bounds what it expands to).
+MAX_FABRIC_PORTS = 65_536
 # A range in the last number of the name: Ethernet1/1-8, swp1-32, Ethernet1/1/1-4.
 _RANGE = re.compile(r"(?P<prefix>.*?)(?P<first>\d+)-(?P<last>\d+)")
 _PATTERN = re.compile(r"\{([^{}]*)\}")
@@ -122,6 +125,7 @@ class _Context:
         # port (an explicit file of 18 000 ports holds some 200 000 positions).
         self.entry_values = _by_entry(source.values)
         self.entry_keys = _by_entry(source.keys)
+        self.expanded_ports = 0
 
     def problem(self, path: PathKey, message: str) -> None:
         self.problems.append(Problem(self.source.locate(path), dotted_path(path), message))
@@ -149,10 +153,14 @@ def expand_fabric(data: dict[str, Any], source: SourceMap) -> Expanded:
             if port.derived_from is None:
                 peer = _declared_peer(index, port)
                 _resolve(ctx, devices, port, peer, (device_defaults[d], fabric_defaults))
-    for device_ports in ports:
+    for d, device_ports in enumerate(ports):
         for port in device_ports or []:
             if port.derived_from is not None:
                 _copy_from_declarer(port)
+                # a default description is the device's, not the link's
+                found = device_defaults[d].get("description") or fabric_defaults.get("description")
+                if found is not None:
+                    port.data["description"] = found[0]
     return _assemble(ctx, devices, ports)
 
 
@@ -270,6 +278,16 @@ def _range_numbers(
             f"Expected: at most {MAX_RANGE_PORTS} ports in one range Actual: {name!r} is "
             f"{last - first + 1} ports",
         )
+        return []
+    crossed = ctx.expanded_ports <= MAX_FABRIC_PORTS
+    ctx.expanded_ports += last - first + 1
+    if ctx.expanded_ports > MAX_FABRIC_PORTS:
+        if crossed:  # once, where the limit is passed
+            ctx.problem(
+                (*path, "name"),
+                f"Expected: at most {MAX_FABRIC_PORTS} ports in the fabric after expanding "
+                f"ranges Actual: more from this range on",
+            )
         return []
     for key in _ONE_PORT_ONLY:
         if key in entry:

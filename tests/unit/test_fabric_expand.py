@@ -100,6 +100,63 @@ devices:
 
 
 @pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("Ethernet1/1-3", ["Ethernet1/1", "Ethernet1/2", "Ethernet1/3"]),
+        ("Ethernet1/1/1-2", ["Ethernet1/1/1", "Ethernet1/1/2"]),  # the last number only
+        ("swp1s0-1", ["swp1s0", "swp1s1"]),
+        ("eth08-10", ["eth08", "eth09", "eth10"]),  # a leading zero keeps the width
+        ("Ethernet7-7", ["Ethernet7"]),
+    ],
+)
+def test_range_names(tmp_path: Path, name: str, expected: list[str]) -> None:
+    intent = _load(
+        tmp_path,
+        f"""\
+  ports: {{speed: 100G, mtu: 9100, cable_m: 3}}
+devices:
+  - {{name: leaf1, role: leaf, platform: arista_eos, host: 10.0.0.1, ports: [{{name: {name}}}]}}
+""",
+    )
+    assert list(_ports(intent, "leaf1")) == expected
+
+
+def test_ranges_reused_through_anchors_are_bounded(tmp_path: Path) -> None:
+    """17 devices sharing 4096 ports through one anchor: 69 632 ports from 20 lines."""
+    devices = "".join(
+        f"  - {{name: l{k}, role: leaf, platform: arista_eos, host: 10.0.0.{k}, ports: *p}}\n"
+        for k in range(2, 18)
+    )
+    body = (
+        "devices:\n  - {name: l1, role: leaf, platform: arista_eos, host: 10.0.0.1,"
+        " ports: &p [{name: Ethernet1/1-4096, speed: 1G, mtu: 9100, cable_m: 1}]}\n" + devices
+    )
+    with pytest.raises(IntentError) as caught:
+        load_fabric(_write(tmp_path, HEADER + body))
+    (problem,) = caught.value.problems
+    # where the range is written (the anchor), on the device that passes the limit
+    assert problem.position is not None and problem.position.line == 7
+    assert problem.field == "devices[16].ports[0].name"
+    assert "Expected: at most 65536 ports in the fabric" in problem.message
+
+
+def test_defaults_give_derived_ports_their_device_description(tmp_path: Path) -> None:
+    intent = _load(
+        tmp_path,
+        """\
+  ports: {speed: 100G, mtu: 9100, cable_m: 3, description: fabric link}
+devices:
+  - {name: spine1, role: spine, platform: arista_eos, host: 10.0.0.1,
+     port_defaults: {description: to a leaf}}
+  - {name: leaf1, role: leaf, platform: arista_eos, host: 10.0.0.2,
+     ports: [{name: Ethernet1, peer: "spine1:Ethernet1"}]}
+""",
+    )
+    assert _ports(intent, "spine1")["Ethernet1"].description == "to a leaf"  # type: ignore[attr-defined]
+    assert _ports(intent, "leaf1")["Ethernet1"].description == "fabric link"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
     ("address", "other"),
     [
         ("10.0.0.1/31", "10.0.0.0/31"),
