@@ -156,11 +156,7 @@ def expand_fabric(data: dict[str, Any], source: SourceMap) -> Expanded:
     for d, device_ports in enumerate(ports):
         for port in device_ports or []:
             if port.derived_from is not None:
-                _copy_from_declarer(port)
-                # a default description is the device's, not the link's
-                found = device_defaults[d].get("description") or fabric_defaults.get("description")
-                if found is not None:
-                    port.data["description"] = found[0]
+                _copy_from_declarer(port, (device_defaults[d], fabric_defaults))
     return _assemble(ctx, devices, ports)
 
 
@@ -288,6 +284,14 @@ def _range_numbers(
                 f"Expected: at most {MAX_FABRIC_PORTS} ports in the fabric after expanding "
                 f"ranges Actual: more from this range on",
             )
+        return []
+    peer = entry.get("peer")
+    if first < last and isinstance(peer, str) and not _PATTERN.search(peer):
+        ctx.problem(
+            (*path, "peer"),
+            f"Expected: a peer with a pattern ({_PATTERN_TEXT}; each port of a range has its "
+            f"own peer) Actual: {peer!r} for all {last - first + 1} ports of {name!r}",
+        )
         return []
     for key in _ONE_PORT_ONLY:
         if key in entry:
@@ -548,7 +552,14 @@ def _required(ctx: _Context, port: _Port, key: str, devices: list[Any]) -> None:
     )
 
 
-def _copy_from_declarer(port: _Port) -> None:
+def _copy_from_declarer(
+    port: _Port, defaults: tuple[dict[str, tuple[Any, Origin]], dict[str, tuple[Any, Origin]]]
+) -> None:
+    """A derived port: the link's values from the end that declares it (one cable, one MTU);
+    a default description from its own device, which is not the link's."""
+    found = defaults[0].get("description") or defaults[1].get("description")
+    if found is not None:
+        port.data["description"] = found[0]
     declarer = port.derived_from
     assert declarer is not None
     ref = f"{port.data['peer']}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,18 +216,40 @@ def load_fabric(path: Path) -> LoadedFabric:
     defaults = _defaults(data, locate, problems)
     merged = _merged(data, expanded.devices, profile_data, overrides, defaults, path)
     if problems:
-        raise IntentError(problems)
+        raise IntentError(_collapse(problems))
     try:
         intent = FabricIntent.model_validate(merged)
     except ValidationError as exc:
-        raise IntentError(_pydantic_problems(exc, locate, (), merged)) from None
+        raise IntentError(_collapse(_pydantic_problems(exc, locate, (), merged))) from None
 
     record_sources(intent, expanded.sources)
     loaded = LoadedFabric(intent, path, profile_file, locate, expanded.sources)
     problems = rule_problems(loaded.intent, loaded.locator.problem)
     if problems:
-        raise IntentError(problems)
+        raise IntentError(_collapse(problems))
     return loaded
+
+
+_MEMBER_NOTE = re.compile(r" \(([^()]*)\)$")
+
+
+def _collapse(problems: list[Problem]) -> list[Problem]:
+    """One problem per place: a typo in a range of 32 ports is one mistake, not 32 (the same
+    position, field as written and message; the first port named, and how many more)."""
+    kept: dict[tuple[Any, ...], tuple[Problem, int]] = {}
+    for problem in problems:
+        written = _MEMBER_NOTE.sub("", problem.field)
+        key = (problem.position, written, problem.message, problem.rule)
+        first, count = kept.get(key, (problem, 0))
+        kept[key] = (first, count + 1)
+    return [first if count == 1 else _and_more(first, count - 1) for first, count in kept.values()]
+
+
+def _and_more(problem: Problem, more: int) -> Problem:
+    note = _MEMBER_NOTE.search(problem.field)
+    written = _MEMBER_NOTE.sub("", problem.field)
+    named = f" ({note.group(1)} and {more} more)" if note else f" (and {more} more)"
+    return Problem(problem.position, written + named, problem.message, problem.rule)
 
 
 def _unknown_fields(data: dict[str, Any], plain: Locator) -> list[Problem]:

@@ -315,8 +315,16 @@ ERRORS = [
         "speed required, in a range",
         "  ports: {mtu: 9100, cable_m: 3}\n" + DEVICES + "    ports:\n"
         "      - {name: Ethernet1/1-2}  #<\n",
-        "devices[1].ports[0].speed (Ethernet1/2)",
+        "devices[1].ports[0].speed (Ethernet1/1 and 1 more)",  # one mistake, one error
         "required:",
+    ),
+    (
+        "a typo in a range is one error",
+        "  ports: {speed: 100G, mtu: 9100, cable_m: 3}\n"
+        + DEVICES
+        + "    ports:\n      - {name: Ethernet1/1-32, cabel_m: 3}  #<\n",
+        "devices[1].ports[0].cabel_m (Ethernet1/1 and 31 more)",
+        "unknown field 'cabel_m'",
     ),
     (
         "reversed range",
@@ -347,6 +355,24 @@ ERRORS = [
         DEVICES + '    ports:\n      - {name: Ethernet1/1-2, peer: "gpu{i-1}:eth0"}  #<\n',
         "devices[1].ports[0].peer",
         "Expected: {i-1} >= 0 for every port of the range Actual: -1 (for n=1, i=0)",
+    ),
+    (
+        "one peer for a whole range",
+        DEVICES + '    ports:\n      - {name: Ethernet1/1-2, peer: "spine1:Ethernet1"}  #<\n',
+        "devices[1].ports[0].peer",
+        "Expected: a peer with a pattern ({n}, {i}, {n+K}, {n-K}, {i+K} or {i-K}; each port of "
+        "a range has its own peer) Actual: 'spine1:Ethernet1' for all 2 ports of 'Ethernet1/1-2'",
+    ),
+    (
+        "a second declaring end of a derived port (IR011)",
+        "  ports: {speed: 100G, mtu: 9100, cable_m: 3}\n"
+        + DEVICES
+        + "    ports:\n"
+        + '      - {name: Ethernet1, peer: "spine1:Ethernet1"}\n'
+        + '      - {name: Ethernet2, peer: "spine1:Ethernet1"}  #<\n',
+        "devices[1].ports[1].peer",
+        "IR011 Expected: spine1:Ethernet1 to have peer leaf1:Ethernet2 Actual: spine1:Ethernet1 "
+        "has peer leaf1:Ethernet1",
     ),
     (
         "pattern on a single port",
@@ -405,7 +431,7 @@ ERRORS = [
         "model error in a range member points at the range",
         "  ports: {mtu: 9100, cable_m: 3}\n" + DEVICES + "    ports:\n"
         "      - {name: Ethernet1/1-2, speed: 1T}  #<\n",
-        "devices[1].ports[0].speed (Ethernet1/1)",
+        "devices[1].ports[0].speed (Ethernet1/1 and 1 more)",
         "",
     ),
     (
