@@ -8,6 +8,7 @@ must load to the same intent.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -592,3 +593,32 @@ def test_compact_and_explicit_fabrics_load_to_the_same_intent(pod: dict) -> None
     assert compact == explicit
     links = pod["spines"] * pod["leaves"] + pod["leaves"] * pod["hosts"]
     assert sum(len(d.ports) for d in compact.devices) == 2 * links
+
+
+_VALUE = re.compile(r"(?<=[{ ,])(\w+): ([^,{}\n\[\]]+)")
+_JUNK = [
+    "[]", "{}", "~", "-1", "1.0e+999", "'{n}'", "'gpu{q}:eth0'", "'a{n-99}:b'", "Ethernet9-1",
+    "Ethernet1-99999", "*nowhere", "10.0.0.1/33", "'x:'", "true", "'{{n}}'", "[1, [2]]",
+]  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(pods(), st.lists(st.tuples(st.floats(0, 1), st.sampled_from(_JUNK)), min_size=1, max_size=3))
+def test_a_damaged_compact_fabric_is_refused_with_a_location(
+    pod: dict, picks: list[tuple[float, str]]
+) -> None:
+    """Whatever a value is replaced by, loading ends in the intent or in located problems."""
+    text = _compact(pod)
+    for where, junk in picks:
+        spots = list(_VALUE.finditer(text))
+        spot = spots[min(int(where * len(spots)), len(spots) - 1)]
+        text = f"{text[: spot.start(2)]}{junk}{text[spot.end(2) :]}"
+    with tempfile.TemporaryDirectory() as folder:
+        path = _write(Path(folder), text)
+        try:
+            load_fabric(path)
+        except IntentError as exc:
+            assert exc.problems
+            assert all(p.position is not None and p.position.file == path for p in exc.problems), (
+                str(exc)
+            )
