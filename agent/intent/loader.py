@@ -39,7 +39,12 @@ BUILTIN_PROFILES = builtin_profiles()
 
 @dataclass(frozen=True)
 class LoadedFabric:
-    """A validated fabric plus where it came from (for messages that point into files)."""
+    """A validated fabric plus where it came from (for messages that point into files).
+
+    ``locator(loc)`` gives the position and field name of any path of the intent, ports that
+    ranges expanded or peers derived included; ``sources`` where each port's speed, mtu and
+    cable_m came from (``build_plan`` puts them in ``PortPlan.sources``).
+    """
 
     intent: FabricIntent
     fabric_file: Path
