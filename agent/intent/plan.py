@@ -54,6 +54,14 @@ class PortPlan(PlanModel):
     # (fabric.yml:8:3)", "peer spine1:Ethernet1 (…)"): headroom follows from these.
     sources: dict[str, str] = Field(default_factory=dict)
 
+    def __eq__(self, other: object) -> bool:
+        # Where a value came from is not desired state: two fabrics asking for the same
+        # configuration plan equal, whichever file, line or default says it.
+        if not isinstance(other, PortPlan):
+            return NotImplemented
+        mine = {k: v for k, v in self.__dict__.items() if k != "sources"}
+        return mine == {k: v for k, v in other.__dict__.items() if k != "sources"}
+
 
 class NicPlan(PlanModel):
     trust: str

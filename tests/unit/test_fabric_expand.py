@@ -591,6 +591,10 @@ def test_compact_and_explicit_fabrics_load_to_the_same_intent(pod: dict) -> None
         compact = load_fabric(_write(Path(folder), _compact(pod))).intent
         explicit = load_fabric(_write(Path(folder), _explicit(pod))).intent
     assert compact == explicit
+    # and so do their plans, though each port says a different place for its values
+    plans = build_plan(compact), build_plan(explicit)
+    assert plans[0] == plans[1]
+    assert plans[0].devices[0].ports[0].sources != plans[1].devices[0].ports[0].sources
     links = pod["spines"] * pod["leaves"] + pod["leaves"] * pod["hosts"]
     assert sum(len(d.ports) for d in compact.devices) == 2 * links
 
