@@ -321,8 +321,20 @@ class _Builder:
             # duplicate. PyYAML's flatten_mapping puts both in one list, so merge here.
             result: dict[Any, Any] = {}
             spelt: dict[str, Any] = {}
+            merges = 0
             for key_node, value_node in node.value:
                 if key_node.tag != _MERGE_TAG:
+                    continue
+                merges += 1
+                if merges > 1:  # a duplicate key like any other; PyYAML lets the last win
+                    self.problems.append(
+                        Problem(
+                            _position(self.file, key_node.start_mark),
+                            dotted_path(path),
+                            "duplicate key '<<': Expected: one merge key per mapping "
+                            "(<<: [*a, *b] merges several) Actual: a second '<<'",
+                        )
+                    )
                     continue
                 sources = (
                     value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]

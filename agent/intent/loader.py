@@ -3,12 +3,17 @@
 Every problem is reported as ``FILE:LINE:COL: field.path: message``, pointing into the file
 the value came from: the fabric file, or the profile file for values the fabric did not
 override. All problems are collected before failing, so one run shows them all.
+
+The file may be written compactly (port ranges, ``defaults.ports``, ``port_defaults``, links
+declared on one end, YAML anchors under top-level ``x-`` keys): :mod:`agent.intent.expand`
+writes it out explicitly before the models validate it, keeping a position for every path.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +23,7 @@ from pydantic import ValidationError
 
 from agent.errors import IntentError, Problem, SourcePosition
 from agent.intent.credpaths import expand_credential_paths
+from agent.intent.expand import Expanded, PortSources, expand_fabric, record_sources
 from agent.intent.model import DeviceDefaults, FabricIntent, Profile
 from agent.intent.rules import rule_problems
 from common.resources import builtin_profiles
@@ -25,26 +31,44 @@ from common.validation import field_errors
 from common.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
 
 FABRIC_KEYS = ("name", "profile", "overrides", "defaults", "devices", "validation", "emulation")
+# Top-level keys the loader ignores: room for YAML anchors (``x-eos: &eos {...}``), as
+# docker compose's extension fields (https://docs.docker.com/reference/compose-file/extension/).
+EXTENSION_PREFIX = "x-"
 BUILTIN_PROFILES = builtin_profiles()
 
 
 @dataclass(frozen=True)
 class LoadedFabric:
-    """A validated fabric plus where it came from (for messages that point into files)."""
+    """A validated fabric plus where it came from (for messages that point into files).
+
+    ``locator(loc)`` gives the position and field name of any path of the intent, ports that
+    ranges expanded or peers derived included; ``sources`` where each port's speed, mtu and
+    cable_m came from (``build_plan`` puts them in ``PortPlan.sources``).
+    """
 
     intent: FabricIntent
     fabric_file: Path
     profile_file: Path
     locator: Locator
+    # (device, port) -> {speed|mtu|cable_m: where the value came from}
+    sources: PortSources | None = None
 
 
 class Locator:
     """Maps a path in the merged fabric data back to a file position and a field name."""
 
-    def __init__(self, fabric: SourceMap, profile: SourceMap, overrides: SourceMap) -> None:
+    def __init__(
+        self,
+        fabric: SourceMap,
+        profile: SourceMap,
+        overrides: SourceMap,
+        expanded: Expanded | None = None,
+    ) -> None:
         self.fabric = fabric
         self.profile = profile
         self.overrides = overrides
+        # Field names as written, for ports that ranges or peers produced.
+        self.expanded = expanded
 
     def __call__(self, loc: Sequence[str | int]) -> tuple[SourcePosition | None, str]:
         parts = tuple(loc)
@@ -57,6 +81,8 @@ class Locator:
             if in_profile is not None and (in_profile > 0 or in_overrides is None):
                 return self.profile.locate(rest), dotted_path(rest) or "profile"
             return self.fabric.locate(("profile",)), dotted_path(parts)
+        if self.expanded is not None:
+            return self.fabric.locate(parts), self.expanded.field_name(parts)
         return self.fabric.locate(parts), dotted_path(parts)
 
     def problem(
@@ -188,30 +214,60 @@ def load_fabric(path: Path) -> LoadedFabric:
     problems.extend(expand_credential_paths(data, plain.problem))
     profile_file, profile_data, profile_map = _profile(data, path, plain, problems)
     overrides = _overrides(data, plain, problems)
-    locate = Locator(fabric_map, profile_map, _section_map(fabric_map, "overrides", path))
+    expanded = expand_fabric(data, fabric_map)
+    problems.extend(expanded.problems)
+    overrides_map = _section_map(fabric_map, "overrides", path)
+    locate = Locator(expanded.source, profile_map, overrides_map, expanded)
     defaults = _defaults(data, locate, problems)
-    merged = _merged(data, profile_data, overrides, defaults, path)
+    merged = _merged(data, expanded.devices, profile_data, overrides, defaults, path)
     if problems:
-        raise IntentError(problems)
+        raise IntentError(_collapse(problems))
     try:
         intent = FabricIntent.model_validate(merged)
     except ValidationError as exc:
-        raise IntentError(_pydantic_problems(exc, locate, (), merged)) from None
+        raise IntentError(_collapse(_pydantic_problems(exc, locate, (), merged))) from None
 
-    loaded = LoadedFabric(intent, path, profile_file, locate)
+    record_sources(intent, expanded.sources)
+    loaded = LoadedFabric(intent, path, profile_file, locate, expanded.sources)
     problems = rule_problems(loaded.intent, loaded.locator.problem)
     if problems:
-        raise IntentError(problems)
+        raise IntentError(_collapse(problems))
     return loaded
+
+
+_MEMBER_NOTE = re.compile(r" \(([^()]*)\)$")
+
+
+def _collapse(problems: list[Problem]) -> list[Problem]:
+    """One problem per place: a typo in a range of 32 ports is one mistake, not 32 (the same
+    position, field as written and message; the first port named, and how many more)."""
+    kept: dict[tuple[Any, ...], tuple[Problem, int]] = {}
+    for problem in problems:
+        written = _MEMBER_NOTE.sub("", problem.field)
+        key = (problem.position, written, problem.message, problem.rule)
+        first, count = kept.get(key, (problem, 0))
+        kept[key] = (first, count + 1)
+    return [first if count == 1 else _and_more(first, count - 1) for first, count in kept.values()]
+
+
+def _and_more(problem: Problem, more: int) -> Problem:
+    note = _MEMBER_NOTE.search(problem.field)
+    written = _MEMBER_NOTE.sub("", problem.field)
+    named = f" ({note.group(1)} and {more} more)" if note else f" (and {more} more)"
+    return Problem(problem.position, written + named, problem.message, problem.rule)
 
 
 def _unknown_fields(data: dict[str, Any], plain: Locator) -> list[Problem]:
     return [
         plain.problem(
-            (key,), f"unknown field {key!r}; expected one of {', '.join(FABRIC_KEYS)}", key=True
+            (key,),
+            f"unknown field {key!r}; expected one of {', '.join(FABRIC_KEYS)} "
+            f"or an {EXTENSION_PREFIX}... key (ignored, for YAML anchors)",
+            key=True,
         )
         for key in data
         if key not in FABRIC_KEYS
+        and not (isinstance(key, str) and key.startswith(EXTENSION_PREFIX))
     ]
 
 
@@ -257,15 +313,20 @@ def _section_map(fabric_map: SourceMap, section: str, path: Path) -> SourceMap:
 def _defaults(
     data: dict[str, Any], locate: Locator, problems: list[Problem]
 ) -> DeviceDefaults | None:
+    section = data.get("defaults") or {}
+    if isinstance(section, dict):
+        # defaults.ports is the expander's (agent/intent/expand.py), already applied.
+        section = {k: v for k, v in section.items() if k != "ports"}
     try:
-        return DeviceDefaults.model_validate(data.get("defaults") or {})
+        return DeviceDefaults.model_validate(section)
     except ValidationError as exc:
-        problems.extend(_pydantic_problems(exc, locate, ("defaults",), data.get("defaults")))
+        problems.extend(_pydantic_problems(exc, locate, ("defaults",), section))
         return None
 
 
 def _merged(
     data: dict[str, Any],
+    devices: Any,
     profile_data: dict[str, Any],
     overrides: dict[str, Any],
     defaults: DeviceDefaults | None,
@@ -273,7 +334,6 @@ def _merged(
 ) -> dict[str, Any]:
     """The fabric as the model reads it: the profile with the overrides merged in, every
     device filled from the defaults."""
-    devices = data.get("devices")
     if isinstance(devices, list):
         devices = [_apply_defaults(device, defaults, path) for device in devices]
     merged = {

@@ -6,9 +6,12 @@ fully explicit desired state that rendering (per platform) and validation work f
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent.intent import sizing
+from agent.intent.expand import recorded_sources
 from agent.intent.model import DCQCN_PARAMETERS, Device, FabricIntent, Port, Profile, Watchdog
 from agent.intent.units import format_speed
 
@@ -47,6 +50,17 @@ class PortPlan(PlanModel):
     pfc_priorities: list[int]
     headroom: dict[int, HeadroomPlan]
     ecn: list[EcnPlan]
+    # speed/mtu/cable_m -> where the value came from ("fabric.yml:12:9", "defaults.ports
+    # (fabric.yml:8:3)", "peer spine1:Ethernet1 (…)"): headroom follows from these.
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        # Where a value came from is not desired state: two fabrics asking for the same
+        # configuration plan equal, whichever file, line or default says it.
+        if not isinstance(other, PortPlan):
+            return NotImplemented
+        mine = {k: v for k, v in self.__dict__.items() if k != "sources"}
+        return mine == {k: v for k, v in other.__dict__.items() if k != "sources"}
 
 
 class NicPlan(PlanModel):
@@ -146,7 +160,9 @@ def headroom_for_port(profile: Profile, port: Port, ecn: list[EcnPlan]) -> Headr
     )
 
 
-def _port_plan(profile: Profile, device: Device, port: Port) -> PortPlan:
+def _port_plan(
+    profile: Profile, device: Device, port: Port, sources: Mapping[str, str] | None = None
+) -> PortPlan:
     lossless = pfc_priorities(profile) if device.role != "host" else []
     ecn = ecn_for_port(profile, port) if device.role != "host" else []
     headroom = {p: headroom_for_port(profile, port, ecn) for p in lossless}
@@ -160,6 +176,7 @@ def _port_plan(profile: Profile, device: Device, port: Port) -> PortPlan:
         pfc_priorities=lossless,
         headroom=headroom,
         ecn=ecn,
+        sources=dict(sources or {}),
     )
 
 
@@ -186,8 +203,16 @@ def nic_plan(profile: Profile) -> NicPlan:
     )
 
 
-def build_plan(intent: FabricIntent) -> Plan:
-    """Resolve the intent into the desired state of every device and port."""
+def build_plan(
+    intent: FabricIntent, sources: Mapping[tuple[str, str], Mapping[str, str]] | None = None
+) -> Plan:
+    """Resolve the intent into the desired state of every device and port.
+
+    ``sources``: where each port's speed/mtu/cable_m came from, by (device, port); by default
+    what the loader recorded for this intent (nothing for an intent built in code).
+    """
+    if sources is None:
+        sources = recorded_sources(intent)
     profile = intent.profile
     devices = []
     for device in intent.devices:
@@ -202,7 +227,10 @@ def build_plan(intent: FabricIntent) -> Plan:
                 pfc_priorities=pfc_priorities(profile),
                 watchdog=profile.pfc.watchdog,
                 ets=EtsPlan(strict=sorted(profile.ets.strict), weights=dict(profile.ets.weights)),
-                ports=[_port_plan(profile, device, port) for port in device.ports],
+                ports=[
+                    _port_plan(profile, device, port, sources.get((device.name, port.name)))
+                    for port in device.ports
+                ],
                 nic=nic_plan(profile) if device.role == "host" else None,
             )
         )

@@ -1,0 +1,665 @@
+"""The compact fabric file form, expanded into the explicit one the models validate.
+
+A real pod written port by port is about a thousand lines for 256 GPUs, most of them the
+same link written twice. The file may therefore say less, and this module writes out the rest
+before :mod:`agent.intent.model` sees it:
+
+- ``defaults.ports`` and a device's ``port_defaults``: values for every port (speed, mtu,
+  cable_m, description);
+- port ranges in the last number of the name (``Ethernet1/1-8``), with ``{n}`` (the number),
+  ``{i}`` (the index from 0) and ``{n+K}``/``{n-K}``/``{i+K}``/``{i-K}`` in ``peer`` and
+  ``description``, and ``ipv4`` stepping to the next subnet of the same length per port;
+- links declared once: a ``peer: D:P`` whose device D exists but does not declare P gives D
+  the port P, copying speed, mtu and cable_m from this end and pointing back.
+
+Speed, mtu and cable_m are resolved per port in a fixed order: the port itself (or its range
+entry), the peer end's own value, the device's ``port_defaults``, ``defaults.ports``. mtu and
+cable_m size PFC headroom, so no model default may fill them silently: when nothing supplies
+one the port is an error. Where each value came from is kept (:class:`Expanded.sources`) so
+``plan -o json`` can show it, and every expanded path keeps a position in the file (the value
+as written, the range entry, the default, or the declaring end of a derived port), so errors
+stay FILE:LINE:COL.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.errors import Problem, SourcePosition
+from agent.intent.model import check_interface, check_name
+from common.yamlsource import PathKey, SourceMap, dotted_path
+
+# Port fields a default may set: the rest (name, peer, ipv4, mac, rdma_device) name one port.
+DEFAULTABLE = ("speed", "mtu", "cable_m", "description")
+RESOLVED = ("speed", "mtu", "cable_m")
+MAX_RANGE_PORTS = 4096
+# All ports after expansion: a few lines of ranges, reused through anchors, must not become
+# millions of ports (the YAML limits bound what is written, this bounds what it expands to).
+MAX_FABRIC_PORTS = 65_536
+# A range in the last number of the name: Ethernet1/1-8, swp1-32, Ethernet1/1/1-4.
+_RANGE = re.compile(r"(?P<prefix>.*?)(?P<first>\d+)-(?P<last>\d+)")
+_PATTERN = re.compile(r"\{([^{}]*)\}")
+_TERM = re.compile(r"(?P<var>[ni])(?:(?P<op>[+-])(?P<k>\d{1,6}))?")
+_PATTERN_TEXT = "{n}, {i}, {n+K}, {n-K}, {i+K} or {i-K}"
+# Not per-port: a range entry cannot give one value to every port it expands to.
+_ONE_PORT_ONLY = ("mac", "rdma_device")
+_WHY = {
+    "speed": "PFC headroom, ECN thresholds and line-rate checks depend on the port speed",
+    "mtu": "PFC headroom and ECN thresholds depend on the MTU",
+    "cable_m": "PFC headroom depends on the cable length",
+}
+
+PortSources = dict[tuple[str, str], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where one resolved value was written, and through what (range, defaults, peer)."""
+
+    position: SourcePosition | None
+    via: str = ""
+
+    def __str__(self) -> str:
+        where = str(self.position) if self.position else "?"
+        return f"{self.via} ({where})" if self.via else where
+
+
+@dataclass
+class _Port:
+    """One port after range expansion: its data and where each part of it was written."""
+
+    device: int
+    data: dict[str, Any]
+    written: PathKey  # the entry as written: ("devices", d, "ports", j)
+    positions: dict[PathKey, SourcePosition]  # values, relative to the port
+    keys: dict[PathKey, SourcePosition]
+    range_name: str | None = None
+    derived_from: _Port | None = None
+    origins: dict[str, Origin] = field(default_factory=dict)
+    # The fields the file gives this port itself (its entry, or its range entry).
+    explicit: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.data, dict) and self.derived_from is None:
+            self.explicit = frozenset(k for k, v in self.data.items() if v is not None)
+
+    @property
+    def name(self) -> str:
+        return str(self.data.get("name"))
+
+
+@dataclass
+class Expanded:
+    """The explicit devices, where every path of them was written, and each value's origin."""
+
+    devices: Any
+    source: SourceMap
+    names: dict[PathKey, tuple[PathKey, str]]  # expanded port path -> (written path, note)
+    sources: PortSources
+    problems: list[Problem]
+
+    def field_name(self, loc: PathKey) -> str:
+        """The dotted field of ``loc`` as the user wrote it (ranges and derived ports named)."""
+        prefix, rest = loc[:4], loc[4:]
+        if len(prefix) == 4 and prefix in self.names:
+            written, note = self.names[prefix]
+            if note.startswith("derived "):
+                inner = f" {dotted_path(rest)}" if rest else ""
+                return f"{dotted_path((*written, 'peer'))} ({note}{inner})"
+            base = dotted_path(written + rest)
+            return f"{base} ({note})" if note else base
+        return dotted_path(loc)
+
+
+class _Context:
+    def __init__(self, data: dict[str, Any], source: SourceMap) -> None:
+        self.data = data
+        self.source = source
+        self.problems: list[Problem] = []
+        # Positions under each port entry, relative to it: one pass over the map, not one per
+        # port (an explicit file of 18 000 ports holds some 200 000 positions).
+        self.entry_values = _by_entry(source.values)
+        self.entry_keys = _by_entry(source.keys)
+        self.expanded_ports = 0
+
+    def problem(self, path: PathKey, message: str) -> None:
+        self.problems.append(Problem(self.source.locate(path), dotted_path(path), message))
+
+    def at(self, path: PathKey) -> SourcePosition | None:
+        return self.source.locate(path)
+
+
+def expand_fabric(data: dict[str, Any], source: SourceMap) -> Expanded:
+    """Expand ``data["devices"]`` (ranges, defaults, derived peer ends); problems collected."""
+    ctx = _Context(data, source)
+    fabric_defaults = _port_defaults(ctx, data.get("defaults"), ("defaults", "ports"))
+    devices = data.get("devices")
+    if not isinstance(devices, list):
+        return Expanded(devices, source, {}, {}, ctx.problems)
+    ports: list[list[_Port] | None] = []
+    device_defaults: list[dict[str, tuple[Any, Origin]]] = []
+    for d, device in enumerate(devices):
+        device_defaults.append(_device_defaults(ctx, device, d))
+        ports.append(_expand_device(ctx, device, d))
+    _derive_peer_ends(devices, ports)
+    index = _index(devices, ports)
+    for d, device_ports in enumerate(ports):
+        for port in device_ports or []:
+            if port.derived_from is None:
+                peer = _declared_peer(index, port)
+                _resolve(ctx, devices, port, peer, (device_defaults[d], fabric_defaults))
+    for d, device_ports in enumerate(ports):
+        for port in device_ports or []:
+            if port.derived_from is not None:
+                _copy_from_declarer(port, (device_defaults[d], fabric_defaults))
+    return _assemble(ctx, devices, ports)
+
+
+# ------------------------------------------------------------------------------ defaults
+
+
+def _port_defaults(ctx: _Context, section: Any, path: PathKey) -> dict[str, tuple[Any, Origin]]:
+    """``defaults.ports`` or ``port_defaults``: field -> (value, origin)."""
+    holder = section.get(path[-1]) if isinstance(section, dict) else None
+    if holder is None:
+        return {}
+    if not isinstance(holder, dict):
+        ctx.problem(path, f"Expected: a mapping of port fields ({', '.join(DEFAULTABLE)}) "
+                    f"Actual: {type(holder).__name__}")  # fmt: skip
+        return {}
+    what = "defaults.ports" if path == ("defaults", "ports") else _device_label(ctx, path)
+    values = {}
+    for key, value in holder.items():
+        if key not in DEFAULTABLE:
+            ctx.problems.append(
+                Problem(
+                    ctx.source.keys.get((*path, key)) or ctx.at(path),
+                    dotted_path((*path, key)),
+                    f"Expected: one of {', '.join(DEFAULTABLE)} (a default for every port; "
+                    f"name, peer, ipv4, mac and rdma_device name one port) Actual: {key!r}",
+                )
+            )
+            continue
+        values[key] = (value, Origin(ctx.at((*path, key)), what))
+    return values
+
+
+def _device_label(ctx: _Context, path: PathKey) -> str:
+    device = ctx.data["devices"][path[1]]
+    return f"port_defaults of {device.get('name', dotted_path(path[:2]))}"
+
+
+def _device_defaults(ctx: _Context, device: Any, d: int) -> dict[str, tuple[Any, Origin]]:
+    if not isinstance(device, dict):
+        return {}
+    return _port_defaults(ctx, device, ("devices", d, "port_defaults"))
+
+
+# ------------------------------------------------------------------------------ ranges
+
+
+def _expand_device(ctx: _Context, device: Any, d: int) -> list[_Port] | None:
+    if not isinstance(device, dict):
+        return None
+    entries = device.get("ports")
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        return None  # the model says what is wrong with it
+    ports: list[_Port] = []
+    seen: dict[str, _Port] = {}
+    for j, entry in enumerate(entries):
+        for port in _expand_entry(ctx, entry, ("devices", d, "ports", j), d):
+            _check_duplicate(ctx, device, seen, port)
+            ports.append(port)
+    return ports
+
+
+def _by_entry(
+    source: Mapping[PathKey, SourcePosition],
+) -> dict[PathKey, dict[PathKey, SourcePosition]]:
+    grouped: dict[PathKey, dict[PathKey, SourcePosition]] = {}
+    for key, position in source.items():
+        if len(key) >= 4 and key[0] == "devices" and key[2] == "ports":
+            grouped.setdefault(key[:4], {})[key[4:]] = position
+    return grouped
+
+
+def _expand_entry(ctx: _Context, entry: Any, path: PathKey, d: int) -> list[_Port]:
+    positions = dict(ctx.entry_values.get(path, {}))
+    keys = dict(ctx.entry_keys.get(path, {}))
+    name = entry.get("name") if isinstance(entry, dict) else None
+    match = _RANGE.fullmatch(name) if isinstance(name, str) else None
+    if match is None:
+        if isinstance(entry, dict):
+            _refuse_lone_pattern(ctx, entry, path)
+        data = dict(entry) if isinstance(entry, dict) else entry
+        return [_Port(d, data, path, positions, keys)]
+    assert isinstance(entry, dict)  # a range name comes from a mapping
+    numbers = _range_numbers(ctx, match, path, entry)
+    if not numbers:
+        return []
+    members = []
+    for i, n in enumerate(numbers):
+        width = len(match["first"]) if match["first"].startswith("0") else 0
+        data = {**entry, "name": f"{match['prefix']}{n:0{width}d}"}
+        if not _substitute(ctx, data, path, n, i):
+            return []
+        members.append(_Port(d, data, path, positions, keys, range_name=name))
+    if not _step_ipv4(ctx, entry, members, path):
+        return []
+    return members
+
+
+def _range_numbers(
+    ctx: _Context, match: re.Match[str], path: PathKey, entry: dict[str, Any]
+) -> list[int]:
+    first, last = int(match["first"]), int(match["last"])
+    name = match.group()
+    if first > last:
+        ctx.problem(
+            (*path, "name"),
+            f"Expected: a range from low to high such as {match['prefix']}{last}-{first} "
+            f"Actual: {name!r} (reversed)",
+        )
+        return []
+    if last - first + 1 > MAX_RANGE_PORTS:
+        ctx.problem(
+            (*path, "name"),
+            f"Expected: at most {MAX_RANGE_PORTS} ports in one range Actual: {name!r} is "
+            f"{last - first + 1} ports",
+        )
+        return []
+    crossed = ctx.expanded_ports <= MAX_FABRIC_PORTS
+    ctx.expanded_ports += last - first + 1
+    if ctx.expanded_ports > MAX_FABRIC_PORTS:
+        if crossed:  # once, where the limit is passed
+            ctx.problem(
+                (*path, "name"),
+                f"Expected: at most {MAX_FABRIC_PORTS} ports in the fabric after expanding "
+                f"ranges Actual: more from this range on",
+            )
+        return []
+    peer = entry.get("peer")
+    if first < last and isinstance(peer, str) and not _PATTERN.search(peer):
+        ctx.problem(
+            (*path, "peer"),
+            f"Expected: a peer with a pattern ({_PATTERN_TEXT}; each port of a range has its "
+            f"own peer) Actual: {peer!r} for all {last - first + 1} ports of {name!r}",
+        )
+        return []
+    for key in _ONE_PORT_ONLY:
+        if key in entry:
+            ctx.problem(
+                (*path, key),
+                f"Expected: {key} on single ports only (each port has its own) "
+                f"Actual: {key} on the range {name!r}",
+            )
+            return []
+    return list(range(first, last + 1))
+
+
+def _refuse_lone_pattern(ctx: _Context, entry: dict[str, Any], path: PathKey) -> None:
+    peer = entry.get("peer")
+    if isinstance(peer, str) and _PATTERN.search(peer):
+        ctx.problem(
+            (*path, "peer"),
+            f"Expected: patterns ({_PATTERN_TEXT}) only in a port range such as "
+            f"Ethernet1/1-8 Actual: {peer!r} on the single port {entry.get('name')!r}",
+        )
+
+
+def _substitute(ctx: _Context, data: dict[str, Any], path: PathKey, n: int, i: int) -> bool:
+    """Fill ``{n}``/``{i}`` patterns in peer and description; False after a problem."""
+    for key in ("peer", "description"):
+        text = data.get(key)
+        if not isinstance(text, str):
+            continue
+        try:
+            data[key] = _fill(text, n, i)
+        except ValueError as exc:
+            ctx.problem((*path, key), str(exc))
+            return False
+    return True
+
+
+def _fill(text: str, n: int, i: int) -> str:
+    def one(match: re.Match[str]) -> str:
+        term = _TERM.fullmatch(match.group(1).replace(" ", ""))
+        if term is None:
+            raise ValueError(f"Expected: a pattern {_PATTERN_TEXT} Actual: {match.group()!r}")
+        value = n if term["var"] == "n" else i
+        offset = int(term["k"] or 0)
+        value = value + offset if term["op"] != "-" else value - offset
+        if value < 0:
+            raise ValueError(
+                f"Expected: {match.group()} >= 0 for every port of the range Actual: {value} "
+                f"(for n={n}, i={i})"
+            )
+        return str(value)
+
+    filled = _PATTERN.sub(one, text)
+    if "{" in filled or "}" in filled:
+        raise ValueError(f"Expected: braces only around a pattern {_PATTERN_TEXT} Actual: {text!r}")
+    return filled
+
+
+def _step_ipv4(ctx: _Context, entry: dict[str, Any], members: list[_Port], path: PathKey) -> bool:
+    """The first port gets ``ipv4``; each next one the next subnet of the same length."""
+    value = entry.get("ipv4")
+    if value is None or len(members) == 1:
+        return True
+    try:
+        first = ipaddress.IPv4Interface(value)
+    except (ValueError, TypeError):
+        ctx.problem(
+            (*path, "ipv4"),
+            f"Expected: an IPv4 address with its prefix length such as 198.18.0.1/31 "
+            f"Actual: {value!r}",
+        )
+        return False
+    step = 2 ** (32 - first.network.prefixlen)
+    last = int(first.ip) + step * (len(members) - 1)
+    if last > 2**32 - 1:
+        ctx.problem(
+            (*path, "ipv4"),
+            f"Expected: {len(members)} subnets /{first.network.prefixlen} from {first} "
+            f"Actual: they run past 255.255.255.255",
+        )
+        return False
+    for k, member in enumerate(members):
+        address = ipaddress.IPv4Address(int(first.ip) + step * k)
+        member.data["ipv4"] = f"{address}/{first.network.prefixlen}"
+    return True
+
+
+def _check_duplicate(
+    ctx: _Context, device: dict[str, Any], seen: dict[str, _Port], port: _Port
+) -> None:
+    """A range that yields a port declared elsewhere on the device (IR012 reports the plain
+    duplicates, as before)."""
+    if not isinstance(port.data, dict) or not isinstance(port.data.get("name"), str):
+        return
+    first = seen.setdefault(port.name, port)
+    if first is port or (first.range_name is None and port.range_name is None):
+        return
+    where = first.positions.get(()) or ctx.at(first.written)
+    origin = f"the range {first.range_name!r}" if first.range_name else "a port entry"
+    ctx.problem(
+        (*port.written, "name"),
+        f"Expected: each port once on {device.get('name')} Actual: {port.name} is also "
+        f"declared by {origin} at {where}",
+    )
+
+
+# ------------------------------------------------------------------------------ links once
+
+
+def _index(devices: list[Any], ports: list[list[_Port] | None]) -> dict[tuple[str, str], _Port]:
+    index: dict[tuple[str, str], _Port] = {}
+    for device, device_ports in zip(devices, ports, strict=True):
+        if isinstance(device, dict) and device_ports is not None:
+            for port in device_ports:
+                if isinstance(port.data, dict):
+                    index.setdefault((str(device.get("name")), port.name), port)
+    return index
+
+
+def _peer_ref(port: _Port) -> tuple[str, str] | None:
+    """``(device, port)`` of a well-formed peer, else None (the model reports it)."""
+    peer = port.data.get("peer") if isinstance(port.data, dict) else None
+    if not isinstance(peer, str):
+        return None
+    device, sep, name = peer.partition(":")
+    try:
+        check_name(device)
+        check_interface(name)
+    except ValueError:
+        return None
+    return (device, name) if sep else None
+
+
+def _derive_peer_ends(devices: list[Any], ports: list[list[_Port] | None]) -> None:
+    index = _index(devices, ports)
+    where = {
+        device["name"]: d
+        for d, device in reversed(list(enumerate(devices)))
+        if isinstance(device, dict) and isinstance(device.get("name"), str)
+    }
+    # (device, its port's peer): D already answers X:Q from another port, so the link is
+    # declared on both ends, inconsistently; deriving a second port would hide that (IR010).
+    answered = {
+        (device, peer)
+        for (device, _), port in index.items()
+        if isinstance(peer := port.data.get("peer"), str)
+    }
+    for d, device_ports in enumerate(ports):
+        for port in list(device_ports or []):
+            ref = _peer_ref(port)
+            if ref is None or ref in index or ref[0] not in where:
+                continue
+            if (ref[0], f"{devices[d].get('name')}:{port.name}") in answered:
+                continue
+            target = where[ref[0]]
+            if ports[target] is None:
+                continue
+            derived = _derived(port, devices[d], ref, target)
+            ports[target].append(derived)
+            index[ref] = derived
+
+
+def _derived(declarer: _Port, device: dict[str, Any], ref: tuple[str, str], target: int) -> _Port:
+    data: dict[str, Any] = {"name": ref[1], "peer": f"{device.get('name')}:{declarer.name}"}
+    other = _other_address(declarer.data.get("ipv4"))
+    if other is not None:
+        data["ipv4"] = other
+    at = declarer.positions.get(("peer",)) or declarer.positions.get(())
+    positions: dict[PathKey, SourcePosition] = {(): at, ("name",): at, ("peer",): at} if at else {}
+    if "ipv4" in data and ("ipv4",) in declarer.positions:
+        positions[("ipv4",)] = declarer.positions[("ipv4",)]
+    return _Port(target, data, declarer.written, positions, {}, derived_from=declarer)
+
+
+def _other_address(value: Any) -> str | None:
+    """The other usable address of a point-to-point subnet (/31, RFC 3021; /30)."""
+    try:
+        interface = ipaddress.IPv4Interface(value)
+    except (ValueError, TypeError):
+        return None
+    network = interface.network
+    if network.prefixlen == 31:
+        hosts = [network.network_address, network.broadcast_address]
+    elif network.prefixlen == 30:
+        hosts = list(network.hosts())
+    else:
+        return None
+    if interface.ip not in hosts:
+        return None
+    other = hosts[1] if interface.ip == hosts[0] else hosts[0]
+    return f"{other}/{network.prefixlen}"
+
+
+# ------------------------------------------------------------------------------ resolution
+
+
+def _resolve(
+    ctx: _Context,
+    devices: list[Any],
+    port: _Port,
+    peer: _Port | None,
+    defaults: tuple[dict[str, tuple[Any, Origin]], dict[str, tuple[Any, Origin]]],
+) -> None:
+    """Fill speed, mtu, cable_m (and a default description) in the documented order: the
+    port (or its range entry), the peer end's own value, port_defaults, defaults.ports."""
+    if not isinstance(port.data, dict):
+        return
+    device_defaults, fabric_defaults = defaults
+    for key in DEFAULTABLE:
+        found = _own(port, key)
+        if found is None and key in RESOLVED and peer is not None:
+            found = _peers(peer, key, port.data.get("peer"))
+        found = found or device_defaults.get(key) or fabric_defaults.get(key)
+        if found is None:
+            if key in RESOLVED:
+                _required(ctx, port, key, devices)
+            continue
+        port.data[key], origin = found
+        if key in RESOLVED:
+            port.origins[key] = origin
+
+
+def _own(port: _Port, key: str) -> tuple[Any, Origin] | None:
+    if key not in port.explicit:
+        return None
+    via = f"range {port.range_name}" if port.range_name else ""
+    return port.data[key], Origin(port.positions.get((key,)), via)
+
+
+def _declared_peer(index: dict[tuple[str, str], _Port], port: _Port) -> _Port | None:
+    ref = _peer_ref(port)
+    if ref is None:
+        return None
+    other = index.get(ref)
+    return other if other is not None and other.derived_from is None else None
+
+
+def _peers(peer: _Port, key: str, ref: Any) -> tuple[Any, Origin] | None:
+    own = _own(peer, key)
+    if own is None:
+        return None
+    value, origin = own
+    return value, Origin(
+        origin.position, f"peer {ref}" + (f" via {origin.via}" if origin.via else "")
+    )
+
+
+def _required(ctx: _Context, port: _Port, key: str, devices: list[Any]) -> None:
+    peer = port.data.get("peer")
+    on_peer = f", on its peer {peer}" if isinstance(peer, str) else ""
+    device = devices[port.device].get("name")
+    ctx.problems.append(
+        Problem(
+            port.positions.get(()) or ctx.at(port.written),
+            dotted_path((*port.written, key)) + (f" ({port.name})" if port.range_name else ""),
+            f"required: {_WHY[key]}; set it on this port{on_peer}, in port_defaults of "
+            f"{device} or in defaults.ports",
+        )
+    )
+
+
+def _copy_from_declarer(
+    port: _Port, defaults: tuple[dict[str, tuple[Any, Origin]], dict[str, tuple[Any, Origin]]]
+) -> None:
+    """A derived port: the link's values from the end that declares it (one cable, one MTU);
+    a default description from its own device, which is not the link's."""
+    found = defaults[0].get("description") or defaults[1].get("description")
+    if found is not None:
+        port.data["description"] = found[0]
+    declarer = port.derived_from
+    assert declarer is not None
+    ref = f"{port.data['peer']}"
+    for key in RESOLVED:
+        if key in declarer.origins:
+            port.data[key] = declarer.data[key]
+            origin = declarer.origins[key]
+            via = f"peer {ref}" + (f" via {origin.via}" if origin.via else "")
+            port.origins[key] = Origin(origin.position, via)
+            if origin.position is not None:
+                port.positions[(key,)] = origin.position
+
+
+# ------------------------------------------------------------------------------ assembly
+
+
+def _assemble(ctx: _Context, devices: list[Any], ports: list[list[_Port] | None]) -> Expanded:
+    """The explicit device list, a source map for it and the provenance of every port."""
+    rewritten = {
+        d
+        for d, device in enumerate(devices)
+        if isinstance(device, dict) and ports[d] is not None and (ports[d] or "ports" in device)
+    }
+    source = SourceMap(ctx.source.file)
+    source.values = _without_ports(ctx.source.values, rewritten)
+    source.keys = _without_ports(ctx.source.keys, rewritten)
+    names: dict[PathKey, tuple[PathKey, str]] = {}
+    sources: PortSources = {}
+    out: list[Any] = []
+    for d, device in enumerate(devices):
+        device_ports = ports[d]
+        if not isinstance(device, dict):
+            out.append(device)
+            continue
+        filled = {k: v for k, v in device.items() if k != "port_defaults"}
+        if d in rewritten:
+            assert device_ports is not None
+            filled["ports"] = [port.data for port in device_ports]
+            for p, port in enumerate(device_ports):
+                _place(source, names, ("devices", d, "ports", p), port)
+                if port.origins and isinstance(port.data, dict):
+                    sources[(str(device.get("name")), port.name)] = {
+                        key: str(origin) for key, origin in port.origins.items()
+                    }
+        out.append(filled)
+    return Expanded(out, source, names, sources, ctx.problems)
+
+
+def _without_ports(
+    table: Mapping[PathKey, SourcePosition], rewritten: set[int]
+) -> dict[PathKey, SourcePosition]:
+    """``table`` less the positions under the port entries of the ``rewritten`` devices."""
+    return {
+        k: v
+        for k, v in table.items()
+        if not (len(k) > 3 and k[0] == "devices" and k[1] in rewritten and k[2] == "ports")
+    }
+
+
+def _place(
+    source: SourceMap,
+    names: dict[PathKey, tuple[PathKey, str]],
+    path: PathKey,
+    port: _Port,
+) -> None:
+    for rest, position in port.positions.items():
+        source.values[path + rest] = position
+    for rest, position in port.keys.items():
+        source.keys[path + rest] = position
+    for key, origin in port.origins.items():
+        if origin.position is not None:
+            source.values[(*path, key)] = origin.position
+    if port.derived_from is not None:
+        names[path] = (port.derived_from.written, f"derived port {_device_of(port)}{port.name}")
+    elif port.range_name is not None:
+        names[path] = (port.written, port.name)
+    elif path != port.written:
+        names[path] = (port.written, "")
+
+
+def _device_of(port: _Port) -> str:
+    peer = port.derived_from.data.get("peer") if port.derived_from else None
+    device, _, _ = str(peer).partition(":")
+    return f"{device}:"
+
+
+# ------------------------------------------------------------------------------ provenance
+
+# The loader records each loaded intent's provenance here, so ``build_plan(intent)`` can put
+# it in the plan without every caller passing it along. Keyed by identity and dropped when the
+# intent is collected (pydantic models with list fields are not hashable).
+_RECORDED: dict[int, PortSources] = {}
+
+
+def record_sources(intent: object, sources: PortSources) -> None:
+    key = id(intent)
+    _RECORDED[key] = sources
+    weakref.finalize(intent, _RECORDED.pop, key, None)
+
+
+def recorded_sources(intent: object) -> PortSources:
+    """What the loader recorded for ``intent``; empty for an intent built in code."""
+    return _RECORDED.get(id(intent), {})
