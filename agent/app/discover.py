@@ -95,7 +95,6 @@ def targets_from_cli(
     username: str | None,
     password_env: str | None,
     ssh_key: Path | None,
-    trust_on_first_use: bool,
 ) -> list[Target]:
     """Targets given as ``[USER@]HOST[:PORT]``: they all share ``--platform`` and login."""
     if platform is None:
@@ -131,17 +130,20 @@ def targets_from_cli(
             "port": port,
             "username": login,
             "credentials": credentials,
-            "host_key_policy": "tofu" if trust_on_first_use else "strict",
         }
         result.append(Target(text, platform, _device(f"target{index}", platform, fields)))
     return result
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 _LOGIN_FIELDS = ("host", "port", "username", "credentials", "host_key", "known_hosts",
                  "host_key_policy")  # fmt: skip
 
 
-def targets_from_fabric(path: Path, trust_on_first_use: bool) -> list[Target]:
+def targets_from_fabric(path: Path) -> list[Target]:
     """The switches of a fabric file (only their names, platforms and management access are
     read: ports, if any, are ignored — they are what discovery finds out)."""
     try:
@@ -152,15 +154,13 @@ def targets_from_fabric(path: Path, trust_on_first_use: bool) -> list[Target]:
         raise AgentError(f"{path}: Expected: YAML Actual: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("devices"), list):
         raise AgentError(f"{path}: Expected: a fabric file with devices: Actual: none")
-    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+    defaults = _mapping(data.get("defaults"))
     result = []
     for entry in data["devices"]:
         if not isinstance(entry, dict) or entry.get("platform") in (None, "linux_host"):
             continue
         fields = {k: defaults[k] for k in _LOGIN_FIELDS if k in defaults}
         fields.update({k: entry[k] for k in _LOGIN_FIELDS if k in entry})
-        if trust_on_first_use:
-            fields["host_key_policy"] = "tofu"
         name = str(entry.get("name"))
         platform = str(entry["platform"])
         if platform not in lldp.PLATFORMS:
@@ -375,6 +375,39 @@ def build_skeleton(
     return Skeleton(document, builder.warnings)
 
 
+class _Flow(dict[str, Any]):
+    """A mapping written on one line (``{name: Ethernet1, peer: 'spine1:Ethernet1'}``)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(
+    _Flow, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True)
+)
+
+
+def _flowing(document: dict[str, Any]) -> dict[str, Any]:
+    """Devices as blocks, each port (and the small defaults) on one line: a port per line
+    reads like a patch list."""
+    devices: list[dict[str, Any]] = []
+    for device in document["devices"]:
+        if device["role"] == "host":
+            devices.append(_Flow(device))
+            continue
+        entry = {k: v for k, v in device.items() if k != "ports"}
+        if "ports" in device:
+            entry["ports"] = [_Flow(p) for p in device["ports"]]
+        devices.append(entry)
+    defaults = {k: _Flow(v) if isinstance(v, dict) else v
+                for k, v in document.get("defaults", {}).items()}  # fmt: skip
+    result = {**document, "devices": devices}
+    if defaults:
+        result["defaults"] = defaults
+    return result
+
+
 def render(skeleton: Skeleton, output: str, cable_m: float | None) -> str:
     """YAML with a header that says what is left to do, or JSON for tools."""
     if output == "json":
@@ -386,8 +419,16 @@ def render(skeleton: Skeleton, output: str, cable_m: float | None) -> str:
             "# guessed. Set defaults.ports.cable_m, port_defaults.cable_m per device, or",
             "# cable_m per port before loading this file.",
         ]
+    if any(d["role"] == "host" and "host" in d for d in skeleton.document["devices"]):
+        lines += [
+            "# A host's host: is the address its LLDP agent advertised (lldpd sends its first",
+            "# IPv4 address): check that it is the host's management address.",
+        ]
     lines += [f"# check: {w}" for w in skeleton.warnings]
-    body = yaml.safe_dump(skeleton.document, sort_keys=False, default_flow_style=None, width=100)
+    body = yaml.dump(
+        _flowing(skeleton.document), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+        width=100,
+    )  # fmt: skip
     return "\n".join(lines) + "\n" + body
 
 
@@ -427,7 +468,7 @@ def _login(
 ) -> dict[str, Any]:
     if path is not None:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+        defaults = _mapping(data.get("defaults") if isinstance(data, dict) else None)
         return {k: defaults[k] for k in ("username", "credentials") if k in defaults}
     login: dict[str, Any] = {"username": username} if username else {}
     credentials = {"password_env": password_env} if password_env else {}
@@ -452,8 +493,8 @@ def _access(target: Target, login: dict[str, Any]) -> dict[str, Any]:
 
 @click.command("discover")
 @examples(
-    "roce-agent discover admin@10.0.0.11 admin@10.0.0.12 --platform arista_eos "
-    "--password-env FABRIC_PW --trust-on-first-use",
+    "roce-agent --trust-on-first-use discover admin@10.0.0.11 admin@10.0.0.12 "
+    "--platform arista_eos --password-env FABRIC_PW",
     "roce-agent discover mgmt-only.yml --cable-m 3 --write fabric.yml",
     "roce-agent discover 'netops@leaf1:2222' --platform sonic --ssh-key ~/.ssh/id_ed25519 -o json",
 )
@@ -463,11 +504,6 @@ def _access(target: Target, login: dict[str, Any]) -> dict[str, Any]:
 @click.option("--password-env", metavar="VAR", help="Environment variable with the password.")
 @click.option(
     "--ssh-key", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="SSH key."
-)
-@click.option(
-    "--trust-on-first-use",
-    is_flag=True,
-    help="Accept and record a switch's unknown SSH host key (as `ssh` asks to).",
 )
 @click.option(
     "--cable-m",
@@ -490,7 +526,6 @@ def discover_command(
     username: str | None,
     password_env: str | None,
     ssh_key: Path | None,
-    trust_on_first_use: bool,
     cable_m: float | None,
     fabric_name: str,
     write: Path | None,
@@ -508,11 +543,9 @@ def discover_command(
     _check_write(write, force)
     fabric = _split(targets)
     if fabric is not None:
-        chosen = targets_from_fabric(fabric, trust_on_first_use)
+        chosen = targets_from_fabric(fabric)
     else:
-        chosen = targets_from_cli(
-            targets, platform, username, password_env, ssh_key, trust_on_first_use
-        )
+        chosen = targets_from_cli(targets, platform, username, password_env, ssh_key)
     with ThreadPoolExecutor(max_workers=min(16, len(chosen))) as pool:
         results = list(pool.map(read_target, chosen))
     found = [f for _, f in results]

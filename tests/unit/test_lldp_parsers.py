@@ -490,7 +490,7 @@ def test_existing_write_file_is_refused_without_force(tmp_path: Path) -> None:
 def test_unreachable_target_exits_2_naming_it() -> None:
     # 127.0.0.1 port 1: nothing listens there; the error names the target as given.
     result = _run("admin@127.0.0.1:1", "--platform", "arista_eos", "--password-env", "PW",
-                  "--trust-on-first-use", env={"PW": "x"})  # fmt: skip
+                  env={"PW": "x"})  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "admin@127.0.0.1:1" in result.output and "unreachable" in result.output
 
@@ -544,3 +544,13 @@ def test_lab_switch_cli_answers_lldp_and_interfaces_as_json() -> None:
     assert facts["Ethernet2"].mtu == 1500  # no lab link: the EOS default
     assert "spine1" in out["show lldp neighbors"]
     assert "Ethernet" in out["show interfaces status"] or "Et1" in out["show interfaces status"]
+
+
+def test_port_names_that_do_not_fit_the_platform_are_reported() -> None:
+    # agent.intent.portnames comes with the fabric file's naming rule (IR021).
+    pytest.importorskip("agent.intent.portnames")
+    wrong = Discovered("leaf1", "arista_eos", [Neighbor("swp1", "spine1", "swp3")], {})
+    right = Discovered("leaf2", "cumulus_nvue", [Neighbor("swp1", "spine1", "swp4")], {})
+    (problem,) = discover._check_names([wrong, right])
+    assert problem.startswith("leaf1 (arista_eos) port 'swp1': Expected: an arista_eos")
+    assert problem.endswith("Actual: 'swp1'")
