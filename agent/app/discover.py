@@ -76,7 +76,7 @@ def parse_target(text: str) -> tuple[str | None, str, int]:
     return match["user"], match["host"].strip("[]"), port
 
 
-def _device(name: str, platform: str, fields: dict[str, Any]) -> Any:
+def _device(name: str, platform: str, fields: dict[str, Any], label: str | None = None) -> Any:
     from pydantic import ValidationError
 
     from agent.intent.model import Device
@@ -86,7 +86,7 @@ def _device(name: str, platform: str, fields: dict[str, Any]) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "device"
-        raise AgentError(f"{name}: {where}: {first['msg']}") from None
+        raise AgentError(f"{label or name}: {where}: {first['msg']}") from None
 
 
 def targets_from_cli(
@@ -131,7 +131,10 @@ def targets_from_cli(
             "username": login,
             "credentials": credentials,
         }
-        result.append(Target(text, platform, _device(f"target{index}", platform, fields)))
+        # The device's name until its hostname is read: the host when it is a valid name
+        # (errors then read "10.0.0.1: cannot connect ..."), else a placeholder.
+        name = host if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", host) else f"target{index}"
+        result.append(Target(text, platform, _device(name, platform, fields, text)))
     return result
 
 
@@ -257,7 +260,16 @@ class _Builder:
         return min(a, b, key=lambda n: (_ROLE_ORDER.get(self.roles[n], 2), natural_key(n)))
 
     def add(self, device: Discovered, neighbor: Neighbor) -> None:
+        from agent.intent.model import check_name
+
         facts = device.ports.get(neighbor.local_port)
+        try:
+            check_name(neighbor.system_name)
+        except ValueError as exc:
+            self.warnings.append(
+                f"{device.name} {neighbor.local_port}: neighbour name {neighbor.system_name!r} "
+                f"is not a device name the fabric file takes ({exc}); rename it"
+            )
         peer = f"{neighbor.system_name}:{neighbor.port}"
         if facts is None or not facts.speed_bps:
             self.warnings.append(
@@ -455,6 +467,16 @@ def _split(arguments: Sequence[str]) -> Path | None:
     return path
 
 
+def _valid_name(value: str) -> str:
+    from agent.intent.model import check_name
+
+    try:
+        check_name(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--name'") from None
+    return value
+
+
 def _check_write(write: Path | None, force: bool) -> None:
     if write is not None and write.exists() and not force:
         raise click.BadParameter(
@@ -511,7 +533,7 @@ def _access(target: Target, login: dict[str, Any]) -> dict[str, Any]:
     help="Cable length for every port (defaults.ports.cable_m); never guessed otherwise.",
 )
 @click.option("--name", "fabric_name", default="discovered", show_default=True,
-              help="The fabric's name.")  # fmt: skip
+              callback=lambda _c, _p, v: _valid_name(v), help="The fabric's name.")  # fmt: skip
 @click.option(
     "--write",
     type=click.Path(path_type=Path, dir_okay=False),

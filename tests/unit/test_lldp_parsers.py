@@ -469,6 +469,8 @@ def _run(*args: str, env: dict[str, str] | None = None) -> Any:
         (["a.yml", "admin@leaf1"], "TARGET"),
         (["admin@leaf1", "--cable-m", "0"], "--cable-m"),
         (["admin@leaf1", "-o", "xml"], "-o"),
+        (["admin@leaf1", "--name", "my pod"], "--name"),
+        (["bad user@leaf1", "--platform", "arista_eos", "--password-env", "PW"], "TARGET"),
     ],
 )  # fmt: skip
 def test_bad_input_exits_2_naming_it(args: list[str], named: str) -> None:
