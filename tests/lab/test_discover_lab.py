@@ -5,13 +5,17 @@ must be the lab's own fabric file's (which ``lab up`` wrote from the same topolo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from agent.errors import IntentError
+from agent.intent.loader import load_fabric
 from agent.intent.units import parse_speed
-from tests.lab.support.labs import Lab, run_agent
+from tests.lab.support.labs import PASSWORD_ENV, Lab, run_agent
 
 Links = dict[frozenset[str], tuple[int, int]]
 
@@ -66,3 +70,24 @@ def test_discover_reads_the_lab_back_into_its_fabric(leafspine_lab: Lab, tmp_pat
     again = run_agent("discover", fabric_file, "--write", target)
     assert again.returncode == 2
     assert "--write" in again.stderr
+
+
+def test_discovered_skeleton_loads_to_the_labs_ports(leafspine_lab: Lab, tmp_path: Path) -> None:
+    """Loaded, the skeleton (links once, defaults.ports, hosts without ports) has every port
+    of the lab's fabric on both ends with the same peer, speed and MTU; without a cable
+    length it does not load at all. Needs the compact fabric format's loader (#29)."""
+    fabric_file = Path(leafspine_lab.status["fabric_file"])
+    skeleton = tmp_path / "discovered.yml"
+    assert run_agent("discover", fabric_file, "--write", skeleton, "--cable-m", "2").returncode == 0
+    os.environ.setdefault(PASSWORD_ENV, "admin")
+
+    def ports(path: Path) -> set[tuple[str, str, str | None, int, int]]:
+        intent = load_fabric(path).intent
+        return {(d.name, p.name, p.peer, p.speed, p.mtu) for d in intent.devices for p in d.ports}
+
+    assert ports(skeleton) == ports(fabric_file)
+
+    no_cable = tmp_path / "no-cable.yml"
+    assert run_agent("discover", fabric_file, "--write", no_cable).returncode == 0
+    with pytest.raises(IntentError, match=r"cable_m: required: PFC headroom"):
+        load_fabric(no_cable)
