@@ -414,8 +414,14 @@ def read_sonic(conn: Shell) -> Discovered:
 
 def read_nvue(conn: Shell) -> Discovered:
     found = Discovered(_hostname(conn, "hostname"), "cumulus_nvue")
-    found.ports = nvue_ports(_show_json(conn, "nv show interface -o json"))
+    interfaces = _show_json(conn, "nv show interface -o json")
+    found.ports = nvue_ports(interfaces)
+    # One command per port: ask only ports whose link is not down (``link.state`` holds
+    # ``{"up": {}}`` or ``{"down": {}}``), a 64-port switch has few cabled ones.
     for name in sorted(found.ports, key=_natural):
+        state = interfaces[name].get("link", {}).get("state")
+        if isinstance(state, dict) and "down" in state:
+            continue
         data = _show_json(conn, f"nv show interface {name} lldp neighbor -o json")
         found.neighbors += nvue_neighbors(name, data if isinstance(data, dict) else {})
     return found

@@ -243,6 +243,7 @@ NVUE_INTERFACES: dict[str, Any] = {
     "lo": {"type": "loopback", "link": {"mtu": 65536}},
     "swp1": {"type": "swp", "link": {"mtu": 9216, "speed": "400G", "state": {"up": {}}}},
     "swp51": {"type": "swp", "link": {"mtu": 9216, "speed": "100G", "state": {"up": {}}}},
+    "swp52": {"type": "swp", "link": {"mtu": 9216, "speed": "100G", "state": {"down": {}}}},
 }
 NVUE_SWP51: dict[str, Any] = {
     "spine01": {
@@ -258,6 +259,7 @@ def test_nvue_ports_and_neighbors() -> None:
     assert lldp.nvue_ports(NVUE_INTERFACES) == {
         "swp1": PortFacts("swp1", 400_000_000_000, 9216),
         "swp51": PortFacts("swp51", 100_000_000_000, 9216),
+        "swp52": PortFacts("swp52", 100_000_000_000, 9216),
     }
     (found,) = lldp.nvue_neighbors("swp51", NVUE_SWP51)
     assert (found.local_port, found.system_name, found.port, found.forwards) == (
