@@ -253,6 +253,7 @@ class _Builder:
         self.roles = _roles(found)
         self.ports: dict[str, list[dict[str, Any]]] = {d.name: [] for d in found}
         self.hosts: dict[str, dict[str, Any]] = {}
+        self.seen: dict[tuple[str, str], str] = {}
         self.warnings: list[str] = []
 
     def _writer(self, a: str, b: str) -> str:
@@ -262,6 +263,15 @@ class _Builder:
     def add(self, device: Discovered, neighbor: Neighbor) -> None:
         from agent.intent.model import check_name
 
+        if (device.name, neighbor.local_port) in self.seen:
+            # Two LLDP neighbours on one port: something between the two (a hub, a media
+            # converter that forwards LLDP, a NIC with its own agent beside the host's).
+            self.warnings.append(
+                f"{device.name} {neighbor.local_port}: more than one LLDP neighbour; only "
+                f"{self.seen[device.name, neighbor.local_port]} is written"
+            )
+            return
+        self.seen[device.name, neighbor.local_port] = f"{neighbor.system_name}:{neighbor.port}"
         facts = device.ports.get(neighbor.local_port)
         try:
             check_name(neighbor.system_name)

@@ -385,12 +385,15 @@ def test_skeleton_writes_both_ends_when_they_disagree_and_warns_on_one_sided_lin
     spine = found[0]
     spine.ports["Ethernet2"] = PortFacts("Ethernet2", G400, 1500)  # leaf2's uplink: MTU differs
     spine.neighbors[0] = Neighbor("Ethernet1", "leaf9", "Ethernet1", forwards=True)
+    spine.neighbors.append(Neighbor("Ethernet2", "nic-agent", "p0", forwards=False))
     skeleton = build_skeleton(found, name="pod", cable_m=3)
     spine_ports = next(d for d in skeleton.document["devices"] if d["name"] == "spine1")["ports"]
     assert spine_ports == [{"name": "Ethernet2", "peer": "leaf2:Ethernet1", "mtu": 1500}]
     assert skeleton.document["defaults"]["ports"]["cable_m"] == 3
     assert any("leaf9" in w and "not discovered" in w for w in skeleton.warnings)
     assert any("LLDP tables disagree" in w for w in skeleton.warnings)
+    assert any("Ethernet2: more than one LLDP neighbour" in w for w in skeleton.warnings)
+    assert "nic-agent" not in str(skeleton.document)
 
 
 def test_skeleton_renames_and_renders_yaml_with_the_cable_note() -> None:
