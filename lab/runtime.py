@@ -326,10 +326,39 @@ def _start_processes(state: LabState, plan: LabPlan, start_timeout: float) -> No
     _write_fabric_file(state, plan)
     launched = {p.name: _start_vswitch(state, p) for p in plan.switches()}
     _wait_for_vswitches(state, launched, start_timeout)
+    for switch in plan.switches():
+        _write_links(state, plan, switch)
     moved = [_start_management(state, p, start_timeout) for p in plan.switches()]
     if any(moved):
         _write_fabric_file(state, plan)  # the agent must find the switches where they listen
     _wait_for_vm_hosts(state, booting)
+
+
+def _write_links(state: LabState, plan: LabPlan, node_plan: NodePlan) -> None:
+    """``<node>-mgmt/links.json``: each port's MTU and what LLDP would see on it (lab.mgmt.lldp
+    answers ``show lldp neighbors`` from it; the lab has no LLDP on the wire)."""
+    from lab.mgmt.lldp import LINKS_FILE
+
+    ports: dict[str, Any] = {}
+    for i in node_plan.interfaces:
+        peer = plan.nodes[i.peer_node]
+        peer_if = next(p for p in peer.interfaces if p.ifname == i.peer_ifname)
+        ports[i.ifname] = {
+            "mtu": i.mtu,
+            "peer": {
+                "system_name": i.peer_node,
+                "port": fabric_port_name(plan, i.peer_node, i.peer_index),
+                "port_mac": i.peer_mac,
+                # A switch's chassis MAC is its first port's (lab.mgmt's system MAC); lldpd
+                # on a host uses its interface's.
+                "chassis_mac": peer.interfaces[0].mac if peer.node.is_switch else i.peer_mac,
+                "kind": "switch" if peer.node.is_switch else "host",
+                "management_address": "" if peer.node.is_switch else str(peer_if.address.ip),
+            },
+        }
+    directory = state.add_dir(f"{node_plan.name}-mgmt")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / LINKS_FILE).write_text(json.dumps({"ports": ports}, indent=2) + "\n")
 
 
 def _ip_commands(node_plan: NodePlan) -> list[str]:

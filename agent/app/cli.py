@@ -45,6 +45,7 @@ class LazyGroup(click.Group):
         ),
         "probe": ("agent.app.probe", "group", "Inject and sniff RoCEv2: drops, ECN, CNPs, PFC."),
         "lab": ("lab.cli", "group", "Build and run the virtual lossless lab fabric."),
+        "discover": ("agent.app.discover", "discover_command", "A fabric file from LLDP."),
         "nccl": (
             "agent.app.nccl",
             "nccl_command",

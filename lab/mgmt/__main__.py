@@ -43,6 +43,7 @@ from lab.mgmt import names
 from lab.mgmt.config_commands import HOSTNAME_RE
 from lab.mgmt.dataplane_handle import DataplaneError, VswitchDataplane
 from lab.mgmt.launcher import EXIT_PORT_TAKEN, LISTENING_FILE
+from lab.mgmt.lldp import PortLink, load_links
 from lab.mgmt.persistence import (
     HOST_KEY,
     StartupConfigStore,
@@ -120,15 +121,22 @@ async def _wait_for_dataplane(dataplane: VswitchDataplane, wait_s: float) -> Non
         await asyncio.sleep(0.1)
 
 
-def _ports(wanted: str | None, dataplane_config: dict[str, Any]) -> tuple[list[PortInfo], str]:
-    """The CLI's ports (all data-plane ports, or ``--ports``) and a system MAC address."""
+def _ports(
+    wanted: str | None, dataplane_config: dict[str, Any], links: dict[str, PortLink] | None = None
+) -> tuple[list[PortInfo], str]:
+    """The CLI's ports (all data-plane ports, or ``--ports``) and a system MAC address;
+    ``links`` (from ``links.json``) gives each port its MTU and LLDP neighbour."""
     raw_ports: list[dict[str, Any]] = list(dataplane_config.get("ports", []))
     known = {str(p["ifname"]): p for p in raw_ports}
     selected = wanted.split(",") if wanted else sorted(known, key=lambda n: int(n[3:] or 0))
     unknown = [p for p in selected if p not in known]
     if unknown:
         raise UsageError(f"--ports {','.join(unknown)}: not ports of this switch ({sorted(known)})")
-    ports = [PortInfo(names.eos_name(p), int(known[p].get("speed_bps", 0))) for p in selected]
+    links = links or {}
+    ports = [
+        PortInfo(names.eos_name(p), int(known[p].get("speed_bps", 0)), links.get(p))
+        for p in selected
+    ]
     mac = (
         str(known[selected[0]].get("mac", "00:00:00:00:00:00")) if selected else "00:00:00:00:00:00"
     )
@@ -145,7 +153,8 @@ async def serve(args: argparse.Namespace) -> int:
     dataplane = VswitchDataplane(args.control)
     try:
         await _wait_for_dataplane(dataplane, args.dataplane_wait)
-        ports, system_mac = _ports(args.ports, await dataplane.get_config())
+        links = load_links(args.state_dir)
+        ports, system_mac = _ports(args.ports, await dataplane.get_config(), links)
         manager = SwitchManager(
             args.name, ports, dataplane, LoopClock(), StartupConfigStore(args.state_dir)
         )

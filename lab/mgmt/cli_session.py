@@ -389,6 +389,14 @@ async def _show_interfaces_status(cli: CliSession, _args: dict[str, Any]) -> Exe
     return shows.show_interfaces_status(cli.manager, cli.manager.running, await cli.counters())
 
 
+async def _show_interfaces(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
+    return shows.show_interfaces(cli.manager, cli.manager.running, await cli.counters())
+
+
+async def _show_lldp(cli: CliSession, args: dict[str, Any]) -> ExecResult:
+    return shows.show_lldp(cli.manager, "detail" in args)
+
+
 def _ifs(args: dict[str, Any]) -> tuple[str, ...] | None:
     selected = args.get("ifs")
     return None if selected is None else tuple(selected.names)
@@ -470,7 +478,9 @@ EXEC_COMMANDS: tuple[Command[ExecHandler], ...] = (
     Command("show running-config section <regex:rest>", _show_running),
     Command("show running-config diffs", _show_running_diffs),
     Command("show startup-config", _show_startup),
+    Command("show interfaces", _show_interfaces),
     Command("show interfaces status", _show_interfaces_status),
+    Command("show lldp neighbors [<detail:choice:detail>]", _show_lldp),
     Command(f"show interfaces {_IFS} counters queue", _show_queue_counters),
     Command(f"show interfaces {_IFS} counters errors", _show_counters_errors),
     Command(f"show interfaces {_IFS} counters queue drops", _show_queue_drops),

@@ -33,6 +33,8 @@ so (the agent's parsers should prefer the fixture-backed commands):
 * ``show interfaces counters queue drops``   ANTA ``VerifyInterfacesVoqAndEgressQueueDrops``
   (``interfaces.<if>.trafficClasses.TC<n>.egressQueueCounters.countersSum.droppedPackets`` and
   ``ingressVoqCounters.countersSum.droppedPackets``; here ingress = PFC headroom drops);
+* ``show interfaces``, ``show lldp neighbors [detail]``: see :mod:`lab.mgmt.lldp` (napalm
+  ``get_interfaces`` / ``get_lldp_neighbors*`` recordings, ANTA ``VerifyLLDPNeighbors``);
 * ``show priority-flow-control``, ``show qos maps``, ``show qos interfaces``,
   ``show configuration sessions``: lab shapes (no public EOS fixture found); the session
   ``state`` values (``pending``, ``pendingCommitTimer``, ``completed``) are EOS'.
@@ -48,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.mgmt import names
+from lab.mgmt import lldp, names
 from lab.mgmt.model import NUM_TRAFFIC_CLASSES, SwitchConfig
 from lab.mgmt.render import EOS_VERSION, MODEL_NAME, config_tree, render_text
 from lab.mgmt.sessions import MAX_COMPLETED_SESSIONS, MAX_PENDING_SESSIONS, format_duration
@@ -224,6 +226,44 @@ def show_interfaces_status(
         )
     text = table(["Port", "Name", "Status", "Vlan", "Duplex", "Speed", "Type"], rows)
     return ShowOutput(text, {"interfaceStatuses": statuses})
+
+
+def show_interfaces(
+    manager: SwitchManager, config: SwitchConfig, counters: dict[str, Any]
+) -> ShowOutput:
+    """``show interfaces``: speed (``bandwidth``, bit/s) and ``mtu`` per port."""
+    data: dict[str, Any] = {}
+    text = []
+    for port in manager.ports:
+        up = _port_counters(counters, port.name).get("oper_up", True) is not False
+        mtu = port.link.mtu if port.link is not None and port.link.mtu else 1500
+        data[port.name] = {
+            "name": port.name,
+            "description": config.interfaces[port.name].description or "",
+            "interfaceStatus": "connected" if up else "notconnect",
+            "lineProtocolStatus": "up" if up else "down",
+            "hardware": "ethernet",
+            "forwardingModel": "routed",
+            "bandwidth": port.speed_bps or 0,
+            "mtu": mtu,
+        }
+        state = "up" if up else "down"
+        text += [
+            f"{port.name} is {state}, line protocol is {state}",
+            "  Hardware is Ethernet",
+            f"  IP MTU {mtu} bytes, BW {(port.speed_bps or 0) // 1000} kbit",
+        ]
+    return ShowOutput("\n".join(text), {"interfaces": data})
+
+
+def show_lldp(manager: SwitchManager, detail: bool) -> ShowOutput:
+    """``show lldp neighbors [detail]`` from the ports' lab links."""
+    ports = [(p.name, p.link) for p in manager.ports]
+    if detail:
+        data = lldp.lldp_neighbors_detail(ports)
+        return ShowOutput(lldp.detail_text(data), data)
+    data = lldp.lldp_neighbors(ports)
+    return ShowOutput(lldp.neighbors_text(data), data)
 
 
 def show_interfaces_counters_errors(

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 from lab.mgmt.config_commands import load_config_text
 from lab.mgmt.dataplane_handle import Dataplane, DataplaneError
 from lab.mgmt.grammar import CliError
+from lab.mgmt.lldp import PortLink
 from lab.mgmt.model import SwitchConfig
 from lab.mgmt.persistence import StartupConfigStore
 from lab.mgmt.render import render_text
@@ -69,6 +70,7 @@ class PortInfo:
 
     name: str  # EOS name, Ethernet1
     speed_bps: int | None = None
+    link: PortLink | None = None  # MTU and LLDP neighbour, from the lab's links.json
 
 
 class SwitchManager:
