@@ -30,6 +30,7 @@ from agent.device import lldp
 from agent.device.lldp import Discovered, Neighbor, PortFacts, natural_key
 from agent.errors import AgentError
 from agent.intent.units import format_speed
+from common.clicktypes import FiniteFloat
 from common.conventions import console, examples, output_option
 
 FABRIC_SUFFIXES = (".yml", ".yaml")
@@ -539,7 +540,7 @@ def _access(target: Target, login: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option(
     "--cable-m",
-    type=click.FloatRange(min=0, min_open=True, max=10000),
+    type=FiniteFloat(0, 10_000, min_open=True),
     help="Cable length for every port (defaults.ports.cable_m); never guessed otherwise.",
 )
 @click.option("--name", "fabric_name", default="discovered", show_default=True,

@@ -101,22 +101,23 @@ devices:
 
 
 @pytest.mark.parametrize(
-    ("name", "expected"),
+    ("platform", "name", "expected"),
     [
-        ("Ethernet1/1-3", ["Ethernet1/1", "Ethernet1/2", "Ethernet1/3"]),
-        ("Ethernet1/1/1-2", ["Ethernet1/1/1", "Ethernet1/1/2"]),  # the last number only
-        ("swp1s0-1", ["swp1s0", "swp1s1"]),
-        ("eth08-10", ["eth08", "eth09", "eth10"]),  # a leading zero keeps the width
-        ("Ethernet7-7", ["Ethernet7"]),
+        ("arista_eos", "Ethernet1/1-3", ["Ethernet1/1", "Ethernet1/2", "Ethernet1/3"]),
+        ("arista_eos", "Ethernet1/1/1-2", ["Ethernet1/1/1", "Ethernet1/1/2"]),  # the last number
+        ("cumulus_nvue", "swp1s0-1", ["swp1s0", "swp1s1"]),
+        ("linux_host", "eth08-10", ["eth08", "eth09", "eth10"]),  # a leading zero keeps the width
+        ("sonic", "Ethernet7-7", ["Ethernet7"]),
     ],
 )
-def test_range_names(tmp_path: Path, name: str, expected: list[str]) -> None:
+def test_range_names(tmp_path: Path, platform: str, name: str, expected: list[str]) -> None:
+    role = "host" if platform == "linux_host" else "leaf"
     intent = _load(
         tmp_path,
         f"""\
   ports: {{speed: 100G, mtu: 9100, cable_m: 3}}
 devices:
-  - {{name: leaf1, role: leaf, platform: arista_eos, host: 10.0.0.1, ports: [{{name: {name}}}]}}
+  - {{name: leaf1, role: {role}, platform: {platform}, host: 10.0.0.1, ports: [{{name: {name}}}]}}
 """,
     )
     assert list(_ports(intent, "leaf1")) == expected
