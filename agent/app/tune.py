@@ -130,7 +130,8 @@ def _column_options(column: str) -> dict[str, Any]:
         return {"justify": "left", "no_wrap": True}
     if column == "DCQCN":
         return {"justify": "left"}
-    return {"justify": "right"}
+    # numbers never wrap: rich narrows the widest wrapping columns first (DCQCN, verdict)
+    return {"justify": "right", "no_wrap": True}
 
 
 def _ecn_cell(trial: Trial) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -161,6 +162,10 @@ def _cell(value: object) -> str:
 _SWEEP_COLUMNS = (("min", "min_threshold"), ("max", "max_threshold"), ("prob %", "max_probability"),
                   ("lost", "lost"), ("PFC frames", "pfc_frames"), ("CNPs", "cnps"),
                   ("runs w/ loss", "runs_with_loss"))  # fmt: skip
+# Headers on several lines so that no column is wider than its numbers need (the sweep's 14
+# columns then fit 100 columns of terminal).
+_SWEEP_HEADERS = {"runs w/ loss": "runs\nw/ loss", "PFC frames": "PFC\nframes", "min": "min B",
+                  "max": "max B"}  # fmt: skip
 _SWEEP_FRACTIONS = (("paused", "paused_fraction"), ("CE", "ce_fraction"),
                     ("goodput", "goodput_fraction"))  # fmt: skip
 
@@ -172,7 +177,7 @@ _SHORT = {"rpg_time_reset": "T", "rpg_ai_rate": "AI", "rpg_hai_rate": "HAI",
 
 def _ecn(row: dict[str, Any]) -> str:
     low, high = row["min_threshold"] / 1000, row["max_threshold"] / 1000
-    return f"{low:g}-{high:g} KB @{row['max_probability']}"
+    return f"{low:g}-{high:g} @{row['max_probability']}"
 
 
 def _short(change: str | None) -> str:
@@ -182,39 +187,55 @@ def _short(change: str | None) -> str:
     return change or ""
 
 
-def render_sweep(recommendation: dict[str, Any], console: Console) -> None:
+def _compact(title: str) -> Table:
+    """A folding table with one bar between columns and no padding: the sweep has up to 14
+    columns, which with padding and edges would not fit 100 columns of terminal."""
+    return folding_table(title, box=box.MINIMAL, padding=(0, 0), show_edge=False)
+
+
+def _sweep_headers(columns: tuple[tuple[str, str], ...], with_twin: bool) -> list[str]:
+    """Headers that wrap at their spaces into narrow columns; fractions are in %, said in
+    the header, so the cells are bare numbers."""
+    headers = [_SWEEP_HEADERS.get(title, title) for title, _ in columns]
+    headers += [f"lab\n{title}\n%" for title, _ in _SWEEP_FRACTIONS]
+    if with_twin:
+        headers += [f"twin\n{title}\n%" for title, _ in _SWEEP_FRACTIONS]
+    return headers
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1%}".removesuffix("%")
+
+
+def render_sweep(recommendation: dict[str, Any], out: Console) -> None:
     rows = recommendation["candidates"]
     with_twin = bool(rows) and "twin" in rows[0]
-    sweep = folding_table("ECN sweep: lab (median of runs)" + (" | twin" if with_twin else ""))
+    sweep = _compact("ECN sweep: lab (median of runs)" + (" | twin" if with_twin else ""))
     named = any(row.get("name") or row.get("dcqcn_change") for row in rows)
     columns: tuple[tuple[str, str], ...] = _SWEEP_COLUMNS
     if named:  # settings with names (current, recommended, neighbours) or DCQCN of their own
-        for title in ("setting", "ECN", "DCQCN"):
-            # whole unless the console is too narrow for them; then they fold, never cut
-            add_column(sweep, title, no_wrap=True)
+        add_column(sweep, "setting", no_wrap=True)  # names whole (rich shrinks the widest first)
+        add_column(sweep, "ECN KB\n@P %", no_wrap=True)  # a threshold pair split misreads
+        add_column(sweep, "DCQCN")
         columns = tuple(c for c in _SWEEP_COLUMNS if c[0] not in ("min", "max", "prob %"))
-    for title, _ in columns:
-        add_column(sweep, title, justify="right")
-    for title, _ in _SWEEP_FRACTIONS:
-        add_column(sweep, f"lab {title}", justify="right")
-    if with_twin:
-        for title, _ in _SWEEP_FRACTIONS:
-            add_column(sweep, f"twin {title}", justify="right")
+    for header in _sweep_headers(columns, with_twin):
+        # numbers never wrap: rich narrows the widest wrapping columns first, the words
+        add_column(sweep, header, justify="right", no_wrap=True)
     agreement = with_twin and "agreement" in rows[0]
     if agreement:
-        add_column(sweep, "twin within ±15 %")
+        add_column(sweep, "twin\nwithin\n±15 %")
     for row in rows:
         cells = [row.get("name") or "", _ecn(row), _short(row.get("dcqcn_change"))] if named else []
         cells += [_cell(row[key]) for _, key in columns]
-        cells += [f"{row[key]:.1%}" for _, key in _SWEEP_FRACTIONS]
+        cells += [_percent(row[key]) for _, key in _SWEEP_FRACTIONS]
         if with_twin:
-            cells += [f"{row['twin'][key]:.1%}" for _, key in _SWEEP_FRACTIONS]
+            cells += [_percent(row["twin"][key]) for _, key in _SWEEP_FRACTIONS]
         if agreement:
             off = [_SHORT.get(m, m) for m, ok in row["agreement"].items() if not ok]
             cells.append("all" if not off else "not " + ", ".join(off))
-        sweep.add_row(*cells)
-    console.print(sweep)
-    _sweep_footer(recommendation, named, console)
+        sweep.add_row(*(printable(c) for c in cells))
+    out.print(sweep)
+    _sweep_footer(recommendation, named, out)
 
 
 def _sweep_footer(recommendation: dict[str, Any], named: bool, console: Console) -> None:

@@ -4,6 +4,7 @@ report says about the others, and bad input exiting 2 naming the option."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,51 @@ def test_checks_runs_only_those(offline: list[str]) -> None:
 def test_every_format_says_why_a_step_was_skipped(offline: list[str], output: str) -> None:
     done = validate("--no-traffic", "-o", output)
     assert "--no-traffic: this step sends traffic" in done.stdout, done.stdout
+
+
+# ------------------------------------------------------------------------ tables at 100
+
+
+def long_report() -> Any:
+    """A report with long step names, errors, check names and messages, as a 32-leaf
+    fabric's validate gives."""
+    from agent.observe.checks import CheckResult
+    from agent.ops.playbooks import Report
+
+    report = Report("validate", "pod-32-leaf", 0.0)
+    report.steps = [
+        StepReport("baseline (state and counters)", "collect", "success", {}, 12.5),
+        StepReport("perftest line rate between RDMA hosts (skipped when no host declares an "
+                   "rdma_device)", "perftest", "skipped",
+                   {"reason": "--no-traffic: this step sends traffic"}),
+        StepReport("all checks", "checks", "error", {"error": "leaf32.example.net:22: SSH "
+                   "timed out after 30 s (the device did not answer)"}, 30.0),
+    ]  # fmt: skip
+    for leaf in range(1, 33):
+        report.checks.append(
+            CheckResult("RC007", "Headroom", f"leaf{leaf}", "failure",
+                        [f"Ethernet1/{p} priority 3 headroom xoff: Expected: >= 124928 "
+                         f"Actual: 105472" for p in (31, 32)],
+                        "Every lossless port's PFC headroom is at least the minimum")
+        )  # fmt: skip
+    report.checks.append(CheckResult("RC010", "ClassifiedByDscpNotUdpPort", "spine1", "success"))
+    return report
+
+
+def test_validate_tables_fit_100_columns_and_keep_names_whole() -> None:
+    from agent.app.validate import render_table
+    from common.conventions import console
+
+    report = long_report()
+    screen = console(width=100)
+    with screen.capture() as captured:
+        render_table(report, screen)
+    text = captured.get()
+    assert "…" not in text
+    assert all(len(line) <= 100 for line in text.splitlines())
+    cells = {c.strip() for line in text.splitlines() for c in line.split("│")}
+    for result in report.checks:
+        assert {result.check, result.device, result.status} <= cells
+    assert "ClassifiedByDscpNotUdpPort" in cells  # a check name is never folded
+    assert re.search(r"│ Ethernet1/31 priority 3 headroom", text)  # a message wraps at spaces
+    assert "--no-traffic: this step sends" in text  # why the step was skipped
