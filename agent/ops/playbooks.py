@@ -260,6 +260,7 @@ def select_steps(
         clash = [c for c in wanted if "traffic" in needs(c)]
         if clash:
             raise ValueError(f"{', '.join(clash)} need(s) traffic, which --no-traffic forbids")
+    _runnable(playbook, wanted)
     traffic_wanted = not wanted or any("traffic" in needs(c) for c in wanted)
     skip: dict[int, str] = {}
     steps: list[Step] = []
@@ -277,6 +278,22 @@ def select_steps(
                 skip[index] = reason
         steps.append(step)
     return playbook.model_copy(update={"steps": steps}), skip
+
+
+def _runnable(playbook: Playbook, wanted: list[str]) -> None:
+    """Raise ValueError if the playbook runs none of some selected checks: asking for a check
+    the playbook cannot run must not turn into a run that quietly checks nothing."""
+    runnable: set[str] = set()
+    for step in playbook.steps:
+        if step.checks is not None:
+            runnable |= set(CATALOG) if step.checks.ids == "all" else set(step.checks.ids)
+    missing = [c for c in wanted if c not in runnable]
+    if missing:
+        runs = ", ".join(c for c in CATALOG if c in runnable) or "no check"
+        raise ValueError(
+            f"Expected: checks that playbook {playbook.name} runs ({runs}) "
+            f"Actual: {', '.join(missing)}"
+        )
 
 
 def _narrowed(

@@ -55,7 +55,9 @@ CASES: list[tuple[str, tuple[str, ...], bool, list[str], set[str]]] = [
     ("validate", ("RC003", "RC101"), True, ["RC003", "RC101"],
      {"--no-traffic: this step sends traffic"}),
     ("validate", ("RC301",), False, ["RC301"], set()),  # RC301 judges the probes: they run
-    ("host-preflight", ("RC001",), False, [], {"--checks: none of RC001 is run by this step"}),
+    ("lossless-rollout", ("RC101",), False, ["RC101"],
+     {"--checks: none of RC101 is run by this step",
+      "--checks: none of the selected checks needs this step"}),
     ("host-preflight", ("RC204", "RC202"), True, ["RC204", "RC202"], set()),
     ("lossless-rollout", (), True, [c for c in default_ids() if c not in TRAFFIC] + [],
      {"--no-traffic is read-only: this step changes the devices",
@@ -82,6 +84,21 @@ def test_lossless_rollout_no_traffic_applies_nothing() -> None:
             assert index in skip
 
 
+@pytest.mark.parametrize(
+    ("name", "only", "named"),
+    [
+        ("host-preflight", ("RC001",), "Actual: RC001"),
+        ("host-preflight", ("RC202", "RC101"), "Actual: RC101"),
+        ("ecn-sweep", ("RC003",), "(no check) Actual: RC003"),
+    ],
+)
+def test_a_check_the_playbook_does_not_run_is_refused(
+    name: str, only: tuple[str, ...], named: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(named)):
+        select_steps(load_playbook(playbook_path(name)), only)
+
+
 def test_a_traffic_check_with_no_traffic_is_refused() -> None:
     with pytest.raises(ValueError, match="RC301 need"):
         select_steps(load_playbook(playbook_path("validate")), ("RC301",), no_traffic=True)
@@ -93,10 +110,16 @@ def test_a_traffic_check_with_no_traffic_is_refused() -> None:
     no_traffic=st.booleans(),
 )
 def test_selection_runs_only_what_was_asked(name: str, only: list[str], no_traffic: bool) -> None:
-    if no_traffic and any(c in TRAFFIC for c in only):
-        return  # refused (above)
     original = load_playbook(playbook_path(name))
-    playbook, skip = select_steps(original, tuple(only), no_traffic=no_traffic)
+    try:
+        playbook, skip = select_steps(original, tuple(only), no_traffic=no_traffic)
+    except ValueError:
+        runnable: set[str] = set()
+        for step in original.steps:
+            if step.checks is not None:
+                runnable |= set(CATALOG) if step.checks.ids == "all" else set(step.checks.ids)
+        assert (no_traffic and any(c in TRAFFIC for c in only)) or set(only) - runnable
+        return
     for index, step in enumerate(playbook.steps):
         kind = step.kind()
         if no_traffic and kind not in ("collect", "checks"):
