@@ -121,3 +121,13 @@ def test_table_fits_100_columns_without_cutting(command: str) -> None:
     assert all(len(line) <= 100 for line in text.splitlines())
     for row in rows:
         assert re.search(rf"│ {row['id']} +│", text), row["id"]  # whole, in its own cell
+
+
+@pytest.mark.parametrize(
+    "command", [["rules"], ["checks"], ["render"], ["validate"], ["run"], ["serve"], ["tune"]]
+)
+def test_help_has_examples_and_o(command: list[str]) -> None:
+    code, out, _ = invoke(*command, "--help")
+    assert code == 0 and "Examples:" in out
+    if command[0] != "serve":  # serve prints no report: no format to choose
+        assert "-o, --output" in out

@@ -4,6 +4,7 @@ renderer; selection by --device globs and --role; bad input exits 2 naming the o
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,10 @@ def test_a_large_fabric_renders_every_device() -> None:
     assert name == plan.fabric and [r.device for r in rendered] == [d.name for d in plan.devices]
     assert all(r.lines for r in rendered)
     assert as_text(rendered).count("\n\n") == len(rendered) - 1
+
+
+def test_an_invalid_fabric_exits_2_located(tmp_path: Path) -> None:
+    bad = ROOT / "tests" / "data" / "bad" / "13-roce-priority-without-pfc.yml"
+    done = render(str(bad))
+    assert done.exit_code == 2 and done.stdout == ""
+    assert re.search(rf"{re.escape(str(bad))}:\d+:\d+: .*IR001", done.stderr), done.stderr
