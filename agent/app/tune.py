@@ -112,6 +112,7 @@ _ECN = "ECN KB @P%"
 
 # Headers on two lines where a phrase and its unit would make a column wider than its numbers.
 _HEADERS = {
+    "busbw GB/s": "busbw\nGB/s",
     "pause thr KB": "pause\nthr KB",
     "paused %": "paused\n%",
     "util %": "util\n%",
