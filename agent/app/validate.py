@@ -461,6 +461,9 @@ def validate_command(
 ) -> None:
     """Validate FABRIC: read the switches, drive traffic, run every check.
 
+    --checks runs only some checks and --no-traffic none of the steps that send traffic
+    (read-only); the report lists every skipped step with the reason.
+
     Exit 0 when every check passes, 1 when any fails or is unverified (a host check that
     could not read its source), 2 when validation cannot run (bad input, nothing reachable).
     """
