@@ -27,7 +27,6 @@ from agent.errors import AgentError
 from agent.intent.loader import LoadedFabric, load_fabric
 from agent.intent.plan import Plan, build_plan
 from agent.intent.plan_tables import render_plan_tables
-from agent.intent.rules import rules_by_id
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "main"]
 
@@ -50,6 +49,13 @@ class LazyGroup(click.Group):
             "agent.app.nccl",
             "nccl_command",
             "The NCCL/UCX environment a job needs on each RDMA host.",
+        ),
+        "rules": ("agent.app.catalog", "rules_command", "List the fabric file rules (IR…)."),
+        "checks": ("agent.app.catalog", "checks_command", "List the checks validate runs (RC…)."),
+        "render": (
+            "agent.app.render",
+            "render_command",
+            "Print the lines or patch each device would get, offline.",
         ),
     }
 
@@ -181,10 +187,3 @@ main.add_command(serve_command)
 main.add_command(exporter_command)
 main.add_command(twin_command)
 main.add_command(tune_command)
-
-
-@main.command("rules", hidden=False)
-def list_rules() -> None:
-    """List the cross-field rules ``check`` applies, with their IDs."""
-    for rule_id, summary in rules_by_id().items():
-        click.echo(f"{rule_id}  {summary}")

@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 import yaml
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -60,7 +61,6 @@ from agent.twin.search import (
     Trial,
     TuneResult,
     and_list,
-    gbs,
     mib,
     pool_runner,
     ranked,
@@ -69,15 +69,14 @@ from agent.twin.search import (
 )
 from agent.twin.verdicts import kb
 from common.clicktypes import Duration, FiniteFloat
+from common.conventions import add_column, examples
+from common.conventions import console as literal_console
+from common.conventions import table as folding_table
 from common.yamlsource import load_yaml
 
 DEFAULT_DURATION = "5ms"
 PERCENT = FiniteFloat(0, 100)
 TABLE_ROWS = 15  # the table shows the best this many (and the current); the JSON has all
-
-
-def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _qps(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -104,9 +103,65 @@ def _verdict(trial: Trial, best: Trial | None) -> str:
     return "ok"
 
 
+# The table's columns: (header, justify). Every column has one unit, named in its header
+# (KB = 1000 B, as the fabric file reads it; % of the run), so the cells are bare numbers
+# that never wrap; the ECN column is never wrapped (a threshold pair cut in two reads as
+# two settings) and the DCQCN and verdict columns wrap at their spaces.
+_ECN = "ECN KB @P%"
+
+
+# Headers on two lines where a phrase and its unit would make a column wider than its numbers.
+_HEADERS = {
+    "busbw GB/s": "busbw\nGB/s",
+    "pause thr KB": "pause\nthr KB",
+    "paused %": "paused\n%",
+    "util %": "util\n%",
+    "util (run) %": "util\n(run) %",
+    "queue p99 KB": "queue\np99 KB",
+    "onset peak KB": "onset\npeak KB",
+}
+
+
+def _column_options(column: str) -> dict[str, Any]:
+    """Numbers at their width, right-aligned; the ECN pair whole; the verdict takes the
+    width left over (at least a whole "recommended") and wraps at its spaces."""
+    if column == "verdict":
+        return {"justify": "left", "ratio": 1, "min_width": len("recommended")}
+    if column == _ECN:
+        return {"justify": "left", "no_wrap": True}
+    if column == "DCQCN":
+        return {"justify": "left"}
+    # numbers never wrap: rich narrows the widest wrapping columns first (DCQCN, verdict)
+    return {"justify": "right", "no_wrap": True}
+
+
+def _ecn_cell(trial: Trial) -> str:
+    """``150-1500 @100``: both thresholds in KB, then the marking probability in %."""
+    ecn = trial.candidate.ecn
+    low, high = (f"{v / 1000:.1f}".removesuffix(".0") for v in (ecn.min_bytes, ecn.max_bytes))
+    return f"{low}-{high} @{ecn.max_probability}"
+
+
+def _kb(value: float) -> str:
+    return f"{value / 1000:.0f}"
+
+
+def _columns(stage: Stage, objective: ObjectiveSpec) -> list[str]:
+    columns = ["#", _ECN]
+    if any(t.candidate.dcqcn for t in stage.trials):
+        columns.append("DCQCN")
+    if objective.name == "collective":
+        columns += ["QPs", "busbw GB/s"]
+    columns += ["pause thr KB", "paused %", "util %"]
+    if objective.name != "collective":
+        columns.append("util (run) %")  # the whole run, onset included: a constraint too
+    columns += ["Jain", "queue p99 KB", "onset peak KB", "CE %", "drops", "verdict"]
+    return columns
+
+
 def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | None = None) -> Table:
     """The trade-off table of one speed, best first (the ranking's order), the best
-    :data:`TABLE_ROWS` and the current setting."""
+    :data:`TABLE_ROWS` and the current setting. It fits 100 columns without cutting a cell."""
     objective = objective or ObjectiveSpec()
     load = and_list(speed.load_points) or str(speed.senders)
     what = "ECN x DCQCN" if stage.kind == "joint" else "ECN on the RoCE queue"
@@ -114,23 +169,19 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
         what += f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
     shown = [t for i, t in enumerate(ranked(stage.trials, objective))
              if i < TABLE_ROWS or t.candidate.current]  # fmt: skip
-    table = Table(
-        title=f"{format_speed(speed.speed_bps)}: {what}, {load} "
+    columns = _columns(stage, objective)
+    table = folding_table(
+        f"{format_speed(speed.speed_bps)}: {what}, {load} "
         f"{'ranks' if objective.name == 'collective' else 'senders'} (pause threshold today "
-        f"{kb(speed.pause_threshold_bytes)}; {len(shown)} of {len(stage.trials)} candidates shown)"
+        f"{kb(speed.pause_threshold_bytes)}; {len(shown)} of {len(stage.trials)} candidates shown)",
+        # One bar between columns and no padding: 13 columns of bars and padding would take
+        # 40 of a 100-column terminal, and the verdict would be left 2 characters.
+        box=box.MINIMAL,
+        padding=(0, 0),
+        show_edge=False,
     )
-    columns = ["#", "ECN min-max @P"]
-    if any(t.candidate.dcqcn for t in stage.trials):
-        columns.append("DCQCN")
-    if objective.name == "collective":
-        columns += ["QPs", "busbw"]
-    columns += ["pause thr", "paused", "util"]
-    if objective.name != "collective":
-        columns.append("util (run)")  # the whole run, onset included: a constraint too
-    columns += ["Jain", "queue p99", "onset peak", "CE", "lossless drops", "verdict"]
     for column in columns:
-        table.add_column(column, justify="left" if column in ("ECN min-max @P", "DCQCN",
-                                                             "verdict") else "right")  # fmt: skip
+        add_column(table, _HEADERS.get(column, column), **_column_options(column))
     for trial in shown:
         table.add_row(*_row(trial, stage, columns))
     return table
@@ -138,27 +189,32 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
 
 def _row(trial: Trial, stage: Stage, columns: list[str]) -> list[str]:
     c = trial.candidate
-    row = [f"{c.index}{' (current)' if c.current else ''}", c.ecn.label()]
+    row = [str(c.index), _ecn_cell(trial)]
     if "DCQCN" in columns:
         row.append(c.dcqcn_label())
     if "QPs" in columns:
-        row += [str(c.qps), gbs(trial.mean("busbw_Bps")) if trial.runs else "-"]
+        row += [str(c.qps), f"{trial.mean('busbw_Bps') / 1e9:.1f}" if trial.runs else "-"]
     if trial.runs:
         fairness = trial.worst_jain()
         row += [
-            kb(trial.runs[0].pause_threshold_bytes),
-            f"{trial.worst_paused():.1%}",
-            f"{trial.worst_utilisation():.1%}",
-            *([f"{trial.worst_whole_utilisation():.1%}"] if "util (run)" in columns else []),
+            _kb(trial.runs[0].pause_threshold_bytes),
+            f"{trial.worst_paused():.1%}".removesuffix("%"),
+            f"{trial.worst_utilisation():.1%}".removesuffix("%"),
+            *(
+                [f"{trial.worst_whole_utilisation():.1%}".removesuffix("%")]
+                if "util (run) %" in columns
+                else []
+            ),
             "-" if fairness is None else f"{fairness:.2f}",
-            kb(trial.mean("queue_p99_bytes")),
-            kb(trial.mean("queue_peak_bytes")),
-            f"{trial.mean('ce_fraction'):.1%}",
+            _kb(trial.mean("queue_p99_bytes")),
+            _kb(trial.mean("queue_peak_bytes")),
+            f"{trial.mean('ce_fraction'):.1%}".removesuffix("%"),
             str(trial.drops()),
         ]
     else:
         row += ["-"] * (len(columns) - len(row) - 1)
-    row.append(_verdict(trial, stage.best))
+    verdict = _verdict(trial, stage.best)
+    row.append(f"current; {verdict}" if c.current else verdict)
     return row
 
 
@@ -314,6 +370,11 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 
 
 @click.command("tune")
+@examples(
+    "roce-agent tune fabric.yml",
+    "roce-agent tune fabric.yml --objective queue --scenario incast --duration 5ms",
+    "roce-agent tune fabric.yml --speed 400G --write-override tuned.yml -o json",
+)
 @FABRIC
 @click.option(
     "--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True,
@@ -455,7 +516,7 @@ def tune_command(
         data["apply"] = steps
         click.echo(json.dumps(data, indent=2))
     else:
-        console = _console()
+        console = literal_console()
         render(result, console)
         for step in steps:
             console.print(f"next: {step}", markup=False, soft_wrap=True)
@@ -463,7 +524,7 @@ def tune_command(
 
 
 def _report(result: TuneResult, override_file: Path | None, written: bool) -> None:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = literal_console(stderr=True)
     if written:
         err.print(f"override written to {override_file}", markup=False)
     elif override_file is not None:

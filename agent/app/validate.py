@@ -9,15 +9,26 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, handle_errors
 from agent.device.push import state_dir as resolve_state_dir
-from agent.errors import AgentError
+from agent.errors import AgentError, printable
 from agent.intent.loader import load_fabric
 from agent.intent.units import format_rate
-from agent.ops.playbooks import PlaybookRunner, Report, StepReport, load_playbook, playbook_path
+from agent.observe.checks import CATALOG
+from agent.ops.playbooks import (
+    PlaybookRunner,
+    Report,
+    StepReport,
+    load_playbook,
+    playbook_path,
+    select_steps,
+)
+from common.conventions import add_column, console, examples, output_option
+from common.conventions import table as folding_table
 
 FORMATS = ("table", "json", "junit", "markdown")
 HOST_PREFLIGHT = "host-preflight"  # playbooks/host-preflight.yml: `validate --hosts-only`
@@ -77,8 +88,10 @@ def render_junit(report: Report) -> str:
 def render_markdown(report: Report) -> str:
     verdict = "PASS" if report.passed else "FAIL"
     lines = [f"## roce-agent {report.playbook}: {verdict} (fabric {report.fabric})", ""]
-    lines += ["| step | status | duration |", "|---|---|---|"]
-    lines += [f"| {s.name} | {s.status} | {s.duration_s:.1f} s |" for s in report.steps]
+    lines += ["| step | status | duration | note |", "|---|---|---|---|"]
+    lines += [
+        f"| {s.name} | {s.status} | {s.duration_s:.1f} s | {_md(_note(s))} |" for s in report.steps
+    ]
     ports = [  # which UDP port the probes used (not 4791 on RDMA hosts), and why
         f"- {s.name}: probes on UDP {t['udp_port']}: {t['reason']}"
         for s in report.steps
@@ -109,6 +122,11 @@ def render_markdown(report: Report) -> str:
             f"{best['min_threshold']}-{best['max_threshold']} B @ {best['max_probability']} %",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    """A Markdown table cell: a pipe would end the cell, a newline the row."""
+    return text.replace("|", "\\|").replace("\n", "<br>")
 
 
 def _perftest_lines(report: Report) -> list[str]:
@@ -144,6 +162,10 @@ def _cell(value: object) -> str:
 _SWEEP_COLUMNS = (("min", "min_threshold"), ("max", "max_threshold"), ("prob %", "max_probability"),
                   ("lost", "lost"), ("PFC frames", "pfc_frames"), ("CNPs", "cnps"),
                   ("runs w/ loss", "runs_with_loss"))  # fmt: skip
+# Headers on several lines so that no column is wider than its numbers need (the sweep's 14
+# columns then fit 100 columns of terminal).
+_SWEEP_HEADERS = {"runs w/ loss": "runs\nw/ loss", "PFC frames": "PFC\nframes", "min": "min B",
+                  "max": "max B"}  # fmt: skip
 _SWEEP_FRACTIONS = (("paused", "paused_fraction"), ("CE", "ce_fraction"),
                     ("goodput", "goodput_fraction"))  # fmt: skip
 
@@ -155,7 +177,7 @@ _SHORT = {"rpg_time_reset": "T", "rpg_ai_rate": "AI", "rpg_hai_rate": "HAI",
 
 def _ecn(row: dict[str, Any]) -> str:
     low, high = row["min_threshold"] / 1000, row["max_threshold"] / 1000
-    return f"{low:g}-{high:g} KB @{row['max_probability']}"
+    return f"{low:g}-{high:g} @{row['max_probability']}"
 
 
 def _short(change: str | None) -> str:
@@ -165,38 +187,55 @@ def _short(change: str | None) -> str:
     return change or ""
 
 
-def render_sweep(recommendation: dict[str, Any], console: Console) -> None:
+def _compact(title: str) -> Table:
+    """A folding table with one bar between columns and no padding: the sweep has up to 14
+    columns, which with padding and edges would not fit 100 columns of terminal."""
+    return folding_table(title, box=box.MINIMAL, padding=(0, 0), show_edge=False)
+
+
+def _sweep_headers(columns: tuple[tuple[str, str], ...], with_twin: bool) -> list[str]:
+    """Headers that wrap at their spaces into narrow columns; fractions are in %, said in
+    the header, so the cells are bare numbers."""
+    headers = [_SWEEP_HEADERS.get(title, title) for title, _ in columns]
+    headers += [f"lab\n{title}\n%" for title, _ in _SWEEP_FRACTIONS]
+    if with_twin:
+        headers += [f"twin\n{title}\n%" for title, _ in _SWEEP_FRACTIONS]
+    return headers
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1%}".removesuffix("%")
+
+
+def render_sweep(recommendation: dict[str, Any], out: Console) -> None:
     rows = recommendation["candidates"]
     with_twin = bool(rows) and "twin" in rows[0]
-    sweep = Table(title="ECN sweep: lab (median of runs)" + (" | twin" if with_twin else ""))
+    sweep = _compact("ECN sweep: lab (median of runs)" + (" | twin" if with_twin else ""))
     named = any(row.get("name") or row.get("dcqcn_change") for row in rows)
     columns: tuple[tuple[str, str], ...] = _SWEEP_COLUMNS
     if named:  # settings with names (current, recommended, neighbours) or DCQCN of their own
-        for title in ("setting", "ECN", "DCQCN"):
-            sweep.add_column(title, no_wrap=True)
+        add_column(sweep, "setting", no_wrap=True)  # names whole (rich shrinks the widest first)
+        add_column(sweep, "ECN KB\n@P %", no_wrap=True)  # a threshold pair split misreads
+        add_column(sweep, "DCQCN")
         columns = tuple(c for c in _SWEEP_COLUMNS if c[0] not in ("min", "max", "prob %"))
-    for title, _ in columns:
-        sweep.add_column(title, justify="right")
-    for title, _ in _SWEEP_FRACTIONS:
-        sweep.add_column(f"lab {title}", justify="right")
-    if with_twin:
-        for title, _ in _SWEEP_FRACTIONS:
-            sweep.add_column(f"twin {title}", justify="right")
+    for header in _sweep_headers(columns, with_twin):
+        # numbers never wrap: rich narrows the widest wrapping columns first, the words
+        add_column(sweep, header, justify="right", no_wrap=True)
     agreement = with_twin and "agreement" in rows[0]
     if agreement:
-        sweep.add_column("twin within ±15 %")
+        add_column(sweep, "twin\nwithin\n±15 %")
     for row in rows:
         cells = [row.get("name") or "", _ecn(row), _short(row.get("dcqcn_change"))] if named else []
         cells += [_cell(row[key]) for _, key in columns]
-        cells += [f"{row[key]:.1%}" for _, key in _SWEEP_FRACTIONS]
+        cells += [_percent(row[key]) for _, key in _SWEEP_FRACTIONS]
         if with_twin:
-            cells += [f"{row['twin'][key]:.1%}" for _, key in _SWEEP_FRACTIONS]
+            cells += [_percent(row["twin"][key]) for _, key in _SWEEP_FRACTIONS]
         if agreement:
             off = [_SHORT.get(m, m) for m, ok in row["agreement"].items() if not ok]
             cells.append("all" if not off else "not " + ", ".join(off))
-        sweep.add_row(*cells)
-    console.print(sweep)
-    _sweep_footer(recommendation, named, console)
+        sweep.add_row(*(printable(c) for c in cells))
+    out.print(sweep)
+    _sweep_footer(recommendation, named, out)
 
 
 def _sweep_footer(recommendation: dict[str, Any], named: bool, console: Console) -> None:
@@ -221,54 +260,84 @@ def _sweep_footer(recommendation: dict[str, Any], named: bool, console: Console)
         )
 
 
-def render_table(report: Report, console: Console) -> None:
-    steps = Table(title=f"{report.playbook} on {report.fabric}")
-    for column in ("step", "status", "duration", "error"):
-        steps.add_column(column)
+def _note(step: StepReport) -> str:
+    """What the steps table says beside a step: its error, or why it was skipped."""
+    if not isinstance(step.detail, dict):
+        return ""
+    if step.status == "skipped":
+        return str(step.detail.get("reason", "not run: an earlier step failed"))
+    return str(step.detail.get("error", ""))
+
+
+def render_table(report: Report, out: Console) -> None:
+    """The report as tables whose cells fold to the console's width (100 columns and up:
+    names and IDs stay whole, long messages wrap)."""
+    steps = folding_table(f"{report.playbook} on {report.fabric}", "step", "status")
+    add_column(steps, "duration", justify="right", no_wrap=True)
+    add_column(steps, "error / why skipped")
     for step in report.steps:
-        error = step.detail.get("error", "") if isinstance(step.detail, dict) else ""
-        steps.add_row(step.name, step.status, f"{step.duration_s:.1f} s", str(error))
-    console.print(steps)
+        steps.add_row(step.name, step.status, f"{step.duration_s:.1f} s", _note(step))
+    out.print(steps)
     for step in report.steps:  # e.g. the fault drill's matrix
         matrix = step.detail.get("matrix") if isinstance(step.detail, dict) else None
         if matrix:
-            table = Table(title=step.name)
-            for column in matrix[0]:
-                table.add_column(column)
+            drill = folding_table(step.name, *matrix[0])
             for row in matrix:
-                table.add_row(*(str(v) for v in row.values()))
-            console.print(table)
+                drill.add_row(*(str(v) for v in row.values()))
+            out.print(drill)
     if report.checks:
-        checks = Table(title="checks")
-        for column in ("check", "device", "status", "details"):
-            checks.add_column(column)
-        for result in report.checks:
-            checks.add_row(
-                f"{result.check} {result.name}",
-                result.device,
-                result.status,
-                "\n".join(result.messages),
-            )
-        console.print(checks)
+        out.print(_checks_table(report))
     if report.recommendation:
-        render_sweep(report.recommendation, console)
+        render_sweep(report.recommendation, out)
     if report.rolled_back:
-        console.print(
+        out.print(
             "rolled back: " + ", ".join(f"{r.device} ({r.result})" for r in report.rolled_back)
         )
-    console.print(f"{report.playbook}: {'PASS' if report.passed else 'FAIL'}")
+    out.print(f"{report.playbook}: {'PASS' if report.passed else 'FAIL'}")
+
+
+def _checks_table(report: Report) -> Table:
+    checks = folding_table("checks")
+    # The ID and the device never break (RC101, leaf12); the check's name may fold.
+    add_column(checks, "check", no_wrap=True)
+    add_column(checks, "name", min_width=8)
+    add_column(checks, "device", no_wrap=True)
+    add_column(checks, "status", no_wrap=True)
+    add_column(checks, "details", ratio=1, min_width=20)
+    for result in report.checks:
+        checks.add_row(
+            result.check,
+            result.name,
+            printable(result.device),
+            result.status,
+            printable("\n".join(result.messages), keep_newlines=True),
+        )
+    return checks
 
 
 def run_playbook(
-    fabric: Path, playbook_name: str, output: str, report_file: Path | None, state_dir: Path | None
+    fabric: Path,
+    playbook_name: str,
+    output: str,
+    report_file: Path | None,
+    state_dir: Path | None,
+    *,
+    only: tuple[str, ...] = (),
+    no_traffic: bool = False,
 ) -> None:
+    """Run a playbook and print its report; ``only``/``no_traffic``: validate's ``--checks``
+    and ``--no-traffic`` (:func:`agent.ops.playbooks.select_steps`)."""
     intent = load_fabric(fabric).intent
     playbook = load_playbook(playbook_path(playbook_name))
-    err = Console(stderr=True, highlight=False)
+    try:
+        playbook, skip = select_steps(playbook, only, no_traffic=no_traffic)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--checks'") from None
+    err = console(stderr=True)
 
     def progress(step: StepReport) -> None:
         if output == "table" or report_file is not None:
-            err.print(f"[{step.status}] {step.name} ({step.duration_s:.1f} s)", markup=False)
+            err.print(f"[{step.status}] {step.name} ({step.duration_s:.1f} s)")
 
     runner = PlaybookRunner(
         intent, resolve_state_dir(state_dir), on_step=progress, fabric_file=fabric
@@ -278,10 +347,20 @@ def run_playbook(
         if err.is_terminal
         else _null()
     ):
-        report = runner.run(playbook)
+        report = runner.run(playbook, skip)
+    if only or no_traffic:
+        report.selection = {"checks": list(only), "no_traffic": no_traffic}
+    _emit(report, output, report_file)
+    if any(s.status == "error" for s in report.steps) and not report.checks and not report.probes:
+        sys.exit(EXIT_ERROR)
+    if not report.passed:
+        sys.exit(EXIT_FAILED)
+
+
+def _emit(report: Report, output: str, report_file: Path | None) -> None:
     text = {"json": render_json, "junit": render_junit, "markdown": render_markdown}
     if output == "table":
-        render_table(report, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        render_table(report, console())
     else:
         click.echo(text[output](report), nl=False)
     if report_file is not None:
@@ -289,10 +368,6 @@ def run_playbook(
         by_suffix = {".xml": "junit", ".md": "markdown", ".json": "json"}
         fmt = by_suffix.get(report_file.suffix, output if output != "table" else "json")
         report_file.write_text(text[fmt](report))
-    if any(s.status == "error" for s in report.steps) and not report.checks and not report.probes:
-        sys.exit(EXIT_ERROR)
-    if not report.passed:
-        sys.exit(EXIT_FAILED)
 
 
 class _null:
@@ -303,7 +378,41 @@ class _null:
         return None
 
 
+def _check_ids(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``--checks RC001,RC101 --checks RC202``: known IDs, in the order given, once each."""
+    ids = [part.strip().upper() for value in values for part in value.split(",")]
+    unknown = [i for i in ids if i not in CATALOG]
+    if unknown or "" in ids:
+        raise click.BadParameter(
+            f"Expected: check IDs from `roce-agent checks` ({', '.join(CATALOG)}) "
+            f"Actual: {', '.join(repr(i) for i in unknown) or repr(values)}",
+            param_hint="'--checks'",
+        )
+    return tuple(dict.fromkeys(ids))
+
+
+REPORT_FILE = click.option(
+    "--report-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the report here: .xml JUnit, .md Markdown, else JSON.",
+)
+STATE_DIR = click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where audit logs and transaction records go [default: the agent's state dir].",
+)
+
+
 @click.command("validate")
+@examples(
+    "roce-agent validate fabric.yml",
+    "roce-agent validate fabric.yml --no-traffic -o junit > validate.xml",
+    "roce-agent validate fabric.yml --checks RC003,RC101",
+    "roce-agent validate fabric.yml --hosts-only -o json",
+    "roce-agent validate fabric.yml --playbook storm-drill --report-file drill.md",
+)
 @FABRIC
 @click.option(
     "--playbook",
@@ -312,18 +421,30 @@ class _null:
     show_default=True,
     help="A playbook file, or a shipped one (validate, lossless-rollout, storm-drill, ecn-sweep).",
 )
-@click.option("--output", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option(
-    "--report-file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Also write the report here: .xml JUnit, .md Markdown, else JSON.",
-)
-@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False))
+@output_option(*FORMATS)
+@REPORT_FILE
+@STATE_DIR
 @click.option(
     "--hosts-only",
     is_flag=True,
     help="Only the host pre-flight checks (RC202-RC207, playbooks/host-preflight.yml): read "
     "the RDMA hosts, no switch, no traffic.",
+)
+@click.option(
+    "--checks",
+    "only",
+    multiple=True,
+    metavar="ID[,ID…]",
+    callback=_check_ids,
+    help="Run only these checks (repeatable or comma-separated; `roce-agent checks` lists "
+    "them). Traffic steps run only if a chosen check needs traffic.",
+)
+@click.option(
+    "--no-traffic",
+    is_flag=True,
+    help="Read-only: collect state and counters and run the config, counter and host checks; "
+    "no probe, perftest, nccl, locate, storm or apply step (the report says which were "
+    "skipped).",
 )
 @click.pass_context
 @handle_errors
@@ -335,8 +456,13 @@ def validate_command(
     report_file: Path | None,
     state_dir: Path | None,
     hosts_only: bool,
+    only: tuple[str, ...],
+    no_traffic: bool,
 ) -> None:
     """Validate FABRIC: read the switches, drive traffic, run every check.
+
+    --checks runs only some checks and --no-traffic none of the steps that send traffic
+    (read-only); the report lists every skipped step with the reason.
 
     Exit 0 when every check passes, 1 when any fails or is unverified (a host check that
     could not read its source), 2 when validation cannot run (bad input, nothing reachable).
@@ -346,15 +472,22 @@ def validate_command(
         if source is not None and source != click.core.ParameterSource.DEFAULT:
             raise click.UsageError("--hosts-only runs its own playbook: leave out --playbook")
         playbook_name = HOST_PREFLIGHT
-    run_playbook(fabric, playbook_name, output, report_file, state_dir)
+    run_playbook(
+        fabric, playbook_name, output, report_file, state_dir, only=only, no_traffic=no_traffic
+    )
 
 
 @click.command("run")
+@examples(
+    "roce-agent run lossless-rollout fabric.yml",
+    "roce-agent run storm-drill fabric.yml -o markdown",
+    "roce-agent run my-playbook.yml fabric.yml --report-file report.xml",
+)
 @click.argument("playbook_name", metavar="PLAYBOOK")
 @FABRIC
-@click.option("--output", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--report-file", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False))
+@output_option(*FORMATS)
+@REPORT_FILE
+@STATE_DIR
 @handle_errors
 def run_command(
     playbook_name: str, fabric: Path, output: str, report_file: Path | None, state_dir: Path | None
@@ -366,6 +499,11 @@ def run_command(
 
 
 @click.command("serve")
+@examples(
+    "roce-agent serve --config /etc/roce-agent/agent.yaml",
+    "roce-agent serve --config agent.yaml --check-config",
+    "roce-agent serve --shard 2/4",
+)
 @click.option(
     "--config",
     "config_path",

@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.errors import printable
-from agent.intent.plan import DevicePlan, Plan
-from agent.intent.units import format_size
+from agent.intent.plan import DevicePlan, Plan, PortPlan
+from common.conventions import add_column
+from common.conventions import table as folding_table
 
 
 def _text(value: object) -> Text:
@@ -29,10 +30,8 @@ def _dscp_text(device: DevicePlan) -> str:
 
 
 def _device_table(plan: Plan) -> Table:
-    table = Table(
-        title=_text(f"Plan for fabric {plan.fabric} (profile {plan.profile}, mode {plan.mode})")
-    )
-    for column in (
+    table = folding_table(
+        printable(f"Plan for fabric {plan.fabric} (profile {plan.profile}, mode {plan.mode})"),
         "device",
         "platform",
         "role",
@@ -41,8 +40,7 @@ def _device_table(plan: Plan) -> Table:
         "PFC",
         "watchdog",
         "ETS",
-    ):
-        table.add_column(column)
+    )
     for device in plan.devices:
         watchdog = device.watchdog
         _row(
@@ -68,43 +66,65 @@ def _device_table(plan: Plan) -> Table:
     return table
 
 
+# Buffer columns are all in bytes, the unit in the header (one unit per column: never
+# ``1518428`` in one row and ``1518.2KB`` in the next). (header, justify, said once): a
+# column whose value is the same on every port is said once, under the table, in these words.
+_PORT_COLUMNS = (
+    ("port", "left", None),
+    ("speed", "left", "speed {}"),
+    ("cable m", "right", "cable {} m"),
+    ("mtu", "right", "mtu {}"),
+    ("peer", "left", None),
+    ("PFC", "left", "PFC {}"),
+    ("xoff B", "right", None),
+    ("xon B", "right", None),
+    ("size B", "right", None),
+    ("pause at B", "right", "pause at {} B"),
+    ("ECN queue: min-max @p", "left", "ECN queue {}"),
+)
+
+
+def _port_cells(port: PortPlan) -> list[str]:
+    headroom = next(iter(port.headroom.values()), None)
+    buffers = [str(headroom.xoff), str(headroom.xon), str(headroom.size)] if headroom else ["-"] * 3
+    ecn = "; ".join(
+        f"{e.queue}: {e.min_bytes}-{e.max_bytes} B @{e.max_probability}%" for e in port.ecn
+    )
+    return [
+        port.name,
+        port.speed,
+        f"{port.cable_m:g}",
+        str(port.mtu),
+        port.peer or "-",
+        ",".join(map(str, port.pfc_priorities)) or "off",
+        *buffers,
+        str(headroom.pause_threshold) if headroom else "-",
+        ecn or "off",
+    ]
+
+
 def _port_table(device: DevicePlan) -> Table:
-    table = Table(title=_text(f"{device.name} ports"))
-    for column in (
-        "port",
-        "speed",
-        "cable",
-        "mtu",
-        "peer",
-        "PFC",
-        "xoff",
-        "xon",
-        "size",
-        "pause at",
-        "ECN queue: min-max @p",
-    ):
-        table.add_column(column, justify="right" if column in ("xoff", "xon", "size") else "left")
-    for port in device.ports:
-        headroom = next(iter(port.headroom.values()), None)
-        _row(
-            table,
-            port.name,
-            port.speed,
-            f"{port.cable_m:g} m",
-            str(port.mtu),
-            port.peer or "-",
-            ",".join(map(str, port.pfc_priorities)) or "off",
-            str(headroom.xoff) if headroom else "-",
-            str(headroom.xon) if headroom else "-",
-            str(headroom.size) if headroom else "-",
-            format_size(headroom.pause_threshold) if headroom else "-",
-            "; ".join(
-                f"{e.queue}: {format_size(e.min_bytes)}-{format_size(e.max_bytes)}"
-                f" @{e.max_probability}%"
-                for e in port.ecn
-            )
-            or "off",
-        )
+    """One row per port. Cells fold rather than cut; so that a 100-column terminal shows
+    every name whole (``Ethernet1/31``, ``spine1:Ethernet1/31``), a setting that is the same
+    on every port of the device (speed, MTU, PFC, ECN … in a usual fabric) is said once in
+    the caption instead of in a column."""
+    rows = [_port_cells(port) for port in device.ports]
+    shown: list[int] = []
+    same: list[str] = []
+    for index, (_, _, said_once) in enumerate(_PORT_COLUMNS):
+        values = {row[index] for row in rows}
+        if said_once is not None and len(values) == 1:
+            same.append(said_once.format(values.pop()))
+        else:
+            shown.append(index)
+    table = folding_table(printable(f"{device.name} ports"), caption_justify="left")
+    for index in shown:
+        header, justify, _ = _PORT_COLUMNS[index]
+        add_column(table, header, justify=justify)
+    if same:
+        table.caption = _text("on every port: " + ", ".join(same))
+    for row in rows:
+        _row(table, *(row[index] for index in shown))
     return table
 
 
@@ -114,9 +134,9 @@ def _nic_table(plan: Plan) -> Table | None:
         return None
     nic = hosts[0].nic
     assert nic is not None
-    table = Table(title=_text(f"Host NIC settings ({len(hosts)} hosts: {hosts[0].name} …)"))
-    table.add_column("setting")
-    table.add_column("value")
+    count = f"{len(hosts)} hosts, e.g." if len(hosts) > 1 else "host"
+    title = f"Host NIC settings ({count} {hosts[0].name})"
+    table = folding_table(printable(title), "setting", "value")
     _row(table, "trust", nic.trust)
     _row(table, "PFC vector (prio 0..7)", nic.pfc_vector)
     _row(table, "DSCP→priority", ", ".join(f"{d}→{p}" for d, p in nic.dscp_to_priority.items()))

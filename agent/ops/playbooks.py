@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,7 +44,7 @@ from agent.device.state import QosState
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.model import Device, FabricIntent
 from agent.intent.shard import WHOLE, Shard, shard_index
-from agent.observe.checks import CATALOG, CheckResult, Collected
+from agent.observe.checks import CATALOG, CheckResult, Collected, default_ids, needs
 from agent.observe.collect import collect
 from agent.observe.probes import scenarios
 from agent.ops.sweep import (
@@ -214,6 +214,106 @@ def playbook_path(name_or_path: str) -> Path:
     raise AgentError(f"playbook {name_or_path!r} not found (a file, or one of playbooks/*.yml)")
 
 
+# Steps that send traffic or change devices; `validate --no-traffic` runs none of them.
+TRAFFIC_KINDS = ("probe", "perftest", "nccl", "locate", "ecn_sweep", "fault_drill")
+WRITE_KINDS = ("apply", "ecn_sweep", "fault_drill")
+
+
+def step_check_ids(spec: ChecksSpec) -> list[str]:
+    """The check IDs a ``checks`` step runs ("all": :func:`default_ids`)."""
+    return default_ids() if spec.ids == "all" else list(spec.ids)
+
+
+def playbook_check_ids(playbook: Playbook) -> list[str]:
+    """Every check ID the playbook's ``checks`` steps run, in order, once each."""
+    ids: dict[str, None] = {}
+    for step in playbook.steps:
+        if step.checks is not None:
+            ids.update(dict.fromkeys(step_check_ids(step.checks)))
+    return list(ids)
+
+
+def _skip_reason(kind: str, no_traffic: bool, traffic_wanted: bool) -> str | None:
+    """Why a step that is neither ``collect`` nor ``checks`` is left out, or None to run it."""
+    if no_traffic:
+        if kind in WRITE_KINDS:
+            return "--no-traffic is read-only: this step changes the devices"
+        return "--no-traffic: this step sends traffic"
+    if not traffic_wanted:
+        return "--checks: none of the selected checks needs this step"
+    return None
+
+
+def select_steps(
+    playbook: Playbook, only: Sequence[str] = (), *, no_traffic: bool = False
+) -> tuple[Playbook, dict[int, str]]:
+    """The playbook narrowed for ``validate --checks ONLY`` and ``--no-traffic``, and the
+    steps to skip (index -> why, as the report says it).
+
+    ``--no-traffic`` keeps only ``collect`` and ``checks`` steps (read-only, like ``netq check
+    roce`` or ANTA's ``nrfu``) and drops the checks that need traffic. ``--checks`` runs only
+    those checks; the playbook's other steps (probes, perftest, …) run only if a selected
+    check needs traffic. Raises ValueError naming the conflict (the caller names the option).
+    """
+    wanted = list(only)
+    if no_traffic:
+        clash = [c for c in wanted if "traffic" in needs(c)]
+        if clash:
+            raise ValueError(f"{', '.join(clash)} need(s) traffic, which --no-traffic forbids")
+    _runnable(playbook, wanted)
+    traffic_wanted = not wanted or any("traffic" in needs(c) for c in wanted)
+    skip: dict[int, str] = {}
+    steps: list[Step] = []
+    for index, step in enumerate(playbook.steps):
+        kind = step.kind()
+        if kind == "checks":
+            assert step.checks is not None
+            ids, reason = _narrowed(step.checks, wanted, no_traffic)
+            step = step.model_copy(update={"checks": step.checks.model_copy(update={"ids": ids})})
+            if reason is not None:
+                skip[index] = reason
+        elif kind != "collect":
+            reason = _skip_reason(kind, no_traffic, traffic_wanted)
+            if reason is not None:
+                skip[index] = reason
+        steps.append(step)
+    return playbook.model_copy(update={"steps": steps}), skip
+
+
+def _runnable(playbook: Playbook, wanted: list[str]) -> None:
+    """Raise ValueError if the playbook runs none of some selected checks: asking for a check
+    the playbook cannot run must not turn into a run that quietly checks nothing."""
+    runnable: set[str] = set()
+    for step in playbook.steps:
+        if step.checks is not None:
+            runnable |= set(CATALOG) if step.checks.ids == "all" else set(step.checks.ids)
+    missing = [c for c in wanted if c not in runnable]
+    if missing:
+        runs = ", ".join(c for c in CATALOG if c in runnable) or "no check"
+        raise ValueError(
+            f"Expected: checks that playbook {playbook.name} runs ({runs}) "
+            f"Actual: {', '.join(missing)}"
+        )
+
+
+def _narrowed(
+    spec: ChecksSpec, wanted: list[str], no_traffic: bool
+) -> tuple[list[str], str | None]:
+    """A checks step's IDs after --checks/--no-traffic, and why it is skipped if none is left.
+    A step of ``ids: all`` runs exactly the selected checks (drill ones too, if asked for); a
+    step with its own list runs the selected ones that are on it."""
+    ids = step_check_ids(spec)
+    if wanted:
+        ids = list(wanted) if spec.ids == "all" else [c for c in wanted if c in ids]
+    if no_traffic:
+        ids = [c for c in ids if "traffic" not in needs(c)]
+    if ids:
+        return ids, None
+    if wanted:
+        return ids, f"--checks: none of {', '.join(wanted)} is run by this step"
+    return ids, "--no-traffic: every check of this step needs traffic"
+
+
 @dataclass
 class StepReport:
     name: str
@@ -235,6 +335,8 @@ class Report:
     rolled_back: list[DeviceResult] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
     error: str | None = None
+    # validate --checks/--no-traffic: what was asked for (the skipped steps say why)
+    selection: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -253,6 +355,7 @@ class Report:
             "applied": [r.as_dict() for r in self.applied],
             "rolled_back": [r.as_dict() for r in self.rolled_back],
             "recommendation": self.recommendation,
+            **({"selection": self.selection} if self.selection is not None else {}),
         }
 
 
@@ -339,12 +442,7 @@ class PlaybookRunner:
         if self.collected is None:
             self._collect(CollectSpec(window_s=0))
         assert self.collected is not None
-        # "all" is every check but the drill ones, which expect a storm to have happened.
-        ids = (
-            sorted(k for k, c in CATALOG.items() if "drill" not in c.categories)
-            if spec.ids == "all"
-            else spec.ids
-        )
+        ids = step_check_ids(spec)
         results: list[CheckResult] = []
         for check_id in ids:
             check = CATALOG[check_id](spec.inputs.get(check_id))
@@ -534,15 +632,21 @@ class PlaybookRunner:
 
     # ------------------------------------------------------------------ run
 
-    def run(self, playbook: Playbook) -> Report:
+    def run(self, playbook: Playbook, skip: Mapping[int, str] | None = None) -> Report:
+        """Run the steps in order; a step whose index is in ``skip`` is not run and is
+        reported as skipped with that reason (``validate --no-traffic``, ``--checks``)."""
         report = Report(playbook.name, self.intent.name, time.time())
         for index, step in enumerate(playbook.steps):
-            outcome = self._run_step(step, report)
+            if skip and index in skip:
+                name = step.name or step.kind()
+                outcome = StepReport(name, step.kind(), "skipped", {"reason": skip[index]})
+            else:
+                outcome = self._run_step(step, report)
             report.steps.append(outcome)
             if self.on_step:
                 self.on_step(outcome)
             if outcome.status in ("failure", "error") and step.stop_on_failure:
-                self._stop_after(playbook, index, report)
+                self._stop_after(playbook, index, report, skip or {})
                 break
         return report
 
@@ -572,11 +676,15 @@ class PlaybookRunner:
             "nccl": self._nccl,
         }
 
-    def _stop_after(self, playbook: Playbook, index: int, report: Report) -> None:
+    def _stop_after(
+        self, playbook: Playbook, index: int, report: Report, skip: Mapping[int, str]
+    ) -> None:
         """A step failed: the later steps are skipped, and what was applied is rolled back
-        when the playbook asks for it."""
-        for later in playbook.steps[index + 1 :]:
-            report.steps.append(StepReport(later.name or later.kind(), later.kind(), "skipped"))
+        when the playbook asks for it. A step that was to be skipped anyway keeps its reason."""
+        for later_index, later in enumerate(playbook.steps[index + 1 :], start=index + 1):
+            detail = {"reason": skip[later_index]} if later_index in skip else {}
+            name = later.name or later.kind()
+            report.steps.append(StepReport(name, later.kind(), "skipped", detail))
         if playbook.rollback_on_failure and self.before:
             self._rollback(report)
 

@@ -83,7 +83,7 @@ def test_plan_unknown_device_exits_2() -> None:
 def test_plan_table_shows_ports_headroom_and_nic() -> None:
     code, out, _ = run("plan", LAB, "--device", "leaf1", "--device", "h1")
     assert code == 0
-    for text in ("leaf1 ports", "Ethernet3", "6KB-18KB", "PFC vector", "00010000", "26→3"):
+    for text in ("leaf1 ports", "Ethernet3", "6000-18000 B", "PFC vector", "00010000", "26→3"):
         assert text in out, text
 
 

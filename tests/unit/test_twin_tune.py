@@ -4,6 +4,7 @@ the command, plus real tunes on a one-switch fabric (agent.twin.search)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -447,8 +448,8 @@ def test_cli_table_and_exit_0(paper_star: Path, tmp_path: Path) -> None:
     code, stdout, stderr = _invoke(str(paper_star), *FAST, "--write-override", str(out))
     assert code == 0, stderr
     assert "40G: ECN on the RoCE queue, 4, 3 and 2 senders" in stdout and "recommended" in stdout
-    assert "0 (current)" in stdout
-    assert "util (run)" in stdout  # the whole-run utilisation, a constraint of the queue objective
+    assert re.search(r"^ *0│.*│current; ", stdout, re.M)  # the fabric's own setting, marked
+    assert "(run) %" in stdout  # the whole-run utilisation, a constraint of the queue objective
     assert "40G: " in stdout and "the lowest p99 queue of the" in stdout
     assert "40G: full grid (at most 160 runs); " in stdout and " runs, 1 seeds" not in stdout
     assert f"roce-agent diff {paper_star}" in stdout and f"roce-agent apply {paper_star}" in stdout
@@ -510,3 +511,26 @@ def test_cli_bad_fabric_is_located(tmp_path: Path) -> None:
     code, _, stderr = _invoke(str(path))
     assert code == 2
     assert f"{path}:2" in stderr
+
+
+# ------------------------------------------------------------------- the table's width
+
+
+@pytest.mark.parametrize("width", [100, 120])
+def test_table_fits_the_width_without_cutting_a_cell(paper_tune: TuneResult, width: int) -> None:
+    from agent.app.tune import stage_table
+    from common.conventions import console
+
+    screen = console(width=width)
+    with screen.capture() as captured:
+        for speed in paper_tune.speeds:
+            for stage in speed.stages:
+                screen.print(stage_table(speed, stage, paper_tune.objective))
+    text = captured.get()
+    assert "…" not in text
+    assert all(len(line) <= width for line in text.splitlines())
+    # the ECN column whole on one line, every row: "150-1500 @100", "8.2-16.5 @1"
+    ecn = re.findall(r"│(\d+(?:\.\d)?-\d+(?:\.\d)? @\d+) *│", text)
+    rows = sum(1 for line in text.splitlines() if re.match(r"^ *\d+│", line))
+    assert rows and len(ecn) == rows
+    assert "recommended" in text  # the verdict is never folded mid-word
