@@ -167,7 +167,10 @@ def _cell(value: object) -> str:
     """A Markdown table cell: pipes escaped, lines joined, shown as code (so a name such as
     ``*leaf*`` or ``[x]`` stays literal in a ticket)."""
     text = printable(str(value)).replace("|", "\\|").replace("\n", " ")
-    return f"`{text}`" if text else ""
+    if not text:
+        return ""
+    # a backtick in the text needs a longer fence (https://github.github.com/gfm/#code-spans)
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 def render_markdown(results: list[DeviceResult], title: str, show_lines: bool) -> str:

@@ -499,6 +499,29 @@ def test_markdown_escapes_cells() -> None:
                        lines=["description a|b"])]  # fmt: skip
     text = change.render_markdown(results, "diff", show_lines=True)
     assert "`a\\|b`" in text
+    assert change._cell("x`y") == "`` x`y ``" and change._cell("") == ""
     assert "```\ndescription a|b\n```" in text  # the lines as sent, in a code block
     rows = [line for line in text.splitlines() if line.startswith("| `leaf1`")]
     assert len(rows) == 2 and all(row.count(" | ") == 4 for row in rows)
+
+
+def test_lab_status_prints_topology_names_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    from lab import cli as lab_cli
+
+    port = {"ifname": "eth1", "fabric_port": "Ethernet1", "ipv4": "198.18.0.1/31",
+            "mac": "02:00:00:00:00:01", "peer": "[red]h1[/red]:100:"}  # fmt: skip
+    switch = {"role": "leaf", "netns": "lab-leaf1", "netns_present": False, "kind": "lab-switch",
+              "mgmt_host": "127.0.0.1", "mgmt_port": 20001, "mgmt_state": "up", "alive": True,
+              "pid": 7, "vswitch": "ok", "interfaces": [port]}  # fmt: skip
+    host = {"role": "host", "netns": "lab-h1", "netns_present": True, "kind": "host",
+            "gateway": "198.18.0.0", "interfaces": []}  # fmt: skip
+    lab_cli._print_status({
+        "name": "pod:100:", "phase": "up", "healthy": False,
+        "nodes": {"[bold]leaf1": switch, "h1": host},
+        "credentials": {"username": "admin", "password": "admin"}, "password_env": "PW",
+        "state_dir": "/run/x", "fabric_file": "/run/x/fabric.yml",
+    })  # fmt: skip
+    out = capsys.readouterr().out
+    for text in ("lab pod:100:", "NOT healthy", "[bold]leaf1", "(missing)", "alive",
+                 "[red]h1[/red]:100:"):  # fmt: skip
+        assert text in out, out
