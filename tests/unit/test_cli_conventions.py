@@ -155,6 +155,14 @@ def test_every_output_option_has_o_and_known_formats(name: str, param: click.Par
     assert set(param.type.choices) <= {"table", "json", "markdown", "junit", "env", "yaml", "text"}
 
 
+@pytest.mark.parametrize(("name", "param"), OUTPUTS, ids=[n for n, _ in OUTPUTS])
+def test_an_unknown_format_exits_2_naming_the_option(name: str, param: click.Parameter) -> None:
+    path = name.rsplit(" ", 1)[0]
+    result = CliRunner().invoke(main, [*path.split()[1:], "-o", "nope", LAB])
+    assert result.exit_code == 2, result.output
+    assert "'-o' / '--output'" in result.output and "'nope'" in result.output, result.output
+
+
 def test_the_walk_finds_the_report_formats() -> None:
     formats = {name: set(p.type.choices) for name, p in OUTPUTS}  # type: ignore[attr-defined]
     assert {"markdown", "junit"} <= formats["roce-agent drift --output"]
@@ -525,3 +533,15 @@ def test_lab_status_prints_topology_names_literally(capsys: pytest.CaptureFixtur
     for text in ("lab pod:100:", "NOT healthy", "[bold]leaf1", "(missing)", "alive",
                  "[red]h1[/red]:100:"):  # fmt: skip
         assert text in out, out
+
+
+def test_lab_counters_print_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    from lab import cli as lab_cli
+
+    queue = {"tail_drops": 2, "ecn_marked": 3, "watermark_bytes": 1500}
+    port = {"rx_packets": 10, "tx_packets": 9, "drops": {"ttl": 1}, "queues": {"3": queue},
+            "pfc": {"tx_xoff": [0, 0, 0, 4], "rx_xoff": 5}}  # fmt: skip
+    lab_cli._print_counters("[bold]leaf1:100:", {"uptime_s": 7, "ports": {"eth1": port}})
+    out = capsys.readouterr().out
+    assert "[bold]leaf1:100: counters (uptime 7 s)" in out, out
+    assert "1500" in out and "eth1" in out
