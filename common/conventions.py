@@ -27,13 +27,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from common.clicktypes import Duration
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 ROLES = ("spine", "leaf", "host")
 # Width for tables written into a pipe or a file (CI logs): wide enough that nothing folds
 # in the common case; a terminal uses its own width, and tables fold cells to fit it.
 PIPE_WIDTH = 200
-FABRIC_PATH = click.Path(path_type=Path, dir_okay=False)
+# No existence or kind check here: the loader reports a missing file or a directory as
+# "error: FILE: …" like every other problem of the file (one format for editors and CI).
+FABRIC_PATH = click.Path(path_type=Path)
 
 
 def console(*, stderr: bool = False, width: int | None = None) -> Console:
@@ -105,14 +109,27 @@ def fabric_argument(command: F) -> F:
 def output_option(*choices: str, default: str = "table") -> Callable[[F], F]:
     """``-o/--output`` with the formats this command writes (``table`` first by default)."""
     formats = choices or ("table", "json")
+    known = [f"{name} {_FORMAT_USE[name]}" for name in formats if name in _FORMAT_USE]
     return click.option(
         "-o",
         "--output",
         type=click.Choice(formats),
         default=default,
         show_default=True,
-        help="table for people; json for tools; markdown for tickets; junit for CI.",
+        help=("; ".join(known) + ".") if known else "The output format.",
     )
+
+
+# What each format is for (the --output help lists only the command's own formats).
+_FORMAT_USE = {
+    "table": "for people",
+    "json": "for tools",
+    "yaml": "for files",
+    "markdown": "for tickets",
+    "junit": "for CI",
+    "env": "to source in a job script",
+    "text": "for people",
+}
 
 
 def device_options(command: F) -> F:
@@ -186,3 +203,43 @@ def examples(*lines: str) -> Callable[[F], F]:
         return command
 
     return decorate
+
+
+class BoundedDuration(Duration):
+    """A :class:`~common.clicktypes.Duration` with a lower bound too (``--confirm-timeout``
+    under 5 s would roll back before the readback could confirm)."""
+
+    def __init__(self, max_s: float, *, min_s: float = 0.0) -> None:
+        super().__init__(max_s)
+        self.min_s = min_s
+
+    def parse(self, value: str) -> float:
+        seconds = super().parse(value)
+        if seconds < self.min_s:
+            raise ValueError(
+                f"Expected: at least {self.min_s:g}s and at most {self.max_s:g}s Actual: {value!r}"
+            )
+        return seconds
+
+
+def duration(max_s: float, *, min_s: float = 0.0) -> Duration:
+    """The click type of a time option: a number *with its unit* (``10ms``, ``2s``); a bare
+    number exits 2 naming the option (see :class:`~common.clicktypes.Duration`)."""
+    return BoundedDuration(max_s, min_s=min_s) if min_s else Duration(max_s)
+
+
+def named_durations(values: Iterable[str], option: str, kind: Duration) -> dict[str, float]:
+    """``NAME=DURATION`` values (``leaf1=5s``) as seconds by name; a malformed one raises
+    :class:`click.BadParameter` naming ``option`` (exit 2)."""
+    result: dict[str, float] = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(
+                f"Expected: NAME=DURATION such as leaf1=5s Actual: {value!r}", param_hint=option
+            )
+        try:
+            result[name.strip()] = kind.parse(text)
+        except ValueError as exc:
+            raise click.BadParameter(f"{name.strip()}: {exc}", param_hint=option) from None
+    return result

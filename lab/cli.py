@@ -18,9 +18,10 @@ from typing import Any, TypeVar, cast
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from common.clicktypes import FiniteFloat
+from common.conventions import add_column, console, duration, examples, output_option, table
 from lab import runtime
 from lab.netns import CommandError
 from lab.state import STATE_DIR_ENV, LabError, LabState, state_dir_for
@@ -29,13 +30,17 @@ from lab.topology import TopologyError, load_topology
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "ROCE_LAB_DEBUG"
 
-group = click.Group(
-    "lab",
-    help=(
-        "Virtual lossless fabric: build a containerlab topology (*.clab.yml) out of network "
-        "namespaces, veth pairs and lab.vswitch software switches — no container engine needed."
-    ),
+
+@click.group("lab")
+@examples(
+    "roce-agent lab up containerlab/roce-leafspine.clab.yml",
+    "roce-agent lab status -o json",
+    "roce-agent lab fault add latency 'leaf1:eth1>spine1' --delay 5ms",
+    "roce-agent lab down",
 )
+def group() -> None:
+    """Virtual lossless fabric: build a containerlab topology (*.clab.yml) out of network
+    namespaces, veth pairs and lab.vswitch software switches — no container engine needed."""
 
 
 def _fail(message: str) -> None:
@@ -75,6 +80,9 @@ def _errors_exit_2(func: F) -> F:
     return cast(F, wrapper)
 
 
+# `fault add --delay`: the vswitch's added delay, at most a second (lab/faults.py).
+DELAY = duration(1.0)
+
 _state_dir_option = click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -84,14 +92,7 @@ _state_dir_option = click.option(
         f"env {STATE_DIR_ENV}]."
     ),
 )
-_output_option = click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Table for people, JSON for scripts.",
-)
+_output_option = output_option("table", "json")
 _lab_option = click.option(
     "--lab",
     "--name",
@@ -125,25 +126,39 @@ def _print_json(data: Any) -> None:
 
 
 def _console() -> Console:
-    return Console(soft_wrap=True)
+    # Names come from the topology file: printed literally (common/conventions.py).
+    return console()
+
+
+def _flagged(text: str, good: bool, bad_text: str = "") -> Text:
+    """``text`` in green when ``good``, else ``bad_text or text`` in red (styles, not
+    markup: nothing in a topology name can turn into markup)."""
+    return Text(text, style="green") if good else Text(bad_text or text, style="red")
 
 
 def _print_status(data: dict[str, Any]) -> None:
-    console = _console()
-    health = "[green]healthy[/]" if data["healthy"] else "[red]NOT healthy[/]"
-    console.print(f"[bold]lab {data['name']}[/] — phase {data['phase']}, {health}")
-    nodes = Table(title="nodes", title_justify="left")
-    for column in ("node", "role", "netns", "management", "vswitch"):
-        nodes.add_column(column)
-    links = Table(title="data plane", title_justify="left")
-    for column in ("node", "if", "port", "ipv4", "mac", "peer"):
-        links.add_column(column)
+    out = _console()
+    out.print(
+        Text.assemble(
+            (f"lab {data['name']}", "bold"),
+            f" — phase {data['phase']}, ",
+            _flagged("healthy", data["healthy"], "NOT healthy"),
+        )
+    )
+    nodes = table("nodes", "node", "role", "netns", "management", "vswitch", title_justify="left")
+    links = table("data plane", "node", "if", "port", "ipv4", "mac", "peer", title_justify="left")
     for name, node in data["nodes"].items():
-        netns_cell = node["netns"] + ("" if node["netns_present"] else " [red](missing)[/]")
+        netns_cell = Text(node["netns"])
+        if not node["netns_present"]:
+            netns_cell.append(" (missing)", style="red")
+        vswitch: str | Text
         if node["kind"] == "lab-switch":
             mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} (ssh {node['mgmt_state']})"
-            alive = "[green]alive[/]" if node["alive"] else "[red]dead[/]"
-            vswitch = f"pid {node['pid']} {alive}, ping {node['vswitch']}"
+            vswitch = Text.assemble(
+                f"pid {node['pid']} ",
+                _flagged("alive", node["alive"], "dead"),
+                f", ping {node['vswitch']}",
+            )
         elif "vm_state" in node:  # a VM host (roce.lab/rdma): SSH to the VM, its NIC process
             mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} (ssh to the {node['rdma']} VM)"
             vswitch = f"VM {node['vm_state']}, NIC {node['nic_state']}"
@@ -153,15 +168,15 @@ def _print_status(data: dict[str, Any]) -> None:
         nodes.add_row(name, node["role"], netns_cell, mgmt, vswitch)
         for i in node["interfaces"]:
             links.add_row(name, i["ifname"], i["fabric_port"], i["ipv4"], i["mac"], i["peer"])
-    console.print(nodes)
-    console.print(links)
+    out.print(nodes)
+    out.print(links)
     creds = data["credentials"]
-    console.print(
+    out.print(
         f"credentials: {creds['username']} / {creds['password']} "
         f"(the agent reads the password from ${data['password_env']})"
     )
-    console.print(f"state dir:   {data['state_dir']}")
-    console.print(f"fabric file: {data['fabric_file']}")
+    out.print(f"state dir:   {data['state_dir']}")
+    out.print(f"fabric file: {data['fabric_file']}")
 
 
 def _sum(values: Any) -> int:
@@ -169,20 +184,20 @@ def _sum(values: Any) -> int:
 
 
 def _print_counters(node: str, data: dict[str, Any]) -> None:
-    console = _console()
+    out = _console()
     ports = data.get("ports")
     if not isinstance(ports, dict):
         _print_json(data)
         return
-    console.print(f"[bold]{node}[/] counters (uptime {data.get('uptime_s', '?')} s)")
-    table = Table()
+    out.print(Text.assemble((node, "bold"), f" counters (uptime {data.get('uptime_s', '?')} s)"))
+    counters = table()
     # packets; drops = forwarding drops (ttl, no route, arp); tail = queue tail drops
     for column in ("port", "rx", "tx", "drops", "tail", "ecn", "xoff tx", "xoff rx", "max q B"):
-        table.add_column(column, justify="right" if column != "port" else "left")
+        add_column(counters, column, justify="right" if column != "port" else "left")
     for ifname, port in ports.items():
         queues = port.get("queues", {}) if isinstance(port, dict) else {}
         q = list(queues.values()) if isinstance(queues, dict) else []
-        table.add_row(
+        counters.add_row(
             ifname,
             str(port.get("rx_packets", "")),
             str(port.get("tx_packets", "")),
@@ -193,10 +208,14 @@ def _print_counters(node: str, data: dict[str, Any]) -> None:
             str(_sum(port.get("pfc", {}).get("rx_xoff", 0))),
             str(max((int(x.get("watermark_bytes", 0)) for x in q), default=0)),
         )
-    console.print(table)
+    out.print(counters)
 
 
 @group.command("up")
+@examples(
+    "roce-agent lab up containerlab/roce-leafspine.clab.yml",
+    "roce-agent lab up containerlab/roce-leafspine.clab.yml --lab pod1 -o json",
+)
 @click.argument("topology", type=click.Path(dir_okay=False, path_type=Path))
 @_lab_option
 @_state_dir_option
@@ -216,6 +235,11 @@ def up_command(topology: Path, lab_name: str | None, state_dir: Path | None, out
 
 
 @group.command("down")
+@examples(
+    "roce-agent lab down",
+    "roce-agent lab down containerlab/roce-leafspine.clab.yml",
+    "roce-agent lab down --lab pod1",
+)
 @click.argument("topology", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @_lab_option
 @_state_dir_option
@@ -249,6 +273,10 @@ def down_command(
 
 
 @group.command("status")
+@examples(
+    "roce-agent lab status",
+    "roce-agent lab status --lab pod1 -o json",
+)
 @click.argument("topology", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @_lab_option
 @_state_dir_option
@@ -267,6 +295,10 @@ def status_command(
 
 
 @group.command("counters")
+@examples(
+    "roce-agent lab counters leaf1",
+    "roce-agent lab counters spine1 -o json",
+)
 @click.argument("node")
 @_lab_option
 @_state_dir_option
@@ -284,15 +316,17 @@ def counters_command(node: str, lab_name: str | None, state_dir: Path | None, ou
 
 # --------------------------------------------------------------------------- faults
 
-fault_group = click.Group(
-    "fault",
-    help=(
-        "Break the running lab on purpose, by fabric element, and undo it: loss, corruption, "
-        "a link down, misclassification (config-visible or not), PFC ignored, a PFC storm, "
-        "latency. Lab only: nothing the agent sends to a switch can reach these."
-    ),
+
+@group.group("fault")
+@examples(
+    "roce-agent lab fault add loss 'leaf1:eth1>spine1' --percent 5",
+    "roce-agent lab fault list",
+    "roce-agent lab fault remove all",
 )
-group.add_command(fault_group)
+def fault_group() -> None:
+    """Break the running lab on purpose, by fabric element, and undo it: loss, corruption,
+    a link down, misclassification (config-visible or not), PFC ignored, a PFC storm,
+    latency. Lab only: nothing the agent sends to a switch can reach these."""
 
 
 def _fault_lab(topology: Path | None, lab_name: str | None, state_dir: Path | None) -> Any:
@@ -320,6 +354,11 @@ _topology_argument = click.argument(
     "add",
     epilog="\b\nKinds:\n" + _fault_kinds_help(),
 )
+@examples(
+    "roce-agent lab fault add loss 'leaf1:eth1>spine1' --percent 5",
+    "roce-agent lab fault add latency 'leaf1:eth3>h1' --delay 5ms",
+    "roce-agent lab fault add down leaf1:eth1",
+)
 @click.argument("kind")
 @click.argument("target")
 @_topology_argument
@@ -329,10 +368,14 @@ _topology_argument = click.argument(
     help="Share of frames hit (0 < P <= 100): loss, corrupt, icrc.",
 )
 @click.option(
-    "--ms",
-    type=FiniteFloat(0, 1000, min_open=True),
-    help="Added delay in ms (0 < M <= 1000): latency.",
+    "--delay",
+    type=DELAY,
+    help="Added delay, with its unit, at most 1s (5ms, 250us): latency.",
 )
+@click.option(
+    "--ms", "delay_alias", type=DELAY, hidden=True,
+    help="The old name of --delay (it now takes a unit too: --delay 5ms).",
+)  # fmt: skip
 @click.option(
     "--seed", type=int, help="Seed of the fault's random draws (default 1): reproducible runs."
 )
@@ -349,7 +392,8 @@ def fault_add_command(
     target: str,
     topology: Path | None,
     percent: float | None,
-    ms: float | None,
+    delay: float | None,
+    delay_alias: float | None,
     seed: int | None,
     dscp: int | None,
     tc: int | None,
@@ -362,6 +406,8 @@ def fault_add_command(
     from lab.faults import describe
 
     faults = _fault_lab(topology, lab_name, state_dir)
+    seconds = delay if delay is not None else delay_alias
+    ms = None if seconds is None else seconds * 1e3  # the fault records milliseconds
     fault = faults.add(kind, target, percent=percent, ms=ms, seed=seed, dscp=dscp, tc=tc)
     if output == "json":
         _print_json(fault.to_json())
@@ -370,6 +416,10 @@ def fault_add_command(
 
 
 @fault_group.command("remove")
+@examples(
+    "roce-agent lab fault remove f1",
+    "roce-agent lab fault remove all",
+)
 @click.argument("fault_id", metavar="ID|all")
 @_topology_argument
 @_lab_option
@@ -396,6 +446,10 @@ def fault_remove_command(
 
 
 @fault_group.command("list")
+@examples(
+    "roce-agent lab fault list",
+    "roce-agent lab fault list -o json",
+)
 @_topology_argument
 @_lab_option
 @_state_dir_option
@@ -414,15 +468,13 @@ def fault_list_command(
     if not faults:
         click.echo("no faults")
         return
-    table = Table()
-    for column in ("id", "kind", "target", "parameters", "done"):
-        table.add_column(column)
+    listing = table(None, "id", "kind", "target", "parameters", "done")
     for fault in faults:
         params = " ".join(
             f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in fault.params.items()
         )
-        table.add_row(fault.id, fault.kind, fault.target, params, describe(fault))
-    _console().print(table)
+        listing.add_row(fault.id, fault.kind, fault.target, params, describe(fault))
+    _console().print(listing)
 
 
 if __name__ == "__main__":

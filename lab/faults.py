@@ -273,9 +273,9 @@ class _Rule:
     def check(self, name: str, value: Any) -> None:
         if not self._is_kind(value):
             expected = "a whole number" if self.whole else "a number"
-            raise FaultError(f"--{name}: Expected: {expected}. Actual: {value!r}")
+            raise FaultError(f"{_flag(name)}: Expected: {expected}. Actual: {value!r}")
         if self.low is not None and not self._in_range(value):
-            raise FaultError(f"--{name}: Expected: {self.what}. Actual: {value:g}")
+            raise FaultError(f"{_flag(name)}: Expected: {self.what}. Actual: {value:g}")
 
     def _is_kind(self, value: Any) -> bool:
         if isinstance(value, bool):  # JSON's true is not 1
@@ -288,6 +288,15 @@ class _Rule:
         assert self.low is not None
         too_low = value <= self.low if self.low_exclusive else value < self.low
         return not too_low and value <= self.high
+
+
+# The command-line option of each parameter where it differs (`fault add --delay 5ms`
+# sets ms): errors name what the user typed.
+OPTION_NAMES = {"ms": "delay"}
+
+
+def _flag(name: str) -> str:
+    return f"--{OPTION_NAMES.get(name, name)}"
 
 
 PARAMETER_RULES: dict[str, _Rule] = {
@@ -319,10 +328,10 @@ def _check_names(kind: str, spec: KindSpec, values: Mapping[str, Any]) -> None:
         if name not in PARAMETERS:
             raise FaultError(f"{kind}: unknown parameter {name!r}")
         if name not in spec.allowed:
-            takes = ", ".join(f"--{p}" for p in sorted(spec.allowed)) or "no parameters"
-            raise FaultError(f"--{name}: does not apply to {kind}. Expected: {takes}")
+            takes = ", ".join(_flag(p) for p in sorted(spec.allowed)) or "no parameters"
+            raise FaultError(f"{_flag(name)}: does not apply to {kind}. Expected: {takes}")
     for name in sorted(spec.required - set(values)):
-        raise FaultError(f"--{name}: {kind} needs it")
+        raise FaultError(f"{_flag(name)}: {kind} needs it")
 
 
 # --------------------------------------------------------------------------- planning

@@ -38,10 +38,10 @@ $AGENT check "$FABRIC"
 $AGENT plan "$FABRIC" --device leaf2 --device h3
 
 step "pairwise: every host pair at 1 Mb/s through leaf-spine-leaf"
-$AGENT probe pairwise --fabric "$FABRIC" --rate 1M --duration 2
+$AGENT probe pairwise "$FABRIC" --rate 1M --duration 2s
 
 step "incast h1,h2 -> h3 at line rate with the switches' factory QoS (PFC off, ECN off)"
-if $AGENT probe incast --fabric "$FABRIC" --to h3 --from h1,h2 --duration 2; then
+if $AGENT probe incast "$FABRIC" --to h3 --from h1,h2 --duration 2s; then
     echo "unexpected: no loss without PFC" >&2
     exit 1
 fi
@@ -136,7 +136,7 @@ fi
 step "collective: a ring all-reduce of 400 KB among h1-h4 (nccl-tests' size), in the lab and in the twin"
 echo "(each host sends its 100 KB chunk to the next once the previous step arrived: 6 steps;"
 echo " the twin runs the same ring on the same fabric file; more than 15 % apart fails the check)"
-$AGENT probe allreduce --fabric "$TUNED" --hosts h1,h2,h3,h4 --size 400KB --output json >"$STATE_DIR/ring.json" || true
+$AGENT probe allreduce "$TUNED" --hosts h1,h2,h3,h4 --size 400KB --output json >"$STATE_DIR/ring.json" || true
 "$PYTHON" - "$STATE_DIR/ring.json" <<'EOF_PY'
 import json, sys
 ring = json.load(open(sys.argv[1]))

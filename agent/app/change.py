@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import click
 from rich.console import Console
@@ -27,11 +30,24 @@ from agent.device.push import state_dir as resolve_state_dir
 from agent.device.state import Difference
 from agent.errors import AgentError, printable
 from agent.intent.loader import load_fabric
-from common.clicktypes import FiniteFloat
-
-DEVICES = click.option(
-    "--device", "devices", multiple=True, metavar="NAME", help="Only this device (repeatable)."
+from agent.intent.model import Device
+from common.conventions import (
+    add_column,
+    console,
+    device_options,
+    duration,
+    examples,
+    output_option,
+    select_devices,
+    table,
 )
+
+DEVICES = device_options
+# diff and drift: markdown pastes into a ticket or a pull request; drift's junit makes each
+# device a test case a CI server shows (a difference is a failure, an unreadable device an
+# error). apply keeps table|json: its result is a run log, not a report to file.
+REPORT = output_option("table", "json", "markdown")
+DRIFT_REPORT = output_option("table", "json", "markdown", "junit")
 STATE_DIR = click.option(
     "--state-dir",
     type=click.Path(path_type=Path, file_okay=False),
@@ -40,7 +56,25 @@ STATE_DIR = click.option(
 
 
 def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    return console()
+
+
+def choose(pusher: Pusher, patterns: Sequence[str], roles: Sequence[str]) -> list[Device]:
+    """The devices ``--device`` (names or globs) and ``--role`` select; all switches when
+    neither is given (hosts only where the pusher includes them)."""
+    if not patterns and not roles:
+        return pusher.select(())
+    names = select_devices(((d.name, d.role) for d in pusher.intent.devices), patterns, roles)
+    if not pusher.include_hosts:
+        hosts = {d.name for d in pusher.intent.devices if d.role == "host"}
+        names = [n for n in names if n not in hosts]
+        if not names:
+            raise click.BadParameter(
+                "Expected: a switch Actual: only hosts selected (host NICs are configured "
+                "with apply --include-hosts)",
+                param_hint="'--device' / '--role'",
+            )
+    return pusher.select(names)
 
 
 def _grouped(differences: list[Difference]) -> list[Difference]:
@@ -83,27 +117,26 @@ def _grouped(differences: list[Difference]) -> list[Difference]:
 
 
 def _differences_table(results: list[DeviceResult], title: str) -> Table:
-    table = Table(title=title)
-    for column in ("device", "interface", "setting", "expected", "actual"):
-        table.add_column(column)
+    differences = table(title, "device", "interface", "setting", "expected", "actual")
     for result in results:
         for item in _grouped(result.differences):
-            table.add_row(
+            differences.add_row(
                 item.device,
                 item.interface or "-",
                 item.setting,
                 str(item.expected),
                 str(item.actual),
             )
-    return table
+    return differences
 
 
 def _summary_table(results: list[DeviceResult], title: str) -> Table:
-    table = Table(title=title)
+    summary = table(title)
     for column in ("device", "platform", "changes", "result", "duration", "detail"):
-        table.add_column(column, justify="right" if column in ("changes", "duration") else "left")
+        right = column in ("changes", "duration")
+        add_column(summary, column, justify="right" if right else "left")
     for result in results:
-        table.add_row(
+        summary.add_row(
             result.device,
             result.platform,
             str(len(result.differences)),
@@ -111,16 +144,14 @@ def _summary_table(results: list[DeviceResult], title: str) -> Table:
             f"{result.duration_s:.1f} s",
             result.error or (result.session or ""),
         )
-    return table
+    return summary
 
 
 def _pending_table(results: list[DeviceResult], title: str) -> Table:
-    table = Table(title=title)
-    for column in ("device", "session", "kind", "state", "user", "age", "rolls back in"):
-        table.add_column(column)
+    pending = table(title, "device", "session", "kind", "state", "user", "age", "rolls back in")
     for result in results:
         for session in result.pending:
-            table.add_row(
+            pending.add_row(
                 session.device,
                 session.name,
                 session.kind,
@@ -129,12 +160,80 @@ def _pending_table(results: list[DeviceResult], title: str) -> Table:
                 "?" if session.age_s is None else f"{session.age_s:.0f} s",
                 "-" if session.rollback_in_s is None else f"{session.rollback_in_s:.0f} s",
             )
-    return table
+    return pending
+
+
+def _cell(value: object) -> str:
+    """A Markdown table cell: pipes escaped, lines joined, shown as code (so a name such as
+    ``*leaf*`` or ``[x]`` stays literal in a ticket)."""
+    text = printable(str(value)).replace("|", "\\|").replace("\n", " ")
+    if not text:
+        return ""
+    # a backtick in the text needs a longer fence (https://github.github.com/gfm/#code-spans)
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+def render_markdown(results: list[DeviceResult], title: str, show_lines: bool) -> str:
+    """Differences, pending sessions and the per-device result as GitHub Markdown tables
+    (https://github.github.com/gfm/#tables-extension-): for a ticket or a pull request."""
+    out = [f"### roce-agent {title}", "", "| device | platform | result | changes | detail |",
+           "|---|---|---|---:|---|"]  # fmt: skip
+    for r in results:
+        detail = r.error or r.session or ""
+        out.append(f"| {_cell(r.device)} | {r.platform} | {r.result} | "
+                   f"{len(r.differences)} | {_cell(detail)} |")  # fmt: skip
+    rows = [item for r in results for item in _grouped(r.differences)]
+    if rows:
+        out += ["", "| device | interface | setting | expected | actual |", "|---|---|---|---|---|"]
+        out += [f"| {_cell(i.device)} | {_cell(i.interface or '-')} | {_cell(i.setting)} | "
+                f"{_cell(i.expected)} | {_cell(i.actual)} |" for i in rows]  # fmt: skip
+    for r in results:
+        out += [f"- {r.device}: pending {p.describe()}" for p in r.pending]
+        out += [f"- {r.device}: {printable(note)}" for note in r.notes]
+    for r in results:
+        if show_lines and r.lines:
+            out += ["", f"{r.device} would receive:", "", "```", *r.lines, "```"]
+    return "\n".join(out) + "\n"
+
+
+def render_junit(results: list[DeviceResult], title: str) -> str:
+    """JUnit XML (the schema Jenkins and GitLab read,
+    https://github.com/testmoapp/junitxml): one test case per device; a difference or a
+    pending session is a failure, a device that could not be read an error."""
+    suite = ElementTree.Element("testsuite", name=f"roce-agent {title}", tests=str(len(results)))
+    failures = errors = 0
+    for r in results:
+        case = ElementTree.SubElement(
+            suite, "testcase", classname=f"roce-agent.{title}", name=r.device,
+            time=f"{r.duration_s:.3f}",
+        )  # fmt: skip
+        if r.result in ("unreachable", "failed", "unknown"):
+            errors += 1
+            error = ElementTree.SubElement(case, "error", message=f"{r.result}: {r.error or ''}")
+            error.text = printable(r.error or r.result)
+        elif r.differences or r.pending:
+            failures += 1
+            lines = [f"{i.interface or '-'} {i.setting}: Expected: {i.expected} "
+                     f"Actual: {i.actual}" for i in _grouped(r.differences)]  # fmt: skip
+            lines += [f"pending {p.describe()}" for p in r.pending]
+            failure = ElementTree.SubElement(
+                case, "failure", message=f"{len(r.differences)} difference(s) from the intent"
+            )
+            failure.text = printable("\n".join(lines), keep_newlines=True)
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def _emit(results: list[DeviceResult], output: str, title: str, show_lines: bool) -> None:
     if output == "json":
         click.echo(json.dumps({"devices": [r.as_dict() for r in results]}, indent=2))
+        return
+    if output == "markdown":
+        click.echo(render_markdown(results, title, show_lines), nl=False)
+        return
+    if output == "junit":
+        click.echo(render_junit(results, title), nl=False)
         return
     console = _console()
     if any(r.differences for r in results):
@@ -143,41 +242,55 @@ def _emit(results: list[DeviceResult], output: str, title: str, show_lines: bool
         console.print(_pending_table(results, f"{title}: pending sessions (not final)"))
     for result in results:
         for note in result.notes:
-            console.print(f"{result.device}: {note}", markup=False, highlight=False)
+            console.print(f"{result.device}: {note}")
     if show_lines:
         for result in results:
             if result.lines:
-                console.print(f"[bold]{result.device}[/bold] would receive:")
-                console.print("\n".join(result.lines), markup=False, highlight=False)
+                console.print(f"{result.device} would receive:", style="bold")
+                console.print("\n".join(result.lines))
     console.print(_summary_table(results, title))
 
 
 @click.command("diff")
+@examples(
+    "roce-agent diff fabric.yml",
+    "roce-agent diff fabric.yml --device 'leaf*' -o markdown > ticket.md",
+    "roce-agent diff fabric.yml --role spine -o json",
+)
 @FABRIC
 @DEVICES
-@OUTPUT
+@REPORT
 @click.option("--parallelism", type=int, default=DEFAULT_PARALLELISM, show_default=True)
 @handle_errors
-def diff_command(fabric: Path, devices: tuple[str, ...], output: str, parallelism: int) -> None:
+def diff_command(
+    fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output: str, parallelism: int
+) -> None:
     """Show what would change on each switch (and the lines that would be sent). Exit 0."""
     pusher = Pusher.for_intent(load_fabric(fabric).intent)
-    results = pusher.inspect_all(pusher.select(devices), parallelism)
+    results = pusher.inspect_all(choose(pusher, devices, roles), parallelism)
     _emit(results, output, "diff", show_lines=True)
     if results and all(r.result in ("unreachable", "failed") for r in results):
         sys.exit(EXIT_ERROR)
 
 
 @click.command("drift")
+@examples(
+    "roce-agent drift fabric.yml",
+    "roce-agent drift fabric.yml --role leaf -o junit > drift.xml",
+    "roce-agent drift fabric.yml --device 'spine*' -o markdown",
+)
 @FABRIC
 @DEVICES
-@OUTPUT
+@DRIFT_REPORT
 @click.option("--parallelism", type=int, default=DEFAULT_PARALLELISM, show_default=True)
 @handle_errors
-def drift_command(fabric: Path, devices: tuple[str, ...], output: str, parallelism: int) -> None:
+def drift_command(
+    fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output: str, parallelism: int
+) -> None:
     """Compare every switch with the intent: exit 1 listing every difference, 0 if none,
     2 if a device could not be read."""
     pusher = Pusher.for_intent(load_fabric(fabric).intent)
-    results = pusher.inspect_all(pusher.select(devices), parallelism)
+    results = pusher.inspect_all(choose(pusher, devices, roles), parallelism)
     _emit(results, output, "drift", show_lines=False)
     pending = [p for r in results for p in r.pending]
     for session in pending:
@@ -190,6 +303,11 @@ def drift_command(fabric: Path, devices: tuple[str, ...], output: str, paralleli
 
 
 @click.command("apply")
+@examples(
+    "roce-agent apply fabric.yml --dry-run",
+    "roce-agent apply fabric.yml --yes --role leaf --canary 2",
+    "roce-agent apply fabric.yml --yes --device 'leaf1*' --confirm-timeout 120s",
+)
 @FABRIC
 @DEVICES
 @click.option("--dry-run", is_flag=True, help="Show the changes; open no session.")
@@ -210,18 +328,18 @@ def drift_command(fabric: Path, devices: tuple[str, ...], output: str, paralleli
 )
 @click.option(
     "--confirm-timeout",
-    type=click.IntRange(5, 3600),
-    default=300,
+    type=duration(3600, min_s=5),
+    default="300s",
     show_default=True,
-    help="Seconds the device waits for confirmation before rolling back.",
+    help="How long the device waits for confirmation before rolling back (5s to 1h; "
+    "whole seconds, rounded up).",
 )
 @click.option(
     "--hold",
     "hold_s",
-    type=FiniteFloat(0, 3600),
-    default=0,
-    metavar="SECONDS",
-    help="Rollback drill: hold each change unconfirmed this long.",
+    type=duration(3600),
+    default=None,
+    help="Rollback drill: hold each change unconfirmed this long (e.g. 60s).",
 )
 @click.option(
     "--pending",
@@ -234,10 +352,9 @@ def drift_command(fabric: Path, devices: tuple[str, ...], output: str, paralleli
 )
 @click.option(
     "--pending-timeout",
-    type=FiniteFloat(0, 3600),
-    default=360,
+    type=duration(3600),
+    default="360s",
     show_default=True,
-    metavar="SECONDS",
     help="How long --pending wait waits before failing the device.",
 )
 @click.option("--include-hosts", is_flag=True, help="Also configure host NICs (opt-in).")
@@ -248,12 +365,13 @@ def drift_command(fabric: Path, devices: tuple[str, ...], output: str, paralleli
 def apply_command(
     fabric: Path,
     devices: tuple[str, ...],
+    roles: tuple[str, ...],
     dry_run: bool,
     canary: int,
     batch_size: int,
     parallelism: int,
-    confirm_timeout: int,
-    hold_s: float,
+    confirm_timeout: float,
+    hold_s: float | None,
     pending_policy: str,
     pending_timeout: float,
     include_hosts: bool,
@@ -270,26 +388,27 @@ def apply_command(
     pusher = Pusher.for_intent(
         intent,
         resolve_state_dir(state_dir),
-        confirm_timeout_s=confirm_timeout,
+        # The switches' commit timers count whole seconds (EOS `commit timer hh:mm:ss`).
+        confirm_timeout_s=math.ceil(confirm_timeout),
         include_hosts=include_hosts,
-        hold_before_confirm_s=hold_s,
+        hold_before_confirm_s=hold_s or 0.0,
         pending_policy=pending_policy,
         pending_timeout_s=pending_timeout,
     )
-    selected = pusher.select(devices)
+    selected = choose(pusher, devices, roles)
     if not dry_run and not yes:
         if not sys.stdin.isatty():
             raise AgentError("apply changes devices: pass --yes (or run --dry-run first)")
         click.confirm(f"Apply the intent to {len(selected)} device(s)?", abort=True)
-    console = Console(stderr=True, highlight=False)
+    err = console(stderr=True)
     with Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        console=err,
         transient=True,
-        disable=output == "json" or not console.is_terminal,
+        disable=output == "json" or not err.is_terminal,
     ) as progress:
         task = progress.add_task("apply" if not dry_run else "dry run", total=len(selected))
         results = pusher.apply_all(
@@ -306,6 +425,11 @@ def apply_command(
 
 
 @click.command("audit")
+@examples(
+    "roce-agent audit",
+    "roce-agent audit --incomplete -o json",
+    "roce-agent audit --state-dir /var/lib/roce-agent",
+)
 @click.option("--incomplete", is_flag=True, help="Only attempts with an intent and no result.")
 @STATE_DIR
 @OUTPUT
@@ -324,9 +448,10 @@ def audit_command(incomplete: bool, state_dir: Path | None, output: str) -> None
         what = "no incomplete attempt" if incomplete else "no change attempt"
         _console().print(Text(f"audit: {printable(str(log.path))}: {what}"))
     else:
-        table = Table(title=Text(f"audit: {printable(str(log.path))}"))
-        for column in ("time", "attempt", "device", "session", "operator", "status", "detail"):
-            table.add_column(column)
+        attempts_table = table(
+            f"audit: {printable(str(log.path))}",
+            "time", "attempt", "device", "session", "operator", "status", "detail",
+        )  # fmt: skip
         for row in rows:
             who = row["operator"].get("user", "?")
             if row["operator"].get("claimed_sudo_user"):
@@ -334,8 +459,8 @@ def audit_command(incomplete: bool, state_dir: Path | None, output: str) -> None
             cells = (row["time"], row["attempt"][:12], row["device"], row["session"] or "",
                      who, row["status"], row["detail"])  # fmt: skip
             # The log is a file on disk: its text is shown, never taken as rich markup.
-            table.add_row(*(Text(printable(str(cell))) for cell in cells))
-        _console().print(table)
+            attempts_table.add_row(*(Text(printable(str(cell))) for cell in cells))
+        _console().print(attempts_table)
     if incomplete and rows:
         sys.exit(EXIT_FAILED)
 

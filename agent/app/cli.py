@@ -8,25 +8,23 @@ line each on stderr — never a traceback unless ``--debug`` asks for it.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import ClassVar, cast
 
 import click
-from rich.console import Console
 
 from agent import __version__
 from agent.app.change import apply_command, audit_command, diff_command, drift_command
 from agent.app.exporter import exporter_command
-from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, handle_errors
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
 from agent.app.tune import tune_command
 from agent.app.twin import twin_command
 from agent.app.validate import run_command, serve_command, validate_command
 from agent.device import hostkeys
-from agent.errors import AgentError
 from agent.intent.loader import LoadedFabric, load_fabric
 from agent.intent.plan import Plan, build_plan
 from agent.intent.plan_tables import render_plan_tables
+from common.conventions import console, device_options, examples, select_devices
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "main"]
 
@@ -91,6 +89,12 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@examples(
+    "roce-agent check fabric.yml",
+    "roce-agent plan fabric.yml --role leaf",
+    "roce-agent apply fabric.yml --dry-run",
+    "roce-agent drift fabric.yml -o junit > drift.xml",
+)
 @click.version_option(__version__, "--version", prog_name="roce-agent")
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
 @click.option(
@@ -113,17 +117,12 @@ def main(debug: bool, trust_on_first_use: bool) -> None:
         hostkeys.configure(trust_on_first_use=True)
 
 
-def _select(plan: Plan, devices: tuple[str, ...]) -> Plan:
-    if not devices:
+def _select(plan: Plan, patterns: tuple[str, ...], roles: tuple[str, ...] = ()) -> Plan:
+    """The plan of the devices ``--device`` (names or globs) and ``--role`` select."""
+    if not patterns and not roles:
         return plan
-    known = {d.name for d in plan.devices}
-    unknown = [d for d in devices if d not in known]
-    if unknown:
-        raise AgentError(
-            f"--device: no device named {', '.join(repr(u) for u in unknown)} in the fabric "
-            f"(known: {', '.join(sorted(known))})"
-        )
-    return plan.model_copy(update={"devices": [d for d in plan.devices if d.name in devices]})
+    chosen = set(select_devices(((d.name, d.role) for d in plan.devices), patterns, roles))
+    return plan.model_copy(update={"devices": [d for d in plan.devices if d.name in chosen]})
 
 
 def _load(fabric: Path) -> LoadedFabric:
@@ -131,7 +130,11 @@ def _load(fabric: Path) -> LoadedFabric:
 
 
 @main.command()
-@click.argument("fabric", type=click.Path(path_type=Path))
+@examples(
+    "roce-agent check fabric.yml",
+    "roce-agent check playbooks/fabrics/pod-400g.yml && roce-agent plan pod-400g.yml",
+)
+@FABRIC
 @handle_errors
 def check(fabric: Path) -> None:
     """Validate FABRIC and its profile without touching any device.
@@ -149,32 +152,28 @@ def check(fabric: Path) -> None:
 
 
 @main.command()
-@click.argument("fabric", type=click.Path(path_type=Path))
-@click.option(
-    "--device", "devices", multiple=True, metavar="NAME", help="Only this device (repeatable)."
+@examples(
+    "roce-agent plan fabric.yml",
+    "roce-agent plan fabric.yml --device 'leaf*' --device spine1",
+    "roce-agent plan fabric.yml --role host -o json | jq '.devices[].name'",
 )
-@click.option(
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table for people, json for tools.",
-)
+@FABRIC
+@device_options
+@OUTPUT
 @handle_errors
-def plan(fabric: Path, devices: tuple[str, ...], output: str) -> None:
+def plan(fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output: str) -> None:
     """Show the desired state computed from FABRIC, per device and port.
 
     DSCP→priority map, PFC priorities, PFC headroom (xoff/xon/size from speed, cable and
     MTU), pause threshold, ECN thresholds, watchdog, ETS and host NIC (DCQCN) settings.
     Nothing is connected to.
     """
-    desired = _select(build_plan(_load(fabric).intent), devices)
+    desired = _select(build_plan(_load(fabric).intent), devices, roles)
     if output == "json":
         click.echo(json.dumps(desired.model_dump(mode="json"), indent=2))
     else:
-        # Pipes and CI logs get wide tables instead of 80-column wrapping.
-        width = None if sys.stdout.isatty() else 200
-        render_plan_tables(desired, Console(highlight=False, width=width))
+        # Literal text (a description is never markup); pipes and CI logs get wide tables.
+        render_plan_tables(desired, console())
 
 
 main.add_command(diff_command)

@@ -15,36 +15,27 @@ from types import FrameType
 
 import click
 
-from agent.app.support import handle_errors
+from agent.app.support import FABRIC, handle_errors
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.shard import ShardError, parse_shard
-from common.clicktypes import FiniteFloat
+from common.conventions import duration, examples, named_durations
 
-INTERVAL = FiniteFloat(0, 86400, min_open=True)
-TIMEOUT = FiniteFloat(0, 3600, min_open=True)
+INTERVAL = duration(86400)
+TIMEOUT = duration(3600)
 
 
 def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
-    intervals = {}
-    for value in values:
-        name, sep, seconds = value.partition("=")
-        if not sep or not name:
-            raise AgentError(f"--device-interval {value!r}: expected NAME=SECONDS")
-        try:
-            intervals[name] = INTERVAL.parse(seconds)
-        except ValueError as exc:
-            raise AgentError(f"--device-interval {value!r}: seconds: {exc}") from None
-    return intervals
+    return named_durations(values, "'--device-interval'", INTERVAL)
 
 
 @click.command("exporter")
-@click.option(
-    "--fabric",
-    type=click.Path(path_type=Path, dir_okay=False),
-    required=True,
-    help="The fabric file whose switches are polled.",
+@examples(
+    "roce-agent exporter fabric.yml",
+    "roce-agent exporter fabric.yml --listen :9417 --interval 30s --device-interval leaf1=5s",
+    "roce-agent exporter fabric.yml --shard 1/4 --timeout 5s",
 )
+@FABRIC
 @click.option(
     "--listen",
     default="127.0.0.1:9417",
@@ -55,24 +46,22 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
 @click.option(
     "--interval",
     type=INTERVAL,
-    default=15.0,
+    default="15s",
     show_default=True,
-    metavar="S",
-    help="Seconds between two polls of a switch.",
+    help="Time between two polls of a switch, with its unit (15s, 500ms).",
 )
 @click.option(
     "--device-interval",
     "device_intervals",
     multiple=True,
-    metavar="NAME=S",
-    help="Another interval for one switch (repeatable).",
+    metavar="NAME=DURATION",
+    help="Another interval for one switch, e.g. leaf1=5s (repeatable).",
 )
 @click.option(
     "--timeout",
     type=TIMEOUT,
-    default=10.0,
+    default="10s",
     show_default=True,
-    metavar="S",
     help="A poll longer than this counts as failed (reason timeout); the device reads down.",
 )
 @click.option(
@@ -171,6 +160,7 @@ def exporter_command(
     if not verbose:
         # paramiko logs every failed banner read at ERROR; the poller's own warning says it.
         logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    intervals = _device_intervals(device_intervals)  # bad input exits 2 before any work
     try:
         shard = parse_shard(shard_spec)
     except ShardError as exc:
@@ -188,7 +178,7 @@ def exporter_command(
         intent,
         listen=address,
         interval_s=interval,
-        device_intervals=_device_intervals(device_intervals),
+        device_intervals=intervals,
         timeout_s=timeout,
         concurrency=concurrency,
         web_config=web,

@@ -21,16 +21,15 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
 from agent.errors import printable
 from agent.intent.loader import load_fabric
 from agent.observe.locate.gather import LocateRun, as_json, run_locate
-from common.clicktypes import FiniteFloat
+from common.conventions import add_column, console, duration, examples, output_option, table
 
-SECONDS = FiniteFloat(0, 3600, min_open=True)
+SECONDS = duration(3600)
 
 
 # --------------------------------------------------------------------------- output
@@ -59,11 +58,12 @@ def render_markdown(run: LocateRun) -> str:
 
 def render_table(run: LocateRun, console: Console) -> None:
     verdict = run.verdict
-    table = Table(title=Text(printable(f"locate: {verdict.as_dict()['summary']}")))
+    suspects = table(printable(f"locate: {verdict.as_dict()['summary']}"))
     for column in ("rank", "kind", "element", "confidence", "evidence"):
-        table.add_column(column, justify="right" if column in ("rank", "confidence") else "left")
+        right = column in ("rank", "confidence")
+        add_column(suspects, column, justify="right" if right else "left")
     for rank, suspect in enumerate(verdict.suspects, start=1):
-        table.add_row(
+        suspects.add_row(
             str(rank),
             suspect.kind,
             Text(printable(suspect.element)),
@@ -71,7 +71,7 @@ def render_table(run: LocateRun, console: Console) -> None:
             Text(printable("\n".join(suspect.evidence))),
         )
     if verdict.suspects:
-        console.print(table)
+        console.print(suspects)
     console.print(
         Text(
             printable(
@@ -86,13 +86,20 @@ def render_table(run: LocateRun, console: Console) -> None:
 
 
 @click.command("locate")
+@examples(
+    "roce-agent locate fabric.yml",
+    "roce-agent locate fabric.yml --duration 10s --load",
+    "roce-agent locate fabric.yml -o markdown > incident.md",
+)
 @FABRIC
 @click.option(
-    "--duration", type=SECONDS, default=5.0, show_default=True, help="Seconds of mesh probing."
+    "--duration",
+    type=SECONDS,
+    default="5s",
+    show_default=True,
+    help="Mesh probing time, with its unit (5s, 500ms).",
 )
-@click.option(
-    "--output", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True
-)
+@output_option("table", "json", "markdown")
 @click.option(
     "--rate-per-host",
     "rate_per_host",
@@ -126,5 +133,5 @@ def locate_command(
     elif output == "markdown":
         click.echo(render_markdown(run))
     else:
-        render_table(run, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
+        render_table(run, console())
     sys.exit(EXIT_FAILED if run.verdict.fault_found else EXIT_OK)

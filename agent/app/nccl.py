@@ -32,7 +32,6 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
 from agent.errors import printable
@@ -40,6 +39,7 @@ from agent.intent.loader import load_fabric
 from agent.intent.model import Device, FabricIntent
 from agent.observe.hostfacts import HostFacts, collect_many
 from agent.observe.jobenv import NCCL_ENV_DOC, HostEnvironment, job_environment
+from common.conventions import console, examples, output_option, table
 
 # Where each variable's value comes from (the table's third column); docs/job-environment.md.
 ORIGIN = {
@@ -58,7 +58,7 @@ ORIGIN = {
 
 
 def _stderr() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return console(stderr=True)
 
 
 # --------------------------------------------------------------------------- selection
@@ -139,28 +139,28 @@ def render_json(intent: FabricIntent, envs: Sequence[HostEnvironment]) -> str:
     return json.dumps(document, indent=2)
 
 
-def render_table(envs: Sequence[HostEnvironment], console: Console) -> None:
+def render_table(envs: Sequence[HostEnvironment], out: Console) -> None:
     for env in envs:
-        table = Table(
-            title=f"{env.host}: {'ready' if env.ok else 'NOT READY'}", title_justify="left"
+        variables = table(
+            f"{env.host}: {'ready' if env.ok else 'NOT READY'}",
+            "variable",
+            "value",
+            "from",
+            title_justify="left",
         )
-        table.add_column("variable")
-        table.add_column("value")
-        table.add_column("from")
         for name, value in env.variables.items():
-            table.add_row(name, value, ORIGIN.get(name, ""))
-        console.print(table)
+            variables.add_row(name, value, ORIGIN.get(name, ""))
+        out.print(variables)
         for port in env.ports:
             if port.gid is not None:
-                console.print(
+                out.print(
                     f"  {port.port.device}:{port.port.ib_port} ({port.port.netdev}): GID "
-                    f"{port.gid.describe()}",
-                    markup=False,
+                    f"{port.gid.describe()}"
                 )
         for problem in env.problems:
-            console.print(f"  problem: {problem}", markup=False)
+            out.print(f"  problem: {problem}")
         for note in env.notes:
-            console.print(f"  note: {note}", markup=False)
+            out.print(f"  note: {note}")
 
 
 def report_problems(envs: Sequence[HostEnvironment]) -> None:
@@ -181,15 +181,17 @@ def report_problems(envs: Sequence[HostEnvironment]) -> None:
 
 
 @click.command("nccl")
+@examples(
+    "roce-agent nccl fabric.yml > job-env.sh",
+    "roce-agent nccl fabric.yml --host gpu1 -o table",
+    "roce-agent nccl fabric.yml -o json | jq .differing",
+)
 @FABRIC
 @click.option(
     "--host", "hosts", multiple=True, metavar="NAME",
     help="Only this host (repeatable) [default: every host with an rdma_device].",
 )  # fmt: skip
-@click.option(
-    "--output", type=click.Choice(["env", "json", "table"]), default="env", show_default=True,
-    help="env: export lines to source; json for tools; table for people.",
-)  # fmt: skip
+@output_option("env", "json", "table", default="env")
 @handle_errors
 def nccl_command(fabric: Path, hosts: tuple[str, ...], output: str) -> None:
     """The NCCL and UCX environment a job needs on each RDMA host of FABRIC.
@@ -212,8 +214,7 @@ def nccl_command(fabric: Path, hosts: tuple[str, ...], output: str) -> None:
     if output == "json":
         click.echo(render_json(intent, envs))
     elif output == "table":
-        width = None if sys.stdout.isatty() else 200
-        render_table(envs, Console(highlight=False, width=width))
+        render_table(envs, console())
     else:
         click.echo(render_env(envs), nl=False)
     report_problems(envs)

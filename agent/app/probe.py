@@ -8,20 +8,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from agent.app.support import OUTPUT, HostList, SizeType, handle_errors
+from agent.app.support import FABRIC, OUTPUT, HostList, SizeType, handle_errors
 from agent.errors import AgentError
 from agent.intent.units import UnitError, parse_speed
 from agent.observe.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from common.clicktypes import FiniteFloat
+from common.conventions import add_column, console, duration, examples, output_option, table
 
 if TYPE_CHECKING:  # the command loads agent.observe.perftest on first use
     from agent.observe.perftest.scenario import PerftestReport
 
-# nan, inf, 0 and negatives are refused: a probe of nan seconds never ends.
-SECONDS = FiniteFloat(0, 86400, min_open=True)
+# A time with its unit (3s, 200ms); a bare number, nan, inf, 0 and negatives are refused:
+# a probe of nan seconds never ends.
+SECONDS = duration(86400)
 # Hand-run probes: the destination port is the user's to choose; on a host whose NIC does RoCE
 # it must not be 4791 (the NIC's RDMA engine takes those frames: see "Probes on RDMA hosts").
 UDP_PORT = click.option(
@@ -42,21 +42,25 @@ def _speed(_: click.Context, __: click.Parameter, value: str | None) -> int | No
         raise click.BadParameter(str(exc)) from None
 
 
+def _console() -> Any:
+    return console()
+
+
 def _emit(result: dict[str, Any], output: str, title: str) -> None:
     if output == "json":
         click.echo(json.dumps(result, indent=2))
         return
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console = _console()
     rows = result.get("flows")
     if isinstance(rows, list) and rows and "from" in rows[0]:
-        table = Table(title=title)
+        flows = table(title)
         columns = ("from", "to", "sent", "received", "lost", "ce_marked", "cnps_received",
                    "pfc_frames_received", "paused_s", "send_rate_bps", "rate_cuts")  # fmt: skip
         for column in columns:
-            table.add_column(column, justify="left" if column in ("from", "to") else "right")
+            add_column(flows, column, justify="left" if column in ("from", "to") else "right")
         for row in rows:
-            table.add_row(*(str(row[c]) for c in columns))
-        console.print(table)
+            flows.add_row(*(str(row[c]) for c in columns))
+        console.print(flows)
     else:
         console.print_json(json.dumps(result))
     transport = result.get("transport")
@@ -85,6 +89,11 @@ def _intent(fabric: Path) -> Any:
 
 
 @click.group("probe")
+@examples(
+    "roce-agent probe pairwise fabric.yml --rate 1M",
+    "roce-agent probe incast fabric.yml --to h3 --from h1,h2 --duration 3s",
+    "roce-agent probe analyze capture.pcap -o json",
+)
 def group() -> None:
     """Inject and sniff RoCEv2 traffic: drops, ECN marks, CNPs, PFC pauses and storms.
 
@@ -94,10 +103,15 @@ def group() -> None:
 
 
 @group.command()
-@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@examples(
+    "roce-agent probe incast fabric.yml --to h3 --from h1,h2",
+    "roce-agent probe incast fabric.yml --to h3 --from h1,h2 --duration 500ms --no-dcqcn -o json",
+)
+@FABRIC
 @click.option("--to", "to", required=True, help="Receiving host.")
 @click.option("--from", "senders", required=True, help="Sending hosts, comma separated.")
-@click.option("--duration", type=SECONDS, default=3.0, show_default=True, help="Seconds.")
+@click.option("--duration", type=SECONDS, default="3s", show_default=True,
+              help="How long the senders send (3s, 500ms).")  # fmt: skip
 @click.option("--rate", callback=_speed, help="Per-sender rate (default: line rate).")
 @click.option("--size", type=int, default=1000, show_default=True, help="Payload bytes.")
 @click.option("--no-dcqcn", is_flag=True, help="Senders ignore CNPs (no reaction point).")
@@ -117,9 +131,14 @@ def incast(
 
 
 @group.command()
-@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@examples(
+    "roce-agent probe pairwise fabric.yml",
+    "roce-agent probe pairwise fabric.yml --hosts h1,h2,h3 --rate 10M --duration 5s",
+)
+@FABRIC
 @click.option("--hosts", help="Hosts to include, comma separated (default: all).")
-@click.option("--duration", type=SECONDS, default=3.0, show_default=True)
+@click.option("--duration", type=SECONDS, default="3s", show_default=True,
+              help="How long each pair sends (3s, 500ms).")  # fmt: skip
 @click.option("--rate", callback=_speed, default="1M", show_default=True)
 @OUTPUT
 @handle_errors
@@ -134,9 +153,14 @@ def pairwise(fabric: Path, hosts: str | None, duration: float, rate: int, output
 
 
 @group.command()
-@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@examples(
+    "roce-agent probe storm fabric.yml --host h3",
+    "roce-agent probe storm fabric.yml --host h3 --traffic-from h1 --duration 1s",
+)
+@FABRIC
 @click.option("--host", required=True, help="Host that injects the storm into its switch port.")
-@click.option("--duration", type=SECONDS, default=2.0, show_default=True)
+@click.option("--duration", type=SECONDS, default="2s", show_default=True,
+              help="How long the storm lasts (2s, 500ms).")  # fmt: skip
 @click.option("--rate", "rate_pps", type=PACKETS_PER_S, default=200.0, show_default=True,
               help="XOFF frames per second.")  # fmt: skip
 @click.option("--traffic-from", help="Host that sends to --host during the storm.")
@@ -176,7 +200,11 @@ def _twin_ring(fabric: Path, hosts: list[str], size: int, lab_s: float | None) -
 
 
 @group.command()
-@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@examples(
+    "roce-agent probe allreduce fabric.yml --hosts h1,h2,h3,h4 --size 400KB",
+    "roce-agent probe allreduce fabric.yml --hosts h1,h2 --deadline 30s --no-twin -o json",
+)
+@FABRIC
 @click.option("--hosts", type=HostList(), required=True,
               help="The ranks, comma separated, in ring order (two or more).")  # fmt: skip
 @click.option("--size", "size_bytes", type=SizeType(), default="400KB", show_default=True,
@@ -191,9 +219,9 @@ def _twin_ring(fabric: Path, hosts: list[str], size: int, lab_s: float | None) -
 @click.option(
     "--deadline",
     type=SECONDS,
-    default=60.0,
+    default="60s",
     show_default=True,
-    help="Seconds of lab time before an unfinished ring fails.",
+    help="Lab time before an unfinished ring fails, with its unit (60s, 500ms).",
 )
 @click.option(
     "--twin/--no-twin",
@@ -215,9 +243,6 @@ def allreduce(
     time-dilated lab, in the time of the fabric it stands for) and, with --twin, the twin's
     ring on the same fabric: the check fails when the two differ by more than 15 %.
 
-    \b
-    Example:
-      roce-agent probe allreduce --fabric lab.yml --hosts h1,h2,h3,h4 --size 400KB
     """
     from agent.observe.probes.scenarios import ring_allreduce
 
@@ -252,7 +277,12 @@ def _pairs(value: str | None) -> list[tuple[str, str]] | None:
 
 
 @group.command()
-@click.option("--fabric", type=click.Path(path_type=Path, dir_okay=False), required=True)
+@examples(
+    "roce-agent probe perftest fabric.yml",
+    "roce-agent probe perftest fabric.yml --pairs h1:h3,h2:h4 --duration 10s",
+    "roce-agent probe perftest fabric.yml --to h3 --from h1,h2 -o junit > perftest.xml",
+)
+@FABRIC
 @click.option("--pairs", help="CLIENT:SERVER pairs, comma separated (default: every pair of "
               "RDMA hosts, in rounds of disjoint pairs).")  # fmt: skip
 @click.option("--to", "to", help="Incast: the receiving host (with --from).")
@@ -263,12 +293,11 @@ def _pairs(value: str | None) -> list[tuple[str, str]] | None:
     type=click.Choice(["write", "read", "send"]),
     help="ib_write_bw, ib_read_bw or ib_send_bw (default: validation.perftest.test).",
 )
-@click.option("--duration", type=SECONDS, help="perftest -D per run, seconds "
+@click.option("--duration", type=SECONDS, help="perftest -D per run, with its unit: 10s "
               "(default: validation.perftest.duration_s).")  # fmt: skip
 @click.option("--qps", type=click.IntRange(1, 64), help="QPs per client (-q).")
 @click.option("--no-switches", is_flag=True, help="Do not read the switches' counters.")
-@click.option("--output", type=click.Choice(["table", "json", "junit", "markdown"]),
-              default="table", show_default=True)  # fmt: skip
+@output_option("table", "json", "junit", "markdown")
 @click.option("--report", "report_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Also write the report here (.xml JUnit, .md Markdown, .json).")  # fmt: skip
 @handle_errors
@@ -329,14 +358,14 @@ def _emit_perftest(report: PerftestReport, output: str, report_file: Path | None
     if output in texts:
         click.echo(texts[output]())
         return
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    table = Table(title=f"perftest {report.scenario} ({verdict.test})")
+    console = _console()
+    results = table(f"perftest {report.scenario} ({verdict.test})")
     numbers = ("measured", "% of line rate", "line rate")
     for column in TABLE_COLUMNS:
-        table.add_column(column, justify="right" if column in numbers else "left")
+        add_column(results, column, justify="right" if column in numbers else "left")
     for row in table_rows(verdict):
-        table.add_row(*row)
-    console.print(table)
+        results.add_row(*row)
+    console.print(results)
     for outcome in verdict.outcomes:
         if outcome.status != "pass":
             for message in outcome.messages or (outcome.description,):
@@ -353,7 +382,11 @@ NCCL_TESTS = ["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "allt
 
 
 @group.command("nccl")
-@click.argument("fabric", type=click.Path(path_type=Path, dir_okay=False))
+@examples(
+    "roce-agent probe nccl fabric.yml",
+    "roce-agent probe nccl fabric.yml --test all_reduce_perf --min-busbw-fraction 0.9",
+)
+@FABRIC
 @click.option("--test", "tests", multiple=True, type=click.Choice(NCCL_TESTS),
               help="nccl-tests binary, repeatable (default: validation.nccl.tests).")  # fmt: skip
 @click.option("--min-busbw-fraction", type=FiniteFloat(0, 1, min_open=True),
@@ -374,9 +407,6 @@ def nccl(
     Exit 0 pass, 1 fail, 2 not run: no two hosts with GPUs (skipped, with each host's
     reason), or a host's environment or tools missing (docs/nccl-acceptance.md).
 
-    \b
-    Example:
-      roce-agent probe nccl fabric.yml --test all_reduce_perf --min-busbw-fraction 0.9
     """
     from agent.observe.nccltests.run import NcclProbeError, run_nccl_acceptance
 
@@ -404,23 +434,23 @@ def _emit_nccl(report: Any, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(report.as_json(), indent=2))
         return
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console = _console()
     if report.skipped is not None:
         click.echo(f"nccl acceptance skipped: {report.skipped}", err=True)
         return
-    table = Table(title="nccl-tests")
+    rows = table("nccl-tests")
     columns = ("test", "status", "largest size (B)", "busbw GB/s", "per NIC GB/s",
                "line rate GB/s", "% of line rate", "avg busbw GB/s")  # fmt: skip
     for column in columns:
-        table.add_column(column, justify="left" if column in ("test", "status") else "right")
+        add_column(rows, column, justify="left" if column in ("test", "status") else "right")
     for row in report.verdict.rows:
         cells = (row.size_bytes, row.busbw_GBps, row.busbw_per_nic_GBps, row.line_rate_GBps)
         text = ["-" if v is None else f"{v:g}" if isinstance(v, int) else f"{v:.2f}"
                 for v in cells]  # fmt: skip
         fraction = "-" if row.fraction is None else f"{row.fraction:.1%}"
         avg = "-" if row.avg_busbw_GBps is None else f"{row.avg_busbw_GBps:g}"
-        table.add_row(row.test, row.status, *text, fraction, avg)
-    console.print(table)
+        rows.add_row(row.test, row.status, *text, fraction, avg)
+    console.print(rows)
     for outcome in report.verdict.outcomes:
         if outcome.status != "pass":
             for message in outcome.messages or (outcome.subject,):
@@ -441,12 +471,16 @@ def _worker(role: str, spec: dict[str, Any], output: str) -> None:
 
 
 @group.command()
+@examples(
+    "roce-agent probe send --interface eth1 --dst 10.0.0.3 --rate 1M --link-speed 10M "
+    "--duration 2s",
+)
 @click.option("--interface", "ifname", required=True)
 @click.option("--dst", "dst_ip", required=True, help="Destination IPv4 address.")
 @click.option("--rate", callback=_speed, required=True)
 @click.option("--link-speed", callback=_speed, required=True, help="Speed of --interface.")
 @click.option("--count", type=int)
-@click.option("--duration", type=SECONDS)
+@click.option("--duration", type=SECONDS, help="How long to send, with its unit (or --count).")
 @click.option("--size", type=int, default=1000, show_default=True)
 @click.option("--dscp", type=int, default=26, show_default=True)
 @click.option("--priority", type=int, default=3, show_default=True)
@@ -463,8 +497,11 @@ def send(output: str, **spec: Any) -> None:
 
 
 @group.command()
+@examples(
+    "roce-agent probe receive --interface eth1 --duration 10s --link-speed 10M -o json",
+)
 @click.option("--interface", "ifname", required=True)
-@click.option("--duration", type=SECONDS, required=True)
+@click.option("--duration", type=SECONDS, required=True, help="How long to receive (10s).")
 @click.option("--link-speed", callback=_speed, required=True)
 @click.option("--no-cnp", is_flag=True, help="Do not answer CE marks with CNPs.")
 @click.option("--sender", "senders", multiple=True,
@@ -489,10 +526,15 @@ def receive(
 
 
 @group.command("sniff-pfc")
+@examples(
+    "roce-agent probe sniff-pfc --interface eth1 --duration 5s --link-speed 10M",
+    "roce-agent probe sniff-pfc --interface eth1 --link-speed 100G --duration 5s --storm-after 1s",
+)
 @click.option("--interface", "interfaces", multiple=True, required=True)
-@click.option("--duration", type=SECONDS, required=True)
+@click.option("--duration", type=SECONDS, required=True, help="How long to sniff (5s).")
 @click.option("--link-speed", callback=_speed, required=True)
-@click.option("--storm-after", type=SECONDS, default=0.2, show_default=True, help="Seconds.")
+@click.option("--storm-after", type=SECONDS, default="200ms", show_default=True,
+              help="Pause longer than this counts as a storm (200ms, 1s).")  # fmt: skip
 @OUTPUT
 @handle_errors
 def sniff_pfc(
@@ -508,10 +550,15 @@ def sniff_pfc(
 
 
 @group.command()
+@examples(
+    "roce-agent probe analyze capture.pcap",
+    "roce-agent probe analyze capture.pcapng --link-speed 400G -o json",
+)
 @click.argument("capture", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--link-speed", callback=_speed, default="100G", show_default=True,
               help="Link speed the capture was taken at (for PFC paused time).")  # fmt: skip
-@click.option("--storm-after", type=SECONDS, default=0.2, show_default=True, help="Seconds.")
+@click.option("--storm-after", type=SECONDS, default="200ms", show_default=True,
+              help="Pause longer than this counts as a storm (200ms, 1s).")  # fmt: skip
 @click.option("--max-flows", type=click.IntRange(min=1), default=65_536, show_default=True,
               help="QPs tracked at most; frames of further flows are only counted.")  # fmt: skip
 @click.option("--max-frames", type=click.IntRange(min=1), default=DEFAULT_MAX_FRAMES,
@@ -531,8 +578,6 @@ def analyze(
     stripped. Exit 2 for a file that is not a capture, is truncated or garbled (with the byte
     offset), or holds no packet of a supported link type.
     """
-    from rich.text import Text
-
     from agent.errors import printable
     from agent.observe.probes.analysis import analyze_frames
     from agent.observe.probes.pcap import Capture
@@ -557,28 +602,28 @@ def analyze(
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    table = Table(title=Text(f"RoCE flows in {printable(str(capture))}"))
+    console = _console()
+    flow_table = table(
+        f"RoCE flows in {printable(str(capture))}",
+        "src_ip", "dst_ip", "qpn", "received", "lost", "reordered", "duplicates",
+        "ce_marked", "cnps", "icrc_errors",
+    )  # fmt: skip
     columns = ("src_ip", "dst_ip", "qpn", "received", "lost", "reordered", "duplicates",
                "ce_marked", "cnps", "icrc_errors")  # fmt: skip
-    for column in columns:
-        table.add_column(column)
     flows = result["roce"]["flows"]
     if len(flows) > TABLE_MAX_FLOWS:  # a terminal cannot show 65 536 rows; show the worst
         flows = sorted(
             flows, key=lambda f: -(f["lost"] + f["reordered"] + f["duplicates"] + f["icrc_errors"])
         )[:TABLE_MAX_FLOWS]
     for flow in flows:
-        table.add_row(*(f"0x{flow[c]:06x}" if c == "qpn" else str(flow[c]) for c in columns))
-    console.print(table)
+        flow_table.add_row(*(f"0x{flow[c]:06x}" if c == "qpn" else str(flow[c]) for c in columns))
+    console.print(flow_table)
     if len(flows) < len(result["roce"]["flows"]):
         console.print(
             f"{len(result['roce']['flows']) - len(flows)} more flows not shown (fewest errors); "
             "--output json lists all"
         )
-    pfc = Table(title="PFC per priority")
-    for column in ("priority", "frames", "xoff", "xon", "paused_s", "storms"):
-        pfc.add_column(column)
+    pfc = table("PFC per priority", "priority", "frames", "xoff", "xon", "paused_s", "storms")
     for priority, stats in result["pfc"]["priorities"].items():
         pfc.add_row(priority, *(str(stats[c]) for c in ("frames", "xoff", "xon", "paused_s",
                                                         "storms")))  # fmt: skip

@@ -130,14 +130,15 @@ class ProgressBars:
     def _start(self) -> Progress:
         if self._bars is None:
             self._bars = Progress(
-                TextColumn("{task.description}"),
+                # descriptions and details name devices and files: shown, never markup
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 TaskProgressColumn(),
-                TextColumn("{task.fields[detail]}"),
+                TextColumn("{task.fields[detail]}", markup=False),
                 TimeElapsedColumn(),
                 TextColumn("eta"),
                 TimeRemainingColumn(),
-                console=Console(stderr=True, highlight=False),
+                console=console(stderr=True),
             )
             for (description, total), done in zip(self._tasks, self._done, strict=True):
                 self._bars.add_task(description, total=total, completed=done, detail="")

@@ -45,10 +45,11 @@ from agent.twin.network import TwinError, build_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.workloads import MAX_SENDERS, SCENARIOS, ScenarioName
 from common.clicktypes import Duration
+from common.conventions import add_column, console, examples, table
 
 
 def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    return console()
 
 
 def _gbps(bps: float) -> str:
@@ -101,12 +102,12 @@ def _summary_rows(result: TwinReport) -> list[tuple[str, str]]:
 
 
 def summary_table(result: TwinReport) -> Table:
-    summary = Table(
-        title=f"twin {result.scenario} on {result.fabric} ({result.profile}), "
-        f"{format_speed(result.speed_bps)}, {result.duration_s * 1e3:g} ms"
+    summary = table(
+        f"twin {result.scenario} on {result.fabric} ({result.profile}), "
+        f"{format_speed(result.speed_bps)}, {result.duration_s * 1e3:g} ms",
+        "metric",
     )
-    summary.add_column("metric")
-    summary.add_column("value", justify="right")
+    add_column(summary, "value", justify="right")
     for name, value in _summary_rows(result):
         summary.add_row(name, value)
     return summary
@@ -114,10 +115,10 @@ def summary_table(result: TwinReport) -> Table:
 
 def ports_table(result: TwinReport) -> Table:
     """The ports that did something, the bottleneck first, then by name."""
-    ports = Table(title="ports (the bottleneck first)")
+    ports = table("ports (the bottleneck first)")
     for column in ("port", "util", "queue peak", "queue p99", "XOFF/XON tx", "PFC rx", "paused",
                    "drops (hdrm/tail/wd)", "ECN marked"):  # fmt: skip
-        ports.add_column(column, justify="left" if column == "port" else "right")
+        add_column(ports, column, justify="left" if column == "port" else "right")
     for p in sorted(result.ports, key=lambda p: p.port != result.bottleneck):
         ports.add_row(
             p.port,
@@ -135,10 +136,10 @@ def ports_table(result: TwinReport) -> Table:
 
 def flows_table(result: TwinReport) -> Table:
     """The flows (the first 32; the rest are in --output json)."""
-    flows = Table(title="flows")
+    flows = table("flows")
     for column in ("flow", "goodput", "2nd half", "DCQCN rate", "CE", "CNPs", "NIC paused",
                    "retx"):  # fmt: skip
-        flows.add_column(column, justify="left" if column == "flow" else "right")
+        add_column(flows, column, justify="left" if column == "flow" else "right")
     for f in result.flows[:32]:
         flows.add_row(
             f.flow,
@@ -180,6 +181,11 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
 
 
 @click.command("twin")
+@examples(
+    "roce-agent twin fabric.yml --senders 4 --duration 300us",
+    "roce-agent twin fabric.yml --scenario storm --duration 20ms -o json",
+    "roce-agent twin fabric.yml --workload allreduce --ranks 8 --size 64MB --plot queues.png",
+)
 @FABRIC
 @click.option(
     "--scenario", type=click.Choice(SCENARIOS), default="incast", show_default=True,
@@ -438,19 +444,19 @@ def _collective_rows(r: CollectiveReport) -> list[tuple[str, str]]:
 
 def render_collective(r: CollectiveReport, console: Console) -> None:
     """Summary, the busiest links, the collisions, the notes, the verdict last."""
-    summary = Table(
-        title=f"twin {r.workload} on {r.fabric} ({r.profile}): {r.ranks} ranks x "
+    summary = table(
+        f"twin {r.workload} on {r.fabric} ({r.profile}): {r.ranks} ranks x "
         f"{format_speed(r.speed_bps)}, size {format_size(r.size_bytes)}, "
-        f"{r.qps} QP(s) per connection"
+        f"{r.qps} QP(s) per connection",
+        "metric",
     )
-    summary.add_column("metric")
-    summary.add_column("value", justify="right")
+    add_column(summary, "value", justify="right")
     for name, value in _collective_rows(r):
         summary.add_row(name, value)
     console.print(summary)
-    links = Table(title="busiest links (first 10; all in --output json)")
+    links = table("busiest links (first 10; all in --output json)")
     for column in ("port", "util", "queue p99", "queue peak", "paused", "ECN marked"):
-        links.add_column(column, justify="left" if column == "port" else "right")
+        add_column(links, column, justify="left" if column == "port" else "right")
     for link in r.links[:10]:
         links.add_row(
             link.port,
@@ -462,9 +468,9 @@ def render_collective(r: CollectiveReport, console: Console) -> None:
         )
     console.print(links)
     if r.collisions:
-        hits = Table(title="ECMP collisions (the job's own flows over one fabric link)")
+        hits = table("ECMP collisions (the job's own flows over one fabric link)")
         for column in ("link", "demand / speed", "QPs", "connections"):
-            hits.add_column(column, justify="right" if column[0] in "dQ" else "left")
+            add_column(hits, column, justify="right" if column[0] in "dQ" else "left")
         for hit in r.collisions:
             hits.add_row(hit.link, f"{hit.load:.0%}", str(hit.qps), ", ".join(hit.connections))
         console.print(hits)

@@ -385,7 +385,7 @@ class Drill:
         argv = [
             sys.executable, "-m", "agent", "apply", str(self.fabric), "--yes",
             "--output", "json", "--canary", "1", "--batch-size", "2",
-            "--confirm-timeout", str(self.confirm_timeout_s), "--state-dir", str(self.state_dir),
+            "--confirm-timeout", f"{self.confirm_timeout_s}s", "--state-dir", str(self.state_dir),
         ]  # fmt: skip
         # A kill point set in the caller's environment must not leak into the re-runs.
         full_env = {k: v for k, v in os.environ.items() if k != "ROCE_AGENT_KILL_AT"}

@@ -517,14 +517,13 @@ def test_cli_scrape_is_prompt_while_a_device_hangs(setup: Setup) -> None:
     process = subprocess.Popen(
         [
             *exporter_cli(),
-            "--fabric",
             str(setup.fabric),
             "--listen",
             f"127.0.0.1:{port}",
             "--interval",
-            "1",
+            "1s",
             "--timeout",
-            "2",
+            "2s",
             "--web-config",
             str(setup.web_config),
             "--probe-results",

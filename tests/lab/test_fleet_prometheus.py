@@ -122,8 +122,8 @@ def start_agent(kind: str, shard: Shard, fabric: Path, folder: Path) -> Agent:
         (folder / "agent.yaml").write_text(yaml.safe_dump(config))
         argv = ["serve", "--config", str(folder / "agent.yaml"), *flag]
     else:
-        argv = ["exporter", "--fabric", str(fabric), "--listen", "127.0.0.1:0",
-                "--interval", "1", "--no-host-nic", "--shard", str(shard)]  # fmt: skip
+        argv = ["exporter", str(fabric), "--listen", "127.0.0.1:0",
+                "--interval", "1s", "--no-host-nic", "--shard", str(shard)]  # fmt: skip
     log = folder / "agent.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

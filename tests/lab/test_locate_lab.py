@@ -40,7 +40,7 @@ def intent(lab: Lab) -> FabricIntent:
 
 
 def _locate_cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_agent("locate", lab.status["fabric_file"], "--duration", str(DURATION_S), *args)
+    return run_agent("locate", lab.status["fabric_file"], "--duration", f"{DURATION_S:g}s", *args)
 
 
 def test_no_fault_no_suspect_exit_0(lab: Lab) -> None:

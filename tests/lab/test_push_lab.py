@@ -192,7 +192,7 @@ def test_foreign_pending_session_blocks_device_and_stops_later_batches(
         spine2_before = running_config(lab, "spine2")
         started = time.monotonic()
         done = agent(audit_dir, "apply", fabric(lab), "--yes", "--canary", "0", "--batch-size",
-                     "2", "--pending-timeout", "3", "--output", "json")  # fmt: skip
+                     "2", "--pending-timeout", "3s", "--output", "json")  # fmt: skip
         assert done.returncode == 1
         results = by_device(done)
         assert results["spine1"]["result"] == "applied"
@@ -222,7 +222,7 @@ def test_agent_killed_before_confirm_the_switch_rolls_back(lab: Lab, audit_dir: 
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "agent", "apply", fabric(lab), "--device", "leaf1", "--yes",
-             "--confirm-timeout", "5", "--hold", "60"],
+             "--confirm-timeout", "5s", "--hold", "60s"],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         deadline = time.monotonic() + 20

@@ -124,8 +124,8 @@ def start_exporter(lab: Lab, node: str) -> None:
     fabric = {"name": "vm", "profile": "nvidia-default", "devices": [host]}
     python = host["probe_python"]
     vm_ssh(lab, node, f"cat >/tmp/vm-fabric.json <<'EOF'\n{json.dumps(fabric)}\nEOF")
-    vm_ssh(lab, node, f"cd /tmp && (nohup {python} -m agent exporter --fabric "
-           f"/tmp/vm-fabric.json --listen 127.0.0.1:{EXPORTER_PORT} --interval 5 --no-drift "
+    vm_ssh(lab, node, f"cd /tmp && (nohup {python} -m agent exporter "
+           f"/tmp/vm-fabric.json --listen 127.0.0.1:{EXPORTER_PORT} --interval 5s --no-drift "
            ">/tmp/exporter.log 2>&1 & echo $! >/tmp/exporter.pid)")  # fmt: skip
 
 
@@ -178,8 +178,8 @@ def test_the_exporter_in_a_vm_reads_rxe_as_it_is(lab: Lab) -> None:
 
 
 def perftest(lab: Lab, *args: str | Path, duration: int = 3) -> tuple[int, dict[str, Any]]:
-    done = agent("probe", "perftest", "--fabric", lab.status["fabric_file"], "--duration",
-                 str(duration), "--output", "json", *args)  # fmt: skip
+    done = agent("probe", "perftest", lab.status["fabric_file"], "--duration",
+                 f"{duration}s", "--output", "json", *args)  # fmt: skip
     assert done.returncode in (0, 1), done.stdout + done.stderr
     document: dict[str, Any] = json.loads(done.stdout)
     return done.returncode, document

@@ -49,8 +49,8 @@ def test_twin_predicts_the_lab_ring_within_15_percent(lab: Lab) -> None:
     """``roce-agent probe allreduce`` as a user runs it: the lab's ring and the twin's ring on
     the same fabric file, compared in the time of the fabric the lab stands for."""
     done = run_agent(
-        "probe", "allreduce", "--fabric", lab.status["fabric_file"], "--hosts", ",".join(HOSTS),
-        "--size", str(SIZE), "--deadline", "30", "--output", "json",
+        "probe", "allreduce", lab.status["fabric_file"], "--hosts", ",".join(HOSTS),
+        "--size", str(SIZE), "--deadline", "30s", "--output", "json",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)
@@ -61,6 +61,6 @@ def test_twin_predicts_the_lab_ring_within_15_percent(lab: Lab) -> None:
 
 def test_probe_allreduce_names_a_host_it_cannot_find(lab: Lab) -> None:
     done = run_agent(
-        "probe", "allreduce", "--fabric", lab.status["fabric_file"], "--hosts", "h1,h9",
+        "probe", "allreduce", lab.status["fabric_file"], "--hosts", "h1,h9",
     )  # fmt: skip
     assert done.returncode == 2 and "h9" in done.stderr, done.stdout + done.stderr

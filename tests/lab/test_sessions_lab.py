@@ -133,7 +133,7 @@ def test_killed_with_live_change_is_not_read_as_converged(lab: Lab, tmp_path: Pa
     assert "rolls back in" in drift.stderr
 
     waited = agent(tmp_path, "apply", fabric(lab), "--device", "leaf1", "--yes",
-                   "--pending-timeout", "2", "--output", "json")  # fmt: skip
+                   "--pending-timeout", "2s", "--output", "json")  # fmt: skip
     assert waited.returncode == 1
     leaf1 = devices(waited)["leaf1"]
     assert leaf1["result"] == "pending" and name in leaf1["error"]

@@ -440,7 +440,7 @@ def test_receiver_sources(spec: dict, sources: set[str] | None) -> None:  # type
 )
 def test_receive_rejects_bad_bounds(args: list[str], message: str) -> None:
     result = CliRunner().invoke(
-        main, ["probe", "receive", "--interface", "eth-none", "--duration", "1",
+        main, ["probe", "receive", "--interface", "eth-none", "--duration", "1s",
                "--link-speed", "10M", *args],
     )  # fmt: skip
     assert result.exit_code == 2

@@ -77,7 +77,7 @@ def test_plan_device_filter() -> None:
 def test_plan_unknown_device_exits_2() -> None:
     code, _, err = run("plan", POD, "--device", "leaf99")
     assert code == 2
-    assert "no device named 'leaf99'" in err
+    assert "'--device'" in err and "'leaf99' matches none" in err
 
 
 def test_plan_table_shows_ports_headroom_and_nic() -> None:

@@ -214,16 +214,28 @@ BAD_ADDS: list[tuple[list[str], str]] = [
         "'--percent': Expected: a finite number Actual: 'nan'",
     ),
     (
-        ["loss", "leaf1:eth1>spine1", "--percent", "5", "--ms", "3"],
-        "--ms: does not apply to loss. Expected: --percent, --seed",
-    ),
-    (["latency", "leaf1:eth1>spine1", "--ms", "0"], "'--ms': Expected: 0 < x <= 1000 Actual: 0"),
-    (
-        ["latency", "leaf1:eth1>spine1", "--ms", "1000.1"],
-        "'--ms': Expected: 0 < x <= 1000 Actual: 1000.1",
+        ["loss", "leaf1:eth1>spine1", "--percent", "5", "--delay", "3ms"],
+        "--delay: does not apply to loss. Expected: --percent, --seed",
     ),
     (
-        ["latency", "h1>leaf1", "--ms", "5"],
+        ["latency", "leaf1:eth1>spine1", "--delay", "0ms"],
+        "'--delay': Expected: more than 0 and at most 1s Actual: '0ms'",
+    ),
+    (
+        ["latency", "leaf1:eth1>spine1", "--delay", "1000.1ms"],
+        "'--delay': Expected: more than 0 and at most 1s Actual: '1000.1ms'",
+    ),
+    (
+        ["latency", "leaf1:eth1>spine1", "--delay", "5"],
+        "'--delay': Expected: a duration with its unit",
+    ),
+    (
+        # the old option name still answers, and says what changed
+        ["latency", "leaf1:eth1>spine1", "--ms", "5"],
+        "'--ms': Expected: a duration with its unit",
+    ),
+    (
+        ["latency", "h1>leaf1", "--delay", "5ms"],
         "latency acts on a switch egress and h1 is a host. Expected: a direction leaving a "
         "switch port, like leaf1:eth3>h1",
     ),

@@ -108,7 +108,8 @@ def test_unknown_device_exit_2(
     monkeypatch.setenv("ROCE_TEST_UNSET_PW", "x")
     args = [command, str(fabric(tmp_path, listener.port)), "--device", "leaf9"]
     result = CliRunner().invoke(main, [*args, "--yes"] if command == "apply" else args)
-    assert result.exit_code == 2 and "no device named 'leaf9'" in result.stderr
+    assert result.exit_code == 2 and "'leaf9' matches none" in result.stderr
+    assert "'--device'" in result.stderr
     assert listener.accepted == 0
 
 
