@@ -529,7 +529,7 @@ def _access(target: Target, login: dict[str, Any]) -> dict[str, Any]:
     "roce-agent --trust-on-first-use discover admin@10.0.0.11 admin@10.0.0.12 "
     "--platform arista_eos --password-env FABRIC_PW",
     "roce-agent discover mgmt-only.yml --cable-m 3 --write fabric.yml",
-    "roce-agent discover 'netops@leaf1:2222' --platform sonic --ssh-key ~/.ssh/id_ed25519 -o json",
+    "roce-agent discover 'netops@leaf1:2222' --platform sonic --password-env SONIC_PW -o json",
 )
 @click.argument("targets", nargs=-1, required=True, metavar="TARGET...")
 @click.option("--platform", type=click.Choice(lldp.PLATFORMS), help="The targets' NOS.")

@@ -73,6 +73,7 @@ _PORT_COLUMNS = (
     ("port", "left", None),
     ("speed", "left", "speed {}"),
     ("cable m", "right", "cable {} m"),
+    ("cable from", "left", "cable from {}"),
     ("mtu", "right", "mtu {}"),
     ("peer", "left", None),
     ("PFC", "left", "PFC {}"),
@@ -82,6 +83,20 @@ _PORT_COLUMNS = (
     ("pause at B", "right", "pause at {} B"),
     ("ECN queue: min-max @p", "left", "ECN queue {}"),
 )
+
+
+def source_tag(source: str | None) -> str:
+    """Where a value came from, short enough for a cell: ``line 12``, ``defaults.ports``,
+    ``range Ethernet1/1-8``, ``peer spine1:Ethernet1`` (the whole text, with file, line and
+    column, is in ``plan -o json`` under ``sources``)."""
+    if not source:
+        return "-"
+    text = source.split(" via ", 1)[0]
+    where = text.rsplit(" (", 1)[0] if text.endswith(")") else text
+    if where == text and ":" in text:  # a bare FILE:LINE:COL: written on the port itself
+        parts = text.rsplit(":", 2)
+        return f"line {parts[1]}" if len(parts) == 3 and parts[1].isdigit() else text
+    return where
 
 
 def _port_cells(port: PortPlan) -> list[str]:
@@ -94,6 +109,7 @@ def _port_cells(port: PortPlan) -> list[str]:
         port.name,
         port.speed,
         f"{port.cable_m:g}",
+        source_tag(port.sources.get("cable_m")),
         str(port.mtu),
         port.peer or "-",
         ",".join(map(str, port.pfc_priorities)) or "off",
@@ -122,7 +138,9 @@ def _port_table(device: DevicePlan) -> Table:
         header, justify, _ = _PORT_COLUMNS[index]
         add_column(table, header, justify=justify)
     if same:
-        table.caption = _text("on every port: " + ", ".join(same))
+        table.caption = _text(
+            "on every port: " + ", ".join(same).replace(" m, cable from ", " m from ")
+        )
     for row in rows:
         _row(table, *(row[index] for index in shown))
     return table

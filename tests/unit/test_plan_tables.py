@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agent.intent.loader import load_fabric
 from agent.intent.plan import Plan, build_plan
-from agent.intent.plan_tables import render_plan_tables
+from agent.intent.plan_tables import render_plan_tables, source_tag
 from common.conventions import console
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,3 +133,41 @@ def test_any_realistic_leaf_fits_100_columns_with_names_whole(plan: Plan) -> Non
     found = cells(text)
     for port in plan.devices[0].ports:
         assert port.name in found and port.peer in found, (port.name, port.peer)
+
+
+@pytest.mark.parametrize(
+    ("source", "tag"),
+    [
+        ("fabric.yml:12:9", "line 12"),
+        ("defaults.ports (fabric.yml:8:3)", "defaults.ports"),
+        ("port_defaults of leaf1 (fabric.yml:20:21)", "port_defaults of leaf1"),
+        ("range Ethernet1/1-8 (fabric.yml:30:63)", "range Ethernet1/1-8"),
+        ("peer spine1:Ethernet1 via range Ethernet1/1-2 (f.yml:30:63)", "peer spine1:Ethernet1"),
+        ("peer spine1:Ethernet1 (f.yml:40:14)", "peer spine1:Ethernet1"),
+        (None, "-"),
+    ],
+)
+def test_source_tag(source: str | None, tag: str) -> None:
+    assert source_tag(source) == tag
+
+
+def test_the_plan_says_where_each_cable_length_came_from(tmp_path: Path) -> None:
+    """A derived end shows its peer, a range its range, a default the defaults; a column
+    that is the same on every port is said once under the table."""
+    fabric = tmp_path / "fabric.yml"
+    fabric.write_text(
+        "name: t\nprofile: nvidia-default\n"
+        "defaults: {username: u, credentials: {password_env: X}, ports: {speed: 100G, mtu: 9100}}\n"
+        "devices:\n"
+        "  - {name: spine1, role: spine, platform: arista_eos, host: 10.0.0.1,\n"
+        "     ports: [{name: Ethernet1-2, peer: 'leaf{n}:Ethernet9', cable_m: 30}]}\n"
+        "  - {name: leaf1, role: leaf, platform: arista_eos, host: 10.0.0.2,\n"
+        "     ports: [{name: Ethernet1, cable_m: 3}]}\n"
+        "  - {name: leaf2, role: leaf, platform: arista_eos, host: 10.0.0.3}\n"
+    )
+    text = shown(build_plan(load_fabric(fabric).intent))
+    flat = " ".join(text.split())
+    assert "cable 30 m from range Ethernet1-2" in flat  # spine1: every port from its range
+    assert "cable 30 m from peer spine1:Ethernet2" in flat  # leaf2's port: derived
+    assert "line 8" in cells(text)  # leaf1 writes its own
+    assert "…" not in text
