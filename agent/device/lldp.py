@@ -41,6 +41,7 @@ Sources of the formats (each parser repeats the one it follows):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -391,25 +392,38 @@ def _hostname(conn: Shell, command: str) -> str:
     return name
 
 
-def read_eos(conn: Shell) -> Discovered:
-    found = Discovered(_hostname(conn, "show hostname | json"), "arista_eos")
-    found.neighbors = eos_neighbors(_show_json(conn, "show lldp neighbors detail | json"))
-    found.ports = eos_ports(_show_json(conn, "show interfaces | json"))
-    return found
+@dataclass(frozen=True)
+class CommandReads:
+    """The three reads of a platform whose answers are whole JSON documents: its hostname,
+    its LLDP neighbours and its ports (speed, MTU), each with the parser of that answer."""
+
+    hostname: str
+    neighbors: str
+    parse_neighbors: Callable[[Any], list[Neighbor]]
+    ports: str
+    parse_ports: Callable[[Any], dict[str, PortFacts]]
+
+    def __call__(self, conn: Shell, platform: str) -> Discovered:
+        found = Discovered(_hostname(conn, self.hostname), platform)
+        found.neighbors = self.parse_neighbors(_show_json(conn, self.neighbors))
+        found.ports = self.parse_ports(_show_json(conn, self.ports))
+        return found
 
 
-def read_nxos(conn: Shell) -> Discovered:
-    found = Discovered(_hostname(conn, "show hostname | json"), "cisco_nxos")
-    found.neighbors = nxos_neighbors(_show_json(conn, "show lldp neighbors detail | json"))
-    found.ports = nxos_ports(_show_json(conn, "show interface | json"))
-    return found
-
-
-def read_sonic(conn: Shell) -> Discovered:
-    found = Discovered(_hostname(conn, "hostname"), "sonic")
-    found.neighbors = lldpctl_neighbors(_show_json(conn, "docker exec lldp lldpctl -f json"))
-    found.ports = sonic_ports(_show_json(conn, "sonic-cfggen -d --var-json PORT"))
-    return found
+COMMAND_READS = {
+    "arista_eos": CommandReads(
+        "show hostname | json", "show lldp neighbors detail | json", eos_neighbors,
+        "show interfaces | json", eos_ports,
+    ),
+    "cisco_nxos": CommandReads(
+        "show hostname | json", "show lldp neighbors detail | json", nxos_neighbors,
+        "show interface | json", nxos_ports,
+    ),
+    "sonic": CommandReads(
+        "hostname", "docker exec lldp lldpctl -f json", lldpctl_neighbors,
+        "sonic-cfggen -d --var-json PORT", sonic_ports,
+    ),
+}  # fmt: skip
 
 
 def read_nvue(conn: Shell) -> Discovered:
@@ -418,7 +432,7 @@ def read_nvue(conn: Shell) -> Discovered:
     found.ports = nvue_ports(interfaces)
     # One command per port: ask only ports whose link is not down (``link.state`` holds
     # ``{"up": {}}`` or ``{"down": {}}``), a 64-port switch has few cabled ones.
-    for name in sorted(found.ports, key=_natural):
+    for name in sorted(found.ports, key=natural_key):
         state = interfaces[name].get("link", {}).get("state")
         if isinstance(state, dict) and "down" in state:
             continue
@@ -428,20 +442,17 @@ def read_nvue(conn: Shell) -> Discovered:
 
 
 READERS: dict[str, Callable[[Shell], Discovered]] = {
-    "arista_eos": read_eos,
-    "cisco_nxos": read_nxos,
-    "sonic": read_sonic,
+    **{
+        platform: functools.partial(reads, platform=platform)
+        for platform, reads in COMMAND_READS.items()
+    },
     "cumulus_nvue": read_nvue,
 }
 
 
-def _natural(name: str) -> list[Any]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
 def natural_key(name: str) -> list[Any]:
     """``Ethernet2`` before ``Ethernet10``."""
-    return _natural(name)
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def read(conn: Shell, platform: str) -> Discovered:
