@@ -24,6 +24,7 @@ still printed; 2 bad input (fabric file, ``--host``).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shlex
 import sys
@@ -70,25 +71,29 @@ def rdma_hosts(intent: FabricIntent) -> list[Device]:
 
 
 def select_hosts(intent: FabricIntent, names: Sequence[str]) -> list[Device]:
-    """The ``--host`` devices in the order given (duplicates once), or every RDMA host.
-    A name that is not a host of the fabric is bad input (exit 2, naming the option)."""
+    """The ``--host`` devices: each a name or a glob (``'gpu*'``), in the order given, each
+    host once; or every RDMA host. A pattern that matches no host is bad input (exit 2,
+    naming the option), and so is a switch named outright."""
     if not names:
         return rdma_hosts(intent)
-    chosen: list[Device] = []
-    for name in dict.fromkeys(names):
-        device = intent.device(name)
-        if device is None:
-            hosts = ", ".join(d.name for d in intent.devices if d.role == "host")
+    hosts = [d for d in intent.devices if d.role == "host"]
+    chosen: dict[str, Device] = {}
+    for pattern in names:
+        matched = [d for d in hosts if fnmatch.fnmatchcase(d.name, pattern)]
+        if not matched:
+            device = intent.device(pattern)
+            if device is not None:
+                raise click.BadParameter(
+                    f"{pattern} is a {device.role} ({device.platform}), not a host",
+                    param_hint="'--host'",
+                )
             raise click.BadParameter(
-                f"no device named {printable(name)!r} in fabric {intent.name} (hosts: {hosts})",
+                f"Expected: a host name or glob of fabric {intent.name} Actual: "
+                f"{printable(pattern)!r} matches none (hosts: {', '.join(d.name for d in hosts)})",
                 param_hint="'--host'",
             )
-        if device.role != "host":
-            raise click.BadParameter(
-                f"{name} is a {device.role} ({device.platform}), not a host", param_hint="'--host'"
-            )
-        chosen.append(device)
-    return chosen
+        chosen.update((d.name, d) for d in matched if d.name not in chosen)
+    return list(chosen.values())
 
 
 def collect(devices: Sequence[Device], intent: FabricIntent) -> dict[str, HostFacts]:
@@ -188,8 +193,9 @@ def report_problems(envs: Sequence[HostEnvironment]) -> None:
 )
 @FABRIC
 @click.option(
-    "--host", "hosts", multiple=True, metavar="NAME",
-    help="Only this host (repeatable) [default: every host with an rdma_device].",
+    "--host", "hosts", multiple=True, metavar="PATTERN",
+    help="Only hosts whose name matches: a name or a glob such as 'gpu*' (repeatable) "
+    "[default: every host with an rdma_device].",
 )  # fmt: skip
 @output_option("env", "json", "table", default="env")
 @handle_errors

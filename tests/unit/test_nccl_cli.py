@@ -173,7 +173,16 @@ def test_the_namespace_host_without_rdma_device_says_why(
 @pytest.mark.parametrize(
     ("host", "message"),
     [
-        ("nope", "Invalid value for '--host': no device named 'nope' in fabric jobs (hosts: h1"),
+        (
+            "nope",
+            "Invalid value for '--host': Expected: a host name or glob of fabric jobs "
+            "Actual: 'nope' matches none (hosts: h1",
+        ),
+        (
+            "leaf*",
+            "Invalid value for '--host': Expected: a host name or glob of fabric jobs "
+            "Actual: 'leaf*' matches none",
+        ),
         ("leaf1", "Invalid value for '--host': leaf1 is a leaf (arista_eos), not a host"),
     ],
 )
@@ -183,6 +192,12 @@ def test_bad_host_exits_2_naming_the_option(
     code, out, err = run(str(fabric), "--host", host)
     assert code == 2 and out == ""
     assert message in err
+
+
+def test_a_glob_selects_hosts_in_fabric_order_once(fabric: Path, trees: dict[str, Path]) -> None:
+    code, out, _ = run(str(fabric), "-o", "json", "--host", "h[21]", "--host", "h1")
+    assert code == 0
+    assert [h["host"] for h in json.loads(out)["hosts"]] == ["h1", "h2"]
 
 
 def test_bad_fabric_exits_2(tmp_path: Path) -> None:
