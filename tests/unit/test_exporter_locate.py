@@ -321,7 +321,7 @@ BAD: list[tuple[str, Any, str]] = [
     (
         "unknown kind",
         edit(suspect(1, "kind", "cable")),
-        "suspects[1].kind: Expected: one of link, port, switch, host-nic. Actual: 'cable'",
+        "suspects[1].kind: Expected: one of link, port, switch, host-nic, host. Actual: 'cable'",
     ),
     (
         "kind missing",
