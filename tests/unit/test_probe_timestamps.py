@@ -11,11 +11,14 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.observe.probes import receiver
 from agent.observe.probes.packets import Flow, RoceTemplate
 from agent.observe.probes.timestamps import (
     HARDWARE_FLAGS,
+    HOST_DELAY_BUCKETS_S,
     SCM_TIMESTAMPING,
     SOF_TIMESTAMPING_RX_HARDWARE,
     SOFTWARE_FLAGS,
@@ -195,3 +198,28 @@ def test_the_receiver_reports_source_kernel_latency_and_host_delay_per_flow(
     assert flow["host_delay"]["p90_s"] == 0.05  # 30 ms held: the (25, 50] ms bucket
     # Kernel latency leaves the 30 ms out; the user-space one includes it.
     assert flow["kernel_latency"]["min_s"] < flow["latency"]["min_s"] - 0.025
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    delays_us=st.lists(st.integers(min_value=0, max_value=2_000_000), min_size=1, max_size=200),
+    q=st.sampled_from([0.5, 0.9, 0.99]),
+)
+def test_the_host_delay_quantile_is_the_bucket_bound_just_above_the_true_one(
+    delays_us: list[int], q: float
+) -> None:
+    """The reported quantile bounds the true one from above by at most one bucket: at least
+    a share ``q`` of the delays are at or below it, and fewer below the bucket before."""
+    delay = HostDelay()
+    for us in delays_us:
+        delay.observe(NOW + us * 1000, NOW, "software", 0)
+    bound = delay.quantile_s(q)
+    seconds = [us / 1e6 for us in delays_us]
+    if bound is None:  # beyond the last bucket
+        assert sum(s <= HOST_DELAY_BUCKETS_S[-1] for s in seconds) < q * len(seconds)
+        return
+    assert sum(s <= bound for s in seconds) >= q * len(seconds)
+    index = HOST_DELAY_BUCKETS_S.index(bound)
+    if index:
+        below = HOST_DELAY_BUCKETS_S[index - 1]
+        assert sum(s <= below for s in seconds) < q * len(seconds)

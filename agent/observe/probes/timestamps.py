@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from bisect import bisect_left
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -192,7 +193,5 @@ class HostDelay:
 
 
 def _bucket(seconds: float) -> int:
-    for index, bound in enumerate(HOST_DELAY_BUCKETS_S):
-        if seconds <= bound:
-            return index
-    return len(HOST_DELAY_BUCKETS_S)
+    """The first bucket whose upper bound is at least ``seconds`` (the last: beyond all)."""
+    return bisect_left(HOST_DELAY_BUCKETS_S, seconds)
