@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import socket
 import struct
-from bisect import bisect_left
 import time
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
