@@ -14,6 +14,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,12 +35,13 @@ def lab(module_labs: LabFactory) -> Lab:
     return started
 
 
-def _locate(lab: Lab) -> dict:  # type: ignore[type-arg]
+def _locate(lab: Lab) -> dict[str, Any]:
     done = run_agent(
         "locate", lab.status["fabric_file"], "--duration", f"{DURATION_S:g}s", "--output", "json"
     )
     assert done.returncode in (0, 1), done.stdout + done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    verdict: dict[str, Any] = json.loads(done.stdout)
+    return verdict
 
 
 def _stopped_in(netns: str) -> list[int]:
