@@ -26,7 +26,7 @@ PROBE_SCENARIOS = ("pairwise", "incast", "storm", "receive", "other")
 PROBE_RESULTS = ("pass", "fail")
 NIC_ERROR_SOURCES = ("sysfs", "ethtool")
 YES_NO = ("yes", "no")
-LOCATE_KINDS = ("link", "port", "switch", "host-nic")
+LOCATE_KINDS = ("link", "port", "switch", "host-nic", "host")
 # Why an HTTP connection was refused (503), cut, or failed; exporters/server.py counts them.
 HTTP_BAD_CLIENT_REASONS = (
     "connection_cap", "address_cap",

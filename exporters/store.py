@@ -202,6 +202,8 @@ class LocateElements:
                 "port": frozenset(f"{d.name}:{p.name}" for d in switches for p in d.ports),
                 "switch": frozenset(d.name for d in switches),
                 "host-nic": frozenset(d.name for d in intent.devices if d.role == "host"),
+                # host delay, not the network (agent.observe.locate.rank._host_delay)
+                "host": frozenset(d.name for d in intent.devices if d.role == "host"),
             }
         )
 
@@ -211,6 +213,7 @@ LOCATE_SHAPES = {
     "port": "a switch port (leaf1:Ethernet3)",
     "switch": "a switch name",
     "host-nic": "a host name",
+    "host": "a host name",
 }
 
 

@@ -326,7 +326,7 @@ def counters_command(node: str, lab_name: str | None, state_dir: Path | None, ou
 def fault_group() -> None:
     """Break the running lab on purpose, by fabric element, and undo it: loss, corruption,
     a link down, misclassification (config-visible or not), PFC ignored, a PFC storm,
-    latency. Lab only: nothing the agent sends to a switch can reach these."""
+    latency, a stalling host. Lab only: nothing the agent sends to a switch can reach these."""
 
 
 def _fault_lab(topology: Path | None, lab_name: str | None, state_dir: Path | None) -> Any:
@@ -370,7 +370,8 @@ _topology_argument = click.argument(
 @click.option(
     "--delay",
     type=DELAY,
-    help="Added delay, with its unit, at most 1s (5ms, 250us): latency.",
+    help="Added delay, with its unit, at most 1s (5ms, 250us): latency; how long each stall "
+    "lasts (under 100ms): host-stall.",
 )
 @click.option(
     "--ms", "delay_alias", type=DELAY, hidden=True,

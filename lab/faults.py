@@ -23,10 +23,14 @@ kind                      what is done (and where)
 ``storm``                 a process in the host's namespace sends PFC XOFF on the fabric's RoCE
                           priority continuously (started and killed by PID)
 ``latency``               vswitch ``delay`` on the switch egress of that direction
+``host-stall``            a process in the lab's own namespace stops every process of the host's
+                          namespace for MS ms of every 100 ms (SIGSTOP/SIGCONT by pidfd): the
+                          kernel still receives, user space reads late (:mod:`lab.faults_stall`)
 ========================  ======================================================================
 
 The registry is ``STATE_DIR/faults.json`` (registered in ``state.json``, so ``lab down``
-removes it; ``lab down`` also kills the storm processes it records). A vswitch's
+removes it; ``lab down`` also ends the storm and stall processes it records; a stall continues
+what it stopped when it ends). A vswitch's
 ``set_faults`` replaces its whole fault set, so every change sends each touched switch the
 union of its active faults. Everything is checked before anything is done: bad input raises
 :class:`FaultError` naming what and where, and nothing is applied.
@@ -59,6 +63,7 @@ FAULTS_DIR = "faults"  # logs of fault processes
 STORM_INTERVAL_S = 0.01  # well inside one XOFF's pause time: the queue never resumes
 STORM_QUANTA = 0xFFFF
 START_TIMEOUT_S = 10.0
+STALL_PERIOD_MS = 100.0  # a host-stall stops the host for MS ms of every this many
 LOCK_TIMEOUT_S = 30.0
 SSH_TIMEOUT_S = 30.0
 BUILTIN_PROFILES = builtin_profiles()
@@ -111,6 +116,13 @@ KINDS: dict[str, KindSpec] = {
         frozenset({"ms"}),
         frozenset({"ms"}),
         "every frame in one link direction leaves MS ms later",
+    ),
+    "host-stall": KindSpec(
+        HOST,
+        frozenset({"ms"}),
+        frozenset({"ms"}),
+        f"the host's processes stop for MS ms of every {STALL_PERIOD_MS:g} ms (a slow host, "
+        "not a slow link)",
     ),
 }
 PARAMETERS = ("percent", "ms", "seed", "dscp", "tc")
@@ -465,6 +477,26 @@ def _plan_storm(request: _Request) -> Actions:
     ]
 
 
+def _plan_host_stall(request: _Request) -> Actions:
+    """A process outside the host's namespace that stops and continues the processes in it."""
+    ms = request.fault.params["ms"]
+    if ms >= STALL_PERIOD_MS:
+        raise FaultError(
+            f"--delay: Expected: a stall shorter than its period ({STALL_PERIOD_MS:g} ms). "
+            f"Actual: {ms:g} ms"
+        )
+    host = request.host
+    return [
+        {
+            "type": "process",
+            "node": host,
+            "netns": request.wiring.netns[host],
+            "stall_ms": ms,
+            "period_ms": STALL_PERIOD_MS,
+        }
+    ]
+
+
 PLANNERS: dict[str, Callable[[_Request], Actions]] = {
     "loss": _plan_loss,
     "corrupt": _plan_corrupt,
@@ -475,6 +507,7 @@ PLANNERS: dict[str, Callable[[_Request], Actions]] = {
     "ignore-pfc": _plan_ignore_pfc,
     "storm": _plan_storm,
     "latency": _plan_latency,
+    "host-stall": _plan_host_stall,
 }
 
 # --------------------------------------------------------------------------- the lab's faults
@@ -565,7 +598,7 @@ class LabFaults:
             action["previous"] = interface_trust(running, action["interface"])
             _configure_trust(state, action, fault.id, action["set"])
         elif action["type"] == "process":
-            action.update(self._start_storm(state, fault.id, action))
+            action.update(self._start_process(state, fault.id, action))
 
     def _undo(self, state: LabState, registry: Registry, fault: Fault) -> None:
         action = fault.actions[0]
@@ -578,6 +611,8 @@ class LabFaults:
             _configure_trust(state, action, fault.id, action.get("previous") or "default qos trust")
         elif action["type"] == "process":
             procs.stop(action)
+            if "stall_ms" in action:
+                _continue_all(action)
 
     def _push_switch(self, state: LabState, faults: builtins.list[Fault], switch: str) -> None:
         """Send ``switch`` the union of the faults meant for it (set_faults replaces)."""
@@ -600,20 +635,33 @@ class LabFaults:
         except (OSError, ValueError) as exc:
             raise FaultError(f"{switch}: vswitch did not answer: {exc}") from None
 
-    def _start_storm(
+    def _start_process(
         self, state: LabState, fault_id: str, action: Mapping[str, Any]
     ) -> dict[str, Any]:
+        """A storm (inside the host's namespace) or a stall (outside the namespace it stops:
+        it would stop itself), started and known by PID."""
         log_dir = state.add_dir(FAULTS_DIR)
         log_dir.mkdir(exist_ok=True)
         log = log_dir / f"{fault_id}.log"
-        argv = [
-            sys.executable, "-m", "lab.faults_storm",
-            "--ifname", str(action["ifname"]),
-            "--priority", str(action["priority"]),
-            "--interval-ms", f"{STORM_INTERVAL_S * 1000:g}",
-            "--quanta", str(STORM_QUANTA),
-        ]  # fmt: skip
-        launcher = ["ip", "netns", "exec", str(action["netns"])]
+        if "stall_ms" in action:
+            argv = [
+                sys.executable, "-m", "lab.faults_stall",
+                "--netns", str(action["netns"]),
+                "--ms", f"{action['stall_ms']:g}",
+                "--period-ms", f"{action['period_ms']:g}",
+            ]  # fmt: skip
+            launcher: list[str] = []
+            word, what = b"stalling", "stall"
+        else:
+            argv = [
+                sys.executable, "-m", "lab.faults_storm",
+                "--ifname", str(action["ifname"]),
+                "--priority", str(action["priority"]),
+                "--interval-ms", f"{STORM_INTERVAL_S * 1000:g}",
+                "--quanta", str(STORM_QUANTA),
+            ]  # fmt: skip
+            launcher = ["ip", "netns", "exec", str(action["netns"])]
+            word, what = b"storming", "storm"
         with log.open("ab") as err:
             # The storm outlives this command; it ends by PID (remove, lab down).
             proc = procs.spawn([*launcher, *argv], stdout=subprocess.PIPE, stderr=err)
@@ -622,11 +670,13 @@ class LabFaults:
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
         line = proc.stdout.readline() if ready else b""
         proc.stdout.close()
-        if line.strip() != b"storming":
+        if line.strip() != word:
             procs.stop(record)
+            if "stall_ms" in action:
+                _continue_all(action)
             ending = procs.tail(log)
             raise FaultError(
-                f"storm on {action['node']} did not start within {START_TIMEOUT_S:g} s"
+                f"{what} on {action['node']} did not start within {START_TIMEOUT_S:g} s"
                 + (f"; its log ends with:\n{ending}" if ending else "")
             )
         return record
@@ -672,6 +722,15 @@ def _eos_name(ifname: str) -> str:
     from lab.mgmt.names import eos_name
 
     return eos_name(ifname)
+
+
+def _continue_all(action: Mapping[str, Any]) -> None:
+    """After a stall ends: every process of the host's namespace continued, also one the
+    stall process stopped and could not continue (killed in a stall)."""
+    from lab.faults_stall import continue_all
+
+    with contextlib.suppress(OSError):  # the namespace is gone: nothing left stopped
+        continue_all(str(action["netns"]))
 
 
 def _ip_link(action: Mapping[str, Any], how: str) -> None:
@@ -808,6 +867,11 @@ def describe(fault: Fault) -> str:
             before = action.get("previous") or "inherited trust"
             parts.append(
                 f"{action['switch']} {action['interface']}: {action['set']} (was {before})"
+            )
+        elif action["type"] == "process" and "stall_ms" in action:
+            parts.append(
+                f"processes of {action['node']} stopped {action['stall_ms']:g} ms of every "
+                f"{action['period_ms']:g} ms, pid {action.get('pid', '?')}"
             )
         elif action["type"] == "process":
             parts.append(

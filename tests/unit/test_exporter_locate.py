@@ -221,16 +221,17 @@ def test_every_element_the_fabric_defines_is_accepted(
         "port": [f"{d.name}:{p.name}" for d in intent.devices if d.role != "host" for p in d.ports],
         "switch": [d.name for d in intent.devices if d.role != "host"],
         "host-nic": sorted(topology.hosts),
+        "host": sorted(topology.hosts),
     }
-    # 16 directed links and their 8 cables, 12 switch ports, 4 switches, 4 hosts.
-    assert [len(v) for v in names.values()] == [24, 12, 4, 4]
+    # 16 directed links and their 8 cables, 12 switch ports, 4 switches, 4 hosts (twice).
+    assert [len(v) for v in names.values()] == [24, 12, 4, 4, 4]
     listed = [
         {"kind": kind, "element": element, "confidence": 0.5}
         for kind, elements in names.items()
         for element in elements
     ]
     store.update_locate({"paths": 8, "bad_paths": 8, "suspects": listed})
-    assert len(suspects(exposition(store))) == 44
+    assert len(suspects(exposition(store))) == 48
 
 
 def test_an_element_named_twice_is_one_series_at_its_highest_confidence(
@@ -321,7 +322,7 @@ BAD: list[tuple[str, Any, str]] = [
     (
         "unknown kind",
         edit(suspect(1, "kind", "cable")),
-        "suspects[1].kind: Expected: one of link, port, switch, host-nic. Actual: 'cable'",
+        "suspects[1].kind: Expected: one of link, port, switch, host-nic, host. Actual: 'cable'",
     ),
     (
         "kind missing",
@@ -408,8 +409,8 @@ def test_the_series_are_documented_with_bounded_kinds() -> None:
     for name in LOCATE_FAMILIES:
         assert metrics.BY_NAME[name].type == "gauge"
     assert metrics.BY_NAME["roce_locate_suspect"].labels == ("fabric", "kind", "element")
-    assert metrics.LOCATE_KINDS == ("link", "port", "switch", "host-nic")
-    assert "`kind` (locate suspects): link, port, switch, host-nic" in metrics.markdown()
+    assert metrics.LOCATE_KINDS == ("link", "port", "switch", "host-nic", "host")
+    assert "`kind` (locate suspects): link, port, switch, host-nic, host" in metrics.markdown()
 
 
 # --------------------------------------------------------------------------- the daemon

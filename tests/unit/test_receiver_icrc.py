@@ -105,6 +105,12 @@ class RecordedPort:
             raise BlockingIOError
         return self.frames.pop(0)
 
+    def recvmsg(self, size: int, ancillary: int) -> tuple[bytes, list[Any], int, None]:
+        return self.recv(size), [], 0, None  # no kernel stamps: user space
+
+    def setsockopt(self, *args: Any) -> None:
+        raise OSError("SO_TIMESTAMPING not supported")
+
     def send(self, frame: bytes) -> int:
         self.sent.append(frame)
         return len(frame)

@@ -209,6 +209,9 @@ class _Locating:
                 row.icrc_errors,
                 row.latency_min_ms,
                 _hop_probes(self.hops.get((row.src, row.dst, row.sport), ())),
+                kernel_latency_ms=row.kernel_latency_min_ms,
+                host_delay_ms=row.host_delay_ms,
+                timestamp_source=row.timestamp_source,
             )
             for row in self.mesh
         ]
@@ -340,6 +343,9 @@ def as_json(run: LocateRun) -> dict[str, Any]:
                 "received": p.received,
                 "icrc_errors": p.icrc_errors,
                 "latency_min_ms": p.latency_ms,
+                "kernel_latency_min_ms": p.kernel_latency_ms,
+                "timestamp_source": p.timestamp_source,
+                "host_delay_p90_ms": p.host_delay_ms,
                 "load": p.load,
             }
             for p in run.paths

@@ -37,7 +37,7 @@ from agent.device.state import Counters, Difference, InterfaceCounters, LinkHeal
 from agent.errors import AgentError
 from agent.intent.model import FabricIntent
 
-SuspectKind = Literal["link", "port", "switch", "host-nic"]
+SuspectKind = Literal["link", "port", "switch", "host-nic", "host"]
 
 # A path is bad for loss when it lost at least this share of what it sent, and at least
 # LOSS_MIN_PACKETS (one lost packet in a short run is not a pattern).
@@ -152,10 +152,15 @@ class PathResult:
     sent: int
     received: int
     icrc_errors: int = 0
-    latency_ms: float | None = None  # median one-way
+    latency_ms: float | None = None  # one-way, received in user space
     # hops[i]: probes that expire at the switch ``links[i]`` leads to (one per switch hop).
     hops: tuple[HopProbe | None, ...] = ()
     load: bool = False  # a flow of `locate --load`'s incast, not a probe
+    # One-way from the kernel's receive stamp (agent.observe.probes.timestamps), None without;
+    # and how long the receiving host held the frames before user space read them (p90).
+    kernel_latency_ms: float | None = None
+    host_delay_ms: float | None = None
+    timestamp_source: str = "user"
 
     @property
     def lost(self) -> int:
@@ -382,6 +387,7 @@ def locate(
     measured = [p for p in paths if p.sent > 0]
     notes = [f"{p.label}: nothing sent, not used" for p in paths if p.sent == 0]
     suspects = _from_counters(topology, ports, duration_s) + _from_config(topology, differences)
+    suspects += _host_delay(measured)
     symptoms = _symptoms(measured)
     bad = {p.label: p for p in measured if any(s.bad(p) for s in symptoms)}
     suspects = [
@@ -441,17 +447,18 @@ def _symptoms(paths: Sequence[PathResult]) -> list[_Symptom]:
 
     baseline: dict[int, float] = {}
     for p in paths:
-        if p.latency_ms is not None:
+        if (latency := _latency(p)) is not None:
             hops = len(p.links)
-            baseline[hops] = min(baseline.get(hops, p.latency_ms), p.latency_ms)
+            baseline[hops] = min(baseline.get(hops, latency), latency)
 
     def excess(p: PathResult) -> float:
-        if p.latency_ms is None:
+        latency = _latency(p)
+        if latency is None:
             return 0.0
-        return max(0.0, p.latency_ms - baseline[len(p.links)])
+        return max(0.0, latency - baseline[len(p.links)])
 
     def slow(p: PathResult) -> bool:
-        if p.latency_ms is None:
+        if _latency(p) is None:
             return False
         base = baseline[len(p.links)]
         return excess(p) > max(LATENCY_FLOOR_MS, LATENCY_RELATIVE * base)
@@ -467,6 +474,47 @@ def _symptoms(paths: Sequence[PathResult]) -> list[_Symptom]:
         _Symptom("loss", lambda p: p.vanished, lambda p: p.sent, lossy, "lost"),
         _Symptom("latency", excess, lambda p: 1.0, slow, "were slow"),
     ]
+
+
+def _latency(p: PathResult) -> float | None:
+    """The path's one-way latency as close to the NIC as its receiver stamped it: the
+    kernel's receive stamp leaves out the time the receiving host took to read the frame."""
+    return p.kernel_latency_ms if p.kernel_latency_ms is not None else p.latency_ms
+
+
+def _host_delay(paths: Sequence[PathResult]) -> list[Suspect]:
+    """A host that held the frames of every path into it for longer than the latency floor
+    between the kernel's receive stamp and its probe process reading them: the host is slow
+    (descheduled, stopped, overloaded), not its access link, whose kernel-stamped latency
+    says how the network did (R-Pingmesh, SIGCOMM 2024, §4.2: host delay vs network RTT)."""
+    into: dict[str, list[PathResult]] = {}
+    for p in paths:
+        if not p.load and p.received > 0:  # a path that delivered nothing says nothing here
+            into.setdefault(p.dst, []).append(p)
+    found = []
+    for host, mine in sorted(into.items()):
+        delays = [p.host_delay_ms for p in mine if p.host_delay_ms is not None]
+        if len(delays) < len(mine) or min(delays) <= LATENCY_FLOOR_MS:
+            continue  # a receiver without kernel stamps cannot tell
+        stamped = sorted({p.timestamp_source for p in mine})
+        found.append(
+            Suspect(
+                "host",
+                host,
+                confidence=0.8,
+                evidence=[
+                    f"host delay, not the network: {host} held the probes of all "
+                    f"{len(mine)} paths into it {min(delays):.1f}–{max(delays):.1f} ms "
+                    f"(90th percentile) between the kernel's receive stamp "
+                    f"({'/'.join(stamped)}) and its probe process reading them",
+                    "the kernel-stamped latency of those paths is what the network did; its "
+                    "access link is judged by that",
+                ],
+                symptoms=frozenset(),
+                found_by="host-delay",
+            )
+        )
+    return found
 
 
 def _tomography(

@@ -5,6 +5,10 @@ One sender process per source host sends all of that host's flows round-robin (a
 flow would cost more CPU to start than the mesh spends sending), paced to a per-host rate cap
 so probing never congests what it measures, honouring PFC for the RoCE priority like a NIC.
 One receiver per destination host tracks every flow (per-QP PSN, ICRC, one-way latency).
+Each row says where its receive times came from (``timestamp_source``: the kernel's stamp,
+hardware or software, or user space; :mod:`agent.observe.probes.timestamps`), its latency
+from the kernel's stamps when there are any, and how long the receiving host held the
+frames before its probe process read them (``host_delay_ms``): a slow host, not the network.
 """
 
 from __future__ import annotations
@@ -182,7 +186,10 @@ class MeshResult:
     sent: int
     received: int
     icrc_errors: int
-    latency_min_ms: float | None
+    latency_min_ms: float | None  # user space: when the probe process read the frame
+    kernel_latency_min_ms: float | None = None  # the kernel's receive stamp (None: none)
+    timestamp_source: str = "user"  # "hardware" | "software" | "user": the weakest frame's
+    host_delay_ms: float | None = None  # 90th percentile of user-space read - kernel stamp
 
 
 def run_mesh(
@@ -277,13 +284,20 @@ def _result(
     """One flow as its sender counted it and its receiver saw it (nothing: all lost)."""
     row = next(f for f in sent[probe.src]["flows"] if f["qpn"] == qpn)
     seen = flow_of(received[probe.dst], ends[probe.src].ip, qpn)
-    latency = (seen or {}).get("latency", {}).get("min_s")
+    seen = seen or {}
     return MeshResult(
         probe.src,
         probe.dst,
         probe.sport,
         row["sent"],
-        seen["received"] if seen else 0,
-        seen.get("icrc_errors", 0) if seen else 0,
-        latency * 1000 if latency is not None else None,
+        seen.get("received", 0),
+        seen.get("icrc_errors", 0),
+        _ms(seen.get("latency", {}).get("min_s")),
+        _ms(seen.get("kernel_latency", {}).get("min_s")),
+        seen.get("timestamp_source", "user"),
+        _ms(seen.get("host_delay", {}).get("p90_s")),
     )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return seconds * 1000 if seconds is not None else None

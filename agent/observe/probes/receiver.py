@@ -13,6 +13,11 @@ most ``max_flows`` QPs, CNP pacing is kept only for tracked QPs, and when the se
 (``senders``, or the sources named in ``expected``) frames from any other source are only
 counted as ``foreign_frames``: they create no state, get no CNP and do not hold the idle
 timeout open.
+
+Receive times come from the kernel where it stamps frames (``SO_TIMESTAMPING``, hardware then
+software: :mod:`agent.observe.probes.timestamps`), else from user space; each flow says which
+(``timestamp_source``), its kernel-stamped latency and how long this host held its frames
+before the receiver read them (``host_delay``). The ``latency`` block stays user-space.
 """
 
 from __future__ import annotations
@@ -29,6 +34,13 @@ from agent.observe.probes.analysis import DEFAULT_MAX_FLOWS, PfcAnalyzer, RoceAn
 from agent.observe.probes.dilation import Dilation
 from agent.observe.probes.packets import ECN_CE, ROCE_UDP_PORT, RoceView, cnp_packet
 from agent.observe.probes.rawsock import interface_mac, mac_text, open_port, roce_or_pfc_filter
+from agent.observe.probes.timestamps import (
+    HostDelay,
+    TimestampSource,
+    enable_rx_timestamps,
+    receive,
+    weakest,
+)
 from lossless.dcqcn import NotificationPoint
 
 MAX_DURATION_S = 3600.0
@@ -77,6 +89,7 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
     pfc = PfcAnalyzer(spec.link_speed_bps, spec.storm_after_s)
     my_mac = interface_mac(spec.ifname)
     sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
+    stamps = _Stamps(enable_rx_timestamps(sock))
     responder = _CnpResponder(spec, my_mac, sock)
     start = time.monotonic()
     last_data = start
@@ -94,16 +107,21 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
                 break
             readable, _, _ = select.select([sock], [], [], min(0.05, deadline - now))
             if readable:
-                last_data = _drain(sock, roce, pfc, responder, last_data)
+                last_data = _drain(sock, roce, pfc, responder, stamps, last_data)
         elapsed = time.monotonic() - start
     finally:
         sock.close()
+    result = roce.result(_expected_sent(spec, roce))
+    for flow in result["flows"]:
+        flow.update(stamps.flow(flow["src_ip"], flow["qpn"]))
     return {
         "role": "receive",
         "interface": spec.ifname,
         "udp_port": spec.udp_port,
         "duration_s": round(elapsed, 6),
-        **roce.result(_expected_sent(spec, roce)),
+        **result,
+        "timestamp_source": stamps.source(),
+        "timestamps_granted": stamps.granted,
         "cnps_sent": responder.sent,
         "time_dilation": spec.time_dilation,
         "senders": sorted(roce.sources) if roce.sources is not None else None,
@@ -116,22 +134,51 @@ def _drain(
     roce: RoceAnalyzer,
     pfc: PfcAnalyzer,
     responder: _CnpResponder,
+    stamps: _Stamps,
     last_data: float,
 ) -> float:
     """Take every queued frame; returns when the last tracked data frame arrived."""
     while True:
         try:
-            frame = sock.recv(65536)
+            frame, user_ns, kernel_ns, source = receive(sock)
         except BlockingIOError:
             return last_data
         now = time.monotonic()
         if pfc.feed(frame, now) is not None:
             continue
-        view = roce.feed(frame, time.time_ns())
+        view = roce.feed(frame, user_ns)
         if view is None:
             continue
         last_data = now
+        stamps.observe(view, user_ns, kernel_ns, source)
         responder.on_data(view, now)
+
+
+class _Stamps:
+    """Per tracked flow: which receive timestamps its frames carried, its kernel-stamped
+    latency and this host's delay (bounded: only flows the analyser tracks get here)."""
+
+    def __init__(self, granted: TimestampSource) -> None:
+        self.granted = granted
+        self.flows: dict[tuple[str, int], HostDelay] = {}
+
+    def observe(
+        self, view: RoceView, user_ns: int, kernel_ns: int | None, source: TimestampSource
+    ) -> None:
+        key = (view.src_ip, view.qpn)
+        delay = self.flows.get(key)
+        if delay is None:
+            delay = self.flows[key] = HostDelay()
+        delay.observe(user_ns, kernel_ns, source, view.sent_ns or 0)
+
+    def flow(self, src_ip: str, qpn: int) -> dict[str, Any]:
+        return (self.flows.get((src_ip, qpn)) or HostDelay()).as_dict()
+
+    def source(self) -> TimestampSource:
+        """What this receiver used: the weakest source of any frame (before any frame:
+        what the socket was granted)."""
+        used = {s for d in self.flows.values() for s in d.sources}
+        return weakest(used) if used else self.granted
 
 
 class _CnpResponder:
