@@ -243,7 +243,12 @@ def group_key(trial: Scored, by: Sequence[str]) -> tuple[Any, ...]:
 def grouped(trials: Sequence[Scored], by: Sequence[str]) -> dict[tuple[Any, ...], Summary]:
     """One summary per group, fault kinds in the order first seen, "none" last."""
     groups: dict[tuple[Any, ...], list[Scored]] = {}
-    for trial in sorted(trials, key=lambda t: (t.kind == "none", t.rate or 0.0)):
+
+    def order(t: Scored) -> tuple[bool, float, int]:
+        where = DIRECTIONS.index(t.direction) if t.direction in DIRECTIONS else len(DIRECTIONS)
+        return t.kind == "none", t.rate or 0.0, where
+
+    for trial in sorted(trials, key=order):
         groups.setdefault(group_key(trial, by), []).append(trial)
     return {key: summarise(members) for key, members in groups.items()}
 
