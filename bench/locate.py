@@ -338,7 +338,7 @@ class Outcome:
             return None
         verdict = self.run.verdict
         if hasattr(verdict, "first"):
-            top = verdict.first
+            top = verdict.first() if callable(verdict.first) else verdict.first
             return None if top is None else (top.kind, top.element)
         return (verdict.suspects[0].kind, verdict.suspects[0].element) if verdict.suspects else None
 

@@ -254,6 +254,8 @@ def test_the_first_suspect_is_verdict_first_where_locate_has_it(
     if first != "absent":  # #30's Verdict.first: None when rank 1 is tied
         top = None if first is None else _suspect(first)
         run.verdict = SimpleNamespace(suspects=suspects, first=top)  # type: ignore[assignment]
+        assert bench.Outcome(LOSS, run, 20.0).right is right
+        run.verdict = SimpleNamespace(suspects=suspects, first=lambda: top)  # type: ignore[assignment]
     outcome = bench.Outcome(LOSS, run, 20.0)
     assert outcome.right is right
 
