@@ -462,6 +462,16 @@ def test_bad_bench_arguments_exit_2_naming_the_option(
     assert f"{option}: Expected" in capsys.readouterr().err
 
 
-def test_the_matrix_has_four_no_fault_runs_per_trial() -> None:
-    assert bench.parse(["--matrix", "--trials", "2"]).no_fault == 8
-    assert bench.parse(["--trials", "2"]).no_fault is None
+@pytest.mark.parametrize(
+    ("argv", "rates", "no_fault"),
+    [
+        (["--matrix", "--trials", "2"], (0.5, 1.0, 2.0, 5.0), 8),
+        (["--trials", "2"], (5.0,), None),  # draw(): as many as --trials
+        (["--matrix", "--rates", "2%,0.5", "--no-fault", "0"], (2.0, 0.5), 0),
+    ],
+)
+def test_the_matrix_takes_every_rate_and_four_no_fault_runs_per_trial(
+    argv: list[str], rates: tuple[float, ...], no_fault: int | None
+) -> None:
+    args = bench.parse(argv)
+    assert (args.rates, args.no_fault, args.kinds) == (rates, no_fault, bench.KINDS)
