@@ -266,9 +266,14 @@ def test_the_first_suspect_is_verdict_first_where_locate_has_it(
 INFO = bench.RunInfo("20261127T010000Z-s1", 1, "v0-1-gabc", bench.Settings(False, 5.0))
 
 
-def _record(trial: Any = LOSS, suspects: list[Suspect] | None = None, error: str | None = None):
+def _record(
+    trial: Any = LOSS, suspects: list[Suspect] | None = None, error: str | None = None
+) -> dict[str, Any]:
     run = None if error else _run(suspects or [])
-    return bench.record(bench.Outcome(trial, run, 21.5, error, "2026-11-27T01:00:00Z"), 4, INFO)
+    line: dict[str, Any] = bench.record(
+        bench.Outcome(trial, run, 21.5, error, "2026-11-27T01:00:00Z"), 4, INFO
+    )
+    return line
 
 
 def test_a_record_holds_the_trial_the_verdict_and_what_locate_saw() -> None:
