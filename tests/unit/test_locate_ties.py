@@ -351,3 +351,31 @@ def test_the_error_rate_at_a_small_loss_over_many_draws(topology: Topology) -> N
         ]
         assert outcomes.count("wrong") <= _error_bound(200, 1 - CONFIDENCE), outcomes
         assert outcomes.count("right") >= 100, outcomes
+
+
+# --------------------------------------------------------------------------- the outputs
+
+
+def test_the_table_and_the_ticket_show_one_rank_for_a_tie_and_what_would_split_it(
+    topology: Topology,
+) -> None:
+    from rich.console import Console
+
+    from agent.app.locate import render_markdown, render_table
+    from agent.observe.locate.gather import LocateRun
+
+    verdict, after, _ = settle(topology, {DOWNLINK_B: 0.02}, seed=30)
+    run = LocateRun(verdict, [], 20.0, {})
+    rows = [line for line in render_markdown(run).splitlines() if line.startswith("| 1")]
+    assert [row.split(" | ")[0] for row in rows] == ["| 1 tied", "| 1 tied"], rows
+    assert all("would split them: TTL-limited probes from h1 expiring at spine2" in r for r in rows)
+    console = Console(record=True, width=400)
+    render_table(run, console)
+    text = console.export_text()
+    assert text.count("1 tied") == 2 and "tied: link leaf1:Ethernet2>spine2 or" in text
+
+    console = Console(record=True, width=400)
+    render_table(LocateRun(after, [], 20.0, {}), console)
+    text = console.export_text()
+    assert "1 tied" not in text and "locate: link spine2:Ethernet2>leaf2" in text, text
+    assert "follow-up probes crossing leaf1:Ethernet2>spine2:" in text
