@@ -379,3 +379,18 @@ def test_the_table_and_the_ticket_show_one_rank_for_a_tie_and_what_would_split_i
     text = console.export_text()
     assert "1 tied" not in text and "locate: link spine2:Ethernet2>leaf2" in text, text
     assert "follow-up probes crossing leaf1:Ethernet2>spine2:" in text
+
+
+def test_a_latency_tie_without_hop_round_trips_stays_tied_and_gets_no_follow_up(
+    topology: Topology,
+) -> None:
+    rng = np.random.default_rng(2)
+    paths = [
+        PathResult(p.src, p.dst, p.sport, p.links, p.sent, p.received,
+                   latency_ms=0.5 * len(p.links) + (20.0 if DOWNLINK_B in p.links else 0.0))
+        for p in drawn_mesh(rng, {})
+    ]  # fmt: skip
+    verdict = locate(topology, paths, [], confidence=CONFIDENCE)
+    assert verdict.first is None and {s.element for s in verdict.suspects} == set(TWINS)
+    assert any("round trips" in e for e in verdict.suspects[0].evidence)
+    assert plan_follow_ups(topology, paths, verdict) == []

@@ -1050,7 +1050,7 @@ def _tie_or_split(
         if not left:
             suspect = _member(topology, paths, symptom, best, name, tie, [])
             suspect.confidence = round(base * 0.9, 2)
-            suspect.evidence.append(note or "")
+            suspect.evidence += [note] if note else []
             return [suspect]
         members = [_member(topology, paths, symptom, best, m, tie, list(group)) for m in group]
         return _settle(members, tie, "hop probes")
@@ -1264,6 +1264,11 @@ def _winner(
 
 
 def _undecided(tie: Tie, stage: str, judged: _Judgement) -> str:
+    if tie.symptom == "latency":
+        return (
+            f"{stage}: the round trips to the switches on the way rise by less than "
+            f"{LATENCY_FLOOR_MS / 2:g} ms more across one of them than across the others"
+        )
     kinds = {r.crosses: r for r in tie.evidence}
     shown = "; ".join(r.describe() for _, r in sorted(kinds.items(), key=lambda i: sorted(i[0])))
     cleared = sorted(judged.cleared)
