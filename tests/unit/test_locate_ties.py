@@ -394,3 +394,20 @@ def test_a_latency_tie_without_hop_round_trips_stays_tied_and_gets_no_follow_up(
     assert verdict.first is None and {s.element for s in verdict.suspects} == set(TWINS)
     assert any("round trips" in e for e in verdict.suspects[0].evidence)
     assert plan_follow_ups(topology, paths, verdict) == []
+
+
+def test_a_tied_group_behind_a_misclassifying_port_names_that_port_once(
+    topology: Topology,
+) -> None:
+    """Loss behind the twins and lossy-queue drops further down: every member leads to the
+    same ingress, which is named once, on its own."""
+    from agent.observe.locate.rank import PortSymptoms
+
+    rng = np.random.default_rng(4)
+    paths = drawn_mesh(rng, {DOWNLINK_B: 0.03}, hop_sent=10)
+    ports = [PortSymptoms("leaf2", "Ethernet3", up=True, lossy_drops=30),
+             PortSymptoms("leaf2", "Ethernet4", up=True, lossy_drops=8)]  # fmt: skip
+    verdict = locate(topology, paths, ports, confidence=CONFIDENCE)
+    named = [(s.kind, s.element) for s in verdict.suspects]
+    assert named == [("port", "leaf2:Ethernet2")], verdict.as_dict()
+    assert verdict.first is not None and not verdict.tied

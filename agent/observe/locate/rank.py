@@ -23,6 +23,10 @@ A host's access link and its NIC lie on exactly the same paths, so probes alone 
 them apart; switch counters can (FCS errors on the leaf port: the cable or optic; pauses
 from the host: the NIC), and the suspect says which it is or that it cannot tell.
 
+Links on exactly the same probed paths are split by the hop probes with a sequential test,
+or reported as one tied group with equal rank that says which probes would split it (see
+"ties" below and :mod:`agent.observe.locate.followup`).
+
 Pure functions over plain data: no I/O here (``agent.app.locate`` collects and probes).
 """
 
@@ -461,6 +465,9 @@ def _from_paths(
         found = _tomography(topology, measured, symptom, covered, settings)
         if symptom.name == "loss":
             found = [_lossy_class(topology, s, bad.values(), ports) for s in found]
+            # The members of a tied group all lead to the same misclassifying port: once.
+            unique = {(s.kind, s.element): s for s in reversed(found)}
+            found = [s for s in found if unique[(s.kind, s.element)] is s]
         suspects += found
         explained |= covered | _explained_by(found, bad.values())
     return suspects, explained
