@@ -411,3 +411,25 @@ def test_a_tied_group_behind_a_misclassifying_port_names_that_port_once(
     named = [(s.kind, s.element) for s in verdict.suspects]
     assert named == [("port", "leaf2:Ethernet2")], verdict.as_dict()
     assert verdict.first is not None and not verdict.tied
+
+
+def test_the_test_s_lossy_rate_comes_from_every_path_through_the_group_not_the_bad_ones(
+    topology: Topology,
+) -> None:
+    """A path through the twins that happened to lose nothing still counts: H1 taken from
+    the bad paths alone would sit above the culprit's own rate."""
+    from agent.observe.locate.stats import loss_interval
+
+    rng = np.random.default_rng(5)
+    paths = drawn_mesh(rng, {DOWNLINK_B: 0.02})
+    through = [p for p in paths if DOWNLINK_B in p.links]
+    clean = through[0]
+    paths[paths.index(clean)] = PathResult(clean.src, clean.dst, clean.sport, clean.links,
+                                           clean.sent, clean.sent, hops=clean.hops)  # fmt: skip
+    verdict = locate(topology, paths, [], confidence=CONFIDENCE)
+    tie = verdict.suspects[0].tie
+    assert tie is not None and verdict.suspects[0].paths == 3  # the three bad paths
+    sent = sum(p.sent for p in through)
+    lost = sum(p.sent - p.received for p in through[1:])
+    assert tie.p1 == pytest.approx(loss_interval(sent, lost, CONFIDENCE)[0])
+    assert tie.p0 == pytest.approx(tie.p1 / 4)

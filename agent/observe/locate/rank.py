@@ -1061,9 +1061,12 @@ def _tie_or_split(
             return [suspect]
         members = [_member(topology, paths, symptom, best, m, tie, list(group)) for m in group]
         return _settle(members, tie, "hop probes")
-    p0, p1 = _hypotheses(covered, symptom, settings)
+    # Every probe path through the group, not only the bad ones: picking the paths that lost
+    # most would put H1 above the culprit's own rate.
+    through = [p for p in paths if best.name in p.links and not p.load]
+    p0, p1 = _hypotheses(through, symptom, settings)
     tie = Tie(group, symptom.name, p0, p1, settings.confidence, base)
-    tie = replace(tie, evidence=tuple(_hop_evidence(tie, covered)))
+    tie = replace(tie, evidence=tuple(_hop_evidence(tie, through)))
     members = [_member(topology, paths, symptom, best, m, tie, list(group)) for m in group]
     return _settle(members, tie, "hop probes")
 
