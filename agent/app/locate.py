@@ -27,12 +27,28 @@ from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
 from agent.errors import printable
 from agent.intent.loader import load_fabric
 from agent.observe.locate.gather import LocateRun, as_json, run_locate
+from agent.observe.locate.rank import Suspect
 from common.conventions import add_column, console, duration, examples, output_option, table
 
 SECONDS = duration(3600)
 
 
 # --------------------------------------------------------------------------- output
+
+
+def _rank(suspect: Suspect, position: int) -> str:
+    """The suspect's rank (a tied group's members share one) and the tie marker."""
+    return f"{suspect.rank or position}{' tied' if suspect.tied_with else ''}"
+
+
+def _evidence_lines(suspect: Suspect) -> list[str]:
+    """Its evidence, then for a tied member what it is tied with and the probes that would
+    split the group on a real fabric."""
+    lines = list(suspect.evidence)
+    if suspect.tied_with:
+        lines.append("tied with: " + ", ".join(suspect.tied_with))
+        lines += [f"would split them: {text}" for text in suspect.split_by]
+    return lines
 
 
 def render_markdown(run: LocateRun) -> str:
@@ -45,12 +61,13 @@ def render_markdown(run: LocateRun) -> str:
     if verdict.suspects:
         lines += ["| rank | kind | element | confidence | evidence |", "|---|---|---|---|---|"]
         for rank, suspect in enumerate(verdict.suspects, start=1):
-            evidence = "<br>".join(e.replace("|", "\\|") for e in suspect.evidence)
+            evidence = "<br>".join(e.replace("|", "\\|") for e in _evidence_lines(suspect))
             lines.append(
-                f"| {rank} | {suspect.kind} | `{suspect.element}` | "
+                f"| {_rank(suspect, rank)} | {suspect.kind} | `{suspect.element}` | "
                 f"{suspect.confidence:.2f} | {evidence} |"
             )
     lines.append(f"- {run.transport.summary()}")
+    lines += [f"- follow-up probes {r.describe()}" for r in verdict.follow_ups]
     for note in verdict.notes:
         lines.append(f"- note: {note}")
     return "\n".join(lines)
@@ -64,11 +81,11 @@ def render_table(run: LocateRun, console: Console) -> None:
         add_column(suspects, column, justify="right" if right else "left")
     for rank, suspect in enumerate(verdict.suspects, start=1):
         suspects.add_row(
-            str(rank),
+            _rank(suspect, rank),
             suspect.kind,
             Text(printable(suspect.element)),
             f"{suspect.confidence:.2f}",
-            Text(printable("\n".join(suspect.evidence))),
+            Text(printable("\n".join(_evidence_lines(suspect)))),
         )
     if verdict.suspects:
         console.print(suspects)
@@ -81,6 +98,8 @@ def render_table(run: LocateRun, console: Console) -> None:
         )
     )
     console.print(Text(printable(run.transport.summary())))
+    for result in verdict.follow_ups:
+        console.print(Text(printable(f"follow-up probes {result.describe()}")))
     for note in verdict.notes:
         console.print(Text(printable(f"note: {note}")))
 

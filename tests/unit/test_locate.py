@@ -251,16 +251,19 @@ def test_port_symptoms_are_deltas_and_a_cleared_counter_counts_from_zero() -> No
     assert found["Ethernet3"] == PortSymptoms("leaf2", "Ethernet3", up=False, pfc_rx=50)
 
 
-def test_without_hop_probes_links_on_the_same_paths_stay_ambiguous_and_say_so(
+def test_without_hop_probes_links_on_the_same_paths_are_one_tied_group_and_say_so(
     topology: Topology,
 ) -> None:
     fault = Fault(loss={"spine2:Ethernet2>leaf2": 0.03}, hop_probes=False)
-    first = locate(topology, mesh(fault), []).suspects[0]
-    assert first.confidence < 0.9
+    verdict = locate(topology, mesh(fault), [])
     twins = {"spine2:Ethernet2>leaf2", "leaf1:Ethernet2>spine2"}
-    assert first.element in twins
-    assert any(f"indistinguishable by these paths from: {(twins - {first.element}).pop()}" in e
-               for e in first.evidence)  # fmt: skip
+    top = verdict.suspects[:2]
+    assert verdict.first is None and verdict.tied
+    assert {s.element for s in top} == twins and [s.rank for s in top] == [1, 1]
+    for suspect in top:
+        assert suspect.confidence < 0.9 and suspect.tied_with == sorted(twins - {suspect.element})
+        assert any("the paths alone cannot tell them apart" in e for e in suspect.evidence)
+    assert verdict.as_dict()["summary"].startswith("tied: link leaf1:Ethernet2>spine2 or ")
 
 
 def test_the_ticket_formats_name_the_first_suspect_and_its_evidence(topology: Topology) -> None:

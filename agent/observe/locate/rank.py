@@ -23,6 +23,10 @@ A host's access link and its NIC lie on exactly the same paths, so probes alone 
 them apart; switch counters can (FCS errors on the leaf port: the cable or optic; pauses
 from the host: the NIC), and the suspect says which it is or that it cannot tell.
 
+Links on exactly the same probed paths are split by the hop probes with a sequential test,
+or reported as one tied group with equal rank that says which probes would split it (see
+"ties" below and :mod:`agent.observe.locate.followup`).
+
 Pure functions over plain data: no I/O here (``agent.app.locate`` collects and probes).
 """
 
@@ -30,12 +34,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agent.device.state import Counters, Difference, InterfaceCounters, LinkHealth
 from agent.errors import AgentError
 from agent.intent.model import FabricIntent
+from agent.observe.locate.stats import Sprt, loss_interval
 
 SuspectKind = Literal["link", "port", "switch", "host-nic", "host"]
 
@@ -54,6 +59,10 @@ LATENCY_RELATIVE = 0.5
 # and one lost XON trips the watchdog with no more pause frames than that.
 STORM_PFC_PER_S = 50.0
 STORM_WITH_WATCHDOG_PER_S = 10.0
+# The sequential test that splits links on the same paths (see "ties" below): the run's
+# confidence, and the smallest loss rate it must find (agent.observe.locate.gather's own).
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_MIN_LOSS = 0.005
 
 
 ALL_SYMPTOMS = frozenset({"loss", "icrc", "latency"})
@@ -315,14 +324,23 @@ class Suspect:
     # The path symptoms it accounts for (a drop counter explains loss, not latency).
     symptoms: frozenset[str] = field(default_factory=lambda: ALL_SYMPTOMS)
     found_by: str | None = None  # the path symptom tomography found it by (None: a counter)
+    rank: int = 0  # 1 is first; the members of a tied group share one (set by _order)
+    # Links the probes could not tell this one from (a tied group), and the probes that
+    # would split them on a real fabric.
+    tied_with: list[str] = field(default_factory=list)
+    split_by: list[str] = field(default_factory=list)
+    tie: Tie | None = None  # what the tied group's members share (kept when it is split)
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "rank": self.rank,
             "kind": self.kind,
             "element": self.element,
             "confidence": round(self.confidence, 2),
             "evidence": self.evidence,
             "paths_explained": self.paths,
+            "tied_with": self.tied_with,
+            "split_by": self.split_by,
         }
 
 
@@ -333,16 +351,36 @@ class Verdict:
     bad_paths: int
     unexplained: list[str]  # bad paths no suspect accounts for
     notes: list[str] = field(default_factory=list)
+    # The targeted probes run to split tied groups (agent.observe.locate.followup).
+    follow_ups: list[FollowUpResult] = field(default_factory=list)
 
     @property
     def fault_found(self) -> bool:
         return bool(self.suspects)
 
+    @property
+    def first(self) -> Suspect | None:
+        """The suspect ranked first on its own; None when there is none or rank 1 is a tied
+        group (a tie is never first: naming one of its members would be a coin flip)."""
+        if not self.suspects or self.suspects[0].tied_with:
+            return None
+        return self.suspects[0]
+
+    @property
+    def tied(self) -> bool:
+        """Whether some suspects remain a tied group the probes could not split."""
+        return any(s.tied_with for s in self.suspects)
+
     def as_dict(self) -> dict[str, Any]:
+        ranked = [
+            {**s.as_dict(), "rank": s.rank or i} for i, s in enumerate(self.suspects, start=1)
+        ]
         return {
             "fault_found": self.fault_found,
             "summary": summary(self),
-            "suspects": [{"rank": i, **s.as_dict()} for i, s in enumerate(self.suspects, start=1)],
+            "suspects": ranked,
+            "tied": self.tied,
+            "follow_ups": [r.as_dict() for r in self.follow_ups],
             "paths": self.paths,
             "bad_paths": self.bad_paths,
             "unexplained_paths": self.unexplained,
@@ -356,7 +394,14 @@ def summary(verdict: Verdict) -> str:
             f"no fault found ({verdict.paths} paths probed, none bad, no counter or setting "
             "pointing at one)"
         )
-    first = verdict.suspects[0]
+    first = verdict.first
+    if first is None:
+        top = verdict.suspects[0]
+        group = [top.element, *top.tied_with]
+        return (
+            f"tied: {top.kind} {' or '.join(sorted(group))} (confidence {top.confidence:.2f}): "
+            "the probes could not tell them apart"
+        )
     return f"{first.kind} {first.element} (confidence {first.confidence:.2f})"
 
 
@@ -379,10 +424,15 @@ def locate(
     *,
     duration_s: float = 1.0,
     loaded: Sequence[tuple[str, ...]] = (),
+    confidence: float = DEFAULT_CONFIDENCE,
+    min_loss: float = DEFAULT_MIN_LOSS,
 ) -> Verdict:
     """Rank the suspects; ``Verdict.suspects`` is empty when nothing is wrong. ``loaded``:
     the links of the flows that loaded the fabric (``locate --load``), which carry most of
-    the traffic a misclassifying port sends into a lossy queue."""
+    the traffic a misclassifying port sends into a lossy queue. ``confidence`` and
+    ``min_loss``: the sequential test that splits links on the same paths (see
+    :func:`_tie_or_split`)."""
+    settings = _Settings(confidence, min_loss)
     _check_links(topology, paths)
     measured = [p for p in paths if p.sent > 0]
     notes = [f"{p.label}: nothing sent, not used" for p in paths if p.sent == 0]
@@ -395,9 +445,8 @@ def locate(
     ]
     for suspect in suspects:
         suspect.paths = len(_explained_by([suspect], bad.values()))
-    suspects, explained = _from_paths(topology, measured, ports, symptoms, bad, suspects)
-    suspects = _slow_links(suspects)
-    suspects.sort(key=lambda s: (-s.confidence, -s.paths, s.element))
+    suspects, explained = _from_paths(topology, measured, ports, symptoms, bad, suspects, settings)
+    suspects = _order(_untie_missing(_slow_links(suspects)))
     unexplained = sorted(label for label in bad if label not in explained)
     return Verdict(suspects, len(measured), len(bad), unexplained, notes)
 
@@ -409,6 +458,7 @@ def _from_paths(
     symptoms: Sequence[_Symptom],
     bad: dict[str, PathResult],
     known: Sequence[Suspect],
+    settings: _Settings,
 ) -> tuple[list[Suspect], set[str]]:
     """``known`` and, symptom by symptom, the links tomography finds behind the bad paths
     no suspect so far explains; the labels of the bad paths explained."""
@@ -418,9 +468,12 @@ def _from_paths(
         # A counter explains the symptoms it causes: drops explain loss, not a slow path.
         causes = [s for s in suspects if symptom.name in s.symptoms]
         covered = _explained_by(causes, (p for p in bad.values() if symptom.bad(p)))
-        found = _tomography(topology, measured, symptom, covered)
+        found = _tomography(topology, measured, symptom, covered, settings)
         if symptom.name == "loss":
             found = [_lossy_class(topology, s, bad.values(), ports) for s in found]
+            # The members of a tied group all lead to the same misclassifying port: once.
+            unique = {(s.kind, s.element): s for s in reversed(found)}
+            found = [s for s in found if unique[(s.kind, s.element)] is s]
         suspects += found
         explained |= covered | _explained_by(found, bad.values())
     return suspects, explained
@@ -518,7 +571,11 @@ def _host_delay(paths: Sequence[PathResult]) -> list[Suspect]:
 
 
 def _tomography(
-    topology: Topology, paths: Sequence[PathResult], symptom: _Symptom, explained: set[str]
+    topology: Topology,
+    paths: Sequence[PathResult],
+    symptom: _Symptom,
+    explained: set[str],
+    settings: _Settings,
 ) -> list[Suspect]:
     """Greedy set cover of the bad paths no counter explained, by the directed link whose
     paths show the symptom most compared with the paths that do not cross it. Paths a counter
@@ -532,7 +589,7 @@ def _tomography(
         best = max((_Candidate.of(n, paths, remaining, symptom) for n in names), key=_score)
         if best.score <= 0:
             break
-        found.append(_link_suspect(topology, paths, symptom, best, len(remaining)))
+        found += _link_suspects(topology, paths, symptom, best, len(remaining), settings)
         for p in best.covered:
             del remaining[p.label]
     return found
@@ -570,37 +627,35 @@ def _score(candidate: _Candidate) -> float:
     return candidate.score
 
 
-def _link_suspect(
+def _link_suspects(
     topology: Topology,
     paths: Sequence[PathResult],
     symptom: _Symptom,
     best: _Candidate,
     remaining: int,
-) -> Suspect:
-    """The link tomography picked (or, of links on exactly its paths, the one the hop probes
-    show the symptom starting at), with its evidence and confidence."""
+    settings: _Settings,
+) -> list[Suspect]:
+    """The link tomography picked, with its evidence and confidence; or, when other links lie
+    on exactly its paths, the one the hop probes show the symptom rising at -- and where they
+    cannot tell, every such link as one tied group (see :func:`_tie_or_split`)."""
     name, covered = best.name, best.covered
-    twins = _same_paths(topology, paths, name)
-    hop_note = None
-    if twins:
-        name, hop_note, twins = _split_twins(name, twins, covered, symptom)
-    evidence = _link_evidence(topology.links[name], paths, symptom, best)
-    if hop_note:
-        evidence.append(hop_note)
-    if twins:
-        evidence.append("indistinguishable by these paths from: " + ", ".join(twins))
     rates = best.rate_in + best.rate_out
     purity = best.rate_in / rates if rates else 0.0
-    coverage = len(covered) / remaining
-    return Suspect(
-        "link",
-        name,
-        confidence=round(purity * coverage * (0.9 if not twins else 0.6), 2),
-        evidence=evidence,
-        explains={name},
-        paths=len(covered),
-        found_by=symptom.name,
-    )
+    base = purity * len(covered) / remaining
+    twins = _same_paths(topology, paths, name)
+    if twins:
+        return _tie_or_split(topology, paths, symptom, best, base, twins, settings)
+    return [
+        Suspect(
+            "link",
+            name,
+            confidence=round(base * 0.9, 2),
+            evidence=_link_evidence(topology.links[name], paths, symptom, best),
+            explains={name},
+            paths=len(covered),
+            found_by=symptom.name,
+        )
+    ]
 
 
 def _link_evidence(
@@ -949,3 +1004,420 @@ def _from_config(topology: Topology, differences: Sequence[Difference]) -> list[
             f"{d.setting}: Expected: {d.expected}. Actual: {d.actual} (configuration read back)"
         )
     return list(suspects.values())
+
+
+# --------------------------------------------------------------------------- ties
+#
+# Links on exactly the same probed paths (leaf1->spine2 and spine2->leaf2 in a two-leaf
+# fabric) cannot be told apart by the paths. TTL-limited probes can: those expiring at
+# spine2 cross leaf1->spine2 and not spine2->leaf2. Each kind of probe, by the members of
+# the group it crosses, is a binomial sample of the group's symptom, and Wald's sequential
+# probability ratio test (agent.observe.locate.stats) calls it clean or lossy at the run's
+# confidence -- or not yet. A member is the culprit when the probes that cross it (and the
+# members before it) are lossy and those that stop just before it are clean: the loss
+# rises across it. Until then the group stays tied, with equal rank, and says which probes
+# would split it. No fixed floor: the test decides, or nothing does.
+
+# H0 (clean) at a quarter of H1's rate: the ratio stats.Sprt.for_min_loss uses for paths.
+CLEAN_SHARE = 0.25
+MAX_LOSSY_SHARE = 0.5  # H1's rate never above it (a group losing more is not subtle)
+Decision = Literal["h0", "h1"]
+_DECISION_WORDS = {"h0": "clean", "h1": "lossy", None: "undecided"}
+
+
+@dataclass(frozen=True)
+class _Settings:
+    confidence: float = DEFAULT_CONFIDENCE
+    min_loss: float = DEFAULT_MIN_LOSS
+
+
+@dataclass(frozen=True)
+class FollowUpResult:
+    """Probes of one tied group that cross the same members of it (``crosses``), pooled:
+    how many were sent (answered, for corruption), how many of them lost (corrupted), and
+    the sequential test's decision on that rate: "h0" clean, "h1" lossy, None undecided."""
+
+    group: tuple[str, ...]
+    crosses: frozenset[str]
+    probes: tuple[str, ...]  # which probes: "h1→h3 (sport 49153) TTL 2, expiring at spine2"
+    sent: int
+    lost: int
+    decision: Decision | None
+    symptom: str = "loss"
+    note: str | None = None  # why the probing stopped short (a host that could not probe)
+
+    def describe(self) -> str:
+        crossing = ", ".join(sorted(self.crosses)) or "none of them"
+        verb = "corrupted" if self.symptom == "icrc" else "lost"
+        if not self.sent and self.decision == "h0":
+            return f"crossing {crossing}: {self.probes[0]} (clean)"
+        rate = f" ({self.lost / self.sent:.1%})" if self.sent else ""
+        return (
+            f"crossing {crossing}: {self.lost} of {self.sent} {verb}{rate}, "
+            f"{_DECISION_WORDS[self.decision]}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group": list(self.group),
+            "crosses": sorted(self.crosses),
+            "symptom": self.symptom,
+            "probes": list(self.probes),
+            "sent": self.sent,
+            "lost": self.lost,
+            "decision": _DECISION_WORDS[self.decision],
+            **({"note": self.note} if self.note else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Tie:
+    """What the members of a tied group share: all of them (``group``, sorted), the symptom,
+    the test's hypotheses -- H1: at least ``p1``, the group's own rate on its paths (the
+    lower end of its interval, at least ``min_loss``); H0: at most ``p0`` -- and the hop
+    evidence so far (the run's hop probes, then any follow-ups)."""
+
+    group: tuple[str, ...]
+    symptom: str
+    p0: float
+    p1: float
+    confidence: float
+    base: float  # the group's purity x coverage: confidence before the 0.9/0.6 factor
+    evidence: tuple[FollowUpResult, ...] = ()
+
+
+def _tie_or_split(
+    topology: Topology,
+    paths: Sequence[PathResult],
+    symptom: _Symptom,
+    best: _Candidate,
+    base: float,
+    twins: list[str],
+    settings: _Settings,
+) -> list[Suspect]:
+    """The tied group of ``best`` and its twins, settled as far as the run's hop probes go."""
+    group = tuple(sorted([best.name, *twins]))
+    covered = best.covered
+    if symptom.name == "latency":
+        # Hop round trips are no binomial sample: the fixed floor still splits latency.
+        name, note, left = _split_twins(best.name, twins, covered, symptom)
+        tie = Tie(group, symptom.name, 0.0, 0.0, settings.confidence, base)
+        if not left:
+            suspect = _member(topology, paths, symptom, best, name, tie, [])
+            suspect.confidence = round(base * 0.9, 2)
+            suspect.evidence += [note] if note else []
+            return [suspect]
+        members = [_member(topology, paths, symptom, best, m, tie, list(group)) for m in group]
+        return _settle(members, tie, "hop probes")
+    # Every probe path through the group, not only the bad ones: picking the paths that lost
+    # most would put H1 above the culprit's own rate.
+    through = [p for p in paths if best.name in p.links and not p.load]
+    p0, p1 = _hypotheses(through, symptom, settings)
+    tie = Tie(group, symptom.name, p0, p1, settings.confidence, base)
+    tie = replace(tie, evidence=tuple(_hop_evidence(tie, through)))
+    members = [_member(topology, paths, symptom, best, m, tie, list(group)) for m in group]
+    return _settle(members, tie, "hop probes")
+
+
+def _member(
+    topology: Topology,
+    paths: Sequence[PathResult],
+    symptom: _Symptom,
+    best: _Candidate,
+    name: str,
+    tie: Tie,
+    group: list[str],
+) -> Suspect:
+    others = [m for m in group if m != name]
+    evidence = _link_evidence(topology.links[name], paths, symptom, best)
+    if others:
+        evidence.append(
+            f"every probed path through it crosses {', '.join(others)} too: the paths alone "
+            "cannot tell them apart"
+        )
+    return Suspect(
+        "link",
+        name,
+        confidence=round(tie.base * 0.6, 2),
+        evidence=evidence,
+        explains={name},
+        paths=len(best.covered),
+        found_by=symptom.name,
+        tied_with=others,
+        split_by=split_by(topology, best.covered, tie.group),
+        tie=tie,
+    )
+
+
+def _hypotheses(
+    covered: Sequence[PathResult], symptom: _Symptom, settings: _Settings
+) -> tuple[float, float]:
+    """H1: a probe crossing the culprit sees at least the rate the group's paths showed --
+    the lower end of its Wilson interval, so that a true culprit meets H1 with the run's
+    confidence -- and never less than ``min_loss``; H0: a quarter of that."""
+    sent = sum(p.sent for p in covered)
+    lost = sum(round(symptom.amount(p)) for p in covered)
+    low = loss_interval(sent, min(lost, sent), settings.confidence)[0] if sent else 0.0
+    p1 = min(MAX_LOSSY_SHARE, max(settings.min_loss, low))
+    return p1 * CLEAN_SHARE, p1
+
+
+def _counts(path: PathResult, t: int, symptom: str) -> tuple[int, int] | None:
+    """(trials, events) of the probes of ``path`` that cross its first ``t`` links: the hop
+    probes expiring at the switch ``links[t - 1]`` leads to, or the path itself for all."""
+    if t == len(path.links):
+        events = path.icrc_errors if symptom == "icrc" else path.vanished
+        return path.sent, min(events, path.sent)
+    hop = path.hops[t - 1] if t - 1 < len(path.hops) else None
+    if hop is None or not hop.sent:
+        return None
+    if symptom == "icrc":
+        return hop.answered, hop.corrupted
+    return hop.sent, hop.sent - hop.answered
+
+
+def _hop_evidence(tie: Tie, covered: Sequence[PathResult]) -> list[FollowUpResult]:
+    """The run's hop probes of the group's paths, pooled by the members they cross: per
+    member, the probes that stop just before it and those just past it, each kind once."""
+    pooled: dict[frozenset[str], list[Any]] = {}
+    seen: set[tuple[str, int]] = set()
+    members = set(tie.group)
+    before_host = False
+    for path in covered:
+        for name in members & set(path.links):
+            index = path.links.index(name)
+            before_host |= index == 0
+            for t in (index, index + 1):
+                counts = _counts(path, t, tie.symptom) if t else None
+                if counts is None or (path.label, t) in seen:
+                    continue
+                seen.add((path.label, t))
+                row = pooled.setdefault(frozenset(members & set(path.links[:t])), [0, 0, []])
+                row[0] += counts[0]
+                row[1] += counts[1]
+                where = "end to end" if t == len(path.links) else f"TTL {t}"
+                row[2].append(f"{path.src}→{path.dst} (sport {path.sport}) {where}")
+    found = []
+    for crosses, (sent, lost, probes) in sorted(pooled.items(), key=lambda i: sorted(i[0])):
+        decision = Sprt(tie.p0, tie.p1, tie.confidence).update(sent, lost) if sent else None
+        found.append(
+            FollowUpResult(tie.group, crosses, tuple(probes), sent, lost, decision, tie.symptom)
+        )
+    if before_host and frozenset() not in pooled:
+        found.insert(0, _nothing_before(tie))
+    return found
+
+
+def _nothing_before(tie: Tie) -> FollowUpResult:
+    """Before a host's own link lies only the host: clean without a probe."""
+    return FollowUpResult(
+        tie.group, frozenset(), ("nothing but the host lies before it",), 0, 0, "h0", tie.symptom
+    )
+
+
+@dataclass(frozen=True)
+class _Judgement:
+    """Which members the evidence clears, and which it shows the symptom rising at: the
+    probes crossing it lossy (``lossy``), those stopping just before it clean (``clean``)."""
+
+    cleared: dict[str, FollowUpResult]
+    risen: dict[str, tuple[FollowUpResult, FollowUpResult]]
+
+
+def _judge(tie: Tie) -> _Judgement:
+    # A later result for the same kind of probe replaces an earlier one: the follow-ups
+    # continue the run's own test (seeded with its counts).
+    kinds = {r.crosses: r for r in tie.evidence}
+    clean = {s: r for s, r in kinds.items() if r.decision == "h0"}
+    cleared = {m: r for s, r in sorted(clean.items(), key=lambda i: len(i[0])) for m in s}
+    risen: dict[str, tuple[FollowUpResult, FollowUpResult]] = {}
+    for crosses, lossy in sorted(kinds.items(), key=lambda i: (len(i[0]), sorted(i[0]))):
+        if lossy.decision != "h1":
+            continue
+        for member in sorted(crosses):
+            before = clean.get(crosses - {member})
+            if before is not None and member not in cleared and member not in risen:
+                risen[member] = (lossy, before)
+    return _Judgement(cleared, risen)
+
+
+def _settle(members: list[Suspect], tie: Tie, stage: str) -> list[Suspect]:
+    """The tied ``members`` after the evidence in ``tie``: the members the symptom rises at
+    (or the one left when the test cleared every other), each ranked on its own; else the
+    members not cleared, still tied. Cleared members leave the list; their evidence stays
+    with the ones left."""
+    judged = _judge(tie)
+    by_name = {s.element: s for s in members}
+    for suspect in members:
+        suspect.tie = tie
+    playing = [m for m in tie.group if m in by_name]
+    winners = [m for m in playing if m in judged.risen]
+    left = [m for m in playing if m not in judged.cleared]
+    if not winners and len(left) == 1 and len(playing) > 1:
+        winners = left
+    if winners:
+        return [_winner(by_name[w], tie, judged, playing, winners, stage) for w in winners]
+    if not left:  # every member cleared although their paths lose: the test says nothing
+        left = playing
+    for name in left:
+        suspect = by_name[name]
+        suspect.tied_with = [m for m in left if m != name]
+        suspect.tie = tie
+        if suspect.tied_with:
+            suspect.evidence.append(_undecided(tie, stage, judged))
+    return [by_name[m] for m in left]
+
+
+def _test_words(tie: Tie) -> str:
+    return (
+        f"sequential test at confidence {tie.confidence:.2f}: lossy at ≥ {tie.p1:.2%}, "
+        f"clean at ≤ {tie.p0:.2%}"
+    )
+
+
+def _probes_text(result: FollowUpResult, limit: int = 3) -> str:
+    shown = ", ".join(result.probes[:limit])
+    return shown + (" …" if len(result.probes) > limit else "")
+
+
+def _winner(
+    suspect: Suspect,
+    tie: Tie,
+    judged: _Judgement,
+    playing: list[str],
+    winners: list[str],
+    stage: str,
+) -> Suspect:
+    name = suspect.element
+    suspect.tied_with = []
+    suspect.confidence = round(tie.base * 0.9, 2)
+    risen = judged.risen.get(name)
+    if risen is not None:
+        lossy, before = risen
+        suspect.evidence.append(
+            f"{stage}: {tie.symptom} rises across {name}: probes {lossy.describe()} "
+            f"[{_probes_text(lossy)}]; probes {before.describe()} [{_probes_text(before)}] "
+            f"({_test_words(tie)})"
+        )
+    else:
+        verb = "corrupt" if tie.symptom == "icrc" else "lose"
+        suspect.evidence.append(
+            f"{stage}: by elimination -- every other link on its paths tested clean "
+            f"({_test_words(tie)}) and these paths {verb}"
+        )
+    for other in playing:
+        if other in winners or other == name:
+            continue
+        cleared = judged.cleared.get(other)
+        if cleared is not None:
+            suspect.evidence.append(
+                f"{stage}: {other} cleared: probes {cleared.describe()} [{_probes_text(cleared)}]"
+            )
+        else:
+            suspect.evidence.append(
+                f"{stage}: {other} could not be cleared: every probe past it also crosses "
+                f"{name}, where the {tie.symptom} already rises"
+            )
+    return suspect
+
+
+def _undecided(tie: Tie, stage: str, judged: _Judgement) -> str:
+    if tie.symptom == "latency":
+        return (
+            f"{stage}: the round trips to the switches on the way rise by less than "
+            f"{LATENCY_FLOOR_MS / 2:g} ms more across one of them than across the others"
+        )
+    kinds = {r.crosses: r for r in tie.evidence}
+    shown = "; ".join(r.describe() for _, r in sorted(kinds.items(), key=lambda i: sorted(i[0])))
+    cleared = sorted(judged.cleared)
+    return f"{stage} did not split the group ({_test_words(tie)}): {shown or 'no hop probes'}" + (
+        f"; cleared: {', '.join(cleared)}" if cleared else ""
+    )
+
+
+def split_by(topology: Topology, covered: Sequence[PathResult], group: Sequence[str]) -> list[str]:
+    """The probes that would split the group on a real fabric: per pair of members in path
+    order, TTL-limited probes expiring at the switch between them, the same switch's own
+    address (ICMP echo), and a host whose path reaches the later one without the earlier."""
+    texts: list[str] = []
+    members = set(group)
+    for path in sorted(covered, key=lambda p: p.label):
+        order = [n for n in path.links if n in members]
+        for earlier, later in itertools.pairwise(order):
+            index = path.links.index(earlier)
+            switch = topology.links[earlier].rx[0]
+            link = topology.links[earlier]
+            elsewhere = "another host" if link.tx_host else f"a host not behind {link.tx[0]}"
+            for text in (
+                f"TTL-limited probes from {path.src} expiring at {switch} (TTL {index + 1}) "
+                f"cross {earlier} but not {later}",
+                f"probes from {path.src} to {switch}'s own address (ICMP echo) cross "
+                f"{earlier} but not {later}",
+                f"probes from a host whose path reaches {later} without crossing {earlier} "
+                f"(none among the probed paths: {elsewhere})",
+            ):
+                if text not in texts:
+                    texts.append(text)
+        if texts:
+            break  # one path's pairs name the probes; the others' say the same
+    return texts
+
+
+def _untie_missing(suspects: list[Suspect]) -> list[Suspect]:
+    """A tied member another rule replaced (a lossy class found behind the loss) leaves the
+    group: the others stop naming it."""
+    names = {s.element for s in suspects if s.tied_with}
+    for suspect in suspects:
+        suspect.tied_with = [n for n in suspect.tied_with if n in names]
+    return suspects
+
+
+def _order(suspects: list[Suspect]) -> list[Suspect]:
+    """Sorted by confidence, then paths explained; a tied group's members side by side with
+    one rank (standard competition ranking: 1, 1, 3)."""
+
+    def key(s: Suspect) -> tuple[float, int, str, str]:
+        return (-s.confidence, -s.paths, min([s.element, *s.tied_with]), s.element)
+
+    suspects.sort(key=key)
+    previous: frozenset[str] | None = None
+    rank = 0
+    for position, suspect in enumerate(suspects, start=1):
+        group = frozenset([suspect.element, *suspect.tied_with]) if suspect.tied_with else None
+        if group is None or group != previous:
+            rank = position
+        suspect.rank = rank
+        previous = group
+    return suspects
+
+
+def resolve_ties(verdict: Verdict, results: Sequence[FollowUpResult]) -> Verdict:
+    """The verdict after the follow-up probes of its tied groups: each group settled again
+    with the new evidence (see :func:`_settle`), the suspects ranked again, and the
+    follow-ups recorded. A group the follow-ups did not decide stays tied and says so."""
+    groups: dict[tuple[str, ...], list[Suspect]] = {}
+    kept: list[Suspect] = []
+    for suspect in verdict.suspects:
+        # Copies: the verdict given stays as it was.
+        suspect = replace(
+            suspect, evidence=list(suspect.evidence), tied_with=list(suspect.tied_with)
+        )
+        if suspect.tied_with and suspect.tie is not None:
+            groups.setdefault(suspect.tie.group, []).append(suspect)
+        else:
+            kept.append(suspect)
+    for group, members in groups.items():
+        mine = tuple(r for r in results if r.group == group)
+        tie = members[0].tie
+        assert tie is not None
+        if mine:
+            tie = replace(tie, evidence=(*tie.evidence, *mine))
+        kept += _settle(members, tie, "follow-up probes") if mine else members
+    return Verdict(
+        _order(kept),
+        verdict.paths,
+        verdict.bad_paths,
+        verdict.unexplained,
+        verdict.notes,
+        [*verdict.follow_ups, *results],
+    )
