@@ -75,6 +75,22 @@ def test_out_of_time_before_sure_says_max_duration_and_keeps_the_deadline() -> N
     assert None in rounds.decisions().values()
 
 
+@pytest.mark.parametrize(
+    ("min_loss", "rate", "expected_s"),
+    # 4 hosts x 5 flows (the 2x2 lab), a probe 338 bytes on the wire: 29.6 probes/s a flow
+    # at 400 kb/s; 783 clean probes decide at 0.5 %, 76 at 5 %; 10 % margin.
+    [(0.005, 400_000, 29.1), (0.05, 400_000, 2.8), (0.005, 4_000_000, 2.9), (0.5, 4_000_000, 1.0)],
+)  # fmt: skip
+def test_the_first_round_is_long_enough_to_decide_clean_paths(
+    min_loss: float, rate: int, expected_s: float
+) -> None:
+    from agent.observe.probes.mesh import MeshProbe
+
+    probes = [MeshProbe(f"h{s}", f"h{(s + 1) % 4}", 49152 + k) for s in range(4) for k in range(5)]
+    first = gather.first_round_s(probes, Settings(min_loss=min_loss, rate_per_host_bps=rate))
+    assert first == pytest.approx(expected_s, abs=0.1)
+
+
 def test_rounds_add_up_per_path() -> None:
     rounds = MeshRounds(Settings(), 100.0)
     rounds.add([MeshResult("h1", "h2", 1, 100, 99, 1, 0.5)])

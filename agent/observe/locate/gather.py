@@ -39,8 +39,9 @@ from agent.observe.locate.rank import (
 from agent.observe.locate.stats import Sprt, loss_interval
 from agent.observe.probes import paths as probe_paths
 from agent.observe.probes import scenarios
-from agent.observe.probes.mesh import MeshProbe, MeshResult, run_mesh
+from agent.observe.probes.mesh import MESH_PAYLOAD_BYTES, MeshProbe, MeshResult, run_mesh
 from agent.observe.probes.paths import HopCount, Path
+from agent.observe.probes.sender import ETHERNET_OVERHEAD
 from agent.observe.probes.transport import ROCE, Transport
 from common.phases import Phases
 
@@ -60,6 +61,12 @@ FOLLOW_UP_SHARE = 0.2
 # little slower than their schedule (start-up, pauses), and a round that ends a few probes
 # short costs a whole round's set-up again.
 ROUND_MARGIN = 1.1
+# A mesh probe on the wire: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + payload + ICRC 4 bytes,
+# plus the preamble, FCS and gap a link carries too.
+PROBE_WIRE_BITS = (14 + 20 + 8 + 12 + MESH_PAYLOAD_BYTES + 4 + ETHERNET_OVERHEAD) * 8
+# What a round costs beyond its probing time before one has been measured (processes
+# started on each host, receivers ready, results collected; about 5 s on the lab).
+FIRST_OVERHEAD_S = 5.0
 
 
 def read_switches(pusher: Pusher, devices: list[Device], parallelism: int) -> dict[str, DeviceData]:
@@ -257,6 +264,20 @@ class MeshRounds:
         return {key: test.decision for key, test in self.tests.items()}
 
 
+def first_round_s(probes: Sequence[MeshProbe], settings: Settings) -> float:
+    """The first round of an adaptive mesh: long enough for the busiest host's flows to
+    send the probes that can decide "clean" (each round costs seconds of set-up, so a round
+    that can decide nothing is time lost). Each host shares ``rate_per_host_bps`` between
+    its flows; the mesh may send slower (its cap of a tenth of the link), never faster."""
+    flows: dict[str, int] = {}
+    for probe in probes:
+        flows[probe.src] = flows.get(probe.src, 0) + 1
+    if not flows:
+        return ROUND_S
+    per_flow_pps = settings.rate_per_host_bps / PROBE_WIRE_BITS / max(flows.values())
+    return max(ROUND_S, ROUND_MARGIN * settings.sprt().min_probes() / per_flow_pps)
+
+
 def _added(was: MeshResult, row: MeshResult) -> MeshResult:
     latencies = [x for x in (was.latency_min_ms, row.latency_min_ms) if x is not None]
     return MeshResult(
@@ -359,7 +380,10 @@ class _Locating:
             rounds.rounds, rounds.stopped = 1, "fixed"
         else:
             # A load runs beside the first round: that round lasts as long as the load.
-            rounds.run(one_round, max(ROUND_S, settings.load_s if loaded else 0.0))
+            first = first_round_s(probes, settings)
+            left = rounds.deadline - time.monotonic() - FIRST_OVERHEAD_S
+            first = max(ROUND_S, settings.load_s if loaded else 0.0, min(first, left))
+            rounds.run(one_round, first)
         self.stopped, self.rounds = rounds.stopped, rounds.rounds
         self.decisions = rounds.decisions()
         return rounds.results()
