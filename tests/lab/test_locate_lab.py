@@ -80,7 +80,7 @@ def test_a_faulty_run_exits_1_names_the_link_and_feeds_the_exporter(
 def test_an_adaptive_run_stops_when_sure(lab: Lab) -> None:
     """Without --duration the mesh runs in rounds until the SPRT has decided every path
     (issue #30): on a clean fabric, every path clean and the run stopped confident. At a
-    5 % floor a path needs 76 clean probes, a few seconds of the mesh."""
+    5 % floor a path needs 77 clean probes, a few seconds of the mesh."""
     done = run_agent(
         "locate", lab.status["fabric_file"], "--min-loss", "5%", "--max-duration", "50s",
         "--output", "json",
@@ -92,4 +92,4 @@ def test_an_adaptive_run_stops_when_sure(lab: Lab) -> None:
     ), verdict  # fmt: skip
     assert verdict["rounds"] >= 1 and verdict["time_to_verdict_s"] <= 50
     assert {p["sprt"] for p in verdict["probed_paths"]} == {"clean"}
-    assert all(p["sent"] >= 76 for p in verdict["probed_paths"])
+    assert all(p["sent"] >= 77 for p in verdict["probed_paths"])

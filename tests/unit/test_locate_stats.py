@@ -239,3 +239,13 @@ def test_wilson_interval_covers_the_true_rate(seed: int, p: float, sent: int) ->
         low, high = loss_interval(sent, binomial(rng, sent, p), 0.95)
         misses += not low <= p <= high
     assert misses <= bound(0.1, RUNS), misses
+
+
+def test_the_docs_table_is_the_one_the_code_computes() -> None:
+    """docs/locate.md's "Statistics" table, regenerated: the page cannot drift from stats.py."""
+    from pathlib import Path
+
+    from agent.observe.locate.stats import probes_table
+
+    page = (Path(__file__).parents[2] / "docs" / "locate.md").read_text()
+    assert probes_table() in page

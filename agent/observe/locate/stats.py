@@ -217,3 +217,29 @@ def loss_interval(sent: int, lost: int, confidence: float) -> tuple[float, float
     low = 0.0 if lost == 0 else (centre - spread) / scale
     high = 1.0 if lost == sent else (centre + spread) / scale
     return max(0.0, low), min(1.0, high)
+
+
+def probes_table(
+    losses: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05),
+    confidences: tuple[float, ...] = (0.9, 0.95, 0.99),
+    probes_per_s: float = 30.0,
+) -> str:
+    """The table of docs/locate.md ("Statistics"): per loss rate and confidence, the probes
+    a fixed run needs to see one loss, and the SPRT's: to call a clean path clean (the
+    least, every probe arriving; on average at the clean bound), to call a path losing
+    ``p`` lossy (on average), and the least time at ``probes_per_s`` a path."""
+    lines = [
+        "| loss p | confidence | fixed run: probes to see a loss | SPRT: clean, at least "
+        "| SPRT: at p/4, on average | SPRT: losing p, on average "
+        f"| clean at {probes_per_s:g} probes/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for confidence in confidences:
+        for loss in losses:
+            test = Sprt.for_min_loss(loss, confidence)
+            lines.append(
+                f"| {loss:.1%} | {confidence:g} | {probes_to_detect(loss, confidence)} "
+                f"| {test.min_probes()} | {test.expected_n(loss * CLEAN_SHARE):.0f} "
+                f"| {test.expected_n(loss):.0f} | {test.min_probes() / probes_per_s:.0f} s |"
+            )
+    return "\n".join(lines)
