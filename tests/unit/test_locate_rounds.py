@@ -91,6 +91,19 @@ def test_the_first_round_is_long_enough_to_decide_clean_paths(
     assert first == pytest.approx(expected_s, abs=0.1)
 
 
+def test_a_path_that_sends_nothing_does_not_hold_the_run_up() -> None:
+    mesh = FakeMesh({"h1": 0.0, "h2": 0.0}, pps=30, seed=2)
+
+    def one_silent(seconds: float) -> list[MeshResult]:
+        rows = mesh.round(seconds)
+        return [rows[0], MeshResult("h2", "h9", 1, 0, 0, 0, None)]
+
+    rounds = rounds_for(mesh, deadline=60.0)
+    rounds.run(one_silent, 30.0)
+    assert (rounds.stopped, rounds.rounds) == ("confident", 1)
+    assert rounds.decisions()[("h2", "h9", 1)] is None
+
+
 def test_rounds_add_up_per_path() -> None:
     rounds = MeshRounds(Settings(), 100.0)
     rounds.add([MeshResult("h1", "h2", 1, 100, 99, 1, 0.5)])

@@ -244,7 +244,9 @@ class MeshRounds:
             self.rows[key] = row if was is None else _added(was, row)
 
     def decided(self) -> bool:
-        return all(t.decision is not None for t in self.tests.values())
+        """Every path that sends decided: a path that sent nothing (its host could not) stays
+        out — more rounds would not change it, and the verdict notes it as not used."""
+        return all(t.decision is not None for t in self.tests.values() if t.sent > 0)
 
     def needed_s(self) -> float:
         """Seconds of probing the slowest undecided path still needs, were it to go on
