@@ -5,8 +5,11 @@
 2. read every switch's configuration, counters and link state over SSH;
 3. run the path-aware mesh — one low-rate flow per path, every host at once
    (:mod:`agent.observe.probes.mesh`) — and TTL-limited probes to every hop of every path;
+   in rounds until Wald's SPRT has decided every path clean or lossy at ``--confidence``
+   (:mod:`agent.observe.locate.stats`), or ``--max-duration``; ``--duration`` runs it once;
 4. read the counters and link state again;
-5. join it all with the topology and rank the suspects (:mod:`agent.observe.locate.rank`).
+5. join it all with the topology and rank the suspects (:mod:`agent.observe.locate.rank`),
+   and split tied suspects with targeted follow-up probes in the time left.
 
 Exit codes: 0 no fault found; 1 at least one suspect; 2 the command could not run (bad
 input, a host that cannot probe). A switch that cannot be read is a note, not an exit 2: the
@@ -16,6 +19,8 @@ other evidence still counts.
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 from typing import Any
 
@@ -31,6 +36,59 @@ from agent.observe.locate.rank import Suspect
 from common.conventions import add_column, console, duration, examples, output_option, table
 
 SECONDS = duration(3600)
+OUT_OF_TIME = "ran out of time before it was sure"
+
+
+class Percentage(click.ParamType[float]):
+    """A share written as a percentage with its sign, ``0.5%``, strictly between 0 and 100 %.
+    The sign is required: a bare ``0.5`` reads as half a percent to some and as half of
+    everything to others."""
+
+    name = "percentage"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value  # a default, already a share
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*%\s*", str(value))
+        share = float(match.group(1)) / 100 if match else math.nan
+        if not 0 < share < 1:
+            self.fail(f"Expected: a percentage between 0 and 100 %, e.g. 0.5% Actual: {value!r}",
+                      param, ctx)  # fmt: skip
+        return share
+
+
+class Confidence(click.ParamType[float]):
+    """A probability strictly between 0 and 1 (``0.95``)."""
+
+    name = "probability"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not 0 < number < 1:
+            self.fail(f"Expected: 0 < confidence < 1, e.g. 0.95 Actual: {value!r}", param, ctx)
+        return number
+
+
+def stopped_line(run: LocateRun) -> str:
+    """How the probing ended, in words."""
+    if run.stopped == "max-duration":
+        return (
+            f"{OUT_OF_TIME}: after {run.rounds} rounds some paths were neither clean nor lossy "
+            f"at confidence {run.confidence:g} (loss from {run.min_loss:.2%})"
+        )
+    if run.stopped == "confident":
+        return (
+            f"stopped when sure: every path clean or lossy at confidence {run.confidence:g} "
+            f"(loss from {run.min_loss:.2%}) after {run.rounds} rounds"
+        )
+    return "a fixed --duration run: paths decided by the SPRT are marked in the JSON"
 
 
 # --------------------------------------------------------------------------- output
@@ -66,6 +124,7 @@ def render_markdown(run: LocateRun) -> str:
                 f"| {_rank(suspect, rank)} | {suspect.kind} | `{suspect.element}` | "
                 f"{suspect.confidence:.2f} | {evidence} |"
             )
+    lines.append(f"- {stopped_line(run)}")
     lines.append(f"- {run.transport.summary()}")
     lines += [f"- follow-up probes {r.describe()}" for r in verdict.follow_ups]
     for note in verdict.notes:
@@ -97,6 +156,7 @@ def render_table(run: LocateRun, console: Console) -> None:
             )
         )
     )
+    console.print(Text(printable(stopped_line(run))))
     console.print(Text(printable(run.transport.summary())))
     for result in verdict.follow_ups:
         console.print(Text(printable(f"follow-up probes {result.describe()}")))
@@ -107,16 +167,43 @@ def render_table(run: LocateRun, console: Console) -> None:
 @click.command("locate")
 @examples(
     "roce-agent locate fabric.yml",
+    "roce-agent locate fabric.yml --confidence 0.99 --max-duration 120s",
+    "roce-agent locate fabric.yml --min-loss 2% --max-duration 20s",
     "roce-agent locate fabric.yml --duration 10s --load",
     "roce-agent locate fabric.yml -o markdown > incident.md",
 )
 @FABRIC
 @click.option(
+    "--confidence",
+    type=Confidence(),
+    default=0.95,
+    show_default=True,
+    help="How sure each path's verdict (clean or lossy) must be before probing stops: "
+    "both error rates of the SPRT are 1 - this.",
+)
+@click.option(
+    "--max-duration",
+    "max_duration",
+    type=SECONDS,
+    default="60s",
+    show_default=True,
+    help="The whole run's time limit, with its unit: probing stops earlier once sure, "
+    "and says so when it ran out of time first.",
+)
+@click.option(
+    "--min-loss",
+    "min_loss",
+    type=Percentage(),
+    default="0.5%",
+    show_default=True,
+    help="The smallest loss rate a path must be found lossy at (a quarter of it counts "
+    "as clean); lower needs more probes.",
+)
+@click.option(
     "--duration",
     type=SECONDS,
-    default="5s",
-    show_default=True,
-    help="Mesh probing time, with its unit (5s, 500ms).",
+    default=None,
+    help="Probe the mesh once for this long instead (5s, 500ms): a fixed run, no stopping rule.",
 )
 @output_option("table", "json", "markdown")
 @click.option(
@@ -135,18 +222,35 @@ def render_table(run: LocateRun, console: Console) -> None:
 )
 @handle_errors
 def locate_command(
-    fabric: Any, duration: float, output: str, rate_per_host: int, load: bool
+    fabric: Any,
+    confidence: float,
+    max_duration: float,
+    min_loss: float,
+    duration: float | None,
+    output: str,
+    rate_per_host: int,
+    load: bool,
 ) -> None:
     """Find the link, port, switch or host NIC behind a symptom.
 
     Traces every host pair's ECMP paths with the probes' own 5-tuple, probes each path,
     reads the switches' counters, link state and configuration before and after, and ranks
-    the suspects with their evidence. Exit 0: no fault found; 1: suspects; 2: could not run.
+    the suspects with their evidence. Probing stops as soon as every path is clean or lossy
+    at --confidence, or at --max-duration. Exit 0: no fault found; 1: suspects; 2: could
+    not run.
     """
     if rate_per_host <= 0:
         raise click.BadParameter("Expected: > 0", param_hint="--rate-per-host")
     intent = load_fabric(fabric).intent
-    run = run_locate(intent, duration_s=duration, rate_per_host_bps=rate_per_host, load=load)
+    run = run_locate(
+        intent,
+        confidence=confidence,
+        max_duration_s=max_duration,
+        min_loss=min_loss,
+        duration_s=duration,
+        rate_per_host_bps=rate_per_host,
+        load=load,
+    )
     if output == "json":
         click.echo(json.dumps(as_json(run), indent=2))
     elif output == "markdown":

@@ -75,3 +75,21 @@ def test_a_faulty_run_exits_1_names_the_link_and_feeds_the_exporter(
         f'roce_locate_suspect{{element="leaf1:Ethernet2>spine2",fabric="{intent.name}",'
         'kind="link"} 0.9' in text
     ), text
+
+
+def test_an_adaptive_run_stops_when_sure(lab: Lab) -> None:
+    """Without --duration the mesh runs in rounds until the SPRT has decided every path
+    (issue #30): on a clean fabric, every path clean and the run stopped confident. At a
+    5 % floor a path needs 77 clean probes, a few seconds of the mesh."""
+    done = run_agent(
+        "locate", lab.status["fabric_file"], "--min-loss", "5%", "--max-duration", "50s",
+        "--output", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdict = json.loads(done.stdout)
+    assert (verdict["stopped"], verdict["confidence"], verdict["min_loss"]) == (
+        "confident", 0.95, 0.05,
+    ), verdict  # fmt: skip
+    assert verdict["rounds"] >= 1 and verdict["time_to_verdict_s"] <= 50
+    assert {p["sprt"] for p in verdict["probed_paths"]} == {"clean"}
+    assert all(p["sent"] >= 77 for p in verdict["probed_paths"])

@@ -1,16 +1,24 @@
 """Run ``locate`` on a fabric (issue #15): trace the paths, read the switches, probe every
 path and every hop, read the switches again, and join it all (:mod:`agent.observe.locate.rank`).
 
+By default the mesh runs in rounds (issue #30) and stops as soon as Wald's SPRT
+(:mod:`agent.observe.locate.stats`) has decided every path clean or lossy at the run's
+confidence, or when ``max_duration_s`` runs out; ``duration_s`` keeps one fixed mesh run.
+When the verdict holds tied suspects, targeted follow-up probes split them in the time left
+(:func:`split_ties`).
+
 The CLI (``roce-agent locate``), the playbook step and the daemon all call :func:`run_locate`.
 """
 
 from __future__ import annotations
 
+import importlib
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agent.device.fanout import DEFAULT_PARALLELISM, results_or_raise, run_each
 from agent.device.platforms import platform_for
@@ -28,10 +36,12 @@ from agent.observe.locate.rank import (
     locate,
     port_symptoms,
 )
+from agent.observe.locate.stats import Sprt, loss_interval
 from agent.observe.probes import paths as probe_paths
 from agent.observe.probes import scenarios
-from agent.observe.probes.mesh import MeshProbe, MeshResult, run_mesh
+from agent.observe.probes.mesh import MESH_PAYLOAD_BYTES, MeshProbe, MeshResult, run_mesh
 from agent.observe.probes.paths import HopCount, Path
+from agent.observe.probes.sender import ETHERNET_OVERHEAD
 from agent.observe.probes.transport import ROCE, Transport
 from common.phases import Phases
 
@@ -40,6 +50,23 @@ ALL_PAIRS_MAX_HOSTS = 16  # above this, Pingmesh's pairs (ToR-local + one pair p
 
 Incast = tuple[str, list[str], list[int]]  # (to, senders, their source ports)
 PathKey = tuple[str, str, int]  # (src, dst, sport)
+Stopped = Literal["confident", "max-duration", "fixed"]
+
+ROUND_S = 1.0  # the first round of an adaptive mesh, and the shortest one
+# Of --max-duration, the share the mesh leaves for the follow-up probes that split tied
+# suspects (and for the second switch read): a verdict that stops the mesh at the deadline
+# would otherwise leave a tie no time to be split.
+FOLLOW_UP_SHARE = 0.2
+# A round sized to what the slowest path still needs, plus this share: the probes go out a
+# little slower than their schedule (start-up, pauses), and a round that ends a few probes
+# short costs a whole round's set-up again.
+ROUND_MARGIN = 1.1
+# A mesh probe on the wire: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + payload + ICRC 4 bytes,
+# plus the preamble, FCS and gap a link carries too.
+PROBE_WIRE_BITS = (14 + 20 + 8 + 12 + MESH_PAYLOAD_BYTES + 4 + ETHERNET_OVERHEAD) * 8
+# What a round costs beyond its probing time before one has been measured (processes
+# started on each host, receivers ready, results collected; about 5 s on the lab).
+FIRST_OVERHEAD_S = 5.0
 
 
 def read_switches(pusher: Pusher, devices: list[Device], parallelism: int) -> dict[str, DeviceData]:
@@ -60,12 +87,48 @@ class LocateRun:
     phases: dict[str, float]
     ports: list[PortSymptoms] = field(default_factory=list)
     transport: Transport = ROCE
+    # How the mesh stopped: every path decided ("confident"), out of time before that
+    # ("max-duration"), or a fixed --duration run ("fixed").
+    stopped: Stopped = "fixed"
+    rounds: int = 1
+    confidence: float = 0.95
+    min_loss: float = 0.005
+    # Per probed path (src, dst, sport): the SPRT's decision, None while undecided.
+    decisions: dict[PathKey, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long and how hard one locate run probes (see :func:`run_locate`)."""
+
+    confidence: float = 0.95
+    max_duration_s: float = 60.0
+    min_loss: float = 0.005
+    duration_s: float | None = None
+    rate_per_host_bps: int = 400_000
+    hop_tries: int = 40
+    parallelism: int = DEFAULT_PARALLELISM
+    load_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence: Expected: 0 < c < 1 Actual: {self.confidence!r}")
+        if not 0 < self.min_loss < 1:
+            raise ValueError(f"min_loss: Expected: 0 < x < 1 Actual: {self.min_loss!r}")
+        if not (math.isfinite(self.max_duration_s) and self.max_duration_s > 0):
+            raise ValueError(f"max_duration_s: Expected: > 0 Actual: {self.max_duration_s!r}")
+
+    def sprt(self) -> Sprt:
+        return Sprt.for_min_loss(self.min_loss, self.confidence)
 
 
 def run_locate(
     intent: FabricIntent,
     *,
-    duration_s: float = 5.0,
+    confidence: float = 0.95,
+    max_duration_s: float = 60.0,
+    min_loss: float = 0.005,
+    duration_s: float | None = None,
     rate_per_host_bps: int = 400_000,
     hop_tries: int = 40,
     max_sports: int = 16,
@@ -73,12 +136,21 @@ def run_locate(
     load: bool = False,
     load_s: float = 2.0,
 ) -> LocateRun:
-    """``load``: while the mesh runs, a line-rate N:1 incast onto one host of each leaf from
+    """``duration_s=None`` (the default): the mesh runs in rounds until Wald's SPRT has
+    decided every path — lossy at ``min_loss`` or more, clean at a quarter of it, each with
+    error rates ``1 - confidence`` — or until ``max_duration_s`` (the whole run's, traces and
+    switch reads included) would be passed. A ``duration_s`` runs the mesh once, that long.
+
+    ``load``: while the mesh runs, a line-rate N:1 incast onto one host of each leaf from
     the hosts of the other leaves, DCQCN off, so that PFC must hold. Faults of the lossless
     machinery — RoCE in a lossy class, pause not honoured — only show under congestion. It
     loads the fabric for ``load_s``: off unless asked."""
     started = time.monotonic()
-    run = _Locating(intent, duration_s, rate_per_host_bps, hop_tries, parallelism, load_s)
+    settings = Settings(
+        confidence, max_duration_s, min_loss, duration_s, rate_per_host_bps, hop_tries,
+        parallelism, load_s,
+    )  # fmt: skip
+    run = _Locating(intent, settings, started)
     with run.phases("paths"):
         run.trace(max_sports)
     incasts = load_plan(run.topology, run.discovered) if load else []
@@ -89,30 +161,146 @@ def run_locate(
     symptoms, differences, notes = run.compare()
     with run.phases("join"):
         verdict = run.join(results, symptoms, differences)
+    if _tied(verdict):
+        with run.phases("follow-ups"):
+            verdict = split_ties(
+                intent, run.topology, results, verdict, confidence,
+                max(0.0, started + max_duration_s - time.monotonic()),
+            )  # fmt: skip
     verdict.notes = notes + run.untraced() + verdict.notes
     return LocateRun(
-        verdict, results, time.monotonic() - started, run.phases.durations, symptoms, run.transport
-    )
+        verdict, results, time.monotonic() - started, run.phases.durations, symptoms,
+        run.transport, run.stopped, run.rounds, confidence, min_loss, run.decisions,
+    )  # fmt: skip
+
+
+def _tied(verdict: Verdict) -> bool:
+    """Whether the verdict ranks some suspects as one tied group (``"tied"`` in its JSON:
+    rank.py's ties, issue #30)."""
+    return bool(verdict.as_dict().get("tied"))
+
+
+def split_ties(
+    intent: FabricIntent,
+    topology: Topology,
+    paths: list[PathResult],
+    verdict: Verdict,
+    confidence: float,
+    deadline_s: float,
+) -> Verdict:
+    """Targeted follow-up probes for each tied group, then the verdict re-ranked by what they
+    found (:mod:`agent.observe.locate.followup`: which hop of which path, from which source,
+    splits the group; probes until the SPRT decides or ``deadline_s`` seconds pass)."""
+    # Looked up when a verdict has ties (only rank.py's tie groups make one), by name: the
+    # module lands in the same change as the ties themselves.
+    followup = importlib.import_module("agent.observe.locate.followup")
+    rank = importlib.import_module("agent.observe.locate.rank")
+    plans = followup.plan_follow_ups(topology, paths, verdict)
+    results = followup.run_follow_ups(intent, plans, confidence, deadline_s)
+    resolved: Verdict = rank.resolve_ties(verdict, results)
+    return resolved
+
+
+@dataclass
+class MeshRounds:
+    """An adaptive mesh: each round's rows added up per path and fed to that path's SPRT;
+    the next round lasts as long as the slowest undecided path still needs (at the rate its
+    probes went out), at least ``ROUND_S``, and never past ``deadline`` (a monotonic time)
+    counting the set-up a round took before."""
+
+    settings: Settings
+    deadline: float
+    clock: Callable[[], float] = time.monotonic
+    rows: dict[PathKey, MeshResult] = field(default_factory=dict)
+    tests: dict[PathKey, Sprt] = field(default_factory=dict)
+    rounds: int = 0
+    overhead_s: float = 0.0  # the most a round took beyond its probing time
+    probed_s: float = 0.0  # probing time, all rounds
+    stopped: Stopped = "max-duration"
+
+    def run(self, run_round: Callable[[float], list[MeshResult]], first_s: float) -> None:
+        length = first_s
+        while True:
+            began = self.clock()
+            self.add(run_round(length))
+            self.overhead_s = max(self.overhead_s, self.clock() - began - length)
+            self.probed_s += length
+            self.rounds += 1
+            if self.decided():
+                self.stopped = "confident"
+                return
+            left = self.deadline - self.clock() - self.overhead_s
+            if left < ROUND_S:
+                self.stopped = "max-duration"
+                return
+            length = min(left, max(ROUND_S, ROUND_MARGIN * self.needed_s()))
+
+    def add(self, rows: list[MeshResult]) -> None:
+        for row in rows:
+            key = (row.src, row.dst, row.sport)
+            lost = max(0, row.sent - row.received)
+            self.tests.setdefault(key, self.settings.sprt()).update(row.sent, min(lost, row.sent))
+            was = self.rows.get(key)
+            self.rows[key] = row if was is None else _added(was, row)
+
+    def decided(self) -> bool:
+        """Every path that sends decided: a path that sent nothing (its host could not) stays
+        out — more rounds would not change it, and the verdict notes it as not used."""
+        return all(t.decision is not None for t in self.tests.values() if t.sent > 0)
+
+    def needed_s(self) -> float:
+        """Seconds of probing the slowest undecided path still needs, were it to go on
+        losing what it has lost so far, at the rate its probes went out."""
+        needed = 0.0
+        for key, test in self.tests.items():
+            if test.decision is not None or test.sent == 0:
+                continue
+            rate = self.rows[key].sent / max(self.probed_s, 1e-9)
+            needed = max(needed, test.remaining(test.lost / test.sent) / max(rate, 1e-9))
+        return needed
+
+    def results(self) -> list[MeshResult]:
+        return list(self.rows.values())
+
+    def decisions(self) -> dict[PathKey, str | None]:
+        return {key: test.decision for key, test in self.tests.items()}
+
+
+def first_round_s(probes: Sequence[MeshProbe], settings: Settings) -> float:
+    """The first round of an adaptive mesh: long enough for the busiest host's flows to
+    send the probes that can decide "clean" (each round costs seconds of set-up, so a round
+    that can decide nothing is time lost). Each host shares ``rate_per_host_bps`` between
+    its flows; the mesh may send slower (its cap of a tenth of the link), never faster."""
+    flows: dict[str, int] = {}
+    for probe in probes:
+        flows[probe.src] = flows.get(probe.src, 0) + 1
+    if not flows:
+        return ROUND_S
+    per_flow_pps = settings.rate_per_host_bps / PROBE_WIRE_BITS / max(flows.values())
+    return max(ROUND_S, ROUND_MARGIN * settings.sprt().min_probes() / per_flow_pps)
+
+
+def _added(was: MeshResult, row: MeshResult) -> MeshResult:
+    latencies = [x for x in (was.latency_min_ms, row.latency_min_ms) if x is not None]
+    return MeshResult(
+        was.src, was.dst, was.sport, was.sent + row.sent, was.received + row.received,
+        was.icrc_errors + row.icrc_errors, min(latencies) if latencies else None,
+    )  # fmt: skip
 
 
 class _Locating:
     """One locate run: its settings, what each phase found, and where its time went."""
 
-    def __init__(
-        self,
-        intent: FabricIntent,
-        duration_s: float,
-        rate_per_host_bps: int,
-        hop_tries: int,
-        parallelism: int,
-        load_s: float,
-    ) -> None:
+    def __init__(self, intent: FabricIntent, settings: Settings, started: float) -> None:
         self.intent = intent
-        self.duration_s = duration_s
-        self.rate_per_host_bps = rate_per_host_bps
-        self.hop_tries = hop_tries
-        self.parallelism = parallelism
-        self.load_s = load_s
+        self.settings = settings
+        self.started = started
+        self.hop_tries = settings.hop_tries
+        self.parallelism = settings.parallelism
+        self.load_s = settings.load_s
+        self.stopped: Stopped = "fixed"
+        self.rounds = 1
+        self.decisions: dict[PathKey, str | None] = {}
         self.phases = Phases()
         self.topology = Topology.from_intent(intent)
         self.pusher = Pusher.for_intent(intent)
@@ -171,15 +359,36 @@ class _Locating:
                 self.before = self.read_switches()
             with self.phases("probes"):
                 loading = [pool.submit(self.incast, *plan) for plan in incasts]
-                self.mesh = run_mesh(
-                    self.intent,
-                    probes,
-                    self.duration_s,
-                    self.rate_per_host_bps,
-                    transport=self.transport,
-                )
+                self.mesh = self.run_mesh(probes, loaded=bool(incasts))
                 self.hops = hop_results.result()
                 self.loads = [future.result() for future in loading]
+
+    def run_mesh(self, probes: list[MeshProbe], *, loaded: bool) -> list[MeshResult]:
+        """The mesh once for a fixed duration, else in rounds until every path is decided
+        or the deadline: ``max_duration_s`` after the start, less the time the switch read
+        took (the read after is still to come) and the share kept for follow-up probes."""
+        settings = self.settings
+
+        def one_round(seconds: float) -> list[MeshResult]:
+            return run_mesh(
+                self.intent, probes, seconds, settings.rate_per_host_bps, transport=self.transport
+            )
+
+        reserve = FOLLOW_UP_SHARE * settings.max_duration_s
+        reserve += self.phases.durations.get("read before", 0.0)
+        rounds = MeshRounds(settings, self.started + settings.max_duration_s - reserve)
+        if settings.duration_s is not None:
+            rounds.add(one_round(settings.duration_s))
+            rounds.rounds, rounds.stopped = 1, "fixed"
+        else:
+            # A load runs beside the first round: that round lasts as long as the load.
+            first = first_round_s(probes, settings)
+            left = rounds.deadline - time.monotonic() - FIRST_OVERHEAD_S
+            first = max(ROUND_S, settings.load_s if loaded else 0.0, min(first, left))
+            rounds.run(one_round, first)
+        self.stopped, self.rounds = rounds.stopped, rounds.rounds
+        self.decisions = rounds.decisions()
+        return rounds.results()
 
     def incast(self, to: str, senders: list[str], sports: list[int]) -> dict[str, Any]:
         return scenarios.incast(
@@ -278,7 +487,7 @@ class _Locating:
             )
             if first is not None and last is not None
         ]
-        window = max(spans, default=self.duration_s)
+        window = max(spans, default=self.settings.duration_s or 1.0)
         loaded = [p.links for p in results if p.load]
         return locate(
             self.topology, results, symptoms, differences, duration_s=window, loaded=loaded
@@ -325,6 +534,12 @@ def as_json(run: LocateRun) -> dict[str, Any]:
     return {
         **run.verdict.as_dict(),
         "time_to_verdict_s": round(run.duration_s, 2),
+        # How sure the mesh was when it stopped (issue #30): "confident" (every path decided
+        # by the SPRT), "max-duration" (ran out of time before that) or "fixed" (--duration).
+        "stopped": run.stopped,
+        "rounds": run.rounds,
+        "confidence": run.confidence,
+        "min_loss": run.min_loss,
         # What moved on each switch port during the run (zeros left out), for the ticket.
         "counters_moved": [
             {k: v for k, v in asdict(p).items() if v not in (0, None, True) or k in KEYS}
@@ -347,7 +562,21 @@ def as_json(run: LocateRun) -> dict[str, Any]:
                 "timestamp_source": p.timestamp_source,
                 "host_delay_p90_ms": p.host_delay_ms,
                 "load": p.load,
+                **_sureness(run, p),
             }
             for p in run.paths
         ],
     }
+
+
+def _sureness(run: LocateRun, path: PathResult) -> dict[str, Any]:
+    """A probe path's SPRT decision ("lossy", "clean" or "undecided") and the Wilson
+    interval of its loss rate at the run's confidence; nothing for the load's flows."""
+    if path.load or (path.src, path.dst, path.sport) not in run.decisions:
+        return {}
+    decision = run.decisions[(path.src, path.dst, path.sport)]
+    named = {"h1": "lossy", "h0": "clean", None: "undecided"}[decision]
+    if path.sent == 0:
+        return {"sprt": named}
+    low, high = loss_interval(path.sent, min(path.lost, path.sent), run.confidence)
+    return {"sprt": named, "loss_interval": [round(low, 6), round(high, 6)]}
