@@ -19,6 +19,7 @@ from agent.app.locate import OUT_OF_TIME, locate_command, render_markdown, rende
 from agent.observe.locate.gather import LocateRun, MeshRounds, Settings, as_json
 from agent.observe.locate.rank import PathResult, Verdict
 from agent.observe.probes.mesh import MeshResult
+from agent.observe.probes.transport import ROCE
 from tests.unit.test_locate_stats import binomial
 
 OVERHEAD_S = 3.0  # what each simulated round costs beyond its probing time
@@ -157,7 +158,8 @@ class FakeLocating:
         from common.phases import Phases
 
         self.phases, self.topology = Phases(), "topology"
-        self.stopped, self.rounds, self.decisions, self.transport = "confident", 2, {}, None
+        self.stopped, self.rounds, self.decisions = "confident", 2, {}
+        self.transport = ROCE
 
     def trace(self, max_sports: int) -> None: ...
     def probe(self, incasts: Any) -> None: ...
@@ -187,8 +189,15 @@ def test_a_tied_verdict_goes_to_the_follow_ups_with_the_time_left(
     calls: list[tuple[Any, int, float, float]] = []
 
     def fake_split(
-        intent: Any, topology: Any, paths: list[PathResult], verdict: Verdict, c: float, s: float
+        intent: Any,
+        topology: Any,
+        paths: list[PathResult],
+        verdict: Verdict,
+        c: float,
+        s: float,
+        udp_port: int,
     ) -> Verdict:
+        assert udp_port == ROCE.udp_port  # the follow-ups probe with the run's own port
         calls.append((topology, len(paths), c, s))
         return Verdict([], verdict.paths, 0, [], ["split"])
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from agent.observe.locate.rank import (
     resolve_ties,
     split_by,
 )
+from agent.observe.locate.stats import Sprt
 from agent.observe.probes.paths import HopCount, Path
 from tests.unit.test_locate import FABRIC, HOST_LEAF, route
 
@@ -433,3 +435,33 @@ def test_the_test_s_lossy_rate_comes_from_every_path_through_the_group_not_the_b
     lost = sum(p.sent - p.received for p in through[1:])
     assert tie.p1 == pytest.approx(loss_interval(sent, lost, CONFIDENCE)[0])
     assert tie.p0 == pytest.approx(tie.p1 / 4)
+
+
+# --------------------------------------------------------------------------- below the floor
+
+
+def _decided(paths: list[PathResult], min_loss: float) -> list[PathResult]:
+    """Each path as the adaptive run hands it to rank: with its sequential test's decision."""
+    decided = []
+    for path in paths:
+        test = Sprt.for_min_loss(min_loss, CONFIDENCE)
+        decision = test.update(path.sent, path.vanished)
+        decided.append(replace(path, lossy={"h1": True, "h0": False}.get(decision or "")))
+    return decided
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_half_a_percent_is_named_once_the_sequential_test_calls_its_paths_lossy(
+    topology: Topology, seed: int
+) -> None:
+    """0.5 % loss, under the fixed 1 % floor: a fixed run finds nothing, the adaptive run's
+    per-path decisions make the link (or its tied group) the first suspect."""
+    rng = np.random.default_rng(seed)
+    culprit = "leaf1:Ethernet1>spine1"
+    paths = drawn_mesh(rng, {culprit: 0.005}, sent=4000, hop_sent=40)
+    fixed = locate(topology, paths, [], confidence=CONFIDENCE, min_loss=0.005)
+    assert not fixed.suspects
+    adaptive = locate(topology, _decided(paths, 0.005), [], confidence=CONFIDENCE, min_loss=0.005)
+    assert adaptive.suspects
+    first_rank = [s for s in adaptive.suspects if s.rank == 1]
+    assert culprit in {s.element for s in first_rank}

@@ -12,7 +12,6 @@ The CLI (``roce-agent locate``), the playbook step and the daemon all call :func
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -24,9 +23,10 @@ from agent.device.fanout import DEFAULT_PARALLELISM, results_or_raise, run_each
 from agent.device.platforms import platform_for
 from agent.device.push import Pusher
 from agent.device.state import Difference, diff
-from agent.intent.model import Device, FabricIntent
+from agent.intent.model import ROCE_UDP_PORT, Device, FabricIntent
 from agent.observe.checks.base import DeviceData
 from agent.observe.collect import collect_device
+from agent.observe.locate import followup
 from agent.observe.locate.rank import (
     HopProbe,
     PathResult,
@@ -35,6 +35,7 @@ from agent.observe.locate.rank import (
     Verdict,
     locate,
     port_symptoms,
+    resolve_ties,
 )
 from agent.observe.locate.stats import Sprt, loss_interval
 from agent.observe.probes import paths as probe_paths
@@ -165,13 +166,17 @@ def run_locate(
         with run.phases("follow-ups"):
             verdict = split_ties(
                 intent, run.topology, results, verdict, confidence,
-                max(0.0, started + max_duration_s - time.monotonic()),
+                max(0.0, started + max_duration_s - time.monotonic()), run.transport.udp_port,
             )  # fmt: skip
     verdict.notes = notes + run.untraced() + verdict.notes
     return LocateRun(
         verdict, results, time.monotonic() - started, run.phases.durations, symptoms,
         run.transport, run.stopped, run.rounds, confidence, min_loss, run.decisions,
     )  # fmt: skip
+
+
+# A path's sequential-test decision as PathResult.lossy (rank's loss symptom).
+SPRT_LOSSY: dict[str | None, bool | None] = {"h1": True, "h0": False, None: None}
 
 
 def _tied(verdict: Verdict) -> bool:
@@ -187,18 +192,14 @@ def split_ties(
     verdict: Verdict,
     confidence: float,
     deadline_s: float,
+    udp_port: int = ROCE_UDP_PORT,
 ) -> Verdict:
     """Targeted follow-up probes for each tied group, then the verdict re-ranked by what they
     found (:mod:`agent.observe.locate.followup`: which hop of which path, from which source,
     splits the group; probes until the SPRT decides or ``deadline_s`` seconds pass)."""
-    # Looked up when a verdict has ties (only rank.py's tie groups make one), by name: the
-    # module lands in the same change as the ties themselves.
-    followup = importlib.import_module("agent.observe.locate.followup")
-    rank = importlib.import_module("agent.observe.locate.rank")
     plans = followup.plan_follow_ups(topology, paths, verdict)
-    results = followup.run_follow_ups(intent, plans, confidence, deadline_s)
-    resolved: Verdict = rank.resolve_ties(verdict, results)
-    return resolved
+    results = followup.run_follow_ups(intent, plans, confidence, deadline_s, udp_port=udp_port)
+    return resolve_ties(verdict, results)
 
 
 @dataclass
@@ -421,6 +422,7 @@ class _Locating:
                 kernel_latency_ms=row.kernel_latency_min_ms,
                 host_delay_ms=row.host_delay_ms,
                 timestamp_source=row.timestamp_source,
+                lossy=SPRT_LOSSY.get(self.decisions.get((row.src, row.dst, row.sport))),
             )
             for row in self.mesh
         ]
@@ -490,8 +492,9 @@ class _Locating:
         window = max(spans, default=self.settings.duration_s or 1.0)
         loaded = [p.links for p in results if p.load]
         return locate(
-            self.topology, results, symptoms, differences, duration_s=window, loaded=loaded
-        )
+            self.topology, results, symptoms, differences, duration_s=window, loaded=loaded,
+            confidence=self.settings.confidence, min_loss=self.settings.min_loss,
+        )  # fmt: skip
 
 
 def _hop_probes(hops: Sequence[HopCount | None]) -> tuple[HopProbe | None, ...]:

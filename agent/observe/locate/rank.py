@@ -170,6 +170,9 @@ class PathResult:
     kernel_latency_ms: float | None = None
     host_delay_ms: float | None = None
     timestamp_source: str = "user"
+    # The adaptive run's sequential test on this path (agent.observe.locate.stats.Sprt):
+    # True lossy, False clean, None undecided or a fixed run (then LOSS_FLOOR decides).
+    lossy: bool | None = None
 
     @property
     def lost(self) -> int:
@@ -496,6 +499,10 @@ def _explained_by(suspects: Sequence[Suspect], paths: Iterable[PathResult]) -> s
 
 def _symptoms(paths: Sequence[PathResult]) -> list[_Symptom]:
     def lossy(p: PathResult) -> bool:
+        if p.lossy is not None:
+            # The test's decision holds at the run's confidence, down to --min-loss (below
+            # the fixed floor: 0.5 % loss is lossy once enough probes show it).
+            return p.lossy and p.vanished > 0
         return p.vanished >= LOSS_MIN_PACKETS and p.vanished >= LOSS_FLOOR * p.sent
 
     baseline: dict[int, float] = {}
