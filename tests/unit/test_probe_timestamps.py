@@ -93,22 +93,33 @@ def test_the_timestamp_source_falls_back_hardware_software_user(
 
 def test_a_real_socket_gets_kernel_software_stamps_before_user_space_reads() -> None:
     """Loopback UDP: the kernel stamps in software (no NIC hardware clock); granted hardware
-    on the socket, each frame still says it carried only the software stamp."""
+    on the socket, each frame still says it carried only the software stamp.
+
+    The kernel turns receive stamping on for the whole stack through deferred work
+    (net/core/dev.c, net_enable_timestamp: a static key flipped from a workqueue when no
+    other socket has stamping on), so the first frames after the option is set may come
+    unstamped on a busy machine; those read as "user", and the stamped ones follow."""
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    seen: list[str] = []
     try:
         rx.bind(("127.0.0.1", 0))
         assert enable_rx_timestamps(rx) in ("hardware", "software")
-        before = time.time_ns()
-        tx.sendto(b"probe", rx.getsockname())
         rx.settimeout(5)
-        time.sleep(0.02)  # the frame waits in the socket: user space reads it late
-        frame, user_ns, kernel_ns, source = receive(rx)
+        for _ in range(50):
+            before = time.time_ns()
+            tx.sendto(b"probe", rx.getsockname())
+            time.sleep(0.02)  # the frame waits in the socket: user space reads it late
+            frame, user_ns, kernel_ns, source = receive(rx)
+            seen.append(source)
+            if source == "software":
+                break
     finally:
         rx.close()
         tx.close()
     assert frame == b"probe"
-    assert source == "software"
+    assert source == "software", seen
+    assert set(seen) <= {"user", "software"}
     assert kernel_ns is not None
     assert before <= kernel_ns <= user_ns
     assert user_ns - kernel_ns >= 10_000_000  # the 20 ms the frame waited
