@@ -116,6 +116,17 @@ def test_rounds_add_up_per_path() -> None:
     assert rounds.tests[("h1", "h2", 1)].sent == 150 and rounds.tests[("h1", "h2", 1)].lost == 1
 
 
+def test_rounds_keep_the_kernel_stamps_and_the_host_delay() -> None:
+    """A host stalled in one round and not the next is still a host that held its frames:
+    the larger 90th percentile, the lowest latencies, the weakest timestamp source."""
+    rounds = MeshRounds(Settings(), 100.0)
+    rounds.add([MeshResult("h1", "h4", 1, 100, 100, 0, 0.9, 0.2, "software", 35.0)])
+    rounds.add([MeshResult("h1", "h4", 1, 100, 100, 0, 0.4, 0.3, "user", 0.5)])
+    rounds.add([MeshResult("h1", "h4", 1, 100, 100, 0, 0.6, None, "software", None)])
+    (row,) = rounds.results()
+    assert row == MeshResult("h1", "h4", 1, 300, 300, 0, 0.4, 0.2, "user", 35.0)
+
+
 @given(seed=st.integers(0, 2**32 - 1), loss=st.sampled_from([0.01, 0.02, 0.05]))
 @settings(max_examples=15, deadline=None, derandomize=True)
 def test_a_lossy_path_among_clean_ones_is_found_within_a_minute(seed: int, loss: float) -> None:

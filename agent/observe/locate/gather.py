@@ -43,6 +43,7 @@ from agent.observe.probes import scenarios
 from agent.observe.probes.mesh import MESH_PAYLOAD_BYTES, MeshProbe, MeshResult, run_mesh
 from agent.observe.probes.paths import HopCount, Path
 from agent.observe.probes.sender import ETHERNET_OVERHEAD
+from agent.observe.probes.timestamps import weakest
 from agent.observe.probes.transport import ROCE, Transport
 from common.phases import Phases
 
@@ -282,11 +283,27 @@ def first_round_s(probes: Sequence[MeshProbe], settings: Settings) -> float:
 
 
 def _added(was: MeshResult, row: MeshResult) -> MeshResult:
-    latencies = [x for x in (was.latency_min_ms, row.latency_min_ms) if x is not None]
+    """Two rounds of one path as one row: counts added, the lowest latencies, the weakest
+    timestamp source, and the larger host delay (each round's is a 90th percentile: the
+    larger bounds the whole run's from above, as a stalled host's must not average away)."""
     return MeshResult(
         was.src, was.dst, was.sport, was.sent + row.sent, was.received + row.received,
-        was.icrc_errors + row.icrc_errors, min(latencies) if latencies else None,
+        was.icrc_errors + row.icrc_errors,
+        _lowest(was.latency_min_ms, row.latency_min_ms),
+        _lowest(was.kernel_latency_min_ms, row.kernel_latency_min_ms),
+        weakest((was.timestamp_source, row.timestamp_source)),
+        _highest(was.host_delay_ms, row.host_delay_ms),
     )  # fmt: skip
+
+
+def _lowest(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
+def _highest(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 class _Locating:
