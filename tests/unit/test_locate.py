@@ -6,6 +6,7 @@ none. The lab matrix (tests/lab/test_locate_lab.py) proves the same against inje
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,18 @@ def route(src: str, dst: str, spine: str | None) -> tuple[str, ...]:
     return (*links, f"{leaf_b}:{port_b}>{dst}")
 
 
+def routes() -> Iterator[tuple[str, str, tuple[str, ...]]]:
+    """Every ordered host pair of the 2x2 lab and each of its paths (one per spine across
+    leaves, the leaf alone within one): ``(src, dst, links)`` in a fixed order."""
+    for src in HOST_LEAF:
+        for dst in HOST_LEAF:
+            if src == dst:
+                continue
+            same_leaf = HOST_LEAF[src][0] == HOST_LEAF[dst][0]
+            for spine in [None] if same_leaf else ["spine1", "spine2"]:
+                yield src, dst, route(src, dst, spine)
+
+
 @dataclass
 class Fault:
     """What a fault does to the synthetic mesh."""
@@ -69,28 +82,22 @@ class Fault:
 def mesh(fault: Fault) -> list[PathResult]:
     results = []
     sport = 49152
-    for src in HOST_LEAF:
-        for dst in HOST_LEAF:
-            if src == dst:
-                continue
-            same_leaf = HOST_LEAF[src][0] == HOST_LEAF[dst][0]
-            for spine in [None] if same_leaf else ["spine1", "spine2"]:
-                links = route(src, dst, spine)
-                if fault.avoid & set(links):
-                    continue
-                sport += 1
-                share = 1.0
-                for link in links:
-                    share *= 1 - fault.loss.get(link, 0.0)
-                share *= 1 - fault.lost_to.get(dst, 0.0)
-                icrc = sum(round(SENT * fault.icrc.get(link, 0.0)) for link in links)
-                received = round(SENT * share) - icrc
-                latency = 0.5 * len(links) + sum(fault.delay_ms.get(x, 0.0) for x in links)
-                hops = tuple(hop(fault, links[: i + 1]) for i in range(len(links) - 1))
-                results.append(
-                    PathResult(src, dst, sport, links, SENT, received, icrc, latency,
-                               hops if fault.hop_probes else ())
-                )  # fmt: skip
+    for src, dst, links in routes():
+        if fault.avoid & set(links):
+            continue
+        sport += 1
+        share = 1.0
+        for link in links:
+            share *= 1 - fault.loss.get(link, 0.0)
+        share *= 1 - fault.lost_to.get(dst, 0.0)
+        icrc = sum(round(SENT * fault.icrc.get(link, 0.0)) for link in links)
+        received = round(SENT * share) - icrc
+        latency = 0.5 * len(links) + sum(fault.delay_ms.get(x, 0.0) for x in links)
+        hops = tuple(hop(fault, links[: i + 1]) for i in range(len(links) - 1))
+        results.append(
+            PathResult(src, dst, sport, links, SENT, received, icrc, latency,
+                       hops if fault.hop_probes else ())
+        )  # fmt: skip
     return results
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from agent.intent.loader import load_fabric
 from agent.observe.locate.rank import LATENCY_FLOOR_MS, PathResult, Topology, locate
-from tests.unit.test_locate import FABRIC, HOST_LEAF, route
+from tests.unit.test_locate import FABRIC, routes
 
 SENT = 200
 ACCESS_INTO_H3 = "leaf2:Ethernet3>h3"
@@ -39,26 +39,20 @@ class Case:
 def mesh(case: Case) -> list[PathResult]:
     rows = []
     sport = 49152
-    for src in HOST_LEAF:
-        for dst in HOST_LEAF:
-            if src == dst:
-                continue
-            same_leaf = HOST_LEAF[src][0] == HOST_LEAF[dst][0]
-            for spine in [None] if same_leaf else ["spine1", "spine2"]:
-                links = route(src, dst, spine)
-                sport += 1
-                wire = 0.5 * len(links) + sum(case.link_delay_ms.get(x, 0.0) for x in links)
-                held = case.host_delay_ms.get(dst, 0.05)
-                user = wire + case.user_min_shift * (held if held > 1 else 0.0)
-                rows.append(
-                    PathResult(
-                        src, dst, sport, links, SENT, SENT,
-                        latency_ms=user,
-                        kernel_latency_ms=wire if case.kernel_stamps else None,
-                        host_delay_ms=held if case.kernel_stamps else None,
-                        timestamp_source="software" if case.kernel_stamps else "user",
-                    )
-                )  # fmt: skip
+    for src, dst, links in routes():
+        sport += 1
+        wire = 0.5 * len(links) + sum(case.link_delay_ms.get(x, 0.0) for x in links)
+        held = case.host_delay_ms.get(dst, 0.05)
+        user = wire + case.user_min_shift * (held if held > 1 else 0.0)
+        rows.append(
+            PathResult(
+                src, dst, sport, links, SENT, SENT,
+                latency_ms=user,
+                kernel_latency_ms=wire if case.kernel_stamps else None,
+                host_delay_ms=held if case.kernel_stamps else None,
+                timestamp_source="software" if case.kernel_stamps else "user",
+            )
+        )  # fmt: skip
     return rows
 
 

@@ -35,7 +35,7 @@ from agent.observe.locate.rank import (
 )
 from agent.observe.locate.stats import Sprt
 from agent.observe.probes.paths import HopCount, Path
-from tests.unit.test_locate import FABRIC, HOST_LEAF, route
+from tests.unit.test_locate import FABRIC, route, routes
 
 UPLINK_A = "leaf1:Ethernet2>spine2"  # leaf1 -> spine2: first on the paths h1/h2 -> h3/h4
 DOWNLINK_B = "spine2:Ethernet2>leaf2"  # spine2 -> leaf2: right after it, on the same paths
@@ -63,20 +63,14 @@ def drawn_mesh(
     counts drawn from binomials; the ICMP answers' way back is clean."""
     results = []
     sport = 49152
-    for src in HOST_LEAF:
-        for dst in HOST_LEAF:
-            if src == dst:
-                continue
-            same_leaf = HOST_LEAF[src][0] == HOST_LEAF[dst][0]
-            for spine in [None] if same_leaf else ["spine1", "spine2"]:
-                links = route(src, dst, spine)
-                sport += 1
-                received = int(rng.binomial(sent, _share(loss, links)))
-                hops = tuple(
-                    HopProbe(hop_sent, int(rng.binomial(hop_sent, _share(loss, links[:t]))))
-                    for t in range(1, len(links))
-                )
-                results.append(PathResult(src, dst, sport, links, sent, received, hops=hops))
+    for src, dst, links in routes():
+        sport += 1
+        received = int(rng.binomial(sent, _share(loss, links)))
+        hops = tuple(
+            HopProbe(hop_sent, int(rng.binomial(hop_sent, _share(loss, links[:t]))))
+            for t in range(1, len(links))
+        )
+        results.append(PathResult(src, dst, sport, links, sent, received, hops=hops))
     return results
 
 
