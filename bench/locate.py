@@ -55,6 +55,7 @@ from agent.errors import AgentError  # noqa: E402  (after the path insert above)
 from agent.intent.loader import load_fabric  # noqa: E402
 from agent.intent.model import FabricIntent  # noqa: E402
 from agent.observe.locate.gather import LocateRun, as_json, run_locate  # noqa: E402
+from common.signals import unwind_on_termination  # noqa: E402
 from lab import faults as lab_faults  # noqa: E402
 from lab.faults import LabFaults  # noqa: E402
 
@@ -567,6 +568,7 @@ def run_matrix(args: argparse.Namespace, state: Path, info: RunInfo) -> list[dic
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    unwind_on_termination()  # the lab is torn down even when the run is stopped
     settings = settings_for(run_locate, args.duration, args.load)
     print(settings.note, flush=True)
     os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")

@@ -26,6 +26,7 @@ from pathlib import Path
 from agent.intent.loader import load_fabric
 from agent.ops.twin_vs_lab import compare, measure_lab, median, predict_lab
 from agent.twin.network import build_network
+from common.signals import unwind_on_termination
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = ROOT / "containerlab" / "roce-incast.clab.yml"
@@ -45,6 +46,7 @@ def _agent(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def main() -> int:
+    unwind_on_termination()  # the lab is torn down even when the run is stopped
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--duration", type=float, default=4.0, help="lab seconds per run")

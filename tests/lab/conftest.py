@@ -22,8 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from common.signals import unwind_on_termination
 from tests.lab.support.labs import LAB_UNAVAILABLE, Lab, LabFactory, apply_fabric, labs_in
 from tests.lab.support.rdma import RDMA_LAB
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run stopped by SIGTERM or SIGHUP tears its labs down as after ^C (common.signals)."""
+    unwind_on_termination()
 
 
 def _skip_without_a_lab() -> None:
