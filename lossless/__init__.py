@@ -13,3 +13,7 @@ Every rule takes the time as an argument; only :mod:`lossless.clock` reads a rea
 package imports only the standard library and pydantic -- never ``agent``, ``lab`` or
 ``exporters`` -- so that all of them may import it.
 """
+
+from lossless.compiled import prefer_source
+
+prefer_source(__name__)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Protocol
+from typing import Final, Protocol
 
 
 class Clock(Protocol):
@@ -69,7 +69,7 @@ class VirtualClock:
         self._now += seconds
 
 
-TICKS_PER_SECOND = 10**12
+TICKS_PER_SECOND: Final = 10**12
 """One tick is a picosecond: a byte at 800 Gb/s is 10 ticks, at 400 Gb/s 20."""
 
 

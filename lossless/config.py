@@ -9,11 +9,11 @@ them, so the field names, limits and error messages here are that file's.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-NUM_CLASSES = 8
+NUM_CLASSES: Final = 8
 """Traffic classes == priorities == egress queues per port (IEEE 802.1Q: eight priorities)."""
 
 Priority = Annotated[int, Field(ge=0, le=NUM_CLASSES - 1)]

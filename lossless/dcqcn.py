@@ -35,9 +35,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
-FAST_RECOVERY_STEPS = 5  # F in the paper
-ALPHA_UPDATE_PERIOD_S = 55e-6  # the paper's alpha timer (K = 55 µs)
+FAST_RECOVERY_STEPS: Final = 5  # F in the paper
+ALPHA_UPDATE_PERIOD_S: Final = 55e-6  # the paper's alpha timer (K = 55 µs)
 
 
 @dataclass
@@ -59,28 +60,44 @@ class DcqcnReactionPoint:
     # What drove the last rate increase since the last cut: "byte", "timer" or None (none yet).
     _last_increase: str | None = None
     history: list[tuple[float, float]] = field(default_factory=list)
+    # The parameters in the units the rules use, read once: every sent frame runs these rules.
+    _gain: float = field(init=False, repr=False, compare=False, default=0.0)
+    _reduce_period_s: float = field(init=False, repr=False, compare=False, default=0.0)
+    _max_cut: float = field(init=False, repr=False, compare=False, default=0.0)
+    _cut_scale: float = field(init=False, repr=False, compare=False, default=0.0)
+    _min_rate_bps: float = field(init=False, repr=False, compare=False, default=0.0)
+    _byte_reset: int = field(init=False, repr=False, compare=False, default=0)
+    _time_reset_s: float = field(init=False, repr=False, compare=False, default=0.0)
+    _ai_bps: float = field(init=False, repr=False, compare=False, default=0.0)
+    _hai_bps: float = field(init=False, repr=False, compare=False, default=0.0)
+    _clamp_always: bool = field(init=False, repr=False, compare=False, default=False)
+    _clamp_after_time: bool = field(init=False, repr=False, compare=False, default=True)
 
     def __post_init__(self) -> None:
+        params = self.params
         self.current_bps = self.target_bps = self.line_rate_bps
-        self.alpha = self.params["initial_alpha_value"] / 1024
-
-    @property
-    def _gain(self) -> float:
-        return (1024 - self.params["dce_tcp_g"]) / 1024
+        self.alpha = params["initial_alpha_value"] / 1024
+        self._gain = (1024 - params["dce_tcp_g"]) / 1024
+        self._reduce_period_s = params["rate_reduce_monitor_period"] * 1e-6
+        self._cut_scale = 1024 / (1 << params["rpg_gd"])
+        self._max_cut = params["rpg_min_dec_fac"] / 100
+        self._min_rate_bps = params["rpg_min_rate"] * 1e6
+        self._byte_reset = params["rpg_byte_reset"]
+        self._time_reset_s = params["rpg_time_reset"] * 1e-6
+        self._ai_bps = params["rpg_ai_rate"] * 1e6
+        self._hai_bps = params["rpg_hai_rate"] * 1e6
+        self._clamp_always = bool(params.get("clamp_tgt_rate", 0))
+        self._clamp_after_time = bool(params.get("clamp_tgt_rate_after_time_inc", 1))
 
     def on_cnp(self, now: float) -> bool:
         """Cut the rate unless a cut happened within rate_reduce_monitor_period."""
-        period = self.params["rate_reduce_monitor_period"] * 1e-6
-        if self._last_cut is not None and now - self._last_cut < period:
+        if self._last_cut is not None and now - self._last_cut < self._reduce_period_s:
             return False
         self._decay_alpha(now)
-        cut = min(
-            self.alpha * 1024 / (1 << self.params["rpg_gd"]),
-            self.params["rpg_min_dec_fac"] / 100,
-        )
+        cut = min(self.alpha * self._cut_scale, self._max_cut)
         if self._clamps_target():
             self.target_bps = self.current_bps
-        self.current_bps = max(self.current_bps * (1 - cut), self.params["rpg_min_rate"] * 1e6)
+        self.current_bps = max(self.current_bps * (1 - cut), self._min_rate_bps)
         self.alpha = (1 - self._gain) * self.alpha + self._gain
         self._last_cut = self._last_alpha_update = now
         self._timer_start = now
@@ -96,12 +113,9 @@ class DcqcnReactionPoint:
         does; otherwise only when the rate rose since the last cut -- by the byte counter, or
         by the timer with clamp_tgt_rate_after_time_inc.  A burst of cuts with no increase
         between them keeps the target of before the burst, so recovery aims there."""
-        params = self.params
-        if params.get("clamp_tgt_rate", 0) or self._last_increase == "byte":
+        if self._clamp_always or self._last_increase == "byte":
             return True
-        return self._last_increase == "timer" and bool(
-            params.get("clamp_tgt_rate_after_time_inc", 1)
-        )
+        return self._last_increase == "timer" and self._clamp_after_time
 
     def _start_clock(self, now: float) -> None:
         if self._last_alpha_update is None:
@@ -123,8 +137,8 @@ class DcqcnReactionPoint:
         """Advance the byte counter and the timer; recover the rate on each step."""
         self._decay_alpha(now)
         self._bytes_since_step += nbytes
-        while self._bytes_since_step >= self.params["rpg_byte_reset"]:
-            self._bytes_since_step -= self.params["rpg_byte_reset"]
+        while self._bytes_since_step >= self._byte_reset:
+            self._bytes_since_step -= self._byte_reset
             self._byte_steps += 1
             self._last_increase = "byte"
             self._increase(now)
@@ -137,7 +151,7 @@ class DcqcnReactionPoint:
         self._run_timer(now)
 
     def _run_timer(self, now: float) -> None:
-        timer = self.params["rpg_time_reset"] * 1e-6
+        timer = self._time_reset_s
         while now - self._timer_start >= timer:
             self._timer_start += timer
             self._timer_steps += 1
@@ -150,8 +164,8 @@ class DcqcnReactionPoint:
         fast = max(self._timer_steps, self._byte_steps) < FAST_RECOVERY_STEPS
         hyper = min(self._timer_steps, self._byte_steps) >= FAST_RECOVERY_STEPS
         if not fast:
-            step = self.params["rpg_hai_rate"] if hyper else self.params["rpg_ai_rate"]
-            self.target_bps = min(self.target_bps + step * 1e6, self.line_rate_bps)
+            step = self._hai_bps if hyper else self._ai_bps
+            self.target_bps = min(self.target_bps + step, self.line_rate_bps)
         self.current_bps = min((self.target_bps + self.current_bps) / 2, self.line_rate_bps)
         self.history.append((now, self.current_bps))
 

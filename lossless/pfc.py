@@ -39,16 +39,18 @@ pause only up to its replacement.
 
 from __future__ import annotations
 
+from typing import Final
+
 from lossless.config import NUM_CLASSES, BufferConfig
 
-PAUSE_QUANTUM_BITS = 512
+PAUSE_QUANTUM_BITS: Final = 512
 """One pause quantum: 512 bit times at the port's speed (802.1Qbb / 802.3 Annex 31B)."""
-PFC_QUANTA_MAX = 0xFFFF
+PFC_QUANTA_MAX: Final = 0xFFFF
 """The largest pause_time field: what an XOFF carries."""
 
 # Refresh an outstanding XOFF when this fraction of its pause time has elapsed, well before
 # the upstream's timer runs out (a late refresh would let a burst through into headroom).
-REFRESH_FRACTION = 0.5
+REFRESH_FRACTION: Final = 0.5
 
 
 def pause_duration(quanta: int, speed_bps: float) -> float:

@@ -21,8 +21,8 @@ for lossy ones), WRED/ECN marking, queueing and the ingress charge that may make
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence, Sized
-from typing import Any, Generic, TypeVar
+from collections.abc import Sized
+from typing import Any, Final, Generic, TypeVar
 
 from lossless.config import NUM_CLASSES, PortQosConfig
 from lossless.pfc import IngressAccounting, ReceivedPause
@@ -30,7 +30,7 @@ from lossless.wred import EcnMarker
 
 # Bytes of credit per unit of weight: the smallest weight still gets one full-size frame per
 # round, so one pick never loops more than two rounds.
-_QUANTUM_BYTES = 1600
+_QUANTUM_BYTES: Final = 1600
 
 FrameT = TypeVar("FrameT", bound=Sized)
 
@@ -81,9 +81,9 @@ class EgressQueue(Generic[FrameT]):
 
 
 # What :func:`enqueue` did with a frame (bits; 0 = dropped).
-QUEUED = 1
-MARKED = 2  # the owner sets CE in the frame (the queue already counted it)
-XOFF_DUE = 4  # the owner sends an XOFF for the frame's priority out of its ingress port
+QUEUED: Final = 1
+MARKED: Final = 2  # the owner sets CE in the frame (the queue already counted it)
+XOFF_DUE: Final = 4  # the owner sends an XOFF for the frame's priority out of its ingress port
 
 
 def enqueue(
@@ -122,14 +122,27 @@ def enqueue(
 
 
 def eligible_classes(
-    queues: Sequence[EgressQueue[Any]], pause: ReceivedPause, override: list[bool], now: float
+    queues: list[EgressQueue[Any]], pause: ReceivedPause, override: list[bool], now: float
 ) -> list[bool]:
     """Per class: may transmit now -- something queued, and not paused (or the watchdog
     overrides the pause).  The scheduler's input."""
+    eligible = [False] * NUM_CLASSES
+    fill_eligible(eligible, queues, pause, override, now)
+    return eligible
+
+
+def fill_eligible(
+    eligible: list[bool],
+    queues: list[EgressQueue[Any]],
+    pause: ReceivedPause,
+    override: list[bool],
+    now: float,
+) -> None:
+    """:func:`eligible_classes` into a list the caller keeps (one per port, no allocation per
+    frame on the twin's hot path)."""
     until = pause.paused_until
-    return [
-        bool(queues[tc].packets) and (until[tc] <= now or override[tc]) for tc in range(NUM_CLASSES)
-    ]
+    for tc in range(NUM_CLASSES):
+        eligible[tc] = bool(queues[tc].packets) and (until[tc] <= now or override[tc])
 
 
 def scheduler_weights(qos: PortQosConfig) -> tuple[list[bool], list[int]]:
@@ -164,35 +177,51 @@ class Scheduler:
     paused) and returns the queue to transmit from next, charging DWRR credit.
     """
 
-    __slots__ = ("_current", "_deficit", "_granted", "_quantum", "_strict_order", "_wrr_order")
+    __slots__ = (
+        "_current",
+        "_deficit",
+        "_granted",
+        "_position",
+        "_quantum",
+        "_strict_order",
+        "_wrr_order",
+    )
 
     def __init__(self, strict: list[bool], weights: list[int]) -> None:
         self._strict_order = [tc for tc in reversed(range(NUM_CLASSES)) if strict[tc]]
         self._wrr_order = [tc for tc in range(NUM_CLASSES) if not strict[tc]]
+        # Each class's place in the round (-1 for a strict one).
+        self._position = [-1] * NUM_CLASSES
+        for place, tc in enumerate(self._wrr_order):
+            self._position[tc] = place
         lightest = min((weights[tc] for tc in self._wrr_order), default=1) or 1
         self._quantum = [_QUANTUM_BYTES * w // lightest for w in weights]
         self._deficit = [0] * NUM_CLASSES
         self._current = 0
         self._granted = False
 
-    def pick(self, queues: Sequence[EgressQueue[Any]], eligible: list[bool]) -> int | None:
+    def pick(self, queues: list[EgressQueue[Any]], eligible: list[bool]) -> int | None:
         """Queue to serve next, or None if no queue is eligible."""
         for tc in self._strict_order:
             if eligible[tc]:
                 return tc
         order = self._wrr_order
-        ready = [tc for tc in order if eligible[tc]]
+        ready = 0
+        only = -1
+        for tc in order:
+            if eligible[tc]:
+                ready += 1
+                only = tc
         if not ready:
             return None
         deficit = self._deficit
-        if len(ready) == 1:
+        if ready == 1:
             # Only one backlogged queue: DWRR would serve it and reset idle credit anyway.
-            tc = ready[0]
             for other in order:
                 deficit[other] = 0
-            self._current = order.index(tc)
+            self._current = self._position[only]
             self._granted = False
-            return tc
+            return only
         # Each visit adds >= one 1600-byte frame of credit, so a handful of passes over the
         # ring always finds a packet (more for jumbo frames).
         for _ in range(len(order) * 48):

@@ -11,3 +11,7 @@ an independent fluid model of DCQCN to cross-check it.
   flows through one ECN-marking bottleneck. It shares no code with :mod:`lossless`, so an
   agreement between the two means something.
 """
+
+from lossless.compiled import prefer_source
+
+prefer_source(__name__)

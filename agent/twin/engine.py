@@ -23,7 +23,7 @@ Per packet and hop the path is (every decision is the model's, never a copy):
   DSCP map, route (shortest-path ECMP on the flow hash), then :func:`lossless.queues.enqueue`
   decides admission (headroom / tail drop), the ECN mark and whether an XOFF is due; a class
   the PFC watchdog put in ``drop`` is discarded first, as the lab switch does;
-* ``_port_tx`` -- the port is free: :func:`lossless.queues.eligible_classes` (pause timers of
+* ``_port_tx`` -- the port is free: :func:`lossless.queues.fill_eligible` (pause timers of
   :class:`lossless.pfc.ReceivedPause`, watchdog override) and :meth:`Scheduler.pick` (strict,
   then DWRR) choose the queue; the frame leaves, its ingress is released
   (:meth:`IngressAccounting.release` says whether an XON is due); it arrives at the peer after
@@ -64,17 +64,18 @@ frames, NAKs and timeouts are counted per flow.
 
 from __future__ import annotations
 
-import heapq
-import itertools
+import gc
 import math
 import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from heapq import heappush, heapreplace
+from heapq import heappop, heappush
 from math import ceil
 from operator import attrgetter
-from typing import Any, Literal
+from typing import Any, Final, Literal, final
+
+from mypy_extensions import i64, mypyc_attr
 
 from agent.twin.network import (
     ROCE_FRAME_OVERHEAD,
@@ -108,43 +109,148 @@ from lossless.queues import (
     XOFF_DUE,
     EgressQueue,
     Scheduler,
-    eligible_classes,
     enqueue,
+    fill_eligible,
     scheduler_weights,
 )
 from lossless.watchdog import PortWatchdog
 from lossless.wred import EcnMarker
 
-WIRE_OVERHEAD_BYTES = 20  # preamble 7 + SFD 1 + inter-frame gap 12 (IEEE 802.3 4.4.2)
-PFC_FRAME_BYTES = 64  # a PFC frame is a minimum-size MAC control frame (802.1Qbb 36.1.3)
-CNP_BYTES = 78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4
-MIN_FRAME_BYTES = 64  # the shortest Ethernet frame, FCS included (IEEE 802.3 clause 4.4.2)
-ACK_BYTES = 66  # RoCEv2 ACK or NAK: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + AETH 4 + ICRC 4 + FCS 4
+WIRE_OVERHEAD_BYTES: Final = 20  # preamble 7 + SFD 1 + inter-frame gap 12 (IEEE 802.3 4.4.2)
+PFC_FRAME_BYTES: Final = 64  # a PFC frame is a minimum-size MAC control frame (802.1Qbb 36.1.3)
+CNP_BYTES: Final = (
+    78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4
+)
+MIN_FRAME_BYTES: Final = 64  # the shortest Ethernet frame, FCS included (IEEE 802.3 clause 4.4.2)
+ACK_BYTES: Final = (
+    66  # RoCEv2 ACK or NAK: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + AETH 4 + ICRC 4 + FCS 4
+)
 # The responder acknowledges every ACK_EVERY data frames it accepts in order, and at once a
 # message's last frame, a frame that fills a selective-repeat hole and every duplicate.  The
 # InfiniBand spec lets a responder coalesce ACKs (one ACK covers every PSN before it; see
 # "Ack Coalescing Detail", InfiniBand Network Architecture, Shanley, ch. 17,
 # https://www.safaribooksonline.com/library/view/infiniband-network-architecture/0321117654/0321117654_ch17lev1sec16.html);
 # how many frames a ConnectX NIC coalesces is not published: 16 is this model's choice.
-ACK_EVERY = 16
+ACK_EVERY: Final = 16
 # The retransmission timeout: InfiniBand's local ACK timeout is 4.096 us x 2^timeout (IBA vol.
 # 1, the QP's "timeout" attribute; the Linux RC implementations compute the same, e.g.
 # drivers/infiniband/hw/qib/qib_rc.c).  NCCL sets timeout = NCCL_IB_TIMEOUT, default 20
 # (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-timeout; NCCL's
 # src/transport/net_ib.cc: NCCL_PARAM(IbTimeout, "IB_TIMEOUT", 20)): 4.29 s.
-IB_TIMEOUT_UNIT_S = 4.096e-6
-NCCL_IB_TIMEOUT = 20
-DEFAULT_RTO_S = IB_TIMEOUT_UNIT_S * 2**NCCL_IB_TIMEOUT
+IB_TIMEOUT_UNIT_S: Final = 4.096e-6
+NCCL_IB_TIMEOUT: Final = 20
+DEFAULT_RTO_S: Final = IB_TIMEOUT_UNIT_S * 2**NCCL_IB_TIMEOUT
 Recovery = Literal["go-back-n", "selective-repeat"]
 RECOVERIES: tuple[Recovery, ...] = ("go-back-n", "selective-repeat")
-CNP, ACK, NAK = 0, 1, 2  # kinds of control packets (Control.kind)
+# Kinds of control packets (Control.kind).
+CNP: Final = 0
+ACK: Final = 1
+NAK: Final = 2
 # The first ONSET_INTERVALS sampling intervals are sampled ONSET_SPLIT times as densely: what
 # happens in them (the queue's rise, PFC's and DCQCN's first reactions) is what a plot with a
 # log time axis shows first.
-ONSET_INTERVALS = 5
-ONSET_SPLIT = 10
-NEVER = 1 << 62  # a tick no run reaches (a flow without a stop time)
+ONSET_INTERVALS: Final = 5
+ONSET_SPLIT: Final = 10
+NEVER: Final = 1 << 61  # a tick no run reaches (a flow without a stop time); a short int, compiled
 _TX_BYTES = attrgetter("tx_bytes")  # every port's counter at every sample, read in C
+
+
+# Kinds of events (Event.kind), and the handler each runs (Engine._dispatch).
+HALT: Final = 0
+SAMPLE: Final = 1
+NIC_TX: Final = 2
+SWITCH_RX: Final = 3
+HOST_RX: Final = 4
+PORT_TX: Final = 5
+PORT_WAKE: Final = 6
+REFRESH: Final = 7
+SWITCH_PFC_RX: Final = 8
+NIC_PFC_RX: Final = 9
+RTO: Final = 10
+WATCHDOG: Final = 11
+STORM: Final = 12
+KIND_NAMES = (
+    "_halt", "_sample", "_nic_tx", "_switch_rx", "_host_rx", "_port_tx", "_port_wake",
+    "_refresh", "_switch_pfc_rx", "_nic_pfc_rx", "_rto_fire", "_poll_watchdog", "_storm_tick",
+)  # fmt: skip
+
+
+COMPILED: Final = not __file__.endswith(".py")
+"""This module runs compiled (mypyc), not from its source (:mod:`lossless.compiled`)."""
+
+
+def _earlier(a: Flow, b: Flow) -> bool:
+    return a.next_at < b.next_at or (a.next_at == b.next_at and a.index < b.index)
+
+
+def _flows_push(flows: list[Flow], flow: Flow) -> None:
+    """Onto a NIC's heap of flows, ordered by ``(next_at, index)``: the flow due first (the
+    lower index first at the same tick) is ``flows[0]``.  The key lives on the flow, so
+    re-timing the head costs no allocation (:func:`_flows_sift_head`)."""
+    flows.append(flow)
+    index: i64 = len(flows) - 1
+    while index:
+        parent: i64 = (index - 1) >> 1
+        above = flows[parent]
+        if not _earlier(flow, above):
+            break
+        flows[index] = above
+        index = parent
+    flows[index] = flow
+
+
+def _flows_sift_head(flows: list[Flow]) -> None:
+    """The head's ``next_at`` changed: restore the heap order (most NICs send one flow)."""
+    size: i64 = len(flows)
+    if size == 1:
+        return
+    head = flows[0]
+    index: i64 = 0
+    child: i64 = 1
+    while child < size:
+        below = flows[child]
+        right: i64 = child + 1
+        if right < size and _earlier(flows[right], below):
+            child = right
+            below = flows[right]
+        if not _earlier(below, head):
+            break
+        flows[index] = below
+        index = child
+        child = 2 * index + 1
+    flows[index] = head
+
+
+def _flows_pop(flows: list[Flow]) -> None:
+    """Take the head off a NIC's heap of flows."""
+    last = flows.pop()
+    if flows:
+        flows[0] = last
+        _flows_sift_head(flows)
+
+
+def _event_order(event: Event) -> tuple[int, int]:
+    return event.when, event.seq
+
+
+@final
+class Event:
+    """One scheduled event: at tick ``when`` (``seq`` orders events of the same tick), run the
+    handler of ``kind`` on ``target`` (a port, NIC or flow) with a frame or one or two ints."""
+
+    __slots__ = ("arg", "arg2", "kind", "packet", "seq", "target", "when")
+
+    def __init__(
+        self, when: int, seq: int, kind: int, target: Any, packet: Packet | None, arg: int,
+        arg2: int,
+    ) -> None:  # fmt: skip
+        self.when = when
+        self.seq = seq
+        self.kind = kind
+        self.target = target
+        self.packet = packet
+        self.arg = arg
+        self.arg2 = arg2
 
 
 def wire_ticks(length: int, speed_bps: int) -> int:
@@ -340,10 +446,12 @@ class SwitchPort:
         "backlog",
         "busy_until",
         "depth",
-        "depth_hist",
+        "depth_bins",
         "depth_peak",
         "depth_t",
         "ecn",
+        "eligible",
+        "index",
         "ingress",
         "name",
         "pause",
@@ -367,16 +475,21 @@ class SwitchPort:
         "watchdog",
         "watchdog_drops",
         "wire",
+        "wire_last",
+        "wire_length",
     )
 
     def __init__(self, spec: PortSpec, switch: SwitchNode, rng: random.Random) -> None:
         assert spec.qos is not None and spec.buffer is not None
         self.spec = spec
         self.name = f"{spec.device}:{spec.name}"
+        self.index = spec.index
         self.switch = switch
         speed = spec.speed_bps
         # Filled by the engine once it knows every NIC's frame length (Engine._wire_times).
         self.wire: dict[int, int] = {}
+        self.wire_length = -1  # the frame length last sent, and its wire time
+        self.wire_last = 0
         self.prop = propagation_ticks(spec)
         self.pfc_frame = wire_ticks(PFC_FRAME_BYTES, speed)
         qos = spec.qos
@@ -387,6 +500,7 @@ class SwitchPort:
             if cfg.ecn is not None:
                 self.ecn[tc] = EcnMarker(cfg.ecn, rng)
         self.scheduler = Scheduler(*scheduler_weights(qos))
+        self.eligible = [False] * NUM_CLASSES  # the scheduler's input, refilled per frame
         self.ingress = IngressAccounting(speed)
         self.ingress.configure(spec.buffer, lossless)
         self.queue_limit = spec.buffer.queue_limit_bytes
@@ -405,13 +519,20 @@ class SwitchPort:
         self.depth = 0
         self.depth_t = 0
         self.depth_peak = 0
-        # Ticks at each depth, in 1 KiB bins: the time-weighted distribution for p99.
-        self.depth_hist: dict[int, int] = {}
+        # Ticks at each depth, in 1 KiB bins (index depth >> 10): the time-weighted
+        # distribution for p99 (depth_hist).
+        self.depth_bins: list[int] = []
         self.pause_meter = PauseMeter()
         self.pfc_tx_xoff = 0
         self.pfc_tx_xon = 0
         self.pfc_rx = 0
         self.watchdog_drops = 0
+
+    @property
+    def depth_hist(self) -> dict[int, int]:
+        """Ticks spent at each queue depth so far, by 1 KiB bin (``depth >> 10``), bins with
+        time only; the time since the last change of depth is not in it yet."""
+        return {key: ticks for key, ticks in enumerate(self.depth_bins) if ticks}
 
 
 class SwitchNode:
@@ -422,8 +543,9 @@ class SwitchNode:
         self.dscp_to_tc = dscp_to_tc
         self.ports: list[SwitchPort] = []
         self.routes: dict[str, tuple[int, ...]] = {}
-        # (destination, flow hash) -> egress port: one dict read per packet after the first.
-        self.flow_port: dict[tuple[str, int], SwitchPort] = {}
+        # Egress port per flow and direction (flow index * 2 + 1 for what goes back to its
+        # sender): the route's ECMP pick, made on the flow's first packet, then one list read.
+        self.flow_port: list[SwitchPort | None] = []
 
 
 class Nic:
@@ -431,11 +553,13 @@ class Nic:
 
     __slots__ = (
         "busy_until",
+        "cnp_dscp",
         "cnp_queue",
         "cnps_tx",
         "flows",
         "frame_bits",
         "frame_bytes",
+        "frame_wire",
         "honour_pause",
         "name",
         "np",
@@ -445,6 +569,7 @@ class Nic:
         "pfc_frame",
         "pfc_tx_xoff",
         "prop",
+        "roce_dscp",
         "roce_priority",
         "spec",
         "storm",
@@ -468,13 +593,15 @@ class Nic:
             pause_duration(PFC_QUANTA_MAX, speed) * REFRESH_FRACTION * TICKS_PER_SECOND
         )
         self.roce_priority = spec.roce_priority
+        self.roce_dscp = spec.roce_dscp
+        self.cnp_dscp = spec.cnp_dscp
         # The NIC honours pause for the priorities its PFC vector enables (mlx5 pfc_vector).
         self.honour_pause = spec.roce_priority in spec.pfc_priorities
         self.pause = PauseHonouring(speed)
         # The first tick the model no longer sees the NIC paused at (its pause is in seconds).
         self.pause_end = 0
         self.np = NotificationPoint(spec.dcqcn["min_time_between_cnps"])
-        self.flows: list[tuple[int, int, Flow]] = []
+        self.flows: list[Flow] = []  # a heap on (next_at, index): _flows_push
         self.cnp_queue: deque[Control] = deque()  # CNPs, ACKs and NAKs: before data
         self.peer: Any = None
         self.busy_until = 0
@@ -485,12 +612,12 @@ class Nic:
         self.pfc_tx_xoff = 0
         self.storm = False
         self.frame_bytes = roce_frame_bytes(spec.port.mtu, payload_bytes)
+        self.frame_wire = 0  # wire[frame_bytes]: the data frame's, read without a lookup
         # A data frame's bits in tick units: the pacing gap is this over the rate.
         self.frame_bits = float(self.frame_bytes * 8 * TICKS_PER_SECOND)
         self.timer = _us_ticks(spec.dcqcn["rpg_time_reset"])
 
 
-Handler = Callable[[Any, Any], None]
 MessageCallback = Callable[["Engine", Flow, object, int], None]
 
 
@@ -534,8 +661,13 @@ class Watch:
     tx_bytes: list[int] = field(default_factory=list)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Engine:
-    """One run of the twin over the network for a set of flows."""
+    """One run of the twin over the network for a set of flows.
+
+    A subclass may override a handler (a test's engine that drops chosen frames): compiled,
+    the engine calls its handlers through the subclass's methods all the same.
+    """
 
     def __init__(
         self,
@@ -574,8 +706,12 @@ class Engine:
         self.on_sample = on_sample
         self.clock = TickClock()
         self.rng = random.Random(seed)
-        self._heap: list[tuple[int, int, Handler, Any, Any]] = []
-        self._seq = itertools.count()
+        # The event heap: native (compiled) or heapq's tuples (interpreted); see _push.
+        self._native = COMPILED
+        self._heap: list[Event] = []
+        self._queue: list[tuple[int, int, Event]] = []
+        self._spare: list[Event] = []
+        self._seq = 0
         self.events = 0
         self.switches: dict[str, SwitchNode] = {}
         self.ports: list[SwitchPort] = []  # every built switch port, switch by switch
@@ -690,6 +826,7 @@ class Engine:
                 port.wire = wire_table(lengths, port.spec.speed_bps)
         for nic in self.nics.values():
             nic.wire = wire_table(lengths, nic.spec.port.speed_bps)
+            nic.frame_wire = nic.wire[nic.frame_bytes]
 
     def _add_length(self, length: int) -> None:
         """A frame length first seen (a message's short last frame): into every wire table,
@@ -723,6 +860,8 @@ class Engine:
             if flow_spec.size_bytes:
                 self.post(index, flow_spec.size_bytes, None)
             self._schedule_flow(nic, flow)
+        for node in self.switches.values():
+            node.flow_port = [None] * (2 * len(self.flows))
         for nic in self.nics.values():
             params = {**nic.spec.dcqcn, **override}
             nic.np = NotificationPoint(params["min_time_between_cnps"])
@@ -769,7 +908,8 @@ class Engine:
             return
         when = flow.start_at if flow.start_at > now else now
         flow.in_heap = True
-        heapq.heappush(nic.flows, (when, flow.index, flow))
+        flow.next_at = when
+        _flows_push(nic.flows, flow)
         self._wake_nic(nic, when)
 
     def _message_done(self, flow: Flow) -> None:
@@ -796,15 +936,131 @@ class Engine:
             return
         self._stop_at = tick
         # seq -1 sorts before every event of the same tick.
-        heappush(self._heap, (tick, -1, self._halt, None, None))
-
-    def _halt(self, _a: Any, _b: Any) -> None:
-        raise _Finished
+        self._push(Event(tick, -1, HALT, None, None, 0, 0))
 
     # ---------------------------------------------------------------- event plumbing
 
-    def _at(self, when: int, handler: Handler, a: Any, b: Any = None) -> None:
-        heappush(self._heap, (when, next(self._seq), handler, a, b))
+    def _at(
+        self,
+        when: int,
+        kind: int,
+        target: Any,
+        packet: Packet | None = None,
+        arg: int = 0,
+        arg2: int = 0,
+    ) -> None:
+        seq = self._seq
+        self._seq = seq + 1
+        spare = self._spare
+        if spare:
+            # An event object that already ran: reused, not reallocated (millions per run).
+            event = spare.pop()
+            event.when = when
+            event.seq = seq
+            event.kind = kind
+            event.target = target
+            event.packet = packet
+            event.arg = arg
+            event.arg2 = arg2
+        else:
+            event = Event(when, seq, kind, target, packet, arg, arg2)
+        self._push(event)
+
+    def _push(self, event: Event) -> None:
+        """Into the event heap, ordered by ``(when, seq)``.
+
+        Compiled, the heap is written out here so that each step compares native ints;
+        interpreted, :mod:`heapq` (in C) on ``(when, seq, event)`` tuples is the faster one.
+        Both give the same order: ``seq`` is unique.
+        """
+        if not self._native:
+            heappush(self._queue, (event.when, event.seq, event))
+            return
+        heap = self._heap
+        heap.append(event)
+        when = event.when
+        seq = event.seq
+        index: i64 = len(heap) - 1
+        while index:
+            parent: i64 = (index - 1) >> 1
+            above = heap[parent]
+            if above.when < when or (above.when == when and above.seq < seq):
+                break
+            heap[index] = above
+            index = parent
+        heap[index] = event
+
+    def _next_when(self) -> int:
+        """The earliest event's tick (:data:`NEVER` when none is left)."""
+        if not self._native:
+            return self._queue[0][0] if self._queue else NEVER
+        return self._heap[0].when if self._heap else NEVER
+
+    def _pop(self) -> Event:
+        """The earliest event, out of the heap."""
+        if not self._native:
+            return heappop(self._queue)[2]
+        heap = self._heap
+        last = heap.pop()
+        size: i64 = len(heap)
+        if not size:
+            return last
+        first = heap[0]
+        when = last.when
+        seq = last.seq
+        index: i64 = 0
+        child: i64 = 1
+        while child < size:
+            below = heap[child]
+            right: i64 = child + 1
+            if right < size:
+                other = heap[right]
+                if other.when < below.when or (other.when == below.when and other.seq < below.seq):
+                    child = right
+                    below = other
+            if when < below.when or (when == below.when and seq < below.seq):
+                break
+            heap[index] = below
+            index = child
+            child = 2 * index + 1
+        heap[index] = last
+        return first
+
+    def _dispatch(self, event: Event) -> None:
+        """Run one event's handler (the common kinds first)."""
+        kind = event.kind
+        if kind == SWITCH_RX:
+            self._switch_rx(event.target, event.packet)  # type: ignore[arg-type]
+        elif kind == PORT_TX:
+            self._port_tx(event.target)
+        elif kind == NIC_TX:
+            self._nic_tx(event.target, event.arg)
+        elif kind == HOST_RX:
+            self._host_rx(event.target, event.packet)  # type: ignore[arg-type]
+        elif kind == SWITCH_PFC_RX:
+            self._switch_pfc_rx(event.target, event.arg, event.arg2)
+        elif kind == NIC_PFC_RX:
+            self._nic_pfc_rx(event.target, event.arg, event.arg2)
+        elif kind == PORT_WAKE:
+            self._port_wake(event.target, event.arg)
+        elif kind == REFRESH:
+            self._refresh(event.target, event.arg)
+        elif kind == RTO:
+            self._rto_fire(event.target)
+        elif kind == SAMPLE:
+            self._sample(event.arg, event.arg2)
+        elif kind == WATCHDOG:
+            self._poll_watchdog(event.target)
+        elif kind == STORM:
+            self._storm_tick(event.target)
+        else:
+            raise _Finished
+
+    def pending_events(self) -> list[tuple[int, str, Packet | None]]:
+        """The events not run, earliest first: ``(tick, kind, packet)``, the kind as the
+        handler's name (``"_switch_rx"``, ``"_host_rx"``: a frame still on a wire)."""
+        events = sorted([*self._heap, *(e for _, _, e in self._queue)], key=_event_order)
+        return [(e.when, KIND_NAMES[e.kind], e.packet) for e in events]
 
     def run(self, duration_s: float) -> None:
         """Simulate from 0 to ``duration_s`` seconds of virtual time (once per engine)."""
@@ -814,29 +1070,36 @@ class Engine:
         self.end = end = to_ticks(duration_s)
         interval = to_ticks(max(self.sample_every_s, duration_s / self.max_samples))
         self.sample_every_s = interval / TICKS_PER_SECOND
-        self._at(0, self._sample, interval, 0)
+        self._at(0, SAMPLE, None, None, interval, 0)
         self._start_timers()
-        heap = self._heap
-        pop = heapq.heappop
         clock = self.clock
         now = clock.ticks
         events = 0
+        # The loop makes millions of short-lived frames and events and no reference cycles:
+        # the cyclic collector would only walk them.  It is back on when the run returns.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            while heap:
-                when, _, handler, a, b = heap[0]
+            while True:
+                when = self._next_when()
                 if when > end:
                     break
-                pop(heap)
+                event = self._pop()
                 if when < now:
                     clock.set(when)  # refuses, naming both times: an event scheduled in the past
                 # The clock's own check, inlined: this loop runs once per event.
                 clock.ticks = now = when
-                handler(a, b)
+                self._dispatch(event)
+                event.target = event.packet = None
+                self._spare.append(event)
                 events += 1
         except _Finished:
             self.events += events
             self._finished_at(clock.ticks)
             return
+        finally:
+            if collecting:
+                gc.enable()
         self.events += events
         self.clock.set(max(self.clock.ticks, end))
         self._close(end)
@@ -855,15 +1118,15 @@ class Engine:
         """The first events: each NIC's first send, each watchdog's first poll, the storm."""
         for nic in self.nics.values():
             if nic.flows:
-                self._wake_nic(nic, nic.flows[0][0])
+                self._wake_nic(nic, nic.flows[0].next_at)
         for node in self.switches.values():
             for port in node.ports:
                 if port.watchdog.enabled:
-                    self._at(ticks_at_or_after(port.watchdog.next_poll), self._poll_watchdog, port)
+                    self._at(ticks_at_or_after(port.watchdog.next_poll), WATCHDOG, port)
         if self._storm is not None:
             name, start = self._storm
             self.nics[name].storm = True
-            self._at(to_ticks(start), self._storm_tick, self.nics[name])
+            self._at(to_ticks(start), STORM, self.nics[name])
 
     def _close(self, end: int) -> None:
         """The run ends at ``end``: pauses still running count only up to it."""
@@ -883,7 +1146,7 @@ class Engine:
             return
         nic.wake_gen += 1
         nic.wake_at = when
-        self._at(when, self._nic_tx, nic, nic.wake_gen)
+        self._at(when, NIC_TX, nic, None, nic.wake_gen)
 
     def _nic_tx(self, nic: Nic, gen: int) -> None:
         if gen != nic.wake_gen:
@@ -904,14 +1167,14 @@ class Engine:
                 return
             packet = data
         length = packet.length
-        done = now + nic.wire[length]
+        done = now + (nic.frame_wire if length == nic.frame_bytes else nic.wire[length])
         nic.busy_until = done
         nic.tx_bytes += length + WIRE_OVERHEAD_BYTES
-        self._at(done + nic.prop, self._switch_rx, nic.peer, packet)
+        self._at(done + nic.prop, SWITCH_RX, nic.peer, packet)
         if nic.cnp_queue:
             self._wake_nic(nic, done)
         elif nic.flows:
-            first = nic.flows[0][0]
+            first = nic.flows[0].next_at
             self._wake_nic(nic, done if done > first else first)
 
     def _next_data_packet(self, nic: Nic, now: int) -> Packet | None:
@@ -923,7 +1186,8 @@ class Engine:
             # The XON (or the pause running out) wakes the NIC; the timer is the fallback.
             self._wake_nic(nic, nic.pause_end)
             return None
-        next_at, index, flow = flows[0]
+        flow = flows[0]
+        next_at = flow.next_at
         if next_at > now:
             self._wake_nic(nic, next_at)
             return None
@@ -933,10 +1197,10 @@ class Engine:
         if now >= flow.stop_at or psn >= flow.end_psn:
             # Stopped, or nothing posted is left to send: off the heap (a post, a NAK or a
             # timeout puts it back).
-            heapq.heappop(flows)
+            _flows_pop(flows)
             flow.in_heap = False
             if flows:
-                self._wake_nic(nic, max(now, flows[0][0]))
+                self._wake_nic(nic, max(now, flows[0].next_at))
             return None
         rp = flow.rp
         now_s = now / TICKS_PER_SECOND
@@ -947,10 +1211,11 @@ class Engine:
             due = flow.last_sent + ceil(nic.frame_bits / rp.current_bps)
             if due > now:
                 limit = now + nic.timer
-                heapreplace(flows, (due if due < limit else limit, index, flow))
+                flow.next_at = due if due < limit else limit
+                _flows_sift_head(flows)
                 # Another flow may have been due while the NIC was busy: its entry is in the
                 # past, and the NIC serves it now.
-                first = flows[0][0]
+                first = flows[0].next_at
                 self._wake_nic(nic, now if now > first else first)
                 return None
         # Pacing counts every frame as a full one (a message's short last frame too).
@@ -968,8 +1233,9 @@ class Engine:
             self._arm_rto(flow, now)
         # No credit for time spent paused or idle: the next gap starts now.
         gap = ceil(nic.frame_bits / rp.current_bps)
-        heapreplace(flows, (now + (gap if gap < nic.timer else nic.timer), index, flow))
-        return Packet(flow, length, nic.spec.roce_dscp, True, False, psn)
+        flow.next_at = now + (gap if gap < nic.timer else nic.timer)
+        _flows_sift_head(flows)
+        return Packet(flow, length, nic.roce_dscp, True, False, psn)
 
     def _host_rx(self, nic: Nic, packet: Packet) -> None:
         flow = packet.flow
@@ -1046,7 +1312,7 @@ class Engine:
     def _send_ack(self, nic: Nic, flow: Flow, kind: int, psn: int = -1, end: int = 0) -> None:
         """The responder's ACK or NAK (of the expected PSN; a selective NAK of ``psn`` to
         ``end``), a small packet back through the fabric on the CNP priority."""
-        control = Control(flow, ACK_BYTES, nic.spec.cnp_dscp, kind, psn if psn >= 0 else flow.epsn)
+        control = Control(flow, ACK_BYTES, nic.cnp_dscp, kind, psn if psn >= 0 else flow.epsn)
         if end:
             control.end = end
         flow.unacked = 0
@@ -1113,9 +1379,9 @@ class Engine:
         flow.rto_at = now + self.rto
         if not flow.rto_pending:
             flow.rto_pending = True
-            self._at(flow.rto_at, self._rto_fire, flow)
+            self._at(flow.rto_at, RTO, flow)
 
-    def _rto_fire(self, flow: Flow, _: Any) -> None:
+    def _rto_fire(self, flow: Flow) -> None:
         """The timer's event: re-armed at the deadline if ACKs moved it, else a timeout --
         the sender goes back to the first unacknowledged PSN (both recoveries)."""
         flow.rto_pending = False
@@ -1125,7 +1391,7 @@ class Engine:
             return
         if at > now:
             flow.rto_pending = True
-            self._at(at, self._rto_fire, flow)
+            self._at(at, RTO, flow)
             return
         if now >= flow.stop_at:
             flow.rto_at = 0  # a stopped QP sends nothing more
@@ -1136,8 +1402,7 @@ class Engine:
         self._arm_rto(flow, now)
         self._schedule_flow(self.nics[flow.src], flow)
 
-    def _nic_pfc_rx(self, nic: Nic, frame: tuple[int, int]) -> None:
-        tc, quanta = frame
+    def _nic_pfc_rx(self, nic: Nic, tc: int, quanta: int) -> None:
         if tc != nic.roce_priority or not nic.honour_pause:
             return
         nic.pause.receive(quanta, self.clock.now())
@@ -1145,20 +1410,20 @@ class Engine:
         if not quanta and (nic.flows or nic.cnp_queue):
             self._wake_nic(nic, self.clock.ticks)
 
-    def _storm_tick(self, nic: Nic, _: Any) -> None:
+    def _storm_tick(self, nic: Nic) -> None:
         """A stormy NIC: XOFF on the RoCE priority, again at half the pause time, forever."""
         now = self.clock.ticks
         nic.pfc_tx_xoff += 1
-        self._at(now + nic.pfc_frame + nic.prop, self._switch_pfc_rx, nic.peer,
-                 (nic.roce_priority, PFC_QUANTA_MAX))  # fmt: skip
-        self._at(now + nic.storm_period, self._storm_tick, nic)
+        self._at(now + nic.pfc_frame + nic.prop, SWITCH_PFC_RX, nic.peer, None,
+                 nic.roce_priority, PFC_QUANTA_MAX)  # fmt: skip
+        self._at(now + nic.storm_period, STORM, nic)
 
     # ---------------------------------------------------------------- switch side
 
     def _switch_rx(self, port: SwitchPort, packet: Packet) -> None:
         node = port.switch
-        key = (packet.dst, packet.flow.hash)
-        out = node.flow_port.get(key)
+        key = packet.flow.index * 2 + packet.cnp
+        out = node.flow_port[key]
         if out is None:
             choices = node.routes[packet.dst]
             out = node.ports[ecmp_pick(node.name, choices, packet.flow.hash)]
@@ -1173,7 +1438,7 @@ class Engine:
             out.queues[tc],
             port.ingress,
             out.ecn[tc],
-            (packet, port.spec.index, tc),
+            (packet, port.index, tc),
             length,
             packet.ect and not packet.ce,
             out.queue_limit,
@@ -1192,9 +1457,11 @@ class Engine:
 
     def _depth_change(self, port: SwitchPort, now: int, delta: int) -> None:
         depth = port.depth
-        hist = port.depth_hist
+        bins = port.depth_bins
         key = depth >> 10
-        hist[key] = hist.get(key, 0) + (now - port.depth_t)
+        if key >= len(bins):
+            bins.extend([0] * (key + 1 - len(bins)))
+        bins[key] += now - port.depth_t
         port.depth_t = now
         depth += delta
         port.depth = depth
@@ -1211,18 +1478,19 @@ class Engine:
             return
         if port.busy_until > now:
             port.tx_pending = True
-            self._at(port.busy_until, self._port_tx, port)
+            self._at(port.busy_until, PORT_TX, port)
         else:
-            self._port_tx(port, None)
+            self._port_tx(port)
 
-    def _port_tx(self, port: SwitchPort, _: Any) -> None:
+    def _port_tx(self, port: SwitchPort) -> None:
         port.tx_pending = False
         if not port.backlog:
             return
         now = self.clock.ticks
         queues = port.queues
-        eligible = eligible_classes(
-            queues, port.pause, port.watchdog.override_pause, now / TICKS_PER_SECOND
+        eligible = port.eligible
+        fill_eligible(
+            eligible, queues, port.pause, port.watchdog.override_pause, now / TICKS_PER_SECOND
         )
         tc = port.scheduler.pick(queues, eligible)
         if tc is None:
@@ -1230,7 +1498,7 @@ class Engine:
             until = port.pause.paused_until
             wake = min(until[c] for c in range(NUM_CLASSES) if queues[c].packets)
             port.wake_gen += 1
-            self._at(ticks_at_or_after(wake), self._port_wake, port, port.wake_gen)
+            self._at(ticks_at_or_after(wake), PORT_WAKE, port, None, port.wake_gen)
             return
         queue = queues[tc]
         packet, in_index, in_tc = queue.pop()
@@ -1242,17 +1510,22 @@ class Engine:
         in_port = port.switch.ports[in_index]
         if in_port.ingress.release(in_tc, length):
             self._send_pfc(in_port, in_tc, 0, now)
-        done = now + port.wire[length]
+        if length != port.wire_length:
+            # The frame length last seen: frames of one length follow each other (one lookup
+            # per change, not per frame).
+            port.wire_length = length
+            port.wire_last = port.wire[length]
+        done = now + port.wire_last
         port.busy_until = done
         port.tx_bytes += length + WIRE_OVERHEAD_BYTES
         peer = port.peer
         if type(peer) is Nic:
-            self._at(done + port.prop, self._host_rx, peer, packet)
+            self._at(done + port.prop, HOST_RX, peer, packet)
         else:
-            self._at(done + port.prop, self._switch_rx, peer, packet)
+            self._at(done + port.prop, SWITCH_RX, peer, packet)
         if port.backlog:
             port.tx_pending = True
-            self._at(done, self._port_tx, port)
+            self._at(done, PORT_TX, port)
 
     def _port_wake(self, port: SwitchPort, gen: int) -> None:
         if gen == port.wake_gen:
@@ -1272,9 +1545,9 @@ class Engine:
         arrive = start + port.pfc_frame + port.prop
         peer = port.peer
         if type(peer) is Nic:
-            self._at(arrive, self._nic_pfc_rx, peer, (tc, quanta))
+            self._at(arrive, NIC_PFC_RX, peer, None, tc, quanta)
         else:
-            self._at(arrive, self._switch_pfc_rx, peer, (tc, quanta))
+            self._at(arrive, SWITCH_PFC_RX, peer, None, tc, quanta)
 
     def _schedule_refresh(self, port: SwitchPort) -> None:
         """One pending refresh per port, at the model's next_refresh (earlier ones win)."""
@@ -1286,7 +1559,7 @@ class Engine:
             return
         port.refresh_at = when
         port.refresh_gen += 1
-        self._at(when, self._refresh, port, port.refresh_gen)
+        self._at(when, REFRESH, port, None, port.refresh_gen)
 
     def _refresh(self, port: SwitchPort, gen: int) -> None:
         if gen != port.refresh_gen:
@@ -1297,8 +1570,7 @@ class Engine:
             self._send_pfc(port, tc, PFC_QUANTA_MAX, now)
         self._schedule_refresh(port)
 
-    def _switch_pfc_rx(self, port: SwitchPort, frame: tuple[int, int]) -> None:
-        tc, quanta = frame
+    def _switch_pfc_rx(self, port: SwitchPort, tc: int, quanta: int) -> None:
         now = self.clock.ticks
         now_s = now / TICKS_PER_SECOND
         port.pfc_rx += 1
@@ -1315,7 +1587,7 @@ class Engine:
         no_drop = port.spec.qos.no_drop if port.spec.qos else []
         return no_drop[0] if no_drop else -1
 
-    def _poll_watchdog(self, port: SwitchPort, _: Any) -> None:
+    def _poll_watchdog(self, port: SwitchPort) -> None:
         now = self.clock.ticks
         watchdog = port.watchdog
         queued = [bool(q.packets) for q in port.queues]
@@ -1330,7 +1602,7 @@ class Engine:
             if watchdog.drop_traffic[tc]:
                 self._flush(port, tc, now)
         self._kick(port, now)
-        self._at(ticks_at_or_after(watchdog.next_poll), self._poll_watchdog, port)
+        self._at(ticks_at_or_after(watchdog.next_poll), WATCHDOG, port)
 
     def _flush(self, port: SwitchPort, tc: int, now: int) -> None:
         """Watchdog drop action: discard the class's queue, releasing its ingress charges."""
@@ -1367,7 +1639,7 @@ class Engine:
         else:
             when = (index - onset + ONSET_INTERVALS) * interval
         if when <= self.end:
-            self._at(when, self._sample, interval, index)
+            self._at(when, SAMPLE, None, None, interval, index)
 
     def _watch(self, now: int, now_s: float) -> Watch:
         """The sample at ``now``: queues that ever held something, pauses, flows' rates."""

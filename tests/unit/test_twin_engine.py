@@ -267,8 +267,8 @@ def test_every_frame_is_accounted_for(
             assert port.depth == sum(q.depth_bytes for q in port.queues)
     on_wire = sum(
         1
-        for event in engine._heap
-        if event[2].__name__ in ("_switch_rx", "_host_rx") and not event[4].cnp
+        for event in engine.pending_events()
+        if event[1] in ("_switch_rx", "_host_rx") and not event[2].cnp
     )
     assert sent == received + queued + dropped + on_wire
     assert (dropped > 0) is (deaf or fabric == "star-lossy")

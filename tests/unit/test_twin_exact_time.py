@@ -168,7 +168,7 @@ def _frames_accounted(engine: Engine) -> None:
     received = sum(f.rx_packets for f in engine.flows)
     held = [_queued_and_dropped(port) for node in engine.switches.values() for port in node.ports]
     arriving = ("_switch_rx", "_host_rx")
-    on_wire = sum(1 for e in engine._heap if e[2].__name__ in arriving and not e[4].cnp)
+    on_wire = sum(1 for e in engine.pending_events() if e[1] in arriving and not e[2].cnp)
     assert sent == received + sum(q for q, _ in held) + sum(d for _, d in held) + on_wire
     for flow in engine.flows:
         assert flow.rx_bytes <= flow.tx_bytes
@@ -198,7 +198,7 @@ def check_books(engine: Engine, report: TwinReport) -> None:
     _frames_accounted(engine)
     _line_rates_kept(engine)
     assert engine.clock.ticks == engine.end
-    assert all(event[0] > engine.end for event in engine._heap)
+    assert all(event[0] > engine.end for event in engine.pending_events())
     assert all(0 <= p.paused_fraction <= 1 for p in report.ports)
     assert 0 <= report.max_paused_fraction <= 1
 

@@ -219,7 +219,7 @@ def _books(engine: Engine) -> None:
         dropped += sum(port.ingress.headroom_drops) + sum(q.tail_drops for q in port.queues)
         dropped += port.watchdog_drops
     arriving = ("_switch_rx", "_host_rx")
-    on_wire = sum(1 for e in engine._heap if e[2].__name__ in arriving and not e[4].cnp)
+    on_wire = sum(1 for e in engine.pending_events() if e[1] in arriving and not e[2].cnp)
     sent = sum(f.tx_packets for f in engine.flows)
     received = sum(f.rx_packets for f in engine.flows)
     assert sent == received + queued + dropped + on_wire

@@ -160,7 +160,7 @@ def test_finish_ends_the_run_at_the_tick(net: TwinNetwork) -> None:
     tick = done[0][2]
     assert engine.end == tick == engine.clock.ticks
     assert engine.duration_s == tick / TICKS_PER_SECOND
-    assert all(event[0] >= tick for event in engine._heap)
+    assert all(event[0] >= tick for event in engine.pending_events())
     assert engine.samples[-1].t_s == engine.duration_s
     # The long message was still sending: it had not finished, and stopped with the run.
     assert engine.flows[1].messages_done == 0
