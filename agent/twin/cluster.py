@@ -8,9 +8,9 @@ done. Why Dask (``distributed``) and not Ray, and how to start a cluster: docs/t
 What this module adds to ``Client.map``:
 
 - a connection that fails within a timeout, naming the address, instead of retrying forever;
-- every worker checked, at connection and before each batch, to run this process's
-  roce-fabric-agent version: a worker imports its own ``agent``, and results are only the
-  same as a local run's for the same code;
+- the scheduler and every worker checked, at connection and before each batch, to run this
+  process's roce-fabric-agent version: a worker imports its own ``agent`` (and the scheduler
+  unpacks the jobs), and results are only the same as a local run's for the same code;
 - a lost cluster (the scheduler gone, or no worker left for the timeout) as one
   :class:`ClusterError` naming the address, never a hang or a traceback.
 
@@ -117,7 +117,7 @@ class DaskMap(Generic[T, R]):
             self._log_levels = _quiet_logs()
         try:
             self._client = self._connect(Client)
-            self.workers = self.check_workers()
+            self.workers = self.check_cluster()
         except BaseException:
             self.close()
             raise
@@ -149,37 +149,48 @@ class DaskMap(Generic[T, R]):
             raise ClusterError(f"the connection to {self.address} is closed")
         return self._client
 
-    def check_workers(self) -> dict[str, str]:
-        """Every worker's roce-fabric-agent version, or ClusterError for the first that runs
-        another one (or none); workers by address."""
+    def check_cluster(self) -> dict[str, str]:
+        """Every worker's roce-fabric-agent version (by address), after the scheduler's: the
+        scheduler unpacks the runs it is sent, so it imports ``agent`` too. ClusterError for
+        the first that runs another version, or none."""
+        probe = _version_probe()
         try:
-            answers = self.client.run(_version_probe(), on_error="return")
+            answer: str | BaseException = self.client.run_on_scheduler(probe)
+        except (OSError, CancelledError):
+            raise self._lost("checking the scheduler") from None
+        except Exception as exc:  # the probe's own error, raised there: an ImportError
+            answer = exc
+        self._refuse(f"the scheduler at {self.address}", answer)
+        try:
+            answers = self.client.run(probe, on_error="return")
         except (OSError, CancelledError):
             raise self._lost("checking the workers") from None
         if not answers:
             raise ClusterError(f"the Dask scheduler at {self.address} has no worker left")
-        versions: dict[str, str] = {}
         for worker, answer in sorted(answers.items()):
-            if isinstance(answer, BaseException):
-                raise ClusterError(
-                    f"worker {worker} cannot import roce-fabric-agent "
-                    f"({type(answer).__name__}: {answer}). Expected: {self.expected_version} "
-                    f"installed on every worker: pip install "
-                    f"'roce-fabric-agent=={self.expected_version}'"
-                )
-            if answer != self.expected_version:
-                raise ClusterError(
-                    f"worker {worker} runs roce-fabric-agent {answer}, Expected: "
-                    f"{self.expected_version} (the same version as here on every worker: "
-                    f"pip install 'roce-fabric-agent=={self.expected_version}')"
-                )
-            versions[worker] = answer
-        return versions
+            self._refuse(f"worker {worker}", answer)
+        return {worker: str(answer) for worker, answer in answers.items()}
+
+    def _refuse(self, who: str, answer: object) -> None:
+        """ClusterError unless ``answer`` (what the probe gave on ``who``) is our version."""
+        expected = self.expected_version
+        install = f"pip install 'roce-fabric-agent=={expected}'"
+        if isinstance(answer, BaseException):
+            raise ClusterError(
+                f"{who} cannot import roce-fabric-agent ({type(answer).__name__}: {answer}). "
+                f"Expected: {expected} installed on the scheduler's and every worker's host: "
+                f"{install}"
+            )
+        if answer != expected:
+            raise ClusterError(
+                f"{who} runs roce-fabric-agent {answer}, Expected: {expected} (the same version "
+                f"as here on the scheduler's and every worker's host: {install})"
+            )
 
     def __call__(self, items: list[T]) -> Iterator[R]:
         if not items:
             return
-        self.workers = self.check_workers()  # workers may have joined since the last batch
+        self.workers = self.check_cluster()  # workers may have joined since the last batch
         try:
             # pure=False: every job runs (its key is not a hash of a fabric intent), and a
             # job of a later batch equal to an earlier one is not taken from the cache.
@@ -210,15 +221,16 @@ class DaskMap(Generic[T, R]):
                 idle_since = self._watch_workers(idle_since, index, total)
         except KilledWorker as exc:
             raise ClusterError(
-                f"run {index + 1} of {total} killed {exc.allowed_failures + 1} workers of "
-                f"{self.address} in turn (the last {exc.last_worker.address}); Dask gave up on it "
-                "(distributed.scheduler.allowed-failures): see that worker's log (out of memory?)"
+                f"run {index + 1} of a batch of {total} killed {exc.allowed_failures + 1} "
+                f"workers of {self.address} in turn (the last {exc.last_worker.address}); Dask "
+                "gave up on it (distributed.scheduler.allowed-failures): see that worker's log "
+                "(out of memory?)"
             ) from None
         except (OSError, CancelledError) as exc:
             if future.status == "error":
                 raise  # the job's own error, raised as a local run raises it
             reason = getattr(exc, "reason", None)
-            raise self._lost(f"waiting for run {index + 1} of {total}", reason) from None
+            raise self._lost(f"waiting for run {index + 1} of a batch of {total}", reason) from None
 
     def _watch_workers(self, idle_since: float | None, index: int, total: int) -> float | None:
         """While a result is awaited: None if the scheduler has a worker, else since when it
@@ -226,7 +238,7 @@ class DaskMap(Generic[T, R]):
         try:
             alive = self.client.nthreads()
         except (OSError, CancelledError):
-            raise self._lost(f"waiting for run {index + 1} of {total}") from None
+            raise self._lost(f"waiting for run {index + 1} of a batch of {total}") from None
         if alive:
             return None
         now = time.monotonic()
@@ -234,8 +246,8 @@ class DaskMap(Generic[T, R]):
         if now - since > self.timeout_s:
             raise ClusterError(
                 f"the Dask scheduler at {self.address} has had no worker for "
-                f"{self.timeout_s:g} s, with run {index + 1} of {total} still to do: the "
-                "cluster's workers are gone"
+                f"{self.timeout_s:g} s, with run {index + 1} of a batch of {total} still to do: "
+                "the cluster's workers are gone"
             )
         return since
 

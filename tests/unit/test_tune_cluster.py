@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -28,9 +29,9 @@ from distributed import Client, LocalCluster
 import agent
 from agent.app.tune import ExecutorType, tune_command
 from agent.intent.loader import load_fabric
-from agent.twin.cluster import ClusterError
+from agent.twin.cluster import ClusterError, DaskMap
 from agent.twin.network import PAPER_DCQCN, star_fabric_yaml
-from agent.twin.search import Job, RunMetrics, dask_runner, serial_runner
+from agent.twin.search import Job, RunMetrics, dask_runner, run_job, serial_runner
 
 LOOPBACK = "127.0.0.1"
 SPEED = 40_000_000_000
@@ -256,7 +257,20 @@ def test_a_worker_without_the_package_is_refused_naming_it(cluster: LocalCluster
         f"worker {worker} cannot import roce-fabric-agent (ModuleNotFoundError: import of agent "
         "halted"
     )
-    assert f"Expected: {agent.__version__} installed on every worker" in message
+    assert (
+        f"Expected: {agent.__version__} installed on the scheduler's and every worker's" in message
+    )
+
+
+def test_a_scheduler_with_another_version_is_refused_first(cluster: LocalCluster) -> None:
+    # The scheduler unpacks the runs: it imports agent too (this process's, LocalCluster's
+    # scheduler runs here), and is asked before the workers.
+    with pytest.raises(ClusterError) as caught:
+        DaskMap(cluster.scheduler_address, run_job, expected_version="9.9.9")
+    assert str(caught.value).startswith(
+        f"the scheduler at {cluster.scheduler_address} runs roce-fabric-agent "
+        f"{agent.__version__}, Expected: 9.9.9"
+    )
 
 
 def _free_port() -> int:
@@ -304,6 +318,24 @@ def test_the_whole_cluster_lost_mid_search_is_an_error_naming_it(star: Path) -> 
     finally:
         lost.close()
     assert str(caught.value).startswith(f"lost the Dask cluster at {address} while waiting")
+
+
+def test_every_worker_gone_mid_search_is_an_error_after_the_timeout(star: Path) -> None:
+    jobs = _jobs(star, 3e-3, range(1, 9))
+    with _local_cluster(n_workers=1, processes=False) as shrinking:
+        address = shrinking.scheduler_address
+        with dask_runner(address, timeout_s=0.5) as runner:
+            answers = runner(jobs)
+            next(answers)
+            shrinking.scale(0)  # the scheduler stays; the runs left wait for a worker
+            with pytest.raises(ClusterError) as caught:
+                list(answers)
+    # which run waits depends on when the worker left; that one is named
+    assert re.match(
+        rf"the Dask scheduler at {re.escape(address)} has had no worker for 0.5 s, with run "
+        r"[2-8] of a batch of 8 still to do",
+        str(caught.value),
+    ), caught.value
 
 
 # ------------------------------------------------------------------ the option
