@@ -140,8 +140,12 @@ def main() -> int:
     print(f"ratio cluster / local: {ratio:.2f} with {workers} workers")
     print(
         f"this machine just before: {workers} CPU-bound processes got {parallel:.2f} x one's "
-        f"work done (2 cores, shared with other jobs); against that, Dask kept {kept:.0%} "
-        "(the rest is its scheduling and transfer cost)"
+        f"work done (2 cores, shared with other jobs); against that, Dask kept {kept:.0%}"
+        + (
+            " (over 100 %: the machine's load changed between the two measurements)"
+            if kept > 1
+            else " (the rest is its scheduling and transfer cost)"
+        )
     )
     per_ten = local_rate * TEN_MINUTES_S
     print(
