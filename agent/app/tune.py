@@ -8,7 +8,8 @@ the profile override with the files and commands that carry it to the fabric.
 Exit codes: 0 a recommendation for every speed; 1 some speed has no candidate meeting the
 hard constraints (named on stderr; no override is written if that is the dominant speed);
 2 bad input, one line naming the option; also a --executor cluster that cannot run the search
-(unreachable, no worker, a worker with another roce-fabric-agent, lost during the search).
+(unreachable, no worker, a scheduler or worker with another roce-fabric-agent, lost during the
+search).
 
 ``--executor dask://HOST:PORT`` runs the same jobs on an existing Dask cluster instead of local
 processes (:func:`agent.twin.search.dask_runner`; docs/tuning.md, "Searching on a cluster"):
@@ -45,6 +46,7 @@ from agent.app.support import (
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.units import format_speed
+from agent.twin.cluster import DEFAULT_TIMEOUT_S as CLUSTER_TIMEOUT_S
 from agent.twin.cluster import ClusterError
 from agent.twin.search import (
     COLLECTIVE_CANDIDATES,
@@ -533,7 +535,7 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     "processes: the same results (the workers need this version of the package; --jobs 1).",
 )  # fmt: skip
 @click.option(
-    "--executor-timeout", type=Duration(MAX_EXECUTOR_TIMEOUT_S), default="10s",
+    "--executor-timeout", type=Duration(MAX_EXECUTOR_TIMEOUT_S), default=f"{CLUSTER_TIMEOUT_S:g}s",
     show_default=True,
     help="--executor: how long to wait for its scheduler to answer, and for a worker when it "
     "has none.",
