@@ -7,7 +7,13 @@ the profile override with the files and commands that carry it to the fabric.
 
 Exit codes: 0 a recommendation for every speed; 1 some speed has no candidate meeting the
 hard constraints (named on stderr; no override is written if that is the dominant speed);
-2 bad input, one line naming the option.
+2 bad input, one line naming the option; also a --executor cluster that cannot run the search
+(unreachable, no worker, a scheduler or worker with another roce-fabric-agent, lost during the
+search).
+
+``--executor dask://HOST:PORT`` runs the same jobs on an existing Dask cluster instead of local
+processes (:func:`agent.twin.search.dask_runner`; docs/tuning.md, "Searching on a cluster"):
+the same runs, the same results, the same output but the wall times.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 import yaml
@@ -38,6 +46,8 @@ from agent.app.support import (
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.units import format_speed
+from agent.twin.cluster import DEFAULT_TIMEOUT_S as CLUSTER_TIMEOUT_S
+from agent.twin.cluster import ClusterError
 from agent.twin.search import (
     COLLECTIVE_CANDIDATES,
     COLLECTIVE_WORKLOADS,
@@ -61,6 +71,7 @@ from agent.twin.search import (
     Trial,
     TuneResult,
     and_list,
+    dask_runner,
     mib,
     pool_runner,
     ranked,
@@ -75,6 +86,8 @@ from common.conventions import table as folding_table
 from common.yamlsource import load_yaml
 
 DEFAULT_DURATION = "5ms"
+EXECUTOR_SCHEME = "dask"
+MAX_EXECUTOR_TIMEOUT_S = 600.0
 PERCENT = FiniteFloat(0, 100)
 TABLE_ROWS = 15  # the table shows the best this many (and the current); the JSON has all
 
@@ -89,6 +102,68 @@ def _qps(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, .
     if not levels or any(q < 1 for q in levels):
         raise click.BadParameter(f"Expected: QPs per connection of at least 1 Actual: {value!r}")
     return levels
+
+
+class ExecutorType(click.ParamType[str]):
+    """``dask://HOST:PORT``, the scheduler of a running Dask cluster, as the address Dask itself
+    prints and takes (``tcp://HOST:PORT``). One scheme, so that another engine can be another
+    scheme later without a guess about what a bare ``HOST:PORT`` means."""
+
+    name = "dask://HOST:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        try:
+            parts = urlsplit(text)
+            port = parts.port
+        except ValueError:  # a port that is not a number, or above 65535
+            port = None
+        if (
+            parts.scheme != EXECUTOR_SCHEME
+            or not parts.hostname
+            or not port  # None (missing) or 0
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username is not None
+        ):
+            self.fail(
+                "Expected: dask://HOST:PORT, the scheduler of a running Dask cluster (e.g. "
+                f"dask://10.0.0.5:8786, the port `dask scheduler` prints) Actual: {value!r}",
+                param,
+                ctx,
+            )
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return f"tcp://{host}:{port}"
+
+
+@contextmanager
+def search_runner(jobs: int, executor: str | None, timeout_s: float) -> Iterator[Runner]:
+    """The runner of the command's jobs: local (``--jobs``) or on the ``--executor`` cluster,
+    connected before the first run and closed after the last; a cluster's failure, at any
+    point, as one error naming the option (exit 2, nothing written)."""
+    if executor is None:
+        yield pool_runner(jobs) if jobs > 1 else serial_runner
+        return
+    if jobs > 1:
+        # The cluster's workers are the parallelism; local processes on top would only
+        # compete with this process for the results.
+        raise click.BadParameter(
+            f"Expected: --jobs 1 (the default) with --executor: the cluster's workers run the "
+            f"jobs Actual: --jobs {jobs}",
+            param_hint="'--executor'",
+        )
+    debug = bool(click.get_current_context().find_root().params.get("debug"))
+    try:
+        with dask_runner(executor, timeout_s=timeout_s, quiet=not debug) as runner:
+            literal_console(stderr=True).print(
+                f"tune --executor: {executor}, {len(runner.workers)} workers, roce-fabric-agent "
+                f"{runner.expected_version}",
+                markup=False,
+            )
+            yield runner
+    except ClusterError as exc:
+        raise AgentError(f"tune --executor: {exc}") from None
 
 
 def _verdict(trial: Trial, best: Trial | None) -> str:
@@ -374,6 +449,7 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     "roce-agent tune fabric.yml",
     "roce-agent tune fabric.yml --objective queue --scenario incast --duration 5ms",
     "roce-agent tune fabric.yml --speed 400G --write-override tuned.yml -o json",
+    "roce-agent tune fabric.yml --executor dask://10.0.0.5:8786",
 )
 @FABRIC
 @click.option(
@@ -453,6 +529,17 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     "--jobs", type=click.IntRange(1, 16), default=1, show_default=True,
     help="Processes running candidates in parallel.",
 )  # fmt: skip
+@click.option(
+    "--executor", type=ExecutorType(), default=None, metavar="dask://HOST:PORT",
+    help="Run the candidates on the workers of this running Dask cluster, not in local "
+    "processes: the same results (the workers need this version of the package; --jobs 1).",
+)  # fmt: skip
+@click.option(
+    "--executor-timeout", type=Duration(MAX_EXECUTOR_TIMEOUT_S), default=f"{CLUSTER_TIMEOUT_S:g}s",
+    show_default=True,
+    help="--executor: how long to wait for its scheduler to answer, and for a worker when it "
+    "has none.",
+)  # fmt: skip
 @OUTPUT
 @click.option(
     "--write-override", "override_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -480,6 +567,8 @@ def tune_command(
     min_utilisation: float,
     min_jain: float,
     jobs: int,
+    executor: str | None,
+    executor_timeout: float,
     output: str,
     override_file: Path | None,
     progress: bool | None,
@@ -489,7 +578,7 @@ def tune_command(
     Exit 0: a recommendation for every speed; 1: some speed has none; 2: bad input.
     """
     intent = load_fabric(fabric).intent
-    with ProgressBars(progress) as bars:
+    with search_runner(jobs, executor, executor_timeout) as runner, ProgressBars(progress) as bars:
         result = tune(
             intent,
             speeds=speeds,
@@ -503,7 +592,7 @@ def tune_command(
             objective=ObjectiveSpec(objective, workload, ranks, size),
             qps_levels=qps,
             method=method,
-            runner=counted(pool_runner(jobs) if jobs > 1 else serial_runner, bars),
+            runner=counted(runner, bars),
             payload_bytes=payload_bytes,
         )
     written = False

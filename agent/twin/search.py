@@ -35,9 +35,10 @@ of those run the full duration at every load point and seed -- only those can be
 (a collective's rungs are a sixteenth, a quarter and all of its size, the best quarter kept).
 The fabric's current setting always runs every rung (it is the reference).  Why halving and not
 optuna's TPE: halving is deterministic without a sampler seed, needs no dependency, and every
-rung is one batch that the process pool (``--jobs``) runs in parallel, where TPE is sequential
-by nature (each suggestion waits for the previous results) and models a smooth response that a
-feasibility cliff (Jain, utilisation) is not.  The number of runs and the method are in the
+rung is one batch that the process pool (``--jobs``) or a Dask cluster (``--executor``,
+:func:`dask_runner`) runs in parallel, where TPE is sequential by nature (each suggestion waits
+for the previous results) and models a smooth response that a feasibility cliff (Jain,
+utilisation) is not.  The number of runs and the method are in the
 output and the JSON.
 
 Load points: the scenario (or collective) at three sizes, N, N // 2 + 1 and max(2, N // 4)
@@ -111,6 +112,8 @@ from agent.intent.model import FabricIntent, Profile
 from agent.intent.plan import Plan, build_plan
 from agent.intent.rules import RULES
 from agent.intent.units import format_size, format_speed
+from agent.twin.cluster import DEFAULT_TIMEOUT_S as CLUSTER_TIMEOUT_S
+from agent.twin.cluster import DaskMap
 from agent.twin.collectives import MAX_QPS as COLLECTIVE_MAX_QPS
 from agent.twin.collectives import CollectiveSpec, ideal_time_s, nccl_tests_size, run_collective
 from agent.twin.engine import Engine, SwitchPort
@@ -1399,6 +1402,24 @@ def pool_runner(workers: int) -> Runner:
             yield from pool.map(run_job, jobs, chunksize=1)
 
     return run
+
+
+def dask_runner(
+    address: str, *, timeout_s: float = CLUSTER_TIMEOUT_S, quiet: bool = True
+) -> DaskMap[Job, RunMetrics]:
+    """Run the jobs on the workers of an existing Dask cluster, whose scheduler is at
+    ``address`` (``tcp://HOST:PORT``, as ``dask scheduler`` prints it): the same runs and the
+    same results as :func:`serial_runner`, in job order (:mod:`agent.twin.cluster`).
+
+    Connects now, within ``timeout_s``, and checks that every worker runs this
+    ``agent.__version__``; :class:`~agent.twin.cluster.ClusterError` otherwise, or when the
+    cluster is lost during a batch. Close it when the search is done (a context manager).
+    ``distributed`` is imported here, not with this module (``tune --executor`` only)."""
+    import agent
+
+    return DaskMap(
+        address, run_job, expected_version=agent.__version__, timeout_s=timeout_s, quiet=quiet
+    )
 
 
 def load_points(n: int) -> tuple[int, ...]:
