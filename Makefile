@@ -11,13 +11,22 @@ DOCS_URL ?= https://roce-fabric-agent.readthedocs.io/en/latest/
 
 .PHONY: demo test lint typecheck unit lab-tests deps system-deps venv clean docs docs-check
 
-$(STAMP): pyproject.toml
+# The editable install compiles the twin's hot path with mypyc (setup.py); `require`: a compile
+# that fails fails the build instead of falling back to pure Python.
+$(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	ROCE_AGENT_COMPILE=require $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP)
+# The compiled modules again whenever a source of theirs changed (lossless/compiled.py lists
+# them; the digest file is what the build compiled).
+COMPILED := lossless/compiled.sha256
+$(COMPILED): $(STAMP) $(wildcard lossless/*.py) agent/twin/engine.py
+	ROCE_AGENT_COMPILE=require $(BIN)/python setup.py --quiet build_ext --inplace
+	touch $(COMPILED)
+
+venv: $(STAMP) $(COMPILED)
 
 system-deps:
 	scripts/ensure-system-deps.sh
@@ -48,10 +57,18 @@ docs-check: venv
 unit: venv
 	$(BIN)/pytest -m "not lab"
 
+# The tests that run again on the Python source of the compiled modules (the fallback where no
+# compiler was at hand): the shared model, the engine, and the compiled-vs-source comparison.
+PURE_TESTS := tests/unit/test_lossless_*.py tests/unit/test_dcqcn.py tests/unit/test_compiled.py \
+	tests/unit/test_twin_engine.py tests/unit/test_twin_exact_time.py \
+	tests/unit/test_twin_recovery.py tests/unit/test_twin_recovery_messages.py \
+	tests/unit/test_twin_collectives.py
+
 # Unit tests on every core (they share nothing); lab tests that measure no data-plane rate or
 # timing (marker lab_parallel) two files at a time; the others one at a time, alone.
 test: deps lint typecheck docs-check
 	$(BIN)/pytest -m "not lab" -n auto --durations=10
+	ROCE_AGENT_PURE_PYTHON=1 $(BIN)/pytest -m "not lab" -n auto $(PURE_TESTS)
 	$(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadfile --durations=10
 	$(BIN)/pytest -m "lab and not lab_parallel" --durations=25
 
@@ -59,4 +76,6 @@ demo: deps
 	scripts/demo.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site build $(COMPILED)
+	find agent lossless -name '*.so' -delete
+	rm -f *__mypyc*.so

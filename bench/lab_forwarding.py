@@ -7,6 +7,9 @@ Run as root: ``.venv/bin/python bench/lab_forwarding.py [--duration 3] [--speeds
    from other work on the machine hits both alike: a bare Python AF_PACKET copy loop vs one
    vswitch configured at 100 Gb/s (so its shaper never holds a frame back).  Prints frames/s
    of each (best and median round) and the ratio.
+   The same vswitch with the shared model (:mod:`lossless`) from its Python source
+   (``ROCE_AGENT_PURE_PYTHON=1``, the model before it was compiled) runs in each round too:
+   the ratio of the two is what compiling the model saves per frame.
 2. Real time: one vswitch with 4 ports at lab speed S; 4 hosts each send at 95 % of S to the
    next one, so every port receives and transmits at 95 % of line rate at once.  Delivery is
    read from the hosts' kernel interface counters, so the generator only sends.  A speed is
@@ -81,6 +84,15 @@ while True:
     count += 1
 print(json.dumps({"forwarded": count, "seconds": (idle_since or 0) - (first or 0)}), flush=True)
 """
+
+
+def _env(source: bool) -> dict[str, str]:
+    """The switch's environment: this checkout, and the shared model compiled or from source."""
+    env = {k: v for k, v in os.environ.items() if k != "ROCE_AGENT_PURE_PYTHON"}
+    env["PYTHONPATH"] = str(REPO)
+    if source:
+        env["ROCE_AGENT_PURE_PYTHON"] = "1"
+    return env
 
 
 def sh(*args: str) -> str:
@@ -191,7 +203,7 @@ class Bench:
         return proc
 
     def start_vswitch(
-        self, ns: str, config: dict[str, Any], tag: str
+        self, ns: str, config: dict[str, Any], tag: str, source: bool = False
     ) -> tuple[subprocess.Popen[str], str]:
         config_path = self.workdir / f"{tag}.json"
         config_path.write_text(json.dumps(config))
@@ -203,7 +215,7 @@ class Bench:
              "--log-level", "WARNING"],
             FORWARDER_CPU,
             cwd=REPO,
-            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            env=_env(source),
         )  # fmt: skip
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -275,7 +287,7 @@ def capacity(bench: Bench, seconds: float, size: int, rounds: int) -> dict[str, 
         "buffer": {"xoff_bytes": 30000, "xon_bytes": 15000, "headroom_bytes": 20000,
                    "queue_limit_bytes": 1 << 20},
     }  # fmt: skip
-    results: dict[str, list[float]] = {"bare": [], "vswitch": [], "offered": []}
+    results: dict[str, list[float]] = {"bare": [], "vswitch": [], "source": [], "offered": []}
     for _ in range(rounds):
         copier = bench.spawn(
             fwd, [sys.executable, "-c", BARE_COPY_LOOP], FORWARDER_CPU, stdout=subprocess.PIPE
@@ -287,16 +299,19 @@ def capacity(bench: Bench, seconds: float, size: int, rounds: int) -> dict[str, 
         results["bare"].append(out["forwarded"] / max(out["seconds"], 1e-9))
         results["offered"].append(offered / elapsed)
 
-        proc, control = bench.start_vswitch(fwd, config, "cap")
-        with VswitchClient(control) as client:
-            blast(tx, frame, 0.3)  # warm up, then measure a steady window
-            before = client.counters()["ports"]["eth2"]["tx_packets"]
-            t0 = time.monotonic()
-            blast(tx, frame, seconds)
-            after = client.counters()["ports"]["eth2"]["tx_packets"]
-            t1 = time.monotonic()
-        results["vswitch"].append((after - before) / (t1 - t0))
-        bench.stop(proc)
+        # The switch with the shared model compiled, then with its Python source (the "before"
+        # of issue #31), in the same round.
+        for key, source in (("vswitch", False), ("source", True)):
+            proc, control = bench.start_vswitch(fwd, config, f"cap-{key}", source)
+            with VswitchClient(control) as client:
+                blast(tx, frame, 0.3)  # warm up, then measure a steady window
+                before = client.counters()["ports"]["eth2"]["tx_packets"]
+                t0 = time.monotonic()
+                blast(tx, frame, seconds)
+                after = client.counters()["ports"]["eth2"]["tx_packets"]
+                t1 = time.monotonic()
+            results[key].append((after - before) / (t1 - t0))
+            bench.stop(proc)
     tx.close()
     return results
 
@@ -431,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="capacity rounds per forwarder")
     parser.add_argument("--speeds", default="10,20,50,100,150,200", help="Mb/s, ascending")
     parser.add_argument("--repeat", type=int, default=2, help="runs per speed")
+    parser.add_argument("--capacity-only", action="store_true", help="skip the real-time part")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bench/lab_forwarding.py needs root (network namespaces)", file=sys.stderr)
@@ -452,6 +468,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ratio vswitch / bare     : {vsw / bare:.3f} (best)  "
               f"{statistics.median(cap['vswitch']) / statistics.median(cap['bare']):.3f} "
               "(median)")  # fmt: skip
+        src = max(cap["source"])
+        print(f"  lab.vswitch, model source: {src:>9,.0f} / "
+              f"{statistics.median(cap['source']):>9,.0f} frames/s "
+              f"(ROCE_AGENT_PURE_PYTHON=1: before the compiled model)")  # fmt: skip
+        print(f"  ratio source / bare      : {src / bare:.3f} (best); per-frame cost compiled / "
+              f"source: {src / vsw:.3f} (best)  "
+              f"{statistics.median(cap['source']) / statistics.median(cap['vswitch']):.3f} "
+              "(median)")  # fmt: skip
+        if args.capacity_only:
+            return 0
         offered = max(cap["offered"])
         if bare > 0.95 * offered:
             print(f"  (the bare loop kept up with the generator's {offered:,.0f}/s)")

@@ -34,7 +34,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import math
+import os
 import pstats
 import statistics
 import subprocess
@@ -42,11 +44,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from agent.intent.units import format_size, parse_size
 from agent.twin.collectives import CollectiveSpec, run_collective
 from agent.twin.engine import Engine
-from agent.twin.fluid import fixed_point, from_mlx5, simulate, steady_state
 from agent.twin.network import (
     PAPER_DCQCN,
     ROCE_FRAME_OVERHEAD,
@@ -125,6 +127,9 @@ def speed_table(tmp: Path, profile_run: bool) -> None:
 
 
 def agreement_table(tmp: Path, horizon: float) -> None:
+    # numpy starts OpenBLAS threads that spin beside the engine: only here, where it is used.
+    from agent.twin.fluid import fixed_point, from_mlx5, simulate, steady_state
+
     window = min(0.02, horizon / 5)
     print(
         "\n| C | N | fluid q (KB) | twin q (KB) | q diff | fluid rate/flow | twin goodput/flow "
@@ -220,6 +225,91 @@ def collective_table(size_bytes: int, profile_run: bool) -> None:
         print("\n".join(out.getvalue().splitlines()[:45]))
 
 
+# The issue #31 goal case, measured in a fresh process per mode (compiled, or the Python source
+# under ROCE_AGENT_PURE_PYTHON=1): prints {"events", "wall_s", "sim_s", "compiled"}.
+_GOAL_CASE = """
+import json, sys, tempfile, time
+from pathlib import Path
+import agent.twin.engine as engine_module
+from agent.twin.engine import Engine
+from agent.twin.network import load_network, star_fabric_yaml
+from agent.twin.workloads import build_scenario
+from lossless.compiled import is_compiled
+
+kind, size = sys.argv[1], float(sys.argv[2])
+if kind == "incast":
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "star.yml"
+        path.write_text(star_fabric_yaml(9, "100G", profile="pfc-only", mtu=4200, cable_m=200.0))
+        net = load_network(path)
+    engine = Engine(net, build_scenario(net, "incast", 8).flows, payload_bytes=4096)
+    started = time.perf_counter()
+    engine.run(size)
+    wall, events, sim = time.perf_counter() - started, engine.events, size
+else:
+    from agent.twin.collectives import CollectiveSpec, run_collective
+    report = run_collective(load_network(Path(sys.argv[3])), CollectiveSpec(kind, 16, int(size)))
+    wall, events, sim = report.wall_s, report.events, report.time_s
+print(json.dumps({"events": events, "wall_s": wall, "sim_s": sim,
+                  "compiled": is_compiled(engine_module)}))
+"""
+
+
+def _measure(kind: str, size: float, pure: bool) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "ROCE_AGENT_PURE_PYTHON"}
+    if pure:
+        env["ROCE_AGENT_PURE_PYTHON"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", _GOAL_CASE, kind, repr(size), str(POD)],
+        env=env, capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(done.stdout)
+    if result["compiled"] is pure:
+        sys.exit(f"bench/twin.py: Expected: the {'source' if pure else 'compiled'} engine "
+                 f"Actual: the other one ({done.stderr.strip()})")  # fmt: skip
+    return result
+
+
+def compiled_table(rounds: int, horizon: float, collective_size: int) -> None:
+    """The compiled engine against its Python source, alternating rounds (best of each): the
+    goal case (PFC-only 8:1 incast, 100 G, 200 m cables, 4158-byte frames) and the collective
+    rows' per-event cost."""
+    cases = [
+        ("incast", horizon, f"PFC-only 8:1 incast, 100G star, 200 m, {horizon * 1e3:g} ms"),
+        ("allreduce", float(collective_size),
+         f"all-reduce, 16 ranks x 400G, pod-400g, {format_size(collective_size)}"),
+        ("alltoall", float(collective_size) / 4,
+         f"all-to-all, 16 ranks x 400G, pod-400g, {format_size(collective_size // 4)}"),
+    ]  # fmt: skip
+    print(
+        "\n| case | events | compiled: wall per sim ms | events/s | source: wall per sim ms | "
+        "events/s | speed-up | goal |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for kind, size, label in cases:
+        best: dict[bool, dict[str, Any]] = {}
+        for _ in range(rounds):
+            for pure in (True, False):
+                result = _measure(kind, size, pure)
+                if pure not in best or result["wall_s"] < best[pure]["wall_s"]:
+                    best[pure] = result
+        fast, slow = best[False], best[True]
+        if fast["events"] != slow["events"]:
+            sys.exit(f"bench/twin.py: {label}: Expected: the same events from both engines "
+                     f"Actual: {fast['events']} compiled, {slow['events']} source")  # fmt: skip
+        per_ms = {pure: r["wall_s"] / (r["sim_s"] * 1e3) * 1e3 for pure, r in best.items()}
+        goal = ""
+        if kind == "incast":
+            goal = "met (<= 4 ms)" if per_ms[False] <= 4 else "MISSED (> 4 ms)"
+        print(
+            f"| {label} | {fast['events']:,} | {per_ms[False]:.2f} ms | "
+            f"{fast['events'] / fast['wall_s']:,.0f} | {per_ms[True]:.1f} ms | "
+            f"{slow['events'] / slow['wall_s']:,.0f} | "
+            f"{slow['wall_s'] / fast['wall_s']:.1f}x | {goal} |"
+        )
+        sys.stdout.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-speed", action="store_true")
@@ -238,9 +328,26 @@ def main() -> None:
         "--lab", action="store_true",
         help="also the lab-versus-twin table (bench/twin_vs_lab.py: root, a lab of its own)",
     )  # fmt: skip
+    parser.add_argument(
+        "--compiled-only", action="store_true",
+        help="only the compiled-versus-source table (the issue #31 goal)",
+    )  # fmt: skip
+    parser.add_argument("--skip-compiled", action="store_true")
+    parser.add_argument(
+        "--rounds", type=int, default=3,
+        help="alternating rounds per engine in the compiled-versus-source table [default: 3]",
+    )  # fmt: skip
+    parser.add_argument(
+        "--goal-horizon", type=float, default=0.1,
+        help="simulated time of the goal case, seconds [default: 0.1]",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.collective_only:
         collective_table(args.collective_size, args.profile)
+        return
+    if not args.skip_compiled:
+        compiled_table(args.rounds, args.goal_horizon, args.collective_size)
+    if args.compiled_only:
         return
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_speed:

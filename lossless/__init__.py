@@ -14,6 +14,5 @@ package imports only the standard library and pydantic -- never ``agent``, ``lab
 ``exporters`` -- so that all of them may import it.
 """
 
-from lossless.compiled import prefer_source
-
-prefer_source(__name__)
+# Before any compiled module of the package is imported: source or compiled (the module says).
+import lossless.compiled  # noqa: F401

@@ -1,11 +1,16 @@
-"""Which modules are compiled (mypyc), and the switch back to their Python source.
+"""Which modules are compiled (mypyc), and when their Python source runs instead.
 
 The twin's hot path -- the shared model's per-packet rules and the engine's event loop -- is
 compiled from these very files by mypyc (``setup.py``); there is no second copy of any rule.
-Where a compiled extension sits next to its ``.py``, Python imports the extension.  Setting
-``ROCE_AGENT_PURE_PYTHON=1`` makes every module listed here import from its source instead:
-the fallback that runs where no compiler was at hand, and the path the test suite checks
-against the compiled one.
+Where a compiled extension sits next to its ``.py``, Python imports the extension.  The source
+runs instead, for every listed module at once (they call each other directly in C, so a mix
+would hold two copies of each class):
+
+* when ``ROCE_AGENT_PURE_PYTHON=1`` is set: the fallback that runs where no compiler was at
+  hand, and the path the test suite checks against the compiled one;
+* when the listed sources are not the ones the extensions were built from (edited since the
+  build, :data:`DIGEST_FILE`): the source is what the developer means; a line on stderr says
+  to rebuild (``make venv`` or ``pip install -e .``).
 
 This module imports only the standard library: ``setup.py`` reads :data:`COMPILED_MODULES`
 before anything is installed.
@@ -13,11 +18,14 @@ before anything is installed.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec, SourceFileLoader
+from pathlib import Path
 from types import ModuleType
 
 PURE_ENV = "ROCE_AGENT_PURE_PYTHON"
@@ -32,7 +40,17 @@ COMPILED_MODULES: tuple[str, ...] = (
     "lossless.wred",
     "agent.twin.engine",
 )
-"""Compiled together as one mypyc group (they call each other directly in C)."""
+"""Compiled together as one mypyc group."""
+
+DIGEST_FILE = "compiled.sha256"
+"""Written by the build beside this module: :func:`source_digest` of what it compiled."""
+
+GROUP = "roce_agent_hotpath"
+"""The group's name: its code is one shared library, ``<GROUP>__mypyc``, beside the packages;
+each listed module's own extension only loads it."""
+
+ROOT = Path(__file__).resolve().parents[1]
+"""Where the top-level packages sit side by side (a checkout or site-packages)."""
 
 
 def pure_python_requested() -> bool:
@@ -40,7 +58,34 @@ def pure_python_requested() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
-class _SourceFirst:
+def extension_of(source: Path) -> Path | None:
+    """The compiled extension built from ``source`` (same folder and name), if there is one."""
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = source.with_suffix(suffix)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def source_digest(root: Path = ROOT, modules: Sequence[str] = COMPILED_MODULES) -> str:
+    """SHA-256 over the listed sources, as the build records it in :data:`DIGEST_FILE`."""
+    digest = hashlib.sha256()
+    for name in modules:
+        digest.update(name.encode() + b"\0")
+        digest.update(root.joinpath(*name.split(".")).with_suffix(".py").read_bytes())
+    return digest.hexdigest()
+
+
+def stale(root: Path = ROOT) -> bool:
+    """True when the compiled modules were built from other sources than the ones here (an
+    edit since the build).  A build without the record (none, or an outside one) is trusted."""
+    record = root / "lossless" / DIGEST_FILE
+    if not record.is_file() or extension_of(root / f"{GROUP}__mypyc.py") is None:
+        return False
+    return record.read_text().strip() != source_digest(root)
+
+
+class SourceFirst:
     """A meta-path finder that resolves the listed modules to their ``.py`` files."""
 
     def __init__(self, names: frozenset[str]) -> None:
@@ -49,6 +94,7 @@ class _SourceFirst:
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
+        """The source's spec for a listed module (None: the next finder decides)."""
         if fullname not in self.names or not path:
             return None
         leaf = fullname.rpartition(".")[2]
@@ -61,14 +107,27 @@ class _SourceFirst:
         return None
 
 
-def prefer_source(package: str) -> None:
-    """Called by each package that holds compiled modules, before it imports any of them: under
-    :data:`PURE_ENV`, its listed modules come from source."""
-    if not pure_python_requested():
-        return
-    names = frozenset(n for n in COMPILED_MODULES if n.rpartition(".")[0] == package)
-    if not any(isinstance(f, _SourceFirst) and f.names == names for f in sys.meta_path):
-        sys.meta_path.insert(0, _SourceFirst(names))
+def _decide() -> bool:
+    """Source or compiled, once per process (module docstring)."""
+    if pure_python_requested():
+        return True
+    if stale():
+        print(
+            "roce-fabric-agent: the compiled twin was built from other sources than these: "
+            f"running the Python source of {', '.join(COMPILED_MODULES)} (rebuild: make venv, "
+            "or pip install -e .)",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
+# Decided when the package imports this module, not when setup.py reads the list.
+RUN_SOURCE = _decide() if __name__ == "lossless.compiled" else False
+"""This process imports the listed modules from source."""
+
+if RUN_SOURCE and not any(isinstance(f, SourceFirst) for f in sys.meta_path):
+    sys.meta_path.insert(0, SourceFirst(frozenset(COMPILED_MODULES)))
 
 
 def is_compiled(module: ModuleType) -> bool:

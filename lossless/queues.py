@@ -178,6 +178,7 @@ class Scheduler:
     """
 
     __slots__ = (
+        "_credit",
         "_current",
         "_deficit",
         "_granted",
@@ -197,6 +198,7 @@ class Scheduler:
         lightest = min((weights[tc] for tc in self._wrr_order), default=1) or 1
         self._quantum = [_QUANTUM_BYTES * w // lightest for w in weights]
         self._deficit = [0] * NUM_CLASSES
+        self._credit = False  # some deficit may be above 0 (only the round grants credit)
         self._current = 0
         self._granted = False
 
@@ -217,8 +219,10 @@ class Scheduler:
         deficit = self._deficit
         if ready == 1:
             # Only one backlogged queue: DWRR would serve it and reset idle credit anyway.
-            for other in order:
-                deficit[other] = 0
+            if self._credit:
+                for other in order:
+                    deficit[other] = 0
+                self._credit = False
             self._current = self._position[only]
             self._granted = False
             return only
@@ -233,6 +237,7 @@ class Scheduler:
             if not self._granted:
                 deficit[tc] += self._quantum[tc]
                 self._granted = True
+                self._credit = True
             head_len = len(queues[tc].packets[0][0])
             if deficit[tc] >= head_len:
                 deficit[tc] -= head_len

@@ -12,6 +12,5 @@ an independent fluid model of DCQCN to cross-check it.
   agreement between the two means something.
 """
 
-from lossless.compiled import prefer_source
-
-prefer_source(__name__)
+# Before the engine is imported: source or compiled, decided once (lossless.compiled).
+import lossless.compiled  # noqa: F401

@@ -157,21 +157,22 @@ _TX_BYTES = attrgetter("tx_bytes")  # every port's counter at every sample, read
 
 # Kinds of events (Event.kind), and the handler each runs (Engine._dispatch).
 HALT: Final = 0
-SAMPLE: Final = 1
-NIC_TX: Final = 2
-SWITCH_RX: Final = 3
-HOST_RX: Final = 4
-PORT_TX: Final = 5
-PORT_WAKE: Final = 6
-REFRESH: Final = 7
-SWITCH_PFC_RX: Final = 8
-NIC_PFC_RX: Final = 9
+NIC_TX: Final = 1
+SWITCH_RX: Final = 2
+HOST_RX: Final = 3
+PORT_TX: Final = 4
+PORT_WAKE: Final = 5
+REFRESH: Final = 6
+SWITCH_PFC_RX: Final = 7
+NIC_PFC_RX: Final = 8
+# Timers: from here on, kinds wait in a heap of their own (Engine._push).
+SAMPLE: Final = 9
 RTO: Final = 10
 WATCHDOG: Final = 11
 STORM: Final = 12
 KIND_NAMES = (
-    "_halt", "_sample", "_nic_tx", "_switch_rx", "_host_rx", "_port_tx", "_port_wake",
-    "_refresh", "_switch_pfc_rx", "_nic_pfc_rx", "_rto_fire", "_poll_watchdog", "_storm_tick",
+    "_halt", "_nic_tx", "_switch_rx", "_host_rx", "_port_tx", "_port_wake", "_refresh",
+    "_switch_pfc_rx", "_nic_pfc_rx", "_sample", "_rto_fire", "_poll_watchdog", "_storm_tick",
 )  # fmt: skip
 
 
@@ -227,6 +228,54 @@ def _flows_pop(flows: list[Flow]) -> None:
     if flows:
         flows[0] = last
         _flows_sift_head(flows)
+
+
+def _before(a: Event, b: Event) -> bool:
+    return a.when < b.when or (a.when == b.when and a.seq < b.seq)
+
+
+def _heap_push(heap: list[Event], event: Event) -> None:
+    """A binary heap on ``(when, seq)``, as :func:`heapq.heappush`."""
+    heap.append(event)
+    when = event.when
+    seq = event.seq
+    index: i64 = len(heap) - 1
+    while index:
+        parent: i64 = (index - 1) >> 1
+        above = heap[parent]
+        if above.when < when or (above.when == when and above.seq < seq):
+            break
+        heap[index] = above
+        index = parent
+    heap[index] = event
+
+
+def _heap_pop(heap: list[Event]) -> Event:
+    """The earliest event, out of the heap, as :func:`heapq.heappop`."""
+    last = heap.pop()
+    size: i64 = len(heap)
+    if not size:
+        return last
+    first = heap[0]
+    when = last.when
+    seq = last.seq
+    index: i64 = 0
+    child: i64 = 1
+    while child < size:
+        below = heap[child]
+        right: i64 = child + 1
+        if right < size:
+            other = heap[right]
+            if other.when < below.when or (other.when == below.when and other.seq < below.seq):
+                child = right
+                below = other
+        if when < below.when or (when == below.when and seq < below.seq):
+            break
+        heap[index] = below
+        index = child
+        child = 2 * index + 1
+    heap[index] = last
+    return first
 
 
 def _event_order(event: Event) -> tuple[int, int]:
@@ -709,7 +758,10 @@ class Engine:
         # The event heap: native (compiled) or heapq's tuples (interpreted); see _push.
         self._native = COMPILED
         self._heap: list[Event] = []
+        self._timers: list[Event] = []
+        self._timer_next = NEVER  # the tick of the earliest timer (compiled heaps)
         self._queue: list[tuple[int, int, Event]] = []
+        self._timer_queue: list[tuple[int, int, Event]] = []
         self._spare: list[Event] = []
         self._seq = 0
         self.events = 0
@@ -967,64 +1019,51 @@ class Engine:
         self._push(event)
 
     def _push(self, event: Event) -> None:
-        """Into the event heap, ordered by ``(when, seq)``.
+        """Into its heap: frames and port/NIC work in one, the timers (samples, watchdog
+        polls, retransmission timeouts: many, far ahead, seldom due) in another, so that the
+        busy heap stays shallow.  Both are ordered by ``(when, seq)``.
 
-        Compiled, the heap is written out here so that each step compares native ints;
-        interpreted, :mod:`heapq` (in C) on ``(when, seq, event)`` tuples is the faster one.
-        Both give the same order: ``seq`` is unique.
+        Compiled, each heap is written out (:func:`_heap_push`) so that every step compares
+        native ints; interpreted, :mod:`heapq` (in C) on ``(when, seq, event)`` tuples is the
+        faster one.  Both give the same order: ``seq`` is unique.
         """
         if not self._native:
-            heappush(self._queue, (event.when, event.seq, event))
-            return
-        heap = self._heap
-        heap.append(event)
-        when = event.when
-        seq = event.seq
-        index: i64 = len(heap) - 1
-        while index:
-            parent: i64 = (index - 1) >> 1
-            above = heap[parent]
-            if above.when < when or (above.when == when and above.seq < seq):
-                break
-            heap[index] = above
-            index = parent
-        heap[index] = event
+            queue = self._timer_queue if event.kind >= SAMPLE else self._queue
+            heappush(queue, (event.when, event.seq, event))
+        elif event.kind < SAMPLE:
+            _heap_push(self._heap, event)
+        else:
+            _heap_push(self._timers, event)
+            if event.when < self._timer_next:
+                self._timer_next = event.when
 
-    def _next_when(self) -> int:
-        """The earliest event's tick (:data:`NEVER` when none is left)."""
+    def _take(self, end: int) -> Event | None:
+        """The earliest event of both heaps, out of its heap, if it is due by ``end``."""
         if not self._native:
-            return self._queue[0][0] if self._queue else NEVER
-        return self._heap[0].when if self._heap else NEVER
-
-    def _pop(self) -> Event:
-        """The earliest event, out of the heap."""
-        if not self._native:
-            return heappop(self._queue)[2]
+            return self._take_queued(end)
         heap = self._heap
-        last = heap.pop()
-        size: i64 = len(heap)
-        if not size:
-            return last
-        first = heap[0]
-        when = last.when
-        seq = last.seq
-        index: i64 = 0
-        child: i64 = 1
-        while child < size:
-            below = heap[child]
-            right: i64 = child + 1
-            if right < size:
-                other = heap[right]
-                if other.when < below.when or (other.when == below.when and other.seq < below.seq):
-                    child = right
-                    below = other
-            if when < below.when or (when == below.when and seq < below.seq):
-                break
-            heap[index] = below
-            index = child
-            child = 2 * index + 1
-        heap[index] = last
-        return first
+        # Most events come before the next timer: one comparison of ticks says so.
+        due = self._timer_next
+        if due <= end and (not heap or due <= heap[0].when):
+            timers = self._timers
+            if not heap or _before(timers[0], heap[0]):
+                event = _heap_pop(timers)
+                self._timer_next = timers[0].when if timers else NEVER
+                return event
+        if not heap or heap[0].when > end:
+            return None
+        return _heap_pop(heap)
+
+    def _take_queued(self, end: int) -> Event | None:
+        queue = self._queue
+        timers = self._timer_queue
+        if timers and (not queue or timers[0] < queue[0]):
+            queue = timers
+        elif not queue:
+            return None
+        if queue[0][0] > end:
+            return None
+        return heappop(queue)[2]
 
     def _dispatch(self, event: Event) -> None:
         """Run one event's handler (the common kinds first)."""
@@ -1059,7 +1098,8 @@ class Engine:
     def pending_events(self) -> list[tuple[int, str, Packet | None]]:
         """The events not run, earliest first: ``(tick, kind, packet)``, the kind as the
         handler's name (``"_switch_rx"``, ``"_host_rx"``: a frame still on a wire)."""
-        events = sorted([*self._heap, *(e for _, _, e in self._queue)], key=_event_order)
+        queued = [e for _, _, e in (*self._queue, *self._timer_queue)]
+        events = sorted([*self._heap, *self._timers, *queued], key=_event_order)
         return [(e.when, KIND_NAMES[e.kind], e.packet) for e in events]
 
     def run(self, duration_s: float) -> None:
@@ -1081,10 +1121,10 @@ class Engine:
         gc.disable()
         try:
             while True:
-                when = self._next_when()
-                if when > end:
+                event = self._take(end)
+                if event is None:
                     break
-                event = self._pop()
+                when = event.when
                 if when < now:
                     clock.set(when)  # refuses, naming both times: an event scheduled in the past
                 # The clock's own check, inlined: this loop runs once per event.
