@@ -11,6 +11,7 @@ install's finder that points at the checkout stays off).
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import shutil
 import subprocess
@@ -23,12 +24,13 @@ from pathlib import Path
 import pytest
 
 from common.resources import KINDS
+from lossless.compiled import COMPILED_MODULES, DIGEST_FILE, GROUP
 
 ROOT = Path(__file__).resolve().parents[2]
 FABRIC = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"
 # What an sdist needs: the packages, the data behind common/data's symlinks, the metadata.
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "agent", "common", "exporters", "lab",
-           "lossless", "playbooks", "deploy")  # fmt: skip
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "agent", "common", "exporters",
+           "lab", "lossless", "playbooks", "deploy")  # fmt: skip
 SHIPPED = (
     "common/data/playbooks/profiles/nvidia-default.yml",
     "common/data/playbooks/validate.yml",
@@ -57,7 +59,12 @@ def _run(argv: list[str | Path], cwd: Path, check: bool = True) -> subprocess.Co
 
 
 def _ignore(_folder: str, names: list[str]) -> set[str]:
-    return {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
+    # The checkout's own compiled build stays behind: the wheel compiles from the sources.
+    return {
+        n
+        for n in names
+        if n == "__pycache__" or n.endswith((".egg-info", ".so")) or n == "compiled.sha256"
+    }
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +131,25 @@ def test_the_sdist_and_the_wheel_carry_the_data_and_the_license(built: tuple[Pat
         members = {m.name.split("/", 1)[1]: m for m in archive.getmembers() if "/" in m.name}
     assert "LICENSE" in members
     assert members["common/data/playbooks/profiles/nvidia-default.yml"].isfile()
+
+
+def test_the_wheel_carries_the_compiled_hot_path(built: tuple[Path, Path], venv: Path) -> None:
+    """setup.py compiles the listed modules into the wheel (the build's mypyc, offline), with
+    the digest of what it compiled; installed, they load compiled and up to date."""
+    with zipfile.ZipFile(built[1]) as archive:
+        names = set(archive.namelist())
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    expected = [f"{n.replace('.', '/')}{suffix}" for n in COMPILED_MODULES]
+    expected += [f"{GROUP}__mypyc{suffix}", f"lossless/{DIGEST_FILE}"]
+    assert [name for name in expected if name not in names] == []
+    which = _run(
+        [venv / "bin" / "python", "-c",
+         "import importlib, lossless.compiled as c; "
+         "print(c.stale(), all(c.is_compiled(importlib.import_module(n)) "
+         "for n in c.COMPILED_MODULES))"],
+        venv.parent,
+    )  # fmt: skip
+    assert which.stdout.split() == ["False", "True"], which.stderr
 
 
 def test_installed_roce_agent_works_outside_the_repository(venv: Path, tmp_path: Path) -> None:
