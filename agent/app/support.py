@@ -6,22 +6,19 @@ import functools
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from agent.errors import AgentError, IntentError, printable
 from agent.intent.units import UnitError, parse_size, parse_speed
 from common.conventions import console, fabric_argument, output_option
+
+if TYPE_CHECKING:
+    # rich only when something is printed through it (an error, a bar): a run that prints
+    # JSON and ends well never imports it (issue #31, start-up).
+    from rich.console import Console
+    from rich.progress import Progress
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -129,6 +126,15 @@ class ProgressBars:
 
     def _start(self) -> Progress:
         if self._bars is None:
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
             self._bars = Progress(
                 # descriptions and details name devices and files: shown, never markup
                 TextColumn("{task.description}", markup=False),
