@@ -28,10 +28,9 @@ from agent.app.support import (
     handle_errors,
 )
 from agent.errors import AgentError
-from agent.intent.loader import load_fabric
 from agent.intent.units import format_size, format_speed
 from agent.twin.engine import DEFAULT_RTO_S, RECOVERIES, Recovery
-from agent.twin.network import TwinError, build_network
+from agent.twin.network import TwinError, load_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.workloads import (
     COLLECTIVES,
@@ -312,7 +311,7 @@ def twin_command(
     if plot_file is not None and plot_file.suffix.lower() not in (".png", ".svg"):
         suffix = plot_file.suffix or "no suffix"
         raise AgentError(f"--plot {plot_file}: Expected: a .png or .svg file Actual: {suffix}")
-    network = build_network(load_fabric(fabric).intent)
+    network = load_network(fabric)
     with ProgressBars(progress) as bars:
         result = run_twin(
             network,
@@ -396,7 +395,7 @@ def _collective_command(
     if spec.ranks == 0:
         raise TwinError("twin --ranks: Expected: the number of ranks (or --hosts) Actual: none")
     ctx = click.get_current_context()
-    network = build_network(load_fabric(fabric).intent)
+    network = load_network(fabric)
     limit = duration if _given(ctx, "duration") else None
     with ProgressBars(progress) as bars:
         result = run_collective(
