@@ -26,6 +26,7 @@ from agent.app.support import (
     SizeType,
     SpeedType,
     handle_errors,
+    imports_frozen,
 )
 from agent.errors import AgentError
 from agent.intent.units import format_size, format_speed
@@ -267,6 +268,7 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
 )  # fmt: skip
 @PROGRESS
 @handle_errors
+@imports_frozen
 def twin_command(
     fabric: Path,
     scenario: ScenarioName,
