@@ -20,14 +20,17 @@ import inspect
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from common.clicktypes import Duration
+
+if TYPE_CHECKING:
+    # rich is imported where a console or a table is made: a command that prints JSON (the
+    # twin's runs, issue #31) never pays for it.
+    from rich.console import Console
+    from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,6 +50,8 @@ def console(*, stderr: bool = False, width: int | None = None) -> Console:
     ``fabric.yml:100:68`` as an emoji code; neither may change text that came from a user
     or a file (a FILE:LINE:COL location must stay parseable by editors and CI).
     """
+    from rich.console import Console
+
     if width is None and not stderr and not sys.stdout.isatty():
         width = PIPE_WIDTH
     return Console(
@@ -62,6 +67,9 @@ def console(*, stderr: bool = False, width: int | None = None) -> Console:
 def table(title: str | None = None, *columns: str, **options: Any) -> Table:
     """A table whose cells fold (wrap inside the column) instead of ending in an ellipsis:
     a port name cut to ``Etherne…`` is worse than a taller row."""
+    from rich.table import Table
+    from rich.text import Text
+
     result = Table(title=Text(title) if title is not None else None, **options)
     for column in columns:
         add_column(result, column)
@@ -70,6 +78,8 @@ def table(title: str | None = None, *columns: str, **options: Any) -> Table:
 
 def add_column(target: Table, header: str, **options: Any) -> None:
     """Add a column that folds long cells (see :func:`table`)."""
+    from rich.text import Text
+
     options.setdefault("overflow", "fold")
     target.add_column(Text(header), **options)
 

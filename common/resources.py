@@ -17,7 +17,6 @@ repository, in an installed wheel (site-packages) and in an editable install:
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import sys
@@ -68,6 +67,8 @@ def builtin_playbooks() -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import argparse  # only for ``python -m common.resources``: every command imports this module
+
     parser = argparse.ArgumentParser(
         prog="python -m common.resources",
         description="Where roce-fabric-agent's built-in data is (profiles, playbooks, example "

@@ -7,31 +7,32 @@ line each on stderr — never a traceback unless ``--debug`` asks for it.
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
-from typing import ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import click
 
 from agent import __version__
-from agent.app.change import apply_command, audit_command, diff_command, drift_command
-from agent.app.exporter import exporter_command
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
-from agent.app.tune import tune_command
-from agent.app.twin import twin_command
-from agent.app.validate import run_command, serve_command, validate_command
-from agent.device import hostkeys
-from agent.intent.loader import LoadedFabric, load_fabric
-from agent.intent.plan import Plan, build_plan
-from agent.intent.plan_tables import render_plan_tables
 from common.conventions import console, device_options, examples, select_devices
+
+if TYPE_CHECKING:
+    from agent.intent.loader import LoadedFabric
+    from agent.intent.plan import Plan
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "main"]
 
 
 class LazyGroup(click.Group):
-    """Subgroups (and heavy commands) imported on first use; keeps ``lab`` out of the agent's
-    import graph, and start-up of every other command from paying for them."""
+    """Every command but ``check`` and ``plan`` imported on first use: keeps ``lab`` out of
+    the agent's import graph, and a run of one command (``twin`` above all, issue #31) from
+    paying for the imports of all the others (netmiko, scapy, prometheus_client, the planner's
+    device state...). Click's own pattern for it: "Lazily Loading Subcommands" in
+    https://click.palletsprojects.com/en/stable/complex/#lazily-loading-subcommands
+    (``list_commands`` names them, ``get_command`` imports one when it is asked for).
+    ``tests/unit/test_startup_imports.py`` keeps the heavy modules off the ``twin`` path."""
 
     lazy: ClassVar[dict[str, tuple[str, str, str]]] = {
         # traces, mesh and probes: imports every other command need not pay for
@@ -56,15 +57,31 @@ class LazyGroup(click.Group):
             "Print the lines or patch each device would get, offline.",
         ),
     }
+    # The core's commands, by module and attribute: part of every install (an import error
+    # here is a bug, raised as it is), and listed with their own one-line help, so --help
+    # (never a hot path) imports them to read it.
+    deferred: ClassVar[dict[str, tuple[str, str]]] = {
+        "diff": ("agent.app.change", "diff_command"),
+        "apply": ("agent.app.change", "apply_command"),
+        "drift": ("agent.app.change", "drift_command"),
+        "audit": ("agent.app.change", "audit_command"),
+        "validate": ("agent.app.validate", "validate_command"),
+        "run": ("agent.app.validate", "run_command"),
+        "serve": ("agent.app.validate", "serve_command"),
+        "exporter": ("agent.app.exporter", "exporter_command"),
+        "twin": ("agent.app.twin", "twin_command"),
+        "tune": ("agent.app.tune", "tune_command"),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *self.lazy])
+        return sorted([*super().list_commands(ctx), *self.lazy, *self.deferred])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.deferred:
+            module_name, attribute = self.deferred[cmd_name]
+            return cast(click.Command, getattr(importlib.import_module(module_name), attribute))
         if cmd_name in self.lazy:
             module_name, attribute, _ = self.lazy[cmd_name]
-            import importlib
-
             try:
                 module = importlib.import_module(module_name)
             except ImportError as exc:
@@ -80,7 +97,7 @@ class LazyGroup(click.Group):
             if name in self.lazy:
                 rows.append((name, self.lazy[name][2]))
             else:
-                command = super().get_command(ctx, name)
+                command = self.get_command(ctx, name)
                 if command is not None and not command.hidden:
                     rows.append((name, command.get_short_help_str(limit=70)))
         if rows:
@@ -114,6 +131,8 @@ def main(debug: bool, trust_on_first_use: bool) -> None:
     could not run (bad input, unreachable, internal error).
     """
     if trust_on_first_use:
+        from agent.device import hostkeys
+
         hostkeys.configure(trust_on_first_use=True)
 
 
@@ -126,6 +145,8 @@ def _select(plan: Plan, patterns: tuple[str, ...], roles: tuple[str, ...] = ()) 
 
 
 def _load(fabric: Path) -> LoadedFabric:
+    from agent.intent.loader import load_fabric
+
     return load_fabric(fabric)
 
 
@@ -168,21 +189,12 @@ def plan(fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output:
     MTU), pause threshold, ECN thresholds, watchdog, ETS and host NIC (DCQCN) settings.
     Nothing is connected to.
     """
+    from agent.intent.plan import build_plan
+    from agent.intent.plan_tables import render_plan_tables
+
     desired = _select(build_plan(_load(fabric).intent), devices, roles)
     if output == "json":
         click.echo(json.dumps(desired.model_dump(mode="json"), indent=2))
     else:
         # Literal text (a description is never markup); pipes and CI logs get wide tables.
         render_plan_tables(desired, console())
-
-
-main.add_command(diff_command)
-main.add_command(apply_command)
-main.add_command(drift_command)
-main.add_command(audit_command)
-main.add_command(validate_command)
-main.add_command(run_command)
-main.add_command(serve_command)
-main.add_command(exporter_command)
-main.add_command(twin_command)
-main.add_command(tune_command)

@@ -11,10 +11,9 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from agent.app.support import (
     EXIT_FAILED,
@@ -27,25 +26,32 @@ from agent.app.support import (
     SizeType,
     SpeedType,
     handle_errors,
+    imports_frozen,
 )
 from agent.errors import AgentError
-from agent.intent.loader import load_fabric
 from agent.intent.units import format_size, format_speed
-from agent.twin.collectives import (
+from agent.twin.engine import DEFAULT_RTO_S, RECOVERIES, Recovery
+from agent.twin.network import TwinError, load_network
+from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
+from agent.twin.workloads import (
     COLLECTIVES,
     MAX_QPS,
     MAX_RANKS,
+    MAX_SENDERS,
+    SCENARIOS,
     CollectiveName,
-    CollectiveReport,
-    CollectiveSpec,
-    run_collective,
+    ScenarioName,
 )
-from agent.twin.engine import DEFAULT_RTO_S, RECOVERIES, Recovery
-from agent.twin.network import TwinError, build_network
-from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
-from agent.twin.workloads import MAX_SENDERS, SCENARIOS, ScenarioName
 from common.clicktypes import Duration
 from common.conventions import add_column, console, examples, table
+
+if TYPE_CHECKING:
+    # agent.twin.collectives only for --workload, rich only for a table (issue #31: a
+    # scenario run that prints JSON imports neither).
+    from rich.console import Console
+    from rich.table import Table
+
+    from agent.twin.collectives import CollectiveReport, CollectiveSpec
 
 
 def _console() -> Console:
@@ -262,6 +268,7 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
 )  # fmt: skip
 @PROGRESS
 @handle_errors
+@imports_frozen
 def twin_command(
     fabric: Path,
     scenario: ScenarioName,
@@ -295,16 +302,18 @@ def twin_command(
 
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """
-    collective = CollectiveSpec(
-        workload or "allreduce", ranks or len(hosts or ()), size_bytes, qps_per_connection,
-        hosts, speed, split_data_on_qps,
-    )  # fmt: skip
     if _collective_mode(workload):
+        from agent.twin.collectives import CollectiveSpec
+
+        collective = CollectiveSpec(
+            workload or "allreduce", ranks or len(hosts or ()), size_bytes, qps_per_connection,
+            hosts, speed, split_data_on_qps,
+        )  # fmt: skip
         _collective_command(fabric, collective, seed, duration, output, progress, (recovery, rto_s))
     if plot_file is not None and plot_file.suffix.lower() not in (".png", ".svg"):
         suffix = plot_file.suffix or "no suffix"
         raise AgentError(f"--plot {plot_file}: Expected: a .png or .svg file Actual: {suffix}")
-    network = build_network(load_fabric(fabric).intent)
+    network = load_network(fabric)
     with ProgressBars(progress) as bars:
         result = run_twin(
             network,
@@ -383,10 +392,12 @@ def _collective_command(
 ) -> None:
     """Run ``spec`` (``--duration``, when given, is the simulated time allowed; ``recovery``:
     --recovery and --rto) and exit."""
+    from agent.twin.collectives import run_collective
+
     if spec.ranks == 0:
         raise TwinError("twin --ranks: Expected: the number of ranks (or --hosts) Actual: none")
     ctx = click.get_current_context()
-    network = build_network(load_fabric(fabric).intent)
+    network = load_network(fabric)
     limit = duration if _given(ctx, "duration") else None
     with ProgressBars(progress) as bars:
         result = run_collective(

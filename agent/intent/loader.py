@@ -25,6 +25,7 @@ from agent.errors import IntentError, Problem, SourcePosition
 from agent.intent.credpaths import expand_credential_paths
 from agent.intent.expand import Expanded, PortSources, expand_fabric, record_sources
 from agent.intent.model import DeviceDefaults, FabricIntent, Profile
+from agent.intent.plan import Plan, build_plan
 from agent.intent.rules import rule_problems
 from common.resources import builtin_profiles
 from common.validation import field_errors
@@ -43,7 +44,8 @@ class LoadedFabric:
 
     ``locator(loc)`` gives the position and field name of any path of the intent, ports that
     ranges expanded or peers derived included; ``sources`` where each port's speed, mtu and
-    cable_m came from (``build_plan`` puts them in ``PortPlan.sources``).
+    cable_m came from (``build_plan`` puts them in ``PortPlan.sources``); ``plan`` the
+    intent's plan, which the rule checks needed (``build_plan(intent)``: made once, issue #31).
     """
 
     intent: FabricIntent
@@ -52,6 +54,7 @@ class LoadedFabric:
     locator: Locator
     # (device, port) -> {speed|mtu|cable_m: where the value came from}
     sources: PortSources | None = None
+    plan: Plan | None = None
 
 
 class Locator:
@@ -228,8 +231,9 @@ def load_fabric(path: Path) -> LoadedFabric:
         raise IntentError(_collapse(_pydantic_problems(exc, locate, (), merged))) from None
 
     record_sources(intent, expanded.sources)
-    loaded = LoadedFabric(intent, path, profile_file, locate, expanded.sources)
-    problems = rule_problems(loaded.intent, loaded.locator.problem)
+    plan = build_plan(intent)
+    loaded = LoadedFabric(intent, path, profile_file, locate, expanded.sources, plan)
+    problems = rule_problems(loaded.intent, loaded.locator.problem, plan)
     if problems:
         raise IntentError(_collapse(problems))
     return loaded

@@ -432,10 +432,12 @@ def _port_names(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
 
 
 def rule_problems(
-    intent: FabricIntent, locate: Callable[[Loc, str, str], Problem]
+    intent: FabricIntent, locate: Callable[[Loc, str, str], Problem], plan: Plan | None = None
 ) -> list[Problem]:
-    """Run every rule; a problem per violation, in rule order."""
-    plan = build_plan(intent)
+    """Run every rule; a problem per violation, in rule order (``plan``: the intent's, when
+    the caller has it already)."""
+    if plan is None:
+        plan = build_plan(intent)
     problems = []
     for registered in RULES:
         for violation in registered.check(intent, plan):

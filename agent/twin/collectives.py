@@ -57,7 +57,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from agent.intent.units import format_speed
 from agent.twin.engine import DEFAULT_RTO_S, Engine, Flow, FlowSpec, Recovery
@@ -74,11 +74,13 @@ from agent.twin.results import (
     pick_bottleneck,
 )
 from agent.twin.verdicts import PAUSED_CEILING, Verdict
+from agent.twin.workloads import COLLECTIVES as COLLECTIVES
+from agent.twin.workloads import MAX_QPS as MAX_QPS
+from agent.twin.workloads import MAX_RANKS as MAX_RANKS
+from agent.twin.workloads import CollectiveName as CollectiveName
 from agent.twin.workloads import _pick_speed
 from lossless.clock import TICKS_PER_SECOND
 
-CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
-COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
 RING_COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter")
 
 NCCL_BUFFSIZE = 4 << 20  # NCCL src/init.cc DEFAULT_BUFFSIZE (NCCL_BUFFSIZE, env docs)
@@ -92,8 +94,6 @@ WINDOW_SLICES = NCCL_STEPS // SLICE_STEPS  # 4 slices in flight per connection
 IB_WRITE_ALIGN = 128  # NCCL p2p.cc IB_WRITE_CHUNK_ALIGNMENT: split-data parts round up to it
 ELEMENT_BYTES = 4  # nccl-tests' default datatype, float
 ALIGN_BYTES = 16  # nccl-tests and NCCL align per-rank counts and last chunks to 16 bytes
-MAX_RANKS = 64
-MAX_QPS = 16  # a bound on the run's work; NCCL accepts more
 QPN_BASE = 0x100  # the twin's first QP number (a driver's are as arbitrary)
 LINE_RATE_FLOOR = 0.90  # a busbw below this share of the NIC's line rate is a verdict
 

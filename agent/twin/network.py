@@ -385,7 +385,8 @@ def _check_peers(switches: dict[str, SwitchSpec], hosts: dict[str, NicSpec]) -> 
 
 def load_network(path: Path) -> TwinNetwork:
     """Load a fabric file (errors located as by every other command) into the twin's network."""
-    return build_network(load_fabric(path).intent)
+    loaded = load_fabric(path)
+    return build_network(loaded.intent, loaded.plan)
 
 
 PAPER_DCQCN: dict[str, int] = {

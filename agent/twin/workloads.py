@@ -35,6 +35,14 @@ MAX_SENDERS = 64
 BASE_SPORT = 49152  # the first dynamic port (IANA); flows count up from it
 STORM_START_S = 1e-3
 
+# The NCCL collectives' names and bounds (agent.twin.collectives runs them) live here, beside
+# the scenarios', so that ``roce-agent twin`` offers both without importing the collectives'
+# module: a scenario run does not pay for it (issue #31, start-up).
+CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
+COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
+MAX_RANKS = 64
+MAX_QPS = 16  # a bound on the run's work; NCCL accepts more
+
 
 @dataclass(frozen=True)
 class Scenario:

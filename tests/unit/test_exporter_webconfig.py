@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
+import click
 import pytest
 import yaml
 
@@ -29,7 +30,8 @@ def exporter_cli() -> list[str]:
     """How a user runs the command (``roce-agent exporter`` once it is registered)."""
     from agent.app.cli import main
 
-    if "exporter" in main.commands:
+    # main.commands holds only the commands defined in agent.app.cli (the rest load lazily)
+    if "exporter" in main.list_commands(click.Context(main)):
         return [sys.executable, "-m", "agent", "exporter"]
     return [
         sys.executable,
