@@ -1,5 +1,15 @@
 """The fabric twin: how fast it runs, and how well it agrees with the DCQCN fluid model.
 
+Compiled against source (issue #31, first table; ``--compiled-only`` for it alone): each case
+in a fresh process per engine -- the compiled hot path, and the same modules from their Python
+source (``ROCE_AGENT_PURE_PYTHON=1``) -- in alternating rounds, the best of ``--rounds``: wall
+time per simulated ms, events/s, ns per frame hop (a frame leaving a NIC or a switch port) and
+the speed-up; both engines must simulate the same number of events.  Cases: the goal, a
+PFC-only 8:1 incast at 100 Gb/s with 200 m cables and 4158-byte frames for ``--goal-horizon``
+(100 ms; goal: at most 4 ms of wall time per simulated ms), and the collective rows (ring
+all-reduce of ``--collective-size`` and all-to-all of a quarter of it, 16 ranks on pod-400g).
+Then the start-up of a 10 ms run (``bench/twin_startup.py``, goal under 0.3 s).
+
 Speed (events per second, simulated time / wall time), in one run on this machine:
 
 - N:1 incast, N = 8 and 16, at 100 Gb/s (a one-switch fabric, MTU 9214) and 400 Gb/s (the
@@ -25,7 +35,8 @@ also profiles it).
 
 Lab: ``--lab`` adds the lab-versus-twin agreement table (``bench/twin_vs_lab.py``).
 
-    python bench/twin.py [--skip-speed] [--skip-agreement] [--skip-collective]
+    python bench/twin.py [--compiled-only] [--skip-compiled] [--rounds 3] [--goal-horizon 0.1]
+        [--skip-startup] [--skip-speed] [--skip-agreement] [--skip-collective]
         [--collective-only] [--collective-size 64MB] [--profile] [--horizon 0.1] [--lab]
 """
 
@@ -45,6 +56,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from twin_startup import startup_table  # a sibling script: its folder is on sys.path
 
 from agent.intent.units import format_size, parse_size
 from agent.twin.collectives import CollectiveSpec, run_collective
@@ -343,6 +356,7 @@ def main() -> None:
         help="only the compiled-versus-source table (the issue #31 goal)",
     )  # fmt: skip
     parser.add_argument("--skip-compiled", action="store_true")
+    parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument(
         "--rounds", type=int, default=3,
         help="alternating rounds per engine in the compiled-versus-source table [default: 3]",
@@ -359,6 +373,10 @@ def main() -> None:
         compiled_table(args.rounds, args.goal_horizon, args.collective_size)
     if args.compiled_only:
         return
+    if not args.skip_startup:
+        print("\nStart-up of a 10 ms run (bench/twin_startup.py; goal: under 0.3 s):")
+        sys.stdout.flush()
+        startup_table(runs=5)
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_speed:
             speed_table(Path(tmp), args.profile)

@@ -1,8 +1,12 @@
 """The twin's discrete-event engine: the shared model of lossless Ethernet on a virtual clock.
 
-Events live in one heap of ``(time, seq, handler, a, b)``; ``seq`` keeps events of the same
-instant in the order they were scheduled, so a run is deterministic for a seed.  The clock is
-:class:`lossless.clock.TickClock`, set to each event's time before its handler runs.
+Events (:class:`Event`: a tick, a sequence number, a kind and its arguments) wait in two heaps
+ordered by ``(time, seq)`` -- frames and port/NIC work in one, timers in the other -- and
+:meth:`Engine._take` runs the earliest of both; ``seq`` keeps events of the same instant in the
+order they were scheduled, so a run is deterministic for a seed.  The clock is
+:class:`lossless.clock.TickClock`, set to each event's time before its handler runs.  This
+module is compiled by mypyc (:mod:`lossless.compiled`; docs/twin-speed.md says what that asks
+of the code here: native ints, ``Final`` constants, no generic calls per frame).
 
 Time is integer picoseconds (ticks), so it cannot drift and no event lands before its cause.
 Roundings, each stated once:
