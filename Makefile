@@ -11,8 +11,8 @@ DOCS_URL ?= https://roce-fabric-agent.readthedocs.io/en/latest/
 
 .PHONY: demo test lint typecheck unit lab-tests deps system-deps venv clean docs docs-check
 
-# The editable install compiles the twin's hot path with mypyc (setup.py); `require`: a compile
-# that fails fails the build instead of falling back to pure Python.
+# The editable install compiles the hot paths (twin, lab switch) with mypyc (setup.py);
+# `require`: a compile that fails fails the build instead of falling back to pure Python.
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml setup.py
 # The compiled modules again whenever a source of theirs changed (lossless/compiled.py lists
 # them; the digest file is what the build compiled).
 COMPILED := lossless/compiled.sha256
-$(COMPILED): $(STAMP) $(wildcard lossless/*.py) agent/twin/engine.py
+$(COMPILED): $(STAMP) $(wildcard lossless/*.py) agent/twin/engine.py $(wildcard lab/vswitch/*.py)
 	ROCE_AGENT_COMPILE=require $(BIN)/python setup.py --quiet build_ext --inplace
 	touch $(COMPILED)
 
@@ -58,11 +58,12 @@ unit: venv
 	$(BIN)/pytest -m "not lab"
 
 # The tests that run again on the Python source of the compiled modules (the fallback where no
-# compiler was at hand): the shared model, the engine, and the compiled-vs-source comparison.
+# compiler was at hand): the shared model, the engine and the lab switch driven in-process
+# (test_compiled.py compares both paths itself).
 PURE_TESTS := tests/unit/test_lossless_*.py tests/unit/test_dcqcn.py \
 	tests/unit/test_twin_engine.py tests/unit/test_twin_exact_time.py \
 	tests/unit/test_twin_recovery.py tests/unit/test_twin_recovery_messages.py \
-	tests/unit/test_twin_collectives.py
+	tests/unit/test_twin_collectives.py tests/unit/test_vswitch_faults.py
 # Two long scenario sweeps (80 s of the pass's 100 on the source) stay compiled-only:
 # tests/unit/test_compiled.py compares both paths on seeded random scenarios instead.
 PURE_SKIP := not (every_scenario_runs_and_the_books_balance or tune_all_to_all_runs)
@@ -80,5 +81,5 @@ demo: deps
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site build $(COMPILED)
-	find agent lossless -name '*.so' -delete
+	find agent lab lossless -name '*.so' -delete
 	rm -f *__mypyc*.so

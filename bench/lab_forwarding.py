@@ -7,9 +7,12 @@ Run as root: ``.venv/bin/python bench/lab_forwarding.py [--duration 3] [--speeds
    from other work on the machine hits both alike: a bare Python AF_PACKET copy loop vs one
    vswitch configured at 100 Gb/s (so its shaper never holds a frame back).  Prints frames/s
    of each (best and median round) and the ratio.
-   The same vswitch with the shared model (:mod:`lossless`) from its Python source
-   (``ROCE_AGENT_PURE_PYTHON=1``, the model before it was compiled) runs in each round too:
-   the ratio of the two is what compiling the model saves per frame.
+   The same vswitch from its Python source (``ROCE_AGENT_PURE_PYTHON=1``: every module of
+   :data:`lossless.compiled.COMPILED_MODULES` -- the shared model :mod:`lossless` and the
+   switch's own data plane -- as before they were compiled) runs in each round too: the ratio
+   of the two is what compiling saves per frame.  ``--baseline DIR`` adds, in each round, the
+   vswitch of another checkout with its own build (e.g. ``git archive`` of an older commit,
+   built in place), so that a change to the switch is measured before and after in one run.
 2. Real time: one vswitch with 4 ports at lab speed S; 4 hosts each send at 95 % of S to the
    next one, so every port receives and transmits at 95 % of line rate at once.  Delivery is
    read from the hosts' kernel interface counters, so the generator only sends.  A speed is
@@ -86,10 +89,10 @@ print(json.dumps({"forwarded": count, "seconds": (idle_since or 0) - (first or 0
 """
 
 
-def _env(source: bool) -> dict[str, str]:
-    """The switch's environment: this checkout, and the shared model compiled or from source."""
+def _env(source: bool, tree: Path = REPO) -> dict[str, str]:
+    """The switch's environment: a checkout (this one), its compiled modules or their source."""
     env = {k: v for k, v in os.environ.items() if k != "ROCE_AGENT_PURE_PYTHON"}
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = str(tree)
     if source:
         env["ROCE_AGENT_PURE_PYTHON"] = "1"
     return env
@@ -203,7 +206,12 @@ class Bench:
         return proc
 
     def start_vswitch(
-        self, ns: str, config: dict[str, Any], tag: str, source: bool = False
+        self,
+        ns: str,
+        config: dict[str, Any],
+        tag: str,
+        source: bool = False,
+        tree: Path = REPO,
     ) -> tuple[subprocess.Popen[str], str]:
         config_path = self.workdir / f"{tag}.json"
         config_path.write_text(json.dumps(config))
@@ -214,8 +222,8 @@ class Bench:
              "--control", control, "--log-file", str(self.workdir / f"{tag}.log"),
              "--log-level", "WARNING"],
             FORWARDER_CPU,
-            cwd=REPO,
-            env=_env(source),
+            cwd=tree,
+            env=_env(source, tree),
         )  # fmt: skip
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -266,8 +274,11 @@ def blast(sock: socket.socket, frame: bytes, seconds: float) -> tuple[int, float
             return sent, time.monotonic() - start
 
 
-def capacity(bench: Bench, seconds: float, size: int, rounds: int) -> dict[str, list[float]]:
-    """Frames/s of the bare copy loop and of the unshaped vswitch, alternating rounds."""
+def capacity(
+    bench: Bench, seconds: float, size: int, rounds: int, baseline: Path | None = None
+) -> dict[str, list[float]]:
+    """Frames/s of the bare copy loop and of the unshaped vswitch (compiled, from source, and
+    ``baseline``'s if given), alternating rounds."""
     gen, fwd, sink = bench.netns("gen"), bench.netns("fwd"), bench.netns("sink")
     bench.link(gen, "eth1", "02:00:00:00:01:01", fwd, "eth1", "02:00:00:00:00:01")
     bench.link(fwd, "eth2", "02:00:00:00:00:02", sink, "eth1", "02:00:00:00:01:02")
@@ -287,7 +298,12 @@ def capacity(bench: Bench, seconds: float, size: int, rounds: int) -> dict[str, 
         "buffer": {"xoff_bytes": 30000, "xon_bytes": 15000, "headroom_bytes": 20000,
                    "queue_limit_bytes": 1 << 20},
     }  # fmt: skip
-    results: dict[str, list[float]] = {"bare": [], "vswitch": [], "source": [], "offered": []}
+    results: dict[str, list[float]] = {
+        "bare": [], "vswitch": [], "source": [], "baseline": [], "offered": []
+    }  # fmt: skip
+    switches: list[tuple[str, bool, Path]] = [("vswitch", False, REPO), ("source", True, REPO)]
+    if baseline is not None:
+        switches.append(("baseline", False, baseline))
     for _ in range(rounds):
         copier = bench.spawn(
             fwd, [sys.executable, "-c", BARE_COPY_LOOP], FORWARDER_CPU, stdout=subprocess.PIPE
@@ -299,10 +315,10 @@ def capacity(bench: Bench, seconds: float, size: int, rounds: int) -> dict[str, 
         results["bare"].append(out["forwarded"] / max(out["seconds"], 1e-9))
         results["offered"].append(offered / elapsed)
 
-        # The switch with the shared model compiled, then with its Python source (the "before"
-        # of issue #31), in the same round.
-        for key, source in (("vswitch", False), ("source", True)):
-            proc, control = bench.start_vswitch(fwd, config, f"cap-{key}", source)
+        # The switch compiled, then from its Python source (the "before" of compiling), then
+        # the baseline checkout's, in the same round.
+        for key, source, tree in switches:
+            proc, control = bench.start_vswitch(fwd, config, f"cap-{key}", source, tree)
             with VswitchClient(control) as client:
                 blast(tx, frame, 0.3)  # warm up, then measure a steady window
                 before = client.counters()["ports"]["eth2"]["tx_packets"]
@@ -439,6 +455,37 @@ def realtime_run(
     )
 
 
+def print_capacity(cap: dict[str, list[float]], args: argparse.Namespace) -> float:
+    """The capacity table; returns the bare loop's best frames/s."""
+    bare, vsw = max(cap["bare"]), max(cap["vswitch"])
+    print(f"\nCapacity, {args.frame_size}-byte frames, forwarder alone on CPU "
+          f"{FORWARDER_CPU}, {args.rounds} alternating rounds of {args.duration:g} s "
+          "(best / median):")  # fmt: skip
+    print(f"  bare AF_PACKET copy loop : {bare:>9,.0f} / "
+          f"{statistics.median(cap['bare']):>9,.0f} frames/s")  # fmt: skip
+    print(f"  lab.vswitch (unshaped)   : {vsw:>9,.0f} / "
+          f"{statistics.median(cap['vswitch']):>9,.0f} frames/s")  # fmt: skip
+    print(f"  ratio vswitch / bare     : {vsw / bare:.3f} (best)  "
+          f"{statistics.median(cap['vswitch']) / statistics.median(cap['bare']):.3f} "
+          "(median)")  # fmt: skip
+    src = max(cap["source"])
+    print(f"  lab.vswitch, all source  : {src:>9,.0f} / "
+          f"{statistics.median(cap['source']):>9,.0f} frames/s "
+          "(ROCE_AGENT_PURE_PYTHON=1: model and switch from their Python source)")  # fmt: skip
+    print(f"  ratio source / bare      : {src / bare:.3f} (best); per-frame cost compiled / "
+          f"source: {src / vsw:.3f} (best)  "
+          f"{statistics.median(cap['source']) / statistics.median(cap['vswitch']):.3f} "
+          "(median)")  # fmt: skip
+    if cap["baseline"]:
+        base = max(cap["baseline"])
+        print(f"  baseline {args.baseline}: {base:,.0f} / "
+              f"{statistics.median(cap['baseline']):,.0f} frames/s (its own build); "
+              f"per-frame cost vswitch / baseline: {base / vsw:.3f} (best)  "
+              f"{statistics.median(cap['baseline']) / statistics.median(cap['vswitch']):.3f}"
+              " (median)")  # fmt: skip
+    return bare
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
@@ -447,7 +494,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speeds", default="10,20,50,100,150,200", help="Mb/s, ascending")
     parser.add_argument("--repeat", type=int, default=2, help="runs per speed")
     parser.add_argument("--capacity-only", action="store_true", help="skip the real-time part")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="also measure the capacity of the vswitch of this checkout (with its own build)",
+    )
     args = parser.parse_args(argv)
+    if args.baseline is not None and not (args.baseline / "lab" / "vswitch").is_dir():
+        print(f"--baseline: Expected: a checkout with lab/vswitch Actual: {args.baseline}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if os.geteuid() != 0:
         print("bench/lab_forwarding.py needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -456,26 +513,8 @@ def main(argv: list[str] | None = None) -> int:
           "(other work on the machine makes every number below noisier)")  # fmt: skip
     bench = Bench()
     try:
-        cap = capacity(bench, args.duration, args.frame_size, args.rounds)
-        bare, vsw = max(cap["bare"]), max(cap["vswitch"])
-        print(f"\nCapacity, {args.frame_size}-byte frames, forwarder alone on CPU "
-              f"{FORWARDER_CPU}, {args.rounds} alternating rounds of {args.duration:g} s "
-              "(best / median):")  # fmt: skip
-        print(f"  bare AF_PACKET copy loop : {bare:>9,.0f} / "
-              f"{statistics.median(cap['bare']):>9,.0f} frames/s")  # fmt: skip
-        print(f"  lab.vswitch (unshaped)   : {vsw:>9,.0f} / "
-              f"{statistics.median(cap['vswitch']):>9,.0f} frames/s")  # fmt: skip
-        print(f"  ratio vswitch / bare     : {vsw / bare:.3f} (best)  "
-              f"{statistics.median(cap['vswitch']) / statistics.median(cap['bare']):.3f} "
-              "(median)")  # fmt: skip
-        src = max(cap["source"])
-        print(f"  lab.vswitch, model source: {src:>9,.0f} / "
-              f"{statistics.median(cap['source']):>9,.0f} frames/s "
-              f"(ROCE_AGENT_PURE_PYTHON=1: before the compiled model)")  # fmt: skip
-        print(f"  ratio source / bare      : {src / bare:.3f} (best); per-frame cost compiled / "
-              f"source: {src / vsw:.3f} (best)  "
-              f"{statistics.median(cap['source']) / statistics.median(cap['vswitch']):.3f} "
-              "(median)")  # fmt: skip
+        cap = capacity(bench, args.duration, args.frame_size, args.rounds, args.baseline)
+        bare = print_capacity(cap, args)
         if args.capacity_only:
             return 0
         offered = max(cap["offered"])

@@ -1,7 +1,9 @@
 """Which modules are compiled (mypyc), and when their Python source runs instead.
 
-The twin's hot path -- the shared model's per-packet rules and the engine's event loop -- is
-compiled from these very files by mypyc (``setup.py``); there is no second copy of any rule.
+The hot paths -- the shared model's per-packet rules, the twin engine's event loop, and the lab
+switch's data plane (``lab.vswitch``: frame parsing, forwarding tables, counters and the loop
+that drives the model on wall time) -- are compiled from these very files by mypyc
+(``setup.py``); there is no second copy of any rule.
 Where a compiled extension sits next to its ``.py``, Python imports the extension.  The source
 runs instead, for every listed module at once (they call each other directly in C, so a mix
 would hold two copies of each class):
@@ -13,7 +15,8 @@ would hold two copies of each class):
   to rebuild (``make venv`` or ``pip install -e .``).
 
 This module imports only the standard library: ``setup.py`` reads :data:`COMPILED_MODULES`
-before anything is installed.
+before anything is installed.  Every package that holds a listed module imports it first
+(``lossless``, ``agent.twin``, ``lab``), so the decision is taken before any of them loads.
 """
 
 from __future__ import annotations
@@ -39,8 +42,13 @@ COMPILED_MODULES: tuple[str, ...] = (
     "lossless.watchdog",
     "lossless.wred",
     "agent.twin.engine",
+    "lab.vswitch.packet",
+    "lab.vswitch.forwarding",
+    "lab.vswitch.counters",
+    "lab.vswitch.dataplane",
 )
-"""Compiled together as one mypyc group."""
+"""Compiled together as one mypyc group.  Of ``lab.vswitch``, what runs per frame: the rest
+(pydantic config, control socket, client, socket setup) runs per request or once."""
 
 DIGEST_FILE = "compiled.sha256"
 """Written by the build beside this module: :func:`source_digest` of what it compiled."""
@@ -113,7 +121,7 @@ def _decide() -> bool:
         return True
     if stale():
         print(
-            "roce-fabric-agent: the compiled twin was built from other sources than these: "
+            "roce-fabric-agent: the compiled modules were built from other sources than these: "
             f"running the Python source of {', '.join(COMPILED_MODULES)} (rebuild: make venv, "
             "or pip install -e .)",
             file=sys.stderr,

@@ -26,7 +26,7 @@ import socket
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from lab.vswitch import packet as pkt
 from lab.vswitch.config import (
@@ -74,26 +74,29 @@ watchdog_log = logging.getLogger("lab.vswitch.watchdog")
 # to this much: a late wake-up (timer slack, another process on the core, a long loop
 # iteration) is caught up instead of being lost bandwidth -- the port only sends what a real
 # port would already have sent by now.  An idle port restarts from "now" (no burst credit).
-SHAPER_CATCHUP_S = 0.02
+SHAPER_CATCHUP_S: Final = 0.02
 # A frame due within this much is sent now: below the loop's timer resolution, and it lets a
 # fast port drain several frames per wake-up instead of one select() per frame.
-TX_LOOKAHEAD_S = 0.00005
-RX_BATCH = 32
-MAX_POLL_TIMEOUT_S = 0.5
-ARP_RETRY_S = 0.2
-RX_BUFFER_BYTES = 65536
+TX_LOOKAHEAD_S: Final = 0.00005
+RX_BATCH: Final = 32
+MAX_POLL_TIMEOUT_S: Final = 0.5
+ARP_RETRY_S: Final = 0.2
+RX_BUFFER_BYTES: Final = 65536
 # Carrier is polled like a switch's link scan: a link taken down is noticed within this.
-LINK_POLL_S = 0.1
+LINK_POLL_S: Final = 0.1
 # A delay fault holds at most this many frames per port (1 s at 10 Mb/s is ~1300 frames of
 # 1000 bytes); beyond it frames are lost, counted as fault drops.
-MAX_DELAYED_FRAMES = 100_000
+MAX_DELAYED_FRAMES: Final = 100_000
+# At most this many remembered adjacencies (destination addresses); beyond it they are
+# forgotten and rebuilt from the tables, like the route cache (lab.vswitch.forwarding).
+ADJACENCY_LIMIT: Final = 65536
 # ICMP error rate limit, per switch (token bucket), like a router's control-plane policer.
-ICMP_RATE_PER_S = 1000.0
-ICMP_BURST = 200.0
+ICMP_RATE_PER_S: Final = 1000.0
+ICMP_BURST: Final = 200.0
 
-_SIOCGIFFLAGS = 0x8913
-_IFF_UP = 0x1
-_IFF_RUNNING = 0x40  # RFC 2863 operational state "up" (carrier and not dormant)
+_SIOCGIFFLAGS: Final = 0x8913
+_IFF_UP: Final = 0x1
+_IFF_RUNNING: Final = 0x40  # RFC 2863 operational state "up" (carrier and not dormant)
 
 PortOpener = Callable[[str], socket.socket]
 LinkProbe = Callable[["Port"], bool]
@@ -170,6 +173,18 @@ class Port:
         return self.pause.blocked(now, self.watchdog.override_pause)
 
 
+class Adjacency:
+    """Where frames to one destination address go when its route has a single next hop that
+    is resolved: the egress port and the frame's new Ethernet addresses (the next hop's MAC,
+    then the port's).  What the route and neighbor lookups would answer, built from them."""
+
+    __slots__ = ("addresses", "port")
+
+    def __init__(self, port: Port, addresses: bytes) -> None:
+        self.port = port
+        self.addresses = addresses
+
+
 class Switch:
     """The data plane.  ``run()`` loops until :meth:`request_stop` (or a signal wake-up)."""
 
@@ -199,6 +214,12 @@ class Switch:
         index = {p.name: p.index for p in self.ports}
         self.routes = RouteTable(config, index)
         self.neighbors = NeighborTable(config, index)
+        # Destination address -> adjacency, valid for the route and neighbor tables' versions
+        # it was built from (a link change or a learned neighbor empties it).  A destination
+        # seen here is never one of the switch's own addresses.
+        self._adjacencies: dict[int, Adjacency] = {}
+        self._adjacency_routes = -1
+        self._adjacency_neighbors = -1
         self._local_ips = {p.ip for p in self.ports}
         self._arp_last_request: dict[int, float] = {}
         self._rx_buf = bytearray(RX_BUFFER_BYTES)
@@ -370,12 +391,15 @@ class Switch:
             if port.control_tx:
                 deadline = min(deadline, port.tx_free_at - TX_LOOKAHEAD_S)
             elif port.backlog:
+                # A queued class that is paused (and not overridden by the watchdog) waits for
+                # its pause to end, any other one for the shaper.
                 pause_until = port.pause.paused_until
-                blocked = port.pause.blocked(now, port.watchdog.override_pause)
-                for tc, queue in enumerate(port.queues):
-                    if not queue.packets:
+                override = port.watchdog.override_pause
+                queues = port.queues
+                for tc in range(NUM_CLASSES):
+                    if not queues[tc].packets:
                         continue
-                    if blocked[tc]:
+                    if pause_until[tc] > now and not override[tc]:
                         deadline = min(deadline, pause_until[tc])
                     else:
                         deadline = min(deadline, port.tx_free_at - TX_LOOKAHEAD_S)
@@ -441,7 +465,6 @@ class Switch:
     # ---------------------------------------------------------------- receive path
 
     def _receive(self, port: Port) -> None:
-        sock = port.sock
         buf = self._rx_buf
         counters = port.counters
         # One timestamp per batch for forwarding (a batch is short);
@@ -451,10 +474,11 @@ class Switch:
         if not port.oper_up:
             self._discard_input(port)
             return
+        recv_into = port.sock.recv_into
         rx_faulty = port.rx_faulty
         for _ in range(RX_BATCH):
             try:
-                n = sock.recv_into(buf)
+                n: int = recv_into(buf)
             except BlockingIOError:
                 return
             except OSError as exc:
@@ -496,25 +520,67 @@ class Switch:
         return False
 
     def _on_ipv4(self, port: Port, frame: bytearray, now: float) -> None:
-        if frame[0:6] != port.mac or len(frame) < 34:
+        if len(frame) < 34:
+            return
+        fields = pkt.IPV4_FIELDS.unpack_from(frame)
+        dst_mac: bytes = fields[0]
+        if dst_mac != port.mac:
             return  # not routed to us (broadcast/multicast/other host): a router ignores it
-        ver_ihl = frame[14]
+        ver_ihl: int = fields[1]
         ihl = (ver_ihl & 0x0F) * 4
         if ver_ihl >> 4 != 4 or ihl < 20 or len(frame) < 14 + ihl:
             return
-        dst = int.from_bytes(frame[30:34], "big")
-        if dst in self._local_ips:
-            self._on_local_ipv4(port, frame, ihl, now)
-            return
-        ttl = frame[22]
-        if ttl <= 1:
+        ttl: int = fields[5]
+        dst: int = fields[8]
+        # The adjacency of a destination already forwarded to (most frames): no route or
+        # neighbor lookup.  Only a miss can be a local address (those never get one).
+        adjacency = self._adjacency(dst)
+        if adjacency is None:
+            adjacency = self._route(port, frame, ihl, dst, ttl, now)
+            if adjacency is None:
+                return
+        elif ttl <= 1:
             port.counters.drop_ttl += 1
             self._time_exceeded(port, frame, ihl, now)
             return
+        pkt.ETH_ADDRESSES.pack_into(frame, 0, adjacency.addresses)
+        frame[22] = ttl - 1
+        # RFC 1624 incremental update for TTL-1 (the word ttl<<8|proto drops by 0x100):
+        # HC' = ~(~HC + ~m + m') and ~m + m' == 0xFEFF; one carry fold is enough here.
+        header_checksum: int = fields[7]
+        total = (header_checksum ^ 0xFFFF) + 0xFEFF
+        csum = ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
+        frame[24] = csum >> 8
+        frame[25] = csum & 0xFF
+        tos: int = fields[2]
+        tc = port.tc_of_dscp[tos >> 2]
+        if port.tc_of_udp_port:
+            flags_offset: int = fields[3]
+            offset_low: int = fields[4]
+            protocol: int = fields[6]
+            if protocol == pkt.IP_PROTO_UDP and not (flags_offset & 0x3F or offset_low):
+                l4 = 14 + ihl  # a first fragment or a whole datagram
+                tc = port.tc_of_udp_port.get((frame[l4 + 2] << 8) | frame[l4 + 3], tc)
+        self._enqueue(port, adjacency.port, tc, frame, tos, now)
+
+    def _route(
+        self, port: Port, frame: bytearray, ihl: int, dst: int, ttl: int, now: float
+    ) -> Adjacency | None:
+        """The slow path of :meth:`_on_ipv4`: a frame to the switch itself, one that expired,
+        then the route and neighbor lookups.  None: the frame was handled here (answered,
+        dropped and counted); else where to send it, remembered for ``dst`` unless ECMP
+        chose among several next hops."""
+        if dst in self._local_ips:
+            self._on_local_ipv4(port, frame, ihl, now)
+            return None
+        if ttl <= 1:
+            port.counters.drop_ttl += 1
+            self._time_exceeded(port, frame, ihl, now)
+            return None
         hops = self.routes.lookup(dst)
         if hops is None:
             port.counters.drop_no_route += 1
-            return
+            return None
         hop = hops[0] if len(hops) == 1 else hops[ecmp_index(frame, ihl, len(hops))]
         out_port = self.ports[hop.port]
         nh_ip = dst if hop.ip is None else hop.ip
@@ -522,20 +588,24 @@ class Switch:
         if neighbor is None:
             port.counters.drop_arp_unresolved += 1
             self._resolve(out_port, nh_ip, now)
-            return
-        frame[0:12] = neighbor[0] + out_port.mac
-        frame[22] = ttl - 1
-        # RFC 1624 incremental update for TTL-1 (the word ttl<<8|proto drops by 0x100):
-        # HC' = ~(~HC + ~m + m') and ~m + m' == 0xFEFF; one carry fold is enough here.
-        total = (((frame[24] << 8) | frame[25]) ^ 0xFFFF) + 0xFEFF
-        csum = ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
-        frame[24] = csum >> 8
-        frame[25] = csum & 0xFF
-        tc = port.tc_of_dscp[frame[15] >> 2]
-        if port.tc_of_udp_port and frame[23] == 17 and not (frame[20] & 0x3F or frame[21]):
-            l4 = 14 + (frame[14] & 0x0F) * 4  # a first fragment or a whole datagram
-            tc = port.tc_of_udp_port.get((frame[l4 + 2] << 8) | frame[l4 + 3], tc)
-        self._enqueue(port, out_port, tc, frame, now)
+            return None
+        adjacency = Adjacency(out_port, neighbor[0] + out_port.mac)
+        if len(hops) == 1:  # ECMP picks per frame: only a single path is remembered
+            if len(self._adjacencies) >= ADJACENCY_LIMIT:
+                self._adjacencies.clear()
+            self._adjacencies[dst] = adjacency
+        return adjacency
+
+    def _adjacency(self, dst: int) -> Adjacency | None:
+        """The remembered adjacency of ``dst``, if the tables did not change since."""
+        routes = self.routes.version
+        neighbors = self.neighbors.version
+        if routes != self._adjacency_routes or neighbors != self._adjacency_neighbors:
+            self._adjacencies.clear()
+            self._adjacency_routes = routes
+            self._adjacency_neighbors = neighbors
+            return None
+        return self._adjacencies.get(dst)
 
     def _time_exceeded(self, port: Port, frame: bytearray, ihl: int, now: float) -> None:
         """Answer an expired packet like a router: ICMP time exceeded from the ingress port's
@@ -642,14 +712,14 @@ class Switch:
     # ---------------------------------------------------------------- buffers and queues
 
     def _enqueue(
-        self, in_port: Port, out_port: Port, tc: int, frame: bytearray, now: float
+        self, in_port: Port, out_port: Port, tc: int, frame: bytearray, tos: int, now: float
     ) -> None:
-        """Admission (watchdog, headroom/tail drop), ECN marking, accounting, PFC XOFF."""
+        """Admission (watchdog, headroom/tail drop), ECN marking, accounting, PFC XOFF;
+        ``tos`` is the frame's (byte 15)."""
         watchdog = out_port.watchdog
         if watchdog.drop_traffic[tc]:
             watchdog.classes[tc].dropped_packets += 1
             return
-        tos = frame[15]
         status = enqueue(
             out_port.queues[tc],
             in_port.ingress,
@@ -708,55 +778,69 @@ class Switch:
         if not port.oper_up:
             port.control_tx.clear()
             return
+        tx_free_at = port.tx_free_at
         if port.tx_idle:
-            if port.tx_free_at < now:
-                port.tx_free_at = now
+            if tx_free_at < now:
+                tx_free_at = now
             port.tx_idle = False
         earliest_start = now - SHAPER_CATCHUP_S
         horizon = now + TX_LOOKAHEAD_S
         queues = port.queues
+        control_tx = port.control_tx
         counters = port.counters
         byte_time = port.byte_time
-        ports = self.ports
+        send = port.sock.send
         eligible: list[bool] | None = None  # pauses cannot change within this call
-        while port.tx_free_at <= horizon:
-            if port.control_tx:
-                frame: bytes | bytearray = port.control_tx.popleft()
+        while tx_free_at <= horizon:
+            if control_tx:
+                frame: bytes | bytearray = control_tx.popleft()
             elif port.backlog:
                 if eligible is None:
                     eligible = eligible_classes(
                         queues, port.pause, port.watchdog.override_pause, now
                     )
-                tc = port.scheduler.pick(queues, eligible)
-                if tc is None:
+                dequeued = self._dequeue(port, eligible, now)
+                if dequeued is None:
                     port.tx_idle = True  # only paused classes left: no credit while paused
-                    return
-                queue = queues[tc]
-                frame, in_index, in_tc = queue.pop()
-                length = len(frame)
-                if not queue.packets:
-                    eligible[tc] = False
-                port.backlog -= 1
-                queue.tx_packets += 1
-                queue.tx_bytes += length
-                in_port = ports[in_index]
-                if in_port.ingress.release(in_tc, length):
-                    self._send_pfc(in_port, in_tc, 0, now)
+                    break
+                frame = dequeued
             else:
                 port.tx_idle = True
-                return
+                break
             if port.tx_faulty:
                 self._send_faulty(port, frame, now)
             else:
                 try:
-                    port.sock.send(frame)
+                    send(frame)
                 except OSError as exc:  # e.g. ENOBUFS: the frame is lost on the "wire"
                     log.debug("%s: send failed: %s", port.name, exc)
+            length = len(frame)
             counters.tx_packets += 1
-            counters.tx_bytes += len(frame)
-            start = port.tx_free_at if port.tx_free_at > earliest_start else earliest_start
-            wire_bytes = len(frame) if len(frame) > pkt.MIN_FRAME_LEN else pkt.MIN_FRAME_LEN
-            port.tx_free_at = start + (wire_bytes + pkt.WIRE_OVERHEAD) * byte_time
+            counters.tx_bytes += length
+            start = tx_free_at if tx_free_at > earliest_start else earliest_start
+            wire_bytes = length if length > pkt.MIN_FRAME_LEN else pkt.MIN_FRAME_LEN
+            tx_free_at = start + (wire_bytes + pkt.WIRE_OVERHEAD) * byte_time
+        port.tx_free_at = tx_free_at
+
+    def _dequeue(self, port: Port, eligible: list[bool], now: float) -> bytearray | None:
+        """The scheduler's next frame of ``port`` off its queue, accounted as sent, its ingress
+        uncharged (None: no eligible class)."""
+        queues = port.queues
+        tc = port.scheduler.pick(queues, eligible)
+        if tc is None:
+            return None
+        queue = queues[tc]
+        frame, in_index, in_tc = queue.pop()
+        length = len(frame)
+        if not queue.packets:
+            eligible[tc] = False
+        port.backlog -= 1
+        queue.tx_packets += 1
+        queue.tx_bytes += length
+        in_port = self.ports[in_index]
+        if in_port.ingress.release(in_tc, length):
+            self._send_pfc(in_port, in_tc, 0, now)
+        return frame
 
     def _send(self, port: Port, frame: bytes | bytearray) -> None:
         try:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import zlib
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from lab.vswitch.config import SwitchConfig
 from lab.vswitch.packet import IP_PROTO_TCP, IP_PROTO_UDP, mac_to_bytes
 
-_CACHE_LIMIT = 65536
+_CACHE_LIMIT: Final = 65536
 
 
 class Nexthop(NamedTuple):
@@ -24,7 +24,11 @@ def ip_to_int(ip: object) -> int:
 
 
 class RouteTable:
-    """Connected + static routes; lookups are cached per destination address."""
+    """Connected + static routes; lookups are cached per destination address.
+
+    ``version`` changes whenever a lookup may answer differently (:meth:`set_down`): a cache
+    built from lookups (the switch's adjacencies) is valid while it stays the same.
+    """
 
     def __init__(self, config: SwitchConfig, port_index: dict[str, int]) -> None:
         table: dict[tuple[int, int], tuple[Nexthop, ...]] = {}
@@ -44,6 +48,7 @@ class RouteTable:
         self._table = table
         self._levels: list[tuple[int, dict[int, tuple[Nexthop, ...]]]] = []
         self._cache: dict[int, tuple[Nexthop, ...] | None] = {}
+        self.version = 0
         self.set_down(frozenset())
 
     def set_down(self, down: frozenset[int]) -> None:
@@ -59,6 +64,7 @@ class RouteTable:
             for plen, entries in sorted(by_len.items(), reverse=True)
         ]
         self._cache = {}
+        self.version += 1
 
     def lookup(self, dst: int) -> tuple[Nexthop, ...] | None:
         """Next hops of the longest matching prefix for ``dst`` (None = no route)."""
@@ -95,11 +101,15 @@ def ecmp_index(frame: bytes | bytearray, ihl: int, count: int) -> int:
 
 
 class NeighborTable:
-    """IPv4 -> (MAC, port); static entries from config, others learned from ARP."""
+    """IPv4 -> (MAC, port); static entries from config, others learned from ARP.
+
+    ``version`` changes with every entry that :meth:`learn` adds or changes.
+    """
 
     def __init__(self, config: SwitchConfig, port_index: dict[str, int]) -> None:
         self.entries: dict[int, tuple[bytes, int]] = {}
         self._static: set[int] = set()
+        self.version = 0
         for nb in config.neighbors:
             ip = ip_to_int(nb.ip)
             self.entries[ip] = (mac_to_bytes(nb.mac), port_index[nb.port])
@@ -113,4 +123,5 @@ class NeighborTable:
         if self.entries.get(ip) == entry:
             return False
         self.entries[ip] = entry
+        self.version += 1
         return True

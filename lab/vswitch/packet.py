@@ -1,20 +1,23 @@
 """Raw-bytes parsing and building of the few frame types the switch handles.
 
 The hot path never builds objects per packet: offsets into the frame, ``struct`` and
-incremental checksum updates (RFC 1624) only.
+incremental checksum updates (RFC 1624) only.  The module is compiled with the switch's data
+plane (:mod:`lossless.compiled`): its constants are ``Final`` so that compiled callers inline
+them.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import Final
 
-ETH_HEADER_LEN = 14
-MIN_FRAME_LEN = 60  # 64-byte minimum Ethernet frame without the 4-byte FCS
-WIRE_OVERHEAD = 20  # preamble + SFD (8) + inter-frame gap (12), bytes
+ETH_HEADER_LEN: Final = 14
+MIN_FRAME_LEN: Final = 60  # 64-byte minimum Ethernet frame without the 4-byte FCS
+WIRE_OVERHEAD: Final = 20  # preamble + SFD (8) + inter-frame gap (12), bytes
 
-ETHERTYPE_IPV4 = 0x0800
-ETHERTYPE_ARP = 0x0806
-ETHERTYPE_MAC_CONTROL = 0x8808
+ETHERTYPE_IPV4: Final = 0x0800
+ETHERTYPE_ARP: Final = 0x0806
+ETHERTYPE_MAC_CONTROL: Final = 0x8808
 
 # IEEE 802.1Qbb clause 36 / IEEE 802.3 Annex 31D: PFC is a MAC Control frame sent to the
 # reserved multicast 01-80-C2-00-00-01 with opcode 0x0101, a 2-octet class-enable vector
@@ -22,23 +25,30 @@ ETHERTYPE_MAC_CONTROL = 0x8808
 # in quanta of 512 bit times; their meaning is ``lossless.pfc``'s) -- always all eight
 # (sonic-mgmt PR #7420 fixed a storm generator that only wrote seven), padded to the minimum
 # frame size.
-PFC_DST_MAC = bytes.fromhex("0180c2000001")
-MAC_CONTROL_OPCODE_PAUSE = 0x0001
-MAC_CONTROL_OPCODE_PFC = 0x0101
+PFC_DST_MAC: Final = bytes.fromhex("0180c2000001")
+MAC_CONTROL_OPCODE_PAUSE: Final = 0x0001
+MAC_CONTROL_OPCODE_PFC: Final = 0x0101
 
-IP_PROTO_ICMP = 1
-IP_PROTO_TCP = 6
-IP_PROTO_UDP = 17
+IP_PROTO_ICMP: Final = 1
+IP_PROTO_TCP: Final = 6
+IP_PROTO_UDP: Final = 17
 
-ECN_MASK = 0x03
-ECN_CE = 0x03
-ECN_NOT_ECT = 0x00
+ECN_MASK: Final = 0x03
+ECN_CE: Final = 0x03
+ECN_NOT_ECT: Final = 0x00
 
-BROADCAST_MAC = b"\xff" * 6
-ZERO_MAC = b"\x00" * 6
+BROADCAST_MAC: Final = b"\xff" * 6
+ZERO_MAC: Final = b"\x00" * 6
 
-_PFC_STRUCT = struct.Struct("!6s6sHHH8H")
-_ARP_STRUCT = struct.Struct("!6s6sHHHBBH6s4s6s4s")
+_PFC_STRUCT: Final = struct.Struct("!6s6sHHH8H")
+_ARP_STRUCT: Final = struct.Struct("!6s6sHHHBBH6s4s6s4s")
+
+# What the forwarding path reads of an Ethernet/IPv4 frame, in one call instead of a dozen
+# index operations: destination MAC, version/IHL, TOS, the two flags/fragment-offset bytes,
+# TTL, protocol, header checksum and the destination address (bytes 0-33).
+IPV4_FIELDS: Final = struct.Struct("!6s8xBB4xBBBBH4xI")
+# The routed frame's new Ethernet addresses (next hop's MAC, then the egress port's).
+ETH_ADDRESSES: Final = struct.Struct("!12s")
 
 
 def mac_to_bytes(mac: str) -> bytes:
@@ -171,13 +181,13 @@ def build_icmp_echo_reply(request: bytes | bytearray, src_mac: bytes, dst_mac: b
     return pad_frame(dst_mac + src_mac + b"\x08\x00" + bytes(ip_header) + bytes(icmp))
 
 
-ICMP_TIME_EXCEEDED = 11
+ICMP_TIME_EXCEEDED: Final = 11
 # RFC 1812 4.3.2.7: no ICMP error about an ICMP error (these types), so two routers can never
 # bounce errors at each other.
-ICMP_ERROR_TYPES = frozenset({3, 4, 5, 11, 12})
+ICMP_ERROR_TYPES: Final = frozenset({3, 4, 5, 11, 12})
 # RFC 1812 4.3.2.3 allows quoting more than the RFC 792 minimum (IP header + 8 bytes); 64
 # bytes cover the UDP header, the RoCEv2 BTH and the start of its payload.
-ICMP_QUOTE_BYTES = 64
+ICMP_QUOTE_BYTES: Final = 64
 
 
 def build_icmp_time_exceeded(
@@ -210,10 +220,10 @@ def build_icmp_time_exceeded(
     return pad_frame(dst_mac + src_mac + b"\x08\x00" + bytes(header) + bytes(icmp))
 
 
-ROCE_UDP_PORT = 4791
-_UDP_HEADER_LEN = 8
-_BTH_LEN = 12
-_ICRC_LEN = 4
+ROCE_UDP_PORT: Final = 4791
+_UDP_HEADER_LEN: Final = 8
+_BTH_LEN: Final = 12
+_ICRC_LEN: Final = 4
 
 
 def roce_flip_offset(frame: bytes | bytearray) -> int:

@@ -19,7 +19,7 @@ from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
 from lab.vswitch import packet as pkt
 from lab.vswitch.config import ConfigError, QosConfig, parse_config, parse_faults
 from lab.vswitch.dataplane import Port, Switch
-from lab.vswitch.forwarding import Nexthop, RouteTable
+from lab.vswitch.forwarding import Nexthop, RouteTable, ecmp_index
 
 PORTS = ["eth1", "eth2", "eth3"]
 
@@ -455,6 +455,93 @@ def test_ttl_expiry_answers_from_the_ingress_port(wired: tuple[Switch, _Wires, _
         switch._receive(switch.ports[0])
     counters = switch.counters_snapshot()["ports"]["eth1"]
     assert counters["icmp_time_exceeded"] == 210 and counters["icmp_rate_limited"] == 111
+
+
+def _to_host(switch: Switch, port: int, ttl: int = 64, sport: int = 49321) -> bytearray:
+    """A UDP frame into eth1 for the host at ``.2`` behind ``port`` (index)."""
+    frame = _to_eth2(switch, ttl)
+    frame[30:34] = (switch.ports[port].ip + 1).to_bytes(4, "big")
+    frame[34:36] = sport.to_bytes(2, "big")
+    struct.pack_into("!H", frame, 24, 0)
+    struct.pack_into("!H", frame, 24, pkt.checksum(frame[14:34]))
+    return frame
+
+
+def _forward(
+    switch: Switch, wires: _Wires, clock: _Clock, frames: list[bytearray]
+) -> dict[str, list[bytes]]:
+    """Each frame into eth1 on its own, 10 ms apart (the shaper lets it out at once); what
+    every port sent."""
+    sent: dict[str, list[bytes]] = {name: [] for name in PORTS}
+    for frame in frames:
+        clock.t += 0.01
+        _deliver(switch, wires, "eth1", [frame])
+        for name in PORTS:
+            sent[name] += wires.received(name)
+    return sent
+
+
+def test_a_neighbor_that_moved_gets_the_next_frame(wired: tuple[Switch, _Wires, _Clock]) -> None:
+    """Forwarding remembers where a destination goes; a MAC learned anew replaces it at once."""
+    switch, wires, clock = wired
+    _neighbors(switch)
+    frame = _to_host(switch, 1)
+    received = _forward(switch, wires, clock, [frame, frame])["eth2"]
+    assert [f[0:6] for f in received] == [bytes([2, 0, 0, 0, 9, 1])] * 2
+    assert switch.neighbors.learn(switch.ports[1].ip + 1, bytes([2, 0, 0, 0, 7, 7]), 1)
+    (moved,) = _forward(switch, wires, clock, [frame])["eth2"]
+    assert moved[0:6] == bytes([2, 0, 0, 0, 7, 7]) and moved[6:12] == switch.ports[1].mac
+    assert moved[22] == 63 and pkt.checksum(moved[14:34]) == 0
+
+
+def test_an_expired_frame_to_a_known_destination_is_answered(
+    wired: tuple[Switch, _Wires, _Clock],
+) -> None:
+    switch, wires, clock = wired
+    _neighbors(switch)
+    assert len(_forward(switch, wires, clock, [_to_host(switch, 1)])["eth2"]) == 1
+    frame = _to_host(switch, 1, ttl=1)
+    frame[26:30] = (switch.ports[0].ip + 1).to_bytes(4, "big")
+    struct.pack_into("!H", frame, 24, 0)
+    struct.pack_into("!H", frame, 24, pkt.checksum(frame[14:34]))
+    sent = _forward(switch, wires, clock, [frame])
+    assert sent["eth2"] == []
+    (reply,) = sent["eth1"]
+    assert reply[34] == 11 and switch.counters_snapshot()["ports"]["eth1"]["drops"]["ttl"] == 1
+
+
+def test_ecmp_spreads_frames_to_one_destination_over_its_next_hops() -> None:
+    """Each frame is hashed on its own 5-tuple: remembering one path per destination would
+    send every flow to the same next hop."""
+    wires, clock = _Wires(), _Clock()
+    config = fake_switch_config("leaf1", PORTS)
+    config["routes"] = [
+        {"prefix": "10.9.0.0/16", "nexthops": [{"ip": "198.18.2.2"}, {"ip": "198.18.3.2"}]}
+    ]
+    switch = Switch(
+        parse_config(config), open_socket=wires.open, clock=clock, link_probe=wires.probe
+    )
+    try:
+        _neighbors(switch)
+        frames = []
+        for sport in range(49152, 49152 + 16):
+            frame = _to_host(switch, 1, sport=sport)
+            frame[30:34] = socket.inet_aton("10.9.1.1")
+            struct.pack_into("!H", frame, 24, 0)
+            struct.pack_into("!H", frame, 24, pkt.checksum(frame[14:34]))
+            frames.append(frame)
+        sent = _forward(switch, wires, clock, frames)
+        eth2, eth3 = sent["eth2"], sent["eth3"]
+        assert len(eth2) + len(eth3) == 16 and eth2 and eth3
+        hashed = {
+            int.from_bytes(f[34:36], "big"): ecmp_index(f, 20, 2) for f in frames
+        }  # the switch's own hash decides, frame by frame
+        assert sorted(int.from_bytes(f[34:36], "big") for f in eth3) == sorted(
+            sport for sport, member in hashed.items() if member == 1
+        )
+    finally:
+        switch.close()
+        wires.close()
 
 
 # ----------------------------------------------------------------------------- management plane
