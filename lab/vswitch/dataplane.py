@@ -333,8 +333,8 @@ class Switch:
     def run(self) -> None:
         """Forward until stopped."""
         self._running = True
-        log.info("%s: forwarding on %s", self.config.name, ", ".join(p.name for p in self.ports))
-        base_fds = [*(p.fd for p in self.ports), self._wakeup_r]
+        log.info("%s: forwarding on %s", self.config.name, ", ".join([p.name for p in self.ports]))
+        base_fds = [p.fd for p in self.ports] + [self._wakeup_r]
         port_by_fd = self._port_by_fd
         control = self.control
         read_fds = base_fds

@@ -103,7 +103,8 @@ def ecmp_index(frame: bytes | bytearray, ihl: int, count: int) -> int:
 class NeighborTable:
     """IPv4 -> (MAC, port); static entries from config, others learned from ARP.
 
-    ``version`` changes with every entry that :meth:`learn` adds or changes.
+    ``version`` changes with every entry that :meth:`learn` adds or changes (so change
+    ``entries`` only through it: the switch remembers adjacencies built from them).
     """
 
     def __init__(self, config: SwitchConfig, port_index: dict[str, int]) -> None:
