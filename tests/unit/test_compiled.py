@@ -38,12 +38,12 @@ BUILT = (ROOT / "lossless" / DIGEST_FILE).is_file()
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
-def _python(code: str, pure: bool) -> subprocess.CompletedProcess[str]:
+def _python(code: str, pure: bool, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
     if pure:
         env[PURE_ENV] = "1"
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", textwrap.dedent(code), *argv],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -229,17 +229,7 @@ def test_compiled_and_source_give_the_same_reports(seed: int) -> None:
     argv = json.dumps(cases)
     reports = {}
     for pure in (False, True):
-        code = textwrap.dedent(RUNS)
-        done = subprocess.run(
-            [sys.executable, "-c", code, argv],
-            cwd=ROOT,
-            env={**{k: v for k, v in os.environ.items() if k != PURE_ENV},
-                 **({PURE_ENV: "1"} if pure else {})},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )  # fmt: skip
+        done = _python(RUNS, pure, argv)
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
         assert result["compiled"] is not pure, done.stderr
@@ -389,19 +379,9 @@ def test_compiled_and_source_switch_forward_the_same_frames(seed: int) -> None:
     frame it sends and every counter are the same whether it runs compiled or from source."""
     if not BUILT:
         pytest.skip("no compiled build in this checkout (make venv builds it)")
-    code = textwrap.dedent(SWITCH_RUN)
     results = {}
     for pure in (False, True):
-        done = subprocess.run(
-            [sys.executable, "-c", code, str(seed), "450"],
-            cwd=ROOT,
-            env={**{k: v for k, v in os.environ.items() if k != PURE_ENV},
-                 **({PURE_ENV: "1"} if pure else {})},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )  # fmt: skip
+        done = _python(SWITCH_RUN, pure, str(seed), "450")
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
         assert result["compiled"] is not pure, done.stderr
