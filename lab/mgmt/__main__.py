@@ -3,7 +3,7 @@
     python -m lab.mgmt --name leaf1 --listen 127.0.0.1:2201 --control /run/lab/leaf1.sock \\
         --state-dir /var/lib/lab/leaf1 [--username admin] [--password-file FILE] \\
         [--authorized-keys FILE] [--ports eth1,eth2] [--login-mode enable|exec]
-        [--dataplane-wait SECONDS] [--log-file F]
+        [--dataplane-wait SECONDS] [--log-file F] [--nos eos|sonic|nvue]
 
 Runs in the root network namespace and listens on loopback only (127.0.0.0/8). Exit codes:
 0 after SIGTERM/SIGINT, 2 for a bad command line, 1 if the data plane or the port is unusable.
@@ -50,6 +50,7 @@ from lab.mgmt.persistence import (
     load_or_create_host_key,
     read_secret_file,
 )
+from lab.mgmt.personality import NOS_DEFAULT, NOS_NAMES, Personality, create_personality
 from lab.mgmt.ssh_server import AuthSettings, Faults, start_ssh_server
 from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
 
@@ -101,6 +102,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=DEFAULT_DATAPLANE_WAIT_S,
         help="seconds to wait for the control socket to answer at start",
+    )
+    parser.add_argument(
+        "--nos",
+        default=NOS_DEFAULT,
+        choices=NOS_NAMES,
+        help="management-plane personality (topology label roce.lab/nos)",
     )
     parser.add_argument("--log-file", help="log here instead of stderr")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
@@ -158,12 +165,13 @@ async def serve(args: argparse.Namespace) -> int:
         manager = SwitchManager(
             args.name, ports, dataplane, LoopClock(), StartupConfigStore(args.state_dir)
         )
-        await manager.start()
+        personality = create_personality(args.nos, manager, args.state_dir)
+        await personality.start()
     except DataplaneError as exc:
         log.error("%s: data plane unusable: %s", args.name, exc)
         dataplane.close()
         return 1
-    plane = _SshPlane(args, (host, port), auth, manager, system_mac, host_key)
+    plane = _SshPlane(args, (host, port), auth, manager, personality, system_mac, host_key)
     try:
         await plane.listen()
     except OSError as exc:
@@ -171,12 +179,12 @@ async def serve(args: argparse.Namespace) -> int:
         dataplane.close()
         return EXIT_PORT_TAKEN if exc.errno == errno.EADDRINUSE else 1
     (args.state_dir / LISTENING_FILE).write_text(f"{os.getpid()} {port}\n")
-    log.info("%s: SSH CLI listening on %s:%d", args.name, host, port)
+    log.info("%s: SSH CLI (%s) listening on %s:%d", args.name, args.nos, host, port)
     plane.handle_signals(asyncio.get_running_loop())
     await plane.serve_until_stopped()
     log.info("%s: stopping", args.name)
     plane.close()
-    await manager.close()
+    await personality.close()
     dataplane.close()
     return 0
 
@@ -202,6 +210,7 @@ class _SshPlane:
         listen_on: tuple[str, int],
         auth: AuthSettings,
         manager: SwitchManager,
+        personality: Personality,
         system_mac: str,
         host_key: asyncssh.SSHKey,
     ) -> None:
@@ -209,6 +218,7 @@ class _SshPlane:
         self.listen_on = listen_on
         self.auth = auth
         self.manager = manager
+        self.personality = personality
         self.system_mac = system_mac
         self.host_key = host_key
         self.faults = Faults()
@@ -229,6 +239,7 @@ class _SshPlane:
             privileged_login=self.args.login_mode == "enable",
             system_mac=self.system_mac,
             faults=self.faults,
+            personality=self.personality,
         )
 
     def close(self) -> None:

@@ -78,6 +78,7 @@ def start_management(
     login_mode: str = "enable",
     dataplane_wait: float = 15.0,
     timeout: float = 20.0,
+    nos: str = "eos",
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m lab.mgmt`` for one switch; return once its SSH port answers.
 
@@ -105,6 +106,7 @@ def start_management(
         "--login-mode", login_mode,
         "--dataplane-wait", str(dataplane_wait),
         "--log-file", str(state / LOG_FILE),
+        "--nos", nos,
     ]  # fmt: skip
     if ports:
         argv += ["--ports", ",".join(ports)]

@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncssh
 
-from lab.mgmt.cli_session import CliSession
+from lab.mgmt.personality import EosPersonality, Personality, Terminal
 from lab.mgmt.switch import SwitchManager
 
 log = logging.getLogger("lab.mgmt.ssh")
@@ -196,18 +196,18 @@ class ShellHandler:
 
     def __init__(
         self,
-        manager: SwitchManager,
+        personality: Personality,
         privileged_login: bool,
         system_mac: str,
         faults: Faults | None = None,
     ) -> None:
-        self._manager = manager
+        self._personality = personality
         self._privileged_login = privileged_login
         self._system_mac = system_mac
         self._faults = faults
 
     async def _execute(
-        self, process: asyncssh.SSHServerProcess[Any], cli: CliSession, line: str
+        self, process: asyncssh.SSHServerProcess[Any], cli: Terminal, line: str
     ) -> str | None:
         """Run one command through the fault knobs; None when the connection was cut."""
         faults = self._faults
@@ -233,9 +233,9 @@ class ShellHandler:
 
     async def __call__(self, process: asyncssh.SSHServerProcess[Any]) -> None:
         user = str(process.get_extra_info("username") or "")
-        terminal = self._manager.new_terminal()
-        cli = CliSession(self._manager, user, terminal, self._privileged_login, self._system_mac)
-        log.info("%s: %s logged in from %s", terminal, user, process.get_extra_info("peername"))
+        cli = self._personality.new_terminal(user, self._privileged_login, self._system_mac)
+        peer = process.get_extra_info("peername")
+        log.info("%s: %s logged in from %s", self._personality.nos, user, peer)
         try:
             if process.command is not None:
                 await self._run_exec(process, cli, process.command)
@@ -243,11 +243,11 @@ class ShellHandler:
                 await self._run_shell(process, cli)
         finally:
             cli.disconnect()
-            log.info("%s: closed", terminal)
+            log.info("%s: %s's connection closed", self._personality.nos, user)
         process.exit(0)
 
     async def _run_exec(
-        self, process: asyncssh.SSHServerProcess[Any], cli: CliSession, command: str
+        self, process: asyncssh.SSHServerProcess[Any], cli: Terminal, command: str
     ) -> None:
         for line in command.splitlines() or [""]:
             output = await self._execute(process, cli, line)
@@ -256,7 +256,7 @@ class ShellHandler:
             if output:
                 process.stdout.write(output + "\n")
 
-    async def _run_shell(self, process: asyncssh.SSHServerProcess[Any], cli: CliSession) -> None:
+    async def _run_shell(self, process: asyncssh.SSHServerProcess[Any], cli: Terminal) -> None:
         write = process.stdout.write
         echo = process.get_terminal_type() is not None
         discipline = LineDiscipline(write, echo)
@@ -298,9 +298,12 @@ async def start_ssh_server(
     privileged_login: bool = True,
     system_mac: str = "00:00:00:00:00:00",
     faults: Faults | None = None,
+    personality: Personality | None = None,
 ) -> asyncssh.SSHAcceptor:
-    """Listen on ``host:port``; returns the acceptor (``close()`` + ``wait_closed()``)."""
-    handler = ShellHandler(manager, privileged_login, system_mac, faults)
+    """Listen on ``host:port``; returns the acceptor (``close()`` + ``wait_closed()``).
+    Terminals speak ``personality`` (EOS on ``manager`` when not given)."""
+    speaks = personality if personality is not None else EosPersonality(manager)
+    handler = ShellHandler(speaks, privileged_login, system_mac, faults)
     acceptor: asyncssh.SSHAcceptor = await asyncssh.create_server(
         lambda: _SwitchSSHServer(auth, faults),
         host,

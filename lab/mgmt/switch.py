@@ -145,6 +145,15 @@ class SwitchManager:
             await self._apply(candidate)
             return result
 
+    async def install(self, candidate: SwitchConfig, force: bool = False) -> None:
+        """Make ``candidate`` the running model through the data plane (CliError if refused).
+
+        The path of personalities that keep their own native configuration (SONiC's
+        CONFIG_DB, NVUE's revisions): they translate it into the shared model and install it.
+        """
+        async with self._lock:
+            await self._apply(candidate, force=force)
+
     def applied_qos(self) -> dict[str, Any] | None:
         """The last ``set_qos`` payload the data plane accepted."""
         return self._applied_qos
