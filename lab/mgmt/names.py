@@ -89,3 +89,32 @@ def range_label(names: Sequence[str]) -> str:
 def sort_key(eos: str) -> int:
     """Sort interfaces numerically (Ethernet2 before Ethernet10)."""
     return interface_number(eos)
+
+
+# Front-panel names per NOS for data-plane port ethN (N from 1). SONiC names a port after its
+# first SerDes lane, so four-lane ports read Ethernet0, Ethernet4, ... (sonic-buildimage
+# device/virtual/x86_64-kvm_x86_64-r0/Force10-S6000/port_config.ini, the virtual switch's
+# port map); Cumulus Linux names them swpN (NVIDIA Cumulus Linux user guide, "Interface
+# Configuration and Management"). EOS is EthernetN.
+SONIC_LANES_PER_PORT = 4
+
+
+def nos_port_name(nos: str, index: int) -> str:
+    """The NOS's name of data-plane port ``eth<index>``."""
+    if nos == "sonic":
+        return f"Ethernet{(index - 1) * SONIC_LANES_PER_PORT}"
+    if nos == "nvue":
+        return f"swp{index}"
+    return f"Ethernet{index}"
+
+
+def nos_port_index(nos: str, name: str) -> int | None:
+    """The data-plane index of the NOS port ``name`` (None when it is not such a name)."""
+    pattern = {"sonic": r"Ethernet(\d+)", "nvue": r"swp(\d+)"}.get(nos, r"Ethernet(\d+)")
+    match = re.fullmatch(pattern, name)
+    if match is None:
+        return None
+    number = int(match.group(1))
+    if nos == "sonic":
+        return number // SONIC_LANES_PER_PORT + 1 if number % SONIC_LANES_PER_PORT == 0 else None
+    return number if number >= 1 else None

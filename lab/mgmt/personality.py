@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lab.mgmt.cli_session import CliSession
+from lab.mgmt.names import eos_name
 from lab.mgmt.switch import SwitchManager
 
 NOS_DEFAULT = "eos"
@@ -79,8 +80,6 @@ class EosPersonality:
         self.state_dir = state_dir
 
     def port_name(self, dataplane_name: str) -> str:
-        from lab.mgmt.names import eos_name
-
         return eos_name(dataplane_name)
 
     async def start(self) -> None:
