@@ -153,7 +153,8 @@ def _print_status(data: dict[str, Any]) -> None:
             netns_cell.append(" (missing)", style="red")
         vswitch: str | Text
         if node["kind"] == "lab-switch":
-            mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} (ssh {node['mgmt_state']})"
+            nos = node.get("nos", "eos")
+            mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} ({nos} ssh {node['mgmt_state']})"
             vswitch = Text.assemble(
                 f"pid {node['pid']} ",
                 _flagged("alive", node["alive"], "dead"),

@@ -56,7 +56,7 @@ from lab.state import (
     now,
     state_dir_for,
 )
-from lab.topology import Topology, check_lab_name, load_topology
+from lab.topology import DEFAULT_NOS, Topology, check_lab_name, load_topology
 
 if TYPE_CHECKING:  # lab.vmhost is loaded only for labs with VM hosts
     from lab.vmhost.vm import VmHost
@@ -221,6 +221,7 @@ def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
         }
         if node.is_switch:
             info.update(
+                nos=node.nos or DEFAULT_NOS,
                 mgmt_host=MGMT_HOST,
                 mgmt_port=ports[node.name],
                 config_file=str(directory / f"{node.name}.json"),
@@ -595,9 +596,9 @@ PORT_ATTEMPTS = 3
 
 
 def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> bool:
-    """The switch's SSH management plane (EOS-style CLI) on its recorded loopback port, or on
-    a new one if another process took that port between its allocation and the bind (labs
-    coming up side by side). True when the port moved."""
+    """The switch's SSH management plane (the personality of its NOS) on its recorded loopback
+    port, or on a new one if another process took that port between its allocation and the bind
+    (labs coming up side by side). True when the port moved."""
     from lab.mgmt.launcher import ManagementStartError, PortTaken, start_management
 
     info = state.data["nodes"][node_plan.name]
@@ -616,6 +617,7 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> b
                 credentials["password"],
                 [i.ifname for i in node_plan.interfaces],
                 timeout=timeout,
+                nos=info.get("nos", DEFAULT_NOS),
             )
             break
         except PortTaken as exc:
@@ -851,6 +853,7 @@ def _node_status(
     }
     healthy = bool(entry["netns_present"])
     if info["kind"] == "lab-switch":
+        entry["nos"] = info.get("nos", DEFAULT_NOS)
         healthy = _switch_status(state, name, info, probe, entry) and healthy
     elif "gateway" in info:
         entry["gateway"] = info["gateway"]
