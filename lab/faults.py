@@ -605,7 +605,7 @@ class LabFaults:
         elif action["type"] == "link_down":
             _ip_link(action, "down")
         elif action["type"] == "trust":
-            running = _mgmt_cli(state, action["switch"], ["show running-config"])
+            running = switch_cli(state, action["switch"], ["show running-config"])
             action["previous"] = interface_trust(running, action["interface"])
             _configure_trust(state, action, fault.id, action["set"])
         elif action["type"] == "process":
@@ -768,7 +768,7 @@ def interface_trust(running_config: str, interface: str) -> str | None:
 def _configure_trust(state: LabState, action: Mapping[str, Any], fault_id: str, line: str) -> None:
     """One config session, committed: the change is on the switch whole or not at all."""
     session = f"lab-fault-{fault_id}"
-    output = _mgmt_cli(
+    output = switch_cli(
         state,
         action["switch"],
         # `commit` leaves configuration mode, as on EOS
@@ -777,14 +777,14 @@ def _configure_trust(state: LabState, action: Mapping[str, Any], fault_id: str, 
     problems = [x.strip() for x in output.splitlines() if x.strip().startswith("%")]
     if problems:
         with contextlib.suppress(LabError):
-            _mgmt_cli(state, action["switch"], [f"configure session {session} abort"])
+            switch_cli(state, action["switch"], [f"configure session {session} abort"])
         raise FaultError(
             f"{action['switch']} {action['interface']}: `{line}` refused by the switch CLI: "
             + "; ".join(problems)
         )
 
 
-def _mgmt_cli(state: LabState, switch: str, lines: list[str]) -> str:
+def switch_cli(state: LabState, switch: str, lines: list[str]) -> str:
     """Run CLI lines on ``switch`` over SSH as an operator would (its pinned host key, the
     lab's credentials); returns what the switch printed."""
     import asyncssh

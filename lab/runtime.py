@@ -916,13 +916,24 @@ def _ping(control_socket: str, timeout: float = 2.0) -> str:
         return "no-answer"
 
 
-def counters(
-    node: str, lab_name: str, state_dir: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
-    """The vswitch counters of ``node`` (its control socket's ``counters`` answer)."""
-    from lab.vswitch.client import VswitchClient, VswitchError
+def exec_on_switch(
+    node: str, lines: list[str], lab_name: str, state_dir: str | os.PathLike[str] | None = None
+) -> str:
+    """Run ``lines`` on ``node``'s management plane over SSH as an operator would (in the NOS
+    its roce.lab/nos label names); what the switch printed."""
+    from lab.fault_registry import FaultError
+    from lab.faults import switch_cli
 
     state = load_state(lab_name, state_dir)
+    _switch_info(state, node, lab_name, "exec runs on")
+    try:
+        return switch_cli(state, node, lines)
+    except FaultError as exc:
+        raise LabError(str(exc)) from None
+
+
+def _switch_info(state: LabState, node: str, lab_name: str, what: str) -> Mapping[str, Any]:
+    """``node``'s record, LabError unless it is a switch of the lab."""
     info = state.data["nodes"].get(node)
     if info is None:
         raise LabError(
@@ -930,9 +941,18 @@ def counters(
         )
     if info["kind"] != "lab-switch":
         switches = [n for n, i in state.data["nodes"].items() if i["kind"] == "lab-switch"]
-        raise LabError(
-            f"{node} is a host; counters come from the lab switches ({', '.join(switches)})"
-        )
+        raise LabError(f"{node} is a host; {what} the lab switches ({', '.join(switches)})")
+    return info  # type: ignore[no-any-return]
+
+
+def counters(
+    node: str, lab_name: str, state_dir: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """The vswitch counters of ``node`` (its control socket's ``counters`` answer)."""
+    from lab.vswitch.client import VswitchClient, VswitchError
+
+    state = load_state(lab_name, state_dir)
+    info = _switch_info(state, node, lab_name, "counters come from")
     try:
         with VswitchClient(info["control_socket"], timeout=5.0) as client:
             return client.counters()
