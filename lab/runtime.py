@@ -125,12 +125,19 @@ def up(
     lab_name: str | None = None,
     state_dir: str | os.PathLike[str] | None = None,
     start_timeout: float = START_TIMEOUT_S,
+    nos: str | None = None,
 ) -> dict[str, Any]:
     """Build the lab; return its :func:`status`. Refuses (LabError) if it is already up.
+    ``nos`` makes every switch speak that NOS whatever its roce.lab/nos label says.
 
     On any failure everything created so far is removed again before the error is raised.
     """
     topology = load_topology(Path(topology_path))
+    if nos is not None:
+        try:
+            topology = topology.speaking(nos)
+        except ValueError as exc:
+            raise LabError(f"--nos: {exc}") from None
     name = lab_name or topology.name
     problem = check_lab_name(name)
     if problem:

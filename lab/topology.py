@@ -18,6 +18,7 @@ both ends of a link agreeing) by the checks below, located through the loader's 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 import math
@@ -205,6 +206,19 @@ class Topology:
     def container_name(self, node: str, lab_name: str | None = None) -> str:
         """containerlab's container name, used as the node's network namespace name."""
         return container_name(self.prefix, lab_name or self.name, node)
+
+    def speaking(self, nos: str) -> Topology:
+        """The same lab with every switch speaking ``nos`` (``lab up --nos``): one topology
+        file serves every platform (ValueError naming the known ones for another)."""
+        if nos not in NOS_PLATFORMS:
+            raise ValueError(
+                f"{nos!r} is not a NOS the lab switch speaks ({', '.join(NOS_PLATFORMS)})"
+            )
+        nodes = {
+            name: dataclasses.replace(node, nos=nos) if node.is_switch else node
+            for name, node in self.nodes.items()
+        }
+        return dataclasses.replace(self, nodes=nodes)
 
 
 def container_name(prefix: str | None, lab_name: str, node: str) -> str:

@@ -141,3 +141,13 @@ def test_fault_targets_take_the_switchs_own_port_names(nos: str, name: str) -> N
 def test_another_nos_port_name_is_refused(nos: str, name: str) -> None:
     with pytest.raises(FaultError, match="has no port"):
         _wiring(nos).port(f"leaf1:{name}", "target")
+
+
+def test_lab_up_nos_makes_every_switch_speak_it_and_leaves_hosts_alone() -> None:
+    topology = load_topology(MIXED).speaking("nvue")
+    assert {n.name: n.nos for n in topology.nodes.values()} == {
+        "spine1": "nvue", "spine2": "nvue", "leaf1": "nvue", "leaf2": "nvue",
+        "h1": None, "h2": None, "h3": None, "h4": None,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="'ios' is not a NOS the lab switch speaks"):
+        load_topology(MIXED).speaking("ios")
