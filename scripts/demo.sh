@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# `make demo`: the product on the built-in virtual lab. Builds the leaf-spine lab, checks and
+# `make demo`: the product on the built-in virtual lab. Builds the mixed-NOS leaf-spine lab (EOS
+# spines, a SONiC leaf, an NVUE leaf: each switch's SSH speaks its NOS), checks and
 # plans its fabric file, probes it (pairwise, then a 2:1 incast with the switches' factory QoS:
 # no PFC, no ECN — the drops the agent exists to prevent), pushes the lossless profile over SSH
 # (diff, apply in config sessions with commit timer, drift), proves it on the wire (incast
 # without loss, ECN and CNPs, a PFC storm drill), then tunes it: the twin's view of the lab's
-# 2:1 incast, `tune` (ECN x DCQCN in the twin), the lab's check of the recommendation (the
+# 2:1 incast, a hand change on each NOS found by `drift` and repaired by `apply`, the exporter
+# and `locate` on every NOS, `tune` (ECN x DCQCN in the twin), the lab's check of the recommendation (the
 # fabric's setting before, the recommendation and its DCQCN neighbours, pushed to switches and
 # hosts, three runs each, next to the twin's prediction), the rollout of the checked setting
 # with `apply`, and a ring all-reduce among the lab's hosts next to the twin's collective; then
@@ -29,8 +31,8 @@ trap '$AGENT lab down --lab $LAB' EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "lab up: 2 spines, 2 leaves, 4 hosts in network namespaces (10 Mb/s ports)"
-$AGENT lab up containerlab/roce-leafspine.clab.yml --name $LAB
+step "lab up: 2 EOS spines, a SONiC leaf (leaf1), an NVUE leaf (leaf2), 4 hosts in network namespaces (10 Mb/s ports)"
+$AGENT lab up containerlab/roce-leafspine-mixed.clab.yml --name $LAB
 FABRIC=$STATE/fabric.yml
 
 step "check and plan the lab's fabric file (profile nvidia-default, lab-scale ECN)"
@@ -59,11 +61,52 @@ $AGENT run lossless-rollout "$FABRIC" --state-dir "$STATE_DIR"
 step "a second apply changes nothing and opens no session"
 $AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
 
+step "a hand change on each NOS, as its operator makes it: EOS CLI, a SONiC GCU patch, NVUE nv set"
+$AGENT lab exec spine1 configure 'interface Ethernet1' 'qos trust cos' end --lab $LAB
+$AGENT lab exec leaf1 "cat > /tmp/hand.json <<'EOF'" \
+    '[{"op": "replace", "path": "/PORT_QOS_MAP/Ethernet0/pfc_enable", "value": "3,4"}]' EOF \
+    'sudo config apply-patch /tmp/hand.json' --lab $LAB
+$AGENT lab exec leaf2 'nv set qos pfc default-global switch-priority 3,4' 'nv config apply -y' --lab $LAB
+if $AGENT drift "$FABRIC"; then
+    echo "unexpected: drift found no hand change" >&2
+    exit 1
+fi
+echo "(expected: drift names the three switches; apply repairs exactly them)"
+$AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
+$AGENT drift "$FABRIC"
+
+step "exporter: one scrape of every switch's counters, each NOS read its own way"
+PYTHON=$(dirname "$AGENT")/python
+PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+$AGENT exporter "$FABRIC" --listen 127.0.0.1:"$PORT" --interval 2s --no-host-nic &
+EXPORTER=$!
+"$PYTHON" - "$PORT" <<'EOF_PY'
+import re, sys, time, urllib.request
+url, text = f"http://127.0.0.1:{sys.argv[1]}/metrics", ""
+for _ in range(60):
+    time.sleep(1)
+    try:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    except OSError:
+        continue
+    up = dict(re.findall(r'roce_device_up\{[^}]*device="(\w+)"[^}]*\} (\S+)', text))
+    if len(up) == 4 and set(up.values()) == {"1"}:
+        break
+for line in text.splitlines():
+    if line.startswith("roce_device_up") or re.match(r'roce_pfc_frames_total\{.*interface="(Ethernet8|swp3|Ethernet1)".*direction="rx"', line):
+        print(line)
+EOF_PY
+kill $EXPORTER; wait $EXPORTER || true
+
+step "locate: 5 % corruption on a link of the NVUE leaf; the mesh and the counters name it"
+$AGENT lab fault add corrupt 'leaf2:swp1>spine1' --percent 5 --lab $LAB
+$AGENT locate "$FABRIC" --duration 2s || echo "locate: exit $? (1: a fault found)"
+$AGENT lab fault remove all --lab $LAB
+
 step "playbook validate: state, counters, pairwise and incast on the wire, every check"
 $AGENT validate "$FABRIC" --state-dir "$STATE_DIR" --output markdown --report-file "$STATE_DIR/report.xml"
 echo "(the same report as JUnit for CI: $(grep -c '<testcase' "$STATE_DIR/report.xml") test cases in report.xml)"
 
-PYTHON=$(dirname "$AGENT")/python
 twin_line() {  # goodput and verdict of the twin's 2:1 incast (1000 B packets, as the probes')
     $AGENT twin "$1" --senders 2 --payload 1000 --duration 40ms --output json >"$STATE_DIR/twin.json" || true
     "$PYTHON" - "$STATE_DIR/twin.json" <<'EOF_PY'

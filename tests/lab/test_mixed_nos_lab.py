@@ -1,0 +1,174 @@
+"""A mixed-NOS fabric live: EOS spines, a SONiC leaf and an NVUE leaf (issue #32, item 2).
+
+One lab of ``containerlab/roce-leafspine-mixed.clab.yml``; the agent runs as a user runs it
+(``python -m agent …`` in a subprocess, netmiko over SSH to each switch's personality): a
+rollout with a canary and batches, drift, a hand change on each NOS made the way its operator
+makes it (``roce-agent lab exec``: EOS CLI, a GCU patch, ``nv set`` + ``nv config apply``)
+found by ``drift`` and repaired by ``apply``, ``validate`` with traffic, the exporter's metrics
+and ``locate`` on a link of each non-EOS leaf.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.faults import LabFaults
+from tests.lab.support.labs import REPO, Lab, LabFactory, requires_lab, run_agent
+from tests.lab.support.loopback import free_port
+
+pytestmark = [pytest.mark.lab, requires_lab]
+MIXED = REPO / "containerlab" / "roce-leafspine-mixed.clab.yml"
+PLATFORMS = {"spine1": "arista_eos", "spine2": "arista_eos", "leaf1": "sonic",
+             "leaf2": "cumulus_nvue"}  # fmt: skip
+# A hand change per NOS, as its operator makes it: each moves the RoCE priority's PFC.
+HAND_CHANGES = {
+    "spine1": ["configure", "interface Ethernet1", "qos trust cos", "end"],
+    "leaf1": [
+        "cat > /tmp/hand.json <<'EOF'",
+        '[{"op": "replace", "path": "/PORT_QOS_MAP/Ethernet0/pfc_enable", "value": "3,4"}]',
+        "EOF",
+        "sudo config apply-patch /tmp/hand.json",
+    ],
+    "leaf2": ["nv set qos pfc default-global switch-priority 3,4", "nv config apply -y"],
+}
+
+
+@pytest.fixture(scope="module")
+def lab(module_labs: LabFactory) -> Lab:
+    return module_labs.start("mx", MIXED, password="admin")
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mxaudit")
+
+
+def fabric(lab: Lab) -> str:
+    return str(lab.status["fabric_file"])
+
+
+def agent(state_dir: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return run_agent(*args, "--state-dir", str(state_dir), timeout=timeout)
+
+
+def by_device(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    assert done.stdout, done.stderr
+    return {d["device"]: d for d in json.loads(done.stdout)["devices"]}
+
+
+def test_every_switch_speaks_its_nos(lab: Lab) -> None:
+    nodes = lab.current_status()["nodes"]
+    assert {n: nodes[n]["nos"] for n in PLATFORMS} == {
+        "spine1": "eos", "spine2": "eos", "leaf1": "sonic", "leaf2": "nvue",
+    }  # fmt: skip
+    assert "Arista" in lab.cli("exec", "spine1", "show version").stdout
+    sonic = json.loads(lab.cli("exec", "leaf1", "sudo sonic-cfggen -d --print-data").stdout)
+    assert "PORT_QOS_MAP" in sonic and "Ethernet0" in sonic["PORT"]
+    nvue = json.loads(lab.cli("exec", "leaf2", "nv show qos roce -o json").stdout)
+    assert isinstance(nvue, dict) and nvue
+
+
+def test_rollout_with_a_canary_and_batches_reaches_every_nos(lab: Lab, state_dir: Path) -> None:
+    before = by_device(agent(state_dir, "drift", fabric(lab), "--output", "json"))
+    assert all(before[s]["differences"] for s in PLATFORMS), before
+    done = agent(
+        state_dir, "apply", fabric(lab), "--yes", "--canary", "1", "--batch-size", "2",
+        "--confirm-timeout", "60s", "--output", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    results = by_device(done)
+    assert {s: results[s]["result"] for s in PLATFORMS} == dict.fromkeys(PLATFORMS, "applied")
+    assert agent(state_dir, "drift", fabric(lab)).returncode == 0
+    again = by_device(agent(state_dir, "apply", fabric(lab), "--yes", "--output", "json"))
+    assert {s: again[s]["result"] for s in PLATFORMS} == dict.fromkeys(PLATFORMS, "no-change")
+
+
+def test_a_hand_change_on_each_nos_is_drift_and_apply_repairs_it(lab: Lab, state_dir: Path) -> None:
+    for switch, lines in HAND_CHANGES.items():
+        done = lab.cli("exec", switch, *lines)
+        assert done.returncode == 0, (switch, done.stdout, done.stderr)
+    drift = agent(state_dir, "drift", fabric(lab), "--output", "json")
+    assert drift.returncode == 1, drift.stdout + drift.stderr
+    drifted = {d: r for d, r in by_device(drift).items() if r["differences"]}
+    assert set(drifted) == set(HAND_CHANGES), drifted
+    settings = {d: {x["setting"] for x in r["differences"]} for d, r in drifted.items()}
+    assert any("trust" in s for s in settings["spine1"]), settings
+    assert any("pfc" in s.lower() for s in settings["leaf1"]), settings
+    assert any("pfc" in s.lower() for s in settings["leaf2"]), settings
+    fixed = by_device(agent(state_dir, "apply", fabric(lab), "--yes", "--output", "json"))
+    assert {s: fixed[s]["result"] for s in HAND_CHANGES} == dict.fromkeys(HAND_CHANGES, "applied")
+    assert fixed["spine2"]["result"] == "no-change"
+    assert agent(state_dir, "drift", fabric(lab)).returncode == 0
+
+
+def test_validate_with_traffic_passes_on_the_mixed_fabric(lab: Lab, state_dir: Path) -> None:
+    done = agent(state_dir, "validate", fabric(lab), "--output", "json", timeout=400)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    failed = [c for c in report["checks"] if c["status"] not in ("success", "skipped")]
+    assert not failed, failed
+
+
+@pytest.fixture
+def exporter(lab: Lab) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "exporter", fabric(lab), "--listen",
+         f"127.0.0.1:{port}", "--interval", "2s", "--no-host-nic"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    try:
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return str(response.read().decode())
+
+
+def test_the_exporter_reads_every_nos(lab: Lab, exporter: str) -> None:
+    deadline = time.monotonic() + 60
+    text = ""
+    while time.monotonic() < deadline:
+        try:
+            text = _scrape(exporter)
+        except OSError:
+            time.sleep(0.5)
+            continue
+        up = dict(re.findall(r'roce_device_up\{[^}]*device="(\w+)"[^}]*\} (\S+)', text))
+        if all(up.get(s) == "1" for s in PLATFORMS):
+            break
+        time.sleep(1)
+    up = dict(re.findall(r'roce_device_up\{[^}]*device="(\w+)"[^}]*\} (\S+)', text))
+    assert {s: up.get(s) for s in PLATFORMS} == dict.fromkeys(PLATFORMS, "1"), text[-3000:]
+    # Each NOS's counters arrive under its own port names.
+    for device, port in (("leaf1", "Ethernet8"), ("leaf2", "swp3"), ("spine1", "Ethernet1")):
+        pattern = rf'roce_pfc_\w+_total\{{[^}}]*device="{device}"[^}}]*interface="{port}"'
+        assert re.search(pattern, text), (device, port)
+
+
+@pytest.mark.parametrize("link", ["leaf1:Ethernet4>spine2", "leaf2:swp1>spine1"])
+def test_locate_names_a_faulty_link_of_a_sonic_and_an_nvue_leaf(lab: Lab, link: str) -> None:
+    faults = LabFaults(lab.state_dir)
+    added = faults.add("corrupt", link, percent=5.0)  # the fabric's own port names
+    try:
+        done = run_agent("locate", fabric(lab), "--duration", "2s", "--output", "json")
+    finally:
+        faults.remove(added.id)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    verdict = json.loads(done.stdout)
+    first = verdict["suspects"][0]
+    assert (first["kind"], first["element"]) == ("link", link), verdict["suspects"][:3]
