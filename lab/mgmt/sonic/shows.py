@@ -7,10 +7,12 @@ Formats are the expected outputs in sonic-net/sonic-utilities' own tests (commit
   a ``Port Rx`` and a ``Port Tx`` table, PFC0..PFC7 frames per port (XOFF and XON frames both
   count, as the SAI per-priority PFC packet counters do);
 * ``show queue counters`` (scripts/queuestat; tests/queue_counter_test.py
-  ``show_queue_counters``): ``For namespace :`` then Port, TxQ (UC0..UC7), Counter/pkts,
-  Counter/bytes, Drop/pkts (tail drops + watchdog drops), Drop/bytes (``N/A``: not counted);
-* ``show queue wredcounters`` (tests/wred_queue_counter_test.py): WredDrp/pkts (0: the lab's
-  WRED only marks), WredDrp/bytes and EcnMarked/bytes ``N/A``, EcnMarked/pkts;
+  ``show_queue_counters``): per port ``For namespace :`` and a table of Port, TxQ (UC0..UC7),
+  Counter/pkts, Counter/bytes, Drop/pkts (tail drops + watchdog drops), Drop/bytes (``N/A``:
+  not counted);
+* ``show queue wredcounters`` (tests/wred_queue_counter_test.py, one table per port):
+  WredDrp/pkts (0: the lab's WRED only marks), WredDrp/bytes and EcnMarked/bytes ``N/A``,
+  EcnMarked/pkts;
 * ``show queue watermark unicast`` (scripts/watermarkstat; tests/wm_input/wm_test_vectors.py
   ``show_queue_wm_unicast_output``): per-queue egress watermark bytes;
 * ``show priority-group watermark headroom|shared`` (``show_pg_wm_hdrm_output`` /
@@ -82,10 +84,11 @@ def _drops(queue: dict[str, Any]) -> int:
 
 
 def queue_counters(ports: Sequence[PortView], counters: dict[str, Any]) -> str:
-    """``show queue counters``."""
+    """``show queue counters``: one table per port, each after ``For namespace :``."""
     header = ["Port", "TxQ", "Counter/pkts", "Counter/bytes", "Drop/pkts", "Drop/bytes"]
-    rows = []
+    tables = []
     for view in ports:
+        rows = []
         for q in PRIORITIES:
             queue = _queue(counters, view, q)
             rows.append(
@@ -98,18 +101,21 @@ def queue_counters(ports: Sequence[PortView], counters: dict[str, Any]) -> str:
                     "N/A",
                 ]
             )
-    return "For namespace :\n" + simple_table(header, rows)
+        tables.append("For namespace :\n" + simple_table(header, rows))
+    return "\n\n".join(tables)
 
 
 def wred_counters(ports: Sequence[PortView], counters: dict[str, Any]) -> str:
-    """``show queue wredcounters``."""
+    """``show queue wredcounters``: one table per port."""
     header = ["Port", "TxQ", "WredDrp/pkts", "WredDrp/bytes", "EcnMarked/pkts", "EcnMarked/bytes"]
-    rows = []
+    tables = []
     for view in ports:
+        rows = []
         for q in PRIORITIES:
             marked = int(_queue(counters, view, q).get("ecn_marked", 0))
             rows.append([view.name, f"UC{q}", "0", "N/A", with_commas(marked), "N/A"])
-    return simple_table(header, rows)
+        tables.append(simple_table(header, rows))
+    return "\n\n".join(tables)
 
 
 def queue_watermark(ports: Sequence[PortView], counters: dict[str, Any]) -> str:
