@@ -95,6 +95,9 @@ TABLE_ORDER = (
 )
 STRICT_SCHEDULER = "ROCE_STRICT"
 HEREDOC_END = "ROCE_AGENT_PATCH_EOF"
+# bash's continuation prompt (PS2, default "> "; bash(1) PROMPTING) answers each heredoc line:
+# without it as netmiko's terminator, send_config_set waits for the shell prompt and times out.
+BASH_PS2 = r"^> "
 CONFIG_DB_COMMAND = "sudo sonic-cfggen -d --print-data"
 # sonic-utilities installs the ``config`` console script here; the rollback timer needs a path.
 CONFIG_BIN = "/usr/local/bin/config"
@@ -505,7 +508,10 @@ class Sonic(CheckpointPlatform):
         run_checked(conn, f"sudo config checkpoint {txn.name}", "Checkpoint created successfully")
         try:
             # A quoted heredoc: the shell expands nothing inside the JSON.
-            conn.send_lines([f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END])
+            conn.send_lines(
+                [f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END],
+                terminator=BASH_PS2,
+            )
             kill_point("in-session", conn.device)
             run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
             txn.committed = True
