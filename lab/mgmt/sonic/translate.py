@@ -11,7 +11,8 @@ What each table means for the data plane, as SONiC's orchagent programs it (soni
 * ``QUEUE|<port>|<q>``: ``wred_profile`` with ``ecn`` other than ``ecn_none`` -> ECN marking
   with the green thresholds (bytes) and ``green_drop_probability`` as the marking probability at
   the max threshold; ``scheduler`` ``STRICT`` -> strict priority, ``DWRR``/``WRR`` ``weight`` ->
-  the queue's weight (the lab's ``bandwidth percent``).
+  the queue's share (the lab's ``bandwidth percent``; a port whose weights add up to more than
+  100 gets them scaled to percentages, as DWRR weights are relative).
 * ``PFC_WD|<port>`` -> the watchdog on that port: ``detection_time`` / ``restoration_time``
   (ms), ``GLOBAL.POLL_INTERVAL`` (ms); ``action`` drop -> drop, alert -> notify only, forward ->
   no-drop (switch-wide only). A port without an entry has no watchdog.
@@ -63,7 +64,9 @@ def to_switch_config(db: ConfigDb, factory: SwitchConfig) -> SwitchConfig:
         sonic_name, _, queues = key.rpartition("|")
         settings = _interface(config, sonic_name).qos
         for queue in _expand(queues):
-            settings.tx_queues[queue] = _queue(db, entry, key)
+            settings.tx_queues[queue] = _queue(db, entry)
+    for settings in (i.qos for i in config.interfaces.values()):
+        _scale_weights(settings.tx_queues)
     for sonic_name, entry in db.get("PFC_WD", {}).items():
         if sonic_name != "GLOBAL":
             _port_watchdog(config, _interface(config, sonic_name).qos, entry, db)
@@ -115,7 +118,7 @@ def _pfc(settings: QosSettings, entry: dict[str, Any]) -> None:
     settings.pfc_priorities = {p: "no-drop" for p in priorities}
 
 
-def _queue(db: ConfigDb, entry: dict[str, Any], key: str) -> TxQueue:
+def _queue(db: ConfigDb, entry: dict[str, Any]) -> TxQueue:
     queue = TxQueue()
     profile = db.get("WRED_PROFILE", {}).get(entry.get("wred_profile", ""), {})
     if profile and profile.get("ecn", "ecn_none") != "ecn_none":
@@ -132,12 +135,19 @@ def _queue(db: ConfigDb, entry: dict[str, Any], key: str) -> TxQueue:
         queue.strict_priority = True
     elif kind in ("DWRR", "WRR") and "weight" in scheduler:
         weight = int(scheduler["weight"])
-        if weight > 100:
-            raise SonicTranslationError(
-                f"QUEUE|{key}: weight {weight}: the lab data plane takes weights of 1-100"
-            )
         queue.bandwidth_percent = weight
     return queue
+
+
+def _scale_weights(queues: dict[int, TxQueue]) -> None:
+    """DWRR weights are relative shares (SAI_SCHEDULER_ATTR_SCHEDULING_WEIGHT); the lab data
+    plane takes percentages adding up to at most 100, so larger sums are scaled down."""
+    total = sum(q.bandwidth_percent or 0 for q in queues.values())
+    if total <= 100:
+        return
+    for queue in queues.values():
+        if queue.bandwidth_percent is not None:
+            queue.bandwidth_percent = max(1, queue.bandwidth_percent * 100 // total)
 
 
 def _ms(value: Any) -> Decimal:
