@@ -14,23 +14,21 @@ import json
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.mgmt.sonic import gcu, lldp, shows
 from lab.mgmt.sonic.configdb import SHOWN_CONFIG_DB_PATH, print_data
+from lab.mgmt.sonic.state import SonicSwitch
 from lab.mgmt.sonic.text import natsorted_dict
 from lab.mgmt.sonic.timers import format_timers, parse_timespan, systemd_run_args
-
-if TYPE_CHECKING:
-    from lab.mgmt.sonic.personality import SonicPersonality
 
 ROOT_REQUIRED = "Root privileges are required for this operation"
 AUTH_REQUIRED = "Interactive authentication required."
 
-Command = Callable[["SonicPersonality", list[str], bool], Awaitable[str]]
+Command = Callable[[SonicSwitch, list[str], bool], Awaitable[str]]
 
 
-async def run(switch: SonicPersonality, argv: list[str], root: bool) -> str:
+async def run(switch: SonicSwitch, argv: list[str], root: bool) -> str:
     """Run a command that is not a shell builtin."""
     name = os.path.basename(argv[0])
     handler = COMMANDS.get(name)
@@ -116,7 +114,7 @@ def _usage(command: str, spec: Spec, message: str) -> str:
 # ------------------------------------------------------------------------------- config
 
 
-async def config(switch: SonicPersonality, args: list[str], root: bool) -> str:
+async def config(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """``config <subcommand>``."""
     if not root:
         return ROOT_REQUIRED
@@ -140,7 +138,7 @@ async def config(switch: SonicPersonality, args: list[str], root: bool) -> str:
 
 
 async def _config_subcommand(
-    switch: SonicPersonality, console: gcu.Console, name: str, parsed: Parsed
+    switch: SonicSwitch, console: gcu.Console, name: str, parsed: Parsed
 ) -> None:
     options, argument = parsed.options, parsed.argument or ""
     dry_run = bool(options.get("dry_run"))
@@ -173,7 +171,7 @@ async def _config_subcommand(
 
 
 async def _save(
-    switch: SonicPersonality, console: gcu.Console, options: dict[str, Any], filename: str | None
+    switch: SonicSwitch, console: gcu.Console, options: dict[str, Any], filename: str | None
 ) -> None:
     if not options.get("yes"):
         # click's confirmation prompt; the lab's shell has no interactive input: abort.
@@ -188,7 +186,7 @@ async def _save(
 # ------------------------------------------------------------------------------- sonic-cfggen
 
 
-async def sonic_cfggen(switch: SonicPersonality, args: list[str], root: bool) -> str:
+async def sonic_cfggen(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """``sonic-cfggen -d --print-data`` / ``-d --var-json TABLE`` (read-only here)."""
     if "-d" not in args:
         return "sonic-cfggen: lab: only reads of the running CONFIG_DB (-d) are emulated"
@@ -205,7 +203,7 @@ async def sonic_cfggen(switch: SonicPersonality, args: list[str], root: bool) ->
 # ------------------------------------------------------------------------------- show
 
 
-async def _views(switch: SonicPersonality) -> list[shows.PortView]:
+async def _views(switch: SonicSwitch) -> list[shows.PortView]:
     config = await switch.manager.dataplane.get_config()
     default_xoff = int(config.get("buffer", {}).get("xoff_bytes", 0))
     by_port = {p.get("ifname"): p for p in config.get("ports", [])}
@@ -217,7 +215,7 @@ async def _views(switch: SonicPersonality) -> list[shows.PortView]:
     return views
 
 
-def _watched_queues(switch: SonicPersonality) -> dict[str, list[int]]:
+def _watched_queues(switch: SonicSwitch) -> dict[str, list[int]]:
     db = switch.db
     watched: dict[str, list[int]] = {}
     for name in db.get("PFC_WD", {}):
@@ -227,7 +225,7 @@ def _watched_queues(switch: SonicPersonality) -> dict[str, list[int]]:
     return watched
 
 
-async def show(switch: SonicPersonality, args: list[str], root: bool) -> str:
+async def show(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """The ``show`` commands the agent reads."""
     words = " ".join(args)
     if words == "runningconfiguration all":
@@ -256,7 +254,7 @@ SHOWS: dict[str, Callable[[list[shows.PortView], dict[str, Any]], str]] = {
 }
 
 
-async def pfcwd(switch: SonicPersonality, args: list[str], root: bool) -> str:
+async def pfcwd(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """``pfcwd show stats [-e]``."""
     if args[:2] != ["show", "stats"]:
         return "lab: only 'pfcwd show stats [-e]' is emulated"
@@ -265,7 +263,7 @@ async def pfcwd(switch: SonicPersonality, args: list[str], root: bool) -> str:
     return shows.pfcwd_stats(await _views(switch), counters, _watched_queues(switch), empty)
 
 
-async def docker(switch: SonicPersonality, args: list[str], root: bool) -> str:
+async def docker(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """``docker exec [-i] lldp lldpctl -f json``."""
     words = [a for a in args if a not in ("-i", "-t", "-it")]
     if words[:2] == ["exec", "lldp"] and words[2:] == ["lldpctl", "-f", "json"]:
@@ -280,7 +278,7 @@ async def docker(switch: SonicPersonality, args: list[str], root: bool) -> str:
 # ------------------------------------------------------------------------------- systemd
 
 
-async def systemd_run(switch: SonicPersonality, args: list[str], root: bool) -> str:
+async def systemd_run(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """``systemd-run --on-active=SPEC --unit=NAME [--timer-property=...] COMMAND...``."""
     parsed = systemd_run_args(args)
     if isinstance(parsed, str):
@@ -308,7 +306,7 @@ async def systemd_run(switch: SonicPersonality, args: list[str], root: bool) -> 
     return f"Running timer as unit: {unit}.timer\nWill run service as unit: {unit}.service"
 
 
-async def systemctl(switch: SonicPersonality, args: list[str], root: bool) -> str:
+async def systemctl(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """``systemctl stop UNIT.timer`` and ``systemctl list-timers [PATTERN...]``."""
     words = [a for a in args if not a.startswith("-")]
     flags = {a for a in args if a.startswith("-")}
@@ -320,7 +318,7 @@ async def systemctl(switch: SonicPersonality, args: list[str], root: bool) -> st
     return "lab: only 'systemctl stop UNIT' and 'systemctl list-timers' are emulated"
 
 
-def _stop(switch: SonicPersonality, unit: str, root: bool) -> str:
+def _stop(switch: SonicSwitch, unit: str, root: bool) -> str:
     if not root:
         return f"Failed to stop {unit}: {AUTH_REQUIRED}"
     name = unit.removesuffix(".timer")

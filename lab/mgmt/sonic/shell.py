@@ -18,18 +18,15 @@ The SONiC commands themselves are in :mod:`lab.mgmt.sonic.commands`.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
 from lab.mgmt.sonic import commands
-
-if TYPE_CHECKING:
-    from lab.mgmt.sonic.personality import SonicPersonality
+from lab.mgmt.sonic.state import SonicSwitch
 
 
 class SonicShell:
     """One SSH shell on the SONiC switch (a :class:`lab.mgmt.personality.Terminal`)."""
 
-    def __init__(self, switch: SonicPersonality, user: str, root: bool = False) -> None:
+    def __init__(self, switch: SonicSwitch, user: str, root: bool = False) -> None:
         self.switch = switch
         self.user = user
         self.root = root
