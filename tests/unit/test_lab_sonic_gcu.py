@@ -402,3 +402,42 @@ def test_timer_names_are_unique_and_need_root() -> None:
         ]
 
     run(scenario())
+
+
+def test_the_drivers_timer_command_rolls_back_and_drops_the_checkpoint() -> None:
+    """``/bin/sh -c 'config rollback X && config delete-checkpoint X'`` as the service."""
+
+    async def scenario() -> None:
+        lab = await LabSonic().start()
+        factory = lab.switch.db
+        name = "roce-agent-20260101-000000-001"
+        await lab.run(f"sudo config checkpoint {name}")
+        await _applied(lab, _patch({"op": "add", "path": WRED_MIN, "value": "20000"}))
+        config = "/usr/local/bin/config"
+        undo = f"{config} rollback {name} && {config} delete-checkpoint {name}"
+        await lab.run(f"sudo systemd-run --on-active=5 --unit={name}-rollback /bin/sh -c '{undo}'")
+        await lab.fire_timers(6)
+        assert lab.switch.db == factory
+        assert json.loads(await lab.run("sudo config list-checkpoints")) == []
+
+    run(scenario())
+
+
+# (sh -c text, what it prints: && stops after a failure, || runs after one, ; always)
+COMMAND_STRINGS = [
+    ("echo a && echo b", "a\nb"),
+    ("cat /tmp/none && echo b", "cat: /tmp/none: No such file or directory"),
+    ("cat /tmp/none || echo b", "cat: /tmp/none: No such file or directory\nb"),
+    ("cat /tmp/none; echo b", "cat: /tmp/none: No such file or directory\nb"),
+    ("config rollback nope && echo b", "Root privileges are required for this operation"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), COMMAND_STRINGS, ids=[t for t, _ in COMMAND_STRINGS])
+def test_sh_c(text: str, expected: str) -> None:
+    async def scenario() -> str:
+        lab = await LabSonic().start()
+        output: str = await lab.shell.run_argv(["/bin/sh", "-c", text], root=False)
+        return output
+
+    assert run(scenario()) == expected

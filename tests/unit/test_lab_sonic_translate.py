@@ -210,3 +210,42 @@ def test_driver_leaving_unconfirmed_rolls_back(
     assert txn.rolled_back and not txn.notes
     assert lab.switch.db == factory and lab.qos() == factory_qos
     assert platform.read_sessions(conn) == []
+
+
+def test_driver_leftover_checkpoint_is_final_and_only_deleted(
+    lab_in_thread: tuple[LabSonic, asyncio.AbstractEventLoop],
+) -> None:
+    """A checkpoint without its timer (confirmed, or the agent died before the patch) is not
+    live: aborting it deletes the checkpoint and must not roll the switch back to it."""
+    lab, loop = lab_in_thread
+    conn = ShellConnection(lab, loop)
+    conn.show("sudo config checkpoint roce-agent-20260101-000000-001")
+    lab.dataplane.fail_next_set_qos = None
+    changed = '[{"op": "replace", "path": "/DSCP_TO_TC_MAP/AZURE/26", "value": "3"}]'
+    conn.send_lines(["cat > /tmp/c.json <<'EOF'", changed, "EOF"], terminator=r"^> ")
+    assert conn.show("sudo config apply-patch /tmp/c.json").endswith("Patch applied successfully.")
+    platform = Sonic()
+    [session] = platform.read_sessions(conn)
+    assert (session.live, session.rolls_back) == (False, False)
+    platform.abort_session(conn, session)
+    assert platform.read_sessions(conn) == []
+    assert lab.switch.db["DSCP_TO_TC_MAP"]["AZURE"]["26"] == "3"  # not rolled back
+
+
+# (timer state as list-timers --all prints it, live, rolls back)
+TIMER_STATES = [
+    ("Sun 2026-11-29 02:10:00 UTC 4min 58s left n/a n/a {n}-rollback.timer {n}-rollback.service",
+     True, True),
+    ("n/a n/a Sun 2026-11-29 02:10:00 UTC 3s ago {n}-rollback.timer {n}-rollback.service",
+     True, False),
+    ("", False, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("timers", "live", "rolls_back"), TIMER_STATES, ids=["running", "elapsed", "none"]
+)
+def test_driver_reads_the_timer_state(timers: str, live: bool, rolls_back: bool) -> None:
+    name = "roce-agent-20260101-000000-001"
+    [session] = Sonic.sessions_from_text("s1", json.dumps([name]), timers.format(n=name))
+    assert (session.live, session.rolls_back) == (live, rolls_back)

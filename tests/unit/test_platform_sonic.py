@@ -254,20 +254,23 @@ def test_transaction_happy_path_checkpoints_applies_and_confirms() -> None:
         Sonic().confirm(conn, txn)
     name = txn.name
     assert conn.sent[0] == f"sudo config checkpoint {name}"
-    assert conn.sent[1] == f"cat > /tmp/{name}.json <<'ROCE_AGENT_PATCH_EOF'"
-    assert conn.sent[2 : 2 + len(lines)] == lines
-    rest = conn.sent[3 + len(lines) :]
-    assert rest[0] == f"sudo config apply-patch /tmp/{name}.json"
-    assert rest[1].startswith("sudo systemd-run --on-active=120 ")
-    assert rest[1].endswith(f"config rollback {name}")
-    assert rest[2:] == [
+    # the rollback timer is armed before the patch: a patch is never live without it
+    assert conn.sent[1] == (
+        f"sudo systemd-run --on-active=120 --unit={name}-rollback /bin/sh -c "
+        f"'/usr/local/bin/config rollback {name} && /usr/local/bin/config delete-checkpoint {name}'"
+    )
+    assert conn.sent[2] == f"cat > /tmp/{name}.json <<'ROCE_AGENT_PATCH_EOF'"
+    assert conn.sent[3 : 3 + len(lines)] == lines
+    rest = conn.sent[4 + len(lines) :]
+    assert rest == [
+        f"sudo config apply-patch /tmp/{name}.json",
         f"sudo systemctl stop {name}-rollback.timer",
-        "sudo config save -y",
         f"sudo config delete-checkpoint {name}",
+        "sudo config save -y",
         f"rm -f /tmp/{name}.json",
     ]
     assert txn.confirmed and not txn.rolled_back
-    assert not any("config rollback" in c and "systemd-run" not in c for c in conn.sent)
+    assert not any(c.startswith("sudo config rollback") for c in conn.sent)
 
 
 def test_refused_patch_is_rolled_back_to_the_checkpoint() -> None:

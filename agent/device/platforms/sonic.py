@@ -22,12 +22,16 @@ the ``PORT_QOS_MAP|<port>`` / ``PFC_WD|GLOBAL`` entries to exist, as they do on 
 QoS and PFC watchdog were initialised (``config qos reload``, ``pfcwd start_default``).
 
 Transaction (Generic Config Updater commands, sonic-utilities ``config/main.py``):
-``sudo config checkpoint NAME`` → the patch written to ``/tmp/NAME.json`` with a quoted heredoc
-→ ``sudo config apply-patch /tmp/NAME.json`` → a ``systemd-run`` timer that runs
-``config rollback NAME`` after the confirm timeout (GCU itself has no commit timer; the timer
-makes the switch undo the change by itself if the agent dies) → the caller verifies →
-confirm = stop the timer, ``sudo config save -y``, ``sudo config delete-checkpoint NAME``;
-rollback = ``sudo config rollback NAME`` (then the checkpoint is deleted).
+``sudo config checkpoint NAME`` → a ``systemd-run`` timer that runs ``config rollback NAME &&
+config delete-checkpoint NAME`` (through ``/bin/sh -c``) after the confirm timeout (GCU itself
+has no commit timer; the timer makes the switch undo the change by itself if the agent dies) →
+the patch written to ``/tmp/NAME.json`` with a quoted heredoc → ``sudo config apply-patch
+/tmp/NAME.json`` → the caller verifies → confirm = stop the timer, ``sudo config
+delete-checkpoint NAME``, ``sudo config save -y``; rollback = ``sudo config rollback NAME``
+(then the checkpoint is deleted). The timer is armed before the patch, so a patch is never live
+without a timer: a ``roce-agent-*`` checkpoint without its timer is one whose change was
+confirmed (the timer stopped) or never applied, and is final; one whose timer has elapsed but
+is still there is a rollback that failed.
 
 read_state parses ``sudo sonic-cfggen -d --print-data`` (the whole CONFIG_DB as JSON, the
 same document ``config_db.json`` holds). read_counters parses ``show pfc counters``, ``show
@@ -507,6 +511,8 @@ class Sonic(CheckpointPlatform):
         patch_file = f"/tmp/{txn.name}.json"
         run_checked(conn, f"sudo config checkpoint {txn.name}", "Checkpoint created successfully")
         try:
+            # Armed before the patch: whatever happens next, the switch goes back by itself.
+            run_checked(conn, self._rollback_timer(txn.name, confirm_timeout_s))
             # A quoted heredoc: the shell expands nothing inside the JSON.
             conn.send_lines(
                 [f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END],
@@ -515,11 +521,6 @@ class Sonic(CheckpointPlatform):
             kill_point("in-session", conn.device)
             run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
             txn.committed = True
-            run_checked(
-                conn,
-                f"sudo systemd-run --on-active={confirm_timeout_s} --unit={txn.name}-rollback "
-                f"{CONFIG_BIN} rollback {txn.name}",
-            )
         except BaseException:
             # GCU leaves a half-applied patch in place when it fails (it does no recovery of
             # its own), so a refused patch is rolled back to the checkpoint too.
@@ -530,6 +531,15 @@ class Sonic(CheckpointPlatform):
         finally:
             if not txn.confirmed:
                 self.rollback_to(conn, txn)
+
+    @staticmethod
+    def _rollback_timer(name: str, timeout_s: int) -> str:
+        """systemd-run(1): a transient timer whose service rolls back and then drops the
+        checkpoint (``&&``: a failed rollback leaves it for a person or the next run)."""
+        undo = f"{CONFIG_BIN} rollback {name} && {CONFIG_BIN} delete-checkpoint {name}"
+        return (
+            f"sudo systemd-run --on-active={timeout_s} --unit={name}-rollback /bin/sh -c '{undo}'"
+        )
 
     def rollback_to(self, conn: Connection, txn: Transaction) -> None:
         # Every step is attempted: a failed rollback is recorded in the transaction's notes
@@ -546,7 +556,8 @@ class Sonic(CheckpointPlatform):
     # ------------------------------------------------------------------ pending checkpoints
 
     # A ``roce-agent-*`` GCU checkpoint exists from before the patch until the confirm or the
-    # rollback deletes it; its ``NAME-rollback.timer`` (systemd-run) is the commit timer.
+    # rollback deletes it; its ``NAME-rollback.timer`` (systemd-run) is the commit timer, armed
+    # before the patch (see the module docstring for what a checkpoint without one means).
     # ``config list-checkpoints`` prints the names as a JSON list (sonic-utilities GCU);
     # ``systemctl list-timers --all --plain --no-legend`` prints one line per timer with its
     # time left (``… 4min 31s left …``), or ``n/a`` once it has fired (systemd list-timers).
@@ -570,40 +581,65 @@ class Sonic(CheckpointPlatform):
             raise PlatformError(
                 f"{device}: 'config list-checkpoints' did not return JSON: {checkpoints[:200]}"
             ) from None
-        left: dict[str, float] = {}
+        left: dict[str, float | None] = {}  # name -> seconds left, None once elapsed
         for line in timers.splitlines():
             unit = re.search(r"(roce-agent-\S+)-rollback\.timer", line)
             remaining = re.search(r"((?:\d+(?:\.\d+)?\s*(?:h|min|s|ms|us)\s*)+)left", line)
-            if unit and remaining:
-                left[unit.group(1)] = timespan_s(remaining.group(1))
+            if unit:
+                left[unit.group(1)] = timespan_s(remaining.group(1)) if remaining else None
         found = []
         for name in names if isinstance(names, list) else []:
             if not isinstance(name, str) or not name.startswith("roce-agent-"):
                 continue
-            timer = left.get(name)
-            found.append(
-                PendingSession(
-                    device=device,
-                    name=name,
-                    kind="SONiC checkpoint",
-                    state="rollback timer running" if timer is not None else "checkpoint",
-                    age_s=cls.age_from_name(name, now),
-                    rollback_in_s=timer,
-                    # Without a timer the patch may or may not be in: treat it as live (only
-                    # a rollback to the checkpoint or a confirm settles it).
-                    live=True,
-                    rolls_back=timer is not None,
-                )
-            )
+            found.append(cls._session(device, name, name in left, left.get(name), now))
         return found
 
+    @classmethod
+    def _session(
+        cls, device: str, name: str, has_timer: bool, timer: float | None, now: float | None
+    ) -> PendingSession:
+        if timer is not None:
+            state, live, rolls_back = "rollback timer running", True, True
+        elif has_timer:
+            # The timer ran and the checkpoint is still there: its rollback failed.
+            state, live, rolls_back = "rollback timer elapsed, rollback failed", True, False
+        else:
+            # No timer: confirmed (the timer was stopped) or never applied (the timer is
+            # armed before the patch). Final; only the checkpoint file is left.
+            state, live, rolls_back = "checkpoint without rollback timer", False, False
+        return PendingSession(
+            device=device,
+            name=name,
+            kind="SONiC checkpoint",
+            state=state,
+            age_s=cls.age_from_name(name, now),
+            rollback_in_s=timer,
+            live=live,
+            rolls_back=rolls_back,
+        )
+
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        """A live change is rolled back to its checkpoint; a final one (no timer) only loses
+        its leftover checkpoint: rolling back to it would undo a confirmed change."""
+        if session.live:
+            super().abort_session(conn, session)
+            return
+        conn.show(f"sudo systemctl stop {session.name}-rollback.timer")
+        run_checked(
+            conn, f"sudo config delete-checkpoint {session.name}", "Checkpoint deleted successfully"
+        )
+        conn.show(f"rm -f /tmp/{session.name}.json")
+
     def confirm(self, conn: Connection, txn: Transaction) -> None:
+        # Stopping the timer is the confirmation; the checkpoint goes before the save so that
+        # an agent dying here leaves nothing pending, only an unsaved running config.
         conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
-        self.save(conn)
         txn.confirmed = True
         run_checked(
             conn, f"sudo config delete-checkpoint {txn.name}", "Checkpoint deleted successfully"
         )
+        kill_point("before-save", conn.device)
+        self.save(conn)
         conn.show(f"rm -f /tmp/{txn.name}.json")
 
     def save(self, conn: Connection) -> None:

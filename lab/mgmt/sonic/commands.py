@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +27,23 @@ ROOT_REQUIRED = "Root privileges are required for this operation"
 AUTH_REQUIRED = "Interactive authentication required."
 
 Command = Callable[[SonicSwitch, list[str], bool], Awaitable[str]]
+# The exit status of the last command (``sh -c 'a && b'`` runs b only when a succeeded).
+STATUS: ContextVar[int] = ContextVar("sonic_exit_status", default=0)
+
+
+def failed(text: str, code: int = 1) -> str:
+    """``text`` as the output of a command that exits with ``code``."""
+    STATUS.set(code)
+    return text
 
 
 async def run(switch: SonicSwitch, argv: list[str], root: bool) -> str:
     """Run a command that is not a shell builtin."""
+    STATUS.set(0)
     name = os.path.basename(argv[0])
     handler = COMMANDS.get(name)
     if handler is None:
-        return f"-bash: {argv[0]}: command not found"
+        return failed(f"-bash: {argv[0]}: command not found", 127)
     return await handler(switch, argv[1:], root)
 
 
@@ -117,29 +127,30 @@ def _usage(command: str, spec: Spec, message: str) -> str:
 async def config(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """``config <subcommand>``."""
     if not root:
-        return ROOT_REQUIRED
+        return failed(ROOT_REQUIRED)
     if not args:
         return (
             "Usage: config [OPTIONS] COMMAND [ARGS]...\n\n  SONiC command line - 'config' command"
         )
     spec = SPECS.get(args[0])
     if spec is None:
-        return (
+        return failed(
             "Usage: config [OPTIONS] COMMAND [ARGS]...\nTry 'config -h' for help.\n\n"
-            f"Error: No such command '{args[0]}'."
+            f"Error: No such command '{args[0]}'.",
+            2,
         )
     parsed = _parse(args[0], spec, args[1:])
     if isinstance(parsed, str):
-        return parsed
+        return failed(parsed, 2)
     console = gcu.Console([])
     async with switch.gcu_lock:
-        await _config_subcommand(switch, console, args[0], parsed)
-    return console.text()
+        ok = await _config_subcommand(switch, console, args[0], parsed)
+    return console.text() if ok else failed(console.text(), 2)
 
 
 async def _config_subcommand(
     switch: SonicSwitch, console: gcu.Console, name: str, parsed: Parsed
-) -> None:
+) -> bool:
     options, argument = parsed.options, parsed.argument or ""
     dry_run = bool(options.get("dry_run"))
     if name == "apply-patch":
@@ -153,34 +164,34 @@ async def _config_subcommand(
                     "'CONFIGDB', 'SONICYANG'.",
                 )
             )
-            return
-        request = gcu.PatchRequest(argument, dry_run, fmt.upper())
-        await gcu.apply_patch(console, switch, request)
-    elif name == "replace":
-        await gcu.replace(console, switch, argument, dry_run)
-    elif name == "rollback":
-        await gcu.rollback(console, switch, argument, dry_run)
-    elif name == "checkpoint":
-        gcu.checkpoint(console, switch, argument)
-    elif name == "delete-checkpoint":
-        gcu.delete_checkpoint(console, switch, argument)
-    elif name == "list-checkpoints":
-        gcu.list_checkpoints(console, switch, bool(options.get("time")))
-    elif name == "save":
-        await _save(switch, console, options, parsed.argument)
+            return False
+        return await gcu.apply_patch(
+            console, switch, gcu.PatchRequest(argument, dry_run, fmt.upper())
+        )
+    if name == "replace":
+        return await gcu.replace(console, switch, argument, dry_run)
+    if name == "rollback":
+        return await gcu.rollback(console, switch, argument, dry_run)
+    if name == "checkpoint":
+        return gcu.checkpoint(console, switch, argument)
+    if name == "delete-checkpoint":
+        return gcu.delete_checkpoint(console, switch, argument)
+    if name == "list-checkpoints":
+        return gcu.list_checkpoints(console, switch, bool(options.get("time")))
+    return await _save(switch, console, options, parsed.argument)
 
 
 async def _save(
     switch: SonicSwitch, console: gcu.Console, options: dict[str, Any], filename: str | None
-) -> None:
+) -> bool:
     if not options.get("yes"):
         # click's confirmation prompt; the lab's shell has no interactive input: abort.
         console.lines += ["Existing files will be overwritten, continue? [y/N]: ", "Aborted!"]
-        return
+        return False
     if filename is not None:
         console.lines.append(f"lab: config save writes only {SHOWN_CONFIG_DB_PATH}")
-        return
-    await gcu.save(console, switch)
+        return False
+    return await gcu.save(console, switch)
 
 
 # ------------------------------------------------------------------------------- sonic-cfggen
@@ -282,21 +293,21 @@ async def systemd_run(switch: SonicSwitch, args: list[str], root: bool) -> str:
     """``systemd-run --on-active=SPEC --unit=NAME [--timer-property=...] COMMAND...``."""
     parsed = systemd_run_args(args)
     if isinstance(parsed, str):
-        return parsed
+        return failed(parsed)
     options, command = parsed
     if not root:
-        return f"Failed to start transient timer unit: {AUTH_REQUIRED}"
+        return failed(f"Failed to start transient timer unit: {AUTH_REQUIRED}")
     if "--on-active" not in options:
         return "lab: only timers (--on-active=) are emulated"
     delay = parse_timespan(options["--on-active"][-1])
     if delay is None:
-        return f"Failed to parse timer value: {options['--on-active'][-1]}"
+        return failed(f"Failed to parse timer value: {options['--on-active'][-1]}")
     if not command:
-        return "Command line to execute required."
+        return failed("Command line to execute required.")
     unit = options.get("--unit", [f"run-u{len(switch.timers.units) + 1}"])[-1]
     unit = unit.removesuffix(".timer").removesuffix(".service")
     if unit in switch.timers.units:
-        return (
+        return failed(
             f"Failed to start transient timer unit: Unit {unit}.timer was already loaded or "
             "has a fragment file."
         )
@@ -320,13 +331,15 @@ async def systemctl(switch: SonicSwitch, args: list[str], root: bool) -> str:
 
 def _stop(switch: SonicSwitch, unit: str, root: bool) -> str:
     if not root:
-        return f"Failed to stop {unit}: {AUTH_REQUIRED}"
+        return failed(f"Failed to stop {unit}: {AUTH_REQUIRED}", 4)
     name = unit.removesuffix(".timer")
     if unit.endswith(".timer") and switch.timers.stop(name):
         return ""
     if unit.endswith(".service") and unit.removesuffix(".service") in switch.timers.units:
         return ""  # the service of a pending timer is not running: nothing to stop
-    return f"Failed to stop {unit}: Unit {unit if '.' in unit else unit + '.service'} not loaded."
+    return failed(
+        f"Failed to stop {unit}: Unit {unit if '.' in unit else unit + '.service'} not loaded.", 5
+    )
 
 
 COMMANDS: dict[str, Command] = {

@@ -10,6 +10,8 @@ layer echoes), and ``send_config_set`` sends heredoc lines one by one waiting fo
 * ``cat > FILE <<'EOF'`` ... ``EOF`` writes FILE into the switch's in-memory ``/tmp``;
   ``cat FILE``, ``rm [-f] FILE``, ``echo``, ``hostname``, ``whoami``, ``true``, ``exit``;
 * ``sudo [-n] [-u root] COMMAND`` runs COMMAND as root (password-less for the lab user);
+* ``sh -c 'A && B; C'`` (also ``bash -c``, ``/bin/sh -c``): commands joined by ``&&`` (B runs
+  only if A exited 0), ``||`` and ``;``, as a ``systemd-run`` service line uses them;
 * an unknown command answers as bash does: ``-bash: foo: command not found``.
 
 The SONiC commands themselves are in :mod:`lab.mgmt.sonic.commands`.
@@ -17,6 +19,7 @@ The SONiC commands themselves are in :mod:`lab.mgmt.sonic.commands`.
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from lab.mgmt.sonic import commands
@@ -76,12 +79,34 @@ class SonicShell:
         if argv[0] == "sudo":
             rest = _strip_sudo_options(argv[1:])
             if isinstance(rest, str):
-                return rest
+                return commands.failed(rest)
             return await self.run_argv(rest, root=True)
+        if os.path.basename(argv[0]) in ("sh", "bash") and argv[1:2] == ["-c"]:
+            return await self._command_string(argv[2] if len(argv) > 2 else "", root)
         builtin = _BUILTINS.get(argv[0])
         if builtin is not None:
+            commands.STATUS.set(0)
             return builtin(self, argv[1:], root)
         return await commands.run(self.switch, argv, root)
+
+    async def _command_string(self, text: str, root: bool) -> str:
+        """``sh -c TEXT``: simple commands joined by ``&&``, ``||`` and ``;``."""
+        lexer = shlex.shlex(text, posix=True, punctuation_chars="&|;")
+        lexer.whitespace_split = True
+        outputs: list[str] = []
+        words: list[str] = []
+        skip = False
+        for token in [*lexer, ";"]:
+            if token not in ("&&", "||", ";"):
+                words.append(token)
+                continue
+            if words and not skip:
+                output = await self.run_argv(words, root)
+                outputs += [output] if output else []
+            words = []
+            status = commands.STATUS.get()
+            skip = (token == "&&" and status != 0) or (token == "||" and status == 0)
+        return "\n".join(outputs)
 
 
 def _heredoc_target(argv: list[str]) -> tuple[str, str] | None:
@@ -147,9 +172,11 @@ def _cat(shell: SonicShell, args: list[str], root: bool) -> str:
     out = []
     for path in args:
         text = shell.switch.files.get(path)
-        out.append(
-            text.rstrip("\n") if text is not None else f"cat: {path}: No such file or directory"
-        )
+        if text is None:
+            commands.STATUS.set(1)
+            out.append(f"cat: {path}: No such file or directory")
+        else:
+            out.append(text.rstrip("\n"))
     return "\n".join(out)
 
 
@@ -159,6 +186,7 @@ def _rm(shell: SonicShell, args: list[str], root: bool) -> str:
     for path in (a for a in args if not a.startswith("-")):
         if shell.switch.files.pop(path, None) is None and not force:
             errors.append(f"rm: cannot remove '{path}': No such file or directory")
+            commands.STATUS.set(1)
     return "\n".join(errors)
 
 
