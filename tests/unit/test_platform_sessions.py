@@ -73,7 +73,7 @@ def by_name(sessions: list[PendingSession]) -> dict[str, dict[str, Any]]:
                     "age_s": 60.0, "rollback_in_s": 271.0, "live": True},
                 "roce-agent-20261123-100000-002": {
                     "kind": "SONiC checkpoint", "state": "checkpoint without rollback timer",
-                    "user": None, "age_s": 900.0, "rollback_in_s": None, "live": False},
+                    "user": None, "age_s": 900.0, "rollback_in_s": None, "live": True},
             },
             id="sonic-timer-and-orphan-checkpoint",
         ),

@@ -247,6 +247,9 @@ def test_pg_watermarks() -> None:
 # ----------------------------------------------------------------------------- transaction
 
 
+CONFIG = "/usr/local/bin/config"
+
+
 def test_transaction_happy_path_checkpoints_applies_and_confirms() -> None:
     conn = FakeConnection(SUCCESS)
     lines = Sonic().render(device_plan("nvidia-default"))
@@ -254,18 +257,17 @@ def test_transaction_happy_path_checkpoints_applies_and_confirms() -> None:
         Sonic().confirm(conn, txn)
     name = txn.name
     assert conn.sent[0] == f"sudo config checkpoint {name}"
-    # the rollback timer is armed before the patch: a patch is never live without it
-    assert conn.sent[1] == (
-        f"sudo systemd-run --on-active=120 --unit={name}-rollback /bin/sh -c "
-        f"'/usr/local/bin/config rollback {name} && /usr/local/bin/config delete-checkpoint {name}'"
-    )
-    assert conn.sent[2] == f"cat > /tmp/{name}.json <<'ROCE_AGENT_PATCH_EOF'"
-    assert conn.sent[3 : 3 + len(lines)] == lines
-    rest = conn.sent[4 + len(lines) :]
+    assert conn.sent[1] == f"cat > /tmp/{name}.json <<'ROCE_AGENT_PATCH_EOF'"
+    assert conn.sent[2 : 2 + len(lines)] == lines
+    rest = conn.sent[3 + len(lines) :]
     assert rest == [
         f"sudo config apply-patch /tmp/{name}.json",
-        f"sudo systemctl stop {name}-rollback.timer",
+        # the timer's service rolls back and drops the checkpoint
+        f"sudo systemd-run --on-active=120 --unit={name}-rollback /bin/sh -c "
+        f"'{CONFIG} rollback {name} && {CONFIG} delete-checkpoint {name}'",
+        # confirm: the checkpoint goes first (the timer then has nothing to roll back to)
         f"sudo config delete-checkpoint {name}",
+        f"sudo systemctl stop {name}-rollback.timer",
         "sudo config save -y",
         f"rm -f /tmp/{name}.json",
     ]

@@ -22,16 +22,19 @@ the ``PORT_QOS_MAP|<port>`` / ``PFC_WD|GLOBAL`` entries to exist, as they do on 
 QoS and PFC watchdog were initialised (``config qos reload``, ``pfcwd start_default``).
 
 Transaction (Generic Config Updater commands, sonic-utilities ``config/main.py``):
-``sudo config checkpoint NAME`` → a ``systemd-run`` timer that runs ``config rollback NAME &&
-config delete-checkpoint NAME`` (through ``/bin/sh -c``) after the confirm timeout (GCU itself
-has no commit timer; the timer makes the switch undo the change by itself if the agent dies) →
-the patch written to ``/tmp/NAME.json`` with a quoted heredoc → ``sudo config apply-patch
-/tmp/NAME.json`` → the caller verifies → confirm = stop the timer, ``sudo config
-delete-checkpoint NAME``, ``sudo config save -y``; rollback = ``sudo config rollback NAME``
-(then the checkpoint is deleted). The timer is armed before the patch, so a patch is never live
-without a timer: a ``roce-agent-*`` checkpoint without its timer is one whose change was
-confirmed (the timer stopped) or never applied, and is final; one whose timer has elapsed but
-is still there is a rollback that failed.
+``sudo config checkpoint NAME`` → the patch written to ``/tmp/NAME.json`` with a quoted heredoc
+→ ``sudo config apply-patch /tmp/NAME.json`` → a ``systemd-run`` timer that runs ``config
+rollback NAME && config delete-checkpoint NAME`` (through ``/bin/sh -c``) after the confirm
+timeout (GCU itself has no commit timer; the timer makes the switch undo the change by itself
+if the agent dies) → the caller verifies → confirm = ``sudo config delete-checkpoint NAME``
+(from then on the timer's rollback has nothing to roll back to), stop the timer, ``sudo config
+save -y``; rollback = ``sudo config rollback NAME`` (then the checkpoint is deleted).
+
+A ``roce-agent-*`` checkpoint therefore means a change not final yet: with its timer running
+it rolls back by itself; with its timer elapsed its rollback failed; without a timer the agent
+died between the checkpoint and the timer, and the checkpoint's content tells whether the
+patch went in (it differs from the running CONFIG_DB: live, only a rollback settles it) or not
+(nothing to undo: only the checkpoint file is left).
 
 read_state parses ``sudo sonic-cfggen -d --print-data`` (the whole CONFIG_DB as JSON, the
 same document ``config_db.json`` holds). read_counters parses ``show pfc counters``, ``show
@@ -511,8 +514,6 @@ class Sonic(CheckpointPlatform):
         patch_file = f"/tmp/{txn.name}.json"
         run_checked(conn, f"sudo config checkpoint {txn.name}", "Checkpoint created successfully")
         try:
-            # Armed before the patch: whatever happens next, the switch goes back by itself.
-            run_checked(conn, self._rollback_timer(txn.name, confirm_timeout_s))
             # A quoted heredoc: the shell expands nothing inside the JSON.
             conn.send_lines(
                 [f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END],
@@ -521,6 +522,7 @@ class Sonic(CheckpointPlatform):
             kill_point("in-session", conn.device)
             run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
             txn.committed = True
+            run_checked(conn, self._rollback_timer(txn.name, confirm_timeout_s))
         except BaseException:
             # GCU leaves a half-applied patch in place when it fails (it does no recovery of
             # its own), so a refused patch is rolled back to the checkpoint too.
@@ -556,8 +558,8 @@ class Sonic(CheckpointPlatform):
     # ------------------------------------------------------------------ pending checkpoints
 
     # A ``roce-agent-*`` GCU checkpoint exists from before the patch until the confirm or the
-    # rollback deletes it; its ``NAME-rollback.timer`` (systemd-run) is the commit timer, armed
-    # before the patch (see the module docstring for what a checkpoint without one means).
+    # rollback deletes it; its ``NAME-rollback.timer`` (systemd-run) is the commit timer (see
+    # the module docstring for what a checkpoint without one means).
     # ``config list-checkpoints`` prints the names as a JSON list (sonic-utilities GCU);
     # ``systemctl list-timers --all --plain --no-legend`` prints one line per timer with its
     # time left (``… 4min 31s left …``), or ``n/a`` once it has fired (systemd list-timers).
@@ -567,14 +569,34 @@ class Sonic(CheckpointPlatform):
     )
 
     def read_sessions(self, conn: Connection) -> list[PendingSession]:
-        return self.sessions_from_text(
-            conn.device, conn.show(self.CHECKPOINTS_COMMAND), conn.show(self.TIMERS_COMMAND)
-        )
+        checkpoints, timers = conn.show(self.CHECKPOINTS_COMMAND), conn.show(self.TIMERS_COMMAND)
+        found = self.sessions_from_text(conn.device, checkpoints, timers)
+        orphans = [s.name for s in found if s.state == ORPHAN_STATE]
+        if not orphans:
+            return found
+        running = json.loads(conn.show(CONFIG_DB_COMMAND))
+        unchanged = {name for name in orphans if self._checkpoint(conn, name) == running}
+        return self.sessions_from_text(conn.device, checkpoints, timers, unchanged=unchanged)
+
+    @staticmethod
+    def _checkpoint(conn: Connection, name: str) -> Any:
+        """A checkpoint's CONFIG_DB (``Util.save_json_file``: one JSON document)."""
+        output = conn.show(f"sudo cat /etc/sonic/checkpoints/{name}.cp.json")
+        try:
+            return json.loads(output)
+        except json.JSONDecodeError:
+            return None
 
     @classmethod
     def sessions_from_text(
-        cls, device: str, checkpoints: str, timers: str, now: float | None = None
+        cls,
+        device: str,
+        checkpoints: str,
+        timers: str,
+        now: float | None = None,
+        unchanged: set[str] | None = None,
     ) -> list[PendingSession]:
+        """``unchanged``: checkpoints without a timer known to equal the running CONFIG_DB."""
         try:
             names = json.loads(checkpoints or "[]")
         except json.JSONDecodeError:
@@ -591,36 +613,24 @@ class Sonic(CheckpointPlatform):
         for name in names if isinstance(names, list) else []:
             if not isinstance(name, str) or not name.startswith("roce-agent-"):
                 continue
-            found.append(cls._session(device, name, name in left, left.get(name), now))
+            state = _checkpoint_state(name in left, left.get(name), name in (unchanged or set()))
+            found.append(
+                PendingSession(
+                    device=device,
+                    name=name,
+                    kind="SONiC checkpoint",
+                    state=state,
+                    age_s=cls.age_from_name(name, now),
+                    rollback_in_s=left.get(name),
+                    live=state != UNCHANGED_STATE,
+                    rolls_back=state == RUNNING_STATE,
+                )
+            )
         return found
 
-    @classmethod
-    def _session(
-        cls, device: str, name: str, has_timer: bool, timer: float | None, now: float | None
-    ) -> PendingSession:
-        if timer is not None:
-            state, live, rolls_back = "rollback timer running", True, True
-        elif has_timer:
-            # The timer ran and the checkpoint is still there: its rollback failed.
-            state, live, rolls_back = "rollback timer elapsed, rollback failed", True, False
-        else:
-            # No timer: confirmed (the timer was stopped) or never applied (the timer is
-            # armed before the patch). Final; only the checkpoint file is left.
-            state, live, rolls_back = "checkpoint without rollback timer", False, False
-        return PendingSession(
-            device=device,
-            name=name,
-            kind="SONiC checkpoint",
-            state=state,
-            age_s=cls.age_from_name(name, now),
-            rollback_in_s=timer,
-            live=live,
-            rolls_back=rolls_back,
-        )
-
     def abort_session(self, conn: Connection, session: PendingSession) -> None:
-        """A live change is rolled back to its checkpoint; a final one (no timer) only loses
-        its leftover checkpoint: rolling back to it would undo a confirmed change."""
+        """A live change is rolled back to its checkpoint; a checkpoint that equals the running
+        CONFIG_DB (the patch never went in) is only deleted."""
         if session.live:
             super().abort_session(conn, session)
             return
@@ -631,19 +641,33 @@ class Sonic(CheckpointPlatform):
         conn.show(f"rm -f /tmp/{session.name}.json")
 
     def confirm(self, conn: Connection, txn: Transaction) -> None:
-        # Stopping the timer is the confirmation; the checkpoint goes before the save so that
-        # an agent dying here leaves nothing pending, only an unsaved running config.
-        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
-        txn.confirmed = True
+        # Deleting the checkpoint is the point of no return: the timer's rollback has nothing
+        # to go back to from then on (it fails, changing nothing), and nothing is pending.
         run_checked(
             conn, f"sudo config delete-checkpoint {txn.name}", "Checkpoint deleted successfully"
         )
+        txn.confirmed = True
+        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
         kill_point("before-save", conn.device)
         self.save(conn)
         conn.show(f"rm -f /tmp/{txn.name}.json")
 
     def save(self, conn: Connection) -> None:
         run_checked(conn, "sudo config save -y")
+
+
+RUNNING_STATE = "rollback timer running"
+ELAPSED_STATE = "rollback timer elapsed, rollback failed"
+ORPHAN_STATE = "checkpoint without rollback timer"
+UNCHANGED_STATE = "checkpoint without rollback timer, nothing applied"
+
+
+def _checkpoint_state(has_timer: bool, left: float | None, unchanged: bool) -> str:
+    if left is not None:
+        return RUNNING_STATE
+    if has_timer:
+        return ELAPSED_STATE  # the timer ran and the checkpoint is still there
+    return UNCHANGED_STATE if unchanged else ORPHAN_STATE
 
 
 def timespan_s(text: str) -> float:

@@ -105,6 +105,10 @@ class SonicPersonality:
             raise CommitError(f"lab data plane refused the config: {exc}") from None
         self._db = clone(candidate)
 
+    def saved(self) -> ConfigDb | None:
+        """``/etc/sonic/config_db.json`` (None when never saved)."""
+        return self.config_file.load()
+
     async def save(self) -> None:
         """``config save``."""
         await asyncio.to_thread(self.config_file.save, self.db)

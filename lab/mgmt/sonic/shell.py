@@ -8,7 +8,8 @@ layer echoes), and ``send_config_set`` sends heredoc lines one by one waiting fo
 * prompt ``admin@<hostname>:~$ `` (SONiC's default bash prompt ``\\u@\\h:\\w\\$``), ``> `` while a
   heredoc is open (bash's PS2);
 * ``cat > FILE <<'EOF'`` ... ``EOF`` writes FILE into the switch's in-memory ``/tmp``;
-  ``cat FILE``, ``rm [-f] FILE``, ``echo``, ``hostname``, ``whoami``, ``true``, ``exit``;
+  ``cat FILE`` (also the GCU checkpoints and ``/etc/sonic/config_db.json``), ``rm [-f] FILE``,
+  ``echo``, ``hostname``, ``whoami``, ``true``, ``exit``;
 * ``sudo [-n] [-u root] COMMAND`` runs COMMAND as root (password-less for the lab user);
 * ``sh -c 'A && B; C'`` (also ``bash -c``, ``/bin/sh -c``): commands joined by ``&&`` (B runs
   only if A exited 0), ``||`` and ``;``, as a ``systemd-run`` service line uses them;
@@ -19,10 +20,13 @@ The SONiC commands themselves are in :mod:`lab.mgmt.sonic.commands`.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 
 from lab.mgmt.sonic import commands
+from lab.mgmt.sonic.checkpoints import CHECKPOINT_EXT, CHECKPOINTS_DIR
+from lab.mgmt.sonic.configdb import SHOWN_CONFIG_DB_PATH, print_data
 from lab.mgmt.sonic.state import SonicSwitch
 
 
@@ -168,10 +172,24 @@ def _true(shell: SonicShell, args: list[str], root: bool) -> str:
     return ""
 
 
+def _read_file(shell: SonicShell, path: str) -> str | None:
+    """/tmp files, the GCU checkpoints and the saved config_db.json."""
+    switch = shell.switch
+    if path.startswith(CHECKPOINTS_DIR + "/") and path.endswith(CHECKPOINT_EXT):
+        name = path[len(CHECKPOINTS_DIR) + 1 : -len(CHECKPOINT_EXT)]
+        return (
+            json.dumps(switch.checkpoints.load(name)) if switch.checkpoints.exists(name) else None
+        )
+    if path == SHOWN_CONFIG_DB_PATH:
+        saved = switch.saved()
+        return print_data(saved) if saved is not None else None
+    return switch.files.get(path)
+
+
 def _cat(shell: SonicShell, args: list[str], root: bool) -> str:
     out = []
     for path in args:
-        text = shell.switch.files.get(path)
+        text = _read_file(shell, path)
         if text is None:
             commands.STATUS.set(1)
             out.append(f"cat: {path}: No such file or directory")

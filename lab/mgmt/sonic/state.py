@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from lab.mgmt.sonic.configdb import SonicPort
+from lab.mgmt.sonic.configdb import ConfigDb, SonicPort
 from lab.mgmt.sonic.gcu import ConfigDbOwner
 from lab.mgmt.sonic.timers import TimerUnits
 from lab.mgmt.switch import SwitchManager
@@ -20,3 +20,7 @@ class SonicSwitch(ConfigDbOwner, Protocol):
     ports: list[SonicPort]
     timers: TimerUnits
     gcu_lock: asyncio.Lock
+
+    def saved(self) -> ConfigDb | None:
+        """``/etc/sonic/config_db.json`` (None when never saved)."""
+        ...
