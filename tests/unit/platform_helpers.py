@@ -75,7 +75,9 @@ class RecordingConnection(Connection):
             return self.refusal_text
         return next((out for prefix, out in self.replies.items() if command.startswith(prefix)), "")
 
-    def send_lines(self, lines: list[str], read_timeout: float = 30.0) -> str:
+    def send_lines(
+        self, lines: list[str], read_timeout: float = 30.0, terminator: str = "#"
+    ) -> str:
         for line in lines:
             self.sent.append(line)
             if self.refuse and line.strip().startswith(self.refuse):

@@ -72,8 +72,8 @@ def by_name(sessions: list[PendingSession]) -> dict[str, dict[str, Any]]:
                     "kind": "SONiC checkpoint", "state": "rollback timer running", "user": None,
                     "age_s": 60.0, "rollback_in_s": 271.0, "live": True},
                 "roce-agent-20261123-100000-002": {
-                    "kind": "SONiC checkpoint", "state": "checkpoint", "user": None,
-                    "age_s": 900.0, "rollback_in_s": None, "live": True},
+                    "kind": "SONiC checkpoint", "state": "checkpoint without rollback timer",
+                    "user": None, "age_s": 900.0, "rollback_in_s": None, "live": True},
             },
             id="sonic-timer-and-orphan-checkpoint",
         ),

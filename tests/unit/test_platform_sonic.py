@@ -247,6 +247,9 @@ def test_pg_watermarks() -> None:
 # ----------------------------------------------------------------------------- transaction
 
 
+CONFIG = "/usr/local/bin/config"
+
+
 def test_transaction_happy_path_checkpoints_applies_and_confirms() -> None:
     conn = FakeConnection(SUCCESS)
     lines = Sonic().render(device_plan("nvidia-default"))
@@ -257,17 +260,19 @@ def test_transaction_happy_path_checkpoints_applies_and_confirms() -> None:
     assert conn.sent[1] == f"cat > /tmp/{name}.json <<'ROCE_AGENT_PATCH_EOF'"
     assert conn.sent[2 : 2 + len(lines)] == lines
     rest = conn.sent[3 + len(lines) :]
-    assert rest[0] == f"sudo config apply-patch /tmp/{name}.json"
-    assert rest[1].startswith("sudo systemd-run --on-active=120 ")
-    assert rest[1].endswith(f"config rollback {name}")
-    assert rest[2:] == [
+    assert rest == [
+        f"sudo config apply-patch /tmp/{name}.json",
+        # the timer's service rolls back and drops the checkpoint
+        f"sudo systemd-run --on-active=120 --unit={name}-rollback /bin/sh -c "
+        f"'{CONFIG} rollback {name} && {CONFIG} delete-checkpoint {name}'",
+        # confirm: the checkpoint goes first (the timer then has nothing to roll back to)
+        f"sudo config delete-checkpoint {name}",
         f"sudo systemctl stop {name}-rollback.timer",
         "sudo config save -y",
-        f"sudo config delete-checkpoint {name}",
         f"rm -f /tmp/{name}.json",
     ]
     assert txn.confirmed and not txn.rolled_back
-    assert not any("config rollback" in c and "systemd-run" not in c for c in conn.sent)
+    assert not any(c.startswith("sudo config rollback") for c in conn.sent)
 
 
 def test_refused_patch_is_rolled_back_to_the_checkpoint() -> None:

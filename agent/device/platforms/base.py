@@ -93,11 +93,15 @@ class Connection:
         """Any prompt of this device, whatever the mode (``leaf1(config-s-x)#``)."""
         return rf"{re.escape(self.netmiko.base_prompt)}.*[#>$]"
 
-    def send_lines(self, lines: list[str], read_timeout: float = 30.0) -> str:
+    def send_lines(
+        self, lines: list[str], read_timeout: float = 30.0, terminator: str = "#"
+    ) -> str:
         """Send lines in the current (configuration) mode; raise on the first refused one.
 
         netmiko's ``send_config_set`` with command echo verification checks each line's output
-        against the error pattern as it goes, so a refused line stops the rest.
+        against the error pattern as it goes, so a refused line stops the rest. After each line
+        it waits for the base prompt or ``terminator`` (a regex; netmiko's default ``#``): a
+        shell heredoc answers each line with bash's continuation prompt ``> `` instead.
         """
         from netmiko.exceptions import ConfigInvalidException
 
@@ -109,6 +113,7 @@ class Connection:
                 cmd_verify=True,
                 error_pattern=r"(?m)^%",
                 read_timeout=read_timeout,
+                terminator=terminator,
             )
         except ConfigInvalidException as exc:
             text = str(exc)

@@ -23,11 +23,18 @@ QoS and PFC watchdog were initialised (``config qos reload``, ``pfcwd start_defa
 
 Transaction (Generic Config Updater commands, sonic-utilities ``config/main.py``):
 ``sudo config checkpoint NAME`` → the patch written to ``/tmp/NAME.json`` with a quoted heredoc
-→ ``sudo config apply-patch /tmp/NAME.json`` → a ``systemd-run`` timer that runs
-``config rollback NAME`` after the confirm timeout (GCU itself has no commit timer; the timer
-makes the switch undo the change by itself if the agent dies) → the caller verifies →
-confirm = stop the timer, ``sudo config save -y``, ``sudo config delete-checkpoint NAME``;
-rollback = ``sudo config rollback NAME`` (then the checkpoint is deleted).
+→ ``sudo config apply-patch /tmp/NAME.json`` → a ``systemd-run`` timer that runs ``config
+rollback NAME && config delete-checkpoint NAME`` (through ``/bin/sh -c``) after the confirm
+timeout (GCU itself has no commit timer; the timer makes the switch undo the change by itself
+if the agent dies) → the caller verifies → confirm = ``sudo config delete-checkpoint NAME``
+(from then on the timer's rollback has nothing to roll back to), stop the timer, ``sudo config
+save -y``; rollback = ``sudo config rollback NAME`` (then the checkpoint is deleted).
+
+A ``roce-agent-*`` checkpoint therefore means a change not final yet: with its timer running
+it rolls back by itself; with its timer elapsed its rollback failed; without a timer the agent
+died between the checkpoint and the timer, and the checkpoint's content tells whether the
+patch went in (it differs from the running CONFIG_DB: live, only a rollback settles it) or not
+(nothing to undo: only the checkpoint file is left).
 
 read_state parses ``sudo sonic-cfggen -d --print-data`` (the whole CONFIG_DB as JSON, the
 same document ``config_db.json`` holds). read_counters parses ``show pfc counters``, ``show
@@ -95,6 +102,9 @@ TABLE_ORDER = (
 )
 STRICT_SCHEDULER = "ROCE_STRICT"
 HEREDOC_END = "ROCE_AGENT_PATCH_EOF"
+# bash's continuation prompt (PS2, default "> "; bash(1) PROMPTING) answers each heredoc line:
+# without it as netmiko's terminator, send_config_set waits for the shell prompt and times out.
+BASH_PS2 = r"^> "
 CONFIG_DB_COMMAND = "sudo sonic-cfggen -d --print-data"
 # sonic-utilities installs the ``config`` console script here; the rollback timer needs a path.
 CONFIG_BIN = "/usr/local/bin/config"
@@ -505,15 +515,14 @@ class Sonic(CheckpointPlatform):
         run_checked(conn, f"sudo config checkpoint {txn.name}", "Checkpoint created successfully")
         try:
             # A quoted heredoc: the shell expands nothing inside the JSON.
-            conn.send_lines([f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END])
+            conn.send_lines(
+                [f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END],
+                terminator=BASH_PS2,
+            )
             kill_point("in-session", conn.device)
             run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
             txn.committed = True
-            run_checked(
-                conn,
-                f"sudo systemd-run --on-active={confirm_timeout_s} --unit={txn.name}-rollback "
-                f"{CONFIG_BIN} rollback {txn.name}",
-            )
+            run_checked(conn, self._rollback_timer(txn.name, confirm_timeout_s))
         except BaseException:
             # GCU leaves a half-applied patch in place when it fails (it does no recovery of
             # its own), so a refused patch is rolled back to the checkpoint too.
@@ -524,6 +533,15 @@ class Sonic(CheckpointPlatform):
         finally:
             if not txn.confirmed:
                 self.rollback_to(conn, txn)
+
+    @staticmethod
+    def _rollback_timer(name: str, timeout_s: int) -> str:
+        """systemd-run(1): a transient timer whose service rolls back and then drops the
+        checkpoint (``&&``: a failed rollback leaves it for a person or the next run)."""
+        undo = f"{CONFIG_BIN} rollback {name} && {CONFIG_BIN} delete-checkpoint {name}"
+        return (
+            f"sudo systemd-run --on-active={timeout_s} --unit={name}-rollback /bin/sh -c '{undo}'"
+        )
 
     def rollback_to(self, conn: Connection, txn: Transaction) -> None:
         # Every step is attempted: a failed rollback is recorded in the transaction's notes
@@ -540,7 +558,8 @@ class Sonic(CheckpointPlatform):
     # ------------------------------------------------------------------ pending checkpoints
 
     # A ``roce-agent-*`` GCU checkpoint exists from before the patch until the confirm or the
-    # rollback deletes it; its ``NAME-rollback.timer`` (systemd-run) is the commit timer.
+    # rollback deletes it; its ``NAME-rollback.timer`` (systemd-run) is the commit timer (see
+    # the module docstring for what a checkpoint without one means).
     # ``config list-checkpoints`` prints the names as a JSON list (sonic-utilities GCU);
     # ``systemctl list-timers --all --plain --no-legend`` prints one line per timer with its
     # time left (``… 4min 31s left …``), or ``n/a`` once it has fired (systemd list-timers).
@@ -550,58 +569,105 @@ class Sonic(CheckpointPlatform):
     )
 
     def read_sessions(self, conn: Connection) -> list[PendingSession]:
-        return self.sessions_from_text(
-            conn.device, conn.show(self.CHECKPOINTS_COMMAND), conn.show(self.TIMERS_COMMAND)
-        )
+        checkpoints, timers = conn.show(self.CHECKPOINTS_COMMAND), conn.show(self.TIMERS_COMMAND)
+        found = self.sessions_from_text(conn.device, checkpoints, timers)
+        orphans = [s.name for s in found if s.state == ORPHAN_STATE]
+        if not orphans:
+            return found
+        running = json.loads(conn.show(CONFIG_DB_COMMAND))
+        unchanged = {name for name in orphans if self._checkpoint(conn, name) == running}
+        return self.sessions_from_text(conn.device, checkpoints, timers, unchanged=unchanged)
+
+    @staticmethod
+    def _checkpoint(conn: Connection, name: str) -> Any:
+        """A checkpoint's CONFIG_DB (``Util.save_json_file``: one JSON document)."""
+        output = conn.show(f"sudo cat /etc/sonic/checkpoints/{name}.cp.json")
+        try:
+            return json.loads(output)
+        except json.JSONDecodeError:
+            return None
 
     @classmethod
     def sessions_from_text(
-        cls, device: str, checkpoints: str, timers: str, now: float | None = None
+        cls,
+        device: str,
+        checkpoints: str,
+        timers: str,
+        now: float | None = None,
+        unchanged: set[str] | None = None,
     ) -> list[PendingSession]:
+        """``unchanged``: checkpoints without a timer known to equal the running CONFIG_DB."""
         try:
             names = json.loads(checkpoints or "[]")
         except json.JSONDecodeError:
             raise PlatformError(
                 f"{device}: 'config list-checkpoints' did not return JSON: {checkpoints[:200]}"
             ) from None
-        left: dict[str, float] = {}
+        left: dict[str, float | None] = {}  # name -> seconds left, None once elapsed
         for line in timers.splitlines():
             unit = re.search(r"(roce-agent-\S+)-rollback\.timer", line)
             remaining = re.search(r"((?:\d+(?:\.\d+)?\s*(?:h|min|s|ms|us)\s*)+)left", line)
-            if unit and remaining:
-                left[unit.group(1)] = timespan_s(remaining.group(1))
+            if unit:
+                left[unit.group(1)] = timespan_s(remaining.group(1)) if remaining else None
         found = []
         for name in names if isinstance(names, list) else []:
             if not isinstance(name, str) or not name.startswith("roce-agent-"):
                 continue
-            timer = left.get(name)
+            state = _checkpoint_state(name in left, left.get(name), name in (unchanged or set()))
             found.append(
                 PendingSession(
                     device=device,
                     name=name,
                     kind="SONiC checkpoint",
-                    state="rollback timer running" if timer is not None else "checkpoint",
+                    state=state,
                     age_s=cls.age_from_name(name, now),
-                    rollback_in_s=timer,
-                    # Without a timer the patch may or may not be in: treat it as live (only
-                    # a rollback to the checkpoint or a confirm settles it).
-                    live=True,
-                    rolls_back=timer is not None,
+                    rollback_in_s=left.get(name),
+                    live=state != UNCHANGED_STATE,
+                    rolls_back=state == RUNNING_STATE,
                 )
             )
         return found
 
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        """A live change is rolled back to its checkpoint; a checkpoint that equals the running
+        CONFIG_DB (the patch never went in) is only deleted."""
+        if session.live:
+            super().abort_session(conn, session)
+            return
+        conn.show(f"sudo systemctl stop {session.name}-rollback.timer")
+        run_checked(
+            conn, f"sudo config delete-checkpoint {session.name}", "Checkpoint deleted successfully"
+        )
+        conn.show(f"rm -f /tmp/{session.name}.json")
+
     def confirm(self, conn: Connection, txn: Transaction) -> None:
-        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
-        self.save(conn)
-        txn.confirmed = True
+        # Deleting the checkpoint is the point of no return: the timer's rollback has nothing
+        # to go back to from then on (it fails, changing nothing), and nothing is pending.
         run_checked(
             conn, f"sudo config delete-checkpoint {txn.name}", "Checkpoint deleted successfully"
         )
+        txn.confirmed = True
+        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
+        kill_point("before-save", conn.device)
+        self.save(conn)
         conn.show(f"rm -f /tmp/{txn.name}.json")
 
     def save(self, conn: Connection) -> None:
         run_checked(conn, "sudo config save -y")
+
+
+RUNNING_STATE = "rollback timer running"
+ELAPSED_STATE = "rollback timer elapsed, rollback failed"
+ORPHAN_STATE = "checkpoint without rollback timer"
+UNCHANGED_STATE = "checkpoint without rollback timer, nothing applied"
+
+
+def _checkpoint_state(has_timer: bool, left: float | None, unchanged: bool) -> str:
+    if left is not None:
+        return RUNNING_STATE
+    if has_timer:
+        return ELAPSED_STATE  # the timer ran and the checkpoint is still there
+    return UNCHANGED_STATE if unchanged else ORPHAN_STATE
 
 
 def timespan_s(text: str) -> float:
