@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from tests.unit.lab_nvue_support import NvueSwitch, run
 LOSSLESS_TC3 = "nv set qos congestion-control default-global traffic-class 3 min-threshold 20000"
 
 
-def scenario(test: Callable[[], Awaitable[None]]) -> None:
+def scenario(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(test())
 
 

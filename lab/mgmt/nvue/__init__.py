@@ -50,7 +50,12 @@ class NvuePersonality:
 
     async def start(self) -> None:
         """Apply ``<state_dir>/startup.yaml`` (or NVUE's defaults) to the data plane."""
-        await self.store.start()
+        await self.store.start(self.factory_tree())
+
+    def factory_tree(self) -> Tree:
+        """Every front-panel port configured as a switch port (``type: swp``), nothing else:
+        the lab's ports are routed ports with addresses, which NVUE keeps per interface."""
+        return {"interface": {name: {"type": "swp"} for name in self.ports}}
 
     def new_terminal(self, user: str, privileged_login: bool, system_mac: str) -> NvueTerminal:
         """A shell for a new SSH connection."""

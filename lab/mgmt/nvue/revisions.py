@@ -235,14 +235,14 @@ class RevisionStore:
         log.error("%s holds no 'set' document; using defaults", path)
         return None
 
-    async def start(self) -> None:
-        """Apply the startup tree (the factory defaults when there is none or it is refused)."""
-        tree = self.load_startup() or {}
+    async def start(self, factory: Tree) -> None:
+        """Apply the startup tree (``factory`` when there is none or it is refused)."""
+        tree = self.load_startup() or copy.deepcopy(factory)
         try:
             await self.install(tree)
         except NvueError as exc:
             log.error("startup configuration refused (%s); using defaults", exc)
-            tree = {}
+            tree = copy.deepcopy(factory)
             await self.install(tree)
         self.applied = Revision(self._take_id(), tree, "system")
         self._record(self.applied.rev_id, "system", "startup configuration")

@@ -22,7 +22,9 @@ Quality-of-Service/_index.md`` at 0d142afe and ``.../RDMA-over-Converged-Etherne
 - ``qos pfc-watchdog polling-interval`` / ``robustness`` and ``interface <swp> qos
   pfc-watchdog [state enable|disable]`` ("PFC Watchdog");
 - ``qos traffic-pool <pool> switch-priority <list>`` / ``memory-percent <0-100>`` ("Flow
-  Control Buffers", "Change RoCE Configuration").
+  Control Buffers", "Change RoCE Configuration");
+- ``interface <swp> type swp`` (the interface type NVUE records for a switch port, as in
+  ``nv show interface``'s Type column, "NVUE CLI" page).
 
 Collections (``dscp``, ``switch-priority``, ``traffic-class``, interfaces) are written one key
 per member, as NVUE expands ranges: ``swp1-2,5-6 -> swp1,swp2,swp5,swp6`` ("NVUE CLI", Command
@@ -257,7 +259,7 @@ def qos_schema() -> Obj:
 def root_schema(ports: list[str]) -> Obj:
     """``nv set``: ``qos`` and ``interface <swp> qos pfc-watchdog``."""
     watchdog = Obj({"state": Choice(ENABLE)}, bare=True)
-    interface = Obj({"qos": Obj({"pfc-watchdog": watchdog})})
+    interface = Obj({"type": Choice(("swp",)), "qos": Obj({"pfc-watchdog": watchdog})})
     return Obj(
         {
             "qos": qos_schema(),

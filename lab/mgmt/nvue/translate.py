@@ -38,6 +38,7 @@ from lab.mgmt.model import (
     WatchdogDefaults,
 )
 from lab.mgmt.names import nos_port_index
+from lab.mgmt.nvue.errors import NvueError
 from lab.mgmt.nvue.tree import Tree, get
 
 PRIORITIES = range(8)
@@ -46,7 +47,8 @@ DEFAULT_ECN_MAX = 1500000
 DEFAULT_ECN_PROBABILITY = 100
 DEFAULT_POLL_MS = 100
 DEFAULT_ROBUSTNESS = 3
-DEFAULT_CABLE_M = 100  # the RoCE sample's cable-length
+DEFAULT_CABLE_M = 10  # "All PFC commands": "The default is 10 meters"
+ROCE_CABLE_M = 100  # the ``nv show qos roce`` sample's cable-length
 ROCE_LOSSLESS_MODES = ("lossless", "lossless-single-ipool")
 _TRUST: dict[str, TrustMode] = {"l3": "dscp", "both": "dscp", "l2": "cos", "port": "disabled"}
 
@@ -114,7 +116,10 @@ def effective(tree: Tree) -> Effective:
         pfc_priorities=_pfc_priorities(qos, lossless),
         pfc_tx=get(qos, "pfc", "default-global", "tx") != "disable",
         pfc_rx=get(qos, "pfc", "default-global", "rx") != "disable",
-        cable_length=int(get(qos, "pfc", "default-global", "cable-length") or DEFAULT_CABLE_M),
+        cable_length=int(
+            get(qos, "pfc", "default-global", "cable-length")
+            or (ROCE_CABLE_M if roce else DEFAULT_CABLE_M)
+        ),
         ecn=_ecn(qos, roce),
         scheduling=_scheduling(qos, roce),
         watchdog_poll_ms=int(get(qos, "pfc-watchdog", "polling-interval") or DEFAULT_POLL_MS),
@@ -202,10 +207,29 @@ def _watchdog_ports(tree: Tree) -> list[str]:
 # ----------------------------------------------------------------------------- shared model
 
 
+def validate(state: Effective) -> None:
+    """What NVUE checks before it applies ("Egress Scheduler": "The combined total of values
+    you assign to bw_percent must be less than or equal to 100"; ECN: the minimum threshold
+    is where marking starts, the maximum where it is total, so min <= max)."""
+    total = sum(s.weight or 0 for s in state.scheduling.values() if not s.strict)
+    if total > 100:
+        raise NvueError(
+            "Error: Invalid config: qos egress-scheduler default-global: the bw-percent of the "
+            f"dwrr traffic classes adds up to {total}, more than 100"
+        )
+    for tc, ecn in sorted(state.ecn.items()):
+        if ecn.min_bytes > ecn.max_bytes:
+            raise NvueError(
+                "Error: Invalid config: qos congestion-control default-global traffic-class "
+                f"{tc}: min-threshold {ecn.min_bytes} is above max-threshold {ecn.max_bytes}"
+            )
+
+
 def to_switch_config(tree: Tree, hostname: str, eos_ports: list[str]) -> SwitchConfig:
     """The shared (EOS-shaped) model of an applied tree: switch-wide NVUE profiles on every
-    port, the watchdog on the ports that enable it."""
+    port, the watchdog on the ports that enable it (:class:`NvueError` if NVUE refuses it)."""
     state = effective(tree)
+    validate(state)
     config = SwitchConfig.empty(hostname, eos_ports)
     config.qos_trust = _TRUST.get(state.trust, "dscp")
     config.dscp_to_tc = state.dscp_to_tc()
