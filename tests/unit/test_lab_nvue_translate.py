@@ -15,7 +15,7 @@ import pytest
 
 from tests.unit.lab_nvue_support import NvueSwitch, run
 
-ROCE_QUEUES = {
+ROCE_QUEUES: dict[str, dict[str, Any]] = {
     "0": {"ecn": {"min_bytes": 150000, "max_bytes": 1500000, "max_probability": 100},
           "strict": False, "bandwidth_percent": 50},
     "3": {"ecn": {"min_bytes": 150000, "max_bytes": 1500000, "max_probability": 100},
