@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lab.topology import Link, Node, Topology, format_speed
+from lab.mgmt.names import nos_port_name
+from lab.topology import DEFAULT_NOS, NOS_PLATFORMS, Link, Node, Topology, format_speed
 
 DATA_PLANE = ipaddress.IPv4Network("198.18.0.0/16")
 MGMT_HOST = "127.0.0.1"
@@ -282,8 +283,12 @@ def vswitch_config(plan: LabPlan, node: str) -> dict[str, Any]:
 
 
 def fabric_port_name(plan: LabPlan, node: str, index: int) -> str:
-    """EOS-style ``EthernetN`` for switch ports (containerlab ``ethN``), ``ethN`` for hosts."""
-    return f"Ethernet{index}" if plan.nodes[node].node.is_switch else f"eth{index}"
+    """A switch port as its NOS names it (EOS ``EthernetN``, SONiC ``Ethernet<lane>``, NVUE
+    ``swpN`` for containerlab ``ethN``), ``ethN`` for hosts."""
+    spec = plan.nodes[node].node
+    if not spec.is_switch:
+        return f"eth{index}"
+    return nos_port_name(spec.nos or DEFAULT_NOS, index)
 
 
 def _kb(value: float) -> str:
@@ -320,7 +325,7 @@ def fabric_document(plan: LabPlan, mgmt_ports: Mapping[str, int]) -> dict[str, A
         device: dict[str, Any] = {"name": node.name}
         if node.is_switch:
             device.update(
-                platform="arista_eos",
+                platform=NOS_PLATFORMS[node.nos or DEFAULT_NOS],
                 role=node.role,
                 host=MGMT_HOST,
                 port=mgmt_ports[node.name],

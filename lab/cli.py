@@ -25,7 +25,7 @@ from common.conventions import add_column, console, duration, examples, output_o
 from lab import runtime
 from lab.netns import CommandError
 from lab.state import STATE_DIR_ENV, LabError, LabState, state_dir_for
-from lab.topology import TopologyError, load_topology
+from lab.topology import NOS_PLATFORMS, TopologyError, load_topology
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "ROCE_LAB_DEBUG"
@@ -153,7 +153,8 @@ def _print_status(data: dict[str, Any]) -> None:
             netns_cell.append(" (missing)", style="red")
         vswitch: str | Text
         if node["kind"] == "lab-switch":
-            mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} (ssh {node['mgmt_state']})"
+            nos = node.get("nos", "eos")
+            mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} ({nos} ssh {node['mgmt_state']})"
             vswitch = Text.assemble(
                 f"pid {node['pid']} ",
                 _flagged("alive", node["alive"], "dead"),
@@ -215,19 +216,27 @@ def _print_counters(node: str, data: dict[str, Any]) -> None:
 @examples(
     "roce-agent lab up containerlab/roce-leafspine.clab.yml",
     "roce-agent lab up containerlab/roce-leafspine.clab.yml --lab pod1 -o json",
+    "roce-agent lab up containerlab/roce-leafspine.clab.yml --nos sonic",
 )
 @click.argument("topology", type=click.Path(dir_okay=False, path_type=Path))
 @_lab_option
 @_state_dir_option
+@click.option(
+    "--nos",
+    type=click.Choice(list(NOS_PLATFORMS)),
+    help="Every switch speaks this NOS over SSH (default: each one's roce.lab/nos label, eos).",
+)
 @_output_option
 @_errors_exit_2
-def up_command(topology: Path, lab_name: str | None, state_dir: Path | None, output: str) -> None:
+def up_command(
+    topology: Path, lab_name: str | None, state_dir: Path | None, nos: str | None, output: str
+) -> None:
     """Build the lab of TOPOLOGY (a containerlab *.clab.yml) from network namespaces.
 
     Refuses (exit 2) if the lab is already up: run `down` first. Prints the generated
     fabric file's path (or the full status with -o json).
     """
-    data = runtime.up(topology, lab_name=lab_name, state_dir=state_dir)
+    data = runtime.up(topology, lab_name=lab_name, state_dir=state_dir, nos=nos)
     if output == "json":
         _print_json(data)
     else:
@@ -312,6 +321,26 @@ def counters_command(node: str, lab_name: str | None, state_dir: Path | None, ou
         _print_json(data)
     else:
         _print_counters(node, data)
+
+
+@group.command("exec")
+@examples(
+    "roce-agent lab exec spine1 'show running-config'",
+    "roce-agent lab exec leaf1 'sudo sonic-cfggen -d --print-data'",
+    "roce-agent lab exec leaf2 'nv set qos roce mode lossy' 'nv config apply -y'",
+)
+@click.argument("node")
+@click.argument("lines", nargs=-1, required=True)
+@_lab_option
+@_state_dir_option
+@_errors_exit_2
+def exec_command(
+    node: str, lines: tuple[str, ...], lab_name: str | None, state_dir: Path | None
+) -> None:
+    """Run LINES on a lab switch's CLI over SSH, one command each, as an operator would: in
+    the NOS its roce.lab/nos label names (EOS, a SONiC shell, NVUE). Prints what it printed."""
+    name = _resolve_lab(None, lab_name, state_dir)
+    click.echo(runtime.exec_on_switch(node, list(lines), name, state_dir), nl=False)
 
 
 # --------------------------------------------------------------------------- faults

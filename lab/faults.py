@@ -42,12 +42,11 @@ import asyncio
 import builtins
 import contextlib
 import os
-import re
 import select
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -56,6 +55,7 @@ import yaml
 from common.resources import builtin_profiles
 from lab import netns, procs
 from lab.fault_registry import FAULTS_FILE, Fault, FaultError, Registry
+from lab.mgmt.names import nos_port_index
 from lab.state import LabError, LabState, locked, now
 from lab.topology import Endpoint, endpoint
 
@@ -156,23 +156,26 @@ class LabWiring:
     switches: frozenset[str]
     netns: Mapping[str, str]
     peers: Mapping[Endpoint, Endpoint]
+    nos: Mapping[str, str] = field(default_factory=dict)  # switch -> roce.lab/nos
 
     @classmethod
     def from_state(cls, state: LabState) -> LabWiring:
         switches: set[str] = set()
         namespaces: dict[str, str] = {}
         peers: dict[Endpoint, Endpoint] = {}
+        nos: dict[str, str] = {}
         for name, info in state.data["nodes"].items():
             namespaces[name] = str(info["netns"])
             if info["kind"] == "lab-switch":
                 switches.add(name)
+                nos[name] = str(info.get("nos", "eos"))
             for interface in info["interfaces"]:
                 peer_node, _, peer_if = str(interface["peer"]).partition(":")
                 here = endpoint(name, str(interface["ifname"]))
                 there = endpoint(peer_node, peer_if)
                 if here is not None and there is not None:  # every lab port is an ethN
                     peers[here] = there
-        return cls(frozenset(switches), namespaces, peers)
+        return cls(frozenset(switches), namespaces, peers, nos)
 
     def is_switch(self, node: str) -> bool:
         return node in self.switches
@@ -190,10 +193,11 @@ class LabWiring:
     def port(self, text: str, where: str) -> Endpoint:
         node, _, ifname = text.partition(":")
         self.node(node, where)
-        # The fabric file (and `roce-agent locate`) names a switch port as the NOS does:
-        # Ethernet3 is the lab's eth3.
-        if re.fullmatch(r"Ethernet\d+", ifname) and self.is_switch(node):
-            ifname = "eth" + ifname.removeprefix("Ethernet")
+        # The fabric file (and `roce-agent locate`) names a switch port as its NOS does:
+        # EOS Ethernet3, SONiC Ethernet8 and NVUE swp3 are all the lab's eth3.
+        if self.is_switch(node):
+            index = nos_port_index(self.nos.get(node, "eos"), ifname)
+            ifname = f"eth{index}" if index is not None else ifname
         port = endpoint(node, ifname)
         if port is None or port not in self.peers:
             raise FaultError(
@@ -433,6 +437,13 @@ def _plan_down(request: _Request) -> Actions:
 
 def _plan_misclassify(request: _Request) -> Actions:
     port = request.port
+    nos = request.wiring.nos.get(port.node, "eos")
+    if nos != "eos":
+        # The fault is a hand change of the trust mode through the switch's EOS CLI.
+        raise FaultError(
+            f"misclassify {port}: {port.node} runs {nos}; this fault changes trust through the "
+            "EOS CLI. Expected: a port of an EOS switch"
+        )
     return [
         {
             "type": "trust",
@@ -594,7 +605,7 @@ class LabFaults:
         elif action["type"] == "link_down":
             _ip_link(action, "down")
         elif action["type"] == "trust":
-            running = _mgmt_cli(state, action["switch"], ["show running-config"])
+            running = switch_cli(state, action["switch"], ["show running-config"])
             action["previous"] = interface_trust(running, action["interface"])
             _configure_trust(state, action, fault.id, action["set"])
         elif action["type"] == "process":
@@ -757,7 +768,7 @@ def interface_trust(running_config: str, interface: str) -> str | None:
 def _configure_trust(state: LabState, action: Mapping[str, Any], fault_id: str, line: str) -> None:
     """One config session, committed: the change is on the switch whole or not at all."""
     session = f"lab-fault-{fault_id}"
-    output = _mgmt_cli(
+    output = switch_cli(
         state,
         action["switch"],
         # `commit` leaves configuration mode, as on EOS
@@ -766,14 +777,14 @@ def _configure_trust(state: LabState, action: Mapping[str, Any], fault_id: str, 
     problems = [x.strip() for x in output.splitlines() if x.strip().startswith("%")]
     if problems:
         with contextlib.suppress(LabError):
-            _mgmt_cli(state, action["switch"], [f"configure session {session} abort"])
+            switch_cli(state, action["switch"], [f"configure session {session} abort"])
         raise FaultError(
             f"{action['switch']} {action['interface']}: `{line}` refused by the switch CLI: "
             + "; ".join(problems)
         )
 
 
-def _mgmt_cli(state: LabState, switch: str, lines: list[str]) -> str:
+def switch_cli(state: LabState, switch: str, lines: list[str]) -> str:
     """Run CLI lines on ``switch`` over SSH as an operator would (its pinned host key, the
     lab's credentials); returns what the switch printed."""
     import asyncssh

@@ -56,7 +56,7 @@ from lab.state import (
     now,
     state_dir_for,
 )
-from lab.topology import Topology, check_lab_name, load_topology
+from lab.topology import DEFAULT_NOS, Topology, check_lab_name, load_topology
 
 if TYPE_CHECKING:  # lab.vmhost is loaded only for labs with VM hosts
     from lab.vmhost.vm import VmHost
@@ -125,12 +125,19 @@ def up(
     lab_name: str | None = None,
     state_dir: str | os.PathLike[str] | None = None,
     start_timeout: float = START_TIMEOUT_S,
+    nos: str | None = None,
 ) -> dict[str, Any]:
     """Build the lab; return its :func:`status`. Refuses (LabError) if it is already up.
+    ``nos`` makes every switch speak that NOS whatever its roce.lab/nos label says.
 
     On any failure everything created so far is removed again before the error is raised.
     """
     topology = load_topology(Path(topology_path))
+    if nos is not None:
+        try:
+            topology = topology.speaking(nos)
+        except ValueError as exc:
+            raise LabError(f"--nos: {exc}") from None
     name = lab_name or topology.name
     problem = check_lab_name(name)
     if problem:
@@ -221,6 +228,7 @@ def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
         }
         if node.is_switch:
             info.update(
+                nos=node.nos or DEFAULT_NOS,
                 mgmt_host=MGMT_HOST,
                 mgmt_port=ports[node.name],
                 config_file=str(directory / f"{node.name}.json"),
@@ -595,9 +603,9 @@ PORT_ATTEMPTS = 3
 
 
 def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> bool:
-    """The switch's SSH management plane (EOS-style CLI) on its recorded loopback port, or on
-    a new one if another process took that port between its allocation and the bind (labs
-    coming up side by side). True when the port moved."""
+    """The switch's SSH management plane (the personality of its NOS) on its recorded loopback
+    port, or on a new one if another process took that port between its allocation and the bind
+    (labs coming up side by side). True when the port moved."""
     from lab.mgmt.launcher import ManagementStartError, PortTaken, start_management
 
     info = state.data["nodes"][node_plan.name]
@@ -616,6 +624,7 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> b
                 credentials["password"],
                 [i.ifname for i in node_plan.interfaces],
                 timeout=timeout,
+                nos=info.get("nos", DEFAULT_NOS),
             )
             break
         except PortTaken as exc:
@@ -851,6 +860,7 @@ def _node_status(
     }
     healthy = bool(entry["netns_present"])
     if info["kind"] == "lab-switch":
+        entry["nos"] = info.get("nos", DEFAULT_NOS)
         healthy = _switch_status(state, name, info, probe, entry) and healthy
     elif "gateway" in info:
         entry["gateway"] = info["gateway"]
@@ -913,13 +923,24 @@ def _ping(control_socket: str, timeout: float = 2.0) -> str:
         return "no-answer"
 
 
-def counters(
-    node: str, lab_name: str, state_dir: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
-    """The vswitch counters of ``node`` (its control socket's ``counters`` answer)."""
-    from lab.vswitch.client import VswitchClient, VswitchError
+def exec_on_switch(
+    node: str, lines: list[str], lab_name: str, state_dir: str | os.PathLike[str] | None = None
+) -> str:
+    """Run ``lines`` on ``node``'s management plane over SSH as an operator would (in the NOS
+    its roce.lab/nos label names); what the switch printed."""
+    from lab.fault_registry import FaultError
+    from lab.faults import switch_cli
 
     state = load_state(lab_name, state_dir)
+    _switch_info(state, node, lab_name, "exec runs on")
+    try:
+        return switch_cli(state, node, lines)
+    except FaultError as exc:
+        raise LabError(str(exc)) from None
+
+
+def _switch_info(state: LabState, node: str, lab_name: str, what: str) -> Mapping[str, Any]:
+    """``node``'s record, LabError unless it is a switch of the lab."""
     info = state.data["nodes"].get(node)
     if info is None:
         raise LabError(
@@ -927,9 +948,18 @@ def counters(
         )
     if info["kind"] != "lab-switch":
         switches = [n for n, i in state.data["nodes"].items() if i["kind"] == "lab-switch"]
-        raise LabError(
-            f"{node} is a host; counters come from the lab switches ({', '.join(switches)})"
-        )
+        raise LabError(f"{node} is a host; {what} the lab switches ({', '.join(switches)})")
+    return info  # type: ignore[no-any-return]
+
+
+def counters(
+    node: str, lab_name: str, state_dir: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """The vswitch counters of ``node`` (its control socket's ``counters`` answer)."""
+    from lab.vswitch.client import VswitchClient, VswitchError
+
+    state = load_state(lab_name, state_dir)
+    info = _switch_info(state, node, lab_name, "counters come from")
     try:
         with VswitchClient(info["control_socket"], timeout=5.0) as client:
             return client.counters()

@@ -18,6 +18,7 @@ both ends of a link agreeing) by the checks below, located through the loader's 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 import math
@@ -75,12 +76,16 @@ NODE_LABELS = frozenset(
     {
         "role", "speed", "mtu", "cable-m",
         "xoff-bytes", "xon-bytes", "headroom-bytes", "queue-limit-bytes",
-        "rdma",
+        "rdma", "nos",
     }
 )  # fmt: skip
 # roce.lab/rdma on a host: the host is a small VM with that RDMA stack (lab.vmhost). "rxe":
 # Soft-RoCE in a stock Debian kernel, with rdma-core and perftest; the only one there is.
 RDMA_STACKS = ("rxe",)
+# roce.lab/nos on a switch: the NOS its management plane speaks over SSH (lab.mgmt.personality),
+# and the platform the lab's fabric file gives the agent for it. The data plane is the same.
+NOS_PLATFORMS = {"eos": "arista_eos", "sonic": "sonic", "nvue": "cumulus_nvue"}
+DEFAULT_NOS = "eos"
 # Lab-wide values: only meaningful in topology.defaults (the fabric file has one of each).
 LAB_LABELS = frozenset({"profile", "username", "password", "time-dilation"})
 # roce.lab/time-dilation D: a lab link stands for one D times faster (10M standing for 10G is
@@ -141,6 +146,7 @@ class Node:
     labels: Mapping[str, str]
     line: int
     rdma: str | None = None  # roce.lab/rdma: a VM host with this RDMA stack (lab.vmhost)
+    nos: str | None = None  # roce.lab/nos of a switch (None for a host)
 
     @property
     def is_switch(self) -> bool:
@@ -200,6 +206,19 @@ class Topology:
     def container_name(self, node: str, lab_name: str | None = None) -> str:
         """containerlab's container name, used as the node's network namespace name."""
         return container_name(self.prefix, lab_name or self.name, node)
+
+    def speaking(self, nos: str) -> Topology:
+        """The same lab with every switch speaking ``nos`` (``lab up --nos``): one topology
+        file serves every platform (ValueError naming the known ones for another)."""
+        if nos not in NOS_PLATFORMS:
+            raise ValueError(
+                f"{nos!r} is not a NOS the lab switch speaks ({', '.join(NOS_PLATFORMS)})"
+            )
+        nodes = {
+            name: dataclasses.replace(node, nos=nos) if node.is_switch else node
+            for name, node in self.nodes.items()
+        }
+        return dataclasses.replace(self, nodes=nodes)
 
 
 def container_name(prefix: str | None, lab_name: str, node: str) -> str:
@@ -966,10 +985,12 @@ def _node(check: _Checker, draft: _Draft, role: Role) -> Node | None:
     else:
         _no_own_buffer_labels(check, draft)
     rdma = _rdma(check, draft, lab_kind)
+    nos = _nos(check, draft, lab_kind)
     if len(check.problems) > before:
         return None
     return Node(
         rdma=rdma,
+        nos=nos,
         name=draft.name,
         kind=draft.kind,
         image=draft.image,
@@ -1046,6 +1067,25 @@ def _rdma(check: _Checker, draft: _Draft, lab_kind: LabKind) -> str | None:
             setting.field,
             f"{_shown(setting.value)} is not an RDMA stack the lab can run "
             f"({', '.join(RDMA_STACKS)})",
+        )
+        return None
+    return setting.value
+
+
+def _nos(check: _Checker, draft: _Draft, lab_kind: LabKind) -> str | None:
+    setting = draft.label("nos")
+    if lab_kind != "lab-switch":
+        if setting is not None and _own(draft, setting):
+            check.add(setting.path, setting.field, "roce.lab/nos only applies to switches")
+        return None
+    if setting is None:
+        return DEFAULT_NOS
+    if setting.value not in NOS_PLATFORMS:
+        check.add(
+            setting.path,
+            setting.field,
+            f"{_shown(setting.value)} is not a NOS the lab switch speaks "
+            f"({', '.join(NOS_PLATFORMS)})",
         )
         return None
     return setting.value

@@ -20,6 +20,11 @@ fired, then judge:
 - the exit code is the expected one (-9 for SIGKILL, 1 for a device that failed);
 - after the fault is gone, a plain re-run exits 0 with every switch new and saved (``show
   running-config diffs`` empty: a reload would not bring the old QoS back).
+
+The rows are the same on every platform; the management-plane faults fire on the lines where
+that platform's change goes live under its timer and where it is confirmed
+(:data:`CHANGE_LINES`), and the drill runs on the platform of its canary (the fabric's first
+switch). One table per platform, a row per (platform, fault).
 """
 
 from __future__ import annotations
@@ -59,6 +64,28 @@ Outcome = TypeVar("Outcome")
 
 class DrillError(AgentError):
     """The drill cannot run here (not a lab fabric, lab not up)."""
+
+
+@dataclass(frozen=True)
+class ChangeLines:
+    """The lines (regexes on what the driver sends) where a platform's change goes live under
+    its rollback timer, and where it is made permanent: the drill's SSH faults fire on them."""
+
+    commit: str
+    confirm: str
+
+
+CHANGE_LINES = {
+    # configure session NAME ... commit timer T; later `configure session NAME commit`.
+    "arista_eos": ChangeLines(r"^commit timer", r"^configure session \S+ commit$"),
+    # GCU apply-patch goes live at once (its rollback timer is armed right after);
+    # confirming stops the systemd-run timer first.
+    "sonic": ChangeLines(r"^sudo config apply-patch ", r"^sudo systemctl stop \S+-rollback\.timer"),
+    # nv config apply --confirm Ns goes live under NVUE's own timer; --confirm-yes keeps it.
+    "cumulus_nvue": ChangeLines(
+        r"^nv config apply --confirm \d", r"^nv config apply --confirm-yes"
+    ),
+}
 
 
 @dataclass
@@ -168,6 +195,7 @@ class Row:
 @dataclass
 class RowResult:
     name: str
+    platform: str = "arista_eos"
     exit_code: int | None = None
     expected_exit: int = 1
     reported: dict[str, str] = field(default_factory=dict)
@@ -186,6 +214,7 @@ class RowResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "platform": self.platform,
             "row": self.name,
             "passed": self.passed,
             "exit": self.exit_code,
@@ -210,6 +239,7 @@ def matrix_rows(results: list[RowResult]) -> list[dict[str, str]]:
     """The drill matrix, one line per row, as printed (table, Markdown, test output)."""
     return [
         {
+            "platform": r.platform,
             "drill": r.name,
             "exit": f"{r.exit_code} (want {r.expected_exit})",
             "after fault": _states(r.after_fault),
@@ -236,7 +266,7 @@ def format_matrix(results: list[RowResult]) -> str:
 
 
 class Drill:
-    """Runs the rows against a lab fabric; the switches are its arista_eos devices."""
+    """Runs the rows against a lab fabric's switches; its platform is the canary's."""
 
     def __init__(
         self,
@@ -261,6 +291,7 @@ class Drill:
         self.pusher = Pusher.for_intent(intent)
         self.switches: list[Device] = self.pusher.select(())
         self.canary = self.switches[0].name
+        self.platform = self.switches[0].platform
 
     # ------------------------------------------------------------------ state
 
@@ -451,7 +482,7 @@ class Drill:
 
     def run_row(self, row: Row) -> RowResult:
         started = time.monotonic()
-        outcome = RowResult(row.name, expected_exit=row.expected_exit)
+        outcome = RowResult(row.name, self.platform, expected_exit=row.expected_exit)
         self.log(f"drill {row.name}: reset")
         self.reset()
         before = self.classify()
@@ -575,8 +606,22 @@ def _repin(drill: Drill) -> None:
     drill._reload()
 
 
-def default_rows(slow_delay_s: float = SLOW_DELAY_S) -> list[Row]:
-    """The matrix of issue #11: kill points, then link and management failures."""
+def change_lines(platform: str) -> ChangeLines:
+    """Where ``platform``'s change goes live and is confirmed (DrillError for one the drill
+    does not know)."""
+    lines = CHANGE_LINES.get(platform)
+    if lines is None:
+        raise DrillError(
+            f"the fault drill has no rows for platform {platform!r}; "
+            f"Expected: one of {', '.join(CHANGE_LINES)}"
+        )
+    return lines
+
+
+def default_rows(slow_delay_s: float = SLOW_DELAY_S, platform: str = "arista_eos") -> list[Row]:
+    """The matrix of issue #11 for ``platform``: kill points, then link and management
+    failures on the lines of its transaction."""
+    lines = change_lines(platform)
 
     def kill(point: str, at_canary: bool = True) -> Row:
         env_value = f"{point}@{{canary}}" if at_canary else point
@@ -590,10 +635,10 @@ def default_rows(slow_delay_s: float = SLOW_DELAY_S) -> list[Row]:
         kill("after-confirm"),
         kill("mid-batch", at_canary=False),
     ]
-    cut_before = _fault(_canary, cut_on=r"^commit timer", cut_when="before")
-    cut_after = _fault(_canary, cut_on=r"^configure session \S+ commit$", cut_when="after")
-    restart = _fault(_canary, restart_on=r"^commit timer", restart_down_s=2)
-    slow = _fault(_canary, delay_s=slow_delay_s, slow_on=r"^commit timer")
+    cut_before = _fault(_canary, cut_on=lines.commit, cut_when="before")
+    cut_after = _fault(_canary, cut_on=lines.confirm, cut_when="after")
+    restart = _fault(_canary, restart_on=lines.commit, restart_down_s=2)
+    slow = _fault(_canary, delay_s=slow_delay_s, slow_on=lines.commit)
     rows += [
         Row("ssh cut before commit", "fault", **cut_before, evidence="fault: connection cut"),
         # The confirm ran, its reply is lost: the agent must find out the truth on a fresh
@@ -644,8 +689,10 @@ def resolve_rows(drill: Drill, rows: list[Row]) -> list[Row]:
     return rows
 
 
-def select_rows(names: list[str] | None, slow_delay_s: float = SLOW_DELAY_S) -> list[Row]:
-    rows = default_rows(slow_delay_s)
+def select_rows(
+    names: list[str] | None, slow_delay_s: float = SLOW_DELAY_S, platform: str = "arista_eos"
+) -> list[Row]:
+    rows = default_rows(slow_delay_s, platform)
     if not names:
         return rows
     known = {r.name: r for r in rows}

@@ -775,10 +775,10 @@ class PlaybookRunner:
 
         if self.fabric_file is None or self.audit_dir is None:
             raise AgentError("fault_drill needs the fabric file and a state dir")
-        rows = faultdrill.select_rows(
-            None if spec.rows == "all" else list(spec.rows), spec.slow_delay_s
-        )
         drill = faultdrill.Drill(self.fabric_file, self.audit_dir, spec.confirm_timeout_s)
+        rows = faultdrill.select_rows(
+            None if spec.rows == "all" else list(spec.rows), spec.slow_delay_s, drill.platform
+        )
         results = drill.run(faultdrill.resolve_rows(drill, rows))
         passed = all(r.passed for r in results)
         detail = {

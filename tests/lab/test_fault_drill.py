@@ -1,14 +1,19 @@
-"""The fault-drill matrix (issue #11, item 3) on a lab, one test per row.
+"""The fault-drill matrix (issue #11, item 3; per platform, issue #32 item 3) on labs.
 
 Each row resets every switch to the lab's factory QoS, breaks one rollout (SIGKILL at a
 kill point, or a lab management-plane fault on the canary), waits out the commit timer,
 and requires: every switch entirely old or entirely new, nothing reported or audited as
 applied unless it is, every change audited, the right exit code, and a clean re-run that
-exits 0 with every switch new (agent/ops/faultdrill.py). The matrix is printed at the end.
+exits 0 with every switch new (agent/ops/faultdrill.py). The matrix is printed at the end,
+a row per (platform, fault).
+
+Each platform runs every row on the leaf-spine lab with every switch speaking its NOS (``lab
+up --nos``); the SSH faults fire on that platform's own commit and confirm lines
+(``faultdrill.CHANGE_LINES``). The platforms run one after another (six labs at a time).
 
 The rows spend much of their time waiting (netmiko's read timeout, commit timers), so they
-run in six lanes of two rows, each on a lab of its own with its own audit log; the lanes share
-nothing.
+run in lanes of two or three rows, each on a lab of its own with its own audit log; the lanes
+share nothing.
 """
 
 from __future__ import annotations
@@ -24,16 +29,21 @@ from tests.lab.support.labs import Lab, LabFactory, requires_lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short
-ROWS = default_rows()
-LANES = 6
+# platform -> its switches' NOS (lab up --nos)
+PLATFORMS = {"arista_eos": "eos", "sonic": "sonic", "cumulus_nvue": "nvue"}
+LANES = 6  # per platform
 # Rows that wait on netmiko's 10 s read timeout or a commit timer go first, one per lane in
 # turn, so the lanes end at about the same time.
 SLOW_FIRST = ("slow switch", "ssh cut", "mgmt plane restart", "kill after-commit")
 
 
-def _lanes(rows: list[Row]) -> list[list[Row]]:
+ROWS = {platform: default_rows(platform=platform) for platform in PLATFORMS}
+CASES = [(platform, row) for platform, rows in ROWS.items() for row in rows]
+
+
+def _lanes(rows: list[Row], lanes: int) -> list[list[Row]]:
     ordered = sorted(rows, key=lambda r: not r.name.startswith(SLOW_FIRST))
-    return [ordered[lane::LANES] for lane in range(LANES)]
+    return [ordered[lane::lanes] for lane in range(lanes)]
 
 
 def _run_lane(drill: Drill, rows: list[Row]) -> dict[str, RowResult]:
@@ -42,14 +52,20 @@ def _run_lane(drill: Drill, rows: list[Row]) -> dict[str, RowResult]:
         try:
             results[row.name] = drill.run_row(row)
         except Exception as exc:  # a drill that cannot run is this row's failure
-            results[row.name] = RowResult(row.name, problems=[f"drill error: {exc}"])
+            results[row.name] = RowResult(
+                row.name, drill.platform, problems=[f"drill error: {exc}"]
+            )
     return results
 
 
-def _drill(lab: Lab, audit_dir: Path) -> Drill:
+def _start(labs: LabFactory, lane: str, nos: str) -> Lab:
+    return labs.start("fd", suffix=lane, password="admin", nos=nos)
+
+
+def _drill(lab: Lab, audit_dir: Path, rows: list[Row]) -> Drill:
     drill = Drill(Path(lab.status["fabric_file"]), audit_dir, CONFIRM_TIMEOUT_S)
     drill.snapshot_old()
-    resolve_rows(drill, ROWS)
+    resolve_rows(drill, rows)
     return drill
 
 
@@ -58,49 +74,82 @@ def matrix(
     module_labs: LabFactory,
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
-) -> Iterator[dict[str, RowResult]]:
-    # The lanes are independent: their labs are brought up (and torn down) side by side, each
-    # with its own audit log; the agent in this process reads the labs' password as they do.
-    lanes = dict(zip("abcdef", _lanes(ROWS), strict=True))  # lane -> its rows
-    labs = results_or_raise(
-        run_each(
-            {lane: lane for lane in lanes},
-            lambda lane: module_labs.start("fd", suffix=lane, password="admin"),
-        )
-    )
-    audit_dirs = {lane: tmp_path_factory.mktemp("fdaudit") for lane in lanes}
-    drills = results_or_raise(
-        run_each({lane: (labs[lane], audit_dirs[lane]) for lane in lanes}, lambda a: _drill(*a))
-    )
-    results: dict[str, RowResult] = {}
-    for lane_results in results_or_raise(
-        run_each({lane: (drills[lane], lanes[lane]) for lane in lanes}, lambda a: _run_lane(*a))
-    ).values():
-        results.update(lane_results)
+) -> Iterator[dict[tuple[str, str], RowResult]]:
+    results: dict[tuple[str, str], RowResult] = {}
+    # One platform after another (each one's lanes side by side): three platforms' labs at
+    # once would starve the 2-core machine's switches of CPU. Only the platforms of the
+    # selected rows (`-k sonic`) bring labs up.
+    for platform in _selected_platforms(request):
+        results.update(_run_platform(module_labs, tmp_path_factory, platform))
     yield results
     _print_matrix(request, results)
 
 
-def _print_matrix(request: pytest.FixtureRequest, results: dict[str, RowResult]) -> None:
+def _selected_platforms(request: pytest.FixtureRequest) -> list[str]:
+    chosen = {
+        item.callspec.params["platform"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.module is request.module
+        and hasattr(item, "callspec")
+    }
+    return [p for p in PLATFORMS if p in chosen]
+
+
+def _run_platform(
+    module_labs: LabFactory, tmp_path_factory: pytest.TempPathFactory, platform: str
+) -> dict[tuple[str, str], RowResult]:
+    """Every row of ``platform`` in its lanes; a lab that does not come up fails its rows."""
+    nos = PLATFORMS[platform]
+    lanes = {f"{nos[0]}{n}": r for n, r in enumerate(_lanes(ROWS[platform], LANES))}
+    outcome: dict[str, RowResult] = {}
+    started = run_each({lane: (lane, nos) for lane in lanes}, lambda a: _start(module_labs, *a))
+    try:
+        labs = results_or_raise(started)
+        audit_dirs = {lane: tmp_path_factory.mktemp("fdaudit") for lane in lanes}
+        drills = results_or_raise(
+            run_each(
+                {lane: (labs[lane], audit_dirs[lane], lanes[lane]) for lane in lanes},
+                lambda a: _drill(*a),
+            )
+        )
+        for found in results_or_raise(
+            run_each({lane: (drills[lane], lanes[lane]) for lane in lanes}, lambda a: _run_lane(*a))
+        ).values():
+            outcome.update(found)
+    except Exception as exc:  # the platform's labs or drills could not start: its rows fail
+        for row in ROWS[platform]:
+            outcome.setdefault(row.name, RowResult(row.name, platform, problems=[f"{exc}"]))
+    finally:
+        for lab in started.values():
+            if isinstance(lab, Lab):
+                module_labs.stop(lab)
+    return {(platform, name): result for name, result in outcome.items()}
+
+
+def _print_matrix(
+    request: pytest.FixtureRequest, results: dict[tuple[str, str], RowResult]
+) -> None:
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:
         with capture.global_and_fixture_disabled():  # past pytest's output capture
             reporter.write_line("")
             reporter.write_line("fault-drill matrix:")
-            ordered = [results[r.name] for r in ROWS if r.name in results]
+            ordered = [results[(p, r.name)] for p, r in CASES if (p, r.name) in results]
             for line in format_matrix(ordered).splitlines():
                 reporter.write_line(line)
 
 
 def test_every_row_runs_in_exactly_one_lane() -> None:
-    lanes = _lanes(ROWS)
-    assert sorted(r.name for lane in lanes for r in lane) == sorted(r.name for r in ROWS)
-    assert all(lanes)
+    for rows in ROWS.values():
+        lanes = _lanes(rows, LANES)
+        assert sorted(r.name for lane in lanes for r in lane) == sorted(r.name for r in rows)
+        assert all(lanes)
 
 
-@pytest.mark.timeout(900)  # the first row's setup runs the whole matrix
-@pytest.mark.parametrize("row", ROWS, ids=[r.slug for r in ROWS])
-def test_drill_row(matrix: dict[str, RowResult], row: Row) -> None:
-    result = matrix[row.name]
+@pytest.mark.timeout(1800)  # the first row's setup runs the whole matrix
+@pytest.mark.parametrize(("platform", "row"), CASES, ids=[f"{p}-{r.slug}" for p, r in CASES])
+def test_drill_row(matrix: dict[tuple[str, str], RowResult], platform: str, row: Row) -> None:
+    result = matrix[(platform, row.name)]
     assert result.passed, format_matrix([result])

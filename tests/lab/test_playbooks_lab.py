@@ -98,8 +98,13 @@ def test_ecn_sweep_checks_a_dcqcn_recommendation_and_restores_the_fabric(
     playbook = yaml.safe_load((REPO / "playbooks" / "ecn-sweep.yml").read_text())
     sweep = playbook["steps"][0]["ecn_sweep"]
     sweep.update(repeats=1, duration_s=2, neighbours=[])
-    # One short run on a shared machine: the floor of the lab's goal (90 %) minus noise.
+    # One short run on a shared machine: the floor of the lab's goal (90 %) minus noise, and a
+    # pause budget for one 2 s run. The shipped 1 % is for the median of three 4 s runs; one
+    # stall of the user-space switches under load pauses a few frames whatever the setting
+    # (a CI run at load 1.9: 8 PFC frames, 2 % paused, 92 % goodput, nothing lost), so the
+    # budget here is 5 %.
     sweep["min_goodput_fraction"] = 0.85
+    sweep["max_paused_fraction"] = 0.05
     once = tmp_path / "ecn-sweep-once.yml"
     once.write_text(yaml.safe_dump(playbook))
     done = agent("run", str(once), fabric, "--output", "json")

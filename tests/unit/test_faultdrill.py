@@ -6,11 +6,13 @@ hand-made outcomes, one per way a broken rollout can be misreported.
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from agent.ops.faultdrill import DrillError, RowResult, judge, select_rows
+from agent.ops.faultdrill import DrillError, Row, RowResult, judge, select_rows
 
 OLD = {"s1": "old", "s2": "old"}
 
@@ -71,3 +73,42 @@ def test_unknown_row_names_are_refused() -> None:
     with pytest.raises(DrillError, match="unknown row"):
         select_rows(["kill nowhere"])
     assert [r.name for r in select_rows(["wrong credentials"])] == ["wrong credentials"]
+
+
+def _knobs(row: Row) -> dict[str, Any]:
+    """The fault knobs a row's inject writes to the canary's management plane."""
+    written: dict[str, Any] = {}
+    lab = SimpleNamespace(set_faults=lambda _switch, **given: written.update(given))
+    assert row.inject is not None
+    row.inject(SimpleNamespace(lab=lab, canary="s1"))  # type: ignore[arg-type]
+    return written
+
+
+@pytest.mark.parametrize(
+    ("platform", "commit_line", "confirm_line"),
+    [
+        ("arista_eos", "commit timer 00:00:05", "configure session roce-agent-1 commit"),
+        ("sonic", "sudo config apply-patch /tmp/roce-agent-1.json",
+         "sudo systemctl stop roce-agent-1-rollback.timer"),
+        ("cumulus_nvue", "nv config apply --confirm 5s -y", "nv config apply --confirm-yes"),
+    ],
+)  # fmt: skip
+def test_each_platforms_faults_fire_on_its_own_commit_and_confirm(
+    platform: str, commit_line: str, confirm_line: str
+) -> None:
+    rows = {r.name: r for r in select_rows(None, platform=platform)}
+    knobs = {
+        name: _knobs(rows[name])
+        for name in ("ssh cut before commit", "ssh cut after confirm (reply lost)",
+                     "mgmt plane restart in session")
+    }  # fmt: skip
+    assert re.search(knobs["ssh cut before commit"]["cut_on"], commit_line)
+    assert not re.search(knobs["ssh cut before commit"]["cut_on"], confirm_line)
+    assert re.search(knobs["ssh cut after confirm (reply lost)"]["cut_on"], confirm_line)
+    assert not re.search(knobs["ssh cut after confirm (reply lost)"]["cut_on"], commit_line)
+    assert re.search(knobs["mgmt plane restart in session"]["restart_on"], commit_line)
+
+
+def test_a_platform_without_drill_rows_is_named() -> None:
+    with pytest.raises(DrillError, match="no rows for platform 'cisco_nxos'"):
+        select_rows(None, platform="cisco_nxos")

@@ -149,8 +149,13 @@ def probing_on(intent: FabricIntent, udp_port: int) -> FabricIntent:
     return intent.model_copy(update={"validation": validation})
 
 
-def start_lab(name: str, state_dir: Path, topology: Path = LEAFSPINE) -> Lab:
-    result = run_cli("up", topology, "--name", name, "--state-dir", state_dir, "-o", "json")
+def start_lab(
+    name: str, state_dir: Path, topology: Path = LEAFSPINE, nos: str | None = None
+) -> Lab:
+    speaking = ["--nos", nos] if nos else []
+    result = run_cli(
+        "up", topology, "--name", name, "--state-dir", state_dir, "-o", "json", *speaking
+    )
     assert result.returncode == 0, f"lab up failed:\n{result.stdout}\n{result.stderr}"
     return Lab(name, state_dir, json.loads(result.stdout))
 
@@ -199,18 +204,25 @@ class LabFactory:
         self._environment = pytest.MonkeyPatch()
 
     def start(
-        self, tag: str, topology: Path = LEAFSPINE, *, password: str | None = None, suffix: str = ""
+        self,
+        tag: str,
+        topology: Path = LEAFSPINE,
+        *,
+        password: str | None = None,
+        suffix: str = "",
+        nos: str | None = None,
     ) -> Lab:
         """Lab ``<tag><pid><suffix>`` of ``topology``. With ``password`` the switches take it
         (the lab reads it at ``up``) and so does the agent in this process, both from
-        ``$ROCE_LAB_PASSWORD``, set until :meth:`stop_all`."""
+        ``$ROCE_LAB_PASSWORD``, set until :meth:`stop_all`. With ``nos`` every switch speaks
+        that NOS (``lab up --nos``)."""
         name = f"{tag}{os.getpid()}{suffix}"
         started = _Started(name, self.base / name, topology)
         with self._lock:
             self._started[name] = started
             if password is not None:
                 self._environment.setenv(PASSWORD_ENV, password)
-        return start_lab(name, started.state_dir, topology)
+        return start_lab(name, started.state_dir, topology, nos)
 
     def stop(self, lab: Lab) -> None:
         """Tear one lab down now (a test that checks what ``down`` leaves behind)."""
