@@ -89,6 +89,22 @@ def test_consecutive_pushes_of_different_profiles_converge() -> None:
         assert push(conn, plan("pfc-only")) == []  # converged: nothing left to change
 
 
+def test_a_switch_goes_back_to_its_factory_state_watchdog_off_included() -> None:
+    """What the fault drill's reset does: push the state read before the first change."""
+    with lab_connection() as (switch, conn):
+        factory = DRIVER.read_state(conn)
+        assert not factory.watchdog.enabled
+        push(conn, plan("nvidia-default"))
+        lines = DRIVER.render_changes(factory, DRIVER.read_state(conn))
+        assert "nv unset interface swp1 qos pfc-watchdog" in lines
+        with DRIVER.transaction(conn, lines, 90) as txn:
+            DRIVER.confirm(conn, txn)
+        back = diff("leaf1", factory, DRIVER.read_state(conn), DRIVER.managed)
+        assert back == []
+        assert switch.qos()["ports"]["eth1"]["watchdog"]["enabled"] is False
+        assert switch.qos()["ports"]["eth1"]["no_drop"] == []
+
+
 def test_a_hand_change_over_ssh_is_found_as_drift() -> None:
     with lab_connection() as (switch, conn):
         push(conn, plan("nvidia-default"))

@@ -417,9 +417,13 @@ class CumulusNvue(Platform):
 
     @staticmethod
     def _watchdog_lines(desired: QosState, actual: QosState | None) -> list[str]:
+        """Off is rendered too: "To disable PFC watchdog, run the ``nv unset interface
+        <interface> qos pfc-watchdog`` command" (QoS guide, "PFC Watchdog")."""
         watchdog = desired.watchdog
         if not watchdog.enabled:
-            return []
+            if actual is not None and not actual.watchdog.enabled:
+                return []
+            return [f"nv unset interface {name} qos pfc-watchdog" for name in desired.interfaces]
         if watchdog.action not in (None, "drop"):
             raise PlatformError(
                 f"cumulus_nvue: PFC watchdog action {watchdog.action!r} is not configurable; "
