@@ -649,6 +649,7 @@ class CumulusNvue(Platform):
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         run_checked(conn, "nv config apply --confirm-yes")
         txn.confirmed = True
+        kill_point("before-save", conn.device)
         self.save(conn)
 
     def save(self, conn: Connection) -> None:
