@@ -27,6 +27,14 @@ CumulusNetworks/docs ``content/cumulus-linux-58/Layer-1-and-Switch-Ports/Quality
   restores after a polling interval without pause frames — neither action nor restoration
   time is configurable, so :meth:`CumulusNvue.desired` drops ``restoration_ms``).
 
+A change (``render_changes``) repeats ``roce mode`` and the egress-queue mapping, unsets a
+collection (PFC and pool ``switch-priority``) before setting its new members, and unsets the
+scheduler entry of a class the plan leaves unscheduled: on a switch that is not yet in RoCE
+mode, or that another plan left with more lossless priorities or weights, the changed values
+alone are refused (weights above 100 %, Cumulus Linux 5.14 guide, "Egress Scheduler") or keep
+stale members (``nv set`` adds to a collection). Checked live against the lab's NVUE switch
+(tests/unit/test_lab_nvue_driver.py, docs/lab-nvue.md).
+
 Transaction ("Config and Action Commands", Cumulus Linux 5.x command reference): the ``nv
 set`` lines stage a pending revision (``nv config detach`` discards it if a line is refused),
 ``nv config apply --confirm <N>s -y`` applies it and rolls back by itself unless confirmed in
@@ -101,10 +109,12 @@ def _csv(values: list[int]) -> str:
 # ---------------------------------------------------------------------- one renderer per section
 
 
-def _roce_mode_lines(pfc: tuple[int, ...], actual: QosState | None) -> list[str]:
-    """``roce mode``: only on a full render (it resets the profiles to RoCE's defaults)."""
-    if actual is not None:
-        return []
+def _roce_mode_lines(pfc: tuple[int, ...]) -> list[str]:
+    """``roce mode``: in every render that changes something. The rest of the render assumes
+    RoCE's defaults (only TC 0, 3 and 6 scheduled); on a switch without RoCE the default
+    scheduler gives every queue 12 or 13 % (QoS guide, "Egress Scheduler") and the plan's
+    weights would add up past the documented limit of 100. Setting the mode a switch already
+    has changes nothing in NVUE's object model."""
     return [f"{QOS} roce mode {'lossless' if pfc else 'lossy'}"]
 
 
@@ -132,10 +142,10 @@ def _dscp_lines(desired: QosState, actual: QosState | None) -> list[str]:
     ]
 
 
-def _egress_queue_mapping_lines(actual: QosState | None) -> list[str]:
-    """Priority P to traffic class P (the model's premise), on a full render only."""
-    if actual is not None:
-        return []
+def _egress_queue_mapping_lines() -> list[str]:
+    """Priority P to traffic class P (the model's premise), in every render that changes
+    something: RoCE mode maps every priority but 3 and 6 to TC 0 (RoCE guide, "Default RoCE
+    Configuration"), and read-back does not read this map, so it is always set."""
     return [
         f"{QOS} egress-queue-mapping default-global switch-priority {priority} "
         f"traffic-class {priority}"
@@ -144,9 +154,17 @@ def _egress_queue_mapping_lines(actual: QosState | None) -> list[str]:
 
 
 def _pfc_lines(pfc: tuple[int, ...], have: tuple[bool, tuple[int, ...]] | None) -> list[str]:
+    """``switch-priority`` is a collection (``[switch-priority]`` in ``nv show qos pfc
+    default-global``, QoS guide, "Priority Flow Control"): ``nv set`` adds members, so a
+    change first unsets the members the switch has (and the pools' members with them)."""
     if have == (bool(pfc), tuple(pfc)):
         return []
     lines = []
+    if have is not None:
+        lines.append("nv unset qos pfc default-global switch-priority")
+        if list(have[1]) not in ([], [3]):
+            lines.append("nv unset qos traffic-pool roce-lossless switch-priority")
+            lines.append("nv unset qos traffic-pool default-lossy switch-priority")
     if pfc:
         lines.append(f"{QOS} pfc default-global switch-priority {_csv(list(pfc))}")
         lines.append(f"{QOS} pfc default-global tx enable")
@@ -196,6 +214,10 @@ def _congestion_control_lines(changed: list[QueueChange]) -> list[str]:
 
 
 def _egress_scheduler_lines(changed: list[QueueChange]) -> list[str]:
+    """A class the plan leaves unscheduled loses the weight the switch gives it (``nv unset``
+    back to RoCE's default, none for classes other than 0, 3 and 6): a weight left behind
+    counts against the documented limit ("The combined total of values you assign to
+    bw_percent must be less than or equal to 100", QoS guide, "Egress Scheduler")."""
     lines = []
     for tc, mine, theirs in changed:
         sched = f"{QOS} egress-scheduler default-global traffic-class {tc}"
@@ -205,6 +227,13 @@ def _egress_scheduler_lines(changed: list[QueueChange]) -> list[str]:
             theirs is None or theirs.bandwidth_percent != mine.bandwidth_percent
         ):
             lines += [f"{sched} mode dwrr", f"{sched} bw-percent {mine.bandwidth_percent}"]
+        elif (
+            not mine.strict
+            and mine.bandwidth_percent is None
+            and theirs is not None
+            and (theirs.strict or theirs.bandwidth_percent is not None)
+        ):
+            lines.append(f"nv unset qos egress-scheduler default-global traffic-class {tc}")
     return lines
 
 
@@ -350,16 +379,16 @@ class CumulusNvue(Platform):
         pfc = self._uniform([i.pfc_priorities for i in interfaces], "PFC priorities")
         queues = self._uniform([i.queues for i in interfaces], "queue settings")
         changed = _queues_that_differ(queues, self._actual_queues(actual))
-        return [
-            *_roce_mode_lines(pfc, actual),
-            *_trust_lines(desired, actual),
-            *_dscp_lines(desired, actual),
-            *_egress_queue_mapping_lines(actual),
+        mapping = [*_trust_lines(desired, actual), *_dscp_lines(desired, actual)]
+        rest = [
             *_pfc_lines(pfc, self._actual_pfc(actual)),
             *_congestion_control_lines(changed),
             *_egress_scheduler_lines(changed),
             *self._watchdog_lines(desired, actual),
         ]
+        if actual is not None and not mapping and not rest:
+            return []
+        return [*_roce_mode_lines(pfc), *mapping, *_egress_queue_mapping_lines(), *rest]
 
     @staticmethod
     def _uniform(values: list[Any], what: str) -> Any:
@@ -388,9 +417,13 @@ class CumulusNvue(Platform):
 
     @staticmethod
     def _watchdog_lines(desired: QosState, actual: QosState | None) -> list[str]:
+        """Off is rendered too: "To disable PFC watchdog, run the ``nv unset interface
+        <interface> qos pfc-watchdog`` command" (QoS guide, "PFC Watchdog")."""
         watchdog = desired.watchdog
         if not watchdog.enabled:
-            return []
+            if actual is not None and not actual.watchdog.enabled:
+                return []
+            return [f"nv unset interface {name} qos pfc-watchdog" for name in desired.interfaces]
         if watchdog.action not in (None, "drop"):
             raise PlatformError(
                 f"cumulus_nvue: PFC watchdog action {watchdog.action!r} is not configurable; "
@@ -616,6 +649,7 @@ class CumulusNvue(Platform):
     def confirm(self, conn: Connection, txn: Transaction) -> None:
         run_checked(conn, "nv config apply --confirm-yes")
         txn.confirmed = True
+        kill_point("before-save", conn.device)
         self.save(conn)
 
     def save(self, conn: Connection) -> None:

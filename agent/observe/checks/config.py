@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 from pydantic import Field
 
-from agent.device.state import QosState, desired_state, diff
+from agent.device.platforms import platform_for
+from agent.device.state import QosState, diff
 from agent.intent import sizing
 from agent.intent.units import format_size
 from agent.observe.checks.base import (
@@ -238,7 +239,10 @@ class ConfigDrift(SwitchStateCheck):
 
     def problems(self, device: DeviceData, data: Collected) -> Iterator[str]:
         assert device.state is not None
-        for item in diff(device.device.name, desired_state(device.plan), device.state):
+        # The platform's desired state, as drift and apply compare: Cumulus Linux has no
+        # watchdog restoration time to configure, so its plan expects none.
+        desired = platform_for(device.plan.platform).desired(device.plan)
+        for item in diff(device.device.name, desired, device.state):
             where = f"{item.interface} {item.setting}".strip()
             yield expected_actual(where, item.expected, item.actual)
 
