@@ -90,7 +90,7 @@ for _ in range(60):
     except OSError:
         continue
     up = dict(re.findall(r'roce_device_up\{[^}]*device="(\w+)"[^}]*\} (\S+)', text))
-    if len(up) == 4 and set(up.values()) == {"1"}:
+    if len(up) == 4 and {float(v) for v in up.values()} == {1.0}:
         break
 for line in text.splitlines():
     if line.startswith("roce_device_up") or re.match(r'roce_pfc_frames_total\{.*interface="(Ethernet8|swp3|Ethernet1)".*direction="rx"', line):
