@@ -257,3 +257,21 @@ def test_driver_reads_the_timer_state(timers: str, live: bool, rolls_back: bool)
     name = "roce-agent-20260101-000000-001"
     [session] = Sonic.sessions_from_text("s1", json.dumps([name]), timers.format(n=name))
     assert (session.live, session.rolls_back) == (live, rolls_back)
+
+
+def test_driver_unsaved_names_the_qos_a_reload_would_lose_until_config_save(
+    lab_in_thread: tuple[LabSonic, asyncio.AbstractEventLoop],
+) -> None:
+    lab, loop = lab_in_thread
+    conn = ShellConnection(lab, loop)
+    platform = Sonic()
+    conn.show("sudo config save -y")
+    assert platform.unsaved(conn) == []
+    patch = [_op("replace", "/PORT_QOS_MAP/Ethernet0/pfc_enable", "3")]  # factory: 3,4
+    conn.send_lines(["cat > /tmp/p.json <<'EOF'", json.dumps(patch), "EOF"], terminator=r"^> ")
+    assert "Patch applied successfully" in conn.show("sudo config apply-patch /tmp/p.json")
+    unsaved = platform.unsaved(conn)
+    assert unsaved and all(line.startswith("Ethernet0 ") for line in unsaved), unsaved
+    assert any("pfc" in line for line in unsaved), unsaved
+    conn.show("sudo config save -y")
+    assert platform.unsaved(conn) == []

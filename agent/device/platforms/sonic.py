@@ -83,6 +83,7 @@ from agent.device.state import (
     QueueState,
     WatchdogCounters,
     WatchdogState,
+    diff,
 )
 from agent.intent.plan import DevicePlan, HeadroomPlan, PortPlan
 
@@ -436,6 +437,26 @@ class Sonic(CheckpointPlatform):
         if not isinstance(config_db, dict):
             raise PlatformError(f"{conn.device}: CONFIG_DB is not a JSON object")
         return self.state_from_config_db(config_db)
+
+    # ``config save`` writes CONFIG_DB to /etc/sonic/config_db.json, which a reload or reboot
+    # loads (sonic-utilities doc/Command-Reference.md, "config save"): QoS that differs there
+    # is lost by a reload.
+    SAVED_CONFIG_COMMAND: ClassVar[str] = "sudo cat /etc/sonic/config_db.json"
+
+    def unsaved(self, conn: Connection) -> list[str] | None:
+        """The QoS settings whose running value differs from the saved config_db.json."""
+        running = self.read_state(conn)
+        try:
+            saved = json.loads(conn.show(self.SAVED_CONFIG_COMMAND))
+        except json.JSONDecodeError:
+            return ["/etc/sonic/config_db.json: missing or not JSON"]
+        return self.unsaved_from(running, self.state_from_config_db(saved))
+
+    def unsaved_from(self, running: QosState, saved: QosState) -> list[str]:
+        return [
+            f"{d.interface or 'switch'} {d.setting}: running {d.expected}, saved {d.actual}"
+            for d in diff("", running, saved, self.managed)
+        ]
 
     @staticmethod
     def state_from_config_db(config_db: dict[str, Any]) -> QosState:
