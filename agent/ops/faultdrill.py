@@ -78,9 +78,9 @@ class ChangeLines:
 CHANGE_LINES = {
     # configure session NAME ... commit timer T; later `configure session NAME commit`.
     "arista_eos": ChangeLines(r"^commit timer", r"^configure session \S+ commit$"),
-    # GCU apply-patch goes live at once (its rollback timer is armed right after);
-    # confirming stops the systemd-run timer first.
-    "sonic": ChangeLines(r"^sudo config apply-patch ", r"^sudo systemctl stop \S+-rollback\.timer"),
+    # GCU apply-patch goes live at once (its rollback timer is armed right after); deleting
+    # the checkpoint confirms (the timer's rollback has nothing to go back to after it).
+    "sonic": ChangeLines(r"^sudo config apply-patch ", r"^sudo config delete-checkpoint "),
     # nv config apply --confirm Ns goes live under NVUE's own timer; --confirm-yes keeps it.
     "cumulus_nvue": ChangeLines(
         r"^nv config apply --confirm \d", r"^nv config apply --confirm-yes"

@@ -89,7 +89,7 @@ def _knobs(row: Row) -> dict[str, Any]:
     [
         ("arista_eos", "commit timer 00:00:05", "configure session roce-agent-1 commit"),
         ("sonic", "sudo config apply-patch /tmp/roce-agent-1.json",
-         "sudo systemctl stop roce-agent-1-rollback.timer"),
+         "sudo config delete-checkpoint roce-agent-1"),
         ("cumulus_nvue", "nv config apply --confirm 5s -y", "nv config apply --confirm-yes"),
     ],
 )  # fmt: skip
