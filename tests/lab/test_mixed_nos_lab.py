@@ -4,8 +4,9 @@ One lab of ``containerlab/roce-leafspine-mixed.clab.yml``; the agent runs as a u
 (``python -m agent …`` in a subprocess, netmiko over SSH to each switch's personality): a
 rollout with a canary and batches, drift, a hand change on each NOS made the way its operator
 makes it (``roce-agent lab exec``: EOS CLI, a GCU patch, ``nv set`` + ``nv config apply``)
-found by ``drift`` and repaired by ``apply``, ``validate`` with traffic, the exporter's metrics
-and ``locate`` on a link of each non-EOS leaf.
+found by ``drift`` and repaired by ``apply``, and the exporter's metrics. The control plane
+only (``lab_parallel``); validate with traffic and ``locate`` are in
+``test_mixed_nos_traffic_lab.py``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from typing import Any
 
 import pytest
 
-from lab.faults import LabFaults
 from tests.lab.support.labs import REPO, Lab, LabFactory, requires_lab, run_agent
 from tests.lab.support.loopback import free_port
 
-pytestmark = [pytest.mark.lab, requires_lab]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 MIXED = REPO / "containerlab" / "roce-leafspine-mixed.clab.yml"
 PLATFORMS = {"spine1": "arista_eos", "spine2": "arista_eos", "leaf1": "sonic",
              "leaf2": "cumulus_nvue"}  # fmt: skip
@@ -122,15 +122,6 @@ def test_a_hand_change_on_each_nos_is_drift_and_apply_repairs_it(lab: Lab, state
     assert agent(state_dir, "drift", fabric(lab)).returncode == 0
 
 
-def test_validate_with_traffic_passes_on_the_mixed_fabric(lossless: Lab, state_dir: Path) -> None:
-    lab = lossless
-    done = agent(state_dir, "validate", fabric(lab), "--output", "json", timeout=400)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    report = json.loads(done.stdout)
-    failed = [c for c in report["checks"] if c["status"] not in ("success", "skipped")]
-    assert not failed, failed
-
-
 @pytest.fixture
 def exporter(lossless: Lab) -> Iterator[str]:
     lab = lossless
@@ -172,18 +163,3 @@ def test_the_exporter_reads_every_nos(lab: Lab, exporter: str) -> None:
     for device, port in (("leaf1", "Ethernet8"), ("leaf2", "swp3"), ("spine1", "Ethernet1")):
         pattern = rf'roce_pfc_\w+_total\{{[^}}]*device="{device}"[^}}]*interface="{port}"'
         assert re.search(pattern, text), (device, port)
-
-
-@pytest.mark.parametrize("link", ["leaf1:Ethernet4>spine2", "leaf2:swp1>spine1"])
-def test_locate_names_a_faulty_link_of_a_sonic_and_an_nvue_leaf(lossless: Lab, link: str) -> None:
-    lab = lossless
-    faults = LabFaults(lab.state_dir)
-    added = faults.add("corrupt", link, percent=5.0)  # the fabric's own port names
-    try:
-        done = run_agent("locate", fabric(lab), "--duration", "2s", "--output", "json")
-    finally:
-        faults.remove(added.id)
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
-    verdict = json.loads(done.stdout)
-    first = verdict["suspects"][0]
-    assert (first["kind"], first["element"]) == ("link", link), verdict["suspects"][:3]

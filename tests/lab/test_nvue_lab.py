@@ -5,7 +5,8 @@ with ``lab up --nos nvue``, so the leaf's management plane is lab.mgmt.nvue and 
 fabric file names it ``platform: cumulus_nvue`` with ports ``swp1..5``. The tests run in
 order: apply from factory config, drift clean, a hand change over SSH found by drift and
 fixed, and an apply whose confirm never comes rolled back by the switch's confirm timer.
-Validate (traffic) is in test_nvue_validate_lab.py: its verdict measures the data plane.
+Validate with traffic through an NVUE leaf is in test_mixed_nos_traffic_lab.py (serial: its
+verdict measures the data plane).
 """
 
 from __future__ import annotations
