@@ -219,6 +219,18 @@ def test_counters_json_and_table(leafspine_lab: Lab) -> None:
     assert "h1 is a host" in host.stderr
 
 
+def test_exec_runs_lines_on_a_switch_cli_and_names_what_is_not_one(leafspine_lab: Lab) -> None:
+    where = ["--lab", leafspine_lab.name, "--state-dir", leafspine_lab.state_dir]
+    done = run_cli("exec", "spine1", "show hostname", *where)
+    assert done.returncode == 0, done.stderr
+    assert "spine1" in done.stdout
+    host = run_cli("exec", "h1", "show hostname", *where)
+    assert host.returncode == 2 and "h1 is a host; exec runs on the lab switches" in host.stderr
+    unknown = run_cli("exec", "leaf9", "show hostname", *where)
+    assert unknown.returncode == 2 and "has no node 'leaf9'" in unknown.stderr
+    assert "Traceback" not in host.stderr + unknown.stderr
+
+
 def test_up_on_a_running_lab_refuses(leafspine_lab: Lab) -> None:
     result = run_cli(
         "up", LEAFSPINE, "--name", leafspine_lab.name, "--state-dir", leafspine_lab.state_dir

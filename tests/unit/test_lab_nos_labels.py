@@ -151,3 +151,13 @@ def test_lab_up_nos_makes_every_switch_speak_it_and_leaves_hosts_alone() -> None
     }  # fmt: skip
     with pytest.raises(ValueError, match="'ios' is not a NOS the lab switch speaks"):
         load_topology(MIXED).speaking("ios")
+
+
+def test_lab_up_refuses_an_unknown_nos_before_touching_anything() -> None:
+    from click.testing import CliRunner
+
+    from lab.cli import group
+
+    result = CliRunner().invoke(group, ["up", str(MIXED), "--nos", "junos"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--nos'" in result.output and "'junos'" in result.output
