@@ -161,3 +161,23 @@ def test_lab_up_refuses_an_unknown_nos_before_touching_anything() -> None:
     result = CliRunner().invoke(group, ["up", str(MIXED), "--nos", "junos"])
     assert result.exit_code == 2
     assert "Invalid value for '--nos'" in result.output and "'junos'" in result.output
+
+
+def test_misclassify_is_refused_on_a_switch_that_does_not_speak_eos(tmp_path: Path) -> None:
+    """The fault is a hand change of trust through the EOS CLI: on the mixed lab's SONiC and
+    NVUE leaves it is refused, naming the NOS, and nothing is recorded."""
+    from lab import runtime
+    from lab.faults import LabFaults
+
+    topology = load_topology(MIXED)
+    plan = build_plan(topology, "mxf")
+    directory = tmp_path / "mxf"
+    directory.mkdir()
+    state = runtime._new_state(plan, topology, directory)
+    state.data["phase"] = "up"
+    state.save()
+    faults = LabFaults(directory)
+    for target, nos in (("leaf1:Ethernet8", "sonic"), ("leaf2:swp3", "nvue")):
+        with pytest.raises(FaultError, match=f"runs {nos}; this fault changes trust"):
+            faults.add("misclassify", target)
+    assert faults.list() == []
