@@ -47,8 +47,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab.netns import in_netns  # noqa: E402
-from lab.vswitch.client import VswitchClient  # noqa: E402
+from lab.netns import in_netns  # noqa: E402 -- after the sys.path insert above
+from lab.vswitch.client import VswitchClient  # noqa: E402 -- after the sys.path insert above
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263

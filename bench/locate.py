@@ -51,13 +51,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.errors import AgentError  # noqa: E402  (after the path insert above)
-from agent.intent.loader import load_fabric  # noqa: E402
-from agent.intent.model import FabricIntent  # noqa: E402
-from agent.observe.locate.gather import LocateRun, as_json, run_locate  # noqa: E402
-from common.signals import unwind_on_termination  # noqa: E402
-from lab import faults as lab_faults  # noqa: E402
-from lab.faults import LabFaults  # noqa: E402
+from agent.errors import AgentError  # noqa: E402 -- after the sys.path insert above
+from agent.intent.loader import load_fabric  # noqa: E402 -- after the sys.path insert above
+from agent.intent.model import FabricIntent  # noqa: E402 -- after the sys.path insert above
+from agent.observe.locate.gather import LocateRun, as_json, run_locate  # noqa: E402 -- after the sys.path insert above
+from common.signals import unwind_on_termination  # noqa: E402 -- after the sys.path insert above
+from lab import faults as lab_faults  # noqa: E402 -- after the sys.path insert above
+from lab.faults import LabFaults  # noqa: E402 -- after the sys.path insert above
 
 TOPOLOGY = ROOT / "containerlab" / "roce-leafspine.clab.yml"
 SCORE_FILE = ROOT / "datasets" / "locate" / "score.py"

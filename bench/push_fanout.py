@@ -44,7 +44,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab.mgmt.ssh_server import Faults  # noqa: E402  (after the path insert above)
+from lab.mgmt.ssh_server import Faults  # noqa: E402 -- after the sys.path insert above
 
 PASSWORD = "bench-secret"
 PORTS = 4

@@ -15,4 +15,4 @@ package imports only the standard library and pydantic -- never ``agent``, ``lab
 """
 
 # Before any compiled module of the package is imported: source or compiled (the module says).
-import lossless.compiled  # noqa: F401
+import lossless.compiled  # noqa: F401 -- imported for its effect: the compiled-or-source decision

@@ -13,4 +13,4 @@ an independent fluid model of DCQCN to cross-check it.
 """
 
 # Before the engine is imported: source or compiled, decided once (lossless.compiled).
-import lossless.compiled  # noqa: F401
+import lossless.compiled  # noqa: F401 -- imported for its effect: the compiled-or-source decision

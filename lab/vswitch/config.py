@@ -285,7 +285,7 @@ class _FaultBase(StrictModel):
         return (self.kind_name(), self.port)
 
     def kind_name(self) -> str:
-        return str(getattr(self, "kind"))  # noqa: B009 - every subclass declares it
+        return str(getattr(self, "kind"))  # noqa: B009 -- every subclass declares it
 
 
 class DropFault(_FaultBase):

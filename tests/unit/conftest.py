@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.unit.bounded_cli import BoundedCli
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +21,23 @@ def bounded_cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundedCli
         yield runner
     finally:
         runner.close()
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    """A recorded (not running) leaf-spine lab in phase ``up``: the ``state.json`` and fabric
+    file ``lab up`` would write for containerlab/roce-leafspine.clab.yml, nothing started."""
+    from lab import runtime
+    from lab.addressing import build_plan, fabric_document
+    from lab.topology import load_topology
+
+    topology = load_topology(REPO / "containerlab" / "roce-leafspine.clab.yml")
+    plan = build_plan(topology, "flt")
+    directory = tmp_path / "flt"
+    directory.mkdir()
+    state = runtime._new_state(plan, topology, directory)
+    state.data["phase"] = "up"
+    state.save()
+    ports = {s.name: 1000 + i for i, s in enumerate(plan.switches())}
+    (directory / runtime.FABRIC_FILE).write_text(yaml.safe_dump(fabric_document(plan, ports)))
+    return directory

@@ -12,33 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
-from lab import runtime
-from lab.addressing import build_plan, fabric_document
 from lab.cli import group
 from lab.fault_registry import FaultError, stop_fault_processes
 from lab.faults import LabFaults, check_parameters, interface_trust
-from lab.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 LEAFSPINE = REPO / "containerlab" / "roce-leafspine.clab.yml"
-
-
-@pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    """A recorded (not running) leaf-spine lab in phase ``up``."""
-    topology = load_topology(LEAFSPINE)
-    plan = build_plan(topology, "flt")
-    directory = tmp_path / "flt"
-    directory.mkdir()
-    state = runtime._new_state(plan, topology, directory)
-    state.data["phase"] = "up"
-    state.save()
-    ports = {s.name: 1000 + i for i, s in enumerate(plan.switches())}
-    (directory / runtime.FABRIC_FILE).write_text(yaml.safe_dump(fabric_document(plan, ports)))
-    return directory
 
 
 def _vswitch(switch: str, **fault: Any) -> list[dict[str, Any]]:

@@ -16,11 +16,10 @@ from click.testing import CliRunner
 import lab.faults_stall as stall_module
 from lab.cli import group
 from lab.faults import KINDS, LabFaults, describe
-from tests.unit.test_lab_faults_cli import state_dir  # noqa: F401  (the recorded lab)
 
 
 def test_host_stall_is_planned_as_a_process_outside_the_hosts_namespace(
-    state_dir: Path,  # noqa: F811
+    state_dir: Path,
 ) -> None:
     fault = LabFaults(state_dir).plan("host-stall", "h3", ms=30.0)
     assert fault.actions == [
@@ -50,7 +49,7 @@ def test_host_stall_is_planned_as_a_process_outside_the_hosts_namespace(
     ],
 )
 def test_bad_host_stall_input_exits_2_and_applies_nothing(
-    state_dir: Path,  # noqa: F811
+    state_dir: Path,
     args: list[str],
     message: str,
 ) -> None:

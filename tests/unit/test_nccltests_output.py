@@ -4,7 +4,7 @@ tables generated with nccl-tests' own format strings.
 Where each file comes from: tests/data/nccl-tests/README.md.
 """
 
-# ruff: noqa: UP031  (printf formats on purpose: they are nccl-tests' C format strings)
+# ruff: noqa: UP031 -- printf formats on purpose: they are nccl-tests' C format strings
 from __future__ import annotations
 
 from pathlib import Path
