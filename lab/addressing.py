@@ -272,8 +272,8 @@ def vswitch_config(plan: LabPlan, node: str) -> dict[str, Any]:
             "dscp_to_tc": {},
             "watchdog": {
                 "enabled": False,
-                "timeout_ms": 200,
-                "recovery_ms": 400,
+                "detection_ms": 200,
+                "restoration_ms": 400,
                 "polling_ms": 100,
                 "action": "drop",
             },

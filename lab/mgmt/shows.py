@@ -306,63 +306,105 @@ def _port_watchdog(manager: SwitchManager, interface: str) -> dict[str, Any]:
     return watchdog
 
 
-def show_pfc(manager: SwitchManager, config: SwitchConfig) -> ShowOutput:
-    """``show priority-flow-control`` (lab JSON shape)."""
-    qos = manager.applied_qos() or {}
-    wd = qos.get("watchdog", {})
-    global_on = not config.pfc_all_off
+# The data plane's watchdog action in EOS' words, where they differ.
+_EOS_WATCHDOG_ACTION = {"forward": "no-drop"}
+
+
+def _eos_action(watchdog: dict[str, Any]) -> str:
+    action: str = watchdog.get("action", "-")
+    return _EOS_WATCHDOG_ACTION.get(action, action)
+
+
+def _seconds(milliseconds: int) -> str:
+    return f"{milliseconds / 1000:g}"
+
+
+def _pfc_header(config: SwitchConfig, watchdog: dict[str, Any]) -> list[str]:
+    """The lines above the port table: supported priorities, the switch-wide watchdog."""
     lines = [
         "The hardware supports PFC on priorities " + " ".join(map(str, range(NUM_TRAFFIC_CLASSES))),
     ]
-    if wd.get("enabled"):
+    if watchdog.get("enabled"):
         lines += [
-            f"The PFC watchdog timeout is {wd['timeout_ms'] / 1000:g} second(s)",
-            f"The PFC watchdog recovery-time is {wd['recovery_ms'] / 1000:g} second(s)",
-            f"The PFC watchdog polling-interval is {wd['polling_ms'] / 1000:g} second(s)",
-            f"The PFC watchdog action is {wd['action']}",
+            f"The PFC watchdog timeout is {_seconds(watchdog['detection_ms'])} second(s)",
+            f"The PFC watchdog recovery-time is {_seconds(watchdog['restoration_ms'])} second(s)",
+            f"The PFC watchdog polling-interval is {_seconds(watchdog['polling_ms'])} second(s)",
+            f"The PFC watchdog action is {_eos_action(watchdog)}",
         ]
-    lines += [f"Global PFC : {'Enabled' if global_on else 'Disabled'}", ""]
+    lines += [f"Global PFC : {'Enabled' if not config.pfc_all_off else 'Disabled'}", ""]
     lines.append("E: PFC Enabled, D: PFC Disabled, A: PFC Active, W: PFC Watchdog Enabled")
-    rows = []
-    statuses: dict[str, Any] = {}
-    for port in manager.ports:
-        applied = _applied_port(manager, port.name)
-        enabled = bool(applied.get("pfc_enabled"))
-        priorities = list(applied.get("no_drop", []))
-        port_wd = _port_watchdog(manager, port.name)
-        wd_on = bool(port_wd.get("enabled")) and enabled
-        active = enabled and bool(priorities)
-        flags = " ".join(
-            ["E" if enabled else "D", *(["A"] if active else []), *(["W"] if wd_on else [])]
+    return lines
+
+
+@dataclass(frozen=True)
+class _PortPfc:
+    """What ``show priority-flow-control`` says about one port."""
+
+    enabled: bool
+    priorities: list[int]
+    watchdog: dict[str, Any] | None  # None: the watchdog is off on the port
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and bool(self.priorities)
+
+    def flags(self) -> str:
+        return " ".join(
+            ["E" if self.enabled else "D"]
+            + (["A"] if self.active else [])
+            + (["W"] if self.watchdog is not None else [])
         )
-        rows.append(
+
+    def row(self, name: str) -> list[object]:
+        wd = self.watchdog
+        timers = (
             [
-                names.short_name(port.name),
-                flags,
-                ",".join(map(str, priorities)) or "-",
-                port_wd.get("action", "-") if wd_on else "-",
-                f"{port_wd['timeout_ms'] / 1000:g}" if wd_on else "-",
-                f"{port_wd['recovery_ms'] / 1000:g}" if wd_on else "-",
-                f"{port_wd['polling_ms'] / 1000:g}" if wd_on else "-",
+                _seconds(wd["detection_ms"]),
+                _seconds(wd["restoration_ms"]),
+                _seconds(wd["polling_ms"]),
             ]
+            if wd is not None
+            else ["-", "-", "-"]
         )
-        statuses[port.name] = {
-            "enabled": enabled,
-            "active": active,
-            "priorities": priorities,
-            "watchdogEnabled": wd_on,
-            "watchdogAction": port_wd.get("action") if wd_on else None,
-            "watchdogTimeout": port_wd["timeout_ms"] / 1000 if wd_on else None,
-            "watchdogRecoveryTime": port_wd["recovery_ms"] / 1000 if wd_on else None,
-            "watchdogPollingInterval": port_wd["polling_ms"] / 1000 if wd_on else None,
+        action = _eos_action(wd) if wd is not None else "-"
+        priorities = ",".join(map(str, self.priorities)) or "-"
+        return [names.short_name(name), self.flags(), priorities, action, *timers]
+
+    def status(self) -> dict[str, Any]:
+        wd = self.watchdog or {}
+        return {
+            "enabled": self.enabled,
+            "active": self.active,
+            "priorities": self.priorities,
+            "watchdogEnabled": self.watchdog is not None,
+            "watchdogAction": _eos_action(wd) if wd else None,
+            "watchdogTimeout": wd["detection_ms"] / 1000 if wd else None,
+            "watchdogRecoveryTime": wd["restoration_ms"] / 1000 if wd else None,
+            "watchdogPollingInterval": wd["polling_ms"] / 1000 if wd else None,
         }
-    lines.append(
-        table(["Port", "Status", "Priorities", "Action", "Timeout", "Recovery", "Polling"], rows)
+
+
+def _port_pfc(manager: SwitchManager, name: str) -> _PortPfc:
+    applied = _applied_port(manager, name)
+    enabled = bool(applied.get("pfc_enabled"))
+    watchdog = _port_watchdog(manager, name)
+    watchdog_on = bool(watchdog.get("enabled")) and enabled
+    return _PortPfc(
+        enabled, list(applied.get("pfc_priorities", [])), watchdog if watchdog_on else None
     )
+
+
+def show_pfc(manager: SwitchManager, config: SwitchConfig) -> ShowOutput:
+    """``show priority-flow-control`` (lab JSON shape)."""
+    qos = manager.applied_qos() or {}
+    lines = _pfc_header(config, qos.get("watchdog", {}))
+    ports = {port.name: _port_pfc(manager, port.name) for port in manager.ports}
+    headers = ["Port", "Status", "Priorities", "Action", "Timeout", "Recovery", "Polling"]
+    lines.append(table(headers, [pfc.row(name) for name, pfc in ports.items()]))
     data = {
-        "globalPfcEnabled": global_on,
+        "globalPfcEnabled": not config.pfc_all_off,
         "supportedPriorities": list(range(NUM_TRAFFIC_CLASSES)),
-        "interfaceStatuses": statuses,
+        "interfaceStatuses": {name: pfc.status() for name, pfc in ports.items()},
     }
     return ShowOutput("\n".join(lines), data)
 
@@ -582,7 +624,7 @@ def show_qos_interfaces(
                     else "-",
                 ]
             )
-        no_drop = list(applied.get("no_drop", []))
+        no_drop = list(applied.get("pfc_priorities", []))
         data[name] = {
             "trustMode": trust,
             "serviceProfile": config.interfaces[name].service_profile,

@@ -471,13 +471,13 @@ def test_lossless_profile_translates_to_the_vswitch_contract() -> None:
     assert qos["dscp_to_tc"] == {"26": 3, "48": 6}
     assert qos["watchdog"] == {
         "enabled": True,
-        "timeout_ms": 200,
-        "recovery_ms": 400,
+        "detection_ms": 200,
+        "restoration_ms": 400,
         "polling_ms": 100,
         "action": "drop",
     }
     eth1 = qos["ports"]["eth1"]
-    assert eth1["pfc_enabled"] is True and eth1["no_drop"] == [3]
+    assert eth1["pfc_enabled"] is True and eth1["pfc_priorities"] == [3]
     assert eth1["queues"]["3"] == {
         "ecn": {"min_bytes": 15360, "max_bytes": 46080, "max_probability": 100},
         "bandwidth_percent": 50,
@@ -488,8 +488,8 @@ def test_lossless_profile_translates_to_the_vswitch_contract() -> None:
     assert eth4["pfc_enabled"] is False
     assert eth4["watchdog"] == {
         "enabled": True,
-        "timeout_ms": 400,
-        "recovery_ms": 1000,
+        "detection_ms": 400,
+        "restoration_ms": 1000,
         "polling_ms": 100,
         "action": "drop",
     }
@@ -512,7 +512,7 @@ def test_interface_lines_override_the_profile() -> None:
         "random-detect ecn minimum-threshold 100 segments maximum-threshold 200 segments",
     )
     port = to_vswitch_qos(config)["ports"]["eth1"]
-    assert port["no_drop"] == [3, 4]
+    assert port["pfc_priorities"] == [3, 4]
     assert port["queues"]["3"] == {
         "ecn": {"min_bytes": 20800, "max_bytes": 41600, "max_probability": 100},
         "bandwidth_percent": 40,
@@ -530,8 +530,8 @@ def test_watchdog_port_notify_only_is_alert_and_auto_polling_is_half_the_timeout
     wd = to_vswitch_qos(config)["ports"]["eth2"]["watchdog"]
     assert wd == {
         "enabled": False,
-        "timeout_ms": 300,
-        "recovery_ms": 1000,
+        "detection_ms": 300,
+        "restoration_ms": 1000,
         "polling_ms": 150,
         "action": "alert",
     }

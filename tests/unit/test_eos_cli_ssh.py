@@ -199,7 +199,7 @@ def test_netmiko_arista_eos_driver_works_unchanged(server: ServerThread) -> None
         assert "% Invalid input (at token 3: '80')" in bad
     finally:
         conn.disconnect()
-    assert server.dataplane.config["qos"]["ports"]["eth2"]["no_drop"] == [3]
+    assert server.dataplane.config["qos"]["ports"]["eth2"]["pfc_priorities"] == [3]
 
 
 def test_netmiko_config_session_flow(server: ServerThread) -> None:

@@ -75,7 +75,7 @@ class NvueServer:
         self.thread.join(10)
 
     def no_drop(self) -> Any:
-        return self.dataplane.config["qos"]["ports"]["eth1"]["no_drop"]
+        return self.dataplane.config["qos"]["ports"]["eth1"]["pfc_priorities"]
 
 
 @pytest.fixture

@@ -399,8 +399,8 @@ def test_vswitch_config_matches_the_contract() -> None:
         "dscp_to_tc": {},
         "watchdog": {
             "enabled": False,
-            "timeout_ms": 200,
-            "recovery_ms": 400,
+            "detection_ms": 200,
+            "restoration_ms": 400,
             "polling_ms": 100,
             "action": "drop",
         },
