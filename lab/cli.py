@@ -25,7 +25,8 @@ from common.conventions import add_column, console, duration, examples, output_o
 from lab import runtime
 from lab.netns import CommandError
 from lab.state import STATE_DIR_ENV, LabError, LabState, state_dir_for
-from lab.topology import NOS_PLATFORMS, TopologyError, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import NOS_PLATFORMS, TopologyError
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "ROCE_LAB_DEBUG"

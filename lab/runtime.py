@@ -56,7 +56,8 @@ from lab.state import (
     now,
     state_dir_for,
 )
-from lab.topology import DEFAULT_NOS, Topology, check_lab_name, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import DEFAULT_NOS, Topology, check_lab_name
 
 if TYPE_CHECKING:  # lab.vmhost is loaded only for labs with VM hosts
     from lab.vmhost.vm import VmHost
