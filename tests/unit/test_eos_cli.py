@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 
 from lab.mgmt import cli_units, names
-from lab.mgmt.cli_session import CliSession
-from lab.mgmt.config_commands import GlobalMode, apply_line, load_config_text
-from lab.mgmt.grammar import CliError, Command, match_command, tokenize
+from lab.mgmt.dataplane_qos import TranslationError, to_vswitch_qos
+from lab.mgmt.eos.cli import CliSession
+from lab.mgmt.eos.commands import GlobalMode, apply_line, load_config_text
+from lab.mgmt.eos.grammar import CliError, Command, match_command, tokenize
+from lab.mgmt.eos.personality import EosPersonality
+from lab.mgmt.eos.render import config_tree, render_config, render_text
 from lab.mgmt.model import SwitchConfig
-from lab.mgmt.render import config_tree, render_config, render_text
 from lab.mgmt.switch import PortInfo, SwitchManager
 from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
-from lab.mgmt.translate import TranslationError, to_vswitch_qos
 from lab.vswitch.config import parse_config, with_qos
 
 PORTS = ["Ethernet1", "Ethernet2", "Ethernet3", "Ethernet4"]
@@ -615,8 +616,9 @@ def test_refused_set_qos_leaves_running_config_unchanged() -> None:
     async def scenario() -> None:
         dataplane = FakeDataplane(fake_switch_config("leaf1", ["eth1", "eth2", "eth3", "eth4"]))
         manager = _manager(dataplane)
-        await manager.start()
-        cli = CliSession(manager, "admin", "vty1")
+        eos = EosPersonality(manager)
+        await eos.start()
+        cli = CliSession(eos, "admin", "vty1")
         assert await cli.execute("configure terminal") == ""
         await cli.execute("interface Ethernet1")
         for queue, percent in ((1, 60), (2, 30)):
@@ -643,9 +645,9 @@ def test_refused_set_qos_leaves_running_config_unchanged() -> None:
 def test_exec_commands_and_pipes() -> None:
     async def scenario() -> None:
         dataplane = FakeDataplane(fake_switch_config("leaf1", ["eth1", "eth2", "eth3", "eth4"]))
-        manager = _manager(dataplane)
-        await manager.start()
-        cli = CliSession(manager, "admin", "vty1", privileged=False)
+        eos = EosPersonality(_manager(dataplane))
+        await eos.start()
+        cli = CliSession(eos, "admin", "vty1", privileged=False)
         assert cli.prompt() == "leaf1>"
         assert (
             await cli.execute("configure terminal") == "% Invalid input (privileged mode required)"

@@ -22,16 +22,16 @@ from netmiko import ConnectHandler
 from netmiko.exceptions import NetmikoAuthenticationException
 
 from lab.mgmt.__main__ import UsageError, parse_listen
+from lab.mgmt.eos.personality import EosPersonality
 from lab.mgmt.launcher import (
     ManagementStartError,
     PortTaken,
     start_management,
     stop_management,
 )
-from lab.mgmt.persistence import StartupConfigStore, load_or_create_host_key
-from lab.mgmt.ssh_server import AuthSettings, LineDiscipline, start_ssh_server
-from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
-from lab.mgmt.testing import FakeDataplane, fake_switch_config
+from lab.mgmt.ssh_server import AuthSettings, LineDiscipline
+from lab.mgmt.switch import PortInfo
+from lab.mgmt.testing import FakeDataplane, ServedSwitch, SshSwitchThread, fake_switch_config
 
 REPO = Path(__file__).resolve().parents[2]
 PORTS = ["eth1", "eth2", "eth3"]
@@ -75,49 +75,6 @@ def test_line_discipline_without_pty_does_not_echo() -> None:
 # ----------------------------------------------------------------------------- in-process server
 
 
-class ServerThread:
-    """The SSH server with a fake data plane, on its own event loop thread."""
-
-    def __init__(self, state: Path, authorized_keys: Path) -> None:
-        self.port = free_port()
-        self.state = state
-        self.authorized_keys = authorized_keys
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.manager: SwitchManager | None = None
-        self.dataplane = FakeDataplane(fake_switch_config("leaf1", PORTS))
-        self._stop: asyncio.Event | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self._main())
-
-    async def _main(self) -> None:
-        ports = [PortInfo(f"Ethernet{i}", 10_000_000) for i in range(1, 4)]
-        self.manager = SwitchManager(
-            "leaf1", ports, self.dataplane, LoopClock(), StartupConfigStore(self.state)
-        )
-        await self.manager.start()
-        auth = AuthSettings("admin", "admin", str(self.authorized_keys))
-        key = load_or_create_host_key(self.state)
-        server = await start_ssh_server("127.0.0.1", self.port, key, auth, self.manager)
-        self._stop = asyncio.Event()
-        self.ready.set()
-        await self._stop.wait()
-        server.close()
-
-    def call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
-
-    def stop(self) -> None:
-        assert self._stop is not None
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self.thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def client_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     directory = tmp_path_factory.mktemp("client-key")
@@ -133,15 +90,20 @@ def client_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def server(
     tmp_path_factory: pytest.TempPathFactory, client_key: tuple[Path, Path]
-) -> Iterator[ServerThread]:
-    thread = ServerThread(tmp_path_factory.mktemp("state"), client_key[1])
+) -> Iterator[SshSwitchThread]:
+    """The EOS switch's SSH plane in this process (fake data plane), as
+    ``python -m lab.mgmt`` serves it: startup-config and host key under its state dir."""
+    ports = [PortInfo(f"Ethernet{i}", 10_000_000) for i in range(1, 4)]
+    auth = AuthSettings("admin", "admin", str(client_key[1]))
+    served = ServedSwitch(EosPersonality, ports, auth)
+    thread = SshSwitchThread(tmp_path_factory.mktemp("state"), served)
     try:
         yield thread
     finally:
         thread.stop()
 
 
-def connect(server: ServerThread, **extra: Any) -> Any:
+def connect(server: SshSwitchThread, **extra: Any) -> Any:
     params: dict[str, Any] = {
         "device_type": "arista_eos",
         "host": "127.0.0.1",
@@ -168,7 +130,7 @@ LOSSLESS = [
 ]
 
 
-def test_netmiko_arista_eos_driver_works_unchanged(server: ServerThread) -> None:
+def test_netmiko_arista_eos_driver_works_unchanged(server: SshSwitchThread) -> None:
     conn = connect(server, fast_cli=True)
     try:
         assert conn.base_prompt == "leaf1"
@@ -202,7 +164,7 @@ def test_netmiko_arista_eos_driver_works_unchanged(server: ServerThread) -> None
     assert server.dataplane.config["qos"]["ports"]["eth2"]["pfc_priorities"] == [3]
 
 
-def test_netmiko_config_session_flow(server: ServerThread) -> None:
+def test_netmiko_config_session_flow(server: SshSwitchThread) -> None:
     conn = connect(server)
     try:
         out = conn.send_config_set(
@@ -221,7 +183,7 @@ def test_netmiko_config_session_flow(server: ServerThread) -> None:
         conn.disconnect()
 
 
-def test_user_exec_login_needs_enable(server: ServerThread) -> None:
+def test_user_exec_login_needs_enable(server: SshSwitchThread) -> None:
     conn = connect(server)
     try:
         assert conn.send_command("disable", expect_string=r"leaf1>") == ""
@@ -232,12 +194,12 @@ def test_user_exec_login_needs_enable(server: ServerThread) -> None:
         conn.disconnect()
 
 
-def test_wrong_password_is_refused(server: ServerThread) -> None:
+def test_wrong_password_is_refused(server: SshSwitchThread) -> None:
     with pytest.raises(NetmikoAuthenticationException):
         connect(server, password="nope")
 
 
-def test_public_key_login(server: ServerThread, client_key: tuple[Path, Path]) -> None:
+def test_public_key_login(server: SshSwitchThread, client_key: tuple[Path, Path]) -> None:
     conn = connect(server, password=None, use_keys=True, key_file=str(client_key[0]))
     try:
         assert conn.find_prompt() == "leaf1#"
@@ -245,7 +207,7 @@ def test_public_key_login(server: ServerThread, client_key: tuple[Path, Path]) -
         conn.disconnect()
 
 
-def test_exec_request_and_dropped_connection_keeps_session(server: ServerThread) -> None:
+def test_exec_request_and_dropped_connection_keeps_session(server: SshSwitchThread) -> None:
     async def scenario() -> None:
         async with asyncssh.connect(
             "127.0.0.1", server.port, username="admin", password="admin", known_hosts=None
@@ -260,13 +222,13 @@ def test_exec_request_and_dropped_connection_keeps_session(server: ServerThread)
 
     before = server.dataplane.config["qos"]
     asyncio.run(scenario())
-    assert server.manager is not None
+    assert isinstance(server.personality, EosPersonality)
     deadline = time.monotonic() + 5
-    while server.manager.sessions["dropme"].owner is not None and time.monotonic() < deadline:
+    while server.personality.sessions["dropme"].owner is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     # Kept like on EOS (pending, no terminal), and it never touched the running config.
-    assert server.manager.sessions["dropme"].state == "pending"
-    assert server.manager.sessions["dropme"].owner is None
+    assert server.personality.sessions["dropme"].state == "pending"
+    assert server.personality.sessions["dropme"].owner is None
     assert server.dataplane.config["qos"] == before
 
 

@@ -32,6 +32,12 @@ class CliError(Exception):
     """A line the CLI refuses; ``str(exc)`` is exactly what the terminal prints."""
 
 
+def refused(reason: Exception) -> CliError:
+    """A configuration the switch cannot run (:class:`lab.mgmt.switch.ConfigRefused`), as EOS
+    prints an error."""
+    return CliError(f"% {reason}")
+
+
 def invalid_input(index: int, token: str) -> CliError:
     """EOS' message for a token that fits nowhere."""
     return CliError(f"% Invalid input (at token {index}: '{token}')")

@@ -1,4 +1,4 @@
-"""Show commands: a human-readable text and, for ``| json``, a dict shaped like EOS' JSON.
+"""EOS show commands: a human-readable text and, for ``| json``, a dict shaped like EOS' JSON.
 
 Every JSON shape names where it was taken from. Where a public fixture of real EOS output
 exists it is followed key for key; where none was found the shape is this lab's own and says
@@ -33,7 +33,7 @@ so (the agent's parsers should prefer the fixture-backed commands):
 * ``show interfaces counters queue drops``   ANTA ``VerifyInterfacesVoqAndEgressQueueDrops``
   (``interfaces.<if>.trafficClasses.TC<n>.egressQueueCounters.countersSum.droppedPackets`` and
   ``ingressVoqCounters.countersSum.droppedPackets``; here ingress = PFC headroom drops);
-* ``show interfaces``, ``show lldp neighbors [detail]``: see :mod:`lab.mgmt.lldp` (napalm
+* ``show interfaces``, ``show lldp neighbors [detail]``: see :mod:`lab.mgmt.eos.lldp` (napalm
   ``get_interfaces`` / ``get_lldp_neighbors*`` recordings, ANTA ``VerifyLLDPNeighbors``);
 * ``show priority-flow-control``, ``show qos maps``, ``show qos interfaces``,
   ``show configuration sessions``: lab shapes (no public EOS fixture found); the session
@@ -50,12 +50,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.mgmt import lldp, names
+from lab.mgmt import names
+from lab.mgmt.dataplane_qos import effective_qos
+from lab.mgmt.eos import lldp
+from lab.mgmt.eos.render import EOS_VERSION, MODEL_NAME, config_tree, render_text
+from lab.mgmt.eos.sessions import (
+    MAX_COMPLETED_SESSIONS,
+    MAX_PENDING_SESSIONS,
+    ConfigSessions,
+    format_duration,
+)
 from lab.mgmt.model import NUM_TRAFFIC_CLASSES, SwitchConfig
-from lab.mgmt.render import EOS_VERSION, MODEL_NAME, config_tree, render_text
-from lab.mgmt.sessions import MAX_COMPLETED_SESSIONS, MAX_PENDING_SESSIONS, format_duration
 from lab.mgmt.switch import SwitchManager
-from lab.mgmt.translate import effective_qos
 
 
 @dataclass(frozen=True)
@@ -651,13 +657,13 @@ def show_qos_interfaces(
 
 
 def show_configuration_sessions(
-    manager: SwitchManager, current: str | None, detail: bool
+    config_sessions: ConfigSessions, current: str | None, detail: bool
 ) -> ShowOutput:
     """``show configuration sessions [detail]``."""
-    now = manager.clock.now()
+    now = config_sessions.manager.clock.now()
     rows = []
     sessions: dict[str, Any] = {}
-    for session in manager.sessions.values():
+    for session in config_sessions.values():
         remaining = (
             session.commit_deadline - now
             if session.state == "pendingCommitTimer" and session.commit_deadline is not None

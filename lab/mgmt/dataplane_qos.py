@@ -1,6 +1,8 @@
-"""Model -> the data plane's ``set_qos`` payload (``lab.vswitch.config.QosConfig`` shape).
+"""The shared model -> the data plane's ``set_qos`` payload (``lab.vswitch.config.QosConfig``).
 
-What the CLI means, in data-plane terms:
+Every personality's configuration reaches the data plane through this one translation (SONiC
+and NVUE translate theirs into the model first). The model is written in EOS' terms, so this
+says what each EOS line means, in data-plane terms:
 
 * interface QoS = its ``service-profile``'s lines, overridden field by field by the
   interface's own lines (an interface line wins; queue settings merge per queue);
