@@ -330,11 +330,15 @@ class Switch:
         """Write end of the self-pipe; pass to ``signal.set_wakeup_fd``."""
         return self._wakeup_w
 
-    def run(self) -> None:
-        """Forward until stopped."""
+    def _start(self) -> list[int]:
+        """Mark the loop running; the descriptors it always reads (ports, the wake-up pipe)."""
         self._running = True
         log.info("%s: forwarding on %s", self.config.name, ", ".join([p.name for p in self.ports]))
-        base_fds = [p.fd for p in self.ports] + [self._wakeup_r]
+        return [p.fd for p in self.ports] + [self._wakeup_r]
+
+    def run(self) -> None:
+        """Forward until stopped."""
+        base_fds = self._start()
         port_by_fd = self._port_by_fd
         control = self.control
         read_fds = base_fds
@@ -903,6 +907,16 @@ class Switch:
     def handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
         """Dispatch one control-socket request (see ``lab.vswitch.control``)."""
         cmd = request.get("cmd")
+        if cmd == "set_qos":
+            return self._set_qos(request)
+        if cmd == "set_buffer":
+            return self._set_buffer(request)
+        if cmd == "set_faults":
+            return self._set_faults(request)
+        return self._query(cmd)
+
+    def _query(self, cmd: Any) -> dict[str, Any]:
+        """The requests that read, or reset counters (no payload besides ``cmd``)."""
         if cmd == "ping":
             return {"ok": True, "name": self.config.name}
         if cmd == "counters":
@@ -915,28 +929,6 @@ class Switch:
             return {"ok": True}
         if cmd == "get_config":
             return {"ok": True, "config": self.config.to_json_dict()}
-        if cmd == "set_qos":
-            if "qos" not in request:
-                return {"ok": False, "error": 'set_qos needs a "qos" object'}
-            return self._reconfigure(lambda: with_qos(self.config, request["qos"]), "qos")
-        if cmd == "set_buffer":
-            if "buffer" not in request:
-                return {"ok": False, "error": 'set_buffer needs a "buffer" object'}
-            port = request.get("port")
-            if port is not None and not isinstance(port, str):
-                return {"ok": False, "error": "set_buffer: port must be a string"}
-            return self._reconfigure(
-                lambda: with_buffer(self.config, request["buffer"], port), "buffer"
-            )
-        if cmd == "set_faults":
-            if "faults" not in request:
-                return {"ok": False, "error": 'set_faults needs a "faults" list'}
-            try:
-                self.set_faults(request["faults"])
-            except ConfigError as exc:
-                log.warning("refused faults: %s", exc)
-                return {"ok": False, "error": str(exc)}
-            return {"ok": True, "faults": faults_to_json(self.faults)}
         if cmd == "get_faults":
             return {"ok": True, "faults": faults_to_json(self.faults)}
         return {
@@ -944,6 +936,31 @@ class Switch:
             "error": f"unknown cmd {cmd!r}; known: ping, counters, clear_counters, "
             "clear_watermarks, get_config, set_qos, set_buffer, set_faults, get_faults",
         }
+
+    def _set_qos(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "qos" not in request:
+            return {"ok": False, "error": 'set_qos needs a "qos" object'}
+        return self._reconfigure(lambda: with_qos(self.config, request["qos"]), "qos")
+
+    def _set_buffer(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "buffer" not in request:
+            return {"ok": False, "error": 'set_buffer needs a "buffer" object'}
+        port = request.get("port")
+        if port is not None and not isinstance(port, str):
+            return {"ok": False, "error": "set_buffer: port must be a string"}
+        return self._reconfigure(
+            lambda: with_buffer(self.config, request["buffer"], port), "buffer"
+        )
+
+    def _set_faults(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "faults" not in request:
+            return {"ok": False, "error": 'set_faults needs a "faults" list'}
+        try:
+            self.set_faults(request["faults"])
+        except ConfigError as exc:
+            log.warning("refused faults: %s", exc)
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "faults": faults_to_json(self.faults)}
 
     def _reconfigure(self, build: Callable[[], SwitchConfig], what: str) -> dict[str, Any]:
         try:
