@@ -42,12 +42,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab.netns import in_netns  # noqa: E402 -- after the sys.path insert above
+from lab.netns import VethEnd, in_netns  # noqa: E402 -- after the sys.path insert above
 from lab.vswitch.client import VswitchClient  # noqa: E402 -- after the sys.path insert above
 
 ETH_P_ALL = 0x0003
@@ -159,14 +159,6 @@ def switch_losses(counters: dict[str, Any]) -> tuple[int, int, int]:
     return drops, overruns, watermark
 
 
-class End(NamedTuple):
-    """One end of a veth link: its namespace, interface name and MAC address."""
-
-    ns: str
-    ifname: str
-    mac: str
-
-
 class Bench:
     """Owns every namespace and process it creates; :meth:`cleanup` removes exactly those."""
 
@@ -186,10 +178,10 @@ class Bench:
             sh("ip", "netns", "exec", name, "sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1")
         return name
 
-    def link(self, a: End, b: End) -> None:
+    def link(self, a: VethEnd, b: VethEnd) -> None:
         """A veth pair between two namespaces, offloads off, both ends up."""
-        sh("ip", "link", "add", a.ifname, "netns", a.ns, "type", "veth", "peer", "name",
-           b.ifname, "netns", b.ns)  # fmt: skip
+        sh("ip", "link", "add", a.ifname, "netns", a.netns, "type", "veth", "peer", "name",
+           b.ifname, "netns", b.netns)  # fmt: skip
         for ns, ifname, mac in (a, b):
             sh("ip", "-n", ns, "link", "set", ifname, "address", mac)
             sh("ip", "netns", "exec", ns, "ethtool", "-K", ifname,
@@ -289,8 +281,10 @@ def capacity(
     """Frames/s of the bare copy loop and of the unshaped vswitch (compiled, from source, and
     ``baseline``'s if given), alternating rounds."""
     gen, fwd, sink = bench.netns("gen"), bench.netns("fwd"), bench.netns("sink")
-    bench.link(End(gen, "eth1", "02:00:00:00:01:01"), End(fwd, "eth1", "02:00:00:00:00:01"))
-    bench.link(End(fwd, "eth2", "02:00:00:00:00:02"), End(sink, "eth1", "02:00:00:00:01:02"))
+    bench.link(VethEnd(gen, "eth1", "02:00:00:00:01:01"), VethEnd(fwd, "eth1", "02:00:00:00:00:01"))
+    bench.link(
+        VethEnd(fwd, "eth2", "02:00:00:00:00:02"), VethEnd(sink, "eth1", "02:00:00:00:01:02")
+    )
     bench.host(sink, "198.18.2.2")
     with in_netns(gen):
         tx = send_socket("eth1")
@@ -384,8 +378,8 @@ def realtime_topology(bench: Bench) -> RealtimeLab:
     hosts = []
     for i in range(1, PORTS + 1):
         host = bench.netns(f"rt-h{i}")
-        bench.link(End(switch, f"eth{i}", f"02:00:00:00:00:{i:02x}"),
-                   End(host, "eth1", f"02:00:00:00:01:{i:02x}"))  # fmt: skip
+        bench.link(VethEnd(switch, f"eth{i}", f"02:00:00:00:00:{i:02x}"),
+                   VethEnd(host, "eth1", f"02:00:00:00:01:{i:02x}"))  # fmt: skip
         bench.host(host, f"198.18.{i}.2")
         hosts.append(host)
     return RealtimeLab(bench, switch, hosts)

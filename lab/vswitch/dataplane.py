@@ -46,7 +46,7 @@ from lab.vswitch.config import (
     with_qos,
 )
 from lab.vswitch.control import ControlServer
-from lab.vswitch.counters import PortCounters, port_snapshot
+from lab.vswitch.counters import PortCounters, port_snapshot, queues_snapshot
 from lab.vswitch.forwarding import NeighborTable, RouteTable, ecmp_index, ip_to_int
 from lab.vswitch.rawsock import open_port_socket, take_kernel_drops
 from lossless.clock import Clock, WallClock
@@ -540,7 +540,7 @@ class Switch:
         # neighbor lookup.  Only a miss can be a local address (those never get one).
         adjacency = self._adjacency(dst)
         if adjacency is None:
-            adjacency = self._route(port, frame, ihl, dst, ttl, now)
+            adjacency = self._route(port, frame, ihl, dst, now)
             if adjacency is None:
                 return
         elif ttl <= 1:
@@ -565,19 +565,19 @@ class Switch:
             if protocol == pkt.IP_PROTO_UDP and not (flags_offset & 0x3F or offset_low):
                 l4 = 14 + ihl  # a first fragment or a whole datagram
                 tc = port.tc_of_udp_port.get((frame[l4 + 2] << 8) | frame[l4 + 3], tc)
-        self._enqueue(port, adjacency.port, tc, frame, tos, now)
+        self._enqueue(port, adjacency.port, tc, frame, now)
 
     def _route(
-        self, port: Port, frame: bytearray, ihl: int, dst: int, ttl: int, now: float
+        self, port: Port, frame: bytearray, ihl: int, dst: int, now: float
     ) -> Adjacency | None:
-        """The slow path of :meth:`_on_ipv4`: a frame to the switch itself, one that expired,
-        then the route and neighbor lookups.  None: the frame was handled here (answered,
-        dropped and counted); else where to send it, remembered for ``dst`` unless ECMP
-        chose among several next hops."""
+        """The slow path of :meth:`_on_ipv4`: a frame to the switch itself, one that expired
+        (its TTL, byte 22, not yet decremented), then the route and neighbor lookups.  None:
+        the frame was handled here (answered, dropped and counted); else where to send it,
+        remembered for ``dst`` unless ECMP chose among several next hops."""
         if dst in self._local_ips:
             self._on_local_ipv4(port, frame, ihl, now)
             return None
-        if ttl <= 1:
+        if frame[22] <= 1:
             port.counters.drop_ttl += 1
             self._time_exceeded(port, frame, ihl, now)
             return None
@@ -716,14 +716,14 @@ class Switch:
     # ---------------------------------------------------------------- buffers and queues
 
     def _enqueue(
-        self, in_port: Port, out_port: Port, tc: int, frame: bytearray, tos: int, now: float
+        self, in_port: Port, out_port: Port, tc: int, frame: bytearray, now: float
     ) -> None:
-        """Admission (watchdog, headroom/tail drop), ECN marking, accounting, PFC XOFF;
-        ``tos`` is the frame's (byte 15)."""
+        """Admission (watchdog, headroom/tail drop), ECN marking, accounting, PFC XOFF."""
         watchdog = out_port.watchdog
         if watchdog.drop_traffic[tc]:
             watchdog.classes[tc].dropped_packets += 1
             return
+        tos = frame[15]
         status = enqueue(
             out_port.queues[tc],
             in_port.ingress,
@@ -983,11 +983,10 @@ class Switch:
             "ports": {
                 port.name: port_snapshot(
                     port.counters,
+                    port.oper_up,
                     port.paused_view(now),
                     port.ingress,
-                    port.queues,
-                    port.watchdog,
-                    port.oper_up,
+                    queues_snapshot(port.queues, port.watchdog),
                 )
                 for port in self.ports
             },

@@ -24,6 +24,7 @@ from netmiko.exceptions import NetmikoAuthenticationException
 from lab.mgmt.__main__ import UsageError, parse_listen
 from lab.mgmt.eos.personality import EosPersonality
 from lab.mgmt.launcher import (
+    ManagementOptions,
     ManagementStartError,
     PortTaken,
     start_management,
@@ -317,14 +318,16 @@ def test_process_saves_and_restores_startup_config(tmp_path: Path) -> None:
     state = tmp_path / "state"
     try:
         proc = start_management(
-            "leaf9",
-            "127.0.0.1",
-            port,
-            str(control.path),
-            state,
-            "admin",
-            "s3cret",
-            ["eth1", "eth2"],
+            ManagementOptions(
+                "leaf9",
+                "127.0.0.1",
+                port,
+                str(control.path),
+                state,
+                "admin",
+                "s3cret",
+                ["eth1", "eth2"],
+            )
         )
         try:
             assert (state / "login-password").stat().st_mode & 0o777 == 0o600
@@ -339,7 +342,9 @@ def test_process_saves_and_restores_startup_config(tmp_path: Path) -> None:
             assert stop_management(proc) == 0
         control.dataplane.config["qos"] = {}  # a fresh data plane after a "reload"
         proc = start_management(
-            "leaf9", "127.0.0.1", port, str(control.path), state, "admin", "s3cret", None
+            ManagementOptions(
+                "leaf9", "127.0.0.1", port, str(control.path), state, "admin", "s3cret"
+            )
         )
         try:
             assert control.dataplane.config["qos"]["ports"]["eth2"]["pfc_enabled"] is True
@@ -363,8 +368,9 @@ def connect_process(port: int) -> Any:
 def test_start_management_reports_a_dead_data_plane(tmp_path: Path) -> None:
     with pytest.raises(ManagementStartError, match="exited with 1"):
         start_management(
-            "leaf8", "127.0.0.1", free_port(), str(tmp_path / "missing.sock"), tmp_path / "s",
-            "admin", "pw", None, dataplane_wait=0.5, timeout=30,
+            ManagementOptions("leaf8", "127.0.0.1", free_port(), str(tmp_path / "missing.sock"),
+                          tmp_path / "s", "admin", "pw", dataplane_wait=0.5),
+            timeout=30,
         )  # fmt: skip
 
 
@@ -390,8 +396,9 @@ def test_another_ssh_server_on_the_port_is_not_taken_for_this_switch(tmp_path: P
     try:
         with pytest.raises(PortTaken, match="exited with 3"):
             start_management(
-                "leaf7", "127.0.0.1", port, str(control.path), tmp_path / "s", "admin", "pw",
-                None, timeout=30,
+                ManagementOptions("leaf7", "127.0.0.1", port, str(control.path), tmp_path / "s",
+                              "admin", "pw"),
+                timeout=30,
             )  # fmt: skip
     finally:
         stop.set()
