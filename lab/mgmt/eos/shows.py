@@ -492,6 +492,12 @@ def show_ecn_counters(
     return ShowOutput(text, {"intfQueueCounters": data})
 
 
+def _egress_drops(queue: dict[str, Any]) -> int:
+    """A queue's drops at egress: tail drops and what its PFC watchdog dropped."""
+    dropped: int = queue.get("tail_drops", 0) + queue.get("watchdog", {}).get("dropped_packets", 0)
+    return dropped
+
+
 def show_queue_counters(
     manager: SwitchManager, counters: dict[str, Any], interfaces: Sequence[str] | None = None
 ) -> ShowOutput:
@@ -503,7 +509,7 @@ def show_queue_counters(
         classes: dict[str, Any] = {}
         for tc in range(NUM_TRAFFIC_CLASSES):
             q = queues.get(str(tc), {})
-            dropped = q.get("tail_drops", 0) + q.get("watchdog", {}).get("dropped_packets", 0)
+            dropped = _egress_drops(q)
             classes[f"TC{tc}"] = {
                 "dropPrecedences": {
                     "DP0": {
@@ -543,7 +549,7 @@ def show_queue_drops(
         classes: dict[str, Any] = {}
         for tc in range(NUM_TRAFFIC_CLASSES):
             q = queues.get(str(tc), {})
-            egress = q.get("tail_drops", 0) + q.get("watchdog", {}).get("dropped_packets", 0)
+            egress = _egress_drops(q)
             ingress = headroom[tc] if tc < len(headroom) else 0
             classes[f"TC{tc}"] = {
                 "egressQueueCounters": {"countersSum": {"droppedPackets": egress}},
