@@ -47,7 +47,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab.netns import in_netns  # noqa: E402 -- after the sys.path insert above
+from lab.netns import VethEnd, in_netns  # noqa: E402 -- after the sys.path insert above
 from lab.vswitch.client import VswitchClient  # noqa: E402 -- after the sys.path insert above
 
 ETH_P_ALL = 0x0003
@@ -178,10 +178,11 @@ class Bench:
             sh("ip", "netns", "exec", name, "sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1")
         return name
 
-    def link(self, ns_a: str, if_a: str, mac_a: str, ns_b: str, if_b: str, mac_b: str) -> None:
-        sh("ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b,
-           "netns", ns_b)  # fmt: skip
-        for ns, ifname, mac in ((ns_a, if_a, mac_a), (ns_b, if_b, mac_b)):
+    def link(self, a: VethEnd, b: VethEnd) -> None:
+        """A veth pair between two namespaces, offloads off, both ends up."""
+        sh("ip", "link", "add", a.ifname, "netns", a.netns, "type", "veth", "peer", "name",
+           b.ifname, "netns", b.netns)  # fmt: skip
+        for ns, ifname, mac in (a, b):
             sh("ip", "-n", ns, "link", "set", ifname, "address", mac)
             sh("ip", "netns", "exec", ns, "ethtool", "-K", ifname,
                "tx", "off", "tso", "off", "gso", "off", "gro", "off")  # fmt: skip
@@ -280,8 +281,10 @@ def capacity(
     """Frames/s of the bare copy loop and of the unshaped vswitch (compiled, from source, and
     ``baseline``'s if given), alternating rounds."""
     gen, fwd, sink = bench.netns("gen"), bench.netns("fwd"), bench.netns("sink")
-    bench.link(gen, "eth1", "02:00:00:00:01:01", fwd, "eth1", "02:00:00:00:00:01")
-    bench.link(fwd, "eth2", "02:00:00:00:00:02", sink, "eth1", "02:00:00:00:01:02")
+    bench.link(VethEnd(gen, "eth1", "02:00:00:00:01:01"), VethEnd(fwd, "eth1", "02:00:00:00:00:01"))
+    bench.link(
+        VethEnd(fwd, "eth2", "02:00:00:00:00:02"), VethEnd(sink, "eth1", "02:00:00:00:01:02")
+    )
     bench.host(sink, "198.18.2.2")
     with in_netns(gen):
         tx = send_socket("eth1")
@@ -361,28 +364,34 @@ class SpeedResult:
         return self.lossless and self.switch_cpu <= SAFE_CPU
 
 
-def realtime_topology(bench: Bench) -> tuple[str, list[str]]:
+@dataclass(frozen=True)
+class RealtimeLab:
+    """The real-time part's namespaces: one switch, :data:`PORTS` hosts (host i on eth{i})."""
+
+    bench: Bench
+    switch_ns: str
+    hosts: list[str]
+
+
+def realtime_topology(bench: Bench) -> RealtimeLab:
     switch = bench.netns("rt-sw")
     hosts = []
     for i in range(1, PORTS + 1):
         host = bench.netns(f"rt-h{i}")
-        bench.link(switch, f"eth{i}", f"02:00:00:00:00:{i:02x}", host, "eth1",
-                   f"02:00:00:00:01:{i:02x}")  # fmt: skip
+        bench.link(VethEnd(switch, f"eth{i}", f"02:00:00:00:00:{i:02x}"),
+                   VethEnd(host, "eth1", f"02:00:00:00:01:{i:02x}"))  # fmt: skip
         bench.host(host, f"198.18.{i}.2")
         hosts.append(host)
-    return switch, hosts
+    return RealtimeLab(bench, switch, hosts)
 
 
-def realtime_run(
-    bench: Bench, switch_ns: str, hosts: list[str], mbps: int, seconds: float, size: int
-) -> SpeedResult:
-    """Every host sends to the next at 95 % of the port speed; count what arrives."""
-    speed = mbps * 1_000_000
-    config = {
+def _realtime_config(mbps: int) -> dict[str, Any]:
+    """The switch's config: :data:`PORTS` ports at ``mbps``, each host a static neighbour."""
+    return {
         "name": f"bench-rt-{mbps}",
         "ports": [
             {"ifname": f"eth{i}", "mac": f"02:00:00:00:00:{i:02x}", "ipv4": f"198.18.{i}.1/24",
-             "speed_bps": speed}
+             "speed_bps": mbps * 1_000_000}
             for i in range(1, PORTS + 1)
         ],
         "neighbors": [
@@ -392,7 +401,10 @@ def realtime_run(
         "buffer": {"xoff_bytes": 30000, "xon_bytes": 15000, "headroom_bytes": 20000,
                    "queue_limit_bytes": 500_000},
     }  # fmt: skip
-    proc, control = bench.start_vswitch(switch_ns, config, f"rt{mbps}")
+
+
+def _senders(hosts: list[str], size: int) -> tuple[list[socket.socket], list[bytes]]:
+    """Each host's send socket and its frame: UDP of ``size`` bytes to the next host."""
     socks, frames = [], []
     for i, host in enumerate(hosts, start=1):
         with in_netns(host):
@@ -400,18 +412,19 @@ def realtime_run(
         j = i % PORTS + 1
         frames.append(udp_frame(f"02:00:00:00:01:{i:02x}", f"02:00:00:00:00:{i:02x}",
                                 f"198.18.{i}.2", f"198.18.{j}.2", size))  # fmt: skip
-    rx_before = [rx_packets(h, "eth1") for h in hosts]
-    interval = (size + 20) * 8 / (speed * LOAD_FRACTION)
+    return socks, frames
+
+
+def _offer(
+    socks: list[socket.socket], frames: list[bytes], interval: float, seconds: float
+) -> tuple[int, float]:
+    """Send each frame every ``interval`` s for ``seconds``; (frames sent, worst lag in s)."""
     sent = 0
     lag = 0.0
-    cpu0 = cpu_seconds(proc.pid)
     start = time.monotonic()
     next_tx = [start + k * interval / PORTS for k in range(PORTS)]  # staggered
     end = start + seconds
-    while True:
-        now = time.monotonic()
-        if now >= end:
-            break
+    while (now := time.monotonic()) < end:
         for k, sock in enumerate(socks):
             lag = max(lag, now - next_tx[k])  # how late this round is (generator stall)
             while next_tx[k] <= now:
@@ -422,7 +435,11 @@ def realtime_run(
                 sent += 1
                 next_tx[k] += interval
         time.sleep(max(0.0, min(next_tx) - time.monotonic()))
-    cpu = (cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - start)
+    return sent, lag
+
+
+def _drained_counters(control: str) -> dict[str, Any]:
+    """The switch's counters once its queues are empty (or after 5 s)."""
     with VswitchClient(control) as client:
 
         def queued() -> int:
@@ -433,10 +450,25 @@ def realtime_run(
         while queued() and time.monotonic() < drain_deadline:
             time.sleep(0.05)
         time.sleep(0.1)
-        counters = client.counters()
-    delivered = sum(rx_packets(h, "eth1") - b for h, b in zip(hosts, rx_before, strict=True))
+        counters: dict[str, Any] = client.counters()
+    return counters
+
+
+def realtime_run(lab: RealtimeLab, mbps: int, seconds: float, size: int) -> SpeedResult:
+    """Every host sends to the next at 95 % of the port speed; count what arrives."""
+    speed = mbps * 1_000_000
+    proc, control = lab.bench.start_vswitch(lab.switch_ns, _realtime_config(mbps), f"rt{mbps}")
+    socks, frames = _senders(lab.hosts, size)
+    rx_before = [rx_packets(h, "eth1") for h in lab.hosts]
+    interval = (size + 20) * 8 / (speed * LOAD_FRACTION)
+    cpu0 = cpu_seconds(proc.pid)
+    start = time.monotonic()
+    sent, lag = _offer(socks, frames, interval, seconds)
+    cpu = (cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - start)
+    counters = _drained_counters(control)
+    delivered = sum(rx_packets(h, "eth1") - b for h, b in zip(lab.hosts, rx_before, strict=True))
     drops, overruns, watermark = switch_losses(counters)
-    bench.stop(proc)
+    lab.bench.stop(proc)
     for sock in socks:
         sock.close()
     # The switch's own view of its egress rate: bytes sent over the sending window.
@@ -486,7 +518,7 @@ def print_capacity(cap: dict[str, list[float]], args: argparse.Namespace) -> flo
     return bare
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
     parser.add_argument("--frame-size", type=int, default=1000)
@@ -500,13 +532,65 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="also measure the capacity of the vswitch of this checkout (with its own build)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _cannot_run(args: argparse.Namespace) -> str | None:
+    """Why the bench cannot run here, or None."""
     if args.baseline is not None and not (args.baseline / "lab" / "vswitch").is_dir():
-        print(f"--baseline: Expected: a checkout with lab/vswitch Actual: {args.baseline}",
-              file=sys.stderr)  # fmt: skip
-        return 2
+        return f"--baseline: Expected: a checkout with lab/vswitch Actual: {args.baseline}"
     if os.geteuid() != 0:
-        print("bench/lab_forwarding.py needs root (network namespaces)", file=sys.stderr)
+        return "bench/lab_forwarding.py needs root (network namespaces)"
+    return None
+
+
+def _verdict(run: SpeedResult) -> str:
+    verdict = ("safe" if run.safe else "lossless, CPU > 70 %") if run.lossless else "FAILS"
+    if run.generator_lag_ms > 20:
+        verdict += " (generator lagged)"
+    return verdict
+
+
+def _speed_runs(lab: RealtimeLab, mbps: int, args: argparse.Namespace) -> list[SpeedResult]:
+    """``--repeat`` runs at ``mbps``, each printed as a row of the real-time table."""
+    runs = []
+    for _ in range(args.repeat):
+        r = realtime_run(lab, mbps, args.duration, args.frame_size)
+        runs.append(r)
+        print(f"  {mbps:>4}M {r.offered:>9} {r.delivered:>9} {r.switch_drops:>5} "
+              f"{r.rx_overruns:>7} {r.delivered_mbps:>8.1f} {r.max_queue_ms:>7.1f}ms "
+              f"{r.switch_cpu:>6.0%} {r.generator_lag_ms:>5.1f}ms  {_verdict(r)}",
+              flush=True)  # fmt: skip
+    return runs
+
+
+def realtime(bench: Bench, args: argparse.Namespace) -> None:
+    """The real-time table, speed by speed until one is lossless in no run."""
+    lab = realtime_topology(bench)
+    print(f"\nReal time: {PORTS} ports, each receiving and sending at "
+          f"{LOAD_FRACTION:.0%} of its speed, {args.frame_size}-byte frames, "
+          f"{args.duration:g} s per speed:")  # fmt: skip
+    print(f"  {'speed':>6} {'offered':>8} {'delivered':>9} {'drops':>5} {'overrun':>7} "
+          f"{'Mb/s out':>8} {'max queue':>9} {'sw CPU':>6} {'gen lag':>7}  "
+          "verdict")  # fmt: skip
+    safe = 0
+    for mbps in (int(s) for s in args.speeds.split(",")):
+        # Every speed twice: one clean run can be luck, one failure can be a neighbour's
+        # job on the switch's core.  "safe" needs both runs safe.
+        runs = _speed_runs(lab, mbps, args)
+        if all(r.safe for r in runs):
+            safe = mbps
+        if not any(r.lossless for r in runs):
+            break
+    print(f"\nHighest lab speed safe in every run with {PORTS} busy ports: {safe} Mb/s "
+          f"(load average now {os.getloadavg()[0]:.2f})")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    problem = _cannot_run(args)
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
     os.sched_setaffinity(0, {GENERATOR_CPU})
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs "
@@ -520,35 +604,7 @@ def main(argv: list[str] | None = None) -> int:
         offered = max(cap["offered"])
         if bare > 0.95 * offered:
             print(f"  (the bare loop kept up with the generator's {offered:,.0f}/s)")
-
-        switch_ns, hosts = realtime_topology(bench)
-        print(f"\nReal time: {PORTS} ports, each receiving and sending at "
-              f"{LOAD_FRACTION:.0%} of its speed, {args.frame_size}-byte frames, "
-              f"{args.duration:g} s per speed:")  # fmt: skip
-        print(f"  {'speed':>6} {'offered':>8} {'delivered':>9} {'drops':>5} {'overrun':>7} "
-              f"{'Mb/s out':>8} {'max queue':>9} {'sw CPU':>6} {'gen lag':>7}  "
-              "verdict")  # fmt: skip
-        safe = 0
-        for mbps in (int(s) for s in args.speeds.split(",")):
-            # Every speed twice: one clean run can be luck, one failure can be a neighbour's
-            # job on the switch's core.  "safe" needs both runs safe.
-            runs = []
-            for _ in range(args.repeat):
-                r = realtime_run(bench, switch_ns, hosts, mbps, args.duration, args.frame_size)
-                runs.append(r)
-                verdict = ("safe" if r.safe else "lossless, CPU > 70 %") if r.lossless else "FAILS"
-                if r.generator_lag_ms > 20:
-                    verdict += " (generator lagged)"
-                print(f"  {mbps:>4}M {r.offered:>9} {r.delivered:>9} {r.switch_drops:>5} "
-                      f"{r.rx_overruns:>7} {r.delivered_mbps:>8.1f} {r.max_queue_ms:>7.1f}ms "
-                      f"{r.switch_cpu:>6.0%} {r.generator_lag_ms:>5.1f}ms  {verdict}",
-                      flush=True)  # fmt: skip
-            if all(r.safe for r in runs):
-                safe = mbps
-            if not any(r.lossless for r in runs):
-                break
-        print(f"\nHighest lab speed safe in every run with {PORTS} busy ports: {safe} Mb/s "
-              f"(load average now {os.getloadavg()[0]:.2f})")  # fmt: skip
+        realtime(bench, args)
     finally:
         bench.cleanup()
     return 0

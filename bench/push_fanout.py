@@ -123,8 +123,9 @@ class EmulatedNos(Faults):
 async def _serve(indices: range, state: Path, port_file: Path, latency: Latency, seed: int) -> None:
     import asyncssh
 
-    from lab.mgmt.persistence import HOST_KEY, StartupConfigStore
-    from lab.mgmt.ssh_server import AuthSettings, start_ssh_server
+    from lab.mgmt.eos.personality import EosPersonality
+    from lab.mgmt.persistence import HOST_KEY
+    from lab.mgmt.ssh_server import AuthSettings, SshSettings, start_ssh_server
     from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
     from lab.mgmt.testing import FakeDataplane, fake_switch_config
 
@@ -143,11 +144,11 @@ async def _serve(indices: range, state: Path, port_file: Path, latency: Latency,
             [PortInfo(f"Ethernet{i}", 10_000_000) for i in range(1, PORTS + 1)],
             dataplane,
             LoopClock(),
-            StartupConfigStore(directory),
         )
-        await manager.start()
+        eos = EosPersonality(manager, directory)
+        await eos.start()
         nos = EmulatedNos(latency, seed * 1_000_003 + index)
-        server = await start_ssh_server("127.0.0.1", 0, key, auth, manager, faults=nos)
+        server = await start_ssh_server(SshSettings("127.0.0.1", 0, key, auth), eos, nos)
         ports[name] = int(server.sockets[0].getsockname()[1])
     tmp = port_file.with_name(port_file.name + ".tmp")
     tmp.write_text(json.dumps(ports))

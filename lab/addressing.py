@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.mgmt.names import nos_port_name
-from lab.topology import DEFAULT_NOS, NOS_PLATFORMS, Link, Node, Topology, format_speed
+from lab.topology.model import DEFAULT_NOS, NOS_PLATFORMS, Link, Node, Topology
+from lab.topology.units import format_speed
 
 DATA_PLANE = ipaddress.IPv4Network("198.18.0.0/16")
 MGMT_HOST = "127.0.0.1"
@@ -272,8 +273,8 @@ def vswitch_config(plan: LabPlan, node: str) -> dict[str, Any]:
             "dscp_to_tc": {},
             "watchdog": {
                 "enabled": False,
-                "timeout_ms": 200,
-                "recovery_ms": 400,
+                "detection_ms": 200,
+                "restoration_ms": 400,
                 "polling_ms": 100,
                 "action": "drop",
             },

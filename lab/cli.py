@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -25,7 +26,8 @@ from common.conventions import add_column, console, duration, examples, output_o
 from lab import runtime
 from lab.netns import CommandError
 from lab.state import STATE_DIR_ENV, LabError, LabState, state_dir_for
-from lab.topology import NOS_PLATFORMS, TopologyError, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import NOS_PLATFORMS, TopologyError
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "ROCE_LAB_DEBUG"
@@ -379,6 +381,28 @@ _topology_argument = click.argument(
 )
 
 
+@dataclass(frozen=True)
+class FaultAddOptions:
+    """What ``lab fault add`` was given besides KIND and TARGET (click passes each option as a
+    keyword argument; their checks are the options' types)."""
+
+    topology: Path | None
+    percent: float | None
+    delay: float | None
+    delay_alias: float | None  # --ms, the old name of --delay
+    seed: int | None
+    dscp: int | None
+    tc: int | None
+    lab_name: str | None
+    state_dir: Path | None
+    output: str
+
+    def delay_ms(self) -> float | None:
+        """The delay in milliseconds, as the fault records it (either spelling)."""
+        seconds = self.delay if self.delay is not None else self.delay_alias
+        return None if seconds is None else seconds * 1e3
+
+
 @fault_group.command(
     "add",
     epilog="\b\nKinds:\n" + _fault_kinds_help(),
@@ -417,29 +441,23 @@ _topology_argument = click.argument(
 @_state_dir_option
 @_output_option
 @_errors_exit_2
-def fault_add_command(
-    kind: str,
-    target: str,
-    topology: Path | None,
-    percent: float | None,
-    delay: float | None,
-    delay_alias: float | None,
-    seed: int | None,
-    dscp: int | None,
-    tc: int | None,
-    lab_name: str | None,
-    state_dir: Path | None,
-    output: str,
-) -> None:
+def fault_add_command(kind: str, target: str, **options: Any) -> None:
     """Inject fault KIND at TARGET (a link direction leaf1:eth3>spine1 or h1>leaf1, a link or
     port leaf1:eth3, a host h1); prints its ID. Bad input: exit 2, nothing applied."""
     from lab.faults import describe
 
-    faults = _fault_lab(topology, lab_name, state_dir)
-    seconds = delay if delay is not None else delay_alias
-    ms = None if seconds is None else seconds * 1e3  # the fault records milliseconds
-    fault = faults.add(kind, target, percent=percent, ms=ms, seed=seed, dscp=dscp, tc=tc)
-    if output == "json":
+    given = FaultAddOptions(**options)
+    faults = _fault_lab(given.topology, given.lab_name, given.state_dir)
+    fault = faults.add(
+        kind,
+        target,
+        percent=given.percent,
+        ms=given.delay_ms(),
+        seed=given.seed,
+        dscp=given.dscp,
+        tc=given.tc,
+    )
+    if given.output == "json":
         _print_json(fault.to_json())
     else:
         click.echo(f"{fault.id}: {fault.kind} {fault.target} — {describe(fault)}")

@@ -24,7 +24,8 @@ from pathlib import Path
 from lab import netns
 from lab.addressing import LabPlan, build_plan, vswitch_config
 from lab.runtime import COMMON_SYSCTLS, SWITCH_SYSCTLS
-from lab.topology import TopologyError, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import TopologyError
 
 SYS_CLASS_NET = Path("/sys/class/net")
 RUN_DIR = Path("/run/roce-vswitch")

@@ -57,7 +57,7 @@ from lab import netns, procs
 from lab.fault_registry import FAULTS_FILE, Fault, FaultError, Registry
 from lab.mgmt.names import nos_port_index
 from lab.state import LabError, LabState, locked, now
-from lab.topology import Endpoint, endpoint
+from lab.topology.model import Endpoint, endpoint
 
 FAULTS_DIR = "faults"  # logs of fault processes
 STORM_INTERVAL_S = 0.01  # well inside one XOFF's pause time: the queue never resumes

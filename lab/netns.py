@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 NETNS_DIR = Path("/run/netns")
 # What the hosts' and switches' veth ends must not offload: a user-space switch forwards
@@ -94,15 +95,15 @@ def set_sysctls(netns: str, values: Mapping[str, str | int]) -> None:
         )
 
 
-def add_veth(
-    netns_a: str,
-    ifname_a: str,
-    mac_a: str,
-    netns_b: str,
-    ifname_b: str,
-    mac_b: str,
-    mtu: int,
-) -> None:
+class VethEnd(NamedTuple):
+    """One end of a veth pair: the namespace it lives in, its interface name and MAC."""
+
+    netns: str
+    ifname: str
+    mac: str
+
+
+def add_veth(a: VethEnd, b: VethEnd, mtu: int) -> None:
     """Create a veth pair with each end directly in its namespace, final name, MAC and MTU.
 
     Creating both ends inside their namespaces in one netlink request never puts a device
@@ -110,9 +111,9 @@ def add_veth(
     """
     run(
         [
-            "ip", "link", "add", ifname_a, "netns", netns_a, "address", mac_a, "mtu", str(mtu),
+            "ip", "link", "add", a.ifname, "netns", a.netns, "address", a.mac, "mtu", str(mtu),
             "type", "veth",
-            "peer", "name", ifname_b, "netns", netns_b, "address", mac_b, "mtu", str(mtu),
+            "peer", "name", b.ifname, "netns", b.netns, "address", b.mac, "mtu", str(mtu),
         ]
     )  # fmt: skip
 

@@ -56,7 +56,8 @@ from lab.state import (
     now,
     state_dir_for,
 )
-from lab.topology import DEFAULT_NOS, Topology, check_lab_name, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import DEFAULT_NOS, Topology, check_lab_name
 
 if TYPE_CHECKING:  # lab.vmhost is loaded only for labs with VM hosts
     from lab.vmhost.vm import VmHost
@@ -324,7 +325,11 @@ def _wire(plan: LabPlan) -> None:
         b = plan.nodes[link.b.node]
         a_if = next(i for i in a.interfaces if i.ifname == link.a.ifname)
         b_if = next(i for i in b.interfaces if i.ifname == link.b.ifname)
-        netns.add_veth(a.netns, a_if.ifname, a_if.mac, b.netns, b_if.ifname, b_if.mac, link.mtu)
+        netns.add_veth(
+            netns.VethEnd(a.netns, a_if.ifname, a_if.mac),
+            netns.VethEnd(b.netns, b_if.ifname, b_if.mac),
+            link.mtu,
+        )
 
 
 def _start_processes(state: LabState, plan: LabPlan, start_timeout: float) -> None:
@@ -606,7 +611,12 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> b
     """The switch's SSH management plane (the personality of its NOS) on its recorded loopback
     port, or on a new one if another process took that port between its allocation and the bind
     (labs coming up side by side). True when the port moved."""
-    from lab.mgmt.launcher import ManagementStartError, PortTaken, start_management
+    from lab.mgmt.launcher import (
+        ManagementOptions,
+        ManagementStartError,
+        PortTaken,
+        start_management,
+    )
 
     info = state.data["nodes"][node_plan.name]
     directory = state.add_dir(f"{node_plan.name}-mgmt")
@@ -614,7 +624,7 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> b
     moved = False
     for attempt in range(1, PORT_ATTEMPTS + 1):
         try:
-            proc = start_management(
+            switch = ManagementOptions(
                 node_plan.name,
                 info["mgmt_host"],
                 int(info["mgmt_port"]),
@@ -623,9 +633,9 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> b
                 credentials["username"],
                 credentials["password"],
                 [i.ifname for i in node_plan.interfaces],
-                timeout=timeout,
                 nos=info.get("nos", DEFAULT_NOS),
             )
+            proc = start_management(switch, timeout=timeout)
             break
         except PortTaken as exc:
             if attempt == PORT_ATTEMPTS:

@@ -77,24 +77,32 @@ class QueueConfig(StrictModel):
 
 
 class WatchdogConfig(StrictModel):
-    """PFC watchdog (detection / mitigation / restoration), per port or switch-wide."""
+    """PFC watchdog (detection / mitigation / restoration), per port or switch-wide.
+
+    Named as the NOSes name it and as the agent's device state reads it: SONiC ``PFC_WD``
+    ``detection_time`` / ``restoration_time`` / ``POLL_INTERVAL`` and its actions ``drop``,
+    ``forward`` (EOS ``no-drop``: ignore pause and keep forwarding) and ``alert``.
+    """
 
     enabled: bool = False
-    timeout_ms: int = Field(default=200, gt=0, le=60_000)
-    recovery_ms: int = Field(default=400, gt=0, le=600_000)
+    detection_ms: int = Field(default=200, gt=0, le=60_000)
+    restoration_ms: int = Field(default=400, gt=0, le=600_000)
     polling_ms: int = Field(default=100, gt=0, le=60_000)
-    action: Literal["drop", "no-drop", "alert"] = "drop"
+    action: Literal["drop", "forward", "alert"] = "drop"
 
 
 class PortQosConfig(StrictModel):
-    """QoS of one port: PFC (both generating and honouring pause) and its egress queues."""
+    """QoS of one port: PFC (both generating and honouring pause) and its egress queues.
+
+    ``pfc_priorities`` are the lossless (no-drop) priorities, as the device state names them.
+    """
 
     pfc_enabled: bool = False
-    no_drop: list[Priority] = Field(default_factory=list)
+    pfc_priorities: list[Priority] = Field(default_factory=list)
     watchdog: WatchdogConfig | None = None
     queues: dict[Priority, QueueConfig] = Field(default_factory=dict)
 
-    @field_validator("no_drop")
+    @field_validator("pfc_priorities")
     @classmethod
     def _unique_priorities(cls, value: list[int]) -> list[int]:
         if len(set(value)) != len(value):
@@ -109,6 +117,6 @@ class PortQosConfig(StrictModel):
         return self
 
     def lossless(self) -> list[bool]:
-        """Per priority: lossless (PFC on the port and the priority ``no_drop``)."""
-        no_drop = set(self.no_drop) if self.pfc_enabled else set()
-        return [tc in no_drop for tc in range(NUM_CLASSES)]
+        """Per priority: lossless (PFC on the port and the priority in ``pfc_priorities``)."""
+        lossless = set(self.pfc_priorities) if self.pfc_enabled else set()
+        return [tc in lossless for tc in range(NUM_CLASSES)]

@@ -21,8 +21,8 @@ stopping, frames keep arriving; they are absorbed by ``headroom_bytes`` and only
 counted as headroom drops) beyond ``xoff + headroom``.  A lossless class never tail-drops.
 
 Reception on a switch port: the frame is always counted by its owner, but only acted on for
-priorities the port has PFC enabled for -- ``pfc_enabled`` and in ``no_drop``, the data-plane
-form of EOS ``priority-flow-control on`` + ``priority-flow-control priority N no-drop``.
+priorities the port has PFC enabled for -- ``pfc_enabled`` and in ``pfc_priorities``, the
+data-plane form of EOS ``priority-flow-control on`` + ``priority-flow-control priority N no-drop``.
 802.1Qbb enables PFC per priority, and vendor guides describe the receiving side the same
 way: the peer "stops sending packets carrying an 802.1p priority within the list specified
 by" its ``priority-flow-control no-drop dot1p`` configuration, with PFC enabled on both ends

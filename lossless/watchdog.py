@@ -9,13 +9,13 @@ T0 time ... If no PFC frame is received over the T1 period, then the PFC storm r
 re-enables the PFC on the queue", Netberg SONiC "PFC (Priority Flow Control) Watchdog"):
 
 * detection: checked every ``polling_ms``; a class that has been paused continuously for
-  ``timeout_ms`` while it has packets queued is in a storm (so it is declared within
-  timeout + one polling interval of the pause starting);
+  ``detection_ms`` while it has packets queued is in a storm (so it is declared within
+  the detection time + one polling interval of the pause starting);
 * mitigation, per ``action``:
   ``drop``    -- discard the queue's packets and every new one, ignore pause for the class;
-  ``no-drop`` -- (SONiC "forward") ignore pause for the class and keep forwarding;
+  ``forward`` -- (EOS "no-drop") ignore pause for the class and keep forwarding;
   ``alert``   -- only count and report, the pause is still honoured;
-* restoration: once no pause frame has been received for the class for ``recovery_ms``
+* restoration: once no pause frame has been received for the class for ``restoration_ms``
   (checked at the next poll), the class is operational again and honours pause again.
 
 The watchdog reports what happened (:class:`WatchdogEvent`); logging and acting on the queue
@@ -96,8 +96,8 @@ class PortWatchdog:
         self.next_poll = now + cfg.polling_ms / 1000.0
         if not cfg.enabled:
             return []
-        timeout = cfg.timeout_ms / 1000.0
-        recovery = cfg.recovery_ms / 1000.0
+        timeout = cfg.detection_ms / 1000.0
+        recovery = cfg.restoration_ms / 1000.0
         pause.expire(now)
         events = []
         for tc, cls in enumerate(self.classes):

@@ -1629,8 +1629,8 @@ class Engine:
     @staticmethod
     def _metered_tc(port: SwitchPort) -> int:
         # The paused fraction is reported for the first lossless priority of the port.
-        no_drop = port.spec.qos.no_drop if port.spec.qos else []
-        return no_drop[0] if no_drop else -1
+        lossless = port.spec.qos.pfc_priorities if port.spec.qos else []
+        return lossless[0] if lossless else -1
 
     def _poll_watchdog(self, port: SwitchPort) -> None:
         now = self.clock.ticks

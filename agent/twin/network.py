@@ -4,17 +4,10 @@ Everything comes from the fabric file through :func:`agent.intent.plan.build_pla
 MTU,
 cable length, PFC priorities, the pause threshold and headroom, ECN per queue, ETS, the PFC
 watchdog and the host NICs' DCQCN parameters.  The plan's knobs become the shared model's
-parameters (:mod:`lossless.config`) with the same meaning the lab's management plane gives the
-same EOS lines (``lab/mgmt/translate.py``, read, not imported):
-
-* ``priority-flow-control on`` + ``priority P no-drop`` -> ``PortQosConfig.pfc_enabled`` /
-  ``no_drop`` = the plan's PFC priorities of the port;
-* ``random-detect ecn minimum-threshold .. maximum-threshold .. max-mark-probability`` ->
-  ``EcnConfig(min_bytes, max_bytes, max_probability)`` per queue;
-* ``priority strict`` -> ``QueueConfig.strict``; ``bandwidth percent`` -> ``bandwidth_percent``;
-* the watchdog: ``detection_ms`` / ``restoration_ms`` / ``polling_ms`` -> ``timeout_ms`` /
-  ``recovery_ms`` / ``polling_ms``; the intent's ``forward`` is EOS ``no-drop``, ``alert`` the
-  port action ``notify-only`` (``alert`` in the model).
+parameters (:mod:`lossless.config`), which use the plan's own names: PFC on the port with its
+``pfc_priorities``, ECN per queue (``min_bytes``, ``max_bytes``, ``max_probability``), strict
+queues and ``bandwidth_percent``, and the watchdog's ``detection_ms`` / ``restoration_ms`` /
+``polling_ms`` and action (``drop``, ``forward``, ``alert``).
 
 Buffers (docs/fabric-file.md, "Buffers, headroom and the pause threshold"): the plan's
 ``pause_threshold`` is the ingress occupancy at which XOFF is sent
@@ -37,7 +30,6 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from agent.errors import AgentError
 from agent.intent import sizing
@@ -206,18 +198,12 @@ def ecmp_pick(switch: str, choices: tuple[int, ...], hashed: int) -> int:
 
 
 def _watchdog(intent_wd: Watchdog) -> WatchdogConfig:
-    actions: dict[str, Literal["drop", "no-drop", "alert"]] = {
-        "drop": "drop",
-        "forward": "no-drop",
-        "alert": "alert",
-    }
-    action = actions[intent_wd.action]
     return WatchdogConfig(
         enabled=intent_wd.enabled,
-        timeout_ms=intent_wd.detection_ms,
-        recovery_ms=intent_wd.restoration_ms,
+        detection_ms=intent_wd.detection_ms,
+        restoration_ms=intent_wd.restoration_ms,
         polling_ms=intent_wd.polling_ms,
-        action=action,
+        action=intent_wd.action,
     )
 
 
@@ -241,7 +227,7 @@ def _port_qos(device: DevicePlan, port: PortPlan) -> tuple[PortQosConfig, Buffer
             queues[tc] = QueueConfig(ecn=ecn_cfg, strict=strict, bandwidth_percent=weight)
     qos = PortQosConfig(
         pfc_enabled=bool(port.pfc_priorities),
-        no_drop=list(port.pfc_priorities),
+        pfc_priorities=list(port.pfc_priorities),
         watchdog=_watchdog(device.watchdog),
         queues=queues,
     )

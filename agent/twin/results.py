@@ -363,7 +363,7 @@ def _thresholds(engine: Engine, name: str | None) -> tuple[int | None, int | Non
     tc = port.switch.dscp_to_tc[nic.spec.roce_dscp]
     queue = port.spec.qos.queues.get(tc)
     ecn = queue.ecn if queue is not None else None
-    pause = port.spec.buffer.xoff_bytes if tc in port.spec.qos.no_drop else None
+    pause = port.spec.buffer.xoff_bytes if tc in port.spec.qos.pfc_priorities else None
     if ecn is None:
         return None, None, pause
     return ecn.min_bytes, ecn.max_bytes, pause

@@ -174,7 +174,7 @@ def _storm(net: TwinNetwork, hosts: list[NicSpec], speed: int) -> Scenario:
     wd = net.switches[stormer.leaf].ports[0].qos
     detection = polling = 0.0
     if wd is not None and wd.watchdog is not None:
-        detection = wd.watchdog.timeout_ms / 1000
+        detection = wd.watchdog.detection_ms / 1000
         polling = wd.watchdog.polling_ms / 1000
     return Scenario(
         "storm",

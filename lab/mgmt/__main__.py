@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import ipaddress
 import json
@@ -40,18 +41,13 @@ import asyncssh
 
 from lab.logsetup import setup_logging
 from lab.mgmt import names
-from lab.mgmt.config_commands import HOSTNAME_RE
 from lab.mgmt.dataplane_handle import DataplaneError, VswitchDataplane
+from lab.mgmt.eos.commands import HOSTNAME_RE
 from lab.mgmt.launcher import EXIT_PORT_TAKEN, LISTENING_FILE
 from lab.mgmt.lldp import PortLink, load_links
-from lab.mgmt.persistence import (
-    HOST_KEY,
-    StartupConfigStore,
-    load_or_create_host_key,
-    read_secret_file,
-)
+from lab.mgmt.persistence import HOST_KEY, load_or_create_host_key, read_secret_file
 from lab.mgmt.personality import NOS_DEFAULT, NOS_NAMES, Personality, create_personality
-from lab.mgmt.ssh_server import AuthSettings, Faults, start_ssh_server
+from lab.mgmt.ssh_server import AuthSettings, Faults, SshSettings, start_ssh_server
 from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
 
 log = logging.getLogger("lab.mgmt")
@@ -162,16 +158,17 @@ async def serve(args: argparse.Namespace) -> int:
         await _wait_for_dataplane(dataplane, args.dataplane_wait)
         links = load_links(args.state_dir)
         ports, system_mac = _ports(args.ports, await dataplane.get_config(), links)
-        manager = SwitchManager(
-            args.name, ports, dataplane, LoopClock(), StartupConfigStore(args.state_dir)
-        )
+        manager = SwitchManager(args.name, ports, dataplane, LoopClock())
         personality = create_personality(args.nos, manager, args.state_dir)
         await personality.start()
     except DataplaneError as exc:
         log.error("%s: data plane unusable: %s", args.name, exc)
         dataplane.close()
         return 1
-    plane = _SshPlane(args, (host, port), auth, manager, personality, system_mac, host_key)
+    settings = SshSettings(
+        host, port, host_key, auth, args.login_mode == "enable", system_mac=system_mac
+    )
+    plane = _SshPlane(args, settings, personality)
     try:
         await plane.listen()
     except OSError as exc:
@@ -205,22 +202,11 @@ class _SshPlane:
     re-keyed on signal (the lab's fault drills)."""
 
     def __init__(
-        self,
-        args: argparse.Namespace,
-        listen_on: tuple[str, int],
-        auth: AuthSettings,
-        manager: SwitchManager,
-        personality: Personality,
-        system_mac: str,
-        host_key: asyncssh.SSHKey,
+        self, args: argparse.Namespace, settings: SshSettings, personality: Personality
     ) -> None:
         self.args = args
-        self.listen_on = listen_on
-        self.auth = auth
-        self.manager = manager
+        self.settings = settings
         self.personality = personality
-        self.system_mac = system_mac
-        self.host_key = host_key
         self.faults = Faults()
         self.faults_file = args.state_dir / FAULTS_FILE
         _reload_faults(self.faults, self.faults_file)
@@ -229,18 +215,7 @@ class _SshPlane:
         self.server: asyncssh.SSHAcceptor | None = None
 
     async def listen(self) -> None:
-        host, port = self.listen_on
-        self.server = await start_ssh_server(
-            host,
-            port,
-            self.host_key,
-            self.auth,
-            self.manager,
-            privileged_login=self.args.login_mode == "enable",
-            system_mac=self.system_mac,
-            faults=self.faults,
-            personality=self.personality,
-        )
+        self.server = await start_ssh_server(self.settings, self.personality, self.faults)
 
     def close(self) -> None:
         if self.server is not None:
@@ -255,9 +230,10 @@ class _SshPlane:
         loop.add_signal_handler(signal.SIGUSR2, self._rotate)
 
     def _rotate(self) -> None:
-        self.host_key = _rotate_host_key(self.args.state_dir)
+        host_key = _rotate_host_key(self.args.state_dir)
+        self.settings = dataclasses.replace(self.settings, host_key=host_key)
         if self.server is not None:
-            self.server.update(server_host_keys=[self.host_key])
+            self.server.update(server_host_keys=[host_key])
         log.warning("%s: fault: host key rotated", self.args.name)
 
     async def serve_until_stopped(self) -> None:

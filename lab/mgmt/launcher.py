@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -64,54 +65,67 @@ def host_public_key(state_dir: str | Path) -> str:
     return " ".join(line.decode("ascii").split()[:2])
 
 
-def start_management(
-    name: str,
-    listen_host: str,
-    listen_port: int,
-    control_socket: str,
-    state_dir: str | Path,
-    username: str,
-    password: str,
-    ports: Sequence[str] | None,
-    *,
-    authorized_keys: str | Path | None = None,
-    login_mode: str = "enable",
-    dataplane_wait: float = 15.0,
-    timeout: float = 20.0,
-    nos: str = "eos",
-) -> subprocess.Popen[bytes]:
-    """Start ``python -m lab.mgmt`` for one switch; return once its SSH port answers.
+@dataclass(frozen=True)
+class ManagementOptions:
+    """What a switch's management process is started with: its name, where it listens (on
+    loopback), the vswitch control socket it drives, its state directory, who may log in,
+    and the NOS it speaks.
 
     ``ports`` are data-plane names (``eth1``...); None or empty means every port of the switch.
     ``dataplane_wait`` bounds how long the process waits for the vswitch control socket.
+    """
+
+    name: str
+    listen_host: str
+    listen_port: int
+    control_socket: str
+    state_dir: str | Path
+    username: str
+    password: str
+    ports: Sequence[str] | None = None
+    authorized_keys: str | Path | None = None
+    login_mode: str = "enable"
+    dataplane_wait: float = 15.0
+    nos: str = "eos"
+
+    def argv(self, password_path: Path) -> list[str]:
+        """``python -m lab.mgmt`` with this switch's options (the password by file)."""
+        state = Path(self.state_dir)
+        argv = [
+            sys.executable, "-m", "lab.mgmt",
+            "--name", self.name,
+            "--listen", f"{self.listen_host}:{self.listen_port}",
+            "--control", str(self.control_socket),
+            "--state-dir", str(state),
+            "--username", self.username,
+            "--password-file", str(password_path),
+            "--login-mode", self.login_mode,
+            "--dataplane-wait", str(self.dataplane_wait),
+            "--log-file", str(state / LOG_FILE),
+            "--nos", self.nos,
+        ]  # fmt: skip
+        if self.ports:
+            argv += ["--ports", ",".join(self.ports)]
+        if self.authorized_keys is not None:
+            argv += ["--authorized-keys", str(self.authorized_keys)]
+        return argv
+
+
+def start_management(switch: ManagementOptions, timeout: float = 20.0) -> subprocess.Popen[bytes]:
+    """Start ``python -m lab.mgmt`` for one switch; return once its SSH port answers.
+
     The password is handed over in ``<state_dir>/login-password`` (mode 0600), never on the
     command line; the log goes to ``<state_dir>/mgmt.log``. Raises
     :class:`ManagementStartError` (after stopping the process) if it does not come up.
     """
-    state = Path(state_dir)
+    state = Path(switch.state_dir)
     state.mkdir(parents=True, exist_ok=True)
     (state / LISTENING_FILE).unlink(missing_ok=True)  # an earlier run's proves nothing now
     password_path = state / PASSWORD_FILE
     fd = os.open(password_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(password + "\n")
-    argv = [
-        sys.executable, "-m", "lab.mgmt",
-        "--name", name,
-        "--listen", f"{listen_host}:{listen_port}",
-        "--control", str(control_socket),
-        "--state-dir", str(state),
-        "--username", username,
-        "--password-file", str(password_path),
-        "--login-mode", login_mode,
-        "--dataplane-wait", str(dataplane_wait),
-        "--log-file", str(state / LOG_FILE),
-        "--nos", nos,
-    ]  # fmt: skip
-    if ports:
-        argv += ["--ports", ",".join(ports)]
-    if authorized_keys is not None:
-        argv += ["--authorized-keys", str(authorized_keys)]
+        handle.write(switch.password + "\n")
+    argv = switch.argv(password_path)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     with open(state / LOG_FILE, "ab") as log:
@@ -129,14 +143,16 @@ def start_management(
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             error = PortTaken if proc.returncode == EXIT_PORT_TAKEN else ManagementStartError
-            raise error(f"{name}: lab.mgmt exited with {proc.returncode}:\n{_log_tail(state)}")
+            raise error(
+                f"{switch.name}: lab.mgmt exited with {proc.returncode}:\n{_log_tail(state)}"
+            )
         if _listening_pid(state) == proc.pid and _ssh_banner_seen(
-            listen_host, listen_port, timeout=1.0
+            switch.listen_host, switch.listen_port, timeout=1.0
         ):
             return proc
         time.sleep(0.05)
     stop_management(proc)
-    raise ManagementStartError(f"{name}: SSH not up after {timeout:g}s:\n{_log_tail(state)}")
+    raise ManagementStartError(f"{switch.name}: SSH not up after {timeout:g}s:\n{_log_tail(state)}")
 
 
 def stop_management(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> int | None:

@@ -6,28 +6,18 @@ the data plane. EOS edits that model directly; SONiC (CONFIG_DB) and NVUE (revis
 their own native configuration and install its translation into the model with
 :meth:`SwitchManager.install`, so a change made through any NOS reaches the same queues,
 PFC and ECN. Chosen per node by the topology label ``roce.lab/nos`` (``python -m lab.mgmt
---nos``).
+--nos``); each NOS is a package ``lab/mgmt/<nos>/`` of the same shape, registered in
+:data:`PERSONALITIES`.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from lab.mgmt.cli_session import CliSession
-from lab.mgmt.names import eos_name
+from common.registry import Entry, Registry
 from lab.mgmt.switch import SwitchManager
-
-NOS_DEFAULT = "eos"
-# nos -> "module:factory"; a factory is ``(manager, state_dir) -> Personality``. Imported when
-# chosen, so an EOS switch does not load the others.
-_FACTORIES = {
-    "eos": "lab.mgmt.personality:EosPersonality",
-    "sonic": "lab.mgmt.sonic:SonicPersonality",
-    "nvue": "lab.mgmt.nvue:NvuePersonality",
-}
-NOS_NAMES = tuple(_FACTORIES)
 
 
 class Terminal(Protocol):
@@ -70,35 +60,32 @@ class Personality(Protocol):
         ...
 
 
-class EosPersonality:
-    """Arista EOS: the CLI of :mod:`lab.mgmt.cli_session` on the manager's own sessions."""
+PersonalityFactory = Callable[[SwitchManager, Path | None], Personality]
+"""What a registered name stands for: ``(manager, state_dir) -> Personality`` (the class)."""
 
-    nos = "eos"
-
-    def __init__(self, manager: SwitchManager, state_dir: Path | None = None) -> None:
-        self.manager = manager
-        self.state_dir = state_dir
-
-    def port_name(self, dataplane_name: str) -> str:
-        return eos_name(dataplane_name)
-
-    async def start(self) -> None:
-        await self.manager.start()
-
-    def new_terminal(self, user: str, privileged_login: bool, system_mac: str) -> Terminal:
-        terminal = self.manager.new_terminal()
-        return CliSession(self.manager, user, terminal, privileged_login, system_mac)
-
-    async def close(self) -> None:
-        await self.manager.close()
+NOS_DEFAULT = "eos"
+# Imported when chosen, so an EOS switch does not load the others.
+PERSONALITIES: Registry[PersonalityFactory] = Registry(
+    "NOS",
+    {
+        "eos": Entry(
+            "lab.mgmt.eos.personality:EosPersonality",
+            "Arista EOS: CLI, config sessions with commit timer, startup-config",
+        ),
+        "sonic": Entry(
+            "lab.mgmt.sonic.personality:SonicPersonality",
+            "SONiC: Linux shell, CONFIG_DB, checkpoint / apply-patch / rollback",
+        ),
+        "nvue": Entry(
+            "lab.mgmt.nvue.personality:NvuePersonality",
+            "NVIDIA Cumulus Linux: Linux shell, nv set / config apply --confirm",
+        ),
+    },
+)
+NOS_NAMES = PERSONALITIES.names
 
 
 def create_personality(nos: str, manager: SwitchManager, state_dir: Path | None) -> Personality:
-    """The personality named ``nos`` (ValueError naming the known ones otherwise)."""
-    target = _FACTORIES.get(nos)
-    if target is None:
-        raise ValueError(f"unknown NOS {nos!r}: one of {', '.join(NOS_NAMES)}")
-    module_name, _, factory_name = target.partition(":")
-    factory = getattr(importlib.import_module(module_name), factory_name)
-    personality: Personality = factory(manager, state_dir)
-    return personality
+    """The personality named ``nos`` (:class:`common.registry.UnknownName` naming the known
+    ones otherwise)."""
+    return PERSONALITIES.load(nos)(manager, state_dir)

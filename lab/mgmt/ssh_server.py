@@ -1,6 +1,6 @@
-"""SSH access to the CLI (asyncssh): authentication, one :class:`CliSession` per shell.
+"""SSH access to the switch (asyncssh): authentication, one personality terminal per shell.
 
-The terminal behaves like EOS' over a pty: every input line is echoed (netmiko waits for the
+The terminal behaves like a switch's over a pty: every input line is echoed (netmiko waits for the
 echo of each command before it reads the output), output lines end in CRLF, and the prompt is
 written after the output. Input typed ahead while a command runs is echoed when its turn
 comes, so the transcript always reads ``prompt, command, output, prompt``.
@@ -21,8 +21,7 @@ from typing import Any
 
 import asyncssh
 
-from lab.mgmt.personality import EosPersonality, Personality, Terminal
-from lab.mgmt.switch import SwitchManager
+from lab.mgmt.personality import Personality, Terminal
 
 log = logging.getLogger("lab.mgmt.ssh")
 
@@ -38,6 +37,19 @@ class AuthSettings:
     username: str
     password: str | None = None
     authorized_keys: str | None = None
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    """Where the switch's SSH server listens, with which host key, whom it lets in, and how
+    a login greets (``privileged_login``: EOS' privileged EXEC ``#`` or user EXEC ``>``)."""
+
+    host: str
+    port: int
+    host_key: asyncssh.SSHKey
+    auth: AuthSettings
+    privileged_login: bool = True
+    system_mac: str = "00:00:00:00:00:00"
 
 
 @dataclass
@@ -290,25 +302,16 @@ class ShellHandler:
 
 
 async def start_ssh_server(
-    host: str,
-    port: int,
-    host_key: asyncssh.SSHKey,
-    auth: AuthSettings,
-    manager: SwitchManager,
-    privileged_login: bool = True,
-    system_mac: str = "00:00:00:00:00:00",
-    faults: Faults | None = None,
-    personality: Personality | None = None,
+    settings: SshSettings, personality: Personality, faults: Faults | None = None
 ) -> asyncssh.SSHAcceptor:
-    """Listen on ``host:port``; returns the acceptor (``close()`` + ``wait_closed()``).
-    Terminals speak ``personality`` (EOS on ``manager`` when not given)."""
-    speaks = personality if personality is not None else EosPersonality(manager)
-    handler = ShellHandler(speaks, privileged_login, system_mac, faults)
+    """Listen on ``settings.host:port``; returns the acceptor (``close()`` +
+    ``wait_closed()``). Every terminal speaks ``personality``."""
+    handler = ShellHandler(personality, settings.privileged_login, settings.system_mac, faults)
     acceptor: asyncssh.SSHAcceptor = await asyncssh.create_server(
-        lambda: _SwitchSSHServer(auth, faults),
-        host,
-        port,
-        server_host_keys=[host_key],
+        lambda: _SwitchSSHServer(settings.auth, faults),
+        settings.host,
+        settings.port,
+        server_host_keys=[settings.host_key],
         process_factory=handler,
         line_editor=False,  # the CLI does its own echo, exactly once per character
         encoding="utf-8",

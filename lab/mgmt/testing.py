@@ -1,18 +1,30 @@
-"""Test doubles: a data plane that validates like the real one, and a manual clock.
+"""Test doubles: a data plane that validates like the real one, a manual clock, and a lab
+switch's SSH plane running in the test's own process.
 
 :class:`FakeDataplane` checks every ``set_qos`` payload with the data plane's own pydantic
 contract (``lab.vswitch.config.with_qos``), so unit tests catch translation mistakes without
-root, namespaces or a running switch.
+root, namespaces or a running switch. :class:`SshSwitchThread` serves any personality over
+real SSH (netmiko, the agent's drivers) on a fake data plane.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
+from lab.mgmt import names
 from lab.mgmt.dataplane_handle import DataplaneError
+from lab.mgmt.persistence import load_or_create_host_key
+from lab.mgmt.personality import Personality, PersonalityFactory
+from lab.mgmt.ssh_server import AuthSettings, SshSettings, start_ssh_server
+from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
 from lab.vswitch.config import ConfigError, parse_config, with_qos
+
+T = TypeVar("T")
 
 
 def fake_switch_config(name: str, ports: list[str], speed_bps: int = 10_000_000) -> dict[str, Any]:
@@ -109,3 +121,64 @@ class FakeClock:
     def armed(self) -> list[_Timer]:
         """Timers neither cancelled nor past."""
         return [t for t in self.timers if not t.cancelled and t.when > self.time]
+
+
+@dataclass(frozen=True)
+class ServedSwitch:
+    """The switch an in-process SSH plane serves: the NOS it speaks (a personality factory,
+    e.g. :class:`lab.mgmt.eos.personality.EosPersonality`), its ports and who may log in."""
+
+    create_personality: PersonalityFactory
+    ports: list[PortInfo]
+    auth: AuthSettings
+    name: str = "leaf1"
+
+
+class SshSwitchThread:
+    """``python -m lab.mgmt``'s SSH plane on its own event-loop thread in this process: the
+    personality on a :class:`FakeDataplane` and the real asyncio clock, its files (host key,
+    saved configuration) under ``state``, listening on a free loopback port (:attr:`port`).
+    :meth:`stop` ends it; :meth:`call` runs a coroutine on its loop."""
+
+    def __init__(self, state: Path, served: ServedSwitch) -> None:
+        self.state = state
+        self.served = served
+        self.port = 0
+        ports = [names.dataplane_name(p.name) for p in served.ports]
+        self.dataplane = FakeDataplane(fake_switch_config(served.name, ports))
+        self.manager = SwitchManager(served.name, served.ports, self.dataplane, LoopClock())
+        self.personality: Personality = served.create_personality(self.manager, state)
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise TimeoutError(f"{served.name}: the SSH plane did not start within 10 s")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._main())
+
+    async def _main(self) -> None:
+        await self.personality.start()
+        settings = SshSettings(
+            "127.0.0.1", 0, load_or_create_host_key(self.state), self.served.auth
+        )
+        server = await start_ssh_server(settings, self.personality)
+        self.port = server.get_port()
+        self._stop = asyncio.Event()
+        self._ready.set()
+        await self._stop.wait()
+        server.close()
+        await self.personality.close()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the server's loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+    def stop(self) -> None:
+        """Stop listening, close the personality and end the thread."""
+        assert self._stop is not None
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)

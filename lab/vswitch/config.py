@@ -206,7 +206,7 @@ class SwitchConfig(StrictModel):
 
 
 def format_validation_error(exc: ValidationError, root: str = "") -> str:
-    """One line per problem, each naming the field path (``qos.ports.eth1.no_drop.0``)."""
+    """One line per problem, each naming the field path (``qos.ports.eth1.pfc_priorities.0``)."""
     lines = []
     for err in exc.errors(include_url=False):
         parts = [str(p) for p in err["loc"]]

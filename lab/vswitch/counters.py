@@ -59,15 +59,8 @@ class PortCounters:
         self.pfc_tx_xon = [0] * NUM_CLASSES
 
 
-def port_snapshot(
-    counters: PortCounters,
-    paused: list[bool],
-    ingress: IngressAccounting,
-    queues: list[EgressQueue[bytearray]],
-    watchdog: PortWatchdog,
-    oper_up: bool,
-) -> dict[str, Any]:
-    """The ``counters.ports.<ifname>`` object of the control protocol."""
+def queues_snapshot(queues: list[EgressQueue[bytearray]], watchdog: PortWatchdog) -> dict[str, Any]:
+    """The ``counters.ports.<ifname>.queues`` object: each egress queue with its watchdog."""
     queue_view: dict[str, Any] = {}
     for tc in range(NUM_CLASSES):
         q = queues[tc]
@@ -86,6 +79,18 @@ def port_snapshot(
                 "dropped_packets": wd.dropped_packets,
             },
         }
+    return queue_view
+
+
+def port_snapshot(
+    counters: PortCounters,
+    oper_up: bool,
+    paused: list[bool],
+    ingress: IngressAccounting,
+    queues: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``counters.ports.<ifname>`` object of the control protocol (``queues``: the port's
+    :func:`queues_snapshot`)."""
     return {
         "rx_packets": counters.rx_packets,
         "rx_bytes": counters.rx_bytes,
@@ -121,5 +126,5 @@ def port_snapshot(
             "watermark_bytes": list(ingress.watermark_bytes),
             "headroom_drops": list(ingress.headroom_drops),
         },
-        "queues": queue_view,
+        "queues": queues,
     }

@@ -46,7 +46,7 @@ from lab.vswitch.config import (
     with_qos,
 )
 from lab.vswitch.control import ControlServer
-from lab.vswitch.counters import PortCounters, port_snapshot
+from lab.vswitch.counters import PortCounters, port_snapshot, queues_snapshot
 from lab.vswitch.forwarding import NeighborTable, RouteTable, ecmp_index, ip_to_int
 from lab.vswitch.rawsock import open_port_socket, take_kernel_drops
 from lossless.clock import Clock, WallClock
@@ -330,11 +330,15 @@ class Switch:
         """Write end of the self-pipe; pass to ``signal.set_wakeup_fd``."""
         return self._wakeup_w
 
-    def run(self) -> None:
-        """Forward until stopped."""
+    def _start(self) -> list[int]:
+        """Mark the loop running; the descriptors it always reads (ports, the wake-up pipe)."""
         self._running = True
         log.info("%s: forwarding on %s", self.config.name, ", ".join([p.name for p in self.ports]))
-        base_fds = [p.fd for p in self.ports] + [self._wakeup_r]
+        return [p.fd for p in self.ports] + [self._wakeup_r]
+
+    def run(self) -> None:
+        """Forward until stopped."""
+        base_fds = self._start()
         port_by_fd = self._port_by_fd
         control = self.control
         read_fds = base_fds
@@ -536,7 +540,7 @@ class Switch:
         # neighbor lookup.  Only a miss can be a local address (those never get one).
         adjacency = self._adjacency(dst)
         if adjacency is None:
-            adjacency = self._route(port, frame, ihl, dst, ttl, now)
+            adjacency = self._route(port, frame, ihl, dst, now)
             if adjacency is None:
                 return
         elif ttl <= 1:
@@ -561,19 +565,19 @@ class Switch:
             if protocol == pkt.IP_PROTO_UDP and not (flags_offset & 0x3F or offset_low):
                 l4 = 14 + ihl  # a first fragment or a whole datagram
                 tc = port.tc_of_udp_port.get((frame[l4 + 2] << 8) | frame[l4 + 3], tc)
-        self._enqueue(port, adjacency.port, tc, frame, tos, now)
+        self._enqueue(port, adjacency.port, tc, frame, now)
 
     def _route(
-        self, port: Port, frame: bytearray, ihl: int, dst: int, ttl: int, now: float
+        self, port: Port, frame: bytearray, ihl: int, dst: int, now: float
     ) -> Adjacency | None:
-        """The slow path of :meth:`_on_ipv4`: a frame to the switch itself, one that expired,
-        then the route and neighbor lookups.  None: the frame was handled here (answered,
-        dropped and counted); else where to send it, remembered for ``dst`` unless ECMP
-        chose among several next hops."""
+        """The slow path of :meth:`_on_ipv4`: a frame to the switch itself, one that expired
+        (its TTL, byte 22, not yet decremented), then the route and neighbor lookups.  None:
+        the frame was handled here (answered, dropped and counted); else where to send it,
+        remembered for ``dst`` unless ECMP chose among several next hops."""
         if dst in self._local_ips:
             self._on_local_ipv4(port, frame, ihl, now)
             return None
-        if ttl <= 1:
+        if frame[22] <= 1:
             port.counters.drop_ttl += 1
             self._time_exceeded(port, frame, ihl, now)
             return None
@@ -712,14 +716,14 @@ class Switch:
     # ---------------------------------------------------------------- buffers and queues
 
     def _enqueue(
-        self, in_port: Port, out_port: Port, tc: int, frame: bytearray, tos: int, now: float
+        self, in_port: Port, out_port: Port, tc: int, frame: bytearray, now: float
     ) -> None:
-        """Admission (watchdog, headroom/tail drop), ECN marking, accounting, PFC XOFF;
-        ``tos`` is the frame's (byte 15)."""
+        """Admission (watchdog, headroom/tail drop), ECN marking, accounting, PFC XOFF."""
         watchdog = out_port.watchdog
         if watchdog.drop_traffic[tc]:
             watchdog.classes[tc].dropped_packets += 1
             return
+        tos = frame[15]
         status = enqueue(
             out_port.queues[tc],
             in_port.ingress,
@@ -903,6 +907,16 @@ class Switch:
     def handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
         """Dispatch one control-socket request (see ``lab.vswitch.control``)."""
         cmd = request.get("cmd")
+        if cmd == "set_qos":
+            return self._set_qos(request)
+        if cmd == "set_buffer":
+            return self._set_buffer(request)
+        if cmd == "set_faults":
+            return self._set_faults(request)
+        return self._query(cmd)
+
+    def _query(self, cmd: Any) -> dict[str, Any]:
+        """The requests that read, or reset counters (no payload besides ``cmd``)."""
         if cmd == "ping":
             return {"ok": True, "name": self.config.name}
         if cmd == "counters":
@@ -915,28 +929,6 @@ class Switch:
             return {"ok": True}
         if cmd == "get_config":
             return {"ok": True, "config": self.config.to_json_dict()}
-        if cmd == "set_qos":
-            if "qos" not in request:
-                return {"ok": False, "error": 'set_qos needs a "qos" object'}
-            return self._reconfigure(lambda: with_qos(self.config, request["qos"]), "qos")
-        if cmd == "set_buffer":
-            if "buffer" not in request:
-                return {"ok": False, "error": 'set_buffer needs a "buffer" object'}
-            port = request.get("port")
-            if port is not None and not isinstance(port, str):
-                return {"ok": False, "error": "set_buffer: port must be a string"}
-            return self._reconfigure(
-                lambda: with_buffer(self.config, request["buffer"], port), "buffer"
-            )
-        if cmd == "set_faults":
-            if "faults" not in request:
-                return {"ok": False, "error": 'set_faults needs a "faults" list'}
-            try:
-                self.set_faults(request["faults"])
-            except ConfigError as exc:
-                log.warning("refused faults: %s", exc)
-                return {"ok": False, "error": str(exc)}
-            return {"ok": True, "faults": faults_to_json(self.faults)}
         if cmd == "get_faults":
             return {"ok": True, "faults": faults_to_json(self.faults)}
         return {
@@ -944,6 +936,31 @@ class Switch:
             "error": f"unknown cmd {cmd!r}; known: ping, counters, clear_counters, "
             "clear_watermarks, get_config, set_qos, set_buffer, set_faults, get_faults",
         }
+
+    def _set_qos(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "qos" not in request:
+            return {"ok": False, "error": 'set_qos needs a "qos" object'}
+        return self._reconfigure(lambda: with_qos(self.config, request["qos"]), "qos")
+
+    def _set_buffer(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "buffer" not in request:
+            return {"ok": False, "error": 'set_buffer needs a "buffer" object'}
+        port = request.get("port")
+        if port is not None and not isinstance(port, str):
+            return {"ok": False, "error": "set_buffer: port must be a string"}
+        return self._reconfigure(
+            lambda: with_buffer(self.config, request["buffer"], port), "buffer"
+        )
+
+    def _set_faults(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "faults" not in request:
+            return {"ok": False, "error": 'set_faults needs a "faults" list'}
+        try:
+            self.set_faults(request["faults"])
+        except ConfigError as exc:
+            log.warning("refused faults: %s", exc)
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "faults": faults_to_json(self.faults)}
 
     def _reconfigure(self, build: Callable[[], SwitchConfig], what: str) -> dict[str, Any]:
         try:
@@ -966,11 +983,10 @@ class Switch:
             "ports": {
                 port.name: port_snapshot(
                     port.counters,
+                    port.oper_up,
                     port.paused_view(now),
                     port.ingress,
-                    port.queues,
-                    port.watchdog,
-                    port.oper_up,
+                    queues_snapshot(port.queues, port.watchdog),
                 )
                 for port in self.ports
             },

@@ -123,19 +123,10 @@ def parse_pfc(frame: bytes | bytearray) -> tuple[int, list[int]] | None:
     return cev & 0xFF, list(quanta)
 
 
-def build_arp(
-    op: int,
-    src_mac: bytes,
-    src_ip: bytes,
-    dst_mac: bytes,
-    dst_ip: bytes,
-    eth_dst: bytes | None = None,
-) -> bytes:
+def build_arp(op: int, src_mac: bytes, src_ip: bytes, dst_mac: bytes, dst_ip: bytes) -> bytes:
     """ARP request (op 1, broadcast) or reply (op 2, unicast to ``dst_mac``)."""
-    if eth_dst is None:
-        eth_dst = BROADCAST_MAC if op == 1 else dst_mac
     frame = _ARP_STRUCT.pack(
-        eth_dst,
+        BROADCAST_MAC if op == 1 else dst_mac,
         src_mac,
         ETHERTYPE_ARP,
         1,  # hardware type Ethernet

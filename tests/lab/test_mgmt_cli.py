@@ -54,12 +54,12 @@ def test_send_config_set_builds_a_lossless_profile_in_the_data_plane(
         assert qos["dscp_to_tc"] == {"26": 3, "48": 6}
         for port in ("eth1", "eth2", "eth3"):
             assert qos["ports"][port]["pfc_enabled"] is True
-            assert qos["ports"][port]["no_drop"] == [3]
+            assert qos["ports"][port]["pfc_priorities"] == [3]
             queue3 = qos["ports"][port]["queues"]["3"]
             assert queue3["ecn"] == {"min_bytes": 5120, "max_bytes": 20480, "max_probability": 50}
             assert queue3["bandwidth_percent"] == 50
             assert qos["ports"][port]["queues"]["6"]["strict"] is True
-        assert qos["watchdog"]["enabled"] is True and qos["watchdog"]["timeout_ms"] == 200
+        assert qos["watchdog"]["enabled"] is True and qos["watchdog"]["detection_ms"] == 200
 
         pfc = json.loads(conn.send_command("show priority-flow-control | json"))
         assert pfc["interfaceStatuses"]["Ethernet2"]["priorities"] == [3]

@@ -19,25 +19,15 @@ from typing import Any
 import pytest
 
 from lab.vswitch.client import VswitchClient
-from tests.lab.support.labs import INCAST, Lab, LabFactory, requires_lab, run_agent
+from tests.lab.support.labs import Lab, agent_state_dir, incast_lab_speaking, requires_lab
+from tests.lab.support.labs import run_agent_in as agent
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 LEAF = "leaf1"
 HAND_CHANGE = "nv set qos congestion-control default-global traffic-class 3 min-threshold 7000"
 
-
-@pytest.fixture(scope="module")
-def lab(module_labs: LabFactory) -> Lab:
-    return module_labs.start("nv", INCAST, nos="nvue")
-
-
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("agent")
-
-
-def agent(state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return run_agent(*args, timeout=timeout, env={"ROCE_AGENT_STATE_DIR": str(state)})
+lab = incast_lab_speaking("nvue")
+state = agent_state_dir()
 
 
 def as_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from agent.observe.probes.paths import (
 )
 from agent.observe.probes.runner import NetnsRunner
 from lab.addressing import build_plan
-from lab.topology import load_topology
+from lab.topology.loader import load_topology
 from lab.vswitch.forwarding import ecmp_index
 from tests.lab.support.dataplane import faults_on
 from tests.lab.support.labs import LEAFSPINE, Lab, requires_lab

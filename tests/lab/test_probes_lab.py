@@ -58,7 +58,7 @@ def test_storm_is_seen_on_the_wire_and_by_the_watchdog(lab: Lab) -> None:
     assert result["passed"], result["failures"]
     stats = result["sniffed"]["priorities"]["3"]
     assert stats["storms"] == 1 and stats["time_to_detect_s"][0] <= result["detection_bound_s"]
-    time.sleep(1.0)  # restoration after recovery_ms without pause
+    time.sleep(1.0)  # restoration after restoration_ms without pause
     with control(lab, "leaf2") as c:
         watchdog = c.counters()["ports"]["eth3"]["queues"]["3"]["watchdog"]
     assert watchdog["storms_detected"] >= 1

@@ -24,32 +24,21 @@ import pytest
 
 from tests.lab.support.dataplane import control
 from tests.lab.support.labs import (
-    INCAST,
     PASSWORD_ENV,
     REPO,
     Lab,
-    LabFactory,
+    agent_state_dir,
+    incast_lab_speaking,
     requires_lab,
-    run_agent,
 )
+from tests.lab.support.labs import run_agent_in as agent
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 SWITCH = "leaf1"
 HEREDOC_PROMPT = r"^> "  # bash's PS2, what each heredoc line is answered with
 
-
-@pytest.fixture(scope="module")
-def lab(module_labs: LabFactory) -> Lab:
-    return module_labs.start("so", INCAST, nos="sonic")
-
-
-@pytest.fixture(scope="module")
-def audit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("audit")
-
-
-def agent(audit_dir: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return run_agent(*args, timeout=timeout, env={"ROCE_AGENT_STATE_DIR": str(audit_dir)})
+lab = incast_lab_speaking("sonic")
+audit_dir = agent_state_dir()
 
 
 def fabric(lab: Lab) -> str:

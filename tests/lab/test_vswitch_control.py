@@ -88,7 +88,7 @@ def test_invalid_qos_is_refused_and_nothing_changes(topo: fx.Topology) -> None:
             bad_qos["ports"] = {
                 "eth3": {
                     "pfc_enabled": True,
-                    "no_drop": [3],
+                    "pfc_priorities": [3],
                     "queues": {
                         "3": {
                             "ecn": {"min_bytes": 50000, "max_bytes": 40000, "max_probability": 10}
@@ -102,7 +102,7 @@ def test_invalid_qos_is_refused_and_nothing_changes(topo: fx.Topology) -> None:
             assert "min_bytes" in response["error"]
 
             for qos_change, field in (
-                ({"ports": {"eth1": {"no_drop": [9]}}}, "qos.ports.eth1.no_drop.0"),
+                ({"ports": {"eth1": {"pfc_priorities": [9]}}}, "qos.ports.eth1.pfc_priorities.0"),
                 ({"ports": {"eth9": {}}}, "qos.ports.eth9"),
                 ({"trust": "cos"}, "qos.trust"),
                 ({"ports": {"eth1": {"trust": "vlan"}}}, "qos.ports.eth1.trust"),
@@ -150,7 +150,7 @@ def test_enabling_pfc_at_run_time_changes_the_next_packets(topo: fx.Topology) ->
             assert eth3["pfc"]["rx_xoff"][3] == 1 and eth3["paused"][3] is False
 
             qos = client.get_config()["qos"]
-            qos["ports"] = {"eth3": {"pfc_enabled": True, "no_drop": [3]}}
+            qos["ports"] = {"eth3": {"pfc_enabled": True, "pfc_priorities": [3]}}
             assert client.set_qos(qos) == {"ok": True}
             assert client.get_config()["qos"]["ports"]["eth3"]["pfc_enabled"] is True
 

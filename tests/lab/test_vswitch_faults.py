@@ -46,7 +46,7 @@ def switch(topo: fx.Topology) -> Iterator[fx.VswitchProcess]:
         }
     ]
     config["qos"]["ports"] = {
-        name: {"pfc_enabled": True, "no_drop": [3]} for name in ("eth1", "eth2", "eth3")
+        name: {"pfc_enabled": True, "pfc_priorities": [3]} for name in ("eth1", "eth2", "eth3")
     }
     with fx.Rig(topo) as rig:
         started = rig.switch(config)

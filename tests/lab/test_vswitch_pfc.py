@@ -28,7 +28,7 @@ def topo() -> Iterator[fx.Topology]:
 
 def _incast_config(topo: fx.Topology, pfc: bool) -> dict[str, Any]:
     config = topo.base_config()
-    lossless = {"pfc_enabled": pfc, "no_drop": [3]}
+    lossless = {"pfc_enabled": pfc, "pfc_priorities": [3]}
     config["qos"]["ports"] = {
         "eth1": lossless,
         "eth2": lossless,
@@ -149,7 +149,7 @@ def _first_arrival(capture: fx.Capture, after: float, timeout: float) -> float |
 def test_received_pause_lasts_quanta_times_512_bit_times(topo: fx.Topology) -> None:
     """XOFF with quanta Q pauses class 3 for Q*512/speed (±10 %); XON resumes at once."""
     config = topo.base_config()
-    config["qos"]["ports"] = {"eth3": {"pfc_enabled": True, "no_drop": [3]}}
+    config["qos"]["ports"] = {"eth3": {"pfc_enabled": True, "pfc_priorities": [3]}}
     h1, h3 = topo.host(1), topo.host(3)
     data = frames.build_udp(h1.mac, h1.switch_mac, h1.ip, h3.ip, 1234, ROCE_PORT, b"q", dscp=26)
     with fx.Rig(topo) as rig:
@@ -207,7 +207,7 @@ def test_xoff_is_refreshed_and_headroom_overflow_is_counted(topo: fx.Topology) -
         "headroom_bytes": 20000,
         "queue_limit_bytes": 20000,
     }
-    lossless = {"pfc_enabled": True, "no_drop": [3]}
+    lossless = {"pfc_enabled": True, "pfc_priorities": [3]}
     config["qos"]["ports"] = {"eth1": lossless, "eth3": lossless}
     h1, h3 = topo.host(1), topo.host(3)
     with fx.Rig(topo) as rig:

@@ -50,15 +50,15 @@ EXAMPLE: dict[str, Any] = {
         "dscp_to_tc": {"26": 3, "48": 6},
         "watchdog": {
             "enabled": False,
-            "timeout_ms": 200,
-            "recovery_ms": 400,
+            "detection_ms": 200,
+            "restoration_ms": 400,
             "polling_ms": 100,
             "action": "drop",
         },
         "ports": {
             "eth1": {
                 "pfc_enabled": True,
-                "no_drop": [3],
+                "pfc_priorities": [3],
                 "watchdog": None,
                 "queues": {
                     "3": {"ecn": _ECN, "bandwidth_percent": 50},
@@ -93,9 +93,9 @@ def test_the_documented_example_is_valid_and_round_trips() -> None:
             "qos.ports.eth1.queues.6",
         ),
         (("qos", "ports", "eth1", "queues", "0", "bandwidth_percent"), 60, "adds up to 110"),
-        (("qos", "ports", "eth1", "no_drop"), [3, 3], "qos.ports.eth1.no_drop"),
+        (("qos", "ports", "eth1", "pfc_priorities"), [3, 3], "qos.ports.eth1.pfc_priorities"),
         (("routes", 0, "nexthops", 0), {"ip": "198.19.250.1"}, "not in any connected subnet"),
-        (("qos", "watchdog", "timeout_ms"), -1, "qos.watchdog.timeout_ms"),
+        (("qos", "watchdog", "detection_ms"), -1, "qos.watchdog.detection_ms"),
     ],
 )
 def test_bad_config_is_refused_naming_the_field(

@@ -21,8 +21,8 @@ SLACK_S = 0.12
 STORM_S = 1.0
 WATCHDOG = {
     "enabled": True,
-    "timeout_ms": int(TIMEOUT_S * 1000),
-    "recovery_ms": int(RECOVERY_S * 1000),
+    "detection_ms": int(TIMEOUT_S * 1000),
+    "restoration_ms": int(RECOVERY_S * 1000),
     "polling_ms": int(POLLING_S * 1000),
     "action": "drop",
 }
@@ -101,7 +101,7 @@ def _storm_through(
 
 def test_storm_detected_dropped_and_restored(topo: fx.Topology) -> None:
     config = topo.base_config()
-    lossless = {"pfc_enabled": True, "no_drop": [3]}
+    lossless = {"pfc_enabled": True, "pfc_priorities": [3]}
     config["qos"]["ports"] = {"eth1": lossless, "eth3": {**lossless, "watchdog": WATCHDOG}}
     run, received, switch = _storm_through(topo, config)
 
@@ -137,10 +137,11 @@ def test_storm_detected_dropped_and_restored(topo: fx.Topology) -> None:
 
 
 def test_storm_with_no_drop_action_keeps_forwarding(topo: fx.Topology) -> None:
-    """Global watchdog, action no-drop: after detection pause is ignored and frames flow."""
+    """Global watchdog, action forward (EOS no-drop): after detection pause is ignored and
+    frames flow."""
     config = topo.base_config()
-    config["qos"]["watchdog"] = {**WATCHDOG, "action": "no-drop"}
-    config["qos"]["ports"] = {"eth3": {"pfc_enabled": True, "no_drop": [3]}}
+    config["qos"]["watchdog"] = {**WATCHDOG, "action": "forward"}
+    config["qos"]["ports"] = {"eth3": {"pfc_enabled": True, "pfc_priorities": [3]}}
     run, received, _ = _storm_through(topo, config)
     detected_at = run.first(lambda q: q["watchdog"]["storms_detected"] >= 1)
     assert detected_at is not None

@@ -50,7 +50,7 @@ def test_marked_fraction_follows_the_wred_curve(topo: fx.Topology) -> None:
     }
     ecn = {"min_bytes": MIN_BYTES, "max_bytes": MAX_BYTES, "max_probability": MAX_PROBABILITY}
     config["qos"]["ports"] = {
-        "eth3": {"pfc_enabled": True, "no_drop": [3], "queues": {"3": {"ecn": ecn}}}
+        "eth3": {"pfc_enabled": True, "pfc_priorities": [3], "queues": {"3": {"ecn": ecn}}}
     }
     h1, h3 = topo.host(1), topo.host(3)
     with fx.Rig(topo) as rig:

@@ -29,7 +29,7 @@ def state_dir(tmp_path: Path) -> Path:
     file ``lab up`` would write for containerlab/roce-leafspine.clab.yml, nothing started."""
     from lab import runtime
     from lab.addressing import build_plan, fabric_document
-    from lab.topology import load_topology
+    from lab.topology.loader import load_topology
 
     topology = load_topology(REPO / "containerlab" / "roce-leafspine.clab.yml")
     plan = build_plan(topology, "flt")

@@ -14,7 +14,8 @@ from typing import Any
 
 from agent.device.platforms.base import Connection
 from lab.mgmt.lldp import LldpPeer, PortLink
-from lab.mgmt.nvue import NvuePersonality, NvueTerminal
+from lab.mgmt.nvue.personality import NvuePersonality
+from lab.mgmt.nvue.shell import NvueShell
 from lab.mgmt.switch import PortInfo, SwitchManager
 from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
 
@@ -47,7 +48,7 @@ class NvueSwitch:
         manager = SwitchManager("leaf1", ports(self.count), self.dataplane, self.clock)
         self.personality = NvuePersonality(manager, self.state_dir)
 
-    def terminal(self, user: str = "cumulus") -> NvueTerminal:
+    def terminal(self, user: str = "cumulus") -> NvueShell:
         """A new SSH shell."""
         return self.personality.new_terminal(user, True, "02:00:00:00:00:01")
 
@@ -66,7 +67,7 @@ class NvueSwitch:
         await asyncio.gather(*self.personality.store._background)
 
 
-async def run(terminal: NvueTerminal, *lines: str) -> list[str]:
+async def run(terminal: NvueShell, *lines: str) -> list[str]:
     """Each line's output."""
     return [await terminal.execute(line) for line in lines]
 

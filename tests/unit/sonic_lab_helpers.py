@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from lab.mgmt.sonic import SonicPersonality
+from lab.mgmt.sonic.personality import SonicPersonality
 from lab.mgmt.sonic.shell import SonicShell
 from lab.mgmt.switch import PortInfo, SwitchManager
 from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config

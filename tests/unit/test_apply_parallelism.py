@@ -17,9 +17,10 @@ from agent.app.daemon import load_config
 from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.intent.loader import load_fabric
 from agent.ops.playbooks import PlaybookRunner, load_playbook
+from lab.mgmt.eos.personality import EosPersonality
 from lab.mgmt.launcher import host_public_key
-from lab.mgmt.persistence import StartupConfigStore, load_or_create_host_key
-from lab.mgmt.ssh_server import AuthSettings, Faults, start_ssh_server
+from lab.mgmt.persistence import load_or_create_host_key
+from lab.mgmt.ssh_server import AuthSettings, Faults, SshSettings, start_ssh_server
 from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
 from lab.mgmt.testing import FakeDataplane, fake_switch_config
 from tests.unit.problems import the_one_problem
@@ -114,11 +115,11 @@ class LabSwitches:
                 [PortInfo(f"Ethernet{i}", 10_000_000) for i in (1, 2)],
                 FakeDataplane(fake_switch_config(name, ["eth1", "eth2"])),
                 LoopClock(),
-                StartupConfigStore(self.state / name),
             )
-            await manager.start()
-            auth = AuthSettings("admin", "secret", None)
-            server = await start_ssh_server("127.0.0.1", 0, key, auth, manager, faults=self.faults)
+            eos = EosPersonality(manager, self.state / name)
+            await eos.start()
+            settings = SshSettings("127.0.0.1", 0, key, AuthSettings("admin", "secret", None))
+            server = await start_ssh_server(settings, eos, self.faults)
             servers.append(server)
             self.ports[name] = int(server.sockets[0].getsockname()[1])
         self.stopping = asyncio.Event()

@@ -265,8 +265,8 @@ SWITCH_RUN = """
               "bandwidth_percent": 40}
     config["qos"] = {
         "dscp_to_tc": {"26": 3, "48": 6},
-        "watchdog": {"enabled": True, "timeout_ms": 20, "recovery_ms": 40, "polling_ms": 10},
-        "ports": {p: {"pfc_enabled": True, "no_drop": [3], "udp_dst_port_tc": {5000: 1},
+        "watchdog": {"enabled": True, "detection_ms": 20, "restoration_ms": 40, "polling_ms": 10},
+        "ports": {p: {"pfc_enabled": True, "pfc_priorities": [3], "udp_dst_port_tc": {5000: 1},
                       "queues": {"3": queue3, "6": {"strict": True},
                                  "0": {"bandwidth_percent": 30}}} for p in PORTS},
     }

@@ -25,7 +25,8 @@ from agent.observe.probes.dilation import (
 from agent.observe.probes.receiver import ReceiveSpec
 from agent.observe.probes.sender import SendSpec
 from lab.addressing import build_plan as build_lab_plan
-from lab.topology import TopologyError, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import TopologyError
 from lossless.dcqcn import DcqcnReactionPoint, NotificationPoint
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 
 from lab.mgmt import cli_units, names
-from lab.mgmt.cli_session import CliSession
-from lab.mgmt.config_commands import GlobalMode, apply_line, load_config_text
-from lab.mgmt.grammar import CliError, Command, match_command, tokenize
+from lab.mgmt.dataplane_qos import TranslationError, to_vswitch_qos
+from lab.mgmt.eos.cli import CliSession
+from lab.mgmt.eos.commands import GlobalMode, apply_line, load_config_text
+from lab.mgmt.eos.grammar import CliError, Command, match_command, tokenize
+from lab.mgmt.eos.personality import EosPersonality
+from lab.mgmt.eos.render import config_tree, render_config, render_text
 from lab.mgmt.model import SwitchConfig
-from lab.mgmt.render import config_tree, render_config, render_text
 from lab.mgmt.switch import PortInfo, SwitchManager
 from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
-from lab.mgmt.translate import TranslationError, to_vswitch_qos
 from lab.vswitch.config import parse_config, with_qos
 
 PORTS = ["Ethernet1", "Ethernet2", "Ethernet3", "Ethernet4"]
@@ -471,13 +472,13 @@ def test_lossless_profile_translates_to_the_vswitch_contract() -> None:
     assert qos["dscp_to_tc"] == {"26": 3, "48": 6}
     assert qos["watchdog"] == {
         "enabled": True,
-        "timeout_ms": 200,
-        "recovery_ms": 400,
+        "detection_ms": 200,
+        "restoration_ms": 400,
         "polling_ms": 100,
         "action": "drop",
     }
     eth1 = qos["ports"]["eth1"]
-    assert eth1["pfc_enabled"] is True and eth1["no_drop"] == [3]
+    assert eth1["pfc_enabled"] is True and eth1["pfc_priorities"] == [3]
     assert eth1["queues"]["3"] == {
         "ecn": {"min_bytes": 15360, "max_bytes": 46080, "max_probability": 100},
         "bandwidth_percent": 50,
@@ -488,8 +489,8 @@ def test_lossless_profile_translates_to_the_vswitch_contract() -> None:
     assert eth4["pfc_enabled"] is False
     assert eth4["watchdog"] == {
         "enabled": True,
-        "timeout_ms": 400,
-        "recovery_ms": 1000,
+        "detection_ms": 400,
+        "restoration_ms": 1000,
         "polling_ms": 100,
         "action": "drop",
     }
@@ -512,7 +513,7 @@ def test_interface_lines_override_the_profile() -> None:
         "random-detect ecn minimum-threshold 100 segments maximum-threshold 200 segments",
     )
     port = to_vswitch_qos(config)["ports"]["eth1"]
-    assert port["no_drop"] == [3, 4]
+    assert port["pfc_priorities"] == [3, 4]
     assert port["queues"]["3"] == {
         "ecn": {"min_bytes": 20800, "max_bytes": 41600, "max_probability": 100},
         "bandwidth_percent": 40,
@@ -530,8 +531,8 @@ def test_watchdog_port_notify_only_is_alert_and_auto_polling_is_half_the_timeout
     wd = to_vswitch_qos(config)["ports"]["eth2"]["watchdog"]
     assert wd == {
         "enabled": False,
-        "timeout_ms": 300,
-        "recovery_ms": 1000,
+        "detection_ms": 300,
+        "restoration_ms": 1000,
         "polling_ms": 150,
         "action": "alert",
     }
@@ -615,8 +616,9 @@ def test_refused_set_qos_leaves_running_config_unchanged() -> None:
     async def scenario() -> None:
         dataplane = FakeDataplane(fake_switch_config("leaf1", ["eth1", "eth2", "eth3", "eth4"]))
         manager = _manager(dataplane)
-        await manager.start()
-        cli = CliSession(manager, "admin", "vty1")
+        eos = EosPersonality(manager)
+        await eos.start()
+        cli = CliSession(eos, "admin", "vty1")
         assert await cli.execute("configure terminal") == ""
         await cli.execute("interface Ethernet1")
         for queue, percent in ((1, 60), (2, 30)):
@@ -643,9 +645,9 @@ def test_refused_set_qos_leaves_running_config_unchanged() -> None:
 def test_exec_commands_and_pipes() -> None:
     async def scenario() -> None:
         dataplane = FakeDataplane(fake_switch_config("leaf1", ["eth1", "eth2", "eth3", "eth4"]))
-        manager = _manager(dataplane)
-        await manager.start()
-        cli = CliSession(manager, "admin", "vty1", privileged=False)
+        eos = EosPersonality(_manager(dataplane))
+        await eos.start()
+        cli = CliSession(eos, "admin", "vty1", privileged=False)
         assert cli.prompt() == "leaf1>"
         assert (
             await cli.execute("configure terminal") == "% Invalid input (privileged mode required)"

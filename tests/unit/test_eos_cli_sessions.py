@@ -10,13 +10,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from lab.mgmt.cli_session import CliSession
-from lab.mgmt.render import render_text
-from lab.mgmt.sessions import format_duration, parse_commit_timer
+from lab.mgmt.eos.cli import CliSession
+from lab.mgmt.eos.personality import EosPersonality
+from lab.mgmt.eos.render import render_text
+from lab.mgmt.eos.sessions import format_duration, parse_commit_timer
 from lab.mgmt.switch import PortInfo, SwitchManager
 from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
 
-Scenario = Callable[[SwitchManager, FakeDataplane, FakeClock], Awaitable[None]]
+Scenario = Callable[[EosPersonality, FakeDataplane, FakeClock], Awaitable[None]]
 
 
 def run(scenario: Scenario) -> None:
@@ -26,8 +27,9 @@ def run(scenario: Scenario) -> None:
         manager = SwitchManager(
             "leaf1", [PortInfo("Ethernet1"), PortInfo("Ethernet2")], dataplane, clock
         )
-        await manager.start()
-        await scenario(manager, dataplane, clock)
+        eos = EosPersonality(manager)
+        await eos.start()
+        await scenario(eos, dataplane, clock)
 
     asyncio.run(main())
 
@@ -36,8 +38,8 @@ async def lines(cli: CliSession, *commands: str) -> list[str]:
     return [await cli.execute(command) for command in commands]
 
 
-def state(manager: SwitchManager, name: str) -> str:
-    return manager.sessions[name].state
+def state(eos: EosPersonality, name: str) -> str:
+    return eos.sessions[name].state
 
 
 def pfc_on(dataplane: FakeDataplane) -> bool:
@@ -63,13 +65,13 @@ def test_format_duration() -> None:
 
 
 def test_session_edits_nothing_until_commit() -> None:
-    async def scenario(manager: SwitchManager, dataplane: FakeDataplane, _clock: FakeClock) -> None:
-        cli = CliSession(manager, "admin", "vty1")
-        before = render_text(manager.running)
+    async def scenario(eos: EosPersonality, dataplane: FakeDataplane, _clock: FakeClock) -> None:
+        cli = CliSession(eos, "admin", "vty1")
+        before = render_text(eos.manager.running)
         assert await lines(cli, "configure session s1", "interface Ethernet1") == ["", ""]
         assert cli.prompt() == "leaf1(config-s-s1-if-Et1)#"
         await lines(cli, "priority-flow-control on", "priority-flow-control priority 3 no-drop")
-        assert render_text(manager.running) == before and not pfc_on(dataplane)
+        assert render_text(eos.manager.running) == before and not pfc_on(dataplane)
         diff = await cli.execute("show session-config diffs")
         assert diff.splitlines()[:2] == [
             "--- system:/running-config",
@@ -81,7 +83,7 @@ def test_session_edits_nothing_until_commit() -> None:
         assert await cli.execute("commit") == ""
         assert cli.prompt() == "leaf1#"
         assert pfc_on(dataplane)
-        assert "   priority-flow-control on" in render_text(manager.running).splitlines()
+        assert "   priority-flow-control on" in render_text(eos.manager.running).splitlines()
         sessions = await cli.execute("show configuration sessions | json")
         assert '"state": "completed"' in sessions
 
@@ -89,64 +91,64 @@ def test_session_edits_nothing_until_commit() -> None:
 
 
 def test_abort_discards_and_end_keeps_the_session_pending() -> None:
-    async def scenario(manager: SwitchManager, dataplane: FakeDataplane, _clock: FakeClock) -> None:
-        cli = CliSession(manager, "admin", "vty1")
+    async def scenario(eos: EosPersonality, dataplane: FakeDataplane, _clock: FakeClock) -> None:
+        cli = CliSession(eos, "admin", "vty1")
         await lines(cli, "configure session s1", "interface Ethernet1", "priority-flow-control on")
         assert await cli.execute("end") == ""
-        assert manager.sessions["s1"].state == "pending"
+        assert eos.sessions["s1"].state == "pending"
         await cli.execute("configure session s1")  # re-enter: the edits are still there
         assert "+   priority-flow-control on" in await cli.execute("show session-config diffs")
         assert await cli.execute("abort") == ""
-        assert "s1" not in manager.sessions and not pfc_on(dataplane)
+        assert "s1" not in eos.sessions and not pfc_on(dataplane)
         assert await cli.execute("configure session s1 commit") == "% Session s1 does not exist"
 
     run(scenario)
 
 
 def test_commit_timer_expiry_rolls_back() -> None:
-    async def scenario(manager: SwitchManager, dataplane: FakeDataplane, clock: FakeClock) -> None:
-        cli = CliSession(manager, "admin", "vty1")
-        other = CliSession(manager, "ops", "vty2")
-        before = render_text(manager.running)
+    async def scenario(eos: EosPersonality, dataplane: FakeDataplane, clock: FakeClock) -> None:
+        cli = CliSession(eos, "admin", "vty1")
+        other = CliSession(eos, "ops", "vty2")
+        before = render_text(eos.manager.running)
         await lines(cli, "configure session s1", "interface Ethernet1", "priority-flow-control on")
         assert await cli.execute("commit timer 00:00:03") == ""
-        assert pfc_on(dataplane) and render_text(manager.running) != before
+        assert pfc_on(dataplane) and render_text(eos.manager.running) != before
         table = await other.execute("show configuration sessions detail")
         assert "pendingCommitTimer" in table and "0:00:03" in table
         clock.advance(2.0)
-        await manager.run_expired_timers()
+        await eos.sessions.run_expired_timers()
         assert pfc_on(dataplane)
         clock.advance(1.5)
-        await manager.run_expired_timers()
+        await eos.sessions.run_expired_timers()
         assert not pfc_on(dataplane)
-        assert render_text(manager.running) == before
-        assert "s1" not in manager.sessions
+        assert render_text(eos.manager.running) == before
+        assert "s1" not in eos.sessions
 
     run(scenario)
 
 
 def test_confirmed_commit_from_another_terminal_stays() -> None:
-    async def scenario(manager: SwitchManager, dataplane: FakeDataplane, clock: FakeClock) -> None:
-        cli = CliSession(manager, "admin", "vty1")
-        other = CliSession(manager, "admin", "vty2")
+    async def scenario(eos: EosPersonality, dataplane: FakeDataplane, clock: FakeClock) -> None:
+        cli = CliSession(eos, "admin", "vty1")
+        other = CliSession(eos, "admin", "vty2")
         await lines(cli, "configure session s1", "interface Ethernet1", "priority-flow-control on")
         await cli.execute("commit timer 00:00:10")
         cli.disconnect()  # the committing connection is gone; the timer keeps running
-        assert state(manager, "s1") == "pendingCommitTimer"
+        assert state(eos, "s1") == "pendingCommitTimer"
         assert await other.execute("configure session s1 commit") == ""
-        assert state(manager, "s1") == "completed"
+        assert state(eos, "s1") == "completed"
         assert not clock.armed()
         clock.advance(60)
-        await manager.run_expired_timers()
+        await eos.sessions.run_expired_timers()
         assert pfc_on(dataplane)
 
     run(scenario)
 
 
 def test_one_unconfirmed_commit_at_a_time_and_abort_rolls_it_back() -> None:
-    async def scenario(manager: SwitchManager, dataplane: FakeDataplane, _clock: FakeClock) -> None:
-        cli = CliSession(manager, "admin", "vty1")
-        other = CliSession(manager, "admin", "vty2")
+    async def scenario(eos: EosPersonality, dataplane: FakeDataplane, _clock: FakeClock) -> None:
+        cli = CliSession(eos, "admin", "vty1")
+        other = CliSession(eos, "admin", "vty2")
         await lines(cli, "configure session s1", "interface Ethernet1", "priority-flow-control on")
         await cli.execute("commit timer 00:05:00")
         await lines(other, "configure session s2", "qos map dscp 10 to traffic-class 5")
@@ -163,18 +165,18 @@ def test_one_unconfirmed_commit_at_a_time_and_abort_rolls_it_back() -> None:
 
 
 def test_disconnect_keeps_pending_sessions_like_eos() -> None:
-    async def scenario(manager: SwitchManager, dataplane: FakeDataplane, _clock: FakeClock) -> None:
-        cli = CliSession(manager, "admin", "vty1")
-        before = render_text(manager.running)
+    async def scenario(eos: EosPersonality, dataplane: FakeDataplane, _clock: FakeClock) -> None:
+        cli = CliSession(eos, "admin", "vty1")
+        before = render_text(eos.manager.running)
         await lines(cli, "configure session cut", "interface Ethernet1", "priority-flow-control on")
         cli.disconnect()
-        watcher = CliSession(manager, "ops", "vty2")
+        watcher = CliSession(eos, "ops", "vty2")
         data = json.loads(await watcher.execute("show configuration sessions detail | json"))
         entry = data["sessions"]["cut"]
         assert (entry["state"], entry["user"], entry["terminal"]) == ("pending", "admin", "")
         assert entry["commitTimerRemaining"] is None and entry["createdTime"] > 0
         assert data["maxOpenSessions"] == 5
-        assert render_text(manager.running) == before and not pfc_on(dataplane)
+        assert render_text(eos.manager.running) == before and not pfc_on(dataplane)
         # Another connection can pick the session up again, and commit it.
         await lines(watcher, "configure session cut", "commit")
         assert pfc_on(dataplane)
@@ -183,14 +185,12 @@ def test_disconnect_keeps_pending_sessions_like_eos() -> None:
 
 
 def test_leaked_sessions_fill_the_pending_cap_across_connections() -> None:
-    async def scenario(
-        manager: SwitchManager, _dataplane: FakeDataplane, _clock: FakeClock
-    ) -> None:
+    async def scenario(eos: EosPersonality, _dataplane: FakeDataplane, _clock: FakeClock) -> None:
         for i in range(5):
-            cli = CliSession(manager, "admin", f"vty{i}")
+            cli = CliSession(eos, "admin", f"vty{i}")
             await lines(cli, f"configure session leak{i}", "interface Ethernet1")
             cli.disconnect()
-        late = CliSession(manager, "admin", "vty9")
+        late = CliSession(eos, "admin", "vty9")
         assert await late.execute("configure session one-more") == (
             "% Maximum number of pending sessions has been reached"
         )
@@ -201,9 +201,9 @@ def test_leaked_sessions_fill_the_pending_cap_across_connections() -> None:
 
 
 def test_refused_commit_keeps_session_and_running_config() -> None:
-    async def scenario(manager: SwitchManager, dataplane: FakeDataplane, _clock: FakeClock) -> None:
-        cli = CliSession(manager, "admin", "vty1")
-        before = render_text(manager.running)
+    async def scenario(eos: EosPersonality, dataplane: FakeDataplane, _clock: FakeClock) -> None:
+        cli = CliSession(eos, "admin", "vty1")
+        before = render_text(eos.manager.running)
         await lines(
             cli,
             "configure session bad",
@@ -216,18 +216,16 @@ def test_refused_commit_keeps_session_and_running_config() -> None:
         error = await cli.execute("commit")
         assert error.startswith("% Data plane refused the change:")
         assert "adds up to 160" in error
-        assert render_text(manager.running) == before
-        assert manager.sessions["bad"].state == "pending"
+        assert render_text(eos.manager.running) == before
+        assert eos.sessions["bad"].state == "pending"
         assert cli.prompt().startswith("leaf1(config-s-bad")
 
     run(scenario)
 
 
 def test_session_limits_and_names() -> None:
-    async def scenario(
-        manager: SwitchManager, _dataplane: FakeDataplane, _clock: FakeClock
-    ) -> None:
-        cli = CliSession(manager, "admin", "vty1")
+    async def scenario(eos: EosPersonality, _dataplane: FakeDataplane, _clock: FakeClock) -> None:
+        cli = CliSession(eos, "admin", "vty1")
         for i in range(5):
             assert await cli.execute(f"configure session s{i}") == ""
             await cli.execute("end")

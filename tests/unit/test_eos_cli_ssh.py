@@ -22,16 +22,17 @@ from netmiko import ConnectHandler
 from netmiko.exceptions import NetmikoAuthenticationException
 
 from lab.mgmt.__main__ import UsageError, parse_listen
+from lab.mgmt.eos.personality import EosPersonality
 from lab.mgmt.launcher import (
+    ManagementOptions,
     ManagementStartError,
     PortTaken,
     start_management,
     stop_management,
 )
-from lab.mgmt.persistence import StartupConfigStore, load_or_create_host_key
-from lab.mgmt.ssh_server import AuthSettings, LineDiscipline, start_ssh_server
-from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
-from lab.mgmt.testing import FakeDataplane, fake_switch_config
+from lab.mgmt.ssh_server import AuthSettings, LineDiscipline
+from lab.mgmt.switch import PortInfo
+from lab.mgmt.testing import FakeDataplane, ServedSwitch, SshSwitchThread, fake_switch_config
 
 REPO = Path(__file__).resolve().parents[2]
 PORTS = ["eth1", "eth2", "eth3"]
@@ -75,49 +76,6 @@ def test_line_discipline_without_pty_does_not_echo() -> None:
 # ----------------------------------------------------------------------------- in-process server
 
 
-class ServerThread:
-    """The SSH server with a fake data plane, on its own event loop thread."""
-
-    def __init__(self, state: Path, authorized_keys: Path) -> None:
-        self.port = free_port()
-        self.state = state
-        self.authorized_keys = authorized_keys
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.manager: SwitchManager | None = None
-        self.dataplane = FakeDataplane(fake_switch_config("leaf1", PORTS))
-        self._stop: asyncio.Event | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self._main())
-
-    async def _main(self) -> None:
-        ports = [PortInfo(f"Ethernet{i}", 10_000_000) for i in range(1, 4)]
-        self.manager = SwitchManager(
-            "leaf1", ports, self.dataplane, LoopClock(), StartupConfigStore(self.state)
-        )
-        await self.manager.start()
-        auth = AuthSettings("admin", "admin", str(self.authorized_keys))
-        key = load_or_create_host_key(self.state)
-        server = await start_ssh_server("127.0.0.1", self.port, key, auth, self.manager)
-        self._stop = asyncio.Event()
-        self.ready.set()
-        await self._stop.wait()
-        server.close()
-
-    def call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
-
-    def stop(self) -> None:
-        assert self._stop is not None
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self.thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def client_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     directory = tmp_path_factory.mktemp("client-key")
@@ -133,15 +91,20 @@ def client_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def server(
     tmp_path_factory: pytest.TempPathFactory, client_key: tuple[Path, Path]
-) -> Iterator[ServerThread]:
-    thread = ServerThread(tmp_path_factory.mktemp("state"), client_key[1])
+) -> Iterator[SshSwitchThread]:
+    """The EOS switch's SSH plane in this process (fake data plane), as
+    ``python -m lab.mgmt`` serves it: startup-config and host key under its state dir."""
+    ports = [PortInfo(f"Ethernet{i}", 10_000_000) for i in range(1, 4)]
+    auth = AuthSettings("admin", "admin", str(client_key[1]))
+    served = ServedSwitch(EosPersonality, ports, auth)
+    thread = SshSwitchThread(tmp_path_factory.mktemp("state"), served)
     try:
         yield thread
     finally:
         thread.stop()
 
 
-def connect(server: ServerThread, **extra: Any) -> Any:
+def connect(server: SshSwitchThread, **extra: Any) -> Any:
     params: dict[str, Any] = {
         "device_type": "arista_eos",
         "host": "127.0.0.1",
@@ -168,7 +131,7 @@ LOSSLESS = [
 ]
 
 
-def test_netmiko_arista_eos_driver_works_unchanged(server: ServerThread) -> None:
+def test_netmiko_arista_eos_driver_works_unchanged(server: SshSwitchThread) -> None:
     conn = connect(server, fast_cli=True)
     try:
         assert conn.base_prompt == "leaf1"
@@ -199,10 +162,10 @@ def test_netmiko_arista_eos_driver_works_unchanged(server: ServerThread) -> None
         assert "% Invalid input (at token 3: '80')" in bad
     finally:
         conn.disconnect()
-    assert server.dataplane.config["qos"]["ports"]["eth2"]["no_drop"] == [3]
+    assert server.dataplane.config["qos"]["ports"]["eth2"]["pfc_priorities"] == [3]
 
 
-def test_netmiko_config_session_flow(server: ServerThread) -> None:
+def test_netmiko_config_session_flow(server: SshSwitchThread) -> None:
     conn = connect(server)
     try:
         out = conn.send_config_set(
@@ -221,7 +184,7 @@ def test_netmiko_config_session_flow(server: ServerThread) -> None:
         conn.disconnect()
 
 
-def test_user_exec_login_needs_enable(server: ServerThread) -> None:
+def test_user_exec_login_needs_enable(server: SshSwitchThread) -> None:
     conn = connect(server)
     try:
         assert conn.send_command("disable", expect_string=r"leaf1>") == ""
@@ -232,12 +195,12 @@ def test_user_exec_login_needs_enable(server: ServerThread) -> None:
         conn.disconnect()
 
 
-def test_wrong_password_is_refused(server: ServerThread) -> None:
+def test_wrong_password_is_refused(server: SshSwitchThread) -> None:
     with pytest.raises(NetmikoAuthenticationException):
         connect(server, password="nope")
 
 
-def test_public_key_login(server: ServerThread, client_key: tuple[Path, Path]) -> None:
+def test_public_key_login(server: SshSwitchThread, client_key: tuple[Path, Path]) -> None:
     conn = connect(server, password=None, use_keys=True, key_file=str(client_key[0]))
     try:
         assert conn.find_prompt() == "leaf1#"
@@ -245,7 +208,7 @@ def test_public_key_login(server: ServerThread, client_key: tuple[Path, Path]) -
         conn.disconnect()
 
 
-def test_exec_request_and_dropped_connection_keeps_session(server: ServerThread) -> None:
+def test_exec_request_and_dropped_connection_keeps_session(server: SshSwitchThread) -> None:
     async def scenario() -> None:
         async with asyncssh.connect(
             "127.0.0.1", server.port, username="admin", password="admin", known_hosts=None
@@ -260,13 +223,13 @@ def test_exec_request_and_dropped_connection_keeps_session(server: ServerThread)
 
     before = server.dataplane.config["qos"]
     asyncio.run(scenario())
-    assert server.manager is not None
+    assert isinstance(server.personality, EosPersonality)
     deadline = time.monotonic() + 5
-    while server.manager.sessions["dropme"].owner is not None and time.monotonic() < deadline:
+    while server.personality.sessions["dropme"].owner is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     # Kept like on EOS (pending, no terminal), and it never touched the running config.
-    assert server.manager.sessions["dropme"].state == "pending"
-    assert server.manager.sessions["dropme"].owner is None
+    assert server.personality.sessions["dropme"].state == "pending"
+    assert server.personality.sessions["dropme"].owner is None
     assert server.dataplane.config["qos"] == before
 
 
@@ -355,14 +318,16 @@ def test_process_saves_and_restores_startup_config(tmp_path: Path) -> None:
     state = tmp_path / "state"
     try:
         proc = start_management(
-            "leaf9",
-            "127.0.0.1",
-            port,
-            str(control.path),
-            state,
-            "admin",
-            "s3cret",
-            ["eth1", "eth2"],
+            ManagementOptions(
+                "leaf9",
+                "127.0.0.1",
+                port,
+                str(control.path),
+                state,
+                "admin",
+                "s3cret",
+                ["eth1", "eth2"],
+            )
         )
         try:
             assert (state / "login-password").stat().st_mode & 0o777 == 0o600
@@ -377,7 +342,9 @@ def test_process_saves_and_restores_startup_config(tmp_path: Path) -> None:
             assert stop_management(proc) == 0
         control.dataplane.config["qos"] = {}  # a fresh data plane after a "reload"
         proc = start_management(
-            "leaf9", "127.0.0.1", port, str(control.path), state, "admin", "s3cret", None
+            ManagementOptions(
+                "leaf9", "127.0.0.1", port, str(control.path), state, "admin", "s3cret"
+            )
         )
         try:
             assert control.dataplane.config["qos"]["ports"]["eth2"]["pfc_enabled"] is True
@@ -401,8 +368,9 @@ def connect_process(port: int) -> Any:
 def test_start_management_reports_a_dead_data_plane(tmp_path: Path) -> None:
     with pytest.raises(ManagementStartError, match="exited with 1"):
         start_management(
-            "leaf8", "127.0.0.1", free_port(), str(tmp_path / "missing.sock"), tmp_path / "s",
-            "admin", "pw", None, dataplane_wait=0.5, timeout=30,
+            ManagementOptions("leaf8", "127.0.0.1", free_port(), str(tmp_path / "missing.sock"),
+                          tmp_path / "s", "admin", "pw", dataplane_wait=0.5),
+            timeout=30,
         )  # fmt: skip
 
 
@@ -428,8 +396,9 @@ def test_another_ssh_server_on_the_port_is_not_taken_for_this_switch(tmp_path: P
     try:
         with pytest.raises(PortTaken, match="exited with 3"):
             start_management(
-                "leaf7", "127.0.0.1", port, str(control.path), tmp_path / "s", "admin", "pw",
-                None, timeout=30,
+                ManagementOptions("leaf7", "127.0.0.1", port, str(control.path), tmp_path / "s",
+                              "admin", "pw"),
+                timeout=30,
             )  # fmt: skip
     finally:
         stop.set()

@@ -12,7 +12,8 @@ from lab.addressing import build_plan, fabric_document
 from lab.fault_registry import FaultError
 from lab.faults import LabWiring
 from lab.mgmt.names import nos_port_index, nos_port_name
-from lab.topology import Endpoint, TopologyError, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import Endpoint, TopologyError
 
 REPO = Path(__file__).resolve().parents[2]
 MIXED = REPO / "containerlab" / "roce-leafspine-mixed.clab.yml"

@@ -85,7 +85,7 @@ def test_consecutive_pushes_of_different_profiles_converge() -> None:
             assert drift(conn, plan(profile)) == [], profile
         # sonic-default's lossless priority 4 was taken out again, in the data plane too
         assert "nv unset qos pfc default-global switch-priority" in lines["nvidia-default"]
-        assert switch.qos()["ports"]["eth1"]["no_drop"] == [3]
+        assert switch.qos()["ports"]["eth1"]["pfc_priorities"] == [3]
         assert push(conn, plan("pfc-only")) == []  # converged: nothing left to change
 
 
@@ -102,7 +102,7 @@ def test_a_switch_goes_back_to_its_factory_state_watchdog_off_included() -> None
         back = diff("leaf1", factory, DRIVER.read_state(conn), DRIVER.managed)
         assert back == []
         assert switch.qos()["ports"]["eth1"]["watchdog"]["enabled"] is False
-        assert switch.qos()["ports"]["eth1"]["no_drop"] == []
+        assert switch.qos()["ports"]["eth1"]["pfc_priorities"] == []
 
 
 def test_a_hand_change_over_ssh_is_found_as_drift() -> None:
@@ -124,7 +124,7 @@ def test_leaving_a_transaction_unconfirmed_rolls_the_data_plane_back() -> None:
     with lab_connection() as (switch, conn):
         before = switch.qos()
         with DRIVER.transaction(conn, DRIVER.render(plan("nvidia-default")), 90) as txn:
-            assert switch.qos()["ports"]["eth1"]["no_drop"] == [3]
+            assert switch.qos()["ports"]["eth1"]["pfc_priorities"] == [3]
         assert txn.rolled_back and switch.qos() == before
 
 

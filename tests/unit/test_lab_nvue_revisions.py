@@ -26,7 +26,7 @@ def scenario(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 
 def no_drop(switch: NvueSwitch, port: str = "eth1") -> Any:
-    return switch.qos()["ports"][port]["no_drop"]
+    return switch.qos()["ports"][port]["pfc_priorities"]
 
 
 def ecn_min(switch: NvueSwitch, port: str = "eth1", tc: str = "3") -> Any:
@@ -146,7 +146,7 @@ def test_apply_reaches_the_data_plane() -> None:
         outputs = await run(terminal, "nv set qos roce", LOSSLESS_TC3, "nv config apply -y")
         assert outputs[-1] == "applied [rev_id: 2]"
         assert switch.qos()["dscp_to_tc"]["26"] == 3
-        assert switch.qos()["ports"]["eth1"]["no_drop"] == [3]
+        assert switch.qos()["ports"]["eth1"]["pfc_priorities"] == [3]
         assert ecn_min(switch) == 20000
         assert await terminal.execute("nv config diff") == ""
 
@@ -267,7 +267,7 @@ def test_a_pending_revision_survives_its_disconnected_terminal() -> None:
         # another user's pending revision is theirs alone
         assert await switch.terminal("admin").execute("nv config diff") == ""
         assert await second.execute("nv config apply -y") == "applied [rev_id: 2]"
-        assert switch.qos()["ports"]["eth1"]["no_drop"] == [3]
+        assert switch.qos()["ports"]["eth1"]["pfc_priorities"] == [3]
 
     scenario(test)
 
@@ -286,7 +286,7 @@ def test_an_unconfirmed_apply_survives_its_terminal_and_another_one_confirms_it(
         )
         await run(second, "nv config apply --confirm-yes")
         await switch.expire(600)
-        assert switch.qos()["ports"]["eth1"]["no_drop"] == [3]
+        assert switch.qos()["ports"]["eth1"]["pfc_priorities"] == [3]
 
     scenario(test)
 

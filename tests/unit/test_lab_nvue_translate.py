@@ -73,7 +73,7 @@ def test_classification_and_lossless_classes(
 ) -> None:
     qos, _ = applied(*lines)
     assert classes(qos) == dscp
-    assert qos["ports"]["eth1"]["no_drop"] == no_drop
+    assert qos["ports"]["eth1"]["pfc_priorities"] == no_drop
     assert qos["ports"]["eth1"]["pfc_enabled"] is bool(no_drop)
     assert qos["ports"]["eth1"].get("trust") == trust
     assert qos["trust"] == ("none" if "trust port" in " ".join(lines) else "dscp")
@@ -124,8 +124,8 @@ def test_the_watchdog_runs_on_the_ports_that_enable_it() -> None:
     )
     assert qos["ports"]["eth1"]["watchdog"] == {
         "enabled": True,
-        "timeout_ms": 1000,  # polling interval x robustness
-        "recovery_ms": 200,  # restores after a polling interval without pause frames
+        "detection_ms": 1000,  # polling interval x robustness
+        "restoration_ms": 200,  # restores after a polling interval without pause frames
         "polling_ms": 200,
         "action": "drop",
     }
@@ -182,7 +182,7 @@ def test_a_data_plane_refusal_is_reported_and_the_revision_stays_pending() -> No
         assert outputs[-1] == (
             "Error: Invalid config: Data plane refused the change: queue memory exhausted"
         )
-        assert switch.qos()["ports"]["eth1"]["no_drop"] == []
+        assert switch.qos()["ports"]["eth1"]["pfc_priorities"] == []
         assert json.loads(await terminal.execute("nv config diff -o json")) == [
             {"set": {"qos": {"roce": {"enable": "on"}}}}
         ]

@@ -27,16 +27,16 @@ def test_factory_config_db_in_the_data_plane() -> None:
     assert qos["trust"] == "dscp"
     assert qos["dscp_to_tc"]["26"] == 1 and qos["dscp_to_tc"]["3"] == 3
     assert qos["dscp_to_tc"]["8"] == 0 and len(qos["dscp_to_tc"]) == 64
-    assert qos["watchdog"]["enabled"] is True and qos["watchdog"]["timeout_ms"] == 200
+    assert qos["watchdog"]["enabled"] is True and qos["watchdog"]["detection_ms"] == 200
     eth1 = qos["ports"]["eth1"]
-    assert (eth1["pfc_enabled"], eth1["no_drop"]) == (True, [3, 4])
+    assert (eth1["pfc_enabled"], eth1["pfc_priorities"]) == (True, [3, 4])
     assert eth1["queues"]["3"] == {
         "ecn": {"min_bytes": 1048576, "max_bytes": 2097152, "max_probability": 5},
         "bandwidth_percent": 15,
     }
     assert eth1["queues"]["0"] == {"bandwidth_percent": 14}
     assert "7" not in eth1["queues"]
-    assert eth1["watchdog"]["timeout_ms"] == 200 and eth1["watchdog"]["polling_ms"] == 200
+    assert eth1["watchdog"]["detection_ms"] == 200 and eth1["watchdog"]["polling_ms"] == 200
 
 
 def _op(op: str, path: str, value: Any = None) -> dict[str, Any]:
@@ -48,7 +48,7 @@ EFFECTS = [
     (
         "pfc_enable 3 only",
         [_op("replace", "/PORT_QOS_MAP/Ethernet4/pfc_enable", "3")],
-        ("eth2", "no_drop"),
+        ("eth2", "pfc_priorities"),
         [3],
     ),
     (
@@ -78,7 +78,7 @@ EFFECTS = [
     (
         "detection time",
         [_op("replace", "/PFC_WD/Ethernet4/detection_time", "400")],
-        ("eth2", "watchdog.timeout_ms"),
+        ("eth2", "watchdog.detection_ms"),
         400,
     ),
     (
@@ -192,7 +192,7 @@ def test_driver_transaction_applies_the_plan_and_confirms(
     assert diff("leaf1", platform.desired(plan), platform.read_state(conn)) == []
     assert platform.read_sessions(conn) == []
     assert lab.qos()["dscp_to_tc"]["26"] == 3
-    assert lab.qos()["ports"]["eth1"]["no_drop"] == [3]
+    assert lab.qos()["ports"]["eth1"]["pfc_priorities"] == [3]
 
 
 def test_driver_leaving_unconfirmed_rolls_back(

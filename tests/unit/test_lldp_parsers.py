@@ -19,6 +19,7 @@ from agent.app.discover import build_skeleton, parse_target, renamed, render
 from agent.device import lldp
 from agent.device.lldp import Discovered, Neighbor, PortFacts
 from lab.mgmt import lldp as lab_lldp
+from lab.mgmt.eos import lldp as eos_lldp
 
 # ----------------------------------------------------------------------------- Arista EOS
 
@@ -418,12 +419,12 @@ def test_lab_lldp_answers_read_back_by_the_agent_parser() -> None:
             "h1", "eth1", "02:00:00:00:02:01", "02:00:00:00:02:01", "host", "198.18.1.2"))),
         ("Ethernet3", None),
     ]  # fmt: skip
-    found = lldp.eos_neighbors(lab_lldp.lldp_neighbors_detail(links))
+    found = lldp.eos_neighbors(eos_lldp.lldp_neighbors_detail(links))
     assert [(n.local_port, n.system_name, n.port, n.forwards) for n in found] == [
         ("Ethernet1", "spine1", "Ethernet3", True),
         ("Ethernet2", "h1", "eth1", False),
     ]
-    summary = lab_lldp.lldp_neighbors(links)["lldpNeighbors"]
+    summary = eos_lldp.lldp_neighbors(links)["lldpNeighbors"]
     assert summary == [
         {"port": "Ethernet1", "neighborDevice": "spine1", "neighborPort": "Ethernet3", "ttl": 120},
         {"port": "Ethernet2", "neighborDevice": "h1", "neighborPort": "0200.0000.0201", "ttl": 120},
@@ -512,7 +513,8 @@ def test_lab_switch_cli_answers_lldp_and_interfaces_as_json() -> None:
     import asyncio
     import json
 
-    from lab.mgmt.cli_session import CliSession
+    from lab.mgmt.eos.cli import CliSession
+    from lab.mgmt.eos.personality import EosPersonality
     from lab.mgmt.switch import PortInfo, SwitchManager
     from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
 
@@ -525,9 +527,9 @@ def test_lab_switch_cli_answers_lldp_and_interfaces_as_json() -> None:
 
     async def scenario() -> dict[str, str]:
         dataplane = FakeDataplane(fake_switch_config("leaf1", ["eth1", "eth2"]))
-        manager = SwitchManager("leaf1", ports, dataplane, FakeClock())
-        await manager.start()
-        cli = CliSession(manager, "admin", "vty1")
+        eos = EosPersonality(SwitchManager("leaf1", ports, dataplane, FakeClock()))
+        await eos.start()
+        cli = CliSession(eos, "admin", "vty1")
         commands = [
             "show lldp neighbors | json",
             "show lldp neighbors detail | json",

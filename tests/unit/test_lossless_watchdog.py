@@ -22,7 +22,7 @@ from lossless.watchdog import OPERATIONAL, STORMED, PortWatchdog
 
 SPEED = 10e6  # XOFF 0xFFFF lasts 3.36 s: one frame holds the class paused for the whole run
 TC = 3
-Action = Literal["drop", "no-drop", "alert"]
+Action = Literal["drop", "forward", "alert"]
 
 
 def _run(
@@ -34,7 +34,7 @@ def _run(
 ) -> tuple[PortWatchdog, list[tuple[float, bool]]]:
     """Feed XOFFs (times) and polls (times) in time order; returns the events seen."""
     config = WatchdogConfig(
-        enabled=enabled, timeout_ms=200, recovery_ms=400, polling_ms=100, action=action
+        enabled=enabled, detection_ms=200, restoration_ms=400, polling_ms=100, action=action
     )
     watchdog = PortWatchdog(config, 0.0)
     pause = ReceivedPause(SPEED)
@@ -64,7 +64,7 @@ STORMS: list[tuple[str, Action, list[float], bool, list[tuple[float, bool]]]] = 
         [(0.2, True), (0.4, False)],
     ),
     (
-        "XOFFs keep coming: no restoration until recovery_ms after the last",
+        "XOFFs keep coming: no restoration until restoration_ms after the last",
         "drop",
         [0.0, 0.25, 0.55, 0.85],
         True,
@@ -78,8 +78,8 @@ STORMS: list[tuple[str, Action, list[float], bool, list[tuple[float, bool]]]] = 
         [],
     ),
     (
-        "no-drop (SONiC forward) detects and restores the same way",
-        "no-drop",
+        "forward (EOS no-drop) detects and restores the same way",
+        "forward",
         [0.0, 0.25],
         True,
         [(0.2, True), (0.7, False)],
@@ -107,7 +107,7 @@ def test_detection_and_restoration(
 # Mitigation per action while stormed: (action, ignores pause?, drops traffic?).
 MITIGATION: list[tuple[Action, bool, bool]] = [
     ("drop", True, True),
-    ("no-drop", True, False),
+    ("forward", True, False),
     ("alert", False, False),
 ]
 
@@ -143,6 +143,6 @@ def test_disabling_restores_a_stormed_class() -> None:
 
 def test_changing_the_action_applies_to_a_stormed_class() -> None:
     watchdog, _ = _run("drop", [0.0], [0.1, 0.2])
-    assert watchdog.reconfigure(WatchdogConfig(enabled=True, action="no-drop"), 0.25) == []
+    assert watchdog.reconfigure(WatchdogConfig(enabled=True, action="forward"), 0.25) == []
     assert (watchdog.override_pause[TC], watchdog.drop_traffic[TC]) == (True, False)
     assert watchdog.next_poll == pytest.approx(0.35)

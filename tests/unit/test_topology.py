@@ -15,15 +15,9 @@ from lab import netns
 from lab.addressing import build_plan, fabric_document, mac_for, vswitch_config
 from lab.cli import group
 from lab.container import eos_startup_config, host_exec_commands
-from lab.topology import (
-    Topology,
-    TopologyError,
-    container_name,
-    default_buffer,
-    load_topology,
-    parse_size,
-    parse_speed,
-)
+from lab.topology.loader import load_topology
+from lab.topology.model import Topology, TopologyError, container_name, default_buffer
+from lab.topology.units import parse_size, parse_speed
 
 REPO = Path(__file__).resolve().parents[2]
 LEAFSPINE = REPO / "containerlab" / "roce-leafspine.clab.yml"
@@ -399,8 +393,8 @@ def test_vswitch_config_matches_the_contract() -> None:
         "dscp_to_tc": {},
         "watchdog": {
             "enabled": False,
-            "timeout_ms": 200,
-            "recovery_ms": 400,
+            "detection_ms": 200,
+            "restoration_ms": 400,
             "polling_ms": 100,
             "action": "drop",
         },

@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lab.topology import TopologyError, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import TopologyError
 from tests.unit.bounded_cli import MEMORY_LIMIT, TIME_LIMIT_S, BoundedCli
 from tests.unit.special_files import directory, fifo, named, unix_socket
 

@@ -35,7 +35,7 @@ def test_pod_ports_carry_the_plan() -> None:
         assert spec.buffer.xoff_bytes == head.pause_threshold
         assert spec.buffer.headroom_bytes == head.xoff
         assert spec.buffer.xon_bytes == head.pause_threshold - head.xon
-        assert spec.qos.pfc_enabled and spec.qos.no_drop == [3]
+        assert spec.qos.pfc_enabled and spec.qos.pfc_priorities == [3]
         ecn = spec.qos.queues[3].ecn
         assert ecn is not None
         assert (ecn.min_bytes, ecn.max_bytes, ecn.max_probability) == (
@@ -50,7 +50,7 @@ def test_pod_ports_carry_the_plan() -> None:
 
 
 # (watchdog action in the intent, the model's action)
-WATCHDOG = [("drop", "drop"), ("forward", "no-drop"), ("alert", "alert")]
+WATCHDOG = [("drop", "drop"), ("forward", "forward"), ("alert", "alert")]
 
 
 @pytest.mark.parametrize(("intent_action", "model_action"), WATCHDOG)
@@ -65,7 +65,8 @@ def test_watchdog_mapping(tmp_path: Path, intent_action: str, model_action: str)
     qos = net.switches["leaf1"].ports[0].qos
     assert qos is not None and qos.watchdog is not None
     wd = qos.watchdog
-    assert (wd.action, wd.timeout_ms, wd.polling_ms, wd.recovery_ms) == (model_action, 50, 20, 70)
+    timers = (wd.detection_ms, wd.polling_ms, wd.restoration_ms)
+    assert (wd.action, *timers) == (model_action, 50, 20, 70)
 
 
 def test_hosts_nic_parameters(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ import yaml
 
 from lab.addressing import build_plan
 from lab.container import host_exec_commands
-from lab.topology import TopologyError, load_topology
+from lab.topology.loader import load_topology
+from lab.topology.model import TopologyError
 from lab.vmhost import nic as vmnic
 from lab.vmhost.vm import MGMT_GUEST, SKIPPED_MODULES, VmHost, guest_script, sshd_config
 from lab.vmhost.vm import _adapt as adapt_qemu_command

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from lab.mgmt.cli_session import CliSession
+from lab.mgmt.eos.cli import CliSession
+from lab.mgmt.eos.personality import EosPersonality
 from lab.mgmt.switch import PortInfo, SwitchManager
 from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
 from lab.vswitch import packet as pkt
@@ -547,12 +548,12 @@ def test_ecmp_spreads_frames_to_one_destination_over_its_next_hops() -> None:
 # ----------------------------------------------------------------------------- management plane
 
 
-def _cli_with(counters: dict[str, Any]) -> tuple[CliSession, FakeDataplane, SwitchManager]:
+def _cli_with(counters: dict[str, Any]) -> tuple[CliSession, FakeDataplane, EosPersonality]:
     dataplane = FakeDataplane(fake_switch_config("leaf1", ["eth1", "eth2"]))
     dataplane.counters_snapshot = counters
     ports = [PortInfo(name, 10_000_000) for name in ("Ethernet1", "Ethernet2")]
-    manager = SwitchManager("leaf1", ports, dataplane, FakeClock())
-    return CliSession(manager, "admin", "vty1"), dataplane, manager
+    eos = EosPersonality(SwitchManager("leaf1", ports, dataplane, FakeClock()))
+    return CliSession(eos, "admin", "vty1"), dataplane, eos
 
 
 COUNTERS = {
@@ -565,8 +566,8 @@ COUNTERS = {
 
 def test_show_interfaces_status_shows_link_state() -> None:
     async def scenario() -> None:
-        cli, _, manager = _cli_with(COUNTERS)
-        await manager.start()
+        cli, _, eos = _cli_with(COUNTERS)
+        await eos.start()
         data = json.loads(await cli.execute("show interfaces status | json"))
         statuses = data["interfaceStatuses"]
         assert statuses["Ethernet1"]["linkStatus"] == "connected"
@@ -582,8 +583,8 @@ def test_show_interfaces_status_shows_link_state() -> None:
 
 def test_show_interfaces_counters_errors_eos_shape() -> None:
     async def scenario() -> None:
-        cli, _, manager = _cli_with(COUNTERS)
-        await manager.start()
+        cli, _, eos = _cli_with(COUNTERS)
+        await eos.start()
         data = json.loads(await cli.execute("show interfaces counters errors | json"))
         assert data == {
             "interfaceErrorCounters": {
@@ -622,8 +623,8 @@ def test_show_interfaces_counters_errors_eos_shape() -> None:
 
 def test_interface_trust_cos_reaches_the_data_plane_and_the_shows() -> None:
     async def scenario() -> None:
-        cli, dataplane, manager = _cli_with(COUNTERS)
-        await manager.start()
+        cli, dataplane, eos = _cli_with(COUNTERS)
+        await eos.start()
         await cli.execute("configure terminal")
         await cli.execute("interface Ethernet2")
         assert await cli.execute("qos trust cos") == ""

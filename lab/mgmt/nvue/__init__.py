@@ -1,76 +1,17 @@
 """NVIDIA Cumulus Linux 5.x (NVUE) personality of the lab switch's management plane.
 
-A Cumulus Linux shell (:mod:`.shell`) whose ``nv`` command (:mod:`.commands`) edits NVUE
-revisions (:mod:`.revisions`) of a configuration tree limited to the QoS object model
-(:mod:`.schema`, :mod:`.tree`); every applied revision is translated into the shared model
-(:mod:`.translate`) and installed through :meth:`SwitchManager.install`, so it reaches the
-data plane, and ``nv show`` reads the data plane's counters (:mod:`.shows`). See
-``docs/lab-nvue.md`` for what is emulated, with sources.
+A Cumulus Linux shell whose ``nv`` command edits NVUE revisions of a configuration tree
+limited to the QoS object model; every applied revision is translated into the shared model
+and installed through :meth:`SwitchManager.install`, so it reaches the data plane, and ``nv
+show`` reads the data plane's counters. See ``docs/lab-nvue.md`` for what is emulated, with
+sources. Modules (the shape every ``lab/mgmt/<nos>/`` package has):
+
+* ``personality`` -- the switch-wide state (revisions, the confirm timer) and new terminals;
+* ``state``       -- what the shell and ``nv`` need of it (a protocol);
+* ``shell``       -- the Cumulus login shell (:mod:`lab.mgmt.linux_shell` with ``nv``);
+* ``commands``    -- ``nv set|unset|config|show``;
+* ``shows``       -- ``nv show`` output, from the tree and the data plane's counters;
+* ``translate``   -- an NVUE tree -> the shared model (:mod:`lab.mgmt.model`);
+* ``schema``, ``tree``, ``revisions``, ``errors`` -- the object model, tree edits and diffs,
+  pending / applied / detached revisions, NVUE's error texts.
 """
-
-from __future__ import annotations
-
-import asyncio
-from pathlib import Path
-
-from lab.mgmt.grammar import CliError
-from lab.mgmt.names import interface_number, nos_port_name
-from lab.mgmt.nvue.errors import NvueError
-from lab.mgmt.nvue.revisions import RevisionStore
-from lab.mgmt.nvue.shell import NvueTerminal
-from lab.mgmt.nvue.translate import to_switch_config
-from lab.mgmt.nvue.tree import Tree
-from lab.mgmt.switch import PortInfo, SwitchManager
-
-__all__ = ["NvueError", "NvuePersonality", "NvueTerminal"]
-
-
-class NvuePersonality:
-    """The switch-wide NVUE state: revisions, the confirm timer, the port names."""
-
-    nos = "nvue"
-
-    def __init__(self, manager: SwitchManager, state_dir: Path | None = None) -> None:
-        self.manager = manager
-        self.state_dir = state_dir
-        self.ports: dict[str, PortInfo] = {
-            nos_port_name("nvue", interface_number(p.name)): p for p in manager.ports
-        }
-        self.store = RevisionStore(self._install, manager.clock, state_dir)
-        self.lock = asyncio.Lock()
-
-    @property
-    def hostname(self) -> str:
-        """The switch's name (NVUE's ``system hostname`` is not emulated)."""
-        return self.manager.name
-
-    def port_name(self, dataplane_name: str) -> str:
-        """``eth3`` -> ``swp3``."""
-        return nos_port_name("nvue", int(dataplane_name.removeprefix("eth")))
-
-    async def start(self) -> None:
-        """Apply ``<state_dir>/startup.yaml`` (or NVUE's defaults) to the data plane."""
-        await self.store.start(self.factory_tree())
-
-    def factory_tree(self) -> Tree:
-        """Every front-panel port configured as a switch port (``type: swp``), nothing else:
-        the lab's ports are routed ports with addresses, which NVUE keeps per interface."""
-        return {"interface": {name: {"type": "swp"} for name in self.ports}}
-
-    def new_terminal(self, user: str, privileged_login: bool, system_mac: str) -> NvueTerminal:
-        """A shell for a new SSH connection."""
-        return NvueTerminal(self, user)
-
-    async def close(self) -> None:
-        """Cancel the confirm timer and the manager's background work."""
-        self.store.close()
-        await self.manager.close()
-
-    async def _install(self, tree: Tree) -> None:
-        """Translate an NVUE tree and push it; the data plane's refusal is NVUE's error."""
-        config = to_switch_config(tree, self.manager.name, [p.name for p in self.manager.ports])
-        try:
-            await self.manager.install(config, force=True)
-        except CliError as exc:
-            message = str(exc).removeprefix("% ")
-            raise NvueError(f"Error: Invalid config: {message}") from None

@@ -20,17 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.mgmt.nvue import shows
 from lab.mgmt.nvue.errors import NvueError
 from lab.mgmt.nvue.revisions import DEFAULT_CONFIRM_S
 from lab.mgmt.nvue.schema import resolve, root_schema
+from lab.mgmt.nvue.state import NvueSwitch
 from lab.mgmt.nvue.translate import effective
 from lab.mgmt.nvue.tree import Tree, apply_set, apply_unset, diff, get
-
-if TYPE_CHECKING:
-    from lab.mgmt.nvue import NvuePersonality
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -96,7 +94,7 @@ def confirm_seconds(text: str | None) -> int:
 class NvCommand:
     """One ``nv …`` line run by ``user`` on the switch ``personality``."""
 
-    personality: NvuePersonality
+    personality: NvueSwitch
     user: str
 
     async def run(self, words: list[str]) -> str:

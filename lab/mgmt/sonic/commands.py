@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.mgmt.linux_shell import STATUS, failed
 from lab.mgmt.sonic import gcu, lldp, shows
 from lab.mgmt.sonic.configdb import SHOWN_CONFIG_DB_PATH, print_data
 from lab.mgmt.sonic.state import SonicSwitch
@@ -27,14 +27,6 @@ ROOT_REQUIRED = "Root privileges are required for this operation"
 AUTH_REQUIRED = "Interactive authentication required."
 
 Command = Callable[[SonicSwitch, list[str], bool], Awaitable[str]]
-# The exit status of the last command (``sh -c 'a && b'`` runs b only when a succeeded).
-STATUS: ContextVar[int] = ContextVar("sonic_exit_status", default=0)
-
-
-def failed(text: str, code: int = 1) -> str:
-    """``text`` as the output of a command that exits with ``code``."""
-    STATUS.set(code)
-    return text
 
 
 async def run(switch: SonicSwitch, argv: list[str], root: bool) -> str:

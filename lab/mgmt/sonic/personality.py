@@ -15,7 +15,6 @@ import hashlib
 import logging
 from pathlib import Path
 
-from lab.mgmt.grammar import CliError
 from lab.mgmt.names import interface_number, nos_port_name
 from lab.mgmt.sonic.checkpoints import CheckpointStore
 from lab.mgmt.sonic.configdb import ConfigDb, ConfigDbFile, SonicPort, clone, factory_config_db
@@ -23,7 +22,7 @@ from lab.mgmt.sonic.gcu import CommitError
 from lab.mgmt.sonic.shell import SonicShell
 from lab.mgmt.sonic.timers import TimerUnits
 from lab.mgmt.sonic.translate import SonicTranslationError, to_switch_config
-from lab.mgmt.switch import SwitchManager
+from lab.mgmt.switch import ConfigRefused, SwitchManager
 
 log = logging.getLogger("lab.mgmt.sonic")
 
@@ -83,7 +82,6 @@ class SonicPersonality:
     async def close(self) -> None:
         """Cancel timers (process shutdown)."""
         self.timers.cancel_all()
-        await self.manager.close()
 
     # ------------------------------------------------------------------ CONFIG_DB
 
@@ -101,7 +99,7 @@ class SonicPersonality:
         try:
             model = to_switch_config(candidate, self.manager.factory_config())
             await self.manager.install(model, force=force)
-        except (SonicTranslationError, CliError) as exc:
+        except (SonicTranslationError, ConfigRefused) as exc:
             raise CommitError(f"lab data plane refused the config: {exc}") from None
         self._db = clone(candidate)
 

@@ -224,7 +224,7 @@ def validate(db: ConfigDb) -> None:
             if not isinstance(entry, dict):
                 raise YangError(f'Invalid value "{entry}" in "{table}" element.')
             _validate_key(table, model, key, ports)
-            _validate_entry(db, table, model, key, entry)
+            _validate_entry(db, table, model, entry)
 
 
 def _validate_key(table: str, model: TableModel, key: str, ports: set[str]) -> None:
@@ -237,18 +237,24 @@ def _validate_key(table: str, model: TableModel, key: str, ports: set[str]) -> N
         raise YangError(_leafref("PORT", port))
 
 
-def _validate_entry(
-    db: ConfigDb, table: str, model: TableModel, key: str, entry: dict[str, Any]
-) -> None:
+def _validate_entry(db: ConfigDb, table: str, model: TableModel, entry: dict[str, Any]) -> None:
     if model.map_keys:
-        for name, value in entry.items():
-            if not (name.isdigit() and int(name) <= model.map_keys):
-                raise YangError(f'Invalid value "{name}" in "{table}" element.')
-            if not (str(value).isdigit() and int(value) <= model.map_values):
-                raise YangError(f'Invalid value "{value}" in "{name}" element.')
-        return
-    if table == "CABLE_LENGTH":
-        return
+        _validate_map(table, model, entry)
+    elif table != "CABLE_LENGTH":
+        _validate_fields(db, table, model, entry)
+
+
+def _validate_map(table: str, model: TableModel, entry: dict[str, Any]) -> None:
+    """A map table (``DSCP_TO_TC_MAP``...): numeric keys and values within the model's range."""
+    for name, value in entry.items():
+        if not (name.isdigit() and int(name) <= model.map_keys):
+            raise YangError(f'Invalid value "{name}" in "{table}" element.')
+        if not (str(value).isdigit() and int(value) <= model.map_values):
+            raise YangError(f'Invalid value "{value}" in "{name}" element.')
+
+
+def _validate_fields(db: ConfigDb, table: str, model: TableModel, entry: dict[str, Any]) -> None:
+    """Known fields only, each value valid, each reference pointing at an existing entry."""
     unknown = [name for name in entry if name not in model.fields]
     if unknown:
         raise YangError(

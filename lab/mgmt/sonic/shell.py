@@ -1,19 +1,14 @@
-"""A bash login shell as netmiko's ``linux`` driver expects it.
+"""The SONiC login shell: :mod:`lab.mgmt.linux_shell` with what the agent's SONiC driver and
+``systemd-run`` use on top of the shared built-ins:
 
-netmiko 4.x ``netmiko/linux/linux_ssh.py`` (``LinuxSSH``): the prompt ends in ``$`` (``#`` for
-root; ``prompt_pattern = r"[$#]"``), the session is prepared by reading until that pattern and
-taking the prompt line as the base prompt, commands are echoed before their output (the SSH
-layer echoes), and ``send_config_set`` sends heredoc lines one by one waiting for each echo. So:
-
-* prompt ``admin@<hostname>:~$ `` (SONiC's default bash prompt ``\\u@\\h:\\w\\$``), ``> `` while a
-  heredoc is open (bash's PS2);
-* ``cat > FILE <<'EOF'`` ... ``EOF`` writes FILE into the switch's in-memory ``/tmp``;
-  ``cat FILE`` (also the GCU checkpoints and ``/etc/sonic/config_db.json``), ``rm [-f] FILE``,
-  ``echo``, ``hostname``, ``whoami``, ``true``, ``exit``;
+* prompt ``admin@<hostname>:~$ `` (SONiC's default bash prompt ``\\u@\\h:\\w\\$``), ``> ``
+  while a heredoc is open (bash's PS2);
+* ``cat > FILE <<'EOF'`` ... ``EOF`` writes FILE into the switch's in-memory ``/tmp`` (netmiko's
+  ``send_config_set`` sends heredoc lines one by one waiting for each echo); ``cat FILE``
+  (also the GCU checkpoints and ``/etc/sonic/config_db.json``), ``rm [-f] FILE``;
 * ``sudo [-n] [-u root] COMMAND`` runs COMMAND as root (password-less for the lab user);
 * ``sh -c 'A && B; C'`` (also ``bash -c``, ``/bin/sh -c``): commands joined by ``&&`` (B runs
-  only if A exited 0), ``||`` and ``;``, as a ``systemd-run`` service line uses them;
-* an unknown command answers as bash does: ``-bash: foo: command not found``.
+  only if A exited 0), ``||`` and ``;``, as a ``systemd-run`` service line uses them.
 
 The SONiC commands themselves are in :mod:`lab.mgmt.sonic.commands`.
 """
@@ -23,50 +18,53 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Callable
 
+from lab.mgmt.linux_shell import STATUS, LinuxShell, failed
 from lab.mgmt.sonic import commands
 from lab.mgmt.sonic.checkpoints import CHECKPOINT_EXT, CHECKPOINTS_DIR
 from lab.mgmt.sonic.configdb import SHOWN_CONFIG_DB_PATH, print_data
 from lab.mgmt.sonic.state import SonicSwitch
 
 
-class SonicShell:
-    """One SSH shell on the SONiC switch (a :class:`lab.mgmt.personality.Terminal`)."""
+class SonicShell(LinuxShell):
+    """One SSH shell on the SONiC switch."""
 
     def __init__(self, switch: SonicSwitch, user: str, root: bool = False) -> None:
+        super().__init__(user, root)
         self.switch = switch
-        self.user = user
-        self.root = root
-        self.closed = False
         self._heredoc: tuple[str, str, list[str]] | None = None  # (path, terminator, lines)
+
+    @property
+    def hostname(self) -> str:
+        """The switch's hostname (DEVICE_METADATA)."""
+        return self.switch.hostname
 
     def prompt(self) -> str:
         """``admin@leaf1:~$ `` (``#`` for root), ``> `` inside a heredoc."""
         if self._heredoc is not None:
             return "> "
-        return f"{self.user}@{self.switch.hostname}:~{'#' if self.root else '$'} "
+        return super().prompt()
 
     def disconnect(self) -> None:
         """The connection closed: an unfinished heredoc is lost (switch state stays)."""
-        self.closed = True
+        super().disconnect()
         self._heredoc = None
 
     async def execute(self, line: str) -> str:
         """Run one input line; what it prints."""
         if self._heredoc is not None:
             return self._heredoc_line(line)
-        if not line.strip() or line.lstrip().startswith("#"):
-            return ""
-        try:
-            argv = shlex.split(line)
-        except ValueError:
-            return "-bash: syntax error: unexpected end of file"
+        return await super().execute(line)
+
+    async def run_words(self, argv: list[str]) -> str:
+        """``cat > FILE <<'EOF'`` opens a heredoc; anything else runs."""
         heredoc = _heredoc_target(argv)
-        if heredoc is not None:
-            path, terminator = heredoc
-            self._heredoc = (path, terminator, [])
-            return ""
-        return await self.run_argv(argv, self.root)
+        if heredoc is None:
+            return await super().run_words(argv)
+        path, terminator = heredoc
+        self._heredoc = (path, terminator, [])
+        return ""
 
     def _heredoc_line(self, line: str) -> str:
         assert self._heredoc is not None
@@ -79,18 +77,24 @@ class SonicShell:
         return ""
 
     async def run_argv(self, argv: list[str], root: bool) -> str:
-        """Run one parsed command line (``sudo`` and builtins here, the rest in commands)."""
+        """Run one parsed command line (``sudo`` and ``sh -c`` here, built-ins in the base,
+        the rest in :mod:`lab.mgmt.sonic.commands`)."""
         if argv[0] == "sudo":
             rest = _strip_sudo_options(argv[1:])
             if isinstance(rest, str):
-                return commands.failed(rest)
+                return failed(rest)
             return await self.run_argv(rest, root=True)
         if os.path.basename(argv[0]) in ("sh", "bash") and argv[1:2] == ["-c"]:
             return await self._command_string(argv[2] if len(argv) > 2 else "", root)
-        builtin = _BUILTINS.get(argv[0])
-        if builtin is not None:
-            commands.STATUS.set(0)
-            return builtin(self, argv[1:], root)
+        return await super().run_argv(argv, root)
+
+    async def run_program(self, argv: list[str], root: bool) -> str:
+        """``cat`` / ``rm`` on the switch's files, or a SONiC command (``config``, ``show``,
+        ``sonic-cfggen``, ...)."""
+        on_files = _FILE_COMMANDS.get(argv[0])
+        if on_files is not None:
+            STATUS.set(0)
+            return on_files(self.switch, argv[1:])
         return await commands.run(self.switch, argv, root)
 
     async def _command_string(self, text: str, root: bool) -> str:
@@ -108,7 +112,7 @@ class SonicShell:
                 output = await self.run_argv(words, root)
                 outputs += [output] if output else []
             words = []
-            status = commands.STATUS.get()
+            status = STATUS.get()
             skip = (token == "&&" and status != 0) or (token == "||" and status == 0)
         return "\n".join(outputs)
 
@@ -151,30 +155,8 @@ def _strip_sudo_options(args: list[str]) -> list[str] | str:
     return rest
 
 
-def _echo(shell: SonicShell, args: list[str], root: bool) -> str:
-    return " ".join(args[1:] if args[:1] == ["-n"] else args)
-
-
-def _exit(shell: SonicShell, args: list[str], root: bool) -> str:
-    shell.closed = True
-    return "logout"
-
-
-def _hostname(shell: SonicShell, args: list[str], root: bool) -> str:
-    return shell.switch.hostname
-
-
-def _whoami(shell: SonicShell, args: list[str], root: bool) -> str:
-    return "root" if root else shell.user
-
-
-def _true(shell: SonicShell, args: list[str], root: bool) -> str:
-    return ""
-
-
-def _read_file(shell: SonicShell, path: str) -> str | None:
+def _read_file(switch: SonicSwitch, path: str) -> str | None:
     """/tmp files, the GCU checkpoints and the saved config_db.json."""
-    switch = shell.switch
     if path.startswith(CHECKPOINTS_DIR + "/") and path.endswith(CHECKPOINT_EXT):
         name = path[len(CHECKPOINTS_DIR) + 1 : -len(CHECKPOINT_EXT)]
         return (
@@ -186,35 +168,27 @@ def _read_file(shell: SonicShell, path: str) -> str | None:
     return switch.files.get(path)
 
 
-def _cat(shell: SonicShell, args: list[str], root: bool) -> str:
+def _cat(switch: SonicSwitch, args: list[str]) -> str:
     out = []
     for path in args:
-        text = _read_file(shell, path)
+        text = _read_file(switch, path)
         if text is None:
-            commands.STATUS.set(1)
+            STATUS.set(1)
             out.append(f"cat: {path}: No such file or directory")
         else:
             out.append(text.rstrip("\n"))
     return "\n".join(out)
 
 
-def _rm(shell: SonicShell, args: list[str], root: bool) -> str:
+def _rm(switch: SonicSwitch, args: list[str]) -> str:
     force = any(a.startswith("-") and "f" in a for a in args)
     errors = []
     for path in (a for a in args if not a.startswith("-")):
-        if shell.switch.files.pop(path, None) is None and not force:
+        if switch.files.pop(path, None) is None and not force:
             errors.append(f"rm: cannot remove '{path}': No such file or directory")
-            commands.STATUS.set(1)
+            STATUS.set(1)
     return "\n".join(errors)
 
 
-_BUILTINS = {
-    "echo": _echo,
-    "exit": _exit,
-    "logout": _exit,
-    "hostname": _hostname,
-    "whoami": _whoami,
-    "true": _true,
-    "cat": _cat,
-    "rm": _rm,
-}
+# The switch's files: /tmp (heredocs), the GCU checkpoints, the saved CONFIG_DB.
+_FILE_COMMANDS: dict[str, Callable[[SonicSwitch, list[str]], str]] = {"cat": _cat, "rm": _rm}

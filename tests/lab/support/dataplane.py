@@ -48,10 +48,11 @@ def set_qos(lab: Lab, pfc: bool, ecn: bool, watchdog: bool = False) -> None:
         qos = {
             "trust": "dscp",
             "dscp_to_tc": {"26": 3, "48": 6},
-            "watchdog": {"enabled": watchdog, "timeout_ms": 300, "recovery_ms": 600,
+            "watchdog": {"enabled": watchdog, "detection_ms": 300, "restoration_ms": 600,
                          "polling_ms": 100, "action": "drop"},
             "ports": {
-                f"eth{i}": {"pfc_enabled": pfc, "no_drop": [3] if pfc else [], "watchdog": None,
+                f"eth{i}": {"pfc_enabled": pfc, "pfc_priorities": [3] if pfc else [],
+                            "watchdog": None,
                             "queues": {"3": queue3, "6": {"strict": True},
                                        "0": {"bandwidth_percent": 50}}}
                 for i in range(1, count + 1)

@@ -243,6 +243,37 @@ class LabFactory:
         results_or_raise(outcomes)
 
 
+# --------------------------------------------------------------------------- a NOS's lab
+
+
+def incast_lab_speaking(nos: str) -> Any:
+    """The module-scoped ``lab`` fixture of a NOS's lab tests: the one-leaf incast topology with
+    every switch speaking ``nos`` (``lab up --nos``), lab ``<nos[:2]><pid>``. A test module
+    takes it as ``lab = incast_lab_speaking("sonic")``."""
+
+    @pytest.fixture(scope="module")
+    def lab(module_labs: LabFactory) -> Lab:
+        return module_labs.start(nos[:2], INCAST, nos=nos)
+
+    return lab
+
+
+def agent_state_dir() -> Any:
+    """A module-scoped fixture: the agent's state directory for the module's runs (its audit
+    log, pending changes), e.g. ``state = agent_state_dir()``."""
+
+    @pytest.fixture(scope="module")
+    def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return tmp_path_factory.mktemp("agent")
+
+    return state
+
+
+def run_agent_in(state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """:func:`run_agent` with the agent's state directory at ``state``."""
+    return run_agent(*args, timeout=timeout, env={"ROCE_AGENT_STATE_DIR": str(state)})
+
+
 @contextmanager
 def labs_in(base: Path) -> Iterator[LabFactory]:
     """A :class:`LabFactory` whose labs are all torn down when the ``with`` ends."""

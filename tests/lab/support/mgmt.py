@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.mgmt.launcher import start_management, stop_management
+from lab.mgmt.launcher import ManagementOptions, start_management, stop_management
 from tests.lab.support import vswitch as fx
 from tests.lab.support.loopback import free_port
 
@@ -42,14 +42,16 @@ class ManagedSwitch:
     def start_mgmt(self) -> None:
         """Start (or restart) the management process with the same state directory."""
         proc = start_management(
-            self.name,
-            MGMT_HOST,
-            self.port,
-            self.control_path,
-            self.state_dir,
-            USERNAME,
-            PASSWORD,
-            [h.switch_port for h in self.topo.hosts],
+            ManagementOptions(
+                self.name,
+                MGMT_HOST,
+                self.port,
+                self.control_path,
+                self.state_dir,
+                USERNAME,
+                PASSWORD,
+                [h.switch_port for h in self.topo.hosts],
+            )
         )
         self.processes.append(proc)
 

@@ -1,4 +1,4 @@
-"""One CLI terminal: privilege, configuration modes, prompts, exec and show commands, pipes.
+"""One EOS CLI terminal: privilege, configuration modes, prompts, exec and show commands, pipes.
 
 Pure text in, text out (no SSH here), so unit tests drive it directly. The strings netmiko's
 ``arista_eos`` driver waits for (netmiko 4.x ``netmiko/arista/arista.py``,
@@ -28,21 +28,23 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from lab.mgmt import shows
-from lab.mgmt.config_commands import ConfigMode, GlobalMode, apply_line, is_comment
 from lab.mgmt.dataplane_handle import DataplaneError
-from lab.mgmt.grammar import (
+from lab.mgmt.eos import shows
+from lab.mgmt.eos.commands import ConfigMode, GlobalMode, apply_line, is_comment
+from lab.mgmt.eos.grammar import (
     CliError,
     Command,
     Converter,
     invalid_input,
     match_command,
+    refused,
     register_value_type,
     tokenize,
 )
-from lab.mgmt.sessions import parse_commit_timer, session_diff
-from lab.mgmt.shows import ShowOutput
-from lab.mgmt.switch import SwitchManager
+from lab.mgmt.eos.sessions import parse_commit_timer, session_diff
+from lab.mgmt.eos.shows import ShowOutput
+from lab.mgmt.eos.state import EosSwitch
+from lab.mgmt.switch import ConfigRefused
 
 UNCONVERTED = "% This is an unconverted command"
 PRIVILEGE_REQUIRED = "% Invalid input (privileged mode required)"
@@ -69,13 +71,15 @@ class CliSession:
 
     def __init__(
         self,
-        manager: SwitchManager,
+        switch: EosSwitch,
         user: str,
         terminal: str,
         privileged: bool = True,
         system_mac: str = "00:00:00:00:00:00",
     ) -> None:
-        self.manager = manager
+        self.switch = switch
+        self.manager = switch.manager
+        self.sessions = switch.sessions
         self.user = user
         self.terminal = terminal
         self.privileged = privileged
@@ -116,7 +120,7 @@ class CliSession:
 
     def disconnect(self) -> None:
         """The connection closed: its sessions stay on the switch (EOS does the same)."""
-        self.manager.release_owned(self.terminal)
+        self.sessions.release_owned(self.terminal)
         self.closed = True
 
     # ----------------------------------------------------------------- configuration
@@ -159,7 +163,7 @@ class CliSession:
         stack = self.config_stack
         assert stack is not None
         if self.session_name is not None:
-            session = self.manager.session(self.session_name)
+            session = self.sessions.session(self.session_name)
             if session.state == "pendingCommitTimer":
                 raise CliError(
                     f"% Session {session.name} is waiting for commit confirmation; "
@@ -171,9 +175,12 @@ class CliSession:
             self.config_stack = new_stack
             return
         result: list[list[ConfigMode]] = []
-        await self.manager.edit_running(
-            lambda candidate: result.append(apply_line(candidate, stack, line))
-        )
+        try:
+            await self.manager.edit_running(
+                lambda candidate: result.append(apply_line(candidate, stack, line))
+            )
+        except ConfigRefused as exc:
+            raise refused(exc) from None
         self.config_stack = result[0]
 
     def enter_config(self, session: str | None = None) -> None:
@@ -270,21 +277,21 @@ async def _exit_mode(cli: CliSession, _args: dict[str, Any]) -> str:
 
 async def _commit(cli: CliSession, args: dict[str, Any]) -> str:
     assert cli.session_name is not None
-    await cli.manager.commit_session(cli.session_name, args.get("seconds"))
+    await cli.sessions.commit(cli.session_name, args.get("seconds"))
     cli.leave_config()
     return ""
 
 
 async def _abort(cli: CliSession, _args: dict[str, Any]) -> str:
     assert cli.session_name is not None
-    await cli.manager.abort_session(cli.session_name)
+    await cli.sessions.abort(cli.session_name)
     cli.leave_config()
     return ""
 
 
 async def _clean_config(cli: CliSession, _args: dict[str, Any]) -> str:
     assert cli.session_name is not None
-    session = cli.manager.session(cli.session_name)
+    session = cli.sessions.session(cli.session_name)
     session.config = cli.manager.factory_config()
     cli.config_stack = [GlobalMode()]
     return ""
@@ -323,27 +330,27 @@ async def _configure(cli: CliSession, _args: dict[str, Any]) -> str:
 
 
 async def _configure_session(cli: CliSession, args: dict[str, Any]) -> str:
-    session = cli.manager.open_session(args.get("name"), cli.terminal, cli.user)
+    session = cli.sessions.open(args.get("name"), cli.terminal, cli.user)
     cli.enter_config(session.name)
     return ""
 
 
 async def _session_commit(cli: CliSession, args: dict[str, Any]) -> str:
-    await cli.manager.commit_session(args["name"], args.get("seconds"))
+    await cli.sessions.commit(args["name"], args.get("seconds"))
     if cli.session_name == args["name"]:
         cli.leave_config()
     return ""
 
 
 async def _session_abort(cli: CliSession, args: dict[str, Any]) -> str:
-    await cli.manager.abort_session(args["name"])
+    await cli.sessions.abort(args["name"])
     if cli.session_name == args["name"]:
         cli.leave_config()
     return ""
 
 
 async def _save(cli: CliSession, _args: dict[str, Any]) -> str:
-    await cli.manager.save_startup()
+    await cli.switch.save_startup()
     return COPY_DONE
 
 
@@ -375,11 +382,11 @@ async def _show_running(cli: CliSession, args: dict[str, Any]) -> ExecResult:
 
 async def _show_running_diffs(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
     running = shows.show_running_config(cli.manager.running).text
-    return shows.running_config_diffs(running, cli.manager.startup_text())
+    return shows.running_config_diffs(running, cli.switch.startup_text())
 
 
 async def _show_startup(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
-    text = cli.manager.startup_text()
+    text = cli.switch.startup_text()
     if text is None:
         raise CliError("% Startup-config does not exist")
     return ShowOutput(text.rstrip("\n"))
@@ -442,14 +449,14 @@ async def _show_session_config(cli: CliSession, args: dict[str, Any]) -> ExecRes
     name = args.get("name") or cli.session_name
     if name is None:
         raise CliError("% Not in a configuration session")
-    session = cli.manager.session(name)
+    session = cli.sessions.session(name)
     if "diffs" in args:
         return ShowOutput(session_diff(cli.manager.running, session))
     return shows.show_running_config(session.config)
 
 
 async def _show_sessions(cli: CliSession, args: dict[str, Any]) -> ExecResult:
-    return shows.show_configuration_sessions(cli.manager, cli.session_name, "detail" in args)
+    return shows.show_configuration_sessions(cli.sessions, cli.session_name, "detail" in args)
 
 
 _IFS = "[<ifs:ifrange>]"

@@ -1,4 +1,4 @@
-"""Show commands: a human-readable text and, for ``| json``, a dict shaped like EOS' JSON.
+"""EOS show commands: a human-readable text and, for ``| json``, a dict shaped like EOS' JSON.
 
 Every JSON shape names where it was taken from. Where a public fixture of real EOS output
 exists it is followed key for key; where none was found the shape is this lab's own and says
@@ -33,7 +33,7 @@ so (the agent's parsers should prefer the fixture-backed commands):
 * ``show interfaces counters queue drops``   ANTA ``VerifyInterfacesVoqAndEgressQueueDrops``
   (``interfaces.<if>.trafficClasses.TC<n>.egressQueueCounters.countersSum.droppedPackets`` and
   ``ingressVoqCounters.countersSum.droppedPackets``; here ingress = PFC headroom drops);
-* ``show interfaces``, ``show lldp neighbors [detail]``: see :mod:`lab.mgmt.lldp` (napalm
+* ``show interfaces``, ``show lldp neighbors [detail]``: see :mod:`lab.mgmt.eos.lldp` (napalm
   ``get_interfaces`` / ``get_lldp_neighbors*`` recordings, ANTA ``VerifyLLDPNeighbors``);
 * ``show priority-flow-control``, ``show qos maps``, ``show qos interfaces``,
   ``show configuration sessions``: lab shapes (no public EOS fixture found); the session
@@ -50,12 +50,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.mgmt import lldp, names
+from lab.mgmt import names
+from lab.mgmt.dataplane_qos import effective_qos
+from lab.mgmt.eos import lldp
+from lab.mgmt.eos.render import EOS_VERSION, MODEL_NAME, config_tree, render_text
+from lab.mgmt.eos.sessions import (
+    MAX_COMPLETED_SESSIONS,
+    MAX_PENDING_SESSIONS,
+    ConfigSessions,
+    format_duration,
+)
 from lab.mgmt.model import NUM_TRAFFIC_CLASSES, SwitchConfig
-from lab.mgmt.render import EOS_VERSION, MODEL_NAME, config_tree, render_text
-from lab.mgmt.sessions import MAX_COMPLETED_SESSIONS, MAX_PENDING_SESSIONS, format_duration
 from lab.mgmt.switch import SwitchManager
-from lab.mgmt.translate import effective_qos
 
 
 @dataclass(frozen=True)
@@ -306,63 +312,105 @@ def _port_watchdog(manager: SwitchManager, interface: str) -> dict[str, Any]:
     return watchdog
 
 
-def show_pfc(manager: SwitchManager, config: SwitchConfig) -> ShowOutput:
-    """``show priority-flow-control`` (lab JSON shape)."""
-    qos = manager.applied_qos() or {}
-    wd = qos.get("watchdog", {})
-    global_on = not config.pfc_all_off
+# The data plane's watchdog action in EOS' words, where they differ.
+_EOS_WATCHDOG_ACTION = {"forward": "no-drop"}
+
+
+def _eos_action(watchdog: dict[str, Any]) -> str:
+    action: str = watchdog.get("action", "-")
+    return _EOS_WATCHDOG_ACTION.get(action, action)
+
+
+def _seconds(milliseconds: int) -> str:
+    return f"{milliseconds / 1000:g}"
+
+
+def _pfc_header(config: SwitchConfig, watchdog: dict[str, Any]) -> list[str]:
+    """The lines above the port table: supported priorities, the switch-wide watchdog."""
     lines = [
         "The hardware supports PFC on priorities " + " ".join(map(str, range(NUM_TRAFFIC_CLASSES))),
     ]
-    if wd.get("enabled"):
+    if watchdog.get("enabled"):
         lines += [
-            f"The PFC watchdog timeout is {wd['timeout_ms'] / 1000:g} second(s)",
-            f"The PFC watchdog recovery-time is {wd['recovery_ms'] / 1000:g} second(s)",
-            f"The PFC watchdog polling-interval is {wd['polling_ms'] / 1000:g} second(s)",
-            f"The PFC watchdog action is {wd['action']}",
+            f"The PFC watchdog timeout is {_seconds(watchdog['detection_ms'])} second(s)",
+            f"The PFC watchdog recovery-time is {_seconds(watchdog['restoration_ms'])} second(s)",
+            f"The PFC watchdog polling-interval is {_seconds(watchdog['polling_ms'])} second(s)",
+            f"The PFC watchdog action is {_eos_action(watchdog)}",
         ]
-    lines += [f"Global PFC : {'Enabled' if global_on else 'Disabled'}", ""]
+    lines += [f"Global PFC : {'Enabled' if not config.pfc_all_off else 'Disabled'}", ""]
     lines.append("E: PFC Enabled, D: PFC Disabled, A: PFC Active, W: PFC Watchdog Enabled")
-    rows = []
-    statuses: dict[str, Any] = {}
-    for port in manager.ports:
-        applied = _applied_port(manager, port.name)
-        enabled = bool(applied.get("pfc_enabled"))
-        priorities = list(applied.get("no_drop", []))
-        port_wd = _port_watchdog(manager, port.name)
-        wd_on = bool(port_wd.get("enabled")) and enabled
-        active = enabled and bool(priorities)
-        flags = " ".join(
-            ["E" if enabled else "D", *(["A"] if active else []), *(["W"] if wd_on else [])]
+    return lines
+
+
+@dataclass(frozen=True)
+class _PortPfc:
+    """What ``show priority-flow-control`` says about one port."""
+
+    enabled: bool
+    priorities: list[int]
+    watchdog: dict[str, Any] | None  # None: the watchdog is off on the port
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and bool(self.priorities)
+
+    def flags(self) -> str:
+        return " ".join(
+            ["E" if self.enabled else "D"]
+            + (["A"] if self.active else [])
+            + (["W"] if self.watchdog is not None else [])
         )
-        rows.append(
+
+    def row(self, name: str) -> list[object]:
+        wd = self.watchdog
+        timers = (
             [
-                names.short_name(port.name),
-                flags,
-                ",".join(map(str, priorities)) or "-",
-                port_wd.get("action", "-") if wd_on else "-",
-                f"{port_wd['timeout_ms'] / 1000:g}" if wd_on else "-",
-                f"{port_wd['recovery_ms'] / 1000:g}" if wd_on else "-",
-                f"{port_wd['polling_ms'] / 1000:g}" if wd_on else "-",
+                _seconds(wd["detection_ms"]),
+                _seconds(wd["restoration_ms"]),
+                _seconds(wd["polling_ms"]),
             ]
+            if wd is not None
+            else ["-", "-", "-"]
         )
-        statuses[port.name] = {
-            "enabled": enabled,
-            "active": active,
-            "priorities": priorities,
-            "watchdogEnabled": wd_on,
-            "watchdogAction": port_wd.get("action") if wd_on else None,
-            "watchdogTimeout": port_wd["timeout_ms"] / 1000 if wd_on else None,
-            "watchdogRecoveryTime": port_wd["recovery_ms"] / 1000 if wd_on else None,
-            "watchdogPollingInterval": port_wd["polling_ms"] / 1000 if wd_on else None,
+        action = _eos_action(wd) if wd is not None else "-"
+        priorities = ",".join(map(str, self.priorities)) or "-"
+        return [names.short_name(name), self.flags(), priorities, action, *timers]
+
+    def status(self) -> dict[str, Any]:
+        wd = self.watchdog or {}
+        return {
+            "enabled": self.enabled,
+            "active": self.active,
+            "priorities": self.priorities,
+            "watchdogEnabled": self.watchdog is not None,
+            "watchdogAction": _eos_action(wd) if wd else None,
+            "watchdogTimeout": wd["detection_ms"] / 1000 if wd else None,
+            "watchdogRecoveryTime": wd["restoration_ms"] / 1000 if wd else None,
+            "watchdogPollingInterval": wd["polling_ms"] / 1000 if wd else None,
         }
-    lines.append(
-        table(["Port", "Status", "Priorities", "Action", "Timeout", "Recovery", "Polling"], rows)
+
+
+def _port_pfc(manager: SwitchManager, name: str) -> _PortPfc:
+    applied = _applied_port(manager, name)
+    enabled = bool(applied.get("pfc_enabled"))
+    watchdog = _port_watchdog(manager, name)
+    watchdog_on = bool(watchdog.get("enabled")) and enabled
+    return _PortPfc(
+        enabled, list(applied.get("pfc_priorities", [])), watchdog if watchdog_on else None
     )
+
+
+def show_pfc(manager: SwitchManager, config: SwitchConfig) -> ShowOutput:
+    """``show priority-flow-control`` (lab JSON shape)."""
+    qos = manager.applied_qos() or {}
+    lines = _pfc_header(config, qos.get("watchdog", {}))
+    ports = {port.name: _port_pfc(manager, port.name) for port in manager.ports}
+    headers = ["Port", "Status", "Priorities", "Action", "Timeout", "Recovery", "Polling"]
+    lines.append(table(headers, [pfc.row(name) for name, pfc in ports.items()]))
     data = {
-        "globalPfcEnabled": global_on,
+        "globalPfcEnabled": not config.pfc_all_off,
         "supportedPriorities": list(range(NUM_TRAFFIC_CLASSES)),
-        "interfaceStatuses": statuses,
+        "interfaceStatuses": {name: pfc.status() for name, pfc in ports.items()},
     }
     return ShowOutput("\n".join(lines), data)
 
@@ -444,6 +492,12 @@ def show_ecn_counters(
     return ShowOutput(text, {"intfQueueCounters": data})
 
 
+def _egress_drops(queue: dict[str, Any]) -> int:
+    """A queue's drops at egress: tail drops and what its PFC watchdog dropped."""
+    dropped: int = queue.get("tail_drops", 0) + queue.get("watchdog", {}).get("dropped_packets", 0)
+    return dropped
+
+
 def show_queue_counters(
     manager: SwitchManager, counters: dict[str, Any], interfaces: Sequence[str] | None = None
 ) -> ShowOutput:
@@ -455,7 +509,7 @@ def show_queue_counters(
         classes: dict[str, Any] = {}
         for tc in range(NUM_TRAFFIC_CLASSES):
             q = queues.get(str(tc), {})
-            dropped = q.get("tail_drops", 0) + q.get("watchdog", {}).get("dropped_packets", 0)
+            dropped = _egress_drops(q)
             classes[f"TC{tc}"] = {
                 "dropPrecedences": {
                     "DP0": {
@@ -495,7 +549,7 @@ def show_queue_drops(
         classes: dict[str, Any] = {}
         for tc in range(NUM_TRAFFIC_CLASSES):
             q = queues.get(str(tc), {})
-            egress = q.get("tail_drops", 0) + q.get("watchdog", {}).get("dropped_packets", 0)
+            egress = _egress_drops(q)
             ingress = headroom[tc] if tc < len(headroom) else 0
             classes[f"TC{tc}"] = {
                 "egressQueueCounters": {"countersSum": {"droppedPackets": egress}},
@@ -582,7 +636,7 @@ def show_qos_interfaces(
                     else "-",
                 ]
             )
-        no_drop = list(applied.get("no_drop", []))
+        no_drop = list(applied.get("pfc_priorities", []))
         data[name] = {
             "trustMode": trust,
             "serviceProfile": config.interfaces[name].service_profile,
@@ -609,13 +663,13 @@ def show_qos_interfaces(
 
 
 def show_configuration_sessions(
-    manager: SwitchManager, current: str | None, detail: bool
+    config_sessions: ConfigSessions, current: str | None, detail: bool
 ) -> ShowOutput:
     """``show configuration sessions [detail]``."""
-    now = manager.clock.now()
+    now = config_sessions.manager.clock.now()
     rows = []
     sessions: dict[str, Any] = {}
-    for session in manager.sessions.values():
+    for session in config_sessions.values():
         remaining = (
             session.commit_deadline - now
             if session.state == "pendingCommitTimer" and session.commit_deadline is not None

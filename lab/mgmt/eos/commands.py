@@ -1,4 +1,4 @@
-"""Configuration modes and their commands: each matched line edits a :class:`SwitchConfig`.
+"""EOS configuration modes and their commands: each matched line edits a :class:`SwitchConfig`.
 
 Syntax follows Arista EOS as rendered by Arista's own config generator (AVD
 ``eos_cli_config_gen``), which emits exactly what EOS accepts and shows in running-config:
@@ -43,7 +43,7 @@ from decimal import Decimal
 from typing import Any
 
 from lab.mgmt import names
-from lab.mgmt.grammar import (
+from lab.mgmt.eos.grammar import (
     VALUE_TYPES,
     CliError,
     Command,

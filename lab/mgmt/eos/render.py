@@ -1,7 +1,7 @@
 """Model -> running-config text, in EOS' layout (3-space indents, ``!`` between blocks).
 
 Line spellings and order within a block follow Arista AVD's EOS templates (see the
-``config_commands`` module docstring for the exact files): profile/interface QoS first, then
+:mod:`lab.mgmt.eos.commands` docstring for the exact files): profile/interface QoS first, then
 PFC, then one ``uc-tx-queue`` block per queue with ``priority``, ``bandwidth``,
 ``random-detect`` lines; the global watchdog lines in the order AVD's intended configs show
 (``action``, ``default timeout``, ``default polling-interval``, ``default recovery-time``).

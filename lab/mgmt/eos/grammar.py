@@ -32,6 +32,12 @@ class CliError(Exception):
     """A line the CLI refuses; ``str(exc)`` is exactly what the terminal prints."""
 
 
+def refused(reason: Exception) -> CliError:
+    """A configuration the switch cannot run (:class:`lab.mgmt.switch.ConfigRefused`), as EOS
+    prints an error."""
+    return CliError(f"% {reason}")
+
+
 def invalid_input(index: int, token: str) -> CliError:
     """EOS' message for a token that fits nowhere."""
     return CliError(f"% Invalid input (at token {index}: '{token}')")
@@ -225,56 +231,55 @@ def _keyword_fits(token: str, word: str) -> int:
     return 1 if word.startswith(token) else 0
 
 
+@dataclass
+class _Line:
+    """The tokens being matched, and where matching got furthest on them."""
+
+    tokens: Sequence[str]
+    failure: _Failure = field(default_factory=_Failure)
+
+
 # One way an element matches at a position: where matching goes on, the values bound so far,
 # and how many tokens were spelled out in full (1 or 0; exact spellings win ties).
 _Step = tuple[int, dict[str, Any], int]
 
 
 def _walk(
-    elements: tuple[_Element, ...],
-    pos: int,
-    tokens: Sequence[str],
-    args: dict[str, Any],
-    exact: int,
-    failure: _Failure,
+    line: _Line, elements: tuple[_Element, ...], pos: int, args: dict[str, Any], exact: int
 ) -> Iterator[_Step]:
-    """Every way ``elements`` match ``tokens`` from ``pos`` (depth first, greedy first)."""
+    """Every way ``elements`` match the line's tokens from ``pos`` (depth first, greedy
+    first)."""
     if not elements:
         yield pos, args, exact
         return
     head, rest = elements[0], elements[1:]
     if isinstance(head, _Optional):
-        yield from _walk(head.elements + rest, pos, tokens, args, exact, failure)
-        yield from _walk(rest, pos, tokens, args, exact, failure)
+        yield from _walk(line, head.elements + rest, pos, args, exact)
+        yield from _walk(line, rest, pos, args, exact)
         return
-    if pos >= len(tokens):
-        failure.record(pos, incomplete=True)
+    if pos >= len(line.tokens):
+        line.failure.record(pos, incomplete=True)
         return
-    for after, bound, spelled in _steps(head, pos, tokens, args, failure):
-        yield from _walk(rest, after, tokens, bound, exact + spelled, failure)
+    for after, bound, spelled in _steps(line, head, pos, args):
+        yield from _walk(line, rest, after, bound, exact + spelled)
 
 
 def _steps(
-    head: _Keyword | _Choice | _Value | _Rest,
-    pos: int,
-    tokens: Sequence[str],
-    args: dict[str, Any],
-    failure: _Failure,
+    line: _Line, head: _Keyword | _Choice | _Value | _Rest, pos: int, args: dict[str, Any]
 ) -> Iterator[_Step]:
     """The ways one element (not an optional group) matches the token at ``pos``."""
     if isinstance(head, _Keyword):
-        return _keyword_steps(head, pos, tokens, args, failure)
+        return _keyword_steps(line, head, pos, args)
     if isinstance(head, _Choice):
-        return _choice_steps(head, pos, tokens, args, failure)
+        return _choice_steps(line, head, pos, args)
     if isinstance(head, _Rest):
-        return iter([(len(tokens), {**args, head.name: " ".join(tokens[pos:])}, 0)])
-    return _value_steps(head, pos, tokens, args, failure)
+        return iter([(len(line.tokens), {**args, head.name: " ".join(line.tokens[pos:])}, 0)])
+    return _value_steps(line, head, pos, args)
 
 
-def _keyword_steps(
-    head: _Keyword, pos: int, tokens: Sequence[str], args: dict[str, Any], failure: _Failure
-) -> Iterator[_Step]:
-    fit = _keyword_fits(tokens[pos].lower(), head.word)
+def _keyword_steps(line: _Line, head: _Keyword, pos: int, args: dict[str, Any]) -> Iterator[_Step]:
+    failure = line.failure
+    fit = _keyword_fits(line.tokens[pos].lower(), head.word)
     if not fit:
         failure.record(pos, incomplete=False)
         return
@@ -285,23 +290,19 @@ def _keyword_steps(
     yield pos + 1, args, int(fit == 2)
 
 
-def _choice_steps(
-    head: _Choice, pos: int, tokens: Sequence[str], args: dict[str, Any], failure: _Failure
-) -> Iterator[_Step]:
-    lowered = tokens[pos].lower()
+def _choice_steps(line: _Line, head: _Choice, pos: int, args: dict[str, Any]) -> Iterator[_Step]:
+    lowered = line.tokens[pos].lower()
     exact_hits = [o for o in head.options if o == lowered]
     hits = exact_hits or [o for o in head.options if o.startswith(lowered)]
     if len(hits) != 1:
-        failure.record(pos, incomplete=False)
+        line.failure.record(pos, incomplete=False)
         return
     yield pos + 1, {**args, head.name: hits[0]}, int(bool(exact_hits))
 
 
-def _value_steps(
-    head: _Value, pos: int, tokens: Sequence[str], args: dict[str, Any], failure: _Failure
-) -> Iterator[_Step]:
+def _value_steps(line: _Line, head: _Value, pos: int, args: dict[str, Any]) -> Iterator[_Step]:
     values: list[Any] = []
-    for token in tokens[pos:]:
+    for token in line.tokens[pos:]:
         try:
             values.append(head.convert(token))
         except ValueError:
@@ -309,7 +310,7 @@ def _value_steps(
         if not head.many:
             break
     if not values:
-        failure.record(pos, incomplete=False)
+        line.failure.record(pos, incomplete=False)
         return
     for count in range(len(values), 0, -1):  # greedy first, then back off
         value: Any = values[:count] if head.many else values[0]
@@ -323,16 +324,16 @@ def tokenize(line: str) -> list[str]:
 
 def match_command(commands: Sequence[Command[H]], tokens: Sequence[str]) -> Match[H]:
     """The one command ``tokens`` matches, or :class:`CliError` in EOS' words."""
-    failure = _Failure()
+    line = _Line(tokens)
     best: list[tuple[int, Command[H], dict[str, Any]]] = []
     for command in commands:
-        for end, args, exact in _walk(command.elements, 0, tokens, {}, 0, failure):
+        for end, args, exact in _walk(line, command.elements, 0, {}, 0):
             if end == len(tokens):
                 best.append((exact, command, args))
                 break
-            failure.record(end, incomplete=False)
+            line.failure.record(end, incomplete=False)
     if not best:
-        raise _no_match(failure, tokens)
+        raise _no_match(line.failure, tokens)
     top = max(score for score, _, _ in best)
     winners = [(command, args) for score, command, args in best if score == top]
     if len({id(command) for command, _ in winners}) > 1:

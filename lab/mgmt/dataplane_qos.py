@@ -1,11 +1,14 @@
-"""Model -> the data plane's ``set_qos`` payload (``lab.vswitch.config.QosConfig`` shape).
+"""The shared model -> the data plane's ``set_qos`` payload (``lab.vswitch.config.QosConfig``).
 
-What the CLI means, in data-plane terms:
+Every personality's configuration reaches the data plane through this one translation (SONiC
+and NVUE translate theirs into the model first). The model is written in EOS' terms, so this
+says what each EOS line means, in data-plane terms:
 
 * interface QoS = its ``service-profile``'s lines, overridden field by field by the
   interface's own lines (an interface line wins; queue settings merge per queue);
 * ``priority-flow-control on`` + ``priority-flow-control priority <p> no-drop`` ->
-  ``pfc_enabled`` / ``no_drop``; global ``priority-flow-control all off`` turns PFC off everywhere;
+  ``pfc_enabled`` / ``pfc_priorities``; global ``priority-flow-control all off`` turns PFC off
+  everywhere;
 * ``random-detect ecn`` thresholds -> ``ecn.min_bytes`` / ``max_bytes`` (see :mod:`units`);
   ``max-mark-probability`` defaults to 100; ``weight`` is kept in the config but the data plane
   marks on the instantaneous depth (EWMA weight 0);
@@ -13,8 +16,9 @@ What the CLI means, in data-plane terms:
 * the PFC watchdog runs once ``priority-flow-control pause watchdog default timeout`` is set
   (switch-wide) or an interface says ``priority-flow-control pause watchdog``; ``polling-interval
   auto`` (and an unset interval) is half the timeout, so a storm is seen within two polls;
-  unset recovery-time uses the data plane's default (400 ms); the global action defaults to
-  ``drop`` (EOS' default, errdisable, is not modelled); port action ``notify-only`` -> ``alert``;
+  timeout -> ``detection_ms``, recovery-time -> ``restoration_ms`` (unset: the data plane's
+  default, 400 ms); the global action defaults to ``drop`` (EOS' default, errdisable, is not
+  modelled), ``no-drop`` -> ``forward``; port action ``notify-only`` -> ``alert``;
 * trust: the switch-wide ``qos trust`` (a lab extension; unset = ``dscp``, ``no qos trust`` =
   untrusted) -> ``qos.trust`` (``dscp`` | ``none``; switch-wide ``cos`` -> ``dscp`` there and
   ``cos`` on every port); an interface's own effective trust, where it differs, ->
@@ -33,9 +37,11 @@ from lab.mgmt import names
 from lab.mgmt.cli_units import seconds_to_ms, threshold_bytes
 from lab.mgmt.model import QosSettings, SwitchConfig, TxQueue, WatchdogPortTimer
 
-DEFAULT_TIMEOUT_MS = 200
-DEFAULT_RECOVERY_MS = 400
+DEFAULT_DETECTION_MS = 200
+DEFAULT_RESTORATION_MS = 400
 DEFAULT_ECN_PROBABILITY = 100
+# EOS' watchdog actions in the data plane's (and the device state's) words.
+_GLOBAL_ACTION = {"drop": "drop", "no-drop": "forward"}
 _PORT_ACTION = {"drop": "drop", "notify-only": "alert"}
 
 
@@ -112,23 +118,23 @@ def _port_trust(config: SwitchConfig, settings: QosSettings, switch_trust: str) 
     return None if trust == switch_trust else trust
 
 
-def _polling_ms(polling: Any, timeout_ms: int) -> int:
+def _polling_ms(polling: Any, detection_ms: int) -> int:
     if polling is None:  # "auto"
-        return max(1, timeout_ms // 2)
+        return max(1, detection_ms // 2)
     return max(1, seconds_to_ms(polling))
 
 
 def _global_watchdog(config: SwitchConfig) -> dict[str, Any]:
     wd = config.watchdog
-    timeout_ms = seconds_to_ms(wd.timeout) if wd.timeout is not None else DEFAULT_TIMEOUT_MS
+    detection_ms = seconds_to_ms(wd.timeout) if wd.timeout is not None else DEFAULT_DETECTION_MS
     return {
         "enabled": wd.timeout is not None,
-        "timeout_ms": max(1, timeout_ms),
-        "recovery_ms": max(1, seconds_to_ms(wd.recovery_time))
+        "detection_ms": max(1, detection_ms),
+        "restoration_ms": max(1, seconds_to_ms(wd.recovery_time))
         if wd.recovery_time is not None
-        else DEFAULT_RECOVERY_MS,
-        "polling_ms": _polling_ms(wd.polling_interval, timeout_ms),
-        "action": wd.action or "drop",
+        else DEFAULT_RESTORATION_MS,
+        "polling_ms": _polling_ms(wd.polling_interval, detection_ms),
+        "action": _GLOBAL_ACTION[wd.action or "drop"],
     }
 
 
@@ -146,10 +152,10 @@ def _port_watchdog(settings: QosSettings, switch_wide: dict[str, Any]) -> dict[s
         port["action"] = _PORT_ACTION[settings.pfc_watchdog_action]
     timer: WatchdogPortTimer | None = settings.pfc_watchdog_timer
     if timer is not None:
-        timeout_ms = max(1, seconds_to_ms(timer.timeout))
-        port["timeout_ms"] = timeout_ms
-        port["recovery_ms"] = max(1, seconds_to_ms(timer.recovery_time))
-        port["polling_ms"] = _polling_ms(timer.polling_interval, timeout_ms)
+        detection_ms = max(1, seconds_to_ms(timer.timeout))
+        port["detection_ms"] = detection_ms
+        port["restoration_ms"] = max(1, seconds_to_ms(timer.recovery_time))
+        port["polling_ms"] = _polling_ms(timer.polling_interval, detection_ms)
     return port
 
 
@@ -183,7 +189,7 @@ def _port_qos(
     switch_trust: str,
 ) -> dict[str, Any] | None:
     pfc_enabled = settings.pfc_enabled is True and not config.pfc_all_off
-    no_drop = sorted(p for p, action in settings.pfc_priorities.items() if action == "no-drop")
+    lossless = sorted(p for p, action in settings.pfc_priorities.items() if action == "no-drop")
     watchdog = _port_watchdog(settings, switch_wide)
     queues = {
         str(q): entry
@@ -194,7 +200,7 @@ def _port_qos(
     by_udp_port = _udp_port_classes(config, settings.service_policy)
     if (
         not pfc_enabled
-        and not no_drop
+        and not lossless
         and watchdog is None
         and not queues
         and trust is None
@@ -203,7 +209,7 @@ def _port_qos(
         return None
     port: dict[str, Any] = {
         "pfc_enabled": pfc_enabled,
-        "no_drop": no_drop,
+        "pfc_priorities": lossless,
         "watchdog": watchdog,
         "queues": queues,
     }
