@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.observe.locate.rank import PortSymptoms
+from agent.observe.locate.counters import PortSymptoms
 from agent.observe.nccltests.output import parse_output
 from agent.observe.nccltests.verdict import (
     BinaryRun,

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from agent.app.cli import main as cli_main
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
-from agent.observe.locate.rank import PortSymptoms, Topology
+from agent.observe.locate.counters import PortSymptoms
+from agent.observe.locate.topology import Topology
 from agent.observe.perftest import scenario, worker
 from agent.observe.perftest.command import qp_timeout_for, tx_depth_for
 from agent.observe.perftest.verdict import LinkRow, NicDelta, Verdict

@@ -1,7 +1,7 @@
 """Targeted follow-up probes that split a tied group (issue #30).
 
 When links lie on exactly the same probed paths (leaf1->spine2 and spine2->leaf2 in a
-two-leaf fabric), the run's verdict ties them (:mod:`agent.observe.locate.rank`, "ties").
+two-leaf fabric), the run's verdict ties them (:mod:`agent.observe.locate.ties`).
 These follow-ups probe where they differ: TTL-limited probes with a traced path's own
 5-tuple that expire at the switch between two members cross the earlier one and not the
 later one (mtr's method, :func:`agent.observe.probes.paths.probe_hops`), and probes from
@@ -23,16 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import AgentError
-from agent.observe.locate.rank import (
-    FollowUpResult,
-    PathResult,
-    Suspect,
-    Tie,
-    Topology,
-    Verdict,
-    resolve_ties,
-)
+from agent.observe.locate.evidence import PathResult
+from agent.observe.locate.rank import resolve_ties
 from agent.observe.locate.stats import Sprt
+from agent.observe.locate.topology import Topology
+from agent.observe.locate.verdict import FollowUpResult, Suspect, Tie, Verdict
 from agent.observe.probes.packets import ROCE_UDP_PORT
 from agent.observe.probes.paths import MAX_HOP_ROUNDS, HopCount, Path
 

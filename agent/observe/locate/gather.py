@@ -27,17 +27,12 @@ from agent.intent.model import ROCE_UDP_PORT, Device, FabricIntent
 from agent.observe.checks.base import DeviceData
 from agent.observe.collect import collect_device
 from agent.observe.locate import followup
-from agent.observe.locate.rank import (
-    HopProbe,
-    PathResult,
-    PortSymptoms,
-    Topology,
-    Verdict,
-    locate,
-    port_symptoms,
-    resolve_ties,
-)
+from agent.observe.locate.counters import PortSymptoms, switch_symptoms
+from agent.observe.locate.evidence import HopProbe, PathResult
+from agent.observe.locate.rank import locate, resolve_ties
 from agent.observe.locate.stats import Sprt, loss_interval
+from agent.observe.locate.topology import Topology
+from agent.observe.locate.verdict import Verdict
 from agent.observe.probes import paths as probe_paths
 from agent.observe.probes import scenarios
 from agent.observe.probes.mesh import MESH_PAYLOAD_BYTES, MeshProbe, MeshResult, run_mesh
@@ -176,13 +171,13 @@ def run_locate(
     )  # fmt: skip
 
 
-# A path's sequential-test decision as PathResult.lossy (rank's loss symptom).
+# A path's sequential-test decision as PathResult.lossy (the loss symptom, locate.evidence).
 SPRT_LOSSY: dict[str | None, bool | None] = {"h1": True, "h0": False, None: None}
 
 
 def _tied(verdict: Verdict) -> bool:
     """Whether the verdict ranks some suspects as one tied group (``"tied"`` in its JSON:
-    rank.py's ties, issue #30)."""
+    agent.observe.locate.ties, issue #30)."""
     return bool(verdict.as_dict().get("tied"))
 
 
@@ -471,10 +466,7 @@ class _Locating:
             if last.error or last.counters is None:
                 notes.append(f"{device.name} not read: {last.error or first.error}")
                 continue
-            symptoms += port_symptoms(
-                first.counters, last.counters, first.links or {}, last.links or {},
-                profile.pfc.priorities, [profile.cnp.priority],
-            )  # fmt: skip
+            symptoms += switch_symptoms(first, last, profile)
             if last.state is not None:
                 differences += self.drift(device, last)
         return symptoms, differences, notes

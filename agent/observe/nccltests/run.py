@@ -43,8 +43,8 @@ from agent.observe.hostfacts import (
 from agent.observe.hostnic import NicCounters, parse_ethtool_stats, pause_from_stats
 from agent.observe.hostsources import SOURCES, HostSource
 from agent.observe.jobenv import HostEnvironment, job_environment
+from agent.observe.locate.counters import PortSymptoms, switch_symptoms
 from agent.observe.locate.gather import read_switches as read_fabric_switches
-from agent.observe.locate.rank import PortSymptoms, port_symptoms
 from agent.observe.nccltests.command import HostSlots, NcclTestCommand
 from agent.observe.nccltests.output import NcclTestsOutputError, parse_output
 from agent.observe.nccltests.verdict import (
@@ -386,9 +386,7 @@ class _Session:
             first = before.switches.get(name)
             if first is None or first.counters is None or last.counters is None:
                 continue
-            ports += port_symptoms(first.counters, last.counters, first.links or {},
-                                   last.links or {}, profile.pfc.priorities,
-                                   [profile.cnp.priority])  # fmt: skip
+            ports += switch_symptoms(first, last, profile)
         speeds = [p.speed for d in self.devices for p in d.rdma_ports()]
         per_host = {len(d.rdma_ports()) for d in self.devices}
         inputs = NcclAcceptanceInput(

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.observe.locate.rank import PortSymptoms
+from agent.observe.locate.counters import PortSymptoms
 from agent.observe.nccltests.output import NcclTestsRun, SizeRow
 from agent.observe.perftest.verdict import LOSS_COUNTERS, NicDelta
 

@@ -34,8 +34,9 @@ from agent.errors import AgentError, printable
 from agent.intent.model import Device, FabricIntent, PerftestPolicy, Port
 from agent.observe.checks.base import DeviceData
 from agent.observe.hostnic import NicCounters, PortPause
+from agent.observe.locate.counters import PortSymptoms, switch_symptoms
 from agent.observe.locate.gather import read_switches as read_fabric_switches
-from agent.observe.locate.rank import PortSymptoms, Topology, port_symptoms
+from agent.observe.locate.topology import Topology
 from agent.observe.perftest.command import COMMAND_FIELDS, command_from_policy, tcp_port_for
 from agent.observe.perftest.gid import tclass_for
 from agent.observe.perftest.output import PerftestOutputError, PerftestRun, parse_run
@@ -526,10 +527,7 @@ class _Perftesting:
                 notes.append(f"{device.name} not read: {last.error or first.error}")
                 continue
             switch_deltas.append(SwitchDelta(first.counters, last.counters))
-            symptoms += port_symptoms(
-                first.counters, last.counters, first.links or {}, last.links or {},
-                profile.pfc.priorities, [profile.cnp.priority],
-            )  # fmt: skip
+            symptoms += switch_symptoms(first, last, profile)
         return switch_deltas, symptoms, notes
 
     def start_skew(self, results: Sequence[PairResult]) -> list[str]:
