@@ -30,7 +30,8 @@ from agent.observe.locate.stats import Sprt
 from agent.observe.locate.ties import split_by
 from agent.observe.locate.topology import Topology
 from agent.observe.locate.verdict import Verdict
-from agent.observe.probes.paths import HopCount, Path
+from agent.observe.probes.hops import HopCount
+from agent.observe.probes.paths import Path
 from tests.unit.test_locate import FABRIC, route, routes
 
 UPLINK_A = "leaf1:Ethernet2>spine2"  # leaf1 -> spine2: first on the paths h1/h2 -> h3/h4

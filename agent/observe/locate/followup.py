@@ -4,7 +4,7 @@ When links lie on exactly the same probed paths (leaf1->spine2 and spine2->leaf2
 two-leaf fabric), the run's verdict ties them (:mod:`agent.observe.locate.ties`).
 These follow-ups probe where they differ: TTL-limited probes with a traced path's own
 5-tuple that expire at the switch between two members cross the earlier one and not the
-later one (mtr's method, :func:`agent.observe.probes.paths.probe_hops`), and probes from
+later one (mtr's method, :func:`agent.observe.probes.hops.probe_hops`), and probes from
 any source whose path crosses only some members do the same. Each kind of probe -- by the
 members it crosses -- is one sequential test (Wald's SPRT, :mod:`agent.observe.locate.stats`)
 that continues the run's own hop counts; the probing grows round by round (more tries each
@@ -28,8 +28,9 @@ from agent.observe.locate.rank import resolve_ties
 from agent.observe.locate.stats import Sprt
 from agent.observe.locate.topology import Topology
 from agent.observe.locate.verdict import FollowUpResult, Suspect, Tie, Verdict
+from agent.observe.probes.hops import MAX_HOP_ROUNDS, HopCount
 from agent.observe.probes.packets import ROCE_UDP_PORT
-from agent.observe.probes.paths import MAX_HOP_ROUNDS, HopCount, Path
+from agent.observe.probes.paths import Path
 
 if TYPE_CHECKING:
     from agent.intent.model import FabricIntent
@@ -230,7 +231,7 @@ def run_follow_ups(
     at once. One result per kind, with its counts (the run's own included) and decision. A
     host that cannot probe stops the follow-ups; the results say so."""
     if prober is None:
-        from agent.observe.probes.paths import probe_hops
+        from agent.observe.probes.hops import probe_hops
 
         prober = probe_hops
     started = clock()

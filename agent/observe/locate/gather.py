@@ -35,8 +35,9 @@ from agent.observe.locate.topology import Topology
 from agent.observe.locate.verdict import Verdict
 from agent.observe.probes import paths as probe_paths
 from agent.observe.probes import scenarios
+from agent.observe.probes.hops import HopCount, probe_hops
 from agent.observe.probes.mesh import MESH_PAYLOAD_BYTES, MeshProbe, MeshResult, run_mesh
-from agent.observe.probes.paths import HopCount, Path
+from agent.observe.probes.paths import Path
 from agent.observe.probes.sender import ETHERNET_OVERHEAD
 from agent.observe.probes.timestamps import weakest
 from agent.observe.probes.transport import ROCE, Transport
@@ -356,7 +357,7 @@ class _Locating:
         # switch reads and the mesh, the incast loads beside the mesh).
         with ThreadPoolExecutor(max_workers=2 + len(incasts)) as pool:
             hop_results = pool.submit(
-                probe_paths.probe_hops,
+                probe_hops,
                 self.intent,
                 traced,
                 tries=self.hop_tries,
