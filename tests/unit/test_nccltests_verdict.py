@@ -18,7 +18,7 @@ from agent.observe.nccltests.verdict import (
     evaluate,
     line_rate_GBps,
 )
-from agent.observe.perftest.verdict import NicDelta
+from agent.observe.perftest.inputs import NicDelta
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
 G = 10**9

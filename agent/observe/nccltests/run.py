@@ -53,8 +53,8 @@ from agent.observe.nccltests.verdict import (
     NcclVerdict,
     evaluate,
 )
+from agent.observe.perftest.inputs import NicDelta, nic_delta
 from agent.observe.perftest.scenario import rdma_hosts
-from agent.observe.perftest.verdict import NicDelta, nic_delta
 from common.text import is_decimal
 
 # nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-...)", one line per GPU (nvidia-smi(1),

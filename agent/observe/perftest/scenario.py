@@ -14,7 +14,7 @@ Per run: the switches are read before and after (counters and link health, one S
 each, :func:`agent.observe.locate.gather.read_switches`); each perftest side runs through the probe
 runner (:mod:`agent.observe.perftest.worker`, over SSH on real hosts), which reads its NIC before
 and
-after; the agent parses perftest's output and judges it (:mod:`agent.observe.perftest.verdict`).
+after; the agent parses perftest's output and judges it (:mod:`agent.observe.perftest.acceptance`).
 When a link fails or a NIC saw loss, :func:`name_causes` says where, from the switch ports on
 the pair's shortest paths: FCS or input errors on a link, drops in a queue, PFC pauses, or no
 switch counter at all (a link dropping silently: ``roce-agent locate`` ranks those).
@@ -37,20 +37,20 @@ from agent.observe.hostnic import NicCounters, PortPause
 from agent.observe.locate.counters import PortSymptoms, switch_symptoms
 from agent.observe.locate.gather import read_switches as read_fabric_switches
 from agent.observe.locate.topology import Topology
+from agent.observe.perftest.acceptance import evaluate
 from agent.observe.perftest.command import COMMAND_FIELDS, command_from_policy, tcp_port_for
 from agent.observe.perftest.gid import tclass_for
-from agent.observe.perftest.output import PerftestOutputError, PerftestRun, parse_run
-from agent.observe.perftest.verdict import (
+from agent.observe.perftest.inputs import (
     LOSS_COUNTERS,
     AcceptanceInput,
     LinkRun,
     NicDelta,
     SwitchDelta,
     SwitchPort,
-    Verdict,
-    evaluate,
     nic_delta,
 )
+from agent.observe.perftest.output import PerftestOutputError, PerftestRun, parse_run
+from agent.observe.perftest.verdict import Verdict
 from agent.observe.probes.runner import NetnsRunner, ProbeError, ProbeHandle, Runner, SshRunner
 from common.phases import Phases
 
