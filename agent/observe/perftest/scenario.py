@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
 from agent.device.fanout import results_or_raise, run_each
 from agent.device.push import Pusher
@@ -215,11 +215,12 @@ def _result(handle: ProbeHandle, side: SideResult, timeout: float) -> None:
 def _spec(
     intent: FabricIntent,
     policy: PerftestPolicy,
-    end: RdmaEnd,
-    peer: RdmaEnd,
+    ends: tuple[RdmaEnd, RdmaEnd],
     index: int,
     bidirectional: bool,
 ) -> dict[str, Any]:
+    """The worker's spec for the side ``ends[0]`` of the pair, whose peer is ``ends[1]``."""
+    end, peer = ends
     command = command_from_policy(
         policy,
         device=end.rdma_device,
@@ -256,9 +257,9 @@ def run_round(
     ]  # fmt: skip
     jobs: list[Job] = []
     for index, ((client, server), result) in enumerate(zip(pairs, results, strict=True)):
-        spec = _spec(intent, policy, server, client, index, bidirectional)
+        spec = _spec(intent, policy, (server, client), index, bidirectional)
         jobs.append((server, {**spec, "side": "server"}, result.server_side))
-        spec = _spec(intent, policy, client, server, index, bidirectional)
+        spec = _spec(intent, policy, (client, server), index, bidirectional)
         client_spec = {**spec, "side": "client", "server_address": server.ip, "wait_for_go": True}
         jobs.append((client, client_spec, result.client_side))
     duration = int(jobs[0][1]["duration_s"])
@@ -387,24 +388,32 @@ def nic_deltas(ends: dict[str, RdmaEnd], pairs: Sequence[PairResult]) -> list[Ni
     return deltas
 
 
+class PerftestOptions(TypedDict, total=False):
+    """What :func:`run_perftest` runs: the (client, server) pairs (default: every host
+    pair, round robin), an incast's receiver and senders, the duration (default: the
+    policy's) and whether the switches are read around it (yes)."""
+
+    pairs: Sequence[tuple[str, str]] | None
+    to: str | None
+    senders: Sequence[str] | None
+    duration_s: float | None
+    read_switches: bool
+
+
 def run_perftest(
-    intent: FabricIntent,
-    scenario: Scenario,
-    *,
-    pairs: Sequence[tuple[str, str]] | None = None,
-    to: str | None = None,
-    senders: Sequence[str] | None = None,
-    duration_s: float | None = None,
-    read_switches: bool = True,
+    intent: FabricIntent, scenario: Scenario, **options: Unpack[PerftestOptions]
 ) -> PerftestReport:
     """Run ``scenario`` on the fabric's RDMA hosts and judge it (module docstring)."""
     started = time.monotonic()
     policy = intent.validation.perftest
+    duration_s = options.get("duration_s")
     if duration_s is not None:
         policy = policy.model_copy(update={"duration_s": duration_s})
-    rounds = _plan_rounds(intent, scenario, pairs, to, senders)
+    rounds = _plan_rounds(
+        intent, scenario, options.get("pairs"), options.get("to"), options.get("senders")
+    )
     run = _Perftesting(intent, scenario, policy, _rdma_ends(intent, scenario, rounds))
-    before = run.read_before(read_switches)
+    before = run.read_before(options.get("read_switches", True))
     results = run.rounds(rounds)
     after = run.read_after()
     switch_deltas, symptoms, notes = run.compare(before, after)
