@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from agent.device.fanout import results_or_raise, run_each
 from agent.observe.probes.packets import ICRC_LEN, IP_OFFSET, ROCE_UDP_PORT
-from agent.observe.probes.paths import WORKER_MARGIN_S, Path, PathError, host_ip
+from agent.observe.probes.paths import Path, PathError, host_ip, run_worker
 from agent.observe.probes.ttl_probes import (
     ICMP_TIME_EXCEEDED,
     MAX_PROBES,
@@ -34,6 +34,7 @@ from agent.observe.probes.ttl_probes import (
     probe_frame,
     probe_sockets,
     read_answers,
+    worker_json,
 )
 
 if TYPE_CHECKING:
@@ -101,14 +102,7 @@ class HopSpec:
 
     def as_json(self) -> dict[str, Any]:
         """The worker's JSON argument (:meth:`from_json` reads it back)."""
-        return {
-            "probes": [list(p) for p in self.probes],
-            "count": self.count,
-            "dscp": self.dscp,
-            "rate_pps": self.rate_pps,
-            "wait_s": self.wait_s,
-            "udp_port": self.udp_port,
-        }
+        return worker_json(self)
 
     def budget_s(self) -> float:
         return sum(p[2] for p in self.probes) * self.count / self.rate_pps + self.wait_s
@@ -269,7 +263,6 @@ def _one_host(
     intent: FabricIntent, src: str, mine: list[Path], options: HopOptions
 ) -> dict[HopKey, tuple[HopCount | None, ...]]:
     """The hop probes of ``mine`` from ``src``, in one worker run there."""
-    from agent.observe.probes.runner import ProbeError
     from agent.observe.probes.scenarios import ScenarioError, endpoint
 
     dst_ips = {p.dst: host_ip(intent, p.dst) for p in mine}
@@ -288,12 +281,7 @@ def _one_host(
         chosen = runner(src) if runner else endpoint(intent, src).runner
     except ScenarioError as exc:
         raise PathError(str(exc)) from None
-    handle = chosen.start("hops", spec.as_json())
-    try:
-        result = handle.result(timeout=spec.budget_s() + WORKER_MARGIN_S)
-    except ProbeError as exc:
-        raise PathError(str(exc)) from None
-    rows = result.get("probes")
+    rows = run_worker(chosen, "hops", spec).get("probes")
     if not isinstance(rows, list) or len(rows) != len(mine):
         raise PathError(
             f"hop probes from {src}: Expected: {len(mine)} results Actual: {rows!r:.200}"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from agent.device.fanout import results_or_raise, run_each
 from agent.errors import AgentError
@@ -214,7 +214,6 @@ def trace_many(
 ) -> list[Path]:
     """Trace (destination host, source port) probes from host ``src`` in one worker run, to
     UDP ``udp_port`` (the run's: the destination port is part of what ECMP hashes)."""
-    from agent.observe.probes.runner import ProbeError
     from agent.observe.probes.scenarios import ScenarioError, endpoint
 
     try:
@@ -226,17 +225,32 @@ def trace_many(
     if src in dst_ips:
         raise PathError(f"trace {src} -> {src}: source and destination are the same host")
     spec = _trace_spec(fabric, src, [(dst_ips[dst], dst, sport) for dst, sport in probes], options)
-    handle = (options.get("runner") or source.runner).start("trace", spec.as_json())
-    try:
-        result = handle.result(timeout=spec.budget_s() + WORKER_MARGIN_S)
-    except ProbeError as exc:
-        raise PathError(str(exc)) from None
-    answers = result.get("probes")
+    answers = run_worker(options.get("runner") or source.runner, "trace", spec).get("probes")
     if not isinstance(answers, list) or len(answers) != len(probes):
         raise PathError(
             f"trace from {src}: Expected: {len(probes)} probe results Actual: {answers!r:.200}"
         )
     return [fabric.path(src, dst, a) for (dst, _), a in zip(probes, answers, strict=True)]
+
+
+class WorkerSpec(Protocol):
+    """A spec a host's probe worker runs (a trace's, the hop probes')."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+    def budget_s(self) -> float: ...
+
+
+def run_worker(runner: Runner, role: str, spec: WorkerSpec) -> dict[str, Any]:
+    """The result of the worker ``role`` run with ``spec`` on ``runner``, waited for as long
+    as the spec's budget and a worker's start; PathError when it failed."""
+    from agent.observe.probes.runner import ProbeError
+
+    handle = runner.start(role, spec.as_json())
+    try:
+        return handle.result(timeout=spec.budget_s() + WORKER_MARGIN_S)
+    except ProbeError as exc:
+        raise PathError(str(exc)) from None
 
 
 def _trace_spec(

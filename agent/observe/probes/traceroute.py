@@ -32,6 +32,7 @@ from agent.observe.probes.ttl_probes import (
     probe_sockets,
     read_answers,
     trace_frame,
+    worker_json,
 )
 
 MAX_TTL = 64
@@ -97,16 +98,7 @@ class TraceSpec:
 
     def as_json(self) -> dict[str, Any]:
         """The worker's JSON argument (:meth:`from_json` reads it back)."""
-        return {
-            "probes": [list(p) for p in self.probes],
-            "dscp": self.dscp,
-            "max_ttl": self.max_ttl,
-            "tries": self.tries,
-            "wait_s": self.wait_s,
-            "rate_pps": self.rate_pps,
-            "stop_at": {k: list(v) for k, v in self.stop_at.items()},
-            "udp_port": self.udp_port,
-        }
+        return worker_json(self)
 
     def budget_s(self) -> float:
         """Longest the trace can take: every TTL and try waits in full, sends paced."""

@@ -17,7 +17,7 @@ import socket
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from agent.observe.probes.packets import (
@@ -56,6 +56,20 @@ def check_ranges(fields: Sequence[tuple[str, Any, int, int]], where: str = "") -
     for name, value, low, high in fields:
         if not isinstance(value, int) or not low <= value <= high:
             raise ValueError(f"{where}{name}: Expected: {low}..{high} Actual: {value!r}")
+
+
+def worker_json(spec: Any) -> dict[str, Any]:
+    """A spec dataclass as the worker's JSON argument: its fields in order, tuples as lists
+    (the spec's ``from_json`` reads it back)."""
+    return {f.name: _listed(getattr(spec, f.name)) for f in fields(spec)}
+
+
+def _listed(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_listed(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _listed(item) for key, item in value.items()}
+    return value
 
 
 def probe_id(ttl: int, attempt: int) -> int:
