@@ -42,11 +42,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -170,39 +171,55 @@ def pools(intent: FabricIntent) -> dict[str, list[Trial]]:
     roles = {d.name: d.role for d in intent.devices}
     hosts = sorted(n for n, r in roles.items() if r == "host")
     fabric_links = [(s, p, peer, q) for s, p, peer, q in ports if roles[peer] != "host"]
+    every_port = [(s, p) for s, p, _, _ in ports]
+    return {
+        "icrc": _icrc_trials(intent),
+        "down": _down_trials(fabric_links),
+        "storm": [Trial("storm", h, {}, ("host-nic", h)) for h in hosts],
+        "misclassify": _port_trials("misclassify", every_port),
+        "asic-misclassify": _port_trials("asic-misclassify", every_port),
+        # Pause reaches the spines' ports under the load (the congested leaf pauses them).
+        "ignore-pfc": _port_trials(
+            "ignore-pfc", [(s, p) for s, p, _, _ in fabric_links if roles[s] == "spine"]
+        ),
+        "host-stall": _stall_trials(hosts),
+    }
+
+
+def _icrc_trials(intent: FabricIntent) -> list[Trial]:
+    """Corruption at a switch egress: every direction a switch sends on."""
     egress = [
         t
         for kind, found in directions(intent).items()
         if not kind.startswith("host>")
         for t in found
     ]
+    return [Trial("icrc", t, {"percent": OTHER_RATE}, ("link", e)) for t, e in egress]
 
-    def cable(a: str, pa: str, b: str, pb: str) -> str:
-        x, y = sorted((f"{a}:{pa}", f"{b}:{pb}"))
-        return f"{x}<>{y}"
 
-    def port_trials(kind: str, chosen: Sequence[tuple[str, str]]) -> list[Trial]:
-        return [Trial(kind, f"{s}:{lab_name(p)}", {}, ("port", f"{s}:{p}")) for s, p in chosen]
+def _down_trials(fabric_links: Sequence[tuple[str, str, str, str]]) -> list[Trial]:
+    """A switch port down: each cable between switches once, named as locate names it."""
+    return [
+        Trial("down", f"{s}:{lab_name(p)}", {}, ("link", _cable(s, p, peer, q)))
+        for s, p, peer, q in fabric_links
+        if s < peer
+    ]
 
+
+def _cable(a: str, pa: str, b: str, pb: str) -> str:
+    x, y = sorted((f"{a}:{pa}", f"{b}:{pb}"))
+    return f"{x}<>{y}"
+
+
+def _port_trials(kind: str, chosen: Sequence[tuple[str, str]]) -> list[Trial]:
+    return [Trial(kind, f"{s}:{lab_name(p)}", {}, ("port", f"{s}:{p}")) for s, p in chosen]
+
+
+def _stall_trials(hosts: Sequence[str]) -> list[Trial]:
+    """A slow host is the host, not its access link (#30, item 4)."""
     stall = lab_faults.KINDS.get("host-stall")
     stall_params = {"ms": STALL_MS} if stall is not None and "ms" in stall.allowed else {}
-    return {
-        "icrc": [Trial("icrc", t, {"percent": OTHER_RATE}, ("link", e)) for t, e in egress],
-        "down": [
-            Trial("down", f"{s}:{lab_name(p)}", {}, ("link", cable(s, p, peer, q)))
-            for s, p, peer, q in fabric_links
-            if s < peer
-        ],
-        "storm": [Trial("storm", h, {}, ("host-nic", h)) for h in hosts],
-        "misclassify": port_trials("misclassify", [(s, p) for s, p, _, _ in ports]),
-        "asic-misclassify": port_trials("asic-misclassify", [(s, p) for s, p, _, _ in ports]),
-        # Pause reaches the spines' ports under the load (the congested leaf pauses them).
-        "ignore-pfc": port_trials(
-            "ignore-pfc", [(s, p) for s, p, _, _ in fabric_links if roles[s] == "spine"]
-        ),
-        # A slow host is the host, not its access link (#30, item 4).
-        "host-stall": [Trial("host-stall", h, dict(stall_params), ("host", h)) for h in hosts],
-    }
+    return [Trial("host-stall", h, dict(stall_params), ("host", h)) for h in hosts]
 
 
 def _pick(rng: random.Random, pool: Sequence[Any], n: int) -> list[Any]:
@@ -233,18 +250,26 @@ def _direction_trials(
     return out
 
 
+class DrawOptions(TypedDict, total=False):
+    """:func:`draw`'s loss and corruption rates (percent, default :data:`RATES`) and its
+    number of no-fault runs (default: ``trials``)."""
+
+    rates: Sequence[float]
+    no_fault: int | None
+
+
 def draw(
     intent: FabricIntent,
     kinds: Sequence[str],
     trials: int,
     seed: int,
-    rates: Sequence[float] = RATES,
-    no_fault: int | None = None,
+    **options: Unpack[DrawOptions],
 ) -> list[Trial]:
     """The seeded matrix: per rate kind, rate and direction kind ``trials`` random
     directions; latency per direction kind; ``trials`` random targets of every other kind;
     ``no_fault`` runs with nothing injected (default ``trials``). Shuffled (seeded), so a slow
     spell of the machine hits every kind, not one."""
+    rates, no_fault = options.get("rates", RATES), options.get("no_fault")
     rng = random.Random(seed)
     by_direction = directions(intent)
     others = pools(intent)
@@ -306,7 +331,7 @@ def settings_for(
     ``duration_s`` was asked for; otherwise a fixed mesh of ``duration_s`` (default: the
     CLI's 5 s), saying why."""
     values = {**ADAPTIVE, **adaptive}
-    takes = set(inspect.signature(locate).parameters)
+    takes = keywords(locate)
     missing = sorted(set(ADAPTIVE) - takes)
     if not missing:
         if duration_s is None:
@@ -323,6 +348,20 @@ def settings_for(
         f"take {', '.join(missing)})"
     )
     return Settings(False, fixed, load=load, note=note)
+
+
+def keywords(locate: Callable[..., Any]) -> set[str]:
+    """The keywords ``locate`` takes: its named parameters, and the keys of the TypedDict
+    its ``**options`` are typed with (``Unpack[...]``), as run_locate's are."""
+    names = set()
+    for parameter in inspect.signature(locate).parameters.values():
+        if parameter.kind is not parameter.VAR_KEYWORD:
+            names.add(parameter.name)
+            continue
+        hint = typing.get_type_hints(locate, include_extras=True).get(parameter.name)
+        if typing.get_origin(hint) is typing.Unpack:
+            names |= set(typing.get_args(hint)[0].__annotations__)
+    return names
 
 
 @dataclass
@@ -465,6 +504,25 @@ def _floats(text: str) -> tuple[float, ...]:
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The arguments, checked: bad input exits 2 naming the option."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.kinds = tuple(k for k in args.kinds.split(",") if k)
+    unknown = [k for k in args.kinds if k not in KINDS]
+    if unknown or not args.kinds:
+        parser.error(f"--kinds: Expected: some of {','.join(KINDS)}. Actual: {unknown}")
+    if args.trials < 1:
+        parser.error(f"--trials: Expected: >= 1. Actual: {args.trials}")
+    if args.no_fault is not None and args.no_fault < 0:
+        parser.error(f"--no-fault: Expected: >= 0. Actual: {args.no_fault}")
+    args.rates = _rates(parser, args.rates, args.matrix)
+    if args.duration is not None and args.duration <= 0:
+        parser.error(f"--duration: Expected: > 0 seconds. Actual: {args.duration:g}")
+    if args.matrix and args.no_fault is None:
+        args.no_fault = 4 * args.trials
+    return args
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "--matrix",
@@ -493,28 +551,20 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--load", action="store_true", help="every trial with --load")
     parser.add_argument("--records", type=Path, help="append each trial here (JSON lines)")
     parser.add_argument("--json", action="store_true", help="the summary as JSON at the end")
-    args = parser.parse_args(argv)
-    args.kinds = tuple(k for k in args.kinds.split(",") if k)
-    unknown = [k for k in args.kinds if k not in KINDS]
-    if unknown or not args.kinds:
-        parser.error(f"--kinds: Expected: some of {','.join(KINDS)}. Actual: {unknown}")
-    if args.trials < 1:
-        parser.error(f"--trials: Expected: >= 1. Actual: {args.trials}")
-    if args.no_fault is not None and args.no_fault < 0:
-        parser.error(f"--no-fault: Expected: >= 0. Actual: {args.no_fault}")
-    if args.rates is None:
-        args.rates = ",".join(f"{r:g}" for r in (RATES if args.matrix else (OTHER_RATE,)))
+    return parser
+
+
+def _rates(parser: argparse.ArgumentParser, text: str | None, matrix: bool) -> tuple[float, ...]:
+    """--rates as percentages (default: 5, with --matrix every one of RATES)."""
+    if text is None:
+        text = ",".join(f"{r:g}" for r in (RATES if matrix else (OTHER_RATE,)))
     try:
-        args.rates = _floats(args.rates)
+        rates = _floats(text)
     except ValueError:
-        parser.error(f"--rates: Expected: percentages like 0.5,1,2,5. Actual: {args.rates!r}")
-    if not args.rates or any(not 0 < r <= 100 for r in args.rates):
-        parser.error(f"--rates: Expected: each 0 < rate <= 100. Actual: {args.rates}")
-    if args.duration is not None and args.duration <= 0:
-        parser.error(f"--duration: Expected: > 0 seconds. Actual: {args.duration:g}")
-    if args.matrix and args.no_fault is None:
-        args.no_fault = 4 * args.trials
-    return args
+        parser.error(f"--rates: Expected: percentages like 0.5,1,2,5. Actual: {text!r}")
+    if not rates or any(not 0 < r <= 100 for r in rates):
+        parser.error(f"--rates: Expected: each 0 < rate <= 100. Actual: {rates}")
+    return rates
 
 
 def report(records: Sequence[dict[str, Any]], note: str) -> bool:
@@ -549,7 +599,9 @@ def _lab_up(name: str, state: Path) -> bool:
 def run_matrix(args: argparse.Namespace, state: Path, info: RunInfo) -> list[dict[str, Any]]:
     intent = load_fabric(state / "fabric.yml").intent
     faults = LabFaults(state)
-    trials = draw(intent, args.kinds, args.trials, args.seed, args.rates, args.no_fault)
+    trials = draw(
+        intent, args.kinds, args.trials, args.seed, rates=args.rates, no_fault=args.no_fault
+    )
     records = []
     for index, trial in enumerate(trials):
         outcome = run_trial(intent, faults, trial, info.settings)

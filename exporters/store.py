@@ -24,7 +24,7 @@ from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
 from agent.intent.shard import WHOLE, Shard
 from agent.observe.hostnic import NicCounters
-from agent.observe.locate.rank import Topology
+from agent.observe.locate.topology import Topology
 from exporters.metrics import (
     CHECK_RESULTS,
     LOCATE_KINDS,

@@ -32,7 +32,7 @@ from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
 from agent.errors import printable
 from agent.intent.loader import load_fabric
 from agent.observe.locate.gather import LocateRun, as_json, run_locate
-from agent.observe.locate.rank import Suspect
+from agent.observe.locate.verdict import Suspect
 from common.conventions import add_column, console, duration, examples, output_option, table
 
 SECONDS = duration(3600)

@@ -125,7 +125,7 @@ def incast(
     from agent.observe.probes.scenarios import incast as run_incast
 
     names = [s.strip() for s in senders.split(",") if s.strip()]
-    result = run_incast(_intent(fabric), to, names, duration, rate, size, not no_dcqcn)
+    result = run_incast(_intent(fabric), to, names, duration, rate, size=size, dcqcn=not no_dcqcn)
     _emit(result, output, f"incast {','.join(names)} → {to}")
     _exit_for(result)
 

@@ -17,6 +17,7 @@ of judging them a second time (docs/host-preflight.md, "RC201").
 from __future__ import annotations
 
 import time
+from typing import TypedDict, Unpack
 
 from agent.device.fanout import DEFAULT_PARALLELISM, results_or_raise, run_each
 from agent.device.platforms import platform_for
@@ -63,16 +64,24 @@ def collect_device(
     return data
 
 
+class CollectOptions(TypedDict, total=False):
+    """:func:`collect`'s devices read at once (the fan-out's default) and whether the hosts'
+    pre-flight facts are read too (no)."""
+
+    parallelism: int
+    hosts: bool
+
+
 def collect(
     pusher: Pusher,
     devices: list[Device],
     counters: bool = True,
     window_s: float = 0.0,
-    parallelism: int = DEFAULT_PARALLELISM,
-    hosts: bool = False,
+    **options: Unpack[CollectOptions],
 ) -> Collected:
     """State (and counters) of ``devices``; hosts are listed without state, with their host
     facts when ``hosts`` (every host of the intent with an RDMA port)."""
+    parallelism = options.get("parallelism", DEFAULT_PARALLELISM)
     collected = Collected(pusher.intent, pusher.plan)
     switches = [d for d in devices if d.role != "host"]
     read = run_each(
@@ -82,7 +91,7 @@ def collect(
     )
     for data in results_or_raise(read).values():
         collected.devices[data.device.name] = data
-    facts = host_facts(pusher, parallelism) if hosts else {}
+    facts = host_facts(pusher, parallelism) if options.get("hosts", False) else {}
     for device in pusher.intent.devices:
         if device.role == "host":
             device_plan = pusher.plan.device(device.name)

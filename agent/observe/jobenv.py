@@ -238,10 +238,26 @@ def job_environment(intent: FabricIntent, facts: HostFacts) -> HostEnvironment:
         env.problems.append(index_problem)
     devices = {p.device for p in facts.ports} | {e.device for e in table}
     classes = _classes(intent.profile, env)
+    env.variables = {
+        **_nccl_variables(facts, devices, index, classes),
+        **_ucx_variables(facts, index, classes),
+    }
+    return env
+
+
+def _nccl_variables(
+    facts: HostFacts, devices: set[str], index: int | None, classes: dict[str, str]
+) -> dict[str, str]:
+    """NCCL's: the devices, the GID index when one serves every port, the classes."""
     nccl = {"NCCL_IB_HCA": hca_list(facts.ports, devices)}
     if index is not None:
         nccl["NCCL_IB_GID_INDEX"] = str(index)
     nccl.update({k: v for k, v in classes.items() if k.startswith("NCCL_")})
+    return nccl
+
+
+def _ucx_variables(facts: HostFacts, index: int | None, classes: dict[str, str]) -> dict[str, str]:
+    """UCX's: the same devices, GID index and traffic class in UCX's names."""
     ucx = {
         "UCX_NET_DEVICES": ",".join(dict.fromkeys(f"{p.device}:{p.ib_port}" for p in facts.ports))
     }
@@ -249,5 +265,4 @@ def job_environment(intent: FabricIntent, facts: HostFacts) -> HostEnvironment:
         ucx["UCX_IB_GID_INDEX"] = str(index)
     ucx["UCX_IB_TRAFFIC_CLASS"] = classes["NCCL_IB_TC"]
     ucx.update({k: v for k, v in classes.items() if k.startswith("UCX_")})
-    env.variables = {**nccl, **ucx}
-    return env
+    return ucx

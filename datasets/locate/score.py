@@ -72,6 +72,14 @@ def problems(record: Any) -> list[str]:
     """What is wrong with one record, as "Expected: ... Actual: ..." lines (empty: valid)."""
     if not isinstance(record, dict):
         return [f"Expected: a JSON object. Actual: {type(record).__name__}"]
+    out = _type_problems(record)
+    if out:
+        return out
+    return _content_problems(record)
+
+
+def _type_problems(record: dict[str, Any]) -> list[str]:
+    """Each required key missing or of the wrong type."""
     out = []
     for key, types in REQUIRED.items():
         if key not in record:
@@ -79,8 +87,13 @@ def problems(record: Any) -> list[str]:
         elif not isinstance(record[key], types) or isinstance(record[key], bool):
             wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
             out.append(f"{key}: Expected: {wanted}. Actual: {type(record[key]).__name__}")
-    if out:
-        return out
+    return out
+
+
+def _content_problems(record: dict[str, Any]) -> list[str]:
+    """What the keys hold that does not fit: the schema, the fault's keys, the label, and
+    exactly one of verdict and error."""
+    out = []
     if record["schema"] != SCHEMA:
         out.append(f"schema: Expected: {SCHEMA}. Actual: {record['schema']}")
     out += [
@@ -215,22 +228,26 @@ class Summary:
 
 
 def summarise(trials: Sequence[Scored]) -> Summary:
-    named = sum(t.suspects for t in trials)
     faults = [t for t in trials if t.fault]
     times = [t.time_s for t in trials if t.time_s is not None]
     return Summary(
         trials=len(trials),
         first=sum(t.right_first for t in trials) / len(trials),
-        precision=sum(t.right_suspects for t in trials) / named if named else None,
-        recall=sum(t.found for t in faults) / len(faults) if faults else None,
+        precision=_ratio(sum(t.right_suspects for t in trials), sum(t.suspects for t in trials)),
+        recall=_ratio(sum(t.found for t in faults), len(faults)),
         tied_trials=sum(t.tied_size > 0 for t in trials),
         largest_tie=max((t.tied_size for t in trials), default=0),
         false_suspects=sum(t.suspects - t.right_suspects for t in trials),
         trials_with_false=sum(t.suspects > t.right_suspects for t in trials),
         errors=sum(t.error for t in trials),
         time_median_s=statistics.median(times) if times else None,
-        time_max_s=max(times) if times else None,
+        time_max_s=max(times, default=None),
     )
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    """``part / whole``; None (undefined) when ``whole`` is 0."""
+    return part / whole if whole else None
 
 
 GROUPINGS = ("kind", "rate", "direction")
@@ -314,9 +331,13 @@ def _share_goal(name: str, trials: Sequence[Scored], goal: float) -> Goal:
 
 def goals(trials: Sequence[Scored]) -> list[Goal]:
     """The issue's goals on the lab, each PASS, FAIL or n/a."""
+    return [*_rate_goals(trials), _kinds_goal(trials), _clean_goal(trials), _time_goal(trials)]
+
+
+def _rate_goals(trials: Sequence[Scored]) -> list[Goal]:
+    """First-suspect accuracy on loss and corruption: at 1 % and more, and at 0.5 %."""
     rated = [t for t in trials if t.kind in RATE_KINDS and t.rate is not None]
-    others = sorted({t.kind for t in trials if t.kind not in (*RATE_KINDS, "none")})
-    out = [
+    return [
         _share_goal(
             f"faulty element first in >= {GOAL_FIRST:.0%} at >= 1 % loss/corruption",
             [t for t in rated if t.rate is not None and t.rate >= 1.0],
@@ -328,34 +349,40 @@ def goals(trials: Sequence[Scored]) -> list[Goal]:
             GOAL_FIRST_LOW,
         ),
     ]
+
+
+def _kinds_goal(trials: Sequence[Scored]) -> Goal:
+    """First-suspect accuracy on every other kind, each on its own."""
+    others = sorted({t.kind for t in trials if t.kind not in (*RATE_KINDS, "none")})
     per_kind = [_share_goal(k, [t for t in trials if t.kind == k], GOAL_FIRST) for k in others]
     failing = [g for g in per_kind if g.status == "FAIL"]
-    out.append(
-        Goal(
-            f"faulty element first in >= {GOAL_FIRST:.0%} for every other kind",
-            "n/a" if not per_kind else ("FAIL" if failing else "PASS"),
-            "; ".join(f"{g.name}: {g.detail}" for g in per_kind) or "no trials",
-        )
+    return Goal(
+        f"faulty element first in >= {GOAL_FIRST:.0%} for every other kind",
+        "n/a" if not per_kind else ("FAIL" if failing else "PASS"),
+        "; ".join(f"{g.name}: {g.detail}" for g in per_kind) or "no trials",
     )
+
+
+def _clean_goal(trials: Sequence[Scored]) -> Goal:
+    """No suspect at all in a run without a fault."""
     clean = [t for t in trials if t.kind == "none"]
     with_suspects = [t for t in clean if not t.right_first]
-    out.append(
-        Goal(
-            "no suspect in any no-fault run",
-            "n/a" if not clean else ("FAIL" if with_suspects else "PASS"),
-            f"{len(clean) - len(with_suspects)} of {len(clean)} without a suspect",
-        )
+    return Goal(
+        "no suspect in any no-fault run",
+        "n/a" if not clean else ("FAIL" if with_suspects else "PASS"),
+        f"{len(clean) - len(with_suspects)} of {len(clean)} without a suspect",
     )
+
+
+def _time_goal(trials: Sequence[Scored]) -> Goal:
+    """Every verdict within GOAL_VERDICT_S."""
     times = [t.time_s for t in trials if t.time_s is not None]
     slow = [x for x in times if x > GOAL_VERDICT_S]
-    out.append(
-        Goal(
-            f"verdict within {GOAL_VERDICT_S:g} s",
-            "n/a" if not times else ("FAIL" if slow else "PASS"),
-            f"largest {max(times):.0f} s, {len(slow)} over" if times else "no trials ran",
-        )
+    return Goal(
+        f"verdict within {GOAL_VERDICT_S:g} s",
+        "n/a" if not times else ("FAIL" if slow else "PASS"),
+        f"largest {max(times):.0f} s, {len(slow)} over" if times else "no trials ran",
     )
-    return out
 
 
 def goal_lines(trials: Sequence[Scored]) -> list[str]:

@@ -44,8 +44,10 @@ import pytest
 import yaml
 
 from agent.intent.loader import load_fabric
+from agent.observe.locate.evidence import PathResult
 from agent.observe.locate.gather import LocateRun, as_json
-from agent.observe.locate.rank import PathResult, Topology, locate
+from agent.observe.locate.rank import locate
+from agent.observe.locate.topology import Topology
 from agent.observe.probes import scenarios
 from agent.observe.probes.runner import NetnsRunner
 from exporters import alerts

@@ -15,7 +15,7 @@ import pytest
 from agent.intent.model import FabricIntent
 from agent.observe.locate.followup import follow_up
 from agent.observe.locate.gather import run_locate
-from agent.observe.locate.rank import Topology
+from agent.observe.locate.topology import Topology
 from lab.faults import LabFaults
 from tests.lab.support.labs import Lab, LabFactory, apply_fabric, requires_lab
 

@@ -17,15 +17,9 @@ from typing import Any
 import pytest
 
 from agent.intent.model import FabricIntent
+from agent.observe.probes.hops import probe_hops
 from agent.observe.probes.packets import Flow, RoceTemplate
-from agent.observe.probes.paths import (
-    BASE_SPORT,
-    Path,
-    discover,
-    probe_hops,
-    trace,
-    trace_many,
-)
+from agent.observe.probes.paths import BASE_SPORT, Path, discover, trace, trace_many
 from agent.observe.probes.runner import NetnsRunner
 from lab.addressing import build_plan
 from lab.topology.loader import load_topology

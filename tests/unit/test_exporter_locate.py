@@ -28,8 +28,11 @@ from agent.device.state import Difference
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
+from agent.observe.locate.counters import PortSymptoms
+from agent.observe.locate.evidence import PathResult
 from agent.observe.locate.gather import LocateRun, as_json
-from agent.observe.locate.rank import PathResult, PortSymptoms, Topology, locate
+from agent.observe.locate.rank import locate
+from agent.observe.locate.topology import Topology
 from exporters import metrics
 from exporters.collector import RoceCollector
 from exporters.fasttext import render_text

@@ -15,15 +15,10 @@ import pytest
 
 from agent.device.state import Counters, Difference, InterfaceCounters, LinkHealth, QueueCounters
 from agent.intent.loader import load_fabric
-from agent.observe.locate.rank import (
-    HopProbe,
-    LocateError,
-    PathResult,
-    PortSymptoms,
-    Topology,
-    locate,
-    port_symptoms,
-)
+from agent.observe.locate.counters import PortSymptoms, port_symptoms
+from agent.observe.locate.evidence import HopProbe, PathResult
+from agent.observe.locate.rank import LocateError, locate
+from agent.observe.locate.topology import Topology
 
 FABRIC = Path(__file__).resolve().parents[1] / "data" / "platforms" / "arista_eos"
 SENT = 200

@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
+from agent.observe.locate.evidence import HopProbe, PathResult
 from agent.observe.locate.gather import LocateRun
-from agent.observe.locate.rank import HopProbe, PathResult, Suspect, Topology, Verdict
+from agent.observe.locate.topology import Topology
+from agent.observe.locate.verdict import Suspect, Verdict
 from lab import faults as lab_faults
 from lab.fault_registry import FaultError
 

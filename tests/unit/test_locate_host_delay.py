@@ -11,7 +11,9 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from agent.intent.loader import load_fabric
-from agent.observe.locate.rank import LATENCY_FLOOR_MS, PathResult, Topology, locate
+from agent.observe.locate.evidence import LATENCY_FLOOR_MS, PathResult
+from agent.observe.locate.rank import locate
+from agent.observe.locate.topology import Topology
 from tests.unit.test_locate import FABRIC, routes
 
 SENT = 200

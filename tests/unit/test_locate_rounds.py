@@ -16,8 +16,9 @@ from rich.console import Console
 
 import agent.observe.locate.gather as gather
 from agent.app.locate import OUT_OF_TIME, locate_command, render_markdown, render_table
+from agent.observe.locate.evidence import PathResult
 from agent.observe.locate.gather import LocateRun, MeshRounds, Settings, as_json
-from agent.observe.locate.rank import PathResult, Verdict
+from agent.observe.locate.verdict import Verdict
 from agent.observe.probes.mesh import MeshResult
 from agent.observe.probes.transport import ROCE
 from tests.unit.test_locate_stats import binomial

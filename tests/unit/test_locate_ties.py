@@ -18,23 +18,20 @@ from hypothesis import strategies as st
 
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
+from agent.observe.locate.evidence import HopProbe, PathResult
 from agent.observe.locate.followup import (
     FollowUp,
     follow_up,
     plan_follow_ups,
     run_follow_ups,
 )
-from agent.observe.locate.rank import (
-    HopProbe,
-    PathResult,
-    Topology,
-    Verdict,
-    locate,
-    resolve_ties,
-    split_by,
-)
+from agent.observe.locate.rank import locate, resolve_ties
 from agent.observe.locate.stats import Sprt
-from agent.observe.probes.paths import HopCount, Path
+from agent.observe.locate.ties import split_by
+from agent.observe.locate.topology import Topology
+from agent.observe.locate.verdict import Verdict
+from agent.observe.probes.hops import HopCount
+from agent.observe.probes.paths import Path
 from tests.unit.test_locate import FABRIC, route, routes
 
 UPLINK_A = "leaf1:Ethernet2>spine2"  # leaf1 -> spine2: first on the paths h1/h2 -> h3/h4
@@ -397,7 +394,7 @@ def test_a_tied_group_behind_a_misclassifying_port_names_that_port_once(
 ) -> None:
     """Loss behind the twins and lossy-queue drops further down: every member leads to the
     same ingress, which is named once, on its own."""
-    from agent.observe.locate.rank import PortSymptoms
+    from agent.observe.locate.counters import PortSymptoms
 
     rng = np.random.default_rng(4)
     paths = drawn_mesh(rng, {DOWNLINK_B: 0.03}, hop_sent=10)

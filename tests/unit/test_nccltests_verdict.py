@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.observe.locate.rank import PortSymptoms
+from agent.observe.locate.counters import PortSymptoms
 from agent.observe.nccltests.output import parse_output
 from agent.observe.nccltests.verdict import (
     BinaryRun,
@@ -18,7 +18,7 @@ from agent.observe.nccltests.verdict import (
     evaluate,
     line_rate_GBps,
 )
-from agent.observe.perftest.verdict import NicDelta
+from agent.observe.perftest.inputs import NicDelta
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
 G = 10**9

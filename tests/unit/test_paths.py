@@ -21,28 +21,22 @@ from scapy.packet import Raw
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
 from agent.observe.probes import worker
+from agent.observe.probes.hops import HopCount, HopSpec, changed_on_the_way, probe_hops
 from agent.observe.probes.packets import Flow, RoceTemplate, icrc_ok
 from agent.observe.probes.paths import (
     BASE_SPORT,
-    TRACE_QPN,
     Hop,
-    HopCount,
-    HopSpec,
-    IcmpAnswer,
     Path,
     PathError,
-    TraceSpec,
     _Fabric,
-    changed_on_the_way,
     discover,
-    parse_icmp,
     pingmesh_pairs,
-    probe_hops,
-    trace_frame,
     trace_many,
 )
 from agent.observe.probes.runner import ProbeHandle, Runner
 from agent.observe.probes.scenarios import BASE_SPORT as SCENARIO_BASE_SPORT
+from agent.observe.probes.traceroute import TraceSpec
+from agent.observe.probes.ttl_probes import TRACE_QPN, IcmpAnswer, parse_icmp, trace_frame
 
 FABRIC = (
     FilePath(__file__).resolve().parents[1] / "data/platforms/arista_eos/lab-leafspine-fabric.yml"

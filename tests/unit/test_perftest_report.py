@@ -6,6 +6,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+from agent.observe.perftest.acceptance import evaluate
+from agent.observe.perftest.inputs import AcceptanceInput, LinkRun, NicDelta
 from agent.observe.perftest.output import parse_stdout
 from agent.observe.perftest.report import (
     TABLE_COLUMNS,
@@ -14,14 +16,7 @@ from agent.observe.perftest.report import (
     summary,
     table_rows,
 )
-from agent.observe.perftest.verdict import (
-    AcceptanceInput,
-    LinkRun,
-    NicDelta,
-    RuleOutcome,
-    Verdict,
-    evaluate,
-)
+from agent.observe.perftest.verdict import RuleOutcome, Verdict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perftest"
 

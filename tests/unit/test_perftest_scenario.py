@@ -17,10 +17,12 @@ from click.testing import CliRunner
 from agent.app.cli import main as cli_main
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
-from agent.observe.locate.rank import PortSymptoms, Topology
+from agent.observe.locate.counters import PortSymptoms
+from agent.observe.locate.topology import Topology
 from agent.observe.perftest import scenario, worker
 from agent.observe.perftest.command import qp_timeout_for, tx_depth_for
-from agent.observe.perftest.verdict import LinkRow, NicDelta, Verdict
+from agent.observe.perftest.inputs import NicDelta
+from agent.observe.perftest.verdict import LinkRow, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_FABRIC = REPO / "playbooks" / "fabrics" / "lab-leafspine.yml"

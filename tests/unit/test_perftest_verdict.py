@@ -15,21 +15,20 @@ from hypothesis import strategies as st
 from agent.device.state import Counters, InterfaceCounters, QueueCounters
 from agent.intent.model import PerftestPolicy
 from agent.observe.hostnic import NicCounters, PortPause
-from agent.observe.perftest.output import BwResult, PerftestRun, parse_stdout
-from agent.observe.perftest.verdict import (
+from agent.observe.perftest.acceptance import evaluate
+from agent.observe.perftest.inputs import (
     AcceptanceInput,
     LinkRun,
     NicDelta,
-    RuleOutcome,
     Scenario,
     SwitchDelta,
     SwitchPort,
     Test,
-    Verdict,
-    evaluate,
-    jain_fairness,
     nic_delta,
 )
+from agent.observe.perftest.output import BwResult, PerftestRun, parse_stdout
+from agent.observe.perftest.rate_rules import jain_fairness
+from agent.observe.perftest.verdict import RuleOutcome, Verdict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perftest"
 G = 1e9

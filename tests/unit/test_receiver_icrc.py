@@ -32,7 +32,7 @@ from agent.observe.probes.packets import (
     RoceTemplate,
     icrc_ok,
 )
-from agent.observe.probes.paths import ipv4_checksum
+from agent.observe.probes.ttl_probes import ipv4_checksum
 
 FLOW = Flow("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.0.9", "198.18.0.13",
             qpn=0x101, size=64)  # fmt: skip

@@ -365,19 +365,19 @@ class HostPcieAcs(HostCheck):
             )
             return
         for name, bdf, nic_chain in near:
-            self.judge_path(facts, gpu, name, bdf, bridges_between(chain, nic_chain), acs, outcome)
+            label = f"GPU {gpu} to {name} ({bdf})"
+            self.judge_path(facts, label, bridges_between(chain, nic_chain), acs, outcome)
 
     @staticmethod
     def judge_path(
         facts: HostFacts,
-        gpu: str,
-        nic: str,
-        nic_bdf: str,
+        label: str,
         bridges: list[str],
         acs: dict[str, AcsControl],
         outcome: Outcome,
     ) -> None:
-        label = f"GPU {gpu} to {nic} ({nic_bdf})"
+        """The bridges between a GPU and a NIC (``label`` names the pair): ACS off on
+        each, or unverified where lspci could not tell."""
         for bridge in bridges:
             function = acs.get(bridge)
             if function is None:

@@ -1,10 +1,10 @@
 """Targeted follow-up probes that split a tied group (issue #30).
 
 When links lie on exactly the same probed paths (leaf1->spine2 and spine2->leaf2 in a
-two-leaf fabric), the run's verdict ties them (:mod:`agent.observe.locate.rank`, "ties").
+two-leaf fabric), the run's verdict ties them (:mod:`agent.observe.locate.ties`).
 These follow-ups probe where they differ: TTL-limited probes with a traced path's own
 5-tuple that expire at the switch between two members cross the earlier one and not the
-later one (mtr's method, :func:`agent.observe.probes.paths.probe_hops`), and probes from
+later one (mtr's method, :func:`agent.observe.probes.hops.probe_hops`), and probes from
 any source whose path crosses only some members do the same. Each kind of probe -- by the
 members it crosses -- is one sequential test (Wald's SPRT, :mod:`agent.observe.locate.stats`)
 that continues the run's own hop counts; the probing grows round by round (more tries each
@@ -20,21 +20,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from agent.errors import AgentError
-from agent.observe.locate.rank import (
-    FollowUpResult,
-    PathResult,
-    Suspect,
-    Tie,
-    Topology,
-    Verdict,
-    resolve_ties,
-)
+from agent.observe.locate.evidence import PathResult
+from agent.observe.locate.rank import resolve_ties
 from agent.observe.locate.stats import Sprt
+from agent.observe.locate.topology import Topology
+from agent.observe.locate.verdict import FollowUpResult, Suspect, Tie, Verdict
+from agent.observe.probes.hops import MAX_HOP_ROUNDS, HopCount
 from agent.observe.probes.packets import ROCE_UDP_PORT
-from agent.observe.probes.paths import MAX_HOP_ROUNDS, HopCount, Path
+from agent.observe.probes.paths import Path
 
 if TYPE_CHECKING:
     from agent.intent.model import FabricIntent
@@ -217,36 +213,43 @@ def _events(hop: HopCount, symptom: str) -> tuple[int, int]:
     return hop.sent, hop.sent - hop.answered
 
 
+class FollowUpOptions(TypedDict, total=False):
+    """How :func:`run_follow_ups` probes: the run's UDP port, the pace per source host
+    (:data:`RATE_PPS`), probes per hop and path in the first round (:data:`FIRST_TRIES`),
+    the prober (default: the hosts' own hop probes) and the clock (tests)."""
+
+    udp_port: int
+    rate_pps: int
+    first_tries: int
+    prober: Prober | None
+    clock: Callable[[], float]
+
+
 def run_follow_ups(
     intent: FabricIntent,
     follow_ups: Sequence[FollowUp],
     confidence: float,
     deadline_s: float,
-    *,
-    udp_port: int = ROCE_UDP_PORT,
-    rate_pps: int = RATE_PPS,
-    first_tries: int = FIRST_TRIES,
-    prober: Prober | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    **options: Unpack[FollowUpOptions],
 ) -> list[FollowUpResult]:
     """Probe until every kind of follow-up is decided or ``deadline_s`` seconds from now:
     round after round, each undecided kind's paths hop by hop (``first_tries`` probes per
     hop, doubled each round, fewer for a last round that must fit the time), every source
     at once. One result per kind, with its counts (the run's own included) and decision. A
     host that cannot probe stops the follow-ups; the results say so."""
+    prober = options.get("prober")
     if prober is None:
-        from agent.observe.probes.paths import probe_hops
+        from agent.observe.probes.hops import probe_hops
 
         prober = probe_hops
+    clock = options.get("clock", time.monotonic)
+    rate_pps, udp_port = options.get("rate_pps", RATE_PPS), options.get("udp_port", ROCE_UDP_PORT)
     started = clock()
     kinds = _kinds(follow_ups, confidence)
-    tries, note = first_tries, None
+    tries, note = options.get("first_tries", FIRST_TRIES), None
     while True:
         active = [k for k in kinds.values() if k.test.decision is None]
-        probing: dict[Key, int] = {}
-        for kind in active:
-            for f in kind.probes:
-                probing[f.key] = max(probing.get(f.key, 0), f.ttl)
+        probing = _probing(active)
         left = deadline_s - (clock() - started)
         tries = _fit_tries(probing, min(tries, MAX_HOP_ROUNDS), rate_pps, left)
         if not active or not tries:
@@ -262,26 +265,40 @@ def run_follow_ups(
             note = f"follow-up probes stopped: {exc}"
             break
         for kind in active:
-            sent = lost = 0
-            for f in kind.probes:
-                hops = counts.get(f.key, ())
-                hop = hops[f.ttl - 1] if f.ttl - 1 < len(hops) else None
-                if hop is not None:
-                    trials, events = _events(hop, kind.symptom)
-                    sent, lost = sent + trials, lost + events
-            kind.test.update(sent, lost)
+            kind.test.update(*_pooled(kind, counts))
         tries *= 2
     return [k.result(note if k.test.decision is None else None) for k in kinds.values()]
 
 
-def follow_up(
+def _probing(active: Iterable[_Kind]) -> dict[Key, int]:
+    """Per path the undecided kinds send on, the highest TTL they need."""
+    probing: dict[Key, int] = {}
+    for kind in active:
+        for f in kind.probes:
+            probing[f.key] = max(probing.get(f.key, 0), f.ttl)
+    return probing
+
+
+def _pooled(kind: _Kind, counts: dict[Key, tuple[HopCount | None, ...]]) -> tuple[int, int]:
+    """(trials, events) of one kind's probes in a round: its paths' hops at its TTL."""
+    sent = lost = 0
+    for f in kind.probes:
+        hops = counts.get(f.key, ())
+        hop = hops[f.ttl - 1] if f.ttl - 1 < len(hops) else None
+        if hop is not None:
+            trials, events = _events(hop, kind.symptom)
+            sent, lost = sent + trials, lost + events
+    return sent, lost
+
+
+def follow_up(  # noqa: PLR0913 -- tests call it with these six by position
     intent: FabricIntent,
     topology: Topology,
     paths: Sequence[PathResult],
     verdict: Verdict,
     confidence: float,
     deadline_s: float,
-    **options: Any,
+    **options: Unpack[FollowUpOptions],
 ) -> Verdict:
     """The verdict with its tied groups split by follow-up probes where they can be (plan,
     probe, resolve); unchanged when it has no tie or there is no time."""

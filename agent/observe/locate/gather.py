@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from agent.device.fanout import DEFAULT_PARALLELISM, results_or_raise, run_each
 from agent.device.platforms import platform_for
@@ -27,21 +27,17 @@ from agent.intent.model import ROCE_UDP_PORT, Device, FabricIntent
 from agent.observe.checks.base import DeviceData
 from agent.observe.collect import collect_device
 from agent.observe.locate import followup
-from agent.observe.locate.rank import (
-    HopProbe,
-    PathResult,
-    PortSymptoms,
-    Topology,
-    Verdict,
-    locate,
-    port_symptoms,
-    resolve_ties,
-)
+from agent.observe.locate.counters import PortSymptoms, switch_symptoms
+from agent.observe.locate.evidence import HopProbe, PathResult
+from agent.observe.locate.rank import locate, resolve_ties
 from agent.observe.locate.stats import Sprt, loss_interval
+from agent.observe.locate.topology import Topology
+from agent.observe.locate.verdict import Verdict
 from agent.observe.probes import paths as probe_paths
 from agent.observe.probes import scenarios
+from agent.observe.probes.hops import HopCount, probe_hops
 from agent.observe.probes.mesh import MESH_PAYLOAD_BYTES, MeshProbe, MeshResult, run_mesh
-from agent.observe.probes.paths import HopCount, Path
+from agent.observe.probes.paths import Path
 from agent.observe.probes.sender import ETHERNET_OVERHEAD
 from agent.observe.probes.timestamps import weakest
 from agent.observe.probes.transport import ROCE, Transport
@@ -111,6 +107,8 @@ class Settings:
     hop_tries: int = 40
     parallelism: int = DEFAULT_PARALLELISM
     load_s: float = 2.0
+    max_sports: int = 16  # source ports traced per host pair at the most
+    load: bool = False  # load the fabric while the mesh runs (see run_locate)
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:
@@ -124,20 +122,22 @@ class Settings:
         return Sprt.for_min_loss(self.min_loss, self.confidence)
 
 
-def run_locate(
-    intent: FabricIntent,
-    *,
-    confidence: float = 0.95,
-    max_duration_s: float = 60.0,
-    min_loss: float = 0.005,
-    duration_s: float | None = None,
-    rate_per_host_bps: int = 400_000,
-    hop_tries: int = 40,
-    max_sports: int = 16,
-    parallelism: int = DEFAULT_PARALLELISM,
-    load: bool = False,
-    load_s: float = 2.0,
-) -> LocateRun:
+class LocateRunOptions(TypedDict, total=False):
+    """:func:`run_locate`'s settings, by keyword: the fields of :class:`Settings`."""
+
+    confidence: float
+    max_duration_s: float
+    min_loss: float
+    duration_s: float | None
+    rate_per_host_bps: int
+    hop_tries: int
+    max_sports: int
+    parallelism: int
+    load: bool
+    load_s: float
+
+
+def run_locate(intent: FabricIntent, **options: Unpack[LocateRunOptions]) -> LocateRun:
     """``duration_s=None`` (the default): the mesh runs in rounds until Wald's SPRT has
     decided every path — lossy at ``min_loss`` or more, clean at a quarter of it, each with
     error rates ``1 - confidence`` — or until ``max_duration_s`` (the whole run's, traces and
@@ -148,14 +148,11 @@ def run_locate(
     machinery — RoCE in a lossy class, pause not honoured — only show under congestion. It
     loads the fabric for ``load_s``: off unless asked."""
     started = time.monotonic()
-    settings = Settings(
-        confidence, max_duration_s, min_loss, duration_s, rate_per_host_bps, hop_tries,
-        parallelism, load_s,
-    )  # fmt: skip
+    settings = Settings(**options)
     run = _Locating(intent, settings, started)
     with run.phases("paths"):
-        run.trace(max_sports)
-    incasts = load_plan(run.topology, run.discovered) if load else []
+        run.trace(settings.max_sports)
+    incasts = load_plan(run.topology, run.discovered) if settings.load else []
     run.probe(incasts)
     with run.phases("read after"):
         run.after = run.read_switches()
@@ -166,27 +163,29 @@ def run_locate(
     if _tied(verdict):
         with run.phases("follow-ups"):
             verdict = split_ties(
-                intent, run.topology, results, verdict, confidence,
-                max(0.0, started + max_duration_s - time.monotonic()), run.transport.udp_port,
+                intent, run.topology, results, verdict, settings.confidence,
+                max(0.0, started + settings.max_duration_s - time.monotonic()),
+                run.transport.udp_port,
             )  # fmt: skip
     verdict.notes = notes + run.untraced() + verdict.notes
     return LocateRun(
         verdict, results, time.monotonic() - started, run.phases.durations, symptoms,
-        run.transport, run.stopped, run.rounds, confidence, min_loss, run.decisions,
+        run.transport, run.stopped, run.rounds, settings.confidence, settings.min_loss,
+        run.decisions,
     )  # fmt: skip
 
 
-# A path's sequential-test decision as PathResult.lossy (rank's loss symptom).
+# A path's sequential-test decision as PathResult.lossy (the loss symptom, locate.evidence).
 SPRT_LOSSY: dict[str | None, bool | None] = {"h1": True, "h0": False, None: None}
 
 
 def _tied(verdict: Verdict) -> bool:
     """Whether the verdict ranks some suspects as one tied group (``"tied"`` in its JSON:
-    rank.py's ties, issue #30)."""
+    agent.observe.locate.ties, issue #30)."""
     return bool(verdict.as_dict().get("tied"))
 
 
-def split_ties(
+def split_ties(  # noqa: PLR0913 -- tests/unit/test_locate_rounds.py stands in for it with these seven
     intent: FabricIntent,
     topology: Topology,
     paths: list[PathResult],
@@ -361,7 +360,7 @@ class _Locating:
         # switch reads and the mesh, the incast loads beside the mesh).
         with ThreadPoolExecutor(max_workers=2 + len(incasts)) as pool:
             hop_results = pool.submit(
-                probe_paths.probe_hops,
+                probe_hops,
                 self.intent,
                 traced,
                 tries=self.hop_tries,
@@ -471,10 +470,7 @@ class _Locating:
             if last.error or last.counters is None:
                 notes.append(f"{device.name} not read: {last.error or first.error}")
                 continue
-            symptoms += port_symptoms(
-                first.counters, last.counters, first.links or {}, last.links or {},
-                profile.pfc.priorities, [profile.cnp.priority],
-            )  # fmt: skip
+            symptoms += switch_symptoms(first, last, profile)
             if last.state is not None:
                 differences += self.drift(device, last)
         return symptoms, differences, notes

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from agent.device.push import Pusher
 from agent.errors import AgentError
@@ -43,8 +43,8 @@ from agent.observe.hostfacts import (
 from agent.observe.hostnic import NicCounters, parse_ethtool_stats, pause_from_stats
 from agent.observe.hostsources import SOURCES, HostSource
 from agent.observe.jobenv import HostEnvironment, job_environment
+from agent.observe.locate.counters import PortSymptoms, switch_symptoms
 from agent.observe.locate.gather import read_switches as read_fabric_switches
-from agent.observe.locate.rank import PortSymptoms, port_symptoms
 from agent.observe.nccltests.command import HostSlots, NcclTestCommand
 from agent.observe.nccltests.output import NcclTestsOutputError, parse_output
 from agent.observe.nccltests.verdict import (
@@ -53,8 +53,8 @@ from agent.observe.nccltests.verdict import (
     NcclVerdict,
     evaluate,
 )
+from agent.observe.perftest.inputs import NicDelta, nic_delta
 from agent.observe.perftest.scenario import rdma_hosts
-from agent.observe.perftest.verdict import NicDelta, nic_delta
 from common.text import is_decimal
 
 # nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-...)", one line per GPU (nvidia-smi(1),
@@ -260,20 +260,25 @@ def _tools_problems(
     return problems
 
 
-def run_nccl_acceptance(
-    intent: FabricIntent,
-    *,
-    hosts: Sequence[str] | None = None,
-    policy: NcclTestPolicy | None = None,
-    read_switches: bool = True,
-    shell_for: ShellFor | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> NcclReport:
+class NcclOptions(TypedDict, total=False):
+    """How :func:`run_nccl_acceptance` runs: on which hosts (default: every host), by which
+    policy (default: the intent's), whether the switches are read around the run (yes), how
+    a host's shell is reached (default: SSH) and how to wait (tests pass their own)."""
+
+    hosts: Sequence[str] | None
+    policy: NcclTestPolicy | None
+    read_switches: bool
+    shell_for: ShellFor | None
+    sleep: Callable[[float], None]
+
+
+def run_nccl_acceptance(intent: FabricIntent, **options: Unpack[NcclOptions]) -> NcclReport:
     """The acceptance (module docstring). Raises :class:`NcclProbeError` when it cannot run
     on hosts that have GPUs; returns a skipped report when fewer than two have one."""
     started = time.monotonic()
-    policy = policy or intent.validation.nccl
-    devices = _selected(intent, hosts)
+    policy = options.get("policy") or intent.validation.nccl
+    shell_for = options.get("shell_for")
+    devices = _selected(intent, options.get("hosts"))
     facts, survey_hosts = survey(intent, devices, policy, shell_for)
     report = NcclReport(hosts=survey_hosts)
     report.skipped = _skip_reason(survey_hosts)
@@ -293,7 +298,8 @@ def run_nccl_acceptance(
     if problems:
         raise NcclProbeError("nccl-tests cannot run:\n  " + "\n  ".join(problems))
     gpus = {d.name: len(survey_hosts[d.name]["gpus"]) for d in gpu_devices}
-    session = _Session(intent, gpu_devices, policy, shell_for, sleep, gpus)
+    session = _Session(intent, gpu_devices, policy, gpus, options)
+    read_switches = options.get("read_switches", True)
     before = session.read(read_switches)
     report.runs = [session.run_test(test, report.environments) for test in policy.tests]
     after = session.read(read_switches)
@@ -319,16 +325,15 @@ class _Session:
         intent: FabricIntent,
         devices: Sequence[Device],
         policy: NcclTestPolicy,
-        shell_for: ShellFor | None,
-        sleep: Callable[[float], None],
         gpus: Mapping[str, int],
+        options: NcclOptions,
     ) -> None:
         self.intent = intent
         self.devices = list(devices)
         self.gpus = gpus
         self.policy = policy
-        self.shell_for = shell_for
-        self.sleep = sleep
+        self.shell_for = options.get("shell_for")
+        self.sleep = options.get("sleep", time.sleep)
         self.switches = [d for d in intent.devices if d.role != "host"]
         self.pusher: Pusher | None = None
 
@@ -386,9 +391,7 @@ class _Session:
             first = before.switches.get(name)
             if first is None or first.counters is None or last.counters is None:
                 continue
-            ports += port_symptoms(first.counters, last.counters, first.links or {},
-                                   last.links or {}, profile.pfc.priorities,
-                                   [profile.cnp.priority])  # fmt: skip
+            ports += switch_symptoms(first, last, profile)
         speeds = [p.speed for d in self.devices for p in d.rdma_ports()]
         per_host = {len(d.rdma_ports()) for d in self.devices}
         inputs = NcclAcceptanceInput(

@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.observe.locate.rank import PortSymptoms
+from agent.observe.locate.counters import PortSymptoms
 from agent.observe.nccltests.output import NcclTestsRun, SizeRow
-from agent.observe.perftest.verdict import LOSS_COUNTERS, NicDelta
+from agent.observe.perftest.inputs import LOSS_COUNTERS, NicDelta
 
 Status = Literal["pass", "fail", "unverified"]
 _ORDER: dict[Status, int] = {"pass": 0, "unverified": 1, "fail": 2}

@@ -4,7 +4,11 @@
 new).
 - :mod:`agent.observe.perftest.gid`: the RoCE v2 GID index for ``-x`` and the ``--tclass`` byte.
 - :mod:`agent.observe.perftest.command`: server and client argv.
-- :mod:`agent.observe.perftest.verdict`: the acceptance rules PT001-PT007 and the verdict.
+- :mod:`agent.observe.perftest.acceptance`: the verdict of a run, by the acceptance rules:
+  :mod:`~agent.observe.perftest.rate_rules` (PT001-PT003) and
+  :mod:`~agent.observe.perftest.counter_rules` (PT004-PT007) on the base of
+  :mod:`~agent.observe.perftest.rule`, over :mod:`~agent.observe.perftest.inputs`, making the
+  records of :mod:`~agent.observe.perftest.verdict`.
 - :mod:`agent.observe.perftest.report`: Markdown, JUnit XML and table rows.
 
 - :mod:`agent.observe.perftest.worker`: the host side (worker role ``perftest``).

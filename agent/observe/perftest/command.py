@@ -30,7 +30,7 @@ import ipaddress
 import math
 import re
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Required, TypedDict, Unpack
 
 from agent.errors import AgentError, printable
 from agent.observe.perftest.gid import GidSelectionError, check_port, check_rdma_device
@@ -232,35 +232,40 @@ def tx_depth_for(line_rate_bps: float, qps: int, message_bytes: int) -> int | No
     return None if fits >= DEFAULT_TX_DEPTH else max(1, fits)
 
 
-def command_from_policy(
-    policy: PerftestPolicy,
-    *,
-    device: str,
-    gid_index: int,
-    tcp_port: int,
-    ib_port: int = 1,
-    tclass: int | None = None,
-    bidirectional: bool = False,
-    json_path: str | None = None,
-    line_rate_bps: float | None = None,
-    time_dilation: int = 1,
-) -> PerftestCommand:
+class CommandSite(TypedDict, total=False):
+    """Where and how one perftest command runs: the RDMA device, its GID index and the TCP
+    port (required); the device's port (1), the traffic class, ``-b``, a JSON output path,
+    the link's line rate and the fabric's time dilation (1)."""
+
+    device: Required[str]
+    gid_index: Required[int]
+    tcp_port: Required[int]
+    ib_port: int
+    tclass: int | None
+    bidirectional: bool
+    json_path: str | None
+    line_rate_bps: float | None
+    time_dilation: int
+
+
+def command_from_policy(policy: PerftestPolicy, **site: Unpack[CommandSite]) -> PerftestCommand:
     """The command the validation policy asks for (test, QPs, size, duration); with the
     link's ``line_rate_bps`` and the fabric's ``time_dilation``, the send depth and ACK
     timeout that suit them (:func:`tx_depth_for`, :func:`qp_timeout_for`)."""
+    line_rate_bps = site.get("line_rate_bps")
     return PerftestCommand(
         test=policy.test,
-        device=device,
-        ib_port=ib_port,
-        gid_index=gid_index,
+        device=site["device"],
+        ib_port=site.get("ib_port", 1),
+        gid_index=site["gid_index"],
         qps=policy.qps,
         message_bytes=policy.message_bytes,
         duration_s=duration_seconds(policy.duration_s),
-        tcp_port=tcp_port,
-        tclass=tclass,
-        bidirectional=bidirectional,
-        json_path=json_path,
-        qp_timeout=qp_timeout_for(time_dilation),
+        tcp_port=site["tcp_port"],
+        tclass=site.get("tclass"),
+        bidirectional=site.get("bidirectional", False),
+        json_path=site.get("json_path"),
+        qp_timeout=qp_timeout_for(site.get("time_dilation", 1)),
         tx_depth=(
             tx_depth_for(line_rate_bps, policy.qps, policy.message_bytes)
             if line_rate_bps is not None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -139,6 +139,12 @@ def read_gid_table(
     base = sysfs_root / "class" / "infiniband" / device / "ports" / str(port)
     gids_dir = base / "gids"
     where = f"{device} port {port}" + (f" netdev {printable(netdev)}" if netdev else "")
+    entries = (_sysfs_entry(base, device, port, index) for index in _gid_slots(gids_dir, where))
+    return [entry for entry in entries if entry is not None]
+
+
+def _gid_slots(gids_dir: Path, where: str) -> list[int]:
+    """The GID slot indexes listed under ``gids_dir``, in order, at most MAX_GID_SLOTS."""
     try:
         names = [entry.name for entry in gids_dir.iterdir()]
     except OSError as exc:
@@ -151,25 +157,25 @@ def read_gid_table(
         raise GidSelectionError(
             f"{where}: Expected: at most {MAX_GID_SLOTS} GID slots Actual: {len(indexes)}"
         )
-    entries = []
-    for index in indexes:
-        gid = _read_small(gids_dir / str(index))
-        if gid is None or not _GID_RE.fullmatch(gid) or gid == _ZERO_GID:
-            continue
-        netdev = _read_small(base / "gid_attrs" / "ndevs" / str(index)) or None
-        if netdev is not None and not _NETDEV_RE.fullmatch(netdev):
-            netdev = None
-        entries.append(
-            GidEntry(
-                device=device,
-                port=port,
-                index=index,
-                gid=gid.lower(),
-                version=_version(_read_small(base / "gid_attrs" / "types" / str(index))),
-                netdev=netdev,
-            )
-        )
-    return entries
+    return indexes
+
+
+def _sysfs_entry(base: Path, device: str, port: int, index: int) -> GidEntry | None:
+    """The GID in slot ``index`` of the port at ``base``; None for an unused slot."""
+    gid = _read_small(base / "gids" / str(index))
+    if gid is None or not _GID_RE.fullmatch(gid) or gid == _ZERO_GID:
+        return None
+    netdev = _read_small(base / "gid_attrs" / "ndevs" / str(index)) or None
+    if netdev is not None and not _NETDEV_RE.fullmatch(netdev):
+        netdev = None
+    return GidEntry(
+        device=device,
+        port=port,
+        index=index,
+        gid=gid.lower(),
+        version=_version(_read_small(base / "gid_attrs" / "types" / str(index))),
+        netdev=netdev,
+    )
 
 
 def parse_show_gids(text: str) -> list[GidEntry]:
@@ -207,19 +213,11 @@ def parse_show_gids(text: str) -> list[GidEntry]:
 
 
 def _show_gids_row(tokens: list[str], at: str, raw: str) -> GidEntry:
+    """One row: DEV PORT INDEX GID [IPv4] [VER] [DEV], its IPv4 column checked against
+    the GID."""
     shown = printable(raw[:120])
-    if len(tokens) < 4 or not is_decimal(tokens[1]) or not is_decimal(tokens[2]):
-        raise GidSelectionError(f"{at}: Expected: DEV PORT INDEX GID ... Actual: {shown!r}")
-    device, port, index, gid = tokens[0], int(tokens[1]), int(tokens[2]), tokens[3]
-    try:
-        check_rdma_device(device)
-        check_port(port)
-    except GidSelectionError as exc:
-        raise GidSelectionError(f"{at}: {exc}") from None
-    if not _GID_RE.fullmatch(gid) or index >= MAX_GID_SLOTS:
-        raise GidSelectionError(f"{at}: Expected: INDEX and a GID like sysfs's Actual: {shown!r}")
+    entry = _show_gids_slot(tokens, at, shown)
     rest = tokens[4:]
-    entry = GidEntry(device, port, index, gid.lower(), None, None, "show_gids")
     if rest and re.fullmatch(r"\d{1,3}(?:\.\d{1,3}){3}", rest[0]):
         column = rest.pop(0)
         if str(entry.ipv4) != column:
@@ -233,7 +231,22 @@ def _show_gids_row(tokens: list[str], at: str, raw: str) -> GidEntry:
     netdev = rest.pop(0) if rest else None
     if rest or (netdev is not None and not _NETDEV_RE.fullmatch(netdev)):
         raise GidSelectionError(f"{at}: Expected: ... VER DEV Actual: {shown!r}")
-    return GidEntry(device, port, index, gid.lower(), version, netdev, "show_gids")
+    return replace(entry, version=version, netdev=netdev)
+
+
+def _show_gids_slot(tokens: list[str], at: str, shown: str) -> GidEntry:
+    """DEV PORT INDEX GID of a row, checked; no version or netdev yet."""
+    if len(tokens) < 4 or not is_decimal(tokens[1]) or not is_decimal(tokens[2]):
+        raise GidSelectionError(f"{at}: Expected: DEV PORT INDEX GID ... Actual: {shown!r}")
+    device, port, index, gid = tokens[0], int(tokens[1]), int(tokens[2]), tokens[3]
+    try:
+        check_rdma_device(device)
+        check_port(port)
+    except GidSelectionError as exc:
+        raise GidSelectionError(f"{at}: {exc}") from None
+    if not _GID_RE.fullmatch(gid) or index >= MAX_GID_SLOTS:
+        raise GidSelectionError(f"{at}: Expected: INDEX and a GID like sysfs's Actual: {shown!r}")
+    return GidEntry(device, port, index, gid.lower(), None, None, "show_gids")
 
 
 def _listing(entries: list[GidEntry]) -> str:

@@ -329,16 +329,22 @@ class _Info:
     connection: str | None
 
 
+@dataclass(frozen=True)
+class _Output:
+    """One perftest output as a reader found it: the run's header, the unit of its bandwidth
+    columns, and whether it is stdout or the JSON file."""
+
+    info: _Info
+    unit: Unit
+    source: Source
+
+
 def _row(
-    info: _Info,
-    unit: Unit,
-    scope: Scope,
-    source: Source,
-    line: int,
-    values: tuple[int, int, Decimal, Decimal, Decimal],
+    output: _Output, scope: Scope, line: int, values: tuple[int, int, Decimal, Decimal, Decimal]
 ) -> BwResult:
     size, iterations, peak, average, rate = values
-    header = asdict(info)
+    unit = output.unit
+    header = asdict(output.info)
     del header["connection"]  # the run's, not each row's
     return BwResult(
         **header,
@@ -349,7 +355,7 @@ def _row(
         msg_rate_per_s=float(rate * MESSAGES_PER_MPPS),
         unit=unit,
         scope=scope,
-        source=source,
+        source=output.source,
         line=line,
         reported_average=str(average),
     )
@@ -371,19 +377,17 @@ _FIELD_SPLIT_RE = re.compile(r"\t+(?=[A-Za-z][^:]*:)")
 
 
 def _run(
-    info: _Info,
-    unit: Unit,
-    source: Literal["stdout", "json"],
+    output: _Output,
     results: tuple[BwResult, ...],
     warnings: tuple[str, ...],
     local_gid: str | None = None,
     remote_gid: str | None = None,
 ) -> PerftestRun:
-    """The run of ``info``'s test from ``source``: one constructor for both readers."""
+    """The run of the output's test: one constructor for both readers."""
     return PerftestRun(
-        **asdict(info),
-        unit=unit,
-        source=source,
+        **asdict(output.info),
+        unit=output.unit,
+        source=output.source,
         results=results,
         warnings=warnings,
         local_gid=local_gid,
@@ -562,13 +566,10 @@ class _StdoutReport:
             raise PerftestOutputError(
                 where, "result row", "at least one row", "none (run cut short)"
             )
-        info = _stdout_info(self.title, self.fields, where)
-        results = tuple(
-            _row(info, self.unit, scope, "stdout", number, values)
-            for scope, number, values in self.rows
-        )
+        output = _Output(_stdout_info(self.title, self.fields, where), self.unit, "stdout")
+        results = tuple(_row(output, scope, number, values) for scope, number, values in self.rows)
         return _run(
-            info, self.unit, "stdout", results, tuple(warnings[:MAX_REPORTED_LINES]),
+            output, results, tuple(warnings[:MAX_REPORTED_LINES]),
             local_gid=self.gids.get("local"), remote_gid=self.gids.get("remote"),
         )  # fmt: skip
 
@@ -761,6 +762,7 @@ def parse_json(text: str, *, unit: Unit, where: str = "JSON") -> PerftestRun:
             else None
         ),
     )
+    output = _Output(info, unit, "json")
     rows: list[BwResult] = []
     sections: tuple[tuple[str, Scope], ...] = (
         ("results", "total"),
@@ -778,7 +780,7 @@ def parse_json(text: str, *, unit: Unit, where: str = "JSON") -> PerftestRun:
                 _json_number(section, "BW_average", at),
                 _json_number(section, "MsgRate", at),
             )
-            rows.append(_row(info, unit, scope, "json", _line_of(text, key), values))
+            rows.append(_row(output, scope, _line_of(text, key), values))
     warnings: tuple[str, ...] = ()
     if bidirectional and len(rows) == 1:
         warnings = (
@@ -786,9 +788,8 @@ def parse_json(text: str, *, unit: Unit, where: str = "JSON") -> PerftestRun:
             "--report-both (linux-rdma/perftest PR #322); read the directions from stdout",
         )
     return _run(
-        info, unit, "json", tuple(rows),
-        warnings + (() if standard else ("legacy (pre-24.01) perftest JSON",)),
-    )  # fmt: skip
+        output, tuple(rows), warnings + (() if standard else ("legacy (pre-24.01) perftest JSON",))
+    )
 
 
 def parse_run(stdout: str, stderr: str = "", json_text: str | None = None) -> PerftestRun:

@@ -102,26 +102,27 @@ def _xml(text: str) -> str:
     return _XML_INVALID.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def _case(
-    suite: ET.Element,
-    counts: dict[str, int],
-    classname: str,
-    name: str,
-    status: str,
-    messages: tuple[str, ...],
-    description: str,
-) -> None:
-    case = ET.SubElement(suite, "testcase", classname=_xml(classname), name=_xml(name))
-    counts["tests"] += 1
-    text = _xml("\n".join(messages))
-    if status == "fail":
-        counts["failures"] += 1
-        ET.SubElement(case, "failure", message=_xml(description)).text = text
-    elif status == "unverified":
-        counts["skipped"] += 1
-        ET.SubElement(case, "skipped", message=_xml(f"unverified: {description}")).text = text
-    elif messages:
-        ET.SubElement(case, "system-out").text = text
+class _Suite:
+    """A JUnit testsuite being filled, and its counts of tests, failures and skips."""
+
+    def __init__(self, suite: ET.Element) -> None:
+        self.suite = suite
+        self.counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+
+    def case(
+        self, classname: str, name: str, status: str, messages: tuple[str, ...], description: str
+    ) -> None:
+        case = ET.SubElement(self.suite, "testcase", classname=_xml(classname), name=_xml(name))
+        self.counts["tests"] += 1
+        text = _xml("\n".join(messages))
+        if status == "fail":
+            self.counts["failures"] += 1
+            ET.SubElement(case, "failure", message=_xml(description)).text = text
+        elif status == "unverified":
+            self.counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=_xml(f"unverified: {description}")).text = text
+        elif messages:
+            ET.SubElement(case, "system-out").text = text
 
 
 def render_junit(verdict: Verdict, causes: Sequence[str] = (), notes: Sequence[str] = ()) -> str:
@@ -130,15 +131,15 @@ def render_junit(verdict: Verdict, causes: Sequence[str] = (), notes: Sequence[s
     system-out."""
     suites = ET.Element("testsuites", name="roce-agent perftest")
     suite = ET.SubElement(suites, "testsuite", name=_xml(f"perftest {verdict.scenario}"))
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    cases = _Suite(suite)
     for row in verdict.links:
-        _case(suite, counts, "perftest.link", row.link, row.status, row.messages,
-              f"{row.link}: {_gbps(row.measured_bps)}")  # fmt: skip
+        cases.case("perftest.link", row.link, row.status, row.messages,
+                   f"{row.link}: {_gbps(row.measured_bps)}")  # fmt: skip
     outcome: RuleOutcome
     for outcome in verdict.outcomes:
-        _case(suite, counts, f"{outcome.rule}.{outcome.name}", outcome.subject, outcome.status,
-              outcome.messages, outcome.description)  # fmt: skip
-    for key, value in counts.items():
+        cases.case(f"{outcome.rule}.{outcome.name}", outcome.subject, outcome.status,
+                   outcome.messages, outcome.description)  # fmt: skip
+    for key, value in cases.counts.items():
         suite.set(key, str(value))
     if causes or notes:
         lines = [f"cause: {c}" for c in causes] + [f"note: {n}" for n in notes]

@@ -14,7 +14,7 @@ Per run: the switches are read before and after (counters and link health, one S
 each, :func:`agent.observe.locate.gather.read_switches`); each perftest side runs through the probe
 runner (:mod:`agent.observe.perftest.worker`, over SSH on real hosts), which reads its NIC before
 and
-after; the agent parses perftest's output and judges it (:mod:`agent.observe.perftest.verdict`).
+after; the agent parses perftest's output and judges it (:mod:`agent.observe.perftest.acceptance`).
 When a link fails or a NIC saw loss, :func:`name_causes` says where, from the switch ports on
 the pair's shortest paths: FCS or input errors on a link, drops in a queue, PFC pauses, or no
 switch counter at all (a link dropping silently: ``roce-agent locate`` ranks those).
@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
 from agent.device.fanout import results_or_raise, run_each
 from agent.device.push import Pusher
@@ -34,22 +34,23 @@ from agent.errors import AgentError, printable
 from agent.intent.model import Device, FabricIntent, PerftestPolicy, Port
 from agent.observe.checks.base import DeviceData
 from agent.observe.hostnic import NicCounters, PortPause
+from agent.observe.locate.counters import PortSymptoms, switch_symptoms
 from agent.observe.locate.gather import read_switches as read_fabric_switches
-from agent.observe.locate.rank import PortSymptoms, Topology, port_symptoms
+from agent.observe.locate.topology import Topology
+from agent.observe.perftest.acceptance import evaluate
 from agent.observe.perftest.command import COMMAND_FIELDS, command_from_policy, tcp_port_for
 from agent.observe.perftest.gid import tclass_for
-from agent.observe.perftest.output import PerftestOutputError, PerftestRun, parse_run
-from agent.observe.perftest.verdict import (
+from agent.observe.perftest.inputs import (
     LOSS_COUNTERS,
     AcceptanceInput,
     LinkRun,
     NicDelta,
     SwitchDelta,
     SwitchPort,
-    Verdict,
-    evaluate,
     nic_delta,
 )
+from agent.observe.perftest.output import PerftestOutputError, PerftestRun, parse_run
+from agent.observe.perftest.verdict import Verdict
 from agent.observe.probes.runner import NetnsRunner, ProbeError, ProbeHandle, Runner, SshRunner
 from common.phases import Phases
 
@@ -214,11 +215,12 @@ def _result(handle: ProbeHandle, side: SideResult, timeout: float) -> None:
 def _spec(
     intent: FabricIntent,
     policy: PerftestPolicy,
-    end: RdmaEnd,
-    peer: RdmaEnd,
+    ends: tuple[RdmaEnd, RdmaEnd],
     index: int,
     bidirectional: bool,
 ) -> dict[str, Any]:
+    """The worker's spec for the side ``ends[0]`` of the pair, whose peer is ``ends[1]``."""
+    end, peer = ends
     command = command_from_policy(
         policy,
         device=end.rdma_device,
@@ -255,9 +257,9 @@ def run_round(
     ]  # fmt: skip
     jobs: list[Job] = []
     for index, ((client, server), result) in enumerate(zip(pairs, results, strict=True)):
-        spec = _spec(intent, policy, server, client, index, bidirectional)
+        spec = _spec(intent, policy, (server, client), index, bidirectional)
         jobs.append((server, {**spec, "side": "server"}, result.server_side))
-        spec = _spec(intent, policy, client, server, index, bidirectional)
+        spec = _spec(intent, policy, (client, server), index, bidirectional)
         client_spec = {**spec, "side": "client", "server_address": server.ip, "wait_for_go": True}
         jobs.append((client, client_spec, result.client_side))
     duration = int(jobs[0][1]["duration_s"])
@@ -386,24 +388,32 @@ def nic_deltas(ends: dict[str, RdmaEnd], pairs: Sequence[PairResult]) -> list[Ni
     return deltas
 
 
+class PerftestOptions(TypedDict, total=False):
+    """What :func:`run_perftest` runs: the (client, server) pairs (default: every host
+    pair, round robin), an incast's receiver and senders, the duration (default: the
+    policy's) and whether the switches are read around it (yes)."""
+
+    pairs: Sequence[tuple[str, str]] | None
+    to: str | None
+    senders: Sequence[str] | None
+    duration_s: float | None
+    read_switches: bool
+
+
 def run_perftest(
-    intent: FabricIntent,
-    scenario: Scenario,
-    *,
-    pairs: Sequence[tuple[str, str]] | None = None,
-    to: str | None = None,
-    senders: Sequence[str] | None = None,
-    duration_s: float | None = None,
-    read_switches: bool = True,
+    intent: FabricIntent, scenario: Scenario, **options: Unpack[PerftestOptions]
 ) -> PerftestReport:
     """Run ``scenario`` on the fabric's RDMA hosts and judge it (module docstring)."""
     started = time.monotonic()
     policy = intent.validation.perftest
+    duration_s = options.get("duration_s")
     if duration_s is not None:
         policy = policy.model_copy(update={"duration_s": duration_s})
-    rounds = _plan_rounds(intent, scenario, pairs, to, senders)
+    rounds = _plan_rounds(
+        intent, scenario, options.get("pairs"), options.get("to"), options.get("senders")
+    )
     run = _Perftesting(intent, scenario, policy, _rdma_ends(intent, scenario, rounds))
-    before = run.read_before(read_switches)
+    before = run.read_before(options.get("read_switches", True))
     results = run.rounds(rounds)
     after = run.read_after()
     switch_deltas, symptoms, notes = run.compare(before, after)
@@ -526,10 +536,7 @@ class _Perftesting:
                 notes.append(f"{device.name} not read: {last.error or first.error}")
                 continue
             switch_deltas.append(SwitchDelta(first.counters, last.counters))
-            symptoms += port_symptoms(
-                first.counters, last.counters, first.links or {}, last.links or {},
-                profile.pfc.priorities, [profile.cnp.priority],
-            )  # fmt: skip
+            symptoms += switch_symptoms(first, last, profile)
         return switch_deltas, symptoms, notes
 
     def start_skew(self, results: Sequence[PairResult]) -> list[str]:

@@ -338,8 +338,7 @@ class RoceAnalyzer:
         stats.dscp = tos >> 2
         if pcp is not None:
             stats.pcp = pcp
-        if tos & 0b11 == ECN_CE:
-            stats.ce_marked += 1
+        stats.ce_marked += tos & 0b11 == ECN_CE  # a bool: no branch on the per-frame path
         if seq is not None:
             stats.uses_sequence = True
             highest = stats.highest

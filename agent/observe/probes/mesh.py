@@ -18,7 +18,7 @@ import select
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from agent.intent.model import FabricIntent
 from agent.observe.probes.packets import ROCE_UDP_PORT, Flow, RoceTemplate, parse_pfc
@@ -192,25 +192,36 @@ class MeshResult:
     host_delay_ms: float | None = None  # 90th percentile of user-space read - kernel stamp
 
 
+class MeshOptions(TypedDict, total=False):
+    """:func:`run_mesh`'s payload per packet (:data:`MESH_PAYLOAD_BYTES`) and transport
+    (default: chosen for the hosts)."""
+
+    size: int
+    transport: Transport | None
+
+
 def run_mesh(
     intent: FabricIntent,
     probes: list[MeshProbe],
     duration_s: float = 5.0,
     rate_per_host_bps: int = 1_000_000,
-    size: int = MESH_PAYLOAD_BYTES,
-    transport: Transport | None = None,
+    **options: Unpack[MeshOptions],
 ) -> list[MeshResult]:
     """Every probe flow at once, each source host capped at ``rate_per_host_bps`` in total
     (and at a tenth of its link, so the mesh never congests what it measures)."""
     if not probes:
         raise ScenarioError("the mesh has no flows (no host pair with a path)")
-    names = sorted({p.src for p in probes} | {p.dst for p in probes})
-    ends: dict[str, Endpoint] = {name: endpoint(intent, name) for name in names}
-    targets = [ends[n] for n in sorted({p.dst for p in probes})]
-    sources = [ends[n] for n in sorted({p.src for p in probes})]
-    transport = transport or transport_for(intent, list(ends.values()))
+    ends, targets, sources = _endpoints(intent, probes)
+    transport = options.get("transport") or transport_for(intent, list(ends.values()))
     receivers = start_receivers(intent, targets, duration_s, sources, transport)
-    start_at = _start_at(sources)
+    every_sender = {
+        "duration_s": duration_s,
+        "size": options.get("size", MESH_PAYLOAD_BYTES),
+        "dscp": intent.profile.roce.dscp,
+        "priority": intent.profile.roce.priority,
+        "start_at": _start_at(sources),
+        "udp_port": transport.udp_port,
+    }
     qpn = {probe: MESH_BASE_QPN + i for i, probe in enumerate(probes)}
     senders: list[tuple[Endpoint, ProbeHandle]] = []
     try:
@@ -220,12 +231,7 @@ def run_mesh(
                 "flows": _flows_from(source, probes, ends, qpn),
                 "rate_bps": min(rate_per_host_bps, source.speed_bps // 10),
                 "link_speed_bps": source.speed_bps,
-                "duration_s": duration_s,
-                "size": size,
-                "dscp": intent.profile.roce.dscp,
-                "priority": intent.profile.roce.priority,
-                "start_at": start_at,
-                "udp_port": transport.udp_port,
+                **every_sender,
             }
             senders.append((source, source.runner.start("mesh-send", spec)))
         sent, received = _collect(senders, receivers, duration_s)
@@ -234,6 +240,17 @@ def run_mesh(
             process.kill()
         raise
     return [_result(probe, sent, received, ends, qpn[probe]) for probe in probes]
+
+
+def _endpoints(
+    intent: FabricIntent, probes: list[MeshProbe]
+) -> tuple[dict[str, Endpoint], list[Endpoint], list[Endpoint]]:
+    """Every host of the mesh by name, then its destinations and its sources, by name."""
+    names = sorted({p.src for p in probes} | {p.dst for p in probes})
+    ends: dict[str, Endpoint] = {name: endpoint(intent, name) for name in names}
+    targets = [ends[n] for n in sorted({p.dst for p in probes})]
+    sources = [ends[n] for n in sorted({p.src for p in probes})]
+    return ends, targets, sources
 
 
 def _start_at(sources: list[Endpoint]) -> float:

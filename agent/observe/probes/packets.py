@@ -16,7 +16,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 from scapy.contrib.roce import BTH, CNP_OPCODE, CNPPadding
@@ -168,17 +168,19 @@ def roce_packet(flow: Flow, psn: int, seq: int = 0, sent_ns: int = 0) -> Packet:
     )
 
 
+class CnpMarking(TypedDict, total=False):
+    """A CNP's DSCP (48) and UDP port (RoCEv2's)."""
+
+    dscp: int
+    udp_port: int
+
+
 def cnp_packet(
-    src_mac: str,
-    dst_mac: str,
-    src_ip: str,
-    dst_ip: str,
-    qpn: int,
-    dscp: int = 48,
-    udp_port: int = ROCE_UDP_PORT,
+    src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, qpn: int, **marking: Unpack[CnpMarking]
 ) -> Packet:
     """A congestion notification packet (BTH opcode 0x81, BECN set, 16 bytes of padding), to
     the UDP port the probe's data came on (the sender listens where it sends)."""
+    dscp, udp_port = marking.get("dscp", 48), marking.get("udp_port", ROCE_UDP_PORT)
     return (
         Ether(src=src_mac, dst=dst_mac)
         / IP(src=src_ip, dst=dst_ip, tos=(dscp << 2) | ECN_NOT_ECT, id=0, flags="DF")

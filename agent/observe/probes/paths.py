@@ -1,4 +1,5 @@
-"""Which switches and ports a RoCEv2 probe crosses: traceroute with the probe's own 5-tuple.
+"""Which switches and ports a RoCEv2 probe crosses: traceroute with the probe's own 5-tuple,
+mapped onto the fabric.
 
 ECMP switches hash the 5-tuple, and RoCEv2 keeps its entropy in the UDP source port, so the
 path of a probe is learnt the way operators learn it on real fabrics: UDP packets with the
@@ -8,574 +9,35 @@ exceeded from the port the packet arrived on (RFC 792; RFC 1812 §4.3.2.4 lets a
 that address, and the lab switch does). The answering address names (switch, ingress port)
 through the fabric intent's port addresses.
 
-Two halves: :func:`run_trace` runs on the source host (lab: in its namespace, real hosts:
-over SSH, via ``python -m agent.observe.probes.worker trace``; raw sockets, so as root) and reports
-which address answered which TTL; :func:`trace` and :func:`discover` run on the agent and map
-the answers onto the fabric. Probes of one source host go out together, one TTL at a time, so
-a discovery round costs one worker start per source host, whatever the number of ports.
+Two halves: :func:`agent.observe.probes.traceroute.run_trace` runs on the source host and
+reports which address answered which TTL; this module runs on the agent: :func:`trace` and
+:func:`discover` start it on the hosts and map the answers onto the fabric as
+:class:`Path` objects, and :func:`pingmesh_pairs` picks the host pairs to trace. The hop
+probes of a traced path are :mod:`agent.observe.probes.hops`.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import select
-import socket
-import struct
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from agent.device.fanout import results_or_raise, run_each
 from agent.errors import AgentError
-from agent.observe.probes.packets import (
-    ECN_ECT0,
-    ICRC_LEN,
-    IP_OFFSET,
-    MIN_PROBE_PAYLOAD,
-    ROCE_UDP_PORT,
-    Flow,
-    RoceTemplate,
-    icrc,
-    pack_icrc,
-)
+from agent.observe.probes.packets import ROCE_UDP_PORT
+from agent.observe.probes.traceroute import DEFAULT_RATE_PPS, DEFAULT_WAIT_S, TraceSpec
 
 if TYPE_CHECKING:
     from agent.intent.model import FabricIntent
     from agent.observe.probes.runner import Runner
 
 BASE_SPORT = 49152  # the first source port of the pairwise probes (scenarios.BASE_SPORT)
-# The QP of trace packets: no scenario uses it (they use 0x100 + index), so a receiver that
-# happens to run at the destination counts trace packets apart from the mesh's flows.
-TRACE_QPN = 0xFFFF
-MAX_TTL = 64
-MAX_TRIES = 5
-MAX_PROBES = 4096
-DEFAULT_WAIT_S = 0.5
-DEFAULT_RATE_PPS = 500
-ICMP_TIME_EXCEEDED = 11
-ICMP_UNREACHABLE = 3
 UNKNOWN = "?"
-_IPV4_MIN_HEADER = 20
-_UDP_HEADER = 8
-MAX_READS = 256  # ICMP packets read per wake-up
 WORKER_MARGIN_S = 15.0  # interpreter start (lab) or SSH login, on a loaded host
 
 
 class PathError(AgentError):
     """A trace that cannot run (unknown host, bad parameters) or returned nonsense."""
-
-
-# --------------------------------------------------------------------------- on the host
-
-
-@dataclass(frozen=True)
-class TraceSpec:
-    """What one source host traces: (destination IPv4, UDP source port) probes, TTL 1..n."""
-
-    probes: tuple[tuple[str, int], ...]
-    dscp: int = 26
-    max_ttl: int = 8
-    tries: int = 2
-    wait_s: float = DEFAULT_WAIT_S
-    rate_pps: int = DEFAULT_RATE_PPS
-    # Per destination: addresses whose answer ends its trace (the ports of the switches the
-    # destination hangs off: the last hop before it; a RoCE NIC never answers itself).
-    stop_at: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    udp_port: int = ROCE_UDP_PORT  # the run's (agent.observe.probes.transport): ECMP hashes it too
-
-    def __post_init__(self) -> None:
-        if not 1 <= len(self.probes) <= MAX_PROBES:
-            raise ValueError(f"probes: Expected: 1..{MAX_PROBES} Actual: {len(self.probes)}")
-        for index, probe in enumerate(self.probes):
-            if not (isinstance(probe, Sequence) and len(probe) == 2):
-                raise ValueError(f"probes[{index}]: Expected: [dst_ip, sport] Actual: {probe!r}")
-            _ipv4(probe[0], f"probes[{index}].dst_ip")
-            if not isinstance(probe[1], int) or not 0 < probe[1] <= 0xFFFF:
-                raise ValueError(f"probes[{index}].sport: Expected: 1..65535 Actual: {probe[1]!r}")
-        for name, value, low, high in (
-            ("dscp", self.dscp, 0, 63),
-            ("udp_port", self.udp_port, 1, 0xFFFF),
-            ("max_ttl", self.max_ttl, 1, MAX_TTL),
-            ("tries", self.tries, 1, MAX_TRIES),
-            ("rate_pps", self.rate_pps, 1, 100_000),
-        ):
-            if not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name}: Expected: {low}..{high} Actual: {value!r}")
-        if not 0.001 <= self.wait_s <= 10:
-            raise ValueError(f"wait_s: Expected: 0.001..10 s Actual: {self.wait_s!r}")
-        for dst, addresses in self.stop_at.items():
-            _ipv4(dst, "stop_at")
-            for address in addresses:
-                _ipv4(address, f"stop_at[{dst}]")
-
-    @classmethod
-    def from_json(cls, data: Any) -> TraceSpec:
-        """The spec from the worker's JSON argument (lists for tuples); ValueError naming the
-        field for anything else."""
-        if not isinstance(data, dict) or not isinstance(data.get("probes"), list):
-            raise ValueError(f"probes: Expected: a list of [dst_ip, sport] Actual: {data!r:.100}")
-        stop_at = data.get("stop_at") or {}
-        if not isinstance(stop_at, dict) or not all(isinstance(v, list) for v in stop_at.values()):
-            raise ValueError(
-                f"stop_at: Expected: {{dst_ip: [address, ...]}} Actual: {stop_at!r:.100}"
-            )
-        data = dict(data)
-        data["probes"] = tuple(tuple(p) if isinstance(p, list) else p for p in data["probes"])
-        data["stop_at"] = {k: tuple(v) for k, v in stop_at.items()}
-        return cls(**data)
-
-    def budget_s(self) -> float:
-        """Longest the trace can take: every TTL and try waits in full, sends paced."""
-        sends = len(self.probes) * self.max_ttl * self.tries
-        return self.max_ttl * self.tries * self.wait_s + sends / self.rate_pps
-
-
-def _ipv4(text: Any, where: str) -> str:
-    try:
-        return str(ipaddress.IPv4Address(text))
-    except (ValueError, TypeError):
-        raise ValueError(f"{where}: Expected: an IPv4 address Actual: {text!r}") from None
-
-
-def probe_id(ttl: int, attempt: int) -> int:
-    """The IP identification of one trace packet: TTL and try. Routers quote the IP header
-    whole even when they quote only 8 bytes after it (RFC 792), so the answer to a late try
-    is never taken for another TTL's."""
-    return (ttl << 8) | attempt
-
-
-def ipv4_checksum(header: bytes | bytearray) -> int:
-    """RFC 791 header checksum (the checksum field itself must be zero in ``header``)."""
-    total: int = sum(struct.unpack(f"!{len(header) // 2}H", header))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
-def trace_frame(template: bytes, ttl: int, attempt: int) -> bytes:
-    """A trace packet: the probe frame with this TTL and :func:`probe_id`."""
-    return probe_frame(template, ttl, probe_id(ttl, attempt))
-
-
-def probe_frame(template: bytes, ttl: int, ident: int) -> bytes:
-    """The probe frame with this TTL and IP identification; IP checksum and ICRC made right.
-
-    The ICRC masks TTL and the IP checksum but covers the identification, so it is
-    recomputed: the packet is a valid RoCEv2 packet for whichever NIC sees it.
-    """
-    frame = bytearray(template)
-    struct.pack_into("!H", frame, IP_OFFSET + 4, ident)
-    frame[IP_OFFSET + 8] = ttl
-    frame[IP_OFFSET + 10 : IP_OFFSET + 12] = b"\x00\x00"
-    struct.pack_into("!H", frame, IP_OFFSET + 10, ipv4_checksum(frame[IP_OFFSET : IP_OFFSET + 20]))
-    frame[-ICRC_LEN:] = pack_icrc(icrc(bytes(frame)))
-    return bytes(frame)
-
-
-@dataclass(frozen=True)
-class IcmpAnswer:
-    """One ICMP error that quotes a UDP packet: who answered, and what it quoted."""
-
-    from_ip: str
-    icmp_type: int
-    icmp_code: int
-    src_ip: str  # of the quoted packet
-    dst_ip: str
-    ident: int
-    sport: int
-    dport: int
-    # The quoted bytes after the quoted IP header (UDP, BTH, payload: as many as the router
-    # quoted), to tell whether the probe was changed on the way.
-    quoted_l4: bytes = field(default=b"", compare=False, repr=False)
-
-
-def parse_icmp(packet: bytes) -> IcmpAnswer | None:
-    """An IPv4 packet as a raw ICMP socket delivers it; None unless it is a time exceeded or
-    destination unreachable quoting an IPv4 UDP packet (enough of it for the ports)."""
-    if len(packet) < _IPV4_MIN_HEADER or packet[0] >> 4 != 4 or packet[9] != 1:
-        return None
-    outer = (packet[0] & 0x0F) * 4
-    if outer < _IPV4_MIN_HEADER or len(packet) < outer + 8:
-        return None
-    icmp_type, icmp_code = packet[outer], packet[outer + 1]
-    if icmp_type not in (ICMP_TIME_EXCEEDED, ICMP_UNREACHABLE):
-        return None
-    quoted = outer + 8
-    if len(packet) < quoted + _IPV4_MIN_HEADER or packet[quoted] >> 4 != 4:
-        return None
-    inner = (packet[quoted] & 0x0F) * 4
-    if inner < _IPV4_MIN_HEADER or packet[quoted + 9] != 17:
-        return None
-    udp = quoted + inner
-    if len(packet) < udp + 4:
-        return None
-    sport, dport = struct.unpack_from("!HH", packet, udp)
-    return IcmpAnswer(
-        from_ip=socket.inet_ntoa(packet[12:16]),
-        icmp_type=icmp_type,
-        icmp_code=icmp_code,
-        src_ip=socket.inet_ntoa(packet[quoted + 12 : quoted + 16]),
-        dst_ip=socket.inet_ntoa(packet[quoted + 16 : quoted + 20]),
-        ident=struct.unpack_from("!H", packet, quoted + 4)[0],
-        sport=sport,
-        dport=dport,
-        quoted_l4=bytes(packet[udp:]),
-    )
-
-
-@dataclass
-class _Probe:
-    dst_ip: str
-    sport: int
-    src_ip: str
-    ifname: str
-    template: bytes
-    stop_at: frozenset[str]
-    hops: list[dict[str, Any] | None] = field(default_factory=list)
-    sent_at: dict[int, float] = field(default_factory=dict)  # IP identification -> time
-    done: bool = False
-    reached: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "dst_ip": self.dst_ip,
-            "sport": self.sport,
-            "hops": self.hops,
-            "reached": self.reached,
-        }
-
-
-def _build_probes(spec: TraceSpec) -> list[_Probe]:
-    return _templates(
-        [(dst_ip, sport) for dst_ip, sport in spec.probes], spec.dscp, spec.stop_at, spec.udp_port
-    )
-
-
-def _templates(
-    targets: Sequence[tuple[str, int]],
-    dscp: int,
-    stop_at: dict[str, tuple[str, ...]],
-    udp_port: int,
-) -> list[_Probe]:
-    """One probe frame per (destination, source port), addressed like the kernel would."""
-    from agent.observe.probes.rawsock import interface_mac
-    from agent.observe.probes.sender import resolve_path
-
-    routes: dict[str, tuple[str, str, str]] = {}
-    probes = []
-    for dst_ip, sport in targets:
-        if dst_ip not in routes:
-            try:
-                routes[dst_ip] = resolve_path(dst_ip)
-            except (OSError, KeyError, IndexError, ValueError) as exc:
-                raise RuntimeError(f"no route to {dst_ip} on this host: {exc}") from None
-        ifname, src_ip, next_hop_mac = routes[dst_ip]
-        flow = Flow(
-            src_mac=interface_mac(ifname),
-            dst_mac=next_hop_mac,
-            src_ip=src_ip,
-            dst_ip=dst_ip,
-            dscp=dscp,
-            ecn=ECN_ECT0,
-            sport=sport,
-            qpn=TRACE_QPN,
-            size=MIN_PROBE_PAYLOAD,
-            udp_port=udp_port,
-        )
-        probes.append(
-            _Probe(
-                dst_ip, sport, src_ip, ifname, RoceTemplate(flow).frame(0, 0, 0),
-                frozenset(stop_at.get(dst_ip, ())),
-            )
-        )  # fmt: skip
-    return probes
-
-
-@contextmanager
-def _probe_sockets(
-    probes: Sequence[_Probe],
-) -> Iterator[tuple[socket.socket, dict[str, socket.socket]]]:
-    """A raw ICMP socket for the answers and a send-only port per interface, closed after."""
-    from agent.observe.probes.rawsock import REJECT_ALL_FILTER, open_port
-
-    senders: dict[str, socket.socket] = {}
-    icmp = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    try:
-        icmp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        icmp.setblocking(False)
-        for ifname in {p.ifname for p in probes}:
-            senders[ifname] = open_port(ifname, bpf=REJECT_ALL_FILTER)
-        yield icmp, senders
-    finally:
-        icmp.close()
-        for sock in senders.values():
-            sock.close()
-
-
-def run_trace(spec: TraceSpec) -> dict[str, Any]:
-    """Trace every probe of ``spec`` from this host; JSON-ready result (hops per TTL)."""
-    probes = _build_probes(spec)
-    by_key = {(p.dst_ip, p.sport): p for p in probes}
-    sources = {p.src_ip for p in probes}
-    ignored = 0
-    with _probe_sockets(probes) as (icmp, senders):
-        gap = 1.0 / spec.rate_pps
-        start = time.monotonic()
-        for ttl in range(1, spec.max_ttl + 1):
-            active = [p for p in probes if not p.done]
-            if not active:
-                break
-            for p in active:
-                p.hops.append(None)
-            for attempt in range(spec.tries):
-                waiting = [p for p in active if p.hops[ttl - 1] is None and not p.done]
-                if not waiting:
-                    break
-                next_send = time.monotonic()
-                for p in waiting:
-                    while (left := next_send - time.monotonic()) > 0:
-                        ignored += _collect(icmp, by_key, sources, left, spec.udp_port)
-                    senders[p.ifname].send(trace_frame(p.template, ttl, attempt))
-                    p.sent_at[probe_id(ttl, attempt)] = time.monotonic()
-                    next_send += gap
-                deadline = time.monotonic() + spec.wait_s
-                while any(p.hops[ttl - 1] is None and not p.done for p in waiting):
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    ignored += _collect(icmp, by_key, sources, left, spec.udp_port)
-        ignored += _collect(icmp, by_key, sources, 0.0, spec.udp_port)
-        elapsed = time.monotonic() - start
-    return {
-        "role": "trace",
-        "src_ips": sorted(sources),
-        "duration_s": round(elapsed, 6),
-        "icmp_ignored": ignored,
-        "probes": [p.as_dict() for p in probes],
-    }
-
-
-def _collect(
-    icmp: socket.socket,
-    by_key: dict[tuple[str, int], _Probe],
-    sources: set[str],
-    timeout: float,
-    udp_port: int,
-) -> int:
-    """Read ICMP answers for up to ``timeout`` s; returns how many were not ours."""
-    ignored = 0
-    readable, _, _ = select.select([icmp], [], [], timeout)
-    if not readable:
-        return 0
-    # Bounded, so that a flood of other ICMP cannot hold the trace past its deadlines.
-    for _ in range(MAX_READS):
-        try:
-            packet = icmp.recv(65535)
-        except BlockingIOError:
-            return ignored
-        now = time.monotonic()
-        answer = parse_icmp(packet)
-        probe = (
-            by_key.get((answer.dst_ip, answer.sport))
-            if answer is not None and answer.dport == udp_port and answer.src_ip in sources
-            else None
-        )
-        ttl = (answer.ident >> 8) if answer is not None else 0
-        if answer is None or probe is None or not 1 <= ttl <= len(probe.hops):
-            ignored += 1
-            continue
-        if answer.ident not in probe.sent_at or probe.hops[ttl - 1] is not None:
-            ignored += 1  # not a packet we sent, or a second answer (both tries answered)
-            continue
-        probe.hops[ttl - 1] = {
-            "ttl": ttl,
-            "ip": answer.from_ip,
-            "icmp_type": answer.icmp_type,
-            "icmp_code": answer.icmp_code,
-            "rtt_s": round(now - probe.sent_at[answer.ident], 6),
-        }
-        if answer.icmp_type == ICMP_UNREACHABLE or answer.from_ip in probe.stop_at:
-            # The destination said port unreachable (a Linux host, not a NIC), a router
-            # could not forward it, or the last switch before the destination answered.
-            probe.done = True
-            probe.reached = answer.from_ip == probe.dst_ip or answer.from_ip in probe.stop_at
-            del probe.hops[ttl:]
-    return ignored
-
-
-# mtr's method, with the probe's 5-tuple: many packets per hop, each expiring at that hop.
-HOP_ROUND_BITS = 10  # IP identification = TTL << 10 | round: 63 hops, 1024 rounds
-MAX_HOP_ROUNDS = 1 << HOP_ROUND_BITS
-_BTH_RESV8A = _UDP_HEADER + 4  # in the bytes after the IP header: a switch may rewrite it
-
-
-@dataclass(frozen=True)
-class HopSpec:
-    """Per-hop probing from one host: ``count`` packets to each of a path's ``hops`` switch
-    hops (TTL 1..hops), per (destination IPv4, UDP source port, hops)."""
-
-    probes: tuple[tuple[str, int, int], ...]
-    count: int = 20
-    dscp: int = 26
-    rate_pps: int = 200
-    wait_s: float = 1.0
-    udp_port: int = ROCE_UDP_PORT
-
-    def __post_init__(self) -> None:
-        if not 1 <= len(self.probes) <= MAX_PROBES:
-            raise ValueError(f"probes: Expected: 1..{MAX_PROBES} Actual: {len(self.probes)}")
-        for index, probe in enumerate(self.probes):
-            if not (isinstance(probe, Sequence) and len(probe) == 3):
-                raise ValueError(
-                    f"probes[{index}]: Expected: [dst_ip, sport, hops] Actual: {probe!r}"
-                )
-            _ipv4(probe[0], f"probes[{index}].dst_ip")
-            for name, value, low, high in (
-                ("sport", probe[1], 1, 0xFFFF),
-                ("hops", probe[2], 1, (1 << (16 - HOP_ROUND_BITS)) - 1),
-            ):
-                if not isinstance(value, int) or not low <= value <= high:
-                    raise ValueError(
-                        f"probes[{index}].{name}: Expected: {low}..{high} Actual: {value!r}"
-                    )
-        for name, value, low, high in (
-            ("count", self.count, 1, MAX_HOP_ROUNDS),
-            ("dscp", self.dscp, 0, 63),
-            ("udp_port", self.udp_port, 1, 0xFFFF),
-            ("rate_pps", self.rate_pps, 1, 100_000),
-        ):
-            if not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name}: Expected: {low}..{high} Actual: {value!r}")
-        if not 0.001 <= self.wait_s <= 10:
-            raise ValueError(f"wait_s: Expected: 0.001..10 s Actual: {self.wait_s!r}")
-
-    @classmethod
-    def from_json(cls, data: Any) -> HopSpec:
-        if not isinstance(data, dict) or not isinstance(data.get("probes"), list):
-            raise ValueError(
-                f"probes: Expected: a list of [dst_ip, sport, hops] Actual: {data!r:.100}"
-            )
-        data = dict(data)
-        data["probes"] = tuple(tuple(p) if isinstance(p, list) else p for p in data["probes"])
-        return cls(**data)
-
-    def budget_s(self) -> float:
-        return sum(p[2] for p in self.probes) * self.count / self.rate_pps + self.wait_s
-
-
-def changed_on_the_way(sent_l4: bytes, quoted_l4: bytes) -> bool:
-    """Whether the quoted UDP/BTH/payload bytes differ from what was sent, over what the
-    router quoted, up to the ICRC (which differs per packet: it covers the identification);
-    the BTH reserved byte is left out, as the ICRC leaves it out."""
-    end = min(len(quoted_l4), len(sent_l4) - ICRC_LEN)
-    return any(quoted_l4[i] != sent_l4[i] for i in range(end) if i != _BTH_RESV8A)
-
-
-def run_hops(spec: HopSpec) -> dict[str, Any]:
-    """Send every probe's packets hop by hop, round by round; count the answers per hop."""
-    probes = _templates([(d, s) for d, s, _ in spec.probes], spec.dscp, {}, spec.udp_port)
-    tally = _HopTally(spec, probes)
-    with _probe_sockets(probes) as (icmp, senders):
-        gap = 1.0 / spec.rate_pps
-        start = next_send = time.monotonic()
-        for round_index in range(spec.count):
-            for probe in probes:
-                key = (probe.dst_ip, probe.sport)
-                for ttl in range(1, tally.hops[key] + 1):
-                    while (left := next_send - time.monotonic()) > 0:
-                        tally.collect(icmp, left)
-                    ident = ttl << HOP_ROUND_BITS | round_index
-                    senders[probe.ifname].send(probe_frame(probe.template, ttl, ident))
-                    tally.sent(key, ttl, ident, time.monotonic())
-                    next_send = max(next_send + gap, time.monotonic() - gap)
-        deadline = time.monotonic() + spec.wait_s
-        while (left := deadline - time.monotonic()) > 0 and tally.waiting():
-            tally.collect(icmp, left)
-        elapsed = time.monotonic() - start
-    return {
-        "role": "hops",
-        "src_ips": sorted(tally.sources),
-        "duration_s": round(elapsed, 6),
-        "icmp_ignored": tally.ignored,
-        "probes": [
-            {"dst_ip": d, "sport": s, "hops": tally.stats[(d, s)]} for d, s, _ in spec.probes
-        ],
-    }
-
-
-class _HopTally:
-    """What :func:`run_hops` sent to each hop of each probe, and the answers that came back."""
-
-    def __init__(self, spec: HopSpec, probes: Sequence[_Probe]) -> None:
-        self.udp_port = spec.udp_port
-        self.hops = {
-            (p.dst_ip, p.sport): n for (_, _, n), p in zip(spec.probes, probes, strict=True)
-        }
-        self.stats: dict[tuple[str, int], list[dict[str, Any]]] = {
-            key: [{"sent": 0, "answered": 0, "corrupted": 0, "rtt_min_s": None} for _ in range(n)]
-            for key, n in self.hops.items()
-        }
-        self.sent_at: dict[tuple[str, int, int], float] = {}
-        self.sent_l4 = {
-            key: p.template[IP_OFFSET + 20 :] for key, p in zip(self.hops, probes, strict=True)
-        }
-        self.sources = {p.src_ip for p in probes}
-        self.seen: set[tuple[str, int, int]] = set()
-        self.ignored = 0
-
-    def sent(self, key: tuple[str, int], ttl: int, ident: int, at: float) -> None:
-        self.sent_at[(key[0], key[1], ident)] = at
-        self.stats[key][ttl - 1]["sent"] += 1
-
-    def waiting(self) -> bool:
-        return any(row["answered"] < row["sent"] for rows in self.stats.values() for row in rows)
-
-    def collect(self, icmp: socket.socket, timeout: float) -> None:
-        """Read ICMP answers for up to ``timeout`` s (a bounded number of them)."""
-        readable, _, _ = select.select([icmp], [], [], timeout)
-        if not readable:
-            return
-        for _ in range(MAX_READS):
-            try:
-                packet = icmp.recv(65535)
-            except BlockingIOError:
-                return
-            if not self._take(parse_icmp(packet)):
-                self.ignored += 1
-
-    def _rows(self, answer: IcmpAnswer | None) -> list[dict[str, Any]] | None:
-        """The hop rows of the probe ``answer`` quotes, if it answers one of ours."""
-        if answer is None or answer.src_ip not in self.sources:
-            return None
-        if answer.dport != self.udp_port or answer.icmp_type != ICMP_TIME_EXCEEDED:
-            return None
-        return self.stats.get((answer.dst_ip, answer.sport))
-
-    def _take(self, answer: IcmpAnswer | None) -> bool:
-        """Count an answer; False when it is not one of ours, or a duplicate."""
-        rows = self._rows(answer)
-        if answer is None or rows is None:
-            return False
-        ttl, index = answer.ident >> HOP_ROUND_BITS, answer.ident & (MAX_HOP_ROUNDS - 1)
-        if not 1 <= ttl <= len(rows) or index >= rows[ttl - 1]["sent"]:
-            return False
-        sent_key = (answer.dst_ip, answer.sport, answer.ident)
-        if sent_key in self.seen:
-            return False  # a duplicate answer
-        self.seen.add(sent_key)
-        row = rows[ttl - 1]
-        row["answered"] += 1
-        # The fastest answer: a delay on the way there (or back) shows in every one.
-        rtt = time.monotonic() - self.sent_at.get(sent_key, time.monotonic())
-        row["rtt_min_s"] = rtt if row["rtt_min_s"] is None else min(row["rtt_min_s"], rtt)
-        if changed_on_the_way(self.sent_l4[(answer.dst_ip, answer.sport)], answer.quoted_l4):
-            row["corrupted"] += 1
-        return True
-
-
-# --------------------------------------------------------------------------- on the agent
 
 
 @dataclass(frozen=True)
@@ -717,7 +179,8 @@ class _Fabric:
         return Path(src, dst, int(probe["sport"]), tuple(hops), complete)
 
 
-def _host_ip(intent: FabricIntent, name: str) -> str:
+def host_ip(intent: FabricIntent, name: str) -> str:
+    """The probe address of host ``name``; PathError when it has none."""
     from agent.observe.probes.scenarios import ScenarioError, endpoint
 
     try:
@@ -729,22 +192,28 @@ def _host_ip(intent: FabricIntent, name: str) -> str:
 Tracer = Callable[[str, Sequence[tuple[str, int]]], list[Path]]
 
 
+class TraceOptions(TypedDict, total=False):
+    """How :func:`trace_many` traces: the DSCP (default: the profile's RoCE DSCP), the
+    highest TTL (8), tries per TTL (2), the wait for each TTL's answers and the pace of the
+    sends, the source host's runner (default: its namespace or SSH), and the UDP port."""
+
+    dscp: int | None
+    max_ttl: int
+    tries: int
+    wait_s: float
+    rate_pps: int
+    runner: Runner | None
+    udp_port: int
+
+
 def trace_many(
     intent: FabricIntent,
     src: str,
     probes: Sequence[tuple[str, int]],
-    *,
-    dscp: int | None = None,
-    max_ttl: int = 8,
-    tries: int = 2,
-    wait_s: float = DEFAULT_WAIT_S,
-    rate_pps: int = DEFAULT_RATE_PPS,
-    runner: Runner | None = None,
-    udp_port: int = ROCE_UDP_PORT,
+    **options: Unpack[TraceOptions],
 ) -> list[Path]:
     """Trace (destination host, source port) probes from host ``src`` in one worker run, to
     UDP ``udp_port`` (the run's: the destination port is part of what ECMP hashes)."""
-    from agent.observe.probes.runner import ProbeError
     from agent.observe.probes.scenarios import ScenarioError, endpoint
 
     try:
@@ -752,29 +221,11 @@ def trace_many(
     except ScenarioError as exc:
         raise PathError(str(exc)) from None
     fabric = _Fabric(intent)
-    dst_ips = {dst: _host_ip(intent, dst) for dst, _ in probes}
-    for dst in dst_ips:
-        if dst == src:
-            raise PathError(f"trace {src} -> {dst}: source and destination are the same host")
-    try:
-        spec = TraceSpec(
-            probes=tuple((dst_ips[dst], sport) for dst, sport in probes),
-            dscp=intent.profile.roce.dscp if dscp is None else dscp,
-            max_ttl=max_ttl,
-            tries=tries,
-            wait_s=wait_s,
-            rate_pps=rate_pps,
-            stop_at={dst_ips[d]: fabric.stop_addresses(d) for d in dst_ips},
-            udp_port=udp_port,
-        )
-    except ValueError as exc:
-        raise PathError(f"trace from {src}: {exc}") from None
-    handle = (runner or source.runner).start("trace", _spec_json(spec))
-    try:
-        result = handle.result(timeout=spec.budget_s() + WORKER_MARGIN_S)
-    except ProbeError as exc:
-        raise PathError(str(exc)) from None
-    answers = result.get("probes")
+    dst_ips = {dst: host_ip(intent, dst) for dst, _ in probes}
+    if src in dst_ips:
+        raise PathError(f"trace {src} -> {src}: source and destination are the same host")
+    spec = _trace_spec(fabric, src, [(dst_ips[dst], dst, sport) for dst, sport in probes], options)
+    answers = run_worker(options.get("runner") or source.runner, "trace", spec).get("probes")
     if not isinstance(answers, list) or len(answers) != len(probes):
         raise PathError(
             f"trace from {src}: Expected: {len(probes)} probe results Actual: {answers!r:.200}"
@@ -782,40 +233,58 @@ def trace_many(
     return [fabric.path(src, dst, a) for (dst, _), a in zip(probes, answers, strict=True)]
 
 
-def _spec_json(spec: TraceSpec) -> dict[str, Any]:
-    return {
-        "probes": [list(p) for p in spec.probes],
-        "dscp": spec.dscp,
-        "max_ttl": spec.max_ttl,
-        "tries": spec.tries,
-        "wait_s": spec.wait_s,
-        "rate_pps": spec.rate_pps,
-        "stop_at": {k: list(v) for k, v in spec.stop_at.items()},
-        "udp_port": spec.udp_port,
-    }
+class WorkerSpec(Protocol):
+    """A spec a host's probe worker runs (a trace's, the hop probes')."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+    def budget_s(self) -> float: ...
+
+
+def run_worker(runner: Runner, role: str, spec: WorkerSpec) -> dict[str, Any]:
+    """The result of the worker ``role`` run with ``spec`` on ``runner``, waited for as long
+    as the spec's budget and a worker's start; PathError when it failed."""
+    from agent.observe.probes.runner import ProbeError
+
+    handle = runner.start(role, spec.as_json())
+    try:
+        return handle.result(timeout=spec.budget_s() + WORKER_MARGIN_S)
+    except ProbeError as exc:
+        raise PathError(str(exc)) from None
+
+
+def _trace_spec(
+    fabric: _Fabric, src: str, probes: Sequence[tuple[str, str, int]], options: TraceOptions
+) -> TraceSpec:
+    """The worker's spec for ``probes`` (destination IPv4, destination host, source port);
+    PathError naming the setting that is out of range."""
+    dscp = options.get("dscp")
+    try:
+        return TraceSpec(
+            probes=tuple((ip, sport) for ip, _, sport in probes),
+            dscp=fabric.intent.profile.roce.dscp if dscp is None else dscp,
+            max_ttl=options.get("max_ttl", 8),
+            tries=options.get("tries", 2),
+            wait_s=options.get("wait_s", DEFAULT_WAIT_S),
+            rate_pps=options.get("rate_pps", DEFAULT_RATE_PPS),
+            stop_at={ip: fabric.stop_addresses(dst) for ip, dst, _ in probes},
+            udp_port=options.get("udp_port", ROCE_UDP_PORT),
+        )
+    except ValueError as exc:
+        raise PathError(f"trace from {src}: {exc}") from None
 
 
 def trace(
-    intent: FabricIntent,
-    src: str,
-    dst: str,
-    sport: int,
-    *,
-    dscp: int | None = None,
-    max_ttl: int = 8,
-    tries: int = 2,
-    runner: Runner | None = None,
-    udp_port: int = ROCE_UDP_PORT,
+    intent: FabricIntent, src: str, dst: str, sport: int, **options: Unpack[TraceOptions]
 ) -> Path:
     """The path of the RoCEv2 probe ``src`` -> ``dst`` with UDP source port ``sport``."""
-    return trace_many(
-        intent, src, [(dst, sport)], dscp=dscp, max_ttl=max_ttl, tries=tries, runner=runner,
-        udp_port=udp_port,
-    )[0]  # fmt: skip
+    return trace_many(intent, src, [(dst, sport)], **options)[0]
 
 
 @dataclass
 class _Discovery:
+    """One host pair's discovery: the source ports tried, the distinct paths found."""
+
     pair: tuple[str, str]
     tried: int = 0
     streak: int = 0
@@ -846,15 +315,22 @@ class _Discovery:
         return out
 
 
+class DiscoverOptions(TypedDict, total=False):
+    """How :func:`discover` looks for paths: source ports per pair at the most
+    (``max_sports``, 16), ports in a row without a new path before it stops (``patience``,
+    4), each host's runner, a tracer that replaces the tracing (tests), and the UDP port."""
+
+    max_sports: int
+    patience: int
+    runner: Callable[[str], Runner] | None
+    tracer: Tracer | None
+    udp_port: int
+
+
 def discover(
     intent: FabricIntent,
     pairs: Iterable[tuple[str, str]],
-    *,
-    max_sports: int = 16,
-    patience: int = 4,
-    runner: Callable[[str], Runner] | None = None,
-    tracer: Tracer | None = None,
-    udp_port: int = ROCE_UDP_PORT,
+    **options: Unpack[DiscoverOptions],
 ) -> dict[tuple[str, str], list[Path]]:
     """The ECMP paths between each (source, destination) host pair.
 
@@ -866,15 +342,9 @@ def discover(
     the runner of a host (default: its namespace or SSH); ``tracer(src, [(dst, sport)])``
     replaces the tracing itself (tests).
     """
+    max_sports, patience = options.get("max_sports", 16), options.get("patience", 4)
     states = _discovery_states(intent, pairs, max_sports, patience)
-    if tracer is None:
-
-        def tracer(src: str, probes: Sequence[tuple[str, int]]) -> list[Path]:
-            return trace_many(
-                intent, src, probes, runner=runner(src) if runner else None, udp_port=udp_port
-            )
-
-    chosen: Tracer = tracer
+    chosen = options.get("tracer") or _host_tracer(intent, options)
     first_round = True
     while any(not s.done for s in states.values()):
         batch = 2 * patience if first_round else patience
@@ -886,6 +356,18 @@ def discover(
                 if not state.done:
                     state.take(path, max_sports, patience)
     return {pair: state.paths() for pair, state in states.items()}
+
+
+def _host_tracer(intent: FabricIntent, options: DiscoverOptions) -> Tracer:
+    """Tracing on the hosts themselves, each with its runner."""
+    runner, udp_port = options.get("runner"), options.get("udp_port", ROCE_UDP_PORT)
+
+    def tracer(src: str, probes: Sequence[tuple[str, int]]) -> list[Path]:
+        return trace_many(
+            intent, src, probes, runner=runner(src) if runner else None, udp_port=udp_port
+        )
+
+    return tracer
 
 
 def _discovery_states(
@@ -901,7 +383,7 @@ def _discovery_states(
         if src == dst:
             raise PathError(f"pair {src} -> {dst}: source and destination are the same host")
         for host in (src, dst):
-            _host_ip(intent, host)
+            host_ip(intent, host)
         states.setdefault((src, dst), _Discovery((src, dst)))
     return states
 
@@ -930,100 +412,6 @@ def _trace_round(tracer: Tracer, plan: RoundPlan) -> dict[str, list[Path]]:
                 f"tracer for {src}: Expected: {len(items)} paths Actual: {len(traced[src])}"
             )
     return traced
-
-
-@dataclass(frozen=True)
-class HopCount:
-    """Per-hop probes of one path that expire at one switch (mtr's method): sent, answered
-    with ICMP time exceeded, and answered with a quote that differs from what was sent (the
-    probe was changed before that switch)."""
-
-    sent: int
-    answered: int
-    corrupted: int = 0
-    rtt_min_ms: float | None = None  # the fastest answer's round trip
-
-
-def probe_hops(
-    intent: FabricIntent,
-    paths: Iterable[Path],
-    *,
-    tries: int = 20,
-    rate_pps: int = 200,
-    runner: Callable[[str], Runner] | None = None,
-    udp_port: int = ROCE_UDP_PORT,
-) -> dict[tuple[str, str, int], tuple[HopCount | None, ...]]:
-    """Send ``tries`` packets with each path's 5-tuple to each of its switch hops (TTL 1..n),
-    all source hosts at once, each paced at ``rate_pps`` (keep the answers a switch must
-    send under its ICMP policer: a policed answer counts as unanswered); per (src, dst,
-    sport), one HopCount per hop of the path, in order."""
-    from agent.observe.probes.runner import ProbeError
-
-    by_src: dict[str, list[Path]] = {}
-    for path in paths:
-        if path.hops:
-            by_src.setdefault(path.src, []).append(path)
-    if not by_src:
-        return {}
-
-    def one_host(
-        src: str, mine: list[Path]
-    ) -> dict[tuple[str, str, int], tuple[HopCount | None, ...]]:
-        dst_ips = {p.dst: _host_ip(intent, p.dst) for p in mine}
-        try:
-            spec = HopSpec(
-                probes=tuple((dst_ips[p.dst], p.sport, len(p.hops)) for p in mine),
-                count=tries,
-                dscp=intent.profile.roce.dscp,
-                rate_pps=rate_pps,
-                udp_port=udp_port,
-            )
-        except ValueError as exc:
-            raise PathError(f"hop probes from {src}: {exc}") from None
-        from agent.observe.probes.scenarios import ScenarioError, endpoint
-
-        try:
-            chosen = runner(src) if runner else endpoint(intent, src).runner
-        except ScenarioError as exc:
-            raise PathError(str(exc)) from None
-        handle = chosen.start("hops", {
-            "probes": [list(p) for p in spec.probes], "count": spec.count, "dscp": spec.dscp,
-            "rate_pps": spec.rate_pps, "wait_s": spec.wait_s, "udp_port": spec.udp_port,
-        })  # fmt: skip
-        try:
-            result = handle.result(timeout=spec.budget_s() + WORKER_MARGIN_S)
-        except ProbeError as exc:
-            raise PathError(str(exc)) from None
-        rows = result.get("probes")
-        if not isinstance(rows, list) or len(rows) != len(mine):
-            raise PathError(
-                f"hop probes from {src}: Expected: {len(mine)} results Actual: {rows!r:.200}"
-            )
-        out: dict[tuple[str, str, int], tuple[HopCount | None, ...]] = {}
-        for path, row in zip(mine, rows, strict=True):
-            try:
-                out[(path.src, path.dst, path.sport)] = tuple(
-                    HopCount(
-                        int(h["sent"]),
-                        int(h["answered"]),
-                        int(h["corrupted"]),
-                        float(h["rtt_min_s"]) * 1000 if h.get("rtt_min_s") is not None else None,
-                    )
-                    for h in row["hops"]
-                )
-            except (KeyError, TypeError, ValueError):
-                raise PathError(
-                    f"hop probes {path.src} -> {path.dst}: Expected: hops with sent, answered, "
-                    f"corrupted Actual: {row!r:.200}"
-                ) from None
-        return out
-
-    merged: dict[tuple[str, str, int], tuple[HopCount | None, ...]] = {}
-    jobs = {src: (src, mine) for src, mine in by_src.items()}
-    outcomes = run_each(jobs, lambda job: one_host(*job), parallelism=None)
-    for part in results_or_raise(outcomes).values():
-        merged.update(part)
-    return merged
 
 
 def pingmesh_pairs(intent: FabricIntent) -> list[tuple[str, str]]:

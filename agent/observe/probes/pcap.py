@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -325,25 +326,24 @@ class _Reader:
 
     def _pcapng(self) -> Packets:
         offset = 0
-        order = "<"
-        interfaces: list[tuple[int, int, float]] = []  # (link type, snaplen, seconds per tick)
+        section = _Section("<")
         while offset < self.size:
             index = self._window(offset, 12, "pcapng block header")
             buf = self.buf
-            blocktype = struct.unpack_from(order + "I", buf, index)[0]
+            blocktype = struct.unpack_from(section.order + "I", buf, index)[0]
             if blocktype == PCAPNG_SHB:
                 bom = buf[index + 8 : index + 12]
                 if bom == struct.pack("<I", BYTE_ORDER_MAGIC):
-                    order = "<"
+                    section = _Section("<")  # each section numbers its interfaces afresh
                 elif bom == struct.pack(">I", BYTE_ORDER_MAGIC):
-                    order = ">"
+                    section = _Section(">")
                 else:
                     raise self._error(
                         offset + 8,
                         f"garbled pcapng section header: Expected: byte-order magic 1a2b3c4d. "
                         f"Actual: {bom.hex()}",
                     )
-                interfaces = []  # each section numbers its interfaces afresh
+            order = section.order
             length = struct.unpack_from(order + "I", buf, index + 4)[0]
             if length < 12 or length % 4 or length > MAX_BLOCK:
                 raise self._error(
@@ -369,11 +369,9 @@ class _Reader:
             # the block's fields after type and length: buf[index + 8 : index + length - 4]
             if blocktype == PCAPNG_IDB:
                 body = buf[index + 8 : index + length - 4]
-                interfaces.append(self._interface(offset, order, body))
+                section.interfaces.append(self._interface(offset, order, body))
             elif blocktype in (PCAPNG_EPB, PCAPNG_PB, PCAPNG_SPB):
-                yield self._packet(
-                    offset, order, blocktype, buf, index + 8, length - 12, interfaces
-                )
+                yield self._packet(offset, section, blocktype, index + 8, length - 12)
             offset += length
 
     def _interface(self, offset: int, order: str, body: bytes) -> tuple[int, int, float]:
@@ -394,16 +392,10 @@ class _Reader:
         return linktype, snaplen, resolution
 
     def _packet(
-        self,
-        offset: int,
-        order: str,
-        blocktype: int,
-        buf: bytes,
-        body: int,
-        body_len: int,
-        interfaces: list[tuple[int, int, float]],
+        self, offset: int, section: _Section, blocktype: int, body: int, body_len: int
     ) -> tuple[float, int, bytes]:
-        """One packet block whose fields are ``buf[body : body + body_len]``."""
+        """One packet block whose fields are ``self.buf[body : body + body_len]``."""
+        buf, order, interfaces = self.buf, section.order, section.interfaces
         if blocktype == PCAPNG_SPB:
             if body_len < 4:
                 raise self._error(offset, "garbled pcapng simple packet block")
@@ -435,6 +427,15 @@ class _Reader:
             caplen = min(caplen, snaplen)
         start = body + first
         return ((high << 32) + low) * resolution, linktype, buf[start : start + caplen]
+
+
+@dataclass
+class _Section:
+    """One pcapng section: its byte order, and the interfaces it has described so far (link
+    type, snaplen, seconds per tick)."""
+
+    order: str
+    interfaces: list[tuple[int, int, float]] = field(default_factory=list)
 
 
 def read_frames(

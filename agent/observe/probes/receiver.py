@@ -107,7 +107,7 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
                 break
             readable, _, _ = select.select([sock], [], [], min(0.05, deadline - now))
             if readable:
-                last_data = _drain(sock, roce, pfc, responder, stamps, last_data)
+                last_data = _drain(sock, _Feeds(roce, pfc, responder, stamps), last_data)
         elapsed = time.monotonic() - start
     finally:
         sock.close()
@@ -129,15 +129,20 @@ def run_receiver(spec: ReceiveSpec, ready: Callable[[], None] | None = None) -> 
     }
 
 
-def _drain(
-    sock: socket.socket,
-    roce: RoceAnalyzer,
-    pfc: PfcAnalyzer,
-    responder: _CnpResponder,
-    stamps: _Stamps,
-    last_data: float,
-) -> float:
+@dataclass(frozen=True)
+class _Feeds:
+    """What a receiver feeds each frame to: the RoCE and PFC analysers, the notification
+    point that answers CE marks, and the receive timestamps."""
+
+    roce: RoceAnalyzer
+    pfc: PfcAnalyzer
+    responder: _CnpResponder
+    stamps: _Stamps
+
+
+def _drain(sock: socket.socket, feeds: _Feeds, last_data: float) -> float:
     """Take every queued frame; returns when the last tracked data frame arrived."""
+    roce, pfc, responder, stamps = feeds.roce, feeds.pfc, feeds.responder, feeds.stamps
     while True:
         try:
             frame, user_ns, kernel_ns, source = receive(sock)
@@ -218,7 +223,7 @@ class _CnpResponder:
             spec = self.spec
             cached = self.cnps[key] = (addresses, bytes(cnp_packet(
                 self.my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip,
-                view.qpn, spec.cnp_dscp, spec.udp_port,
+                view.qpn, dscp=spec.cnp_dscp, udp_port=spec.udp_port,
             )))  # fmt: skip
         return cached[1]
 

@@ -188,7 +188,7 @@ class _Rank:
             if self.cnp is None:  # built once: the predecessor never changes
                 self.cnp = bytes(cnp_packet(
                     self.my_mac, mac_text(view.src_mac), view.dst_ip, view.src_ip, view.qpn,
-                    self.spec.cnp_dscp, self.send.udp_port,
+                    dscp=self.spec.cnp_dscp, udp_port=self.send.udp_port,
                 ))  # fmt: skip
             sock.send(self.cnp)
             self.cnps_out += 1

@@ -11,7 +11,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from agent.errors import AgentError
 from agent.intent.model import Device, FabricIntent
@@ -88,26 +88,33 @@ def _receive_spec(
     }
 
 
+@dataclass(frozen=True)
+class Sending:
+    """What one sender of a scenario sends: its index among the senders (its QP, UDP source
+    port and flow id follow from it), its rate, for how long, the payload size, whether it
+    runs DCQCN, and the run's transport."""
+
+    index: int
+    rate_bps: int
+    duration_s: float
+    size: int
+    dcqcn: bool
+    transport: Transport
+
+
 def _send_spec(
-    intent: FabricIntent,
-    source: Endpoint,
-    target: Endpoint,
-    index: int,
-    rate_bps: int,
-    duration_s: float,
-    size: int,
-    dcqcn: bool,
-    transport: Transport,
+    intent: FabricIntent, source: Endpoint, target: Endpoint, sending: Sending
 ) -> dict[str, Any]:
     profile = intent.profile
+    index = sending.index
     spec: dict[str, Any] = {
         "ifname": source.ifname,
-        "udp_port": transport.udp_port,
+        "udp_port": sending.transport.udp_port,
         "dst_ip": target.ip,
-        "rate_bps": min(rate_bps, source.speed_bps),
+        "rate_bps": min(sending.rate_bps, source.speed_bps),
         "link_speed_bps": source.speed_bps,
-        "duration_s": duration_s,
-        "size": size,
+        "duration_s": sending.duration_s,
+        "size": sending.size,
         "dscp": profile.roce.dscp,
         "priority": profile.roce.priority,
         "qpn": BASE_QPN + index,
@@ -118,7 +125,7 @@ def _send_spec(
         # PFC and the reported rates stay the lab's.
         "time_dilation": intent.emulation.time_dilation,
     }
-    if dcqcn and profile.ecn.enabled:
+    if sending.dcqcn and profile.ecn.enabled:
         spec["dcqcn"] = nic_plan(profile).dcqcn
     return spec
 
@@ -190,25 +197,34 @@ def _pair_rows(
     return rows
 
 
+class PairwiseOptions(TypedDict, total=False):
+    """:func:`pairwise`'s payload size per packet (512) and transport (default: chosen)."""
+
+    size: int
+    transport: Transport | None
+
+
 def pairwise(
     intent: FabricIntent,
     hosts: list[str] | None = None,
     rate_bps: int = 1_000_000,
     duration_s: float = 3.0,
-    size: int = 512,
-    transport: Transport | None = None,
+    **options: Unpack[PairwiseOptions],
 ) -> dict[str, Any]:
     """Every ordered host pair at a low rate; expected: zero loss everywhere."""
     names = hosts or [d.name for d in intent.devices if d.role == "host"]
     ends = [endpoint(intent, n) for n in names]
     if len(ends) < 2:
         raise ScenarioError("pairwise needs at least two hosts")
-    transport = transport or transport_for(intent, ends)
+    transport = options.get("transport") or transport_for(intent, ends)
     receivers = start_receivers(intent, ends, duration_s, ends, transport)
+    size = options.get("size", 512)
     senders = [
         source.runner.start(
             "send",
-            _send_spec(intent, source, target, i, rate_bps, duration_s, size, False, transport),
+            _send_spec(
+                intent, source, target, Sending(i, rate_bps, duration_s, size, False, transport)
+            ),
         )
         for i, (source, target) in enumerate(itertools.permutations(ends, 2))
     ]
@@ -228,67 +244,50 @@ def pairwise(
     }
 
 
+class IncastOptions(TypedDict, total=False):
+    """:func:`incast`'s payload size per packet (:data:`INCAST_PAYLOAD_BYTES`), whether the
+    senders run DCQCN (yes), each sender's UDP source port (the ECMP entropy, to put the
+    senders on chosen paths) and the transport (default: chosen)."""
+
+    size: int
+    dcqcn: bool
+    sports: list[int] | None
+    transport: Transport | None
+
+
 def incast(
     intent: FabricIntent,
     to: str,
     senders_from: list[str],
     duration_s: float = 3.0,
     rate_bps: int | None = None,
-    size: int = INCAST_PAYLOAD_BYTES,
-    dcqcn: bool = True,
-    sports: list[int] | None = None,
-    transport: Transport | None = None,
+    **options: Unpack[IncastOptions],
 ) -> dict[str, Any]:
     """N senders at line rate into one receiver. Expected: no loss on the lossless class;
     with ECN on, CE marks and CNPs; with DCQCN, senders slow down. ``sports``: each sender's
     UDP source port (the ECMP entropy), to put the senders on chosen paths."""
     target = endpoint(intent, to)
     sources = [endpoint(intent, name) for name in senders_from]
-    if not sources:
-        raise ScenarioError("incast needs at least one sender (--from)")
-    if to in senders_from:
-        raise ScenarioError(f"{to} cannot send to itself")
-    if sports is not None and len(sports) != len(sources):
-        raise ScenarioError(
-            f"sports: Expected: one per sender ({len(sources)}) Actual: {len(sports)}"
+    sports = options.get("sports")
+    _check_incast(to, senders_from, len(sources), sports)
+    transport = options.get("transport") or transport_for(intent, [target, *sources])
+    size, dcqcn = options.get("size", INCAST_PAYLOAD_BYTES), options.get("dcqcn", True)
+    specs = [
+        _send_spec(
+            intent, source, target, Sending(i, rate_bps or source.speed_bps, duration_s, size,
+                                            dcqcn, transport)
         )
-    transport = transport or transport_for(intent, [target, *sources])
+        for i, source in enumerate(sources)
+    ]  # fmt: skip
+    if sports is not None:
+        for spec, sport in zip(specs, sports, strict=True):
+            spec["sport"] = sport
     receivers = start_receivers(intent, [target], duration_s, sources, transport)
-    # An incast is synchronised (a collective's senders start together): every sender waits
-    # for one wall-clock moment, far enough ahead for all of them to start.
-    start_at = time.time() + max(
-        first + each * len(sources) for first, each in (s.runner.start_margin_s for s in sources)
-    )
-    senders = []
-    try:
-        for i, source in enumerate(sources):
-            spec = _send_spec(
-                intent, source, target, i, rate_bps or source.speed_bps, duration_s, size, dcqcn,
-                transport,
-            )  # fmt: skip
-            if sports is not None:
-                spec["sport"] = sports[i]
-            senders.append(source.runner.start("send", {**spec, "start_at": start_at}))
-        for sender in senders:
-            sender.wait_ready()
-    except Exception:
-        for process in [*senders, *receivers.values()]:
-            process.kill()
-        raise
+    senders = _start_together(sources, specs, receivers)
     received, sent = _run(receivers, senders, duration_s)
     rows = _pair_rows(received, sent, {target.ip: to})
     totals = _totals(rows)
-    profile = intent.profile
-    lossless = profile.mode == "lossless"
-    failures = []
-    if lossless and totals["lost"]:
-        failures.append(f"{totals['lost']} packets lost on the lossless class")
-    if profile.ecn.enabled and totals["sent"] and not totals["ce_marked"]:
-        failures.append("ECN is on but no packet arrived CE-marked")
-    if profile.ecn.enabled and totals["sent"] and not totals["cnps_received"]:
-        failures.append("ECN is on but no sender received a CNP")
-    delivered = totals["received"]
-    late = max(row.get("start_late_s", 0.0) for row in sent)
+    failures = _incast_failures(intent, totals)
     return {
         "scenario": "incast",
         "to": to,
@@ -299,15 +298,60 @@ def incast(
         "time_dilation": intent.emulation.time_dilation,
         # How much later than agreed the last sender started: the senders overlapped for
         # duration_s minus this.
-        "start_late_s": late,
+        "start_late_s": max(row.get("start_late_s", 0.0) for row in sent),
         "flows": rows,
         "totals": totals,
         "receiver": {
-            "received": delivered,
+            "received": totals["received"],
             "goodput_bps": round(sum(r["received"] for r in rows) * size * 8 / duration_s),
             "cnps_sent": received[to]["cnps_sent"],
         },
     }
+
+
+def _check_incast(to: str, senders_from: list[str], sources: int, sports: list[int] | None) -> None:
+    if not sources:
+        raise ScenarioError("incast needs at least one sender (--from)")
+    if to in senders_from:
+        raise ScenarioError(f"{to} cannot send to itself")
+    if sports is not None and len(sports) != sources:
+        raise ScenarioError(f"sports: Expected: one per sender ({sources}) Actual: {len(sports)}")
+
+
+def _start_together(
+    sources: list[Endpoint], specs: list[dict[str, Any]], receivers: dict[str, ProbeHandle]
+) -> list[ProbeHandle]:
+    """The senders started, each waiting for one wall-clock moment: an incast is
+    synchronised (a collective's senders start together), and the moment is far enough
+    ahead for all of them to start. On a failure every sender and receiver is stopped."""
+    start_at = time.time() + max(
+        first + each * len(sources) for first, each in (s.runner.start_margin_s for s in sources)
+    )
+    senders = []
+    try:
+        for source, spec in zip(sources, specs, strict=True):
+            senders.append(source.runner.start("send", {**spec, "start_at": start_at}))
+        for sender in senders:
+            sender.wait_ready()
+    except Exception:
+        for process in [*senders, *receivers.values()]:
+            process.kill()
+        raise
+    return senders
+
+
+def _incast_failures(intent: FabricIntent, totals: dict[str, Any]) -> list[str]:
+    """What an incast must not show: loss on the lossless class; with ECN on, no CE mark or
+    no CNP."""
+    profile = intent.profile
+    failures = []
+    if profile.mode == "lossless" and totals["lost"]:
+        failures.append(f"{totals['lost']} packets lost on the lossless class")
+    if profile.ecn.enabled and totals["sent"] and not totals["ce_marked"]:
+        failures.append("ECN is on but no packet arrived CE-marked")
+    if profile.ecn.enabled and totals["sent"] and not totals["cnps_received"]:
+        failures.append("ECN is on but no sender received a CNP")
+    return failures
 
 
 def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -318,14 +362,21 @@ def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return totals
 
 
+class StormOptions(TypedDict, total=False):
+    """:func:`storm`'s priorities (default: the RoCE priority), the host that sends RoCE
+    traffic meanwhile (none), and the transport of that traffic (default: chosen)."""
+
+    priorities: tuple[int, ...] | None
+    traffic_from: str | None
+    transport: Transport | None
+
+
 def storm(
     intent: FabricIntent,
     host: str,
     duration_s: float = 2.0,
     rate_pps: float = 200.0,
-    priorities: tuple[int, ...] | None = None,
-    traffic_from: str | None = None,
-    transport: Transport | None = None,
+    **options: Unpack[StormOptions],
 ) -> dict[str, Any]:
     """Inject a PFC storm from ``host`` into its switch port and sniff it on the wire.
 
@@ -336,17 +387,15 @@ def storm(
     """
     source = endpoint(intent, host)
     background = None
+    traffic_from, transport = options.get("traffic_from"), options.get("transport")
     if traffic_from is not None:
         sender = endpoint(intent, traffic_from)
         transport = transport or transport_for(intent, [sender, source])
-        background = sender.runner.start(
-            "send",
-            _send_spec(intent, sender, source, 0, sender.speed_bps // 2, duration_s + 1.0,
-                       500, False, transport),
-        )  # fmt: skip
+        sending = Sending(0, sender.speed_bps // 2, duration_s + 1.0, 500, False, transport)
+        background = sender.runner.start("send", _send_spec(intent, sender, source, sending))
     watchdog = intent.profile.pfc.watchdog
     storm_after_s = watchdog.detection_ms / 1000
-    chosen = priorities or (intent.profile.roce.priority,)
+    chosen = options.get("priorities") or (intent.profile.roce.priority,)
     sniffer = source.runner.start(
         "sniff-pfc",
         {
@@ -388,15 +437,22 @@ def storm(
     }
 
 
+class RingOptions(TypedDict, total=False):
+    """:func:`ring_allreduce`'s payload per packet (:data:`INCAST_PAYLOAD_BYTES`), whether
+    the ranks run DCQCN (yes), how long the ranks wait for their steps (60 s) and the
+    transport (default: chosen)."""
+
+    payload: int
+    dcqcn: bool
+    deadline_s: float
+    transport: Transport | None
+
+
 def ring_allreduce(
     intent: FabricIntent,
     hosts: list[str],
     size_bytes: int,
-    *,
-    payload: int = INCAST_PAYLOAD_BYTES,
-    dcqcn: bool = True,
-    deadline_s: float = 60.0,
-    transport: Transport | None = None,
+    **options: Unpack[RingOptions],
 ) -> dict[str, Any]:
     """A ring all-reduce of ``size_bytes`` (nccl-tests' per-rank buffer) among ``hosts`` in
     that order (:mod:`agent.observe.probes.ring`): 2(N-1) steps of size/N bytes, each rank
@@ -407,10 +463,12 @@ def ring_allreduce(
     ends = [endpoint(intent, name) for name in hosts]
     if len(ends) < 2 or len(set(hosts)) != len(hosts):
         raise ScenarioError(f"ring: Expected: two or more distinct hosts Actual: {hosts}")
+    payload = options.get("payload", INCAST_PAYLOAD_BYTES)
+    dcqcn, deadline_s = options.get("dcqcn", True), options.get("deadline_s", 60.0)
     ranks = len(ends)
     steps = 2 * (ranks - 1)
     chunk_frames = max(1, math.ceil(size_bytes / ranks / payload))
-    transport = transport or transport_for(intent, ends)
+    transport = options.get("transport") or transport_for(intent, ends)
     margins = (e.runner.start_margin_s for e in ends)
     start_at = time.time() + max(first + each * ranks for first, each in margins)
     nic = nic_plan(intent.profile)
@@ -418,10 +476,9 @@ def ring_allreduce(
     try:
         for rank, end in enumerate(ends):
             successor = ends[(rank + 1) % ranks]
-            send = _send_spec(intent, end, successor, rank, end.speed_bps, deadline_s, payload,
-                              dcqcn, transport)  # fmt: skip
+            sending = Sending(rank, end.speed_bps, deadline_s, payload, dcqcn, transport)
             spec = {
-                "send": {**send, "start_at": start_at},
+                "send": {**_send_spec(intent, end, successor, sending), "start_at": start_at},
                 "prev_qpn": BASE_QPN + (rank - 1) % ranks,
                 "steps": steps,
                 "chunk_frames": chunk_frames,
@@ -441,10 +498,14 @@ def ring_allreduce(
     return _ring_report(intent, hosts, size_bytes, chunk_frames * payload, steps, results)
 
 
-def _ring_report(
-    intent: FabricIntent, hosts: list[str], size_bytes: int, chunk_bytes: int, steps: int,
+def _ring_report(  # noqa: PLR0913 -- tests/unit/test_ring.py calls it with these six
+    intent: FabricIntent,
+    hosts: list[str],
+    size_bytes: int,
+    chunk_bytes: int,
+    steps: int,
     results: list[dict[str, Any]],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     ranks = len(hosts)
     complete = all(r["complete"] for r in results)
     time_s = max(r["time_s"] for r in results) if complete else None

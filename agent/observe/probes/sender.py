@@ -184,13 +184,13 @@ def run_sender(
         DcqcnReactionPoint(dilation.model_rate(spec.rate_bps), spec.dcqcn) if spec.dcqcn else None
     )
     result = SendResult(final_rate_bps=spec.rate_bps, min_rate_bps=spec.rate_bps)
+    sending = _Sending(spec, template, dilation, reaction, result)
     sock = open_port(spec.ifname, bpf=roce_or_pfc_filter(spec.udp_port))
     try:
         if ready:
             ready()
         result.start_late_s = wait_for_start(spec.start_at)
-        clock = clock if clock is not None else WallClock()
-        _Sending(spec, template, clock, dilation, reaction, result).run(sock)
+        sending.run(sock, clock if clock is not None else WallClock())
     finally:
         sock.close()
     if reaction:
@@ -233,7 +233,6 @@ class _Sending:
         self,
         spec: SendSpec,
         template: RoceTemplate,
-        clock: Clock,
         dilation: Dilation,
         reaction: DcqcnReactionPoint | None,
         result: SendResult,
@@ -241,7 +240,6 @@ class _Sending:
         self.spec = spec
         self.template = template
         self.wire_bits = (template.length + ETHERNET_OVERHEAD) * 8
-        self.clock = clock
         self.dilation = dilation
         self.reaction = reaction
         self.result = result
@@ -263,24 +261,25 @@ class _Sending:
             return self.dilation.lab_rate(self.reaction.current_bps)
         return self.spec.rate_bps
 
-    def run(self, sock: Any) -> None:
+    def run(self, sock: Any, clock: Clock) -> None:
+        """Send until the count or the deadline, on ``clock``'s time."""
         spec, result, pause, reaction = self.spec, self.result, self.pause, self.reaction
-        start = self.clock.now()
+        start = clock.now()
         deadline = start + (spec.duration_s if spec.duration_s is not None else MAX_DURATION_S)
         slot = start  # when the last frame was due; the next is due one frame time later
         tick = self.tick()
         limit = spec.count if spec.count is not None else 1 << 62
         while result.sent < limit:
-            now = self.clock.now()
+            now = clock.now()
             if now >= deadline:
                 break
             next_send = slot + self.wire_bits / self.rate() if result.sent else start
             wake = pause.paused_until if pause.is_paused(now) else next_send
             timeout = max(0.0, min(wake, deadline, now + tick) - now)
             readable, _, _ = select.select([sock], [], [], timeout)
-            now = self.clock.now()
+            now = clock.now()
             if readable:
-                _drain(sock, spec, reaction, self.dilation, result, now, pause)
+                self.drain(sock, now)
             if reaction:
                 reaction.advance(self.dilation.model_time(now))
             rate = self.rate()
@@ -290,7 +289,7 @@ class _Sending:
             self.send(sock, now, rate)
             # Pace from the schedule, but never burst to catch up after a pause.
             slot = max(next_send, now - self.wire_bits / rate)
-        end = self.clock.now()
+        end = clock.now()
         result.duration_s = end - start
         pause.finish(end)  # only the time paused while sending
         result.paused_s = pause.paused_s
@@ -304,34 +303,27 @@ class _Sending:
             self.reaction.on_sent(self.dilation.model_time(now), self.template.length)
             result.min_rate_bps = min(result.min_rate_bps, rate)
 
-
-def _drain(
-    sock: Any,
-    spec: SendSpec,
-    reaction: DcqcnReactionPoint | None,
-    dilation: Dilation,
-    result: SendResult,
-    now: float,
-    pause: PauseHonouring,
-) -> None:
-    """Handle every queued PFC frame and CNP."""
-    while True:
-        try:
-            frame = sock.recv(65536)
-        except BlockingIOError:
-            return
-        pfc = parse_pfc(frame)
-        if pfc is not None:
-            result.pfc_frames += 1
-            if spec.honour_pfc and pfc.enabled >> spec.priority & 1:
-                pause.receive(pfc.quanta[spec.priority], now)
-            continue
-        try:
-            view = parse_roce(frame, udp_port=spec.udp_port)
-        except ValueError:
-            continue
-        if view is not None and view.opcode == CNP_OPCODE and view.qpn == spec.qpn:
-            result.cnps += 1
-            if reaction is not None and reaction.on_cnp(dilation.model_time(now)):
-                lab_rate = dilation.lab_rate(reaction.current_bps)
-                result.min_rate_bps = min(result.min_rate_bps, lab_rate)
+    def drain(self, sock: Any, now: float) -> None:
+        """Handle every queued PFC frame and CNP."""
+        spec, result, pause = self.spec, self.result, self.pause
+        reaction, dilation = self.reaction, self.dilation
+        while True:
+            try:
+                frame = sock.recv(65536)
+            except BlockingIOError:
+                return
+            pfc = parse_pfc(frame)
+            if pfc is not None:
+                result.pfc_frames += 1
+                if spec.honour_pfc and pfc.enabled >> spec.priority & 1:
+                    pause.receive(pfc.quanta[spec.priority], now)
+                continue
+            try:
+                view = parse_roce(frame, udp_port=spec.udp_port)
+            except ValueError:
+                continue
+            if view is not None and view.opcode == CNP_OPCODE and view.qpn == spec.qpn:
+                result.cnps += 1
+                if reaction is not None and reaction.on_cnp(dilation.model_time(now)):
+                    lab_rate = dilation.lab_rate(reaction.current_bps)
+                    result.min_rate_bps = min(result.min_rate_bps, lab_rate)

@@ -48,7 +48,8 @@ def run(role: str, spec: dict[str, Any]) -> dict[str, Any]:
         spec["interfaces"] = tuple(spec["interfaces"])
         return run_sniffer(SniffSpec(**spec))
     if role in ("trace", "hops"):
-        from agent.observe.probes.paths import HopSpec, TraceSpec, run_hops, run_trace
+        from agent.observe.probes.hops import HopSpec, run_hops
+        from agent.observe.probes.traceroute import TraceSpec, run_trace
 
         if role == "trace":
             return run_trace(TraceSpec.from_json(spec))
