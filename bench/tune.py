@@ -25,18 +25,13 @@ from pathlib import Path
 
 from agent.intent.loader import load_fabric
 from agent.intent.plan import build_plan
-from agent.twin.search import (
-    Job,
-    ObjectiveSpec,
-    TuneResult,
-    build_space,
-    candidate_intent,
-    current_ecn,
-    pool_runner,
-    run_job,
-    space_candidates,
-    tune,
-)
+from agent.twin.tune.fabric import candidate_intent, current_ecn
+from agent.twin.tune.objectives import ObjectiveSpec
+from agent.twin.tune.results import TuneResult
+from agent.twin.tune.runners import pool_runner
+from agent.twin.tune.runs import Job, run_job
+from agent.twin.tune.search import tune
+from agent.twin.tune.space import build_space, space_candidates
 
 ROOT = Path(__file__).resolve().parents[1]
 POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"

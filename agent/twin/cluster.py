@@ -1,6 +1,6 @@
 """Running a batch of the twin's jobs on an existing Dask cluster (``tune --executor``).
 
-:func:`agent.twin.search.dask_runner` makes a :class:`DaskMap` of ``run_job``; the search
+:func:`agent.twin.tune.runners.dask_runner` makes a :class:`DaskMap` of ``run_job``; the search
 cannot tell it from the local process pool: each batch comes back in job order, as each job is
 done. Why Dask (``distributed``) and not Ray, and how to start a cluster: docs/tuning.md,
 "Searching on a cluster".

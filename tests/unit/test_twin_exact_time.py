@@ -33,7 +33,7 @@ from agent.twin.network import (
     star_fabric_yaml,
 )
 from agent.twin.results import TwinReport, simulate
-from agent.twin.search import tune
+from agent.twin.tune.search import tune
 from agent.twin.workloads import SCENARIOS, STORM_START_S, ScenarioName, build_scenario
 from lossless.clock import TICKS_PER_SECOND, TickClock, ticks_at_or_after, to_ticks
 from tests.unit.twin_fabrics import POD_400G, ROOT
