@@ -41,20 +41,30 @@ def neighbours(
     out: list[tuple[str, str, Trial]] = []
     for axis, name in enumerate(names):
         line = [
-            t
+            (t.candidate.axes[axis], t)
             for t in trials
-            if t.candidate.axes is not None
-            and len(t.candidate.axes) == len(best.axes)
-            and t.candidate.axes != best.axes
-            and all(v == best.axes[i] for i, v in enumerate(t.candidate.axes) if i != axis)
+            if t.candidate.axes is not None and _on_line(t.candidate.axes, best.axes, axis)
         ]
-        lower = [t for t in line if t.candidate.axes[axis] < best.axes[axis]]  # type: ignore[index]
-        higher = [t for t in line if t.candidate.axes[axis] > best.axes[axis]]  # type: ignore[index]
+        lower = [(v, t) for v, t in line if v < best.axes[axis]]
+        higher = [(v, t) for v, t in line if v > best.axes[axis]]
         if lower:
-            out.append((name, "lower", max(lower, key=lambda t: t.candidate.axes[axis])))  # type: ignore[index]
+            out.append((name, "lower", max(lower, key=_level)[1]))
         if higher:
-            out.append((name, "higher", min(higher, key=lambda t: t.candidate.axes[axis])))  # type: ignore[index]
+            out.append((name, "higher", min(higher, key=_level)[1]))
     return out
+
+
+def _on_line(axes: tuple[float, ...], best: tuple[float, ...], axis: int) -> bool:
+    """``axes`` is another point than ``best`` on the line through it along ``axis``."""
+    return (
+        len(axes) == len(best)
+        and axes != best
+        and all(v == best[i] for i, v in enumerate(axes) if i != axis)
+    )
+
+
+def _level(entry: tuple[float, Trial]) -> float:
+    return entry[0]
 
 
 def _why_not(other: Trial, best: Trial, frame: int, objective: ObjectiveSpec = QUEUE) -> str:

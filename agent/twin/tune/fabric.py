@@ -9,10 +9,10 @@ shows for the fabric with that override.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from agent.intent.model import FabricIntent, Profile
-from agent.intent.plan import HeadroomPlan, Plan, build_plan
+from agent.intent.plan import DevicePlan, HeadroomPlan, Plan, PortPlan, build_plan
 from agent.intent.rules import RULES
 from agent.intent.units import format_speed
 from agent.twin.network import TwinError, TwinNetwork
@@ -53,30 +53,10 @@ def current_ecn(
     when they differ between ports (the tightest cap, the largest frame).  ``speed_bps`` is
     the twin's: on a time-dilated lab (``emulation.time_dilation`` D) a port of the plan runs
     at 1/D of the speed it stands for."""
-    hosts = {d.name for d in plan.devices if d.role == "host"}
-    found: list[tuple[EcnSetting, int, int]] = []
-    for device in plan.devices:
-        if device.role == "host":
-            continue
-        for port in device.ports:
-            peer = (port.peer or "").partition(":")[0]
-            if peer not in hosts or port.speed_bps * dilation != speed_bps:
-                continue
-            ecn = next((e for e in port.ecn if e.queue == roce), None)
-            head = port.headroom.get(roce)
-            if ecn is None or head is None:
-                raise TwinError(
-                    f"tune {format_speed(speed_bps)}: {device.name}:{port.name}. Expected: ECN "
-                    f"and PFC on the RoCE queue {roce} (a lossless profile with ECN) "
-                    "Actual: " + ("no ECN" if ecn is None else "no PFC")
-                )
-            found.append(
-                (
-                    EcnSetting(ecn.min_bytes, ecn.max_bytes, ecn.max_probability),
-                    head.pause_threshold,
-                    port.mtu,
-                )
-            )
+    found = [
+        _port_setting(device, port, roce, speed_bps)
+        for device, port in host_facing_ports(plan, speed_bps, dilation)
+    ]
     if not found:
         raise TwinError(f"tune: no switch port faces a host at {format_speed(speed_bps)}")
     return (
@@ -85,6 +65,36 @@ def current_ecn(
         max(m for _, _, m in found),
         len(found),
     )
+
+
+def host_facing_ports(
+    plan: Plan, speed_bps: int, dilation: int = 1
+) -> Iterator[tuple[DevicePlan, PortPlan]]:
+    """The switch ports whose peer is a host, at the twin's ``speed_bps`` (``current_ecn``)."""
+    hosts = {d.name for d in plan.devices if d.role == "host"}
+    for device in plan.devices:
+        if device.role == "host":
+            continue
+        for port in device.ports:
+            peer = (port.peer or "").partition(":")[0]
+            if peer in hosts and port.speed_bps * dilation == speed_bps:
+                yield device, port
+
+
+def _port_setting(
+    device: DevicePlan, port: PortPlan, roce: int, speed_bps: int
+) -> tuple[EcnSetting, int, int]:
+    """(ECN of the RoCE queue, pause threshold, MTU) of a host-facing port."""
+    ecn = next((e for e in port.ecn if e.queue == roce), None)
+    head = port.headroom.get(roce)
+    if ecn is None or head is None:
+        raise TwinError(
+            f"tune {format_speed(speed_bps)}: {device.name}:{port.name}. Expected: ECN "
+            f"and PFC on the RoCE queue {roce} (a lossless profile with ECN) "
+            "Actual: " + ("no ECN" if ecn is None else "no PFC")
+        )
+    setting = EcnSetting(ecn.min_bytes, ecn.max_bytes, ecn.max_probability)
+    return setting, head.pause_threshold, port.mtu
 
 
 def host_speeds(network: TwinNetwork) -> dict[int, int]:
@@ -98,11 +108,5 @@ def host_speeds(network: TwinNetwork) -> dict[int, int]:
 def host_headroom(plan: Plan, roce: int, speed_bps: int, dilation: int = 1) -> HeadroomPlan | None:
     """The RoCE queue's headroom of the first switch port facing a host at the speed (None:
     no such port, or no PFC on it)."""
-    hosts = {d.name for d in plan.devices if d.role == "host"}
-    for device in plan.devices:
-        for port in device.ports:
-            peer = (port.peer or "").partition(":")[0]
-            host_facing = device.role != "host" and peer in hosts
-            if host_facing and port.speed_bps * dilation == speed_bps:
-                return port.headroom.get(roce)
-    return None
+    first = next(iter(host_facing_ports(plan, speed_bps, dilation)), None)
+    return None if first is None else first[1].headroom.get(roce)

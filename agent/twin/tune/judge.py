@@ -15,8 +15,9 @@ be arbitrary.  No change without a measured gain: a feasible current setting tha
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from agent.twin.tune.objectives import QUEUE, Objectives, ObjectiveSpec
 from agent.twin.tune.results import RunMetrics, Trial
@@ -28,43 +29,107 @@ TIE_BAND = 0.05
 QUEUE_RESOLUTION_BYTES = 1 << 10
 
 
-def evaluate(runs: Sequence[RunMetrics], objectives: Objectives) -> list[str]:
-    """The hard constraints a candidate misses (empty: feasible), each with the worst run's
-    load point and seed."""
+Constraint = Literal["completed", "drops", "paused", "utilisation", "onset", "jain"]
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A hard constraint (:class:`~agent.twin.tune.objectives.Objectives`) a candidate misses:
+    which one, the run where it is worst (its load point and seed), the value measured there
+    and the limit it breaks."""
+
+    constraint: Constraint
+    run: RunMetrics
+    value: float = 0.0
+    limit: float = 0.0
+
+    def __str__(self) -> str:
+        return f"{self._what()} ({self.run.where()})"
+
+    def _what(self) -> str:
+        match self.constraint:
+            case "completed":
+                return "collective did not complete"
+            case "drops":
+                return f"lossless drops {self.run.lossless_drops} > 0"
+            case "paused":
+                return f"paused {pct(self.value)} > {pct(self.limit)}"
+            case "utilisation":
+                return f"utilisation {pct(self.value)} < {pct(self.limit)}"
+            case "onset":
+                return (
+                    f"utilisation over the whole run {pct(self.value)} < {pct(self.limit)}: "
+                    "slow to recover from the onset"
+                )
+            case "jain":
+                return f"Jain {self.value:.2f} < {self.limit:.2f}"
+
+
+def _unfinished(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
+    run = next((r for r in runs if not r.completed), None)
+    return None if run is None else Miss("completed", run)
+
+
+def _dropped(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
+    run = max(runs, key=lambda r: r.lossless_drops)
+    return Miss("drops", run, run.lossless_drops) if run.lossless_drops else None
+
+
+def _paused(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
+    run = max(runs, key=lambda r: r.paused_fraction)
+    ceiling = objectives.max_paused_fraction
+    return (
+        Miss("paused", run, run.paused_fraction, ceiling) if run.paused_fraction > ceiling else None
+    )
+
+
+def _idle(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
+    run = min(runs, key=lambda r: r.utilisation)
+    floor = objectives.min_utilisation
+    return Miss("utilisation", run, run.utilisation, floor) if run.utilisation < floor else None
+
+
+def _slow_onset(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
+    whole = [r for r in runs if r.utilisation_whole is not None]
+    if not whole:
+        return None
+    run = min(whole, key=lambda r: r.utilisation_whole or 0.0)
+    value, floor = run.utilisation_whole or 0.0, objectives.min_utilisation
+    return Miss("onset", run, value, floor) if value < floor else None
+
+
+def _unfair(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
+    judged = [r for r in runs if r.jain is not None]
+    if not judged:
+        return None
+    run = min(judged, key=lambda r: r.jain or 0.0)
+    value, floor = run.jain or 0.0, objectives.min_jain
+    return Miss("jain", run, value, floor) if value < floor else None
+
+
+# One reader per constraint, in the order a candidate's reasons are listed.
+_CONSTRAINTS: tuple[Callable[[Sequence[RunMetrics], Objectives], Miss | None], ...] = (
+    _unfinished,
+    _dropped,
+    _paused,
+    _idle,
+    _slow_onset,
+    _unfair,
+)
+
+
+def misses(runs: Sequence[RunMetrics], objectives: Objectives) -> list[Miss]:
+    """The hard constraints a candidate misses over its runs (empty: feasible)."""
     if not runs:
         return []
-    reasons: list[str] = []
-    unfinished = next((r for r in runs if not r.completed), None)
-    if unfinished is not None:
-        reasons.append(f"collective did not complete ({unfinished.where()})")
-    drops = max(runs, key=lambda r: r.lossless_drops)
-    if drops.lossless_drops:
-        reasons.append(f"lossless drops {drops.lossless_drops} > 0 ({drops.where()})")
-    paused = max(runs, key=lambda r: r.paused_fraction)
-    if paused.paused_fraction > objectives.max_paused_fraction:
-        reasons.append(
-            f"paused {pct(paused.paused_fraction)} > {pct(objectives.max_paused_fraction)} "
-            f"({paused.where()})"
-        )
-    util = min(runs, key=lambda r: r.utilisation)
-    if util.utilisation < objectives.min_utilisation:
-        reasons.append(
-            f"utilisation {pct(util.utilisation)} < {pct(objectives.min_utilisation)} "
-            f"({util.where()})"
-        )
-    whole = [r for r in runs if r.utilisation_whole is not None]
-    onset = min(whole, key=lambda r: r.utilisation_whole or 0.0) if whole else None
-    if onset is not None and (onset.utilisation_whole or 0.0) < objectives.min_utilisation:
-        reasons.append(
-            f"utilisation over the whole run {pct(onset.utilisation_whole or 0.0)} < "
-            f"{pct(objectives.min_utilisation)}: slow to recover from the onset ({onset.where()})"
-        )
-    judged = [r for r in runs if r.jain is not None]
-    if judged:
-        unfair = min(judged, key=lambda r: r.jain or 0.0)
-        if (unfair.jain or 0.0) < objectives.min_jain:
-            reasons.append(f"Jain {unfair.jain:.2f} < {objectives.min_jain:.2f} ({unfair.where()})")
-    return reasons
+    found = (check(runs, objectives) for check in _CONSTRAINTS)
+    return [miss for miss in found if miss is not None]
+
+
+def evaluate(runs: Sequence[RunMetrics], objectives: Objectives) -> list[str]:
+    """The hard constraints a candidate misses (empty: feasible), in words, each with the
+    worst run's load point and seed: a trial's reasons."""
+    return [str(miss) for miss in misses(runs, objectives)]
 
 
 def objective_value(trial: Trial, objective: ObjectiveSpec = QUEUE) -> float:

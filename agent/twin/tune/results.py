@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
+from agent.twin.tune.notes import EdgeNote
 from agent.twin.tune.objectives import Objectives, ObjectiveSpec
 from agent.twin.tune.space import Candidate
 
@@ -160,7 +161,7 @@ class SpeedResult:
     method: str = "grid"  # "grid" or "halving"
     rungs: list[Rung] = field(default_factory=list)
     load_points: tuple[int, ...] = ()
-    edges: list[str] = field(default_factory=list)  # what the widening did, in words
+    edge_notes: list[EdgeNote] = field(default_factory=list)  # the edges and widening
     summary: str = ""  # current -> recommended, in the user's terms
 
     @property
@@ -174,6 +175,11 @@ class SpeedResult:
     @property
     def runs(self) -> int:
         return sum(r.runs for r in self.rungs)
+
+    @property
+    def edges(self) -> list[str]:
+        """The edge notes in words, as the explanation and the JSON show them."""
+        return [str(note) for note in self.edge_notes]
 
 
 @dataclass
@@ -265,7 +271,7 @@ def _speed_json(s: SpeedResult) -> dict[str, Any]:
         "rungs": [r.to_json() for r in s.rungs],
         "recommended": s.recommended.candidate.index if s.recommended else None,
         "summary": s.summary,
-        "edges": list(s.edges),
+        "edges": s.edges,
         "explanation": s.explanation,
         "stages": [
             {

@@ -51,11 +51,12 @@ from typing import Any
 
 from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
-from agent.intent.units import format_size, format_speed
+from agent.intent.units import format_speed
 from agent.twin.network import TwinError, build_network, roce_frame_bytes
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
 from agent.twin.tune.judge import evaluate, ranked, recommend
+from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdge
 from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS, Objectives, ObjectiveSpec
 from agent.twin.tune.options import (
     COLLECTIVE_CANDIDATES,
@@ -74,13 +75,13 @@ from agent.twin.tune.space import (
     ETH_OVERHEAD,
     QPS_LEVELS,
     Candidate,
+    Edge,
+    End,
     Space,
-    axis_text,
     build_space,
     space_candidates,
 )
-from agent.twin.tune.text import and_list, mib
-from agent.twin.verdicts import kb
+from agent.twin.tune.text import mib
 from agent.twin.workloads import ScenarioName
 
 # Search method: the full grid up to this many runs (about a minute of engine time at 400 G on
@@ -347,64 +348,66 @@ class _Search:
         self, result: SpeedResult, space: Space, trials: list[Trial], seen: set[Any]
     ) -> None:
         """Widen the axes the recommendation sits on the edge of (module docstring: Edges)."""
-        full = tuple((n, s) for n in result.load_points for s in self.seeds)
         for _ in range(MAX_WIDENINGS):
-            # Around the recommendation, or, when nothing passed, around the closest: a
-            # search that failed at the edge of its range has not looked beyond it.
-            best = ranked(trials, self.objective)[0] if trials else None
-            if best is None or best.candidate.axes is None or not best.runs:
+            if not self._widen_once(result, space, trials, seen):
                 return
-            new_points, words = self._edge_points(space, best.candidate)
-            result.edges.extend(w for w in words if w not in result.edges)
-            fresh = space_candidates(space, new_points, seen, len(trials))
-            if not fresh:
-                return
-            added = self._validated(fresh)
-            trials.extend(added)
-            valid = [t for t in added if t.invalid is None]
-            runs = self._run(valid, result.speed_bps, 1.0, full, len(result.rungs))
-            result.rungs.append(
-                Rung(self.duration_s, full, len(valid), runs, len(valid), self._fidelity(1.0))
-            )
-            after = ranked(trials, self.objective)[0]
-            word = "recommended" if after.feasible else "closest"
-            result.edges.append(f"after widening, {word}: {after.candidate.label()}")
-        best = ranked(trials, self.objective)[0] if trials else None
-        if best is not None and best.candidate.axes is not None and best.runs:
-            for name, direction in space.ends(best.candidate):
-                if any(
-                    (e.startswith(f"edge: {name} ") and "end of its range" in e)
-                    or ("floor" in e and name == "min")
-                    for e in result.edges
-                ):
-                    continue  # already said why it cannot widen
-                result.edges.append(
-                    f"edge: still at the {'lowest' if direction < 0 else 'highest'} "
-                    f"{name} searched (widening limit {MAX_WIDENINGS} reached)"
-                )
+        pivot = self._pivot(trials)
+        if pivot is None:
+            return
+        for name, direction in space.ends(pivot.candidate):
+            if not any(_explained(note, name) for note in result.edge_notes):
+                end: End = "lowest" if direction < 0 else "highest"
+                result.edge_notes.append(StillAtEdge(name, end, MAX_WIDENINGS))
 
-    def _edge_points(self, space: Space, best: Candidate) -> tuple[list[list[float]], list[str]]:
+    def _pivot(self, trials: list[Trial]) -> Trial | None:
+        """What widening moves around: the recommendation, or, when nothing passed, the
+        closest (a search that failed at the edge of its range has not looked beyond it);
+        None for a pick that is no point of the space (today's setting) or never ran."""
+        best = ranked(trials, self.objective)[0] if trials else None
+        if best is None or best.candidate.axes is None or not best.runs:
+            return None
+        return best
+
+    def _widen_once(
+        self, result: SpeedResult, space: Space, trials: list[Trial], seen: set[Any]
+    ) -> bool:
+        """One widening: the points beyond the pivot's edges run at full fidelity and join
+        ``trials``.  False when there was nothing to widen (the search stops widening)."""
+        pivot = self._pivot(trials)
+        if pivot is None:
+            return False
+        new_points, edges = self._edge_points(space, pivot.candidate)
+        result.edge_notes.extend(e for e in edges if e not in result.edge_notes)
+        fresh = space_candidates(space, new_points, seen, len(trials))
+        if not fresh:
+            return False
+        added = self._validated(fresh)
+        trials.extend(added)
+        valid = [t for t in added if t.invalid is None]
+        full = tuple((n, s) for n in result.load_points for s in self.seeds)
+        runs = self._run(valid, result.speed_bps, 1.0, full, len(result.rungs))
+        result.rungs.append(
+            Rung(self.duration_s, full, len(valid), runs, len(valid), self._fidelity(1.0))
+        )
+        after = ranked(trials, self.objective)[0]
+        result.edge_notes.append(AfterWidening(after.candidate, after.feasible))
+        return True
+
+    @staticmethod
+    def _edge_points(space: Space, best: Candidate) -> tuple[list[list[float]], list[Edge]]:
         """The new point beyond ``best`` on each axis it is on the edge of (every other axis
         as ``best``: each costs a full evaluation) and, when several widen, the point with all
-        of them moved (rate-increase knobs pay off together), and the edges in words."""
+        of them moved (rate-increase knobs pay off together), and the edges."""
         assert best.axes is not None
         points: list[list[float]] = []
-        words: list[str] = []
+        edges: list[Edge] = []
         for name, direction in space.ends(best):
-            axis = space.names.index(name)
-            side = "lowest" if direction < 0 else "highest"
-            was = axis_text(name, best.axes[axis], space.speed_bps)
-            value, why = space.widen(name, direction)
-            if value is None:
-                words.append(f"edge: {name} {was} is the {side} level searched and {why}")
-                continue
-            words.append(
-                f"edge: {name} {was} was the {side} level searched: widened to "
-                f"{axis_text(name, value, space.speed_bps)}"
-            )
-            point = list(best.axes)
-            point[axis] = value
-            points.append(point)
+            edge = space.extend(name, direction)
+            edges.append(edge)
+            if edge.widened_to is not None:
+                point = list(best.axes)
+                point[space.names.index(name)] = edge.widened_to
+                points.append(point)
         if len(points) > 1:  # and every widened axis at once: knobs that move together
             corner = list(best.axes)
             for point in points:
@@ -412,7 +415,7 @@ class _Search:
                     p if p != b else c for p, b, c in zip(point, best.axes, corner, strict=True)
                 ]
             points.append(corner)
-        return points, words
+        return points, edges
 
     def _pause_note(self, result: SpeedResult) -> None:
         """A recommendation that moves the pause threshold: by how much, and why it is safe."""
@@ -431,19 +434,29 @@ class _Search:
             if variant
             else None
         )
-        same = old is not None and new is not None and old.xoff == new.xoff
-        headroom = (
-            f"headroom above it unchanged (xoff {format_size(old.xoff)}, sized from cable and "
-            "speed, not from the threshold)"
-            if same and old is not None
-            else f"headroom CHANGES: xoff {old and format_size(old.xoff)} → "
-            f"{new and format_size(new.xoff)}"
+        result.edge_notes.append(
+            PauseMove(
+                before=before,
+                after=after,
+                xoff_before=None if old is None else old.xoff,
+                xoff_after=None if new is None else new.xoff,
+                ecn_max=best.candidate.ecn.max_bytes,
+                load_points=result.load_points,
+                unit="ranks" if self.objective.name == "collective" else "senders",
+            )
         )
-        loads = and_list(result.load_points)
-        unit = "ranks" if self.objective.name == "collective" else "senders"
-        result.edges.append(
-            f"pause threshold {kb(before)} → {kb(after)} ({kb(after - before)}): the profile's "
-            f"pause_threshold: auto puts it at ECN max + 2 MTU; safe because {headroom}, ECN "
-            f"max {kb(best.candidate.ecn.max_bytes)} < pause threshold {kb(after)} (IR005), and "
-            f"no lossless drop at {loads} {unit} in any seed"
-        )
+
+
+# The limits a "still at the edge" note does not repeat: a range that ends and min's floor of two
+# frames are said once (a bound or the cap is said again after the last widening).
+_SAID_ONCE = frozenset({"range", "floor"})
+
+
+def _explained(note: EdgeNote, axis: str) -> bool:
+    """``note`` already says that ``axis`` cannot widen, for good."""
+    return (
+        isinstance(note, Edge)
+        and note.axis == axis
+        and note.limit is not None
+        and note.limit.kind in _SAID_ONCE
+    )

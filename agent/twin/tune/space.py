@@ -28,8 +28,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from agent.intent.units import format_size, format_speed
 from agent.twin.collectives import MAX_QPS as COLLECTIVE_MAX_QPS
@@ -233,6 +233,58 @@ AXIS_BOUNDS: dict[str, tuple[float, float, float]] = {
 }
 
 
+LimitKind = Literal["range", "bound", "floor", "cap"]
+End = Literal["lowest", "highest"]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """Why an axis takes no level beyond ``value``, its end: the end of its range (``range``,
+    probability's 1 and 100 %), a bound of :data:`AXIS_BOUNDS` (``bound``), min's floor of two
+    frames (``floor``) or ECN max's cap below the pause threshold (``cap``); ``size_bytes`` is
+    the floor's or the cap's size."""
+
+    kind: LimitKind
+    axis: str
+    value: float
+    speed_bps: int
+    size_bytes: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == "floor":
+            return f"min is at its floor of two frames ({format_size(self.size_bytes)})"
+        if self.kind == "cap":
+            return (
+                f"ECN max is at its cap {format_size(self.size_bytes)} (pause threshold - 2 frames)"
+            )
+        level = f"{self.axis} {axis_text(self.axis, self.value, self.speed_bps)}"
+        return (
+            f"{level} is the end of its range"
+            if self.kind == "range"
+            else f"{level} is at its bound"
+        )
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A pick on the ``end`` level (``value``) of a searched axis: widened to ``widened_to``,
+    or stopped there by ``limit``."""
+
+    axis: str
+    end: End
+    value: float
+    speed_bps: int
+    widened_to: float | None = None
+    limit: Limit | None = None
+
+    def __str__(self) -> str:
+        was = axis_text(self.axis, self.value, self.speed_bps)
+        if self.widened_to is None:
+            return f"edge: {self.axis} {was} is the {self.end} level searched and {self.limit}"
+        now = axis_text(self.axis, self.widened_to, self.speed_bps)
+        return f"edge: {self.axis} {was} was the {self.end} level searched: widened to {now}"
+
+
 @dataclass
 class Space:
     """The searched axes of one speed: level values per axis (ascending, widenable)."""
@@ -267,32 +319,42 @@ class Space:
     def describe(self) -> str:
         return " x ".join(f"{len(v)} {k}" for k, v in self.levels.items())
 
-    def widen(self, axis: str, direction: int) -> tuple[float | None, str]:
-        """Add one level beyond the lowest (-1) or highest (+1) level of ``axis``: the new
-        value, or None and why it cannot."""
-        low, high, factor = AXIS_BOUNDS[axis]
+    def extend(self, axis: str, direction: int) -> Edge:
+        """One more level beyond the lowest (-1) or highest (+1) level of ``axis``: the edge,
+        widened to the new level (added to the axis) or with the limit that stops it."""
         levels = self.levels[axis]
-        edge = levels[0] if direction < 0 else levels[-1]
+        at = levels[0] if direction < 0 else levels[-1]
+        edge = Edge(axis, "lowest" if direction < 0 else "highest", at, self.speed_bps)
+        beyond = self._beyond(axis, direction, at)
+        if isinstance(beyond, Limit):
+            return replace(edge, limit=beyond)
+        levels.insert(0 if direction < 0 else len(levels), beyond)
+        return replace(edge, widened_to=beyond)
+
+    def widen(self, axis: str, direction: int) -> tuple[float | None, str]:
+        """:meth:`extend` in words: the new level, or None and why it cannot widen."""
+        edge = self.extend(axis, direction)
+        return edge.widened_to, "" if edge.limit is None else str(edge.limit)
+
+    def _beyond(self, axis: str, direction: int, at: float) -> float | Limit:
+        """The level after ``at`` in ``direction``, or what stops the axis there."""
+        low, high, factor = AXIS_BOUNDS[axis]
         if factor == 0:
-            return None, f"{axis} {axis_text(axis, edge, self.speed_bps)} is the end of its range"
-        value = edge / factor if direction < 0 else edge * factor
+            return Limit("range", axis, at, self.speed_bps)
+        value = at / factor if direction < 0 else at * factor
         if axis == "qps":
             value = float(max(1, round(value)))
-        if not low <= value <= high or value == edge:
-            return None, f"{axis} {axis_text(axis, edge, self.speed_bps)} is at its bound"
-        if (
-            axis == "min"
-            and direction < 0
-            and round(edge * 1e-6 * self.speed_bps / 8) <= 2 * self.frame
-        ):
-            return None, f"min is at its floor of two frames ({format_size(2 * self.frame)})"
+        if not low <= value <= high or value == at:
+            return Limit("bound", axis, at, self.speed_bps)
+        if axis == "min" and direction < 0 and self._bytes(at) <= 2 * self.frame:
+            return Limit("floor", axis, at, self.speed_bps, 2 * self.frame)
         if axis in ("min", "ratio") and direction > 0 and self._max_capped():
-            return (
-                None,
-                f"ECN max is at its cap {format_size(self.cap)} (pause threshold - 2 frames)",
-            )
-        levels.insert(0 if direction < 0 else len(levels), value)
-        return value, ""
+            return Limit("cap", axis, at, self.speed_bps, self.cap)
+        return value
+
+    def _bytes(self, microseconds: float) -> int:
+        """Bytes of line time: what a level of min stands for."""
+        return round(microseconds * 1e-6 * self.speed_bps / 8)
 
     def ends(self, c: Candidate) -> list[tuple[str, int]]:
         """(axis, -1 lowest / +1 highest) for each searched axis (more than one level) on
@@ -309,12 +371,19 @@ class Space:
         return out
 
     def _max_capped(self) -> bool:
-        top = ecn_setting(self.speed_bps, self.frame, self.cap, self.levels["min"][-1],
-                          self.levels["ratio"][-1], 100)  # fmt: skip
+        top = ecn_setting(
+            self.speed_bps,
+            self.frame,
+            self.cap,
+            self.levels["min"][-1],
+            self.levels["ratio"][-1],
+            100,
+        )
         return top.max_bytes >= self.cap
 
 
 def axis_text(axis: str, value: float, speed_bps: int) -> str:
+    """A level of ``axis`` as the explanation writes it (rpg_ai_rate in Mb/s at the speed)."""
     if axis == "min":
         return f"{value:g} us"
     if axis == "ratio":
