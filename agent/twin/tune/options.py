@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TypedDict
 
 from agent.intent.units import format_speed
 from agent.twin.collectives import ideal_time_s, nccl_tests_size
@@ -18,9 +20,11 @@ from agent.twin.tune.objectives import (
     COLLECTIVE_SLACK,
     COLLECTIVE_WORKLOADS,
     OBJECTIVES,
+    Objectives,
     ObjectiveSpec,
 )
-from agent.twin.tune.space import MAX_QPS
+from agent.twin.tune.runners import Runner, serial_runner
+from agent.twin.tune.space import DEFAULT_CANDIDATES, MAX_QPS, QPS_LEVELS
 from agent.twin.tune.text import mib
 from agent.twin.workloads import ScenarioName
 
@@ -35,14 +39,72 @@ MIN_CANDIDATES, MAX_CANDIDATES = 4, 120
 MAX_DURATION_S = 0.1  # times candidates x seeds: a bound on one command's work
 
 
-def check_options(
-    scenario: ScenarioName,
-    duration_s: float,
-    candidates: int,
-    seeds: Sequence[int],
-    qps_levels: Sequence[int],
-    method: str,
-) -> None:
+class TuneOptions(TypedDict, total=False):
+    """What ``tune`` may be asked, each keyword optional (its default: :class:`TuneSettings`).
+
+    ``speeds``: the host speeds to tune (default: every one the fabric has); ``scenario``,
+    ``senders``, ``duration_s`` and ``payload_bytes`` (the RoCE payload per frame the hosts
+    send, objective queue only; default the ports' RoCE MTU): the queue objective's workload;
+    ``candidates``: ECN settings per speed; ``seeds``; ``dcqcn``: search the NICs' rate
+    increase too; ``objectives``: the constraints; ``objective``: what is optimised;
+    ``qps_levels``: QPs per connection (collective only); ``method``: auto, grid or halving;
+    ``runner``: who runs the jobs (:mod:`agent.twin.tune.runners`).
+    """
+
+    speeds: Sequence[int]
+    scenario: ScenarioName
+    senders: int
+    duration_s: float
+    candidates: int | None
+    seeds: Sequence[int]
+    dcqcn: bool
+    objectives: Objectives
+    objective: ObjectiveSpec
+    qps_levels: Sequence[int]
+    method: str
+    runner: Runner
+    payload_bytes: int | None
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """A tune's :class:`TuneOptions` with the defaults of those not given."""
+
+    speeds: Sequence[int] = ()
+    scenario: ScenarioName = "incast"
+    senders: int = DEFAULT_SENDERS
+    duration_s: float = DEFAULT_DURATION_S
+    candidates: int | None = None  # None: COLLECTIVE_CANDIDATES or DEFAULT_CANDIDATES
+    seeds: Sequence[int] = DEFAULT_SEEDS
+    dcqcn: bool = True
+    objectives: Objectives = field(default_factory=Objectives)
+    objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
+    qps_levels: Sequence[int] = QPS_LEVELS
+    method: str = "auto"
+    runner: Runner = serial_runner
+    payload_bytes: int | None = None
+
+    @property
+    def collective(self) -> bool:
+        return self.objective.name == "collective"
+
+    @property
+    def candidate_count(self) -> int:
+        """ECN settings per speed: as asked, or the objective's default."""
+        if self.candidates is not None:
+            return self.candidates
+        return COLLECTIVE_CANDIDATES if self.collective else DEFAULT_CANDIDATES
+
+    @property
+    def qps(self) -> tuple[int, ...]:
+        """The QPs per connection searched: the levels asked for a collective, else 1."""
+        return tuple(sorted(set(self.qps_levels))) if self.collective else (1,)
+
+
+def check_options(settings: TuneSettings) -> None:
+    """The options each within its bounds, before anything runs."""
+    scenario, duration_s = settings.scenario, settings.duration_s
+    candidates, qps_levels = settings.candidate_count, settings.qps_levels
     if scenario not in TUNE_SCENARIOS:
         raise TwinError(
             f"tune --scenario. Expected: one of {', '.join(TUNE_SCENARIOS)} Actual: {scenario}"
@@ -56,15 +118,20 @@ def check_options(
         raise TwinError(
             f"tune --candidates. Expected: {MIN_CANDIDATES}-{MAX_CANDIDATES} Actual: {candidates}"
         )
-    if not seeds:
+    if not settings.seeds:
         raise TwinError("tune --seeds. Expected: at least 1 Actual: 0")
     if not qps_levels or any(not 1 <= q <= MAX_QPS for q in qps_levels):
         raise TwinError(
             f"tune --qps. Expected: QPs per connection 1-{MAX_QPS} "
             f"Actual: {', '.join(map(str, qps_levels)) or 'none'}"
         )
-    if method not in ("auto", "grid", "halving"):
-        raise TwinError(f"tune --method. Expected: auto, grid or halving Actual: {method}")
+    if settings.method not in ("auto", "grid", "halving"):
+        raise TwinError(f"tune --method. Expected: auto, grid or halving Actual: {settings.method}")
+    if settings.payload_bytes is not None and settings.objective.name != "queue":
+        raise TwinError(
+            "tune --payload. Expected: with --objective queue (a collective sends the ports' "
+            f"RoCE MTU) Actual: --objective {settings.objective.name}"
+        )
 
 
 def check_objective(objective: ObjectiveSpec, hosts: dict[int, int]) -> None:

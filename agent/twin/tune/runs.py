@@ -70,28 +70,20 @@ def _bottleneck(engine: Engine, scenario: Scenario) -> SwitchPort | None:
     return max(ports, key=lambda p: (p.depth_peak, p.tx_bytes), default=None)
 
 
-def run_candidate(
-    network: TwinNetwork,
-    scenario_name: ScenarioName,
-    *,
-    senders: int,
-    speed_bps: int,
-    duration_s: float,
-    seed: int,
-    pause_threshold: int,
-    payload_bytes: int | None = None,
-) -> RunMetrics:
-    """One seed of one candidate's network: whole-run drops and onset peak, window metrics."""
-    scenario = build_scenario(network, scenario_name, senders, speed_bps)
+def run_candidate(job: Job, network: TwinNetwork, pause_threshold: int) -> RunMetrics:
+    """One seed of the job's scenario on its candidate's network: whole-run drops and onset
+    peak, window metrics."""
+    senders, duration_s = job.senders, job.duration_s
+    scenario = build_scenario(network, job.scenario, senders, job.speed_bps)
     window_start = _WindowStart(duration_s / 2)
     engine, whole = simulate(
         network,
         scenario,
         senders=senders,
         duration_s=duration_s,
-        seed=seed,
+        seed=job.seed,
         on_sample=window_start,
-        payload_bytes=payload_bytes,
+        payload_bytes=job.payload_bytes,
     )
     mark = window_start.mark
     if mark is None:  # pragma: no cover - the engine samples up to the end of the run
@@ -123,7 +115,7 @@ def run_candidate(
         senders=senders,
         duration_s=duration_s,
         jain=_bottleneck_jain(network, engine, mark, bottleneck),
-        seed=seed,
+        seed=job.seed,
         utilisation=utilisation,
         paused_fraction=paused,
         queue_p99_bytes=p99,
@@ -177,16 +169,7 @@ def run_job(job: Job) -> RunMetrics:
     _, pause, _, _ = current_ecn(plan, job.roce, job.speed_bps, dilation)
     if job.objective.name == "collective":
         return run_collective_job(job, build_network(job.intent, plan), pause)
-    return run_candidate(
-        build_network(job.intent, plan),
-        job.scenario,
-        senders=job.senders,
-        speed_bps=job.speed_bps,
-        duration_s=job.duration_s,
-        seed=job.seed,
-        pause_threshold=pause,
-        payload_bytes=job.payload_bytes,
-    )
+    return run_candidate(job, build_network(job.intent, plan), pause)
 
 
 def collective_hosts(network: TwinNetwork, speed_bps: int, ranks: int) -> tuple[str, ...]:

@@ -47,42 +47,37 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Unpack
 
 from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
 from agent.intent.units import format_speed
-from agent.twin.network import TwinError, build_network, roce_frame_bytes
+from agent.twin.network import build_network, roce_frame_bytes
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
 from agent.twin.tune.judge import evaluate, ranked, recommend
 from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdge
-from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS, Objectives, ObjectiveSpec
+from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS
 from agent.twin.tune.options import (
-    COLLECTIVE_CANDIDATES,
-    DEFAULT_DURATION_S,
-    DEFAULT_SEEDS,
-    DEFAULT_SENDERS,
+    TuneOptions,
+    TuneSettings,
     check_objective,
     check_options,
     check_speeds,
 )
 from agent.twin.tune.results import Rung, SpeedResult, Stage, Trial, TuneResult
-from agent.twin.tune.runners import Runner, serial_runner
 from agent.twin.tune.runs import Job
 from agent.twin.tune.space import (
-    DEFAULT_CANDIDATES,
     ETH_OVERHEAD,
-    QPS_LEVELS,
     Candidate,
     Edge,
     End,
     Space,
     build_space,
+    ecn_room,
     space_candidates,
 )
 from agent.twin.tune.text import mib
-from agent.twin.workloads import ScenarioName
 
 # Search method: the full grid up to this many runs (about a minute of engine time at 400 G on
 # this machine's measured 0.3-0.6 s per 5 ms run); successive halving above it.
@@ -125,49 +120,18 @@ def rung_plan(
     ]
 
 
-def tune(
-    intent: FabricIntent,
-    *,
-    speeds: Sequence[int] = (),
-    scenario: ScenarioName = "incast",
-    senders: int = DEFAULT_SENDERS,
-    duration_s: float = DEFAULT_DURATION_S,
-    candidates: int | None = None,
-    seeds: Sequence[int] = DEFAULT_SEEDS,
-    dcqcn: bool = True,
-    objectives: Objectives | None = None,
-    objective: ObjectiveSpec | None = None,
-    qps_levels: Sequence[int] = QPS_LEVELS,
-    method: str = "auto",
-    runner: Runner = serial_runner,
-    payload_bytes: int | None = None,
-) -> TuneResult:
-    """Tune every host-facing speed (or ``speeds``); see the module docstring.
-    ``payload_bytes``: the RoCE payload per frame the hosts send (objective queue; default
-    the ports' RoCE MTU)."""
-    objectives = objectives or Objectives()
-    objective = objective or ObjectiveSpec()
-    if candidates is None:
-        collective = objective.name == "collective"
-        candidates = COLLECTIVE_CANDIDATES if collective else DEFAULT_CANDIDATES
-    check_options(scenario, duration_s, candidates, seeds, qps_levels, method)
-    if payload_bytes is not None and objective.name != "queue":
-        raise TwinError(
-            "tune --payload. Expected: with --objective queue (a collective sends the ports' "
-            f"RoCE MTU) Actual: --objective {objective.name}"
-        )
+def tune(intent: FabricIntent, **options: Unpack[TuneOptions]) -> TuneResult:
+    """Tune every host-facing speed (or ``speeds``); see the module docstring, and
+    :class:`~agent.twin.tune.options.TuneOptions` for what may be asked."""
+    settings = TuneSettings(**options)
+    check_options(settings)
     started = time.perf_counter()
     plan = build_plan(intent)
     present = host_speeds(build_network(intent, plan))
-    check_speeds(speeds, present)
-    chosen = sorted(set(speeds) or present, reverse=True)
-    check_objective(objective, {s: present[s] for s in chosen})
-    search = _Search(
-        intent, plan, scenario, senders, duration_s, candidates, tuple(seeds), dcqcn,
-        objectives, objective,
-        tuple(sorted(set(qps_levels))) if objective.name == "collective" else (1,),
-        method, runner, payload_bytes,
-    )  # fmt: skip
+    check_speeds(settings.speeds, present)
+    chosen = sorted(set(settings.speeds) or present, reverse=True)
+    check_objective(settings.objective, {s: present[s] for s in chosen})
+    search = _Search(intent, plan, settings)
     notes: list[str] = []
     results = [search.speed(speed, present[speed], notes) for speed in chosen]
     dominant = max(present, key=lambda s: (present[s], s))
@@ -177,82 +141,74 @@ def tune(
             f"{format_speed(dominant)}'s ({present[dominant]} of "
             f"{sum(present.values())} hosts); the other speeds' rows are advice only"
         )
+    objective = settings.objective
     return TuneResult(
         fabric=intent.name,
         profile=intent.profile.name,
-        scenario=scenario if objective.name == "queue" else objective.workload,
-        duration_s=duration_s,
-        seeds=tuple(seeds),
-        objectives=objectives,
+        scenario=settings.scenario if objective.name == "queue" else objective.workload,
+        duration_s=settings.duration_s,
+        seeds=tuple(settings.seeds),
+        objectives=settings.objectives,
         speeds=results,
         dominant_speed_bps=dominant,
         roce_queue=intent.profile.roce.priority,
         wall_s=time.perf_counter() - started,
         notes=notes,
         objective=objective,
-        dcqcn=dcqcn,
+        dcqcn=settings.dcqcn,
     )
 
 
 @dataclass(frozen=True)
 class _Search:
-    """One tune's settings, the same for every speed it tunes."""
+    """One tune: the fabric and its plan, and the settings, the same for every speed."""
 
     intent: FabricIntent
     plan: Plan
-    scenario: ScenarioName
-    senders: int
-    duration_s: float
-    candidates: int
-    seeds: tuple[int, ...]
-    dcqcn: bool
-    objectives: Objectives
-    objective: ObjectiveSpec
-    qps: tuple[int, ...]
-    method: str
-    runner: Runner
-    payload_bytes: int | None = None
+    settings: TuneSettings
 
     def speed(self, speed: int, hosts: int, notes: list[str]) -> SpeedResult:
         """The joint search at one speed: grid or halving, then widening at the edges."""
+        settings = self.settings
         roce = self.intent.profile.roce.priority
         dilation = self.intent.emulation.time_dilation
         ecn_now, pause, mtu, host_ports = current_ecn(self.plan, roce, speed, dilation)
-        if self.payload_bytes is not None:
+        if settings.payload_bytes is not None:
             # The grid's frame bounds (min >= 2 frames, max <= pause threshold - 2 frames) use
             # the frame the hosts send, not the MTU's (the lab's probes send 1000-byte payloads
             # under a 30 KB pause threshold).
-            mtu = roce_frame_bytes(mtu, self.payload_bytes) - ETH_OVERHEAD
+            mtu = roce_frame_bytes(mtu, settings.payload_bytes) - ETH_OVERHEAD
         senders = self._senders(speed, hosts, notes)
         points = load_points(senders)
-        space = build_space(speed, mtu, pause, self.candidates, self.dcqcn, self.qps)
+        room = ecn_room(speed, mtu, pause)
+        space = build_space(room, settings.candidate_count, settings.dcqcn, settings.qps)
         current = Candidate(0, ecn_now)
         seen: set[Any] = {(current.ecn, current.dcqcn, current.qps)}
         cands = [current, *space_candidates(space, space.points(), seen, 1)]
-        method = plan_method(len(cands), len(self.seeds), len(points), self.method)
-        result = SpeedResult(speed, senders, pause, host_ports, mtu + ETH_OVERHEAD, [])
+        method = plan_method(len(cands), len(settings.seeds), len(points), settings.method)
+        result = SpeedResult(speed, senders, pause, host_ports, room.frame, [])
         result.method, result.load_points = method, points
         trials = self._validated(cands)
-        collective = self.objective.name == "collective"
-        self._halve(result, trials, rung_plan(method, points, self.seeds, collective))
+        self._halve(result, trials, rung_plan(method, points, settings.seeds, settings.collective))
         self._widen(result, space, trials, seen)
-        best = recommend(trials, self.objective)
-        closest = ranked(trials, self.objective)[0] if best is None and trials else None
-        result.stages = [Stage("joint" if self.dcqcn else "ecn", trials, best, closest)]
+        best = recommend(trials, settings.objective)
+        closest = ranked(trials, settings.objective)[0] if best is None and trials else None
+        result.stages = [Stage("joint" if settings.dcqcn else "ecn", trials, best, closest)]
         self._pause_note(result)
-        result.summary = user_summary(result, self.objective)
+        result.summary = user_summary(result, settings.objective)
         result.explanation = explain(
-            result, self.objectives, self.dcqcn, self.objective, space.names
+            result, settings.objectives, settings.dcqcn, settings.objective, space.names
         )
         return result
 
     def _senders(self, speed: int, hosts: int, notes: list[str]) -> int:
         """As many senders (ranks) as asked, or as the hosts at this speed allow (noted)."""
-        if self.objective.name == "collective":
-            return min(self.objective.ranks or COLLECTIVE_MAX_RANKS, hosts)
-        limit = hosts - 1 if self.scenario == "incast" else hosts
-        senders = min(self.senders, limit)
-        if senders < self.senders:
+        settings = self.settings
+        if settings.collective:
+            return min(settings.objective.ranks or COLLECTIVE_MAX_RANKS, hosts)
+        limit = hosts - 1 if settings.scenario == "incast" else hosts
+        senders = min(settings.senders, limit)
+        if senders < settings.senders:
             notes.append(
                 f"{format_speed(speed)}: {senders} senders (only {hosts} hosts at this speed)"
             )
@@ -281,7 +237,7 @@ class _Search:
             kept = alive if last else self._survivors(alive, number, fraction, points)
             result.rungs.append(
                 Rung(
-                    self.duration_s * fraction,
+                    self.settings.duration_s * fraction,
                     points,
                     len(alive),
                     runs,
@@ -292,15 +248,15 @@ class _Search:
             alive = kept
 
     def _fidelity(self, fraction: float) -> str:
-        if self.objective.name == "collective":
-            return mib(self.objective.size_bytes * fraction)
-        return f"{self.duration_s * fraction * 1e3:g} ms"
+        if self.settings.collective:
+            return mib(self.settings.objective.size_bytes * fraction)
+        return f"{self.settings.duration_s * fraction * 1e3:g} ms"
 
     def _survivors(
         self, alive: list[Trial], number: int, fraction: float, points: tuple[tuple[int, int], ...]
     ) -> list[Trial]:
-        order = ranked(alive, self.objective)
-        eta = COLLECTIVE_ETA if self.objective.name == "collective" else HALVING_ETA
+        order = ranked(alive, self.settings.objective)
+        eta = COLLECTIVE_ETA if self.settings.collective else HALVING_ETA
         keep = max(HALVING_MIN_SURVIVORS, math.ceil(len(alive) / eta))
         for place, trial in enumerate(order[keep:], start=keep + 1):
             if not trial.candidate.current:
@@ -322,10 +278,10 @@ class _Search:
         """Run ``trials`` at ``points`` for ``fraction`` of the duration; their runs replace
         the earlier rung's.  Returns the number of runs."""
         roce = self.intent.profile.roce.priority
-        objective = self.objective
+        objective = self.settings.objective
         if objective.name == "collective":
             objective = replace(objective, size_bytes=max(1, int(objective.size_bytes * fraction)))
-        duration = self.duration_s * fraction  # a collective runs until it completes
+        duration = self.settings.duration_s * fraction  # a collective runs until it completes
         jobs: list[Job] = []
         owners: list[Trial] = []
         for trial in trials:
@@ -334,14 +290,14 @@ class _Search:
             trial.runs, trial.rung = [], number
             for n, seed in points:
                 label = f"tune {format_speed(speed)} rung {number + 1}"
-                jobs.append(Job(self.intent if c.current else variant, self.scenario, n, speed,
-                                duration, seed, roce, objective, c.qps, label,
-                                self.payload_bytes))  # fmt: skip
+                jobs.append(Job(self.intent if c.current else variant, self.settings.scenario, n,
+                                speed, duration, seed, roce, objective, c.qps, label,
+                                self.settings.payload_bytes))  # fmt: skip
                 owners.append(trial)
-        for trial, metrics in zip(owners, self.runner(jobs), strict=True):
+        for trial, metrics in zip(owners, self.settings.runner(jobs), strict=True):
             trial.runs.append(metrics)
         for trial in trials:
-            trial.reasons = evaluate(trial.runs, self.objectives)
+            trial.reasons = evaluate(trial.runs, self.settings.objectives)
         return len(jobs)
 
     def _widen(
@@ -363,7 +319,7 @@ class _Search:
         """What widening moves around: the recommendation, or, when nothing passed, the
         closest (a search that failed at the edge of its range has not looked beyond it);
         None for a pick that is no point of the space (today's setting) or never ran."""
-        best = ranked(trials, self.objective)[0] if trials else None
+        best = ranked(trials, self.settings.objective)[0] if trials else None
         if best is None or best.candidate.axes is None or not best.runs:
             return None
         return best
@@ -384,12 +340,12 @@ class _Search:
         added = self._validated(fresh)
         trials.extend(added)
         valid = [t for t in added if t.invalid is None]
-        full = tuple((n, s) for n in result.load_points for s in self.seeds)
+        full = tuple((n, s) for n in result.load_points for s in self.settings.seeds)
         runs = self._run(valid, result.speed_bps, 1.0, full, len(result.rungs))
         result.rungs.append(
-            Rung(self.duration_s, full, len(valid), runs, len(valid), self._fidelity(1.0))
+            Rung(self.settings.duration_s, full, len(valid), runs, len(valid), self._fidelity(1.0))
         )
-        after = ranked(trials, self.objective)[0]
+        after = ranked(trials, self.settings.objective)[0]
         result.edge_notes.append(AfterWidening(after.candidate, after.feasible))
         return True
 
@@ -442,7 +398,7 @@ class _Search:
                 xoff_after=None if new is None else new.xoff,
                 ecn_max=best.candidate.ecn.max_bytes,
                 load_points=result.load_points,
-                unit="ranks" if self.objective.name == "collective" else "senders",
+                unit="ranks" if self.settings.collective else "senders",
             )
         )
 

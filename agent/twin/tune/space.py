@@ -145,26 +145,38 @@ def ecn_cap(speed_bps: int, frame: int, pause_threshold: int) -> int:
     return cap
 
 
-def ecn_setting(
-    speed_bps: int, frame: int, cap: int, min_us: float, ratio: float, probability: float
-) -> EcnSetting:
+@dataclass(frozen=True)
+class EcnRoom:
+    """The room an ECN ramp has at a speed: the line rate, the largest frame a port takes
+    and the cap on ECN max (:func:`ecn_cap`)."""
+
+    speed_bps: int
+    frame: int
+    cap: int
+
+
+def ecn_room(speed_bps: int, mtu: int, pause_threshold: int) -> EcnRoom:
+    """The :class:`EcnRoom` at a speed for frames of ``mtu`` under ``pause_threshold``."""
+    frame = mtu + ETH_OVERHEAD
+    return EcnRoom(speed_bps, frame, ecn_cap(speed_bps, frame, pause_threshold))
+
+
+def ecn_setting(room: EcnRoom, min_us: float, ratio: float, probability: float) -> EcnSetting:
     """The ECN setting of one point of the axes: min = ``min_us`` of line time (at least two
-    frames), max = ratio x min (at least two frames above min, at most ``cap``; a clamped max
+    frames), max = ratio x min (at least two frames above min, at most the cap; a clamped max
     lowers min to keep a one-frame ramp)."""
-    base = max(round(min_us * 1e-6 * speed_bps / 8), 2 * frame)
-    high = min(max(round(base * ratio), base + 2 * frame), cap)
-    low = min(base, high - frame)
+    base = max(round(min_us * 1e-6 * room.speed_bps / 8), 2 * room.frame)
+    high = min(max(round(base * ratio), base + 2 * room.frame), room.cap)
+    low = min(base, high - room.frame)
     return EcnSetting(low, high, int(probability))
 
 
 def ecn_levels(
-    speed_bps: int, mtu: int, pause_threshold: int, candidates: int = DEFAULT_CANDIDATES
+    room: EcnRoom, candidates: int = DEFAULT_CANDIDATES
 ) -> tuple[list[float], list[float], list[float]]:
     """The ECN axes' levels (min us, ratio, probability) for ``candidates`` settings: the
     largest shape whose distinct settings (clamped settings collapse into one) still fit, so
     that 20 asked gives 20 when the pause threshold allows."""
-    frame = mtu + ETH_OVERHEAD
-    cap = ecn_cap(speed_bps, frame, pause_threshold)
     best: tuple[list[float], list[float], list[float]] = ([], [], [])
     best_count = 0
     for budget in range(candidates, 2 * candidates + 1):
@@ -174,7 +186,7 @@ def ecn_levels(
             [float(RATIO_LEVELS[i]) for i in _spread(RATIO_LEVELS, b)],
             [float(PROBABILITY_LEVELS[i]) for i in _spread(PROBABILITY_LEVELS, c)],
         )
-        count = len({ecn_setting(speed_bps, frame, cap, *p) for p in itertools.product(*levels)})
+        count = len({ecn_setting(room, *p) for p in itertools.product(*levels)})
         if count > candidates:
             break
         if count > best_count:
@@ -188,12 +200,11 @@ def grid_candidates(
     """ECN candidates for a speed (index from 1, with their axis values): every one has
     2 frames <= min < max <= the pause threshold - 2 frames.  Duplicates (clamped settings)
     are dropped, so the grid may be a little smaller than asked for a small pause threshold."""
-    frame = mtu + ETH_OVERHEAD
-    cap = ecn_cap(speed_bps, frame, pause_threshold)
+    room = ecn_room(speed_bps, mtu, pause_threshold)
     out: list[Candidate] = []
     seen: set[EcnSetting] = set()
-    for point in itertools.product(*ecn_levels(speed_bps, mtu, pause_threshold, candidates)):
-        setting = ecn_setting(speed_bps, frame, cap, *point)
+    for point in itertools.product(*ecn_levels(room, candidates)):
+        setting = ecn_setting(room, *point)
         if setting not in seen:
             seen.add(setting)
             out.append(Candidate(len(out) + 1, setting, axes=point))
@@ -298,12 +309,13 @@ class Space:
     def names(self) -> tuple[str, ...]:
         return tuple(self.levels)
 
+    @property
+    def room(self) -> EcnRoom:
+        return EcnRoom(self.speed_bps, self.frame, self.cap)
+
     def candidate(self, index: int, point: Sequence[float]) -> Candidate:
         values = dict(zip(self.names, point, strict=True))
-        ecn = ecn_setting(
-            self.speed_bps, self.frame, self.cap,
-            values["min"], values["ratio"], values["probability"],
-        )  # fmt: skip
+        ecn = ecn_setting(self.room, values["min"], values["ratio"], values["probability"])
         dcqcn: tuple[tuple[str, int], ...] = ()
         if "rpg_time_reset" in values:
             dcqcn = dcqcn_values(self.speed_bps, values["rpg_time_reset"], values["rpg_ai_rate"])
@@ -371,14 +383,7 @@ class Space:
         return out
 
     def _max_capped(self) -> bool:
-        top = ecn_setting(
-            self.speed_bps,
-            self.frame,
-            self.cap,
-            self.levels["min"][-1],
-            self.levels["ratio"][-1],
-            100,
-        )
+        top = ecn_setting(self.room, self.levels["min"][-1], self.levels["ratio"][-1], 100)
         return top.max_bytes >= self.cap
 
 
@@ -397,18 +402,15 @@ def axis_text(axis: str, value: float, speed_bps: int) -> str:
     return f"{value:g}"
 
 
-def build_space(
-    speed_bps: int, mtu: int, pause: int, candidates: int, dcqcn: bool, qps: Sequence[int]
-) -> Space:
+def build_space(room: EcnRoom, candidates: int, dcqcn: bool, qps: Sequence[int]) -> Space:
     """The joint space of one speed (module docstring)."""
-    mins, ratios, probs = ecn_levels(speed_bps, mtu, pause, candidates)
+    mins, ratios, probs = ecn_levels(room, candidates)
     levels: dict[str, list[float]] = {"min": mins, "ratio": ratios, "probability": probs}
     if dcqcn:
         levels["rpg_time_reset"] = [float(v) for v in RESET_LEVELS_US]
         levels["rpg_ai_rate"] = list(AI_FRACTION_LEVELS)
     levels["qps"] = [float(q) for q in qps]
-    frame = mtu + ETH_OVERHEAD
-    return Space(speed_bps, frame, ecn_cap(speed_bps, frame, pause), levels)
+    return Space(room.speed_bps, room.frame, room.cap, levels)
 
 
 def space_candidates(
