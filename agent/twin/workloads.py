@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.intent.units import format_speed
-from agent.twin.engine import FlowSpec
+from agent.twin.flows import FlowSpec
 from agent.twin.network import NicSpec, TwinError, TwinNetwork, flow_hash
 
 ScenarioName = Literal["incast", "all-to-all", "victim", "storm"]

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from agent.intent.model import FabricIntent
 from agent.intent.plan import build_plan
 from agent.twin.collectives import CollectiveSpec, run_collective
-from agent.twin.engine import Engine, SwitchPort
+from agent.twin.engine import Engine
 from agent.twin.network import TwinError, TwinNetwork, build_network
 from agent.twin.results import jain, simulate, time_weighted_p99
+from agent.twin.switch import SwitchPort
 from agent.twin.tune.fabric import current_ecn
 from agent.twin.tune.objectives import ObjectiveSpec
 from agent.twin.tune.results import RunMetrics
