@@ -15,6 +15,8 @@ override puts them, planned, rule-checked and simulated, so a row of the search 
 * :mod:`~agent.twin.tune.runners` -- who runs a batch of jobs (here, a process pool, Dask);
 * :mod:`~agent.twin.tune.judge` -- the constraints a candidate misses, the ranking;
 * :mod:`~agent.twin.tune.explain` -- the recommendation and its neighbours in words;
+* :mod:`~agent.twin.tune.notes` -- what a speed's search notes: its edges, widening, a pause
+  threshold it moves (records; their words are their ``str()``);
 * :mod:`~agent.twin.tune.results` -- the result records and their JSON;
 * :mod:`~agent.twin.tune.text` -- how numbers and lists are written.
 

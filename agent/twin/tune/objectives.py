@@ -43,7 +43,9 @@ COLLECTIVE_WORKLOADS = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 @dataclass(frozen=True)
 class Objectives:
-    # The twin's verdicts use the same limits (agent.twin.verdicts).
+    """The hard constraints (module docstring: Constraints); the twin's verdicts use the same
+    limits (:mod:`agent.twin.verdicts`)."""
+
     max_paused_fraction: float = PAUSED_CEILING
     min_utilisation: float = UTILISATION_FLOOR
     min_jain: float = MIN_JAIN
