@@ -73,7 +73,7 @@ class Nic:
         # The first tick the model no longer sees the NIC paused at (its pause is in seconds).
         self.pause_end = 0
         self.np = NotificationPoint(spec.dcqcn["min_time_between_cnps"])
-        self.flows: list[Flow] = []  # a heap on (next_at, index): _flows_push
+        self.flows: list[Flow] = []  # a heap on (next_at, index): flows.flows_push
         self.cnp_queue: deque[Control] = deque()  # CNPs, ACKs and NAKs: before data
         self.peer: Any = None
         self.busy_until = 0
