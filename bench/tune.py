@@ -25,18 +25,13 @@ from pathlib import Path
 
 from agent.intent.loader import load_fabric
 from agent.intent.plan import build_plan
-from agent.twin.search import (
-    Job,
-    ObjectiveSpec,
-    TuneResult,
-    build_space,
-    candidate_intent,
-    current_ecn,
-    pool_runner,
-    run_job,
-    space_candidates,
-    tune,
-)
+from agent.twin.tune.fabric import candidate_intent, current_ecn
+from agent.twin.tune.objectives import ObjectiveSpec
+from agent.twin.tune.results import TuneResult
+from agent.twin.tune.runners import pool_runner
+from agent.twin.tune.runs import Job, run_job
+from agent.twin.tune.search import tune
+from agent.twin.tune.space import build_space, ecn_room, space_candidates
 
 ROOT = Path(__file__).resolve().parents[1]
 POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"
@@ -67,7 +62,7 @@ def profile_first_rung(count: int = 12) -> None:
     intent = load_fabric(POD).intent
     plan = build_plan(intent)
     _, pause, mtu, _ = current_ecn(plan, intent.profile.roce.priority, SPEED)
-    space = build_space(SPEED, mtu, pause, 8, True, (1, 2, 4))
+    space = build_space(ecn_room(SPEED, mtu, pause), 8, True, (1, 2, 4))
     cands = space_candidates(space, space.points(), set(), 1)[:count]
     objective = ObjectiveSpec("collective", size_bytes=(64 << 20) // 16)
     jobs = []

@@ -7,7 +7,7 @@ incast scaled to 4 senders (load points 4, 3, 2), 5 ms per run, 20 ECN candidate
 seeds 1 and 2: a full grid of about 130 evaluations (one evaluation = one ``run_job``: plan,
 rule checks, build, simulate, judge). The cluster is a ``LocalCluster`` on this machine:
 K worker processes of one thread each, the scheduler and the client in this process, all on
-127.0.0.1. Its time counts from the connection (``dask_runner``: connect, version check) to the
+127.0.0.1. Its time counts from the connection (the ``dask`` runner: connect, version check) to the
 last result; starting the cluster does not count (a real one is already running).
 
 It prints both rates, their ratio, a check that both searches gave the same numbers, and an
@@ -36,14 +36,10 @@ from distributed import LocalCluster
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
 from agent.twin.network import PAPER_DCQCN, star_fabric_yaml
-from agent.twin.search import (
-    ObjectiveSpec,
-    Runner,
-    TuneResult,
-    dask_runner,
-    serial_runner,
-    tune,
-)
+from agent.twin.tune.objectives import ObjectiveSpec
+from agent.twin.tune.results import TuneResult
+from agent.twin.tune.runners import RUNNERS, Runner, RunnerOptions
+from agent.twin.tune.search import tune
 
 LOOPBACK = "127.0.0.1"
 SEARCH: dict[str, Any] = {
@@ -107,7 +103,8 @@ def main() -> int:
     workers = parser.parse_args().workers
     with tempfile.TemporaryDirectory() as folder:
         intent = _intent(Path(folder))
-    local, local_s = _search(intent, serial_runner)
+    with RUNNERS.load("serial")(RunnerOptions()) as runner:
+        local, local_s = _search(intent, runner)
     local_rate = local.runs / local_s
     print(f"local, --jobs 1: {local.runs} evaluations in {local_s:.1f} s = {local_rate:.1f}/s")
 
@@ -121,7 +118,7 @@ def main() -> int:
     try:
         up_s = time.perf_counter() - started
         began = time.perf_counter()
-        with dask_runner(cluster.scheduler_address) as runner:
+        with RUNNERS.load("dask")(RunnerOptions(address=cluster.scheduler_address)) as runner:
             remote, _ = _search(intent, runner)
         remote_s = time.perf_counter() - began
     finally:

@@ -22,10 +22,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
 from agent.ops.twin_vs_lab import compare, measure_lab, median, predict_lab
-from agent.twin.network import build_network
+from agent.twin.network import TwinNetwork, build_network
 from common.signals import unwind_on_termination
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,56 +47,37 @@ def _agent(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def main() -> int:
-    unwind_on_termination()  # the lab is torn down even when the run is stopped
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=4.0, help="lab seconds per run")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
-    args = parser.parse_args()
-    os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
-    name = f"tl{os.getpid()}"
-    state = Path(tempfile.mkdtemp(prefix="twin-vs-lab-")) / name
-    up = _agent("lab", "up", str(TOPOLOGY), "--name", name, "--state-dir", str(state))
-    if up.returncode != 0:
-        print(up.stdout, up.stderr, file=sys.stderr)
-        return 2
-    rows = []
-    try:
-        fabric = state / "fabric.yml"
-        applied = _agent("apply", str(fabric), "--yes", "--state-dir", str(state / "agent"))
-        if applied.returncode != 0:
-            print(applied.stdout, applied.stderr, file=sys.stderr)
-            return 2
-        intent = load_fabric(fabric).intent
-        network = build_network(intent)
-        for label, senders, dcqcn in CASES:
-            lab_runs, twin_runs, twin_wall = [], [], 0.0
-            for seed in range(1, args.repeats + 1):
-                lab_runs.append(
-                    measure_lab(intent, RECEIVER, senders, args.duration, dcqcn=dcqcn)[0]
-                )
-                started = time.perf_counter()
-                twin_runs.append(
-                    predict_lab(
-                        intent, RECEIVER, senders, args.duration, dcqcn=dcqcn, seed=seed,
-                        network=network,
-                    )[0]
-                )  # fmt: skip
-                twin_wall += time.perf_counter() - started
-            lab, twin = median(lab_runs), median(twin_runs)
-            rows.append(
-                {
-                    "case": label,
-                    "lab_runs": [r.as_dict() for r in lab_runs],
-                    "twin_runs": [r.as_dict() for r in twin_runs],
-                    "agreement": [a.as_dict() for a in compare(lab, twin)],
-                    "twin_wall_s": round(twin_wall / args.repeats, 3),
-                }
-            )
-    finally:
-        _agent("lab", "down", "--lab", name, "--state-dir", str(state))
-        shutil.rmtree(state.parent, ignore_errors=True)  # the fabric file, the audit log
+def _case(
+    intent: FabricIntent,
+    network: TwinNetwork,
+    case: tuple[str, list[str], bool],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """One case's row: the lab and the twin, ``args.repeats`` runs each, and their agreement."""
+    label, senders, dcqcn = case
+    lab_runs, twin_runs, twin_wall = [], [], 0.0
+    for seed in range(1, args.repeats + 1):
+        lab_runs.append(measure_lab(intent, RECEIVER, senders, args.duration, dcqcn=dcqcn)[0])
+        started = time.perf_counter()
+        twin_runs.append(
+            predict_lab(
+                intent, RECEIVER, senders, args.duration, dcqcn=dcqcn, seed=seed,
+                network=network,
+            )[0]
+        )  # fmt: skip
+        twin_wall += time.perf_counter() - started
+    lab, twin = median(lab_runs), median(twin_runs)
+    return {
+        "case": label,
+        "lab_runs": [r.as_dict() for r in lab_runs],
+        "twin_runs": [r.as_dict() for r in twin_runs],
+        "agreement": [a.as_dict() for a in compare(lab, twin)],
+        "twin_wall_s": round(twin_wall / args.repeats, 3),
+    }
+
+
+def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> bool:
+    """Print the rows as a table; True when every measure agrees."""
     print(
         f"\nlab vs twin, {args.repeats} runs each (median), {args.duration:g} s of lab time "
         f"= {args.duration * 10:g} ms at 1 Gb/s, incast onto {RECEIVER}"
@@ -114,9 +97,39 @@ def main() -> int:
             )
     print(f"\n{agreed} of {total} measures agree; twin wall time per run: "
           + ", ".join(f"{r['case']} {r['twin_wall_s']:.2f} s" for r in rows))  # fmt: skip
+    return agreed == total
+
+
+def main() -> int:
+    unwind_on_termination()  # the lab is torn down even when the run is stopped
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=4.0, help="lab seconds per run")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    args = parser.parse_args()
+    os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
+    name = f"tl{os.getpid()}"
+    state = Path(tempfile.mkdtemp(prefix="twin-vs-lab-")) / name
+    up = _agent("lab", "up", str(TOPOLOGY), "--name", name, "--state-dir", str(state))
+    if up.returncode != 0:
+        print(up.stdout, up.stderr, file=sys.stderr)
+        return 2
+    try:
+        fabric = state / "fabric.yml"
+        applied = _agent("apply", str(fabric), "--yes", "--state-dir", str(state / "agent"))
+        if applied.returncode != 0:
+            print(applied.stdout, applied.stderr, file=sys.stderr)
+            return 2
+        intent = load_fabric(fabric).intent
+        network = build_network(intent)
+        rows = [_case(intent, network, case, args) for case in CASES]
+    finally:
+        _agent("lab", "down", "--lab", name, "--state-dir", str(state))
+        shutil.rmtree(state.parent, ignore_errors=True)  # the fabric file, the audit log
+    agreed = _table(rows, args)
     if args.json:
         print(json.dumps(rows, indent=2))
-    return 0 if agreed == total else 1
+    return 0 if agreed else 1
 
 
 if __name__ == "__main__":

@@ -41,14 +41,23 @@ COMPILED_MODULES: tuple[str, ...] = (
     "lossless.queues",
     "lossless.watchdog",
     "lossless.wred",
+    "agent.twin.events",
+    "agent.twin.flows",
+    "agent.twin.frames",
+    "agent.twin.nic",
+    "agent.twin.samples",
+    "agent.twin.switch",
+    "agent.twin.wiring",
     "agent.twin.engine",
     "lab.vswitch.packet",
     "lab.vswitch.forwarding",
     "lab.vswitch.counters",
     "lab.vswitch.dataplane",
 )
-"""Compiled together as one mypyc group.  Of ``lab.vswitch``, what runs per frame: the rest
-(pydantic config, control socket, client, socket setup) runs per request or once."""
+"""Compiled together as one mypyc group.  Of the twin, the engine and the elements it runs
+(events, flows, frames, NICs, switches, samples, and their wiring, which builds the compiled
+classes).  Of ``lab.vswitch``, what runs per frame: the rest (pydantic config, control socket,
+client, socket setup) runs per request or once."""
 
 DIGEST_FILE = "compiled.sha256"
 """Written by the build beside this module: :func:`source_digest` of what it compiled."""

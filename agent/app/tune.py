@@ -48,36 +48,28 @@ from agent.intent.loader import load_fabric
 from agent.intent.units import format_speed
 from agent.twin.cluster import DEFAULT_TIMEOUT_S as CLUSTER_TIMEOUT_S
 from agent.twin.cluster import ClusterError
-from agent.twin.search import (
-    COLLECTIVE_CANDIDATES,
+from agent.twin.tune.judge import ranked
+from agent.twin.tune.objectives import (
     COLLECTIVE_WORKLOADS,
-    DEFAULT_CANDIDATES,
     DEFAULT_OBJECTIVE,
+    OBJECTIVES,
+    Objectives,
+    ObjectiveSpec,
+)
+from agent.twin.tune.options import (
+    COLLECTIVE_CANDIDATES,
     DEFAULT_SENDERS,
-    FULL_GRID_MAX_RUNS,
     MAX_CANDIDATES,
     MAX_DURATION_S,
     MIN_CANDIDATES,
-    OBJECTIVES,
-    QPS_LEVELS,
     TUNE_SCENARIOS,
-    Job,
-    Objectives,
-    ObjectiveSpec,
-    RunMetrics,
-    Runner,
-    SpeedResult,
-    Stage,
-    Trial,
-    TuneResult,
-    and_list,
-    dask_runner,
-    mib,
-    pool_runner,
-    ranked,
-    serial_runner,
-    tune,
 )
+from agent.twin.tune.results import RunMetrics, SpeedResult, Stage, Trial, TuneResult
+from agent.twin.tune.runners import Runner, dask_runner, pool_runner, serial_runner
+from agent.twin.tune.runs import Job
+from agent.twin.tune.search import FULL_GRID_MAX_RUNS, tune
+from agent.twin.tune.space import DEFAULT_CANDIDATES, QPS_LEVELS
+from agent.twin.tune.text import and_list, mib
 from agent.twin.verdicts import kb
 from common.clicktypes import Duration, FiniteFloat
 from common.conventions import add_column, examples

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agent.intent.model import FabricIntent
-from agent.twin.engine import FlowSpec
+from agent.twin.flows import FlowSpec
 from agent.twin.network import ROCE_FRAME_OVERHEAD, TwinError, TwinNetwork, build_network
 from agent.twin.results import TwinReport, simulate
 from agent.twin.workloads import BASE_SPORT, Scenario

@@ -1,6 +1,6 @@
 """Running a batch of the twin's jobs on an existing Dask cluster (``tune --executor``).
 
-:func:`agent.twin.search.dask_runner` makes a :class:`DaskMap` of ``run_job``; the search
+:func:`agent.twin.tune.runners.dask_runner` makes a :class:`DaskMap` of ``run_job``; the search
 cannot tell it from the local process pool: each batch comes back in job order, as each job is
 done. Why Dask (``distributed``) and not Ray, and how to start a cluster: docs/tuning.md,
 "Searching on a cluster".
@@ -16,7 +16,7 @@ What this module adds to ``Client.map``:
 
 A worker that dies while running a job is Dask's to handle: the scheduler reruns the job on
 another worker, up to its ``distributed.scheduler.allowed-failures`` (3 by default) deaths per
-job. ``retries`` is for a job that *raised* on a worker (a worker out of memory raises
+job. :data:`TASK_RETRIES` is for a job that *raised* on a worker (a worker out of memory raises
 MemoryError); a job that fails the same way every time fails after them, as it would locally.
 
 ``distributed`` is imported when a :class:`DaskMap` is made, never with this module:
@@ -94,14 +94,12 @@ class DaskMap(Generic[T, R]):
         *,
         expected_version: str,
         timeout_s: float = DEFAULT_TIMEOUT_S,
-        retries: int = TASK_RETRIES,
         quiet: bool = True,
     ) -> None:
         self.address = address
         self.expected_version = expected_version
         self.timeout_s = timeout_s
         self._function = function
-        self._retries = retries
         self._client: Client | None = None
         self._log_levels: dict[str, int] = {}
         try:
@@ -194,7 +192,7 @@ class DaskMap(Generic[T, R]):
         try:
             # pure=False: every job runs (its key is not a hash of a fabric intent), and a
             # job of a later batch equal to an earlier one is not taken from the cache.
-            futures = self.client.map(self._function, items, pure=False, retries=self._retries)
+            futures = self.client.map(self._function, items, pure=False, retries=TASK_RETRIES)
         except (OSError, CancelledError):
             raise self._lost(f"sending {len(items)} runs") from None
         try:

@@ -57,10 +57,11 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Unpack
 
 from agent.intent.units import format_speed
-from agent.twin.engine import DEFAULT_RTO_S, Engine, Flow, FlowSpec, Recovery
+from agent.twin.engine import Engine, RunOptions
+from agent.twin.flows import Flow, FlowSpec
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.results import (
     MAX_DURATION_S,
@@ -718,28 +719,39 @@ def ideal_time_s(workload: CollectiveName, ranks: int, size_bytes: int, speed_bp
     return size_bytes * busbw_factor(workload, ranks) * 8 / speed_bps
 
 
-def run_collective(
-    network: TwinNetwork,
-    spec: CollectiveSpec,
-    *,
-    seed: int = 1,
-    dcqcn_override: dict[str, int] | None = None,
-    recovery: Recovery = "go-back-n",
-    rto_s: float = DEFAULT_RTO_S,
-    max_duration_s: float | None = None,
-    on_progress: Callable[[float, float], None] | None = None,
-) -> CollectiveReport:
-    """Run one collective on the network (module docstring) and report it.
+class CollectiveOptions(RunOptions, total=False):
+    """:func:`run_collective`'s keywords beside the run's own (seed, DCQCN override, loss
+    recovery): ``max_duration_s``, the simulated time allowed (default: 20 x the line-rate
+    time + 2 ms, at most :data:`agent.twin.results.MAX_DURATION_S`; a collective still running
+    then is reported ``completed=False``), and ``on_progress(done_fraction, simulated_s)``,
+    called at every sample."""
 
-    ``recovery`` and ``rto_s``: the NICs' loss recovery (:class:`Engine`'s).
-    ``max_duration_s``: simulated time allowed (default: 20 x the line-rate time + 2 ms, at
-    most :data:`agent.twin.results.MAX_DURATION_S`); a collective still running then is
-    reported ``completed=False``.  ``on_progress(done_fraction, simulated_s)`` at every sample.
-    """
+    max_duration_s: float | None
+    on_progress: Callable[[float, float], None] | None
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """A collective placed on the fabric: the spec, its ranks' hosts, their speed and the
+    size nccl-tests counts."""
+
+    spec: CollectiveSpec
+    hosts: list[str]
+    speed: int
+    size: int
+
+
+def run_collective(
+    network: TwinNetwork, spec: CollectiveSpec, **options: Unpack[CollectiveOptions]
+) -> CollectiveReport:
+    """Run one collective on the network (module docstring) and report it
+    (:class:`CollectiveOptions`: what may be asked)."""
     check_spec(spec)
     speed, hosts = place_ranks(network, spec)
     size = nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes)
-    limit = max_duration_s
+    limit = options.pop("max_duration_s", None)
+    on_progress = options.pop("on_progress", None)
+    run: RunOptions = options  # what is left: the run's own options, passed on
     if limit is None:
         limit = min(
             MAX_DURATION_S, 20 * ideal_time_s(spec.workload, spec.ranks, size, speed) + 2e-3
@@ -760,14 +772,11 @@ def run_collective(
     engine = Engine(
         network,
         flows,
-        seed=seed,
-        dcqcn_override=dcqcn_override,
         on_message=job.on_message,
-        recovery=recovery,
-        rto_s=rto_s,
         on_sample=None
         if on_progress is None
         else lambda _engine, now: on_progress(job.done_fraction, now),
+        **run,
     )
     job.start(engine)
     started = time.perf_counter()
@@ -775,7 +784,7 @@ def run_collective(
     wall = time.perf_counter() - started
     busy = None if spec.split_data_on_qps else messages_in_flight(slices, window)
     collisions = find_collisions(network, connections, flows, busy)
-    return _report(engine, job, spec, hosts, speed, size, collisions, seed=seed, wall_s=wall)
+    return _report(engine, job, _Placed(spec, hosts, speed, size), collisions, wall)
 
 
 def _links(ports: list[PortReport]) -> list[LinkLoad]:
@@ -806,15 +815,11 @@ def _connection_jain(engine: Engine, job: CollectiveJob, end: int) -> float | No
 def _report(
     engine: Engine,
     job: CollectiveJob,
-    spec: CollectiveSpec,
-    hosts: list[str],
-    speed: int,
-    size: int,
+    placed: _Placed,
     collisions: list[Collision],
-    *,
-    seed: int,
     wall_s: float,
 ) -> CollectiveReport:
+    spec, speed, size = placed.spec, placed.speed, placed.size
     duration = engine.duration_s
     ports = _active_ports(engine, duration)
     drops = _drops(engine)
@@ -828,12 +833,12 @@ def _report(
         profile=engine.network.profile,
         workload=spec.workload,
         ranks=spec.ranks,
-        hosts=hosts,
+        hosts=placed.hosts,
         speed_bps=speed,
         size_bytes=size,
         qps=spec.qps_per_connection,
         split_data_on_qps=spec.split_data_on_qps,
-        seed=seed,
+        seed=engine.settings.seed,
         time_s=time_s,
         algbw_Bps=algbw,
         busbw_Bps=busbw,

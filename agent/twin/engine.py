@@ -71,64 +71,47 @@ from __future__ import annotations
 import gc
 import math
 import random
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from heapq import heappop, heappush
 from math import ceil
-from operator import attrgetter
-from typing import Any, Final, Literal, final
+from typing import Any, Final, Literal, TypedDict, Unpack
 
-from mypy_extensions import i64, mypyc_attr
+from mypy_extensions import mypyc_attr
 
-from agent.twin.network import (
-    ROCE_FRAME_OVERHEAD,
-    NicSpec,
-    PortSpec,
-    TwinError,
-    TwinNetwork,
-    ecmp_pick,
-    flow_hash,
-    roce_frame_bytes,
+from agent.twin.events import Event, event_order, heap_pop, heap_push, runs_before
+from agent.twin.flows import NEVER, Flow, FlowSpec, flows_pop, flows_push, flows_sift_head
+from agent.twin.frames import (
+    ACK,
+    ACK_BYTES,
+    CNP,
+    CNP_BYTES,
+    MIN_FRAME_BYTES,
+    NAK,
+    WIRE_OVERHEAD_BYTES,
+    Control,
+    Packet,
+    wire_ticks,
 )
-from lossless.clock import (
-    TICKS_PER_SECOND,
-    TickClock,
-    ticks_at_or_after,
-    ticks_up,
-    to_ticks,
+from agent.twin.network import ROCE_FRAME_OVERHEAD, TwinError, TwinNetwork, ecmp_pick
+from agent.twin.nic import Nic, us_ticks
+from agent.twin.samples import Watch, watch
+from agent.twin.switch import SwitchNode, SwitchPort
+from agent.twin.wiring import (
+    build_nics,
+    build_switches,
+    check_flows,
+    reached,
+    route,
+    wire,
+    wire_times,
 )
+from lossless.clock import TICKS_PER_SECOND, TickClock, ticks_at_or_after, to_ticks
 from lossless.config import NUM_CLASSES
 from lossless.dcqcn import DcqcnReactionPoint, NotificationPoint
-from lossless.pfc import (
-    PFC_QUANTA_MAX,
-    REFRESH_FRACTION,
-    IngressAccounting,
-    PauseHonouring,
-    ReceivedPause,
-    pause_duration,
-)
-from lossless.queues import (
-    MARKED,
-    XOFF_DUE,
-    EgressQueue,
-    Scheduler,
-    enqueue,
-    fill_eligible,
-    scheduler_weights,
-)
-from lossless.watchdog import PortWatchdog
-from lossless.wred import EcnMarker
+from lossless.pfc import PFC_QUANTA_MAX
+from lossless.queues import MARKED, XOFF_DUE, enqueue, fill_eligible
 
-WIRE_OVERHEAD_BYTES: Final = 20  # preamble 7 + SFD 1 + inter-frame gap 12 (IEEE 802.3 4.4.2)
-PFC_FRAME_BYTES: Final = 64  # a PFC frame is a minimum-size MAC control frame (802.1Qbb 36.1.3)
-CNP_BYTES: Final = (
-    78  # RoCEv2 CNP: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4
-)
-MIN_FRAME_BYTES: Final = 64  # the shortest Ethernet frame, FCS included (IEEE 802.3 clause 4.4.2)
-ACK_BYTES: Final = (
-    66  # RoCEv2 ACK or NAK: Eth 14 + IPv4 20 + UDP 8 + BTH 12 + AETH 4 + ICRC 4 + FCS 4
-)
 # The responder acknowledges every ACK_EVERY data frames it accepts in order, and at once a
 # message's last frame, a frame that fills a selective-repeat hole and every duplicate.  The
 # InfiniBand spec lets a responder coalesce ACKs (one ACK covers every PSN before it; see
@@ -146,17 +129,11 @@ NCCL_IB_TIMEOUT: Final = 20
 DEFAULT_RTO_S: Final = IB_TIMEOUT_UNIT_S * 2**NCCL_IB_TIMEOUT
 Recovery = Literal["go-back-n", "selective-repeat"]
 RECOVERIES: tuple[Recovery, ...] = ("go-back-n", "selective-repeat")
-# Kinds of control packets (Control.kind).
-CNP: Final = 0
-ACK: Final = 1
-NAK: Final = 2
 # The first ONSET_INTERVALS sampling intervals are sampled ONSET_SPLIT times as densely: what
 # happens in them (the queue's rise, PFC's and DCQCN's first reactions) is what a plot with a
 # log time axis shows first.
 ONSET_INTERVALS: Final = 5
 ONSET_SPLIT: Final = 10
-NEVER: Final = 1 << 61  # a tick no run reaches (a flow without a stop time); a short int, compiled
-_TX_BYTES = attrgetter("tx_bytes")  # every port's counter at every sample, read in C
 
 
 # Kinds of events (Event.kind), and the handler each runs (Engine._dispatch).
@@ -184,541 +161,62 @@ COMPILED: Final = not __file__.endswith(".py")
 """This module runs compiled (mypyc), not from its source (:mod:`lossless.compiled`)."""
 
 
-def _earlier(a: Flow, b: Flow) -> bool:
-    return a.next_at < b.next_at or (a.next_at == b.next_at and a.index < b.index)
-
-
-def _flows_push(flows: list[Flow], flow: Flow) -> None:
-    """Onto a NIC's heap of flows, ordered by ``(next_at, index)``: the flow due first (the
-    lower index first at the same tick) is ``flows[0]``.  The key lives on the flow, so
-    re-timing the head costs no allocation (:func:`_flows_sift_head`)."""
-    flows.append(flow)
-    index: i64 = len(flows) - 1
-    while index:
-        parent: i64 = (index - 1) >> 1
-        above = flows[parent]
-        if not _earlier(flow, above):
-            break
-        flows[index] = above
-        index = parent
-    flows[index] = flow
-
-
-def _flows_sift_head(flows: list[Flow]) -> None:
-    """The head's ``next_at`` changed: restore the heap order (most NICs send one flow)."""
-    size: i64 = len(flows)
-    if size == 1:
-        return
-    head = flows[0]
-    index: i64 = 0
-    child: i64 = 1
-    while child < size:
-        below = flows[child]
-        right: i64 = child + 1
-        if right < size and _earlier(flows[right], below):
-            child = right
-            below = flows[right]
-        if not _earlier(below, head):
-            break
-        flows[index] = below
-        index = child
-        child = 2 * index + 1
-    flows[index] = head
-
-
-def _flows_pop(flows: list[Flow]) -> None:
-    """Take the head off a NIC's heap of flows."""
-    last = flows.pop()
-    if flows:
-        flows[0] = last
-        _flows_sift_head(flows)
-
-
-def _before(a: Event, b: Event) -> bool:
-    return a.when < b.when or (a.when == b.when and a.seq < b.seq)
-
-
-def _heap_push(heap: list[Event], event: Event) -> None:
-    """A binary heap on ``(when, seq)``, as :func:`heapq.heappush`."""
-    heap.append(event)
-    when = event.when
-    seq = event.seq
-    index: i64 = len(heap) - 1
-    while index:
-        parent: i64 = (index - 1) >> 1
-        above = heap[parent]
-        if above.when < when or (above.when == when and above.seq < seq):
-            break
-        heap[index] = above
-        index = parent
-    heap[index] = event
-
-
-def _heap_pop(heap: list[Event]) -> Event:
-    """The earliest event, out of the heap, as :func:`heapq.heappop`."""
-    last = heap.pop()
-    size: i64 = len(heap)
-    if not size:
-        return last
-    first = heap[0]
-    when = last.when
-    seq = last.seq
-    index: i64 = 0
-    child: i64 = 1
-    while child < size:
-        below = heap[child]
-        right: i64 = child + 1
-        if right < size:
-            other = heap[right]
-            if other.when < below.when or (other.when == below.when and other.seq < below.seq):
-                child = right
-                below = other
-        if when < below.when or (when == below.when and seq < below.seq):
-            break
-        heap[index] = below
-        index = child
-        child = 2 * index + 1
-    heap[index] = last
-    return first
-
-
-def _event_order(event: Event) -> tuple[int, int]:
-    return event.when, event.seq
-
-
-@final
-class Event:
-    """One scheduled event: at tick ``when`` (``seq`` orders events of the same tick), run the
-    handler of ``kind`` on ``target`` (a port, NIC or flow) with a frame or one or two ints."""
-
-    __slots__ = ("arg", "arg2", "kind", "packet", "seq", "target", "when")
-
-    def __init__(
-        self, when: int, seq: int, kind: int, target: Any, packet: Packet | None, arg: int,
-        arg2: int,
-    ) -> None:  # fmt: skip
-        self.refill(when, seq, kind, target, packet, arg, arg2)
-
-    def refill(
-        self, when: int, seq: int, kind: int, target: Any, packet: Packet | None, arg: int,
-        arg2: int,
-    ) -> None:  # fmt: skip
-        """Every field anew: an event that already ran is reused for the next one."""
-        self.when = when
-        self.seq = seq
-        self.kind = kind
-        self.target = target
-        self.packet = packet
-        self.arg = arg
-        self.arg2 = arg2
-
-
-def wire_ticks(length: int, speed_bps: int) -> int:
-    """Ticks a frame of ``length`` bytes occupies a wire of ``speed_bps``, with preamble and
-    gap, rounded up."""
-    return ticks_up((length + WIRE_OVERHEAD_BYTES) * 8 * TICKS_PER_SECOND, speed_bps)
-
-
-def wire_table(lengths: set[int], speed_bps: int) -> dict[int, int]:
-    """Frame length -> :func:`wire_ticks`, for every length a run sends (a handful)."""
-    return {length: wire_ticks(length, speed_bps) for length in lengths}
-
-
-def propagation_ticks(spec: PortSpec) -> int:
-    """The cable's delay in ticks, rounded up."""
-    return math.ceil(spec.propagation_s * TICKS_PER_SECOND)
-
-
-class Packet:
-    """A frame in flight; ``len()`` is its size in bytes (what the queues account)."""
-
-    __slots__ = ("ce", "cnp", "dscp", "dst", "ect", "flow", "length", "psn")
-
-    def __init__(
-        self, flow: Flow, length: int, dscp: int, ect: bool, cnp: bool, psn: int = -1
-    ) -> None:
-        self.flow = flow
-        self.length = length
-        self.dscp = dscp
-        self.ect = ect
-        self.ce = False
-        self.cnp = cnp
-        self.dst = flow.src if cnp else flow.dst
-        self.psn = psn
-
-    def __len__(self) -> int:
-        return self.length
-
-
-class Control(Packet):
-    """A packet back to the flow's sender: a CNP, or the responder's ACK / NAK.  ``psn`` of an
-    ACK or NAK is the responder's expected PSN (every PSN before it is acknowledged); a
-    selective-repeat NAK asks for the PSNs ``psn`` to ``end`` (exclusive)."""
-
-    __slots__ = ("end", "kind")
-
-    def __init__(self, flow: Flow, length: int, dscp: int, kind: int, psn: int = -1) -> None:
-        super().__init__(flow, length, dscp, False, True, psn)
-        self.kind = kind
-        self.end = psn
-
-
-class Flow:
-    """A RoCE QP from ``src`` to ``dst``: its DCQCN reaction point, its PSNs on both ends
-    (sender and responder), its posted messages and its counters.
-
-    PSNs count data frames (a 24-bit PSN wraps in a real QP; here it is an unbounded int).
-    ``end_psn`` is one past the last PSN posted: :data:`NEVER` for an infinite flow, which
-    always has a full frame to send.  ``short`` holds the frame length of each message's last
-    frame when it is shorter than the NIC's frame.  ``msgs`` are the messages the responder
-    has not yet received in full, in order: ``(end_psn, tag, nbytes)``.
-    """
-
-    __slots__ = (
-        "acked",
-        "cnps_rx",
-        "delivered_bytes",
-        "dst",
-        "end_psn",
-        "epsn",
-        "hash",
-        "in_heap",
-        "index",
-        "last_sent",
-        "max_psn",
-        "messages_done",
-        "msgs",
-        "nak_out",
-        "naks",
-        "next_at",
-        "ooo",
-        "rcv_high",
-        "retx",
-        "retx_bytes",
-        "retx_packets",
-        "rp",
-        "rto_at",
-        "rto_pending",
-        "rx_bytes",
-        "rx_ce",
-        "rx_packets",
-        "short",
-        "snd_psn",
-        "src",
-        "start_at",
-        "start_s",
-        "stop_at",
-        "stop_s",
-        "timeouts",
-        "tx_bytes",
-        "tx_packets",
-        "udp_sport",
-        "unacked",
-    )
-
-    def __init__(
-        self,
-        index: int,
-        src: str,
-        dst: str,
-        udp_sport: int,
-        rp: DcqcnReactionPoint,
-        start_s: float,
-        stop_s: float,
-        infinite: bool = True,
-    ) -> None:
-        self.index = index
-        self.src = src
-        self.dst = dst
-        self.udp_sport = udp_sport
-        self.hash = flow_hash(src, dst, udp_sport)
-        self.rp = rp
-        self.start_s = start_s
-        self.stop_s = stop_s
-        self.start_at = to_ticks(start_s)
-        self.stop_at = to_ticks(stop_s) if math.isfinite(stop_s) else NEVER
-        self.next_at = self.start_at
-        self.last_sent = -1
-        self.tx_bytes = self.tx_packets = 0
-        self.rx_bytes = self.rx_packets = self.rx_ce = 0
-        self.cnps_rx = 0
-        # Sender: the next PSN to send, one past the highest sent, one past the last posted.
-        self.snd_psn = 0
-        self.max_psn = 0
-        self.end_psn = NEVER if infinite else 0
-        self.short: dict[int, int] = {}
-        self.msgs: deque[tuple[int, object, int]] = deque()
-        self.in_heap = False  # an entry in the sending NIC's heap of flows
-        # Sender's recovery: every PSN before ``acked`` is acknowledged; ``retx`` the PSNs a
-        # selective-repeat NAK asked for; the retransmission deadline (0: nothing
-        # outstanding) and whether a timer event is pending (it re-arms itself lazily).
-        self.acked = 0
-        self.retx: deque[int] = deque()
-        self.rto_at = 0
-        self.rto_pending = False
-        self.retx_bytes = self.retx_packets = self.timeouts = self.naks = 0
-        # Responder: the expected PSN; frame bytes and messages received in order; frames
-        # accepted since the last ACK; a go-back-N NAK outstanding; selective repeat's
-        # out-of-order frames (PSN -> frame length) and one past the highest PSN seen.
-        self.epsn = 0
-        self.delivered_bytes = 0
-        self.messages_done = 0
-        self.unacked = 0
-        self.nak_out = False
-        self.ooo: dict[int, int] = {}
-        self.rcv_high = 0
-
-    @property
-    def name(self) -> str:
-        return f"{self.src}->{self.dst}:{self.udp_sport}"
-
-
-class PauseMeter:
-    """Ticks a pause timer ran within the run (reporting only; the model decides the pause).
-
-    Same replacement rule as :class:`lossless.pfc.PauseHonouring`: a new deadline replaces the
-    running one, and the part of a pause past the end of the run is removed by ``finish``.
-    """
-
-    __slots__ = ("paused", "until")
-
-    def __init__(self) -> None:
-        self.paused = 0
-        self.until = 0
-
-    def update(self, now: int, until: int) -> None:
-        if self.until > now:
-            self.paused -= self.until - now
-        if until > now:
-            self.paused += until - now
-        self.until = until
-
-    def finish(self, end: int) -> None:
-        if self.until > end:
-            self.paused -= self.until - end
-            self.until = end
-
-
-class SwitchPort:
-    """One switch port: egress queues + scheduler, ingress accounting, pause, watchdog."""
-
-    __slots__ = (
-        "backlog",
-        "busy_until",
-        "depth",
-        "depth_bins",
-        "depth_peak",
-        "depth_t",
-        "ecn",
-        "eligible",
-        "index",
-        "ingress",
-        "name",
-        "pause",
-        "pause_meter",
-        "peer",
-        "pfc_frame",
-        "pfc_rx",
-        "pfc_tx_xoff",
-        "pfc_tx_xon",
-        "prop",
-        "queue_limit",
-        "queues",
-        "refresh_at",
-        "refresh_gen",
-        "scheduler",
-        "spec",
-        "switch",
-        "tx_bytes",
-        "tx_pending",
-        "wake_gen",
-        "watchdog",
-        "watchdog_drops",
-        "wire",
-        "wire_last",
-        "wire_length",
-    )
-
-    def __init__(self, spec: PortSpec, switch: SwitchNode, rng: random.Random) -> None:
-        assert spec.qos is not None and spec.buffer is not None
-        self.spec = spec
-        self.name = f"{spec.device}:{spec.name}"
-        self.index = spec.index
-        self.switch = switch
-        speed = spec.speed_bps
-        # Filled by the engine once it knows every NIC's frame length (Engine._wire_times).
-        self.wire: dict[int, int] = {}
-        self.wire_length = -1  # the frame length last sent, and its wire time
-        self.wire_last = 0
-        self.prop = propagation_ticks(spec)
-        self.pfc_frame = wire_ticks(PFC_FRAME_BYTES, speed)
-        qos = spec.qos
-        lossless = qos.lossless()
-        self.queues: list[EgressQueue[Packet]] = [EgressQueue() for _ in range(NUM_CLASSES)]
-        self.ecn: list[EcnMarker | None] = [None] * NUM_CLASSES
-        for tc, cfg in qos.queues.items():
-            if cfg.ecn is not None:
-                self.ecn[tc] = EcnMarker(cfg.ecn, rng)
-        self.scheduler = Scheduler(*scheduler_weights(qos))
-        self.eligible = [False] * NUM_CLASSES  # the scheduler's input, refilled per frame
-        self.ingress = IngressAccounting(speed)
-        self.ingress.configure(spec.buffer, lossless)
-        self.queue_limit = spec.buffer.queue_limit_bytes
-        self.pause = ReceivedPause(speed)
-        self.pause.configure(lossless)
-        assert qos.watchdog is not None
-        self.watchdog = PortWatchdog(qos.watchdog, 0.0)
-        self.peer: Any = None  # SwitchPort or Nic, wired by the engine
-        self.backlog = 0
-        self.tx_pending = False  # an end-of-frame event is scheduled
-        self.busy_until = 0
-        self.wake_gen = 0
-        self.refresh_at = -1
-        self.refresh_gen = 0
-        self.tx_bytes = 0
-        self.depth = 0
-        self.depth_t = 0
-        self.depth_peak = 0
-        # Ticks at each depth, in 1 KiB bins (index depth >> 10): the time-weighted
-        # distribution for p99 (depth_hist).
-        self.depth_bins: list[int] = []
-        self.pause_meter = PauseMeter()
-        self.pfc_tx_xoff = 0
-        self.pfc_tx_xon = 0
-        self.pfc_rx = 0
-        self.watchdog_drops = 0
-
-    @property
-    def depth_hist(self) -> dict[int, int]:
-        """Ticks spent at each queue depth so far, by 1 KiB bin (``depth >> 10``), bins with
-        time only; the time since the last change of depth is not in it yet."""
-        return {key: ticks for key, ticks in enumerate(self.depth_bins) if ticks}
-
-
-class SwitchNode:
-    __slots__ = ("dscp_to_tc", "flow_port", "name", "ports", "routes")
-
-    def __init__(self, name: str, dscp_to_tc: list[int]) -> None:
-        self.name = name
-        self.dscp_to_tc = dscp_to_tc
-        self.ports: list[SwitchPort] = []
-        self.routes: dict[str, tuple[int, ...]] = {}
-        # Egress port per flow and direction (flow index * 2 + 1 for what goes back to its
-        # sender): the route's ECMP pick, made on the flow's first packet, then one list read.
-        self.flow_port: list[SwitchPort | None] = []
-
-
-class Nic:
-    """A host NIC: its flows (a heap by next send time), pause honouring, its NP."""
-
-    __slots__ = (
-        "busy_until",
-        "cnp_dscp",
-        "cnp_queue",
-        "cnps_tx",
-        "flows",
-        "frame_bits",
-        "frame_bytes",
-        "frame_wire",
-        "honour_pause",
-        "name",
-        "np",
-        "pause",
-        "pause_end",
-        "peer",
-        "pfc_frame",
-        "pfc_tx_xoff",
-        "prop",
-        "roce_dscp",
-        "roce_priority",
-        "spec",
-        "storm",
-        "storm_period",
-        "timer",
-        "tx_bytes",
-        "wake_at",
-        "wake_gen",
-        "wire",
-    )
-
-    def __init__(self, spec: NicSpec, payload_bytes: int | None = None) -> None:
-        self.spec = spec
-        self.name = spec.name
-        speed = spec.port.speed_bps
-        self.wire: dict[int, int] = {}  # as a switch port's
-        self.prop = propagation_ticks(spec.port)
-        self.pfc_frame = wire_ticks(PFC_FRAME_BYTES, speed)
-        # A stormy NIC repeats its XOFF at the refresh fraction of the pause it asks for.
-        self.storm_period = math.ceil(
-            pause_duration(PFC_QUANTA_MAX, speed) * REFRESH_FRACTION * TICKS_PER_SECOND
-        )
-        self.roce_priority = spec.roce_priority
-        self.roce_dscp = spec.roce_dscp
-        self.cnp_dscp = spec.cnp_dscp
-        # The NIC honours pause for the priorities its PFC vector enables (mlx5 pfc_vector).
-        self.honour_pause = spec.roce_priority in spec.pfc_priorities
-        self.pause = PauseHonouring(speed)
-        # The first tick the model no longer sees the NIC paused at (its pause is in seconds).
-        self.pause_end = 0
-        self.np = NotificationPoint(spec.dcqcn["min_time_between_cnps"])
-        self.flows: list[Flow] = []  # a heap on (next_at, index): _flows_push
-        self.cnp_queue: deque[Control] = deque()  # CNPs, ACKs and NAKs: before data
-        self.peer: Any = None
-        self.busy_until = 0
-        self.wake_at = NEVER  # the pending wake's tick, NEVER for none
-        self.wake_gen = 0
-        self.tx_bytes = 0
-        self.cnps_tx = 0
-        self.pfc_tx_xoff = 0
-        self.storm = False
-        self.frame_bytes = roce_frame_bytes(spec.port.mtu, payload_bytes)
-        self.frame_wire = 0  # wire[frame_bytes]: the data frame's, read without a lookup
-        # A data frame's bits in tick units: the pacing gap is this over the rate.
-        self.frame_bits = float(self.frame_bytes * 8 * TICKS_PER_SECOND)
-        self.timer = _us_ticks(spec.dcqcn["rpg_time_reset"])
-
-
 MessageCallback = Callable[["Engine", Flow, object, int], None]
+SampleCallback = Callable[["Engine", float], None]
+
+
+class RunOptions(TypedDict, total=False):
+    """What every run of the twin may be told: its seed, the NICs' DCQCN values on top of
+    the fabric's (``dcqcn_override``), and their loss recovery (``recovery``, ``rto_s``)."""
+
+    seed: int
+    dcqcn_override: dict[str, int] | None
+    recovery: Recovery
+    rto_s: float
+
+
+class TrafficOptions(RunOptions, total=False):
+    """A scenario's run may also set the RoCE payload per frame (None: the ports' RoCE MTU)
+    and turn the NICs' DCQCN off (``reaction_point=False``: CNPs are counted, no rate cut)."""
+
+    payload_bytes: int | None
+    reaction_point: bool
+
+
+class EngineOptions(TrafficOptions, total=False):
+    """:class:`Engine`'s keywords (:class:`EngineSettings` has their defaults): beside a run's
+    options, the NICs that ignore pause, a storm (host, start time), the sampling (interval,
+    at most this many samples) and the callbacks (after each sample; at each message's
+    delivery, see :meth:`Engine.post`)."""
+
+    ignore_pause: frozenset[str]
+    storm: tuple[str, float] | None
+    sample_every_s: float
+    max_samples: int
+    on_sample: SampleCallback | None
+    on_message: MessageCallback | None
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """An :class:`Engine`'s options, with the defaults of those not given."""
+
+    seed: int = 1
+    dcqcn_override: dict[str, int] | None = None
+    recovery: Recovery = "go-back-n"
+    rto_s: float = DEFAULT_RTO_S
+    payload_bytes: int | None = None
+    reaction_point: bool = True
+    ignore_pause: frozenset[str] = frozenset()
+    storm: tuple[str, float] | None = None
+    sample_every_s: float = 10e-6
+    max_samples: int = 2000
+    on_sample: SampleCallback | None = None
+    on_message: MessageCallback | None = None
 
 
 class _Finished(Exception):
     """Raised by the stop sentinel: the run ends before the next event (Engine.finish)."""
-
-
-def _us_ticks(microseconds: int) -> int:
-    return microseconds * (TICKS_PER_SECOND // 1_000_000)
-
-
-@dataclass(frozen=True)
-class FlowSpec:
-    """A QP to simulate.  ``size_bytes``: None is an infinite source paced by DCQCN (the
-    scenarios' flows); an int is a flow of messages -- 0 sends nothing until
-    :meth:`Engine.post` gives it a message, more posts one message of that size (tag None)
-    at ``start_s``."""
-
-    src: str
-    dst: str
-    start_s: float = 0.0
-    stop_s: float = float("inf")
-    udp_sport: int = 49152
-    size_bytes: int | None = None
-
-    def hash_value(self) -> int:
-        return flow_hash(self.src, self.dst, self.udp_sport)
-
-
-@dataclass
-class Watch:
-    """A time series sample (the engine fills it; :mod:`agent.twin.results` shapes it)."""
-
-    t_s: float
-    queue_bytes: dict[str, int]
-    rate_bps: list[float]
-    rx_bytes: list[int]  # per flow: frame bytes delivered in order so far (goodput's)
-    paused: dict[str, float]
-    # Bytes each switch port has sent so far, in the order of Engine.ports (a list: taken at
-    # every sample, for every port; a dict of names would cost more than the rest of it).
-    tx_bytes: list[int] = field(default_factory=list)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -730,29 +228,17 @@ class Engine:
     """
 
     def __init__(
-        self,
-        network: TwinNetwork,
-        flows: list[FlowSpec],
-        *,
-        seed: int = 1,
-        dcqcn_override: dict[str, int] | None = None,
-        ignore_pause: frozenset[str] = frozenset(),
-        storm: tuple[str, float] | None = None,
-        payload_bytes: int | None = None,
-        reaction_point: bool = True,
-        sample_every_s: float = 10e-6,
-        max_samples: int = 2000,
-        on_sample: Callable[[Engine, float], None] | None = None,
-        on_message: MessageCallback | None = None,
-        recovery: Recovery = "go-back-n",
-        rto_s: float = DEFAULT_RTO_S,
+        self, network: TwinNetwork, flows: list[FlowSpec], **options: Unpack[EngineOptions]
     ) -> None:
+        settings = EngineSettings(**options)
+        recovery, rto_s = settings.recovery, settings.rto_s
         if recovery not in RECOVERIES:
             raise TwinError(
                 f"twin --recovery: Expected: one of {', '.join(RECOVERIES)} Actual: {recovery!r}"
             )
         if not (math.isfinite(rto_s) and rto_s > 0):
             raise TwinError(f"twin --rto: Expected: a time above 0 s Actual: {rto_s!r}")
+        self.settings = settings
         self.recovery = recovery
         self.selective = recovery == "selective-repeat"
         self.rto_s = rto_s
@@ -760,12 +246,12 @@ class Engine:
         self.network = network
         # Called with (engine, flow, tag, tick) at the tick the responder has received every
         # byte of a posted message, in order (see post).
-        self.on_message = on_message
+        self.on_message = settings.on_message
         # Called after each sample with the engine and the time: what a caller needs to read
         # the counters at a moment of its choosing (tune's measurement window).
-        self.on_sample = on_sample
+        self.on_sample = settings.on_sample
         self.clock = TickClock()
-        self.rng = random.Random(seed)
+        self.rng = random.Random(settings.seed)
         # The event heap: native (compiled) or heapq's tuples (interpreted); see _push.
         self._native = COMPILED
         self._heap: list[Event] = []
@@ -781,115 +267,38 @@ class Engine:
         self.nics: dict[str, Nic] = {}
         self.flows: list[Flow] = []
         self.samples: list[Watch] = []
-        self.sample_every_s = sample_every_s
-        self.max_samples = max_samples
+        self.sample_every_s = settings.sample_every_s
+        self.max_samples = settings.max_samples
         self.duration_s = 0.0
         self.end = 0  # the run's last tick
-        self._storm = storm
+        self._storm = settings.storm
         # RoCE payload per data packet (None: the port's RoCE MTU); reaction_point=False is a
         # NIC with DCQCN off (CNPs arrive and are counted, the rate never changes).
-        self.payload_bytes = payload_bytes
-        self.reaction_point = reaction_point
-        self.dcqcn_override = dict(dcqcn_override or {})
+        self.payload_bytes = settings.payload_bytes
+        self.reaction_point = settings.reaction_point
+        self.dcqcn_override = dict(settings.dcqcn_override or {})
         self._lengths: set[int] = set()  # frame lengths in the wire tables
         self._stop_at = NEVER  # the tick of the pending stop sentinel (stop_at_tick)
-        self._build(flows, dcqcn_override or {}, ignore_pause)
+        self._build(flows, settings.dcqcn_override or {}, settings.ignore_pause)
 
     # ---------------------------------------------------------------- construction
-
-    def _touched(self, flows: list[FlowSpec]) -> tuple[set[str], set[str]]:
-        """Switches and hosts the flows (and their CNPs) can reach: only they are built."""
-        hosts: set[str] = set()
-        switches: set[str] = set()
-        net = self.network
-        for spec in flows:
-            hosts.update((spec.src, spec.dst))
-        for dst in hosts:
-            routes = net.routes_to(dst)
-            for src in hosts:
-                if src == dst:
-                    continue
-                node = net.hosts[src].leaf
-                stack = [node]
-                while stack:
-                    sw = stack.pop()
-                    if sw in switches or sw not in net.switches:
-                        continue
-                    switches.add(sw)
-                    for index in routes.get(sw, ()):
-                        peer = net.switches[sw].ports[index].peer_device
-                        if peer in net.switches:
-                            stack.append(peer)
-        return switches, hosts
 
     def _build(
         self, specs: list[FlowSpec], override: dict[str, int], ignore_pause: frozenset[str]
     ) -> None:
-        """The switches and NICs the flows (and the storm) touch, wired and routed, then the
-        flows on their sending NICs."""
-        self._check_flows(specs)
-        switch_names, host_names = self._touched(specs)
-        if self._storm is not None:
-            host_names.add(self._storm[0])
-            switch_names.add(self.network.hosts[self._storm[0]].leaf)
-        for name in sorted(switch_names):
-            spec = self.network.switches[name]
-            node = SwitchNode(name, spec.dscp_to_tc)
-            node.ports = [SwitchPort(p, node, self.rng) for p in spec.ports]
-            self.switches[name] = node
-            self.ports.extend(node.ports)
-        for name in sorted(host_names):
-            nic = Nic(self.network.hosts[name], self.payload_bytes)
-            if name in ignore_pause:
-                nic.honour_pause = False
-            self.nics[name] = nic
-        self._wire()
-        self._wire_times()
-        for dst in host_names:
-            routes = self.network.routes_to(dst)
-            for name, node in self.switches.items():
-                node.routes[dst] = routes.get(name, ())
+        """The switches and NICs the flows (and the storm) touch, wired and routed
+        (:mod:`agent.twin.wiring`), then the flows on their sending NICs."""
+        network = self.network
+        check_flows(network, specs)
+        storm_host = self._storm[0] if self._storm is not None else None
+        switch_names, host_names = reached(network, specs, storm_host)
+        self.switches = build_switches(network, switch_names, self.rng)
+        self.ports = [port for node in self.switches.values() for port in node.ports]
+        self.nics = build_nics(network, host_names, self.payload_bytes, ignore_pause)
+        wire(self.switches, self.nics)
+        self._lengths = wire_times(self.switches, self.nics)
+        route(network, self.switches, host_names)
         self._add_flows(specs, override)
-
-    def _check_flows(self, specs: list[FlowSpec]) -> None:
-        """Every flow runs between two hosts with a path between them."""
-        net = self.network
-        for flow_spec in specs:
-            for host in (flow_spec.src, flow_spec.dst):
-                if host not in net.hosts:
-                    raise TwinError(
-                        f"twin flow {flow_spec.src}->{flow_spec.dst}: Expected: a host with a "
-                        f"NIC port Actual: {host}"
-                    )
-            if flow_spec.src == flow_spec.dst:
-                raise TwinError(f"twin flow {flow_spec.src}->{flow_spec.dst}: to itself")
-            net.path(flow_spec.src, flow_spec.dst, flow_spec.hash_value())  # raises if none
-
-    def _wire(self) -> None:
-        """The links between built nodes. A port whose peer was not built never carries a
-        packet of this run (routing only leads to built switches and hosts)."""
-        for node in self.switches.values():
-            for port in node.ports:
-                peer_dev, peer_port = port.spec.peer_device, port.spec.peer_port
-                if peer_dev in self.switches:
-                    port.peer = next(
-                        p for p in self.switches[peer_dev].ports if p.spec.name == peer_port
-                    )
-                elif peer_dev in self.nics:
-                    port.peer = self.nics[peer_dev]
-                    self.nics[peer_dev].peer = port
-
-    def _wire_times(self) -> None:
-        """Every port's and NIC's wire time for each frame length of the run: the NICs' data
-        frames and CNPs (a table lookup per frame, not a division)."""
-        lengths = {nic.frame_bytes for nic in self.nics.values()} | {CNP_BYTES, ACK_BYTES}
-        self._lengths = lengths
-        for node in self.switches.values():
-            for port in node.ports:
-                port.wire = wire_table(lengths, port.spec.speed_bps)
-        for nic in self.nics.values():
-            nic.wire = wire_table(lengths, nic.spec.port.speed_bps)
-            nic.frame_wire = nic.wire[nic.frame_bytes]
 
     def _add_length(self, length: int) -> None:
         """A frame length first seen (a message's short last frame): into every wire table,
@@ -909,16 +318,7 @@ class Engine:
             nic = self.nics[flow_spec.src]
             params = {**nic.spec.dcqcn, **override}
             rp = DcqcnReactionPoint(line_rate_bps=float(nic.spec.port.speed_bps), params=params)
-            flow = Flow(
-                index,
-                flow_spec.src,
-                flow_spec.dst,
-                flow_spec.udp_sport,
-                rp,
-                flow_spec.start_s,
-                flow_spec.stop_s,
-                infinite=flow_spec.size_bytes is None,
-            )
+            flow = Flow(index, flow_spec, rp)
             self.flows.append(flow)
             if flow_spec.size_bytes:
                 self.post(index, flow_spec.size_bytes, None)
@@ -928,7 +328,7 @@ class Engine:
         for nic in self.nics.values():
             params = {**nic.spec.dcqcn, **override}
             nic.np = NotificationPoint(params["min_time_between_cnps"])
-            nic.timer = _us_ticks(params["rpg_time_reset"])
+            nic.timer = us_ticks(params["rpg_time_reset"])
 
     # ---------------------------------------------------------------- messages
 
@@ -972,7 +372,7 @@ class Engine:
         when = flow.start_at if flow.start_at > now else now
         flow.in_heap = True
         flow.next_at = when
-        _flows_push(nic.flows, flow)
+        flows_push(nic.flows, flow)
         self._wake_nic(nic, when)
 
     def _message_done(self, flow: Flow) -> None:
@@ -1003,7 +403,7 @@ class Engine:
 
     # ---------------------------------------------------------------- event plumbing
 
-    def _at(
+    def _at(  # noqa: PLR0913 -- once per event: an argument object would be an allocation per event (compiled: 7-11 ns by arguments, 65-75 ns through an object)
         self,
         when: int,
         kind: int,
@@ -1028,17 +428,17 @@ class Engine:
         polls, retransmission timeouts: many, far ahead, seldom due) in another, so that the
         busy heap stays shallow.  Both are ordered by ``(when, seq)``.
 
-        Compiled, each heap is written out (:func:`_heap_push`) so that every step compares
-        native ints; interpreted, :mod:`heapq` (in C) on ``(when, seq, event)`` tuples is the
-        faster one.  Both give the same order: ``seq`` is unique.
+        Compiled, each heap is written out (:func:`agent.twin.events.heap_push`) so that every
+        step compares native ints; interpreted, :mod:`heapq` (in C) on ``(when, seq, event)``
+        tuples is the faster one.  Both give the same order: ``seq`` is unique.
         """
         if not self._native:
             queue = self._timer_queue if event.kind >= SAMPLE else self._queue
             heappush(queue, (event.when, event.seq, event))
         elif event.kind < SAMPLE:
-            _heap_push(self._heap, event)
+            heap_push(self._heap, event)
         else:
-            _heap_push(self._timers, event)
+            heap_push(self._timers, event)
             if event.when < self._timer_next:
                 self._timer_next = event.when
 
@@ -1051,13 +451,13 @@ class Engine:
         due = self._timer_next
         if due <= end and (not heap or due <= heap[0].when):
             timers = self._timers
-            if not heap or _before(timers[0], heap[0]):
-                event = _heap_pop(timers)
+            if not heap or runs_before(timers[0], heap[0]):
+                event = heap_pop(timers)
                 self._timer_next = timers[0].when if timers else NEVER
                 return event
         if not heap or heap[0].when > end:
             return None
-        return _heap_pop(heap)
+        return heap_pop(heap)
 
     def _take_queued(self, end: int) -> Event | None:
         queue = self._queue
@@ -1104,7 +504,7 @@ class Engine:
         """The events not run, earliest first: ``(tick, kind, packet)``, the kind as the
         handler's name (``"_switch_rx"``, ``"_host_rx"``: a frame still on a wire)."""
         queued = [e for _, _, e in (*self._queue, *self._timer_queue)]
-        events = sorted([*self._heap, *self._timers, *queued], key=_event_order)
+        events = sorted([*self._heap, *self._timers, *queued], key=event_order)
         return [(e.when, KIND_NAMES[e.kind], e.packet) for e in events]
 
     def run(self, duration_s: float) -> None:
@@ -1156,7 +556,7 @@ class Engine:
         self.clock.set(end)
         self.duration_s = end / TICKS_PER_SECOND
         if not self.samples or self.samples[-1].t_s < self.duration_s:
-            self.samples.append(self._watch(end, self.duration_s))
+            self.samples.append(watch(self.ports, self.nics.values(), self.flows, end))
         self._close(end)
 
     def _start_timers(self) -> None:
@@ -1179,7 +579,7 @@ class Engine:
         for node in self.switches.values():
             for port in node.ports:
                 port.pause_meter.finish(end)
-                self._depth_change(port, end, 0)
+                port.depth_change(end, 0)
         for nic in self.nics.values():
             nic.pause.finish(end_s)
 
@@ -1238,14 +638,9 @@ class Engine:
             return None
         psn = flow.snd_psn
         if flow.retx:
-            psn = self._retx_psn(flow, psn)
+            psn = flow.retx_psn(psn)
         if now >= flow.stop_at or psn >= flow.end_psn:
-            # Stopped, or nothing posted is left to send: off the heap (a post, a NAK or a
-            # timeout puts it back).
-            _flows_pop(flows)
-            flow.in_heap = False
-            if flows:
-                self._wake_nic(nic, max(now, flows[0].next_at))
+            self._retire_head(nic, now)
             return None
         rp = flow.rp
         now_s = now / TICKS_PER_SECOND
@@ -1255,13 +650,7 @@ class Engine:
             rp.advance(now_s)
             due = flow.last_sent + ceil(nic.frame_bits / rp.current_bps)
             if due > now:
-                limit = now + nic.timer
-                flow.next_at = due if due < limit else limit
-                _flows_sift_head(flows)
-                # Another flow may have been due while the NIC was busy: its entry is in the
-                # past, and the NIC serves it now.
-                first = flows[0].next_at
-                self._wake_nic(nic, now if now > first else first)
+                self._pace_head(nic, now, due)
                 return None
         # Pacing counts every frame as a full one (a message's short last frame too).
         short = flow.short
@@ -1273,14 +662,38 @@ class Engine:
         if psn == flow.max_psn:  # a first transmission
             flow.max_psn = flow.snd_psn = psn + 1
         else:
-            self._resending(flow, psn, length)
+            flow.resending(psn, length)
         if not flow.rto_at:
             self._arm_rto(flow, now)
         # No credit for time spent paused or idle: the next gap starts now.
         gap = ceil(nic.frame_bits / rp.current_bps)
         flow.next_at = now + (gap if gap < nic.timer else nic.timer)
-        _flows_sift_head(flows)
+        flows_sift_head(flows)
         return Packet(flow, length, nic.roce_dscp, True, False, psn)
+
+    # The two ways a NIC's head flow sends nothing now, out of _next_data_packet's frame path
+    # (each runs once per flow stop or per rate cut, not per frame).
+
+    def _retire_head(self, nic: Nic, now: int) -> None:
+        """The head flow stopped, or has nothing posted left to send: off the heap (a post, a
+        NAK or a timeout puts it back), and the NIC wakes for the next flow."""
+        flows = nic.flows
+        flows[0].in_heap = False
+        flows_pop(flows)
+        if flows:
+            self._wake_nic(nic, max(now, flows[0].next_at))
+
+    def _pace_head(self, nic: Nic, now: int, due: int) -> None:
+        """The head flow's rate puts its next frame at ``due`` (at the latest a timer period
+        away): re-timed on the heap, and the NIC wakes for whichever flow is due first."""
+        flows = nic.flows
+        limit = now + nic.timer
+        flows[0].next_at = due if due < limit else limit
+        flows_sift_head(flows)
+        # Another flow may have been due while the NIC was busy: its entry is in the past, and
+        # the NIC serves it now.
+        first = flows[0].next_at
+        self._wake_nic(nic, now if now > first else first)
 
     def _host_rx(self, nic: Nic, packet: Packet) -> None:
         flow = packet.flow
@@ -1377,7 +790,7 @@ class Engine:
                 flow.rp.on_cnp(self.clock.now())
             return
         if kind == ACK:
-            self._acked(flow, control.psn)
+            flow.acknowledge(control.psn, self.clock.ticks + self.rto)
             return
         flow.naks += 1
         psn = control.psn
@@ -1386,39 +799,10 @@ class Engine:
             start = psn if psn > flow.acked else flow.acked
             flow.retx.extend(range(start, control.end))
         else:
-            self._acked(flow, psn)
+            flow.acknowledge(psn, self.clock.ticks + self.rto)
             if psn < flow.snd_psn:
                 flow.snd_psn = psn
         self._schedule_flow(self.nics[flow.src], flow)
-
-    def _acked(self, flow: Flow, psn: int) -> None:
-        """Every PSN before ``psn`` is delivered: the retransmission timer restarts, or stops
-        when nothing is outstanding."""
-        if psn <= flow.acked:
-            return
-        flow.acked = psn
-        if flow.snd_psn < psn:
-            flow.snd_psn = psn
-        flow.rto_at = self.clock.ticks + self.rto if psn < flow.max_psn else 0
-
-    @staticmethod
-    def _resending(flow: Flow, psn: int, length: int) -> None:
-        """A retransmission of ``psn``: counted; the sender moves past it (go-back-N, a
-        timeout) or takes it off the PSNs a selective NAK asked for."""
-        flow.retx_packets += 1
-        flow.retx_bytes += length
-        retx = flow.retx
-        if retx and retx[0] == psn:
-            retx.popleft()
-        if psn == flow.snd_psn:
-            flow.snd_psn = psn + 1
-
-    def _retx_psn(self, flow: Flow, psn: int) -> int:
-        """Selective repeat: the first PSN a NAK asked for that is still unacknowledged."""
-        retx = flow.retx
-        while retx and retx[0] < flow.acked:
-            retx.popleft()
-        return retx[0] if retx else psn
 
     def _arm_rto(self, flow: Flow, now: int) -> None:
         flow.rto_at = now + self.rto
@@ -1495,23 +879,10 @@ class Engine:
             packet.ce = True
         if status & XOFF_DUE:
             self._send_pfc(port, tc, PFC_QUANTA_MAX, now)
-        self._depth_change(out, now, length)
+        out.depth_change(now, length)
         out.backlog += 1
         if not out.tx_pending:
             self._kick(out, now)
-
-    def _depth_change(self, port: SwitchPort, now: int, delta: int) -> None:
-        depth = port.depth
-        bins = port.depth_bins
-        key = depth >> 10
-        if key >= len(bins):
-            bins.extend([0] * (key + 1 - len(bins)))
-        bins[key] += now - port.depth_t
-        port.depth_t = now
-        depth += delta
-        port.depth = depth
-        if depth > port.depth_peak:
-            port.depth_peak = depth
 
     def _kick(self, port: SwitchPort, now: int) -> None:
         """Something may be sendable: transmit now, or at the end of the frame on the wire.
@@ -1551,7 +922,7 @@ class Engine:
         queue.tx_packets += 1
         queue.tx_bytes += length
         port.backlog -= 1
-        self._depth_change(port, now, -length)
+        port.depth_change(now, -length)
         in_port = port.switch.ports[in_index]
         if in_port.ingress.release(in_tc, length):
             self._send_pfc(in_port, in_tc, 0, now)
@@ -1621,16 +992,10 @@ class Engine:
         port.pfc_rx += 1
         pause = port.pause
         pause.receive(tc, quanta, now_s, port.watchdog.override_pause[tc])
-        if tc == self._metered_tc(port):
+        if tc == port.metered_tc:
             port.pause_meter.update(now, ticks_at_or_after(pause.paused_until[tc]))
         if not pause.is_paused(tc, now_s):
             self._kick(port, now)
-
-    @staticmethod
-    def _metered_tc(port: SwitchPort) -> int:
-        # The paused fraction is reported for the first lossless priority of the port.
-        lossless = port.spec.qos.pfc_priorities if port.spec.qos else []
-        return lossless[0] if lossless else -1
 
     def _poll_watchdog(self, port: SwitchPort) -> None:
         now = self.clock.ticks
@@ -1642,7 +1007,7 @@ class Engine:
             tc = event.priority
             if watchdog.override_pause[tc]:
                 port.pause.clear(tc)
-                if tc == self._metered_tc(port):
+                if tc == port.metered_tc:
                     port.pause_meter.update(now, now)
             if watchdog.drop_traffic[tc]:
                 self._flush(port, tc, now)
@@ -1655,7 +1020,7 @@ class Engine:
         while queue.packets:
             packet, in_index, in_tc = queue.pop()
             port.backlog -= 1
-            self._depth_change(port, now, -packet.length)
+            port.depth_change(now, -packet.length)
             port.watchdog.classes[tc].dropped_packets += 1
             port.watchdog_drops += 1
             in_port = port.switch.ports[in_index]
@@ -1670,7 +1035,7 @@ class Engine:
         interval, on the same ticks as without the onset samples."""
         now = self.clock.ticks
         now_s = now / TICKS_PER_SECOND
-        self.samples.append(self._watch(now, now_s))
+        self.samples.append(watch(self.ports, self.nics.values(), self.flows, now))
         for flow in self.flows:
             # The RP keeps every rate change for the lab's reports; the twin samples rates
             # itself, and an unbounded list would grow with every rate change of every flow.
@@ -1685,20 +1050,3 @@ class Engine:
             when = (index - onset + ONSET_INTERVALS) * interval
         if when <= self.end:
             self._at(when, SAMPLE, None, None, interval, index)
-
-    def _watch(self, now: int, now_s: float) -> Watch:
-        """The sample at ``now``: queues that ever held something, pauses, flows' rates."""
-        ports = self.ports
-        paused = {p.name: 1.0 if p.pause_meter.until > now else 0.0 for p in ports if p.pfc_rx}
-        for nic in self.nics.values():
-            if nic.pause.paused_s:
-                paused[nic.name] = 1.0 if nic.pause.is_paused(now_s) else 0.0
-        flows = self.flows
-        return Watch(
-            t_s=now_s,
-            queue_bytes={p.name: p.depth for p in ports if p.depth_peak},
-            rate_bps=[f.rp.current_bps if f.start_at <= now < f.stop_at else 0.0 for f in flows],
-            rx_bytes=[f.delivered_bytes for f in flows],
-            paused=paused,
-            tx_bytes=list(map(_TX_BYTES, ports)),
-        )

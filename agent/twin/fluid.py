@@ -89,8 +89,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Final, NotRequired, TypedDict, Unpack
 
 import numpy as np
 
@@ -199,48 +199,57 @@ class FluidParams:
         )
 
 
-def paper_params(
-    capacity_bps: float,
-    *,
-    feedback_delay_s: float = 4e-6,
-    packet_bytes: int = DEFAULT_PACKET_BYTES,
-    kmin_bytes: float = 5_000,
-    kmax_bytes: float = 200_000,
-    pmax: float = 0.01,
-    rai_bps: float = 40e6,
-) -> FluidParams:
+class PaperChanges(TypedDict, total=False):
+    """What :func:`paper_params` may change of the paper's values (fields of
+    :class:`FluidParams`)."""
+
+    feedback_delay_s: float
+    packet_bytes: int
+    kmin_bytes: float
+    kmax_bytes: float
+    pmax: float
+    rai_bps: float
+
+
+def paper_params(capacity_bps: float, **changes: Unpack[PaperChanges]) -> FluidParams:
     """The paper's defaults (Table 1 and section 3 "Model Validation", which takes them from
     the SIGCOMM 2015 deployment; the same values are in the authors' dcqcn2.m): Kmin 5 KB,
     Kmax 200 KB, Pmax 1 %, g 1/256, tau 50 us, tau' 55 us, T 55 us, B 10 MB, R_AI 40 Mb/s,
-    F 5, flows at line rate (= C) at start, alpha(0) = 1."""
-    return FluidParams(
+    F 5, flows at line rate (= C) at start, alpha(0) = 1; a feedback delay of 4 us and
+    packets of :data:`DEFAULT_PACKET_BYTES`.  ``changes`` replace any of these."""
+    paper = FluidParams(
         capacity_bps=capacity_bps,
-        kmin_bytes=kmin_bytes,
-        kmax_bytes=kmax_bytes,
-        pmax=pmax,
+        kmin_bytes=5_000,
+        kmax_bytes=200_000,
+        pmax=0.01,
         g=1 / 256,
         tau_s=50e-6,
         tau_prime_s=55e-6,
         timer_s=55e-6,
         byte_counter_bytes=10e6,
-        rai_bps=rai_bps,
-        feedback_delay_s=feedback_delay_s,
+        rai_bps=40e6,
+        feedback_delay_s=4e-6,
         line_rate_bps=capacity_bps,
-        packet_bytes=packet_bytes,
+        packet_bytes=DEFAULT_PACKET_BYTES,
     )
+    return replace(paper, **changes)
 
 
-def from_mlx5(
-    nic: Mapping[str, int],
-    *,
-    capacity_bps: float,
-    kmin_bytes: float,
-    kmax_bytes: float,
-    pmax_pct: float,
-    feedback_delay_s: float,
-    packet_bytes: int = DEFAULT_PACKET_BYTES,
-    line_rate_bps: float | None = None,
-) -> FluidParams:
+class FluidLink(TypedDict):
+    """What :func:`from_mlx5` runs the NIC parameters against: the bottleneck's capacity, its
+    ECN curve (min and max in bytes, probability at max in %), the feedback delay, and
+    optionally the packet size and the senders' line rate (default: the capacity)."""
+
+    capacity_bps: float
+    kmin_bytes: float
+    kmax_bytes: float
+    pmax_pct: float
+    feedback_delay_s: float
+    packet_bytes: NotRequired[int]
+    line_rate_bps: NotRequired[float | None]
+
+
+def from_mlx5(nic: Mapping[str, int], **link: Unpack[FluidLink]) -> FluidParams:
     """Parameters from mlx5 DCQCN settings (names and units of
     :func:`agent.intent.sizing.dcqcn_nic_defaults`) and an ECN curve (the module table)."""
     known = set(MLX5_MODELLED) | set(MLX5_NOT_MODELLED)
@@ -249,6 +258,8 @@ def from_mlx5(
     needed = [n for n in MLX5_MODELLED if n != "dce_tcp_rtt"]
     missing = [n for n in needed if n not in nic]
     _need(not missing, "mlx5 DCQCN parameters", "every modelled parameter set", missing)
+    pmax_pct, capacity_bps = link["pmax_pct"], link["capacity_bps"]
+    line_rate_bps = link.get("line_rate_bps")
     _need(0 < pmax_pct <= 100, "ECN max probability", "a percentage in (0, 100]", pmax_pct)
     tau_us = max(nic["rate_reduce_monitor_period"], nic["min_time_between_cnps"])
     _need(
@@ -259,8 +270,8 @@ def from_mlx5(
     )
     return FluidParams(
         capacity_bps=capacity_bps,
-        kmin_bytes=kmin_bytes,
-        kmax_bytes=kmax_bytes,
+        kmin_bytes=link["kmin_bytes"],
+        kmax_bytes=link["kmax_bytes"],
         pmax=pmax_pct / 100,
         g=(1024 - nic["dce_tcp_g"]) / 1024,
         tau_s=tau_us * 1e-6,
@@ -268,13 +279,13 @@ def from_mlx5(
         timer_s=nic["rpg_time_reset"] * 1e-6,
         byte_counter_bytes=nic["rpg_byte_reset"],
         rai_bps=nic["rpg_ai_rate"] * 1e6,
-        feedback_delay_s=feedback_delay_s,
+        feedback_delay_s=link["feedback_delay_s"],
         line_rate_bps=capacity_bps if line_rate_bps is None else line_rate_bps,
         min_rate_bps=nic["rpg_min_rate"] * 1e6,
         initial_alpha=nic["initial_alpha_value"] / 1024,
         cut_factor=1024 / 2 ** nic["rpg_gd"],
         max_cut=nic["rpg_min_dec_fac"] / 100,
-        packet_bytes=packet_bytes,
+        packet_bytes=link.get("packet_bytes", DEFAULT_PACKET_BYTES),
     )
 
 
@@ -347,14 +358,38 @@ def _delay_steps(params: FluidParams, step_s: float) -> int:
     return int(nearest)
 
 
+class FluidRunOptions(TypedDict, total=False):
+    """:func:`simulate`'s keywords (:class:`FluidRunSettings` has their defaults): the Euler
+    step, the sampling interval and the queue at t = 0."""
+
+    step_s: float
+    sample_every_s: float
+    initial_queue_bytes: float
+
+
+@dataclass(frozen=True)
+class FluidRunSettings:
+    """A fluid run's options, with the defaults of those not given."""
+
+    step_s: float = MAX_STEP_S
+    sample_every_s: float = 10e-6
+    initial_queue_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The integration's time grid: the step, how many, and a sample every ``every``."""
+
+    dt: float
+    steps: int
+    every: int
+
+
 def simulate(
     params: FluidParams,
     start_rates_bps: Sequence[float],
     horizon_s: float,
-    *,
-    step_s: float = MAX_STEP_S,
-    sample_every_s: float = 10e-6,
-    initial_queue_bytes: float = 0.0,
+    **options: Unpack[FluidRunOptions],
 ) -> FluidRun:
     """Integrate equations (3)-(7) from t = 0 to ``horizon_s``; one flow per start rate.
 
@@ -362,7 +397,9 @@ def simulate(
     flows start at line rate, section 3 "Model Validation"; pass lower rates to test
     convergence). Before t = 0 the delayed terms see the initial state.
     """
-    _check_run(params, start_rates_bps, horizon_s, step_s, sample_every_s, initial_queue_bytes)
+    run = FluidRunSettings(**options)
+    _check_run(params, start_rates_bps, horizon_s, run)
+    step_s = run.step_s
     # Flows that start alike stay alike (same equations, same inputs): one state per group.
     group_of: dict[float, int] = {}
     flow_group = [group_of.setdefault(float(r), len(group_of)) for r in start_rates_bps]
@@ -370,17 +407,10 @@ def simulate(
     for grp in flow_group:
         weight[grp] += 1
     bits_per_packet = 8.0 * params.packet_bytes
-    q0 = initial_queue_bytes / params.packet_bytes
+    q0 = run.initial_queue_bytes / params.packet_bytes
     steps = round(horizon_s / step_s)
-    trace = _integrate(
-        params,
-        [r / bits_per_packet for r in group_of],
-        weight,
-        q0,
-        step_s,
-        steps,
-        max(1, round(sample_every_s / step_s)),
-    )
+    grid = _Grid(step_s, steps, max(1, round(run.sample_every_s / step_s)))
+    trace = _integrate(params, [r / bits_per_packet for r in group_of], weight, q0, grid)
     expand = np.asarray(flow_group)
     series = FluidSeries(
         t_s=trace.t_s,
@@ -404,13 +434,9 @@ def simulate(
 
 
 def _check_run(
-    params: FluidParams,
-    start_rates_bps: Sequence[float],
-    horizon_s: float,
-    step_s: float,
-    sample_every_s: float,
-    initial_queue_bytes: float,
+    params: FluidParams, start_rates_bps: Sequence[float], horizon_s: float, run: FluidRunSettings
 ) -> None:
+    step_s, sample_every_s = run.step_s, run.sample_every_s
     _need(
         len(start_rates_bps) >= 1,
         "fluid model flows",
@@ -437,14 +463,17 @@ def _check_run(
         f">= the step {step_s:g} s",
         sample_every_s,
     )
-    _need(initial_queue_bytes >= 0, "fluid model initial_queue_bytes", ">= 0", initial_queue_bytes)
+    queue = run.initial_queue_bytes
+    _need(queue >= 0, "fluid model initial_queue_bytes", ">= 0", queue)
 
 
 @dataclass
 class _Trace:
     """What :func:`_integrate` hands back, in packets and packets/s: the samples (per group
-    for rc, rt and alpha), the packets sent, the queue at the end and its minimum."""
+    for rc, rt and alpha), the packets sent, the queue at the end and its minimum.  ``curve``
+    is the ECN curve in packets (kmin, kmax, pmax) that a sample's p is read from."""
 
+    curve: tuple[float, float, float]
     t_s: list[float] = field(default_factory=list)
     q: list[float] = field(default_factory=list)
     p: list[float] = field(default_factory=list)
@@ -455,24 +484,32 @@ class _Trace:
     q_end: float = 0.0
     q_low: float = 0.0
 
+    def record(
+        self, t: float, q: float, rc: list[float], rt: list[float], alpha: list[float]
+    ) -> None:
+        """A sample at ``t``: the queue, (3) on it, and copies of the groups' state."""
+        kmin, kmax, pmax = self.curve
+        self.t_s.append(t)
+        self.q.append(q)
+        self.p.append(0.0 if q <= kmin else (q - kmin) / (kmax - kmin) * pmax if q <= kmax else 1.0)
+        self.rc.append(rc[:])
+        self.rt.append(rt[:])
+        self.alpha.append(alpha[:])
+
 
 def _integrate(  # noqa: PLR0915 -- the hot Euler loop of (3)-(7): locals, no call per step
-    params: FluidParams,
-    rc: list[float],
-    weight: list[int],
-    q: float,
-    dt: float,
-    steps: int,
-    every: int,
+    params: FluidParams, rc: list[float], weight: list[int], q: float, grid: _Grid
 ) -> _Trace:
     """The Euler steps of (3)-(7) for the flow groups (start rates ``rc`` in packets/s, flows
-    per group ``weight``) from queue ``q`` (packets), sampled every ``every`` steps.
+    per group ``weight``) from queue ``q`` (packets), on ``grid``.
 
     One function on purpose: the loop runs once per step (10^5 steps for 100 ms) and once
-    per group inside that, so every constant is a local and no step calls a helper of ours;
-    a call per step or per group would add to every run's time. It also keeps the code
-    next to the equations it transcribes, in the docstring's notation.
+    per group inside that, so every constant is a local and no step calls a helper of ours
+    but the one that records a sample (every ``grid.every`` steps); a call per step or per
+    group would add to every run's time. It also keeps the code next to the equations it
+    transcribes, in the docstring's notation.
     """
+    dt, steps, every = grid.dt, grid.steps, grid.every
     # Everything below in packets and packets/s (module docstring, "Units").
     bits_per_packet = 8.0 * params.packet_bytes
     cap = params.capacity_bps / bits_per_packet
@@ -494,22 +531,15 @@ def _integrate(  # noqa: PLR0915 -- the hot Euler loop of (3)-(7): locals, no ca
     q_hist = [q] * max(lag, 1)
     rc_hist = [rc[:] for _ in range(max(lag, 1))]
 
-    out = _Trace(q_low=q)
+    out = _Trace((kmin, kmax, pmax), q_low=q)
     sent = 0.0
     q_low = q
     span = kmax - kmin
     expm1, exp = math.expm1, math.exp
 
-    for k in range(steps + 1):
+    for k in range(steps):
         if k % every == 0:
-            out.t_s.append(k * dt)
-            out.q.append(q)
-            out.p.append(0.0 if q <= kmin else (q - kmin) / span * pmax if q <= kmax else 1.0)
-            out.rc.append(rc[:])
-            out.rt.append(rt[:])
-            out.alpha.append(alpha[:])
-        if k == steps:
-            break
+            out.record(k * dt, q, rc, rt, alpha)
         if lag:
             slot = k % lag
             q_d, rc_d = q_hist[slot], rc_hist[slot]
@@ -556,6 +586,8 @@ def _integrate(  # noqa: PLR0915 -- the hot Euler loop of (3)-(7): locals, no ca
         q = max(q + (total - cap) * dt, 0.0)  # (4), the queue cannot go below empty
         q_low = min(q_low, q)
 
+    if steps % every == 0:
+        out.record(steps * dt, q, rc, rt, alpha)
     out.sent, out.q_end, out.q_low = sent, q, q_low
     return out
 

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from agent.errors import AgentError
 from agent.intent import sizing
@@ -395,18 +396,24 @@ PAPER_DCQCN: dict[str, int] = {
 }
 
 
-def star_fabric_yaml(
-    hosts: int,
-    speed: str,
-    *,
-    profile: str = "dcqcn-paper",
-    mtu: int = 4096,
-    cable_m: float = 3.0,
-    dcqcn: dict[str, int] | None = None,
-    extra_overrides: str = "",
-) -> str:
+class StarOptions(TypedDict, total=False):
+    """:func:`star_fabric_yaml`'s keywords: the profile (default dcqcn-paper), the MTU (4096)
+    and cable length (3 m) of every link, the hosts' DCQCN override and more override lines."""
+
+    profile: str
+    mtu: int
+    cable_m: float
+    dcqcn: dict[str, int] | None
+    extra_overrides: str
+
+
+def star_fabric_yaml(hosts: int, speed: str, **options: Unpack[StarOptions]) -> str:
     """A one-switch fabric file (``hosts`` hosts on ``leaf1``) for benches and tests: the
     smallest network on which an N:1 incast has exactly one bottleneck."""
+    profile = options.get("profile", "dcqcn-paper")
+    mtu = options.get("mtu", 4096)
+    cable_m = options.get("cable_m", 3.0)
+    extra_overrides = options.get("extra_overrides", "")
     lines = [
         "name: twin-star",
         f"profile: {profile}",
@@ -414,7 +421,7 @@ def star_fabric_yaml(
         "  username: netops",
         "  credentials: {password_env: TWIN_UNUSED}",
     ]
-    nic = dict(dcqcn or {})
+    nic = dict(options.get("dcqcn") or {})
     if nic or extra_overrides:
         lines.append("overrides:")
         if nic:
@@ -437,20 +444,31 @@ def star_fabric_yaml(
     return "\n".join(lines) + "\n"
 
 
+class LeafSpineOptions(TypedDict, total=False):
+    """:func:`leaf_spine_fabric_yaml`'s keywords: the number of spines (default 2), the
+    uplinks' speed (400G) and cable length (30 m), the hosts' cable length (3 m), the profile
+    (nvidia-default) and the MTU (9214)."""
+
+    spines: int
+    uplink_speed: str
+    uplink_cable_m: float
+    host_cable_m: float
+    profile: str
+    mtu: int
+
+
 def leaf_spine_fabric_yaml(
-    leaf_speeds: Sequence[str],
-    hosts_per_leaf: int,
-    *,
-    spines: int = 2,
-    uplink_speed: str = "400G",
-    uplink_cable_m: float = 30.0,
-    host_cable_m: float = 3.0,
-    profile: str = "nvidia-default",
-    mtu: int = 9214,
+    leaf_speeds: Sequence[str], hosts_per_leaf: int, **options: Unpack[LeafSpineOptions]
 ) -> str:
     """A two-tier fabric for benches and tests: ``spines`` spines, one leaf per entry of
     ``leaf_speeds`` with ``hosts_per_leaf`` hosts at that speed (``h1``, ``h2``, ... leaf by
     leaf) -- host speeds mixed behind one spine layer, as a pod that grew in stages is."""
+    spines = options.get("spines", 2)
+    uplink_speed = options.get("uplink_speed", "400G")
+    uplink_cable_m = options.get("uplink_cable_m", 30.0)
+    host_cable_m = options.get("host_cable_m", 3.0)
+    profile = options.get("profile", "nvidia-default")
+    mtu = options.get("mtu", 9214)
     header = [
         "name: twin-leaf-spine",
         f"profile: {profile}",

@@ -37,18 +37,14 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
-from agent.twin.engine import (
-    DEFAULT_RTO_S,
-    WIRE_OVERHEAD_BYTES,
-    Engine,
-    Flow,
-    Recovery,
-    SwitchPort,
-    Watch,
-)
+from agent.twin.engine import DEFAULT_RTO_S, Engine, SampleCallback, TrafficOptions
+from agent.twin.flows import Flow
+from agent.twin.frames import WIRE_OVERHEAD_BYTES
 from agent.twin.network import TwinError, TwinNetwork
+from agent.twin.samples import Watch
+from agent.twin.switch import SwitchPort
 from agent.twin.verdicts import RunFacts, Verdict, judge
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
 from lossless.config import NUM_CLASSES
@@ -511,16 +507,18 @@ def _facts(engine: Engine, scenario: Scenario, partial: TwinReport) -> RunFacts:
     )
 
 
-def report(
-    engine: Engine,
-    scenario: Scenario,
-    *,
-    fabric: str,
-    profile: str,
-    senders: int,
-    seed: int,
-    wall_s: float,
-) -> TwinReport:
+class RunLabel(TypedDict):
+    """What a report says of a run that its engine does not hold: the fabric's and the
+    profile's names, the senders asked for, the seed and the wall time it took."""
+
+    fabric: str
+    profile: str
+    senders: int
+    seed: int
+    wall_s: float
+
+
+def report(engine: Engine, scenario: Scenario, **label: Unpack[RunLabel]) -> TwinReport:
     """Summarise a finished run."""
     duration = engine.duration_s
     ports = _active_ports(engine, duration)
@@ -529,16 +527,17 @@ def report(
     victim = scenario.victim
     bottleneck = pick_bottleneck(ports, _storm_port(engine, scenario))
     series = _series(engine, bottleneck.port if bottleneck else None)
+    utilisation, peak, p99 = _queue_at(bottleneck)
     partial = TwinReport(
-        fabric=fabric,
-        profile=profile,
+        fabric=label["fabric"],
+        profile=label["profile"],
         scenario=scenario.name,
         speed_bps=scenario.speed_bps,
-        senders=senders,
+        senders=label["senders"],
         duration_s=duration,
-        seed=seed,
+        seed=label["seed"],
         events=engine.events,
-        wall_s=wall_s,
+        wall_s=label["wall_s"],
         lossless_drops=drops.lossless,
         lossy_drops=drops.lossy,
         drops_by_class={tc: d for tc, d in enumerate(drops.by_class) if d},
@@ -548,9 +547,9 @@ def report(
         cnps_received=sum(f.cnps_rx for f in engine.flows),
         goodput_bps=sum(f.delivered_bytes for f in engine.flows) * 8 / duration,
         bottleneck=series.queue_port,
-        bottleneck_utilisation=bottleneck.utilisation if bottleneck else 0.0,
-        queue_peak_bytes=bottleneck.queue_peak_bytes if bottleneck else 0,
-        queue_p99_bytes=bottleneck.queue_p99_bytes if bottleneck else 0,
+        bottleneck_utilisation=utilisation,
+        queue_peak_bytes=peak,
+        queue_p99_bytes=p99,
         max_paused_fraction=_max_paused_fraction(engine, ports),
         jain=_fairness(flows, victim),
         converge_s=_converge_s(engine, series, victim),
@@ -573,21 +572,37 @@ def report(
     return replace(partial, verdict=judge(_facts(engine, scenario, partial)))
 
 
+def _queue_at(bottleneck: PortReport | None) -> tuple[float, int, int]:
+    """The bottleneck's utilisation, queue peak and p99 queue (zeros without one)."""
+    if bottleneck is None:
+        return 0.0, 0, 0
+    return bottleneck.utilisation, bottleneck.queue_peak_bytes, bottleneck.queue_p99_bytes
+
+
+class TwinOptions(TrafficOptions, total=False):
+    """:func:`run_twin`'s keywords beside the run's own: the scenario's ``speed_bps`` (None:
+    the fastest host speed), ``ignore_pause`` (the senders' NICs do not honour PFC) and
+    ``on_progress(simulated_s, duration_s)``, called at every sample."""
+
+    speed_bps: int | None
+    ignore_pause: bool
+    on_progress: Callable[[float, float], None] | None
+
+
+class SimulateOptions(TrafficOptions, total=False):
+    """:func:`simulate`'s keywords beside the run's own: ``on_sample(engine, simulated_s)``,
+    called at every sample."""
+
+    on_sample: SampleCallback | None
+
+
 def run_twin(
     network: TwinNetwork,
     scenario_name: ScenarioName,
     *,
     senders: int,
     duration_s: float,
-    speed_bps: int | None = None,
-    seed: int = 1,
-    dcqcn_override: dict[str, int] | None = None,
-    ignore_pause: bool = False,
-    payload_bytes: int | None = None,
-    reaction_point: bool = True,
-    on_progress: Callable[[float, float], None] | None = None,
-    recovery: Recovery = "go-back-n",
-    rto_s: float = DEFAULT_RTO_S,
+    **options: Unpack[TwinOptions],
 ) -> TwinReport:
     """Build the scenario on the network, run it and summarise it.
 
@@ -603,6 +618,10 @@ def run_twin(
             f"twin: --duration. Expected: more than 0 and at most {MAX_DURATION_S:g} s "
             f"Actual: {duration_s!r}"
         )
+    speed_bps = options.pop("speed_bps", None)
+    ignore_pause = options.pop("ignore_pause", False)
+    on_progress = options.pop("on_progress", None)
+    run: TrafficOptions = options  # what is left: the run's own options, passed on
     scenario = build_scenario(network, scenario_name, senders, speed_bps)
     if network.time_dilation > 1:
         scenario.notes.append(
@@ -620,14 +639,9 @@ def run_twin(
         scenario,
         senders=senders,
         duration_s=duration,
-        seed=seed,
-        dcqcn_override=dcqcn_override,
         ignore_pause=ignore_pause,
-        payload_bytes=payload_bytes,
-        reaction_point=reaction_point,
         on_sample=None if on_progress is None else lambda e, now: on_progress(now, e.duration_s),
-        recovery=recovery,
-        rto_s=rto_s,
+        **run,
     )[1]
 
 
@@ -637,29 +651,17 @@ def simulate(
     *,
     senders: int,
     duration_s: float,
-    seed: int = 1,
-    dcqcn_override: dict[str, int] | None = None,
     ignore_pause: bool = False,
-    on_sample: Callable[[Engine, float], None] | None = None,
-    payload_bytes: int | None = None,
-    reaction_point: bool = True,
-    recovery: Recovery = "go-back-n",
-    rto_s: float = DEFAULT_RTO_S,
+    **options: Unpack[SimulateOptions],
 ) -> tuple[Engine, TwinReport]:
     """Run a built scenario for ``duration_s``; the engine (for callers that read more of
     it, such as tune's measurement window via ``on_sample``) and its report."""
     engine = Engine(
         network,
         scenario.flows,
-        seed=seed,
-        dcqcn_override=dcqcn_override,
         ignore_pause=frozenset(f.src for f in scenario.flows) if ignore_pause else frozenset(),
         storm=scenario.storm,
-        on_sample=on_sample,
-        payload_bytes=payload_bytes,
-        reaction_point=reaction_point,
-        recovery=recovery,
-        rto_s=rto_s,
+        **options,
     )
     started = time.perf_counter()
     engine.run(duration_s)
@@ -670,7 +672,7 @@ def simulate(
         fabric=network.name,
         profile=network.profile,
         senders=senders,
-        seed=seed,
+        seed=engine.settings.seed,
         wall_s=wall,
     )
     return engine, summary

@@ -1,7 +1,7 @@
 """Traffic scenarios of the twin, on hosts picked from the intent's topology.
 
 Only the switches and hosts a scenario's flows (and their CNPs) can reach are built
-(:meth:`agent.twin.engine.Engine._touched`), so a 16:1 incast in a 64-host 400G pod runs on a
+(:func:`agent.twin.wiring.reached`), so a 16:1 incast in a 64-host 400G pod runs on a
 leaf or two and the spines its flows hash to.
 
 * ``incast``: N senders -> one receiver host port.  The receiver is the first host at the
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.intent.units import format_speed
-from agent.twin.engine import FlowSpec
+from agent.twin.flows import FlowSpec
 from agent.twin.network import NicSpec, TwinError, TwinNetwork, flow_hash
 
 ScenarioName = Literal["incast", "all-to-all", "victim", "storm"]
@@ -134,21 +134,10 @@ def _victim(net: TwinNetwork, hosts: list[NicSpec], senders: int, speed: int) ->
     ]
     # The victim: from a host of the first sender's leaf (not a sender if one is left) to
     # another host behind the receiver's leaf, else to any other host.
-    same_leaf = [h for h in remote if h.leaf == sending[0].leaf]
-    source = next((h for h in same_leaf if h not in sending), sending[0])
-    targets = local or [h for h in hosts if h not in sending and h is not receiver]
-    if not targets:
-        raise TwinError("twin victim: Expected: a host for the victim flow to reach Actual: none")
-    dest = targets[0]
+    source = next((h for h in remote if h.leaf == sending[0].leaf and h not in sending), sending[0])
+    dest = _victim_target(hosts, receiver, local, sending)
     first_uplink = net.path(sending[0].name, receiver.name, flows[0].hash_value())[0]
-    sport = BASE_SPORT + len(flows)
-    for candidate in range(sport, sport + 4096):
-        hops = net.path(source.name, dest.name, flow_hash(source.name, dest.name, candidate))
-        if hops[0] == first_uplink:
-            sport = candidate
-            break
-    else:  # pragma: no cover - 4096 source ports always hit one of a few ECMP members
-        raise TwinError("twin victim: no UDP source port puts the victim on the incast's uplink")
+    sport = _sport_onto(net, (source.name, dest.name), first_uplink, BASE_SPORT + len(flows))
     flows.append(FlowSpec(source.name, dest.name, udp_sport=sport))
     return Scenario(
         "victim",
@@ -159,6 +148,32 @@ def _victim(net: TwinNetwork, hosts: list[NicSpec], senders: int, speed: int) ->
         notes=[
             f"victim {source.name}->{dest.name} shares {first_uplink[0]} port {first_uplink[1]}"
         ],
+    )
+
+
+def _victim_target(
+    hosts: list[NicSpec], receiver: NicSpec, local: list[NicSpec], sending: list[NicSpec]
+) -> NicSpec:
+    """Where the victim flow goes: another host behind the receiver's leaf (``local``), else
+    any host that is neither a sender nor the receiver."""
+    targets = local or [h for h in hosts if h not in sending and h is not receiver]
+    if not targets:
+        raise TwinError("twin victim: Expected: a host for the victim flow to reach Actual: none")
+    return targets[0]
+
+
+def _sport_onto(
+    net: TwinNetwork, ends: tuple[str, str], uplink: tuple[str, int], first: int
+) -> int:
+    """The first UDP source port from ``first`` on that puts a flow between ``ends`` on
+    ``uplink`` (its first hop)."""
+    src, dst = ends
+    for sport in range(first, first + 4096):
+        if net.path(src, dst, flow_hash(src, dst, sport))[0] == uplink:
+            return sport
+    # 4096 source ports always hit one of a few ECMP members.
+    raise TwinError(  # pragma: no cover
+        "twin victim: no UDP source port puts the victim on the incast's uplink"
     )
 
 

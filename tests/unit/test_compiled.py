@@ -137,7 +137,8 @@ RUNS = """
     import dataclasses, json, sys, tempfile
     from pathlib import Path
     from agent.twin.collectives import CollectiveSpec, run_collective
-    from agent.twin.engine import Engine, FlowSpec
+    from agent.twin.engine import Engine
+    from agent.twin.flows import FlowSpec
     from agent.twin.network import load_network, star_fabric_yaml
     from agent.twin.results import run_twin
 

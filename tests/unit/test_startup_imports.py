@@ -68,7 +68,7 @@ NOT_ON_THE_TWIN_PATH: list[tuple[str, str]] = [
     ("agent.device", "device state, platforms, push: diff, apply, drift"),
     ("agent.observe", "collection, checks, probes: validate, locate, nccl"),
     ("agent.ops", "playbooks: run, serve"),
-    ("agent.twin.search", "roce-agent tune"),
+    ("agent.twin.tune", "roce-agent tune"),
     ("agent.twin.collectives", "twin --workload"),
     ("agent.twin.fluid", "the DCQCN fluid model (benches, tests)"),
     ("agent.twin.plot", "twin --plot"),

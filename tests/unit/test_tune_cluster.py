@@ -1,5 +1,5 @@
 """``roce-agent tune --executor dask://HOST:PORT``: the search on a Dask cluster gives what it
-gives locally (agent.twin.cluster, agent.twin.search.dask_runner).
+gives locally (agent.twin.cluster, agent.twin.tune.runners.dask_runner).
 
 A real cluster of two worker processes on loopback (``distributed.LocalCluster``, 127.0.0.1
 only), started once for the module and closed at its end, with a check that none of its
@@ -31,7 +31,9 @@ from agent.app.tune import ExecutorType, tune_command
 from agent.intent.loader import load_fabric
 from agent.twin.cluster import ClusterError, DaskMap
 from agent.twin.network import PAPER_DCQCN, star_fabric_yaml
-from agent.twin.search import Job, RunMetrics, dask_runner, run_job, serial_runner
+from agent.twin.tune.results import RunMetrics
+from agent.twin.tune.runners import dask_runner, serial_runner
+from agent.twin.tune.runs import Job, run_job
 
 LOOPBACK = "127.0.0.1"
 SPEED = 40_000_000_000
@@ -390,7 +392,7 @@ def test_the_option_gives_the_address_dask_prints(value: str, address: str) -> N
 def test_start_up_does_not_import_dask() -> None:
     """``roce-agent`` loads every command; Dask only comes with --executor."""
     code = (
-        "import sys, agent.app.cli, agent.twin.search, agent.twin.cluster; "
+        "import sys, agent.app.cli, agent.twin.tune.runners, agent.twin.cluster; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
         "{'dask', 'distributed', 'tornado', 'cloudpickle'}))"
     )

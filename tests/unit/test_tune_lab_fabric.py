@@ -13,7 +13,9 @@ from click.testing import CliRunner
 from agent.app.cli import main
 from agent.intent.loader import load_fabric
 from agent.intent.plan import build_plan
-from agent.twin.search import ObjectiveSpec, current_ecn, tune
+from agent.twin.tune.fabric import current_ecn
+from agent.twin.tune.objectives import ObjectiveSpec
+from agent.twin.tune.search import tune
 
 LAB_FABRIC = Path(__file__).resolve().parents[2] / "playbooks" / "fabrics" / "lab-leafspine.yml"
 G1 = 1_000_000_000

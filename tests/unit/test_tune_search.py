@@ -1,4 +1,4 @@
-"""``roce-agent tune``'s joint search (agent.twin.search): load points, the method and its run
+"""``roce-agent tune``'s joint search (agent.twin.tune.search): load points, the method and its run
 counts, the Jain constraint on the issue's starving corner, widening at the edges, the tie
 rule, the objectives' bad input, and a property check of the recommendation at a sender count
 and seeds the search never ran."""
@@ -17,31 +17,22 @@ from hypothesis import strategies as st
 from agent.app.tune import apply_steps, tune_command
 from agent.intent.loader import load_fabric
 from agent.twin.network import PAPER_DCQCN, TwinError, leaf_spine_fabric_yaml, star_fabric_yaml
-from agent.twin.search import (
+from agent.twin.tune.explain import user_summary
+from agent.twin.tune.fabric import candidate_intent
+from agent.twin.tune.judge import evaluate, recommend
+from agent.twin.tune.objectives import Objectives, ObjectiveSpec
+from agent.twin.tune.results import RunMetrics, SpeedResult, Stage, Trial, TuneResult
+from agent.twin.tune.runners import Runner
+from agent.twin.tune.runs import Job, run_job
+from agent.twin.tune.search import (
     FULL_GRID_MAX_RUNS,
     MAX_WIDENINGS,
-    Candidate,
-    EcnSetting,
-    Job,
-    Objectives,
-    ObjectiveSpec,
-    RunMetrics,
-    Runner,
-    Space,
-    SpeedResult,
-    Stage,
-    Trial,
-    TuneResult,
-    candidate_intent,
-    evaluate,
     load_points,
     plan_method,
-    recommend,
-    run_job,
     rung_plan,
     tune,
-    user_summary,
 )
+from agent.twin.tune.space import Candidate, EcnSetting, Space
 
 G = 1_000_000_000
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.twin.engine import WIRE_OVERHEAD_BYTES, Engine, FlowSpec
+from agent.twin.engine import Engine
+from agent.twin.flows import FlowSpec
+from agent.twin.frames import WIRE_OVERHEAD_BYTES
 from agent.twin.network import TwinError, TwinNetwork, load_network, roce_frame_bytes
 from agent.twin.results import TwinReport, jain, run_twin, time_weighted_p99
 from agent.twin.workloads import ScenarioName

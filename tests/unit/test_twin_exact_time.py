@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from agent.intent.loader import load_fabric
 from agent.intent.units import parse_speed
-from agent.twin.engine import WIRE_OVERHEAD_BYTES, Engine, SwitchPort, wire_ticks
+from agent.twin.engine import Engine
+from agent.twin.frames import WIRE_OVERHEAD_BYTES, wire_ticks
 from agent.twin.network import (
     TwinError,
     TwinNetwork,
@@ -33,7 +34,8 @@ from agent.twin.network import (
     star_fabric_yaml,
 )
 from agent.twin.results import TwinReport, simulate
-from agent.twin.search import tune
+from agent.twin.switch import SwitchPort
+from agent.twin.tune.search import tune
 from agent.twin.workloads import SCENARIOS, STORM_START_S, ScenarioName, build_scenario
 from lossless.clock import TICKS_PER_SECOND, TickClock, ticks_at_or_after, to_ticks
 from tests.unit.twin_fabrics import POD_400G, ROOT

@@ -15,16 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.twin.engine import (
-    MIN_FRAME_BYTES,
-    WIRE_OVERHEAD_BYTES,
-    Engine,
-    Flow,
-    FlowSpec,
-    MessageCallback,
-    propagation_ticks,
-    wire_ticks,
-)
+from agent.twin.engine import Engine, MessageCallback
+from agent.twin.flows import Flow, FlowSpec
+from agent.twin.frames import MIN_FRAME_BYTES, WIRE_OVERHEAD_BYTES, propagation_ticks, wire_ticks
 from agent.twin.network import ROCE_FRAME_OVERHEAD, TwinError, TwinNetwork
 from agent.twin.results import report
 from agent.twin.workloads import build_scenario

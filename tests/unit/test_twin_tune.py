@@ -1,5 +1,5 @@
 """``roce-agent tune``: the grid, the objectives, the ranking, the explanation, the override and
-the command, plus real tunes on a one-switch fabric (agent.twin.search)."""
+the command, plus real tunes on a one-switch fabric (agent.twin.tune)."""
 
 from __future__ import annotations
 
@@ -18,27 +18,13 @@ from agent.app.tune import override_document, tune_command, write_override
 from agent.intent.loader import load_fabric
 from agent.intent.plan import build_plan
 from agent.twin.network import PAPER_DCQCN, TwinError, star_fabric_yaml
-from agent.twin.search import (
-    Candidate,
-    EcnSetting,
-    Objectives,
-    RunMetrics,
-    SpeedResult,
-    Stage,
-    Trial,
-    TuneResult,
-    candidate_intent,
-    ecn_grid,
-    evaluate,
-    explain,
-    grid_candidates,
-    grid_shape,
-    objective_value,
-    ranked,
-    recommend,
-    ties,
-    tune,
-)
+from agent.twin.tune.explain import explain
+from agent.twin.tune.fabric import candidate_intent
+from agent.twin.tune.judge import evaluate, objective_value, ranked, recommend, ties
+from agent.twin.tune.objectives import Objectives
+from agent.twin.tune.results import RunMetrics, SpeedResult, Stage, Trial, TuneResult
+from agent.twin.tune.search import tune
+from agent.twin.tune.space import Candidate, EcnSetting, ecn_grid, grid_candidates, grid_shape
 
 FRAME_9K = 9214 + 18
 

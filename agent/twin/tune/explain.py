@@ -1,0 +1,215 @@
+"""Explaining a speed's search in words: the recommendation, why not its neighbours, or why
+nothing passed, and the change from today's setting in the user's terms (:func:`user_summary`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from agent.intent.units import format_size, format_speed
+from agent.twin.tune.judge import TIE_BAND, mean_at, objective_value, ties
+from agent.twin.tune.objectives import QUEUE, Objectives, ObjectiveSpec
+from agent.twin.tune.results import SpeedResult, Trial
+from agent.twin.tune.space import Candidate
+from agent.twin.tune.text import and_list, gbs, pct
+from agent.twin.verdicts import kb
+
+
+def _axis_value(c: Candidate, axis: str) -> str:
+    if axis == "min":
+        return f"min {format_size(c.ecn.min_bytes)}"
+    if axis == "ratio":
+        return f"max {format_size(c.ecn.max_bytes)}"
+    if axis == "probability":
+        return f"{c.ecn.max_probability} %"
+    if axis == "qps":
+        return f"{c.qps} QPs"
+    values = dict(c.dcqcn)
+    if axis == "rpg_time_reset":
+        return f"rpg_time_reset {values.get(axis)} us"
+    return f"rpg_ai_rate {values.get(axis)} Mb/s"
+
+
+def neighbours(
+    best: Candidate, trials: Sequence[Trial], names: Sequence[str] = ("min", "ratio", "probability")
+) -> list[tuple[str, str, Trial]]:
+    """(axis, "lower"/"higher", trial): the nearest searched candidate on each side of ``best``
+    along each axis, every other axis equal."""
+    if best.axes is None:
+        return []
+    out: list[tuple[str, str, Trial]] = []
+    for axis, name in enumerate(names):
+        line = [
+            (t.candidate.axes[axis], t)
+            for t in trials
+            if t.candidate.axes is not None and _on_line(t.candidate.axes, best.axes, axis)
+        ]
+        lower = [(v, t) for v, t in line if v < best.axes[axis]]
+        higher = [(v, t) for v, t in line if v > best.axes[axis]]
+        if lower:
+            out.append((name, "lower", max(lower, key=_level)[1]))
+        if higher:
+            out.append((name, "higher", min(higher, key=_level)[1]))
+    return out
+
+
+def _on_line(axes: tuple[float, ...], best: tuple[float, ...], axis: int) -> bool:
+    """``axes`` is another point than ``best`` on the line through it along ``axis``."""
+    return (
+        len(axes) == len(best)
+        and axes != best
+        and all(v == best[i] for i, v in enumerate(axes) if i != axis)
+    )
+
+
+def _level(entry: tuple[float, Trial]) -> float:
+    return entry[0]
+
+
+def _why_not(other: Trial, best: Trial, frame: int, objective: ObjectiveSpec = QUEUE) -> str:
+    if other.invalid is not None:
+        return f"breaks {other.invalid}"
+    if other.pruned is not None:
+        return other.pruned
+    if other.reasons:
+        return other.reasons[0]
+    if objective.maximise:
+        bw, best_bw = -objective_value(other, objective), -objective_value(best, objective)
+        if bw < best_bw * (1 - TIE_BAND):
+            return f"busbw {gbs(bw)} ({(bw / best_bw - 1) * 100:.0f} %)"
+        return f"busbw about equal ({gbs(bw)}, within {TIE_BAND:.0%}), ranked after it"
+    p99, best_p99 = objective_value(other, objective), objective_value(best, objective)
+    if not ties(p99, best_p99, objective) and p99 > best_p99 + frame:
+        change = (p99 / best_p99 - 1) * 100 if best_p99 else math.inf
+        return f"p99 {kb(p99)} (+{change:.0f} %)"
+    return (
+        f"p99 about equal ({kb(p99)}, within {TIE_BAND:.0%}, a 1 KiB bucket or a frame), "
+        f"ranked after it (utilisation over the whole run {pct(other.worst_whole_utilisation())}"
+        f" vs {pct(best.worst_whole_utilisation())})"
+    )
+
+
+def _jain_text(t: Trial) -> str:
+    value = t.worst_jain()
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _summary(t: Trial, objective: ObjectiveSpec = QUEUE) -> str:
+    heaviest = max((r.senders for r in t.runs), default=0)
+    head = f"busbw {gbs(mean_at(t, heaviest))}, " if objective.maximise else ""
+    return (
+        f"{head}p99 {kb(mean_at(t, heaviest, 'queue_p99_bytes'))}, utilisation "
+        f"{pct(t.worst_utilisation())}, paused {pct(t.worst_paused())}, Jain {_jain_text(t)}"
+    )
+
+
+def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
+    """Current -> recommended in the user's terms (busbw, p99 queue, utilisation, fairness,
+    pause), worst load point and seed for the constraints, means for the objective.  With no
+    recommendation, current -> the closest candidate, saying what it misses."""
+    best = speed.recommended or speed.ecn.closest
+    current = next((t for t in speed.ecn.trials if t.candidate.current), None)
+    if best is None or current is None or not current.runs or not best.runs:
+        return ""
+    what_best = "recommended" if best.feasible else "closest, NOT recommended: " + best.reasons[0]
+    parts = []
+    # The objective's numbers at the stated job (N senders or ranks, mean of the seeds): a
+    # mean over the load points would mix rings of different sizes into a number no job sees.
+    n = max(r.senders for r in best.runs)
+    if objective.maximise:
+        what = {"allreduce": "all-reduce", "alltoall": "all-to-all"}.get(
+            objective.workload, objective.workload
+        )
+        parts.append(
+            f"{what} busbw at {n} ranks {mean_at(current, n) / 1e9:.1f} → {gbs(mean_at(best, n))}"
+        )
+    p99 = "queue_p99_bytes"
+    parts.append(f"p99 queue {mean_at(current, n, p99) / 1e3:.0f} → {kb(mean_at(best, n, p99))}")
+    parts.append(
+        f"utilisation {current.worst_utilisation() * 100:.0f} → "
+        f"{best.worst_utilisation() * 100:.0f} %"
+    )
+    parts.append(f"Jain {_jain_text(current)} → {_jain_text(best)}")
+    parts.append(f"paused {best.worst_paused() * 100:.0f} %")
+    loads = and_list(speed.load_points)
+    unit = "ranks" if objective.maximise else "senders"
+    return (
+        f"{format_speed(speed.speed_bps)}: "
+        + ", ".join(parts)
+        + f" (current → {what_best}; {loads} {unit}, worst seed)"
+    )
+
+
+def explain(
+    speed: SpeedResult,
+    objectives: Objectives,
+    dcqcn_tuned: bool,
+    objective: ObjectiveSpec = QUEUE,
+    names: Sequence[str] = ("min", "ratio", "probability"),
+) -> str:
+    """One line: the recommendation and why not its neighbours (or why nothing passed)."""
+    best = speed.ecn.best
+    if best is None:
+        return _nothing_passed(speed, dcqcn_tuned)
+    return "; ".join(_why_best(speed, best, objectives, objective, names))
+
+
+def _nothing_passed(speed: SpeedResult, dcqcn_tuned: bool) -> str:
+    """Why no candidate passed: the rejections by first word, the closest one's reasons, and
+    a hint at the DCQCN search when most failed on utilisation and it was off."""
+    stage = speed.ecn
+    rejected = [t for t in stage.trials if not t.feasible and t.pruned is None]
+    counts: dict[str, int] = {}
+    for t in rejected:
+        word = (t.invalid or (t.reasons[0] if t.reasons else "pruned")).split(" ")[0]
+        counts[word] = counts.get(word, 0) + 1
+    close = stage.closest
+    hint = ""
+    if counts.get("utilisation", 0) >= len(rejected) / 2 and not dcqcn_tuned:
+        hint = "; the hosts' DCQCN recovers too slowly for this speed -- try --dcqcn"
+    closest = (
+        f"; closest {close.candidate.label()}: {', '.join(close.reasons)}"
+        if close is not None and close.reasons
+        else ""
+    )
+    why = ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    pruned = sum(t.pruned is not None for t in stage.trials)
+    dropped = f", {pruned} dropped by halving" if pruned else ""
+    edges = "".join(f"; {e}" for e in speed.edges)
+    return (
+        f"{format_speed(speed.speed_bps)}: no candidate meets the constraints ({len(rejected)} of "
+        f"{len(rejected)} fully run rejected: {why}{dropped}){closest}{edges}{hint}"
+    )
+
+
+def _why_best(
+    speed: SpeedResult,
+    best: Trial,
+    objectives: Objectives,
+    objective: ObjectiveSpec,
+    names: Sequence[str],
+) -> list[str]:
+    """The recommendation, then why not each neighbour, the edges, the pause threshold it ran
+    with when that is not the fabric's, and why not the current setting."""
+    stage, frame = speed.ecn, speed.frame_bytes
+    feasible = sum(t.feasible for t in stage.trials)
+    parts = [
+        f"{format_speed(speed.speed_bps)}: {best.candidate.label()} -- "
+        f"{_summary(best, objective)}; {objective.describe()} of the {feasible} candidates "
+        f"meeting no lossless drop, paused <= {pct(objectives.max_paused_fraction)}, "
+        f"utilisation >= {pct(objectives.min_utilisation)} and Jain >= "
+        f"{objectives.min_jain:.2f} at every load point and seed"
+    ]
+    for axis, word, other in neighbours(best.candidate, stage.trials, names):
+        parts.append(
+            f"not {_axis_value(other.candidate, axis)} ({word} {axis}): "
+            f"{_why_not(other, best, frame, objective)}"
+        )
+    parts.extend(speed.edges)
+    current = next((t for t in stage.trials if t.candidate.current), None)
+    if current is not None and current is not best:
+        parts.append(
+            f"current {current.candidate.label()}: {_why_not(current, best, frame, objective)}"
+        )
+    return parts

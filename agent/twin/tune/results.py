@@ -1,0 +1,284 @@
+"""A tune's results: each run's measures, each candidate's trial, each speed's search, the whole.
+
+:class:`RunMetrics` is one seed at one load point of one candidate; :class:`Trial` a candidate
+with its runs and its verdict (invalid, rejected, dropped by halving, or feasible);
+:class:`Stage` and :class:`Rung` a speed's trials and its batches; :class:`SpeedResult` one
+speed's search; :class:`TuneResult` the tune, with the override it recommends and its JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agent.intent.model import FabricIntent
+from agent.intent.units import format_speed
+from agent.twin.tune.notes import EdgeNote
+from agent.twin.tune.objectives import Objectives, ObjectiveSpec
+from agent.twin.tune.space import Candidate
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """One seed at one load point of one candidate (window = the measurement window)."""
+
+    seed: int
+    utilisation: float
+    paused_fraction: float
+    queue_p99_bytes: int
+    queue_peak_bytes: int  # whole run: the onset
+    ce_fraction: float
+    lossless_drops: int  # whole run
+    pause_threshold_bytes: int
+    bottleneck: str | None
+    events: int
+    wall_s: float
+    paused_fraction_whole: float = 0.0  # whole run, the onset included (shown, not judged)
+    senders: int = 0  # the load point (ranks for a collective); 0: not recorded
+    jain: float | None = None  # over the flows crossing the bottleneck, window goodput
+    busbw_Bps: float = 0.0  # collective only
+    duration_s: float = 0.0  # simulated (a collective's: its completion time)
+    completed: bool = True  # a collective finished within the run's limit
+    ranks: bool = False  # the load point counts a collective's ranks, not senders
+    utilisation_whole: float | None = None  # whole run, onset included; scenarios only
+
+    def where(self) -> str:
+        if not self.senders:
+            return f"seed {self.seed}"
+        return f"{self.senders} {'ranks' if self.ranks else 'senders'}, seed {self.seed}"
+
+
+@dataclass
+class Trial:
+    candidate: Candidate
+    runs: list[RunMetrics] = field(default_factory=list)
+    invalid: str | None = None  # the rule the candidate breaks (never simulated)
+    reasons: list[str] = field(default_factory=list)
+    pruned: str | None = None  # successive halving: the rung that dropped it, and why
+    rung: int = 0  # the last rung it ran
+    variant: FabricIntent | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def feasible(self) -> bool:
+        return self.invalid is None and not self.reasons and self.pruned is None
+
+    def mean(self, name: str) -> float:
+        return sum(float(getattr(r, name)) for r in self.runs) / len(self.runs) if self.runs else 0
+
+    def worst_utilisation(self) -> float:
+        return min((r.utilisation for r in self.runs), default=0.0)
+
+    def worst_whole_utilisation(self) -> float:
+        """Over the whole run, the onset's recovery included (scenario runs; a collective's
+        runs have none: their window utilisation stands in)."""
+        return min(
+            (r.utilisation if r.utilisation_whole is None else r.utilisation_whole
+             for r in self.runs),
+            default=0.0,
+        )  # fmt: skip
+
+    def worst_paused(self) -> float:
+        return max((r.paused_fraction for r in self.runs), default=0.0)
+
+    def worst_jain(self) -> float | None:
+        values = [r.jain for r in self.runs if r.jain is not None]
+        return min(values) if values else None
+
+    def drops(self) -> int:
+        return max((r.lossless_drops for r in self.runs), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.candidate
+        return {
+            "index": c.index,
+            "current": c.current,
+            "ecn": asdict(c.ecn),
+            "dcqcn": dict(c.dcqcn),
+            "qps": c.qps,
+            "feasible": self.feasible,
+            "invalid": self.invalid,
+            "reasons": list(self.reasons),
+            "pruned": self.pruned,
+            "rung": self.rung,
+            "utilisation": self.mean("utilisation"),
+            "utilisation_worst": self.worst_utilisation(),
+            "utilisation_whole_run_worst": self.worst_whole_utilisation(),
+            "paused_fraction": self.mean("paused_fraction"),
+            "paused_fraction_worst": self.worst_paused(),
+            "paused_fraction_whole_run": self.mean("paused_fraction_whole"),
+            "jain_worst": self.worst_jain(),
+            "queue_p99_bytes": round(self.mean("queue_p99_bytes")),
+            "queue_peak_bytes": round(self.mean("queue_peak_bytes")),
+            "busbw_Bps": self.mean("busbw_Bps"),
+            "ce_fraction": self.mean("ce_fraction"),
+            "lossless_drops": self.drops(),
+            "pause_threshold_bytes": self.runs[0].pause_threshold_bytes if self.runs else None,
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+@dataclass
+class Stage:
+    """The trials of one speed's search and the chosen one (None: nothing feasible)."""
+
+    kind: str  # "joint" (or "ecn" for an ECN-only search)
+    trials: list[Trial]
+    best: Trial | None
+    closest: Trial | None  # the best-ranked trial when nothing is feasible
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One batch of the search: how long, at which load points and seeds, how many ran."""
+
+    duration_s: float
+    points: tuple[tuple[int, int], ...]  # (senders or ranks, seed)
+    candidates: int
+    runs: int
+    kept: int
+    fidelity: str = ""  # "1.25 ms" per run, or a collective's "4MiB"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "duration_s": self.duration_s,
+            "points": [{"senders": n, "seed": s} for n, s in self.points],
+            "candidates": self.candidates,
+            "runs": self.runs,
+            "kept": self.kept,
+            "fidelity": self.fidelity,
+        }
+
+
+@dataclass
+class SpeedResult:
+    speed_bps: int
+    senders: int
+    pause_threshold_bytes: int
+    host_ports: int
+    frame_bytes: int
+    stages: list[Stage]
+    explanation: str = ""
+    method: str = "grid"  # "grid" or "halving"
+    rungs: list[Rung] = field(default_factory=list)
+    load_points: tuple[int, ...] = ()
+    edge_notes: list[EdgeNote] = field(default_factory=list)  # the edges and widening
+    summary: str = ""  # current -> recommended, in the user's terms
+
+    @property
+    def ecn(self) -> Stage:
+        return self.stages[-1]
+
+    @property
+    def recommended(self) -> Trial | None:
+        return self.ecn.best
+
+    @property
+    def runs(self) -> int:
+        return sum(r.runs for r in self.rungs)
+
+    @property
+    def edges(self) -> list[str]:
+        """The edge notes in words, as the explanation and the JSON show them."""
+        return [str(note) for note in self.edge_notes]
+
+
+@dataclass
+class TuneResult:
+    fabric: str
+    profile: str
+    scenario: str
+    duration_s: float
+    seeds: tuple[int, ...]
+    objectives: Objectives
+    speeds: list[SpeedResult]
+    dominant_speed_bps: int
+    roce_queue: int
+    wall_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
+    dcqcn: bool = True
+
+    @property
+    def complete(self) -> bool:
+        """A recommendation for every speed."""
+        return all(s.recommended is not None for s in self.speeds)
+
+    @property
+    def runs(self) -> int:
+        return sum(s.runs for s in self.speeds)
+
+    def dominant(self) -> SpeedResult | None:
+        return next((s for s in self.speeds if s.speed_bps == self.dominant_speed_bps), None)
+
+    def override(self) -> dict[str, Any] | None:
+        """The profile override values for the dominant speed's recommendation."""
+        speed = self.dominant()
+        if speed is None or speed.recommended is None:
+            return None
+        best = speed.recommended.candidate
+        values: dict[str, Any] = {
+            "ecn": {
+                "queues": {
+                    self.roce_queue: {
+                        "min_threshold": best.ecn.min_bytes,
+                        "max_threshold": best.ecn.max_bytes,
+                        "max_probability": best.ecn.max_probability,
+                    }
+                }
+            }
+        }
+        if best.dcqcn:
+            values["nic"] = {"dcqcn": dict(best.dcqcn)}
+        return values
+
+    def qps_per_connection(self) -> int | None:
+        """The recommended QPs per connection (an NCCL setting, not in the fabric file)."""
+        speed = self.dominant()
+        if speed is None or speed.recommended is None or self.objective.name != "collective":
+            return None
+        return speed.recommended.candidate.qps
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fabric": self.fabric,
+            "profile": self.profile,
+            "scenario": self.scenario,
+            "objective": asdict(self.objective),
+            "dcqcn_searched": self.dcqcn,
+            "duration_s": self.duration_s,
+            "seeds": list(self.seeds),
+            "objectives": asdict(self.objectives),
+            "dominant_speed": format_speed(self.dominant_speed_bps),
+            "complete": self.complete,
+            "override": self.override(),
+            "qps_per_connection": self.qps_per_connection(),
+            "runs": self.runs,
+            "wall_s": self.wall_s,
+            "notes": list(self.notes),
+            "speeds": [_speed_json(s) for s in self.speeds],
+        }
+
+
+def _speed_json(s: SpeedResult) -> dict[str, Any]:
+    return {
+        "speed": format_speed(s.speed_bps),
+        "senders": s.senders,
+        "load_points": list(s.load_points),
+        "host_ports": s.host_ports,
+        "pause_threshold_bytes": s.pause_threshold_bytes,
+        "method": s.method,
+        "runs": s.runs,
+        "rungs": [r.to_json() for r in s.rungs],
+        "recommended": s.recommended.candidate.index if s.recommended else None,
+        "summary": s.summary,
+        "edges": s.edges,
+        "explanation": s.explanation,
+        "stages": [
+            {
+                "kind": st.kind,
+                "best": st.best.candidate.index if st.best else None,
+                "trials": [t.to_json() for t in st.trials],
+            }
+            for st in s.stages
+        ],
+    }

@@ -1,0 +1,227 @@
+"""One run of a candidate: a seed at a load point, in the twin, measured as tune judges it.
+
+A :class:`Job` is everything one run needs (it travels to a process pool or a cluster's
+worker): :func:`run_job` plans and builds the candidate's network and runs the scenario
+(:func:`run_candidate`) or the collective (:func:`run_collective_job`).
+
+Measurement window: the second half of the run.  Every flow of an incast starts at line rate,
+so the first microseconds fill the queue to about N x the pause threshold whatever the setting
+(no shared buffer is modelled); the onset still counts for lossless drops and is shown as the
+queue peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.intent.model import FabricIntent
+from agent.intent.plan import build_plan
+from agent.twin.collectives import CollectiveSpec, run_collective
+from agent.twin.engine import Engine
+from agent.twin.network import TwinError, TwinNetwork, build_network
+from agent.twin.results import jain, simulate, time_weighted_p99
+from agent.twin.switch import SwitchPort
+from agent.twin.tune.fabric import current_ecn
+from agent.twin.tune.objectives import ObjectiveSpec
+from agent.twin.tune.results import RunMetrics
+from agent.twin.workloads import Scenario, ScenarioName, build_scenario
+
+
+class _Mark:
+    """Cumulative counters at the start of the measurement window (the switch ports' in the
+    engine's ticks, the NICs' in the model's seconds)."""
+
+    def __init__(self, engine: Engine, now: float) -> None:
+        self.t_s = now
+        self.ticks = ticks = engine.clock.ticks
+        self.ports: dict[str, tuple[int, int, dict[int, int]]] = {}
+        for node in engine.switches.values():
+            for port in node.ports:
+                hist = dict(port.depth_hist)
+                key = port.depth >> 10
+                hist[key] = hist.get(key, 0) + (ticks - port.depth_t)
+                paused = port.pause_meter.paused - max(0, port.pause_meter.until - ticks)
+                self.ports[port.name] = (port.tx_bytes, paused, hist)
+        self.nics = {
+            name: nic.pause.paused_s - max(0.0, nic.pause.paused_until - now)
+            for name, nic in engine.nics.items()
+        }
+        self.flows = [(f.rx_packets, f.rx_ce, f.delivered_bytes) for f in engine.flows]
+
+
+class _WindowStart:
+    """Takes a :class:`_Mark` at the first sample at or after ``start_s``."""
+
+    def __init__(self, start_s: float) -> None:
+        self.start_s = start_s
+        self.mark: _Mark | None = None
+
+    def __call__(self, engine: Engine, now: float) -> None:
+        if self.mark is None and now >= self.start_s - 1e-12:
+            self.mark = _Mark(engine, now)
+
+
+def _bottleneck(engine: Engine, scenario: Scenario) -> SwitchPort | None:
+    if scenario.receiver is not None:
+        for node in engine.switches.values():
+            for port in node.ports:
+                if port.spec.peer_device == scenario.receiver:
+                    return port
+    ports = [p for n in engine.switches.values() for p in n.ports if p.depth_peak]
+    return max(ports, key=lambda p: (p.depth_peak, p.tx_bytes), default=None)
+
+
+def run_candidate(job: Job, network: TwinNetwork, pause_threshold: int) -> RunMetrics:
+    """One seed of the job's scenario on its candidate's network: whole-run drops and onset
+    peak, window metrics."""
+    senders, duration_s = job.senders, job.duration_s
+    scenario = build_scenario(network, job.scenario, senders, job.speed_bps)
+    window_start = _WindowStart(duration_s / 2)
+    engine, whole = simulate(
+        network,
+        scenario,
+        senders=senders,
+        duration_s=duration_s,
+        seed=job.seed,
+        on_sample=window_start,
+        payload_bytes=job.payload_bytes,
+    )
+    mark = window_start.mark
+    if mark is None:  # pragma: no cover - the engine samples up to the end of the run
+        raise TwinError("tune: the twin took no sample in the measurement window")
+    window = duration_s - mark.t_s
+    window_ticks = engine.end - mark.ticks
+    bottleneck = _bottleneck(engine, scenario)
+    utilisation = 0.0
+    p99 = 0
+    paused = 0.0
+    whole_utilisation = (
+        bottleneck.tx_bytes * 8 / (bottleneck.spec.speed_bps * engine.duration_s)
+        if bottleneck is not None and engine.duration_s > 0
+        else None
+    )
+    for node in engine.switches.values():
+        for port in node.ports:
+            tx0, paused0, hist0 = mark.ports[port.name]
+            paused = max(paused, (port.pause_meter.paused - paused0) / window_ticks)
+            if port is bottleneck:
+                utilisation = (port.tx_bytes - tx0) * 8 / (port.spec.speed_bps * window)
+                hist = {k: v - hist0.get(k, 0) for k, v in port.depth_hist.items()}
+                p99 = min(time_weighted_p99(hist, window_ticks), port.depth_peak)
+    for name, nic in engine.nics.items():
+        paused = max(paused, (nic.pause.paused_s - mark.nics[name]) / window)
+    packets = sum(f.rx_packets - m[0] for f, m in zip(engine.flows, mark.flows, strict=True))
+    marked = sum(f.rx_ce - m[1] for f, m in zip(engine.flows, mark.flows, strict=True))
+    return RunMetrics(
+        senders=senders,
+        duration_s=duration_s,
+        jain=_bottleneck_jain(network, engine, mark, bottleneck),
+        seed=job.seed,
+        utilisation=utilisation,
+        paused_fraction=paused,
+        queue_p99_bytes=p99,
+        queue_peak_bytes=bottleneck.depth_peak if bottleneck else 0,
+        ce_fraction=marked / packets if packets else 0.0,
+        lossless_drops=whole.lossless_drops,
+        pause_threshold_bytes=pause_threshold,
+        bottleneck=bottleneck.name if bottleneck else None,
+        events=engine.events,
+        wall_s=whole.wall_s,
+        paused_fraction_whole=whole.max_paused_fraction,
+        utilisation_whole=whole_utilisation,
+    )
+
+
+def _bottleneck_jain(
+    network: TwinNetwork, engine: Engine, mark: _Mark, bottleneck: SwitchPort | None
+) -> float | None:
+    """Jain over the window goodput (in-order received bytes) of the flows whose path crosses
+    the bottleneck port: flows elsewhere (a victim flow) do not compete there."""
+    if bottleneck is None:
+        return None
+    hop = (bottleneck.spec.device, bottleneck.spec.index)
+    shares = [
+        float(f.delivered_bytes - m[2])
+        for f, m in zip(engine.flows, mark.flows, strict=True)
+        if hop in network.path(f.src, f.dst, f.hash)
+    ]
+    return jain(shares)
+
+
+@dataclass(frozen=True)
+class Job:
+    intent: FabricIntent
+    scenario: ScenarioName
+    senders: int
+    speed_bps: int
+    duration_s: float
+    seed: int
+    roce: int
+    objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
+    qps: int = 1
+    label: str = ""  # the progress bar's
+    payload_bytes: int | None = None  # RoCE payload per frame (None: the ports' RoCE MTU)
+
+
+def run_job(job: Job) -> RunMetrics:
+    """A job of the process pool: plan and build the candidate's network, run one seed."""
+    plan = build_plan(job.intent)
+    dilation = job.intent.emulation.time_dilation
+    _, pause, _, _ = current_ecn(plan, job.roce, job.speed_bps, dilation)
+    if job.objective.name == "collective":
+        return run_collective_job(job, build_network(job.intent, plan), pause)
+    return run_candidate(job, build_network(job.intent, plan), pause)
+
+
+def collective_hosts(network: TwinNetwork, speed_bps: int, ranks: int) -> tuple[str, ...]:
+    """The collective's ranks: alternating over the first two leaves with hosts at the speed
+    (every ring hop crosses the spines, where ECMP collisions and DCQCN decide busbw; on one
+    leaf every setting measured the same 49.0 GB/s at 400G), or fabric order on one leaf."""
+    by_leaf: dict[str, list[str]] = {}
+    for host in network.hosts.values():
+        if host.port.speed_bps == speed_bps:
+            by_leaf.setdefault(host.leaf, []).append(host.name)
+    groups = list(by_leaf.values())[:2]
+    if len(groups) < 2:
+        return tuple(groups[0][:ranks]) if groups else ()
+    out: list[str] = []
+    for i in range(max(len(g) for g in groups)):
+        out.extend(g[i] for g in groups if i < len(g))
+    return tuple(out[:ranks])
+
+
+def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics:
+    """One seed of a collective (``job.senders`` ranks) on the candidate's network."""
+    spec = CollectiveSpec(
+        workload=job.objective.workload,  # type: ignore[arg-type]
+        ranks=job.senders,
+        size_bytes=job.objective.size_bytes,
+        qps_per_connection=job.qps,
+        # Q QPs spread a connection over Q paths only when each message is split across them
+        # (NCCL_IB_SPLIT_DATA_ON_QPS=1); with NCCL's default 0 a connection with one slice in
+        # flight uses one QP (agent.twin.collectives, docs/collectives.md).
+        split_data_on_qps=job.qps > 1,
+        hosts=collective_hosts(network, job.speed_bps, job.senders),
+        speed_bps=job.speed_bps,
+    )
+    report = run_collective(network, spec, seed=job.seed)
+    busiest = report.links[0] if report.links else None
+    return RunMetrics(
+        seed=job.seed,
+        utilisation=busiest.utilisation if busiest is not None else 0.0,
+        paused_fraction=report.max_paused_fraction,
+        queue_p99_bytes=report.queue_p99_bytes,
+        queue_peak_bytes=report.queue_peak_bytes,
+        ce_fraction=report.ce_fraction,
+        lossless_drops=report.lossless_drops,
+        pause_threshold_bytes=pause,
+        bottleneck=report.busiest_port,
+        events=report.events,
+        wall_s=report.wall_s,
+        senders=job.senders,
+        jain=report.jain,
+        busbw_Bps=report.busbw_Bps,
+        duration_s=report.time_s,
+        completed=report.completed,
+        ranks=True,
+    )

@@ -1,0 +1,418 @@
+"""``roce-agent tune``'s search: ECN x DCQCN x QPs per connection jointly, per link speed.
+
+For each host-facing link speed of the fabric, candidates (:mod:`agent.twin.tune.space`) are
+run in the twin on a workload at that speed (:mod:`agent.twin.tune.runs`) and judged against
+hard constraints (:mod:`agent.twin.tune.judge`); the feasible one with the best objective is
+recommended and explained (:mod:`agent.twin.tune.explain`).
+
+Search method (:func:`plan_method`): the full grid when candidates x seeds x load points is at
+most :data:`FULL_GRID_MAX_RUNS` runs; otherwise successive halving (Jamieson & Talwalkar,
+AISTATS 2016; Li et al., "Hyperband", JMLR 2018): every candidate runs short (a quarter of the
+duration, the heaviest load point, the first seed), the best third (:data:`HALVING_ETA`, at least
+:data:`HALVING_MIN_SURVIVORS`) run at half the duration at every load point, and the best third
+of those run the full duration at every load point and seed -- only those can be recommended
+(a collective's rungs are a sixteenth, a quarter and all of its size, the best quarter kept).
+The fabric's current setting always runs every rung (it is the reference).  Why halving and not
+optuna's TPE: halving is deterministic without a sampler seed, needs no dependency, and every
+rung is one batch that the process pool (``--jobs``) or a Dask cluster (``--executor``,
+:mod:`agent.twin.tune.runners`) runs in parallel, where TPE is sequential by nature (each
+suggestion waits for the previous results) and models a smooth response that a feasibility
+cliff (Jain, utilisation) is not.  The number of runs and the method are in the output and the
+JSON.
+
+Load points: the scenario (or collective) at three sizes, N, N // 2 + 1 and max(2, N // 4)
+senders (ranks for a collective): a setting that serves 8 senders can starve 2 (one flow's rate
+increase outruns the other's, Jain 0.5) and the other way round (issue #26: a corner that was
+fine at 8 starved six of seven flows at 7).  The middle point is there because two were not
+enough: on the 40G star a search at 4 and 2 senders recommended a setting at 98 % utilisation
+at both that gave 84-90 % at 3 (the property test, tests/unit/test_tune_search.py, found it).
+N <= 2 is one point, N = 3 two.
+
+Edges (:meth:`_Search._widen`): a recommendation on the lowest or highest searched level of an
+axis says so, and the axis gets one more level in that direction (min and the DCQCN axes by
+the grid's own step, QPs x 2); the new point (the recommendation with that axis moved; with
+several axes, also all of them moved at once) runs at full fidelity and the recommendation is
+re-chosen -- at most :data:`MAX_WIDENINGS` times.  With nothing feasible the search widens
+around the closest candidate.  Axes that cannot widen say why (probability is 1-100 %, max is
+capped below the pause threshold, min floors at two frames).
+
+One set per fabric: the intent has one ECN setting per queue for every port and one DCQCN
+setting for every NIC, so the override carries the recommendation of the fabric's dominant
+speed (most host-facing ports; ties: the faster).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Unpack
+
+from agent.intent.model import FabricIntent
+from agent.intent.plan import Plan, build_plan
+from agent.intent.units import format_speed
+from agent.twin.network import build_network, roce_frame_bytes
+from agent.twin.tune.explain import explain, user_summary
+from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
+from agent.twin.tune.judge import evaluate, ranked, recommend
+from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdge
+from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS
+from agent.twin.tune.options import (
+    TuneOptions,
+    TuneSettings,
+    check_objective,
+    check_options,
+    check_speeds,
+)
+from agent.twin.tune.results import Rung, SpeedResult, Stage, Trial, TuneResult
+from agent.twin.tune.runs import Job
+from agent.twin.tune.space import (
+    ETH_OVERHEAD,
+    Candidate,
+    Edge,
+    End,
+    Space,
+    build_space,
+    ecn_room,
+    space_candidates,
+)
+from agent.twin.tune.text import mib
+
+# Search method: the full grid up to this many runs (about a minute of engine time at 400 G on
+# this machine's measured 0.3-0.6 s per 5 ms run); successive halving above it.
+FULL_GRID_MAX_RUNS = 160
+HALVING_ETA = 3
+# The collective's rungs: a sixteenth, a quarter and all of the size, the best quarter kept
+# (its short runs already show the ECMP collisions and the rate recovery that decide busbw).
+COLLECTIVE_RUNG_FRACTIONS = (1 / 16, 1 / 4, 1.0)
+COLLECTIVE_ETA = 4
+HALVING_MIN_SURVIVORS = 4
+MAX_WIDENINGS = 2
+
+
+def load_points(n: int) -> tuple[int, ...]:
+    """The load points a candidate must pass: N, N // 2 + 1 and max(2, N // 4) senders (or
+    ranks), most first (module docstring: Load points)."""
+    return (n,) if n <= 2 else tuple(sorted({n, n // 2 + 1, max(2, n // 4)}, reverse=True))
+
+
+def plan_method(candidates: int, seeds: int, points: int, method: str = "auto") -> str:
+    """ "grid" when candidates x seeds x load points <= FULL_GRID_MAX_RUNS, else "halving"."""
+    if method != "auto":
+        return method
+    return "grid" if candidates * seeds * points <= FULL_GRID_MAX_RUNS else "halving"
+
+
+def rung_plan(
+    method: str, points: Sequence[int], seeds: Sequence[int], collective: bool = False
+) -> list[tuple[float, tuple[tuple[int, int], ...]]]:
+    """(fraction of the duration -- of the size for a collective --, (load point, seed)
+    pairs) per rung; the last is the full evaluation every recommendable candidate gets."""
+    full = tuple((n, s) for n in points for s in seeds)
+    if method == "grid":
+        return [(1.0, full)]
+    first, second, _ = COLLECTIVE_RUNG_FRACTIONS if collective else (0.25, 0.5, 1.0)
+    return [
+        (first, ((points[0], seeds[0]),)),
+        (second, tuple((n, seeds[0]) for n in points)),
+        (1.0, full),
+    ]
+
+
+def tune(intent: FabricIntent, **options: Unpack[TuneOptions]) -> TuneResult:
+    """Tune every host-facing speed (or ``speeds``); see the module docstring, and
+    :class:`~agent.twin.tune.options.TuneOptions` for what may be asked."""
+    settings = TuneSettings(**options)
+    check_options(settings)
+    started = time.perf_counter()
+    plan = build_plan(intent)
+    present = host_speeds(build_network(intent, plan))
+    check_speeds(settings.speeds, present)
+    chosen = sorted(set(settings.speeds) or present, reverse=True)
+    check_objective(settings.objective, {s: present[s] for s in chosen})
+    search = _Search(intent, plan, settings)
+    notes: list[str] = []
+    results = [search.speed(speed, present[speed], notes) for speed in chosen]
+    dominant = max(present, key=lambda s: (present[s], s))
+    if len(present) > 1:
+        notes.append(
+            f"one ECN/DCQCN setting per fabric (profile): the override carries "
+            f"{format_speed(dominant)}'s ({present[dominant]} of "
+            f"{sum(present.values())} hosts); the other speeds' rows are advice only"
+        )
+    objective = settings.objective
+    return TuneResult(
+        fabric=intent.name,
+        profile=intent.profile.name,
+        scenario=settings.scenario if objective.name == "queue" else objective.workload,
+        duration_s=settings.duration_s,
+        seeds=tuple(settings.seeds),
+        objectives=settings.objectives,
+        speeds=results,
+        dominant_speed_bps=dominant,
+        roce_queue=intent.profile.roce.priority,
+        wall_s=time.perf_counter() - started,
+        notes=notes,
+        objective=objective,
+        dcqcn=settings.dcqcn,
+    )
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One tune: the fabric and its plan, and the settings, the same for every speed."""
+
+    intent: FabricIntent
+    plan: Plan
+    settings: TuneSettings
+
+    def speed(self, speed: int, hosts: int, notes: list[str]) -> SpeedResult:
+        """The joint search at one speed: grid or halving, then widening at the edges."""
+        settings = self.settings
+        roce = self.intent.profile.roce.priority
+        dilation = self.intent.emulation.time_dilation
+        ecn_now, pause, mtu, host_ports = current_ecn(self.plan, roce, speed, dilation)
+        if settings.payload_bytes is not None:
+            # The grid's frame bounds (min >= 2 frames, max <= pause threshold - 2 frames) use
+            # the frame the hosts send, not the MTU's (the lab's probes send 1000-byte payloads
+            # under a 30 KB pause threshold).
+            mtu = roce_frame_bytes(mtu, settings.payload_bytes) - ETH_OVERHEAD
+        senders = self._senders(speed, hosts, notes)
+        points = load_points(senders)
+        room = ecn_room(speed, mtu, pause)
+        space = build_space(room, settings.candidate_count, settings.dcqcn, settings.qps)
+        current = Candidate(0, ecn_now)
+        seen: set[Any] = {(current.ecn, current.dcqcn, current.qps)}
+        cands = [current, *space_candidates(space, space.points(), seen, 1)]
+        method = plan_method(len(cands), len(settings.seeds), len(points), settings.method)
+        result = SpeedResult(speed, senders, pause, host_ports, room.frame, [])
+        result.method, result.load_points = method, points
+        trials = self._validated(cands)
+        self._halve(result, trials, rung_plan(method, points, settings.seeds, settings.collective))
+        self._widen(result, space, trials, seen)
+        best = recommend(trials, settings.objective)
+        closest = ranked(trials, settings.objective)[0] if best is None and trials else None
+        result.stages = [Stage("joint" if settings.dcqcn else "ecn", trials, best, closest)]
+        self._pause_note(result)
+        result.summary = user_summary(result, settings.objective)
+        result.explanation = explain(
+            result, settings.objectives, settings.dcqcn, settings.objective, space.names
+        )
+        return result
+
+    def _senders(self, speed: int, hosts: int, notes: list[str]) -> int:
+        """As many senders (ranks) as asked, or as the hosts at this speed allow (noted)."""
+        settings = self.settings
+        if settings.collective:
+            return min(settings.objective.ranks or COLLECTIVE_MAX_RANKS, hosts)
+        limit = hosts - 1 if settings.scenario == "incast" else hosts
+        senders = min(settings.senders, limit)
+        if senders < settings.senders:
+            notes.append(
+                f"{format_speed(speed)}: {senders} senders (only {hosts} hosts at this speed)"
+            )
+        return senders
+
+    def _validated(self, cands: list[Candidate]) -> list[Trial]:
+        """Trials, with the rule each invalid candidate breaks (those never run)."""
+        trials = []
+        for c in cands:
+            trial = Trial(c)
+            trial.variant, trial.invalid = candidate_intent(self.intent, c.ecn, c.dcqcn)
+            trials.append(trial)
+        return trials
+
+    def _halve(
+        self,
+        result: SpeedResult,
+        trials: list[Trial],
+        rungs: list[tuple[float, tuple[tuple[int, int], ...]]],
+    ) -> None:
+        """Run the rungs; after each but the last keep the best 1/eta (and the current)."""
+        alive = [t for t in trials if t.invalid is None]
+        for number, (fraction, points) in enumerate(rungs):
+            runs = self._run(alive, result.speed_bps, fraction, points, number)
+            last = number == len(rungs) - 1
+            kept = alive if last else self._survivors(alive, number, fraction, points)
+            result.rungs.append(
+                Rung(
+                    self.settings.duration_s * fraction,
+                    points,
+                    len(alive),
+                    runs,
+                    len(kept),
+                    self._fidelity(fraction),
+                )
+            )
+            alive = kept
+
+    def _fidelity(self, fraction: float) -> str:
+        if self.settings.collective:
+            return mib(self.settings.objective.size_bytes * fraction)
+        return f"{self.settings.duration_s * fraction * 1e3:g} ms"
+
+    def _survivors(
+        self, alive: list[Trial], number: int, fraction: float, points: tuple[tuple[int, int], ...]
+    ) -> list[Trial]:
+        order = ranked(alive, self.settings.objective)
+        eta = COLLECTIVE_ETA if self.settings.collective else HALVING_ETA
+        keep = max(HALVING_MIN_SURVIVORS, math.ceil(len(alive) / eta))
+        for place, trial in enumerate(order[keep:], start=keep + 1):
+            if not trial.candidate.current:
+                trial.pruned = (
+                    f"dropped by halving at rung {number + 1} "
+                    f"({self._fidelity(fraction)}): ranked {place} of {len(order)}"
+                    + (f", {trial.reasons[0]}" if trial.reasons else "")
+                )
+        return [t for t in alive if t.pruned is None]
+
+    def _run(
+        self,
+        trials: list[Trial],
+        speed: int,
+        fraction: float,
+        points: tuple[tuple[int, int], ...],
+        number: int,
+    ) -> int:
+        """Run ``trials`` at ``points`` for ``fraction`` of the duration; their runs replace
+        the earlier rung's.  Returns the number of runs."""
+        roce = self.intent.profile.roce.priority
+        objective = self.settings.objective
+        if objective.name == "collective":
+            objective = replace(objective, size_bytes=max(1, int(objective.size_bytes * fraction)))
+        duration = self.settings.duration_s * fraction  # a collective runs until it completes
+        jobs: list[Job] = []
+        owners: list[Trial] = []
+        for trial in trials:
+            c = trial.candidate
+            variant = trial.variant or self.intent  # _validated set it on every valid one
+            trial.runs, trial.rung = [], number
+            for n, seed in points:
+                label = f"tune {format_speed(speed)} rung {number + 1}"
+                jobs.append(Job(self.intent if c.current else variant, self.settings.scenario, n,
+                                speed, duration, seed, roce, objective, c.qps, label,
+                                self.settings.payload_bytes))  # fmt: skip
+                owners.append(trial)
+        for trial, metrics in zip(owners, self.settings.runner(jobs), strict=True):
+            trial.runs.append(metrics)
+        for trial in trials:
+            trial.reasons = evaluate(trial.runs, self.settings.objectives)
+        return len(jobs)
+
+    def _widen(
+        self, result: SpeedResult, space: Space, trials: list[Trial], seen: set[Any]
+    ) -> None:
+        """Widen the axes the recommendation sits on the edge of (module docstring: Edges)."""
+        for _ in range(MAX_WIDENINGS):
+            if not self._widen_once(result, space, trials, seen):
+                return
+        pivot = self._pivot(trials)
+        if pivot is None:
+            return
+        for name, direction in space.ends(pivot.candidate):
+            if not any(_explained(note, name) for note in result.edge_notes):
+                end: End = "lowest" if direction < 0 else "highest"
+                result.edge_notes.append(StillAtEdge(name, end, MAX_WIDENINGS))
+
+    def _pivot(self, trials: list[Trial]) -> Trial | None:
+        """What widening moves around: the recommendation, or, when nothing passed, the
+        closest (a search that failed at the edge of its range has not looked beyond it);
+        None for a pick that is no point of the space (today's setting) or never ran."""
+        best = ranked(trials, self.settings.objective)[0] if trials else None
+        if best is None or best.candidate.axes is None or not best.runs:
+            return None
+        return best
+
+    def _widen_once(
+        self, result: SpeedResult, space: Space, trials: list[Trial], seen: set[Any]
+    ) -> bool:
+        """One widening: the points beyond the pivot's edges run at full fidelity and join
+        ``trials``.  False when there was nothing to widen (the search stops widening)."""
+        pivot = self._pivot(trials)
+        if pivot is None:
+            return False
+        new_points, edges = self._edge_points(space, pivot.candidate)
+        result.edge_notes.extend(e for e in edges if e not in result.edge_notes)
+        fresh = space_candidates(space, new_points, seen, len(trials))
+        if not fresh:
+            return False
+        added = self._validated(fresh)
+        trials.extend(added)
+        valid = [t for t in added if t.invalid is None]
+        full = tuple((n, s) for n in result.load_points for s in self.settings.seeds)
+        runs = self._run(valid, result.speed_bps, 1.0, full, len(result.rungs))
+        result.rungs.append(
+            Rung(self.settings.duration_s, full, len(valid), runs, len(valid), self._fidelity(1.0))
+        )
+        after = ranked(trials, self.settings.objective)[0]
+        result.edge_notes.append(AfterWidening(after.candidate, after.feasible))
+        return True
+
+    @staticmethod
+    def _edge_points(space: Space, best: Candidate) -> tuple[list[list[float]], list[Edge]]:
+        """The new point beyond ``best`` on each axis it is on the edge of (every other axis
+        as ``best``: each costs a full evaluation) and, when several widen, the point with all
+        of them moved (rate-increase knobs pay off together), and the edges."""
+        assert best.axes is not None
+        points: list[list[float]] = []
+        edges: list[Edge] = []
+        for name, direction in space.ends(best):
+            edge = space.extend(name, direction)
+            edges.append(edge)
+            if edge.widened_to is not None:
+                point = list(best.axes)
+                point[space.names.index(name)] = edge.widened_to
+                points.append(point)
+        if len(points) > 1:  # and every widened axis at once: knobs that move together
+            corner = list(best.axes)
+            for point in points:
+                corner = [
+                    p if p != b else c for p, b, c in zip(point, best.axes, corner, strict=True)
+                ]
+            points.append(corner)
+        return points, edges
+
+    def _pause_note(self, result: SpeedResult) -> None:
+        """A recommendation that moves the pause threshold: by how much, and why it is safe."""
+        best = result.recommended
+        if best is None or not best.runs:
+            return
+        before, after = result.pause_threshold_bytes, best.runs[0].pause_threshold_bytes
+        if before == after:
+            return
+        variant, _ = candidate_intent(self.intent, best.candidate.ecn, best.candidate.dcqcn)
+        roce = self.intent.profile.roce.priority
+        dilation = self.intent.emulation.time_dilation
+        old = host_headroom(self.plan, roce, result.speed_bps, dilation)
+        new = (
+            host_headroom(build_plan(variant), roce, result.speed_bps, dilation)
+            if variant
+            else None
+        )
+        result.edge_notes.append(
+            PauseMove(
+                before=before,
+                after=after,
+                xoff_before=None if old is None else old.xoff,
+                xoff_after=None if new is None else new.xoff,
+                ecn_max=best.candidate.ecn.max_bytes,
+                load_points=result.load_points,
+                unit="ranks" if self.settings.collective else "senders",
+            )
+        )
+
+
+# The limits a "still at the edge" note does not repeat: a range that ends and min's floor of two
+# frames are said once (a bound or the cap is said again after the last widening).
+_SAID_ONCE = frozenset({"range", "floor"})
+
+
+def _explained(note: EdgeNote, axis: str) -> bool:
+    """``note`` already says that ``axis`` cannot widen, for good."""
+    return (
+        isinstance(note, Edge)
+        and note.axis == axis
+        and note.limit is not None
+        and note.limit.kind in _SAID_ONCE
+    )
