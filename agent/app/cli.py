@@ -7,13 +7,13 @@ line each on stderr — never a traceback unless ``--debug`` asks for it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from agent import __version__
+from agent.app.output import echo_json
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
 from common.conventions import console, device_options, examples, select_devices
 from common.registry import Entry, Registry
@@ -239,7 +239,7 @@ def plan(fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output:
 
     desired = _select(build_plan(_load(fabric).intent), devices, roles)
     if output == "json":
-        click.echo(json.dumps(desired.model_dump(mode="json"), indent=2))
+        echo_json(desired.model_dump(mode="json"))
     else:
         # Literal text (a description is never markup); pipes and CI logs get wide tables.
         render_plan_tables(desired, console())

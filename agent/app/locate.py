@@ -18,7 +18,6 @@ other evidence still counts.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -28,6 +27,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from agent.app.output import echo_json, markdown_table, md_code
 from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
 from agent.errors import printable
 from agent.intent.loader import load_fabric
@@ -117,13 +117,12 @@ def render_markdown(run: LocateRun) -> str:
         "",
     ]
     if verdict.suspects:
-        lines += ["| rank | kind | element | confidence | evidence |", "|---|---|---|---|---|"]
-        for rank, suspect in enumerate(verdict.suspects, start=1):
-            evidence = "<br>".join(e.replace("|", "\\|") for e in _evidence_lines(suspect))
-            lines.append(
-                f"| {_rank(suspect, rank)} | {suspect.kind} | `{suspect.element}` | "
-                f"{suspect.confidence:.2f} | {evidence} |"
-            )
+        lines += markdown_table(
+            ("rank", "kind", "element", "confidence", "evidence"),
+            [(_rank(suspect, rank), suspect.kind, md_code(suspect.element),
+              f"{suspect.confidence:.2f}", "\n".join(_evidence_lines(suspect)))
+             for rank, suspect in enumerate(verdict.suspects, start=1)],
+        )  # fmt: skip
     lines.append(f"- {stopped_line(run)}")
     lines.append(f"- {run.transport.summary()}")
     lines += [f"- follow-up probes {r.describe()}" for r in verdict.follow_ups]
@@ -252,7 +251,7 @@ def locate_command(
         load=load,
     )
     if output == "json":
-        click.echo(json.dumps(as_json(run), indent=2))
+        echo_json(as_json(run))
     elif output == "markdown":
         click.echo(render_markdown(run))
     else:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from agent.app.output import echo_json, write_report_file
 from agent.app.support import FABRIC, OUTPUT, HostList, SizeType, handle_errors
 from agent.errors import AgentError
 from agent.intent.units import UnitError, parse_speed
@@ -48,7 +49,7 @@ def _console() -> Any:
 
 def _emit(result: dict[str, Any], output: str, title: str) -> None:
     if output == "json":
-        click.echo(json.dumps(result, indent=2))
+        echo_json(result)
         return
     console = _console()
     rows = result.get("flows")
@@ -353,8 +354,7 @@ def _emit_perftest(report: PerftestReport, output: str, report_file: Path | None
         "markdown": lambda: render_markdown(verdict, report.causes, report.notes),
     }
     if report_file is not None:
-        kind = {".xml": "junit", ".md": "markdown"}.get(report_file.suffix, "json")
-        report_file.write_text(texts[kind]())
+        write_report_file(report_file, texts)
     if output in texts:
         click.echo(texts[output]())
         return
@@ -432,7 +432,7 @@ def nccl(
 
 def _emit_nccl(report: Any, output: str) -> None:
     if output == "json":
-        click.echo(json.dumps(report.as_json(), indent=2))
+        echo_json(report.as_json())
         return
     console = _console()
     if report.skipped is not None:

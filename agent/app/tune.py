@@ -18,7 +18,6 @@ the same runs, the same results, the same output but the wall times.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from agent.app.output import echo_json
 from agent.app.support import (
     EXIT_FAILED,
     EXIT_OK,
@@ -603,7 +603,7 @@ def tune_command(
         data = result.to_json()
         data["override_file"] = str(override_file) if written else None
         data["apply"] = steps
-        click.echo(json.dumps(data, indent=2))
+        echo_json(data)
     else:
         console = literal_console()
         render(result, console)

@@ -7,7 +7,6 @@ configuration makes is broken); 2 bad input (fabric file, options), with one loc
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from agent.app.output import echo_json
 from agent.app.support import (
     EXIT_FAILED,
     EXIT_OK,
@@ -334,7 +334,7 @@ def twin_command(
 
         write_plot(result, plot_file)
     if output == "json":
-        click.echo(json.dumps(result.to_json(), indent=2))
+        echo_json(result.to_json())
     else:
         render_table(result, _console())
     sys.exit(EXIT_OK if result.passed else EXIT_FAILED)
@@ -410,7 +410,7 @@ def _collective_command(
             rto_s=recovery[1],
         )
     if output == "json":
-        click.echo(json.dumps(result.to_json(), indent=2))
+        echo_json(result.to_json())
     else:
         render_collective(result, _console())
     sys.exit(EXIT_OK if result.passed else EXIT_FAILED)
