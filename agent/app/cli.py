@@ -75,12 +75,12 @@ COMMANDS: Registry[click.Command] = Registry(
         ),
         "rules": Entry("agent.app.catalog:rules_command", "List the fabric file rules (IR…)."),
         "run": Entry(
-            "agent.app.validate:run_command",
+            "agent.app.run:run_command",
             "Run PLAYBOOK (a file or lossless-rollout, storm-drill, ecn-sweep, validate) on "
             "FABRIC.",
         ),
         "serve": Entry(
-            "agent.app.validate:serve_command",
+            "agent.app.serve:serve_command",
             "Run the daemon: reconcile loop (observe reports drift, enforce repairs it through "
             "the push path), scheduled playbooks, the Prometheus exporter, sd_notify for "
             "systemd.",
