@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import socket
 import threading
 import time
@@ -335,26 +336,33 @@ class PollScheduler:
                 if self._stopping:
                     return
                 now = self.clock()
-                wake = now + 1.0
-                for state in self._states:
-                    if state.running and not state.timed_out and now >= state.deadline:
-                        state.timed_out = True
-                        expired.append((state, now - state.started))
-                        if self._workers < 2 * self.concurrency:
-                            self._spawn_worker()  # the stuck one retires when it returns
-                    if not state.queued and not state.running and now >= state.next_due:
-                        state.queued = True
-                        state.next_due = max(state.next_due + state.job.interval_s, now)
-                        self._queue.append(state)
-                        self._cond.notify_all()
-                    if state.running and not state.timed_out:
-                        wake = min(wake, state.deadline)
-                    elif not state.queued and not state.running:
-                        wake = min(wake, state.next_due)
+                wake = min(
+                    [now + 1.0, *(self._visit(state, now, expired) for state in self._states)]
+                )
                 if not expired:
                     self._cond.wait(timeout=max(0.0, wake - now))
             for state, duration in expired:
                 state.job.failed("timeout", duration, None)
+
+    def _visit(self, state: _JobState, now: float, expired: list[tuple[_JobState, float]]) -> float:
+        """One job at ``now`` (the caller holds the condition): a poll past its deadline
+        times out (into ``expired``), a due job is queued. Returns when the job needs looking
+        at again (its deadline or its next poll; never while it waits in the queue)."""
+        if state.running and not state.timed_out and now >= state.deadline:
+            state.timed_out = True
+            expired.append((state, now - state.started))
+            if self._workers < 2 * self.concurrency:
+                self._spawn_worker()  # the stuck one retires when it returns
+        if not state.queued and not state.running and now >= state.next_due:
+            state.queued = True
+            state.next_due = max(state.next_due + state.job.interval_s, now)
+            self._queue.append(state)
+            self._cond.notify_all()
+        if state.running and not state.timed_out:
+            return state.deadline
+        if not state.queued and not state.running:
+            return state.next_due
+        return math.inf
 
     def _work(self) -> None:
         while True:

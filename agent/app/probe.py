@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,10 @@ from agent.observe.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from common.clicktypes import FiniteFloat
 from common.conventions import add_column, console, duration, examples, output_option, table
 
-if TYPE_CHECKING:  # the command loads agent.observe.perftest on first use
+if TYPE_CHECKING:  # the commands load agent.observe.perftest and nccltests on first use
+    from rich.table import Table
+
+    from agent.observe.nccltests.verdict import BinaryRow
     from agent.observe.perftest.scenario import PerftestReport
 
 # A time with its unit (3s, 200ms); a bare number, nan, inf, 0 and negatives are refused:
@@ -438,19 +442,7 @@ def _emit_nccl(report: Any, output: str) -> None:
     if report.skipped is not None:
         click.echo(f"nccl acceptance skipped: {report.skipped}", err=True)
         return
-    rows = table("nccl-tests")
-    columns = ("test", "status", "largest size (B)", "busbw GB/s", "per NIC GB/s",
-               "line rate GB/s", "% of line rate", "avg busbw GB/s")  # fmt: skip
-    for column in columns:
-        add_column(rows, column, justify="left" if column in ("test", "status") else "right")
-    for row in report.verdict.rows:
-        cells = (row.size_bytes, row.busbw_GBps, row.busbw_per_nic_GBps, row.line_rate_GBps)
-        text = ["-" if v is None else f"{v:g}" if isinstance(v, int) else f"{v:.2f}"
-                for v in cells]  # fmt: skip
-        fraction = "-" if row.fraction is None else f"{row.fraction:.1%}"
-        avg = "-" if row.avg_busbw_GBps is None else f"{row.avg_busbw_GBps:g}"
-        rows.add_row(row.test, row.status, *text, fraction, avg)
-    console.print(rows)
+    console.print(_nccl_table(report.verdict.rows))
     for outcome in report.verdict.outcomes:
         if outcome.status != "pass":
             for message in outcome.messages or (outcome.subject,):
@@ -458,6 +450,28 @@ def _emit_nccl(report: Any, output: str) -> None:
     for note in report.notes:
         console.print(f"  note: {note}", markup=False)
     console.print(f"nccl acceptance: {'PASS' if report.passed else 'FAIL'}", markup=False)
+
+
+def _nccl_table(verdict_rows: Sequence[BinaryRow]) -> Table:
+    """One row per nccl-tests binary: its busbw at the largest size against line rate."""
+    rows = table("nccl-tests")
+    columns = ("test", "status", "largest size (B)", "busbw GB/s", "per NIC GB/s",
+               "line rate GB/s", "% of line rate", "avg busbw GB/s")  # fmt: skip
+    for column in columns:
+        add_column(rows, column, justify="left" if column in ("test", "status") else "right")
+    for row in verdict_rows:
+        cells = (row.size_bytes, row.busbw_GBps, row.busbw_per_nic_GBps, row.line_rate_GBps)
+        fraction = "-" if row.fraction is None else f"{row.fraction:.1%}"
+        avg = "-" if row.avg_busbw_GBps is None else f"{row.avg_busbw_GBps:g}"
+        rows.add_row(row.test, row.status, *map(_nccl_number, cells), fraction, avg)
+    return rows
+
+
+def _nccl_number(value: float | None) -> str:
+    """A size in bytes as it is, a rate with two decimals, "-" when not measured."""
+    if value is None:
+        return "-"
+    return f"{value:g}" if isinstance(value, int) else f"{value:.2f}"
 
 
 def _worker(role: str, spec: dict[str, Any], output: str) -> None:
