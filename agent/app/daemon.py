@@ -780,17 +780,14 @@ class EmbeddedExporter:
 
     @classmethod
     def build(cls, loaded: Loaded, settings: ExporterConfig, daemon: Daemon) -> EmbeddedExporter:
-        from exporters.exporter import Exporter
+        from exporters.exporter import Exporter, ExporterOptions
 
         # The exporter polls and serves only the shard's switches (and says which shard it
         # is in roce_exporter_shard_info), so N agents' targets add up to the fabric once.
-        exporter = Exporter(
-            loaded.intent,
-            listen=None,
-            interval_s=settings.poll_interval_s,
-            host_nic=False,
-            shard=loaded.shard,
+        options = ExporterOptions(
+            listen=None, interval_s=settings.poll_interval_s, host_nic=False, shard=loaded.shard
         )
+        exporter = Exporter(loaded.intent, options)
         exporter.registry.register(DaemonCollector(daemon))
         return cls(exporter)
 

@@ -20,7 +20,7 @@ from agent.device.state import Counters, InterfaceCounters, PendingSession, QosS
 from agent.errors import CredentialError
 from agent.intent.loader import load_fabric
 from agent.intent.model import Device
-from exporters.exporter import Exporter
+from exporters.exporter import Exporter, ExporterOptions
 from exporters.poller import PollScheduler, SwitchPoller, classify
 from exporters.store import SnapshotStore, SwitchInventory
 
@@ -267,12 +267,14 @@ def exporter(small_fabric: Path) -> Iterator[Exporter]:
 
     exp = Exporter(
         load_fabric(small_fabric).intent,
-        listen=("127.0.0.1", 0),
-        interval_s=0.3,
-        timeout_s=0.5,
-        concurrency=2,
-        connector=connector,
-        host_nic=False,
+        ExporterOptions(
+            listen=("127.0.0.1", 0),
+            interval_s=0.3,
+            timeout_s=0.5,
+            concurrency=2,
+            connector=connector,
+            host_nic=False,
+        ),
     )
     for job in exp.jobs:
         if isinstance(job, SwitchPoller):
