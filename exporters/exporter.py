@@ -42,6 +42,7 @@ from exporters.poller import (
     PollScheduler,
     ProbeResultsPoller,
     SwitchPoller,
+    SwitchRead,
 )
 from exporters.server import MetricsServer, ServerLimits
 from exporters.store import SnapshotStore
@@ -182,7 +183,7 @@ class Exporter:
         self.jobs += self._local_pollers(options)
         self.scheduler = PollScheduler(self.jobs, concurrency=options.concurrency)
         self.server = (
-            MetricsServer(self.registry, *options.listen, options.web_config,
+            MetricsServer(self.registry, options.listen, options.web_config,
                           self.exposition_text, options.limits)
             if options.listen
             else None
@@ -198,10 +199,8 @@ class Exporter:
             device_plan = plan.device(device.name)
             desired = platform.desired(device_plan) if options.drift and device_plan else None
             interval_s = options.device_intervals.get(device.name, options.interval_s)
-            pollers.append(
-                SwitchPoller(device, self.store, interval_s, options.timeout_s, desired=desired,
-                             connector=options.connector, platform=platform)
-            )  # fmt: skip
+            read = SwitchRead(desired, platform, options.connector)
+            pollers.append(SwitchPoller(device, self.store, interval_s, options.timeout_s, read))
         return pollers
 
     def _local_pollers(self, options: ExporterOptions) -> list[Pollable]:

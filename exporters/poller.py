@@ -39,7 +39,7 @@ from agent.intent.model import Device
 from agent.observe.hostnic import HostNicReader, NicCounters, NicReadError
 from exporters.fasttext import device_block
 from exporters.probe_deltas import ProbeResultError
-from exporters.store import SnapshotStore
+from exporters.store import ConfigRead, SnapshotStore
 
 log = logging.getLogger("exporters")
 
@@ -104,6 +104,17 @@ class SwitchPoll:
     sessions: list[PendingSession] | None = None
 
 
+@dataclass(frozen=True)
+class SwitchRead:
+    """What a :class:`SwitchPoller` reads from its switch and how: the desired state to
+    count drift against (None: counters only), the NOS driver (None: the device's
+    platform's) and the function that opens a session (tests pass fakes)."""
+
+    desired: QosState | None = None
+    platform: Platform | None = None
+    connector: Connector = connect
+
+
 class SwitchPoller:
     """Reads one switch's counters (and, with a desired state, its drift) over SSH."""
 
@@ -113,18 +124,17 @@ class SwitchPoller:
         store: SnapshotStore,
         interval_s: float,
         timeout_s: float,
-        desired: QosState | None = None,
-        connector: Connector = connect,
-        platform: Platform | None = None,
+        read: SwitchRead | None = None,
     ) -> None:
+        read = read or SwitchRead()
         self.device = device
         self.name = device.name
         self.store = store
         self.interval_s = interval_s
         self.timeout_s = timeout_s
-        self.desired = desired
-        self.connector = connector
-        self.platform = platform or platform_for(device.platform)
+        self.desired = read.desired
+        self.connector = read.connector
+        self.platform = read.platform or platform_for(device.platform)
         self._conn: Connection | None = None
 
     def _read(self, conn: Connection) -> SwitchPoll:
@@ -156,9 +166,8 @@ class SwitchPoller:
             raise
 
     def succeeded(self, result: SwitchPoll, duration_s: float) -> None:
-        self.store.update_counters(
-            self.name, result.counters, duration_s, drift=result.drift, sessions=result.sessions
-        )
+        read = ConfigRead(result.drift, result.sessions)
+        self.store.update_counters(self.name, result.counters, duration_s, read)
         self._format()
 
     def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:

@@ -400,8 +400,7 @@ class Daemon:
         try:
             server = MetricsServer(
                 exporter.registry,
-                address[0],
-                address[1],
+                address,
                 loaded.web,
                 exporter.text,
                 settings.server_limits(),

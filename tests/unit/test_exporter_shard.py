@@ -18,7 +18,7 @@ from agent.intent.loader import load_fabric
 from agent.intent.shard import WHOLE, Shard
 from exporters.exporter import Exporter, ExporterOptions
 from exporters.fasttext import _n, device_block, render_text
-from exporters.store import IntendedClass, SnapshotStore, SwitchInventory
+from exporters.store import FabricIndex, IntendedClass, SnapshotStore, SwitchInventory
 
 SWITCHES = [f"leaf{i:02d}" for i in range(40)]
 HOSTS = [f"h{i}" for i in range(6)]
@@ -29,7 +29,7 @@ def store_for(shard: Shard) -> SnapshotStore:
     return SnapshotStore(
         "dc1",
         [SwitchInventory(name, ("Ethernet1",), classes) for name in SWITCHES],
-        device_names=[*SWITCHES, *HOSTS],
+        FabricIndex(device_names=[*SWITCHES, *HOSTS]),
         shard=shard,
     )
 
