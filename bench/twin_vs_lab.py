@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from agent.intent.loader import load_fabric
-from agent.ops.twin_vs_lab import compare, measure_lab, median, predict_lab
+from agent.ops.twin_vs_lab import LabIncast, compare, measure_lab, median, predict_lab
 from agent.twin.network import build_network
 from common.signals import unwind_on_termination
 
@@ -70,17 +70,11 @@ def main() -> int:
         network = build_network(intent)
         for label, senders, dcqcn in CASES:
             lab_runs, twin_runs, twin_wall = [], [], 0.0
+            incast = LabIncast(RECEIVER, senders, args.duration, dcqcn=dcqcn)
             for seed in range(1, args.repeats + 1):
-                lab_runs.append(
-                    measure_lab(intent, RECEIVER, senders, args.duration, dcqcn=dcqcn)[0]
-                )
+                lab_runs.append(measure_lab(intent, incast)[0])
                 started = time.perf_counter()
-                twin_runs.append(
-                    predict_lab(
-                        intent, RECEIVER, senders, args.duration, dcqcn=dcqcn, seed=seed,
-                        network=network,
-                    )[0]
-                )  # fmt: skip
+                twin_runs.append(predict_lab(intent, incast, seed=seed, network=network)[0])
                 twin_wall += time.perf_counter() - started
             lab, twin = median(lab_runs), median(twin_runs)
             rows.append(

@@ -60,7 +60,7 @@ from agent.ops.sweep import (
     sweep_verdict,
     with_setting,
 )
-from agent.ops.twin_vs_lab import measure_lab, predict_lab
+from agent.ops.twin_vs_lab import LabIncast, measure_lab, predict_lab
 from common.resources import builtin_playbooks
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
@@ -572,8 +572,8 @@ class PlaybookRunner:
         decided = sweep_recommendation(
             candidates, runs, spec.min_goodput_fraction, spec.max_paused_fraction
         )
-        predicted = [predict_lab(with_setting(original, c), to, senders, spec.duration_s)
-                     for c in candidates]  # fmt: skip
+        incast = LabIncast(to, senders, spec.duration_s)
+        predicted = [predict_lab(with_setting(original, c), incast) for c in candidates]
         add_twin_prediction(
             decided,
             [measures for measures, _ in predicted],
@@ -612,7 +612,7 @@ class PlaybookRunner:
         applied = pusher.apply_all(pusher.select(()), canary=0, batch_size=64)
         if any(r.result not in ("applied", "no-change") for r in applied):
             raise AgentError(f"could not apply candidate {candidate.label()}")
-        measured, result = measure_lab(intent, to, senders, spec.duration_s)
+        measured, result = measure_lab(intent, LabIncast(to, senders, spec.duration_s))
         totals = result["totals"]
         return {
             "lost": totals["lost"],
