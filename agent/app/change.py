@@ -6,7 +6,7 @@ import math
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from agent.device.push import state_dir as resolve_state_dir
 from agent.device.state import Difference
 from agent.errors import AgentError, printable
 from agent.intent.loader import load_fabric
-from agent.intent.model import Device
+from agent.intent.model import Device, FabricIntent
 from common.conventions import (
     add_column,
     console,
@@ -369,44 +369,63 @@ def drift_command(
 @STATE_DIR
 @OUTPUT
 @handle_errors
-def apply_command(
-    fabric: Path,
-    devices: tuple[str, ...],
-    roles: tuple[str, ...],
-    dry_run: bool,
-    canary: int,
-    batch_size: int,
-    parallelism: int,
-    confirm_timeout: float,
-    hold_s: float | None,
-    pending_policy: str,
-    pending_timeout: float,
-    include_hosts: bool,
-    yes: bool,
-    state_dir: Path | None,
-    output: str,
-) -> None:
+def apply_command(fabric: Path, **options: Any) -> None:
     """Bring switches to the intent: canary first, then batches, each change in a transaction
     the switch rolls back by itself unless the readback matches and the agent confirms.
 
     Exit 0 when every device is applied or already right, 1 on any failure.
     """
-    intent = load_fabric(fabric).intent
-    pusher = Pusher.for_intent(
-        intent,
-        resolve_state_dir(state_dir),
-        # The switches' commit timers count whole seconds (EOS `commit timer hh:mm:ss`).
-        confirm_timeout_s=math.ceil(confirm_timeout),
-        include_hosts=include_hosts,
-        hold_before_confirm_s=hold_s or 0.0,
-        pending_policy=pending_policy,
-        pending_timeout_s=pending_timeout,
-    )
-    selected = choose(pusher, devices, roles)
-    if not dry_run and not yes:
+    run = ApplyOptions(**options)
+    pusher = run.pusher(load_fabric(fabric).intent)
+    selected = choose(pusher, run.devices, run.roles)
+    if not run.dry_run and not run.yes:
         if not sys.stdin.isatty():
             raise AgentError("apply changes devices: pass --yes (or run --dry-run first)")
         click.confirm(f"Apply the intent to {len(selected)} device(s)?", abort=True)
+    results = _apply_with_progress(pusher, selected, run)
+    _emit(
+        results, run.output, "apply (dry run)" if run.dry_run else "apply", show_lines=run.dry_run
+    )
+    if any(r.result in (*STOPPING, "skipped") for r in results):
+        sys.exit(EXIT_FAILED)
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    """``roce-agent apply``'s options as the command line gives them."""
+
+    devices: tuple[str, ...]
+    roles: tuple[str, ...]
+    dry_run: bool
+    canary: int
+    batch_size: int
+    parallelism: int
+    confirm_timeout: float
+    hold_s: float | None
+    pending_policy: str
+    pending_timeout: float
+    include_hosts: bool
+    yes: bool
+    state_dir: Path | None
+    output: str
+
+    def pusher(self, intent: FabricIntent) -> Pusher:
+        return Pusher.for_intent(
+            intent,
+            resolve_state_dir(self.state_dir),
+            # The switches' commit timers count whole seconds (EOS `commit timer hh:mm:ss`).
+            confirm_timeout_s=math.ceil(self.confirm_timeout),
+            include_hosts=self.include_hosts,
+            hold_before_confirm_s=self.hold_s or 0.0,
+            pending_policy=self.pending_policy,
+            pending_timeout_s=self.pending_timeout,
+        )
+
+
+def _apply_with_progress(
+    pusher: Pusher, selected: list[Device], run: ApplyOptions
+) -> list[DeviceResult]:
+    """Apply, with a bar on a terminal's stderr (none with -o json)."""
     err = console(stderr=True)
     with Progress(
         TextColumn("{task.description}", markup=False),
@@ -415,20 +434,17 @@ def apply_command(
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=output == "json" or not err.is_terminal,
+        disable=run.output == "json" or not err.is_terminal,
     ) as progress:
-        task = progress.add_task("apply" if not dry_run else "dry run", total=len(selected))
-        results = pusher.apply_all(
+        task = progress.add_task("apply" if not run.dry_run else "dry run", total=len(selected))
+        return pusher.apply_all(
             selected,
-            canary,
-            batch_size,
-            parallelism,
-            dry_run,
+            run.canary,
+            run.batch_size,
+            run.parallelism,
+            run.dry_run,
             on_result=lambda r: progress.advance(task),
         )
-    _emit(results, output, "apply (dry run)" if dry_run else "apply", show_lines=dry_run)
-    if any(r.result in (*STOPPING, "skipped") for r in results):
-        sys.exit(EXIT_FAILED)
 
 
 @click.command("audit")

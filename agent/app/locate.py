@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -31,6 +32,7 @@ from agent.app.output import echo_json, markdown_table, md_code
 from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
 from agent.errors import printable
 from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
 from agent.observe.locate.gather import LocateRun, as_json, run_locate
 from agent.observe.locate.rank import Suspect
 from common.conventions import add_column, console, duration, examples, output_option, table
@@ -220,16 +222,7 @@ def render_table(run: LocateRun, console: Console) -> None:
     "only show under congestion (RoCE in a lossy class, pause not honoured).",
 )
 @handle_errors
-def locate_command(
-    fabric: Any,
-    confidence: float,
-    max_duration: float,
-    min_loss: float,
-    duration: float | None,
-    output: str,
-    rate_per_host: int,
-    load: bool,
-) -> None:
+def locate_command(fabric: Any, output: str, **options: Any) -> None:
     """Find the link, port, switch or host NIC behind a symptom.
 
     Traces every host pair's ECMP paths with the probes' own 5-tuple, probes each path,
@@ -238,18 +231,10 @@ def locate_command(
     at --confidence, or at --max-duration. Exit 0: no fault found; 1: suspects; 2: could
     not run.
     """
-    if rate_per_host <= 0:
+    search = LocateOptions(**options)
+    if search.rate_per_host <= 0:
         raise click.BadParameter("Expected: > 0", param_hint="--rate-per-host")
-    intent = load_fabric(fabric).intent
-    run = run_locate(
-        intent,
-        confidence=confidence,
-        max_duration_s=max_duration,
-        min_loss=min_loss,
-        duration_s=duration,
-        rate_per_host_bps=rate_per_host,
-        load=load,
-    )
+    run = search.run(load_fabric(fabric).intent)
     if output == "json":
         echo_json(as_json(run))
     elif output == "markdown":
@@ -257,3 +242,27 @@ def locate_command(
     else:
         render_table(run, console())
     sys.exit(EXIT_FAILED if run.verdict.fault_found else EXIT_OK)
+
+
+@dataclass(frozen=True)
+class LocateOptions:
+    """How locate probes: its stopping rule (``--confidence``, ``--min-loss``,
+    ``--max-duration``) or a fixed ``--duration``, the probe rate per host and ``--load``."""
+
+    confidence: float
+    max_duration: float
+    min_loss: float
+    duration: float | None
+    rate_per_host: int
+    load: bool
+
+    def run(self, intent: FabricIntent) -> LocateRun:
+        return run_locate(
+            intent,
+            confidence=self.confidence,
+            max_duration_s=self.max_duration,
+            min_loss=self.min_loss,
+            duration_s=self.duration,
+            rate_per_host_bps=self.rate_per_host,
+            load=self.load,
+        )
