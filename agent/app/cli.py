@@ -101,8 +101,9 @@ COMMANDS: Registry[click.Command] = Registry(
     },
 )
 # Commands whose failed import is reported as "the NAME commands are unavailable: ..." (exit
-# 1): the lab and the probing commands first loaded lazily. A failed import of any other
-# command is a bug in an install that has the whole core, and is raised as it is.
+# 1): the ones loaded lazily from the start, the lab's group among them (a part of the
+# install the agent itself never needs). A failed import of any other command is a bug in an
+# install that has the whole core, and is raised as it is.
 UNAVAILABLE_AS_MESSAGE = frozenset(
     {"checks", "discover", "lab", "locate", "nccl", "probe", "render", "rules"}
 )
