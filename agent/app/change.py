@@ -375,7 +375,7 @@ def apply_command(fabric: Path, **options: Any) -> None:
 
     Exit 0 when every device is applied or already right, 1 on any failure.
     """
-    run = ApplyOptions(**options)
+    run = ApplyFlags(**options)
     pusher = run.pusher(load_fabric(fabric).intent)
     selected = choose(pusher, run.devices, run.roles)
     if not run.dry_run and not run.yes:
@@ -391,7 +391,7 @@ def apply_command(fabric: Path, **options: Any) -> None:
 
 
 @dataclass(frozen=True)
-class ApplyOptions:
+class ApplyFlags:
     """``roce-agent apply``'s options as the command line gives them."""
 
     devices: tuple[str, ...]
@@ -423,7 +423,7 @@ class ApplyOptions:
 
 
 def _apply_with_progress(
-    pusher: Pusher, selected: list[Device], run: ApplyOptions
+    pusher: Pusher, selected: list[Device], run: ApplyFlags
 ) -> list[DeviceResult]:
     """Apply, with a bar on a terminal's stderr (none with -o json)."""
     err = console(stderr=True)

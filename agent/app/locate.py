@@ -231,7 +231,7 @@ def locate_command(fabric: Any, output: str, **options: Any) -> None:
     at --confidence, or at --max-duration. Exit 0: no fault found; 1: suspects; 2: could
     not run.
     """
-    search = LocateOptions(**options)
+    search = LocateFlags(**options)
     if search.rate_per_host <= 0:
         raise click.BadParameter("Expected: > 0", param_hint="--rate-per-host")
     run = search.run(load_fabric(fabric).intent)
@@ -245,7 +245,7 @@ def locate_command(fabric: Any, output: str, **options: Any) -> None:
 
 
 @dataclass(frozen=True)
-class LocateOptions:
+class LocateFlags:
     """How locate probes: its stopping rule (``--confidence``, ``--min-loss``,
     ``--max-duration``) or a fixed ``--duration``, the probe rate per host and ``--load``."""
 

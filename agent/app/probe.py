@@ -125,14 +125,14 @@ def group() -> None:
 @handle_errors
 def incast(fabric: Path, output: str, **options: Any) -> None:
     """N senders at line rate into one receiver: expect 0 loss, CE and CNPs with ECN on."""
-    spec = IncastOptions(**options)
+    spec = IncastFlags(**options)
     result = spec.run(_intent(fabric))
     _emit(result, output, f"incast {','.join(spec.names)} → {spec.to}")
     _exit_for(result)
 
 
 @dataclass(frozen=True)
-class IncastOptions:
+class IncastFlags:
     """``probe incast``'s receiver, senders (comma-separated), duration, per-sender rate
     (None: line rate), payload size and whether the senders react to CNPs."""
 
@@ -151,8 +151,9 @@ class IncastOptions:
         from agent.observe.probes.scenarios import incast as run_incast
 
         return run_incast(
-            intent, self.to, self.names, self.duration, self.rate, self.size, not self.no_dcqcn
-        )
+            intent, self.to, self.names, self.duration, self.rate, size=self.size,
+            dcqcn=not self.no_dcqcn,
+        )  # fmt: skip
 
 
 @group.command()
@@ -195,7 +196,7 @@ def storm(fabric: Path, host: str, output: str, **options: Any) -> None:
     """Inject a PFC storm (bounded, self-stopping) and check it is seen as one on the wire."""
     from agent.observe.probes.scenarios import storm as run_storm
 
-    injected = StormOptions(**options)
+    injected = StormFlags(**options)
     result = run_storm(_intent(fabric), host, injected.duration, injected.rate_pps,
                        traffic_from=injected.traffic_from)  # fmt: skip
     _emit(result, output, f"storm from {host}")
@@ -203,7 +204,7 @@ def storm(fabric: Path, host: str, output: str, **options: Any) -> None:
 
 
 @dataclass(frozen=True)
-class StormOptions:
+class StormFlags:
     """How long ``probe storm`` injects, how many XOFF frames a second, and which host sends
     traffic into the storm (None: no traffic)."""
 
@@ -274,7 +275,7 @@ def allreduce(fabric: Path, with_twin: bool, output: str, **options: Any) -> Non
     ring on the same fabric: the check fails when the two differ by more than 15 %.
 
     """
-    ring = RingOptions(**options)
+    ring = RingFlags(**options)
     result = ring.run(_intent(fabric))
     if output != "json":  # per-rank step times: JSON only, a table would be 2(N-1) wide
         result.pop("ranks_detail", None)
@@ -292,7 +293,7 @@ def allreduce(fabric: Path, with_twin: bool, output: str, **options: Any) -> Non
 
 
 @dataclass(frozen=True)
-class RingOptions:
+class RingFlags:
     """``probe allreduce``'s ring: its ranks in order, each rank's buffer, the payload per
     frame and the lab time it may take."""
 
@@ -349,14 +350,14 @@ def perftest(fabric: Path, output: str, report_file: Path | None, **options: Any
     """Line-rate acceptance with perftest on the RDMA hosts, judged with NIC and switch
     counters: >= 90 % of line rate per pair, fair shares and no lossless drops in an incast,
     CNPs where ECN marked, no pause on lossy priorities. Exit 0 pass, 1 fail, 2 not run."""
-    report = PerftestOptions(**options).run(_intent(fabric))
+    report = PerftestFlags(**options).run(_intent(fabric))
     _emit_perftest(report, output, report_file)
     if not report.passed:
         sys.exit(1)
 
 
 @dataclass(frozen=True)
-class PerftestOptions:
+class PerftestFlags:
     """What ``probe perftest`` runs: pairs (``--pairs``, or every pair, ``--bidirectional``)
     or an incast (``--to``/``--from``), and what overrides the fabric's
     validation.perftest (``--test``, ``--qps``, ``--duration``)."""
@@ -470,7 +471,7 @@ def nccl(fabric: Path, output: str, **options: Any) -> None:
     reason), or a host's environment or tools missing (docs/nccl-acceptance.md).
 
     """
-    report = NcclOptions(**options).run(_intent(fabric))
+    report = NcclFlags(**options).run(_intent(fabric))
     _emit_nccl(report, output)
     if report.skipped is not None:
         sys.exit(2)
@@ -479,7 +480,7 @@ def nccl(fabric: Path, output: str, **options: Any) -> None:
 
 
 @dataclass(frozen=True)
-class NcclOptions:
+class NcclFlags:
     """``probe nccl``'s overrides of the fabric's validation.nccl (``--test``,
     ``--min-busbw-fraction``), its hosts (empty: every one with a GPU) and whether the
     switches are read."""
@@ -657,7 +658,7 @@ def analyze(capture: Path, output: str, **options: Any) -> None:
     """
     from agent.errors import printable
 
-    result, warnings = AnalysisOptions(**options).analyze(capture)
+    result, warnings = AnalysisFlags(**options).analyze(capture)
     for warning in warnings:  # a file name can hold escape sequences: shown, never obeyed
         click.echo(f"warning: {printable(warning)}", err=True)
     if output == "json":
@@ -699,7 +700,7 @@ def analyze(capture: Path, output: str, **options: Any) -> None:
 
 
 @dataclass(frozen=True)
-class AnalysisOptions:
+class AnalysisFlags:
     """How ``probe analyze`` reads a capture: the link speed it was taken at (for paused
     time), when a pause counts as a storm, the UDP port of RoCEv2, and its bounds (flows
     tracked, packets and bytes read)."""

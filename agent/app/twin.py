@@ -282,7 +282,7 @@ def twin_command(fabric: Path, **options: Any) -> None:
 
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """
-    run = TwinOptions(**options)
+    run = TwinFlags(**options)
     if _collective_mode(run.workload):
         _collective_command(fabric, run)
     plot_file = run.plot_file
@@ -304,7 +304,7 @@ def twin_command(fabric: Path, **options: Any) -> None:
 
 
 @dataclass(frozen=True)
-class TwinOptions:
+class TwinFlags:
     """``roce-agent twin``'s options as the command line gives them: a scenario's (senders,
     speed, payload, DCQCN, pause honouring, --plot) or, with --workload, a collective's
     (ranks, size, QPs, hosts); the run's (duration, seed, loss recovery) and the output's."""
@@ -399,7 +399,7 @@ def _collective_mode(workload: str | None) -> bool:
     return True
 
 
-def _collective_command(fabric: Path, run: TwinOptions) -> None:
+def _collective_command(fabric: Path, run: TwinFlags) -> None:
     """Run the collective (``--duration``, when given, is the simulated time allowed) and
     exit."""
     from agent.twin.collectives import run_collective
