@@ -422,7 +422,7 @@ def drift_and_poll(
     the agent's drift read (one login per device), then the exporter's switch poller twice
     (first cycle logs in, the second reuses the kept sessions, as the exporter does)."""
     from agent.intent.shard import parse_shard
-    from exporters.poller import SwitchPoller
+    from exporters.poller import SwitchPoller, SwitchRead
 
     shard = parse_shard(f"1/{options.shards}")
     mine = [d for d in devices if shard.owns(d.name)]
@@ -437,7 +437,7 @@ def drift_and_poll(
     pollers = [
         SwitchPoller(
             d, store=None, interval_s=30, timeout_s=30,  # type: ignore[arg-type]
-            desired=pusher._desired(d, pusher_platform(d)),
+            read=SwitchRead(desired=pusher._desired(d, pusher_platform(d))),
         )
         for d in mine
     ]  # fmt: skip

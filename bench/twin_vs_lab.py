@@ -26,7 +26,7 @@ from typing import Any
 
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
-from agent.ops.twin_vs_lab import compare, measure_lab, median, predict_lab
+from agent.ops.twin_vs_lab import LabIncast, compare, measure_lab, median, predict_lab
 from agent.twin.network import TwinNetwork, build_network
 from common.signals import unwind_on_termination
 
@@ -56,15 +56,11 @@ def _case(
     """One case's row: the lab and the twin, ``args.repeats`` runs each, and their agreement."""
     label, senders, dcqcn = case
     lab_runs, twin_runs, twin_wall = [], [], 0.0
+    incast = LabIncast(RECEIVER, senders, args.duration, dcqcn=dcqcn)
     for seed in range(1, args.repeats + 1):
-        lab_runs.append(measure_lab(intent, RECEIVER, senders, args.duration, dcqcn=dcqcn)[0])
+        lab_runs.append(measure_lab(intent, incast)[0])
         started = time.perf_counter()
-        twin_runs.append(
-            predict_lab(
-                intent, RECEIVER, senders, args.duration, dcqcn=dcqcn, seed=seed,
-                network=network,
-            )[0]
-        )  # fmt: skip
+        twin_runs.append(predict_lab(intent, incast, seed=seed, network=network)[0])
         twin_wall += time.perf_counter() - started
     lab, twin = median(lab_runs), median(twin_runs)
     return {

@@ -18,9 +18,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, overload
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 class UnknownName(LookupError):
@@ -67,6 +68,18 @@ class Registry(Mapping[str, Entry], Generic[T]):
             return self._entries[name]
         except KeyError:
             raise UnknownName(self.unknown(name)) from None
+
+    # Mapping's own ``in`` and ``get`` look a name up through ``[]`` and catch only KeyError:
+    # an UnknownName would escape them.
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    @overload
+    def get(self, name: str, /) -> Entry | None: ...
+    @overload
+    def get(self, name: str, default: Entry | D, /) -> Entry | D: ...
+    def get(self, name: str, default: object = None, /) -> object:
+        return self._entries.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)

@@ -316,83 +316,90 @@ class _Builder:
     def build(self, node: yaml.Node, path: PathKey) -> Any:
         self.map.values[path] = _position(self.file, node.start_mark)
         if isinstance(node, yaml.MappingNode):
-            # YAML merge keys (``<<: *base``): the merged pairs are defaults that the mapping's
-            # own keys override, so only a key written twice in the mapping itself is a
-            # duplicate. PyYAML's flatten_mapping puts both in one list, so merge here.
-            result: dict[Any, Any] = {}
-            spelt: dict[str, Any] = {}
-            merges = 0
-            for key_node, value_node in node.value:
-                if key_node.tag != _MERGE_TAG:
-                    continue
-                merges += 1
-                if merges > 1:  # a duplicate key like any other; PyYAML lets the last win
-                    self.problems.append(
-                        Problem(
-                            _position(self.file, key_node.start_mark),
-                            dotted_path(path),
-                            "duplicate key '<<': Expected: one merge key per mapping "
-                            "(<<: [*a, *b] merges several) Actual: a second '<<'",
-                        )
-                    )
-                    continue
-                sources = (
-                    value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                )
-                for source in reversed(sources):  # the first one listed wins
-                    if not isinstance(source, yaml.MappingNode):
-                        self.problems.append(
-                            Problem(
-                                _position(self.file, source.start_mark),
-                                dotted_path(path),
-                                f"Expected: a mapping to merge (<<) Actual: {_kind(source)}",
-                            )
-                        )
-                        continue
-                    merged = self.build(source, path)
-                    for key, value in merged.items():
-                        result.pop(spelt.pop(str(key), key), None)
-                        result[key] = value
-                        spelt[str(key)] = key
-            self.map.values[path] = _position(self.file, node.start_mark)
-            first: dict[str, tuple[str | int, SourcePosition]] = {}
-            for key_node, value_node in node.value:
-                if key_node.tag == _MERGE_TAG:
-                    continue
-                key = self.scalar(key_node, path) if isinstance(key_node, yaml.ScalarNode) else None
-                if key is _REFUSED:
-                    continue
-                if not isinstance(key, str | int) or isinstance(key, bool):
-                    self.problems.append(
-                        Problem(
-                            _position(self.file, key_node.start_mark),
-                            dotted_path(path),
-                            "Expected: a mapping key that is a name or a number "
-                            f"Actual: {_kind(key_node)}",
-                        )
-                    )
-                    continue
-                # 3 and '3' are one key to the models (queues are keyed by number).
-                spelling = str(key)
-                if spelling in first:
-                    first_key, first_at = first[spelling]
-                    self.problems.append(
-                        Problem(
-                            _position(self.file, key_node.start_mark),
-                            dotted_path((*path, first_key)),
-                            f"duplicate key {key!r} (first defined on line {first_at.line} "
-                            f"as {first_key!r})",
-                        )
-                    )
-                    continue
-                first[spelling] = (key, _position(self.file, key_node.start_mark))
-                self.map.keys[(*path, key)] = first[spelling][1]
-                result.pop(spelt.pop(spelling, key), None)  # overrides a merged key
-                result[key] = self.build(value_node, (*path, key))
-            return result
+            return self.mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         return self.scalar(node, path)
+
+    def refuse(self, mark: yaml.Mark, path: PathKey, message: str) -> None:
+        self.problems.append(Problem(_position(self.file, mark), dotted_path(path), message))
+
+    def mapping(self, node: yaml.MappingNode, path: PathKey) -> dict[Any, Any]:
+        """A mapping with its merge keys (``<<: *base``) applied: the merged pairs are
+        defaults that the mapping's own keys override, so only a key written twice in the
+        mapping itself is a duplicate. PyYAML's flatten_mapping puts both in one list, so
+        merge here."""
+        result: dict[Any, Any] = {}
+        spelt: dict[str, Any] = {}  # each key of the result by its spelling
+        self.merge_into(node, path, result, spelt)
+        self.map.values[path] = _position(self.file, node.start_mark)
+        first: dict[str, tuple[str | int, SourcePosition]] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue
+            key = self.own_key(key_node, path, first)
+            if key is _REFUSED:
+                continue
+            result.pop(spelt.pop(str(key), key), None)  # overrides a merged key
+            result[key] = self.build(value_node, (*path, key))
+        return result
+
+    def merge_into(
+        self, node: yaml.MappingNode, path: PathKey, result: dict[Any, Any], spelt: dict[str, Any]
+    ) -> None:
+        """The pairs of the mappings the ``<<`` key names, into ``result``."""
+        merges = [(k, v) for k, v in node.value if k.tag == _MERGE_TAG]
+        if merges:
+            self.merge_sources(merges[0][1], path, result, spelt)
+        for key_node, _ in merges[1:]:  # a duplicate key like any other; PyYAML lets the last win
+            self.refuse(
+                key_node.start_mark,
+                path,
+                "duplicate key '<<': Expected: one merge key per mapping "
+                "(<<: [*a, *b] merges several) Actual: a second '<<'",
+            )
+
+    def merge_sources(
+        self, value: yaml.Node, path: PathKey, result: dict[Any, Any], spelt: dict[str, Any]
+    ) -> None:
+        sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
+        for source in reversed(sources):  # the first one listed wins
+            if not isinstance(source, yaml.MappingNode):
+                message = f"Expected: a mapping to merge (<<) Actual: {_kind(source)}"
+                self.refuse(source.start_mark, path, message)
+                continue
+            for key, merged in self.build(source, path).items():
+                result.pop(spelt.pop(str(key), key), None)
+                result[key] = merged
+                spelt[str(key)] = key
+
+    def own_key(
+        self, key_node: yaml.Node, path: PathKey, first: dict[str, tuple[str | int, SourcePosition]]
+    ) -> Any:
+        """A key written in the mapping itself, recorded in ``first`` and the source map;
+        ``_REFUSED`` for one that is not a name or a number, or is written twice."""
+        key = self.scalar(key_node, path) if isinstance(key_node, yaml.ScalarNode) else None
+        if key is _REFUSED:
+            return _REFUSED
+        if not isinstance(key, str | int) or isinstance(key, bool):
+            message = (
+                f"Expected: a mapping key that is a name or a number Actual: {_kind(key_node)}"
+            )
+            self.refuse(key_node.start_mark, path, message)
+            return _REFUSED
+        # 3 and '3' are one key to the models (queues are keyed by number).
+        spelling = str(key)
+        if spelling in first:
+            first_key, first_at = first[spelling]
+            self.refuse(
+                key_node.start_mark,
+                (*path, first_key),
+                f"duplicate key {key!r} (first defined on line {first_at.line} as {first_key!r})",
+            )
+            return _REFUSED
+        first[spelling] = (key, _position(self.file, key_node.start_mark))
+        self.map.keys[(*path, key)] = first[spelling][1]
+        return key
 
     def scalar(self, node: yaml.Node, path: PathKey) -> Any:
         """One scalar, refused with its position when it cannot be a sane config value."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,24 +96,29 @@ def link(title: str, uid: str, clicked: tuple[str, ...]) -> dict[str, Any]:
     return {"title": title, "url": f"/d/{uid}/{uid}?{'&'.join(params)}", "targetBlank": False}
 
 
+@dataclass(frozen=True)
+class Look:
+    """How a panel shows: its place on the dashboard's 24-column grid (x, y, width,
+    height), the unit of its values, its description (the panel's info tooltip) and the data
+    links a click on a series follows."""
+
+    grid: Grid
+    unit: str
+    description: str
+    links: Sequence[dict[str, Any]] = ()
+
+
 def panel(
-    kind: str,
-    title: str,
-    targets: list[dict[str, Any]],
-    grid: Grid,
-    unit: str,
-    description: str,
-    links: list[dict[str, Any]] | None = None,
-    **options: Any,
+    kind: str, title: str, targets: list[dict[str, Any]], look: Look, **options: Any
 ) -> Panel:
-    x, y, w, h = grid
-    defaults: dict[str, Any] = {"unit": unit}
-    if links:
-        defaults["links"] = links
+    x, y, w, h = look.grid
+    defaults: dict[str, Any] = {"unit": look.unit}
+    if look.links:
+        defaults["links"] = list(look.links)
     return {
         "type": kind,
         "title": title,
-        "description": description,
+        "description": look.description,
         "datasource": DS,
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
         "targets": targets,
@@ -120,9 +127,8 @@ def panel(
     }
 
 
-def stat(title: str, expr: str, grid: Grid, unit: str, description: str,
-         red_above: float | None = 0) -> Panel:  # fmt: skip
-    body = panel("stat", title, [target(expr, title)], grid, unit, description,
+def stat(title: str, expr: str, look: Look, red_above: float | None = 0) -> Panel:
+    body = panel("stat", title, [target(expr, title)], look,
                  reduceOptions={"calcs": ["lastNotNull"], "fields": "", "values": False},
                  colorMode="background", graphMode="none")  # fmt: skip
     if red_above is not None:
@@ -136,18 +142,16 @@ def stat(title: str, expr: str, grid: Grid, unit: str, description: str,
     return body
 
 
-def series(title: str, targets: list[dict[str, Any]], grid: Grid, unit: str, description: str,
-           links: list[dict[str, Any]] | None = None) -> Panel:  # fmt: skip
-    return panel("timeseries", title, targets, grid, unit, description, links,
+def series(title: str, targets: list[dict[str, Any]], look: Look) -> Panel:
+    return panel("timeseries", title, targets, look,
                  legend={"displayMode": "table", "placement": "bottom", "showLegend": True,
                          "calcs": ["max", "last"]},
                  tooltip={"mode": "multi", "sort": "desc"})  # fmt: skip
 
 
-def table(title: str, expr: str, grid: Grid, unit: str, description: str,
-          links: list[dict[str, Any]] | None = None) -> Panel:  # fmt: skip
-    return panel("table", title, [target(expr, "", format="table", instant=True)], grid,
-                 unit, description, links, showHeader=True)  # fmt: skip
+def table(title: str, expr: str, look: Look) -> Panel:
+    return panel("table", title, [target(expr, "", format="table", instant=True)], look,
+                 showHeader=True)  # fmt: skip
 
 
 def datasource_variable() -> dict[str, Any]:
@@ -236,67 +240,68 @@ def overview() -> dict[str, Any]:
         f"(fabric, device, interface, queue) {lossless(FLEET)}"
     )
     panels = [
-        stat("Devices down", f"count(roce_device_up{{{f}}} == 0) or vector(0)", (0, 0, 3, 4),
+        stat("Devices down", f"count(roce_device_up{{{f}}} == 0) or vector(0)", Look((0, 0, 3, 4),
              "none", "Switches the exporter could not poll within its timeout (0 also before "
-             "a switch's first successful poll)."),
-        stat("Lossless drops", f"sum({lossless_drops}) or vector(0)", (3, 0, 3, 4), "none",
-             "Packets dropped on lossless (PFC) queues over the dashboard range. Must be 0."),
+             "a switch's first successful poll).")),
+        stat("Lossless drops", f"sum({lossless_drops}) or vector(0)", Look((3, 0, 3, 4), "none",
+             "Packets dropped on lossless (PFC) queues over the dashboard range. Must be 0.")),
         stat("Headroom drops", f"sum(increase(roce_headroom_dropped_packets_total{{{f}}}"
              "[$__range]) and on (fabric, device, interface, priority) "
-             f"{lossless(FLEET)}) or vector(0)", (6, 0, 3, 4), "none",
-             "Ingress drops of lossless priorities over the range: PFC headroom too small."),
+             f"{lossless(FLEET)}) or vector(0)", Look((6, 0, 3, 4), "none",
+             "Ingress drops of lossless priorities over the range: PFC headroom too small.")),
         stat("PFC storms now", f"sum(roce_pfc_watchdog_stormed{{{f}}}) or vector(0)",
-             (9, 0, 3, 4), "none", "Queues the PFC watchdog holds in the stormed state."),
+             Look((9, 0, 3, 4), "none", "Queues the PFC watchdog holds in the stormed state.")),
         stat("Pause frames/s", f'sum(rate(roce_pfc_frames_total{{{f}, direction="tx"}}'
-             "[$__rate_interval]))", (12, 0, 3, 4), "pps",
-             "PFC pause frames the switches send.", red_above=None),
+             "[$__rate_interval]))", Look((12, 0, 3, 4), "pps",
+             "PFC pause frames the switches send."), red_above=None),
         stat("ECN marks/s", f"sum(rate(roce_queue_ecn_marked_packets_total{{{f}}}"
-             "[$__rate_interval]))", (15, 0, 3, 4), "pps", "Packets CE-marked by the switches.",
-             red_above=None),
-        stat("Drift items", f"sum(roce_drift_items{{{f}}}) or vector(0)", (18, 0, 3, 4), "none",
-             "Settings that differ from the fabric intent (`roce-agent drift`)."),
+             "[$__rate_interval]))",
+             Look((15, 0, 3, 4), "pps", "Packets CE-marked by the switches."), red_above=None),
+        stat("Drift items", f"sum(roce_drift_items{{{f}}}) or vector(0)",
+             Look((18, 0, 3, 4), "none",
+                  "Settings that differ from the fabric intent (`roce-agent drift`).")),
         stat("Probe loss (latest runs)",
-             f"sum(roce_probe_last_run_lost_packets{{{f}}}) or vector(0)", (21, 0, 3, 4), "none",
-             "Packets the latest run of each probe flow lost."),
+             f"sum(roce_probe_last_run_lost_packets{{{f}}}) or vector(0)",
+             Look((21, 0, 3, 4), "none", "Packets the latest run of each probe flow lost.")),
         series("Lossless drops/s by device", [target(
             f"sum by (fabric, device) (rate(roce_queue_dropped_packets_total{{{f}}}"
             "[$__rate_interval]) and on (fabric, device, interface, queue) "
-            f"{lossless(FLEET)})", "{{fabric}} {{device}}")], (0, 4, 12, 8), "pps",
+            f"{lossless(FLEET)})", "{{fabric}} {{device}}")], Look((0, 4, 12, 8), "pps",
             "Drops on the queues the intent makes lossless. Click a series for its switch.",
-            to_switch),
+            to_switch)),
         series("PFC pause frames/s by device", [target(
             f"sum by (fabric, device, direction) (rate(roce_pfc_frames_total{{{f}}}"
-            "[$__rate_interval]))", "{{fabric}} {{device}} {{direction}}")], (12, 4, 12, 8),
+            "[$__rate_interval]))", "{{fabric}} {{device}} {{direction}}")], Look((12, 4, 12, 8),
             "pps", "Pause frames received (rx) and sent (tx). Click a series for its switch.",
-            to_switch),
+            to_switch)),
         series("ECN marks/s by device", [target(
             f"sum by (fabric, device) (rate(roce_queue_ecn_marked_packets_total{{{f}}}"
-            "[$__rate_interval]))", "{{fabric}} {{device}}")], (0, 12, 12, 8), "pps",
-            "Packets CE-marked on egress. Click a series for its switch.", to_switch),
+            "[$__rate_interval]))", "{{fabric}} {{device}}")], Look((0, 12, 12, 8), "pps",
+            "Packets CE-marked on egress. Click a series for its switch.", to_switch)),
         series("Probe loss ratio by scenario", [target(
             f"sum by (scenario) (increase(roce_probe_packets_lost_total{{{f}}}"
             "[$__rate_interval])) / sum by (scenario) (increase(roce_probe_packets_sent_total"
-            f"{{{f}}}[$__rate_interval]))", "{{scenario}}")], (12, 12, 12, 8), "percentunit",
-            "Lost over sent packets of the wire probes, per scenario."),
+            f"{{{f}}}[$__rate_interval]))", "{{scenario}}")], Look((12, 12, 12, 8), "percentunit",
+            "Lost over sent packets of the wire probes, per scenario.")),
         series("Devices up", [target(f"roce_device_up{{{f}}}", "{{fabric}} {{device}}")],
-               (0, 20, 8, 7), "none", "1 while the latest poll of the switch succeeded.",
-               to_switch),
+               Look((0, 20, 8, 7), "none", "1 while the latest poll of the switch succeeded.",
+               to_switch)),
         series("Poll duration", [target(f"roce_poll_duration_seconds{{{f}}}",
-               "{{fabric}} {{device}}")], (8, 20, 8, 7), "s",
-               "How long the latest poll of each switch took (the timeout if it timed out)."),
+               "{{fabric}} {{device}}")], Look((8, 20, 8, 7), "s",
+               "How long the latest poll of each switch took (the timeout if it timed out).")),
         series("Poll errors by reason", [target(
             f"sum by (fabric, device, reason) (increase(roce_poll_errors_total{{{f}}}"
-            "[$__rate_interval]))", "{{device}} {{reason}}")], (16, 20, 8, 7), "none",
-            "Failed polls per interval, by reason (timeout, auth, connect, parse, other)."),
+            "[$__rate_interval]))", "{{device}} {{reason}}")], Look((16, 20, 8, 7), "none",
+            "Failed polls per interval, by reason (timeout, auth, connect, parse, other).")),
         table("Locate: suspects of the latest run",
-              f"sort_desc(roce_locate_suspect{{{f}}})", (0, 27, 18, 7), "percentunit",
+              f"sort_desc(roce_locate_suspect{{{f}}})", Look((0, 27, 18, 7), "percentunit",
               "The link, port, switch or host NIC the latest scheduled `roce-agent locate` "
               "run blames, with its confidence; empty when it found no fault. The evidence is "
-              "in the daemon's reports/last-locate.json (runbook: RoceLocateSuspect)."),
+              "in the daemon's reports/last-locate.json (runbook: RoceLocateSuspect).")),
         stat("Locate: age of the latest run",
              f"time() - max by (fabric) (roce_locate_last_run_timestamp_seconds{{{f}}})",
-             (18, 27, 6, 7), "s", "Seconds since the latest locate run was stored. A verdict "
-             "older than two schedules no longer fires RoceLocateSuspect.", red_above=None),
+             Look((18, 27, 6, 7), "s", "Seconds since the latest locate run was stored. A verdict "
+             "older than two schedules no longer fires RoceLocateSuspect."), red_above=None),
     ]  # fmt: skip
     return dashboard(
         "roce-fabric-overview",
@@ -317,33 +322,33 @@ def switch() -> dict[str, Any]:
     panels = [
         series("PFC frames/s by interface", [target(
             f"{by}, direction) (rate(roce_pfc_frames_total{{{s}}}[$__rate_interval]))",
-            "{{device}} {{interface}} {{direction}}")], (0, 0, 12, 8), "pps",
+            "{{device}} {{interface}} {{direction}}")], Look((0, 0, 12, 8), "pps",
             "Pause frames received (rx) and sent (tx), all priorities. Click for the "
-            "interface.", to_port),
+            "interface.", to_port)),
         series("Queue drops/s by interface", [target(
             f"{by}) (rate(roce_queue_dropped_packets_total{{{s}}}[$__rate_interval]))",
-            "{{device}} {{interface}}")], (12, 0, 12, 8), "pps",
+            "{{device}} {{interface}}")], Look((12, 0, 12, 8), "pps",
             "Egress queue drops, all queues; the interface dashboard tells lossless from lossy.",
-            to_port),
+            to_port)),
         series("ECN marks/s by interface", [target(
             f"{by}) (rate(roce_queue_ecn_marked_packets_total{{{s}}}[$__rate_interval]))",
-            "{{device}} {{interface}}")], (0, 8, 12, 8), "pps",
-            "Packets CE-marked on egress, all queues.", to_port),
+            "{{device}} {{interface}}")], Look((0, 8, 12, 8), "pps",
+            "Packets CE-marked on egress, all queues.", to_port)),
         series("Transmitted by interface", [target(
             f"8 * {by}) (rate(roce_queue_transmitted_bytes_total{{{s}}}[$__rate_interval]))",
-            "{{device}} {{interface}}")], (12, 8, 12, 8), "bps",
-            "Egress throughput of the interface, all queues.", to_port),
+            "{{device}} {{interface}}")], Look((12, 8, 12, 8), "bps",
+            "Egress throughput of the interface, all queues.", to_port)),
         series("Headroom (ingress) drops/s by interface", [target(
             f"{by}) (rate(roce_headroom_dropped_packets_total{{{s}}}[$__rate_interval]))",
-            "{{device}} {{interface}}")], (0, 16, 12, 8), "pps",
-            "Ingress drops of lossless priorities: headroom too small for the cable.", to_port),
+            "{{device}} {{interface}}")], Look((0, 16, 12, 8), "pps",
+            "Ingress drops of lossless priorities: headroom too small for the cable.", to_port)),
         series("PFC watchdog: stormed queues", [target(
             f"{by}) (roce_pfc_watchdog_stormed{{{s}}})", "{{device}} {{interface}}")],
-            (12, 16, 12, 8), "none", "Queues the PFC watchdog holds in the stormed state.",
-            to_port),
+            Look((12, 16, 12, 8), "none", "Queues the PFC watchdog holds in the stormed state.",
+            to_port)),
         table("Intended lossless classes",
-              f"roce_intended_class_info{{{sel(PORT, PFC_ON)}}}", (0, 24, 24, 8),
-              "none", "From the fabric intent: the classes that must never drop."),
+              f"roce_intended_class_info{{{sel(PORT, PFC_ON)}}}", Look((0, 24, 24, 8),
+              "none", "From the fabric intent: the classes that must never drop.")),
     ]  # fmt: skip
     return dashboard(
         "roce-switch",
@@ -363,42 +368,43 @@ def interface() -> dict[str, Any]:
         series("PFC frames/s by priority", [target(
             f"{by}, priority, direction) (rate(roce_pfc_frames_total{{{p}}}"
             "[$__rate_interval]))", "{{interface}} p{{priority}} {{direction}}")],
-            (0, 0, 12, 8), "pps", "Pause frames per priority (lossless priorities, and any "
-            "other that ever paused)."),
+            Look((0, 0, 12, 8), "pps", "Pause frames per priority (lossless priorities, and any "
+            "other that ever paused).")),
         series("Queue drops/s", [target(
             f"{by}, queue) (rate(roce_queue_dropped_packets_total{{{q}}}[$__rate_interval]))",
-            "{{interface}} q{{queue}}")], (12, 0, 12, 8), "pps",
-            "Egress queue drops; any on a lossless queue is a fault."),
+            "{{interface}} q{{queue}}")], Look((12, 0, 12, 8), "pps",
+            "Egress queue drops; any on a lossless queue is a fault.")),
         series("ECN marks/s", [target(
             f"{by}, queue) (rate(roce_queue_ecn_marked_packets_total{{{q}}}"
-            "[$__rate_interval]))", "{{interface}} q{{queue}}")], (0, 8, 12, 8), "pps",
-            "Packets CE-marked per egress queue."),
+            "[$__rate_interval]))", "{{interface}} q{{queue}}")], Look((0, 8, 12, 8), "pps",
+            "Packets CE-marked per egress queue.")),
         series("ECN marked fraction", [target(
             f"{by}, queue) (rate(roce_queue_ecn_marked_packets_total{{{q}}}"
             f"[$__rate_interval])) / {by}, queue) "
             f"(rate(roce_queue_transmitted_packets_total{{{q}}}[$__rate_interval]))",
-            "{{interface}} q{{queue}}")], (12, 8, 12, 8), "percentunit",
-            "Marked over transmitted packets per queue: how hard DCQCN is being asked to slow."),
+            "{{interface}} q{{queue}}")], Look((12, 8, 12, 8), "percentunit",
+            "Marked over transmitted packets per queue: how hard DCQCN is being asked to slow.")),
         series("Transmitted by queue", [target(
             f"8 * {by}, queue) (rate(roce_queue_transmitted_bytes_total{{{q}}}"
-            "[$__rate_interval]))", "{{interface}} q{{queue}}")], (0, 16, 12, 8), "bps",
-            "Egress throughput per queue."),
+            "[$__rate_interval]))", "{{interface}} q{{queue}}")], Look((0, 16, 12, 8), "bps",
+            "Egress throughput per queue.")),
         series("Headroom (ingress) drops/s by priority", [target(
             f"{by}, priority) (rate(roce_headroom_dropped_packets_total{{{p}}}"
-            "[$__rate_interval]))", "{{interface}} p{{priority}}")], (12, 16, 12, 8), "pps",
-            "Ingress drops per priority: PFC fired too late or the headroom is too small."),
+            "[$__rate_interval]))", "{{interface}} p{{priority}}")], Look((12, 16, 12, 8), "pps",
+            "Ingress drops per priority: PFC fired too late or the headroom is too small.")),
         series("PFC watchdog: stormed queues", [target(
             f"{by}, priority) (roce_pfc_watchdog_stormed{{{p}}})",
-            "{{interface}} p{{priority}}")], (0, 24, 12, 8), "none",
-            "1 while the watchdog holds the priority's queue in the stormed state."),
+            "{{interface}} p{{priority}}")], Look((0, 24, 12, 8), "none",
+            "1 while the watchdog holds the priority's queue in the stormed state.")),
         series("PFC watchdog: storms detected and restored", [
             target(f"{by}, priority) (increase(roce_pfc_watchdog_storms_detected_total"
                    f"{{{p}}}[$__rate_interval]))", "{{interface}} p{{priority}} detected"),
             target(f"{by}, priority) (increase(roce_pfc_watchdog_storms_restored_total"
                    f"{{{p}}}[$__rate_interval]))", "{{interface}} p{{priority}} restored", "B"),
-        ], (12, 24, 12, 8), "none", "Storms the watchdog detected and restored per interval."),
-        table("Intended classes", f"roce_intended_class_info{{{p}}}", (0, 32, 24, 8), "none",
-              "From the fabric intent: every class of the interface; pfc=on must never drop."),
+        ], Look((12, 24, 12, 8), "none",
+                "Storms the watchdog detected and restored per interval.")),
+        table("Intended classes", f"roce_intended_class_info{{{p}}}", Look((0, 32, 24, 8), "none",
+              "From the fabric intent: every class of the interface; pfc=on must never drop.")),
     ]  # fmt: skip
     return dashboard(
         "roce-interface",
@@ -416,47 +422,47 @@ def probes() -> dict[str, Any]:
     panels = [
         series("Packets lost by flow", [target(
             f"sum by (scenario, src, dst) (increase(roce_probe_packets_lost_total{{{s}}}"
-            "[$__rate_interval]))", "{{scenario}} {{src}}→{{dst}}")], (0, 0, 12, 8), "none",
-            "Probe packets lost per interval (PSN gaps at the receiver)."),
+            "[$__rate_interval]))", "{{scenario}} {{src}}→{{dst}}")], Look((0, 0, 12, 8), "none",
+            "Probe packets lost per interval (PSN gaps at the receiver).")),
         series("Loss ratio", [target(
             f"sum by (scenario) (increase(roce_probe_packets_lost_total{{{s}}}[$__range])) / "
             f"sum by (scenario) (increase(roce_probe_packets_sent_total{{{s}}}[$__range]))",
-            "{{scenario}}")], (12, 0, 12, 8), "percentunit",
-            "Lost over sent packets over the dashboard range, per scenario."),
+            "{{scenario}}")], Look((12, 0, 12, 8), "percentunit",
+            "Lost over sent packets over the dashboard range, per scenario.")),
         panel("heatmap", "One-way latency", [target(
             f"sum by (le) (increase(roce_probe_latency_seconds_bucket{{{s}}}"
-            "[$__rate_interval]))", "{{le}}", format="heatmap")], (0, 8, 12, 9), "s",
-            "Histogram of probe one-way latency.", calculate=False,
+            "[$__rate_interval]))", "{{le}}", format="heatmap")], Look((0, 8, 12, 9), "s",
+            "Histogram of probe one-way latency."), calculate=False,
             yAxis={"unit": "s"}, color={"mode": "scheme", "scheme": "Oranges"}),
         series("Latency quantiles", [
             target(f"histogram_quantile(0.5, sum by (le) (rate(roce_probe_latency_seconds_bucket"
                    f"{{{s}}}[$__rate_interval])))", "p50"),
             target(f"histogram_quantile(0.99, sum by (le) (rate(roce_probe_latency_seconds_bucket"
                    f"{{{s}}}[$__rate_interval])))", "p99", "B"),
-        ], (12, 8, 12, 9), "s", "Median and 99th percentile of probe one-way latency."),
+        ], Look((12, 8, 12, 9), "s", "Median and 99th percentile of probe one-way latency.")),
         series("CE-marked packets and CNPs/s", [
             target(f"sum by (src, dst) (rate(roce_probe_packets_ce_marked_total{{{s}}}"
                    "[$__rate_interval]))", "CE {{src}}→{{dst}}"),
             target(f"sum by (src, dst) (rate(roce_probe_cnps_received_total{{{s}}}"
                    "[$__rate_interval]))", "CNP {{src}}→{{dst}}", "B"),
-        ], (0, 17, 12, 8), "pps", "ECN CE marks the receivers saw and CNPs the senders got."),
+        ], Look((0, 17, 12, 8), "pps", "ECN CE marks the receivers saw and CNPs the senders got.")),
         series("Paused on the wire (fraction of time) by host and priority", [target(
             f"sum by (host, priority) (rate(roce_probe_paused_seconds_total{{{hosts}}}"
-            "[$__rate_interval]))", "{{host}} p{{priority}}")], (12, 17, 12, 8), "percentunit",
-            "Share of time the probe hosts were paused by PFC, per priority."),
+            "[$__rate_interval]))", "{{host}} p{{priority}}")], Look((12, 17, 12, 8), "percentunit",
+            "Share of time the probe hosts were paused by PFC, per priority.")),
         series("Reordered and invalid", [
             target(f"sum by (src, dst) (increase(roce_probe_packets_reordered_total{{{s}}}"
                    "[$__rate_interval]))", "reordered {{src}}→{{dst}}"),
             target(f"sum by (host) (increase(roce_probe_invalid_frames_total{{{hosts}}}"
                    "[$__rate_interval]))", "invalid at {{host}}", "B"),
-        ], (0, 25, 12, 8), "none", "Packets out of order and frames the receiver rejected."),
+        ], Look((0, 25, 12, 8), "none", "Packets out of order and frames the receiver rejected.")),
         table("Runs by verdict", "sum by (scenario, result) (increase(roce_probe_runs_total"
-              f"{{{hosts}}}[$__range]))", (12, 25, 6, 8), "none",
-              "Probe runs over the dashboard range, by scenario and verdict."),
+              f"{{{hosts}}}[$__range]))", Look((12, 25, 6, 8), "none",
+              "Probe runs over the dashboard range, by scenario and verdict.")),
         table("Last run (seconds ago)", "time() - roce_probe_last_run_timestamp_seconds"
-              f"{{{hosts}}}", (18, 25, 6, 8), "s", "Age of each scenario's latest result."),
+              f"{{{hosts}}}", Look((18, 25, 6, 8), "s", "Age of each scenario's latest result.")),
         table("Latest run: packets lost by flow", f"roce_probe_last_run_lost_packets{{{s}}}",
-              (0, 33, 24, 6), "none", "Packets the latest run of each flow lost."),
+              Look((0, 33, 24, 6), "none", "Packets the latest run of each flow lost.")),
     ]  # fmt: skip
     return dashboard(
         "roce-probes",
@@ -473,30 +479,30 @@ def compliance() -> dict[str, Any]:
     to_switch = [link("Switch ${__field.labels.device}", "roce-switch", ("device",))]
     panels = [
         stat("Devices with drift", f"count(roce_drift_items{{{d}}} > 0) or vector(0)",
-             (0, 0, 6, 4), "none", "Devices whose configuration differs from the plan."),
+             Look((0, 0, 6, 4), "none", "Devices whose configuration differs from the plan.")),
         stat("Failing checks",
              f"count(roce_check_result{{{sel(SWITCH, FAILED)}}} == 1) or vector(0)",
-             (6, 0, 6, 4), "none",
-             "Checks whose latest result is fail or error."),
+             Look((6, 0, 6, 4), "none",
+             "Checks whose latest result is fail or error.")),
         stat("Checks last fed (seconds ago)",
              f"max(time() - roce_check_last_run_timestamp_seconds{{{sel(FLEET)}}})",
-             (12, 0, 6, 4), "s", "Age of the latest check results the exporter was fed.",
+             Look((12, 0, 6, 4), "s", "Age of the latest check results the exporter was fed."),
              red_above=None),
         stat("Oldest successful poll (seconds ago)",
-             f"max(time() - roce_last_successful_poll_timestamp_seconds{{{d}}})", (18, 0, 6, 4),
-             "s", "Age of the stalest switch reading.", red_above=None),
+             f"max(time() - roce_last_successful_poll_timestamp_seconds{{{d}}})",
+             Look((18, 0, 6, 4), "s", "Age of the stalest switch reading."), red_above=None),
         panel("bargauge", "Drift items by device", [target(f"roce_drift_items{{{d}}}",
-              "{{device}}", instant=True)], (0, 4, 12, 8), "none",
+              "{{device}}", instant=True)], Look((0, 4, 12, 8), "none",
               "Settings that differ from the plan; `roce-agent drift FABRIC` lists them.",
-              to_switch, orientation="horizontal", displayMode="basic",
+              to_switch), orientation="horizontal", displayMode="basic",
               reduceOptions={"calcs": ["lastNotNull"], "fields": "", "values": False}),
         series("Drift over time", [target(f"roce_drift_items{{{d}}}", "{{device}}")],
-               (12, 4, 12, 8), "none", "Drift items per device over time.", to_switch),
-        table("Check results", f"roce_check_result{{{d}}} == 1", (0, 12, 16, 10), "none",
-              "The latest result of every check on every device."),
+               Look((12, 4, 12, 8), "none", "Drift items per device over time.", to_switch)),
+        table("Check results", f"roce_check_result{{{d}}} == 1", Look((0, 12, 16, 10), "none",
+              "The latest result of every check on every device.")),
         table("Lossless classes per device (intent)",
-              f"count by (fabric, device) ({lossless(SWITCH)})", (16, 12, 8, 10), "none",
-              "How many (interface, priority) classes the intent makes lossless per device."),
+              f"count by (fabric, device) ({lossless(SWITCH)})", Look((16, 12, 8, 10), "none",
+              "How many (interface, priority) classes the intent makes lossless per device.")),
     ]  # fmt: skip
     return dashboard(
         "roce-compliance",
@@ -519,20 +525,20 @@ def host_nic() -> dict[str, Any]:
                    "{{instance}} {{rdma_device}} handled", "B"),
             target(f"{by}(rate(roce_nic_rp_cnp_ignored_total{{{n}}}[$__rate_interval]))",
                    "{{instance}} {{rdma_device}} ignored", "C"),
-        ], (0, 0, 12, 8), "pps", "DCQCN at the host: CNPs sent as notification point, handled "
+        ], Look((0, 0, 12, 8), "pps", "DCQCN at the host: CNPs sent as notification point, handled "
            "and ignored as reaction point. mlx5 only: a NIC without these counters (rxe, "
-           "dcqcn=no in the ports table) has no line here, which means it cannot tell, not 0."),
+           "dcqcn=no in the ports table) has no line here, which means it cannot tell, not 0.")),
         series("ECN-marked RoCE packets received/s", [target(
             f"{by}(rate(roce_nic_np_ecn_marked_roce_packets_total{{{n}}}[$__rate_interval]))",
-            "{{instance}} {{rdma_device}}")], (12, 0, 12, 8), "pps",
-            "The switches' ECN marks reaching this host (mlx5 only; rxe does not count them)."),
+            "{{instance}} {{rdma_device}}")], Look((12, 0, 12, 8), "pps",
+            "The switches' ECN marks reaching this host (mlx5 only; rxe does not count them).")),
         series("Out of sequence and NAK sequence errors/s (mlx5)", [
             target(f"{by}(rate(roce_nic_out_of_sequence_total{{{n}}}[$__rate_interval]))",
                    "{{instance}} {{rdma_device}} out of sequence"),
             target(f"{by}(rate(roce_nic_packet_seq_err_total{{{n}}}[$__rate_interval]))",
                    "{{instance}} {{rdma_device}} seq err", "B"),
-        ], (0, 8, 12, 8), "pps", "Signs of loss in the fabric as an mlx5 NIC sees it: "
-           "packets that arrived past a PSN gap, and sequence NAKs from the peer."),
+        ], Look((0, 8, 12, 8), "pps", "Signs of loss in the fabric as an mlx5 NIC sees it: "
+           "packets that arrived past a PSN gap, and sequence NAKs from the peer.")),
         series("Loss signs/s (rxe): sequence NAKs, out-of-sequence requests, retries exhausted", [
             target(f"{by}(rate(roce_nic_rcvd_seq_err_total{{{n}}}[$__rate_interval]))",
                    "{{instance}} {{rdma_device}} seq NAK received"),
@@ -540,28 +546,29 @@ def host_nic() -> dict[str, Any]:
                    "{{instance}} {{rdma_device}} out of sequence", "B"),
             target(f"{by}(rate(roce_nic_retry_exceeded_err_total{{{n}}}[$__rate_interval]))",
                    "{{instance}} {{rdma_device}} retries exhausted", "C"),
-        ], (12, 8, 12, 8), "pps", "Signs of loss in the fabric as Soft-RoCE (rxe) sees it: "
+        ], Look((12, 8, 12, 8), "pps", "Signs of loss in the fabric as Soft-RoCE (rxe) sees it: "
            "sequence NAKs received (as mlx5 packet_seq_err), requests past a PSN gap (as mlx5 "
-           "out_of_sequence), and work requests that failed when retransmissions ran out."),
+           "out_of_sequence), and work requests that failed when retransmissions ran out.")),
         series("PFC pause frames/s by priority", [target(
             "sum by (instance, interface, priority, direction) (rate(roce_nic_pause_frames_total"
             f"{{{ports}}}[$__rate_interval]))", "{{instance}} {{interface}} p{{priority}} "
-            "{{direction}}")], (0, 16, 12, 8), "pps",
+            "{{direction}}")], Look((0, 16, 12, 8), "pps",
             "Pause frames the host port received (rx) and sent (tx), per priority. Only ports "
-            "whose driver lists per-priority pause (mlx5); virtio_net under rxe has none."),
+            "whose driver lists per-priority pause (mlx5); virtio_net under rxe has none.")),
         series("Paused (fraction of time) by priority", [target(
             "sum by (instance, interface, priority, direction) "
             f"(rate(roce_nic_pause_duration_seconds_total{{{ports}}}[$__rate_interval]))",
-            "{{instance}} {{interface}} p{{priority}} {{direction}}")], (12, 16, 12, 8),
-            "percentunit", "Share of time the port was paused (rx) or pausing its peer (tx)."),
+            "{{instance}} {{interface}} p{{priority}} {{direction}}")], Look((12, 16, 12, 8),
+            "percentunit", "Share of time the port was paused (rx) or pausing its peer (tx).")),
         table("RDMA ports and their DCQCN counters", f"roce_nic_port_info{{{n}}}",
-              (0, 24, 12, 8), "none",
+              Look((0, 24, 12, 8), "none",
               "Every RDMA port read: dcqcn=yes when it provides np_cnp_sent and rp_cnp_handled "
-              "(mlx5), no when it cannot show DCQCN at all (rxe)."),
+              "(mlx5), no when it cannot show DCQCN at all (rxe).")),
         series("Counter read errors", [target(
             "sum by (instance, source) (increase(roce_nic_collect_errors_total"
             f"{{{sel(FLEET)}}}[$__rate_interval]))", "{{instance}} {{source}}")],
-            (12, 24, 12, 8), "none", "Failed reads of the NIC counters per interval, by source."),
+            Look((12, 24, 12, 8), "none",
+                 "Failed reads of the NIC counters per interval, by source.")),
     ]  # fmt: skip
     return dashboard(
         "roce-host-nic",

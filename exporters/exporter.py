@@ -2,7 +2,7 @@
 
 Embedding (the daemon)::
 
-    exporter = Exporter(intent, listen=("0.0.0.0", 9417), interval_s=15)
+    exporter = Exporter(intent, ExporterOptions(listen=("0.0.0.0", 9417), interval_s=15))
     exporter.start()
     exporter.store.update_probe(result)          # a probe scenario or receiver result
     exporter.store.update_checks([CheckOutcome("RC001", "leaf1", "fail")])
@@ -10,13 +10,15 @@ Embedding (the daemon)::
     ...
     exporter.stop()
 
-``listen=None`` serves nothing: register ``exporter.collector`` in a registry of your own.
+``ExporterOptions(listen=None)`` serves nothing: register ``exporter.collector`` in a registry
+of your own.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -27,8 +29,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from agent.device.platforms import platform_for
 from agent.device.push import check_credentials, connect
 from agent.errors import AgentError
-from agent.intent.model import FabricIntent
-from agent.intent.plan import build_plan
+from agent.intent.model import Device, FabricIntent
+from agent.intent.plan import Plan, build_plan
 from agent.intent.shard import WHOLE, Shard
 from agent.observe.hostnic import HostNicReader, host_nic_present, run_ethtool
 from exporters.collector import RoceCollector
@@ -40,6 +42,7 @@ from exporters.poller import (
     PollScheduler,
     ProbeResultsPoller,
     SwitchPoller,
+    SwitchRead,
 )
 from exporters.server import MetricsServer, ServerLimits
 from exporters.store import SnapshotStore
@@ -116,87 +119,105 @@ DEFAULT_CONCURRENCY = 16
 DEFAULT_PORT = 9417
 
 
-class Exporter:
-    """Polls the fabric's switches (and optionally the host NIC and probe results) into a
-    :class:`SnapshotStore` and serves it; scrapes never wait for a device. With ``shard``
-    (``--shard K/N``) it polls, and serves series of, only the devices the shard owns."""
+@dataclass(frozen=True)
+class ExporterOptions:
+    """How an :class:`Exporter` polls and serves (``roce-agent exporter``'s options; the
+    daemon's embedded exporter sets a few).
 
-    def __init__(
-        self,
-        intent: FabricIntent,
-        *,
-        listen: tuple[str, int] | None = ("127.0.0.1", DEFAULT_PORT),
-        interval_s: float = DEFAULT_INTERVAL_S,
-        device_intervals: Mapping[str, float] | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        concurrency: int = DEFAULT_CONCURRENCY,
-        web_config: WebConfig | None = None,
-        host_nic: bool | None = None,
-        sysfs_root: Path = Path("/sys"),
-        ethtool: Callable[[str], str] = run_ethtool,
-        probe_results: Path | None = None,
-        drift: bool = True,
-        connector: Connector = connect,
-        poll_switches: bool = True,
-        shard: Shard = WHOLE,
-        limits: ServerLimits | None = None,
-    ) -> None:
-        if interval_s <= 0 or timeout_s <= 0 or concurrency < 1:
+    ``listen`` None serves nothing (register ``exporter.collector`` in a registry of your
+    own); ``device_intervals`` overrides ``interval_s`` per switch; ``host_nic`` None reads
+    the host's RDMA NICs when ``sysfs_root`` has any; ``drift`` compares each switch with
+    its plan; ``shard`` (``--shard K/N``) limits the exporter to the devices the shard owns.
+    ``connector``, ``ethtool`` and ``poll_switches`` are for tests and embedding."""
+
+    listen: tuple[str, int] | None = ("127.0.0.1", DEFAULT_PORT)
+    interval_s: float = DEFAULT_INTERVAL_S
+    device_intervals: Mapping[str, float] = field(default_factory=dict)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    concurrency: int = DEFAULT_CONCURRENCY
+    web_config: WebConfig | None = None
+    host_nic: bool | None = None
+    sysfs_root: Path = Path("/sys")
+    ethtool: Callable[[str], str] = run_ethtool
+    probe_results: Path | None = None
+    drift: bool = True
+    connector: Connector = connect
+    poll_switches: bool = True
+    shard: Shard = WHOLE
+    limits: ServerLimits | None = None
+
+    def owned_switches(self, intent: FabricIntent) -> list[Device]:
+        """The switches this exporter polls; bad options are an error naming the option."""
+        if self.interval_s <= 0 or self.timeout_s <= 0 or self.concurrency < 1:
             raise AgentError("--interval and --timeout must be > 0, --concurrency >= 1")
-        intervals = dict(device_intervals or {})
         every_switch = [d for d in intent.devices if d.role != "host"]
-        unknown = sorted(set(intervals) - {d.name for d in every_switch})
+        unknown = sorted(set(self.device_intervals) - {d.name for d in every_switch})
         if unknown:
             raise AgentError(f"--device-interval: no switch named {', '.join(unknown)}")
-        # A --device-interval for another shard's switch is fine: one command line for all.
-        switches = [d for d in every_switch if shard.owns(d.name)]
-        if any(value <= 0 for value in intervals.values()):
+        if any(value <= 0 for value in self.device_intervals.values()):
             raise AgentError("--device-interval: intervals must be > 0")
-        if poll_switches:
+        # A --device-interval for another shard's switch is fine: one command line for all.
+        return [d for d in every_switch if self.shard.owns(d.name)]
+
+
+class Exporter:
+    """Polls the fabric's switches (and optionally the host NIC and probe results) into a
+    :class:`SnapshotStore` and serves it; scrapes never wait for a device. With a ``shard``
+    it polls, and serves series of, only the devices the shard owns."""
+
+    def __init__(self, intent: FabricIntent, options: ExporterOptions | None = None) -> None:
+        options = options or ExporterOptions()
+        switches = options.owned_switches(intent)
+        if options.poll_switches:
             check_credentials(switches)  # an unreadable secret is a startup error, not a poll
         plan = build_plan(intent)
         self.intent = intent
-        self.shard = shard
+        self.shard = options.shard
         self.switches = [d.name for d in switches]
-        self.store = SnapshotStore.for_fabric(intent, plan, shard)
+        self.store = SnapshotStore.for_fabric(intent, plan, options.shard)
         self.collector = RoceCollector(self.store)
         self.registry = ExporterRegistry(self.collector, intent.name)
-        jobs: list[Pollable] = []
-        if poll_switches:
-            for device in switches:
-                platform = platform_for(device.platform)
-                device_plan = plan.device(device.name)
-                desired = platform.desired(device_plan) if drift and device_plan else None
-                jobs.append(
-                    SwitchPoller(
-                        device,
-                        self.store,
-                        intervals.get(device.name, interval_s),
-                        timeout_s,
-                        desired=desired,
-                        connector=connector,
-                        platform=platform,
-                    )
-                )
-        if host_nic is None:
-            host_nic = host_nic_present(sysfs_root)
-        if host_nic:
-            reader = HostNicReader(sysfs_root=sysfs_root, ethtool=ethtool)
-            jobs.append(NicPoller(reader, self.store, interval_s, timeout_s))
-        if probe_results is not None:
-            if not probe_results.is_dir():
-                raise AgentError(f"--probe-results: {probe_results} is not a directory")
-            jobs.append(ProbeResultsPoller(probe_results, self.store, min(interval_s, 5.0)))
-        self.jobs = jobs
-        self.scheduler = PollScheduler(jobs, concurrency=concurrency)
+        self.jobs: list[Pollable] = []
+        if options.poll_switches:
+            self.jobs += self._switch_pollers(switches, plan, options)
+        self.jobs += self._local_pollers(options)
+        self.scheduler = PollScheduler(self.jobs, concurrency=options.concurrency)
         self.server = (
-            MetricsServer(
-                self.registry, listen[0], listen[1], web_config, self.exposition_text, limits
-            )
-            if listen
+            MetricsServer(self.registry, options.listen, options.web_config,
+                          self.exposition_text, options.limits)
+            if options.listen
             else None
-        )
+        )  # fmt: skip
         self._started = False
+
+    def _switch_pollers(
+        self, switches: list[Device], plan: Plan, options: ExporterOptions
+    ) -> list[Pollable]:
+        pollers: list[Pollable] = []
+        for device in switches:
+            platform = platform_for(device.platform)
+            device_plan = plan.device(device.name)
+            desired = platform.desired(device_plan) if options.drift and device_plan else None
+            interval_s = options.device_intervals.get(device.name, options.interval_s)
+            read = SwitchRead(desired, platform, options.connector)
+            pollers.append(SwitchPoller(device, self.store, interval_s, options.timeout_s, read))
+        return pollers
+
+    def _local_pollers(self, options: ExporterOptions) -> list[Pollable]:
+        """This host's RDMA NICs and the probe results directory, when asked for."""
+        pollers: list[Pollable] = []
+        host_nic = options.host_nic
+        if host_nic is None:
+            host_nic = host_nic_present(options.sysfs_root)
+        if host_nic:
+            reader = HostNicReader(sysfs_root=options.sysfs_root, ethtool=options.ethtool)
+            pollers.append(NicPoller(reader, self.store, options.interval_s, options.timeout_s))
+        if options.probe_results is not None:
+            if not options.probe_results.is_dir():
+                raise AgentError(f"--probe-results: {options.probe_results} is not a directory")
+            interval_s = min(options.interval_s, 5.0)
+            pollers.append(ProbeResultsPoller(options.probe_results, self.store, interval_s))
+        return pollers
 
     def exposition_text(self) -> bytes:
         """The exposition in the text format: the snapshot fast, other collectors as usual."""

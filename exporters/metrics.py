@@ -63,11 +63,23 @@ class MetricSpec:
 FABRIC_LABEL = "fabric"
 
 
-def _m(
-    group: str, name: str, kind: MetricType, labels: tuple[str, ...], text: str, source: str
-) -> MetricSpec:
-    # Every series carries the fabric's name, so two fabrics feeding one Prometheus stay apart.
-    return MetricSpec(name, kind, (FABRIC_LABEL, *labels), text, source, group)
+@dataclass(frozen=True)
+class _Group:
+    """Makes the specs of one group of metrics (a table of METRICS.md)."""
+
+    name: str
+
+    def __call__(
+        self, name: str, kind: MetricType, labels: tuple[str, ...], text: str, source: str
+    ) -> MetricSpec:
+        # Every series carries the fabric's name, so two fabrics feeding one Prometheus stay
+        # apart.
+        return MetricSpec(name, kind, (FABRIC_LABEL, *labels), text, source, self.name)
+
+
+_switch, _compliance, _probes, _nic, _agent = map(
+    _Group, ("switch", "compliance", "probes", "nic", "agent")
+)
 
 
 IFACE = ("device", "interface")
@@ -178,7 +190,7 @@ NIC_COUNTERS: tuple[NicCounter, ...] = (
 def _nic_counter_specs() -> tuple[MetricSpec, ...]:
     """``roce_nic_<counter>_total`` for every exported :data:`NIC_COUNTERS` entry."""
     return tuple(
-        _m("nic", f"roce_nic_{c.name}_total", "counter", ("rdma_device", "port"),
+        _nic(f"roce_nic_{c.name}_total", "counter", ("rdma_device", "port"),
            f"{c.help} Provided by: {', '.join(c.nics)}; absent on a NIC without it.",
            HW_COUNTERS.format(counter=c.name))
         for c in NIC_COUNTERS
@@ -188,37 +200,37 @@ def _nic_counter_specs() -> tuple[MetricSpec, ...]:
 
 SPECS: tuple[MetricSpec, ...] = (
     # ------------------------------------------------------------------ switch
-    _m("switch", "roce_pfc_frames_total", "counter", (*IFACE, "priority", "direction"),
+    _switch("roce_pfc_frames_total", "counter", (*IFACE, "priority", "direction"),
        "PFC pause frames received (rx) or sent (tx) on the interface, per priority. EOS counts "
        "per interface only; the agent attributes those to the interface's lossless priority. "
        "Lean: only the priorities the intent makes lossless on the interface, plus any "
        "priority whose PFC, headroom or watchdog counter was ever non-zero.",
        EOS_PFC),
-    _m("switch", "roce_queue_transmitted_packets_total", "counter", (*IFACE, "queue"),
+    _switch("roce_queue_transmitted_packets_total", "counter", (*IFACE, "queue"),
        "Packets transmitted from the egress queue.", EOS_QUEUE),
-    _m("switch", "roce_queue_transmitted_bytes_total", "counter", (*IFACE, "queue"),
+    _switch("roce_queue_transmitted_bytes_total", "counter", (*IFACE, "queue"),
        "Bytes transmitted from the egress queue.", EOS_QUEUE),
-    _m("switch", "roce_queue_dropped_packets_total", "counter", (*IFACE, "queue"),
+    _switch("roce_queue_dropped_packets_total", "counter", (*IFACE, "queue"),
        "Packets dropped at the egress queue (tail or WRED drops). Any increase on a lossless "
        "queue is a fabric fault.", EOS_QUEUE),
-    _m("switch", "roce_queue_ecn_marked_packets_total", "counter", (*IFACE, "queue"),
+    _switch("roce_queue_ecn_marked_packets_total", "counter", (*IFACE, "queue"),
        "Packets CE-marked by WRED/ECN at the egress queue.", EOS_ECN),
-    _m("switch", "roce_queue_watermark_bytes", "gauge", (*IFACE, "queue"),
+    _switch("roce_queue_watermark_bytes", "gauge", (*IFACE, "queue"),
        "Peak egress queue occupancy since the device last cleared it. Present only for "
        "platforms that report it.", SONIC_WATERMARK),
-    _m("switch", "roce_headroom_dropped_packets_total", "counter", (*IFACE, "priority"),
+    _switch("roce_headroom_dropped_packets_total", "counter", (*IFACE, "priority"),
        "Packets dropped at ingress for the priority (headroom exhausted): PFC fired too late "
        "for the cable length or the headroom is too small. Lean, as roce_pfc_frames_total.",
        EOS_DROPS),
-    _m("switch", "roce_pfc_watchdog_storms_detected_total", "counter", (*IFACE, "priority"),
+    _switch("roce_pfc_watchdog_storms_detected_total", "counter", (*IFACE, "priority"),
        "PFC storms the watchdog detected (a queue paused longer than the detection time). "
        "Lean, as roce_pfc_frames_total.", EOS_WATCHDOG),
-    _m("switch", "roce_pfc_watchdog_storms_restored_total", "counter", (*IFACE, "priority"),
+    _switch("roce_pfc_watchdog_storms_restored_total", "counter", (*IFACE, "priority"),
        "PFC storms the watchdog restored from. Lean, as roce_pfc_frames_total.", EOS_WATCHDOG),
-    _m("switch", "roce_pfc_watchdog_stormed", "gauge", (*IFACE, "priority"),
+    _switch("roce_pfc_watchdog_stormed", "gauge", (*IFACE, "priority"),
        "1 while the watchdog holds the queue in the stormed state (detected > restored). "
        "Lean, as roce_pfc_frames_total.", EOS_WATCHDOG),
-    _m("switch", "roce_intended_class_info", "gauge",
+    _switch("roce_intended_class_info", "gauge",
        (*IFACE, "priority", "queue", "pfc", "ecn"),
        "Constant 1 per interface and traffic class (priority = queue in every profile): "
        "pfc=on for lossless classes, ecn=on where the intent marks ECN. Join counters "
@@ -226,120 +238,120 @@ SPECS: tuple[MetricSpec, ...] = (
        "plan, not a reading).",
        "the fabric file and its profile (the plan), not the device"),
     # ------------------------------------------------------------------ compliance
-    _m("compliance", "roce_drift_items", "gauge", ("device",),
+    _compliance("roce_drift_items", "gauge", ("device",),
        "Settings on the device that differ from the plan (what `roce-agent drift` lists). "
        "Absent until the device was read once.",
        "`show running-config | json` diffed against the plan (or fed by the daemon)"),
-    _m("compliance", "roce_config_sessions_pending", "gauge", ("device",),
+    _compliance("roce_config_sessions_pending", "gauge", ("device",),
        "Changes on the device that are not final: unconfirmed commits under a rollback "
        "timer, uncommitted sessions, checkpoints or write-ahead records left by a run (what "
        "RC009 and `roce-agent drift` report). Absent until the device was read once.",
        "EOS `show configuration sessions detail | json` (per platform: docs/push.md, Platforms)"),
-    _m("compliance", "roce_config_session_oldest_age_seconds", "gauge", ("device",),
+    _compliance("roce_config_session_oldest_age_seconds", "gauge", ("device",),
        "Age of the oldest pending change on the device; 0 when there is none. Absent where "
        "the device does not report ages.",
        "same read as roce_config_sessions_pending"),
-    _m("compliance", "roce_check_result", "gauge", ("check", "device", "result"),
+    _compliance("roce_check_result", "gauge", ("check", "device", "result"),
        "1 for the latest result of a check on a device, 0 for the other results "
        "(pass, fail, error, skipped). No series until checks are fed.",
        "the checks (`SnapshotStore.update_checks`)"),
-    _m("compliance", "roce_check_last_run_timestamp_seconds", "gauge", (),
+    _compliance("roce_check_last_run_timestamp_seconds", "gauge", (),
        "When check results were last fed (Unix time).", "`SnapshotStore.update_checks`"),
     # ------------------------------------------------------------------ probes
-    _m("probes", "roce_probe_packets_sent_total", "counter", FLOW,
+    _probes("roce_probe_packets_sent_total", "counter", FLOW,
        "RoCEv2 probe packets sent, summed over probe runs.", "probe scenario results"),
-    _m("probes", "roce_probe_packets_received_total", "counter", FLOW,
+    _probes("roce_probe_packets_received_total", "counter", FLOW,
        "RoCEv2 probe packets received.", "probe scenario / receiver results"),
-    _m("probes", "roce_probe_packets_lost_total", "counter", FLOW,
+    _probes("roce_probe_packets_lost_total", "counter", FLOW,
        "Probe packets lost (PSN gaps never filled, and the tail never received).",
        "probe scenario / receiver results"),
-    _m("probes", "roce_probe_packets_reordered_total", "counter", FLOW,
+    _probes("roce_probe_packets_reordered_total", "counter", FLOW,
        "Probe packets that arrived after a later one (a gap filled late).",
        "probe scenario / receiver results"),
-    _m("probes", "roce_probe_packets_ce_marked_total", "counter", FLOW,
+    _probes("roce_probe_packets_ce_marked_total", "counter", FLOW,
        "Probe packets that arrived with ECN CE set.", "probe scenario / receiver results"),
-    _m("probes", "roce_probe_last_run_lost_packets", "gauge", FLOW,
+    _probes("roce_probe_last_run_lost_packets", "gauge", FLOW,
        "Packets the latest probe run of the flow lost. Alert on this rather than on "
        "increase() of the counter: a flow's first run creates its series, and Prometheus "
        "sees no increase in a series' first sample.", "probe scenario / receiver results"),
-    _m("probes", "roce_probe_cnps_received_total", "counter", FLOW,
+    _probes("roce_probe_cnps_received_total", "counter", FLOW,
        "CNPs the sender (src) received for the flow to dst.", "probe scenario results"),
-    _m("probes", "roce_probe_invalid_frames_total", "counter", ("scenario", "host"),
+    _probes("roce_probe_invalid_frames_total", "counter", ("scenario", "host"),
        "Malformed frames on UDP 4791 (bad ICRC, truncated BTH) the receiving host counted.",
        "probe receiver results (`totals.invalid`)"),
-    _m("probes", "roce_probe_latency_seconds", "histogram", FLOW,
+    _probes("roce_probe_latency_seconds", "histogram", FLOW,
        "One-way latency of probe packets (sender timestamp to receiver clock).",
        "probe receiver results (`latency.buckets_le_s`)"),
-    _m("probes", "roce_probe_paused_seconds_total", "counter", ("scenario", "host", "priority"),
+    _probes("roce_probe_paused_seconds_total", "counter", ("scenario", "host", "priority"),
        "Time the host was paused by PFC on the wire, per priority (quanta x 512 bit times at "
        "link speed).", "probe sender `paused_s`, receiver and sniffer `pfc.priorities`"),
-    _m("probes", "roce_probe_runs_total", "counter", ("scenario", "result"),
+    _probes("roce_probe_runs_total", "counter", ("scenario", "result"),
        "Probe runs by verdict.", "probe scenario results (`passed`)"),
-    _m("probes", "roce_probe_last_run_timestamp_seconds", "gauge", ("scenario",),
+    _probes("roce_probe_last_run_timestamp_seconds", "gauge", ("scenario",),
        "When the latest result of the scenario was stored (Unix time).",
        "probe scenario results"),
     # ------------------------------------------------------------------ locate
-    _m("probes", "roce_locate_suspect", "gauge", ("kind", "element"),
+    _probes("roce_locate_suspect", "gauge", ("kind", "element"),
        "Confidence (0-1) of each suspect the LATEST locate run named: a link (directed "
        "`leaf1:Ethernet3>spine1`, `h1>leaf1`, or a cable `a:p<>b:q`), a port (`leaf1:Ethernet3`), "
        "a switch or a host NIC (the host's name). A suspect the next run no longer names loses "
        "its series; a run that finds nothing leaves none. Absent until the first locate run.",
        "locate runs (`SnapshotStore.update_locate`: the `locate` playbook step in the daemon)"),
-    _m("probes", "roce_locate_last_run_timestamp_seconds", "gauge", (),
+    _probes("roce_locate_last_run_timestamp_seconds", "gauge", (),
        "When the latest locate run was stored (Unix time). Absent until the first run.",
        "locate runs"),
-    _m("probes", "roce_locate_paths", "gauge", (),
+    _probes("roce_locate_paths", "gauge", (),
        "Paths (host pair and ECMP source port) the latest locate run probed.", "locate runs"),
-    _m("probes", "roce_locate_bad_paths", "gauge", (),
+    _probes("roce_locate_bad_paths", "gauge", (),
        "Paths of the latest locate run that lost, corrupted or delayed probes.", "locate runs"),
     # ------------------------------------------------------------------ host NIC
-    _m("nic", "roce_nic_port_info", "gauge", ("rdma_device", "port", "dcqcn"),
+    _nic("roce_nic_port_info", "gauge", ("rdma_device", "port", "dcqcn"),
        "Constant 1 per RDMA port whose hw_counters were read: dcqcn=yes when it provides "
        "np_cnp_sent and rp_cnp_handled (mlx5), no when it does not (rxe: Soft-RoCE has no "
        "DCQCN), so a missing CNP series reads as 'this NIC cannot tell'. Absent until the "
        "first successful read.",
        "`/sys/class/infiniband/DEV/ports/N/hw_counters/`"),
     *_nic_counter_specs(),
-    _m("nic", "roce_nic_pause_frames_total", "counter", ("interface", "priority", "direction"),
+    _nic("roce_nic_pause_frames_total", "counter", ("interface", "priority", "direction"),
        "PFC pause frames received (rx) or sent (tx) by the NIC port, per priority "
        "(`rx_prioN_pause`, `tx_prioN_pause`). Only for netdevs whose ethtool lists "
        "per-priority pause counters (absent for virtio_net, veth, or mlx5 with PFC off on "
        "every priority); on one that lists some, unlisted priorities are 0 (mlx5 lists only "
        "PFC-enabled ones).", ETHTOOL),
-    _m("nic", "roce_nic_pause_duration_seconds_total", "counter",
+    _nic("roce_nic_pause_duration_seconds_total", "counter",
        ("interface", "priority", "direction"),
        "Time paused (rx: the port could not send; tx: it paused its peer), per priority. "
        "ethtool reports microseconds (`rx_prioN_pause_duration`); converted to seconds. "
        "Present for the same netdevs as roce_nic_pause_frames_total.",
        ETHTOOL),
-    _m("nic", "roce_nic_collect_errors_total", "counter", ("source",),
+    _nic("roce_nic_collect_errors_total", "counter", ("source",),
        "Failed reads of the host NIC counters, by source (sysfs, ethtool).",
        "the exporter"),
     # ------------------------------------------------------------------ the agent itself
-    _m("agent", "roce_device_up", "gauge", ("device",),
+    _agent("roce_device_up", "gauge", ("device",),
        "1 if the latest poll of the switch succeeded within its timeout, else 0 (also 0 "
        "before the first poll). The only series about a switch that exists before its first "
        "successful poll.", "the exporter's poller"),
-    _m("agent", "roce_poll_duration_seconds", "gauge", ("device",),
+    _agent("roce_poll_duration_seconds", "gauge", ("device",),
        "Duration of the latest poll of the switch (the timeout when it timed out). Absent "
        "before the first successful poll.", "the exporter's poller"),
-    _m("agent", "roce_last_successful_poll_timestamp_seconds", "gauge", ("device",),
+    _agent("roce_last_successful_poll_timestamp_seconds", "gauge", ("device",),
        "When the latest successful poll finished (Unix time). Absent before the first "
        "success.", "the exporter's poller"),
-    _m("agent", "roce_polls_total", "counter", ("device",),
+    _agent("roce_polls_total", "counter", ("device",),
        "Polls attempted (failed ones before the first success included). Absent before the "
        "first successful poll.", "the exporter's poller"),
-    _m("agent", "roce_poll_errors_total", "counter", ("device", "reason"),
+    _agent("roce_poll_errors_total", "counter", ("device", "reason"),
        "Failed polls by reason: timeout (over --timeout or a read timeout), auth, connect, "
        "parse (the device answered something the platform could not read), other. Absent "
        "before the first successful poll (the log and roce_device_up tell a device that "
        "never answered).", "the exporter's poller"),
-    _m("agent", "roce_exporter_info", "gauge", ("version",),
+    _agent("roce_exporter_info", "gauge", ("version",),
        "Constant 1: the agent version and the fabric name.", "the exporter"),
-    _m("agent", "roce_exporter_shard_info", "gauge", ("shard",),
+    _agent("roce_exporter_shard_info", "gauge", ("shard",),
        "Constant 1: the shard this exporter serves, K/N (1/1: the whole fabric; `--shard`).",
        "the exporter"),
-    _m("agent", "roce_exporter_devices", "gauge", (),
+    _agent("roce_exporter_devices", "gauge", (),
        "Fabric devices (switches and hosts) this exporter's shard owns; summed over the "
        "shards of a fabric it is the fabric's device count.", "the fabric file and --shard"),
 )  # fmt: skip
@@ -349,18 +361,18 @@ SPECS: tuple[MetricSpec, ...] = (
 # row of SPECS, and these are not its to build.
 HTTP = "the exporter's HTTP server"
 HTTP_SERVER_SPECS = (
-    _m("agent", "roce_exporter_http_connections", "gauge", (),
+    _agent("roce_exporter_http_connections", "gauge", (),
        "HTTP connections being served now (at most roce_exporter_http_max_connections).", HTTP),
-    _m("agent", "roce_exporter_http_max_connections", "gauge", (),
+    _agent("roce_exporter_http_max_connections", "gauge", (),
        "Connections served at once, from all client addresses together.", HTTP),
-    _m("agent", "roce_exporter_http_max_connections_per_address", "gauge", (),
+    _agent("roce_exporter_http_max_connections_per_address", "gauge", (),
        "Connections served at once from one client address (an IPv6 client: its /64).", HTTP),
-    _m("agent", "roce_exporter_http_busiest_address_connections", "gauge", (),
+    _agent("roce_exporter_http_busiest_address_connections", "gauge", (),
        "Connections held now by the client address that holds the most. At "
        "roce_exporter_http_max_connections_per_address for long, with bad_clients "
        "address_cap or evicted rising: one client is flooding the exporter (it cannot take "
        "the others' slots).", HTTP),
-    _m("agent", "roce_exporter_http_bad_clients_total", "counter", ("reason",),
+    _agent("roce_exporter_http_bad_clients_total", "counter", ("reason",),
        "Connections refused, cut or failed, by reason. Refused with 503 (a TLS one closed): "
        "connection_cap (every slot taken and none the fairness rule may cut), address_cap "
        "(its address holds its cap and none of those is still waiting). Cut: header_deadline, "

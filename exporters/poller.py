@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import socket
 import threading
 import time
@@ -38,7 +39,7 @@ from agent.intent.model import Device
 from agent.observe.hostnic import HostNicReader, NicCounters, NicReadError
 from exporters.fasttext import device_block
 from exporters.probe_deltas import ProbeResultError
-from exporters.store import SnapshotStore
+from exporters.store import ConfigRead, SnapshotStore
 
 log = logging.getLogger("exporters")
 
@@ -103,6 +104,17 @@ class SwitchPoll:
     sessions: list[PendingSession] | None = None
 
 
+@dataclass(frozen=True)
+class SwitchRead:
+    """What a :class:`SwitchPoller` reads from its switch and how: the desired state to
+    count drift against (None: counters only), the NOS driver (None: the device's
+    platform's) and the function that opens a session (tests pass fakes)."""
+
+    desired: QosState | None = None
+    platform: Platform | None = None
+    connector: Connector = connect
+
+
 class SwitchPoller:
     """Reads one switch's counters (and, with a desired state, its drift) over SSH."""
 
@@ -112,18 +124,17 @@ class SwitchPoller:
         store: SnapshotStore,
         interval_s: float,
         timeout_s: float,
-        desired: QosState | None = None,
-        connector: Connector = connect,
-        platform: Platform | None = None,
+        read: SwitchRead | None = None,
     ) -> None:
+        read = read or SwitchRead()
         self.device = device
         self.name = device.name
         self.store = store
         self.interval_s = interval_s
         self.timeout_s = timeout_s
-        self.desired = desired
-        self.connector = connector
-        self.platform = platform or platform_for(device.platform)
+        self.desired = read.desired
+        self.connector = read.connector
+        self.platform = read.platform or platform_for(device.platform)
         self._conn: Connection | None = None
 
     def _read(self, conn: Connection) -> SwitchPoll:
@@ -155,9 +166,8 @@ class SwitchPoller:
             raise
 
     def succeeded(self, result: SwitchPoll, duration_s: float) -> None:
-        self.store.update_counters(
-            self.name, result.counters, duration_s, drift=result.drift, sessions=result.sessions
-        )
+        read = ConfigRead(result.drift, result.sessions)
+        self.store.update_counters(self.name, result.counters, duration_s, read)
         self._format()
 
     def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:
@@ -335,26 +345,33 @@ class PollScheduler:
                 if self._stopping:
                     return
                 now = self.clock()
-                wake = now + 1.0
-                for state in self._states:
-                    if state.running and not state.timed_out and now >= state.deadline:
-                        state.timed_out = True
-                        expired.append((state, now - state.started))
-                        if self._workers < 2 * self.concurrency:
-                            self._spawn_worker()  # the stuck one retires when it returns
-                    if not state.queued and not state.running and now >= state.next_due:
-                        state.queued = True
-                        state.next_due = max(state.next_due + state.job.interval_s, now)
-                        self._queue.append(state)
-                        self._cond.notify_all()
-                    if state.running and not state.timed_out:
-                        wake = min(wake, state.deadline)
-                    elif not state.queued and not state.running:
-                        wake = min(wake, state.next_due)
+                wake = min(
+                    [now + 1.0, *(self._visit(state, now, expired) for state in self._states)]
+                )
                 if not expired:
                     self._cond.wait(timeout=max(0.0, wake - now))
             for state, duration in expired:
                 state.job.failed("timeout", duration, None)
+
+    def _visit(self, state: _JobState, now: float, expired: list[tuple[_JobState, float]]) -> float:
+        """One job at ``now`` (the caller holds the condition): a poll past its deadline
+        times out (into ``expired``), a due job is queued. Returns when the job needs looking
+        at again (its deadline or its next poll; never while it waits in the queue)."""
+        if state.running and not state.timed_out and now >= state.deadline:
+            state.timed_out = True
+            expired.append((state, now - state.started))
+            if self._workers < 2 * self.concurrency:
+                self._spawn_worker()  # the stuck one retires when it returns
+        if not state.queued and not state.running and now >= state.next_due:
+            state.queued = True
+            state.next_due = max(state.next_due + state.job.interval_s, now)
+            self._queue.append(state)
+            self._cond.notify_all()
+        if state.running and not state.timed_out:
+            return state.deadline
+        if not state.queued and not state.running:
+            return state.next_due
+        return math.inf
 
     def _work(self) -> None:
         while True:

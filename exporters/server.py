@@ -667,7 +667,8 @@ def _handler(
 
 
 class MetricsServer:
-    """Serves ``registry`` on ``host:port`` (port 0 picks a free one) until :meth:`stop`.
+    """Serves ``registry`` on ``address`` (host, port; port 0 picks a free one) until
+    :meth:`stop`.
 
     ``fast_text`` renders the same metrics in the text format much faster than the registry
     (:mod:`exporters.fasttext`); it answers clients that accept that format. The server's own
@@ -678,8 +679,7 @@ class MetricsServer:
     def __init__(
         self,
         registry: CollectorRegistry,
-        host: str,
-        port: int,
+        address: tuple[str, int],
         web: WebConfig | None = None,
         fast_text: FastText | None = None,
         limits: ServerLimits | None = None,
@@ -687,14 +687,12 @@ class MetricsServer:
         tls = web.ssl_context() if web else None
         self.limits = limits or ServerLimits()
         self.stats = ServerStats(self.limits)
-        self.requested = (host, port)  # what was asked for (port 0: any), to compare reloads
+        self.requested = address  # what was asked for (port 0: any), to compare reloads
         try:
-            self._server = _Server(
-                (host, port), _handler(registry, web, fast_text), tls, self.stats
-            )
+            self._server = _Server(address, _handler(registry, web, fast_text), tls, self.stats)
         except (OSError, OverflowError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
-            raise ListenError(f"cannot listen on {host}:{port}: {reason}") from None
+            raise ListenError(f"cannot listen on {address[0]}:{address[1]}: {reason}") from None
         self.scheme = "https" if tls else "http"
         self.registry = registry
         registry.register(self.stats)

@@ -273,6 +273,38 @@ def host_directory(intent: FabricIntent) -> HostDirectory:
     return HostDirectory(frozenset(d.name for d in hosts), by_ip, intent.profile.roce.priority)
 
 
+@dataclass(frozen=True)
+class ConfigRead:
+    """What a poll read of a switch's configuration besides its counters: how many settings
+    differ from the plan, and its pending sessions. None: not read by this poll (the last
+    values stay)."""
+
+    drift: int | None = None
+    sessions: Sequence[PendingSession] | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The device view's fields this read changes."""
+        changed: dict[str, Any] = {}
+        if self.drift is not None:
+            changed["drift"] = self.drift
+        if self.sessions is not None:
+            changed["sessions_pending"] = len(self.sessions)
+            changed["sessions_oldest_age_s"] = _oldest(self.sessions)
+        return changed
+
+
+@dataclass(frozen=True)
+class FabricIndex:
+    """What the store checks fed results against besides its switches: the hosts (probe
+    results name them, or their addresses), every device's name (drift and check results
+    may be about any) and the elements locate can blame. Empty: a store that accepts only
+    its switches' results."""
+
+    hosts: HostDirectory = field(default_factory=lambda: HostDirectory(frozenset(), {}, 3))
+    device_names: Iterable[str] = ()
+    locate_elements: LocateElements = field(default_factory=lambda: LocateElements({}))
+
+
 class SnapshotStore:
     """Thread-safe owner of the current :class:`Snapshot`."""
 
@@ -280,19 +312,18 @@ class SnapshotStore:
         self,
         fabric: str,
         switches: Iterable[SwitchInventory],
-        hosts: HostDirectory | None = None,
-        device_names: Iterable[str] = (),
+        index: FabricIndex | None = None,
         shard: Shard = WHOLE,
-        locate_elements: LocateElements | None = None,
     ) -> None:
+        index = index or FabricIndex()
         views = {s.device: DeviceView(s) for s in switches if shard.owns(s.device)}
         self._lock = threading.Lock()
-        self._hosts = hosts or HostDirectory(frozenset(), {}, 3)
+        self._hosts = index.hosts
         # Every fabric device this shard owns may carry drift or check results (hosts too).
-        self._known_devices = frozenset(views) | frozenset(shard.select(device_names))
+        self._known_devices = frozenset(views) | frozenset(shard.select(index.device_names))
         self._shard = shard
         # Locate judges the whole fabric, whatever the shard: its elements are the fabric's.
-        self._locate_elements = locate_elements or LocateElements({})
+        self._locate_elements = index.locate_elements
         self._snapshot = Snapshot(
             fabric=fabric,
             version=__version__,
@@ -306,14 +337,12 @@ class SnapshotStore:
         cls, intent: FabricIntent, plan: Plan | None = None, shard: Shard = WHOLE
     ) -> SnapshotStore:
         plan = plan or build_plan(intent)
-        return cls(
-            intent.name,
-            inventory_from_plan(plan),
+        index = FabricIndex(
             host_directory(intent),
-            (d.name for d in intent.devices),
-            shard,
+            tuple(d.name for d in intent.devices),
             LocateElements.from_intent(intent),
         )
+        return cls(intent.name, inventory_from_plan(plan), index, shard)
 
     def _unknown(self, what: str, device: str) -> StoreError:
         where = f"fabric {self._snapshot.fabric}"
@@ -346,12 +375,12 @@ class SnapshotStore:
         device: str,
         counters: Counters,
         duration_s: float,
-        drift: int | None = None,
+        config: ConfigRead | None = None,
         at: float | None = None,
-        sessions: Sequence[PendingSession] | None = None,
     ) -> None:
-        """A successful poll: new counters, the device is up (and, when read, its pending
-        sessions)."""
+        """A successful poll: new counters, the device is up (and, when read, its drift and
+        pending sessions)."""
+        config = config or ConfigRead()
         with self._lock:
             view = self._view(device)
             status = replace(
@@ -362,20 +391,9 @@ class SnapshotStore:
                 last_success_at=at if at is not None else time.time(),
                 last_error=None,
             )
-            self._put(
-                device,
-                replace(
-                    view,
-                    counters=counters,
-                    status=status,
-                    active=_merge_active(view.active, counters),
-                    drift=drift if drift is not None else view.drift,
-                    sessions_pending=len(sessions) if sessions is not None
-                    else view.sessions_pending,
-                    sessions_oldest_age_s=_oldest(sessions) if sessions is not None
-                    else view.sessions_oldest_age_s,
-                ),
-            )  # fmt: skip
+            self._put(device, replace(view, counters=counters, status=status,
+                                      active=_merge_active(view.active, counters),
+                                      **config.changes()))  # fmt: skip
 
     def record_poll_failure(
         self, device: str, reason: str, duration_s: float, error: str = ""

@@ -9,7 +9,6 @@ playbooks run it, so ``validate --checks ID…`` can be chosen from it. Like ANT
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from agent.app.output import echo_json, markdown_table
 from agent.app.support import handle_errors
 from agent.errors import AgentError
 from agent.intent.rules import rules_by_id
@@ -26,23 +26,14 @@ from common.conventions import add_column, console, examples, output_option, tab
 FORMATS = ("table", "json", "markdown")
 
 
-def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", "<br>")
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
 def _print(output: str, title: str, headers: Sequence[str], rows: list[dict[str, Any]]) -> None:
     """The rows as a folding table, JSON (a list of objects) or a Markdown table."""
     if output == "json":
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     cells = cells_of(headers, rows)
     if output == "markdown":
-        click.echo(_markdown(headers, cells), nl=False)
+        click.echo("\n".join(markdown_table(headers, cells)) + "\n", nl=False)
         return
     console().print(catalog_table(title, headers, cells))
 

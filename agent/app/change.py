@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
 import click
 from rich.console import Console
@@ -17,6 +16,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from agent.app.output import (
+    JUnitCase,
+    JUnitSuite,
+    Markdown,
+    echo_json,
+    junit_xml,
+    markdown_table,
+    md_code,
+)
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, OUTPUT, handle_errors
 from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.device.push import (
@@ -30,7 +38,7 @@ from agent.device.push import state_dir as resolve_state_dir
 from agent.device.state import Difference
 from agent.errors import AgentError, printable
 from agent.intent.loader import load_fabric
-from agent.intent.model import Device
+from agent.intent.model import Device, FabricIntent
 from common.conventions import (
     add_column,
     console,
@@ -163,30 +171,35 @@ def _pending_table(results: list[DeviceResult], title: str) -> Table:
     return pending
 
 
-def _cell(value: object) -> str:
-    """A Markdown table cell: pipes escaped, lines joined, shown as code (so a name such as
-    ``*leaf*`` or ``[x]`` stays literal in a ticket)."""
-    text = printable(str(value)).replace("|", "\\|").replace("\n", " ")
-    if not text:
-        return ""
-    # a backtick in the text needs a longer fence (https://github.github.com/gfm/#code-spans)
-    return f"`` {text} ``" if "`" in text else f"`{text}`"
+def _cell(value: object) -> Markdown:
+    """A Markdown table cell shown as code (so a name such as ``*leaf*`` or ``[x]`` stays
+    literal in a ticket), control characters made visible."""
+    return md_code(printable(str(value)))
+
+
+def _summary_cells(result: DeviceResult) -> tuple[object, ...]:
+    detail = result.error or result.session or ""
+    changes = len(result.differences)
+    return _cell(result.device), result.platform, result.result, changes, _cell(detail)
 
 
 def render_markdown(results: list[DeviceResult], title: str, show_lines: bool) -> str:
-    """Differences, pending sessions and the per-device result as GitHub Markdown tables
-    (https://github.github.com/gfm/#tables-extension-): for a ticket or a pull request."""
-    out = [f"### roce-agent {title}", "", "| device | platform | result | changes | detail |",
-           "|---|---|---|---:|---|"]  # fmt: skip
-    for r in results:
-        detail = r.error or r.session or ""
-        out.append(f"| {_cell(r.device)} | {r.platform} | {r.result} | "
-                   f"{len(r.differences)} | {_cell(detail)} |")  # fmt: skip
+    """Differences, pending sessions and the per-device result as GitHub Markdown tables:
+    for a ticket or a pull request."""
+    out = [f"### roce-agent {title}", ""]
+    out += markdown_table(
+        ("device", "platform", "result", "changes", "detail"),
+        [_summary_cells(r) for r in results],
+        right={3},
+    )
     rows = [item for r in results for item in _grouped(r.differences)]
     if rows:
-        out += ["", "| device | interface | setting | expected | actual |", "|---|---|---|---|---|"]
-        out += [f"| {_cell(i.device)} | {_cell(i.interface or '-')} | {_cell(i.setting)} | "
-                f"{_cell(i.expected)} | {_cell(i.actual)} |" for i in rows]  # fmt: skip
+        out.append("")
+        out += markdown_table(
+            ("device", "interface", "setting", "expected", "actual"),
+            [[_cell(v) for v in (i.device, i.interface or "-", i.setting, i.expected, i.actual)]
+             for i in rows],
+        )  # fmt: skip
     for r in results:
         out += [f"- {r.device}: pending {p.describe()}" for p in r.pending]
         out += [f"- {r.device}: {printable(note)}" for note in r.notes]
@@ -197,37 +210,31 @@ def render_markdown(results: list[DeviceResult], title: str, show_lines: bool) -
 
 
 def render_junit(results: list[DeviceResult], title: str) -> str:
-    """JUnit XML (the schema Jenkins and GitLab read,
-    https://github.com/testmoapp/junitxml): one test case per device; a difference or a
-    pending session is a failure, a device that could not be read an error."""
-    suite = ElementTree.Element("testsuite", name=f"roce-agent {title}", tests=str(len(results)))
-    failures = errors = 0
-    for r in results:
-        case = ElementTree.SubElement(
-            suite, "testcase", classname=f"roce-agent.{title}", name=r.device,
-            time=f"{r.duration_s:.3f}",
-        )  # fmt: skip
-        if r.result in ("unreachable", "failed", "unknown"):
-            errors += 1
-            error = ElementTree.SubElement(case, "error", message=f"{r.result}: {r.error or ''}")
-            error.text = printable(r.error or r.result)
-        elif r.differences or r.pending:
-            failures += 1
-            lines = [f"{i.interface or '-'} {i.setting}: Expected: {i.expected} "
-                     f"Actual: {i.actual}" for i in _grouped(r.differences)]  # fmt: skip
-            lines += [f"pending {p.describe()}" for p in r.pending]
-            failure = ElementTree.SubElement(
-                case, "failure", message=f"{len(r.differences)} difference(s) from the intent"
-            )
-            failure.text = printable("\n".join(lines), keep_newlines=True)
-    suite.set("failures", str(failures))
-    suite.set("errors", str(errors))
-    return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+    """One test case per device: a difference or a pending session is a failure, a device
+    that could not be read an error."""
+    name = f"roce-agent {title}"
+    return junit_xml(name, [JUnitSuite(name, [_junit_case(r, title) for r in results])])
+
+
+def _junit_case(result: DeviceResult, title: str) -> JUnitCase:
+    case = JUnitCase(f"roce-agent.{title}", result.device, time_s=result.duration_s)
+    if result.result in ("unreachable", "failed", "unknown"):
+        message = f"{result.result}: {result.error or ''}"
+        return replace(case, outcome="error", message=message,
+                       detail=printable(result.error or result.result))  # fmt: skip
+    if result.differences or result.pending:
+        lines = [f"{i.interface or '-'} {i.setting}: Expected: {i.expected} "
+                 f"Actual: {i.actual}" for i in _grouped(result.differences)]  # fmt: skip
+        lines += [f"pending {p.describe()}" for p in result.pending]
+        message = f"{len(result.differences)} difference(s) from the intent"
+        return replace(case, outcome="failure", message=message,
+                       detail=printable("\n".join(lines), keep_newlines=True))  # fmt: skip
+    return case
 
 
 def _emit(results: list[DeviceResult], output: str, title: str, show_lines: bool) -> None:
     if output == "json":
-        click.echo(json.dumps({"devices": [r.as_dict() for r in results]}, indent=2))
+        echo_json({"devices": [r.as_dict() for r in results]})
         return
     if output == "markdown":
         click.echo(render_markdown(results, title, show_lines), nl=False)
@@ -362,44 +369,63 @@ def drift_command(
 @STATE_DIR
 @OUTPUT
 @handle_errors
-def apply_command(
-    fabric: Path,
-    devices: tuple[str, ...],
-    roles: tuple[str, ...],
-    dry_run: bool,
-    canary: int,
-    batch_size: int,
-    parallelism: int,
-    confirm_timeout: float,
-    hold_s: float | None,
-    pending_policy: str,
-    pending_timeout: float,
-    include_hosts: bool,
-    yes: bool,
-    state_dir: Path | None,
-    output: str,
-) -> None:
+def apply_command(fabric: Path, **options: Any) -> None:
     """Bring switches to the intent: canary first, then batches, each change in a transaction
     the switch rolls back by itself unless the readback matches and the agent confirms.
 
     Exit 0 when every device is applied or already right, 1 on any failure.
     """
-    intent = load_fabric(fabric).intent
-    pusher = Pusher.for_intent(
-        intent,
-        resolve_state_dir(state_dir),
-        # The switches' commit timers count whole seconds (EOS `commit timer hh:mm:ss`).
-        confirm_timeout_s=math.ceil(confirm_timeout),
-        include_hosts=include_hosts,
-        hold_before_confirm_s=hold_s or 0.0,
-        pending_policy=pending_policy,
-        pending_timeout_s=pending_timeout,
-    )
-    selected = choose(pusher, devices, roles)
-    if not dry_run and not yes:
+    run = ApplyFlags(**options)
+    pusher = run.pusher(load_fabric(fabric).intent)
+    selected = choose(pusher, run.devices, run.roles)
+    if not run.dry_run and not run.yes:
         if not sys.stdin.isatty():
             raise AgentError("apply changes devices: pass --yes (or run --dry-run first)")
         click.confirm(f"Apply the intent to {len(selected)} device(s)?", abort=True)
+    results = _apply_with_progress(pusher, selected, run)
+    _emit(
+        results, run.output, "apply (dry run)" if run.dry_run else "apply", show_lines=run.dry_run
+    )
+    if any(r.result in (*STOPPING, "skipped") for r in results):
+        sys.exit(EXIT_FAILED)
+
+
+@dataclass(frozen=True)
+class ApplyFlags:
+    """``roce-agent apply``'s options as the command line gives them."""
+
+    devices: tuple[str, ...]
+    roles: tuple[str, ...]
+    dry_run: bool
+    canary: int
+    batch_size: int
+    parallelism: int
+    confirm_timeout: float
+    hold_s: float | None
+    pending_policy: str
+    pending_timeout: float
+    include_hosts: bool
+    yes: bool
+    state_dir: Path | None
+    output: str
+
+    def pusher(self, intent: FabricIntent) -> Pusher:
+        return Pusher.for_intent(
+            intent,
+            resolve_state_dir(self.state_dir),
+            # The switches' commit timers count whole seconds (EOS `commit timer hh:mm:ss`).
+            confirm_timeout_s=math.ceil(self.confirm_timeout),
+            include_hosts=self.include_hosts,
+            hold_before_confirm_s=self.hold_s or 0.0,
+            pending_policy=self.pending_policy,
+            pending_timeout_s=self.pending_timeout,
+        )
+
+
+def _apply_with_progress(
+    pusher: Pusher, selected: list[Device], run: ApplyFlags
+) -> list[DeviceResult]:
+    """Apply, with a bar on a terminal's stderr (none with -o json)."""
     err = console(stderr=True)
     with Progress(
         TextColumn("{task.description}", markup=False),
@@ -408,20 +434,17 @@ def apply_command(
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=output == "json" or not err.is_terminal,
+        disable=run.output == "json" or not err.is_terminal,
     ) as progress:
-        task = progress.add_task("apply" if not dry_run else "dry run", total=len(selected))
-        results = pusher.apply_all(
+        task = progress.add_task("apply" if not run.dry_run else "dry run", total=len(selected))
+        return pusher.apply_all(
             selected,
-            canary,
-            batch_size,
-            parallelism,
-            dry_run,
+            run.canary,
+            run.batch_size,
+            run.parallelism,
+            run.dry_run,
             on_result=lambda r: progress.advance(task),
         )
-    _emit(results, output, "apply (dry run)" if dry_run else "apply", show_lines=dry_run)
-    if any(r.result in (*STOPPING, "skipped") for r in results):
-        sys.exit(EXIT_FAILED)
 
 
 @click.command("audit")
@@ -443,7 +466,7 @@ def audit_command(incomplete: bool, state_dir: Path | None, output: str) -> None
     attempts = log.incomplete() if incomplete else log.attempts()
     rows = [_attempt_row(a) for a in attempts]
     if output == "json":
-        click.echo(json.dumps({"audit_log": str(log.path), "attempts": rows}, indent=2))
+        echo_json({"audit_log": str(log.path), "attempts": rows})
     elif not rows:
         what = "no incomplete attempt" if incomplete else "no change attempt"
         _console().print(Text(f"audit: {printable(str(log.path))}: {what}"))

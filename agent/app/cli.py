@@ -7,16 +7,16 @@ line each on stderr — never a traceback unless ``--debug`` asks for it.
 
 from __future__ import annotations
 
-import importlib
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING
 
 import click
 
 from agent import __version__
+from agent.app.output import echo_json
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
 from common.conventions import console, device_options, examples, select_devices
+from common.registry import Entry, Registry
 
 if TYPE_CHECKING:
     from agent.intent.loader import LoadedFabric
@@ -25,81 +25,127 @@ if TYPE_CHECKING:
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "main"]
 
 
+# Every command but ``check`` and ``plan``, imported on first use: keeps ``lab`` out of the
+# agent's import graph, and a run of one command (``twin`` above all, issue #31) from paying
+# for the imports of all the others (netmiko, scapy, prometheus_client, the planner's device
+# state...). The summary is the command's line in ``roce-agent --help``, so listing the
+# commands imports none of them; tests/unit/test_cli.py holds each summary to its command's
+# own help.
+COMMANDS: Registry[click.Command] = Registry(
+    "command",
+    {
+        "apply": Entry(
+            "agent.app.change:apply_command",
+            "Bring switches to the intent: canary first, then batches, each change in a "
+            "transaction the switch rolls back by itself unless the readback matches and the "
+            "agent confirms.",
+        ),
+        "audit": Entry(
+            "agent.app.change:audit_command",
+            "Show change attempts from the write-ahead audit log (intent, result, reconciled).",
+        ),
+        "checks": Entry("agent.app.catalog:checks_command", "List the checks validate runs (RC…)."),
+        "diff": Entry(
+            "agent.app.change:diff_command",
+            "Show what would change on each switch (and the lines that would be sent). Exit 0.",
+        ),
+        "discover": Entry("agent.app.discover:discover_command", "A fabric file from LLDP."),
+        "drift": Entry(
+            "agent.app.change:drift_command",
+            "Compare every switch with the intent: exit 1 listing every difference, 0 if none, "
+            "2 if a device could not be read.",
+        ),
+        "exporter": Entry(
+            "agent.app.exporter:exporter_command",
+            "Serve PFC, ECN, drop, watchdog, drift, probe and NIC metrics for Prometheus.",
+        ),
+        "lab": Entry("lab.cli:group", "Build and run the virtual lossless lab fabric."),
+        "locate": Entry(
+            "agent.app.locate:locate_command",
+            "Find the link, port, switch or host NIC behind a symptom.",
+        ),
+        "nccl": Entry(
+            "agent.app.nccl:nccl_command",
+            "The NCCL/UCX environment a job needs on each RDMA host.",
+        ),
+        "probe": Entry("agent.app.probe:group", "Inject and sniff RoCEv2: drops, ECN, CNPs, PFC."),
+        "render": Entry(
+            "agent.app.render:render_command",
+            "Print the lines or patch each device would get, offline.",
+        ),
+        "rules": Entry("agent.app.catalog:rules_command", "List the fabric file rules (IR…)."),
+        "run": Entry(
+            "agent.app.run:run_command",
+            "Run PLAYBOOK (a file or lossless-rollout, storm-drill, ecn-sweep, validate) on "
+            "FABRIC.",
+        ),
+        "serve": Entry(
+            "agent.app.serve:serve_command",
+            "Run the daemon: reconcile loop (observe reports drift, enforce repairs it through "
+            "the push path), scheduled playbooks, the Prometheus exporter, sd_notify for "
+            "systemd.",
+        ),
+        "tune": Entry(
+            "agent.app.tune:tune_command",
+            "Search ECN x DCQCN (x QPs per connection) jointly per link speed in the twin.",
+        ),
+        "twin": Entry(
+            "agent.app.twin:twin_command",
+            "Simulate a scenario on the fabric's own speeds, cables, thresholds and DCQCN "
+            "settings.",
+        ),
+        "validate": Entry(
+            "agent.app.validate:validate_command",
+            "Validate FABRIC: read the switches, drive traffic, run every check.",
+        ),
+    },
+)
+# Commands whose failed import is reported as "the NAME commands are unavailable: ..." (exit
+# 1): the ones loaded lazily from the start, the lab's group among them (a part of the
+# install the agent itself never needs). A failed import of any other command is a bug in an
+# install that has the whole core, and is raised as it is.
+UNAVAILABLE_AS_MESSAGE = frozenset(
+    {"checks", "discover", "lab", "locate", "nccl", "probe", "render", "rules"}
+)
+# Width of a command's line in the listing, as click shortens a command's own help.
+SUMMARY_LIMIT = 70
+
+
+def summary_line(summary: str) -> str:
+    """``summary`` shortened for the command listing exactly as click shortens a loaded
+    command's help (its first sentence, cut at :data:`SUMMARY_LIMIT` with "...")."""
+    return click.Command(None, help=summary).get_short_help_str(limit=SUMMARY_LIMIT)
+
+
 class LazyGroup(click.Group):
-    """Every command but ``check`` and ``plan`` imported on first use: keeps ``lab`` out of
-    the agent's import graph, and a run of one command (``twin`` above all, issue #31) from
-    paying for the imports of all the others (netmiko, scapy, prometheus_client, the planner's
-    device state...). Click's own pattern for it: "Lazily Loading Subcommands" in
+    """The commands of :data:`COMMANDS` listed from their summaries and imported only when
+    one is run. Click's own pattern for it: "Lazily Loading Subcommands" in
     https://click.palletsprojects.com/en/stable/complex/#lazily-loading-subcommands
     (``list_commands`` names them, ``get_command`` imports one when it is asked for).
     ``tests/unit/test_startup_imports.py`` keeps the heavy modules off the ``twin`` path."""
 
-    lazy: ClassVar[dict[str, tuple[str, str, str]]] = {
-        # traces, mesh and probes: imports every other command need not pay for
-        "locate": (
-            "agent.app.locate",
-            "locate_command",
-            "Find the link, port, switch or host NIC behind a symptom.",
-        ),
-        "probe": ("agent.app.probe", "group", "Inject and sniff RoCEv2: drops, ECN, CNPs, PFC."),
-        "lab": ("lab.cli", "group", "Build and run the virtual lossless lab fabric."),
-        "discover": ("agent.app.discover", "discover_command", "A fabric file from LLDP."),
-        "nccl": (
-            "agent.app.nccl",
-            "nccl_command",
-            "The NCCL/UCX environment a job needs on each RDMA host.",
-        ),
-        "rules": ("agent.app.catalog", "rules_command", "List the fabric file rules (IR…)."),
-        "checks": ("agent.app.catalog", "checks_command", "List the checks validate runs (RC…)."),
-        "render": (
-            "agent.app.render",
-            "render_command",
-            "Print the lines or patch each device would get, offline.",
-        ),
-    }
-    # The core's commands, by module and attribute: part of every install (an import error
-    # here is a bug, raised as it is), and listed with their own one-line help, so --help
-    # (never a hot path) imports them to read it.
-    deferred: ClassVar[dict[str, tuple[str, str]]] = {
-        "diff": ("agent.app.change", "diff_command"),
-        "apply": ("agent.app.change", "apply_command"),
-        "drift": ("agent.app.change", "drift_command"),
-        "audit": ("agent.app.change", "audit_command"),
-        "validate": ("agent.app.validate", "validate_command"),
-        "run": ("agent.app.validate", "run_command"),
-        "serve": ("agent.app.validate", "serve_command"),
-        "exporter": ("agent.app.exporter", "exporter_command"),
-        "twin": ("agent.app.twin", "twin_command"),
-        "tune": ("agent.app.tune", "tune_command"),
-    }
-
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *self.lazy, *self.deferred])
+        return sorted([*super().list_commands(ctx), *COMMANDS])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.deferred:
-            module_name, attribute = self.deferred[cmd_name]
-            return cast(click.Command, getattr(importlib.import_module(module_name), attribute))
-        if cmd_name in self.lazy:
-            module_name, attribute, _ = self.lazy[cmd_name]
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError as exc:
-                raise click.ClickException(
-                    f"the {cmd_name} commands are unavailable: {exc}"
-                ) from None
-            return cast(click.Command, getattr(module, attribute))
-        return super().get_command(ctx, cmd_name)
+        if cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        try:
+            return COMMANDS.load(cmd_name)
+        except ImportError as exc:
+            if cmd_name not in UNAVAILABLE_AS_MESSAGE:
+                raise
+            raise click.ClickException(f"the {cmd_name} commands are unavailable: {exc}") from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []
         for name in self.list_commands(ctx):
-            if name in self.lazy:
-                rows.append((name, self.lazy[name][2]))
-            else:
-                command = self.get_command(ctx, name)
-                if command is not None and not command.hidden:
-                    rows.append((name, command.get_short_help_str(limit=70)))
+            if name in COMMANDS:
+                rows.append((name, summary_line(COMMANDS[name].summary)))
+                continue
+            command = super().get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=SUMMARY_LIMIT)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -194,7 +240,7 @@ def plan(fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output:
 
     desired = _select(build_plan(_load(fabric).intent), devices, roles)
     if output == "json":
-        click.echo(json.dumps(desired.model_dump(mode="json"), indent=2))
+        echo_json(desired.model_dump(mode="json"))
     else:
         # Literal text (a description is never markup); pipes and CI logs get wide tables.
         render_plan_tables(desired, console())

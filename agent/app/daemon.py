@@ -48,10 +48,10 @@ from pydantic import (
 )
 
 from agent.device.fanout import DEFAULT_PARALLELISM
-from agent.device.push import Pusher
+from agent.device.push import DeviceResult, Pusher
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.loader import load_fabric
-from agent.intent.model import FabricIntent
+from agent.intent.model import Device, FabricIntent
 from agent.intent.shard import WHOLE, Shard, ShardError, parse_shard
 from agent.ops.playbooks import PlaybookRunner, load_playbook, playbook_path
 from common.validation import validation_problems
@@ -400,8 +400,7 @@ class Daemon:
         try:
             server = MetricsServer(
                 exporter.registry,
-                address[0],
-                address[1],
+                address,
                 loaded.web,
                 exporter.text,
                 settings.server_limits(),
@@ -638,39 +637,12 @@ class Daemon:
         results = pusher.inspect_all(devices)
         drifted = [r for r in results if r.differences]
         for result in results:
-            for session in result.pending:
-                log.warning("pending session", extra={"fields": session.as_dict()})
-            if self.exporter is not None:
-                self.exporter.update_drift(result.device, len(result.differences))
-            if result.differences:
-                log.warning(
-                    "drift",
-                    extra={
-                        "fields": {
-                            "device": result.device,
-                            "differences": [d.as_dict() for d in result.differences],
-                        }
-                    },
-                )
-            elif result.error:
-                log.error(
-                    "device unreadable",
-                    extra={"fields": {"device": result.device, "error": result.error}},
-                )
+            self._log_inspected(result)
         repaired: list[str] = []
         if drifted and config.mode == "enforce":
-            targets = [d for d in devices if d.name in {r.device for r in drifted}]
-            for result in pusher.apply_all(
-                targets,
-                config.apply.canary,
-                config.apply.batch_size,
-                parallelism=config.apply.parallelism,
-            ):
-                log.info("enforce", extra={"fields": result.as_dict()})
-                if result.result == "applied":
-                    repaired.append(result.device)
-                    if self.exporter is not None:
-                        self.exporter.update_drift(result.device, 0)
+            repaired = self._enforce(
+                pusher, [d for d in devices if d.name in {r.device for r in drifted}]
+            )
         self.reconciles += 1
         summary = {
             "time": time.time(),
@@ -685,6 +657,38 @@ class Daemon:
             + (f", repaired {len(repaired)}" if repaired else "")
             + self.shard_text()
         )
+
+    def _log_inspected(self, result: DeviceResult) -> None:
+        """A switch's pending sessions, drift or read error in the log; its drift in the
+        exporter."""
+        for session in result.pending:
+            log.warning("pending session", extra={"fields": session.as_dict()})
+        if self.exporter is not None:
+            self.exporter.update_drift(result.device, len(result.differences))
+        if result.differences:
+            differences = [d.as_dict() for d in result.differences]
+            log.warning("drift", extra={"fields": {"device": result.device,
+                                                   "differences": differences}})  # fmt: skip
+        elif result.error:
+            log.error(
+                "device unreadable",
+                extra={"fields": {"device": result.device, "error": result.error}},
+            )
+
+    def _enforce(self, pusher: Pusher, targets: list[Device]) -> list[str]:
+        """Apply the intent to the drifted switches; the names of those repaired."""
+        settings = self.loaded.config.apply
+        repaired: list[str] = []
+        results = pusher.apply_all(
+            targets, settings.canary, settings.batch_size, parallelism=settings.parallelism
+        )
+        for result in results:
+            log.info("enforce", extra={"fields": result.as_dict()})
+            if result.result == "applied":
+                repaired.append(result.device)
+                if self.exporter is not None:
+                    self.exporter.update_drift(result.device, 0)
+        return repaired
 
     def run_playbook(self, name: str) -> None:
         loaded = self.loaded
@@ -775,17 +779,14 @@ class EmbeddedExporter:
 
     @classmethod
     def build(cls, loaded: Loaded, settings: ExporterConfig, daemon: Daemon) -> EmbeddedExporter:
-        from exporters.exporter import Exporter
+        from exporters.exporter import Exporter, ExporterOptions
 
         # The exporter polls and serves only the shard's switches (and says which shard it
         # is in roce_exporter_shard_info), so N agents' targets add up to the fabric once.
-        exporter = Exporter(
-            loaded.intent,
-            listen=None,
-            interval_s=settings.poll_interval_s,
-            host_nic=False,
-            shard=loaded.shard,
+        options = ExporterOptions(
+            listen=None, interval_s=settings.poll_interval_s, host_nic=False, shard=loaded.shard
         )
+        exporter = Exporter(loaded.intent, options)
         exporter.registry.register(DaemonCollector(daemon))
         return cls(exporter)
 

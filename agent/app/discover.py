@@ -11,13 +11,13 @@ left for the operator unless ``--cable-m`` says it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import yaml
 
 from agent.app.support import handle_errors
 from agent.device import lldp
+from agent.device.fanout import results_or_raise, run_each
 from agent.device.lldp import Discovered, Neighbor, PortFacts, natural_key
 from agent.errors import AgentError
 from agent.intent.units import format_speed
@@ -34,6 +35,8 @@ from common.clicktypes import FiniteFloat
 from common.conventions import console, examples, output_option
 
 FABRIC_SUFFIXES = (".yml", ".yaml")
+# Switches read at once (agent.device.fanout.run_each's parallelism); a run reads them all.
+PARALLELISM = 16
 _TARGET = re.compile(
     r"^(?:(?P<user>[A-Za-z_][A-Za-z0-9_.-]*)@)?"
     r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)"
@@ -90,53 +93,65 @@ def _device(name: str, platform: str, fields: dict[str, Any], label: str | None 
         raise AgentError(f"{label or name}: {where}: {first['msg']}") from None
 
 
-def targets_from_cli(
-    texts: Sequence[str],
-    platform: str | None,
-    username: str | None,
-    password_env: str | None,
-    ssh_key: Path | None,
-) -> list[Target]:
+@dataclass(frozen=True)
+class Login:
+    """How to log in to targets given on the command line: ``--username`` (for a target
+    without ``USER@``), ``--password-env`` and ``--ssh-key``."""
+
+    username: str | None = None
+    password_env: str | None = None
+    ssh_key: Path | None = None
+
+    def credentials(self) -> dict[str, Any]:
+        """The fabric file's ``credentials:`` for this login."""
+        credentials: dict[str, Any] = {}
+        if self.password_env:
+            credentials["password_env"] = self.password_env
+        if self.ssh_key is not None:
+            credentials["ssh_key"] = str(self.ssh_key)
+        return credentials
+
+
+def targets_from_cli(texts: Sequence[str], platform: str | None, login: Login) -> list[Target]:
     """Targets given as ``[USER@]HOST[:PORT]``: they all share ``--platform`` and login."""
     if platform is None:
         raise click.BadParameter(
             f"Expected: the switches' platform ({', '.join(lldp.PLATFORMS)}) Actual: not given",
             param_hint="'--platform'",
         )
-    if password_env is None and ssh_key is None:
+    _check_secret(login)
+    return [_cli_target(text, index, platform, login) for index, text in enumerate(texts, 1)]
+
+
+def _check_secret(login: Login) -> None:
+    """A password in the environment or a key, else a usage error."""
+    if login.password_env is None and login.ssh_key is None:
         raise click.BadParameter(
             "Expected: --password-env VAR or --ssh-key FILE Actual: neither",
             param_hint="'--password-env'",
         )
-    if password_env is not None and password_env not in os.environ:
+    if login.password_env is not None and login.password_env not in os.environ:
         raise click.BadParameter(
-            f"Expected: an environment variable holding the password Actual: ${password_env} "
-            "is not set",
+            f"Expected: an environment variable holding the password Actual: "
+            f"${login.password_env} is not set",
             param_hint="'--password-env'",
         )
-    result = []
-    for index, text in enumerate(texts, start=1):
-        user, host, port = parse_target(text)
-        login = user or username
-        if login is None:
-            raise click.BadParameter(
-                f"Expected: USER@ in {text!r} or --username Actual: neither",
-                param_hint="'--username'",
-            )
-        credentials: dict[str, Any] = {"password_env": password_env} if password_env else {}
-        if ssh_key is not None:
-            credentials["ssh_key"] = str(ssh_key)
-        fields = {
-            "host": host,
-            "port": port,
-            "username": login,
-            "credentials": credentials,
-        }
-        # The device's name until its hostname is read: the host when it is a valid name
-        # (errors then read "10.0.0.1: cannot connect ..."), else a placeholder.
-        name = host if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", host) else f"target{index}"
-        result.append(Target(text, platform, _device(name, platform, fields, text)))
-    return result
+
+
+def _cli_target(text: str, index: int, platform: str, login: Login) -> Target:
+    user, host, port = parse_target(text)
+    username = user or login.username
+    if username is None:
+        raise click.BadParameter(
+            f"Expected: USER@ in {text!r} or --username Actual: neither",
+            param_hint="'--username'",
+        )
+    fields = {"host": host, "port": port, "username": username,
+              "credentials": login.credentials()}  # fmt: skip
+    # The device's name until its hostname is read: the host when it is a valid name
+    # (errors then read "10.0.0.1: cannot connect ..."), else a placeholder.
+    name = host if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", host) else f"target{index}"
+    return Target(text, platform, _device(name, platform, fields, text))
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -379,13 +394,8 @@ def build_skeleton(
         for neighbor in device.neighbors:
             builder.add(device, neighbor)
     devices = builder.devices(access or {})
-    port_defaults = _hoist_defaults(devices)
-    if cable_m is not None:
-        port_defaults["cable_m"] = int(cable_m) if float(cable_m).is_integer() else cable_m
-    defaults: dict[str, Any] = dict(login or {})
-    if port_defaults:
-        defaults["ports"] = port_defaults
     document: dict[str, Any] = {"name": name, "profile": "nvidia-default"}
+    defaults = _defaults(login or {}, _hoist_defaults(devices), cable_m)
     if defaults:
         document["defaults"] = defaults
     document["devices"] = devices
@@ -396,6 +406,18 @@ def build_skeleton(
             "(or netns in a lab) on each"
         )
     return Skeleton(document, builder.warnings)
+
+
+def _defaults(
+    login: dict[str, Any], port_defaults: dict[str, Any], cable_m: float | None
+) -> dict[str, Any]:
+    """The skeleton's ``defaults:``: the login, then the ports' common values."""
+    if cable_m is not None:
+        port_defaults["cable_m"] = int(cable_m) if float(cable_m).is_integer() else cable_m
+    defaults = dict(login)
+    if port_defaults:
+        defaults["ports"] = port_defaults
+    return defaults
 
 
 class _Flow(dict[str, Any]):
@@ -496,20 +518,17 @@ def _check_write(write: Path | None, force: bool) -> None:
         )
 
 
-def _login(
-    path: Path | None, username: str | None, password_env: str | None, ssh_key: Path | None
-) -> dict[str, Any]:
+def _defaults_login(path: Path | None, login: Login) -> dict[str, Any]:
+    """The skeleton's ``defaults:`` login: the fabric file's, or the command line's."""
     if path is not None:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         defaults = _mapping(data.get("defaults") if isinstance(data, dict) else None)
         return {k: defaults[k] for k in ("username", "credentials") if k in defaults}
-    login: dict[str, Any] = {"username": username} if username else {}
-    credentials = {"password_env": password_env} if password_env else {}
-    if ssh_key is not None:
-        credentials["ssh_key"] = str(ssh_key)
+    written: dict[str, Any] = {"username": login.username} if login.username else {}
+    credentials = login.credentials()
     if credentials:
-        login["credentials"] = credentials
-    return login
+        written["credentials"] = credentials
+    return written
 
 
 def _access(target: Target, login: dict[str, Any]) -> dict[str, Any]:
@@ -553,18 +572,7 @@ def _access(target: Target, login: dict[str, Any]) -> dict[str, Any]:
 @click.option("--force", is_flag=True, help="With --write: replace an existing file.")
 @output_option("yaml", "json", default="yaml")
 @handle_errors
-def discover_command(
-    targets: tuple[str, ...],
-    platform: str | None,
-    username: str | None,
-    password_env: str | None,
-    ssh_key: Path | None,
-    cable_m: float | None,
-    fabric_name: str,
-    write: Path | None,
-    force: bool,
-    output: str,
-) -> None:
+def discover_command(targets: tuple[str, ...], **options: Any) -> None:
     """Write a fabric file skeleton from the switches' LLDP neighbours, speeds and MTUs.
 
     TARGET is [USER@]HOST[:PORT] of a switch (all of one --platform), or a single fabric
@@ -573,38 +581,73 @@ def discover_command(
     neighbours is a leaf and one with only switch neighbours a spine. cable_m is left out
     unless --cable-m gives it.
     """
-    _check_write(write, force)
-    fabric = _split(targets)
-    if fabric is not None:
-        chosen = targets_from_fabric(fabric)
-    else:
-        chosen = targets_from_cli(targets, platform, username, password_env, ssh_key)
-    with ThreadPoolExecutor(max_workers=min(16, len(chosen))) as pool:
-        results = list(pool.map(read_target, chosen))
-    found = [f for _, f in results]
-    if fabric is not None:  # the fabric's names win over the hostnames the switches report
-        found = renamed(found, {f.name: t.label for t, f in results})
-    problems = _check_names(found)
-    if problems:
-        raise click.BadParameter(
-            "; ".join(problems) + " (is the platform right?)",
-            param_hint="'FABRIC'" if fabric is not None else "'--platform'",
-        )
-    login = _login(fabric, username, password_env, ssh_key)
-    access = {f.name: _access(t, login) for (t, _), f in zip(results, found, strict=True)}
-    skeleton = build_skeleton(found, name=fabric_name, access=access, login=login,
-                              cable_m=cable_m)  # fmt: skip
-    text = render(skeleton, output, cable_m)
-    if write is None:
+    run = Discovery(targets, **options)
+    _check_write(run.write, run.force)
+    found, access = run.read()
+    skeleton = build_skeleton(found, name=run.fabric_name, access=access,
+                              login=run.defaults_login(), cable_m=run.cable_m)  # fmt: skip
+    text = render(skeleton, run.output, run.cable_m)
+    if run.write is None:
         sys.stdout.write(text)
     else:
-        write.write_text(text, encoding="utf-8")
+        run.write.write_text(text, encoding="utf-8")
     err = console(stderr=True)
     for warning in skeleton.warnings:
         err.print(f"warning: {warning}")
-    if write is not None:
+    if run.write is not None:
         links = sum(len(d.get("ports", [])) for d in skeleton.document["devices"])
-        err.print(f"wrote {write}: {len(found)} switches, {links} ports declared")
+        err.print(f"wrote {run.write}: {len(found)} switches, {links} ports declared")
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """One ``discover`` run: its TARGETs (switches, or one fabric file) and its options."""
+
+    targets: tuple[str, ...]
+    platform: str | None
+    username: str | None
+    password_env: str | None
+    ssh_key: Path | None
+    cable_m: float | None
+    fabric_name: str
+    write: Path | None
+    force: bool
+    output: str
+
+    @functools.cached_property
+    def fabric(self) -> Path | None:
+        return _split(self.targets)
+
+    @property
+    def login(self) -> Login:
+        return Login(self.username, self.password_env, self.ssh_key)
+
+    def defaults_login(self) -> dict[str, Any]:
+        return _defaults_login(self.fabric, self.login)
+
+    def chosen(self) -> list[Target]:
+        if self.fabric is not None:
+            return targets_from_fabric(self.fabric)
+        return targets_from_cli(self.targets, self.platform, self.login)
+
+    def read(self) -> tuple[list[Discovered], dict[str, dict[str, Any]]]:
+        """Every switch read (at most :data:`PARALLELISM` at once), named as the fabric file
+        names them, and each one's management fields for the skeleton."""
+        chosen = self.chosen()
+        outcomes = run_each({str(i): t for i, t in enumerate(chosen)}, read_target, PARALLELISM)
+        results = list(results_or_raise(outcomes).values())
+        found = [f for _, f in results]
+        if self.fabric is not None:  # the fabric's names win over the hostnames they report
+            found = renamed(found, {f.name: t.label for t, f in results})
+        problems = _check_names(found)
+        if problems:
+            raise click.BadParameter(
+                "; ".join(problems) + " (is the platform right?)",
+                param_hint="'FABRIC'" if self.fabric is not None else "'--platform'",
+            )
+        login = self.defaults_login()
+        access = {f.name: _access(t, login) for (t, _), f in zip(results, found, strict=True)}
+        return found, access
 
 
 def renamed(found: Sequence[Discovered], names: dict[str, str]) -> list[Discovered]:

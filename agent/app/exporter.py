@@ -10,8 +10,10 @@ import logging
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +22,9 @@ from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.intent.shard import ShardError, parse_shard
 from common.conventions import duration, examples, named_durations
+
+if TYPE_CHECKING:  # the exporter package is imported when the command runs
+    from exporters.exporter import ExporterOptions
 
 INTERVAL = duration(86400)
 TIMEOUT = duration(3600)
@@ -123,23 +128,7 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
 @click.option("--no-drift", is_flag=True, help="Do not read the configuration for drift.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every poll failure detail.")
 @handle_errors
-def exporter_command(
-    fabric: Path,
-    listen: str,
-    interval: float,
-    device_intervals: tuple[str, ...],
-    timeout: float,
-    concurrency: int,
-    web_config: Path | None,
-    host_nic: bool | None,
-    sysfs_root: Path,
-    probe_results: Path | None,
-    shard_spec: str,
-    max_connections: int,
-    max_connections_per_address: int,
-    no_drift: bool,
-    verbose: bool,
-) -> None:
+def exporter_command(fabric: Path, **options: Any) -> None:
     """Serve PFC, ECN, drop, watchdog, drift, probe and NIC metrics for Prometheus.
 
     Pollers read every switch of FABRIC over SSH (the platform's counter commands) into a
@@ -149,46 +138,12 @@ def exporter_command(
     web config, listen address, unreadable credentials) exits 2 before anything is served.
     """
     from exporters.exporter import Exporter
-    from exporters.server import LimitsError, ServerLimits, parse_listen
-    from exporters.webconfig import load_web_config
 
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if not verbose:
-        # paramiko logs every failed banner read at ERROR; the poller's own warning says it.
-        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    intervals = _device_intervals(device_intervals)  # bad input exits 2 before any work
-    try:
-        shard = parse_shard(shard_spec)
-    except ShardError as exc:
-        raise AgentError(f"--shard: {str(exc).removeprefix('shard: ')}") from None
-    address = parse_listen(listen)
-    if max_connections_per_address > max_connections:
-        raise LimitsError(
-            f"--max-connections-per-address: Expected: at most --max-connections "
-            f"({max_connections}) Actual: {max_connections_per_address}"
-        )
-    limits = ServerLimits(max_connections, max_connections_per_address)
-    web = load_web_config(web_config) if web_config is not None else None
+    flags = ExporterFlags(**options)
+    flags.configure_logging()
+    exporter_options = flags.exporter_options()  # bad input exits 2 before any work
     intent = load_fabric(fabric).intent
-    exporter = Exporter(
-        intent,
-        listen=address,
-        interval_s=interval,
-        device_intervals=intervals,
-        timeout_s=timeout,
-        concurrency=concurrency,
-        web_config=web,
-        host_nic=host_nic,
-        sysfs_root=sysfs_root,
-        probe_results=probe_results,
-        drift=not no_drift,
-        shard=shard,
-        limits=limits,
-    )
+    exporter = Exporter(intent, exporter_options)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -197,10 +152,11 @@ def exporter_command(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     exporter.start()
+    shard = exporter_options.shard
     part = "" if shard.whole else f" shard {shard}"
     click.echo(
         f"roce-agent exporter: serving {exporter.url} for fabric {intent.name}{part} "
-        f"({len(exporter.switches)} switches, every {interval:g} s)",
+        f"({len(exporter.switches)} switches, every {flags.interval:g} s)",
         err=True,
     )
     try:
@@ -208,3 +164,68 @@ def exporter_command(
             pass
     finally:
         exporter.stop()
+
+
+@dataclass(frozen=True)
+class ExporterFlags:
+    """``roce-agent exporter``'s options as the command line gives them; checked and turned
+    into the exporter's own by :meth:`exporter_options`."""
+
+    listen: str
+    interval: float
+    device_intervals: tuple[str, ...]
+    timeout: float
+    concurrency: int
+    web_config: Path | None
+    host_nic: bool | None
+    sysfs_root: Path
+    probe_results: Path | None
+    shard_spec: str
+    max_connections: int
+    max_connections_per_address: int
+    no_drift: bool
+    verbose: bool
+
+    def configure_logging(self) -> None:
+        logging.basicConfig(
+            level=logging.DEBUG if self.verbose else logging.WARNING,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+        if not self.verbose:
+            # paramiko logs every failed banner read at ERROR; the poller's own warning says it.
+            logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+
+    def exporter_options(self) -> ExporterOptions:
+        """The options checked, each bad one an error naming it (exit 2)."""
+        from exporters.exporter import ExporterOptions
+        from exporters.server import LimitsError, ServerLimits, parse_listen
+        from exporters.webconfig import load_web_config
+
+        intervals = _device_intervals(self.device_intervals)
+        try:
+            shard = parse_shard(self.shard_spec)
+        except ShardError as exc:
+            raise AgentError(f"--shard: {str(exc).removeprefix('shard: ')}") from None
+        address = parse_listen(self.listen)
+        if self.max_connections_per_address > self.max_connections:
+            raise LimitsError(
+                f"--max-connections-per-address: Expected: at most --max-connections "
+                f"({self.max_connections}) Actual: {self.max_connections_per_address}"
+            )
+        limits = ServerLimits(self.max_connections, self.max_connections_per_address)
+        web = load_web_config(self.web_config) if self.web_config is not None else None
+        return ExporterOptions(
+            listen=address,
+            interval_s=self.interval,
+            device_intervals=intervals,
+            timeout_s=self.timeout,
+            concurrency=self.concurrency,
+            web_config=web,
+            host_nic=self.host_nic,
+            sysfs_root=self.sysfs_root,
+            probe_results=self.probe_results,
+            drift=not self.no_drift,
+            shard=shard,
+            limits=limits,
+        )

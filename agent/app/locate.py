@@ -18,19 +18,21 @@ other evidence still counts.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from agent.app.output import echo_json, markdown_table, md_code
 from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
 from agent.errors import printable
 from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
 from agent.observe.locate.gather import LocateRun, as_json, run_locate
 from agent.observe.locate.verdict import Suspect
 from common.conventions import add_column, console, duration, examples, output_option, table
@@ -117,13 +119,12 @@ def render_markdown(run: LocateRun) -> str:
         "",
     ]
     if verdict.suspects:
-        lines += ["| rank | kind | element | confidence | evidence |", "|---|---|---|---|---|"]
-        for rank, suspect in enumerate(verdict.suspects, start=1):
-            evidence = "<br>".join(e.replace("|", "\\|") for e in _evidence_lines(suspect))
-            lines.append(
-                f"| {_rank(suspect, rank)} | {suspect.kind} | `{suspect.element}` | "
-                f"{suspect.confidence:.2f} | {evidence} |"
-            )
+        lines += markdown_table(
+            ("rank", "kind", "element", "confidence", "evidence"),
+            [(_rank(suspect, rank), suspect.kind, md_code(suspect.element),
+              f"{suspect.confidence:.2f}", "\n".join(_evidence_lines(suspect)))
+             for rank, suspect in enumerate(verdict.suspects, start=1)],
+        )  # fmt: skip
     lines.append(f"- {stopped_line(run)}")
     lines.append(f"- {run.transport.summary()}")
     lines += [f"- follow-up probes {r.describe()}" for r in verdict.follow_ups]
@@ -221,16 +222,7 @@ def render_table(run: LocateRun, console: Console) -> None:
     "only show under congestion (RoCE in a lossy class, pause not honoured).",
 )
 @handle_errors
-def locate_command(
-    fabric: Any,
-    confidence: float,
-    max_duration: float,
-    min_loss: float,
-    duration: float | None,
-    output: str,
-    rate_per_host: int,
-    load: bool,
-) -> None:
+def locate_command(fabric: Any, output: str, **options: Any) -> None:
     """Find the link, port, switch or host NIC behind a symptom.
 
     Traces every host pair's ECMP paths with the probes' own 5-tuple, probes each path,
@@ -239,22 +231,38 @@ def locate_command(
     at --confidence, or at --max-duration. Exit 0: no fault found; 1: suspects; 2: could
     not run.
     """
-    if rate_per_host <= 0:
+    search = LocateFlags(**options)
+    if search.rate_per_host <= 0:
         raise click.BadParameter("Expected: > 0", param_hint="--rate-per-host")
-    intent = load_fabric(fabric).intent
-    run = run_locate(
-        intent,
-        confidence=confidence,
-        max_duration_s=max_duration,
-        min_loss=min_loss,
-        duration_s=duration,
-        rate_per_host_bps=rate_per_host,
-        load=load,
-    )
+    run = search.run(load_fabric(fabric).intent)
     if output == "json":
-        click.echo(json.dumps(as_json(run), indent=2))
+        echo_json(as_json(run))
     elif output == "markdown":
         click.echo(render_markdown(run))
     else:
         render_table(run, console())
     sys.exit(EXIT_FAILED if run.verdict.fault_found else EXIT_OK)
+
+
+@dataclass(frozen=True)
+class LocateFlags:
+    """How locate probes: its stopping rule (``--confidence``, ``--min-loss``,
+    ``--max-duration``) or a fixed ``--duration``, the probe rate per host and ``--load``."""
+
+    confidence: float
+    max_duration: float
+    min_loss: float
+    duration: float | None
+    rate_per_host: int
+    load: bool
+
+    def run(self, intent: FabricIntent) -> LocateRun:
+        return run_locate(
+            intent,
+            confidence=self.confidence,
+            max_duration_s=self.max_duration,
+            min_loss=self.min_loss,
+            duration_s=self.duration,
+            rate_per_host_bps=self.rate_per_host,
+            load=self.load,
+        )

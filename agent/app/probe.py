@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from agent.app.output import echo_json, write_report_file
 from agent.app.support import FABRIC, OUTPUT, HostList, SizeType, handle_errors
 from agent.errors import AgentError
 from agent.intent.units import UnitError, parse_speed
@@ -16,8 +19,11 @@ from agent.observe.probes.pcap import DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from common.clicktypes import FiniteFloat
 from common.conventions import add_column, console, duration, examples, output_option, table
 
-if TYPE_CHECKING:  # the command loads agent.observe.perftest on first use
-    from agent.observe.perftest.scenario import PerftestReport
+if TYPE_CHECKING:  # the commands load agent.observe.perftest and nccltests on first use
+    from rich.table import Table
+
+    from agent.observe.nccltests.verdict import BinaryRow
+    from agent.observe.perftest.scenario import PerftestReport, Scenario
 
 # A time with its unit (3s, 200ms); a bare number, nan, inf, 0 and negatives are refused:
 # a probe of nan seconds never ends.
@@ -48,7 +54,7 @@ def _console() -> Any:
 
 def _emit(result: dict[str, Any], output: str, title: str) -> None:
     if output == "json":
-        click.echo(json.dumps(result, indent=2))
+        echo_json(result)
         return
     console = _console()
     rows = result.get("flows")
@@ -117,17 +123,37 @@ def group() -> None:
 @click.option("--no-dcqcn", is_flag=True, help="Senders ignore CNPs (no reaction point).")
 @OUTPUT
 @handle_errors
-def incast(
-    fabric: Path, to: str, senders: str, duration: float, rate: int | None, size: int,
-    no_dcqcn: bool, output: str,
-) -> None:  # fmt: skip
+def incast(fabric: Path, output: str, **options: Any) -> None:
     """N senders at line rate into one receiver: expect 0 loss, CE and CNPs with ECN on."""
-    from agent.observe.probes.scenarios import incast as run_incast
-
-    names = [s.strip() for s in senders.split(",") if s.strip()]
-    result = run_incast(_intent(fabric), to, names, duration, rate, size=size, dcqcn=not no_dcqcn)
-    _emit(result, output, f"incast {','.join(names)} → {to}")
+    spec = IncastFlags(**options)
+    result = spec.run(_intent(fabric))
+    _emit(result, output, f"incast {','.join(spec.names)} → {spec.to}")
     _exit_for(result)
+
+
+@dataclass(frozen=True)
+class IncastFlags:
+    """``probe incast``'s receiver, senders (comma-separated), duration, per-sender rate
+    (None: line rate), payload size and whether the senders react to CNPs."""
+
+    to: str
+    senders: str
+    duration: float
+    rate: int | None
+    size: int
+    no_dcqcn: bool
+
+    @property
+    def names(self) -> list[str]:
+        return [s.strip() for s in self.senders.split(",") if s.strip()]
+
+    def run(self, intent: Any) -> dict[str, Any]:
+        from agent.observe.probes.scenarios import incast as run_incast
+
+        return run_incast(
+            intent, self.to, self.names, self.duration, self.rate, size=self.size,
+            dcqcn=not self.no_dcqcn,
+        )  # fmt: skip
 
 
 @group.command()
@@ -166,16 +192,25 @@ def pairwise(fabric: Path, hosts: str | None, duration: float, rate: int, output
 @click.option("--traffic-from", help="Host that sends to --host during the storm.")
 @OUTPUT
 @handle_errors
-def storm(
-    fabric: Path, host: str, duration: float, rate_pps: float, traffic_from: str | None,
-    output: str,
-) -> None:  # fmt: skip
+def storm(fabric: Path, host: str, output: str, **options: Any) -> None:
     """Inject a PFC storm (bounded, self-stopping) and check it is seen as one on the wire."""
     from agent.observe.probes.scenarios import storm as run_storm
 
-    result = run_storm(_intent(fabric), host, duration, rate_pps, traffic_from=traffic_from)
+    injected = StormFlags(**options)
+    result = run_storm(_intent(fabric), host, injected.duration, injected.rate_pps,
+                       traffic_from=injected.traffic_from)  # fmt: skip
     _emit(result, output, f"storm from {host}")
     _exit_for(result)
+
+
+@dataclass(frozen=True)
+class StormFlags:
+    """How long ``probe storm`` injects, how many XOFF frames a second, and which host sends
+    traffic into the storm (None: no traffic)."""
+
+    duration: float
+    rate_pps: float
+    traffic_from: str | None
 
 
 TWIN_AGREEMENT = 0.15  # the lab ring's completion time vs the twin's (issue #26 item 5)
@@ -232,11 +267,7 @@ def _twin_ring(fabric: Path, hosts: list[str], size: int, lab_s: float | None) -
 )
 @OUTPUT
 @handle_errors
-def allreduce(
-    fabric: Path, hosts: tuple[str, ...], size_bytes: int, payload: int, deadline: float,
-    with_twin: bool,
-    output: str,
-) -> None:  # fmt: skip
+def allreduce(fabric: Path, with_twin: bool, output: str, **options: Any) -> None:
     """A ring all-reduce among the hosts (2(N-1) steps of size/N): every step must arrive.
 
     Reports the completion time and nccl-tests' algbw and busbw (in lab time and, on a
@@ -244,15 +275,12 @@ def allreduce(
     ring on the same fabric: the check fails when the two differ by more than 15 %.
 
     """
-    from agent.observe.probes.scenarios import ring_allreduce
-
-    names = list(hosts)
-    result = ring_allreduce(_intent(fabric), names, size_bytes, payload=payload,
-                            deadline_s=deadline)  # fmt: skip
+    ring = RingFlags(**options)
+    result = ring.run(_intent(fabric))
     if output != "json":  # per-rank step times: JSON only, a table would be 2(N-1) wide
         result.pop("ranks_detail", None)
     if with_twin:
-        twin = _twin_ring(fabric, names, size_bytes, result.get("emulated_time_s"))
+        twin = _twin_ring(fabric, list(ring.hosts), ring.size_bytes, result.get("emulated_time_s"))
         result["twin"] = twin
         if result["passed"] and not twin["agrees"]:
             result["passed"] = False
@@ -260,8 +288,25 @@ def allreduce(
                 f"twin: Expected: completion within {TWIN_AGREEMENT:.0%} of the lab's "
                 f"{result['emulated_time_s']:.6f} s Actual: {twin['time_s']}"
             )]  # fmt: skip
-    _emit(result, output, f"ring all-reduce {','.join(names)}")
+    _emit(result, output, f"ring all-reduce {','.join(ring.hosts)}")
     _exit_for(result)
+
+
+@dataclass(frozen=True)
+class RingFlags:
+    """``probe allreduce``'s ring: its ranks in order, each rank's buffer, the payload per
+    frame and the lab time it may take."""
+
+    hosts: tuple[str, ...]
+    size_bytes: int
+    payload: int
+    deadline: float
+
+    def run(self, intent: Any) -> dict[str, Any]:
+        from agent.observe.probes.scenarios import ring_allreduce
+
+        return ring_allreduce(intent, list(self.hosts), self.size_bytes, payload=self.payload,
+                              deadline_s=self.deadline)  # fmt: skip
 
 
 def _pairs(value: str | None) -> list[tuple[str, str]] | None:
@@ -301,40 +346,62 @@ def _pairs(value: str | None) -> list[tuple[str, str]] | None:
 @click.option("--report", "report_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Also write the report here (.xml JUnit, .md Markdown, .json).")  # fmt: skip
 @handle_errors
-def perftest(
-    fabric: Path, pairs: str | None, to: str | None, senders: str | None, bidirectional: bool,
-    test: str | None, duration: float | None, qps: int | None, no_switches: bool, output: str,
-    report_file: Path | None,
-) -> None:  # fmt: skip
+def perftest(fabric: Path, output: str, report_file: Path | None, **options: Any) -> None:
     """Line-rate acceptance with perftest on the RDMA hosts, judged with NIC and switch
     counters: >= 90 % of line rate per pair, fair shares and no lossless drops in an incast,
     CNPs where ECN marked, no pause on lossy priorities. Exit 0 pass, 1 fail, 2 not run."""
-    from agent.observe.perftest.scenario import PerftestError, Scenario, run_perftest
-
-    intent = _intent(fabric)
-    policy = intent.validation.perftest
-    changes = {k: v for k, v in (("test", test), ("qps", qps)) if v is not None}
-    if changes:
-        policy = policy.model_copy(update=changes)
-        intent = intent.model_copy(
-            update={"validation": intent.validation.model_copy(update={"perftest": policy})}
-        )
-    if (to is None) != (senders is None):
-        raise click.UsageError("an incast needs both --to and --from")
-    if to is not None and (pairs or bidirectional):
-        raise click.UsageError("--to/--from (incast) cannot go with --pairs or --bidirectional")
-    scenario: Scenario = "incast" if to else "bidirectional" if bidirectional else "pairwise"
-    names = [s.strip() for s in senders.split(",") if s.strip()] if senders else None
-    try:
-        report = run_perftest(
-            intent, scenario, pairs=_pairs(pairs), to=to, senders=names, duration_s=duration,
-            read_switches=not no_switches,
-        )  # fmt: skip
-    except PerftestError as exc:
-        raise AgentError(str(exc)) from None
+    report = PerftestFlags(**options).run(_intent(fabric))
     _emit_perftest(report, output, report_file)
     if not report.passed:
         sys.exit(1)
+
+
+@dataclass(frozen=True)
+class PerftestFlags:
+    """What ``probe perftest`` runs: pairs (``--pairs``, or every pair, ``--bidirectional``)
+    or an incast (``--to``/``--from``), and what overrides the fabric's
+    validation.perftest (``--test``, ``--qps``, ``--duration``)."""
+
+    pairs: str | None
+    to: str | None
+    senders: str | None
+    bidirectional: bool
+    test: str | None
+    duration: float | None
+    qps: int | None
+    no_switches: bool
+
+    def run(self, intent: Any) -> PerftestReport:
+        from agent.observe.perftest.scenario import PerftestError, run_perftest
+
+        intent = self.with_policy(intent)
+        scenario = self.scenario()
+        names = [s.strip() for s in self.senders.split(",") if s.strip()] if self.senders else None
+        try:
+            return run_perftest(
+                intent, scenario, pairs=_pairs(self.pairs), to=self.to, senders=names,
+                duration_s=self.duration, read_switches=not self.no_switches,
+            )  # fmt: skip
+        except PerftestError as exc:
+            raise AgentError(str(exc)) from None
+
+    def with_policy(self, intent: Any) -> Any:
+        """The intent with ``--test`` and ``--qps`` in its perftest policy."""
+        changes = {k: v for k, v in (("test", self.test), ("qps", self.qps)) if v is not None}
+        if not changes:
+            return intent
+        policy = intent.validation.perftest.model_copy(update=changes)
+        validation = intent.validation.model_copy(update={"perftest": policy})
+        return intent.model_copy(update={"validation": validation})
+
+    def scenario(self) -> Scenario:
+        if (self.to is None) != (self.senders is None):
+            raise click.UsageError("an incast needs both --to and --from")
+        if self.to is not None and (self.pairs or self.bidirectional):
+            raise click.UsageError("--to/--from (incast) cannot go with --pairs or --bidirectional")
+        if self.to:
+            return "incast"
+        return "bidirectional" if self.bidirectional else "pairwise"
 
 
 def _emit_perftest(report: PerftestReport, output: str, report_file: Path | None) -> None:
@@ -353,8 +420,7 @@ def _emit_perftest(report: PerftestReport, output: str, report_file: Path | None
         "markdown": lambda: render_markdown(verdict, report.causes, report.notes),
     }
     if report_file is not None:
-        kind = {".xml": "junit", ".md": "markdown"}.get(report_file.suffix, "json")
-        report_file.write_text(texts[kind]())
+        write_report_file(report_file, texts)
     if output in texts:
         click.echo(texts[output]())
         return
@@ -396,10 +462,7 @@ NCCL_TESTS = ["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "allt
 @click.option("--no-switches", is_flag=True, help="Do not read the switches' counters.")
 @OUTPUT
 @handle_errors
-def nccl(
-    fabric: Path, tests: tuple[str, ...], min_busbw_fraction: float | None,
-    hosts: tuple[str, ...], no_switches: bool, output: str,
-) -> None:  # fmt: skip
+def nccl(fabric: Path, output: str, **options: Any) -> None:
     """NCCL acceptance: nccl-tests (mpirun from the first GPU host) with the job environment
     of `roce-agent nccl`, judged on busbw at the largest size per NIC against line rate, no
     wrong value, and no loss at the switches and NICs read before and after.
@@ -408,21 +471,7 @@ def nccl(
     reason), or a host's environment or tools missing (docs/nccl-acceptance.md).
 
     """
-    from agent.observe.nccltests.run import NcclProbeError, run_nccl_acceptance
-
-    intent = _intent(fabric)
-    changes: dict[str, Any] = {}
-    if tests:
-        changes["tests"] = list(dict.fromkeys(tests))
-    if min_busbw_fraction is not None:
-        changes["min_busbw_fraction"] = min_busbw_fraction
-    policy = intent.validation.nccl.model_copy(update=changes)
-    try:
-        report = run_nccl_acceptance(
-            intent, hosts=list(hosts) or None, policy=policy, read_switches=not no_switches
-        )
-    except NcclProbeError as exc:
-        raise AgentError(str(exc)) from None
+    report = NcclFlags(**options).run(_intent(fabric))
     _emit_nccl(report, output)
     if report.skipped is not None:
         sys.exit(2)
@@ -430,27 +479,42 @@ def nccl(
         sys.exit(1)
 
 
+@dataclass(frozen=True)
+class NcclFlags:
+    """``probe nccl``'s overrides of the fabric's validation.nccl (``--test``,
+    ``--min-busbw-fraction``), its hosts (empty: every one with a GPU) and whether the
+    switches are read."""
+
+    tests: tuple[str, ...]
+    min_busbw_fraction: float | None
+    hosts: tuple[str, ...]
+    no_switches: bool
+
+    def run(self, intent: Any) -> Any:
+        from agent.observe.nccltests.run import NcclProbeError, run_nccl_acceptance
+
+        changes: dict[str, Any] = {}
+        if self.tests:
+            changes["tests"] = list(dict.fromkeys(self.tests))
+        if self.min_busbw_fraction is not None:
+            changes["min_busbw_fraction"] = self.min_busbw_fraction
+        policy = intent.validation.nccl.model_copy(update=changes)
+        try:
+            return run_nccl_acceptance(intent, hosts=list(self.hosts) or None, policy=policy,
+                                       read_switches=not self.no_switches)  # fmt: skip
+        except NcclProbeError as exc:
+            raise AgentError(str(exc)) from None
+
+
 def _emit_nccl(report: Any, output: str) -> None:
     if output == "json":
-        click.echo(json.dumps(report.as_json(), indent=2))
+        echo_json(report.as_json())
         return
     console = _console()
     if report.skipped is not None:
         click.echo(f"nccl acceptance skipped: {report.skipped}", err=True)
         return
-    rows = table("nccl-tests")
-    columns = ("test", "status", "largest size (B)", "busbw GB/s", "per NIC GB/s",
-               "line rate GB/s", "% of line rate", "avg busbw GB/s")  # fmt: skip
-    for column in columns:
-        add_column(rows, column, justify="left" if column in ("test", "status") else "right")
-    for row in report.verdict.rows:
-        cells = (row.size_bytes, row.busbw_GBps, row.busbw_per_nic_GBps, row.line_rate_GBps)
-        text = ["-" if v is None else f"{v:g}" if isinstance(v, int) else f"{v:.2f}"
-                for v in cells]  # fmt: skip
-        fraction = "-" if row.fraction is None else f"{row.fraction:.1%}"
-        avg = "-" if row.avg_busbw_GBps is None else f"{row.avg_busbw_GBps:g}"
-        rows.add_row(row.test, row.status, *text, fraction, avg)
-    console.print(rows)
+    console.print(_nccl_table(report.verdict.rows))
     for outcome in report.verdict.outcomes:
         if outcome.status != "pass":
             for message in outcome.messages or (outcome.subject,):
@@ -458,6 +522,28 @@ def _emit_nccl(report: Any, output: str) -> None:
     for note in report.notes:
         console.print(f"  note: {note}", markup=False)
     console.print(f"nccl acceptance: {'PASS' if report.passed else 'FAIL'}", markup=False)
+
+
+def _nccl_table(verdict_rows: Sequence[BinaryRow]) -> Table:
+    """One row per nccl-tests binary: its busbw at the largest size against line rate."""
+    rows = table("nccl-tests")
+    columns = ("test", "status", "largest size (B)", "busbw GB/s", "per NIC GB/s",
+               "line rate GB/s", "% of line rate", "avg busbw GB/s")  # fmt: skip
+    for column in columns:
+        add_column(rows, column, justify="left" if column in ("test", "status") else "right")
+    for row in verdict_rows:
+        cells = (row.size_bytes, row.busbw_GBps, row.busbw_per_nic_GBps, row.line_rate_GBps)
+        fraction = "-" if row.fraction is None else f"{row.fraction:.1%}"
+        avg = "-" if row.avg_busbw_GBps is None else f"{row.avg_busbw_GBps:g}"
+        rows.add_row(row.test, row.status, *map(_nccl_number, cells), fraction, avg)
+    return rows
+
+
+def _nccl_number(value: float | None) -> str:
+    """A size in bytes as it is, a rate with two decimals, "-" when not measured."""
+    if value is None:
+        return "-"
+    return f"{value:g}" if isinstance(value, int) else f"{value:.2f}"
 
 
 def _worker(role: str, spec: dict[str, Any], output: str) -> None:
@@ -511,18 +597,13 @@ def send(output: str, **spec: Any) -> None:
 @UDP_PORT
 @OUTPUT
 @handle_errors
-def receive(
-    ifname: str, duration: float, link_speed: int, no_cnp: bool, senders: tuple[str, ...],
-    max_flows: int, udp_port: int, output: str,
-) -> None:  # fmt: skip
+def receive(output: str, **spec: Any) -> None:
     """Receive RoCEv2 on this host: per-QP loss, reorder, CE, ICRC, latency; send CNPs."""
-    _worker(
-        "receive",
-        {"ifname": ifname, "duration_s": duration, "link_speed_bps": link_speed,
-         "notification_point": not no_cnp, "senders": list(senders) or None,
-         "max_flows": max_flows, "udp_port": udp_port},
-        output,
-    )  # fmt: skip
+    spec["duration_s"] = spec.pop("duration")
+    spec["link_speed_bps"] = spec.pop("link_speed")
+    spec["notification_point"] = not spec.pop("no_cnp")
+    spec["senders"] = list(spec["senders"]) or None
+    _worker("receive", spec, output)
 
 
 @group.command("sniff-pfc")
@@ -568,10 +649,7 @@ def sniff_pfc(
 @UDP_PORT
 @OUTPUT
 @handle_errors
-def analyze(
-    capture: Path, link_speed: int, storm_after: float, max_flows: int, max_frames: int,
-    max_bytes: int, udp_port: int, output: str,
-) -> None:  # fmt: skip
+def analyze(capture: Path, output: str, **options: Any) -> None:
     """Analyze a tcpdump capture: per-QP loss, reorder, CE, CNPs, ICRC errors; PFC per priority.
 
     pcap and pcapng; Ethernet, Linux cooked (SLL, SLL2) and raw IPv4 link types, VLAN tags
@@ -579,22 +657,8 @@ def analyze(
     offset), or holds no packet of a supported link type.
     """
     from agent.errors import printable
-    from agent.observe.probes.analysis import analyze_frames
-    from agent.observe.probes.pcap import Capture
 
-    source = Capture(capture, max_frames=max_frames, max_bytes=max_bytes)
-    result = analyze_frames(
-        source.frames_or_nothing(), link_speed, storm_after, max_flows, udp_port
-    )
-    result["capture"] = str(capture)
-    # A cap is a documented acceptance, not a failure: said in a warning and here.
-    result["frames_capped"] = source.capped
-    result["capped_by"] = source.capped_by
-    result["max_frames"] = max_frames
-    result["max_bytes"] = max_bytes
-    result["link_types"] = {str(k): v for k, v in sorted(source.linktypes.items())}
-    result["skipped_packets"] = sum(source.skipped.values())
-    warnings = source.warnings() + result["roce"]["warnings"]
+    result, warnings = AnalysisFlags(**options).analyze(capture)
     for warning in warnings:  # a file name can hold escape sequences: shown, never obeyed
         click.echo(f"warning: {printable(warning)}", err=True)
     if output == "json":
@@ -633,3 +697,38 @@ def analyze(
         f"invalid RoCE frames: {totals['invalid']}  untracked (over --max-flows): "
         f"{totals['untracked_frames']}  skipped packets: {result['skipped_packets']}"
     )
+
+
+@dataclass(frozen=True)
+class AnalysisFlags:
+    """How ``probe analyze`` reads a capture: the link speed it was taken at (for paused
+    time), when a pause counts as a storm, the UDP port of RoCEv2, and its bounds (flows
+    tracked, packets and bytes read)."""
+
+    link_speed: int
+    storm_after: float
+    max_flows: int
+    max_frames: int
+    max_bytes: int
+    udp_port: int
+
+    def analyze(self, capture: Path) -> tuple[dict[str, Any], list[str]]:
+        """The analysis, with what the capture was and how much of it was read, and the
+        warnings for stderr (the capture's, then the analysis')."""
+        from agent.observe.probes.analysis import analyze_frames
+        from agent.observe.probes.pcap import Capture
+
+        source = Capture(capture, max_frames=self.max_frames, max_bytes=self.max_bytes)
+        result = analyze_frames(
+            source.frames_or_nothing(), self.link_speed, self.storm_after, self.max_flows,
+            self.udp_port,
+        )  # fmt: skip
+        result["capture"] = str(capture)
+        # A cap is a documented acceptance, not a failure: said in a warning and here.
+        result["frames_capped"] = source.capped
+        result["capped_by"] = source.capped_by
+        result["max_frames"] = self.max_frames
+        result["max_bytes"] = self.max_bytes
+        result["link_types"] = {str(k): v for k, v in sorted(source.linktypes.items())}
+        result["skipped_packets"] = sum(source.skipped.values())
+        return result, source.warnings() + result["roce"]["warnings"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from agent.app.output import echo_json
 from agent.app.support import FABRIC, handle_errors
 from agent.device.platforms import platform_for
 from agent.errors import AgentError, printable
@@ -123,6 +124,6 @@ def render_command(
     name, rendered = render_fabric(fabric, devices, roles)
     if output == "json":
         document = {"fabric": name, "devices": [r.as_dict() for r in rendered]}
-        click.echo(json.dumps(document, indent=2))
+        echo_json(document)
     else:
         click.echo(as_text(rendered), nl=False)

@@ -18,10 +18,10 @@ the same runs, the same results, the same output but the wall times.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +32,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from agent.app.output import echo_json
 from agent.app.support import (
     EXIT_FAILED,
     EXIT_OK,
@@ -45,6 +46,7 @@ from agent.app.support import (
 )
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
+from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
 from agent.twin.cluster import DEFAULT_TIMEOUT_S as CLUSTER_TIMEOUT_S
 from agent.twin.cluster import ClusterError
@@ -539,69 +541,84 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 )  # fmt: skip
 @PROGRESS
 @handle_errors
-def tune_command(
-    fabric: Path,
-    objective: Any,
-    workload: str,
-    ranks: int | None,
-    size: int,
-    qps: tuple[int, ...],
-    speeds: tuple[int, ...],
-    scenario: Any,
-    senders: int,
-    duration: float,
-    payload_bytes: int | None,
-    candidates: int | None,
-    seeds: int,
-    dcqcn: bool,
-    method: str,
-    max_paused: float,
-    min_utilisation: float,
-    min_jain: float,
-    jobs: int,
-    executor: str | None,
-    executor_timeout: float,
-    output: str,
-    override_file: Path | None,
-    progress: bool | None,
-) -> None:
+def tune_command(fabric: Path, **options: Any) -> None:
     """Search ECN x DCQCN (x QPs per connection) jointly per link speed in the twin.
 
     Exit 0: a recommendation for every speed; 1: some speed has none; 2: bad input.
     """
+    flags = TuneFlags(**options)
     intent = load_fabric(fabric).intent
-    with search_runner(jobs, executor, executor_timeout) as runner, ProgressBars(progress) as bars:
-        result = tune(
-            intent,
-            speeds=speeds,
-            scenario=scenario,
-            senders=senders,
-            duration_s=duration,
-            candidates=candidates,
-            seeds=tuple(range(1, seeds + 1)),
-            dcqcn=dcqcn,
-            objectives=Objectives(max_paused / 100, min_utilisation / 100, min_jain),
-            objective=ObjectiveSpec(objective, workload, ranks, size),
-            qps_levels=qps,
-            method=method,
-            runner=counted(runner, bars),
-            payload_bytes=payload_bytes,
-        )
+    with (
+        search_runner(flags.jobs, flags.executor, flags.executor_timeout) as runner,
+        ProgressBars(flags.progress) as bars,
+    ):
+        result = flags.search(intent, counted(runner, bars))
+    override_file = flags.override_file
     written = False
     if override_file is not None:
         written = write_override(override_file, result, fabric)
     steps = apply_steps(result, fabric, override_file)
-    if output == "json":
+    if flags.output == "json":
         data = result.to_json()
         data["override_file"] = str(override_file) if written else None
         data["apply"] = steps
-        click.echo(json.dumps(data, indent=2))
+        echo_json(data)
     else:
         console = literal_console()
         render(result, console)
         for step in steps:
             console.print(f"next: {step}", markup=False, soft_wrap=True)
     _report(result, override_file, written)
+
+
+@dataclass(frozen=True)
+class TuneFlags:
+    """``roce-agent tune``'s options as the command line gives them: what to search
+    (objective, workload, speeds, scenario, grid), its hard constraints, where it runs
+    (``--jobs``, ``--executor``) and where the result goes."""
+
+    objective: Any
+    workload: str
+    ranks: int | None
+    size: int
+    qps: tuple[int, ...]
+    speeds: tuple[int, ...]
+    scenario: Any
+    senders: int
+    duration: float
+    payload_bytes: int | None
+    candidates: int | None
+    seeds: int
+    dcqcn: bool
+    method: str
+    max_paused: float
+    min_utilisation: float
+    min_jain: float
+    jobs: int
+    executor: str | None
+    executor_timeout: float
+    output: str
+    override_file: Path | None
+    progress: bool | None
+
+    def search(self, intent: FabricIntent, runner: Runner) -> TuneResult:
+        """The search these options ask for, its runs on ``runner``."""
+        return tune(
+            intent,
+            speeds=self.speeds,
+            scenario=self.scenario,
+            senders=self.senders,
+            duration_s=self.duration,
+            candidates=self.candidates,
+            seeds=tuple(range(1, self.seeds + 1)),
+            dcqcn=self.dcqcn,
+            objectives=Objectives(self.max_paused / 100, self.min_utilisation / 100, self.min_jain),
+            objective=ObjectiveSpec(self.objective, self.workload, self.ranks, self.size),
+            qps_levels=self.qps,
+            method=self.method,
+            runner=runner,
+            payload_bytes=self.payload_bytes,
+        )
 
 
 def _report(result: TuneResult, override_file: Path | None, written: bool) -> None:

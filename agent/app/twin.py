@@ -7,14 +7,15 @@ configuration makes is broken); 2 bad input (fabric file, options), with one loc
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from agent.app.output import echo_json
 from agent.app.support import (
     EXIT_FAILED,
     EXIT_OK,
@@ -31,7 +32,7 @@ from agent.app.support import (
 from agent.errors import AgentError
 from agent.intent.units import format_size, format_speed
 from agent.twin.engine import DEFAULT_RTO_S, RECOVERIES, Recovery
-from agent.twin.network import TwinError, load_network
+from agent.twin.network import TwinError, TwinNetwork, load_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.workloads import (
     COLLECTIVES,
@@ -269,28 +270,7 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
 @PROGRESS
 @handle_errors
 @imports_frozen
-def twin_command(
-    fabric: Path,
-    scenario: ScenarioName,
-    senders: int,
-    speed: int | None,
-    duration: float,
-    seed: int,
-    senders_ignore_pause: bool,
-    payload_bytes: int | None,
-    no_dcqcn: bool,
-    recovery: Recovery,
-    rto_s: float,
-    output: str,
-    plot_file: Path | None,
-    progress: bool | None,
-    workload: CollectiveName | None = None,
-    ranks: int | None = None,
-    size_bytes: int = 64_000_000,
-    qps_per_connection: int = 1,
-    split_data_on_qps: bool = False,
-    hosts: tuple[str, ...] | None = None,
-) -> None:
+def twin_command(fabric: Path, **options: Any) -> None:
     """Simulate a scenario on the fabric's own speeds, cables, thresholds and DCQCN settings.
 
     A lab fabric (emulation.time_dilation D) is simulated as the fabric it stands for: ports
@@ -302,42 +282,80 @@ def twin_command(
 
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """
-    if _collective_mode(workload):
-        from agent.twin.collectives import CollectiveSpec
-
-        collective = CollectiveSpec(
-            workload or "allreduce", ranks or len(hosts or ()), size_bytes, qps_per_connection,
-            hosts, speed, split_data_on_qps,
-        )  # fmt: skip
-        _collective_command(fabric, collective, seed, duration, output, progress, (recovery, rto_s))
+    run = TwinFlags(**options)
+    if _collective_mode(run.workload):
+        _collective_command(fabric, run)
+    plot_file = run.plot_file
     if plot_file is not None and plot_file.suffix.lower() not in (".png", ".svg"):
         suffix = plot_file.suffix or "no suffix"
         raise AgentError(f"--plot {plot_file}: Expected: a .png or .svg file Actual: {suffix}")
     network = load_network(fabric)
-    with ProgressBars(progress) as bars:
-        result = run_twin(
-            network,
-            scenario,
-            senders=senders,
-            duration_s=duration,
-            speed_bps=speed,
-            seed=seed,
-            ignore_pause=senders_ignore_pause,
-            payload_bytes=payload_bytes,
-            reaction_point=not no_dcqcn,
-            on_progress=_simulating(bars, f"twin {scenario}"),
-            recovery=recovery,
-            rto_s=rto_s,
-        )
+    with ProgressBars(run.progress) as bars:
+        result = run.simulate(network, _simulating(bars, f"twin {run.scenario}"))
     if plot_file is not None:
         from agent.twin.plot import write_plot
 
         write_plot(result, plot_file)
-    if output == "json":
-        click.echo(json.dumps(result.to_json(), indent=2))
+    if run.output == "json":
+        echo_json(result.to_json())
     else:
         render_table(result, _console())
     sys.exit(EXIT_OK if result.passed else EXIT_FAILED)
+
+
+@dataclass(frozen=True)
+class TwinFlags:
+    """``roce-agent twin``'s options as the command line gives them: a scenario's (senders,
+    speed, payload, DCQCN, pause honouring, --plot) or, with --workload, a collective's
+    (ranks, size, QPs, hosts); the run's (duration, seed, loss recovery) and the output's."""
+
+    scenario: ScenarioName
+    senders: int
+    speed: int | None
+    duration: float
+    seed: int
+    senders_ignore_pause: bool
+    payload_bytes: int | None
+    no_dcqcn: bool
+    recovery: Recovery
+    rto_s: float
+    output: str
+    plot_file: Path | None
+    progress: bool | None
+    workload: CollectiveName | None
+    ranks: int | None
+    size_bytes: int
+    qps_per_connection: int
+    split_data_on_qps: bool
+    hosts: tuple[str, ...] | None
+
+    def simulate(
+        self, network: TwinNetwork, on_progress: Callable[[float, float], None]
+    ) -> TwinReport:
+        """The scenario run."""
+        return run_twin(
+            network,
+            self.scenario,
+            senders=self.senders,
+            duration_s=self.duration,
+            speed_bps=self.speed,
+            seed=self.seed,
+            ignore_pause=self.senders_ignore_pause,
+            payload_bytes=self.payload_bytes,
+            reaction_point=not self.no_dcqcn,
+            on_progress=on_progress,
+            recovery=self.recovery,
+            rto_s=self.rto_s,
+        )
+
+    def collective(self) -> CollectiveSpec:
+        """The collective --workload names (all-reduce when only its options are given)."""
+        from agent.twin.collectives import CollectiveSpec
+
+        return CollectiveSpec(
+            self.workload or "allreduce", self.ranks or len(self.hosts or ()), self.size_bytes,
+            self.qps_per_connection, self.hosts, self.speed, self.split_data_on_qps,
+        )  # fmt: skip
 
 
 # ---------------------------------------------------------------- collectives (--workload)
@@ -381,36 +399,29 @@ def _collective_mode(workload: str | None) -> bool:
     return True
 
 
-def _collective_command(
-    fabric: Path,
-    spec: CollectiveSpec,
-    seed: int,
-    duration: float,
-    output: str,
-    progress: bool | None,
-    recovery: tuple[Recovery, float],
-) -> None:
-    """Run ``spec`` (``--duration``, when given, is the simulated time allowed; ``recovery``:
-    --recovery and --rto) and exit."""
+def _collective_command(fabric: Path, run: TwinFlags) -> None:
+    """Run the collective (``--duration``, when given, is the simulated time allowed) and
+    exit."""
     from agent.twin.collectives import run_collective
 
+    spec = run.collective()
     if spec.ranks == 0:
         raise TwinError("twin --ranks: Expected: the number of ranks (or --hosts) Actual: none")
     ctx = click.get_current_context()
     network = load_network(fabric)
-    limit = duration if _given(ctx, "duration") else None
-    with ProgressBars(progress) as bars:
+    limit = run.duration if _given(ctx, "duration") else None
+    with ProgressBars(run.progress) as bars:
         result = run_collective(
             network,
             spec,
-            seed=seed,
+            seed=run.seed,
             max_duration_s=limit,
             on_progress=_collecting(bars, f"twin {spec.workload}"),
-            recovery=recovery[0],
-            rto_s=recovery[1],
+            recovery=run.recovery,
+            rto_s=run.rto_s,
         )
-    if output == "json":
-        click.echo(json.dumps(result.to_json(), indent=2))
+    if run.output == "json":
+        echo_json(result.to_json())
     else:
         render_collective(result, _console())
     sys.exit(EXIT_OK if result.passed else EXIT_FAILED)

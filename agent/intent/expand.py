@@ -590,22 +590,27 @@ def _assemble(ctx: _Context, devices: list[Any], ports: list[list[_Port] | None]
     sources: PortSources = {}
     out: list[Any] = []
     for d, device in enumerate(devices):
-        device_ports = ports[d]
         if not isinstance(device, dict):
             out.append(device)
             continue
         filled = {k: v for k, v in device.items() if k != "port_defaults"}
-        if d in rewritten:
-            assert device_ports is not None
+        device_ports = ports[d]
+        if d in rewritten and device_ports is not None:
             filled["ports"] = [port.data for port in device_ports]
             for p, port in enumerate(device_ports):
                 _place(source, names, ("devices", d, "ports", p), port)
-                if port.origins and isinstance(port.data, dict):
-                    sources[(str(device.get("name")), port.name)] = {
-                        key: str(origin) for key, origin in port.origins.items()
-                    }
+            sources.update(_port_sources(str(device.get("name")), device_ports))
         out.append(filled)
     return Expanded(out, source, names, sources, ctx.problems)
+
+
+def _port_sources(device: str, ports: list[_Port]) -> PortSources:
+    """Where each port's values came from (a default, a range, the peer), by port."""
+    return {
+        (device, port.name): {key: str(origin) for key, origin in port.origins.items()}
+        for port in ports
+        if port.origins and isinstance(port.data, dict)
+    }
 
 
 def _without_ports(

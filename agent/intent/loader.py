@@ -222,7 +222,8 @@ def load_fabric(path: Path) -> LoadedFabric:
     overrides_map = _section_map(fabric_map, "overrides", path)
     locate = Locator(expanded.source, profile_map, overrides_map, expanded)
     defaults = _defaults(data, locate, problems)
-    merged = _merged(data, expanded.devices, profile_data, overrides, defaults, path)
+    profile = _deep_merge(profile_data, overrides) if profile_data else None
+    merged = _merged(data, _with_defaults(expanded.devices, defaults, path), profile)
     if problems:
         raise IntentError(_collapse(problems))
     try:
@@ -328,27 +329,22 @@ def _defaults(
         return None
 
 
-def _merged(
-    data: dict[str, Any],
-    devices: Any,
-    profile_data: dict[str, Any],
-    overrides: dict[str, Any],
-    defaults: DeviceDefaults | None,
-    path: Path,
-) -> dict[str, Any]:
-    """The fabric as the model reads it: the profile with the overrides merged in, every
-    device filled from the defaults."""
-    if isinstance(devices, list):
-        devices = [_apply_defaults(device, defaults, path) for device in devices]
-    merged = {
-        "name": data.get("name"),
-        "profile": _deep_merge(profile_data, overrides) if profile_data else None,
-        "devices": devices,
-    }
+def _merged(data: dict[str, Any], devices: Any, profile: dict[str, Any] | None) -> dict[str, Any]:
+    """The fabric as the model reads it: its devices and its profile (the overrides merged
+    in), with its validation and emulation sections."""
+    merged = {"name": data.get("name"), "profile": profile, "devices": devices}
     for key in ("validation", "emulation"):
         if key in data:
             merged[key] = data[key]
     return merged
+
+
+def _with_defaults(devices: Any, defaults: DeviceDefaults | None, fabric_file: Path) -> Any:
+    """Every device filled from the defaults (the model reports a devices: that is not a
+    list)."""
+    if not isinstance(devices, list):
+        return devices
+    return [_apply_defaults(device, defaults, fabric_file) for device in devices]
 
 
 def _apply_defaults(device: Any, defaults: DeviceDefaults | None, fabric_file: Path) -> Any:

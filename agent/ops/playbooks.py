@@ -60,7 +60,7 @@ from agent.ops.sweep import (
     sweep_verdict,
     with_setting,
 )
-from agent.ops.twin_vs_lab import measure_lab, predict_lab
+from agent.ops.twin_vs_lab import LabIncast, measure_lab, predict_lab
 from common.resources import builtin_playbooks
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
@@ -572,8 +572,8 @@ class PlaybookRunner:
         decided = sweep_recommendation(
             candidates, runs, spec.min_goodput_fraction, spec.max_paused_fraction
         )
-        predicted = [predict_lab(with_setting(original, c), to, senders, spec.duration_s)
-                     for c in candidates]  # fmt: skip
+        incast = LabIncast(to, senders, spec.duration_s)
+        predicted = [predict_lab(with_setting(original, c), incast) for c in candidates]
         add_twin_prediction(
             decided,
             [measures for measures, _ in predicted],
@@ -586,17 +586,14 @@ class PlaybookRunner:
                              "repeats": spec.repeats}  # fmt: skip
         decided["notes"] = notes
         decided["check"] = sweep_verdict(decided, spec)
-        # What `apply --include-hosts` writes on a real host's NIC for the recommendation
-        # checked (else the lab's pick): the lab's senders ran these values (agent.ops.sweep).
-        best = decided["recommended"]
-        names = [row["name"] for row in decided["candidates"]]
-        chosen = names.index(RECOMMENDED) if RECOMMENDED in names else None
-        if chosen is None and best is not None:
-            chosen = decided["candidates"].index(best)
+        chosen = _chosen_candidate(decided)
         if chosen is not None:
+            # What `apply --include-hosts` writes on a real host's NIC for it: the lab's
+            # senders ran these values (agent.ops.sweep).
             setting = with_setting(original, candidates[chosen])
             decided["host_nic_lines"] = host_lines(setting, senders[0])
         report.recommendation = decided
+        best = decided["recommended"]
         passed = decided["check"]["passed"] if decided["check"] else best is not None
         return StepReport("ecn sweep", "ecn_sweep", "success" if passed else "failure", decided)
 
@@ -615,7 +612,7 @@ class PlaybookRunner:
         applied = pusher.apply_all(pusher.select(()), canary=0, batch_size=64)
         if any(r.result not in ("applied", "no-change") for r in applied):
             raise AgentError(f"could not apply candidate {candidate.label()}")
-        measured, result = measure_lab(intent, to, senders, spec.duration_s)
+        measured, result = measure_lab(intent, LabIncast(to, senders, spec.duration_s))
         totals = result["totals"]
         return {
             "lost": totals["lost"],
@@ -791,3 +788,13 @@ class PlaybookRunner:
         known = {d.name: d for d in self.switches}
         for name, before in self.before.items():
             report.rolled_back.append(self.pusher.restore(known[name], before))
+
+
+def _chosen_candidate(decided: dict[str, Any]) -> int | None:
+    """The index of the sweep's setting a host's NIC would get: the recommendation the
+    sweep checked, else the lab's pick, else none."""
+    names = [row["name"] for row in decided["candidates"]]
+    if RECOMMENDED in names:
+        return names.index(RECOMMENDED)
+    best = decided["recommended"]
+    return None if best is None else int(decided["candidates"].index(best))

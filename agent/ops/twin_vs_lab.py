@@ -112,26 +112,35 @@ def from_twin(report: TwinReport, payload: int, sending_s: float) -> IncastMeasu
     )
 
 
+@dataclass(frozen=True)
+class LabIncast:
+    """The incast both sides run: ``senders`` -> ``to`` for ``duration_s`` of lab time, the
+    senders' DCQCN on or off."""
+
+    to: str
+    senders: Sequence[str]
+    duration_s: float
+    dcqcn: bool = True
+
+
 def predict_incast(
     intent: FabricIntent,
-    to: str,
-    senders: list[str],
-    lab_duration_s: float,
+    incast: LabIncast,
     *,
     payload: int,
-    dcqcn: bool = True,
     seed: int = 1,
     network: TwinNetwork | None = None,
 ) -> TwinReport:
-    """The twin's run of the lab incast ``senders`` -> ``to`` lasting ``lab_duration_s`` of
-    lab time (``lab_duration_s / time_dilation`` of twin time). As in the lab, the senders
-    stop then and what is queued is still delivered: the run goes on for a quarter more
-    (the deepest queue, every ingress at XOFF plus headroom, drains in far less)."""
+    """The twin's run of the lab incast, lasting ``incast.duration_s / time_dilation`` of
+    twin time. As in the lab, the senders stop then and what is queued is still delivered:
+    the run goes on for a quarter more (the deepest queue, every ingress at XOFF plus
+    headroom, drains in far less)."""
     net = network or build_network(intent)
+    to, senders = incast.to, incast.senders
     for host in (to, *senders):
         if host not in net.hosts:
             raise TwinError(f"twin: {host}: Expected: a host of fabric {intent.name} with a link")
-    sending = lab_duration_s / net.time_dilation
+    sending = incast.duration_s / net.time_dilation
     flows = [
         FlowSpec(src, to, stop_s=sending, udp_sport=BASE_SPORT + i) for i, src in enumerate(senders)
     ]
@@ -143,38 +152,29 @@ def predict_incast(
         duration_s=sending * DRAIN_FACTOR,
         seed=seed,
         payload_bytes=payload,
-        reaction_point=dcqcn,
+        reaction_point=incast.dcqcn,
     )
     return report
 
 
-def measure_lab(
-    intent: FabricIntent, to: str, senders: list[str], duration_s: float, *, dcqcn: bool = True
-) -> tuple[IncastMeasures, dict[str, Any]]:
+def measure_lab(intent: FabricIntent, incast: LabIncast) -> tuple[IncastMeasures, dict[str, Any]]:
     """Run the incast on the lab's hosts (the switches must already carry the intent) and
     return its measures and the probes' whole result."""
     from agent.observe.probes import scenarios
 
-    result = scenarios.incast(intent, to, senders, duration_s, dcqcn=dcqcn)
-    line = min(p.speed for d in intent.devices if d.name == to for p in d.ports)
-    return from_lab(result, duration_s, line, scenarios.INCAST_PAYLOAD_BYTES), result
+    result = scenarios.incast(
+        intent, incast.to, list(incast.senders), incast.duration_s, dcqcn=incast.dcqcn
+    )
+    line = min(p.speed for d in intent.devices if d.name == incast.to for p in d.ports)
+    return from_lab(result, incast.duration_s, line, scenarios.INCAST_PAYLOAD_BYTES), result
 
 
 def predict_lab(
-    intent: FabricIntent,
-    to: str,
-    senders: list[str],
-    duration_s: float,
-    *,
-    dcqcn: bool = True,
-    seed: int = 1,
-    network: TwinNetwork | None = None,
+    intent: FabricIntent, incast: LabIncast, *, seed: int = 1, network: TwinNetwork | None = None
 ) -> tuple[IncastMeasures, TwinReport]:
-    """The twin's prediction of :func:`measure_lab` with the same arguments."""
+    """The twin's prediction of :func:`measure_lab` of the same incast."""
     from agent.observe.probes import scenarios
 
     payload = scenarios.INCAST_PAYLOAD_BYTES
-    report = predict_incast(
-        intent, to, senders, duration_s, payload=payload, dcqcn=dcqcn, seed=seed, network=network
-    )
-    return from_twin(report, payload, duration_s / intent.emulation.time_dilation), report
+    report = predict_incast(intent, incast, payload=payload, seed=seed, network=network)
+    return from_twin(report, payload, incast.duration_s / intent.emulation.time_dilation), report

@@ -51,7 +51,7 @@ from agent.observe.locate.topology import Topology
 from agent.observe.probes import scenarios
 from agent.observe.probes.runner import NetnsRunner
 from exporters import alerts
-from exporters.exporter import Exporter
+from exporters.exporter import Exporter, ExporterOptions
 from exporters.store import CheckOutcome
 from exporters.webconfig import load_web_config
 from tests.lab.support import prometheus as prom
@@ -261,13 +261,15 @@ def setup(tmp_path_factory: pytest.TempPathFactory, module_labs: LabFactory) -> 
         recorded = SYSFS / "ethtool"
         exporter = Exporter(
             load_fabric(fabric).intent,
-            listen=("127.0.0.1", 0),
-            interval_s=1.0,
-            timeout_s=5.0,
-            web_config=load_web_config(web),
-            host_nic=True,  # the lab has no RDMA NIC: the fixture tree stands in for one
-            sysfs_root=SYSFS,
-            ethtool=lambda interface: (recorded / f"{interface}.txt").read_text(),
+            ExporterOptions(
+                listen=("127.0.0.1", 0),
+                interval_s=1.0,
+                timeout_s=5.0,
+                web_config=load_web_config(web),
+                host_nic=True,  # the lab has no RDMA NIC: the fixture tree stands in for one
+                sysfs_root=SYSFS,
+                ethtool=lambda interface: (recorded / f"{interface}.txt").read_text(),
+            ),
         )
         exporter.start()
         assert exporter.server is not None

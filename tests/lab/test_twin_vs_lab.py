@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.ops.twin_vs_lab import compare, measure_lab, median, predict_lab
+from agent.ops.twin_vs_lab import LabIncast, compare, measure_lab, median, predict_lab
 from agent.twin.network import build_network
 from tests.lab.support.labs import INCAST, Lab, LabFactory, apply_fabric, requires_lab
 
@@ -40,12 +40,10 @@ def lab(module_labs: LabFactory) -> Lab:
 @pytest.mark.parametrize(("case", "senders", "dcqcn"), CASES, ids=[c[0] for c in CASES])
 def test_twin_predicts_the_lab_incast(lab: Lab, case: str, senders: list[str], dcqcn: bool) -> None:
     intent = lab.intent()
-    measured, result = measure_lab(intent, RECEIVER, senders, DURATION_S, dcqcn=dcqcn)
+    incast = LabIncast(RECEIVER, senders, DURATION_S, dcqcn=dcqcn)
+    measured, result = measure_lab(intent, incast)
     network = build_network(intent)
-    runs = [
-        predict_lab(intent, RECEIVER, senders, DURATION_S, dcqcn=dcqcn, seed=seed, network=network)
-        for seed in TWIN_SEEDS
-    ]
+    runs = [predict_lab(intent, incast, seed=seed, network=network) for seed in TWIN_SEEDS]
     # The senders started together (the measure assumes it) and nothing was lost.
     assert result["start_late_s"] < 0.05, result["start_late_s"]
     assert result["totals"]["lost"] == 0

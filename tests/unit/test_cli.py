@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from agent import __version__
-from agent.app.cli import main
+from agent.app.cli import COMMANDS, main, summary_line
 from agent.intent import sizing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +40,50 @@ def test_help_explains_each_command() -> None:
     for command in ("check", "plan"):
         code, sub, _ = run(command, "--help")
         assert code == 0 and "FABRIC" in sub
+
+
+# Commands whose line in the listing is shorter than their help's first sentence.
+SHORTER_LISTING = {"checks", "discover", "lab", "nccl", "probe", "render", "rules"}
+
+
+@pytest.mark.parametrize("name", sorted(set(COMMANDS) - SHORTER_LISTING))
+def test_command_table_summary_is_the_commands_own_line(name: str) -> None:
+    """The listing comes from the table without importing the command: it must say what the
+    command's own help says."""
+    command = COMMANDS.load(name)
+    assert summary_line(COMMANDS[name].summary) == command.get_short_help_str(limit=70)
+
+
+def test_help_lists_every_command_without_importing_one() -> None:
+    code = (
+        "import sys\n"
+        "from agent.app.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120, check=True,
+    )  # fmt: skip
+    *help_lines, imported = done.stdout.splitlines()
+    listing, modules = "\n".join(help_lines), set(imported.split())
+    targets = {COMMANDS[name].module for name in COMMANDS}
+    assert not targets & modules, sorted(targets & modules)
+    for name in COMMANDS:
+        assert f"  {name} " in listing
+
+
+def test_an_optional_group_that_cannot_be_imported_is_a_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "lab.cli", None)  # import lab.cli raises ImportError
+    code, _, err = run("lab", "--help")
+    assert code == 1 and "the lab commands are unavailable:" in err
+    assert isinstance(main.get_command(click.Context(main), "twin"), click.Command)
 
 
 @pytest.mark.parametrize("fabric", [POD, LAB])

@@ -495,7 +495,9 @@ def test_drift_junit_is_one_case_per_device() -> None:
         _result(device="leaf2", result="no-change"),
         _result(device="spine1", result="unreachable", error="ssh: timed out <&>"),
     ]
-    suite = ElementTree.fromstring(change.render_junit(results, "drift").split("?>", 1)[1])
+    root = ElementTree.fromstring(change.render_junit(results, "drift").split("?>", 1)[1])
+    suite = root.find("testsuite")  # the one JUnit shape: <testsuites> of <testsuite>
+    assert root.tag == "testsuites" and suite is not None
     assert suite.get("tests") == "3" and suite.get("failures") == "1"
     assert suite.get("errors") == "1"
     cases = {c.get("name"): c for c in suite.iter("testcase")}

@@ -36,3 +36,9 @@ def test_an_unknown_name_is_refused_naming_every_known_one(name: str) -> None:
 def test_a_target_without_module_and_attribute_is_refused(target: str) -> None:
     with pytest.raises(ValueError, match="Expected: 'module:attribute'"):
         Entry(target)
+
+
+def test_in_and_get_answer_for_an_unknown_name_without_raising() -> None:
+    table: Registry[object] = Registry("codec", {"json": "json:dumps"})
+    assert "json" in table and "yaml" not in table
+    assert table.get("yaml") is None and table.get("json") == Entry("json:dumps")

@@ -105,7 +105,7 @@ def test_the_shipped_sweep_repeats_each_candidate() -> None:
 def test_the_table_shows_the_medians_not_the_runs() -> None:
     from rich.console import Console
 
-    from agent.app.validate import render_table
+    from agent.app.playbook_report import render_table
     from agent.ops.playbooks import Report
 
     report = Report("ecn-sweep", "lab", 0.0)
@@ -385,7 +385,7 @@ def test_twin_agreement_per_measure() -> None:
 def test_the_table_names_each_setting_its_dcqcn_and_the_check() -> None:
     from rich.console import Console
 
-    from agent.app.validate import render_table
+    from agent.app.playbook_report import render_table
     from agent.ops.playbooks import Report
 
     cur = EcnCandidate(name="current", min_threshold=6000, max_threshold=18000)

@@ -27,6 +27,8 @@ from exporters.fasttext import render_text
 from exporters.probe_deltas import LATENCY_BUCKETS_S, HostDirectory
 from exporters.store import (
     CheckOutcome,
+    ConfigRead,
+    FabricIndex,
     IntendedClass,
     SnapshotStore,
     StoreError,
@@ -53,8 +55,7 @@ def make_store() -> SnapshotStore:
             SwitchInventory("leaf1", ("Ethernet1", "Ethernet2"), classes),
             SwitchInventory("leaf2", ("Ethernet1", "Ethernet2"), classes),
         ],
-        HOSTS,
-        device_names=["leaf1", "leaf2", "h1", "h2", "h3"],
+        FabricIndex(HOSTS, device_names=["leaf1", "leaf2", "h1", "h2", "h3"]),
     )
 
 
@@ -109,20 +110,22 @@ def polled(store: SnapshotStore) -> None:
             },
         ),
         duration_s=0.41,
-        drift=2,
         at=1700000000.0,
-        sessions=[
-            PendingSession("leaf1", "roce-agent-x", "EOS session", "pending", age_s=30.0),
-            PendingSession(
-                "leaf1",
-                "ops",
-                "EOS session",
-                "pendingCommitTimer",
-                age_s=95.5,
-                rollback_in_s=200.0,
-                live=True,
-            ),
-        ],
+        config=ConfigRead(
+            drift=2,
+            sessions=[
+                PendingSession("leaf1", "roce-agent-x", "EOS session", "pending", age_s=30.0),
+                PendingSession(
+                    "leaf1",
+                    "ops",
+                    "EOS session",
+                    "pendingCommitTimer",
+                    age_s=95.5,
+                    rollback_in_s=200.0,
+                    live=True,
+                ),
+            ],
+        ),
     )
 
 
@@ -902,7 +905,7 @@ def test_server_sends_the_fast_text_to_clients_that_take_it(accept: str, content
     polled(store)
     registry = CollectorRegistry()
     registry.register(RoceCollector(store))
-    server = MetricsServer(registry, "127.0.0.1", 0, None, lambda: render_text(store.snapshot()))
+    server = MetricsServer(registry, ("127.0.0.1", 0), None, lambda: render_text(store.snapshot()))
     server.start()
     try:
         request = urllib.request.Request(server.url, headers={"Accept": accept} if accept else {})

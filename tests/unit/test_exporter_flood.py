@@ -51,7 +51,7 @@ def scrape(address: tuple[str, int]) -> tuple[int | str, float]:
 
 def test_scrapes_from_another_address_all_succeed_while_one_address_floods() -> None:
     limits = ServerLimits()  # what `roce-agent exporter` serves with
-    server = MetricsServer(CollectorRegistry(), "127.0.0.1", 0, fast_text=lambda: BODY)
+    server = MetricsServer(CollectorRegistry(), ("127.0.0.1", 0), fast_text=lambda: BODY)
     server.start()
     flood = subprocess.Popen(
         [sys.executable, "-m", "tests.unit.slow_clients", *map(str, server.address), ATTACKER,

@@ -59,7 +59,7 @@ def registry() -> CollectorRegistry:
 
 @pytest.fixture
 def server() -> Iterator[MetricsServer]:
-    srv = MetricsServer(registry(), "127.0.0.1", 0, limits=LIMITS)
+    srv = MetricsServer(registry(), ("127.0.0.1", 0), limits=LIMITS)
     srv.start()
     try:
         yield srv
@@ -128,7 +128,7 @@ def basic(user: str, password: str) -> dict[str, str]:
 def serving(
     limits: ServerLimits, web: WebConfig | None = None, fast_text: object = None
 ) -> Iterator[MetricsServer]:
-    srv = MetricsServer(registry(), "127.0.0.1", 0, web, fast_text, limits)  # type: ignore[arg-type]
+    srv = MetricsServer(registry(), ("127.0.0.1", 0), web, fast_text, limits)  # type: ignore[arg-type]
     srv.start()
     try:
         yield srv
@@ -445,7 +445,7 @@ def test_plain_http_on_the_tls_port_is_one_line(
         yaml.safe_dump({"tls_server_config": {"cert_file": str(crt), "key_file": str(key)}})
     )
     caplog.set_level(logging.DEBUG, logger="exporters")
-    srv = MetricsServer(registry(), "127.0.0.1", 0, load_web_config(web), limits=LIMITS)
+    srv = MetricsServer(registry(), ("127.0.0.1", 0), load_web_config(web), limits=LIMITS)
     srv.start()
     try:
         with connect(srv) as sock:
@@ -483,7 +483,7 @@ def test_inline_tls_keys_leave_nothing_on_disk(tmp_path: Path) -> None:
     tmpdir = Path(tempfile.gettempdir())
     before = set(tmpdir.iterdir())
     fds_before = set(os.listdir("/proc/self/fd"))
-    srv = MetricsServer(registry(), "127.0.0.1", 0, load_web_config(web), limits=LIMITS)
+    srv = MetricsServer(registry(), ("127.0.0.1", 0), load_web_config(web), limits=LIMITS)
     srv.start()
     try:
         context = ssl.create_default_context(cafile=str(crt))

@@ -100,7 +100,7 @@ def gauge(registry: CollectorRegistry, name: str) -> float:
 def test_a_reload_changes_the_limits_of_the_running_server() -> None:
     registry = CollectorRegistry()
     registry.register(RoceCollector(SnapshotStore("lab", [])))
-    server = MetricsServer(registry, "127.0.0.1", 0, limits=ServerLimits(32, 8))
+    server = MetricsServer(registry, ("127.0.0.1", 0), limits=ServerLimits(32, 8))
     server.start()
     try:
         assert gauge(registry, "roce_exporter_http_max_connections_per_address") == 8

@@ -20,9 +20,9 @@ from agent.device.state import Counters, InterfaceCounters, PendingSession, QosS
 from agent.errors import CredentialError
 from agent.intent.loader import load_fabric
 from agent.intent.model import Device
-from exporters.exporter import Exporter
-from exporters.poller import PollScheduler, SwitchPoller, classify
-from exporters.store import SnapshotStore, SwitchInventory
+from exporters.exporter import Exporter, ExporterOptions
+from exporters.poller import PollScheduler, SwitchPoller, SwitchRead, classify
+from exporters.store import FabricIndex, SnapshotStore, SwitchInventory
 
 
 class Job:
@@ -179,9 +179,11 @@ def test_switch_poller_keeps_its_session_and_rebuilds_it_after_a_failure() -> No
         return Connection(sessions[-1], dev.name)
 
     platform = FakePlatform()
-    store = SnapshotStore("lab", [SwitchInventory("leaf1", ("Ethernet1",), ())], None, ["leaf1"])
+    store = SnapshotStore(
+        "lab", [SwitchInventory("leaf1", ("Ethernet1",), ())], FabricIndex(device_names=["leaf1"])
+    )
     desired = QosState(trust="dscp", dscp_to_priority={26: 3})
-    poller = SwitchPoller(device, store, 1.0, 1.0, desired, connector, platform)
+    poller = SwitchPoller(device, store, 1.0, 1.0, SwitchRead(desired, platform, connector))
     first = poller.poll()
     poller.poll()
     assert len(sessions) == 1 and first.drift == 1  # one DSCP entry differs
@@ -267,12 +269,14 @@ def exporter(small_fabric: Path) -> Iterator[Exporter]:
 
     exp = Exporter(
         load_fabric(small_fabric).intent,
-        listen=("127.0.0.1", 0),
-        interval_s=0.3,
-        timeout_s=0.5,
-        concurrency=2,
-        connector=connector,
-        host_nic=False,
+        ExporterOptions(
+            listen=("127.0.0.1", 0),
+            interval_s=0.3,
+            timeout_s=0.5,
+            concurrency=2,
+            connector=connector,
+            host_nic=False,
+        ),
     )
     for job in exp.jobs:
         if isinstance(job, SwitchPoller):

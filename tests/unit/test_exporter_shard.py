@@ -16,9 +16,9 @@ from agent.app.cli import main
 from agent.device.state import Counters, InterfaceCounters, QueueCounters
 from agent.intent.loader import load_fabric
 from agent.intent.shard import WHOLE, Shard
-from exporters.exporter import Exporter
+from exporters.exporter import Exporter, ExporterOptions
 from exporters.fasttext import _n, device_block, render_text
-from exporters.store import IntendedClass, SnapshotStore, SwitchInventory
+from exporters.store import FabricIndex, IntendedClass, SnapshotStore, SwitchInventory
 
 SWITCHES = [f"leaf{i:02d}" for i in range(40)]
 HOSTS = [f"h{i}" for i in range(6)]
@@ -29,7 +29,7 @@ def store_for(shard: Shard) -> SnapshotStore:
     return SnapshotStore(
         "dc1",
         [SwitchInventory(name, ("Ethernet1",), classes) for name in SWITCHES],
-        device_names=[*SWITCHES, *HOSTS],
+        FabricIndex(device_names=[*SWITCHES, *HOSTS]),
         shard=shard,
     )
 
@@ -109,7 +109,7 @@ def fabric_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.parametrize("shard", [WHOLE, Shard(1, 3), Shard(2, 3), Shard(3, 3)])
 def test_the_exporter_polls_only_its_shards_switches(fabric_file: Path, shard: Shard) -> None:
     intent = load_fabric(fabric_file).intent
-    exporter = Exporter(intent, listen=None, host_nic=False, shard=shard)
+    exporter = Exporter(intent, ExporterOptions(listen=None, host_nic=False, shard=shard))
     expected = [d.name for d in intent.devices if shard.owns(d.name)]
     assert exporter.switches == expected
     assert [job.name for job in exporter.jobs] == expected  # type: ignore[attr-defined]

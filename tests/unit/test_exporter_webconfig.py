@@ -209,7 +209,7 @@ def tls_server(tmp_path: Path, cert: tuple[Path, Path], hashed: str) -> Iterator
     )
     registry = CollectorRegistry()
     registry.register(RoceCollector(SnapshotStore("lab", [])))
-    server = MetricsServer(registry, "127.0.0.1", 0, load_web_config(path))
+    server = MetricsServer(registry, ("127.0.0.1", 0), load_web_config(path))
     server.start()
     try:
         yield server

@@ -354,7 +354,7 @@ def test_hosts_only_reads_no_switch_and_skips_hosts_without_rdma(
 
 
 def test_unverified_fails_the_checks_step_and_is_a_junit_error() -> None:
-    from agent.app.validate import render_junit
+    from agent.app.playbook_report import render_junit
     from agent.ops.playbooks import ChecksSpec, PlaybookRunner, Report
 
     runner = PlaybookRunner(INTENT)

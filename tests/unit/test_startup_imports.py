@@ -74,7 +74,10 @@ NOT_ON_THE_TWIN_PATH: list[tuple[str, str]] = [
     ("agent.twin.plot", "twin --plot"),
     ("agent.intent.plan_tables", "roce-agent plan's tables"),
     ("agent.app.change", "diff, apply, drift, audit"),
-    ("agent.app.validate", "validate, run, serve"),
+    ("agent.app.validate", "roce-agent validate"),
+    ("agent.app.run", "roce-agent run (and validate)"),
+    ("agent.app.playbook_report", "validate's and run's reports"),
+    ("agent.app.serve", "roce-agent serve"),
     ("agent.app.exporter", "roce-agent exporter"),
     ("agent.app.tune", "roce-agent tune"),
 ]

@@ -7,7 +7,14 @@ import os
 import pytest
 
 from agent.intent.loader import load_fabric
-from agent.ops.twin_vs_lab import IncastMeasures, agree, compare, from_lab, predict_lab
+from agent.ops.twin_vs_lab import (
+    IncastMeasures,
+    LabIncast,
+    agree,
+    compare,
+    from_lab,
+    predict_lab,
+)
 from tests.unit.twin_fabrics import LAB_LEAFSPINE
 
 # (lab, twin, agree?, why)
@@ -56,7 +63,7 @@ def test_the_twin_runs_what_the_lab_stands_for() -> None:
     when the senders stopped -- the lab counts it too), every packet marked."""
     os.environ.setdefault("ROCE_LAB_PASSWORD", "admin")
     intent = load_fabric(LAB_LEAFSPINE).intent
-    measured, report = predict_lab(intent, "h3", ["h1", "h2"], 2.0, dcqcn=False)
+    measured, report = predict_lab(intent, LabIncast("h3", ["h1", "h2"], 2.0, dcqcn=False))
     assert report.speed_bps == 1_000_000_000 and report.duration_s == pytest.approx(0.025)
     assert measured.paused_fraction == pytest.approx(0.5, abs=0.05)
     assert 0.924 <= measured.goodput_fraction <= 1.0

@@ -252,7 +252,7 @@ def long_report() -> Any:
 
 
 def test_validate_tables_fit_100_columns_and_keep_names_whole() -> None:
-    from agent.app.validate import render_table
+    from agent.app.playbook_report import render_table
     from common.conventions import console
 
     report = long_report()
