@@ -1,19 +1,28 @@
-"""Small helpers shared by the SONiC, Cumulus NVUE, NX-OS and Linux-host platforms.
+"""What the NOS modules share to read and render: one JSON reader (:func:`show_json`), one
+range expander (:func:`expand_ranges`), one switch-wide value (:class:`SwitchWide`), shell
+refusals, text tables and the DSCP-map helpers.
 
-Kept private (underscore module) so the public platform surface stays the ``Platform`` ABC.
+Each reader has one behaviour on bad input: a :class:`PlatformError` that says what was read
+(the device and command, or the key) and what was expected; never an empty stand-in, which
+would read as "nothing configured". Kept private (underscore module) so the public platform
+surface stays the ``Platform`` ABC.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
 
-from agent.device.platforms.base import ConfigRejected, Connection
+from agent.device.platforms.base import ConfigRejected, Connection, PlatformError
 from agent.device.state import DSCPS, QosState, WatchdogState
 
 T = TypeVar("T")
+JSON_SHAPES = {dict: "a JSON object", list: "a JSON array", object: "a JSON document"}
+RANGE_PART = re.compile(r"(\d+)(?:-(\d+))?")
 
 # What a Linux shell, sudo, click (SONiC ``config``) and NVUE print when a command fails.
 SHELL_REFUSALS = re.compile(
@@ -122,8 +131,6 @@ def watchdog_multiples(watchdog: WatchdogState, platform: str) -> tuple[int, int
     times are not whole multiples cannot be rendered exactly, so it is refused rather than
     rounded (a silently longer detection time is a longer pause storm).
     """
-    from agent.device.platforms.base import PlatformError
-
     polling = watchdog.polling_ms or 100
     multiples = []
     for label, value in (
@@ -149,3 +156,92 @@ def unique(values: Sequence[T]) -> list[T]:
         if value not in seen:
             seen.append(value)
     return seen
+
+
+# ---------------------------------------------------------------------- JSON replies
+
+
+def parse_json(device: str, command: str, output: str, shape: type[T]) -> T:
+    """The JSON document ``command`` printed on ``device``, which must be a ``shape``
+    (``dict``: an object, ``list``: an array, ``object``: any document).
+
+    Bad input, whatever the NOS: output that is not JSON, or JSON of another shape, raises
+    :class:`PlatformError` ``DEVICE: 'COMMAND' …`` saying what came back.
+    """
+    try:
+        document = json.loads(output)
+    except json.JSONDecodeError:
+        raise PlatformError(
+            f"{device}: {command!r} did not return JSON: {output.strip()[:200]}"
+        ) from None
+    if not isinstance(document, shape):
+        raise PlatformError(
+            f"{device}: {command!r} returned {type(document).__name__}; "
+            f"Expected: {JSON_SHAPES.get(shape, shape.__name__)}"
+        )
+    return document
+
+
+@overload
+def show_json(conn: Connection, command: str) -> dict[str, Any]: ...
+@overload
+def show_json(conn: Connection, command: str, shape: type[T]) -> T: ...
+def show_json(conn: Connection, command: str, shape: type[Any] = dict) -> Any:
+    """Run ``command`` and read its JSON reply (a JSON object unless ``shape`` says otherwise);
+    bad input as in :func:`parse_json`."""
+    return parse_json(conn.device, command, conn.show(command), shape)
+
+
+# ---------------------------------------------------------------------- ranges and uniform values
+
+
+def expand_ranges(text: str, what: str) -> list[int]:
+    """``"3-4"`` / ``"3,4"`` / ``"0-2,5"`` / ``"3"`` → the numbers, in the order written;
+    ``""`` → ``[]``. The keys and lists of priorities, queues and DSCPs that SONiC (QUEUE and
+    BUFFER_PG keys, ``pfc_enable``), NVUE (collection keys) and NX-OS (``match dscp``,
+    ``pause pfc-cos``) print. Spaces and empty items are ignored.
+
+    Bad input (a part that is not ``N`` or ``N-M`` with ``N <= M``) raises
+    :class:`PlatformError` naming ``what`` was read: a value the agent cannot read must not
+    turn into fewer priorities.
+    """
+    numbers: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        span = _span(part) if part else range(0)
+        if span is None:
+            raise PlatformError(
+                f"{what}: Expected: numbers or ranges such as 3,4 or 0-2 Actual: {text!r}"
+            )
+        numbers.extend(span)
+    return numbers
+
+
+def _span(part: str) -> range | None:
+    """``"3"`` or ``"0-2"`` as a range; None for anything else (``"x"``, ``"4-3"``, ``"3-"``)."""
+    match = RANGE_PART.fullmatch(part)
+    if match is None:
+        return None
+    low = int(match.group(1))
+    high = int(match.group(2) or low)
+    return range(low, high + 1) if high >= low else None
+
+
+@dataclass(frozen=True)
+class SwitchWide:
+    """A NOS whose QoS objects are switch-wide (NVUE's ``default-global`` profiles, NX-OS's
+    system MQC policies): one value must serve every port."""
+
+    platform: str
+    objects: str  # what the renderer configures, for the refusal
+
+    def uniform(self, values: Sequence[T], what: str, empty: T) -> T:
+        """The value every port has (``empty`` without ports). Ports that differ raise
+        :class:`PlatformError`: rendering one port's value would silently change the others."""
+        if not values:
+            return empty
+        if any(value != values[0] for value in values[1:]):
+            raise PlatformError(
+                f"{self.platform}: ports need different {what}; this renderer configures "
+                f"{self.objects} (set explicit thresholds in the profile)"
+            )
+        return values[0]

@@ -44,13 +44,14 @@ contrib ``receiver/ciscoosreceiver/internal/scraper/interfacesscraper/parser_tes
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
+    SwitchWide,
     classifier_differs,
+    expand_ranges,
     majority,
     natural_key,
     watchdog_multiples,
@@ -61,7 +62,6 @@ from agent.device.platforms.base import (
     Connection,
     PlatformError,
     Transaction,
-    kill_point,
 )
 from agent.device.state import (
     DSCPS,
@@ -93,6 +93,7 @@ SYSTEM_QOS = [
     f"  service-policy type network-qos {NETWORK_QOS}",
     f"  service-policy type queuing output {QUEUING}",
 ]
+POLICIES = SwitchWide("cisco_nxos", "switch-wide MQC policies")
 RED_RE = re.compile(
     r"random-detect minimum-threshold (\d+) (\w+) maximum-threshold (\d+) (\w+)"
     r"(?: drop-probability (\d+))?(?: weight (\d+))?(?P<ecn> ecn)?"
@@ -143,9 +144,8 @@ def class_blocks(children: list[str]) -> dict[str, list[str]]:
 class CiscoNxos(CheckpointPlatform):
     name: ClassVar[str] = "cisco_nxos"
     netmiko_device_type: ClassVar[str] = "cisco_nxos"
-    managed: ClassVar[frozenset[str]] = frozenset(
-        {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
-    )
+    # NX-OS has no commit timer in this flow: confirming is saving.
+    confirm_is_save: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ render
 
@@ -157,8 +157,8 @@ class CiscoNxos(CheckpointPlatform):
         None). MQC policies are replaced as a whole: a partial edit of a policy-map in use is
         harder to review than its full text."""
         interfaces = list(desired.interfaces.values())
-        queues = _uniform([i.queues for i in interfaces], "queue settings", {})
-        lossless = _uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
+        queues = POLICIES.uniform([i.queues for i in interfaces], "queue settings", {})
+        lossless = POLICIES.uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
         classifier = classifier_differs(desired, actual)
         pfc_changed = _pfc_differs(lossless, actual)
         queues_changed = _present_queues(actual) != queues
@@ -300,39 +300,24 @@ class CiscoNxos(CheckpointPlatform):
             read(found, outputs.get(key, ""))
         return found.counters(device, collected_at)
 
-    # ------------------------------------------------------------------ change
+    # ------------------------------------------------------------------ change (the base's flow)
 
-    @contextmanager
-    def transaction(
-        self,
-        conn: Connection,
-        lines: list[str],
-        confirm_timeout_s: int,
-        name: str | None = None,
-    ) -> Iterator[Transaction]:
-        # confirm_timeout_s is not enforced by the switch: the checkpoint flow has no timer.
-        txn = Transaction(name=name or self.session_name(), lines=lines)
+    # The lines are live as they are sent (no commit step), and the switch enforces no
+    # confirm timeout: the checkpoint flow has no timer.
+
+    def begin(self, conn: Connection, txn: Transaction) -> None:
         output = conn.show(f"checkpoint {txn.name}")
         if conn.refusal(output) or "error" in output.lower():
             raise ConfigRejected(f"{conn.device}: checkpoint {txn.name} failed: {output.strip()}")
-        try:
-            conn.send_lines(["configure terminal"])
-            try:
-                conn.send_lines(lines)
-                kill_point("in-session", conn.device)
-            finally:
-                conn.send_lines(["end"])
-            txn.committed = True
-        except BaseException:
-            self.rollback_to(conn, txn)
-            raise
-        try:
-            yield txn
-        finally:
-            if not txn.confirmed:
-                self.rollback_to(conn, txn)
 
-    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
+    def stage(self, conn: Connection, txn: Transaction) -> None:
+        conn.send_lines(["configure terminal"])
+        try:
+            conn.send_lines(txn.lines)
+        finally:
+            conn.send_lines(["end"])
+
+    def rollback(self, conn: Connection, txn: Transaction) -> None:
         output = conn.show(f"rollback running-config checkpoint {txn.name}")
         if "completed successfully" in output.lower() or not (
             conn.refusal(output) or "error" in output.lower()
@@ -340,6 +325,12 @@ class CiscoNxos(CheckpointPlatform):
             txn.rolled_back = True
         else:
             txn.notes.append(f"rollback to checkpoint {txn.name} failed: {output.strip()[:200]}")
+        self.clean_up(conn, txn)
+
+    def confirm_change(self, conn: Connection, txn: Transaction) -> None:
+        self.save(conn)
+
+    def clean_up(self, conn: Connection, txn: Transaction) -> None:
         conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
 
     # ------------------------------------------------------------------ pending checkpoints
@@ -381,35 +372,10 @@ class CiscoNxos(CheckpointPlatform):
             )
         return found
 
-    def confirm(self, conn: Connection, txn: Transaction) -> None:
-        self.save(conn)  # NX-OS has no commit timer: confirming is saving
-        txn.confirmed = True
-        conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
-
     def save(self, conn: Connection) -> None:
         output = conn.show("copy running-config startup-config")
         if conn.refusal(output):
             raise PlatformError(f"{conn.device}: saving the configuration failed: {output}")
-
-
-def _uniform(values: list[Any], what: str, empty: Any) -> Any:
-    if not values:
-        return empty
-    if any(value != values[0] for value in values[1:]):
-        raise PlatformError(
-            f"cisco_nxos: ports need different {what}; this renderer configures switch-wide "
-            "MQC policies (set explicit thresholds in the profile)"
-        )
-    return values[0]
-
-
-def _expand(text: str) -> list[int]:
-    values: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit():
-            values.extend(range(int(low), int(high or low) + 1))
-    return values
 
 
 # ---------------------------------------------------------------------- render sections
@@ -512,7 +478,7 @@ class _RunningConfig:
         for lines in network_qos.values():
             for line in lines:
                 if m := re.fullmatch(r"pause (?:buffer-size \d+ .*)?pfc-cos ([\d,]+)", line):
-                    no_drop += _expand(m.group(1))
+                    no_drop += expand_ranges(m.group(1), f"{line!r}")
         return tuple(sorted(set(no_drop)))
 
     def queue_states(self, policy: str | None) -> dict[int, QueueState]:
@@ -533,7 +499,7 @@ def _read_class_map(running: _RunningConfig, m: re.Match[str], children: list[st
     for child in children:
         if mm := re.fullmatch(r"match (dscp|cos) ([\d,\- ]+)", child.strip()):
             kind = mm.group(1)
-            values += _expand(mm.group(2))
+            values += expand_ranges(mm.group(2), f"class-map {m.group(1)} {child.strip()!r}")
     running.class_maps[m.group(1)] = (kind, values)
 
 

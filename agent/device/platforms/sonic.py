@@ -51,25 +51,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
     classifier_differs,
+    expand_ranges,
     majority,
     natural_key,
     parse_int,
+    parse_json,
     run_checked,
+    show_json,
     text_tables,
 )
-from agent.device.platforms.base import (
-    CheckpointPlatform,
-    Connection,
-    PlatformError,
-    Transaction,
-    kill_point,
-)
+from agent.device.platforms.base import CheckpointPlatform, Connection, PlatformError, Transaction
 from agent.device.state import (
     DSCPS,
     PRIORITIES,
@@ -125,17 +121,6 @@ def ranges(values: list[int]) -> list[str]:
         else:
             spans.append([value])
     return [f"{s[0]}-{s[-1]}" if len(s) > 1 else str(s[0]) for s in spans]
-
-
-def expand(text: str) -> list[int]:
-    """``"3-4"`` / ``"3,4"`` / ``"3"`` → ``[3, 4]`` (QUEUE and BUFFER_PG keys, pfc_enable)."""
-    values: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        values.extend(range(int(low), int(high or low) + 1))
-    return values
 
 
 def wred_profile_name(ecn: EcnState) -> str:
@@ -370,12 +355,10 @@ def _wred_profile(ecn: EcnState) -> dict[str, str]:
 
 
 class Sonic(CheckpointPlatform):
+    """Everything in the normalized model is configured and read back from CONFIG_DB."""
+
     name: ClassVar[str] = "sonic"
     netmiko_device_type: ClassVar[str] = "linux"
-    # Everything in the normalized model is configured and read back from CONFIG_DB.
-    managed: ClassVar[frozenset[str]] = frozenset(
-        {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
-    )
 
     # ------------------------------------------------------------------ render
 
@@ -427,16 +410,7 @@ class Sonic(CheckpointPlatform):
     # ------------------------------------------------------------------ read state
 
     def read_state(self, conn: Connection) -> QosState:
-        output = conn.show(CONFIG_DB_COMMAND)
-        try:
-            config_db = json.loads(output)
-        except json.JSONDecodeError:
-            raise PlatformError(
-                f"{conn.device}: {CONFIG_DB_COMMAND!r} did not return JSON: {output.strip()[:200]}"
-            ) from None
-        if not isinstance(config_db, dict):
-            raise PlatformError(f"{conn.device}: CONFIG_DB is not a JSON object")
-        return self.state_from_config_db(config_db)
+        return self.state_from_config_db(show_json(conn, CONFIG_DB_COMMAND))
 
     # ``config save`` writes CONFIG_DB to /etc/sonic/config_db.json, which a reload or reboot
     # loads (sonic-utilities doc/Command-Reference.md, "config save"): QoS that differs there
@@ -447,8 +421,8 @@ class Sonic(CheckpointPlatform):
         """The QoS settings whose running value differs from the saved config_db.json."""
         running = self.read_state(conn)
         try:
-            saved = json.loads(conn.show(self.SAVED_CONFIG_COMMAND))
-        except json.JSONDecodeError:
+            saved = show_json(conn, self.SAVED_CONFIG_COMMAND)
+        except PlatformError:
             return ["/etc/sonic/config_db.json: missing or not JSON"]
         return self.unsaved_from(running, self.state_from_config_db(saved))
 
@@ -521,39 +495,26 @@ class Sonic(CheckpointPlatform):
                     result.setdefault(row[0], {})[kind] = tuple(_per_priority_group(header, row))
         return result
 
-    # ------------------------------------------------------------------ change
+    # ------------------------------------------------------------------ change (the base's flow)
 
-    @contextmanager
-    def transaction(
-        self,
-        conn: Connection,
-        lines: list[str],
-        confirm_timeout_s: int,
-        name: str | None = None,
-    ) -> Iterator[Transaction]:
-        txn = Transaction(name=name or self.session_name(), lines=lines)
-        patch_file = f"/tmp/{txn.name}.json"
+    def begin(self, conn: Connection, txn: Transaction) -> None:
         run_checked(conn, f"sudo config checkpoint {txn.name}", "Checkpoint created successfully")
-        try:
-            # A quoted heredoc: the shell expands nothing inside the JSON.
-            conn.send_lines(
-                [f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END],
-                terminator=BASH_PS2,
-            )
-            kill_point("in-session", conn.device)
-            run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
-            txn.committed = True
-            run_checked(conn, self._rollback_timer(txn.name, confirm_timeout_s))
-        except BaseException:
-            # GCU leaves a half-applied patch in place when it fails (it does no recovery of
-            # its own), so a refused patch is rolled back to the checkpoint too.
-            self.rollback_to(conn, txn)
-            raise
-        try:
-            yield txn
-        finally:
-            if not txn.confirmed:
-                self.rollback_to(conn, txn)
+
+    def stage(self, conn: Connection, txn: Transaction) -> None:
+        # A quoted heredoc: the shell expands nothing inside the JSON.
+        conn.send_lines(
+            [f"cat > {_patch_file(txn.name)} <<'{HEREDOC_END}'", *txn.lines, HEREDOC_END],
+            terminator=BASH_PS2,
+        )
+
+    def commit(self, conn: Connection, txn: Transaction, confirm_timeout_s: int) -> None:
+        # A refused patch is rolled back to the checkpoint too (``abort`` is ``rollback``):
+        # GCU leaves a half-applied patch in place when it fails, it does no recovery of its own.
+        patch_file = _patch_file(txn.name)
+        run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
+
+    def arm_rollback_timer(self, conn: Connection, txn: Transaction, timeout_s: int) -> None:
+        run_checked(conn, self._rollback_timer(txn.name, timeout_s))
 
     @staticmethod
     def _rollback_timer(name: str, timeout_s: int) -> str:
@@ -564,17 +525,34 @@ class Sonic(CheckpointPlatform):
             f"sudo systemd-run --on-active={timeout_s} --unit={name}-rollback /bin/sh -c '{undo}'"
         )
 
-    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
+    def rollback(self, conn: Connection, txn: Transaction) -> None:
         # Every step is attempted: a failed rollback is recorded in the transaction's notes
         # rather than hiding the error that caused it.
-        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
+        self.disarm_rollback_timer(conn, txn)
         output = conn.show(f"sudo config rollback {txn.name}")
         if "Config rolled back successfully" in output:
             txn.rolled_back = True
         else:
             txn.notes.append(f"rollback to checkpoint {txn.name} failed: {output.strip()[:200]}")
         conn.show(f"sudo config delete-checkpoint {txn.name}")
-        conn.show(f"rm -f /tmp/{txn.name}.json")
+        self.clean_up(conn, txn)
+
+    def confirm_change(self, conn: Connection, txn: Transaction) -> None:
+        # Deleting the checkpoint is the point of no return: the timer's rollback has nothing
+        # to go back to from then on (it fails, changing nothing), and nothing is pending.
+        self._delete_checkpoint(conn, txn.name)
+
+    def disarm_rollback_timer(self, conn: Connection, txn: Transaction) -> None:
+        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
+
+    def clean_up(self, conn: Connection, txn: Transaction) -> None:
+        conn.show(f"rm -f {_patch_file(txn.name)}")
+
+    @staticmethod
+    def _delete_checkpoint(conn: Connection, name: str) -> None:
+        run_checked(
+            conn, f"sudo config delete-checkpoint {name}", "Checkpoint deleted successfully"
+        )
 
     # ------------------------------------------------------------------ pending checkpoints
 
@@ -595,17 +573,17 @@ class Sonic(CheckpointPlatform):
         orphans = [s.name for s in found if s.state == ORPHAN_STATE]
         if not orphans:
             return found
-        running = json.loads(conn.show(CONFIG_DB_COMMAND))
+        running = show_json(conn, CONFIG_DB_COMMAND)
         unchanged = {name for name in orphans if self._checkpoint(conn, name) == running}
         return self.sessions_from_text(conn.device, checkpoints, timers, unchanged=unchanged)
 
     @staticmethod
-    def _checkpoint(conn: Connection, name: str) -> Any:
-        """A checkpoint's CONFIG_DB (``Util.save_json_file``: one JSON document)."""
-        output = conn.show(f"sudo cat /etc/sonic/checkpoints/{name}.cp.json")
+    def _checkpoint(conn: Connection, name: str) -> dict[str, Any] | None:
+        """A checkpoint's CONFIG_DB (``Util.save_json_file``: one JSON document); None when it
+        cannot be read, which counts as differing from the running CONFIG_DB (live)."""
         try:
-            return json.loads(output)
-        except json.JSONDecodeError:
+            return show_json(conn, f"sudo cat /etc/sonic/checkpoints/{name}.cp.json")
+        except PlatformError:
             return None
 
     @classmethod
@@ -618,12 +596,7 @@ class Sonic(CheckpointPlatform):
         unchanged: set[str] | None = None,
     ) -> list[PendingSession]:
         """``unchanged``: checkpoints without a timer known to equal the running CONFIG_DB."""
-        try:
-            names = json.loads(checkpoints or "[]")
-        except json.JSONDecodeError:
-            raise PlatformError(
-                f"{device}: 'config list-checkpoints' did not return JSON: {checkpoints[:200]}"
-            ) from None
+        names = parse_json(device, cls.CHECKPOINTS_COMMAND, checkpoints or "[]", list)
         left: dict[str, float | None] = {}  # name -> seconds left, None once elapsed
         for line in timers.splitlines():
             unit = re.search(r"(roce-agent-\S+)-rollback\.timer", line)
@@ -631,7 +604,7 @@ class Sonic(CheckpointPlatform):
             if unit:
                 left[unit.group(1)] = timespan_s(remaining.group(1)) if remaining else None
         found = []
-        for name in names if isinstance(names, list) else []:
+        for name in names:
             if not isinstance(name, str) or not name.startswith("roce-agent-"):
                 continue
             state = _checkpoint_state(name in left, left.get(name), name in (unchanged or set()))
@@ -655,23 +628,10 @@ class Sonic(CheckpointPlatform):
         if session.live:
             super().abort_session(conn, session)
             return
-        conn.show(f"sudo systemctl stop {session.name}-rollback.timer")
-        run_checked(
-            conn, f"sudo config delete-checkpoint {session.name}", "Checkpoint deleted successfully"
-        )
-        conn.show(f"rm -f /tmp/{session.name}.json")
-
-    def confirm(self, conn: Connection, txn: Transaction) -> None:
-        # Deleting the checkpoint is the point of no return: the timer's rollback has nothing
-        # to go back to from then on (it fails, changing nothing), and nothing is pending.
-        run_checked(
-            conn, f"sudo config delete-checkpoint {txn.name}", "Checkpoint deleted successfully"
-        )
-        txn.confirmed = True
-        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
-        kill_point("before-save", conn.device)
-        self.save(conn)
-        conn.show(f"rm -f /tmp/{txn.name}.json")
+        txn = Transaction(name=session.name, lines=[])
+        self.disarm_rollback_timer(conn, txn)
+        self._delete_checkpoint(conn, txn.name)
+        self.clean_up(conn, txn)
 
     def save(self, conn: Connection) -> None:
         run_checked(conn, "sudo config save -y")
@@ -698,6 +658,11 @@ def timespan_s(text: str) -> float:
         float(value) * scale[unit]
         for value, unit in re.findall(r"(\d+(?:\.\d+)?)\s*(h|min|ms|us|s)\b", text)
     )
+
+
+def _patch_file(name: str) -> str:
+    """Where the patch of transaction ``name`` is written for ``config apply-patch``."""
+    return f"/tmp/{name}.json"
 
 
 def _strip_reference(name: str) -> str:
@@ -753,14 +718,14 @@ def _queues_from(config_db: dict[str, Any]) -> dict[str, dict[int, QueueState]]:
     for key, entry in config_db.get("QUEUE", {}).items():
         name, _, queue_range = key.rpartition("|")
         state = _queue_state(entry, schedulers, wred_profiles)
-        for queue in expand(queue_range):
+        for queue in expand_ranges(queue_range, f"CONFIG_DB QUEUE key {key!r}"):
             if state != QueueState():
                 queues.setdefault(name, {})[queue] = state
     return queues
 
 
 def _interface_from(port_qos: dict[str, str], queues: dict[int, QueueState]) -> InterfaceState:
-    priorities = tuple(expand(port_qos.get("pfc_enable", "")))
+    priorities = tuple(expand_ranges(port_qos.get("pfc_enable", ""), "PORT_QOS_MAP pfc_enable"))
     return InterfaceState(pfc_enabled=bool(priorities), pfc_priorities=priorities, queues=queues)
 
 
