@@ -1,6 +1,7 @@
 """What the NOS modules share to read and render: one JSON reader (:func:`show_json`), one
-range expander (:func:`expand_ranges`), one switch-wide value (:class:`SwitchWide`), shell
-refusals, text tables and the DSCP-map helpers.
+range expander (:func:`expand_ranges`), one switch-wide value (:class:`SwitchWide`), one
+tally of counters read from text tables (:class:`CounterTally`), shell refusals, text tables
+and the DSCP-map helpers.
 
 Each reader has one behaviour on bad input: a :class:`PlatformError` that says what was read
 (the device and command, or the key) and what was expected; never an empty stand-in, which
@@ -14,11 +15,19 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from agent.device.platforms.base import ConfigRejected, Connection, PlatformError
-from agent.device.state import DSCPS, QosState, WatchdogState
+from agent.device.state import (
+    DSCPS,
+    Counters,
+    InterfaceCounters,
+    QosState,
+    QueueCounters,
+    WatchdogCounters,
+    WatchdogState,
+)
 
 T = TypeVar("T")
 JSON_SHAPES = {dict: "a JSON object", list: "a JSON array", object: "a JSON document"}
@@ -245,3 +254,53 @@ class SwitchWide:
                 f"{self.objects} (set explicit thresholds in the profile)"
             )
         return values[0]
+
+
+# ---------------------------------------------------------------------- counters from text
+
+
+def _per_priority() -> list[int]:
+    return [0] * 8
+
+
+@dataclass
+class PortTally:
+    """One port's counters while the show outputs are read (each fills its part, in any
+    order); a part no output mentioned stays zero."""
+
+    pfc_rx: list[int] = field(default_factory=_per_priority)
+    pfc_tx: list[int] = field(default_factory=_per_priority)
+    queues: dict[int, dict[str, int | None]] = field(default_factory=dict)  # QueueCounters fields
+    watchdog: dict[int, WatchdogCounters] = field(default_factory=dict)
+    headroom_drops: list[int] = field(default_factory=_per_priority)
+
+    def queue(self, queue: int) -> dict[str, int | None]:
+        """The queue's fields read so far (the queue counts as reported from now on)."""
+        return self.queues.setdefault(queue, {})
+
+    def counters(self) -> InterfaceCounters:
+        return InterfaceCounters(
+            pfc_rx=tuple(self.pfc_rx),
+            pfc_tx=tuple(self.pfc_tx),
+            queues={q: QueueCounters.model_validate(c) for q, c in sorted(self.queues.items())},
+            watchdog=dict(sorted(self.watchdog.items())),
+            headroom_drops=tuple(self.headroom_drops),
+        )
+
+
+@dataclass
+class CounterTally:
+    """The counters of a NOS that prints them as text (SONiC's tables, NX-OS's blocks), per
+    port, gathered from several show outputs into one :class:`Counters`."""
+
+    ports: dict[str, PortTally] = field(default_factory=dict)
+
+    def port(self, name: str) -> PortTally:
+        """The port's tally (the port is reported from now on)."""
+        return self.ports.setdefault(name, PortTally())
+
+    def counters(self, device: str, collected_at: float) -> Counters:
+        interfaces = {
+            name: self.ports[name].counters() for name in sorted(self.ports, key=natural_key)
+        }
+        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)

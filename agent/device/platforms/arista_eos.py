@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -449,74 +449,86 @@ def _qos_map_lines(command: str, groups: dict[int, list[int]]) -> list[str]:
 # ---------------------------------------------------------------------- counter readers
 
 
-def _interface_counters(
-    name: str, configured: InterfaceState | None, replies: Mapping[str, dict[str, Any]]
-) -> InterfaceCounters:
-    """One interface's counters from the documents of ``AristaEos.COUNTER_JSON``."""
-    # EOS counts PFC frames per interface, not per priority: attribute them to the
-    # interface's lossless priority (the lowest, if several are configured).
-    lossless = configured.pfc_priorities[0] if configured and configured.pfc_priorities else 3
-    totals = replies["pfc"].get("interfaceCounters", {}).get(name, {})
-    rx = [0] * 8
-    tx = [0] * 8
-    rx[lossless] = int(totals.get("rxFrames", 0))
-    tx[lossless] = int(totals.get("txFrames", 0))
-    return InterfaceCounters(
-        pfc_rx=tuple(rx),
-        pfc_tx=tuple(tx),
-        queues=_queue_counters(name, replies["queues"], replies["ecn"]),
-        watchdog=_watchdog_counters(name, replies["watchdog"]),
-        headroom_drops=_headroom_drops(name, replies["drops"]),
-    )
+@dataclass(frozen=True)
+class CounterReplies:
+    """The JSON documents EOS's counters are read from (shapes as in ANTA's test data)."""
 
+    pfc: dict[str, Any]  # show priority-flow-control counters
+    ecn: dict[str, Any]  # show qos interfaces ecn counters queue
+    queues: dict[str, Any]  # show interfaces counters queue
+    drops: dict[str, Any]  # show interfaces counters queue drops
+    watchdog: dict[str, Any]  # show priority-flow-control counters watchdog
 
-def _queue_counters(
-    name: str, queues: dict[str, Any], ecn: dict[str, Any]
-) -> dict[int, QueueCounters]:
-    classes = (
-        queues.get("egressQueueCounters", {})
-        .get("interfaces", {})
-        .get(name, {})
-        .get("ucastQueues", {})
-        .get("trafficClasses", {})
-    )
-    marked = ecn.get("intfQueueCounters", {}).get(name, {}).get("queueCounters", {})
-    per_queue: dict[int, QueueCounters] = {}
-    for queue in PRIORITIES:
-        dp0 = classes.get(f"TC{queue}", {}).get("dropPrecedences", {}).get("DP0", {})
-        mark = marked.get(str(queue), "-")
-        per_queue[queue] = QueueCounters(
-            tx_packets=int(dp0.get("enqueuedPackets", 0)),
-            tx_bytes=int(dp0.get("enqueuedBytes", 0)),
-            dropped_packets=int(dp0.get("droppedPackets", 0)),
-            ecn_marked_packets=int(mark) if str(mark).isdigit() else 0,
+    @classmethod
+    def read(cls, conn: Connection) -> CounterReplies:
+        return cls(
+            pfc=show_json(conn, "show priority-flow-control counters | json"),
+            ecn=show_json(conn, "show qos interfaces ecn counters queue | json"),
+            queues=show_json(conn, "show interfaces counters queue | json"),
+            drops=show_json(conn, "show interfaces counters queue drops | json"),
+            watchdog=show_json(conn, "show priority-flow-control counters watchdog | json"),
         )
-    return per_queue
 
-
-def _headroom_drops(name: str, drops: dict[str, Any]) -> tuple[int, ...]:
-    voq = drops.get("interfaces", {}).get(name, {}).get("trafficClasses", {})
-    return tuple(
-        int(
-            voq.get(f"TC{p}", {})
-            .get("ingressVoqCounters", {})
-            .get("countersSum", {})
-            .get("droppedPackets", 0)
+    def interface(self, name: str, configured: InterfaceState | None) -> InterfaceCounters:
+        # EOS counts PFC frames per interface, not per priority: attribute them to the
+        # interface's lossless priority (the lowest, if several are configured).
+        lossless = configured.pfc_priorities[0] if configured and configured.pfc_priorities else 3
+        totals = self.pfc.get("interfaceCounters", {}).get(name, {})
+        rx = [0] * 8
+        tx = [0] * 8
+        rx[lossless] = int(totals.get("rxFrames", 0))
+        tx[lossless] = int(totals.get("txFrames", 0))
+        return InterfaceCounters(
+            pfc_rx=tuple(rx),
+            pfc_tx=tuple(tx),
+            queues=self.queue_counters(name),
+            watchdog=self.watchdog_counters(name),
+            headroom_drops=self.headroom_drops(name),
         )
-        for p in PRIORITIES
-    )
 
-
-def _watchdog_counters(name: str, watchdog: dict[str, Any]) -> dict[int, WatchdogCounters]:
-    stuck = watchdog.get("interfaces", {}).get(name, {}).get("txQueues", {})
-    per_queue = {}
-    for queue, entry in stuck.items():
-        detected = int(entry.get("stuckCount", 0))
-        restored = int(entry.get("recoveryCount", 0))
-        per_queue[int(queue)] = WatchdogCounters(
-            storms_detected=detected, storms_restored=restored, stormed=detected > restored
+    def queue_counters(self, name: str) -> dict[int, QueueCounters]:
+        classes = (
+            self.queues.get("egressQueueCounters", {})
+            .get("interfaces", {})
+            .get(name, {})
+            .get("ucastQueues", {})
+            .get("trafficClasses", {})
         )
-    return per_queue
+        marked = self.ecn.get("intfQueueCounters", {}).get(name, {}).get("queueCounters", {})
+        per_queue: dict[int, QueueCounters] = {}
+        for queue in PRIORITIES:
+            dp0 = classes.get(f"TC{queue}", {}).get("dropPrecedences", {}).get("DP0", {})
+            mark = marked.get(str(queue), "-")
+            per_queue[queue] = QueueCounters(
+                tx_packets=int(dp0.get("enqueuedPackets", 0)),
+                tx_bytes=int(dp0.get("enqueuedBytes", 0)),
+                dropped_packets=int(dp0.get("droppedPackets", 0)),
+                ecn_marked_packets=int(mark) if str(mark).isdigit() else 0,
+            )
+        return per_queue
+
+    def headroom_drops(self, name: str) -> tuple[int, ...]:
+        voq = self.drops.get("interfaces", {}).get(name, {}).get("trafficClasses", {})
+        return tuple(
+            int(
+                voq.get(f"TC{p}", {})
+                .get("ingressVoqCounters", {})
+                .get("countersSum", {})
+                .get("droppedPackets", 0)
+            )
+            for p in PRIORITIES
+        )
+
+    def watchdog_counters(self, name: str) -> dict[int, WatchdogCounters]:
+        stuck = self.watchdog.get("interfaces", {}).get(name, {}).get("txQueues", {})
+        per_queue = {}
+        for queue, entry in stuck.items():
+            detected = int(entry.get("stuckCount", 0))
+            restored = int(entry.get("recoveryCount", 0))
+            per_queue[int(queue)] = WatchdogCounters(
+                storms_detected=detected, storms_restored=restored, stormed=detected > restored
+            )
+        return per_queue
 
 
 class AristaEos(Platform):
@@ -628,20 +640,11 @@ class AristaEos(Platform):
             queues=queues,
         )
 
-    # The counter reads, each a JSON document (shapes as in ANTA's test data).
-    COUNTER_JSON: ClassVar[dict[str, str]] = {
-        "pfc": "show priority-flow-control counters | json",
-        "ecn": "show qos interfaces ecn counters queue | json",
-        "queues": "show interfaces counters queue | json",
-        "drops": "show interfaces counters queue drops | json",
-        "watchdog": "show priority-flow-control counters watchdog | json",
-    }
-
     def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
         collected_at = time.time()
         if state is None:
             state = self.read_state(conn)
-        replies = {key: show_json(conn, command) for key, command in self.COUNTER_JSON.items()}
+        replies = CounterReplies.read(conn)
         return self.counters_from_json(conn.device, collected_at, state, replies)
 
     def read_link_health(self, conn: Connection) -> dict[str, LinkHealth]:
@@ -674,17 +677,14 @@ class AristaEos(Platform):
 
     @staticmethod
     def counters_from_json(
-        device: str, collected_at: float, state: QosState, replies: Mapping[str, dict[str, Any]]
+        device: str, collected_at: float, state: QosState, replies: CounterReplies
     ) -> Counters:
-        """Normalize the JSON documents of :attr:`COUNTER_JSON`, keyed alike (separate so
-        recorded outputs can be parsed)."""
-        pfc, queues = replies["pfc"], replies["queues"]
-        names = set(pfc.get("interfaceCounters", {})) | set(
-            queues.get("egressQueueCounters", {}).get("interfaces", {})
+        """Normalize the counter documents (separate so recorded outputs can be parsed)."""
+        names = set(replies.pfc.get("interfaceCounters", {})) | set(
+            replies.queues.get("egressQueueCounters", {}).get("interfaces", {})
         )
         interfaces = {
-            name: _interface_counters(name, state.interfaces.get(name), replies)
-            for name in sorted(names)
+            name: replies.interface(name, state.interfaces.get(name)) for name in sorted(names)
         }
         return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
 

@@ -46,9 +46,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from agent.device.platforms._common import (
+    CounterTally,
     SwitchWide,
     classifier_differs,
     expand_ranges,
@@ -68,11 +69,9 @@ from agent.device.state import (
     PRIORITIES,
     Counters,
     EcnState,
-    InterfaceCounters,
     InterfaceState,
     PendingSession,
     QosState,
-    QueueCounters,
     QueueState,
     WatchdogCounters,
     WatchdogState,
@@ -295,7 +294,7 @@ class CiscoNxos(CheckpointPlatform):
         interface`` (COS = priority); ``show interface priority-flow-control`` only has totals
         and names the interfaces.
         """
-        found = _NxosCounters()
+        found = CounterTally()
         for key, read in COUNTER_READERS.items():
             read(found, outputs.get(key, ""))
         return found.counters(device, collected_at)
@@ -622,47 +621,17 @@ STAT_CELLS = re.compile(r"\|\s*([A-Za-z][\w /&]*?)\s*((?:\|\s*\d+\s*)+)(?=\|)")
 WATCHDOG_HEADER = re.compile(r"(\S+) Interface PFC watchdog")
 WATCHDOG_GROUP = re.compile(r"QOS GROUP (\d) \[(\w+)\]")
 WATCHDOG_COUNT = re.compile(r"\|\s*(Shutdown|Restored)\|\s*(\d+)\|")
+WATCHDOG_COUNTS = {"Shutdown": "storms_detected", "Restored": "storms_restored"}
 
 
-@dataclass
-class _NxosCounters:
-    """Counters gathered from the show outputs, per interface."""
-
-    data: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def entry(self, name: str) -> dict[str, Any]:
-        return self.data.setdefault(
-            name, {"rx": [0] * 8, "tx": [0] * 8, "queues": {}, "watchdog": {}}
-        )
-
-    def counters(self, device: str, collected_at: float) -> Counters:
-        interfaces = {}
-        for name in sorted(self.data, key=natural_key):
-            values = self.data[name]
-            interfaces[name] = InterfaceCounters(
-                pfc_rx=tuple(values["rx"]),
-                pfc_tx=tuple(values["tx"]),
-                queues={q: QueueCounters(**c) for q, c in sorted(values["queues"].items())},
-                watchdog={
-                    q: WatchdogCounters(
-                        storms_detected=w.get("Shutdown", 0),
-                        storms_restored=w.get("Restored", 0),
-                        stormed=w.get("state") == "Shutdown",
-                    )
-                    for q, w in sorted(values["watchdog"].items())
-                },
-            )
-        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
-
-
-def _read_pfc_interfaces(found: _NxosCounters, text: str) -> None:
+def _read_pfc_interfaces(found: CounterTally, text: str) -> None:
     """``show interface priority-flow-control``: only names the interfaces."""
     for line in text.splitlines():
         if m := re.match(r"(Ethernet\S+)\s+", line):
-            found.entry(m.group(1))
+            found.port(m.group(1))
 
 
-def _read_queuing(found: _NxosCounters, text: str) -> None:
+def _read_queuing(found: CounterTally, text: str) -> None:
     """``show queuing interface``: per interface, a block per QOS GROUP (= queue) of stat
     rows, and the PFC Statistics table (per COS: Tx and Rx pause frames)."""
     current: str | None = None
@@ -670,20 +639,20 @@ def _read_queuing(found: _NxosCounters, text: str) -> None:
     for line in text.splitlines():
         if m := QUEUING_HEADER.match(line):
             current, group = m.group(1), None
-            found.entry(current)
+            found.port(current)
         elif current is None:
             continue
         elif m := QOS_GROUP.search(line):
             group = int(m.group(1))
         elif m := PFC_STATS_ROW.match(line):
             cos = int(m.group(1))
-            found.entry(current)["tx"][cos] = int(m.group(4))
-            found.entry(current)["rx"][cos] = int(m.group(5))
+            found.port(current).pfc_tx[cos] = int(m.group(4))
+            found.port(current).pfc_rx[cos] = int(m.group(5))
         elif group is not None:
-            _add_queue_stats(found.entry(current)["queues"].setdefault(group, {}), line)
+            _add_queue_stats(found.port(current).queue(group), line)
 
 
-def _add_queue_stats(queue: dict[str, int], line: str) -> None:
+def _add_queue_stats(queue: dict[str, int | None], line: str) -> None:
     """A stat row's counts: unicast + oobfc + multicast, summed per stat."""
     for stat, values in STAT_CELLS.findall(line):
         key = QUEUE_STATS.get(stat.strip())
@@ -691,26 +660,29 @@ def _add_queue_stats(queue: dict[str, int], line: str) -> None:
             queue[key] = sum(int(v) for v in re.findall(r"\d+", values))
 
 
-def _read_watchdog(found: _NxosCounters, text: str) -> None:
+def _read_watchdog(found: CounterTally, text: str) -> None:
     """``show queuing pfc-queue detail``: per interface and QOS GROUP, the watchdog state and
-    its Shutdown/Restored counts."""
+    its Shutdown (storms detected) and Restored counts."""
     current: str | None = None
     group: int | None = None
     for line in text.splitlines():
         if m := WATCHDOG_HEADER.match(line):
             current = m.group(1)
-            found.entry(current)
+            found.port(current)
         elif current is None:
             continue
         elif m := WATCHDOG_GROUP.search(line):
             group = int(m.group(1))
-            found.entry(current)["watchdog"][group] = {"state": m.group(2)}
+            stormed = m.group(2) == "Shutdown"
+            found.port(current).watchdog[group] = WatchdogCounters(stormed=stormed)
         elif group is not None and (m := WATCHDOG_COUNT.match(line)):
-            found.entry(current)["watchdog"][group][m.group(1)] = int(m.group(2))
+            watchdog = found.port(current).watchdog
+            count = {WATCHDOG_COUNTS[m.group(1)]: int(m.group(2))}
+            watchdog[group] = watchdog[group].model_copy(update=count)
 
 
 # One reader per show command (keys of CiscoNxos.COUNTER_COMMANDS).
-COUNTER_READERS: dict[str, Callable[[_NxosCounters, str], None]] = {
+COUNTER_READERS: dict[str, Callable[[CounterTally, str], None]] = {
     "pfc": _read_pfc_interfaces,
     "queuing": _read_queuing,
     "watchdog": _read_watchdog,

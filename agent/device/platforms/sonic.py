@@ -51,10 +51,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
+    CounterTally,
     classifier_differs,
     expand_ranges,
     majority,
@@ -71,11 +72,9 @@ from agent.device.state import (
     PRIORITIES,
     Counters,
     EcnState,
-    InterfaceCounters,
     InterfaceState,
     PendingSession,
     QosState,
-    QueueCounters,
     QueueState,
     WatchdogCounters,
     WatchdogState,
@@ -467,7 +466,7 @@ class Sonic(CheckpointPlatform):
     @staticmethod
     def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:
         """Normalize the recorded outputs of :attr:`COUNTER_COMMANDS` (keyed alike)."""
-        found = _SonicCounters()
+        found = CounterTally()
         for key, read in COUNTER_READERS.items():
             for header, rows in text_tables(outputs.get(key, "")):
                 read(found, header, rows)
@@ -755,86 +754,65 @@ def _watchdog_from(pfc_wd: dict[str, Any]) -> WatchdogState:
 Rows = list[list[str]]
 
 
-@dataclass
-class _SonicCounters:
-    """Counters gathered from the show tables, per port."""
-
-    pfc: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-    queues: dict[str, dict[int, dict[str, int | None]]] = field(default_factory=dict)
-    headroom: dict[str, list[int]] = field(default_factory=dict)
-    watchdogs: dict[str, dict[int, WatchdogCounters]] = field(default_factory=dict)
-
-    def queue_slot(self, name: str, label: str) -> dict[str, int | None] | None:
-        # Unicast queues only (UC0..UC7 = traffic classes); MC/ALL rows are not per class.
-        if not label.startswith("UC") or int(label[2:]) not in PRIORITIES:
-            return None
-        return self.queues.setdefault(name, {}).setdefault(int(label[2:]), {})
-
-    def counters(self, device: str, collected_at: float) -> Counters:
-        ports = set(self.pfc) | set(self.queues) | set(self.headroom) | set(self.watchdogs)
-        interfaces = {name: self.interface(name) for name in sorted(ports, key=natural_key)}
-        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
-
-    def interface(self, name: str) -> InterfaceCounters:
-        return InterfaceCounters(
-            pfc_rx=tuple(self.pfc.get(name, {}).get("rx", [0] * 8)),
-            pfc_tx=tuple(self.pfc.get(name, {}).get("tx", [0] * 8)),
-            queues={
-                queue: QueueCounters.model_validate(values)
-                for queue, values in sorted(self.queues.get(name, {}).items())
-            },
-            watchdog=self.watchdogs.get(name, {}),
-            headroom_drops=tuple(self.headroom.get(name, [0] * 8)),
-        )
+def _queue_slot(found: CounterTally, name: str, label: str) -> dict[str, int | None] | None:
+    """The unicast queue ``label`` of port ``name`` (None for other rows and columns)."""
+    # Unicast queues only (UC0..UC7 = traffic classes); MC/ALL rows are not per class.
+    if not label.startswith("UC") or int(label[2:]) not in PRIORITIES:
+        return None
+    return found.port(name).queue(int(label[2:]))
 
 
-def _read_pfc(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_pfc(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show pfc counters``: a ``Port Rx`` and a ``Port Tx`` table, PFC0..PFC7 per port."""
-    direction = "rx" if header and header[0] == "Port Rx" else "tx"
+    received = bool(header) and header[0] == "Port Rx"
     for row in rows:
         counts = [parse_int(cell) for cell in row[1:9]]
-        found.pfc.setdefault(row[0], {"rx": [0] * 8, "tx": [0] * 8})[direction] = counts
+        port = found.port(row[0])
+        if received:
+            port.pfc_rx = counts
+        else:
+            port.pfc_tx = counts
 
 
-def _read_queue(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_queue(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show queue counters``: Port, TxQ, Counter/pkts, Counter/bytes, Drop/pkts, …"""
     for row in rows:
-        slot = found.queue_slot(row[0], row[1])
+        slot = _queue_slot(found, row[0], row[1])
         if slot is not None:
             slot["tx_packets"] = parse_int(row[2])
             slot["tx_bytes"] = parse_int(row[3])
             slot["dropped_packets"] = parse_int(row[4])
 
 
-def _read_wred(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_wred(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show queue wredcounters``: EcnMarked/pkts, the fifth column."""
     for row in rows:
-        slot = found.queue_slot(row[0], row[1])
+        slot = _queue_slot(found, row[0], row[1])
         if slot is not None:
             slot["ecn_marked_packets"] = parse_int(row[4])
 
 
-def _read_watermark(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_watermark(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show queue watermark unicast``: one column per unicast queue (UC0..UC7)."""
     for row in rows:
         for label, cell in zip(header[1:], row[1:], strict=False):
-            slot = found.queue_slot(row[0], label)
+            slot = _queue_slot(found, row[0], label)
             if slot is not None and cell.strip() != "N/A":
                 slot["watermark_bytes"] = parse_int(cell)
 
 
-def _read_pg_drop(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_pg_drop(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show priority-group drop counters``: one column per priority group (PG0..PG7)."""
     for row in rows:
-        found.headroom[row[0]] = _per_priority_group(header, row)
+        found.port(row[0]).headroom_drops = _per_priority_group(header, row)
 
 
-def _read_pfcwd(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_pfcwd(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``pfcwd show stats``: QUEUE (``<port>:<queue>``), STATUS, STORM DETECTED/RESTORED."""
     for row in rows:
         name, _, queue = row[0].rpartition(":")
         detected, _, restored = row[2].partition("/")
-        found.watchdogs.setdefault(name, {})[int(queue)] = WatchdogCounters(
+        found.port(name).watchdog[int(queue)] = WatchdogCounters(
             storms_detected=parse_int(detected),
             storms_restored=parse_int(restored),
             stormed=row[1].strip() == "stormed",
@@ -842,7 +820,7 @@ def _read_pfcwd(found: _SonicCounters, header: list[str], rows: Rows) -> None:
 
 
 # One reader per show command (keys of Sonic.COUNTER_COMMANDS), each given its tables.
-COUNTER_READERS: dict[str, Callable[[_SonicCounters, list[str], Rows], None]] = {
+COUNTER_READERS: dict[str, Callable[[CounterTally, list[str], Rows], None]] = {
     "pfc": _read_pfc,
     "queue": _read_queue,
     "wred": _read_wred,
