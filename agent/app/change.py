@@ -25,6 +25,7 @@ from agent.device.push import (
     AuditLog,
     DeviceResult,
     Pusher,
+    Rollout,
 )
 from agent.device.push import state_dir as resolve_state_dir
 from agent.device.state import Difference
@@ -413,9 +414,7 @@ def apply_command(
         task = progress.add_task("apply" if not dry_run else "dry run", total=len(selected))
         results = pusher.apply_all(
             selected,
-            canary,
-            batch_size,
-            parallelism,
+            Rollout(canary, batch_size, parallelism),
             dry_run,
             on_result=lambda r: progress.advance(task),
         )

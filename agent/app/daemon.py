@@ -48,7 +48,7 @@ from pydantic import (
 )
 
 from agent.device.fanout import DEFAULT_PARALLELISM
-from agent.device.push import Pusher
+from agent.device.push import Pusher, Rollout
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
@@ -662,9 +662,11 @@ class Daemon:
             targets = [d for d in devices if d.name in {r.device for r in drifted}]
             for result in pusher.apply_all(
                 targets,
-                config.apply.canary,
-                config.apply.batch_size,
-                parallelism=config.apply.parallelism,
+                Rollout(
+                    config.apply.canary,
+                    config.apply.batch_size,
+                    parallelism=config.apply.parallelism,
+                ),
             ):
                 log.info("enforce", extra={"fields": result.as_dict()})
                 if result.result == "applied":
