@@ -23,6 +23,7 @@ from agent.device.state import (
     DSCPS,
     Counters,
     InterfaceCounters,
+    InterfaceState,
     QosState,
     QueueCounters,
     WatchdogCounters,
@@ -110,6 +111,17 @@ def text_tables(output: str) -> list[tuple[list[str], list[list[str]]]]:
             rows.append(re.split(r"\s{2,}", stripped))
         previous = line
     return tables
+
+
+def class_selector(dscp: int) -> int:
+    """The priority of a DSCP's class selector bits (``dscp >> 3``, RFC 2474 §4.2.2): the
+    default map of EOS, NVUE and mlx5 NICs (which puts DSCP 24-31 in priority 3)."""
+    return dscp >> 3
+
+
+def class_selector_map() -> dict[int, int]:
+    """:func:`class_selector` for every DSCP."""
+    return {dscp: class_selector(dscp) for dscp in DSCPS}
 
 
 def dscp_groups(dscp_to_priority: dict[int, int]) -> dict[int, list[int]]:
@@ -242,6 +254,14 @@ class SwitchWide:
 
     platform: str
     objects: str  # what the renderer configures, for the refusal
+
+    @staticmethod
+    def as_read(actual: QosState | None) -> InterfaceState | None:
+        """The switch-wide values as the device reports them: its first port's (None when
+        nothing was read)."""
+        if actual is None or not actual.interfaces:
+            return None
+        return next(iter(actual.interfaces.values()))
 
     def uniform(self, values: Sequence[T], what: str, empty: T) -> T:
         """The value every port has (``empty`` without ports). Ports that differ raise

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from agent.device.platforms._common import show_json
+from agent.device.platforms._common import class_selector, class_selector_map, show_json
 from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction
 from agent.device.state import (
     DSCPS,
@@ -67,9 +67,8 @@ WATCHDOG_DEFAULT_RE = re.compile(
 T = TypeVar("T")
 
 
-def eos_default_priority(dscp: int) -> int:
-    """EOS's default DSCP → traffic-class map: the class selector bits (dscp >> 3)."""
-    return dscp >> 3
+# EOS's default DSCP → traffic-class map.
+eos_default_priority = class_selector
 
 
 @dataclass
@@ -268,9 +267,7 @@ def _merge(profile: _InterfaceConfig | None, own: _InterfaceConfig) -> _Interfac
 class _RunningConfig:
     """What the QoS state is read from in ``show running-config | json``."""
 
-    dscp_map: dict[int, int] = field(
-        default_factory=lambda: {dscp: eos_default_priority(dscp) for dscp in DSCPS}
-    )
+    dscp_map: dict[int, int] = field(default_factory=class_selector_map)  # EOS's default
     watchdog: dict[str, Any] = field(default_factory=dict)  # timeout, recovery-time, …, action
     global_trust: str | None = None
     profiles: dict[str, _InterfaceConfig] = field(default_factory=dict)

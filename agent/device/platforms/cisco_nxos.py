@@ -160,7 +160,8 @@ class CiscoNxos(CheckpointPlatform):
         lossless = POLICIES.uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
         classifier = classifier_differs(desired, actual)
         pfc_changed = _pfc_differs(lossless, actual)
-        queues_changed = _present_queues(actual) != queues
+        present = POLICIES.as_read(actual)
+        queues_changed = (None if present is None else present.queues) != queues
         watchdog_changed = actual is None or actual.watchdog != desired.watchdog
         lines: list[str] = []
         if classifier:
@@ -386,13 +387,6 @@ def _pfc_differs(lossless: tuple[int, ...], actual: QosState | None) -> bool:
         return True
     present = {(i.pfc_enabled, i.pfc_priorities) for i in actual.interfaces.values()}
     return present != {(bool(lossless), tuple(lossless))}
-
-
-def _present_queues(actual: QosState | None) -> dict[int, QueueState] | None:
-    """The switch-wide queue settings as read (the first port's; None when unknown)."""
-    if actual is None or not actual.interfaces:
-        return None
-    return next(iter(actual.interfaces.values())).queues
 
 
 def _interface_lines(desired: QosState, actual: QosState | None, every_port: bool) -> list[str]:

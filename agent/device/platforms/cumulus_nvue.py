@@ -59,6 +59,7 @@ from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
     SwitchWide,
+    class_selector_map,
     dscp_groups,
     expand_ranges,
     majority,
@@ -196,6 +197,16 @@ def _queues_that_differ(
     return changed
 
 
+def _pfc_as_read(present: InterfaceState | None) -> tuple[bool, tuple[int, ...]] | None:
+    return None if present is None else (present.pfc_enabled, present.pfc_priorities)
+
+
+def _queues_as_read(present: InterfaceState | None) -> dict[int, QueueState] | None:
+    if present is None:
+        return None
+    return {tc: present.queues.get(tc) or QueueState() for tc in PRIORITIES}
+
+
 def _congestion_control_lines(changed: list[QueueChange]) -> list[str]:
     """ECN per traffic class; ``ecn disable`` where the defaults (TC 0 and 3) would mark."""
     lines = []
@@ -258,7 +269,7 @@ class _Roce:
 
 
 def _dscp_map_from(mapping: dict[str, Any]) -> dict[int, int]:
-    dscp_map = {d: d >> 3 for d in DSCPS}  # NVUE's documented default map
+    dscp_map = class_selector_map()  # NVUE's documented default map
     for dscp, entry in mapping.get("dscp", {}).items():
         for d in expand_ranges(dscp, f"qos mapping default-global dscp key {dscp!r}"):
             dscp_map[d] = _int(entry.get("switch-priority"))
@@ -380,10 +391,11 @@ class CumulusNvue(Platform):
         interfaces = list(desired.interfaces.values())
         pfc = PROFILES.uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
         queues = PROFILES.uniform([i.queues for i in interfaces], "queue settings", {})
-        changed = _queues_that_differ(queues, self._actual_queues(actual))
+        present = PROFILES.as_read(actual)
+        changed = _queues_that_differ(queues, _queues_as_read(present))
         mapping = [*_trust_lines(desired, actual), *_dscp_lines(desired, actual)]
         rest = [
-            *_pfc_lines(pfc, self._actual_pfc(actual)),
+            *_pfc_lines(pfc, _pfc_as_read(present)),
             *_congestion_control_lines(changed),
             *_egress_scheduler_lines(changed),
             *self._watchdog_lines(desired, actual),
@@ -391,20 +403,6 @@ class CumulusNvue(Platform):
         if actual is not None and not mapping and not rest:
             return []
         return [*_roce_mode_lines(pfc), *mapping, *_egress_queue_mapping_lines(), *rest]
-
-    @staticmethod
-    def _actual_pfc(actual: QosState | None) -> tuple[bool, tuple[int, ...]] | None:
-        if actual is None or not actual.interfaces:
-            return None
-        first = next(iter(actual.interfaces.values()))
-        return first.pfc_enabled, first.pfc_priorities
-
-    @staticmethod
-    def _actual_queues(actual: QosState | None) -> dict[int, QueueState] | None:
-        if actual is None or not actual.interfaces:
-            return None
-        first = next(iter(actual.interfaces.values()))
-        return {tc: first.queues.get(tc) or QueueState() for tc in PRIORITIES}
 
     @staticmethod
     def _watchdog_lines(desired: QosState, actual: QosState | None) -> list[str]:

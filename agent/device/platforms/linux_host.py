@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from agent.device.platforms._common import changed_dscps, run_checked
+from agent.device.platforms._common import changed_dscps, class_selector_map, run_checked
 from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction
 from agent.device.state import (
     DSCPS,
@@ -146,7 +146,7 @@ class LinuxHost(Platform):
         trust_match = re.search(r"Priority trust state:\s*(\w+)", output)
         if trust_match is None:
             raise PlatformError(f"not mlnx_qos output: {output.strip()[:200]!r}")
-        dscp_map = {d: d >> 3 for d in DSCPS}
+        dscp_map = class_selector_map()  # the NIC's default
         for priority, listed in re.findall(r"prio:(\d)\s+dscp:([\d,\s]*)", output):
             for dscp in re.findall(r"\d+", listed):
                 dscp_map[int(dscp)] = int(priority)
