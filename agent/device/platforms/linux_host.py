@@ -25,7 +25,13 @@ import re
 from typing import ClassVar
 
 from agent.device.platforms._common import changed_dscps, class_selector_map, run_checked
-from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction
+from agent.device.platforms.base import (
+    Connection,
+    Platform,
+    PlatformError,
+    Transaction,
+    kill_point,
+)
 from agent.device.state import (
     DSCPS,
     PRIORITIES,
@@ -190,6 +196,9 @@ class LinuxHost(Platform):
         for line in txn.lines:
             # Make a failing command print a refusal the checks recognise.
             run_checked(conn, f"{line} || echo '{FAILED}'")
+            # Without a session, "in session" is mid-change: a kill there leaves the first
+            # command live and the others not (docs/push.md).
+            kill_point("in-session", conn.device)
 
     def rollback(self, conn: Connection, txn: Transaction) -> None:
         for command in txn.undo:
