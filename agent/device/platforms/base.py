@@ -175,8 +175,10 @@ class Platform(ABC):
     managed: ClassVar[frozenset[str]] = frozenset(
         {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
     )
-    # A NOS whose confirm is the save itself (no commit timer: confirming is saving).
-    confirm_is_save: ClassVar[bool] = False
+    # Whether the confirmed change is saved in a step of its own (the before-save kill point
+    # sits between the two). Not on NX-OS, whose confirm is the save, nor on a host, which
+    # has nothing to save.
+    saves_after_confirm: ClassVar[bool] = True
 
     def desired(self, device: DevicePlan) -> QosState:
         return desired_state(device)
@@ -251,7 +253,7 @@ class Platform(ABC):
         self.confirm_change(conn, txn)
         txn.confirmed = True
         self.disarm_rollback_timer(conn, txn)
-        if not self.confirm_is_save:
+        if self.saves_after_confirm:
             # Confirmed, not saved yet: a reload here would bring the old QoS back.
             kill_point("before-save", conn.device)
             self.save(conn)

@@ -144,7 +144,7 @@ class CiscoNxos(CheckpointPlatform):
     name: ClassVar[str] = "cisco_nxos"
     netmiko_device_type: ClassVar[str] = "cisco_nxos"
     # NX-OS has no commit timer in this flow: confirming is saving.
-    confirm_is_save: ClassVar[bool] = True
+    saves_after_confirm: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ render
 

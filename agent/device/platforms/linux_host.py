@@ -67,6 +67,8 @@ class LinuxHost(Platform):
     managed: ClassVar[frozenset[str]] = frozenset(
         {"trust", "dscp_to_priority", "pfc_enabled", "pfc_priorities"}
     )
+    # Nothing on the host undoes a change by itself, and nothing can be saved (see save).
+    saves_after_confirm: ClassVar[bool] = False
 
     def __init__(self, apply_hosts: bool = False) -> None:
         self.apply_hosts = apply_hosts
@@ -206,7 +208,7 @@ class LinuxHost(Platform):
         txn.rolled_back = True
 
     def confirm_change(self, conn: Connection, txn: Transaction) -> None:
-        return None  # nothing on the host can undo the change by itself
+        return None  # the host kept the change as it was made
 
     def save(self, conn: Connection) -> None:
         # mlnx_qos and sysfs settings do not survive a reboot; persisting them (a systemd unit
