@@ -16,8 +16,9 @@ way, in this order:
   that timer where the commit has none of its own;
 - ``abort`` when anything up to here fails, ``rollback`` when the caller leaves without a
   confirm;
-- ``confirm_change``: the point of no return; ``disarm_rollback_timer``; then the kill point
-  ``before-save``, ``save`` (survives a reload) and ``clean_up``.
+- ``confirm_change``: the point of no return; ``disarm_rollback_timer``; then, where the save
+  is a step of its own (``saves_after_confirm``), the kill point ``before-save`` and ``save``
+  (survives a reload); last ``clean_up``.
 
 The push path adds ``after-intent``, ``after-commit``, ``after-confirm`` and ``mid-batch``
 around it (:mod:`agent.device.push`); the fault drill kills the agent at each of them.
