@@ -351,7 +351,7 @@ def push_phase(options: Options, tmp: Path, agent_parallelism: int | None) -> No
     """Fresh switches; push with the agent (canary + batches, ``agent_parallelism`` sessions)
     or, when that is None, with plain netmiko (``options.parallelism`` workers). Drift and
     poll cycles follow the first agent phase only: they do not depend on the push."""
-    from agent.device.push import Pusher
+    from agent.device.push import Pusher, Rollout
     from agent.intent.loader import load_fabric
 
     state = tmp / ("netmiko" if agent_parallelism is None else f"agent-{agent_parallelism}")
@@ -377,9 +377,11 @@ def push_phase(options: Options, tmp: Path, agent_parallelism: int | None) -> No
                     r.result
                     for r in pusher.apply_all(
                         devices,
-                        canary=options.canary,
-                        batch_size=options.batch_size,
-                        parallelism=agent_parallelism,
+                        Rollout(
+                            canary=options.canary,
+                            batch_size=options.batch_size,
+                            parallelism=agent_parallelism,
+                        ),
                     )
                 ],
                 pids,

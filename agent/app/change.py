@@ -33,6 +33,7 @@ from agent.device.push import (
     AuditLog,
     DeviceResult,
     Pusher,
+    Rollout,
 )
 from agent.device.push import state_dir as resolve_state_dir
 from agent.device.state import Difference
@@ -439,9 +440,7 @@ def _apply_with_progress(
         task = progress.add_task("apply" if not run.dry_run else "dry run", total=len(selected))
         return pusher.apply_all(
             selected,
-            run.canary,
-            run.batch_size,
-            run.parallelism,
+            Rollout(run.canary, run.batch_size, run.parallelism),
             run.dry_run,
             on_result=lambda r: progress.advance(task),
         )

@@ -48,7 +48,7 @@ from pydantic import (
 )
 
 from agent.device.fanout import DEFAULT_PARALLELISM
-from agent.device.push import DeviceResult, Pusher
+from agent.device.push import DeviceResult, Pusher, Rollout
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.loader import load_fabric
 from agent.intent.model import Device, FabricIntent
@@ -680,7 +680,8 @@ class Daemon:
         settings = self.loaded.config.apply
         repaired: list[str] = []
         results = pusher.apply_all(
-            targets, settings.canary, settings.batch_size, parallelism=settings.parallelism
+            targets,
+            Rollout(settings.canary, settings.batch_size, parallelism=settings.parallelism),
         )
         for result in results:
             log.info("enforce", extra={"fields": result.as_dict()})

@@ -412,85 +412,83 @@ class Pusher:
                 return attempt
         return None
 
-    def _settle(
-        self, conn: Connection, device: Device, platform: Platform, desired: QosState,
-        result: DeviceResult, policy: str,
-    ) -> bool:  # fmt: skip
+    def _settle(self, change: _Change, policy: str) -> bool:
         """Make sure no pending session can still change what apply is about to read.
 
         Leaked ``roce-agent-*`` edit buffers (never committed) are aborted. A live session
         (committed, waiting for confirmation) is handled per ``pending_policy``. Returns False
-        (with ``result`` set to ``pending``) when the device must not be changed now.
+        (with ``change.result`` set to ``pending``) when the device must not be changed now.
         """
         deadline = time.monotonic() + self.pending_timeout_s
         while True:
-            sessions = platform.read_sessions(conn)
-            self._clear_uncommitted(conn, device, platform, sessions, result)
+            sessions = change.platform.read_sessions(change.conn)
+            self._clear_uncommitted(change, sessions)
             live = [s for s in sessions if s.live]
             if not live:
                 return True
             if policy == "abort":
-                self._abort_live(conn, device, platform, live, result)
+                self._abort_live(change, live)
                 continue
             if policy == "confirm-own":
-                live = self._confirm_own(conn, device, platform, desired, live, result)
+                live = self._confirm_own(change, live)
                 if not live:
                     continue
             why = self._why_not_wait(live, policy, deadline)
             if why is not None:
-                self._mark_pending(device, live, why, result)
+                self._mark_pending(change.device, live, why, change.result)
                 return False
             time.sleep(PENDING_POLL_S)
 
-    def _clear_uncommitted(
-        self, conn: Connection, device: Device, platform: Platform,
-        sessions: list[PendingSession], result: DeviceResult,
-    ) -> None:  # fmt: skip
+    def _clear_uncommitted(self, change: _Change, sessions: list[PendingSession]) -> None:
         """Abort our leaked edit buffers (unless another run still uses one); leave, with a
         note, the uncommitted sessions that are not the agent's."""
+        device, notes = change.device, change.result.notes
         for session in [s for s in sessions if not s.live and s.ours]:
             if self._in_use(device, session):
-                result.notes.append(f"left {session.describe()}: another run is using it")
+                notes.append(f"left {session.describe()}: another run is using it")
                 continue
-            platform.abort_session(conn, session)
-            result.notes.append(f"aborted leaked {session.describe()}")
+            change.platform.abort_session(change.conn, session)
+            notes.append(f"aborted leaked {session.describe()}")
             self._reconcile(device, session.name, "aborted leaked session (never committed)")
         for session in [s for s in sessions if not s.live and not s.ours]:
             note = f"left {session.describe()}: uncommitted, not the agent's"
-            if note not in result.notes:
-                result.notes.append(note)
+            if note not in notes:
+                notes.append(note)
 
-    def _abort_live(
-        self, conn: Connection, device: Device, platform: Platform,
-        live: list[PendingSession], result: DeviceResult,
-    ) -> None:  # fmt: skip
+    def _abort_live(self, change: _Change, live: list[PendingSession]) -> None:
         """``--pending abort``: roll every live session back."""
         for session in live:
-            platform.abort_session(conn, session)
-            result.notes.append(f"aborted {session.describe()} (--pending abort)")
-            self._reconcile(device, session.name, "rolled back (--pending abort)")
+            change.platform.abort_session(change.conn, session)
+            change.result.notes.append(f"aborted {session.describe()} (--pending abort)")
+            self._reconcile(change.device, session.name, "rolled back (--pending abort)")
 
-    def _confirm_own(
-        self, conn: Connection, device: Device, platform: Platform, desired: QosState,
-        live: list[PendingSession], result: DeviceResult,
-    ) -> list[PendingSession]:  # fmt: skip
+    def _confirm_own(self, change: _Change, live: list[PendingSession]) -> list[PendingSession]:
         """``--pending confirm-own``: confirm this fabric's own live sessions whose readback
         equals the plan; the sessions that still block the device."""
+        device, platform, conn, notes = (
+            change.device,
+            change.platform,
+            change.conn,
+            change.result.notes,
+        )
+        assert change.desired is not None
         blocking = []
         for session in live:
             if not session.ours or self._our_attempt(device, session.name) is None:
                 blocking.append(session)
                 continue
-            remaining = diff(device.name, desired, platform.read_state(conn), platform.managed)
+            remaining = diff(
+                device.name, change.desired, platform.read_state(conn), platform.managed
+            )
             if remaining:
                 blocking.append(session)
-                result.notes.append(
+                notes.append(
                     f"not confirming {session.describe()}: readback differs from the "
                     f"plan ({remaining[0]})"
                 )
                 continue
             platform.confirm_session(conn, session)
-            result.notes.append(f"confirmed own {session.describe()} (readback = plan)")
+            notes.append(f"confirmed own {session.describe()} (readback = plan)")
             self._reconcile(device, session.name, "confirmed (readback equals plan)")
         return blocking
 
@@ -633,7 +631,7 @@ class Pusher:
         if dry_run:
             result.pending = platform.read_sessions(conn)
             return True
-        if not self._settle(conn, device, platform, change.desired, result, policy):
+        if not self._settle(change, policy):
             return False
         result.notes += self._reconcile_incomplete(device, platform, conn, change.desired)
         return True
@@ -828,32 +826,33 @@ class Pusher:
     def apply_all(
         self,
         devices: Sequence[Device],
-        canary: int = 1,
-        batch_size: int = 8,
-        parallelism: int = DEFAULT_PARALLELISM,
+        rollout: Rollout,
         dry_run: bool = False,
         on_result: Callable[[DeviceResult], None] | None = None,
     ) -> list[DeviceResult]:
         """Canary devices first (one by one), then batches in parallel; stop on failure."""
-        if canary < 0 or batch_size < 1 or parallelism < 1:
+        canary, batch_size = rollout.canary, rollout.batch_size
+        if canary < 0 or batch_size < 1 or rollout.parallelism < 1:
             raise AgentError("--canary must be >= 0, --batch-size and parallelism >= 1")
-        rollout = _Rollout(on_result)
-        stop_reason = self._canaries(list(devices[:canary]), dry_run, rollout)
+        progress = _RolloutProgress(on_result)
+        stop_reason = self._canaries(list(devices[:canary]), dry_run, progress)
         remaining = list(devices[canary:])
         while remaining and stop_reason is None:
             batch, remaining = remaining[:batch_size], remaining[batch_size:]
-            stop_reason = self._batch(batch, parallelism, dry_run, rollout)
-        done = rollout.done
+            stop_reason = self._batch(batch, rollout.parallelism, dry_run, progress)
+        done = progress.done
         for device in devices:
             if device.name not in done:
-                rollout.record(
+                progress.record(
                     DeviceResult(
                         device.name, device.platform, "skipped", error=f"not started: {stop_reason}"
                     )
                 )
-        return rollout.results
+        return progress.results
 
-    def _canaries(self, canaries: list[Device], dry_run: bool, rollout: _Rollout) -> str | None:
+    def _canaries(
+        self, canaries: list[Device], dry_run: bool, rollout: _RolloutProgress
+    ) -> str | None:
         """One by one; why the rollout stops (None: go on)."""
         for device in canaries:
             result = self.apply_one(device, dry_run)
@@ -863,7 +862,7 @@ class Pusher:
         return None
 
     def _batch(
-        self, batch: list[Device], parallelism: int, dry_run: bool, rollout: _Rollout
+        self, batch: list[Device], parallelism: int, dry_run: bool, rollout: _RolloutProgress
     ) -> str | None:
         """One batch side by side, each result recorded as it comes (in batch order); why the
         rollout stops (None: go on)."""
@@ -883,8 +882,19 @@ class Pusher:
         return ", ".join(f"{r.device} {r.result}" for r in stopped) or None
 
 
+@dataclass(frozen=True)
+class Rollout:
+    """How :meth:`Pusher.apply_all` goes over the devices: the first ``canary`` one by one,
+    then batches of ``batch_size`` side by side, ``parallelism`` sessions at a time; it stops
+    after the step where a device failed."""
+
+    canary: int = 1
+    batch_size: int = 8
+    parallelism: int = DEFAULT_PARALLELISM
+
+
 @dataclass
-class _Rollout:
+class _RolloutProgress:
     """The results of one :meth:`Pusher.apply_all` so far, each handed on as it lands."""
 
     on_result: Callable[[DeviceResult], None] | None

@@ -488,6 +488,25 @@ class Drill:
         before = self.classify()
         audit_from = len(self._audit_lines())
         log_from = self.lab.log_size(self.canary)
+        errors = self._broken_run(row, outcome)
+        self._check_fault_fired(row, outcome, errors, log_from)
+        records = self._audit_lines()[audit_from:]
+        outcome.audited = self._audit_claims(records)
+        judge(outcome, before, records)
+        announced = [d for d, claim in outcome.audited.items() if claim == "intent"]
+        if announced and outcome.incomplete_exit != 1:
+            outcome.problems.append(
+                f"audit --incomplete exit {outcome.incomplete_exit} with an unfinished attempt "
+                f"on {', '.join(announced)}, want 1"
+            )
+        self._rerun(outcome)
+        outcome.duration_s = time.monotonic() - started
+        return outcome
+
+    def _broken_run(self, row: Row, outcome: RowResult) -> dict[str, str]:
+        """The fault injected, ``apply`` run through it and the fault undone; then every switch
+        read once its timers had their time, beside ``audit --incomplete``. The devices'
+        reported errors."""
         try:
             if row.inject:
                 row.inject(self)
@@ -501,20 +520,21 @@ class Drill:
             outcome.after_fault = self.classify(settle_s=self._settle_s())
         finally:
             outcome.incomplete_exit = self._wait(audit)
+        return errors
+
+    def _check_fault_fired(
+        self, row: Row, outcome: RowResult, errors: dict[str, str], log_from: int
+    ) -> None:
+        """The canary's error or its management log shows the fault really happened."""
         if row.canary_error and row.canary_error not in errors.get(self.canary, ""):
             outcome.problems.append(f"{self.canary} error lacks {row.canary_error!r}")
         if row.evidence and row.evidence not in self.lab.log_since(self.canary, log_from):
             outcome.problems.append(f"the fault never fired ({row.evidence!r} not logged)")
-        records = self._audit_lines()[audit_from:]
-        outcome.audited = self._audit_claims(records)
-        judge(outcome, before, records)
-        announced = [d for d, claim in outcome.audited.items() if claim == "intent"]
-        if announced and outcome.incomplete_exit != 1:
-            outcome.problems.append(
-                f"audit --incomplete exit {outcome.incomplete_exit} with an unfinished attempt "
-                f"on {', '.join(announced)}, want 1"
-            )
-        self.log(f"drill {row.name}: re-run")
+
+    def _rerun(self, outcome: RowResult) -> None:
+        """The fault gone, a plain re-run must reconcile every attempt and leave every switch
+        new and saved."""
+        self.log(f"drill {outcome.name}: re-run")
         outcome.rerun_exit, _, _ = self.apply()
         audit = self._start_audit_incomplete()
         try:
@@ -533,8 +553,6 @@ class Drill:
             outcome.problems.append(f"not new after the re-run: {', '.join(not_new)}")
         for device, line in self.unsaved().items():  # a reload must not bring the old back
             outcome.problems.append(f"{device} not saved after the re-run ({line})")
-        outcome.duration_s = time.monotonic() - started
-        return outcome
 
     def run(self, rows: list[Row]) -> list[RowResult]:
         self.snapshot_old()
@@ -558,20 +576,31 @@ def judge(outcome: RowResult, before: dict[str, str], records: list[dict[str, An
         if state not in ("old", "new"):
             problems.append(f"{device} is {state}")
         changed = before.get(device) == "old" and state == "new"
-        said = outcome.reported.get(device)
-        if said == "applied" and state != "new":
-            problems.append(f"{device} reported applied but is {state}")
-        if said is not None and said != "applied" and changed:
-            problems.append(f"{device} reported {said} but changed to new")
-        claim = outcome.audited.get(device)
-        if claim == "applied" and state != "new":
-            problems.append(f"audit says {device} applied but it is {state}")
-        if changed and claim is None:
-            problems.append(f"{device} changed with no audit record")
-        elif changed and claim in ("failed", "unreachable", "skipped", "rolled-back"):
-            problems.append(f"audit says {device} {claim} but it changed to new")
+        problems += _report_problems(device, state, outcome.reported.get(device), changed)
+        problems += _audit_problems(device, state, outcome.audited.get(device), changed)
     if any("unparsable" in r for r in records):
         problems.append("audit log has a torn line")
+
+
+def _report_problems(device: str, state: str, said: str | None, changed: bool) -> list[str]:
+    """What the run's output claims about a switch against what it is."""
+    if said == "applied" and state != "new":
+        return [f"{device} reported applied but is {state}"]
+    if said is not None and said != "applied" and changed:
+        return [f"{device} reported {said} but changed to new"]
+    return []
+
+
+def _audit_problems(device: str, state: str, claim: str | None, changed: bool) -> list[str]:
+    """What the audit log claims about a switch against what it is."""
+    problems = []
+    if claim == "applied" and state != "new":
+        problems.append(f"audit says {device} applied but it is {state}")
+    if changed and claim is None:
+        problems.append(f"{device} changed with no audit record")
+    elif changed and claim in ("failed", "unreachable", "skipped", "rolled-back"):
+        problems.append(f"audit says {device} {claim} but it changed to new")
+    return problems
 
 
 # ---------------------------------------------------------------------- the rows

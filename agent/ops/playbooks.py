@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.device.fanout import DEFAULT_PARALLELISM
-from agent.device.push import DeviceResult, Pusher
+from agent.device.push import DeviceResult, Pusher, Rollout
 from agent.device.state import QosState
 from agent.errors import AgentError, IntentError, Problem
 from agent.intent.model import Device, FabricIntent
@@ -530,9 +530,11 @@ class PlaybookRunner:
         self.pusher.pending_timeout_s = spec.pending_timeout_s
         results = self.pusher.apply_all(
             devices,
-            canary=min(spec.canary, len(devices)),
-            batch_size=spec.batch_size,
-            parallelism=spec.parallelism,
+            Rollout(
+                canary=min(spec.canary, len(devices)),
+                batch_size=spec.batch_size,
+                parallelism=spec.parallelism,
+            ),
         )
         for result in results:
             # "unknown": the change may be live (its reply was lost and the switch could not
@@ -568,7 +570,7 @@ class PlaybookRunner:
                     runs[index].append(self._sweep_run(original, candidate, to, senders, spec))
         finally:
             back = Pusher.for_intent(original, self.audit_dir)
-            back.apply_all(back.select(()), canary=0, batch_size=64)
+            back.apply_all(back.select(()), Rollout(canary=0, batch_size=64))
         decided = sweep_recommendation(
             candidates, runs, spec.min_goodput_fraction, spec.max_paused_fraction
         )
@@ -609,7 +611,7 @@ class PlaybookRunner:
         senders run) and measure one incast with it."""
         intent = with_setting(original, candidate)
         pusher = Pusher.for_intent(intent, self.audit_dir)
-        applied = pusher.apply_all(pusher.select(()), canary=0, batch_size=64)
+        applied = pusher.apply_all(pusher.select(()), Rollout(canary=0, batch_size=64))
         if any(r.result not in ("applied", "no-change") for r in applied):
             raise AgentError(f"could not apply candidate {candidate.label()}")
         measured, result = measure_lab(intent, LabIncast(to, senders, spec.duration_s))

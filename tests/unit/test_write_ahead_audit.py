@@ -256,7 +256,7 @@ def test_wait_is_not_futile(
     device at once, naming why, instead of sitting out the whole wait."""
     import time
 
-    from agent.device.push import DeviceResult, Pusher
+    from agent.device.push import DeviceResult, Pusher, _Change
     from agent.device.state import PendingSession, QosState
     from agent.intent.loader import load_fabric
 
@@ -276,7 +276,8 @@ def test_wait_is_not_futile(
     result = DeviceResult(device.name, "cisco_nxos", "no-change")
     started = time.monotonic()
     platform: Any = OnePending()  # only read_sessions is reached on this path
-    settled = pusher._settle(None, device, platform, QosState(), result, "wait")  # type: ignore[arg-type]
+    change = _Change(device, platform, None, result, QosState())  # type: ignore[arg-type]
+    settled = pusher._settle(change, "wait")
     elapsed = time.monotonic() - started
     assert not settled and result.result == "pending"
     assert ("waiting cannot help" in (result.error or "")) is not waits

@@ -1,19 +1,38 @@
-"""Small helpers shared by the SONiC, Cumulus NVUE, NX-OS and Linux-host platforms.
+"""What the NOS modules share to read and render: one JSON reader (:func:`show_json`), one
+range expander (:func:`expand_ranges`), one switch-wide value (:class:`SwitchWide`), one
+tally of counters read from text tables (:class:`CounterTally`), shell refusals, text tables
+and the DSCP-map helpers.
 
-Kept private (underscore module) so the public platform surface stays the ``Platform`` ABC.
+Each reader has one behaviour on bad input: a :class:`PlatformError` that says what was read
+(the device and command, or the key) and what was expected; never an empty stand-in, which
+would read as "nothing configured". Kept private (underscore module) so the public platform
+surface stays the ``Platform`` ABC.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
 
-from agent.device.platforms.base import ConfigRejected, Connection
-from agent.device.state import DSCPS, QosState, WatchdogState
+from agent.device.platforms.base import ConfigRejected, Connection, PlatformError
+from agent.device.state import (
+    DSCPS,
+    Counters,
+    InterfaceCounters,
+    InterfaceState,
+    QosState,
+    QueueCounters,
+    WatchdogCounters,
+    WatchdogState,
+)
 
 T = TypeVar("T")
+JSON_SHAPES = {dict: "a JSON object", list: "a JSON array", object: "a JSON document"}
+RANGE_PART = re.compile(r"(\d+)(?:-(\d+))?")
 
 # What a Linux shell, sudo, click (SONiC ``config``) and NVUE print when a command fails.
 SHELL_REFUSALS = re.compile(
@@ -94,6 +113,17 @@ def text_tables(output: str) -> list[tuple[list[str], list[list[str]]]]:
     return tables
 
 
+def class_selector(dscp: int) -> int:
+    """The priority of a DSCP's class selector bits (``dscp >> 3``, RFC 2474 §4.2.2): the
+    default map of EOS, NVUE and mlx5 NICs (which puts DSCP 24-31 in priority 3)."""
+    return dscp >> 3
+
+
+def class_selector_map() -> dict[int, int]:
+    """:func:`class_selector` for every DSCP."""
+    return {dscp: class_selector(dscp) for dscp in DSCPS}
+
+
 def dscp_groups(dscp_to_priority: dict[int, int]) -> dict[int, list[int]]:
     """Priority → the DSCPs that map to it (ascending), for every priority that has some."""
     groups: dict[int, list[int]] = {}
@@ -122,8 +152,6 @@ def watchdog_multiples(watchdog: WatchdogState, platform: str) -> tuple[int, int
     times are not whole multiples cannot be rendered exactly, so it is refused rather than
     rounded (a silently longer detection time is a longer pause storm).
     """
-    from agent.device.platforms.base import PlatformError
-
     polling = watchdog.polling_ms or 100
     multiples = []
     for label, value in (
@@ -149,3 +177,150 @@ def unique(values: Sequence[T]) -> list[T]:
         if value not in seen:
             seen.append(value)
     return seen
+
+
+# ---------------------------------------------------------------------- JSON replies
+
+
+def parse_json(device: str, command: str, output: str, shape: type[T]) -> T:
+    """The JSON document ``command`` printed on ``device``, which must be a ``shape``
+    (``dict``: an object, ``list``: an array, ``object``: any document).
+
+    Bad input, whatever the NOS: output that is not JSON, or JSON of another shape, raises
+    :class:`PlatformError` ``DEVICE: 'COMMAND' …`` saying what came back.
+    """
+    try:
+        document = json.loads(output)
+    except json.JSONDecodeError:
+        raise PlatformError(
+            f"{device}: {command!r} did not return JSON: {output.strip()[:200]}"
+        ) from None
+    if not isinstance(document, shape):
+        raise PlatformError(
+            f"{device}: {command!r} returned {type(document).__name__}; "
+            f"Expected: {JSON_SHAPES.get(shape, shape.__name__)}"
+        )
+    return document
+
+
+@overload
+def show_json(conn: Connection, command: str) -> dict[str, Any]: ...
+@overload
+def show_json(conn: Connection, command: str, shape: type[T]) -> T: ...
+def show_json(conn: Connection, command: str, shape: type[Any] = dict) -> Any:
+    """Run ``command`` and read its JSON reply (a JSON object unless ``shape`` says otherwise);
+    bad input as in :func:`parse_json`."""
+    return parse_json(conn.device, command, conn.show(command), shape)
+
+
+# ---------------------------------------------------------------------- ranges and uniform values
+
+
+def expand_ranges(text: str, what: str) -> list[int]:
+    """``"3-4"`` / ``"3,4"`` / ``"0-2,5"`` / ``"3"`` → the numbers, in the order written;
+    ``""`` → ``[]``. The keys and lists of priorities, queues and DSCPs that SONiC (QUEUE and
+    BUFFER_PG keys, ``pfc_enable``), NVUE (collection keys) and NX-OS (``match dscp``,
+    ``pause pfc-cos``) print. Spaces and empty items are ignored.
+
+    Bad input (a part that is not ``N`` or ``N-M`` with ``N <= M``) raises
+    :class:`PlatformError` naming ``what`` was read: a value the agent cannot read must not
+    turn into fewer priorities.
+    """
+    numbers: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        span = _span(part) if part else range(0)
+        if span is None:
+            raise PlatformError(
+                f"{what}: Expected: numbers or ranges such as 3,4 or 0-2 Actual: {text!r}"
+            )
+        numbers.extend(span)
+    return numbers
+
+
+def _span(part: str) -> range | None:
+    """``"3"`` or ``"0-2"`` as a range; None for anything else (``"x"``, ``"4-3"``, ``"3-"``)."""
+    match = RANGE_PART.fullmatch(part)
+    if match is None:
+        return None
+    low = int(match.group(1))
+    high = int(match.group(2) or low)
+    return range(low, high + 1) if high >= low else None
+
+
+@dataclass(frozen=True)
+class SwitchWide:
+    """A NOS whose QoS objects are switch-wide (NVUE's ``default-global`` profiles, NX-OS's
+    system MQC policies): one value must serve every port."""
+
+    platform: str
+    objects: str  # what the renderer configures, for the refusal
+
+    @staticmethod
+    def as_read(actual: QosState | None) -> InterfaceState | None:
+        """The switch-wide values as the device reports them: its first port's (None when
+        nothing was read)."""
+        if actual is None or not actual.interfaces:
+            return None
+        return next(iter(actual.interfaces.values()))
+
+    def uniform(self, values: Sequence[T], what: str, empty: T) -> T:
+        """The value every port has (``empty`` without ports). Ports that differ raise
+        :class:`PlatformError`: rendering one port's value would silently change the others."""
+        if not values:
+            return empty
+        if any(value != values[0] for value in values[1:]):
+            raise PlatformError(
+                f"{self.platform}: ports need different {what}; this renderer configures "
+                f"{self.objects} (set explicit thresholds in the profile)"
+            )
+        return values[0]
+
+
+# ---------------------------------------------------------------------- counters from text
+
+
+def _per_priority() -> list[int]:
+    return [0] * 8
+
+
+@dataclass
+class PortTally:
+    """One port's counters while the show outputs are read (each fills its part, in any
+    order); a part no output mentioned stays zero."""
+
+    pfc_rx: list[int] = field(default_factory=_per_priority)
+    pfc_tx: list[int] = field(default_factory=_per_priority)
+    queues: dict[int, dict[str, int | None]] = field(default_factory=dict)  # QueueCounters fields
+    watchdog: dict[int, WatchdogCounters] = field(default_factory=dict)
+    headroom_drops: list[int] = field(default_factory=_per_priority)
+
+    def queue(self, queue: int) -> dict[str, int | None]:
+        """The queue's fields read so far (the queue counts as reported from now on)."""
+        return self.queues.setdefault(queue, {})
+
+    def counters(self) -> InterfaceCounters:
+        return InterfaceCounters(
+            pfc_rx=tuple(self.pfc_rx),
+            pfc_tx=tuple(self.pfc_tx),
+            queues={q: QueueCounters.model_validate(c) for q, c in sorted(self.queues.items())},
+            watchdog=dict(sorted(self.watchdog.items())),
+            headroom_drops=tuple(self.headroom_drops),
+        )
+
+
+@dataclass
+class CounterTally:
+    """The counters of a NOS that prints them as text (SONiC's tables, NX-OS's blocks), per
+    port, gathered from several show outputs into one :class:`Counters`."""
+
+    ports: dict[str, PortTally] = field(default_factory=dict)
+
+    def port(self, name: str) -> PortTally:
+        """The port's tally (the port is reported from now on)."""
+        return self.ports.setdefault(name, PortTally())
+
+    def counters(self, device: str, collected_at: float) -> Counters:
+        interfaces = {
+            name: self.ports[name].counters() for name in sorted(self.ports, key=natural_key)
+        }
+        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)

@@ -20,16 +20,15 @@ commands).
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction, kill_point
+from agent.device.platforms._common import class_selector, class_selector_map, show_json
+from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction
 from agent.device.state import (
     DSCPS,
     PRIORITIES,
@@ -68,9 +67,8 @@ WATCHDOG_DEFAULT_RE = re.compile(
 T = TypeVar("T")
 
 
-def eos_default_priority(dscp: int) -> int:
-    """EOS's default DSCP → traffic-class map: the class selector bits (dscp >> 3)."""
-    return dscp >> 3
+# EOS's default DSCP → traffic-class map.
+eos_default_priority = class_selector
 
 
 @dataclass
@@ -269,9 +267,7 @@ def _merge(profile: _InterfaceConfig | None, own: _InterfaceConfig) -> _Interfac
 class _RunningConfig:
     """What the QoS state is read from in ``show running-config | json``."""
 
-    dscp_map: dict[int, int] = field(
-        default_factory=lambda: {dscp: eos_default_priority(dscp) for dscp in DSCPS}
-    )
+    dscp_map: dict[int, int] = field(default_factory=class_selector_map)  # EOS's default
     watchdog: dict[str, Any] = field(default_factory=dict)  # timeout, recovery-time, …, action
     global_trust: str | None = None
     profiles: dict[str, _InterfaceConfig] = field(default_factory=dict)
@@ -447,6 +443,91 @@ def _qos_map_lines(command: str, groups: dict[int, list[int]]) -> list[str]:
     ]
 
 
+# ---------------------------------------------------------------------- counter readers
+
+
+@dataclass(frozen=True)
+class CounterReplies:
+    """The JSON documents EOS's counters are read from (shapes as in ANTA's test data)."""
+
+    pfc: dict[str, Any]  # show priority-flow-control counters
+    ecn: dict[str, Any]  # show qos interfaces ecn counters queue
+    queues: dict[str, Any]  # show interfaces counters queue
+    drops: dict[str, Any]  # show interfaces counters queue drops
+    watchdog: dict[str, Any]  # show priority-flow-control counters watchdog
+
+    @classmethod
+    def read(cls, conn: Connection) -> CounterReplies:
+        return cls(
+            pfc=show_json(conn, "show priority-flow-control counters | json"),
+            ecn=show_json(conn, "show qos interfaces ecn counters queue | json"),
+            queues=show_json(conn, "show interfaces counters queue | json"),
+            drops=show_json(conn, "show interfaces counters queue drops | json"),
+            watchdog=show_json(conn, "show priority-flow-control counters watchdog | json"),
+        )
+
+    def interface(self, name: str, configured: InterfaceState | None) -> InterfaceCounters:
+        # EOS counts PFC frames per interface, not per priority: attribute them to the
+        # interface's lossless priority (the lowest, if several are configured).
+        lossless = configured.pfc_priorities[0] if configured and configured.pfc_priorities else 3
+        totals = self.pfc.get("interfaceCounters", {}).get(name, {})
+        rx = [0] * 8
+        tx = [0] * 8
+        rx[lossless] = int(totals.get("rxFrames", 0))
+        tx[lossless] = int(totals.get("txFrames", 0))
+        return InterfaceCounters(
+            pfc_rx=tuple(rx),
+            pfc_tx=tuple(tx),
+            queues=self.queue_counters(name),
+            watchdog=self.watchdog_counters(name),
+            headroom_drops=self.headroom_drops(name),
+        )
+
+    def queue_counters(self, name: str) -> dict[int, QueueCounters]:
+        classes = (
+            self.queues.get("egressQueueCounters", {})
+            .get("interfaces", {})
+            .get(name, {})
+            .get("ucastQueues", {})
+            .get("trafficClasses", {})
+        )
+        marked = self.ecn.get("intfQueueCounters", {}).get(name, {}).get("queueCounters", {})
+        per_queue: dict[int, QueueCounters] = {}
+        for queue in PRIORITIES:
+            dp0 = classes.get(f"TC{queue}", {}).get("dropPrecedences", {}).get("DP0", {})
+            mark = marked.get(str(queue), "-")
+            per_queue[queue] = QueueCounters(
+                tx_packets=int(dp0.get("enqueuedPackets", 0)),
+                tx_bytes=int(dp0.get("enqueuedBytes", 0)),
+                dropped_packets=int(dp0.get("droppedPackets", 0)),
+                ecn_marked_packets=int(mark) if str(mark).isdigit() else 0,
+            )
+        return per_queue
+
+    def headroom_drops(self, name: str) -> tuple[int, ...]:
+        voq = self.drops.get("interfaces", {}).get(name, {}).get("trafficClasses", {})
+        return tuple(
+            int(
+                voq.get(f"TC{p}", {})
+                .get("ingressVoqCounters", {})
+                .get("countersSum", {})
+                .get("droppedPackets", 0)
+            )
+            for p in PRIORITIES
+        )
+
+    def watchdog_counters(self, name: str) -> dict[int, WatchdogCounters]:
+        stuck = self.watchdog.get("interfaces", {}).get(name, {}).get("txQueues", {})
+        per_queue = {}
+        for queue, entry in stuck.items():
+            detected = int(entry.get("stuckCount", 0))
+            restored = int(entry.get("recoveryCount", 0))
+            per_queue[int(queue)] = WatchdogCounters(
+                storms_detected=detected, storms_restored=restored, stormed=detected > restored
+            )
+        return per_queue
+
+
 class AristaEos(Platform):
     name: ClassVar[str] = "arista_eos"
     netmiko_device_type: ClassVar[str] = "arista_eos"
@@ -512,7 +593,7 @@ class AristaEos(Platform):
     # ------------------------------------------------------------------ read
 
     def read_state(self, conn: Connection) -> QosState:
-        return self.state_from_running_config(self._json(conn, "show running-config | json"))
+        return self.state_from_running_config(show_json(conn, "show running-config | json"))
 
     @classmethod
     def state_from_running_config(cls, tree: dict[str, Any]) -> QosState:
@@ -556,35 +637,17 @@ class AristaEos(Platform):
             queues=queues,
         )
 
-    @staticmethod
-    def _json(conn: Connection, command: str) -> dict[str, Any]:
-        output = conn.show(command)
-        try:
-            data = json.loads(output)
-        except json.JSONDecodeError:
-            raise PlatformError(
-                f"{conn.device}: {command!r} did not return JSON: {output.strip()[:200]}"
-            ) from None
-        if not isinstance(data, dict):
-            raise PlatformError(f"{conn.device}: {command!r} returned {type(data).__name__}")
-        return data
-
     def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
         collected_at = time.time()
         if state is None:
             state = self.read_state(conn)
-        pfc = self._json(conn, "show priority-flow-control counters | json")
-        ecn = self._json(conn, "show qos interfaces ecn counters queue | json")
-        queues = self._json(conn, "show interfaces counters queue | json")
-        drops = self._json(conn, "show interfaces counters queue drops | json")
-        watchdog = self._json(conn, "show priority-flow-control counters watchdog | json")
-        return self.counters_from_json(conn.device, collected_at, state, pfc, ecn, queues, drops,
-                                       watchdog)  # fmt: skip
+        replies = CounterReplies.read(conn)
+        return self.counters_from_json(conn.device, collected_at, state, replies)
 
     def read_link_health(self, conn: Connection) -> dict[str, LinkHealth]:
         return self.link_health_from_json(
-            self._json(conn, "show interfaces status | json"),
-            self._json(conn, "show interfaces counters errors | json"),
+            show_json(conn, "show interfaces status | json"),
+            show_json(conn, "show interfaces counters errors | json"),
         )
 
     @staticmethod
@@ -611,118 +674,48 @@ class AristaEos(Platform):
 
     @staticmethod
     def counters_from_json(
-        device: str,
-        collected_at: float,
-        state: QosState,
-        pfc: dict[str, Any],
-        ecn: dict[str, Any],
-        queues: dict[str, Any],
-        drops: dict[str, Any],
-        watchdog: dict[str, Any],
+        device: str, collected_at: float, state: QosState, replies: CounterReplies
     ) -> Counters:
-        """Normalize the five JSON documents (separate so recorded outputs can be parsed)."""
-        names = set(pfc.get("interfaceCounters", {})) | set(
-            queues.get("egressQueueCounters", {}).get("interfaces", {})
+        """Normalize the counter documents (separate so recorded outputs can be parsed)."""
+        names = set(replies.pfc.get("interfaceCounters", {})) | set(
+            replies.queues.get("egressQueueCounters", {}).get("interfaces", {})
         )
-        interfaces: dict[str, InterfaceCounters] = {}
-        for name in sorted(names):
-            # EOS counts PFC frames per interface, not per priority: attribute them to the
-            # interface's lossless priority (the lowest, if several are configured).
-            configured = state.interfaces.get(name)
-            lossless = (
-                configured.pfc_priorities[0] if configured and configured.pfc_priorities else 3
-            )
-            totals = pfc.get("interfaceCounters", {}).get(name, {})
-            rx = [0] * 8
-            tx = [0] * 8
-            rx[lossless] = int(totals.get("rxFrames", 0))
-            tx[lossless] = int(totals.get("txFrames", 0))
-            classes = (
-                queues.get("egressQueueCounters", {})
-                .get("interfaces", {})
-                .get(name, {})
-                .get("ucastQueues", {})
-                .get("trafficClasses", {})
-            )
-            marked = ecn.get("intfQueueCounters", {}).get(name, {}).get("queueCounters", {})
-            per_queue: dict[int, QueueCounters] = {}
-            for queue in PRIORITIES:
-                dp0 = classes.get(f"TC{queue}", {}).get("dropPrecedences", {}).get("DP0", {})
-                mark = marked.get(str(queue), "-")
-                per_queue[queue] = QueueCounters(
-                    tx_packets=int(dp0.get("enqueuedPackets", 0)),
-                    tx_bytes=int(dp0.get("enqueuedBytes", 0)),
-                    dropped_packets=int(dp0.get("droppedPackets", 0)),
-                    ecn_marked_packets=int(mark) if str(mark).isdigit() else 0,
-                )
-            voq = drops.get("interfaces", {}).get(name, {}).get("trafficClasses", {})
-            headroom = tuple(
-                int(
-                    voq.get(f"TC{p}", {})
-                    .get("ingressVoqCounters", {})
-                    .get("countersSum", {})
-                    .get("droppedPackets", 0)
-                )
-                for p in PRIORITIES
-            )
-            stuck = watchdog.get("interfaces", {}).get(name, {}).get("txQueues", {})
-            per_watchdog = {}
-            for queue, entry in stuck.items():
-                detected = int(entry.get("stuckCount", 0))
-                restored = int(entry.get("recoveryCount", 0))
-                per_watchdog[int(queue)] = WatchdogCounters(
-                    storms_detected=detected,
-                    storms_restored=restored,
-                    stormed=detected > restored,
-                )
-            interfaces[name] = InterfaceCounters(
-                pfc_rx=tuple(rx),
-                pfc_tx=tuple(tx),
-                queues=per_queue,
-                watchdog=per_watchdog,
-                headroom_drops=headroom,
-            )
+        interfaces = {
+            name: replies.interface(name, state.interfaces.get(name)) for name in sorted(names)
+        }
         return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
 
-    # ------------------------------------------------------------------ change
+    # ------------------------------------------------------------------ change (the base's flow)
 
-    @contextmanager
-    def transaction(
-        self,
-        conn: Connection,
-        lines: list[str],
-        confirm_timeout_s: int,
-        name: str | None = None,
-    ) -> Iterator[Transaction]:
-        txn = Transaction(name=name or self.session_name(), lines=lines)
-        netmiko = conn.netmiko
-        pattern = conn.prompt_pattern
-        netmiko.send_command(f"configure session {txn.name}", expect_string=pattern)
+    def begin(self, conn: Connection, txn: Transaction) -> None:
+        _at_prompt(conn, f"configure session {txn.name}")
+
+    def stage(self, conn: Connection, txn: Transaction) -> None:
+        conn.send_lines([line.strip() for line in txn.lines], read_timeout=30)
+
+    def commit(self, conn: Connection, txn: Transaction, confirm_timeout_s: int) -> None:
+        timer = time.strftime("%H:%M:%S", time.gmtime(confirm_timeout_s))
+        _at_prompt(conn, f"commit timer {timer}", failure="commit refused")
+
+    def abort(self, conn: Connection, txn: Transaction) -> None:
+        # Not committed as far as we know: dropping the session leaves the running config
+        # untouched. The answer is not trusted (the reply to ``commit timer`` may be what
+        # got lost): the caller re-reads the switch on a fresh connection.
         try:
-            conn.send_lines([line.strip() for line in lines], read_timeout=30)
-            kill_point("in-session", conn.device)
-            timer = time.strftime("%H:%M:%S", time.gmtime(confirm_timeout_s))
-            output = netmiko.send_command(f"commit timer {timer}", expect_string=pattern)
-            refusal = conn.refusal(output)
-            if refusal:
-                raise PlatformError(f"{conn.device}: commit refused: {refusal}")
-            txn.committed = True
-        except BaseException:
-            # Not committed as far as we know: dropping the session leaves the running config
-            # untouched. The answer is not trusted (the reply to ``commit timer`` may be what
-            # got lost): the caller re-reads the switch on a fresh connection.
-            try:
-                netmiko.send_command("abort", expect_string=pattern)
-            except Exception as exc:
-                txn.notes.append(f"abort got no good answer: {exc.__class__.__name__}")
-            raise
-        try:
-            yield txn
-        finally:
-            if not txn.confirmed:
-                # Roll back now rather than wait for the timer.
-                netmiko.send_command(f"configure session {txn.name} abort", expect_string=pattern)
-                txn.rolled_back = True
+            _at_prompt(conn, "abort")
+        except Exception as exc:
+            txn.notes.append(f"abort got no good answer: {exc.__class__.__name__}")
+
+    def rollback(self, conn: Connection, txn: Transaction) -> None:
+        # Roll back now rather than wait for the timer.
+        _at_prompt(conn, f"configure session {txn.name} abort")
+        txn.rolled_back = True
+
+    def confirm_change(self, conn: Connection, txn: Transaction) -> None:
+        # A session commit changes the running config only: without the save that follows,
+        # a reload brings back the old QoS and the fabric is silently lossy again.
+        command = f"configure session {txn.name} commit"
+        _at_prompt(conn, command, failure=f"confirming session {txn.name} failed")
 
     # ------------------------------------------------------------------ sessions
 
@@ -737,7 +730,7 @@ class AristaEos(Platform):
     SESSIONS_COMMAND: ClassVar[str] = "show configuration sessions detail | json"
 
     def read_sessions(self, conn: Connection) -> list[PendingSession]:
-        return self.sessions_from_json(conn.device, self._json(conn, self.SESSIONS_COMMAND))
+        return self.sessions_from_json(conn.device, show_json(conn, self.SESSIONS_COMMAND))
 
     @staticmethod
     def sessions_from_json(
@@ -775,31 +768,12 @@ class AristaEos(Platform):
         return found
 
     def abort_session(self, conn: Connection, session: PendingSession) -> None:
-        self._session_command(conn, f"configure session {session.name} abort", session)
+        command = f"configure session {session.name} abort"
+        _at_prompt(conn, command, failure=f"{command!r} failed")
 
     def confirm_session(self, conn: Connection, session: PendingSession) -> None:
-        self._session_command(conn, f"configure session {session.name} commit", session)
-        self.save(conn)
-
-    @staticmethod
-    def _session_command(conn: Connection, command: str, session: PendingSession) -> None:
-        output = conn.netmiko.send_command(command, expect_string=conn.prompt_pattern)
-        refusal = conn.refusal(output)
-        if refusal:
-            raise PlatformError(f"{conn.device}: {command!r} failed: {refusal}")
-
-    def confirm(self, conn: Connection, txn: Transaction) -> None:
-        netmiko = conn.netmiko
-        output = netmiko.send_command(
-            f"configure session {txn.name} commit", expect_string=conn.prompt_pattern
-        )
-        refusal = conn.refusal(output)
-        if refusal:
-            raise PlatformError(f"{conn.device}: confirming session {txn.name} failed: {refusal}")
-        txn.confirmed = True
-        # A session commit changes the running config only: without the save, a reload brings
-        # back the old QoS and the fabric is silently lossy again.
-        kill_point("before-save", conn.device)
+        command = f"configure session {session.name} commit"
+        _at_prompt(conn, command, failure=f"{command!r} failed")
         self.save(conn)
 
     def unsaved(self, conn: Connection) -> list[str] | None:
@@ -817,9 +791,16 @@ class AristaEos(Platform):
 
     def save(self, conn: Connection) -> None:
         """``copy running-config startup-config``."""
-        output = conn.netmiko.send_command(
-            "copy running-config startup-config", expect_string=conn.prompt_pattern
+        _at_prompt(
+            conn, "copy running-config startup-config", failure="saving the configuration failed"
         )
-        refusal = conn.refusal(output)
-        if refusal:
-            raise PlatformError(f"{conn.device}: saving the configuration failed: {refusal}")
+
+
+def _at_prompt(conn: Connection, command: str, failure: str | None = None) -> str:
+    """Send ``command`` and wait for any prompt of the switch (in a session the prompt is not
+    the exec one). With ``failure``, a refusal raises ``DEVICE: FAILURE: % …``."""
+    output: str = conn.netmiko.send_command(command, expect_string=conn.prompt_pattern)
+    refusal = conn.refusal(output) if failure else None
+    if refusal:
+        raise PlatformError(f"{conn.device}: {failure}: {refusal}")
+    return output

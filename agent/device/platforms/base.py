@@ -5,6 +5,23 @@ A platform turns the normalized desired state into the NOS's configuration (``re
 reads the device back into the same normalized model (``read_state``, ``read_counters``),
 and changes it inside a transaction that the device itself rolls back if the agent does not
 confirm (``transaction``).
+
+The transaction is one flow for every NOS (:meth:`Platform.transaction` and
+:meth:`Platform.confirm`, template methods); a NOS module overrides the steps it does its own
+way, in this order:
+
+- ``begin``: open a session or checkpoint (if it fails there is nothing to undo);
+- ``stage``: send the lines; then the kill point ``in-session``;
+- ``commit``: make them live under the device's rollback timer; ``arm_rollback_timer``: start
+  that timer where the commit has none of its own;
+- ``abort`` when anything up to here fails, ``rollback`` when the caller leaves without a
+  confirm;
+- ``confirm_change``: the point of no return; ``disarm_rollback_timer``; then, where the save
+  is a step of its own (``saves_after_confirm``), the kill point ``before-save`` and ``save``
+  (survives a reload); last ``clean_up``.
+
+The push path adds ``after-intent``, ``after-commit``, ``after-confirm`` and ``mid-batch``
+around it (:mod:`agent.device.push`); the fault drill kills the agent at each of them.
 """
 
 from __future__ import annotations
@@ -145,6 +162,9 @@ class Transaction:
     confirmed: bool = False
     rolled_back: bool = False
     notes: list[str] = field(default_factory=list)
+    # Commands that put back what was there, for a device that keeps no checkpoint of its own
+    # (a host): taken at ``begin``, run by ``rollback``.
+    undo: list[str] = field(default_factory=list)
 
 
 class Platform(ABC):
@@ -156,6 +176,10 @@ class Platform(ABC):
     managed: ClassVar[frozenset[str]] = frozenset(
         {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
     )
+    # Whether the confirmed change is saved in a step of its own (the before-save kill point
+    # sits between the two). Not on NX-OS, whose confirm is the save, nor on a host, which
+    # has nothing to save.
+    saves_after_confirm: ClassVar[bool] = True
 
     def desired(self, device: DevicePlan) -> QosState:
         return desired_state(device)
@@ -191,7 +215,8 @@ class Platform(ABC):
         """Normalize the outputs of :attr:`COUNTER_COMMANDS` (recorded outputs in tests)."""
         raise NotImplementedError
 
-    @abstractmethod
+    # ------------------------------------------------------------------ the transaction flow
+
     @contextmanager
     def transaction(
         self,
@@ -205,8 +230,78 @@ class Platform(ABC):
         ``name`` is the session/checkpoint name, chosen by the caller so that the write-ahead
         audit can record it before anything is opened. Yields after the change is live
         (unconfirmed); the caller verifies and then calls :meth:`confirm`. Leaving the block
-        without confirming rolls the change back.
+        without confirming rolls the change back. The steps are the hooks below.
         """
+        txn = Transaction(name=name or self.session_name(), lines=lines)
+        self.begin(conn, txn)
+        try:
+            self.stage(conn, txn)
+            kill_point("in-session", conn.device)
+            self.commit(conn, txn, confirm_timeout_s)
+            txn.committed = True
+            self.arm_rollback_timer(conn, txn, confirm_timeout_s)
+        except BaseException:
+            self.abort(conn, txn)
+            raise
+        try:
+            yield txn
+        finally:
+            if not txn.confirmed:
+                self.rollback(conn, txn)
+
+    def confirm(self, conn: Connection, txn: Transaction) -> None:
+        """Make a live change permanent: confirmed, and saved so that it survives a reload."""
+        self.confirm_change(conn, txn)
+        txn.confirmed = True
+        self.disarm_rollback_timer(conn, txn)
+        if self.saves_after_confirm:
+            # Confirmed, not saved yet: a reload here would bring the old QoS back.
+            kill_point("before-save", conn.device)
+            self.save(conn)
+        self.clean_up(conn, txn)
+
+    # The steps. One with a default does nothing there: a NOS that has the step overrides it.
+
+    def begin(self, conn: Connection, txn: Transaction) -> None:
+        """Open the session or checkpoint ``txn.name``. The default opens nothing (a NOS that
+        stages lines in a pending revision of its own)."""
+        return None
+
+    @abstractmethod
+    def stage(self, conn: Connection, txn: Transaction) -> None:
+        """Send ``txn.lines``; a refused line raises :class:`ConfigRejected`."""
+
+    def commit(self, conn: Connection, txn: Transaction, confirm_timeout_s: int) -> None:
+        """Make the staged lines live under the device's rollback timer. The default commits
+        nothing: the lines went live as they were sent."""
+        return None
+
+    def arm_rollback_timer(self, conn: Connection, txn: Transaction, timeout_s: int) -> None:
+        """Start the timer that rolls a committed change back, where the commit has none of
+        its own (the default: it has, or there is none)."""
+        return None
+
+    def abort(self, conn: Connection, txn: Transaction) -> None:
+        """Drop a change that failed before it was committed (or whose commit reply was lost).
+        The default rolls it back like an unconfirmed one."""
+        self.rollback(conn, txn)
+
+    @abstractmethod
+    def rollback(self, conn: Connection, txn: Transaction) -> None:
+        """Undo a change that is not confirmed, now; set ``txn.rolled_back`` or add notes why
+        not."""
+
+    @abstractmethod
+    def confirm_change(self, conn: Connection, txn: Transaction) -> None:
+        """The point of no return: from here the device keeps the change."""
+
+    def disarm_rollback_timer(self, conn: Connection, txn: Transaction) -> None:
+        """Stop the timer :meth:`arm_rollback_timer` started (the default: none)."""
+        return None
+
+    def clean_up(self, conn: Connection, txn: Transaction) -> None:
+        """Remove what a confirmed transaction left on the device (the default: nothing)."""
+        return None
 
     # Pending transactions. The default (no way to list them) reports none; platforms that
     # have sessions, checkpoints or rollback timers override all three.
@@ -225,10 +320,6 @@ class Platform(ABC):
         raise PlatformError(
             f"{conn.device}: {self.name} cannot confirm {session.describe()} from the agent"
         )
-
-    @abstractmethod
-    def confirm(self, conn: Connection, txn: Transaction) -> None:
-        """Make a live change permanent: confirmed, and saved so that it survives a reload."""
 
     @abstractmethod
     def save(self, conn: Connection) -> None:
@@ -262,17 +353,13 @@ class Platform(ABC):
 
 
 class CheckpointPlatform(Platform):
-    """A NOS whose transaction is a named checkpoint (NX-OS, SONiC): a pending change is
-    settled by rolling back to that checkpoint or by confirming (saving) the running config.
-    Subclasses implement :meth:`rollback_to`."""
-
-    @abstractmethod
-    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
-        """Roll back to ``txn``'s checkpoint; set ``txn.rolled_back`` or add notes why not."""
+    """A NOS whose transaction is a named checkpoint (NX-OS, SONiC): ``rollback`` goes back to
+    it, and a pending change is settled by that rollback or by confirming (saving) the
+    running config."""
 
     def abort_session(self, conn: Connection, session: PendingSession) -> None:
         txn = Transaction(name=session.name, lines=[])
-        self.rollback_to(conn, txn)
+        self.rollback(conn, txn)
         if not txn.rolled_back:
             raise PlatformError(f"{conn.device}: {'; '.join(txn.notes)}")
 

@@ -44,13 +44,15 @@ contrib ``receiver/ciscoosreceiver/internal/scraper/interfacesscraper/parser_tes
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from agent.device.platforms._common import (
+    CounterTally,
+    SwitchWide,
     classifier_differs,
+    expand_ranges,
     majority,
     natural_key,
     watchdog_multiples,
@@ -61,18 +63,15 @@ from agent.device.platforms.base import (
     Connection,
     PlatformError,
     Transaction,
-    kill_point,
 )
 from agent.device.state import (
     DSCPS,
     PRIORITIES,
     Counters,
     EcnState,
-    InterfaceCounters,
     InterfaceState,
     PendingSession,
     QosState,
-    QueueCounters,
     QueueState,
     WatchdogCounters,
     WatchdogState,
@@ -93,6 +92,7 @@ SYSTEM_QOS = [
     f"  service-policy type network-qos {NETWORK_QOS}",
     f"  service-policy type queuing output {QUEUING}",
 ]
+POLICIES = SwitchWide("cisco_nxos", "switch-wide MQC policies")
 RED_RE = re.compile(
     r"random-detect minimum-threshold (\d+) (\w+) maximum-threshold (\d+) (\w+)"
     r"(?: drop-probability (\d+))?(?: weight (\d+))?(?P<ecn> ecn)?"
@@ -143,9 +143,8 @@ def class_blocks(children: list[str]) -> dict[str, list[str]]:
 class CiscoNxos(CheckpointPlatform):
     name: ClassVar[str] = "cisco_nxos"
     netmiko_device_type: ClassVar[str] = "cisco_nxos"
-    managed: ClassVar[frozenset[str]] = frozenset(
-        {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
-    )
+    # NX-OS has no commit timer in this flow: confirming is saving.
+    saves_after_confirm: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ render
 
@@ -157,11 +156,12 @@ class CiscoNxos(CheckpointPlatform):
         None). MQC policies are replaced as a whole: a partial edit of a policy-map in use is
         harder to review than its full text."""
         interfaces = list(desired.interfaces.values())
-        queues = _uniform([i.queues for i in interfaces], "queue settings", {})
-        lossless = _uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
+        queues = POLICIES.uniform([i.queues for i in interfaces], "queue settings", {})
+        lossless = POLICIES.uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
         classifier = classifier_differs(desired, actual)
         pfc_changed = _pfc_differs(lossless, actual)
-        queues_changed = _present_queues(actual) != queues
+        present = POLICIES.as_read(actual)
+        queues_changed = (None if present is None else present.queues) != queues
         watchdog_changed = actual is None or actual.watchdog != desired.watchdog
         lines: list[str] = []
         if classifier:
@@ -295,44 +295,29 @@ class CiscoNxos(CheckpointPlatform):
         interface`` (COS = priority); ``show interface priority-flow-control`` only has totals
         and names the interfaces.
         """
-        found = _NxosCounters()
+        found = CounterTally()
         for key, read in COUNTER_READERS.items():
             read(found, outputs.get(key, ""))
         return found.counters(device, collected_at)
 
-    # ------------------------------------------------------------------ change
+    # ------------------------------------------------------------------ change (the base's flow)
 
-    @contextmanager
-    def transaction(
-        self,
-        conn: Connection,
-        lines: list[str],
-        confirm_timeout_s: int,
-        name: str | None = None,
-    ) -> Iterator[Transaction]:
-        # confirm_timeout_s is not enforced by the switch: the checkpoint flow has no timer.
-        txn = Transaction(name=name or self.session_name(), lines=lines)
+    # The lines are live as they are sent (no commit step), and the switch enforces no
+    # confirm timeout: the checkpoint flow has no timer.
+
+    def begin(self, conn: Connection, txn: Transaction) -> None:
         output = conn.show(f"checkpoint {txn.name}")
         if conn.refusal(output) or "error" in output.lower():
             raise ConfigRejected(f"{conn.device}: checkpoint {txn.name} failed: {output.strip()}")
-        try:
-            conn.send_lines(["configure terminal"])
-            try:
-                conn.send_lines(lines)
-                kill_point("in-session", conn.device)
-            finally:
-                conn.send_lines(["end"])
-            txn.committed = True
-        except BaseException:
-            self.rollback_to(conn, txn)
-            raise
-        try:
-            yield txn
-        finally:
-            if not txn.confirmed:
-                self.rollback_to(conn, txn)
 
-    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
+    def stage(self, conn: Connection, txn: Transaction) -> None:
+        conn.send_lines(["configure terminal"])
+        try:
+            conn.send_lines(txn.lines)
+        finally:
+            conn.send_lines(["end"])
+
+    def rollback(self, conn: Connection, txn: Transaction) -> None:
         output = conn.show(f"rollback running-config checkpoint {txn.name}")
         if "completed successfully" in output.lower() or not (
             conn.refusal(output) or "error" in output.lower()
@@ -340,6 +325,12 @@ class CiscoNxos(CheckpointPlatform):
             txn.rolled_back = True
         else:
             txn.notes.append(f"rollback to checkpoint {txn.name} failed: {output.strip()[:200]}")
+        self.clean_up(conn, txn)
+
+    def confirm_change(self, conn: Connection, txn: Transaction) -> None:
+        self.save(conn)
+
+    def clean_up(self, conn: Connection, txn: Transaction) -> None:
         conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
 
     # ------------------------------------------------------------------ pending checkpoints
@@ -381,35 +372,10 @@ class CiscoNxos(CheckpointPlatform):
             )
         return found
 
-    def confirm(self, conn: Connection, txn: Transaction) -> None:
-        self.save(conn)  # NX-OS has no commit timer: confirming is saving
-        txn.confirmed = True
-        conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
-
     def save(self, conn: Connection) -> None:
         output = conn.show("copy running-config startup-config")
         if conn.refusal(output):
             raise PlatformError(f"{conn.device}: saving the configuration failed: {output}")
-
-
-def _uniform(values: list[Any], what: str, empty: Any) -> Any:
-    if not values:
-        return empty
-    if any(value != values[0] for value in values[1:]):
-        raise PlatformError(
-            f"cisco_nxos: ports need different {what}; this renderer configures switch-wide "
-            "MQC policies (set explicit thresholds in the profile)"
-        )
-    return values[0]
-
-
-def _expand(text: str) -> list[int]:
-    values: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit():
-            values.extend(range(int(low), int(high or low) + 1))
-    return values
 
 
 # ---------------------------------------------------------------------- render sections
@@ -421,13 +387,6 @@ def _pfc_differs(lossless: tuple[int, ...], actual: QosState | None) -> bool:
         return True
     present = {(i.pfc_enabled, i.pfc_priorities) for i in actual.interfaces.values()}
     return present != {(bool(lossless), tuple(lossless))}
-
-
-def _present_queues(actual: QosState | None) -> dict[int, QueueState] | None:
-    """The switch-wide queue settings as read (the first port's; None when unknown)."""
-    if actual is None or not actual.interfaces:
-        return None
-    return next(iter(actual.interfaces.values())).queues
 
 
 def _interface_lines(desired: QosState, actual: QosState | None, every_port: bool) -> list[str]:
@@ -512,7 +471,7 @@ class _RunningConfig:
         for lines in network_qos.values():
             for line in lines:
                 if m := re.fullmatch(r"pause (?:buffer-size \d+ .*)?pfc-cos ([\d,]+)", line):
-                    no_drop += _expand(m.group(1))
+                    no_drop += expand_ranges(m.group(1), f"{line!r}")
         return tuple(sorted(set(no_drop)))
 
     def queue_states(self, policy: str | None) -> dict[int, QueueState]:
@@ -533,7 +492,7 @@ def _read_class_map(running: _RunningConfig, m: re.Match[str], children: list[st
     for child in children:
         if mm := re.fullmatch(r"match (dscp|cos) ([\d,\- ]+)", child.strip()):
             kind = mm.group(1)
-            values += _expand(mm.group(2))
+            values += expand_ranges(mm.group(2), f"class-map {m.group(1)} {child.strip()!r}")
     running.class_maps[m.group(1)] = (kind, values)
 
 
@@ -656,47 +615,17 @@ STAT_CELLS = re.compile(r"\|\s*([A-Za-z][\w /&]*?)\s*((?:\|\s*\d+\s*)+)(?=\|)")
 WATCHDOG_HEADER = re.compile(r"(\S+) Interface PFC watchdog")
 WATCHDOG_GROUP = re.compile(r"QOS GROUP (\d) \[(\w+)\]")
 WATCHDOG_COUNT = re.compile(r"\|\s*(Shutdown|Restored)\|\s*(\d+)\|")
+WATCHDOG_COUNTS = {"Shutdown": "storms_detected", "Restored": "storms_restored"}
 
 
-@dataclass
-class _NxosCounters:
-    """Counters gathered from the show outputs, per interface."""
-
-    data: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def entry(self, name: str) -> dict[str, Any]:
-        return self.data.setdefault(
-            name, {"rx": [0] * 8, "tx": [0] * 8, "queues": {}, "watchdog": {}}
-        )
-
-    def counters(self, device: str, collected_at: float) -> Counters:
-        interfaces = {}
-        for name in sorted(self.data, key=natural_key):
-            values = self.data[name]
-            interfaces[name] = InterfaceCounters(
-                pfc_rx=tuple(values["rx"]),
-                pfc_tx=tuple(values["tx"]),
-                queues={q: QueueCounters(**c) for q, c in sorted(values["queues"].items())},
-                watchdog={
-                    q: WatchdogCounters(
-                        storms_detected=w.get("Shutdown", 0),
-                        storms_restored=w.get("Restored", 0),
-                        stormed=w.get("state") == "Shutdown",
-                    )
-                    for q, w in sorted(values["watchdog"].items())
-                },
-            )
-        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
-
-
-def _read_pfc_interfaces(found: _NxosCounters, text: str) -> None:
+def _read_pfc_interfaces(found: CounterTally, text: str) -> None:
     """``show interface priority-flow-control``: only names the interfaces."""
     for line in text.splitlines():
         if m := re.match(r"(Ethernet\S+)\s+", line):
-            found.entry(m.group(1))
+            found.port(m.group(1))
 
 
-def _read_queuing(found: _NxosCounters, text: str) -> None:
+def _read_queuing(found: CounterTally, text: str) -> None:
     """``show queuing interface``: per interface, a block per QOS GROUP (= queue) of stat
     rows, and the PFC Statistics table (per COS: Tx and Rx pause frames)."""
     current: str | None = None
@@ -704,20 +633,20 @@ def _read_queuing(found: _NxosCounters, text: str) -> None:
     for line in text.splitlines():
         if m := QUEUING_HEADER.match(line):
             current, group = m.group(1), None
-            found.entry(current)
+            found.port(current)
         elif current is None:
             continue
         elif m := QOS_GROUP.search(line):
             group = int(m.group(1))
         elif m := PFC_STATS_ROW.match(line):
             cos = int(m.group(1))
-            found.entry(current)["tx"][cos] = int(m.group(4))
-            found.entry(current)["rx"][cos] = int(m.group(5))
+            found.port(current).pfc_tx[cos] = int(m.group(4))
+            found.port(current).pfc_rx[cos] = int(m.group(5))
         elif group is not None:
-            _add_queue_stats(found.entry(current)["queues"].setdefault(group, {}), line)
+            _add_queue_stats(found.port(current).queue(group), line)
 
 
-def _add_queue_stats(queue: dict[str, int], line: str) -> None:
+def _add_queue_stats(queue: dict[str, int | None], line: str) -> None:
     """A stat row's counts: unicast + oobfc + multicast, summed per stat."""
     for stat, values in STAT_CELLS.findall(line):
         key = QUEUE_STATS.get(stat.strip())
@@ -725,26 +654,29 @@ def _add_queue_stats(queue: dict[str, int], line: str) -> None:
             queue[key] = sum(int(v) for v in re.findall(r"\d+", values))
 
 
-def _read_watchdog(found: _NxosCounters, text: str) -> None:
+def _read_watchdog(found: CounterTally, text: str) -> None:
     """``show queuing pfc-queue detail``: per interface and QOS GROUP, the watchdog state and
-    its Shutdown/Restored counts."""
+    its Shutdown (storms detected) and Restored counts."""
     current: str | None = None
     group: int | None = None
     for line in text.splitlines():
         if m := WATCHDOG_HEADER.match(line):
             current = m.group(1)
-            found.entry(current)
+            found.port(current)
         elif current is None:
             continue
         elif m := WATCHDOG_GROUP.search(line):
             group = int(m.group(1))
-            found.entry(current)["watchdog"][group] = {"state": m.group(2)}
+            stormed = m.group(2) == "Shutdown"
+            found.port(current).watchdog[group] = WatchdogCounters(stormed=stormed)
         elif group is not None and (m := WATCHDOG_COUNT.match(line)):
-            found.entry(current)["watchdog"][group][m.group(1)] = int(m.group(2))
+            watchdog = found.port(current).watchdog
+            count = {WATCHDOG_COUNTS[m.group(1)]: int(m.group(2))}
+            watchdog[group] = watchdog[group].model_copy(update=count)
 
 
 # One reader per show command (keys of CiscoNxos.COUNTER_COMMANDS).
-COUNTER_READERS: dict[str, Callable[[_NxosCounters, str], None]] = {
+COUNTER_READERS: dict[str, Callable[[CounterTally, str], None]] = {
     "pfc": _read_pfc_interfaces,
     "queuing": _read_queuing,
     "watchdog": _read_watchdog,

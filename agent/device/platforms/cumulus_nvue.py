@@ -51,23 +51,24 @@ read_counters parses ``nv show interface <if> counters qos -o json`` and ``nv sh
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from math import ceil
 from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
+    SwitchWide,
+    class_selector_map,
     dscp_groups,
+    expand_ranges,
     majority,
     natural_key,
     run_checked,
+    show_json,
     watchdog_multiples,
 )
-from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction, kill_point
+from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction
 from agent.device.state import (
     DSCPS,
     PRIORITIES,
@@ -92,6 +93,9 @@ NVUE_TO_TRUST = {"l3": "dscp", "l2": "pcp", "port": "none", "both": "both"}
 DEFAULT_ECN = EcnState(min_bytes=150000, max_bytes=1500000, max_probability=100)
 DEFAULT_WATCHDOG_POLL_MS = 100
 DEFAULT_WATCHDOG_ROBUSTNESS = 3
+PROFILES = SwitchWide("cumulus_nvue", "NVUE's switch-wide default-global profiles")
+CONFIG_COMMAND = "nv config show -o json"
+CONFIRM_YES = "nv config apply --confirm-yes"
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -193,6 +197,16 @@ def _queues_that_differ(
     return changed
 
 
+def _pfc_as_read(present: InterfaceState | None) -> tuple[bool, tuple[int, ...]] | None:
+    return None if present is None else (present.pfc_enabled, present.pfc_priorities)
+
+
+def _queues_as_read(present: InterfaceState | None) -> dict[int, QueueState] | None:
+    if present is None:
+        return None
+    return {tc: present.queues.get(tc) or QueueState() for tc in PRIORITIES}
+
+
 def _congestion_control_lines(changed: list[QueueChange]) -> list[str]:
     """ECN per traffic class; ``ecn disable`` where the defaults (TC 0 and 3) would mark."""
     lines = []
@@ -255,9 +269,9 @@ class _Roce:
 
 
 def _dscp_map_from(mapping: dict[str, Any]) -> dict[int, int]:
-    dscp_map = {d: d >> 3 for d in DSCPS}  # NVUE's documented default map
+    dscp_map = class_selector_map()  # NVUE's documented default map
     for dscp, entry in mapping.get("dscp", {}).items():
-        for d in _expand(dscp):
+        for d in expand_ranges(dscp, f"qos mapping default-global dscp key {dscp!r}"):
             dscp_map[d] = _int(entry.get("switch-priority"))
     return dscp_map
 
@@ -267,8 +281,9 @@ def _pfc_from(qos: dict[str, Any], roce: _Roce) -> tuple[bool, tuple[int, ...]]:
     profile = qos.get("pfc", {}).get("default-global")
     if profile is None:
         return roce.lossless, (3,) if roce.lossless else ()
+    keys = profile.get("switch-priority", {})
     priorities = tuple(
-        sorted(p for key in profile.get("switch-priority", {}) for p in _expand(key))
+        sorted(p for key in keys for p in expand_ranges(key, "qos pfc switch-priority key"))
     )
     enabled = all(profile.get(direction, "enable") == "enable" for direction in ("tx", "rx"))
     return bool(priorities) and enabled, priorities
@@ -277,7 +292,8 @@ def _pfc_from(qos: dict[str, Any], roce: _Roce) -> tuple[bool, tuple[int, ...]]:
 def _traffic_classes(qos: dict[str, Any], table: str) -> dict[int, dict[str, Any]]:
     """``qos <table> default-global traffic-class``, keyed by single traffic class."""
     entries = qos.get(table, {}).get("default-global", {}).get("traffic-class", {})
-    return {tc: entry for key, entry in entries.items() for tc in _expand(key)}
+    what = f"qos {table} default-global traffic-class key"
+    return {tc: entry for key, entry in entries.items() for tc in expand_ranges(key, what)}
 
 
 def _queue_from(qos: dict[str, Any], roce: _Roce, tc: int) -> QueueState | None:
@@ -338,9 +354,6 @@ def _watchdog_from(qos: dict[str, Any], enabled: bool) -> WatchdogState:
 class CumulusNvue(Platform):
     name: ClassVar[str] = "cumulus_nvue"
     netmiko_device_type: ClassVar[str] = "linux"
-    managed: ClassVar[frozenset[str]] = frozenset(
-        {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
-    )
 
     def desired(self, device: DevicePlan) -> QosState:
         state = super().desired(device)
@@ -376,12 +389,13 @@ class CumulusNvue(Platform):
         cannot be expressed here and are refused.
         """
         interfaces = list(desired.interfaces.values())
-        pfc = self._uniform([i.pfc_priorities for i in interfaces], "PFC priorities")
-        queues = self._uniform([i.queues for i in interfaces], "queue settings")
-        changed = _queues_that_differ(queues, self._actual_queues(actual))
+        pfc = PROFILES.uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
+        queues = PROFILES.uniform([i.queues for i in interfaces], "queue settings", {})
+        present = PROFILES.as_read(actual)
+        changed = _queues_that_differ(queues, _queues_as_read(present))
         mapping = [*_trust_lines(desired, actual), *_dscp_lines(desired, actual)]
         rest = [
-            *_pfc_lines(pfc, self._actual_pfc(actual)),
+            *_pfc_lines(pfc, _pfc_as_read(present)),
             *_congestion_control_lines(changed),
             *_egress_scheduler_lines(changed),
             *self._watchdog_lines(desired, actual),
@@ -389,31 +403,6 @@ class CumulusNvue(Platform):
         if actual is not None and not mapping and not rest:
             return []
         return [*_roce_mode_lines(pfc), *mapping, *_egress_queue_mapping_lines(), *rest]
-
-    @staticmethod
-    def _uniform(values: list[Any], what: str) -> Any:
-        if not values:
-            return {} if what == "queue settings" else ()
-        if any(value != values[0] for value in values[1:]):
-            raise PlatformError(
-                f"cumulus_nvue: ports need different {what}; this renderer configures NVUE's "
-                "switch-wide default-global profiles (set explicit thresholds in the profile)"
-            )
-        return values[0]
-
-    @staticmethod
-    def _actual_pfc(actual: QosState | None) -> tuple[bool, tuple[int, ...]] | None:
-        if actual is None or not actual.interfaces:
-            return None
-        first = next(iter(actual.interfaces.values()))
-        return first.pfc_enabled, first.pfc_priorities
-
-    @staticmethod
-    def _actual_queues(actual: QosState | None) -> dict[int, QueueState] | None:
-        if actual is None or not actual.interfaces:
-            return None
-        first = next(iter(actual.interfaces.values()))
-        return {tc: first.queues.get(tc) or QueueState() for tc in PRIORITIES}
 
     @staticmethod
     def _watchdog_lines(desired: QosState, actual: QosState | None) -> list[str]:
@@ -446,15 +435,7 @@ class CumulusNvue(Platform):
 
     @staticmethod
     def _config(conn: Connection) -> dict[str, Any]:
-        output = conn.show("nv config show -o json")
-        try:
-            document = json.loads(output)
-        except json.JSONDecodeError:
-            raise PlatformError(
-                f"{conn.device}: 'nv config show -o json' did not return JSON: "
-                f"{output.strip()[:200]}"
-            ) from None
-        return CumulusNvue.config_tree(document)
+        return CumulusNvue.config_tree(show_json(conn, CONFIG_COMMAND, object))
 
     @staticmethod
     def config_tree(document: Any) -> dict[str, Any]:
@@ -507,22 +488,11 @@ class CumulusNvue(Platform):
         qos_counters = {}
         watchdogs = {}
         for name in names:
-            qos_counters[name] = self._json(conn, f"nv show interface {name} counters qos -o json")
-            watchdogs[name] = self._json(conn, f"nv show interface {name} qos pfc-watchdog -o json")
+            qos_counters[name] = show_json(conn, f"nv show interface {name} counters qos -o json")
+            watchdogs[name] = show_json(conn, f"nv show interface {name} qos pfc-watchdog -o json")
         return self.counters_from_json(
             conn.device, collected_at, self.state_from_config(tree), qos_counters, watchdogs
         )
-
-    @staticmethod
-    def _json(conn: Connection, command: str) -> dict[str, Any]:
-        output = conn.show(command)
-        try:
-            data = json.loads(output)
-        except json.JSONDecodeError:
-            raise PlatformError(
-                f"{conn.device}: {command!r} did not return JSON: {output.strip()[:200]}"
-            ) from None
-        return data if isinstance(data, dict) else {}
 
     @staticmethod
     def counters_from_json(
@@ -576,35 +546,29 @@ class CumulusNvue(Platform):
             )
         return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
 
-    # ------------------------------------------------------------------ change
+    # ------------------------------------------------------------------ change (the base's flow)
 
-    @contextmanager
-    def transaction(
-        self,
-        conn: Connection,
-        lines: list[str],
-        confirm_timeout_s: int,
-        name: str | None = None,
-    ) -> Iterator[Transaction]:
-        txn = Transaction(name=name or self.session_name(), lines=lines)
-        try:
-            for line in lines:
-                run_checked(conn, line)
-            kill_point("in-session", conn.device)
-            run_checked(conn, f"nv config apply --confirm {confirm_timeout_s}s -y")
-            txn.committed = True
-        except BaseException:
-            # Nothing applied yet (or the apply failed): drop the staged revision.
-            conn.show("nv config detach")
-            raise
-        try:
-            yield txn
-        finally:
-            if not txn.confirmed:
-                output = conn.show("nv config apply --confirm-no")
-                txn.rolled_back = True
-                if "error" in output.lower():
-                    txn.notes.append(f"explicit rollback failed, timer will: {output.strip()}")
+    # The ``nv set`` lines stage a pending revision; nothing needs opening first.
+
+    def stage(self, conn: Connection, txn: Transaction) -> None:
+        for line in txn.lines:
+            run_checked(conn, line)
+
+    def commit(self, conn: Connection, txn: Transaction, confirm_timeout_s: int) -> None:
+        run_checked(conn, f"nv config apply --confirm {confirm_timeout_s}s -y")
+
+    def abort(self, conn: Connection, txn: Transaction) -> None:
+        # Nothing applied yet (or the apply failed): drop the staged revision.
+        conn.show("nv config detach")
+
+    def rollback(self, conn: Connection, txn: Transaction) -> None:
+        output = conn.show("nv config apply --confirm-no")
+        txn.rolled_back = True
+        if "error" in output.lower():
+            txn.notes.append(f"explicit rollback failed, timer will: {output.strip()}")
+
+    def confirm_change(self, conn: Connection, txn: Transaction) -> None:
+        run_checked(conn, CONFIRM_YES)
 
     # ------------------------------------------------------------------ pending revisions
 
@@ -643,24 +607,8 @@ class CumulusNvue(Platform):
         conn.show("nv config apply --confirm-no" if session.live else "nv config detach")
 
     def confirm_session(self, conn: Connection, session: PendingSession) -> None:
-        run_checked(conn, "nv config apply --confirm-yes")
-        self.save(conn)
-
-    def confirm(self, conn: Connection, txn: Transaction) -> None:
-        run_checked(conn, "nv config apply --confirm-yes")
-        txn.confirmed = True
-        kill_point("before-save", conn.device)
+        run_checked(conn, CONFIRM_YES)
         self.save(conn)
 
     def save(self, conn: Connection) -> None:
         run_checked(conn, "nv config save")
-
-
-def _expand(key: str) -> list[int]:
-    """NVUE collection keys: ``"3"``, ``"3,4"`` or ``"0-2"``."""
-    values: list[int] = []
-    for part in str(key).split(","):
-        low, _, high = part.partition("-")
-        if low.strip().isdigit():
-            values.extend(range(int(low), int(high or low) + 1))
-    return values

@@ -22,12 +22,16 @@ timer). read_state parses ``mlnx_qos -i IF`` for every port it is given or finds
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import ClassVar
 
-from agent.device.platforms._common import changed_dscps, run_checked
-from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction, kill_point
+from agent.device.platforms._common import changed_dscps, class_selector_map, run_checked
+from agent.device.platforms.base import (
+    Connection,
+    Platform,
+    PlatformError,
+    Transaction,
+    kill_point,
+)
 from agent.device.state import (
     DSCPS,
     PRIORITIES,
@@ -63,6 +67,8 @@ class LinuxHost(Platform):
     managed: ClassVar[frozenset[str]] = frozenset(
         {"trust", "dscp_to_priority", "pfc_enabled", "pfc_priorities"}
     )
+    # Nothing on the host undoes a change by itself, and nothing can be saved (see save).
+    saves_after_confirm: ClassVar[bool] = False
 
     def __init__(self, apply_hosts: bool = False) -> None:
         self.apply_hosts = apply_hosts
@@ -148,7 +154,7 @@ class LinuxHost(Platform):
         trust_match = re.search(r"Priority trust state:\s*(\w+)", output)
         if trust_match is None:
             raise PlatformError(f"not mlnx_qos output: {output.strip()[:200]!r}")
-        dscp_map = {d: d >> 3 for d in DSCPS}
+        dscp_map = class_selector_map()  # the NIC's default
         for priority, listed in re.findall(r"prio:(\d)\s+dscp:([\d,\s]*)", output):
             for dscp in re.findall(r"\d+", listed):
                 dscp_map[int(dscp)] = int(priority)
@@ -168,55 +174,41 @@ class LinuxHost(Platform):
             "linux_host: NIC counters are collected by the probes (agent.observe.probes), not here"
         )
 
-    # ------------------------------------------------------------------ change
+    # ------------------------------------------------------------------ change (the base's flow)
 
-    @contextmanager
-    def transaction(
-        self,
-        conn: Connection,
-        lines: list[str],
-        confirm_timeout_s: int,
-        name: str | None = None,
-    ) -> Iterator[Transaction]:
+    # A host has no device-side transaction: each line is live as it is sent, and the undo
+    # is the snapshot taken at ``begin``, put back by the agent.
+
+    def begin(self, conn: Connection, txn: Transaction) -> None:
+        """Refuse without the opt-in; otherwise snapshot the NIC (``mlnx_qos`` and the ``ecn``
+        sysfs files) as the commands that restore it."""
         if not self.apply_hosts:
             raise PlatformError(
                 f"{conn.device}: changing host NICs is opt-in; build the platform with "
                 "LinuxHost(apply_hosts=True) to apply mlnx_qos and DCQCN settings to real hosts"
             )
-        txn = Transaction(name=name or self.session_name(), lines=lines)
         before = self.read_state(conn)
-        sysfs = {
-            name: conn.show(f"sudo grep -r . /sys/class/net/{name}/ecn")
-            for name in before.interfaces
-        }
-        try:
-            for line in lines:
-                # Make a failing command print a refusal the checks recognise.
-                run_checked(conn, f"{line} || echo '{FAILED}'")
-                kill_point("in-session", conn.device)
-            txn.committed = True
-        except BaseException:
-            self._restore(conn, txn, before, sysfs)
-            raise
-        try:
-            yield txn
-        finally:
-            if not txn.confirmed:
-                self._restore(conn, txn, before, sysfs)
-
-    def _restore(
-        self, conn: Connection, txn: Transaction, before: QosState, sysfs: dict[str, str]
-    ) -> None:
-        commands = self.render_changes(before, None)
-        for output in sysfs.values():
+        txn.undo = self.render_changes(before, None)
+        for name in before.interfaces:
+            output = conn.show(f"sudo grep -r . /sys/class/net/{name}/ecn")
             for path, value in re.findall(r"^(/sys/class/net/\S+?):(\S+)$", output, re.M):
-                commands.append(write(value, path))
-        for command in commands:
+                txn.undo.append(write(value, path))
+
+    def stage(self, conn: Connection, txn: Transaction) -> None:
+        for line in txn.lines:
+            # Make a failing command print a refusal the checks recognise.
+            run_checked(conn, f"{line} || echo '{FAILED}'")
+            # Without a session, "in session" is mid-change: a kill there leaves the first
+            # command live and the others not (docs/push.md).
+            kill_point("in-session", conn.device)
+
+    def rollback(self, conn: Connection, txn: Transaction) -> None:
+        for command in txn.undo:
             conn.show(command)
         txn.rolled_back = True
 
-    def confirm(self, conn: Connection, txn: Transaction) -> None:
-        txn.confirmed = True
+    def confirm_change(self, conn: Connection, txn: Transaction) -> None:
+        return None  # the host kept the change as it was made
 
     def save(self, conn: Connection) -> None:
         # mlnx_qos and sysfs settings do not survive a reboot; persisting them (a systemd unit

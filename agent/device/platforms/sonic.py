@@ -51,35 +51,30 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
+    CounterTally,
     classifier_differs,
+    expand_ranges,
     majority,
     natural_key,
     parse_int,
+    parse_json,
     run_checked,
+    show_json,
     text_tables,
 )
-from agent.device.platforms.base import (
-    CheckpointPlatform,
-    Connection,
-    PlatformError,
-    Transaction,
-    kill_point,
-)
+from agent.device.platforms.base import CheckpointPlatform, Connection, PlatformError, Transaction
 from agent.device.state import (
     DSCPS,
     PRIORITIES,
     Counters,
     EcnState,
-    InterfaceCounters,
     InterfaceState,
     PendingSession,
     QosState,
-    QueueCounters,
     QueueState,
     WatchdogCounters,
     WatchdogState,
@@ -125,17 +120,6 @@ def ranges(values: list[int]) -> list[str]:
         else:
             spans.append([value])
     return [f"{s[0]}-{s[-1]}" if len(s) > 1 else str(s[0]) for s in spans]
-
-
-def expand(text: str) -> list[int]:
-    """``"3-4"`` / ``"3,4"`` / ``"3"`` → ``[3, 4]`` (QUEUE and BUFFER_PG keys, pfc_enable)."""
-    values: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        values.extend(range(int(low), int(high or low) + 1))
-    return values
 
 
 def wred_profile_name(ecn: EcnState) -> str:
@@ -370,12 +354,10 @@ def _wred_profile(ecn: EcnState) -> dict[str, str]:
 
 
 class Sonic(CheckpointPlatform):
+    """Everything in the normalized model is configured and read back from CONFIG_DB."""
+
     name: ClassVar[str] = "sonic"
     netmiko_device_type: ClassVar[str] = "linux"
-    # Everything in the normalized model is configured and read back from CONFIG_DB.
-    managed: ClassVar[frozenset[str]] = frozenset(
-        {"trust", "dscp_to_priority", "watchdog", "pfc_enabled", "pfc_priorities", "queue"}
-    )
 
     # ------------------------------------------------------------------ render
 
@@ -427,16 +409,7 @@ class Sonic(CheckpointPlatform):
     # ------------------------------------------------------------------ read state
 
     def read_state(self, conn: Connection) -> QosState:
-        output = conn.show(CONFIG_DB_COMMAND)
-        try:
-            config_db = json.loads(output)
-        except json.JSONDecodeError:
-            raise PlatformError(
-                f"{conn.device}: {CONFIG_DB_COMMAND!r} did not return JSON: {output.strip()[:200]}"
-            ) from None
-        if not isinstance(config_db, dict):
-            raise PlatformError(f"{conn.device}: CONFIG_DB is not a JSON object")
-        return self.state_from_config_db(config_db)
+        return self.state_from_config_db(show_json(conn, CONFIG_DB_COMMAND))
 
     # ``config save`` writes CONFIG_DB to /etc/sonic/config_db.json, which a reload or reboot
     # loads (sonic-utilities doc/Command-Reference.md, "config save"): QoS that differs there
@@ -447,8 +420,8 @@ class Sonic(CheckpointPlatform):
         """The QoS settings whose running value differs from the saved config_db.json."""
         running = self.read_state(conn)
         try:
-            saved = json.loads(conn.show(self.SAVED_CONFIG_COMMAND))
-        except json.JSONDecodeError:
+            saved = show_json(conn, self.SAVED_CONFIG_COMMAND)
+        except PlatformError:
             return ["/etc/sonic/config_db.json: missing or not JSON"]
         return self.unsaved_from(running, self.state_from_config_db(saved))
 
@@ -493,7 +466,7 @@ class Sonic(CheckpointPlatform):
     @staticmethod
     def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:
         """Normalize the recorded outputs of :attr:`COUNTER_COMMANDS` (keyed alike)."""
-        found = _SonicCounters()
+        found = CounterTally()
         for key, read in COUNTER_READERS.items():
             for header, rows in text_tables(outputs.get(key, "")):
                 read(found, header, rows)
@@ -521,39 +494,26 @@ class Sonic(CheckpointPlatform):
                     result.setdefault(row[0], {})[kind] = tuple(_per_priority_group(header, row))
         return result
 
-    # ------------------------------------------------------------------ change
+    # ------------------------------------------------------------------ change (the base's flow)
 
-    @contextmanager
-    def transaction(
-        self,
-        conn: Connection,
-        lines: list[str],
-        confirm_timeout_s: int,
-        name: str | None = None,
-    ) -> Iterator[Transaction]:
-        txn = Transaction(name=name or self.session_name(), lines=lines)
-        patch_file = f"/tmp/{txn.name}.json"
+    def begin(self, conn: Connection, txn: Transaction) -> None:
         run_checked(conn, f"sudo config checkpoint {txn.name}", "Checkpoint created successfully")
-        try:
-            # A quoted heredoc: the shell expands nothing inside the JSON.
-            conn.send_lines(
-                [f"cat > {patch_file} <<'{HEREDOC_END}'", *lines, HEREDOC_END],
-                terminator=BASH_PS2,
-            )
-            kill_point("in-session", conn.device)
-            run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
-            txn.committed = True
-            run_checked(conn, self._rollback_timer(txn.name, confirm_timeout_s))
-        except BaseException:
-            # GCU leaves a half-applied patch in place when it fails (it does no recovery of
-            # its own), so a refused patch is rolled back to the checkpoint too.
-            self.rollback_to(conn, txn)
-            raise
-        try:
-            yield txn
-        finally:
-            if not txn.confirmed:
-                self.rollback_to(conn, txn)
+
+    def stage(self, conn: Connection, txn: Transaction) -> None:
+        # A quoted heredoc: the shell expands nothing inside the JSON.
+        conn.send_lines(
+            [f"cat > {_patch_file(txn.name)} <<'{HEREDOC_END}'", *txn.lines, HEREDOC_END],
+            terminator=BASH_PS2,
+        )
+
+    def commit(self, conn: Connection, txn: Transaction, confirm_timeout_s: int) -> None:
+        # A refused patch is rolled back to the checkpoint too (``abort`` is ``rollback``):
+        # GCU leaves a half-applied patch in place when it fails, it does no recovery of its own.
+        patch_file = _patch_file(txn.name)
+        run_checked(conn, f"sudo config apply-patch {patch_file}", "Patch applied successfully")
+
+    def arm_rollback_timer(self, conn: Connection, txn: Transaction, timeout_s: int) -> None:
+        run_checked(conn, self._rollback_timer(txn.name, timeout_s))
 
     @staticmethod
     def _rollback_timer(name: str, timeout_s: int) -> str:
@@ -564,17 +524,34 @@ class Sonic(CheckpointPlatform):
             f"sudo systemd-run --on-active={timeout_s} --unit={name}-rollback /bin/sh -c '{undo}'"
         )
 
-    def rollback_to(self, conn: Connection, txn: Transaction) -> None:
+    def rollback(self, conn: Connection, txn: Transaction) -> None:
         # Every step is attempted: a failed rollback is recorded in the transaction's notes
         # rather than hiding the error that caused it.
-        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
+        self.disarm_rollback_timer(conn, txn)
         output = conn.show(f"sudo config rollback {txn.name}")
         if "Config rolled back successfully" in output:
             txn.rolled_back = True
         else:
             txn.notes.append(f"rollback to checkpoint {txn.name} failed: {output.strip()[:200]}")
         conn.show(f"sudo config delete-checkpoint {txn.name}")
-        conn.show(f"rm -f /tmp/{txn.name}.json")
+        self.clean_up(conn, txn)
+
+    def confirm_change(self, conn: Connection, txn: Transaction) -> None:
+        # Deleting the checkpoint is the point of no return: the timer's rollback has nothing
+        # to go back to from then on (it fails, changing nothing), and nothing is pending.
+        self._delete_checkpoint(conn, txn.name)
+
+    def disarm_rollback_timer(self, conn: Connection, txn: Transaction) -> None:
+        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
+
+    def clean_up(self, conn: Connection, txn: Transaction) -> None:
+        conn.show(f"rm -f {_patch_file(txn.name)}")
+
+    @staticmethod
+    def _delete_checkpoint(conn: Connection, name: str) -> None:
+        run_checked(
+            conn, f"sudo config delete-checkpoint {name}", "Checkpoint deleted successfully"
+        )
 
     # ------------------------------------------------------------------ pending checkpoints
 
@@ -595,17 +572,17 @@ class Sonic(CheckpointPlatform):
         orphans = [s.name for s in found if s.state == ORPHAN_STATE]
         if not orphans:
             return found
-        running = json.loads(conn.show(CONFIG_DB_COMMAND))
+        running = show_json(conn, CONFIG_DB_COMMAND)
         unchanged = {name for name in orphans if self._checkpoint(conn, name) == running}
         return self.sessions_from_text(conn.device, checkpoints, timers, unchanged=unchanged)
 
     @staticmethod
-    def _checkpoint(conn: Connection, name: str) -> Any:
-        """A checkpoint's CONFIG_DB (``Util.save_json_file``: one JSON document)."""
-        output = conn.show(f"sudo cat /etc/sonic/checkpoints/{name}.cp.json")
+    def _checkpoint(conn: Connection, name: str) -> dict[str, Any] | None:
+        """A checkpoint's CONFIG_DB (``Util.save_json_file``: one JSON document); None when it
+        cannot be read, which counts as differing from the running CONFIG_DB (live)."""
         try:
-            return json.loads(output)
-        except json.JSONDecodeError:
+            return show_json(conn, f"sudo cat /etc/sonic/checkpoints/{name}.cp.json")
+        except PlatformError:
             return None
 
     @classmethod
@@ -618,12 +595,7 @@ class Sonic(CheckpointPlatform):
         unchanged: set[str] | None = None,
     ) -> list[PendingSession]:
         """``unchanged``: checkpoints without a timer known to equal the running CONFIG_DB."""
-        try:
-            names = json.loads(checkpoints or "[]")
-        except json.JSONDecodeError:
-            raise PlatformError(
-                f"{device}: 'config list-checkpoints' did not return JSON: {checkpoints[:200]}"
-            ) from None
+        names = parse_json(device, cls.CHECKPOINTS_COMMAND, checkpoints or "[]", list)
         left: dict[str, float | None] = {}  # name -> seconds left, None once elapsed
         for line in timers.splitlines():
             unit = re.search(r"(roce-agent-\S+)-rollback\.timer", line)
@@ -631,7 +603,7 @@ class Sonic(CheckpointPlatform):
             if unit:
                 left[unit.group(1)] = timespan_s(remaining.group(1)) if remaining else None
         found = []
-        for name in names if isinstance(names, list) else []:
+        for name in names:
             if not isinstance(name, str) or not name.startswith("roce-agent-"):
                 continue
             state = _checkpoint_state(name in left, left.get(name), name in (unchanged or set()))
@@ -655,23 +627,10 @@ class Sonic(CheckpointPlatform):
         if session.live:
             super().abort_session(conn, session)
             return
-        conn.show(f"sudo systemctl stop {session.name}-rollback.timer")
-        run_checked(
-            conn, f"sudo config delete-checkpoint {session.name}", "Checkpoint deleted successfully"
-        )
-        conn.show(f"rm -f /tmp/{session.name}.json")
-
-    def confirm(self, conn: Connection, txn: Transaction) -> None:
-        # Deleting the checkpoint is the point of no return: the timer's rollback has nothing
-        # to go back to from then on (it fails, changing nothing), and nothing is pending.
-        run_checked(
-            conn, f"sudo config delete-checkpoint {txn.name}", "Checkpoint deleted successfully"
-        )
-        txn.confirmed = True
-        conn.show(f"sudo systemctl stop {txn.name}-rollback.timer")
-        kill_point("before-save", conn.device)
-        self.save(conn)
-        conn.show(f"rm -f /tmp/{txn.name}.json")
+        txn = Transaction(name=session.name, lines=[])
+        self.disarm_rollback_timer(conn, txn)
+        self._delete_checkpoint(conn, txn.name)
+        self.clean_up(conn, txn)
 
     def save(self, conn: Connection) -> None:
         run_checked(conn, "sudo config save -y")
@@ -698,6 +657,11 @@ def timespan_s(text: str) -> float:
         float(value) * scale[unit]
         for value, unit in re.findall(r"(\d+(?:\.\d+)?)\s*(h|min|ms|us|s)\b", text)
     )
+
+
+def _patch_file(name: str) -> str:
+    """Where the patch of transaction ``name`` is written for ``config apply-patch``."""
+    return f"/tmp/{name}.json"
 
 
 def _strip_reference(name: str) -> str:
@@ -753,14 +717,14 @@ def _queues_from(config_db: dict[str, Any]) -> dict[str, dict[int, QueueState]]:
     for key, entry in config_db.get("QUEUE", {}).items():
         name, _, queue_range = key.rpartition("|")
         state = _queue_state(entry, schedulers, wred_profiles)
-        for queue in expand(queue_range):
+        for queue in expand_ranges(queue_range, f"CONFIG_DB QUEUE key {key!r}"):
             if state != QueueState():
                 queues.setdefault(name, {})[queue] = state
     return queues
 
 
 def _interface_from(port_qos: dict[str, str], queues: dict[int, QueueState]) -> InterfaceState:
-    priorities = tuple(expand(port_qos.get("pfc_enable", "")))
+    priorities = tuple(expand_ranges(port_qos.get("pfc_enable", ""), "PORT_QOS_MAP pfc_enable"))
     return InterfaceState(pfc_enabled=bool(priorities), pfc_priorities=priorities, queues=queues)
 
 
@@ -790,86 +754,65 @@ def _watchdog_from(pfc_wd: dict[str, Any]) -> WatchdogState:
 Rows = list[list[str]]
 
 
-@dataclass
-class _SonicCounters:
-    """Counters gathered from the show tables, per port."""
-
-    pfc: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-    queues: dict[str, dict[int, dict[str, int | None]]] = field(default_factory=dict)
-    headroom: dict[str, list[int]] = field(default_factory=dict)
-    watchdogs: dict[str, dict[int, WatchdogCounters]] = field(default_factory=dict)
-
-    def queue_slot(self, name: str, label: str) -> dict[str, int | None] | None:
-        # Unicast queues only (UC0..UC7 = traffic classes); MC/ALL rows are not per class.
-        if not label.startswith("UC") or int(label[2:]) not in PRIORITIES:
-            return None
-        return self.queues.setdefault(name, {}).setdefault(int(label[2:]), {})
-
-    def counters(self, device: str, collected_at: float) -> Counters:
-        ports = set(self.pfc) | set(self.queues) | set(self.headroom) | set(self.watchdogs)
-        interfaces = {name: self.interface(name) for name in sorted(ports, key=natural_key)}
-        return Counters(device=device, collected_at=collected_at, interfaces=interfaces)
-
-    def interface(self, name: str) -> InterfaceCounters:
-        return InterfaceCounters(
-            pfc_rx=tuple(self.pfc.get(name, {}).get("rx", [0] * 8)),
-            pfc_tx=tuple(self.pfc.get(name, {}).get("tx", [0] * 8)),
-            queues={
-                queue: QueueCounters.model_validate(values)
-                for queue, values in sorted(self.queues.get(name, {}).items())
-            },
-            watchdog=self.watchdogs.get(name, {}),
-            headroom_drops=tuple(self.headroom.get(name, [0] * 8)),
-        )
+def _queue_slot(found: CounterTally, name: str, label: str) -> dict[str, int | None] | None:
+    """The unicast queue ``label`` of port ``name`` (None for other rows and columns)."""
+    # Unicast queues only (UC0..UC7 = traffic classes); MC/ALL rows are not per class.
+    if not label.startswith("UC") or int(label[2:]) not in PRIORITIES:
+        return None
+    return found.port(name).queue(int(label[2:]))
 
 
-def _read_pfc(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_pfc(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show pfc counters``: a ``Port Rx`` and a ``Port Tx`` table, PFC0..PFC7 per port."""
-    direction = "rx" if header and header[0] == "Port Rx" else "tx"
+    received = bool(header) and header[0] == "Port Rx"
     for row in rows:
         counts = [parse_int(cell) for cell in row[1:9]]
-        found.pfc.setdefault(row[0], {"rx": [0] * 8, "tx": [0] * 8})[direction] = counts
+        port = found.port(row[0])
+        if received:
+            port.pfc_rx = counts
+        else:
+            port.pfc_tx = counts
 
 
-def _read_queue(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_queue(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show queue counters``: Port, TxQ, Counter/pkts, Counter/bytes, Drop/pkts, …"""
     for row in rows:
-        slot = found.queue_slot(row[0], row[1])
+        slot = _queue_slot(found, row[0], row[1])
         if slot is not None:
             slot["tx_packets"] = parse_int(row[2])
             slot["tx_bytes"] = parse_int(row[3])
             slot["dropped_packets"] = parse_int(row[4])
 
 
-def _read_wred(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_wred(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show queue wredcounters``: EcnMarked/pkts, the fifth column."""
     for row in rows:
-        slot = found.queue_slot(row[0], row[1])
+        slot = _queue_slot(found, row[0], row[1])
         if slot is not None:
             slot["ecn_marked_packets"] = parse_int(row[4])
 
 
-def _read_watermark(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_watermark(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show queue watermark unicast``: one column per unicast queue (UC0..UC7)."""
     for row in rows:
         for label, cell in zip(header[1:], row[1:], strict=False):
-            slot = found.queue_slot(row[0], label)
+            slot = _queue_slot(found, row[0], label)
             if slot is not None and cell.strip() != "N/A":
                 slot["watermark_bytes"] = parse_int(cell)
 
 
-def _read_pg_drop(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_pg_drop(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``show priority-group drop counters``: one column per priority group (PG0..PG7)."""
     for row in rows:
-        found.headroom[row[0]] = _per_priority_group(header, row)
+        found.port(row[0]).headroom_drops = _per_priority_group(header, row)
 
 
-def _read_pfcwd(found: _SonicCounters, header: list[str], rows: Rows) -> None:
+def _read_pfcwd(found: CounterTally, header: list[str], rows: Rows) -> None:
     """``pfcwd show stats``: QUEUE (``<port>:<queue>``), STATUS, STORM DETECTED/RESTORED."""
     for row in rows:
         name, _, queue = row[0].rpartition(":")
         detected, _, restored = row[2].partition("/")
-        found.watchdogs.setdefault(name, {})[int(queue)] = WatchdogCounters(
+        found.port(name).watchdog[int(queue)] = WatchdogCounters(
             storms_detected=parse_int(detected),
             storms_restored=parse_int(restored),
             stormed=row[1].strip() == "stormed",
@@ -877,7 +820,7 @@ def _read_pfcwd(found: _SonicCounters, header: list[str], rows: Rows) -> None:
 
 
 # One reader per show command (keys of Sonic.COUNTER_COMMANDS), each given its tables.
-COUNTER_READERS: dict[str, Callable[[_SonicCounters, list[str], Rows], None]] = {
+COUNTER_READERS: dict[str, Callable[[CounterTally, list[str], Rows], None]] = {
     "pfc": _read_pfc,
     "queue": _read_queue,
     "wred": _read_wred,
