@@ -13,7 +13,7 @@ import random
 import pytest
 
 from agent.intent.model import FabricIntent
-from agent.observe.locate.followup import follow_up
+from agent.observe.locate.followup import Findings, follow_up
 from agent.observe.locate.gather import run_locate
 from agent.observe.locate.topology import Topology
 from lab.faults import LabFaults
@@ -48,9 +48,7 @@ def test_loss_on_a_spine_downlink_is_named_first_or_tied_never_the_upstream_link
         run = run_locate(intent, duration_s=5.0)
         after = follow_up(
             intent,
-            Topology.from_intent(intent),
-            run.paths,
-            run.verdict,
+            Findings(Topology.from_intent(intent), run.paths, run.verdict),
             0.95,
             FOLLOW_UP_S,
             udp_port=run.transport.udp_port,

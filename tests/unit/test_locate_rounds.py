@@ -17,6 +17,7 @@ from rich.console import Console
 import agent.observe.locate.gather as gather
 from agent.app.locate import OUT_OF_TIME, locate_command, render_markdown, render_table
 from agent.observe.locate.evidence import PathResult
+from agent.observe.locate.followup import Findings
 from agent.observe.locate.gather import LocateRun, MeshRounds, Settings, as_json
 from agent.observe.locate.verdict import Verdict
 from agent.observe.probes.mesh import MeshResult
@@ -200,18 +201,10 @@ def test_a_tied_verdict_goes_to_the_follow_ups_with_the_time_left(
 ) -> None:
     calls: list[tuple[Any, int, float, float]] = []
 
-    def fake_split(
-        intent: Any,
-        topology: Any,
-        paths: list[PathResult],
-        verdict: Verdict,
-        c: float,
-        s: float,
-        udp_port: int,
-    ) -> Verdict:
+    def fake_split(intent: Any, found: Findings, c: float, s: float, udp_port: int) -> Verdict:
         assert udp_port == ROCE.udp_port  # the follow-ups probe with the run's own port
-        calls.append((topology, len(paths), c, s))
-        return Verdict([], verdict.paths, 0, [], ["split"])
+        calls.append((found.topology, len(found.paths), c, s))
+        return Verdict([], found.verdict.paths, 0, [], ["split"])
 
     monkeypatch.setattr(gather, "split_ties", fake_split)
     monkeypatch.setattr(

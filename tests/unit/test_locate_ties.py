@@ -20,6 +20,7 @@ from agent.errors import AgentError
 from agent.intent.loader import load_fabric
 from agent.observe.locate.evidence import HopProbe, PathResult
 from agent.observe.locate.followup import (
+    Findings,
     FollowUp,
     follow_up,
     plan_follow_ups,
@@ -122,9 +123,7 @@ def settle(
     prober = SimulatedHops(rng, loss, paths, clock)
     after = follow_up(
         None,  # type: ignore[arg-type]  # the simulated prober needs no fabric
-        topology,
-        paths,
-        verdict,
+        Findings(topology, paths, verdict),
         CONFIDENCE,
         deadline_s,
         prober=prober,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agent.intent.loader import load_fabric
 from agent.observe.probes.ring import RingSpec
-from agent.observe.probes.scenarios import ScenarioError, _ring_report, ring_allreduce
+from agent.observe.probes.scenarios import RingShape, ScenarioError, _ring_report, ring_allreduce
 
 LAB_FABRIC = Path(__file__).resolve().parents[2] / "playbooks" / "fabrics" / "lab-leafspine.yml"
 
@@ -44,7 +44,7 @@ def test_bandwidths_are_nccl_tests(ranks: int, size: int, time_s: float) -> None
     steps = 2 * (ranks - 1)
     results = [_rank([time_s / 2] * (steps - 1) + [time_s * (0.5 + i / ranks)], 10, 10 * steps)
                for i in range(ranks)]  # fmt: skip
-    done = _ring_report(intent, hosts, size, 1000, steps, results)
+    done = _ring_report(intent, RingShape(hosts, size, 1000, steps), results)
     slowest = max(r["time_s"] for r in results)
     assert done["passed"] and done["time_s"] == slowest and done["lost"] == 0
     assert done["algbw_Bps"] == pytest.approx(size / slowest)
@@ -55,7 +55,7 @@ def test_bandwidths_are_nccl_tests(ranks: int, size: int, time_s: float) -> None
 def test_a_missing_step_fails_the_ring_naming_it() -> None:
     intent = load_fabric(LAB_FABRIC).intent
     results = [_rank([0.1, 0.2]), _rank([0.1, None], received=9)]
-    done = _ring_report(intent, ["h1", "h2"], 20_000, 1000, 2, results)
+    done = _ring_report(intent, RingShape(["h1", "h2"], 20_000, 1000, 2), results)
     assert not done["passed"] and done["time_s"] is None and done["busbw_Bps"] is None
     assert done["failures"] == ["h2: missing steps [1]"]
     assert done["lost"] == 2  # 40 sent, 38 received

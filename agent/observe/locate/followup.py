@@ -50,6 +50,16 @@ Prober = Callable[..., dict[Key, tuple[HopCount | None, ...]]]
 
 
 @dataclass(frozen=True)
+class Findings:
+    """What a locate run concluded, and from what: the fabric's topology, every probed path's
+    result and the verdict ranked on them (the follow-ups' starting point)."""
+
+    topology: Topology
+    paths: Sequence[PathResult]
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
 class FollowUp:
     """TTL-limited probes of one traced path that expire at one switch: they cross the
     members ``crosses`` of the tied ``group`` (and stop before the others)."""
@@ -291,18 +301,17 @@ def _pooled(kind: _Kind, counts: dict[Key, tuple[HopCount | None, ...]]) -> tupl
     return sent, lost
 
 
-def follow_up(  # noqa: PLR0913 -- tests call it with these six by position
+def follow_up(
     intent: FabricIntent,
-    topology: Topology,
-    paths: Sequence[PathResult],
-    verdict: Verdict,
+    found: Findings,
     confidence: float,
     deadline_s: float,
     **options: Unpack[FollowUpOptions],
 ) -> Verdict:
     """The verdict with its tied groups split by follow-up probes where they can be (plan,
     probe, resolve); unchanged when it has no tie or there is no time."""
-    planned = plan_follow_ups(topology, paths, verdict)
+    planned = plan_follow_ups(found.topology, found.paths, found.verdict)
     if not planned or deadline_s <= 0:
-        return verdict
-    return resolve_ties(verdict, run_follow_ups(intent, planned, confidence, deadline_s, **options))
+        return found.verdict
+    results = run_follow_ups(intent, planned, confidence, deadline_s, **options)
+    return resolve_ties(found.verdict, results)

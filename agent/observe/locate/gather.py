@@ -163,7 +163,7 @@ def run_locate(intent: FabricIntent, **options: Unpack[LocateRunOptions]) -> Loc
     if _tied(verdict):
         with run.phases("follow-ups"):
             verdict = split_ties(
-                intent, run.topology, results, verdict, settings.confidence,
+                intent, followup.Findings(run.topology, results, verdict), settings.confidence,
                 max(0.0, started + settings.max_duration_s - time.monotonic()),
                 run.transport.udp_port,
             )  # fmt: skip
@@ -185,11 +185,9 @@ def _tied(verdict: Verdict) -> bool:
     return bool(verdict.as_dict().get("tied"))
 
 
-def split_ties(  # noqa: PLR0913 -- tests/unit/test_locate_rounds.py stands in for it with these seven
+def split_ties(
     intent: FabricIntent,
-    topology: Topology,
-    paths: list[PathResult],
-    verdict: Verdict,
+    found: followup.Findings,
     confidence: float,
     deadline_s: float,
     udp_port: int = ROCE_UDP_PORT,
@@ -197,9 +195,9 @@ def split_ties(  # noqa: PLR0913 -- tests/unit/test_locate_rounds.py stands in f
     """Targeted follow-up probes for each tied group, then the verdict re-ranked by what they
     found (:mod:`agent.observe.locate.followup`: which hop of which path, from which source,
     splits the group; probes until the SPRT decides or ``deadline_s`` seconds pass)."""
-    plans = followup.plan_follow_ups(topology, paths, verdict)
+    plans = followup.plan_follow_ups(found.topology, found.paths, found.verdict)
     results = followup.run_follow_ups(intent, plans, confidence, deadline_s, udp_port=udp_port)
-    return resolve_ties(verdict, results)
+    return resolve_ties(found.verdict, results)
 
 
 @dataclass

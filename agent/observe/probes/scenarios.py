@@ -495,17 +495,30 @@ def ring_allreduce(
             handle.kill()
         raise
     results = [h.result(timeout=deadline_s + RESULT_GRACE_S) for h in handles]
-    return _ring_report(intent, hosts, size_bytes, chunk_frames * payload, steps, results)
+    ring = RingShape(hosts, size_bytes, chunk_frames * payload, steps)
+    return _ring_report(intent, ring, results)
 
 
-def _ring_report(  # noqa: PLR0913 -- tests/unit/test_ring.py calls it with these six
-    intent: FabricIntent,
-    hosts: list[str],
-    size_bytes: int,
-    chunk_bytes: int,
-    steps: int,
-    results: list[dict[str, Any]],
+@dataclass(frozen=True)
+class RingShape:
+    """What a ring all-reduce ran: its ranks in ring order, the per-rank buffer, the bytes of
+    one step's chunk and the number of steps (2(N-1))."""
+
+    hosts: list[str]
+    size_bytes: int
+    chunk_bytes: int
+    steps: int
+
+
+def _ring_report(
+    intent: FabricIntent, ring: RingShape, results: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    hosts, size_bytes, chunk_bytes, steps = (
+        ring.hosts,
+        ring.size_bytes,
+        ring.chunk_bytes,
+        ring.steps,
+    )
     ranks = len(hosts)
     complete = all(r["complete"] for r in results)
     time_s = max(r["time_s"] for r in results) if complete else None
