@@ -80,7 +80,7 @@ PURE_SKIP := not (every_scenario_runs_and_the_books_balance or tune_all_to_all_r
 test: deps lint typecheck docs-check
 	$(BIN)/pytest -m "not lab" -n auto --durations=10
 	ROCE_AGENT_PURE_PYTHON=1 $(BIN)/pytest -m "not lab" -n auto -k "$(PURE_SKIP)" $(PURE_TESTS)
-	$(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadfile --durations=10
+	$(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadgroup --durations=10
 	$(BIN)/pytest -m "lab and not lab_parallel" --durations=25
 
 demo: deps

@@ -32,6 +32,18 @@ def pytest_configure(config: pytest.Config) -> None:
     unwind_on_termination()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`make test` runs the lab_parallel tests on two workers with ``--dist loadgroup``: a
+    module's tests stay on one worker (its module-scoped labs start once), and the modules that
+    name one ``XDIST_GROUP`` stay together (those on the session's RDMA lab: its VMs boot once)."""
+    here = Path(__file__).parent
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and here in item.path.parents:
+            group = getattr(module, "XDIST_GROUP", module.__name__)
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def _skip_without_a_lab() -> None:
     if LAB_UNAVAILABLE:
         pytest.skip(LAB_UNAVAILABLE)

@@ -20,7 +20,9 @@ from tests.lab.support.labs import Lab, requires_lab
 from tests.lab.support.labs import run_agent as agent
 from tests.lab.support.rdma import device, vm_ssh
 
-pytestmark = [pytest.mark.lab, requires_lab]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
+# Every module on the session's RDMA lab runs on one worker: its VMs boot once (conftest.py).
+XDIST_GROUP = "rdma_lab"
 
 VMS = ("h1", "h2", "h3")
 HOST_CHECKS = ("RC202", "RC203", "RC204", "RC205", "RC206", "RC207")

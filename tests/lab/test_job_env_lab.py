@@ -28,7 +28,9 @@ from tests.lab.support.labs import run_agent as agent
 from tests.lab.support.rdma import device as lab_device
 from tests.lab.support.rdma import vm_ssh
 
-pytestmark = [pytest.mark.lab, requires_lab]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
+# Every module on the session's RDMA lab runs on one worker: its VMs boot once (conftest.py).
+XDIST_GROUP = "rdma_lab"
 
 VMS = ("h1", "h2", "h3")
 PORT = "/sys/class/infiniband/rxe0/ports/1"

@@ -17,7 +17,9 @@ from tests.lab.support.labs import Lab, requires_lab
 from tests.lab.support.labs import run_agent as agent
 from tests.lab.support.rdma import fabric, vm_ssh
 
-pytestmark = [pytest.mark.lab, requires_lab]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
+# Every module on the session's RDMA lab runs on one worker: its VMs boot once (conftest.py).
+XDIST_GROUP = "rdma_lab"
 
 VMS = ("h1", "h2", "h3")
 NO_DRIVER = "nvidia-smi not found (no NVIDIA driver installed)"
