@@ -55,11 +55,18 @@ DCQCN_PARAMETERS = (
 )
 
 
+# Longest names and texts the file may hold; each is checked before any pattern runs on it
+# (agent.intent.tokens.token_check). Per platform, port names are bounded further
+# (agent.intent.portnames); descriptions never reach a device.
+MAX_NAME = 64
+MAX_INTERFACE = 48
+MAX_DESCRIPTION = 200
+
 check_name = _token_check(
     "name",
     r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     "starting with a letter or digit, then letters, digits, '.', '_' or '-'",
-    64,
+    MAX_NAME,
 )
 check_interface = _token_check(
     "interface name",
@@ -67,7 +74,7 @@ check_interface = _token_check(
     r"[A-Za-z](?:[A-Za-z0-9_-]|[/.](?![/.]))*",
     "starting with a letter, then letters, digits, '/', '.', '_' or '-', with no '..' "
     "or '//' (e.g. Ethernet1/1)",
-    48,
+    MAX_INTERFACE,
 )
 
 
@@ -77,13 +84,13 @@ def _pattern_schema(pattern: str, max_length: int) -> WithJsonSchema:
 
 
 Name = Annotated[
-    str, AfterValidator(check_name), _pattern_schema(r"[A-Za-z0-9][A-Za-z0-9_.-]*", 64)
+    str, AfterValidator(check_name), _pattern_schema(r"[A-Za-z0-9][A-Za-z0-9_.-]*", MAX_NAME)
 ]
 InterfaceName = Annotated[
     str,
     AfterValidator(check_interface),
     # check_interface's rule without look-ahead: a '/' or '.' is followed by another character
-    _pattern_schema(r"[A-Za-z](?:[A-Za-z0-9_-]|[/.][A-Za-z0-9_-])*[/.]?", 48),
+    _pattern_schema(r"[A-Za-z](?:[A-Za-z0-9_-]|[/.][A-Za-z0-9_-])*[/.]?", MAX_INTERFACE),
 ]
 Username = Annotated[
     str,
@@ -119,7 +126,7 @@ Description = Annotated[
             "description",
             r"[^\x00-\x1f\x7f]*",
             "printable text without newlines or control characters",
-            200,
+            MAX_DESCRIPTION,
         )
     ),
 ]
@@ -306,9 +313,10 @@ class Port(StrictModel):
 
 class PortDefaults(StrictModel):
     """Port values for every port that does not set its own (``defaults.ports`` for the
-    fabric, a device's ``port_defaults`` for its ports). The loader resolves each port's
-    speed, mtu and cable_m from the port itself, then the peer end's own value, then the
-    device's port_defaults, then defaults.ports; none is an error at the port."""
+    fabric, a device's ``port_defaults`` for its ports). The loader resolves speed, mtu and
+    cable_m per link: what each end states (its port, else its port_defaults), else what the
+    other end states, else defaults.ports; none is an error at the port, two ends that state
+    different values are refused (IR009)."""
 
     speed: SpeedBps | None = None
     mtu: int | None = Field(default=None, ge=1280, le=9216)
