@@ -33,6 +33,19 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     return text if keep_newlines else text.replace("\n", "\\n").replace("\t", "\\t")
 
 
+# Characters of an input value an error quotes: enough to recognise it, never a whole file.
+EXCERPT_CHARS = 40
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """``repr`` of ``text``, cut to ``limit`` characters with its length when longer: an error
+    names the value it refuses without echoing all of it (a 200 000-digit port name, the
+    lines of a key file given as a config)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class SourcePosition:
     """Where a value came from: file, 1-based line and column."""

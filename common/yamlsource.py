@@ -38,7 +38,7 @@ try:
 except ImportError:  # PyYAML without libyaml: _PyLoader is used instead
     CParser = object  # type: ignore[assignment,misc]
 
-from common.errors import IntentError, Problem, SourcePosition, printable
+from common.errors import IntentError, Problem, SourcePosition, excerpt, printable
 
 PathKey = tuple[str | int, ...]
 
@@ -394,7 +394,8 @@ class _Builder:
             self.refuse(
                 key_node.start_mark,
                 (*path, first_key),
-                f"duplicate key {key!r} (first defined on line {first_at.line} as {first_key!r})",
+                f"duplicate key {_shown(key)} (first defined on line {first_at.line} as "
+                f"{_shown(first_key)})",
             )
             return _REFUSED
         first[spelling] = (key, _position(self.file, key_node.start_mark))
@@ -442,11 +443,16 @@ class _Builder:
                         where,
                         dotted_path(path),
                         f"control character {_describe_char(bad.group())} is not allowed: "
-                        f"Expected: printable text Actual: {value[:80]!r}",
+                        f"Expected: printable text Actual: {excerpt(value)}",
                     )
                 )
                 return _REFUSED
         return value
+
+
+def _shown(key: str | int) -> str:
+    """A key as an error quotes it: 16 and '16' differ, a long name is cut."""
+    return excerpt(key) if isinstance(key, str) else repr(key)
 
 
 def _kind(node: yaml.Node) -> str:
@@ -454,7 +460,7 @@ def _kind(node: yaml.Node) -> str:
         return "a mapping"
     if isinstance(node, yaml.SequenceNode):
         return "a list"
-    return f"{printable(str(node.value))!r}"
+    return excerpt(str(node.value))
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -470,7 +476,7 @@ def _dotted(path: Iterable[str | int]) -> str:
         elif _PLAIN_KEY.fullmatch(part):
             text += f".{part}" if text else part
         else:
-            text += f"[{printable(repr(part))}]"
+            text += f"[{printable(excerpt(part))}]"
     return text
 
 

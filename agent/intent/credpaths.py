@@ -20,7 +20,11 @@ from agent.errors import Problem
 
 EXPANDED = ("CREDENTIALS_DIRECTORY",)
 CREDENTIAL_PATHS = ("password_file", "ssh_key")
-_REFERENCE = re.compile(r"\$\{([^}]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\$")
+# ${NAME}, $NAME or a lone $. A name never holds '$', so a "${" without its "}" stops at the
+# next '$' instead of scanning to the end for every one of them (quadratic, issue #42).
+_REFERENCE = re.compile(r"\$\{([^}$]*+)\}|\$([A-Za-z_][A-Za-z0-9_]*+)|\$")
+# PATH_MAX of Linux (include/uapi/linux/limits.h): no longer path can be opened.
+MAX_PATH = 4096
 
 Locate = Callable[[tuple[str | int, ...], str], Problem]
 
@@ -33,6 +37,10 @@ def expand(value: str, environ: dict[str, str] | None = None) -> str:
     """``value`` with ``${CREDENTIALS_DIRECTORY}`` replaced; ExpansionError when a referenced
     variable is not on the allow-list, unset or not an absolute directory path."""
     env = os.environ if environ is None else environ
+    if len(value) > MAX_PATH:
+        raise ExpansionError(
+            f"Expected: a path of at most {MAX_PATH} characters Actual: {len(value)} characters"
+        )
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1) if match.group(1) is not None else match.group(2)

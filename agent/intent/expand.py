@@ -41,6 +41,7 @@ from typing import Any
 
 from agent.errors import Problem, SourcePosition
 from agent.intent.model import MAX_DESCRIPTION, MAX_INTERFACE, check_interface, check_name
+from common.errors import excerpt
 from common.yamlsource import PathKey, SourceMap, dotted_path
 
 # Port fields a default may set: the rest (name, peer, ipv4, mac, rdma_device) name one port.
@@ -193,7 +194,8 @@ def _port_defaults(ctx: _Context, section: Any, path: PathKey) -> Defaults:
                     ctx.source.keys.get((*path, key)) or ctx.at(path),
                     dotted_path((*path, key)),
                     f"Expected: one of {', '.join(DEFAULTABLE)} (a default for every port; "
-                    f"name, peer, ipv4, mac and rdma_device name one port) Actual: {key!r}",
+                    f"name, peer, ipv4, mac and rdma_device name one port) "
+                    f"Actual: {excerpt(str(key))}",
                 )
             )
             continue
@@ -340,7 +342,7 @@ def _range_numbers(ctx: _Context, spec: _Range, path: PathKey, entry: dict[str, 
         ctx.problem(
             (*path, "peer"),
             f"Expected: a peer with a pattern ({_PATTERN_TEXT}; each port of a range has its "
-            f"own peer) Actual: {peer!r} for all {last - first + 1} ports of {name!r}",
+            f"own peer) Actual: {excerpt(peer)} for all {last - first + 1} ports of {name!r}",
         )
         return []
     for key in _ONE_PORT_ONLY:
@@ -360,7 +362,8 @@ def _refuse_lone_pattern(ctx: _Context, entry: dict[str, Any], path: PathKey) ->
         ctx.problem(
             (*path, "peer"),
             f"Expected: patterns ({_PATTERN_TEXT}) only in a port range such as "
-            f"Ethernet1/1-8 Actual: {peer!r} on the single port {entry.get('name')!r}",
+            f"Ethernet1/1-8 Actual: {excerpt(peer)} on the single port "
+            f"{excerpt(str(entry.get('name')))}",
         )
 
 
@@ -414,7 +417,7 @@ def _step_ipv4(ctx: _Context, entry: dict[str, Any], members: list[_Port], path:
         ctx.problem(
             (*path, "ipv4"),
             f"Expected: an IPv4 address with its prefix length such as 198.18.0.1/31 "
-            f"Actual: {value!r}",
+            f"Actual: {excerpt(repr(value))}",
         )
         return False
     step = 2 ** (32 - first.network.prefixlen)

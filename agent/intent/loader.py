@@ -27,6 +27,7 @@ from agent.intent.expand import Expanded, PortSources, expand_fabric, record_sou
 from agent.intent.model import DeviceDefaults, FabricIntent, Profile
 from agent.intent.plan import Plan, build_plan
 from agent.intent.rules import rule_problems
+from common.errors import excerpt
 from common.resources import builtin_profiles
 from common.validation import field_errors
 from common.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
@@ -172,7 +173,7 @@ def _resolve_profile(reference: str, fabric_file: Path) -> Path | str:
             f"Actual: {real} (outside them)"
         )
     searched = ", ".join(str(p) for p in folders)
-    return f"profile {reference!r} not found (searched {searched})"
+    return f"profile {excerpt(reference)} not found (searched {searched})"
 
 
 _SUFFIXES = (".yml", ".yaml")
@@ -266,7 +267,7 @@ def _unknown_fields(data: dict[str, Any], plain: Locator) -> list[Problem]:
     return [
         plain.problem(
             (key,),
-            f"unknown field {key!r}; expected one of {', '.join(FABRIC_KEYS)} "
+            f"unknown field {excerpt(str(key))}; expected one of {', '.join(FABRIC_KEYS)} "
             f"or an {EXTENSION_PREFIX}... key (ignored, for YAML anchors)",
             key=True,
         )

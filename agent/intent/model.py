@@ -31,6 +31,7 @@ from agent.errors import CredentialError, IntentError
 from agent.intent.tokens import check_host_key_line, check_rdma_port_ref
 from agent.intent.tokens import token_check as _token_check
 from agent.intent.units import SPEED_MAX_BPS, SPEED_MIN_BPS, UnitError, parse_size, parse_speed
+from common.errors import excerpt
 from common.yamlsource import read_bounded
 
 PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host")
@@ -206,7 +207,7 @@ BytesOrAuto = Annotated[
 def _peer(value: str) -> str:
     device, sep, port = value.partition(":")
     if not sep or not device or not port:
-        raise ValueError(f"expected 'device:port' (e.g. spine1:Ethernet1), got {value!r}")
+        raise ValueError(f"expected 'device:port' (e.g. spine1:Ethernet1), got {excerpt(value)}")
     check_name(device)
     check_interface(port)
     return value
@@ -216,8 +217,8 @@ PeerRef = Annotated[str, AfterValidator(_peer)]
 
 
 def _mac(value: str) -> str:
-    if not re.fullmatch(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}", value):
-        raise ValueError(f"expected a MAC address such as 02:00:00:00:00:01, got {value!r}")
+    if len(value) != 17 or not re.fullmatch(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}", value):
+        raise ValueError(f"expected a MAC address such as 02:00:00:00:00:01, got {excerpt(value)}")
     return value.lower()
 
 
