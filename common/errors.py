@@ -80,9 +80,21 @@ class AgentError(Exception):
     exit_code = 2
 
 
+# Problems one error shows: a file with thousands of mistakes (a typo repeated by a
+# generator) is fixed from the first ones, and 65 536 lines help nobody (issue #42).
+MAX_SHOWN = 50
+
+
 class IntentError(AgentError):
-    """A fabric or profile file that cannot be used; carries every problem found."""
+    """A fabric or profile file that cannot be used: the first :data:`MAX_SHOWN` problems
+    found, then one line saying how many more there are; ``total`` counts them all."""
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+        self.total = len(problems)
+        self.problems = problems[:MAX_SHOWN]
+        if self.total > MAX_SHOWN:
+            more = self.total - MAX_SHOWN
+            self.problems.append(
+                Problem(None, "", f"and {more} more problem(s) (the first {MAX_SHOWN} are shown)")
+            )
+        super().__init__("\n".join(str(p) for p in self.problems))

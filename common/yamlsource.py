@@ -407,7 +407,7 @@ class _Builder:
         where = _position(self.file, node.start_mark)
         raw = str(node.value)
         if node.tag == _INT_TAG:
-            digits = sum(c.isdigit() for c in raw)
+            digits = _int_digits(raw)
             if digits > self.loader.limits.max_int_digits:
                 self.problems.append(
                     Problem(
@@ -453,6 +453,16 @@ class _Builder:
 def _shown(key: str | int) -> str:
     """A key as an error quotes it: 16 and '16' differ, a long name is cut."""
     return excerpt(key) if isinstance(key, str) else repr(key)
+
+
+def _int_digits(raw: str) -> int:
+    """Digits of a YAML integer in any base it allows: ``0x`` hexadecimal (5 000 of them made
+    an int whose decimal form Python refuses to print, an "internal error: ValueError"),
+    ``0o``/``0b``, YAML 1.1's base 60 (``1:30:00``, the colons counted too)."""
+    text = raw.lstrip("+-").replace("_", "")
+    if text[:2].lower() in ("0x", "0o", "0b"):
+        text = text[2:]
+    return len(text)
 
 
 def _kind(node: yaml.Node) -> str:

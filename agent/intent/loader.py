@@ -245,12 +245,15 @@ _MEMBER_NOTE = re.compile(r" \(([^()]*)\)$")
 
 
 def _collapse(problems: list[Problem]) -> list[Problem]:
-    """One problem per place: a typo in a range of 32 ports is one mistake, not 32 (the same
-    position, field as written and message; the first port named, and how many more)."""
+    """One problem per place: a mistake in a range of 4 096 ports (or in the ports derived
+    from it) is one mistake, not 4 096 (the same position, field as written and rule; the
+    first port's message, and how many more). Outside ranges, the same message at the same
+    place once."""
     kept: dict[tuple[Any, ...], tuple[Problem, int]] = {}
     for problem in problems:
         written = _MEMBER_NOTE.sub("", problem.field)
-        key = (problem.position, written, problem.message, problem.rule)
+        member = written != problem.field
+        key = (problem.position, written, problem.rule, None if member else problem.message)
         first, count = kept.get(key, (problem, 0))
         kept[key] = (first, count + 1)
     return [first if count == 1 else _and_more(first, count - 1) for first, count in kept.values()]

@@ -198,7 +198,7 @@ SpeedBps = Annotated[
 ]
 Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40), WithJsonSchema(_SIZE_SCHEMA)]
 BytesOrAuto = Annotated[
-    int | Literal["auto"],
+    Annotated[int, Field(ge=0, le=2**40)] | Literal["auto"],
     BeforeValidator(_size),
     WithJsonSchema({"anyOf": [*_SIZE_SCHEMA["anyOf"], {"const": "auto"}]}),
 ]
@@ -226,9 +226,11 @@ MacAddress = Annotated[str, AfterValidator(_mac)]
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are errors: a misspelt ``pfc_priorites`` must not pass silently."""
+    """Unknown keys are errors: a misspelt ``pfc_priorites`` must not pass silently. Numbers
+    are finite: ``max_pause_frames_per_s: "inf"`` would switch its check off (issue #42), and
+    every numeric field has an upper bound besides."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- inventory
@@ -467,6 +469,12 @@ class Ets(StrictModel):
     )
 
 
+# What the mlx5 driver takes for one congestion parameter: set_param() in
+# drivers/infiniband/hw/mlx5/cong.c parses an unsigned 32-bit value (at most 10 characters)
+# and hands it to the firmware as a u32.
+U32_MAX = 2**32 - 1
+
+
 class Dcqcn(StrictModel):
     """DCQCN reaction/notification point parameters, named as in mlx5 sysfs.
 
@@ -475,17 +483,17 @@ class Dcqcn(StrictModel):
 
     clamp_tgt_rate: int | None = Field(default=None, ge=0, le=1)
     clamp_tgt_rate_after_time_inc: int | None = Field(default=None, ge=0, le=1)
-    rpg_time_reset: int | None = Field(default=None, ge=1)
-    rpg_byte_reset: int | None = Field(default=None, ge=1)
-    rpg_ai_rate: int | None = Field(default=None, ge=1)
-    rpg_hai_rate: int | None = Field(default=None, ge=1)
+    rpg_time_reset: int | None = Field(default=None, ge=1, le=U32_MAX)
+    rpg_byte_reset: int | None = Field(default=None, ge=1, le=U32_MAX)
+    rpg_ai_rate: int | None = Field(default=None, ge=1, le=U32_MAX)
+    rpg_hai_rate: int | None = Field(default=None, ge=1, le=U32_MAX)
     rpg_gd: int | None = Field(default=None, ge=0, le=15)
     rpg_min_dec_fac: int | None = Field(default=None, ge=1, le=100)
-    rpg_min_rate: int | None = Field(default=None, ge=1)
+    rpg_min_rate: int | None = Field(default=None, ge=1, le=U32_MAX)
     dce_tcp_g: int | None = Field(default=None, ge=0, le=1023)
-    rate_reduce_monitor_period: int | None = Field(default=None, ge=1)
+    rate_reduce_monitor_period: int | None = Field(default=None, ge=1, le=U32_MAX)
     initial_alpha_value: int | None = Field(default=None, ge=0, le=1023)
-    min_time_between_cnps: int | None = Field(default=None, ge=0)
+    min_time_between_cnps: int | None = Field(default=None, ge=0, le=U32_MAX)
     cnp_dscp: Dscp | None = None
     cnp_802p_prio: Priority | None = None
 
@@ -574,13 +582,15 @@ class Profile(StrictModel):
 
 
 UdpPort = Annotated[int, Field(ge=1, le=65535)]
+# The switch and NIC counters a threshold is compared with are 64-bit.
+COUNTER_MAX = 2**64 - 1
 ROCE_UDP_PORT = 4791
 
 
 class ProbePolicy(StrictModel):
     rate: SpeedBps = Field(default=1_000_000, description="per-flow probe rate")
     duration_s: float = Field(default=5.0, gt=0, le=3600)
-    max_loss: int = Field(default=0, ge=0)
+    max_loss: int = Field(default=0, ge=0, le=COUNTER_MAX)
     udp_port: UdpPort | Literal["auto"] = Field(
         default="auto",
         description="probes' UDP destination port; auto: 4791, or rdma_udp_port when a probed "
@@ -679,12 +689,18 @@ class NcclTestPolicy(StrictModel):
         return self
 
 
-class ValidationPolicy(StrictModel):
-    """Thresholds the counter and wire checks apply."""
+# More pause frames per second than the fastest link can carry: at 800G a pause frame takes
+# 672 bit times on the wire (64 bytes, preamble and inter-frame gap), 1.19e9 a second.
+MAX_PAUSE_RATE = 2e9
 
-    max_lossless_drops: int = Field(default=0, ge=0)
-    max_pause_frames_per_s: float = Field(default=1000.0, ge=0)
-    max_storms: int = Field(default=0, ge=0)
+
+class ValidationPolicy(StrictModel):
+    """Thresholds the counter and wire checks apply; each is finite and bounded by what the
+    counter it is compared with can hold (64 bits) or a link can carry."""
+
+    max_lossless_drops: int = Field(default=0, ge=0, le=COUNTER_MAX)
+    max_pause_frames_per_s: float = Field(default=1000.0, ge=0, le=MAX_PAUSE_RATE)
+    max_storms: int = Field(default=0, ge=0, le=COUNTER_MAX)
     probe: ProbePolicy = Field(default_factory=ProbePolicy)
     perftest: PerftestPolicy = Field(default_factory=PerftestPolicy)
     nccl: NcclTestPolicy = Field(default_factory=NcclTestPolicy)
