@@ -95,6 +95,10 @@ class IntentError(AgentError):
         if self.total > MAX_SHOWN:
             more = self.total - MAX_SHOWN
             self.problems.append(
-                Problem(None, "", f"and {more} more problem(s) (the first {MAX_SHOWN} are shown)")
+                Problem(
+                    problems[MAX_SHOWN].position,  # the first one not shown
+                    "",
+                    f"and {more} more problem(s) from here on (the first {MAX_SHOWN} are shown)",
+                )
             )
         super().__init__("\n".join(str(p) for p in self.problems))

@@ -215,7 +215,7 @@ def load_fabric(path: Path) -> LoadedFabric:
     plain = Locator(fabric_map, empty, empty)
     problems = _unknown_fields(data, plain)
     # ${CREDENTIALS_DIRECTORY} (systemd LoadCredential=) before relative paths are joined.
-    problems.extend(expand_credential_paths(data, plain.problem))
+    problems.extend(expand_credential_paths(data, plain.problem, path.resolve().parent))
     profile_file, profile_data, profile_map = _profile(data, path, plain, problems)
     overrides = _overrides(data, plain, problems)
     expanded = expand_fabric(data, fabric_map)

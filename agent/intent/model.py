@@ -27,12 +27,12 @@ from pydantic import (
     model_validator,
 )
 
-from agent.errors import CredentialError, IntentError
+from agent.errors import CredentialError
 from agent.intent.tokens import check_host_key_line, check_rdma_port_ref
 from agent.intent.tokens import token_check as _token_check
 from agent.intent.units import SPEED_MAX_BPS, SPEED_MIN_BPS, UnitError, parse_size, parse_speed
-from common.errors import excerpt
-from common.yamlsource import read_bounded
+from common.errors import excerpt, printable
+from common.permissions import PASSWORD, PRIVATE_KEY, FileRefused, SecretKind, read_secret
 
 PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host")
 Platform = Literal["arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host"]
@@ -252,7 +252,11 @@ class Credentials(StrictModel):
         return self
 
     def resolve_password(self, device: str) -> SecretStr | None:
-        """Read the password now; raise :class:`CredentialError` naming device and field."""
+        """Read the password now; raise :class:`CredentialError` naming device and field.
+
+        A password file is read only as common.permissions allows a secret to be read: a
+        regular file of one line, owned by the agent's user or root, readable by no one else
+        (``--insecure-permissions`` to override the last two)."""
         if self.password_env:
             value = os.environ.get(self.password_env)
             if value is None:
@@ -262,25 +266,25 @@ class Credentials(StrictModel):
                 )
             return SecretStr(value)
         if self.password_file:
-            try:
-                # bounded and non-blocking: a FIFO or /dev/zero here must not hang the run
-                raw = read_bounded(self.password_file, 64 * 1024)
-                return SecretStr(raw.decode("utf-8").rstrip("\r\n"))
-            except (IntentError, UnicodeDecodeError) as exc:
-                reason = exc.problems[0].message if isinstance(exc, IntentError) else "not UTF-8"
-                raise CredentialError(
-                    f"device {device}: credentials.password_file: cannot read "
-                    f"{reason.removeprefix(str(self.password_file) + ': ')} "
-                    f"({self.password_file})"
-                ) from None
+            raw = _secret(device, "password_file", self.password_file, PASSWORD)
+            return SecretStr(raw.decode("utf-8").rstrip("\r\n"))
         return None
 
     def check_key(self, device: str) -> None:
-        """The key file must be readable before any connection is attempted."""
-        if self.ssh_key and not os.access(self.ssh_key, os.R_OK):
-            raise CredentialError(
-                f"device {device}: credentials.ssh_key: cannot read {self.ssh_key}"
-            )
+        """The key file must pass the same checks (a private key, the agent's or root's, no
+        one else can read it) before any connection is attempted."""
+        if self.ssh_key:
+            _secret(device, "ssh_key", self.ssh_key, PRIVATE_KEY)
+
+
+def _secret(device: str, field: str, path: Path, kind: SecretKind) -> bytes:
+    try:
+        return read_secret(path, kind)
+    except FileRefused as exc:
+        raise CredentialError(
+            f"device {device}: credentials.{field}: cannot read {printable(str(path))}: "
+            f"{exc.reason}"
+        ) from None
 
 
 class Port(StrictModel):
