@@ -164,6 +164,8 @@ def expand_fabric(data: dict[str, Any], source: SourceMap) -> Expanded:
         device_defaults.append(_device_defaults(ctx, device, d))
         ports.append(_expand_device(ctx, device, d))
     _derive_peer_ends(ctx, devices, ports)
+    if ctx.expanded_ports > MAX_FABRIC_PORTS:  # refused: resolving the rest is wasted work
+        return Expanded(devices, source, {}, {}, ctx.problems)
     index = _index(devices, ports)
     every = [port for device_ports in ports for port in device_ports or []]
     stated = {id(port): _stated(port, device_defaults[port.device]) for port in every}
@@ -287,13 +289,14 @@ def _expand_entry(ctx: _Context, entry: Any, path: PathKey, d: int) -> list[_Por
     assert isinstance(entry, dict) and isinstance(name, str)  # a range name comes from a mapping
     spec = _Range(name, *parts)
     numbers = _range_numbers(ctx, spec, path, entry)
-    if not numbers:
+    templates = _templates(ctx, entry, path) if numbers else None
+    if templates is None:
         return []
     members = []
     width = len(spec.first) if spec.first.startswith("0") else 0
     for i, n in enumerate(numbers):
         data = {**entry, "name": f"{spec.prefix}{n:0{width}d}"}
-        if not _substitute(ctx, data, path, n, i):
+        if not _substitute(ctx, data, path, templates, (n, i)):
             return []
         members.append(_Port(d, data, path, positions, keys, range_name=name))
     if not _step_ipv4(ctx, entry, members, path):
@@ -371,39 +374,83 @@ def _has_pattern(text: str) -> bool:
     return len(text) <= MAX_PATTERN_TEXT and _PATTERN.search(text) is not None
 
 
-def _substitute(ctx: _Context, data: dict[str, Any], path: PathKey, n: int, i: int) -> bool:
-    """Fill ``{n}``/``{i}`` patterns in peer and description; False after a problem."""
+@dataclass(frozen=True)
+class _Term:
+    """One ``{n}``, ``{i+K}`` ... of a pattern: as written, which number, what offset."""
+
+    written: str
+    var: str
+    offset: int
+
+
+Template = tuple[str | _Term, ...]
+
+
+def _template(text: str) -> Template:
+    """``text`` as literal parts and terms, parsed once per range entry (not once per port:
+    a 4 096-port range fills it 4 096 times); ValueError naming a term that is none."""
+    parts: list[str | _Term] = []
+    end = 0
+    for match in _PATTERN.finditer(text):
+        parts.append(text[end : match.start()])
+        term = _TERM.fullmatch(match.group(1).replace(" ", ""))
+        if term is None:
+            raise ValueError(f"Expected: a pattern {_PATTERN_TEXT} Actual: {match.group()!r}")
+        sign = -1 if term["op"] == "-" else 1
+        parts.append(_Term(match.group(), term["var"], sign * int(term["k"] or 0)))
+        end = match.end()
+    parts.append(text[end:])
+    if any(isinstance(part, str) and ("{" in part or "}" in part) for part in parts):
+        raise ValueError(
+            f"Expected: braces only around a pattern {_PATTERN_TEXT} Actual: {excerpt(text)}"
+        )
+    return tuple(parts)
+
+
+def _fill(template: Template, n: int, i: int) -> str:
+    filled = []
+    for part in template:
+        if isinstance(part, str):
+            filled.append(part)
+            continue
+        value = (n if part.var == "n" else i) + part.offset
+        if value < 0:
+            raise ValueError(
+                f"Expected: {part.written} >= 0 for every port of the range Actual: {value} "
+                f"(for n={n}, i={i})"
+            )
+        filled.append(str(value))
+    return "".join(filled)
+
+
+def _templates(ctx: _Context, entry: dict[str, Any], path: PathKey) -> dict[str, Template] | None:
+    """The patterns of a range entry's peer and description; None after a problem."""
+    templates = {}
     for key in ("peer", "description"):
-        text = data.get(key)
+        text = entry.get(key)
         if not isinstance(text, str) or len(text) > MAX_PATTERN_TEXT:
             continue  # too long for the field: the model says so, with the field's limit
         try:
-            data[key] = _fill(text, n, i)
+            templates[key] = _template(text)
+        except ValueError as exc:
+            ctx.problem((*path, key), str(exc))
+            return None
+    return templates
+
+
+def _substitute(
+    ctx: _Context, data: dict[str, Any], path: PathKey, templates: dict[str, Template],
+    number: tuple[int, int],
+) -> bool:  # fmt: skip
+    """Fill the ``{n}``/``{i}`` patterns of peer and description for the port ``number``
+    (n, i); False after a problem."""
+    for key, template in templates.items():
+        try:
+            data[key] = _fill(template, *number)
         except ValueError as exc:
             ctx.problem((*path, key), str(exc))
             return False
     return True
-
-
-def _fill(text: str, n: int, i: int) -> str:
-    def one(match: re.Match[str]) -> str:
-        term = _TERM.fullmatch(match.group(1).replace(" ", ""))
-        if term is None:
-            raise ValueError(f"Expected: a pattern {_PATTERN_TEXT} Actual: {match.group()!r}")
-        value = n if term["var"] == "n" else i
-        offset = int(term["k"] or 0)
-        value = value + offset if term["op"] != "-" else value - offset
-        if value < 0:
-            raise ValueError(
-                f"Expected: {match.group()} >= 0 for every port of the range Actual: {value} "
-                f"(for n={n}, i={i})"
-            )
-        return str(value)
-
-    filled = _PATTERN.sub(one, text)
-    if "{" in filled or "}" in filled:
-        raise ValueError(f"Expected: braces only around a pattern {_PATTERN_TEXT} Actual: {text!r}")
-    return filled
 
 
 def _step_ipv4(ctx: _Context, entry: dict[str, Any], members: list[_Port], path: PathKey) -> bool:

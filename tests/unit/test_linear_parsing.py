@@ -49,7 +49,7 @@ def _quiet(parse: Callable[[str], object]) -> Callable[[str], object]:
 
 def _fill(text: str) -> object:
     if expand._has_pattern(text):
-        return expand._fill(text, 1, 0)
+        return expand._fill(expand._template(text), 1, 0)
     return None
 
 
