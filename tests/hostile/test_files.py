@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.unit.bounded_cli import BoundedCli
+
+# The session's bounded runner (one zygote for every hostile case), shared with tests/unit.
+from tests.unit.conftest import bounded_cli  # noqa: F401 -- a fixture, used by name
 from tests.unit.test_hostile_input import BOMB
 
 SECONDS = 5.0
@@ -41,15 +44,6 @@ LEAF = (
     "  - {name: leaf1, role: leaf, platform: arista_eos, host: 127.0.0.1, port: 9, ports: [%s]}\n"
 )
 SPINE = "  - {name: spine1, role: spine, platform: arista_eos, host: 127.0.0.2, port: 9}\n"
-
-
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundedCli]:
-    runner = BoundedCli(tmp_path_factory.mktemp("hostile-files"))
-    try:
-        yield runner
-    finally:
-        runner.close()
 
 
 @dataclass(frozen=True)
@@ -282,11 +276,13 @@ CASES: dict[str, Case] = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_hostile_file_exits_2_located_within_5s_and_1_5gb(
-    name: str, tmp_path: Path, cli: BoundedCli
+    name: str,
+    tmp_path: Path,
+    bounded_cli: BoundedCli,  # noqa: F811 -- the fixture above
 ) -> None:
     case = CASES[name]
     argv = case.make(tmp_path)
-    outcome = cli.run(*argv, env={**ENV, **case.env})
+    outcome = bounded_cli.run(*argv, env={**ENV, **case.env})
     output = outcome.stdout + outcome.stderr
     assert outcome.code == 2, f"{name}: exit {outcome.code}\n{output[-3000:]}"
     assert outcome.seconds < SECONDS, f"{name}: {outcome.seconds:.1f} s"
