@@ -166,7 +166,13 @@ class LazyGroup(click.Group):
     help="Accept the SSH host key of a device never seen before and record it in "
     "<state dir>/known_hosts; a changed key is refused all the same.",
 )
-def main(debug: bool, trust_on_first_use: bool) -> None:
+@click.option(
+    "--insecure-permissions",
+    is_flag=True,
+    help="Read config files anyone can write and secret files others can read or own "
+    "(refused by default, as OpenSSH and libpq refuse them); each one is logged.",
+)
+def main(debug: bool, trust_on_first_use: bool, insecure_permissions: bool) -> None:
     """Make RoCEv2 fabrics lossless and prove it.
 
     Configures PFC, ECN/WRED, DCQCN and the PFC watchdog on switches and host NICs from one
@@ -176,6 +182,10 @@ def main(debug: bool, trust_on_first_use: bool) -> None:
     Exit codes: 0 ok, 1 the fabric differs from intent or a check failed, 2 the command
     could not run (bad input, unreachable, internal error).
     """
+    if insecure_permissions:
+        from common.permissions import allow_insecure_permissions
+
+        allow_insecure_permissions()
     if trust_on_first_use:
         from agent.device import hostkeys
 

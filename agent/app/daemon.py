@@ -54,6 +54,7 @@ from agent.intent.loader import load_fabric
 from agent.intent.model import Device, FabricIntent
 from agent.intent.shard import WHOLE, Shard, ShardError, parse_shard
 from agent.ops.playbooks import PlaybookRunner, load_playbook, playbook_path
+from common.permissions import set_config_override
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
 
@@ -153,6 +154,10 @@ class DaemonConfig(DaemonModel):
     intervals: Intervals = Intervals()
     playbooks: list[ScheduledPlaybook] = Field(default_factory=list)
     apply: ApplySettings = ApplySettings()
+    # Read the fabric, credential and web config files this file names even when others can
+    # write or read them, logging each (common.permissions); agent.yaml's own mode is checked
+    # before this is read, so only `roce-agent --insecure-permissions` overrides that.
+    insecure_permissions: bool = False
 
 
 @dataclass
@@ -193,11 +198,24 @@ def _guard(file: Path, step: Callable[[], T]) -> T:
 def load_config(path: Path) -> Loaded:
     """Parse and validate agent.yaml, its fabric, its playbooks and the exporter's web config;
     an :class:`AgentError` on anything, located as precisely as the input allows."""
-    data, source = _guard(path, lambda: load_yaml(path))
+    # agent.yaml's own mode answers to `roce-agent --insecure-permissions` only, never to
+    # the insecure_permissions of the file it replaces; a refused reload restores that one.
+    previous = set_config_override(None)
     try:
-        config = DaemonConfig.model_validate(data)
-    except ValidationError as exc:
-        raise IntentError(validation_problems(exc, data, source)) from None
+        data, source = _guard(path, lambda: load_yaml(path))
+        try:
+            config = DaemonConfig.model_validate(data)
+        except ValidationError as exc:
+            raise IntentError(validation_problems(exc, data, source)) from None
+        set_config_override(path if config.insecure_permissions else None)
+        return _load_named_files(path, config)
+    except BaseException:
+        set_config_override(previous)
+        raise
+
+
+def _load_named_files(path: Path, config: DaemonConfig) -> Loaded:
+    """The fabric, web config and playbooks agent.yaml names, loaded and checked."""
     fabric = config.fabric if config.fabric.is_absolute() else path.parent / config.fabric
     update: dict[str, Any] = {"fabric": fabric}
     web = None

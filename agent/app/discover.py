@@ -33,6 +33,8 @@ from agent.errors import AgentError
 from agent.intent.units import format_speed
 from common.clicktypes import FiniteFloat
 from common.conventions import console, examples, output_option
+from common.errors import excerpt
+from common.yamlsource import load_yaml
 
 FABRIC_SUFFIXES = (".yml", ".yaml")
 # Switches read at once (agent.device.fanout.run_each's parallelism); a run reads them all.
@@ -162,15 +164,16 @@ _LOGIN_FIELDS = ("host", "port", "username", "credentials", "host_key", "known_h
                  "host_key_policy")  # fmt: skip
 
 
+def _fabric_document(path: Path) -> Any:
+    """The fabric file's data, read by the one bounded loader every command uses (an alias
+    bomb, deep nesting, a FIFO or a huge file end in a located error, exit 2)."""
+    return load_yaml(path)[0]
+
+
 def targets_from_fabric(path: Path) -> list[Target]:
     """The switches of a fabric file (only their names, platforms and management access are
     read: ports, if any, are ignored — they are what discovery finds out)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint="'FABRIC'") from None
-    except yaml.YAMLError as exc:
-        raise AgentError(f"{path}: Expected: YAML Actual: {exc}") from None
+    data = _fabric_document(path)
     if not isinstance(data, dict) or not isinstance(data.get("devices"), list):
         raise AgentError(f"{path}: Expected: a fabric file with devices: Actual: none")
     defaults = _mapping(data.get("defaults"))
@@ -184,8 +187,8 @@ def targets_from_fabric(path: Path) -> list[Target]:
         platform = str(entry["platform"])
         if platform not in lldp.PLATFORMS:
             raise AgentError(
-                f"{path}: device {name}: platform Expected: one of {', '.join(lldp.PLATFORMS)} "
-                f"Actual: {platform!r}"
+                f"{path}: device {excerpt(name)}: platform Expected: one of "
+                f"{', '.join(lldp.PLATFORMS)} Actual: {excerpt(platform)}"
             )
         result.append(Target(name, platform, _device(name, platform, fields)))
     if not result:
@@ -521,7 +524,7 @@ def _check_write(write: Path | None, force: bool) -> None:
 def _defaults_login(path: Path | None, login: Login) -> dict[str, Any]:
     """The skeleton's ``defaults:`` login: the fabric file's, or the command line's."""
     if path is not None:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = _fabric_document(path)
         defaults = _mapping(data.get("defaults") if isinstance(data, dict) else None)
         return {k: defaults[k] for k in ("username", "credentials") if k in defaults}
     written: dict[str, Any] = {"username": login.username} if login.username else {}

@@ -50,7 +50,7 @@ def handle_errors(command: F) -> F:
             err = _stderr()
             for problem in exc.problems:
                 err.print(f"error: {problem}", markup=False)
-            err.print(f"{len(exc.problems)} problem(s) found; nothing was changed.", markup=False)
+            err.print(f"{exc.total} problem(s) found; nothing was changed.", markup=False)
             sys.exit(exc.exit_code)
         except AgentError as exc:
             _stderr().print(f"error: {printable(str(exc), keep_newlines=True)}", markup=False)

@@ -121,6 +121,7 @@ def _installed(tmp_path: Path) -> Path:
     credentials = tmp_path / "credentials"
     credentials.mkdir()
     (credentials / "fabric-password").write_text("secret\n")
+    (credentials / "fabric-password").chmod(0o600)  # as installed: its owner's only
     (tmp_path / "known_hosts").write_text("")
     fabric = (ROOT / "playbooks" / "fabrics" / "pod-400g.yml").read_text()
     fabric = fabric.replace(
