@@ -644,16 +644,19 @@ class Daemon:
                 pusher, [d for d in devices if d.name in {r.device for r in drifted}]
             )
         self.reconciles += 1
+        unread = [r.device for r in results if not was_read(r)]
         summary = {
             "time": time.time(),
             "mode": config.mode,
             "shard": str(loaded.shard),
-            "devices": [r.as_dict() for r in results],
+            "devices": [device_report(r) for r in results],
+            "not_read": unread,
             "repaired": repaired,
         }
         (config.state_dir / "last-reconcile.json").write_text(json.dumps(summary, indent=2))
         self.status(
-            f"{config.mode}: {len(drifted)} of {len(results)} switches drifted"
+            f"{config.mode}: {len(results) - len(unread)} of {len(results)} switches read, "
+            f"{len(drifted)} drifted"
             + (f", repaired {len(repaired)}" if repaired else "")
             + self.shard_text()
         )
@@ -663,7 +666,8 @@ class Daemon:
         exporter."""
         for session in result.pending:
             log.warning("pending session", extra={"fields": session.as_dict()})
-        if self.exporter is not None:
+        if self.exporter is not None and was_read(result):
+            # A switch whose configuration was not read has no drift figure (issue #41).
             self.exporter.update_drift(result.device, len(result.differences))
         if result.differences:
             differences = [d.as_dict() for d in result.differences]
@@ -726,6 +730,21 @@ class Daemon:
                 }
             },
         )
+
+
+def was_read(result: DeviceResult) -> bool:
+    """Whether an inspection read the switch's configuration (its differences are real)."""
+    return result.before is not None
+
+
+def device_report(result: DeviceResult) -> dict[str, Any]:
+    """One switch in last-reconcile.json: a switch not read has ``read: false`` and no count
+    of differences (null, not 0); its ``result`` and ``error`` say why."""
+    entry = result.as_dict()
+    entry["read"] = was_read(result)
+    if not entry["read"]:
+        entry["changes"] = entry["differences"] = None
+    return entry
 
 
 class DaemonCollector:

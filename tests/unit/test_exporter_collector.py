@@ -532,7 +532,10 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             key(
                 "roce_probe_paused_seconds_total", scenario="incast", host="h1", priority="3"
             ): 0.25,
-            key("roce_probe_paused_seconds_total", scenario="incast", host="h1", priority="0"): 0,
+            # Measured zeros are figures: the sender said it was not paused.
+            key(
+                "roce_probe_paused_seconds_total", scenario="incast", host="unknown", priority="3"
+            ): 0,
             key("roce_probe_runs_total", scenario="incast", result="fail"): 1,
             key("roce_probe_runs_total", scenario="incast", result="pass"): 0,
             key(
@@ -569,7 +572,17 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 "roce_probe_paused_seconds_total", scenario="receive", host="h3", priority="3"
             ): 0.5,
         },
-        [],
+        # Issue #41: nothing a result did not carry. A sender's pause on priorities other
+        # than its class, what a receiver cannot know (sent, CNPs at the sender), latency of
+        # a flow no result gave samples for, pause on priorities the receiver did not report.
+        [
+            key("roce_probe_paused_seconds_total", scenario="incast", host="h1", priority="0"),
+            key("roce_probe_paused_seconds_total", scenario="incast", host="h3", priority="3"),
+            key("roce_probe_packets_sent_total", scenario="receive", src="h1", dst="h3"),
+            key("roce_probe_cnps_received_total", scenario="receive", src="h1", dst="h3"),
+            key("roce_probe_latency_seconds_count", scenario="incast", src="h1", dst="h3"),
+            key("roce_probe_paused_seconds_total", scenario="receive", host="h3", priority="0"),
+        ],
     ),
     (
         "check results: one series per result word, the current one at 1",
@@ -758,6 +771,7 @@ def test_label_values_are_bounded_and_never_addresses() -> None:
         "queue": set(metrics.PRIORITY_LABEL_VALUES),
         "direction": set(metrics.DIRECTIONS),
         "reason": set(metrics.POLL_ERROR_REASONS),
+        "state": set(metrics.DEVICE_STATES),
         "scenario": set(metrics.PROBE_SCENARIOS),
         "src": {"h1", "h2", "h3", "unknown"},
         "dst": {"h1", "h2", "h3", "unknown"},
