@@ -35,8 +35,8 @@ YES_NO = ("yes", "no")
 LOCATE_KINDS = ("link", "port", "switch", "host-nic", "host")
 # Why an HTTP connection was refused (503), cut, or failed; exporters/server.py counts them.
 HTTP_BAD_CLIENT_REASONS = (
-    "connection_cap", "address_cap",
-    "header_deadline", "response_deadline", "evicted",
+    "connection_cap", "address_cap", "response_cap",
+    "header_deadline", "response_deadline", "evicted", "slow_reader",
     "bad_request", "tls_handshake", "disconnected",
 )  # fmt: skip
 
@@ -390,10 +390,12 @@ HTTP_SERVER_SPECS = (
     _agent("roce_exporter_http_bad_clients_total", "counter", ("reason",),
        "Connections refused, cut or failed, by reason. Refused with 503 (a TLS one closed): "
        "connection_cap (every slot taken and none the fairness rule may cut), address_cap "
-       "(its address holds its cap and none of those is still waiting). Cut: header_deadline, "
+       "(its address holds its cap and none of those is still waiting), response_cap (the "
+       "pages in flight to its address are at its budget). Cut: header_deadline, "
        "response_deadline, evicted (still waiting - for its TLS handshake, request head or "
-       "password check - when a newer connection needed the slot). Failed: bad_request, "
-       "tls_handshake, disconnected.", HTTP),
+       "password check - when a newer connection needed the slot), slow_reader (its answer "
+       "unread for slow_reader_s when a newer connection needed the slot). Failed: "
+       "bad_request, tls_handshake, disconnected.", HTTP),
 )  # fmt: skip
 ALL_SPECS = (*SPECS, *HTTP_SERVER_SPECS)
 BY_NAME = {spec.name: spec for spec in ALL_SPECS}

@@ -499,7 +499,7 @@ class Daemon:
                 exporter.registry,
                 address,
                 loaded.web,
-                exporter.text,
+                exporter.page,
                 settings.server_limits(),
             )
         except ListenError as exc:
@@ -519,7 +519,7 @@ class Daemon:
             old_server.reconfigure(
                 prepared.exporter.registry,
                 prepared.loaded.web,
-                prepared.exporter.text,
+                prepared.exporter.page,
                 settings.server_limits(),
             )
         else:
@@ -527,7 +527,8 @@ class Daemon:
                 prepared.server.start()
             self.server = prepared.server
             if old_server is not None:
-                retire.append(old_server.stop)
+                old_server.close()  # its address is free once "reloaded" is logged
+                retire.append(old_server.drain)
         self.loaded = prepared.loaded
         self.exporter = prepared.exporter
         if self.exporter is not None:
@@ -936,6 +937,7 @@ class EmbeddedExporter:
         self.exporter = exporter
         self.registry = exporter.registry
         self.text = exporter.exposition_text
+        self.page = exporter.exposition_page  # what the server sends (rendered once a snapshot)
 
     @classmethod
     def build(cls, loaded: Loaded, settings: ExporterConfig, daemon: Daemon) -> EmbeddedExporter:
