@@ -98,6 +98,9 @@ class Check(ABC):
     check_id: ClassVar[str]
     categories: ClassVar[tuple[str, ...]]
     Input: ClassVar[type[CheckInput]] = CheckInput
+    # False for a check that judges the plan (what the intent sizes), not what a device
+    # holds: its result about a device stands whether or not the device could be read.
+    reads_devices: ClassVar[bool] = True
 
     def __init__(self, inputs: CheckInput | dict[str, Any] | None = None) -> None:
         if isinstance(inputs, CheckInput):

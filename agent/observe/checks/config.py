@@ -217,6 +217,7 @@ class Headroom(Check):
 
     check_id = "RC007"
     categories = ("config", "buffers")
+    reads_devices = False  # the plan's headroom; the device's own is compared by RC008
 
     def run(self, data: Collected) -> list[CheckResult]:
         results = []
