@@ -206,6 +206,8 @@ def _probes(snapshot: Snapshot, f: Families) -> None:
         f["roce_probe_runs_total"](verdict, count)
     for scenario, at in sorted(probes.last_run_at.items()):
         f["roce_probe_last_run_timestamp_seconds"]((scenario,), at)
+    for reason, count in snapshot.probe_files_skipped.items():
+        f["roce_probe_result_files_skipped_total"]((reason,), count)
 
 
 def _locate(snapshot: Snapshot, f: Families) -> None:

@@ -299,6 +299,12 @@ SPECS: tuple[MetricSpec, ...] = (
     _probes("roce_probe_last_run_timestamp_seconds", "gauge", ("scenario",),
        "When the latest result of the scenario was stored (Unix time).",
        "probe scenario results"),
+    _probes("roce_probe_result_files_skipped_total", "counter", ("reason",),
+       "Files of --probe-results not read, by reason: symlink, not_regular (a FIFO, device, "
+       "socket or directory), too_large (over 4 MiB), timeout (over 2 s), unreadable, "
+       "not_json, not_a_result. Each is logged once and read again only when it changes. "
+       "Present when a results directory is read.",
+       "the exporter (`--probe-results`)"),
     # ------------------------------------------------------------------ locate
     _probes("roce_locate_suspect", "gauge", ("kind", "element"),
        "Confidence (0-1) of each suspect the LATEST locate run named: a link (directed "

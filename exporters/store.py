@@ -38,6 +38,7 @@ from exporters.probe_deltas import (
     ProbeRun,
     parse_probe_result,
 )
+from exporters.probe_files import SKIP_REASONS
 
 CHECK_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 # Result words of other tools (ANTA: success/failure) mapped onto ours.
@@ -240,6 +241,8 @@ class Snapshot:
     nic: NicCounters | None = None
     nic_errors: Mapping[str, int] = field(default_factory=dict)
     host_drift: Mapping[str, int] = field(default_factory=dict)  # drift of non-switch devices
+    # Probe result files skipped, by reason; empty when no results directory is read.
+    probe_files_skipped: Mapping[str, int] = field(default_factory=dict)
     generation: int = 0
     shard: str = str(WHOLE)
     owned_devices: int = 0  # fabric devices (switches and hosts) this exporter owns
@@ -500,6 +503,20 @@ class SnapshotStore:
             errors = {**dict.fromkeys(NIC_ERROR_SOURCES, 0), **self._snapshot.nic_errors}
             errors[source] += 1
             self._swap(nic_errors=errors)
+
+    def enable_probe_files(self) -> None:
+        """Declare a probe results directory read, so its skip counts exist from the start."""
+        with self._lock:
+            if not self._snapshot.probe_files_skipped:
+                self._swap(probe_files_skipped=dict.fromkeys(SKIP_REASONS, 0))
+
+    def record_probe_file_skipped(self, reason: str) -> None:
+        if reason not in SKIP_REASONS:
+            raise StoreError(f"unknown reason {reason!r} for a skipped probe result")
+        with self._lock:
+            skipped = {**dict.fromkeys(SKIP_REASONS, 0), **self._snapshot.probe_files_skipped}
+            skipped[reason] += 1
+            self._swap(probe_files_skipped=skipped)
 
     def enable_nic(self) -> None:
         """Declare host NIC collection on, so its error counters exist from the first scrape."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -216,3 +217,86 @@ def test_an_unknown_user_costs_what_a_wrong_password_costs() -> None:
 def test_the_dummy_hash_has_the_users_cost(costs: list[int], dummy: int) -> None:
     users = {f"u{i}": bcrypt.hashpw(b"x", bcrypt.gensalt(cost)) for i, cost in enumerate(costs)}
     assert int(dummy_hash(users)[4:6]) == dummy
+
+
+# --------------------------------------------------------------------------- item 7
+
+GOOD_RESULT = {
+    "scenario": "pairwise",
+    "passed": True,
+    "flows": [{"from": "h1", "to": "h2", "sent": 10, "received": 10, "lost": 0}],
+}
+
+
+def hostile_results(folder: Path) -> dict[str, str]:
+    """A results directory with one good result and every kind of bad file; the reason each
+    bad one must be skipped for."""
+    import socket as sockets
+
+    folder.mkdir()
+    (folder / "good.json").write_text(json.dumps(GOOD_RESULT))
+    (folder / "zero.json").symlink_to("/dev/zero")  # grew the exporter past 2 GB
+    os.mkfifo(folder / "fifo.json")  # blocked a worker for good
+    (folder / "big.json").write_bytes(b" " * (5 << 20))
+    (folder / "garbage.json").write_text("{not json")
+    (folder / "deep.json").write_text("[" * 200_000)
+    (folder / "latin1.json").write_bytes(b'{"scenario": "caf\xe9"}')
+    (folder / "other.json").write_text('{"hello": 1}')
+    (folder / "folder.json").mkdir()
+    server = sockets.socket(sockets.AF_UNIX)
+    server.bind(str(folder / "socket.json"))
+    server.close()
+    return {
+        "zero.json": "symlink", "fifo.json": "not_regular", "big.json": "too_large",
+        "garbage.json": "not_json", "deep.json": "not_json", "latin1.json": "not_json",
+        "other.json": "not_a_result", "folder.json": "not_regular", "socket.json": "not_regular",
+    }  # fmt: skip
+
+
+def test_hostile_probe_result_files_are_skipped_one_line_each(tmp_path: Path) -> None:
+    expected = hostile_results(tmp_path / "results")
+    fabric = fabric_on_loopback(tmp_path / "fabric.yml", {"leaf1": free_port()}, hosts=("h1", "h2"))
+    port = free_port()
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "agent", "exporter", str(fabric), "--listen",
+         f"127.0.0.1:{port}", "--probe-results", str(tmp_path / "results"), "--interval", "1s"],
+        cwd=REPO, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    started = time.monotonic()
+    try:
+        while True:
+            status, _ = get(("127.0.0.1", port), "127.0.0.1", {})
+            text = scrape_text(port) if status == 200 else ""
+            if (
+                'roce_probe_runs_total{fabric="loopback",result="pass",scenario="pairwise"} 1.0'
+                in text
+            ):
+                break
+            assert time.monotonic() - started < 20 and exporter.poll() is None, text[-2000:]
+            time.sleep(0.2)
+        time.sleep(2.5)  # two more polls: nothing read twice, nothing blocks
+        text = scrape_text(port)
+        rss_kb = int(Path(f"/proc/{exporter.pid}/status").read_text().split("VmRSS:")[1].split()[0])
+    finally:
+        exporter.send_signal(signal.SIGTERM)
+        code = exporter.wait(15)
+    assert exporter.stderr is not None
+    stderr = exporter.stderr.read()
+    assert code == 0 and rss_kb * 1024 < 1.5e9, (code, rss_kb)
+    for name, reason in expected.items():
+        lines = [line for line in stderr.splitlines() if f"/{name} skipped ({reason})" in line]
+        assert len(lines) == 1, (name, reason, stderr[-3000:])
+    for reason in set(expected.values()):
+        count = sum(r == reason for r in expected.values())
+        series = f'roce_probe_result_files_skipped_total{{fabric="loopback",reason="{reason}"}}'
+        assert f"{series} {count}.0" in text, (reason, text[-3000:])
+    assert "Traceback" not in stderr
+
+
+def scrape_text(port: int) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/metrics")
+        return conn.getresponse().read().decode()
+    finally:
+        conn.close()

@@ -165,15 +165,21 @@ def sample(exposition: str, name: str) -> float:
     raise AssertionError(f"{name} not served")
 
 
-def fabric_on_loopback(path: Path, switches: Mapping[str, int], extra: str = "") -> Path:
+def fabric_on_loopback(
+    path: Path, switches: Mapping[str, int], extra: str = "", hosts: tuple[str, ...] = ()
+) -> Path:
     """A fabric whose switches (arista_eos, one port each) are ``127.0.0.1:PORT``; the
-    password comes from $ROCE_TEST_SWITCH_PASSWORD. ``extra`` is appended to each device
-    (e.g. a pinned ``host_key``)."""
+    password comes from $ROCE_TEST_SWITCH_PASSWORD. ``extra`` is appended to each switch
+    (e.g. a pinned ``host_key``); ``hosts`` are lab hosts (in a namespace, no port)."""
     devices = "".join(
         f"  - name: {name}\n    platform: arista_eos\n    role: leaf\n"
         f"    host: 127.0.0.1\n    port: {port}\n{extra}"
         "    ports:\n      - {name: Ethernet1, speed: 100G, cable_m: 3, mtu: 9214}\n"
         for name, port in switches.items()
+    )
+    devices += "".join(
+        f"  - name: {name}\n    platform: linux_host\n    role: host\n    netns: {name}\n"
+        for name in hosts
     )
     path.write_text(
         "name: loopback\nprofile: nvidia-default\ndefaults:\n  username: admin\n"
