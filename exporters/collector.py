@@ -18,15 +18,12 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from agent.device.state import QueueCounters, WatchdogCounters
 from agent.observe.hostnic import MICROSECONDS, provides_dcqcn
 from exporters.metrics import CHECK_RESULTS, DEVICE_STATES, SPECS, MetricSpec
 from exporters.probe_deltas import BUCKET_BOUNDS
 from exporters.store import Snapshot, SnapshotStore
 
 PRIORITIES = tuple(str(p) for p in range(8))
-NO_QUEUE = QueueCounters()
-NO_WATCHDOG = WatchdogCounters()
 BUCKET_LABELS: tuple[str, ...] = tuple(floatToGoString(b) for b in BUCKET_BOUNDS)  # type: ignore[no-untyped-call]
 ON_OFF = {True: "on", False: "off"}
 YES_NO = {True: "yes", False: "no"}
@@ -106,8 +103,10 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
         for interface in view.interface_names():
             counters = reported[interface]
             for priority, label in enumerate(PRIORITIES):
+                queue = counters.queues.get(priority)
+                if queue is None:
+                    continue  # a queue the device did not report: no series, not zeros
                 where = (device, interface, label)
-                queue = counters.queues.get(priority, NO_QUEUE)
                 tx_packets(where, queue.tx_packets)
                 tx_bytes(where, queue.tx_bytes)
                 dropped(where, queue.dropped_packets)
@@ -119,7 +118,9 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
                 pfc((*where, "rx"), counters.pfc_rx[priority])
                 pfc((*where, "tx"), counters.pfc_tx[priority])
                 headroom(where, counters.headroom_drops[priority])
-                watchdog = counters.watchdog.get(priority, NO_WATCHDOG)
+                watchdog = counters.watchdog.get(priority)
+                if watchdog is None:
+                    continue  # no watchdog counters reported for it: none served
                 detected(where, watchdog.storms_detected)
                 restored(where, watchdog.storms_restored)
                 stormed(where, 1 if watchdog.stormed else 0)

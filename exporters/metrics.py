@@ -462,8 +462,10 @@ def markdown() -> str:
         "priorities its driver lists. `roce_exporter_shard_info` and `roce_exporter_devices` "
         "exist from the first scrape.",
         "",
-        "**Lean per-priority series.** Queue series exist for all 8 queues of a reported "
-        "interface. The per-priority PFC, headroom and watchdog series "
+        "**Lean per-priority series.** Queue series exist for every queue the device reports "
+        "on a reported interface (EOS, SONiC and NVUE report all 8), watchdog series only "
+        "where it reports watchdog counters. The per-priority PFC, headroom and watchdog "
+        "series "
         "(`roce_pfc_frames_total`, `roce_headroom_dropped_packets_total`, "
         "`roce_pfc_watchdog_*`) exist only for the priorities the intent makes lossless on "
         "that interface, plus every priority where one of those counters was ever non-zero; "
@@ -474,7 +476,8 @@ def markdown() -> str:
         "PFC on priority 5, say) its priority appears, with its real value, and stays, so "
         "nothing real is hidden and rate()/increase() never see it vanish. Everything a "
         "lossless class needs (its PFC, headroom and watchdog series, and every queue series) "
-        "is always there. This cuts 42 of the 88 series of a 1-lossless-class port.",
+        "is there whenever the device reports it. This cuts 42 of the 88 series of a "
+        "1-lossless-class port.",
         "",
         f"- `direction`: {', '.join(DIRECTIONS)}",
         f"- `reason` (poll errors): {', '.join(POLL_ERROR_REASONS)}",

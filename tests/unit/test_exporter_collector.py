@@ -367,9 +367,6 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="3"
             ): 3102,
             key(
-                "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="6"
-            ): 0,
-            key(
                 "roce_queue_ecn_marked_packets_total",
                 device="leaf1",
                 interface="Ethernet1",
@@ -405,12 +402,6 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             key(
                 "roce_queue_watermark_bytes", device="leaf1", interface="Ethernet9", queue="0"
             ): 4096,
-            key(
-                "roce_queue_transmitted_packets_total",
-                device="leaf1",
-                interface="Ethernet9",
-                queue="7",
-            ): 0,
             key("roce_device_up", device="leaf1"): 1,
             key("roce_device_up", device="leaf2"): 0,
             key("roce_polls_total", device="leaf1"): 1,
@@ -422,6 +413,16 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             key("roce_config_session_oldest_age_seconds", device="leaf1"): 95.5,
         },
         [
+            # Issue #41: queues the device did not report have no series, not zeros.
+            key(
+                "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="6"
+            ),
+            key(
+                "roce_queue_transmitted_packets_total",
+                device="leaf1",
+                interface="Ethernet9",
+                queue="7",
+            ),
             # lossy priority, counter 0: no series
             key(
                 "roce_pfc_frames_total",
@@ -477,9 +478,6 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 priority="5",
             ): 0,
             key(
-                "roce_pfc_watchdog_stormed", device="leaf2", interface="Ethernet1", priority="5"
-            ): 0,
-            key(
                 "roce_pfc_frames_total",
                 device="leaf2",
                 interface="Ethernet1",
@@ -488,6 +486,8 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             ): 0,
         },
         [
+            # The device reports no watchdog counters: no watchdog series, not zeros.
+            key("roce_pfc_watchdog_stormed", device="leaf2", interface="Ethernet1", priority="5"),
             key(
                 "roce_pfc_frames_total",
                 device="leaf2",
@@ -674,6 +674,13 @@ def test_lean_series_per_port_after_a_poll() -> None:
     4 queue families x 8 queues, 8 intended classes (46, down from 88)."""
     store = make_store()
     polled(store)
+    # As EOS reports them: every traffic class of the port.
+    counters = store.snapshot().devices["leaf1"].counters
+    assert counters is not None
+    port = counters.interfaces["Ethernet1"]
+    every_queue = {q: port.queues.get(q, QueueCounters()) for q in range(8)}
+    ports = {**counters.interfaces, "Ethernet1": port.model_copy(update={"queues": every_queue})}
+    store.update_counters("leaf1", counters.model_copy(update={"interfaces": ports}), 0.1)
     found = [k for k in samples(exposition(store)) if 'device="leaf1",' in k]
     ethernet1 = [k for k in found if 'interface="Ethernet1"' in k]
     by_family = {
