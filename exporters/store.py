@@ -497,32 +497,37 @@ class SnapshotStore:
             self._swap(nic=nic)
 
     def record_nic_failure(self, source: str) -> None:
-        if source not in NIC_ERROR_SOURCES:
-            raise StoreError(f"unknown NIC counter source {source!r}")
-        with self._lock:
-            errors = {**dict.fromkeys(NIC_ERROR_SOURCES, 0), **self._snapshot.nic_errors}
-            errors[source] += 1
-            self._swap(nic_errors=errors)
-
-    def enable_probe_files(self) -> None:
-        """Declare a probe results directory read, so its skip counts exist from the start."""
-        with self._lock:
-            if not self._snapshot.probe_files_skipped:
-                self._swap(probe_files_skipped=dict.fromkeys(SKIP_REASONS, 0))
-
-    def record_probe_file_skipped(self, reason: str) -> None:
-        if reason not in SKIP_REASONS:
-            raise StoreError(f"unknown reason {reason!r} for a skipped probe result")
-        with self._lock:
-            skipped = {**dict.fromkeys(SKIP_REASONS, 0), **self._snapshot.probe_files_skipped}
-            skipped[reason] += 1
-            self._swap(probe_files_skipped=skipped)
+        self._count("nic_errors", NIC_ERROR_SOURCES, source, "NIC counter source")
 
     def enable_nic(self) -> None:
         """Declare host NIC collection on, so its error counters exist from the first scrape."""
+        self._enable("nic_errors", NIC_ERROR_SOURCES)
+
+    # ------------------------------------------------------------------ probe result files
+
+    def enable_probe_files(self) -> None:
+        """Declare a probe results directory read, so its skip counts exist from the start."""
+        self._enable("probe_files_skipped", SKIP_REASONS)
+
+    def record_probe_file_skipped(self, reason: str) -> None:
+        self._count("probe_files_skipped", SKIP_REASONS, reason, "reason for a skipped file")
+
+    # ------------------------------------------------------------------ the exporter's counts
+
+    def _enable(self, name: str, keys: tuple[str, ...]) -> None:
+        """Counts of the exporter's own events, 0 for each key from now on (real zeros: the
+        events were watched for and did not happen)."""
         with self._lock:
-            if not self._snapshot.nic_errors:
-                self._swap(nic_errors=dict.fromkeys(NIC_ERROR_SOURCES, 0))
+            if not getattr(self._snapshot, name):
+                self._swap(**{name: dict.fromkeys(keys, 0)})
+
+    def _count(self, name: str, keys: tuple[str, ...], key: str, what: str) -> None:
+        if key not in keys:
+            raise StoreError(f"unknown {what} {key!r}")
+        with self._lock:
+            counts = {**dict.fromkeys(keys, 0), **getattr(self._snapshot, name)}
+            counts[key] += 1
+            self._swap(**{name: counts})
 
 
 def _merge_probe(totals: ProbeTotals, run: ProbeRun, at: float) -> ProbeTotals:

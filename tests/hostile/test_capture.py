@@ -8,13 +8,12 @@ in a forked process under 2 GiB (tests/unit/bounded_cli.py) and must end within 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agent.observe.probes.pcap import MAX_OTHER_BLOCKS
-from tests.unit.bounded_cli import BoundedCli
+from tests.unit.bounded_cli import BoundedCli, bounded_runner
 from tests.unit.test_capture_hostile import block, frames, pcapng
 
 SHB = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
@@ -22,15 +21,7 @@ IDB = block(1, struct.pack("<HHI", 1, 0, 262144))
 NRB = block(4, struct.pack("<HH", 0, 0))  # an empty name resolution block
 CUSTOM = block(0x00000BAD, b"\x00" * 16)  # a custom block, copied as is
 SECONDS, MEMORY = 5.0, 1.5e9
-
-
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundedCli]:
-    runner = BoundedCli(tmp_path_factory.mktemp("bounded-cli"))
-    try:
-        yield runner
-    finally:
-        runner.close()
+cli = pytest.fixture(scope="module", name="cli")(bounded_runner)
 
 
 def interface_flood(path: Path, size: int) -> Path:
