@@ -628,7 +628,10 @@ class Daemon:
         loop looks at it again each turn."""
         shard = str(self.shard_override) if self.shard_override is not None else None
         timeout = self.loaded.config.reload_timeout_s
-        self.reloading = ReloadJob(ReloadWorker(self.config_path, shard, timeout))
+        try:
+            self.reloading = ReloadJob(ReloadWorker(self.config_path, shard, timeout))
+        except OSError as exc:  # no process to be had (memory, a process limit): refused
+            self.refuse(AgentError(f"{self.config_path}: cannot start the reload worker: {exc}"))
 
     def finish_reload(self) -> None:
         """One look at the reload in flight: its child's answer starts the exporter's build in

@@ -162,3 +162,20 @@ def test_what_the_worker_sends_survives_the_trip(tmp_path: Path) -> None:
     while (answer := worker.answer()) is None:
         time.sleep(0.05)
     assert isinstance(answer, Loaded) and answer.intent == loaded.intent
+
+
+def test_a_worker_that_cannot_start_is_a_refused_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No process to be had (a process limit, no memory): refused, the daemon runs on."""
+    import subprocess
+
+    daemon = make_daemon(tmp_path)
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    daemon.start_reload()
+    assert daemon.reloading is None and not daemon.reload_ok
+    assert "cannot start the reload worker" in daemon.reload_error
