@@ -37,7 +37,7 @@ from typing import cast
 
 from agent.device.state import Counters, InterfaceCounters, QueueCounters, WatchdogCounters
 from agent.intent.shard import Shard
-from exporters.collector import ON_OFF, PRIORITIES, Families, _agent
+from exporters.collector import NO_WATCHDOG, ON_OFF, PRIORITIES, Families, _agent
 from exporters.fasttext import (
     SWITCH_FAMILIES,
     _family_lines,
@@ -51,9 +51,8 @@ from exporters.store import IntendedClass, Snapshot, SnapshotStore, SwitchInvent
 
 LOSSLESS = 3
 SCRAPE_TIMEOUT_S = 5.0  # exporters/prometheus/prometheus.yml
-# The earlier renderer's fillers (the fabric here reports every queue and watchdog anyway).
+# The earlier renderer's filler (the fabric here reports every queue anyway).
 NO_QUEUE = QueueCounters()
-NO_WATCHDOG = WatchdogCounters()
 
 
 def inventory(devices: int, ports: int) -> list[SwitchInventory]:

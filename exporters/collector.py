@@ -18,6 +18,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from agent.device.state import WatchdogCounters
 from agent.observe.hostnic import MICROSECONDS, provides_dcqcn
 from exporters.metrics import CHECK_RESULTS, DEVICE_STATES, SPECS, MetricSpec
 from exporters.probe_deltas import BUCKET_BOUNDS
@@ -25,6 +26,7 @@ from exporters.store import Snapshot, SnapshotStore
 
 PRIORITIES = tuple(str(p) for p in range(8))
 BUCKET_LABELS: tuple[str, ...] = tuple(floatToGoString(b) for b in BUCKET_BOUNDS)  # type: ignore[no-untyped-call]
+NO_WATCHDOG = WatchdogCounters()
 ON_OFF = {True: "on", False: "off"}
 YES_NO = {True: "yes", False: "no"}
 
@@ -118,9 +120,10 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
                 pfc((*where, "rx"), counters.pfc_rx[priority])
                 pfc((*where, "tx"), counters.pfc_tx[priority])
                 headroom(where, counters.headroom_drops[priority])
-                watchdog = counters.watchdog.get(priority)
-                if watchdog is None:
-                    continue  # no watchdog counters reported for it: none served
+                # The watchdog's output was read with the rest (a poll that cannot read it
+                # fails); NOSes list only the queues with watchdog events, so one not listed
+                # had none: a read 0, unlike a queue the device did not report at all.
+                watchdog = counters.watchdog.get(priority, NO_WATCHDOG)
                 detected(where, watchdog.storms_detected)
                 restored(where, watchdog.storms_restored)
                 stormed(where, 1 if watchdog.stormed else 0)

@@ -84,10 +84,9 @@ def or_zero_if_read(expr: str, read: str) -> str:
     return f"{expr} or count({read}) * 0"
 
 
-def unread_devices(names: tuple[str, ...]) -> str:
-    """The switches the exporter has not read now, each with why (roce_device_state)."""
-    matchers = sel(names, 'state!="up"')
-    return f"roce_device_state{{{matchers}}} == 1"
+def read_states(names: tuple[str, ...]) -> str:
+    """Each switch's read state now (roce_device_state): up, or why it is not read."""
+    return f"roce_device_state{{{sel(names)}}} == 1"
 
 
 def lossless(names: tuple[str, ...]) -> str:
@@ -266,7 +265,7 @@ def overview() -> dict[str, Any]:
         stat("Devices down", or_zero_if_read(f"count(roce_device_up{{{f}}} == 0)",
              f"roce_device_up{{{f}}}"), Look((0, 0, 3, 4), "none", "Switches the exporter has "
              "not read in its latest poll: not polled yet, or the poll failed (the table "
-             "'Switches not read' says why). 0 only when every switch was read.")),
+             "'Switches: read, or why not' says why). 0 only when every switch was read.")),
         stat("Lossless drops", f"sum({lossless_drops})", Look((3, 0, 3, 4), "none",
              "Packets dropped on lossless (PFC) queues over the dashboard range, on the "
              "switches read. Must be 0. 'not read' until a switch was read.")),
@@ -333,11 +332,11 @@ def overview() -> dict[str, Any]:
              Look((18, 27, 6, 7), "s", "Seconds since the latest locate run was stored. A verdict "
              "older than two schedules no longer fires RoceLocateSuspect.",
              no_value=NO_LOCATE), red_above=None),
-        table("Switches not read, and why", unread_devices(FLEET), Look((0, 34, 24, 6), "none",
-              "Every switch the exporter has not read now (state: not_polled_yet, or why its "
-              "latest poll failed: timeout, auth, connect, parse, other). Its figures are "
-              "absent (or its last ones, aged), never 0.", to_switch,
-              no_value="none (every switch read, or no data from the exporter)")),
+        table("Switches: read, or why not", read_states(FLEET), Look((0, 34, 24, 6), "none",
+              "Every switch and what the exporter knows of it now: state up (its latest poll "
+              "read it), not_polled_yet, or why its latest poll failed (timeout, auth, "
+              "connect, parse, other). A switch not up has no figures (or its last ones, "
+              "aged), never 0.", to_switch)),
     ]  # fmt: skip
     return dashboard(
         "roce-fabric-overview",
@@ -518,7 +517,7 @@ def compliance() -> dict[str, Any]:
         stat("Devices with drift", or_zero_if_read(f"count(roce_drift_items{{{d}}} > 0)",
              f"roce_drift_items{{{d}}}"), Look((0, 0, 5, 4), "none", "Devices whose "
              "configuration differs from the plan, among those read ('not read' when none "
-             "was; the table 'Switches not read' lists the others).")),
+             "was; the table 'Switches: read, or why not' lists the others).")),
         stat("Failing checks",
              or_zero_if_read(f"count(roce_check_result{{{sel(SWITCH, FAILED)}}} == 1)",
                              f"roce_check_result{{{d}}}"),
@@ -551,10 +550,10 @@ def compliance() -> dict[str, Any]:
         table("Lossless classes per device (intent)",
               f"count by (fabric, device) ({lossless(SWITCH)})", Look((16, 12, 8, 10), "none",
               "How many (interface, priority) classes the intent makes lossless per device.")),
-        table("Switches not read, and why", unread_devices(SWITCH), Look((0, 22, 24, 6), "none",
-              "Switches whose drift and checks cannot be known now: not polled yet, or why "
-              "the latest poll failed.", to_switch,
-              no_value="none (every switch read, or no data from the exporter)")),
+        table("Switches: read, or why not", read_states(SWITCH), Look((0, 22, 24, 6), "none",
+              "Whether each switch was read (state up), or why not (not_polled_yet, timeout, "
+              "auth, connect, parse, other): a switch not read has no drift and unverified "
+              "checks.", to_switch)),
     ]  # fmt: skip
     return dashboard(
         "roce-compliance",

@@ -21,6 +21,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
 from exporters.collector import (
+    NO_WATCHDOG,
     ON_OFF,
     PRIORITIES,
     Families,
@@ -187,9 +188,7 @@ def _counter_block(fabric: str, view: DeviceView) -> tuple[bytes, ...]:
             pfc.append(p_rx + n(counters.pfc_rx[p]))
             pfc.append(p_tx_pfc + n(counters.pfc_tx[p]))
             headroom.append(p_headroom + n(counters.headroom_drops[p]))
-            watchdog = counters.watchdog.get(p)
-            if watchdog is None:
-                continue
+            watchdog = counters.watchdog.get(p, NO_WATCHDOG)  # not listed: no events (read)
             detected.append(p_detected + n(watchdog.storms_detected))
             restored.append(p_restored + n(watchdog.storms_restored))
             stormed.append(p_stormed + ("1.0" if watchdog.stormed else "0.0"))

@@ -463,9 +463,8 @@ def markdown() -> str:
         "exist from the first scrape.",
         "",
         "**Lean per-priority series.** Queue series exist for every queue the device reports "
-        "on a reported interface (EOS, SONiC and NVUE report all 8), watchdog series only "
-        "where it reports watchdog counters. The per-priority PFC, headroom and watchdog "
-        "series "
+        "on a reported interface (EOS, SONiC and NVUE report all 8). The per-priority PFC, "
+        "headroom and watchdog series "
         "(`roce_pfc_frames_total`, `roce_headroom_dropped_packets_total`, "
         "`roce_pfc_watchdog_*`) exist only for the priorities the intent makes lossless on "
         "that interface, plus every priority where one of those counters was ever non-zero; "

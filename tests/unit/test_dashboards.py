@@ -546,13 +546,13 @@ def test_every_device_panel_says_not_read_the_same_way() -> None:
     assert all(t == dashboards.NOT_READ or t.startswith(("no ", "none")) for t in texts), texts
 
 
-def test_the_switches_not_read_table_lists_the_states_of_the_metric() -> None:
-    unread = [
+def test_the_read_state_table_shows_each_switch_current_state() -> None:
+    states = [
         target["expr"]
         for _, _, panel in panels()
-        if panel["title"] == "Switches not read, and why"
+        if panel["title"] == "Switches: read, or why not"
         for target in panel["targets"]
     ]
-    assert len(unread) == 2  # overview and compliance
-    assert all('state!="up"' in e and e.endswith("== 1") for e in unread)
-    assert "up" in metrics.DEVICE_STATES
+    assert len(states) == 2  # overview and compliance
+    assert all(e.startswith("roce_device_state{") and e.endswith("} == 1") for e in states)
+    assert "up" in metrics.DEVICE_STATES and "not_polled_yet" in metrics.DEVICE_STATES
