@@ -170,10 +170,15 @@ def families(series: dict[str, float]) -> set[str]:
 def wait_for_every_switch_tried(port: int, timeout: float) -> dict[str, float]:
     """A scrape once no switch is ``not_polled_yet`` and leaf1 is up."""
     deadline = time.monotonic() + timeout
+    pending: list[str] = ["the exporter is not listening yet"]
     while True:
-        found = samples(scrape(port))
-        pending = [k for k, v in found.items() if 'state="not_polled_yet"' in k and v == 1]
-        if not pending and found.get('roce_device_up{device="leaf1"}') == 1:
+        try:
+            found = samples(scrape(port))
+        except OSError:  # still starting (its imports take seconds on a loaded machine)
+            found = {}
+        else:
+            pending = [k for k, v in found.items() if 'state="not_polled_yet"' in k and v == 1]
+        if found and not pending and found.get('roce_device_up{device="leaf1"}') == 1:
             return found
         assert time.monotonic() < deadline, f"not every switch polled: {pending}"
         time.sleep(1)
