@@ -7,6 +7,7 @@ is imported inside the command so the rest of the CLI does not load it.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -164,6 +165,14 @@ def exporter_command(fabric: Path, **options: Any) -> None:
             pass
     finally:
         exporter.stop()
+    # Leave without the interpreter's shutdown: a thread still in C code that let go of the
+    # interpreter lock (bcrypt or the SSH library's crypto, both Rust) is ended there by a
+    # forced unwind that aborts the process ("FATAL: exception not rethrown", exit 134;
+    # issue #42). Everything this command writes is flushed first.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @dataclass(frozen=True)

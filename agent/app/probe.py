@@ -645,7 +645,8 @@ def sniff_pfc(
 @click.option("--max-frames", type=click.IntRange(min=1), default=DEFAULT_MAX_FRAMES,
               show_default=True, help="Packets read at most; the rest is not read.")  # fmt: skip
 @click.option("--max-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BYTES,
-              show_default=True, help="Captured bytes read at most.")  # fmt: skip
+              show_default=True, help="Bytes read at most: captured packets and the other "
+              "pcapng blocks.")  # fmt: skip
 @UDP_PORT
 @OUTPUT
 @handle_errors
