@@ -179,3 +179,27 @@ def test_a_worker_that_cannot_start_is_a_refused_reload(
     daemon.start_reload()
     assert daemon.reloading is None and not daemon.reload_ok
     assert "cannot start the reload worker" in daemon.reload_error
+
+
+def test_a_reloaded_insecure_permissions_applies_in_the_daemons_own_process(
+    tmp_path: Path,
+) -> None:
+    """The worker process loads the new agent.yaml; the daemon itself reads credentials later
+    (at every connect), so the new file's insecure_permissions must hold here too, and a
+    file without it must take it away again."""
+    from common import permissions
+
+    daemon = make_daemon(tmp_path)
+    assert permissions._override() is None
+    try:
+        daemon.config_path.write_text(
+            f"{daemon.config_path.read_text()}insecure_permissions: true\n"
+        )
+        daemon.do_reload()
+        assert daemon.reload_ok, daemon.reload_error
+        assert permissions._override() == f"insecure_permissions: true in {daemon.config_path}"
+        daemon.config_path.write_text(daemon.config_path.read_text().replace("true", "false"))
+        daemon.do_reload()
+        assert daemon.reload_ok and permissions._override() is None
+    finally:
+        permissions.set_config_override(None)
