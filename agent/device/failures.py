@@ -109,9 +109,11 @@ def failure_of(device: str, exc: BaseException) -> DeviceFailure:
     if isinstance(exc, DeviceFailure):
         return exc
     text = describe(exc).removeprefix(f"{device}: ")
+    if not isinstance(exc, AgentError):  # a library's exception: its type says what it was
+        text = f"{type(exc).__name__}: {text}"
     return CommandFailed(
         device,
-        f"{type(exc).__name__}: {text}",
+        text,
         "re-run with --debug for the exchange; a device that answers too slowly or refuses "
         "the command is named in the detail",
     )

@@ -259,10 +259,10 @@ def close_quietly(conn: Connection) -> None:
 
 
 def _one_line(device: str, exc: BaseException) -> str:
-    """A failure as one line: the agent's own words as they are, a library's classified
-    (``command failed: …``) and folded (agent.device.failures)."""
-    if isinstance(exc, AgentError):
-        return one_line(str(exc), limit=4000) or type(exc).__name__
+    """A failure as one line: a readback that differs as it is, anything else classified
+    (``command failed: …``, agent.device.failures) and folded."""
+    if isinstance(exc, VerifyFailed):
+        return one_line(str(exc), limit=4000)
     return str(failure_of(device, exc))
 
 
