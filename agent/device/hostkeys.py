@@ -300,18 +300,14 @@ def _searched_files(device: KeyedDevice) -> list[Path]:
 def trust_file_problems(devices: Iterable[KeyedDevice]) -> list[str]:
     """Every problem of the trust files ``devices`` are checked against (their known_hosts
     files, the user's and the system's, the trust-on-first-use file), one line each with
-    FILE:LINE and the devices the line is about; empty when all can be read. For
+    FILE:LINE and the devices the line is about; empty when all can be read (a file that does
+    not exist has no lines: a device's missing ``known_hosts:`` is its own error). For
     ``serve --check-config``: the run itself isolates each broken line to its device."""
     problems: dict[str, None] = {}
     names: dict[Path, list[tuple[str, str]]] = {}
     for device in devices:
         if device.host is None or device.host_key:
             continue
-        if device.known_hosts is not None and not device.known_hosts.is_file():
-            problems[
-                f"{printable(str(device.known_hosts))}: known_hosts of {device.name}: "
-                "Expected: a readable file Actual: it does not exist or is not a file"
-            ] = None
         for path in _searched_files(device):
             names.setdefault(path, []).append(
                 (device.name, known_hosts_name(device.host, device.port))

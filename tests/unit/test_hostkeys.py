@@ -302,14 +302,8 @@ def test_trust_file_problems_name_file_line_and_device(tmp_path: Path) -> None:
 
 
 def test_trust_file_problems_name_a_file_that_cannot_be_read(tmp_path: Path) -> None:
-    missing = tmp_path / "nope"
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    problems = hostkeys.trust_file_problems([device(known_hosts=missing)])
-    assert problems == [
-        f"{missing}: known_hosts of leaf1: Expected: a readable file Actual: it does not exist "
-        "or is not a file"
-    ]
+    # a missing file has no lines (a device's missing known_hosts: is its own error)
+    assert hostkeys.trust_file_problems([device(known_hosts=tmp_path / "nope")]) == []
     (tmp_path / "home/.ssh").mkdir(parents=True)
     os.mkfifo(tmp_path / "home/.ssh/known_hosts")
     problems = hostkeys.trust_file_problems([device()])  # never blocks on the FIFO
