@@ -192,13 +192,27 @@ def main(debug: bool, trust_on_first_use: bool, connect_timeout: float) -> None:
     (or unverified, or not reached while others were), 2 the command could not do its job
     (bad input, nothing reachable, internal error).
     """
+    _debug_log(debug)
+    _configure_connections(trust_on_first_use, connect_timeout)
+
+
+class _DebugHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """``--debug``: the agent's log (the SSH libraries' records among it) on stderr."""
+
+
+def _debug_log(debug: bool) -> None:
+    """One stderr handler on ``roce_agent`` with ``--debug``, none without (a process that
+    runs several commands, a test run, gets exactly what each asked for)."""
+    logger = logging.getLogger("roce_agent")
+    for handler in [h for h in logger.handlers if isinstance(h, _DebugHandler)]:
+        logger.removeHandler(handler)
     if debug:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _DebugHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
-        logger = logging.getLogger("roce_agent")
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
-    _configure_connections(trust_on_first_use, connect_timeout)
+    elif logger.level == logging.DEBUG:
+        logger.setLevel(logging.NOTSET)
 
 
 def _configure_connections(trust_on_first_use: bool, connect_timeout: float) -> None:

@@ -566,18 +566,15 @@ class CheckedHandle:
 
 
 def checked_netmiko(
-    device: KeyedDevice, factory: Callable[..., Any] | None = None, **params: Any
+    expected: Expectation, factory: Callable[..., Any] | None = None, **params: Any
 ) -> CheckedHandle:
-    """``netmiko.ConnectHandler(**params)``, not connected, with the device's host key policy
-    in place before the first packet (the caller opens it: :mod:`agent.device.ssh`).
-
-    Raises :class:`HostKeyError` when the device's known keys cannot be read.
-    """
+    """``netmiko.ConnectHandler(**params)``, not connected, with the host key policy for
+    ``expected`` (:func:`expectation`, gathered before anything is contacted) in place before
+    the first packet (the caller opens it: :mod:`agent.device.ssh`)."""
     if factory is None:
         from netmiko import ConnectHandler
 
         factory = ConnectHandler
-    expected = expectation(device)
     disabled = expected.disabled_host_key_algorithms()
     if disabled:
         params["disabled_algorithms"] = {"keys": disabled}

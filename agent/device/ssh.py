@@ -43,7 +43,13 @@ from agent.device.failures import (
     Unreachable,
     describe,
 )
-from agent.device.hostkeys import CheckedHandle, HostKeyError, checked_netmiko
+from agent.device.hostkeys import (
+    CheckedHandle,
+    Expectation,
+    HostKeyError,
+    checked_netmiko,
+    expectation,
+)
 from agent.device.platforms.base import Connection, Platform
 from agent.errors import AgentError, printable
 from agent.intent.model import Device
@@ -190,6 +196,7 @@ class _Attempt:
     """One connection attempt and how far it got (for naming its failure)."""
 
     device: Device
+    expected: Expectation
     deadline: float
     budget_s: float
     guard: _GuardedSocket | None = None
@@ -231,6 +238,9 @@ def connect(device: Device, platform: Platform) -> Connection:
     assert device.credentials is not None and device.host is not None
     password = device.credentials.resolve_password(device.name)
     secret = password.get_secret_value() if password else ""
+    # The keys the device may present, before anything is sent to it: a device whose trust
+    # cannot be read (a broken known_hosts line) is not contacted at all.
+    expected = expectation(device)
     budget = _budget.connect_timeout_s
     started = time.monotonic()
     deadline = started + budget
@@ -238,7 +248,7 @@ def connect(device: Device, platform: Platform) -> Connection:
     while True:
         tries += 1
         try:
-            handle = _open(_Attempt(device, deadline, budget), platform, secret)
+            handle = _open(_Attempt(device, expected, deadline, budget), platform, secret)
             return cap_replies(Connection(handle, device.name))
         except _Retry as retry:
             pause = RETRY_BACKOFF_S * 2 ** (tries - 1)
@@ -265,7 +275,7 @@ def _open(attempt: _Attempt, platform: Platform, secret: str) -> Any:
     alarm.daemon = True
     alarm.start()
     try:
-        attempt.checked = checked_netmiko(attempt.device, **_params(attempt, platform, secret))
+        attempt.checked = checked_netmiko(attempt.expected, **_params(attempt, platform, secret))
         return _log_in(attempt)
     finally:
         alarm.cancel()

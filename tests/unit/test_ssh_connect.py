@@ -394,3 +394,38 @@ def test_agent_yaml_sets_the_daemons_budget_and_trust_file(tmp_path: Path) -> No
     assert ssh.connect_timeout_s() == 3
     assert hostkeys.tofu_file() == tmp_path / "known_hosts"
     assert DaemonConfig(fabric=tmp_path / "f.yml").connect_timeout_s == ssh.CONNECT_TIMEOUT_S
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_tracebacks_only_with_debug(debug: bool, tmp_path: Path) -> None:
+    """A banner that never comes: one line without --debug; with it, paramiko's own account
+    (its traceback among it) as the agent's debug records."""
+    from click.testing import CliRunner
+
+    from agent.app.cli import main
+
+    peer = RawPeer(silent)
+    fabric = tmp_path / "f.yml"
+    fabric.write_text(
+        f"""name: t
+profile: nvidia-default
+defaults: {{username: admin, credentials: {{password_env: {PASSWORD_ENV}}}}}
+devices:
+- {{name: leaf1, platform: arista_eos, role: leaf, host: 127.0.0.1, port: {peer.port},
+   ports: [{{name: Ethernet1, speed: 100G, cable_m: 3, mtu: 9100}}]}}
+"""
+    )
+    try:
+        args = ["--connect-timeout", "1s", *(["--debug"] if debug else []), "diff", str(fabric)]
+        result = CliRunner().invoke(main, args)
+        time.sleep(0.3)  # the transport thread's last records
+    finally:
+        peer.close()
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "timed out" in errors[0]
+    debug_lines = [line for line in result.stderr.splitlines() if line.startswith("debug: ")]
+    if debug:
+        assert any("roce_agent.ssh: paramiko.transport:" in line for line in debug_lines)
+    else:
+        assert debug_lines == [] and "Traceback" not in result.stderr
