@@ -516,8 +516,11 @@ def _dropped_or_garbled(attempt: _Attempt, exc: BaseException) -> Exception:
 class ReplyMeter:
     """Counts what one command's reply has brought so far and stops it at
     :data:`MAX_REPLY_BYTES`: a device that never stops answering cannot fill the agent's
-    memory. Wraps the netmiko object's ``write_channel`` (a new command resets the count) and
-    ``read_channel`` (every netmiko read goes through it)."""
+    memory. It replaces the netmiko channel's ``read_channel``, which reads until the socket
+    has nothing more *right now* -- for a peer that never pauses, never -- by the same loop
+    counting each buffer (and joining them once, where netmiko's ``+=`` copies the reply so
+    far for every buffer), and wraps the connection's ``write_channel``: a new command
+    resets the count."""
 
     def __init__(self, handle: Any, device: str, limit: int = MAX_REPLY_BYTES) -> None:
         self.device = device
@@ -525,9 +528,9 @@ class ReplyMeter:
         self.size = 0
         self.command = ""
         self._write = handle.write_channel
-        self._read = handle.read_channel
+        self._read_buffer = handle.channel.read_buffer
         handle.write_channel = self.write_channel
-        handle.read_channel = self.read_channel
+        handle.channel.read_channel = self.read_channel
 
     def write_channel(self, out_data: str) -> None:
         self.size = 0
@@ -536,16 +539,18 @@ class ReplyMeter:
         self._write(out_data)
 
     def read_channel(self) -> str:
-        data: str = self._read()
-        self.size += len(data)
-        if self.size > self.limit:
-            raise CommandFailed(
-                self.device,
-                f"the reply to {printable(self.command[:80])!r} exceeded the "
-                f"{self.limit // (1024 * 1024)} MiB reply cap; not read further",
-                "the device keeps sending: check the command's output on the device",
-            )
-        return data
+        parts: list[str] = []
+        while chunk := self._read_buffer():
+            self.size += len(chunk)
+            if self.size > self.limit:
+                raise CommandFailed(
+                    self.device,
+                    f"the reply to {printable(self.command[:80])!r} exceeded the "
+                    f"{self.limit // (1024 * 1024)} MiB reply cap; not read further",
+                    "the device keeps sending: check the command's output on the device",
+                )
+            parts.append(chunk)
+        return "".join(parts)
 
 
 def cap_replies(connection: Connection, limit: int = MAX_REPLY_BYTES) -> Connection:

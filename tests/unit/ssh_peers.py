@@ -217,7 +217,7 @@ class FakeSwitch:
         elif line.startswith("terminal length"):
             process.stdout.write(f"Pagination disabled.\r\n{PROMPT}")
         elif line.startswith("show") and self.endless:
-            while True:
+            while not process.channel.is_closing():  # until the client hangs up
                 process.stdout.write(ENDLESS_CHUNK)
                 self.sent += len(ENDLESS_CHUNK)
                 await process.stdout.drain()

@@ -290,28 +290,31 @@ def test_an_endless_reply_stops_at_the_cap(tmp_path: Path) -> None:
 
 
 def test_the_reply_cap_counts_each_command_afresh() -> None:
+    """Each buffer is counted as it is read (a reply that never pauses is stopped in the
+    middle of netmiko's read), and a new command starts from zero."""
     written: list[str] = []
-    replies = iter(["a" * 600, "b" * 600, "c" * 600])
+    buffers = iter(["a" * 300, "a" * 300, "", "b" * 600, "", "c" * 500, "c" * 500, "c" * 500])
+
+    class Channel:
+        def read_buffer(self) -> str:
+            return next(buffers)
 
     class Handle:
+        channel = Channel()
+
         def write_channel(self, data: str) -> None:
             written.append(data)
-
-        def read_channel(self) -> str:
-            return next(replies)
 
     handle = Handle()
     meter = ssh.ReplyMeter(handle, "leaf1", limit=1000)
     handle.write_channel("show one\n")
-    assert handle.read_channel() == "a" * 600
+    assert handle.channel.read_channel() == "a" * 600  # type: ignore[attr-defined]
     handle.write_channel("show two\n")  # a new command: counted from zero
-    assert handle.read_channel() == "b" * 600
-    with pytest.raises(Exception, match="the reply to 'show two' exceeded"):
-        handle.read_channel()
-    assert meter.size == 1200 and written == ["show one\n", "show two\n"]
-
-
-# ------------------------------------------------------------------ logging
+    assert handle.channel.read_channel() == "b" * 600  # type: ignore[attr-defined]
+    handle.write_channel("show three\n")
+    with pytest.raises(Exception, match="the reply to 'show three' exceeded"):
+        handle.channel.read_channel()  # type: ignore[attr-defined]
+    assert meter.size == 1500 and written == ["show one\n", "show two\n", "show three\n"]
 
 
 LOGS = """
