@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agent.device.failures import (
@@ -202,7 +202,6 @@ class _Attempt:
     guard: _GuardedSocket | None = None
     checked: CheckedHandle | None = None
     logged_in: bool = False
-    started: float = field(default_factory=time.monotonic)
 
     @property
     def address(self) -> str:

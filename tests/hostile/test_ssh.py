@@ -25,15 +25,6 @@ TIME_BOUND_S = 5.0
 PASSWORD_ENV = "ROCE_HOSTILE_SSH_PW"
 
 
-@pytest.fixture(scope="module")
-def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundedCli]:
-    runner = BoundedCli(tmp_path_factory.mktemp("bounded-ssh"))
-    try:
-        yield runner
-    finally:
-        runner.close()
-
-
 @dataclass
 class Fabric:
     """A fabric file of switches named leaf1, leaf2, … at the given loopback ports."""
@@ -76,14 +67,14 @@ class Fabric:
         return path
 
 
-def run(cli: BoundedCli, fabric: Path, home: Path, *options: str, **env: str) -> Outcome:
+def run(bounded_cli: BoundedCli, fabric: Path, home: Path, *options: str, **env: str) -> Outcome:
     environment = {
         "HOME": str(home),
         PASSWORD_ENV: "right",
         "ROCE_AGENT_STATE_DIR": str(home / "state"),
         **env,
     }
-    return cli.run(*options, "diff", str(fabric), "-o", "json", env=environment)
+    return bounded_cli.run(*options, "diff", str(fabric), "-o", "json", env=environment)
 
 
 def assert_bounded(outcome: Outcome, code: int, seconds: float = TIME_BOUND_S) -> list[str]:
@@ -106,7 +97,9 @@ def one_line_each(lines: list[str], expected: list[tuple[str, str, str]]) -> Non
 # --------------------------------------------------------------------------- not SSH at all
 
 
-def test_a_device_that_accepts_tcp_and_never_speaks(cli: BoundedCli, tmp_path: Path) -> None:
+def test_a_device_that_accepts_tcp_and_never_speaks(
+    bounded_cli: BoundedCli, tmp_path: Path
+) -> None:
     """The issue's case, with the default budget: 38-42 s and three paramiko tracebacks
     before; now exit 2 within 20 s, one line per device."""
     peers = [RawPeer(silent), RawPeer(silent)]
@@ -114,7 +107,7 @@ def test_a_device_that_accepts_tcp_and_never_speaks(cli: BoundedCli, tmp_path: P
     for peer in peers:
         fabric.add(peer.port)
     try:
-        outcome = run(cli, fabric.write(), tmp_path)
+        outcome = run(bounded_cli, fabric.write(), tmp_path)
     finally:
         for peer in peers:
             peer.close()
@@ -130,13 +123,13 @@ PEERS: dict[str, tuple[Callable[..., None], str]] = {
 
 
 @pytest.mark.parametrize("case", list(PEERS))
-def test_a_peer_that_is_not_ssh(case: str, cli: BoundedCli, tmp_path: Path) -> None:
+def test_a_peer_that_is_not_ssh(case: str, bounded_cli: BoundedCli, tmp_path: Path) -> None:
     behaviour, what = PEERS[case]
     peer = RawPeer(behaviour)
     fabric = Fabric(tmp_path)
     fabric.add(peer.port)
     try:
-        outcome = run(cli, fabric.write(), tmp_path)
+        outcome = run(bounded_cli, fabric.write(), tmp_path)
     finally:
         peer.close()
     one_line_each(assert_bounded(outcome, 2), [("leaf1", "protocol error", what)])
@@ -157,14 +150,14 @@ def _other_public_key(kind: str = "ssh-ed25519") -> str:
     return " ".join(line.split()[:2])
 
 
-def test_a_host_key_type_downgrade(cli: BoundedCli, tmp_path: Path) -> None:
+def test_a_host_key_type_downgrade(bounded_cli: BoundedCli, tmp_path: Path) -> None:
     """The device's ed25519 key is pinned; a server that offers only RSA is refused as a
     changed key, before any password, even with --trust-on-first-use."""
     server = FakeSwitch(key_type="ssh-rsa")
     fabric = Fabric(tmp_path)
     fabric.add(server.port, host_key=f'"{_other_public_key()}"')
     try:
-        outcome = run(cli, fabric.write(), tmp_path, "--trust-on-first-use")
+        outcome = run(bounded_cli, fabric.write(), tmp_path, "--trust-on-first-use")
     finally:
         server.stop()
     lines = assert_bounded(outcome, 2)
@@ -172,20 +165,23 @@ def test_a_host_key_type_downgrade(cli: BoundedCli, tmp_path: Path) -> None:
     assert server.logins == 0
 
 
-def test_an_unknown_host_key(cli: BoundedCli, tmp_path: Path, switch: FakeSwitch) -> None:
+def test_an_unknown_host_key(bounded_cli: BoundedCli, tmp_path: Path, switch: FakeSwitch) -> None:
     fabric = Fabric(tmp_path)
     fabric.add(switch.port)
-    lines = assert_bounded(run(cli, fabric.write(), tmp_path), 2)
+    lines = assert_bounded(run(bounded_cli, fabric.write(), tmp_path), 2)
     one_line_each(lines, [("leaf1", "host key unknown", "is not known, refusing to connect")])
     assert switch.logins == 0
 
 
-def test_a_wrong_password(cli: BoundedCli, tmp_path: Path, switch: FakeSwitch) -> None:
+def test_a_wrong_password(bounded_cli: BoundedCli, tmp_path: Path, switch: FakeSwitch) -> None:
     fabric = Fabric(tmp_path)
     fabric.add(switch.port)
     known = switch.known_hosts(tmp_path / "known_hosts")
     outcome = run(
-        cli, fabric.write(f"known_hosts: {known}"), tmp_path, **{PASSWORD_ENV: "hunter2-wrong"}
+        bounded_cli,
+        fabric.write(f"known_hosts: {known}"),
+        tmp_path,
+        **{PASSWORD_ENV: "hunter2-wrong"},
     )
     lines = assert_bounded(outcome, 2)
     what = f"refused user 'admin' (password from ${PASSWORD_ENV})"
@@ -193,7 +189,7 @@ def test_a_wrong_password(cli: BoundedCli, tmp_path: Path, switch: FakeSwitch) -
     assert "hunter2-wrong" not in outcome.stderr + outcome.stdout
 
 
-def test_an_endless_reply_is_cut_at_the_cap(cli: BoundedCli, tmp_path: Path) -> None:
+def test_an_endless_reply_is_cut_at_the_cap(bounded_cli: BoundedCli, tmp_path: Path) -> None:
     """Logged in, the first read never ends: the reply is cut at 16 MiB (the cap named in
     the error), memory stays bounded; the device was reached, so exit 1, not 2."""
     server = FakeSwitch(endless=True)
@@ -201,7 +197,7 @@ def test_an_endless_reply_is_cut_at_the_cap(cli: BoundedCli, tmp_path: Path) -> 
     fabric.add(server.port)
     known = server.known_hosts(tmp_path / "known_hosts")
     try:
-        outcome = run(cli, fabric.write(f"known_hosts: {known}"), tmp_path)
+        outcome = run(bounded_cli, fabric.write(f"known_hosts: {known}"), tmp_path)
     finally:
         server.stop()
     lines = assert_bounded(outcome, 1)
@@ -212,13 +208,31 @@ def test_an_endless_reply_is_cut_at_the_cap(cli: BoundedCli, tmp_path: Path) -> 
 # --------------------------------------------------------------------------- trust files
 
 
+@pytest.fixture
+def absent() -> Iterator[RawPeer]:
+    """A second device that must not be contacted (its trust line is broken)."""
+    peer = RawPeer(silent)
+    yield peer
+    peer.close()
+
+
+def assert_only_the_broken_device_refused(outcome: Outcome, trust_file: Path) -> None:
+    """leaf1 reached (this fake is not EOS, so its read fails: exit 1, a device was reached),
+    leaf2 refused for its broken line, with the file and the line."""
+    one_line_each(
+        assert_bounded(outcome, 1),
+        [
+            ("leaf1", "command failed", "did not return JSON"),
+            ("leaf2", "host key unreadable", f"{trust_file}:1: the line about [127.0.0.1]:"),
+        ],
+    )
+
+
 def test_a_broken_known_hosts_line_refuses_only_its_device(
-    cli: BoundedCli, tmp_path: Path, switch: FakeSwitch
+    bounded_cli: BoundedCli, tmp_path: Path, switch: FakeSwitch, absent: RawPeer
 ) -> None:
     """Before: `internal error: InvalidHostKey` for every device. Now the line's device is
-    `host key unreadable` with file and line; the other device is connected to (and, this
-    fake not being EOS, its read fails: exit 1, a device was reached)."""
-    absent = RawPeer(silent)
+    `host key unreadable` and not contacted; the other device is connected to."""
     fabric = Fabric(tmp_path)
     fabric.add(switch.port)
     fabric.add(absent.port)
@@ -227,27 +241,16 @@ def test_a_broken_known_hosts_line_refuses_only_its_device(
         f"[127.0.0.1]:{absent.port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5!!\n"
         f"[127.0.0.1]:{switch.port} {switch.public_line}\n"
     )
-    try:
-        outcome = run(cli, fabric.write(f"known_hosts: {known}"), tmp_path)
-    finally:
-        absent.close()
-    lines = assert_bounded(outcome, 1)
-    one_line_each(
-        lines,
-        [
-            ("leaf1", "command failed", "did not return JSON"),
-            ("leaf2", "host key unreadable", f"{known}:1: the line about [127.0.0.1]:"),
-        ],
-    )
+    outcome = run(bounded_cli, fabric.write(f"known_hosts: {known}"), tmp_path)
+    assert_only_the_broken_device_refused(outcome, known)
     assert absent.accepted == 0 and switch.logins == 1
 
 
 def test_a_torn_trust_on_first_use_file(
-    cli: BoundedCli, tmp_path: Path, switch: FakeSwitch
+    bounded_cli: BoundedCli, tmp_path: Path, switch: FakeSwitch, absent: RawPeer
 ) -> None:
     """A crash or a full disk cut the last line of the agent's own TOFU file: that line's
     device is refused, the other device is learnt and reached, the file is whole after."""
-    absent = RawPeer(silent)
     fabric = Fabric(tmp_path)
     fabric.add(switch.port)
     fabric.add(absent.port)
@@ -255,16 +258,7 @@ def test_a_torn_trust_on_first_use_file(
     tofu.parent.mkdir(parents=True)
     torn = f"[127.0.0.1]:{absent.port} {_other_public_key()}"[:60]
     tofu.write_text(torn)
-    try:
-        outcome = run(cli, fabric.write(), tmp_path, "--trust-on-first-use")
-    finally:
-        absent.close()
-    lines = assert_bounded(outcome, 1)
-    one_line_each(
-        lines,
-        [
-            ("leaf1", "command failed", "did not return JSON"),
-            ("leaf2", "host key unreadable", f"{tofu}:1: the line about"),
-        ],
-    )
+    outcome = run(bounded_cli, fabric.write(), tmp_path, "--trust-on-first-use")
+    assert_only_the_broken_device_refused(outcome, tofu)
     assert tofu.read_text() == f"{torn}\n[127.0.0.1]:{switch.port} {switch.public_line}\n"
+    assert absent.accepted == 0

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -39,6 +38,7 @@ from agent.app.support import (
 )
 from agent.device.fanout import run_each
 from tests.unit.ssh_peers import FakeSwitch, RawPeer, close_at_once
+from tests.unit.test_cli_conventions import LEAVES  # the one walk of the command tree
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "playbooks" / "fabrics" / "lab-leafspine.yml"
@@ -71,21 +71,10 @@ def test_the_contract(outcomes: list[str], code: int) -> None:
 # --------------------------------------------------------------------------- the walk
 
 
-def _walk(
-    command: click.Command, path: list[str], ctx: click.Context
-) -> Iterator[tuple[str, click.Command]]:
-    yield " ".join(path), command
-    if isinstance(command, click.Group):
-        for name in command.list_commands(ctx):
-            sub = command.get_command(ctx, name)
-            assert sub is not None
-            yield from _walk(sub, [*path, name], click.Context(sub, parent=ctx, info_name=name))
-
-
 FABRIC_COMMANDS = sorted(
     path.removeprefix("roce-agent ")
-    for path, command in _walk(main, ["roce-agent"], click.Context(main, info_name="roce-agent"))
-    if not isinstance(command, click.Group) and any(p.name == "fabric" for p in command.params)
+    for path, command in LEAVES.items()
+    if any(p.name == "fabric" for p in command.params)
 )
 
 
