@@ -9,6 +9,7 @@ and that nothing (no paramiko traceback) was printed.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -400,12 +401,20 @@ def test_agent_yaml_sets_the_daemons_budget_and_trust_file(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("debug", [False, True])
-def test_tracebacks_only_with_debug(debug: bool, tmp_path: Path) -> None:
+def test_tracebacks_only_with_debug(
+    debug: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A banner that never comes: one line without --debug; with it, paramiko's own account
     (its traceback among it) as the agent's debug records."""
     from click.testing import CliRunner
 
     from agent.app.cli import main
+
+    # the exporter's tests quiet paramiko in this process (exporter without --verbose);
+    # setLevel, not the attribute: it clears the loggers' cached levels
+    paramiko_log = logging.getLogger("paramiko")
+    monkeypatch.setattr(paramiko_log, "level", paramiko_log.level)  # restored after the test
+    paramiko_log.setLevel(logging.NOTSET)
 
     peer = RawPeer(silent)
     fabric = tmp_path / "f.yml"
