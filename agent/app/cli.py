@@ -178,8 +178,8 @@ class LazyGroup(click.Group):
     type=duration(600),
     default="10s",
     show_default=True,
-    help="The whole SSH connect per device: TCP, banner, key exchange, login and the first "
-    "prompt, retries included (at most 600s).",
+    help="The SSH connect per device: TCP, banner, key exchange and login, retries "
+    "included; the CLI's first prompt gets the same time again (at most 600s).",
 )
 def main(debug: bool, trust_on_first_use: bool, connect_timeout: float) -> None:
     """Make RoCEv2 fabrics lossless and prove it.

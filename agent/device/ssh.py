@@ -3,13 +3,15 @@
 Owns:
 
 - **the connect budget**: TCP connect, the SSH banner, the key exchange and host key check,
-  authentication, the shell channel and the CLI's first prompt, all within one deadline
-  (``roce-agent --connect-timeout``, agent.yaml ``connect_timeout_s``; default
-  :data:`CONNECT_TIMEOUT_S`). Quick refusals (nothing listening yet, a peer that drops the
-  connection before its banner) are retried with backoff *inside* that budget; a timeout, a
-  host key or an authentication failure is never retried. At the deadline the socket is shut
-  down, whatever phase paramiko is in, and every netmiko read of the session set-up is cut to
-  the time left: one device costs at most the budget (plus a few hundred milliseconds);
+  authentication and the shell channel, all within one deadline (``roce-agent
+  --connect-timeout``, agent.yaml ``connect_timeout_s``; default :data:`CONNECT_TIMEOUT_S`),
+  then the CLI's first prompt within the same time again. Quick refusals (nothing listening
+  yet, a peer that drops the connection before its banner) are retried with backoff *inside*
+  the budget; a timeout, a host key or an authentication failure is never retried. At the
+  deadline the socket is shut down, whatever phase paramiko is in, and every netmiko read of
+  the session set-up is cut to the time left: a device that never speaks SSH costs the
+  budget, one that logs in and never prompts twice the budget (plus a few hundred
+  milliseconds each);
 - **the classification** of a failure (:mod:`agent.device.failures`): unreachable, timed out,
   protocol error, host key unreadable / unknown / changed, authentication failed (naming the
   user and where the secret came from, never the secret);
@@ -270,14 +272,31 @@ def _after_tries(failure: Unreachable, tries: int, elapsed_s: float) -> Unreacha
 def _open(attempt: _Attempt, platform: Platform, secret: str) -> Any:
     """One attempt: TCP, then netmiko over the guarded socket, the deadline armed."""
     attempt.guard = _GuardedSocket(_tcp(attempt))
-    alarm = threading.Timer(max(0.0, attempt.left()), attempt.guard.expire)
-    alarm.daemon = True
-    alarm.start()
-    try:
+    with _alarm(attempt):
         attempt.checked = checked_netmiko(attempt.expected, **_params(attempt, platform, secret))
         return _log_in(attempt)
+
+
+@contextlib.contextmanager
+def _alarm(attempt: _Attempt) -> Iterator[None]:
+    """The connection shut down at ``attempt.deadline`` if the block is still in it then
+    (the deadline may move later inside the block: the alarm follows it)."""
+    guard = attempt.guard
+    assert guard is not None
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(max(0.0, attempt.left())):
+            if attempt.left() <= 0:
+                guard.expire()
+                return
+
+    watcher = threading.Thread(target=watch, name="ssh-connect-deadline", daemon=True)
+    watcher.start()
+    try:
+        yield
     finally:
-        alarm.cancel()
+        done.set()
 
 
 def _tcp(attempt: _Attempt) -> socket.socket:
@@ -336,8 +355,10 @@ def _params(attempt: _Attempt, platform: Platform, secret: str) -> dict[str, Any
 
 
 def _log_in(attempt: _Attempt) -> Any:
-    """Key exchange, host key, authentication and shell (netmiko's ``establish_connection``),
-    then the CLI's first prompt (its ``session_preparation``), each failure classified."""
+    """Key exchange, host key, authentication and shell (netmiko's ``establish_connection``)
+    within the budget, then the CLI's first prompt (its ``session_preparation``) within the
+    same time again: a shell that starts slowly (login scripts, an emulated host) is not a
+    dead one. Each failure classified."""
     checked = attempt.checked
     assert checked is not None
     handle = checked.handle
@@ -345,6 +366,7 @@ def _log_in(attempt: _Attempt) -> Any:
         handle._modify_connection_params()
         handle.establish_connection()
         attempt.logged_in = True
+        attempt.deadline = time.monotonic() + attempt.budget_s
         with _reads_until(handle, attempt.deadline):
             handle._try_session_preparation()
         if attempt.guard is not None and attempt.guard.expired:  # the alarm won the race
@@ -429,7 +451,7 @@ def _timed_out(attempt: _Attempt) -> Unreachable:
     else:
         what = (
             f"logged in to {attempt.address} but its CLI did not answer in time (no prompt "
-            f"within {budget})"
+            f"within {attempt.budget_s:g} s after the login)"
         )
     return attempt.failed(
         TIMED_OUT,
