@@ -10,6 +10,8 @@
 - Text from users and files is printed literally: no rich markup, no ``:emoji:`` codes, no
   highlighting (:func:`console`); tables fold long cells instead of cutting them
   (:func:`table`).
+- Progress goes to stderr in one style (:func:`progress_display`): what is done, a bar, then
+  the command's own columns; device and file names in it are literal text.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     # rich is imported where a console or a table is made: a command that prints JSON (the
     # twin's runs, issue #31) never pays for it.
     from rich.console import Console
+    from rich.progress import Progress, ProgressColumn
     from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,6 +64,27 @@ def console(*, stderr: bool = False, width: int | None = None) -> Console:
         highlight=False,
         width=width,
         soft_wrap=stderr,
+    )
+
+
+def progress_display(
+    *columns: ProgressColumn | str,
+    err: Console | None = None,
+    transient: bool = False,
+    disable: bool = False,
+) -> Progress:
+    """A progress display on stderr in the commands' one style: the task's description and a
+    bar, then ``columns`` (the command's own: counts, the item in progress, times). Text in it
+    is printed literally (a device or file name is never markup)."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    return Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        *columns,
+        console=err or console(stderr=True),
+        transient=transient,
+        disable=disable,
     )
 
 

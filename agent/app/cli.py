@@ -1,12 +1,15 @@
 """``roce-agent``: the command line.
 
-Exit codes a CI job can rely on: 0 success, 1 the fabric is not as intended (later
-commands), 2 the command could not do its job (bad input, unreadable file). Errors are one
-line each on stderr — never a traceback unless ``--debug`` asks for it.
+Exit codes a CI job can rely on, the same for every command (docs/cli-conventions.md): 0 all
+as intended, 1 a device not as intended (or unverified, or not reached while others were), 2
+the command could not do its job (bad input, nothing reachable, internal error). Errors are
+one line each on stderr — never a traceback unless ``--debug`` asks for it.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +18,7 @@ import click
 from agent import __version__
 from agent.app.output import echo_json
 from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
-from common.conventions import console, device_options, examples, select_devices
+from common.conventions import console, device_options, duration, examples, select_devices
 from common.registry import Entry, Registry
 
 if TYPE_CHECKING:
@@ -47,13 +50,13 @@ COMMANDS: Registry[click.Command] = Registry(
         "checks": Entry("agent.app.catalog:checks_command", "List the checks validate runs (RC…)."),
         "diff": Entry(
             "agent.app.change:diff_command",
-            "Show what would change on each switch (and the lines that would be sent). Exit 0.",
+            "Show what would change on each switch (and the lines that would be sent).",
         ),
         "discover": Entry("agent.app.discover:discover_command", "A fabric file from LLDP."),
         "drift": Entry(
             "agent.app.change:drift_command",
-            "Compare every switch with the intent: exit 1 listing every difference, 0 if none, "
-            "2 if a device could not be read.",
+            "Compare every switch with the intent: exit 1 listing every difference (or a switch "
+            "that could not be read), 0 if none, 2 if no switch could be reached.",
         ),
         "exporter": Entry(
             "agent.app.exporter:exporter_command",
@@ -159,7 +162,11 @@ class LazyGroup(click.Group):
     "roce-agent drift fabric.yml -o junit > drift.xml",
 )
 @click.version_option(__version__, "--version", prog_name="roce-agent")
-@click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show tracebacks for internal errors, and the SSH libraries' log on stderr.",
+)
 @click.option(
     "--trust-on-first-use",
     is_flag=True,
@@ -172,24 +179,67 @@ class LazyGroup(click.Group):
     help="Read config files anyone can write and secret files others can read or own "
     "(refused by default, as OpenSSH and libpq refuse them); each one is logged.",
 )
-def main(debug: bool, trust_on_first_use: bool, insecure_permissions: bool) -> None:
+@click.option(
+    "--connect-timeout",
+    type=duration(600),
+    default="10s",
+    show_default=True,
+    help="The SSH connect per device: TCP, banner, key exchange and login, retries "
+    "included; the CLI's first prompt gets the same time again (at most 600s).",
+)
+def main(
+    debug: bool, trust_on_first_use: bool, insecure_permissions: bool, connect_timeout: float
+) -> None:
     """Make RoCEv2 fabrics lossless and prove it.
 
     Configures PFC, ECN/WRED, DCQCN and the PFC watchdog on switches and host NICs from one
     intent file (fabric.yaml + a lossless profile), validates the result on the wire and
     exports fabric health to Prometheus.
 
-    Exit codes: 0 ok, 1 the fabric differs from intent or a check failed, 2 the command
-    could not run (bad input, unreachable, internal error).
+    Exit codes, the same for every command: 0 all as intended, 1 a device not as intended
+    (or unverified, or not reached while others were), 2 the command could not do its job
+    (bad input, nothing reachable, internal error).
     """
     if insecure_permissions:
         from common.permissions import allow_insecure_permissions
 
         allow_insecure_permissions()
-    if trust_on_first_use:
+    _debug_log(debug)
+    _configure_connections(trust_on_first_use, connect_timeout)
+
+
+class _DebugHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """``--debug``: the agent's log (the SSH libraries' records among it) on stderr."""
+
+
+def _debug_log(debug: bool) -> None:
+    """One stderr handler on ``roce_agent`` with ``--debug``, none without (a process that
+    runs several commands, a test run, gets exactly what each asked for)."""
+    logger = logging.getLogger("roce_agent")
+    for handler in [h for h in logger.handlers if isinstance(h, _DebugHandler)]:
+        logger.removeHandler(handler)
+    if debug:
+        handler = _DebugHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    elif logger.level == logging.DEBUG:
+        logger.setLevel(logging.NOTSET)
+
+
+def _configure_connections(trust_on_first_use: bool, connect_timeout: float) -> None:
+    """Hand the SSH options to the device modules. They are imported only when an option
+    differs from its default or they are loaded already (an earlier run in this process, whose
+    choice must not linger): a command that never connects (twin, issue #31) loads none."""
+    given = click.get_current_context().get_parameter_source("connect_timeout")
+    if given != click.core.ParameterSource.DEFAULT or "agent.device.ssh" in sys.modules:
+        from agent.device import ssh
+
+        ssh.configure(connect_timeout_s=connect_timeout)
+    if trust_on_first_use or "agent.device.hostkeys" in sys.modules:
         from agent.device import hostkeys
 
-        hostkeys.configure(trust_on_first_use=True)
+        hostkeys.configure(trust_on_first_use=trust_on_first_use)
 
 
 def _select(plan: Plan, patterns: tuple[str, ...], roles: tuple[str, ...] = ()) -> Plan:

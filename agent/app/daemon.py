@@ -168,6 +168,9 @@ class DaemonConfig(DaemonModel):
     shard: ShardField = WHOLE
     mode: Literal["observe", "enforce"] = "observe"
     state_dir: Path = Path("/var/lib/roce-agent")
+    # The whole SSH connect per device (TCP, banner, key exchange, login, first prompt),
+    # retries included: `roce-agent --connect-timeout` for the daemon (agent/device/ssh.py).
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
     exporter: ExporterConfig | None = ExporterConfig()
     intervals: Intervals = Intervals()
     playbooks: list[ScheduledPlaybook] = Field(default_factory=list)
@@ -272,12 +275,14 @@ def check_config(path: Path, shard: Shard | None = None) -> str:
         for problem in _device_file_problems(device):
             generic = problem.removeprefix(f"device {device.name}: ")
             seen.setdefault(generic, []).append(device.name)
-    if seen:
+    trust = _trust_file_problems(loaded)
+    if seen or trust:
         raise IntentError(
             [
                 Problem(None, "", f"{fabric}: device {names[0]}{_more(names)}: {generic}")
                 for generic, names in seen.items()
             ]
+            + [Problem(None, "", problem) for problem in trust]
         )
     exporter = loaded.config.exporter
     web = exporter.web_config if exporter is not None else None
@@ -288,6 +293,24 @@ def check_config(path: Path, shard: Shard | None = None) -> str:
         f"{loaded.config.mode}, exporter {exporter.listen if exporter else 'off'}"
         f"{f' with web config {web}' if web else ''}, scheduled playbooks: {playbooks}"
     )
+
+
+def _configure_connections(config: DaemonConfig) -> None:
+    """The SSH settings every connection of this configuration uses: the connect budget and
+    the trust-on-first-use file in the state dir (agent/device/ssh.py, hostkeys.py)."""
+    from agent.device import hostkeys, ssh
+
+    ssh.configure(connect_timeout_s=config.connect_timeout_s)
+    hostkeys.configure(state_dir=config.state_dir)
+
+
+def _trust_file_problems(loaded: Loaded) -> list[str]:
+    """Broken lines of the known_hosts files the devices are checked against (a run refuses
+    only the device a line names; the check says every one)."""
+    from agent.device import hostkeys
+
+    hostkeys.configure(state_dir=loaded.config.state_dir)
+    return hostkeys.trust_file_problems(d for d in loaded.intent.devices if d.host is not None)
 
 
 def _more(names: list[str]) -> str:
@@ -548,6 +571,7 @@ class Daemon:
                 old_server.close()  # its address is free once "reloaded" is logged
                 retire.append(old_server.drain)
         self.loaded = prepared.loaded
+        _configure_connections(self.loaded.config)
         self.exporter = prepared.exporter
         if self.exporter is not None:
             self.exporter.start()

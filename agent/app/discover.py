@@ -25,7 +25,7 @@ from typing import Any
 import click
 import yaml
 
-from agent.app.support import handle_errors
+from agent.app.support import DeviceProgress, handle_errors
 from agent.device import lldp
 from agent.device.fanout import results_or_raise, run_each
 from agent.device.lldp import Discovered, Neighbor, PortFacts, natural_key
@@ -200,14 +200,16 @@ def targets_from_fabric(path: Path) -> list[Target]:
 
 
 def read_target(target: Target) -> tuple[Target, Discovered]:
-    """Connect, read, disconnect. An unreachable switch is an error naming it (exit 2)."""
+    """Connect, read, disconnect. A switch that cannot be reached is an error naming it and
+    why (exit 2: a partial fabric file would be wrong)."""
     from agent.device.platforms import platform_for
     from agent.device.push import Unreachable, close_quietly, connect
 
     try:
         conn = connect(target.device, platform_for(target.platform))
     except Unreachable as exc:
-        raise AgentError(f"{target.label}: unreachable: {exc}") from None
+        # "KIND: what happened. Fix: …", named as the user named the target
+        raise AgentError(f"{target.label}: {str(exc).removeprefix(f'{exc.device}: ')}") from None
     try:
         found = lldp.read(conn, target.platform)
     finally:
@@ -637,7 +639,15 @@ class Discovery:
         """Every switch read (at most :data:`PARALLELISM` at once), named as the fabric file
         names them, and each one's management fields for the skeleton."""
         chosen = self.chosen()
-        outcomes = run_each({str(i): t for i, t in enumerate(chosen)}, read_target, PARALLELISM)
+        labels = [t.label for t in chosen]
+        # keyed by how the user named each switch (the progress line shows the slowest one)
+        keys = (
+            labels
+            if len(set(labels)) == len(labels)
+            else [f"{n} #{i}" for i, n in enumerate(labels)]
+        )
+        with DeviceProgress("discover", keys):
+            outcomes = run_each(dict(zip(keys, chosen, strict=True)), read_target, PARALLELISM)
         results = list(results_or_raise(outcomes).values())
         found = [f for _, f in results]
         if self.fabric is not None:  # the fabric's names win over the hostnames they report

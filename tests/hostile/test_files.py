@@ -22,8 +22,6 @@ import pytest
 
 from tests.unit.bounded_cli import BoundedCli
 
-# The session's bounded runner (one zygote for every hostile case), shared with tests/unit.
-from tests.unit.conftest import bounded_cli  # noqa: F401 -- a fixture, used by name
 from tests.unit.test_hostile_input import BOMB
 
 SECONDS = 5.0

@@ -171,6 +171,18 @@ def test_check_config_accepts_the_installed_layout(tmp_path: Path) -> None:
         ),
         ("no-playbook", ("agent.yaml", "playbooks: []", "playbooks: [{name: nope, every_s: 60}]"),
          "nope"),
+        (
+            "bad-connect-timeout",
+            ("agent.yaml", "connect_timeout_s: 10", "connect_timeout_s: 0"),
+            "agent.yaml:27:20: connect_timeout_s:",
+        ),
+        # issue #42, item 3: a torn known_hosts line is reported with file, line and device
+        (
+            "known-hosts-torn-line",
+            ("known_hosts", "", "spine1.mgmt.pod400g.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE\n"),
+            "known_hosts:1: the key is not valid base64 (a line cut short?) (device spine1 will "
+            "be refused)",
+        ),
     ],
 )  # fmt: skip
 def test_check_config_exits_2_naming_file_line_and_field(
