@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from tests.unit.bounded_cli import BoundedCli
-
 from tests.unit.test_hostile_input import BOMB
 
 SECONDS = 5.0
@@ -276,7 +275,7 @@ CASES: dict[str, Case] = {
 def test_a_hostile_file_exits_2_located_within_5s_and_1_5gb(
     name: str,
     tmp_path: Path,
-    bounded_cli: BoundedCli,  # noqa: F811 -- the fixture above
+    bounded_cli: BoundedCli,
 ) -> None:
     case = CASES[name]
     argv = case.make(tmp_path)
