@@ -65,6 +65,7 @@ from agent.intent.loader import load_fabric
 from agent.intent.model import Device, FabricIntent
 from agent.intent.shard import WHOLE, Shard, ShardError, parse_shard
 from agent.ops.playbooks import PlaybookRunner, load_playbook, playbook_path
+from common.errors import MAX_SHOWN
 from common.permissions import set_config_override
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
@@ -345,9 +346,10 @@ _LOCATED = re.compile(r"^(?P<file>/[^:\n]+?)(?::(?P<line>\d+)(?::(?P<column>\d+)
 
 
 # A refused reload is one log line: a value from the file (a 200 000-digit port name) is cut
-# short there, and so is the list of problems.
+# short there, and so is the list of problems (an IntentError's own list is already cut to
+# MAX_SHOWN and its line saying how many more; other errors are cut here the same way).
 FIELD_CHARS = 1000
-MAX_PROBLEMS = 50
+MAX_PROBLEMS = MAX_SHOWN + 1
 
 
 def _cut(text: str) -> str:

@@ -19,7 +19,8 @@ import pytest
 import agent.app.daemon as daemon_module
 from agent.app.daemon import Daemon, Loaded, Prepared, error_fields, load_config
 from agent.app.reload_worker import ReloadWorker
-from agent.errors import IntentError
+from agent.errors import AgentError, IntentError
+from common.errors import MAX_SHOWN
 
 REPO = Path(__file__).resolve().parents[2]
 FABRIC = REPO / "playbooks" / "fabrics" / "pod-400g.yml"
@@ -139,8 +140,12 @@ def test_refusal_fields_are_one_bounded_log_line() -> None:
     problems = [Problem(None, "", f"port {'1' * 200_000}: invalid")] * 120
     fields = error_fields(IntentError(problems))
     assert len(fields["reason"]) <= daemon_module.FIELD_CHARS
-    assert len(fields["problems"]) == daemon_module.MAX_PROBLEMS + 1
-    assert fields["problems"][-1] == f"... and {120 - daemon_module.MAX_PROBLEMS} more"
+    assert len(fields["problems"]) == MAX_SHOWN + 1  # the error's own line saying how many more
+    assert f"and {120 - MAX_SHOWN} more problem(s)" in fields["problems"][-1]
+    assert all(len(p) <= daemon_module.FIELD_CHARS for p in fields["problems"])
+    many = error_fields(AgentError("\n".join(f"problem {n}" for n in range(500))))
+    assert len(many["problems"]) == daemon_module.MAX_PROBLEMS + 1
+    assert many["problems"][-1] == f"... and {500 - daemon_module.MAX_PROBLEMS} more"
     assert all(len(p) <= daemon_module.FIELD_CHARS for p in fields["problems"])
 
 

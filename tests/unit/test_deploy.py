@@ -174,7 +174,7 @@ def test_check_config_accepts_the_installed_layout(tmp_path: Path) -> None:
         (
             "bad-connect-timeout",
             ("agent.yaml", "connect_timeout_s: 10", "connect_timeout_s: 0"),
-            "agent.yaml:27:20: connect_timeout_s:",
+            "agent.yaml:{line}:20: connect_timeout_s:",  # {line}: where the edit is
         ),
         # issue #42, item 3: a torn known_hosts line is reported with file, line and device
         (
@@ -194,6 +194,7 @@ def test_check_config_exits_2_naming_file_line_and_field(
     text = (tmp_path / name).read_text()
     assert old in text, case
     (tmp_path / name).write_text(text.replace(old, new, 1))
+    expected = expected.replace("{line}", str(text[: text.index(old)].count("\n") + 1))
     code, output = _check(config, CREDENTIALS_DIRECTORY=str(tmp_path / "credentials"))
     assert code == 2, (case, output)
     assert expected in output, (case, output)

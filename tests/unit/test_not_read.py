@@ -28,6 +28,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from agent.device.failures import NOT_CONNECTED, TIMED_OUT, UNREACHABLE
 from lab.mgmt.eos.personality import EosPersonality
 from lab.mgmt.persistence import HOST_KEY
 from lab.mgmt.ssh_server import AuthSettings
@@ -241,5 +242,7 @@ def test_the_daemon_says_not_read_and_nothing_else(running: Running) -> None:
     for device in UNREAD:
         entry = by_name[device]
         assert (entry["read"], entry["changes"], entry["differences"]) == (False, None, None)
-        assert entry["result"] == "unreachable" and entry["error"], entry
+        assert entry["result"] in NOT_CONNECTED and entry["error"], entry
+    assert by_name["leaf2"]["result"] == UNREACHABLE  # nothing listens on its port
+    assert by_name["leaf4"]["result"] == TIMED_OUT  # connected, never answered
     assert by_name["leaf1"]["read"] and by_name["leaf1"]["changes"] > 0
