@@ -20,6 +20,7 @@ the same runs, the same results, the same output but the wall times.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -431,6 +432,25 @@ def counted(runner: Runner, bars: ProgressBars) -> Runner:
     return run
 
 
+def check_writable(path: Path) -> None:
+    """Refuse an override file that cannot be written before the search, not after minutes
+    of it: its folder must exist and be writable, and the path no folder (exit 2, the
+    option named)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    reason = None
+    if not folder.is_dir():
+        reason = f"its folder {folder} does not exist"
+    elif path.is_dir():
+        reason = "it is a folder"
+    elif not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        reason = "it cannot be written (permissions)"
+    if reason is not None:
+        raise click.BadParameter(
+            f"Expected: a file tune can write Actual: {path}: {reason}",
+            param_hint="'--write-override'",
+        )
+
+
 def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     data, _ = load_yaml(fabric)
     existing = data.get("overrides") if isinstance(data, dict) else None
@@ -571,6 +591,8 @@ def tune_command(fabric: Path, **options: Any) -> None:
     """
     flags = TuneFlags(**options)
     intent = load_fabric(fabric).intent
+    if flags.override_file is not None:
+        check_writable(flags.override_file)
     with (
         search_runner(flags.jobs, flags.executor, flags.executor_timeout) as runner,
         ProgressBars(flags.progress) as bars,
