@@ -72,7 +72,8 @@ def test_check_json_carries_a_hostile_value_escaped(cli: BoundedCli, tmp_path: P
     document on stdout with the problem located, and nothing raw reaches the terminal."""
     fabric = tmp_path / "escape.yml"
     fabric.write_text(
-        "name: t\nprofile: nvidia-default\ndefaults: {username: a, credentials: {password_env: X}}\n"
+        "name: t\nprofile: nvidia-default\n"
+        "defaults: {username: a, credentials: {password_env: X}}\n"
         'devices:\n  - {name: "leaf\\u001b[2J|x", platform: arista_eos, role: leaf, host: h}\n'
     )
     run = cli.run("check", str(fabric), "-o", "json")
