@@ -16,14 +16,23 @@ from typing import TYPE_CHECKING
 import click
 
 from agent import __version__
-from agent.app.output import echo_json
-from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
-from common.conventions import console, device_options, duration, examples, select_devices
+from agent.app.output import echo_json, markdown_table, md_cell
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
+from agent.errors import IntentError
+from common.conventions import (
+    console,
+    device_options,
+    duration,
+    examples,
+    output_option,
+    select_devices,
+)
 from common.registry import Entry, Registry
 
 if TYPE_CHECKING:
     from agent.intent.loader import LoadedFabric
     from agent.intent.plan import Plan
+    from common.errors import Problem
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "main"]
 
@@ -242,6 +251,19 @@ def _configure_connections(trust_on_first_use: bool, connect_timeout: float) -> 
         hostkeys.configure(trust_on_first_use=trust_on_first_use)
 
 
+def _plan_markdown(plan: Plan) -> str:
+    """The plan's tables (the same sections as the rich tables) as Markdown, for a ticket."""
+    from agent.intent.plan_tables import plan_sections
+
+    lines: list[str] = []
+    for section in plan_sections(plan):
+        right = {i for i, (_, justify) in enumerate(section.columns) if justify == "right"}
+        lines += [f"### {md_cell(section.title)}", ""]
+        lines += markdown_table([h for h, _ in section.columns], section.rows, right=right)
+        lines += ["", md_cell(section.caption), ""] if section.caption else [""]
+    return "\n".join(lines).rstrip("\n")
+
+
 def _select(plan: Plan, patterns: tuple[str, ...], roles: tuple[str, ...] = ()) -> Plan:
     """The plan of the devices ``--device`` (names or globs) and ``--role`` select."""
     if not patterns and not roles:
@@ -259,23 +281,52 @@ def _load(fabric: Path) -> LoadedFabric:
 @main.command()
 @examples(
     "roce-agent check fabric.yml",
-    "roce-agent check playbooks/fabrics/pod-400g.yml && roce-agent plan pod-400g.yml",
+    "roce-agent check pod-400g.yml && roce-agent plan pod-400g.yml",
+    "roce-agent check fabric.yml -o json | jq '.problems[].message'",
 )
 @FABRIC
+@output_option("text", "json", default="text")
 @handle_errors
-def check(fabric: Path) -> None:
+def check(fabric: Path, output: str) -> None:
     """Validate FABRIC and its profile without touching any device.
 
     Reports every problem as FILE:LINE:COL: field: message (with the rule ID for
-    cross-field rules) and exits 2; exits 0 when the intent is valid.
+    cross-field rules) and exits 2; exits 0 when the intent is valid. With -o json the
+    verdict and the problems (file, line, column, field, rule, message) are also a JSON
+    document on stdout.
     """
-    loaded = _load(fabric)
+    try:
+        loaded = _load(fabric)
+    except IntentError as exc:
+        if output == "json":
+            echo_json({"file": str(fabric), "valid": False,
+                       "problems": [_problem(p) for p in exc.problems]})  # fmt: skip
+        raise
     intent = loaded.intent
     ports = sum(len(d.ports) for d in intent.devices)
+    if output == "json":
+        echo_json({"file": str(fabric), "valid": True, "fabric": intent.name,
+                   "profile": intent.profile.name, "profile_file": str(loaded.profile_file),
+                   "devices": len(intent.devices), "ports": ports, "problems": []})  # fmt: skip
+        return
     click.echo(
         f"{fabric}: valid — fabric {intent.name}, profile {intent.profile.name} "
         f"({loaded.profile_file}), {len(intent.devices)} devices, {ports} ports"
     )
+
+
+def _problem(problem: Problem) -> dict[str, object]:
+    """One problem of ``check -o json``: where (null when the input has no position), the
+    field, the rule ID of a cross-field rule and the message."""
+    where = problem.position
+    return {
+        "file": str(where.file) if where else None,
+        "line": where.line if where else None,
+        "column": where.column if where else None,
+        "field": problem.field,
+        "rule": problem.rule,
+        "message": problem.message,
+    }
 
 
 @main.command()
@@ -283,10 +334,11 @@ def check(fabric: Path) -> None:
     "roce-agent plan fabric.yml",
     "roce-agent plan fabric.yml --device 'leaf*' --device spine1",
     "roce-agent plan fabric.yml --role host -o json | jq '.devices[].name'",
+    "roce-agent plan fabric.yml --device leaf1 -o markdown > leaf1-plan.md",
 )
 @FABRIC
 @device_options
-@OUTPUT
+@output_option("table", "json", "markdown")
 @handle_errors
 def plan(fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output: str) -> None:
     """Show the desired state computed from FABRIC, per device and port.
@@ -301,6 +353,8 @@ def plan(fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output:
     desired = _select(build_plan(_load(fabric).intent), devices, roles)
     if output == "json":
         echo_json(desired.model_dump(mode="json"))
+    elif output == "markdown":
+        click.echo(_plan_markdown(desired))
     else:
         # Literal text (a description is never markup); pipes and CI logs get wide tables.
         render_plan_tables(desired, console())

@@ -135,8 +135,12 @@ def exporter_command(fabric: Path, **options: Any) -> None:
     Pollers read every switch of FABRIC over SSH (the platform's counter commands) into a
     snapshot; a scrape renders the latest snapshot and never waits for a device. A device
     that does not answer within --timeout reads roce_device_up 0 and keeps its last values.
-    Metrics: exporters/METRICS.md. Stops on SIGTERM or Ctrl-C (exit 0); bad input (fabric,
-    web config, listen address, unreadable credentials) exits 2 before anything is served.
+    Stops on SIGTERM or Ctrl-C (exit 0); bad input (fabric, web config, listen address,
+    unreadable credentials) exits 2 before anything is served.
+
+    \b
+    Metrics: https://roce-fabric-agent.readthedocs.io/en/latest/reference/metrics/
+    (the installed version's table: python -m exporters.metrics)
     """
     from exporters.exporter import Exporter
 

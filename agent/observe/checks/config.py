@@ -25,6 +25,7 @@ from agent.observe.checks.base import (
     SwitchStateCheck,
     expected_actual,
 )
+from common.text import natural_item_key
 
 
 def roce_mode(state: QosState, roce_priority: int, ecn_queue: int) -> str:
@@ -60,7 +61,7 @@ class RoceModeConsistent(Check):
         wrong = {name: mode for name, mode in modes.items() if mode != profile.mode}
         problems = [
             expected_actual(f"{name} RoCE mode", profile.mode, mode)
-            for name, mode in sorted(wrong.items())
+            for name, mode in sorted(wrong.items(), key=natural_item_key)
         ]
         if unread and not problems:
             # The switches read agree; the others were not read, so the fabric is not known to.

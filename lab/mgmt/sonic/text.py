@@ -11,14 +11,10 @@ under the header.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-
-def natural_key(text: str) -> tuple[Any, ...]:
-    """``Ethernet8`` before ``Ethernet12`` (natsort, as sonic-cfggen and show commands sort)."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+from common.text import natural_key as natural_key  # jsonpatch and checkpoints sort with it
 
 
 def natsorted_dict(value: Any) -> Any:
