@@ -497,12 +497,12 @@ class Daemon:
                 pusher, [d for d in devices if d.name in {r.device for r in drifted}]
             )
         self.reconciles += 1
-        unread = [r.device for r in results if not was_read(r)]
+        unread = [r.device for r in results if not r.read]
         summary = {
             "time": time.time(),
             "mode": config.mode,
             "shard": str(loaded.shard),
-            "devices": [device_report(r) for r in results],
+            "devices": [r.as_dict() for r in results],  # an unread one: read false, changes null
             "not_read": unread,
             "repaired": repaired,
         }
@@ -519,7 +519,7 @@ class Daemon:
         exporter."""
         for session in result.pending:
             log.warning("pending session", extra={"fields": session.as_dict()})
-        if self.exporter is not None and was_read(result):
+        if self.exporter is not None and result.read:
             # A switch whose configuration was not read has no drift figure (issue #41).
             self.exporter.update_drift(result.device, len(result.differences))
         if result.differences:
@@ -597,21 +597,6 @@ def _overdue_fields(config: Path, deadline_s: float) -> dict[str, Any]:
     return error_fields(
         AgentError(f"{config}: preparing the new configuration took longer than {deadline_s:g} s")
     )
-
-
-def was_read(result: DeviceResult) -> bool:
-    """Whether an inspection read the switch's configuration (its differences are real)."""
-    return result.before is not None
-
-
-def device_report(result: DeviceResult) -> dict[str, Any]:
-    """One switch in last-reconcile.json: a switch not read has ``read: false`` and no count
-    of differences (null, not 0); its ``result`` and ``error`` say why."""
-    entry = result.as_dict()
-    entry["read"] = was_read(result)
-    if not entry["read"]:
-        entry["changes"] = entry["differences"] = None
-    return entry
 
 
 class DaemonCollector:
