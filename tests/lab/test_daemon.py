@@ -76,6 +76,7 @@ def test_validate_exit_codes(lab: Lab, tmp_path: Path) -> None:
     assert agent("apply", fabric, "--yes", "--state-dir", str(tmp_path)).returncode == 0
 
 
+@pytest.mark.lab_parallel  # the control plane: a daemon, its reloads, timers of 20 s and more
 def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
     config = tmp_path / "agent.yaml"
     state = tmp_path / "state"
@@ -205,6 +206,7 @@ def _bad_cases(
     ]  # fmt: skip
 
 
+@pytest.mark.lab_parallel  # the control plane: a daemon, its reloads, timers of 20 s and more
 def test_bad_reloads_keep_the_old_fabric_and_exporter(lab: Lab, tmp_path: Path) -> None:
     """SIGHUP with each bad input: one JSON line naming FILE(:LINE), reload_success 0, the
     old exporter still serving the old fabric on the old port, the process alive; a good
@@ -278,6 +280,7 @@ def _reload_to_a_new_address(daemon: Daemon, good: str) -> None:
     assert daemon.process.wait(timeout=15) == 0
 
 
+@pytest.mark.lab_parallel  # the control plane: a daemon, its reloads, timers of 20 s and more
 def test_systemd_credential_recipe(lab: Lab, tmp_path: Path) -> None:
     """``password_file: ${CREDENTIALS_DIRECTORY}/fabric-password`` with the directory made
     the way LoadCredential= makes it (private, 0500, the file 0400; no systemd PID 1 here for

@@ -16,7 +16,9 @@ from tests.lab.support import mgmt as mf
 from tests.lab.support import vswitch as fx
 from tests.lab.support.polling import wait_until
 
-pytestmark = [pytest.mark.lab, fx.requires_vswitch_lab]
+# The management plane over SSH (commit timers of 2-3 s checked with 5 s of margin): nothing
+# here measures a rate, so it runs beside another lab module.
+pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, fx.requires_vswitch_lab]
 
 LOSSLESS = [
     "qos map dscp 26 to traffic-class 3",
