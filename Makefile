@@ -75,11 +75,12 @@ PURE_TESTS := tests/unit/test_lossless_*.py tests/unit/test_dcqcn.py \
 # tests/unit/test_compiled.py compares both paths on seeded random scenarios instead.
 PURE_SKIP := not (every_scenario_runs_and_the_books_balance or tune_all_to_all_runs)
 
-# Unit tests on every core (they share nothing); lab tests that measure no data-plane rate or
-# timing (marker lab_parallel) two files at a time; the others one at a time, alone. The fault
-# drill drills each row once, the platforms in turn; `make drill` runs its whole matrix.
+# Unit tests four at a time (they share nothing, and many wait on a peer or a timer); lab tests
+# that measure no data-plane rate or timing (marker lab_parallel) two modules at a time; the
+# others one at a time, alone. The fault drill drills each row once, the platforms in turn;
+# `make drill` runs its whole matrix.
 test: deps lint typecheck docs-check
-	$(BIN)/pytest -m "not lab" -n auto --durations=10
+	$(BIN)/pytest -m "not lab" -n 4 --durations=10
 	ROCE_AGENT_PURE_PYTHON=1 $(BIN)/pytest -m "not lab" -n auto -k "$(PURE_SKIP)" $(PURE_TESTS)
 	ROCE_DRILL=rotated $(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadgroup --durations=10
 	$(BIN)/pytest -m "lab and not lab_parallel" --durations=25
