@@ -43,12 +43,12 @@ from decimal import Decimal
 from typing import Any
 
 from lab.mgmt import names
-from lab.mgmt.eos.grammar import (
+from lab.mgmt.cli_grammar import (
     VALUE_TYPES,
     CliError,
     Command,
     Converter,
-    match_command,
+    apply_in_modes,
     register_value_type,
     tokenize,
 )
@@ -661,20 +661,9 @@ def apply_line(config: SwitchConfig, stack: Sequence[ConfigMode], line: str) -> 
     ``stack[0]`` is :class:`GlobalMode`; the innermost mode is tried first, then its parents
     (EOS' fall-through). On :class:`CliError` nothing has been changed.
     """
-    tokens = tokenize(line)
-    first_error: CliError | None = None
-    for depth in range(len(stack) - 1, -1, -1):
-        mode = stack[depth]
-        try:
-            match = match_command(commands_for(mode), tokens)
-        except CliError as exc:
-            first_error = first_error or exc
-            continue
-        pushed = match.command.handler(config, mode, match.args)
-        _prune(config)
-        return [*stack[: depth + 1], *([pushed] if pushed is not None else [])]
-    assert first_error is not None
-    raise first_error
+    new_stack = apply_in_modes(config, stack, tokenize(line), commands_for)
+    _prune(config)
+    return new_stack
 
 
 def _prune(config: SwitchConfig) -> None:

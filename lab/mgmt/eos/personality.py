@@ -13,9 +13,9 @@ import asyncio
 import logging
 from pathlib import Path
 
+from lab.mgmt.cli_grammar import CliError
 from lab.mgmt.eos.cli import CliSession
 from lab.mgmt.eos.commands import load_config_text
-from lab.mgmt.eos.grammar import CliError
 from lab.mgmt.eos.render import render_text
 from lab.mgmt.eos.sessions import ConfigSessions
 from lab.mgmt.names import eos_name

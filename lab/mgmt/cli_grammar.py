@@ -1,4 +1,4 @@
-"""Command patterns and the matcher behind every CLI mode.
+"""Command patterns and the matcher behind every industry-CLI mode (EOS, NX-OS).
 
 A pattern is written the way CLI references print syntax::
 
@@ -9,8 +9,12 @@ A pattern is written the way CLI references print syntax::
 * ``<name:type[:arg]>``    a value bound to ``args[name]`` (types in :data:`VALUE_TYPES`);
 * ``[ ... ]``              an optional group.
 
-Errors follow EOS' wording, which scripts (and netmiko ``error_pattern``) match on:
-``% Invalid input (at token N: 'WORD')``, ``% Incomplete command``, ``% Ambiguous command``.
+A line that matches no command raises :class:`NoMatch`: its text is EOS' wording, which
+scripts (and netmiko ``error_pattern``) match on -- ``% Invalid input (at token N: 'WORD')``,
+``% Incomplete command``, ``% Ambiguous command`` -- and it carries what went wrong and
+where (``kind``, ``index``), so another NOS words it its own way (NX-OS' caret line).
+:func:`apply_in_modes` applies one configuration line through a stack of modes, falling back
+to the enclosing modes as both CLIs do.
 """
 
 from __future__ import annotations
@@ -32,15 +36,25 @@ class CliError(Exception):
     """A line the CLI refuses; ``str(exc)`` is exactly what the terminal prints."""
 
 
+class NoMatch(CliError):
+    """No command matches the line: ``kind`` is ``invalid``, ``incomplete`` or ``ambiguous``,
+    ``index`` the token blamed (``len(tokens)`` when the line ended too early)."""
+
+    def __init__(self, text: str, kind: str, index: int) -> None:
+        super().__init__(text)
+        self.kind = kind
+        self.index = index
+
+
 def refused(reason: Exception) -> CliError:
     """A configuration the switch cannot run (:class:`lab.mgmt.switch.ConfigRefused`), as EOS
     prints an error."""
     return CliError(f"% {reason}")
 
 
-def invalid_input(index: int, token: str) -> CliError:
+def invalid_input(index: int, token: str) -> NoMatch:
     """EOS' message for a token that fits nowhere."""
-    return CliError(f"% Invalid input (at token {index}: '{token}')")
+    return NoMatch(f"% Invalid input (at token {index}: '{token}')", "invalid", index)
 
 
 def _int_range(arg: str) -> Converter:
@@ -337,16 +351,48 @@ def match_command(commands: Sequence[Command[H]], tokens: Sequence[str]) -> Matc
     top = max(score for score, _, _ in best)
     winners = [(command, args) for score, command, args in best if score == top]
     if len({id(command) for command, _ in winners}) > 1:
-        raise CliError(AMBIGUOUS_COMMAND)
+        raise NoMatch(AMBIGUOUS_COMMAND, "ambiguous", len(tokens) - 1)
     command, args = winners[0]
     return Match(command, args)
 
 
-def _no_match(failure: _Failure, tokens: Sequence[str]) -> CliError:
+def _no_match(failure: _Failure, tokens: Sequence[str]) -> NoMatch:
     """EOS' word for a line no command matches: ambiguous, incomplete or invalid (where)."""
     for pos, words in failure.abbreviated.items():
         if len(words) > 1 and pos not in failure.spelled_out and pos <= failure.index:
-            return CliError(AMBIGUOUS_COMMAND)
+            return NoMatch(AMBIGUOUS_COMMAND, "ambiguous", pos)
     if failure.incomplete or failure.index < 0 or failure.index >= len(tokens):
-        return CliError(INCOMPLETE_COMMAND)
+        return NoMatch(INCOMPLETE_COMMAND, "incomplete", len(tokens))
     return invalid_input(failure.index, tokens[failure.index])
+
+
+Mode = TypeVar("Mode")
+Target = TypeVar("Target")
+ModeHandler = Callable[[Target, Mode, dict[str, Any]], Mode | None]
+
+
+def apply_in_modes(
+    target: Target,
+    stack: Sequence[Mode],
+    tokens: Sequence[str],
+    commands_for: Callable[[Mode], Sequence[Command[ModeHandler[Target, Mode]]]],
+) -> list[Mode]:
+    """Apply one configuration line to ``target`` through the mode stack; the new stack.
+
+    The innermost mode is tried first, then its parents (a sub-mode line the mode does not know
+    goes to the enclosing mode, as in EOS and NX-OS: ``interface X`` inside a policy-map leaves
+    it). A handler that returns a mode enters it. On :class:`CliError` nothing was changed, and
+    the error is the innermost mode's.
+    """
+    first_error: CliError | None = None
+    for depth in range(len(stack) - 1, -1, -1):
+        mode = stack[depth]
+        try:
+            match = match_command(commands_for(mode), tokens)
+        except CliError as exc:
+            first_error = first_error or exc
+            continue
+        pushed = match.command.handler(target, mode, match.args)
+        return [*stack[: depth + 1], *([pushed] if pushed is not None else [])]
+    assert first_error is not None
+    raise first_error
