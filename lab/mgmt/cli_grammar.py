@@ -366,6 +366,11 @@ def _no_match(failure: _Failure, tokens: Sequence[str]) -> NoMatch:
     return invalid_input(failure.index, tokens[failure.index])
 
 
+def _further(new: CliError, old: CliError) -> bool:
+    """Whether ``new`` blames a later token than ``old`` (both no-matches)."""
+    return isinstance(new, NoMatch) and isinstance(old, NoMatch) and new.index > old.index
+
+
 Mode = TypeVar("Mode")
 Target = TypeVar("Target")
 ModeHandler = Callable[[Target, Mode, dict[str, Any]], Mode | None]
@@ -381,8 +386,9 @@ def apply_in_modes(
 
     The innermost mode is tried first, then its parents (a sub-mode line the mode does not know
     goes to the enclosing mode, as in EOS and NX-OS: ``interface X`` inside a policy-map leaves
-    it). A handler that returns a mode enters it. On :class:`CliError` nothing was changed, and
-    the error is the innermost mode's.
+    it). A handler that returns a mode enters it. On :class:`CliError` nothing was changed; the
+    error is the mode's that got furthest into the line (the innermost one on a tie), so
+    ``interface`` alone in a sub-mode is incomplete, not invalid.
     """
     first_error: CliError | None = None
     for depth in range(len(stack) - 1, -1, -1):
@@ -390,7 +396,8 @@ def apply_in_modes(
         try:
             match = match_command(commands_for(mode), tokens)
         except CliError as exc:
-            first_error = first_error or exc
+            if first_error is None or _further(exc, first_error):
+                first_error = exc
             continue
         pushed = match.command.handler(target, mode, match.args)
         return [*stack[: depth + 1], *([pushed] if pushed is not None else [])]

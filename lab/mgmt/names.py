@@ -86,6 +86,12 @@ def range_label(names: Sequence[str]) -> str:
     return "Et" + compact_ranges(interface_number(n) for n in names)
 
 
+def natural_key(text: str) -> tuple[int | str, ...]:
+    """Any NOS's names in natural order: ``Ethernet8`` before ``Ethernet12``, ``Ethernet1/2``
+    before ``Ethernet1/10`` (natsort, as sonic-cfggen and the NOSes' show commands sort)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
 def sort_key(eos: str) -> int:
     """Sort interfaces numerically (Ethernet2 before Ethernet10)."""
     return interface_number(eos)
@@ -95,8 +101,11 @@ def sort_key(eos: str) -> int:
 # first SerDes lane, so four-lane ports read Ethernet0, Ethernet4, ... (sonic-buildimage
 # device/virtual/x86_64-kvm_x86_64-r0/Force10-S6000/port_config.ini, the virtual switch's
 # port map); Cumulus Linux names them swpN (NVIDIA Cumulus Linux user guide, "Interface
-# Configuration and Management"). EOS is EthernetN.
+# Configuration and Management"). EOS is EthernetN; NX-OS names a fixed switch's front panel
+# Ethernet1/N, slot 1 (Cisco Nexus 9000 NX-OS Interfaces Configuration Guide, "interface
+# ethernet slot/port").
 SONIC_LANES_PER_PORT = 4
+_NOS_PORT_PATTERNS = {"sonic": r"Ethernet(\d+)", "nvue": r"swp(\d+)", "nxos": r"Ethernet1/(\d+)"}
 
 
 def nos_port_name(nos: str, index: int) -> str:
@@ -105,13 +114,14 @@ def nos_port_name(nos: str, index: int) -> str:
         return f"Ethernet{(index - 1) * SONIC_LANES_PER_PORT}"
     if nos == "nvue":
         return f"swp{index}"
+    if nos == "nxos":
+        return f"Ethernet1/{index}"
     return f"Ethernet{index}"
 
 
 def nos_port_index(nos: str, name: str) -> int | None:
     """The data-plane index of the NOS port ``name`` (None when it is not such a name)."""
-    pattern = {"sonic": r"Ethernet(\d+)", "nvue": r"swp(\d+)"}.get(nos, r"Ethernet(\d+)")
-    match = re.fullmatch(pattern, name)
+    match = re.fullmatch(_NOS_PORT_PATTERNS.get(nos, r"Ethernet(\d+)"), name)
     if match is None:
         return None
     number = int(match.group(1))

@@ -1,4 +1,5 @@
-"""Text helpers shared by the SONiC commands: natural sort and tabulate's ``simple`` format.
+"""Text helpers shared by the SONiC commands: natural sort (:func:`lab.mgmt.names.natural_key`)
+and tabulate's ``simple`` format.
 
 sonic-utilities prints its counter tables with ``tabulate(rows, header, tablefmt='simple',
 stralign='right')`` (scripts/pfcstat, scripts/queuestat, scripts/watermarkstat,
@@ -11,14 +12,10 @@ under the header.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-
-def natural_key(text: str) -> tuple[Any, ...]:
-    """``Ethernet8`` before ``Ethernet12`` (natsort, as sonic-cfggen and show commands sort)."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+from lab.mgmt.names import natural_key
 
 
 def natsorted_dict(value: Any) -> Any:

@@ -1,0 +1,89 @@
+"""The switch's ``bootflash:`` file system: a directory under the state directory, written by
+SCP (NX-OS' ``feature scp-server``) and read by ``configure replace``, ``show file``,
+``dir`` and ``delete``.
+
+A file name is one path component: ``bootflash:NAME``, ``bootflash:/NAME`` and the bare
+``NAME`` (what an SCP client sends, relative to bootflash:) are the same file; anything with
+another file system, a sub-directory or ``..`` is refused, so nothing outside the directory
+is ever reached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+FILE_SYSTEM = "bootflash:"
+_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+class BootflashError(ValueError):
+    """A file name or file this file system does not have (the message is printable)."""
+
+
+@dataclass(frozen=True)
+class Bootflash:
+    """The files of ``bootflash:``."""
+
+    directory: Path
+
+    def path(self, uri: str) -> Path:
+        """The local file of ``bootflash:NAME``."""
+        name = uri.removeprefix(FILE_SYSTEM).lstrip("/")
+        if ":" in name or not _NAME.fullmatch(name) or name in (".", ".."):
+            raise BootflashError(f"% Invalid file name {uri!r} (bootflash:NAME only)")
+        return self.directory / name
+
+    def read(self, uri: str) -> str:
+        try:
+            return self.path(uri).read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            raise BootflashError(f"% No such file or directory: {uri}") from None
+
+    def md5(self, uri: str) -> str:
+        try:
+            return hashlib.md5(self.path(uri).read_bytes(), usedforsecurity=False).hexdigest()
+        except FileNotFoundError:
+            raise BootflashError(f"% No such file or directory: {uri}") from None
+
+    def delete(self, uri: str) -> None:
+        try:
+            self.path(uri).unlink()
+        except FileNotFoundError:
+            raise BootflashError(f"% No such file or directory: {uri}") from None
+
+    def listing(self) -> list[tuple[str, int, float]]:
+        """(name, size, mtime) of every file, by name."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        found = [(p.name, p.stat().st_size, p.stat().st_mtime) for p in self.directory.iterdir()]
+        return sorted(f for f in found if _NAME.fullmatch(f[0]))
+
+    def usage(self) -> tuple[int, int]:
+        """(bytes used, bytes free) of the file system that holds the directory."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        disk = shutil.disk_usage(self.directory)
+        used = sum(size for _, size, _ in self.listing())
+        return used, disk.free
+
+
+class _BootflashSftp(asyncssh.SFTPServer):
+    """SFTP/SCP confined to the bootflash directory; ``bootflash:NAME`` is ``NAME`` there."""
+
+    def map_path(self, path: bytes) -> bytes:
+        return super().map_path(path.removeprefix(FILE_SYSTEM.encode()))
+
+
+def sftp_factory(bootflash: Bootflash) -> Any:
+    """What :func:`asyncssh.create_server` takes as ``sftp_factory`` (SCP goes through it)."""
+    bootflash.directory.mkdir(parents=True, exist_ok=True)
+
+    def factory(chan: asyncssh.SSHServerChannel[bytes]) -> asyncssh.SFTPServer:
+        return _BootflashSftp(chan, chroot=str(bootflash.directory).encode())
+
+    return factory
