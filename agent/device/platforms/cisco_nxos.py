@@ -27,11 +27,19 @@ Networking Blueprint for AI/ML Applications"):
 
 Policies are switch-wide, so a plan whose ports need different ECN or scheduling is refused.
 
-Transaction (NX-OS "Configuring Rollback"): ``checkpoint NAME`` → ``configure terminal`` +
-lines + ``end`` → the caller verifies → confirm = ``copy running-config startup-config`` and
-``no checkpoint NAME``; rollback = ``rollback running-config checkpoint NAME`` (then the
-checkpoint is deleted). NX-OS has no commit timer in this flow: if the agent dies between
-apply and confirm the change stays live (not saved to startup) until someone rolls it back.
+Transaction (Cisco Nexus 9000 NX-OS System Management Configuration Guide, "Configuring the
+Rollback Feature" and "Performing Configuration Replace"): ``checkpoint NAME`` -> the running
+configuration (``show running-config``) with the lines put in it (:mod:`._nxos_candidate`),
+copied to ``bootflash:NAME.cfg`` over SCP and checked by MD5 -> ``configure replace
+bootflash:NAME.cfg commit-timeout T`` (all or nothing; T = the confirm timeout, 30-3600 s) ->
+the caller verifies -> confirm = ``configure replace commit ; no checkpoint NAME`` -> save
+(``copy running-config startup-config``) -> the file deleted. Without the confirm NX-OS puts
+the previous configuration back when T runs out; the agent's own rollback does not wait:
+``rollback running-config checkpoint NAME`` then ``configure replace commit`` (the timer
+stopped on what the rollback left). Until issue #46 the driver sent the lines with
+``configure terminal`` after a checkpoint: live line by line (a lost connection left half a
+change) and nothing on the switch undid a change whose agent died; the documents' configure
+replace with commit-timeout does both.
 
 read_state parses ``show running-config`` text (class-maps, policy-maps, ``system qos``,
 watchdog lines and interface sections; defaults where a line is absent: watch-dog interval
@@ -43,6 +51,9 @@ contrib ``receiver/ciscoosreceiver/internal/scraper/interfacesscraper/parser_tes
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +68,7 @@ from agent.device.platforms._common import (
     natural_key,
     watchdog_multiples,
 )
+from agent.device.platforms._nxos_candidate import candidate_config
 from agent.device.platforms.base import (
     CheckpointPlatform,
     ConfigRejected,
@@ -75,6 +87,7 @@ from agent.device.state import (
     QueueState,
     WatchdogCounters,
     WatchdogState,
+    diff,
 )
 from agent.intent.plan import DevicePlan
 
@@ -87,6 +100,14 @@ DEFAULT_WD_INTERVAL_MS = 100
 DEFAULT_WD_SHUTDOWN_MULTIPLIER = 1
 DEFAULT_WD_RESTORE_MULTIPLIER = 10
 UNITS = {"bytes": 1, "kbytes": 1024, "mbytes": 1024 * 1024}
+# configure replace's commit-timeout range ("Performing Configuration Replace"); the agent's
+# --confirm-timeout below 30 s becomes 30 s on NX-OS.
+COMMIT_TIMEOUT_S = (30, 3600)
+REPLACE_DONE = "Configure replace completed successfully"
+ROLLBACK_DONE = "Rollback completed successfully"
+REPLACE_READ_TIMEOUT_S = 60.0  # a replace or rollback computes and applies a whole patch
+SAVE_READ_TIMEOUT_S = 100.0  # netmiko's own NX-OS save_config waits this long
+SCP_TIMEOUT_S = 30.0
 SYSTEM_QOS = [
     "system qos",
     f"  service-policy type network-qos {NETWORK_QOS}",
@@ -143,8 +164,6 @@ def class_blocks(children: list[str]) -> dict[str, list[str]]:
 class CiscoNxos(CheckpointPlatform):
     name: ClassVar[str] = "cisco_nxos"
     netmiko_device_type: ClassVar[str] = "cisco_nxos"
-    # NX-OS has no commit timer in this flow: confirming is saving.
-    saves_after_confirm: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ render
 
@@ -159,7 +178,7 @@ class CiscoNxos(CheckpointPlatform):
         queues = POLICIES.uniform([i.queues for i in interfaces], "queue settings", {})
         lossless = POLICIES.uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
         classifier = classifier_differs(desired, actual)
-        pfc_changed = _pfc_differs(lossless, actual)
+        pfc_changed = _pfc_differs(desired, lossless, actual)
         present = POLICIES.as_read(actual)
         queues_changed = (None if present is None else present.queues) != queues
         watchdog_changed = actual is None or actual.watchdog != desired.watchdog
@@ -265,7 +284,8 @@ class CiscoNxos(CheckpointPlatform):
         for name, lines in sorted(running.interfaces.items(), key=lambda i: natural_key(i[0])):
             if not name.lower().startswith("ethernet"):
                 continue
-            pfc_on = "priority-flow-control mode on" in lines
+            # "priority-flow-control mode on send-tlv" is on too (it also advertises PFC in LLDP)
+            pfc_on = any(re.fullmatch(r"priority-flow-control mode on(?: \S+)*", x) for x in lines)
             own_queuing = _policy_for(lines, "queuing output")
             interfaces[name] = InterfaceState(
                 pfc_enabled=pfc_on,
@@ -302,8 +322,13 @@ class CiscoNxos(CheckpointPlatform):
 
     # ------------------------------------------------------------------ change (the base's flow)
 
-    # The lines are live as they are sent (no commit step), and the switch enforces no
-    # confirm timeout: the checkpoint flow has no timer.
+    # NX-OS' commit timer is configure replace's (Cisco Nexus 9000 NX-OS System Management
+    # Configuration Guide, "Performing Configuration Replace"): the whole running configuration
+    # with the change in it goes to bootflash: over SCP and replaces the running one at once
+    # (all or nothing); unless ``configure replace commit`` comes within the commit-timeout,
+    # NX-OS puts the previous configuration back by itself. A checkpoint taken first is the way
+    # back before that ("Configuring the Rollback Feature"): the agent's rollback does not wait
+    # for the timer.
 
     def begin(self, conn: Connection, txn: Transaction) -> None:
         output = conn.show(f"checkpoint {txn.name}")
@@ -311,39 +336,82 @@ class CiscoNxos(CheckpointPlatform):
             raise ConfigRejected(f"{conn.device}: checkpoint {txn.name} failed: {output.strip()}")
 
     def stage(self, conn: Connection, txn: Transaction) -> None:
-        conn.send_lines(["configure terminal"])
-        try:
-            conn.send_lines(txn.lines)
-        finally:
-            conn.send_lines(["end"])
+        """The running configuration with ``txn.lines`` in it, on bootflash: (checked by MD5)."""
+        candidate = candidate_config(conn.show("show running-config"), txn.lines)
+        upload(conn, candidate_file(txn.name), candidate)
+
+    def commit(self, conn: Connection, txn: Transaction, confirm_timeout_s: int) -> None:
+        seconds = min(max(confirm_timeout_s, COMMIT_TIMEOUT_S[0]), COMMIT_TIMEOUT_S[1])
+        command = f"configure replace bootflash:{candidate_file(txn.name)} commit-timeout {seconds}"
+        output = conn.show(command, read_timeout=REPLACE_READ_TIMEOUT_S)
+        if REPLACE_DONE not in output:
+            why = conn.refusal(output) or output.strip()[-300:]
+            raise ConfigRejected(f"{conn.device}: {command!r} failed: {why}")
+
+    def abort(self, conn: Connection, txn: Transaction) -> None:
+        """A failed step: roll back when the replace may have run (the running configuration is
+        no longer the checkpoint's), else only remove the checkpoint and the file."""
+        session = self._session(conn, txn.name)
+        if session is not None and session.live:
+            self.rollback(conn, txn)
+        else:
+            txn.rolled_back = True  # nothing was replaced
+            self.clean_up(conn, txn)
 
     def rollback(self, conn: Connection, txn: Transaction) -> None:
-        output = conn.show(f"rollback running-config checkpoint {txn.name}")
-        if "completed successfully" in output.lower() or not (
-            conn.refusal(output) or "error" in output.lower()
-        ):
+        output = conn.show(
+            f"rollback running-config checkpoint {txn.name}", read_timeout=REPLACE_READ_TIMEOUT_S
+        )
+        if ROLLBACK_DONE in output:
             txn.rolled_back = True
+            # Stops the commit timer: what runs now is the checkpoint's configuration, and the
+            # timer must not put anything back later.
+            conn.show("configure replace commit")
         else:
             txn.notes.append(f"rollback to checkpoint {txn.name} failed: {output.strip()[:200]}")
         self.clean_up(conn, txn)
 
     def confirm_change(self, conn: Connection, txn: Transaction) -> None:
-        self.save(conn)
+        # One line, so that the switch runs both even when the reply is lost: once the timer
+        # is stopped no checkpoint of the change is left to roll back to.
+        output = conn.show(f"configure replace commit ; no checkpoint {txn.name}")
+        refusal = conn.refusal(output)
+        if refusal:
+            raise PlatformError(f"{conn.device}: configure replace commit failed: {refusal}")
 
     def clean_up(self, conn: Connection, txn: Transaction) -> None:
-        conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
+        conn.show(f"delete bootflash:{candidate_file(txn.name)} no-prompt")
+        if not txn.confirmed:
+            conn.show(f"no checkpoint {txn.name}")
 
-    # ------------------------------------------------------------------ pending checkpoints
+    # ------------------------------------------------------------------ pending changes
 
-    # NX-OS has no commit timer: a ``roce-agent-*`` checkpoint that still exists is a run that
-    # never reached its confirm or rollback (both delete it), so its change may be live and
-    # nothing will undo it by itself. ``show checkpoint summary`` lists user checkpoints as
-    # ``N) NAME:`` / ``Created by USER`` / ``Created at Mon, 10:15:00 23 Nov 2026`` (Cisco
-    # Nexus 9000 "Configuration Rollback" guide, show checkpoint summary).
+    # A ``roce-agent-*`` checkpoint is a change not final yet (confirming deletes it). Its
+    # change is live when the running configuration's QoS is no longer the checkpoint's: then
+    # configure replace's commit timer runs (NX-OS rolls it back by itself, time not shown
+    # here). Otherwise nothing of it runs -- the replace never came, or its timer already put
+    # the old configuration back -- and only the checkpoint and the file are left.
+    # ``show checkpoint summary`` lists user checkpoints as ``N) NAME:`` / ``Created by USER``
+    # / ``Created at ...`` (Cisco's "Configuring the Rollback Feature" example).
     CHECKPOINTS_COMMAND: ClassVar[str] = "show checkpoint summary user"
 
     def read_sessions(self, conn: Connection) -> list[PendingSession]:
-        return self.sessions_from_text(conn.device, conn.show(self.CHECKPOINTS_COMMAND))
+        found = self.sessions_from_text(conn.device, conn.show(self.CHECKPOINTS_COMMAND))
+        if not found:
+            return []
+        running = self.state_from_running_config(conn.show("show running-config"))
+        return [self._with_liveness(conn, session, running) for session in found]
+
+    def _with_liveness(
+        self, conn: Connection, session: PendingSession, running: QosState
+    ) -> PendingSession:
+        saved = self.state_from_running_config(conn.show(f"show checkpoint {session.name}"))
+        live = bool(diff(conn.device, saved, running, self.managed))
+        state = "configure replace commit timer running" if live else "nothing of it runs"
+        return dataclasses.replace(session, live=live, state=state)
+
+    def _session(self, conn: Connection, name: str) -> PendingSession | None:
+        return next((s for s in self.read_sessions(conn) if s.name == name), None)
 
     @classmethod
     def sessions_from_text(
@@ -366,26 +434,74 @@ class CiscoNxos(CheckpointPlatform):
                     user=user.group(1) if user else None,
                     age_s=cls.age_from_name(name, now),
                     rollback_in_s=None,
-                    live=True,
-                    rolls_back=False,  # NX-OS has no commit timer
+                    live=True,  # until the running configuration says otherwise
+                    rolls_back=True,  # configure replace's commit timer
                 )
             )
         return found
 
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        txn = Transaction(name=session.name, lines=[])
+        if not session.live:
+            self.clean_up(conn, txn)
+            return
+        self.rollback(conn, txn)
+        if not txn.rolled_back:
+            raise PlatformError(f"{conn.device}: {'; '.join(txn.notes)}")
+
     def save(self, conn: Connection) -> None:
-        output = conn.show("copy running-config startup-config")
-        if conn.refusal(output):
+        output = conn.show("copy running-config startup-config", read_timeout=SAVE_READ_TIMEOUT_S)
+        if conn.refusal(output) or "Copy complete" not in output:
             raise PlatformError(f"{conn.device}: saving the configuration failed: {output}")
+
+    def unsaved(self, conn: Connection) -> list[str] | None:
+        """``show running-config diff`` (running against startup): its changed lines."""
+        output = conn.show("show running-config diff")
+        return [
+            line
+            for line in output.splitlines()
+            if line[:2] in ("+ ", "- ", "! ") and not line.startswith(("***", "---"))
+        ]
+
+
+def candidate_file(name: str) -> str:
+    """The bootflash: file of a transaction's whole configuration."""
+    return f"{name}.cfg"
+
+
+def upload(conn: Connection, name: str, text: str) -> None:
+    """``text`` to ``bootflash:NAME`` over SCP on the session's own SSH connection (NX-OS'
+    ``feature scp-server``; netmiko's NX-OS file transfer does the same), then checked with
+    ``show file bootflash:NAME md5sum``."""
+    import scp  # type: ignore[import-untyped]
+
+    data = text.encode()
+    try:
+        transport = conn.netmiko.remote_conn.get_transport()
+        with scp.SCPClient(transport, socket_timeout=SCP_TIMEOUT_S) as client:
+            client.putfo(io.BytesIO(data), f"bootflash:{name}")
+    except (scp.SCPException, OSError, EOFError) as exc:
+        raise PlatformError(
+            f"{conn.device}: copying bootflash:{name} over SCP failed ({exc}); the switch "
+            "needs 'feature scp-server'"
+        ) from None
+    got = conn.show(f"show file bootflash:{name} md5sum").strip()
+    if got != hashlib.md5(data, usedforsecurity=False).hexdigest():
+        raise PlatformError(f"{conn.device}: bootflash:{name} arrived damaged (md5 {got!r})")
 
 
 # ---------------------------------------------------------------------- render sections
 
 
-def _pfc_differs(lossless: tuple[int, ...], actual: QosState | None) -> bool:
-    """Whether any port's PFC differs from the switch-wide lossless priorities."""
+def _pfc_differs(desired: QosState, lossless: tuple[int, ...], actual: QosState | None) -> bool:
+    """Whether a planned port's PFC differs from the switch-wide lossless priorities (ports the
+    plan does not name are not the agent's to judge)."""
     if actual is None:
         return True
-    present = {(i.pfc_enabled, i.pfc_priorities) for i in actual.interfaces.values()}
+    present = {
+        (port.pfc_enabled, port.pfc_priorities) if port is not None else None
+        for port in (actual.interfaces.get(name) for name in desired.interfaces)
+    }
     return present != {(bool(lossless), tuple(lossless))}
 
 
