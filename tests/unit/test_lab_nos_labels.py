@@ -84,7 +84,7 @@ def test_the_mixed_fabric_passes_the_agents_check(
     ("labels", "node", "field", "message"),
     [
         ("{roce.lab/nos: junos}", "s1", "topology.nodes.s1.labels.roce.lab/nos",
-         "'junos' is not a NOS the lab switch speaks (eos, sonic, nvue)"),
+         "'junos' is not a NOS the lab switch speaks (eos, sonic, nvue, nxos)"),
         ("{roce.lab/nos: sonic}", "h1", "topology.nodes.h1.labels.roce.lab/nos",
          "roce.lab/nos only applies to switches"),
     ],
