@@ -231,6 +231,22 @@ def test_counters_read_what_the_data_plane_counted(tmp_path: Path) -> None:
         }
 
 
+def test_link_health_reads_the_errors_the_data_plane_counted(tmp_path: Path) -> None:
+    with ssh_nxos(tmp_path) as nxos:
+        nxos.thread.dataplane.counters_snapshot = {
+            "ports": {
+                "eth1": {"oper_up": True, "rx_fcs_errors": 7, "rx_errors": 9},
+                "eth2": {"oper_up": False},
+            }
+        }
+        health = DRIVER.read_link_health(nxos.conn)
+        assert {n: (h.up, h.fcs_errors, h.in_errors) for n, h in health.items()} == {
+            "Ethernet1/1": (True, 7, 9),
+            "Ethernet1/2": (False, 0, 0),
+            "Ethernet1/3": (True, 0, 0),
+        }
+
+
 def test_discover_reads_the_lldp_neighbours_and_the_ports(tmp_path: Path) -> None:
     with ssh_nxos(tmp_path) as nxos:
         found = lldp.read(nxos.conn, "cisco_nxos")

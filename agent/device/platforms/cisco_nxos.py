@@ -57,7 +57,7 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
     CounterTally,
@@ -66,6 +66,7 @@ from agent.device.platforms._common import (
     expand_ranges,
     majority,
     natural_key,
+    show_json,
     watchdog_multiples,
 )
 from agent.device.platforms._nxos_candidate import candidate_config
@@ -82,6 +83,7 @@ from agent.device.state import (
     Counters,
     EcnState,
     InterfaceState,
+    LinkHealth,
     PendingSession,
     QosState,
     QueueState,
@@ -320,6 +322,32 @@ class CiscoNxos(CheckpointPlatform):
             read(found, outputs.get(key, ""))
         return found.counters(device, collected_at)
 
+    # ------------------------------------------------------------------ link health
+
+    def read_link_health(self, conn: Connection) -> dict[str, LinkHealth]:
+        return self.link_health_from_json(show_json(conn, "show interface | json"))
+
+    @staticmethod
+    def link_health_from_json(data: dict[str, Any]) -> dict[str, LinkHealth]:
+        """``show interface | json``: ``TABLE_interface.ROW_interface[]`` with ``state``
+        (``up`` / ``down``), ``eth_crc`` (FCS errors), ``eth_inerr``, ``eth_outerr`` -- the
+        NX-API keys napalm's nxos driver and public Nexus collectors read (numbers or strings)."""
+        table = data.get("TABLE_interface", {}) if isinstance(data, dict) else {}
+        rows = table.get("ROW_interface", []) if isinstance(table, dict) else []
+        health = {}
+        for row in rows if isinstance(rows, list) else [rows]:
+            name = str(row.get("interface", ""))
+            if not name.startswith("Ethernet"):
+                continue
+            state = row.get("state")
+            health[name] = LinkHealth(
+                up=None if state is None else str(state) in ("up", "eth-up"),
+                fcs_errors=_count(row, "eth_crc"),
+                in_errors=_count(row, "eth_inerr"),
+                out_errors=_count(row, "eth_outerr"),
+            )
+        return health
+
     # ------------------------------------------------------------------ change (the base's flow)
 
     # NX-OS' commit timer is configure replace's (Cisco Nexus 9000 NX-OS System Management
@@ -462,6 +490,18 @@ class CiscoNxos(CheckpointPlatform):
             for line in output.splitlines()
             if line[:2] in ("+ ", "- ", "! ") and not line.startswith(("***", "---"))
         ]
+
+
+def _count(row: dict[str, Any], key: str) -> int:
+    """An error counter of ``show interface | json`` (NX-API prints some as strings)."""
+    value = row.get(key, 0)
+    try:
+        return int(str(value))
+    except ValueError:
+        raise PlatformError(
+            f"show interface | json: {row.get('interface')} {key} Expected: a count "
+            f"Actual: {value!r}"
+        ) from None
 
 
 def candidate_file(name: str) -> str:

@@ -43,33 +43,46 @@ class Bootflash:
     def read(self, uri: str) -> str:
         try:
             return self.path(uri).read_text(encoding="utf-8")
-        except (FileNotFoundError, UnicodeDecodeError):
-            raise BootflashError(f"% No such file or directory: {uri}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _missing(uri, exc) from None
 
     def md5(self, uri: str) -> str:
         try:
             return hashlib.md5(self.path(uri).read_bytes(), usedforsecurity=False).hexdigest()
-        except FileNotFoundError:
-            raise BootflashError(f"% No such file or directory: {uri}") from None
+        except OSError as exc:
+            raise _missing(uri, exc) from None
 
     def delete(self, uri: str) -> None:
         try:
             self.path(uri).unlink()
-        except FileNotFoundError:
-            raise BootflashError(f"% No such file or directory: {uri}") from None
+        except OSError as exc:
+            raise _missing(uri, exc) from None
 
     def listing(self) -> list[tuple[str, int, float]]:
-        """(name, size, mtime) of every file, by name."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        found = [(p.name, p.stat().st_size, p.stat().st_mtime) for p in self.directory.iterdir()]
+        """(name, size, mtime) of every file, by name (none when the directory is unusable)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            found = [
+                (p.name, p.stat().st_size, p.stat().st_mtime) for p in self.directory.iterdir()
+            ]
+        except OSError:
+            return []
         return sorted(f for f in found if _NAME.fullmatch(f[0]))
 
     def usage(self) -> tuple[int, int]:
         """(bytes used, bytes free) of the file system that holds the directory."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        disk = shutil.disk_usage(self.directory)
         used = sum(size for _, size, _ in self.listing())
-        return used, disk.free
+        try:
+            return used, shutil.disk_usage(self.directory).free
+        except OSError as exc:
+            raise BootflashError(f"% Cannot read the usage of bootflash: ({exc})") from None
+
+
+def _missing(uri: str, exc: Exception) -> BootflashError:
+    """NX-OS' answer for a file it cannot read (with why, when it is not just absent)."""
+    if isinstance(exc, FileNotFoundError):
+        return BootflashError(f"% No such file or directory: {uri}")
+    return BootflashError(f"% Cannot access {uri}: {exc}")
 
 
 class _BootflashSftp(asyncssh.SFTPServer):

@@ -260,7 +260,10 @@ async def _delete(cli: NxosCli, args: dict[str, Any]) -> ExecResult:
 
 async def _dir(cli: NxosCli, _args: dict[str, Any]) -> ExecResult:
     bootflash = cli.switch.bootflash
-    return shows.show_dir(bootflash.listing(), *bootflash.usage())
+    try:
+        return shows.show_dir(bootflash.listing(), *bootflash.usage())
+    except BootflashError as exc:
+        raise CliError(str(exc)) from None
 
 
 async def _md5(cli: NxosCli, args: dict[str, Any]) -> ExecResult:

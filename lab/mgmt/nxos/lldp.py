@@ -12,9 +12,11 @@
   neighbour's system name), ``l_port_id``, ``hold_time``, ``capability``, ``port_id``
   (napalm ``get_lldp_neighbors``);
 * ``show interface | json`` -- ``TABLE_interface.ROW_interface[]`` with ``interface``,
-  ``state``, ``admin_state``, ``desc``, ``eth_hw_addr``, ``eth_mtu`` (a string), ``eth_bw``
-  (Kbit/s), ``eth_speed`` (``10 Mb/s``; ``auto-speed`` on a port that is down), as in napalm's
-  recorded test/nxos/mocked_data/test_get_interfaces/*/show_interface.json.
+  ``state``, ``admin_state``, ``desc``, ``eth_mtu`` (a string), ``eth_bw`` (Kbit/s),
+  ``eth_speed`` (``10 Mb/s``; ``auto-speed`` on a port that is down), as in napalm's recorded
+  test/nxos/mocked_data/test_get_interfaces/*/show_interface.json, and the error counters
+  ``eth_crc``, ``eth_inerr``, ``eth_outerr`` that public Nexus collectors read (the table is
+  built in :func:`lab.mgmt.nxos.shows.show_interfaces`).
 
 A neighbouring lab switch is advertised as a switch (port ID = its interface name, bridge and
 router); a host as lldpd on Linux does (MACs, the interface name in the port description).

@@ -208,7 +208,8 @@ def show_interfaces(
     rows = []
     text: list[str] = []
     for name, port in nxos_ports(manager):
-        up = port_counters(counters, port).get("oper_up", True) is not False
+        data = port_counters(counters, port)
+        up = data.get("oper_up", True) is not False
         mtu = port.link.mtu if port.link is not None and port.link.mtu else 1500
         speed = port.speed_bps or 0
         rows.append(
@@ -221,6 +222,11 @@ def show_interfaces(
                 "eth_mtu": str(mtu),
                 "eth_bw": speed // 1000,
                 "eth_speed": _speed_text(speed) if up else "auto-speed",
+                # What the data plane counts of a port's errors: frames with a bad FCS, and
+                # every damaged frame; it sends none badly (no transmit errors to count).
+                "eth_crc": str(data.get("rx_fcs_errors", 0)),
+                "eth_inerr": str(data.get("rx_errors", 0)),
+                "eth_outerr": "0",
             }
         )
         text += [

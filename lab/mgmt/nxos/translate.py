@@ -108,12 +108,12 @@ def dscp_map(config: NxosConfig, policy_name: str) -> dict[int, int]:
             default_group = entry.qos_group or 0
             continue
         class_map = config.class_maps[class_name]
+        if entry.qos_group is None:
+            continue  # a class that sets nothing changes nothing
         if class_map.cos:
             raise TranslationError(
                 f"class-map {class_name}: the lab switch classifies on DSCP only (match cos)"
             )
-        if entry.qos_group is None:
-            continue
         for dscp in class_map.dscp:
             found.setdefault(dscp, entry.qos_group)
     return {dscp: found.get(dscp, default_group) for dscp in range(64)}
