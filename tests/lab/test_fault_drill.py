@@ -30,7 +30,7 @@ from tests.lab.support.labs import Lab, LabFactory, requires_lab
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short
 # platform -> its switches' NOS (lab up --nos)
-PLATFORMS = {"arista_eos": "eos", "sonic": "sonic", "cumulus_nvue": "nvue"}
+PLATFORMS = {"arista_eos": "eos", "sonic": "sonic", "cumulus_nvue": "nvue", "cisco_nxos": "nxos"}
 LANES = 6  # per platform
 # Rows that wait on netmiko's 10 s read timeout or a commit timer go first, one per lane in
 # turn, so the lanes end at about the same time.
@@ -101,7 +101,7 @@ def _run_platform(
 ) -> dict[tuple[str, str], RowResult]:
     """Every row of ``platform`` in its lanes; a lab that does not come up fails its rows."""
     nos = PLATFORMS[platform]
-    lanes = {f"{nos[0]}{n}": r for n, r in enumerate(_lanes(ROWS[platform], LANES))}
+    lanes = {f"{nos[:2]}{n}": r for n, r in enumerate(_lanes(ROWS[platform], LANES))}
     outcome: dict[str, RowResult] = {}
     started = run_each({lane: (lane, nos) for lane in lanes}, lambda a: _start(module_labs, *a))
     try:

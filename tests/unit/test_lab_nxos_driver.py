@@ -91,6 +91,22 @@ def test_profiles_in_turn_converge(tmp_path: Path) -> None:
         assert push(nxos, plan(PROFILES[0])) == []  # nothing left to change
 
 
+def test_the_factory_state_can_be_put_back(tmp_path: Path) -> None:
+    """What the fault drill's reset does: the state read before the profile, pushed again
+    (untrusted ports, no lossless priority, no watchdog)."""
+    with ssh_nxos(tmp_path) as nxos:
+        conn = nxos.conn
+        factory = DRIVER.read_state(conn)
+        assert factory.trust == "none" and not factory.watchdog.enabled
+        push(nxos, plan("nvidia-default"))
+        lines = DRIVER.render_changes(factory, DRIVER.read_state(conn))
+        with DRIVER.transaction(conn, lines, 60, NAME) as txn:
+            DRIVER.confirm(conn, txn)
+        assert diff("leaf1", factory, DRIVER.read_state(conn), DRIVER.managed) == []
+        ports = nxos.thread.dataplane.config["qos"]["ports"]
+        assert all(p.get("trust") == "none" and not p["pfc_enabled"] for p in ports.values())
+
+
 def test_a_hand_change_on_the_cli_is_drift_and_a_push_repairs_it(tmp_path: Path) -> None:
     with ssh_nxos(tmp_path) as nxos:
         device = plan("nvidia-default")

@@ -199,6 +199,8 @@ class CiscoNxos(CheckpointPlatform):
 
     @staticmethod
     def _classification(desired: QosState) -> list[str]:
+        if desired.trust == "none":
+            return []  # no classification policy: everything in qos-group 0 (the ports say so)
         if desired.trust not in ("dscp", "pcp"):
             raise PlatformError(f"cisco_nxos: cannot render trust {desired.trust!r}")
         lines: list[str] = []
@@ -553,10 +555,15 @@ def _interface_lines(desired: QosState, actual: QosState | None, every_port: boo
         if not (every_port or have is None or have.pfc_enabled != want.pfc_enabled):
             continue
         lines.append(f"interface {name}")
-        lines.append(f"  service-policy type qos input {CLASSIFY}")
+        # Untrusted (trust none) is no classification policy on the port: NX-OS then puts all
+        # its traffic in qos-group 0 ("Configuring Classification").
+        untrusted = "no " if desired.trust == "none" else ""
+        lines.append(f"  {untrusted}service-policy type qos input {CLASSIFY}")
         lines.append(f"  priority-flow-control mode {'on' if want.pfc_enabled else 'off'}")
-        if desired.watchdog.enabled:
-            lines.append("  priority-flow-control watch-dog-interval on")
+        # A port's own watchdog line wins over the global one: a port left "on" would keep
+        # its watchdog when the plan turns it off.
+        off = "" if desired.watchdog.enabled else "no "
+        lines.append(f"  {off}priority-flow-control watch-dog-interval on")
     return lines
 
 
