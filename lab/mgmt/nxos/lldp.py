@@ -30,6 +30,13 @@ from lab.mgmt.lldp import LldpPeer, PortLink, dotted_mac
 from lab.mgmt.nxos.render import NXOS_VERSION
 
 TTL_S = 120  # NX-OS' default LLDP hold time
+# The legend both LLDP tables start with (genieparser's recordings of NX-OS).
+CAPABILITY_CODES = [
+    "Capability codes:",
+    "  (R) Router, (B) Bridge, (T) Telephone, (C) DOCSIS Cable Device",
+    "  (W) WLAN Access Point, (P) Repeater, (S) Station, (O) Other",
+]
+_HEADER = f"{'Device ID':<21}{'Local Intf':<16}{'Hold-time':<11}{'Capability':<12}Port ID"
 
 
 def short_port(name: str) -> str:
@@ -80,7 +87,7 @@ def neighbors_detail(ports: list[tuple[str, PortLink | None]]) -> dict[str, Any]
 def detail_text(data: dict[str, Any]) -> str:
     """The text of ``show lldp neighbors detail``."""
     rows = data.get("TABLE_nbor_detail", {}).get("ROW_nbor_detail", [])
-    out = ["Capability codes:", "  (R) Router, (B) Bridge, (S) Station", ""]
+    out = [*CAPABILITY_CODES, _HEADER, ""]
     for row in rows if isinstance(rows, list) else [rows]:
         out += [
             f"Chassis id: {row['chassis_id']}",
@@ -93,6 +100,7 @@ def detail_text(data: dict[str, Any]) -> str:
             f"System Capabilities: {row['system_capability']}",
             f"Enabled Capabilities: {row['enabled_capability']}",
             f"Management Address: {row['mgmt_addr']}",
+            "Management Address IPV6: not advertised",
             f"Vlan ID: {row['vlan_id']}",
             "",
         ]
@@ -121,11 +129,7 @@ def neighbors(ports: list[tuple[str, PortLink | None]]) -> dict[str, Any]:
 def neighbors_text(data: dict[str, Any]) -> str:
     """The text of ``show lldp neighbors``."""
     rows = data.get("TABLE_nbor", {}).get("ROW_nbor", [])
-    out = [
-        "Capability codes:",
-        "  (R) Router, (B) Bridge, (S) Station",
-        f"{'Device ID':<21}{'Local Intf':<16}{'Hold-time':<11}{'Capability':<12}Port ID",
-    ]
+    out = [*CAPABILITY_CODES, _HEADER]
     for row in rows if isinstance(rows, list) else [rows]:
         out.append(
             f"{row['chassis_id']:<21}{row['l_port_id']:<16}{row['hold_time']:<11}"

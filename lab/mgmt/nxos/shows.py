@@ -43,6 +43,7 @@ from lab.mgmt.nxos.translate import lossless_priorities
 from lab.mgmt.switch import PortInfo, SwitchManager
 
 QOS_GROUPS = range(8)
+SUMMARY_RULE = "-" * 53  # genieparser's recording of show checkpoint summary
 RULE = "=" * 60
 
 
@@ -128,8 +129,8 @@ def show_checkpoint_summary(checkpoints: dict[str, Checkpoint], kind: str | None
     """``show checkpoint summary [user|system]`` (the layout of Cisco's example and genie's
     recording: ``N) NAME:``, ``Created by``, ``Created at``, ``Size is``, ``Description``)."""
     if kind == "system":
-        return ShowOutput("System Checkpoint Summary\n" + "-" * 80)
-    out = ["User Checkpoint Summary", "-" * 80]
+        return ShowOutput("System Checkpoint Summary\n" + SUMMARY_RULE)
+    out = ["User Checkpoint Summary", SUMMARY_RULE]
     for number, point in enumerate(checkpoints.values(), start=1):
         size = len("\n".join(render_lines(point.config)).encode())
         out += [
@@ -298,7 +299,7 @@ def _group_box(group: int, queue: dict[str, Any]) -> list[str]:
     dropped = queue.get("tail_drops", 0) + queue.get("watchdog", {}).get("dropped_packets", 0)
     return [
         _BOX,
-        f"|{' ' * 30}QOS GROUP {group:<26}|",
+        f"|{' ' * 30}QOS GROUP {group}{' ' * 26}|",
         _BOX,
         _COLUMNS,
         _BOX,
@@ -315,7 +316,7 @@ def _pfc_statistics(pfc: dict[str, Any], lossless: list[int]) -> list[str]:
     out = [
         "PFC Statistics",
         "-" * 76,
-        f"TxPPP: {tx_total:>20}, RxPPP: {rx_total:>20}",
+        f"TxPPP:{tx_total:>22}, RxPPP:{rx_total:>22}",
         "-" * 76,
         "COS QOS Group        PG   TxPause   TxCount         RxPause         RxCount",
     ]
