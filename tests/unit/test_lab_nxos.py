@@ -313,8 +313,10 @@ def test_rollback_to_a_checkpoint_brings_the_whole_configuration_back() -> None:
 
 
 def _file(switch: NxosSwitch, name: str, text: str) -> None:
-    switch.personality.bootflash.directory.mkdir(parents=True, exist_ok=True)
-    (switch.personality.bootflash.directory / name).write_text(text)
+    directory = switch.personality.bootflash.directory
+    assert directory is not None
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text(text)
 
 
 def test_configure_replace_without_commit_is_undone_by_its_timer(tmp_path: Path) -> None:

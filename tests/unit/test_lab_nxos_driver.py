@@ -202,6 +202,7 @@ def test_confirming_a_change_left_behind_keeps_it_and_saves_it(tmp_path: Path) -
 def test_a_switch_without_scp_fails_the_change_before_anything_runs(tmp_path: Path) -> None:
     with ssh_nxos(tmp_path) as nxos:
         files = nxos.personality.bootflash.directory
+        assert files is not None
         shutil.rmtree(files)
         files.write_text("")  # a file where the directory was: nothing can be written there
         before = DRIVER.read_state(nxos.conn)

@@ -29,16 +29,24 @@ class BootflashError(ValueError):
 
 @dataclass(frozen=True)
 class Bootflash:
-    """The files of ``bootflash:``."""
+    """The files of ``bootflash:`` (None: a switch without a state directory has none)."""
 
-    directory: Path
+    directory: Path | None
+
+    def _root(self) -> Path:
+        if self.directory is None:
+            raise BootflashError(
+                "% bootflash: is not available (the switch has no state directory)"
+            )
+        return self.directory
 
     def path(self, uri: str) -> Path:
         """The local file of ``bootflash:NAME``."""
+        root = self._root()
         name = uri.removeprefix(FILE_SYSTEM).lstrip("/")
         if ":" in name or not _NAME.fullmatch(name) or name in (".", ".."):
             raise BootflashError(f"% Invalid file name {uri!r} (bootflash:NAME only)")
-        return self.directory / name
+        return root / name
 
     def read(self, uri: str) -> str:
         try:
@@ -60,11 +68,12 @@ class Bootflash:
 
     def listing(self) -> list[tuple[str, int, float]]:
         """(name, size, mtime) of every file, by name (none when the directory is unusable)."""
+        root = self.directory
+        if root is None:
+            return []
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            found = [
-                (p.name, p.stat().st_size, p.stat().st_mtime) for p in self.directory.iterdir()
-            ]
+            root.mkdir(parents=True, exist_ok=True)
+            found = [(p.name, p.stat().st_size, p.stat().st_mtime) for p in root.iterdir()]
         except OSError:
             return []
         return sorted(f for f in found if _NAME.fullmatch(f[0]))
@@ -73,7 +82,7 @@ class Bootflash:
         """(bytes used, bytes free) of the file system that holds the directory."""
         used = sum(size for _, size, _ in self.listing())
         try:
-            return used, shutil.disk_usage(self.directory).free
+            return used, shutil.disk_usage(self._root()).free
         except OSError as exc:
             raise BootflashError(f"% Cannot read the usage of bootflash: ({exc})") from None
 
@@ -92,11 +101,12 @@ class _BootflashSftp(asyncssh.SFTPServer):
         return super().map_path(path.removeprefix(FILE_SYSTEM.encode()))
 
 
-def sftp_factory(bootflash: Bootflash) -> Any:
-    """What :func:`asyncssh.create_server` takes as ``sftp_factory`` (SCP goes through it)."""
-    bootflash.directory.mkdir(parents=True, exist_ok=True)
+def sftp_factory(directory: Path) -> Any:
+    """What :func:`asyncssh.create_server` takes as ``sftp_factory`` (SCP goes through it):
+    SFTP and SCP confined to ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
 
     def factory(chan: asyncssh.SSHServerChannel[bytes]) -> asyncssh.SFTPServer:
-        return _BootflashSftp(chan, chroot=str(bootflash.directory).encode())
+        return _BootflashSftp(chan, chroot=str(directory).encode())
 
     return factory

@@ -47,10 +47,10 @@ class NxosPersonality:
         self.changed_at = time.time()
         self.store = StartupConfigStore(state_dir) if state_dir is not None else None
         self.rollbacks = Rollbacks(self._install_locked, manager.clock)
-        files = (state_dir or Path(".")) / "bootflash"
+        files = state_dir / "bootflash" if state_dir is not None else None
         self.bootflash = Bootflash(files)
         # SCP into bootflash: (NX-OS' scp-server); only with a state directory to hold it.
-        self.sftp_factory: Any = sftp_factory(self.bootflash) if state_dir is not None else None
+        self.sftp_factory: Any = sftp_factory(files) if files is not None else None
         self._lock = asyncio.Lock()
 
     def port_name(self, dataplane_name: str) -> str:
