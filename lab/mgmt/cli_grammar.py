@@ -403,3 +403,35 @@ def apply_in_modes(
         return [*stack[: depth + 1], *([pushed] if pushed is not None else [])]
     assert first_error is not None
     raise first_error
+
+
+def is_comment(line: str) -> bool:
+    """Blank lines and ``!`` comments (a running-config's separators and header) do nothing."""
+    stripped = line.strip()
+    return not stripped or stripped.startswith("!")
+
+
+def load_lines(
+    target: Target,
+    text: str,
+    root: Mode,
+    apply: Callable[[Target, list[Mode], str], list[Mode]],
+) -> None:
+    """A whole configuration file (running-config syntax) applied to ``target`` line by line,
+    the modes followed from ``root`` (``exit`` leaves one, ``end`` stops). :class:`CliError`
+    names the line number of the first bad line; indentation decides nothing (the modes do),
+    as when a switch reads a file."""
+    stack: list[Mode] = [root]
+    for number, line in enumerate(text.splitlines(), start=1):
+        if is_comment(line):
+            continue
+        word = line.strip().lower()
+        if word == "end":
+            break
+        if word == "exit":
+            stack = stack[:-1] or [root]
+            continue
+        try:
+            stack = apply(target, stack, line)
+        except CliError as exc:
+            raise CliError(f"line {number}: {line.strip()!r}: {exc}") from None

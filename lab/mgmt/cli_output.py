@@ -4,7 +4,8 @@
 A show command answers a :class:`ShowOutput`: its text and, where the NOS converts that command
 to JSON, the data. :func:`apply_pipes` runs the pipes of one line; each NOS gives its own
 :class:`PipeDialect` (which JSON verbs it has, how it prints JSON, what it says for a command
-without a JSON form).
+without a JSON form). :func:`live_counters` reads the data plane's counters for the shows
+that print them; :func:`clear_counters` is the ``clear counters`` command of both.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from lab.mgmt.cli_grammar import CliError, invalid_input
+from lab.mgmt.dataplane_handle import DataplaneError
+from lab.mgmt.switch import SwitchManager
 
 FILTER_VERBS = ("include", "exclude", "begin", "section")
 
@@ -44,6 +47,29 @@ class PipeDialect:
     @property
     def verbs(self) -> tuple[str, ...]:
         return (*self.json_verbs, *self.pass_verbs, *self.filter_verbs)
+
+
+async def live_counters(manager: SwitchManager) -> dict[str, Any]:
+    """The data plane's counters now, for a show command (CliError when it does not answer)."""
+    try:
+        return await manager.dataplane.counters()
+    except DataplaneError as exc:
+        raise CliError(f"% Data plane unreachable: {exc}") from None
+
+
+class OnSwitch(Protocol):
+    """A terminal of a switch (what the shared exec commands need of it)."""
+
+    manager: SwitchManager
+
+
+async def clear_counters(cli: OnSwitch, _args: dict[str, Any]) -> str:
+    """``clear counters``: the data plane's counters back to zero (nothing printed)."""
+    try:
+        await cli.manager.dataplane.clear_counters()
+    except DataplaneError as exc:
+        raise CliError(f"% Data plane unreachable: {exc}") from None
+    return ""
 
 
 def pretty_json(data: dict[str, Any]) -> str:

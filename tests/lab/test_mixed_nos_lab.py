@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -25,8 +24,14 @@ from typing import Any
 
 import pytest
 
-from tests.lab.support.labs import REPO, Lab, LabFactory, requires_lab, run_agent
-from tests.lab.support.loopback import free_port
+from tests.lab.support.labs import (
+    REPO,
+    Lab,
+    LabFactory,
+    exporter_serving,
+    requires_lab,
+    run_agent,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 MIXED = REPO / "containerlab" / "roce-leafspine-mixed.clab.yml"
@@ -136,18 +141,8 @@ def test_a_hand_change_on_each_nos_is_drift_and_apply_repairs_it(lab: Lab, state
 
 @pytest.fixture
 def exporter(lossless: Lab) -> Iterator[str]:
-    lab = lossless
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "exporter", fabric(lab), "--listen",
-         f"127.0.0.1:{port}", "--interval", "2s", "--no-host-nic"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
-    )  # fmt: skip
-    try:
-        yield f"http://127.0.0.1:{port}/metrics"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with exporter_serving(fabric(lossless)) as url:
+        yield url
 
 
 def _scrape(url: str) -> str:

@@ -15,10 +15,8 @@ measures the data plane); the fault drill on NX-OS in test_fault_drill.py.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -28,9 +26,15 @@ from typing import Any
 import pytest
 
 from lab.vswitch.client import VswitchClient
-from tests.lab.support.labs import REPO, Lab, agent_state_dir, incast_lab_speaking, requires_lab
+from tests.lab.support.labs import (
+    Lab,
+    agent_state_dir,
+    apply_from_factory,
+    exporter_serving,
+    incast_lab_speaking,
+    requires_lab,
+)
 from tests.lab.support.labs import run_agent_in as agent
-from tests.lab.support.loopback import free_port
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 LEAF = "leaf1"
@@ -54,9 +58,7 @@ def dataplane_port(lab: Lab, port: str = "eth3") -> Any:
 
 
 def exec_on_leaf(lab: Lab, *lines: str) -> str:
-    done = lab.cli("exec", LEAF, *lines)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return lab.exec(LEAF, *lines)
 
 
 def test_the_fabric_file_names_the_leaf_a_nexus(lab: Lab) -> None:
@@ -67,14 +69,7 @@ def test_the_fabric_file_names_the_leaf_a_nexus(lab: Lab) -> None:
 
 
 def test_apply_from_factory_then_drift_is_clean(lab: Lab, state: Path) -> None:
-    fabric = lab.status["fabric_file"]
-    before = agent(state, "drift", fabric, "--output", "json")
-    assert before.returncode == 1 and leaf(before)["changes"] > 0
-    applied = agent(state, "apply", fabric, "--yes", "--output", "json")
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    assert leaf(applied)["result"] == "applied"
-    after = agent(state, "drift", fabric, "--output", "json")
-    assert after.returncode == 0 and leaf(after)["changes"] == 0
+    apply_from_factory(state, lab.status["fabric_file"], LEAF)
     # the profile runs in the data plane: PFC on priority 3, ECN on its queue
     port = dataplane_port(lab)
     assert port["pfc_enabled"] is True and port["pfc_priorities"] == [3]
@@ -127,19 +122,9 @@ def test_validate_reads_the_nexus_through_its_driver(lab: Lab, state: Path) -> N
 
 
 @pytest.fixture
-def exporter(lab: Lab, state: Path) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "exporter", lab.status["fabric_file"], "--listen",
-         f"127.0.0.1:{port}", "--interval", "2s", "--no-host-nic"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
-        env={**os.environ, "ROCE_LAB_PASSWORD": "admin"},
-    )  # fmt: skip
-    try:
-        yield f"http://127.0.0.1:{port}/metrics"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+def exporter(lab: Lab) -> Iterator[str]:
+    with exporter_serving(lab.status["fabric_file"]) as url:
+        yield url
 
 
 def test_the_exporter_reads_the_nexus(exporter: str) -> None:

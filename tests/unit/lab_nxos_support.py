@@ -10,10 +10,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,8 @@ from lab.mgmt.lldp import LldpPeer, PortLink
 from lab.mgmt.nxos.cli import NxosCli
 from lab.mgmt.nxos.personality import NxosPersonality
 from lab.mgmt.ssh_server import AuthSettings
-from lab.mgmt.switch import PortInfo, SwitchManager
-from lab.mgmt.testing import (
-    FakeClock,
-    FakeDataplane,
-    ServedSwitch,
-    SshSwitchThread,
-    fake_switch_config,
-)
+from lab.mgmt.switch import PortInfo
+from lab.mgmt.testing import FakeSwitch, ServedSwitch, SshSwitchThread
 
 PORTS = 3
 PASSWORD = "nxos-test"
@@ -46,40 +39,17 @@ def ports(count: int = PORTS, speed_bps: int = 10_000_000) -> list[PortInfo]:
     ]
 
 
-@dataclass
-class NxosSwitch:
+class NxosSwitch(FakeSwitch[NxosPersonality]):
     """One NX-OS switch: its personality, fake data plane and clock."""
 
-    state_dir: Path | None = None
-    count: int = PORTS
-    dataplane: FakeDataplane = field(init=False)
-    clock: FakeClock = field(init=False)
-    personality: NxosPersonality = field(init=False)
-
-    def __post_init__(self) -> None:
-        names = [f"eth{i}" for i in range(1, self.count + 1)]
-        self.dataplane = FakeDataplane(fake_switch_config("leaf1", names))
-        self.clock = FakeClock()
-        manager = SwitchManager("leaf1", ports(self.count), self.dataplane, self.clock)
-        self.personality = NxosPersonality(manager, self.state_dir)
+    def __init__(self, state_dir: Path | None = None, count: int = PORTS) -> None:
+        super().__init__(
+            NxosPersonality, ports(count), state_dir, lambda p: p.rollbacks._background
+        )
 
     def terminal(self, user: str = "admin") -> NxosCli:
         """A new SSH shell."""
         return self.personality.new_terminal(user, True, "02:00:00:00:00:01")
-
-    def qos(self) -> dict[str, Any]:
-        """The QoS the data plane runs now (validated by the fake)."""
-        qos: dict[str, Any] = self.dataplane.config["qos"]
-        return qos
-
-    async def expire(self, seconds: float) -> None:
-        """Move the clock and fire the timers that ran out, as the event loop would."""
-        self.clock.advance(seconds)
-        for timer in self.clock.timers:
-            if not timer.cancelled and timer.when <= self.clock.time:
-                timer.cancelled = True
-                timer.callback()
-        await asyncio.gather(*self.personality.rollbacks._background)
 
 
 async def run(terminal: NxosCli, *lines: str) -> list[str]:

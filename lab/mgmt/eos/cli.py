@@ -31,6 +31,7 @@ from lab.mgmt.cli_grammar import (
     CliError,
     Command,
     Converter,
+    is_comment,
     match_command,
     refused,
     register_value_type,
@@ -41,12 +42,13 @@ from lab.mgmt.cli_output import (
     PipeDialect,
     ShowOutput,
     apply_pipes,
+    clear_counters,
     config_sections,
+    live_counters,
     pretty_json,
 )
-from lab.mgmt.dataplane_handle import DataplaneError
 from lab.mgmt.eos import shows
-from lab.mgmt.eos.commands import ConfigMode, GlobalMode, apply_line, is_comment
+from lab.mgmt.eos.commands import ConfigMode, GlobalMode, apply_line
 from lab.mgmt.eos.sessions import parse_commit_timer, session_diff
 from lab.mgmt.eos.state import EosSwitch
 from lab.mgmt.switch import ConfigRefused
@@ -212,10 +214,7 @@ class CliSession:
 
     async def counters(self) -> dict[str, Any]:
         """Live counters from the data plane."""
-        try:
-            return await self.manager.dataplane.counters()
-        except DataplaneError as exc:
-            raise CliError(f"% Data plane unreachable: {exc}") from None
+        return await live_counters(self.manager)
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -313,14 +312,6 @@ async def _session_abort(cli: CliSession, args: dict[str, Any]) -> str:
 async def _save(cli: CliSession, _args: dict[str, Any]) -> str:
     await cli.switch.save_startup()
     return COPY_DONE
-
-
-async def _clear_counters(cli: CliSession, _args: dict[str, Any]) -> str:
-    try:
-        await cli.manager.dataplane.clear_counters()
-    except DataplaneError as exc:
-        raise CliError(f"% Data plane unreachable: {exc}") from None
-    return ""
 
 
 async def _show_version(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
@@ -439,7 +430,7 @@ EXEC_COMMANDS: tuple[Command[ExecHandler], ...] = (
     Command("copy running-config startup-config", _save),
     Command("write", _save),
     Command("write memory", _save),
-    Command("clear counters", _clear_counters),
+    Command("clear counters", clear_counters),
     Command("show version", _show_version),
     Command("show hostname", _show_hostname),
     Command("show running-config", _show_running),

@@ -49,6 +49,7 @@ from lab.mgmt.cli_grammar import (
     Command,
     Converter,
     apply_in_modes,
+    load_lines,
     register_value_type,
     tokenize,
 )
@@ -649,12 +650,6 @@ def commands_for(mode: ConfigMode) -> Sequence[Command[Handler]]:
 # ----------------------------------------------------------------------------- applying lines
 
 
-def is_comment(line: str) -> bool:
-    """Blank lines and ``!`` comments (running-config separators) do nothing."""
-    stripped = line.strip()
-    return not stripped or stripped.startswith("!")
-
-
 def apply_line(config: SwitchConfig, stack: Sequence[ConfigMode], line: str) -> list[ConfigMode]:
     """Apply one configuration line to ``config`` (in place); return the new mode stack.
 
@@ -679,18 +674,6 @@ def load_config_text(config: SwitchConfig, text: str) -> SwitchConfig:
     Raises :class:`CliError` naming the line number of the first bad line.
     """
     result = config.clone()
-    stack: list[ConfigMode] = [GlobalMode()]
-    for number, line in enumerate(text.splitlines(), start=1):
-        if is_comment(line):
-            continue
-        word = line.strip().lower()
-        if word == "end":
-            break
-        if word == "exit":
-            stack = stack[:-1] or [GlobalMode()]
-            continue
-        try:
-            stack = apply_line(result, stack, line)
-        except CliError as exc:
-            raise CliError(f"line {number}: {line.strip()!r}: {exc}") from None
+    root: ConfigMode = GlobalMode()
+    load_lines(result, text, root, apply_line)
     return result

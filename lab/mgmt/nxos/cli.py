@@ -26,9 +26,23 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from lab.mgmt.cli_grammar import CliError, Command, NoMatch, match_command, tokenize
-from lab.mgmt.cli_output import ExecResult, PipeDialect, ShowOutput, apply_pipes, pretty_json
-from lab.mgmt.dataplane_handle import DataplaneError
+from lab.mgmt.cli_grammar import (
+    CliError,
+    Command,
+    NoMatch,
+    is_comment,
+    match_command,
+    tokenize,
+)
+from lab.mgmt.cli_output import (
+    ExecResult,
+    PipeDialect,
+    ShowOutput,
+    apply_pipes,
+    clear_counters,
+    live_counters,
+    pretty_json,
+)
 from lab.mgmt.nxos import shows
 from lab.mgmt.nxos.bootflash import BootflashError
 from lab.mgmt.nxos.commands import (
@@ -36,7 +50,6 @@ from lab.mgmt.nxos.commands import (
     GlobalMode,
     Ports,
     apply_line,
-    is_comment,
     load_config_text,
 )
 from lab.mgmt.nxos.render import ipqos_lines
@@ -141,10 +154,7 @@ class NxosCli:
 
     async def counters(self) -> dict[str, Any]:
         """Live counters from the data plane."""
-        try:
-            return await self.manager.dataplane.counters()
-        except DataplaneError as exc:
-            raise CliError(f"% Data plane unreachable: {exc}") from None
+        return await live_counters(self.manager)
 
 
 def _caret(prompt: str, line: str, error: NoMatch) -> str:
@@ -273,14 +283,6 @@ async def _md5(cli: NxosCli, args: dict[str, Any]) -> ExecResult:
         raise CliError(str(exc)) from None
 
 
-async def _clear_counters(cli: NxosCli, _args: dict[str, Any]) -> ExecResult:
-    try:
-        await cli.manager.dataplane.clear_counters()
-    except DataplaneError as exc:
-        raise CliError(f"% Data plane unreachable: {exc}") from None
-    return ""
-
-
 async def _show_version(cli: NxosCli, _args: dict[str, Any]) -> ExecResult:
     return shows.show_version(cli.manager, cli.system_mac)
 
@@ -371,8 +373,8 @@ EXEC_COMMANDS: tuple[Command[ExecHandler], ...] = (
     Command(f"delete {_FILE} [<no_prompt:choice:no-prompt>]", _delete),
     Command("dir [<fs:choice:bootflash:>]", _dir),
     Command(f"show file {_FILE} md5sum", _md5),
-    Command("clear counters", _clear_counters),
-    Command("clear qos statistics", _clear_counters),
+    Command("clear counters", clear_counters),
+    Command("clear qos statistics", clear_counters),
     Command("show version", _show_version),
     Command("show hostname", _show_hostname),
     Command("show running-config [<part:choice:ipqos,diff>]", _show_running),

@@ -44,6 +44,7 @@ from lab.mgmt.cli_grammar import (
     Command,
     Converter,
     apply_in_modes,
+    load_lines,
     register_value_type,
     tokenize,
 )
@@ -539,12 +540,6 @@ def commands_for(mode: ConfigMode) -> Sequence[Command[Handler]]:
 # ----------------------------------------------------------------------------- applying lines
 
 
-def is_comment(line: str) -> bool:
-    """Blank lines and ``!`` comments (the running-config's header lines) do nothing."""
-    stripped = line.strip()
-    return not stripped or stripped.startswith("!")
-
-
 def apply_line(config: NxosConfig, stack: Sequence[ConfigMode], line: str) -> list[ConfigMode]:
     """Apply one configuration line to ``config`` (in place); the new mode stack. On
     :class:`CliError` nothing was changed."""
@@ -556,18 +551,6 @@ def load_config_text(base: NxosConfig, text: str) -> NxosConfig:
     applied to a copy of ``base``. :class:`CliError` names the line number of the first bad
     line; its indentation decides nothing (the modes do), as when NX-OS reads a file."""
     result = base.clone()
-    stack: list[ConfigMode] = [GlobalMode()]
-    for number, line in enumerate(text.splitlines(), start=1):
-        if is_comment(line):
-            continue
-        word = line.strip().lower()
-        if word == "end":
-            break
-        if word == "exit":
-            stack = stack[:-1] or [GlobalMode()]
-            continue
-        try:
-            stack = apply_line(result, stack, line)
-        except CliError as exc:
-            raise CliError(f"line {number}: {line.strip()!r}: {exc}") from None
+    root: ConfigMode = GlobalMode()
+    load_lines(result, text, root, apply_line)
     return result
