@@ -98,7 +98,8 @@ def test_queuing_boxes_and_pfc_statistics_have_the_recordings_shape() -> None:
     # (unicast only: its OOBFC and multicast columns are 0), and its PFC table.
     queue0 = {"tx_packets": 12, "tx_bytes": 1200, "tail_drops": 1}
     pfc = {"rx_xoff": [0, 0, 0, 12, 0, 0, 0, 0], "tx_xoff": [0, 0, 0, 11, 0, 0, 0, 0]}
-    counters = {"ports": {"eth1": {"queues": {"0": queue0}, "pfc": pfc}}}
+    ingress = {"headroom_drops": [0, 0, 0, 10, 0, 0, 0, 0]}  # "Ingress MMU Drop Pkts 10"
+    counters = {"ports": {"eth1": {"queues": {"0": queue0}, "pfc": pfc, "ingress": ingress}}}
     lab = lab_answer("show queuing interface ethernet 1/1", counters, count=1)
     # The lab's ECN row is its own (no recording with ECN marks): left out to compare.
     box = [x for x in lab[:11] if not x.startswith("|ECN Marked Pkts")]
@@ -107,12 +108,19 @@ def test_queuing_boxes_and_pfc_statistics_have_the_recordings_shape() -> None:
     table = recording.index("PFC Statistics")
     lab_table = lab.index("PFC Statistics")
     assert lab[lab_table : lab_table + 6] == recording[table : table + 6]  # COS 0 row too
+    # Port Ingress Statistics: its title, rule and drop row (the lab counts no bytes for them).
+    ingress_at = recording.index("Port Ingress Statistics")
+    lab_ingress = lab.index("Port Ingress Statistics")
+    assert lab[lab_ingress - 1 : lab_ingress + 2] == recording[ingress_at - 1 : ingress_at + 2]
+    assert shape([lab[lab_ingress + 2]]) == shape([recording[ingress_at + 2]])
+    assert lab[lab_ingress + 3] == "PFC Statistics"
     cos3 = next(x for x in lab if re.match(r"\s+3\s", x))
     assert shape([cos3]) == shape([next(x for x in recording if re.match(r"\s+3\s+3", x))])
     read = CiscoNxos.counters_from_text("sw1", 0.0, {"queuing": "\n".join(lab)})
     eth1 = read.interfaces["Ethernet1/1"]
     assert (eth1.queues[0].tx_packets, eth1.queues[0].dropped_packets) == (12, 1)
     assert (eth1.pfc_tx[3], eth1.pfc_rx[3]) == (11, 12)
+    assert eth1.headroom_drops == (0, 0, 0, 10, 0, 0, 0, 0)
 
 
 def test_pfc_watchdog_boxes_have_the_recordings_shape() -> None:

@@ -114,6 +114,8 @@ def test_counters_are_normalized_exactly() -> None:
     q0 = eth1.queues[0]
     assert (q0.tx_packets, q0.tx_bytes, q0.dropped_packets) == (68, 6800, 3)
     assert (eth1.queues[3].tx_packets, eth1.queues[3].dropped_packets) == (50, 6)
+    # "Ingress MMU Drop Pkts 10", booked on the port's no-drop COS (PG 3): RC101 sees them.
+    assert eth1.headroom_drops == (0, 0, 0, 10, 0, 0, 0, 0)
     assert eth1.watchdog[3].model_dump() == {
         "storms_detected": 1,
         "storms_restored": 2,
@@ -122,6 +124,17 @@ def test_counters_are_normalized_exactly() -> None:
     eth2 = counters.interfaces["Ethernet1/2"]
     assert eth2.pfc_rx[3] == 5 and eth2.queues[3].tx_bytes == 100000
     assert eth2.watchdog[3].stormed is False
+    assert eth2.headroom_drops == (0,) * 8
+
+
+def test_ingress_drops_of_a_port_without_a_no_drop_cos_are_not_headroom_drops() -> None:
+    lossy = read("show_queuing_interface.txt").replace(
+        "   3         3         3  Active", "   3         -         -  Inactive"
+    )
+    counters = CiscoNxos.counters_from_text(
+        "sw1", 1.0, {"pfc": "", "queuing": lossy, "watchdog": ""}
+    )
+    assert counters.interfaces["Ethernet1/1"].headroom_drops == (0,) * 8
 
 
 # ----------------------------------------------------------------------------- configure replace

@@ -47,6 +47,9 @@ watchdog lines and interface sections; defaults where a line is absent: watch-do
 ``show interface priority-flow-control``, ``show queuing interface`` and ``show queuing
 pfc-queue detail`` text, in the formats recorded in open-telemetry/opentelemetry-collector-
 contrib ``receiver/ciscoosreceiver/internal/scraper/interfacesscraper/parser_test.go``.
+NX-OS counts a port's ingress drops (``Ingress MMU Drop Pkts``) per port, not per priority:
+they are booked as headroom drops of the port's lowest no-drop COS (see
+:func:`_book_ingress_drops`).
 """
 
 from __future__ import annotations
@@ -772,6 +775,7 @@ QUEUE_STATS = {
 QUEUING_HEADER = re.compile(r"(?:Egress|Ingress) Queuing for (\S+)")
 QOS_GROUP = re.compile(r"QOS GROUP (\d)\b")
 PFC_STATS_ROW = re.compile(r"\s*(\d)\s+(\S+)\s+(\S+)\s+\S+\s+(\d+)\s+\S+\s+(\d+)\s*$")
+INGRESS_DROPS = re.compile(r"Ingress MMU Drop Pkts\s+(\d+)\s*$")
 # Rows are "| <stat> | <unicast> | [<oobfc unicast> | <multicast> |]", and on some platforms
 # two stats share a row.
 STAT_CELLS = re.compile(r"\|\s*([A-Za-z][\w /&]*?)\s*((?:\|\s*\d+\s*)+)(?=\|)")
@@ -790,9 +794,12 @@ def _read_pfc_interfaces(found: CounterTally, text: str) -> None:
 
 def _read_queuing(found: CounterTally, text: str) -> None:
     """``show queuing interface``: per interface, a block per QOS GROUP (= queue) of stat
-    rows, and the PFC Statistics table (per COS: Tx and Rx pause frames)."""
+    rows, the port's ingress drops, and the PFC Statistics table (per COS: Tx and Rx pause
+    frames)."""
     current: str | None = None
     group: int | None = None
+    ingress_drops: dict[str, int] = {}
+    lossless: dict[str, list[int]] = {}
     for line in text.splitlines():
         if m := QUEUING_HEADER.match(line):
             current, group = m.group(1), None
@@ -801,12 +808,29 @@ def _read_queuing(found: CounterTally, text: str) -> None:
             continue
         elif m := QOS_GROUP.search(line):
             group = int(m.group(1))
+        elif m := INGRESS_DROPS.match(line):
+            ingress_drops[current] = int(m.group(1))
         elif m := PFC_STATS_ROW.match(line):
             cos = int(m.group(1))
             found.port(current).pfc_tx[cos] = int(m.group(4))
             found.port(current).pfc_rx[cos] = int(m.group(5))
+            if m.group(3) != "-":  # a priority group: the COS is no-drop on this port
+                lossless.setdefault(current, []).append(cos)
         elif group is not None:
             _add_queue_stats(found.port(current).queue(group), line)
+    _book_ingress_drops(found, ingress_drops, lossless)
+
+
+def _book_ingress_drops(
+    found: CounterTally, ingress_drops: dict[str, int], lossless: dict[str, list[int]]
+) -> None:
+    """NX-OS counts ingress (MMU) drops per port, not per priority: on a port with a no-drop
+    COS they are the frames beyond its headroom, booked on its lowest no-drop COS (with one
+    lossless priority, as the profiles plan, that is the one; with more, which of them
+    dropped is not known). A port without a no-drop COS has no headroom to overrun."""
+    for port, dropped in ingress_drops.items():
+        if lossless.get(port):
+            found.port(port).headroom_drops[min(lossless[port])] += dropped
 
 
 def _add_queue_stats(queue: dict[str, int | None], line: str) -> None:

@@ -13,9 +13,10 @@ checked):
   elsewhere;
 * ``show queuing interface`` -- per port ``Egress Queuing for EthX [System]`` and a box per
   QOS GROUP with ``Tx Pkts``, ``Tx Byts``, ``Dropped Pkts`` in Unicast / OOBFC
-  Unicast / Multicast columns, then ``Ingress Queuing for EthX`` with the ``PFC Statistics``
-  table per COS (TxPause/TxCount, RxPause/RxCount), as recorded (OpenTelemetry); the row
-  ``ECN Marked Pkts`` is the lab's (no recording with ECN marks was found);
+  Unicast / Multicast columns, then ``Ingress Queuing for EthX`` with ``Port Ingress
+  Statistics`` (``Ingress MMU Drop Pkts``: the port's drops beyond the headroom) and the ``PFC
+  Statistics`` table per COS (TxPause/TxCount, RxPause/RxCount), as recorded (OpenTelemetry);
+  the row ``ECN Marked Pkts`` is the lab's (no recording with ECN marks was found);
 * ``show queuing pfc-queue [interface X] [detail]`` -- per port ``EthX Interface PFC watchdog:
   [Enabled]``, a box per lossless QOS GROUP ``[Active|Shutdown]`` with its Shutdown /
   Restored counts (OpenTelemetry's recording);
@@ -310,6 +311,14 @@ def _group_box(group: int, queue: dict[str, Any]) -> list[str]:
     ]
 
 
+def _ingress_statistics(ingress: dict[str, Any]) -> list[str]:
+    """The port's ingress drops (NX-OS counts them per port): the data plane's drops beyond
+    the headroom, summed over the priorities. The data plane counts no bytes for them, so the
+    ``Ingress MMU Drop Bytes`` row is left out."""
+    dropped = sum(ingress.get("headroom_drops", []))
+    return ["Port Ingress Statistics", "-" * 56, f"{'Ingress MMU Drop Pkts':<44}{dropped}"]
+
+
 def _pfc_statistics(pfc: dict[str, Any], lossless: list[int]) -> list[str]:
     rx_total = sum(pfc.get("rx_xoff", [])) + sum(pfc.get("rx_xon", []))
     tx_total = sum(pfc.get("tx_xoff", [])) + sum(pfc.get("tx_xon", []))
@@ -351,6 +360,7 @@ def show_queuing(
             out += _group_box(group, queues.get(str(group), {}))
         out.append(_BOX)
         out.append(f"Ingress Queuing for {name}")
+        out += _ingress_statistics(data.get("ingress", {}))
         out += _pfc_statistics(data.get("pfc", {}), lossless)
     return ShowOutput("\n".join(out))
 
