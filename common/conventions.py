@@ -9,7 +9,9 @@
 - Every ``--help`` ends with examples (:func:`examples`).
 - Text from users and files is printed literally: no rich markup, no ``:emoji:`` codes, no
   highlighting (:func:`console`); tables fold long cells instead of cutting them
-  (:func:`table`).
+  (:func:`table`), to the terminal's width, ``COLUMNS``, or 100 columns in a pipe or a file.
+- Progress goes to stderr in one style (:func:`progress_display`): what is done, a bar, then
+  the command's own columns; device and file names in it are literal text.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import inspect
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -30,14 +33,18 @@ if TYPE_CHECKING:
     # rich is imported where a console or a table is made: a command that prints JSON (the
     # twin's runs, issue #31) never pays for it.
     from rich.console import Console
+    from rich.progress import Progress, ProgressColumn
     from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 ROLES = ("spine", "leaf", "host")
-# Width for tables written into a pipe or a file (CI logs): wide enough that nothing folds
-# in the common case; a terminal uses its own width, and tables fold cells to fit it.
-PIPE_WIDTH = 200
+# Width for tables written into a pipe or a file when COLUMNS does not say: what `less`, a CI
+# log and a ticket show without wrapping every row (200 did: `| less` on an 80- or
+# 100-column terminal wrapped each line in two); tables fold cells to fit it. A terminal uses
+# its own width; COLUMNS, when set, wins in both cases.
+PIPE_WIDTH = 100
+_PIPE_SIZE = os.terminal_size((PIPE_WIDTH, 24))
 # No existence or kind check here: the loader reports a missing file or a directory as
 # "error: FILE: …" like every other problem of the file (one format for editors and CI).
 FABRIC_PATH = click.Path(path_type=Path)
@@ -52,16 +59,79 @@ def console(*, stderr: bool = False, width: int | None = None) -> Console:
     """
     from rich.console import Console
 
-    if width is None and not stderr and not sys.stdout.isatty():
-        width = PIPE_WIDTH
+    width, height = _size(width, stderr)
     return Console(
         stderr=stderr,
         markup=False,
         emoji=False,
         highlight=False,
         width=width,
+        height=height,
         soft_wrap=stderr,
     )
+
+
+def progress_display(
+    *columns: ProgressColumn | str,
+    err: Console | None = None,
+    transient: bool = False,
+    disable: bool = False,
+) -> Progress:
+    """A progress display on stderr in the commands' one style: the task's description and a
+    bar, then ``columns`` (the command's own: counts, the item in progress, times). Text in it
+    is printed literally (a device or file name is never markup)."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    return Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        *columns,
+        console=err or console(stderr=True),
+        transient=transient,
+        disable=disable,
+    )
+
+
+def _size(width: int | None, stderr: bool) -> tuple[int | None, int | None]:
+    """The console's width and height: ``width`` if given, else a valid COLUMNS, else 100 for
+    a pipe or a file (a terminal: its own). rich reads COLUMNS and LINES again unless both
+    are given, and crashes on one that is no number (``²``) or pads every line to a huge one,
+    so when either is set both are given, sane."""
+    if width is None:
+        width = env_columns()
+    if width is None and not stderr and not sys.stdout.isatty():
+        width = PIPE_WIDTH
+    height = _valid_env_int("LINES")
+    if "COLUMNS" in os.environ or "LINES" in os.environ:
+        terminal = _terminal_size()
+        width, height = width or terminal.columns, height or terminal.lines
+    return width, height
+
+
+def _valid_env_int(name: str, low: int = 1, high: int = 10_000) -> int | None:
+    """An environment variable that is a whole number of ASCII digits within the bounds."""
+    text = os.environ.get(name, "")
+    if not (text.isascii() and text.isdigit()) or len(text) > 5:
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
+
+
+def _terminal_size() -> os.terminal_size:
+    """The size of the terminal on stdout or stderr, never from COLUMNS/LINES (which
+    ``shutil.get_terminal_size`` trusts); a pipe's width when neither is a terminal."""
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            return os.get_terminal_size(stream.fileno()) if stream else _PIPE_SIZE
+        except (AttributeError, ValueError, OSError):
+            continue
+    return _PIPE_SIZE
+
+
+def env_columns() -> int | None:
+    """``COLUMNS`` from the environment, when it is a width (a whole number from 20 to
+    10 000); None otherwise (unset, empty, ``abc``, ``²``, ``0``)."""
+    return _valid_env_int("COLUMNS", low=20)
 
 
 def table(title: str | None = None, *columns: str, **options: Any) -> Table:

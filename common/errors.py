@@ -33,6 +33,19 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     return text if keep_newlines else text.replace("\n", "\\n").replace("\t", "\\t")
 
 
+# Characters of an input value an error quotes: enough to recognise it, never a whole file.
+EXCERPT_CHARS = 40
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """``repr`` of ``text``, cut to ``limit`` characters with its length when longer: an error
+    names the value it refuses without echoing all of it (a 200 000-digit port name, the
+    lines of a key file given as a config)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class SourcePosition:
     """Where a value came from: file, 1-based line and column."""
@@ -67,9 +80,25 @@ class AgentError(Exception):
     exit_code = 2
 
 
+# Problems one error shows: a file with thousands of mistakes (a typo repeated by a
+# generator) is fixed from the first ones, and 65 536 lines help nobody (issue #42).
+MAX_SHOWN = 50
+
+
 class IntentError(AgentError):
-    """A fabric or profile file that cannot be used; carries every problem found."""
+    """A fabric or profile file that cannot be used: the first :data:`MAX_SHOWN` problems
+    found, then one line saying how many more there are; ``total`` counts them all."""
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+        self.total = len(problems)
+        self.problems = problems[:MAX_SHOWN]
+        if self.total > MAX_SHOWN:
+            more = self.total - MAX_SHOWN
+            self.problems.append(
+                Problem(
+                    problems[MAX_SHOWN].position,  # the first one not shown
+                    "",
+                    f"and {more} more problem(s) from here on (the first {MAX_SHOWN} are shown)",
+                )
+            )
+        super().__init__("\n".join(str(p) for p in self.problems))

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from common.errors import Problem
+from common.errors import Problem, excerpt
 from common.yamlsource import PathKey, SourceMap, dotted_path
 
 # Steps pydantic inserts into a location: ``function-after[_check(), int]``, ``union-tag``.
@@ -68,9 +68,9 @@ def field_errors(exc: ValidationError, data: Any) -> Iterator[FieldError]:
         loc = data_loc(error["loc"], data)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden" and loc:
-            message = f"unknown field {loc[-1]!r}"
+            message = f"unknown field {excerpt(str(loc[-1]))}"
         elif error["type"] == "missing" and loc:
-            message = f"field {loc[-1]!r} is required"
+            message = f"field {excerpt(str(loc[-1]))} is required"
         yield FieldError(loc, message, error["type"] == "extra_forbidden")
 
 

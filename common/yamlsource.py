@@ -20,7 +20,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,8 @@ try:
 except ImportError:  # PyYAML without libyaml: _PyLoader is used instead
     CParser = object  # type: ignore[assignment,misc]
 
-from common.errors import IntentError, Problem, SourcePosition, printable
+from common.errors import IntentError, Problem, SourcePosition, excerpt, printable
+from common.permissions import FileRefused, check_config_file, file_kind
 
 PathKey = tuple[str | int, ...]
 
@@ -65,32 +66,22 @@ _CONTROL = re.compile(
     r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
 
-_FILE_KINDS = (
-    (stat.S_ISDIR, "directory"),
-    (stat.S_ISFIFO, "FIFO (named pipe)"),
-    (stat.S_ISSOCK, "socket"),
-    (stat.S_ISCHR, "character device"),
-    (stat.S_ISBLK, "block device"),
-)
-
-
-def _file_kind(mode: int) -> str:
-    for test, kind in _FILE_KINDS:
-        if test(mode):
-            return kind
-    return "special file"
-
 
 def _whole_file(file: Path, message: str) -> IntentError:
     return IntentError([Problem(None, "", f"{printable(str(file))}: {message}")])
 
 
-def read_bounded(file: Path, max_bytes: int = DEFAULT_LIMITS.max_bytes) -> bytes:
+def read_bounded(
+    file: Path,
+    max_bytes: int = DEFAULT_LIMITS.max_bytes,
+    check: Callable[[Path, os.stat_result], None] | None = None,
+) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``; anything else is an IntentError.
 
     ``stat`` first and ``O_NONBLOCK`` on open: a FIFO or a tty given as a config file would
     otherwise block the read forever (and the daemon's reload with it). ``fstat`` after the
-    open closes the gap where the path is swapped for a FIFO between the two calls.
+    open closes the gap where the path is swapped for a FIFO between the two calls; ``check``
+    sees that ``fstat`` (the permissions of the file actually read).
     """
     try:
         info = os.stat(file)
@@ -99,7 +90,7 @@ def read_bounded(file: Path, max_bytes: int = DEFAULT_LIMITS.max_bytes) -> bytes
     except OSError as exc:
         raise _whole_file(file, f"cannot read: {exc.strerror}") from None
     if not stat.S_ISREG(info.st_mode):
-        raise _whole_file(file, f"Expected: a regular file Actual: a {_file_kind(info.st_mode)}")
+        raise _whole_file(file, f"Expected: a regular file Actual: a {file_kind(info.st_mode)}")
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(file, flags)
@@ -108,9 +99,9 @@ def read_bounded(file: Path, max_bytes: int = DEFAULT_LIMITS.max_bytes) -> bytes
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise _whole_file(
-                file, f"Expected: a regular file Actual: a {_file_kind(info.st_mode)}"
-            )
+            raise _whole_file(file, f"Expected: a regular file Actual: a {file_kind(info.st_mode)}")
+        if check is not None:
+            _checked(check, file, info)
         chunks: list[bytes] = []
         size = 0
         while size <= max_bytes:
@@ -126,6 +117,13 @@ def read_bounded(file: Path, max_bytes: int = DEFAULT_LIMITS.max_bytes) -> bytes
     if size > max_bytes:
         raise _whole_file(file, f"file too large: Expected: at most {max_bytes} bytes Actual: more")
     return b"".join(chunks)
+
+
+def _checked(check: Callable[[Path, os.stat_result], None], file: Path, info: Any) -> None:
+    try:
+        check(file, info)
+    except FileRefused as exc:
+        raise _whole_file(file, exc.reason) from None
 
 
 def _line_column(text: str, index: int) -> tuple[int, int]:
@@ -394,7 +392,8 @@ class _Builder:
             self.refuse(
                 key_node.start_mark,
                 (*path, first_key),
-                f"duplicate key {key!r} (first defined on line {first_at.line} as {first_key!r})",
+                f"duplicate key {_shown(key)} (first defined on line {first_at.line} as "
+                f"{_shown(first_key)})",
             )
             return _REFUSED
         first[spelling] = (key, _position(self.file, key_node.start_mark))
@@ -406,7 +405,7 @@ class _Builder:
         where = _position(self.file, node.start_mark)
         raw = str(node.value)
         if node.tag == _INT_TAG:
-            digits = sum(c.isdigit() for c in raw)
+            digits = _int_digits(raw)
             if digits > self.loader.limits.max_int_digits:
                 self.problems.append(
                     Problem(
@@ -442,11 +441,26 @@ class _Builder:
                         where,
                         dotted_path(path),
                         f"control character {_describe_char(bad.group())} is not allowed: "
-                        f"Expected: printable text Actual: {value[:80]!r}",
+                        f"Expected: printable text Actual: {excerpt(value)}",
                     )
                 )
                 return _REFUSED
         return value
+
+
+def _shown(key: str | int) -> str:
+    """A key as an error quotes it: 16 and '16' differ, a long name is cut."""
+    return excerpt(key) if isinstance(key, str) else repr(key)
+
+
+def _int_digits(raw: str) -> int:
+    """Digits of a YAML integer in any base it allows: ``0x`` hexadecimal (5 000 of them made
+    an int whose decimal form Python refuses to print, an "internal error: ValueError"),
+    ``0o``/``0b``, YAML 1.1's base 60 (``1:30:00``, the colons counted too)."""
+    text = raw.lstrip("+-").replace("_", "")
+    if text[:2].lower() in ("0x", "0o", "0b"):
+        text = text[2:]
+    return len(text)
 
 
 def _kind(node: yaml.Node) -> str:
@@ -454,7 +468,7 @@ def _kind(node: yaml.Node) -> str:
         return "a mapping"
     if isinstance(node, yaml.SequenceNode):
         return "a list"
-    return f"{printable(str(node.value))!r}"
+    return excerpt(str(node.value))
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -470,7 +484,7 @@ def _dotted(path: Iterable[str | int]) -> str:
         elif _PLAIN_KEY.fullmatch(part):
             text += f".{part}" if text else part
         else:
-            text += f"[{printable(repr(part))}]"
+            text += f"[{printable(excerpt(part))}]"
     return text
 
 
@@ -491,6 +505,25 @@ def _reader_problem(file: Path, text: str, exc: yaml.reader.ReaderError) -> Inte
     )
 
 
+def _refuse_foreign(file: Path, node: yaml.Node) -> None:
+    """A mapping none of whose keys is a plain name is no file of settings: /etc/shadow's
+    lines read as keys (``root:$6$...:19000:0:99999:7::``), and every error about them would
+    print a line of it. Said about the whole file, showing none of it."""
+    if not isinstance(node, yaml.MappingNode) or not node.value:
+        return
+    keys = [key for key, _ in node.value]
+    if not all(isinstance(k, yaml.ScalarNode) for k in keys):
+        return  # a list or mapping as a key: the builder says so, showing no content
+    if any(_PLAIN_KEY.fullmatch(str(k.value)) for k in keys):
+        return
+    raise _whole_file(
+        file,
+        f"Expected: YAML settings (plain keys such as name: or devices:) Actual: a mapping "
+        f"whose {len(keys)} key(s) are none of them a plain name; its content is not shown "
+        f"(a key, a password or a system file named by mistake?)",
+    )
+
+
 def load_yaml(file: Path, limits: YamlLimits = DEFAULT_LIMITS) -> tuple[Any, SourceMap]:
     """Load one YAML document and a map of where each value sits in ``file``.
 
@@ -498,7 +531,8 @@ def load_yaml(file: Path, limits: YamlLimits = DEFAULT_LIMITS) -> tuple[Any, Sou
     whole-file problems such as size or type): never a ``MemoryError``, ``RecursionError``
     or a hang, whatever the file holds.
     """
-    raw = read_bounded(file, limits.max_bytes)
+    # Every YAML file the agent reads configures it: none may be writable by anyone on the host.
+    raw = read_bounded(file, limits.max_bytes, check_config_file)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -536,6 +570,7 @@ def load_yaml(file: Path, limits: YamlLimits = DEFAULT_LIMITS) -> tuple[Any, Sou
         node = loader.get_single_node()
         if node is None:
             raise IntentError([Problem(SourcePosition(file, 1, 1), "", "the file is empty")])
+        _refuse_foreign(file, node)
         data = builder.build(node, ())
     except _LimitExceeded as exc:
         raise IntentError(

@@ -18,16 +18,15 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from agent.device.state import QueueCounters, WatchdogCounters
+from agent.device.state import WatchdogCounters
 from agent.observe.hostnic import MICROSECONDS, provides_dcqcn
-from exporters.metrics import CHECK_RESULTS, SPECS, MetricSpec
+from exporters.metrics import CHECK_RESULTS, DEVICE_STATES, SPECS, MetricSpec
 from exporters.probe_deltas import BUCKET_BOUNDS
 from exporters.store import Snapshot, SnapshotStore
 
 PRIORITIES = tuple(str(p) for p in range(8))
-NO_QUEUE = QueueCounters()
-NO_WATCHDOG = WatchdogCounters()
 BUCKET_LABELS: tuple[str, ...] = tuple(floatToGoString(b) for b in BUCKET_BOUNDS)  # type: ignore[no-untyped-call]
+NO_WATCHDOG = WatchdogCounters()
 ON_OFF = {True: "on", False: "off"}
 YES_NO = {True: "yes", False: "no"}
 
@@ -106,8 +105,10 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
         for interface in view.interface_names():
             counters = reported[interface]
             for priority, label in enumerate(PRIORITIES):
+                queue = counters.queues.get(priority)
+                if queue is None:
+                    continue  # a queue the device did not report: no series, not zeros
                 where = (device, interface, label)
-                queue = counters.queues.get(priority, NO_QUEUE)
                 tx_packets(where, queue.tx_packets)
                 tx_bytes(where, queue.tx_bytes)
                 dropped(where, queue.dropped_packets)
@@ -119,6 +120,9 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
                 pfc((*where, "rx"), counters.pfc_rx[priority])
                 pfc((*where, "tx"), counters.pfc_tx[priority])
                 headroom(where, counters.headroom_drops[priority])
+                # The watchdog's output was read with the rest (a poll that cannot read it
+                # fails); NOSes list only the queues with watchdog events, so one not listed
+                # had none: a read 0, unlike a queue the device did not report at all.
                 watchdog = counters.watchdog.get(priority, NO_WATCHDOG)
                 detected(where, watchdog.storms_detected)
                 restored(where, watchdog.storms_restored)
@@ -132,9 +136,13 @@ def _agent(snapshot: Snapshot, f: Families) -> None:
     f["roce_exporter_info"]((snapshot.version,), 1)
     f["roce_exporter_shard_info"]((snapshot.shard,), 1)
     f["roce_exporter_devices"]((), snapshot.owned_devices)
+    up, state = f["roce_device_up"], f["roce_device_state"]
     for device, view in snapshot.devices.items():
         status = view.status
-        f["roce_device_up"]((device,), 1 if status.up else 0)
+        up((device,), 1 if status.up else 0)
+        now = status.state
+        for candidate in DEVICE_STATES:
+            state((device, candidate), 1 if candidate == now else 0)
         if status.last_success_at is None:
             continue  # nothing read yet: no statistics that would read as zeros
         f["roce_polls_total"]((device,), status.polls)
@@ -166,16 +174,28 @@ def _compliance(snapshot: Snapshot, f: Families) -> None:
         f["roce_check_last_run_timestamp_seconds"]((), snapshot.checks_at)
 
 
+# A flow's counts (exporters.probe_deltas.FLOW_COUNTS) and their metrics.
+FLOW_METRICS = {
+    "sent": "roce_probe_packets_sent_total",
+    "received": "roce_probe_packets_received_total",
+    "lost": "roce_probe_packets_lost_total",
+    "reordered": "roce_probe_packets_reordered_total",
+    "ce_marked": "roce_probe_packets_ce_marked_total",
+    "cnps_received": "roce_probe_cnps_received_total",
+}
+
+
 def _probes(snapshot: Snapshot, f: Families) -> None:
     probes = snapshot.probes
     for key, flow in sorted(probes.flows.items()):
-        f["roce_probe_packets_sent_total"](key, flow.sent)
-        f["roce_probe_packets_received_total"](key, flow.received)
-        f["roce_probe_packets_lost_total"](key, flow.lost)
-        f["roce_probe_last_run_lost_packets"](key, flow.last_run_lost)
-        f["roce_probe_packets_reordered_total"](key, flow.reordered)
-        f["roce_probe_packets_ce_marked_total"](key, flow.ce_marked)
-        f["roce_probe_cnps_received_total"](key, flow.cnps_received)
+        # Only what some result carried: a count no result gave has no series (not 0).
+        for carried, metric in FLOW_METRICS.items():
+            if carried in flow.counts:
+                f[metric](key, flow.counts[carried])
+        if flow.last_run_lost is not None:
+            f["roce_probe_last_run_lost_packets"](key, flow.last_run_lost)
+        if flow.latency_buckets is None:
+            continue
         cumulative = 0
         buckets = []
         for bound, count in zip(BUCKET_LABELS, flow.latency_buckets, strict=True):
@@ -190,6 +210,8 @@ def _probes(snapshot: Snapshot, f: Families) -> None:
         f["roce_probe_runs_total"](verdict, count)
     for scenario, at in sorted(probes.last_run_at.items()):
         f["roce_probe_last_run_timestamp_seconds"]((scenario,), at)
+    for reason, count in snapshot.probe_files_skipped.items():
+        f["roce_probe_result_files_skipped_total"]((reason,), count)
 
 
 def _locate(snapshot: Snapshot, f: Families) -> None:
@@ -224,7 +246,10 @@ def _nic(snapshot: Snapshot, f: Families) -> None:
     for interface, pause in sorted(nic.pause.items()):
         if pause is None:
             continue  # the driver lists no per-priority pause (virtio_net): absent, not 0
-        for priority, label in enumerate(PRIORITIES):
+        # Only the priorities the driver listed (mlx5: the PFC-enabled ones): a priority it
+        # does not report has no series, not 0.
+        for priority in pause.listed:
+            label = PRIORITIES[priority]
             frames((interface, label, "rx"), pause.rx_frames[priority])
             frames((interface, label, "tx"), pause.tx_frames[priority])
             duration((interface, label, "rx"), pause.rx_duration_us[priority] * MICROSECONDS)

@@ -18,6 +18,7 @@ unit test fails when the files differ from this module.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -73,6 +74,19 @@ def sel(names: tuple[str, ...], *extra: str) -> str:
 
 PFC_ON = 'pfc="on"'
 FAILED = 'result=~"fail|error"'
+UNVERIFIED = 'result="unverified"'
+
+
+def or_zero_if_read(expr: str, read: str) -> str:
+    """``expr``, or 0 when it finds nothing but ``read`` (a series that exists only once
+    something was read) exists: 0 only where a 0 was read, absent ("not read") otherwise.
+    Never ``or vector(0)``, which turns "never read" into 0 (issue #41)."""
+    return f"{expr} or count({read}) * 0"
+
+
+def read_states(names: tuple[str, ...]) -> str:
+    """Each switch's read state now (roce_device_state): up, or why it is not read."""
+    return f"roce_device_state{{{sel(names)}}} == 1"
 
 
 def lossless(names: tuple[str, ...]) -> str:
@@ -96,23 +110,31 @@ def link(title: str, uid: str, clicked: tuple[str, ...]) -> dict[str, Any]:
     return {"title": title, "url": f"/d/{uid}/{uid}?{'&'.join(params)}", "targetBlank": False}
 
 
+NOT_READ = "not read"
+NO_PROBE = "no probe result yet"
+NO_LOCATE = "no locate run yet"
+NO_CHECKS = "no checks fed yet"
+
+
 @dataclass(frozen=True)
 class Look:
     """How a panel shows: its place on the dashboard's 24-column grid (x, y, width,
-    height), the unit of its values, its description (the panel's info tooltip) and the data
-    links a click on a series follows."""
+    height), the unit of its values, its description (the panel's info tooltip), the data
+    links a click on a series follows, and what it says when its query returns nothing
+    (issue #41: absent means never read, which must not look like 0)."""
 
     grid: Grid
     unit: str
     description: str
     links: Sequence[dict[str, Any]] = ()
+    no_value: str = NOT_READ
 
 
 def panel(
     kind: str, title: str, targets: list[dict[str, Any]], look: Look, **options: Any
 ) -> Panel:
     x, y, w, h = look.grid
-    defaults: dict[str, Any] = {"unit": look.unit}
+    defaults: dict[str, Any] = {"unit": look.unit, "noValue": look.no_value}
     if look.links:
         defaults["links"] = list(look.links)
     return {
@@ -240,29 +262,35 @@ def overview() -> dict[str, Any]:
         f"(fabric, device, interface, queue) {lossless(FLEET)}"
     )
     panels = [
-        stat("Devices down", f"count(roce_device_up{{{f}}} == 0) or vector(0)", Look((0, 0, 3, 4),
-             "none", "Switches the exporter could not poll within its timeout (0 also before "
-             "a switch's first successful poll).")),
-        stat("Lossless drops", f"sum({lossless_drops}) or vector(0)", Look((3, 0, 3, 4), "none",
-             "Packets dropped on lossless (PFC) queues over the dashboard range. Must be 0.")),
+        stat("Devices down", or_zero_if_read(f"count(roce_device_up{{{f}}} == 0)",
+             f"roce_device_up{{{f}}}"), Look((0, 0, 3, 4), "none", "Switches the exporter has "
+             "not read in its latest poll: not polled yet, or the poll failed (the table "
+             "'Switches: read, or why not' says why). 0 only when every switch was read.")),
+        stat("Lossless drops", f"sum({lossless_drops})", Look((3, 0, 3, 4), "none",
+             "Packets dropped on lossless (PFC) queues over the dashboard range, on the "
+             "switches read. Must be 0. 'not read' until a switch was read.")),
         stat("Headroom drops", f"sum(increase(roce_headroom_dropped_packets_total{{{f}}}"
              "[$__range]) and on (fabric, device, interface, priority) "
-             f"{lossless(FLEET)}) or vector(0)", Look((6, 0, 3, 4), "none",
-             "Ingress drops of lossless priorities over the range: PFC headroom too small.")),
-        stat("PFC storms now", f"sum(roce_pfc_watchdog_stormed{{{f}}}) or vector(0)",
-             Look((9, 0, 3, 4), "none", "Queues the PFC watchdog holds in the stormed state.")),
+             f"{lossless(FLEET)})", Look((6, 0, 3, 4), "none",
+             "Ingress drops of lossless priorities over the range: PFC headroom too small. "
+             "'not read' until a switch was read.")),
+        stat("PFC storms now", f"sum(roce_pfc_watchdog_stormed{{{f}}})",
+             Look((9, 0, 3, 4), "none", "Queues the PFC watchdog holds in the stormed state, "
+             "on the switches read.")),
         stat("Pause frames/s", f'sum(rate(roce_pfc_frames_total{{{f}, direction="tx"}}'
              "[$__rate_interval]))", Look((12, 0, 3, 4), "pps",
              "PFC pause frames the switches send."), red_above=None),
         stat("ECN marks/s", f"sum(rate(roce_queue_ecn_marked_packets_total{{{f}}}"
              "[$__rate_interval]))",
              Look((15, 0, 3, 4), "pps", "Packets CE-marked by the switches."), red_above=None),
-        stat("Drift items", f"sum(roce_drift_items{{{f}}}) or vector(0)",
+        stat("Drift items", f"sum(roce_drift_items{{{f}}})",
              Look((18, 0, 3, 4), "none",
-                  "Settings that differ from the fabric intent (`roce-agent drift`).")),
+                  "Settings that differ from the fabric intent (`roce-agent drift`), summed "
+                  "over the devices whose configuration was read; 'not read' when none was.")),
         stat("Probe loss (latest runs)",
-             f"sum(roce_probe_last_run_lost_packets{{{f}}}) or vector(0)",
-             Look((21, 0, 3, 4), "none", "Packets the latest run of each probe flow lost.")),
+             f"sum(roce_probe_last_run_lost_packets{{{f}}})",
+             Look((21, 0, 3, 4), "none", "Packets the latest run of each probe flow lost.",
+                  no_value=NO_PROBE)),
         series("Lossless drops/s by device", [target(
             f"sum by (fabric, device) (rate(roce_queue_dropped_packets_total{{{f}}}"
             "[$__rate_interval]) and on (fabric, device, interface, queue) "
@@ -297,11 +325,18 @@ def overview() -> dict[str, Any]:
               f"sort_desc(roce_locate_suspect{{{f}}})", Look((0, 27, 18, 7), "percentunit",
               "The link, port, switch or host NIC the latest scheduled `roce-agent locate` "
               "run blames, with its confidence; empty when it found no fault. The evidence is "
-              "in the daemon's reports/last-locate.json (runbook: RoceLocateSuspect).")),
+              "in the daemon's reports/last-locate.json (runbook: RoceLocateSuspect).",
+              no_value="no suspect, or no locate run yet (see its age)")),
         stat("Locate: age of the latest run",
              f"time() - max by (fabric) (roce_locate_last_run_timestamp_seconds{{{f}}})",
              Look((18, 27, 6, 7), "s", "Seconds since the latest locate run was stored. A verdict "
-             "older than two schedules no longer fires RoceLocateSuspect."), red_above=None),
+             "older than two schedules no longer fires RoceLocateSuspect.",
+             no_value=NO_LOCATE), red_above=None),
+        table("Switches: read, or why not", read_states(FLEET), Look((0, 34, 24, 6), "none",
+              "Every switch and what the exporter knows of it now: state up (its latest poll "
+              "read it), not_polled_yet, or why its latest poll failed (timeout, auth, "
+              "connect, parse, other). A switch not up has no figures (or its last ones, "
+              "aged), never 0.", to_switch)),
     ]  # fmt: skip
     return dashboard(
         "roce-fabric-overview",
@@ -418,20 +453,21 @@ def interface() -> dict[str, Any]:
 
 def probes() -> dict[str, Any]:
     s = sel(PROBE)
+    look = functools.partial(Look, no_value=NO_PROBE)
     hosts = sel((*FLEET, "scenario"))
     panels = [
         series("Packets lost by flow", [target(
             f"sum by (scenario, src, dst) (increase(roce_probe_packets_lost_total{{{s}}}"
-            "[$__rate_interval]))", "{{scenario}} {{src}}→{{dst}}")], Look((0, 0, 12, 8), "none",
+            "[$__rate_interval]))", "{{scenario}} {{src}}→{{dst}}")], look((0, 0, 12, 8), "none",
             "Probe packets lost per interval (PSN gaps at the receiver).")),
         series("Loss ratio", [target(
             f"sum by (scenario) (increase(roce_probe_packets_lost_total{{{s}}}[$__range])) / "
             f"sum by (scenario) (increase(roce_probe_packets_sent_total{{{s}}}[$__range]))",
-            "{{scenario}}")], Look((12, 0, 12, 8), "percentunit",
+            "{{scenario}}")], look((12, 0, 12, 8), "percentunit",
             "Lost over sent packets over the dashboard range, per scenario.")),
         panel("heatmap", "One-way latency", [target(
             f"sum by (le) (increase(roce_probe_latency_seconds_bucket{{{s}}}"
-            "[$__rate_interval]))", "{{le}}", format="heatmap")], Look((0, 8, 12, 9), "s",
+            "[$__rate_interval]))", "{{le}}", format="heatmap")], look((0, 8, 12, 9), "s",
             "Histogram of probe one-way latency."), calculate=False,
             yAxis={"unit": "s"}, color={"mode": "scheme", "scheme": "Oranges"}),
         series("Latency quantiles", [
@@ -439,30 +475,30 @@ def probes() -> dict[str, Any]:
                    f"{{{s}}}[$__rate_interval])))", "p50"),
             target(f"histogram_quantile(0.99, sum by (le) (rate(roce_probe_latency_seconds_bucket"
                    f"{{{s}}}[$__rate_interval])))", "p99", "B"),
-        ], Look((12, 8, 12, 9), "s", "Median and 99th percentile of probe one-way latency.")),
+        ], look((12, 8, 12, 9), "s", "Median and 99th percentile of probe one-way latency.")),
         series("CE-marked packets and CNPs/s", [
             target(f"sum by (src, dst) (rate(roce_probe_packets_ce_marked_total{{{s}}}"
                    "[$__rate_interval]))", "CE {{src}}→{{dst}}"),
             target(f"sum by (src, dst) (rate(roce_probe_cnps_received_total{{{s}}}"
                    "[$__rate_interval]))", "CNP {{src}}→{{dst}}", "B"),
-        ], Look((0, 17, 12, 8), "pps", "ECN CE marks the receivers saw and CNPs the senders got.")),
+        ], look((0, 17, 12, 8), "pps", "ECN CE marks the receivers saw and CNPs the senders got.")),
         series("Paused on the wire (fraction of time) by host and priority", [target(
             f"sum by (host, priority) (rate(roce_probe_paused_seconds_total{{{hosts}}}"
-            "[$__rate_interval]))", "{{host}} p{{priority}}")], Look((12, 17, 12, 8), "percentunit",
+            "[$__rate_interval]))", "{{host}} p{{priority}}")], look((12, 17, 12, 8), "percentunit",
             "Share of time the probe hosts were paused by PFC, per priority.")),
         series("Reordered and invalid", [
             target(f"sum by (src, dst) (increase(roce_probe_packets_reordered_total{{{s}}}"
                    "[$__rate_interval]))", "reordered {{src}}→{{dst}}"),
             target(f"sum by (host) (increase(roce_probe_invalid_frames_total{{{hosts}}}"
                    "[$__rate_interval]))", "invalid at {{host}}", "B"),
-        ], Look((0, 25, 12, 8), "none", "Packets out of order and frames the receiver rejected.")),
+        ], look((0, 25, 12, 8), "none", "Packets out of order and frames the receiver rejected.")),
         table("Runs by verdict", "sum by (scenario, result) (increase(roce_probe_runs_total"
-              f"{{{hosts}}}[$__range]))", Look((12, 25, 6, 8), "none",
+              f"{{{hosts}}}[$__range]))", look((12, 25, 6, 8), "none",
               "Probe runs over the dashboard range, by scenario and verdict.")),
         table("Last run (seconds ago)", "time() - roce_probe_last_run_timestamp_seconds"
-              f"{{{hosts}}}", Look((18, 25, 6, 8), "s", "Age of each scenario's latest result.")),
+              f"{{{hosts}}}", look((18, 25, 6, 8), "s", "Age of each scenario's latest result.")),
         table("Latest run: packets lost by flow", f"roce_probe_last_run_lost_packets{{{s}}}",
-              Look((0, 33, 24, 6), "none", "Packets the latest run of each flow lost.")),
+              look((0, 33, 24, 6), "none", "Packets the latest run of each flow lost.")),
     ]  # fmt: skip
     return dashboard(
         "roce-probes",
@@ -478,19 +514,29 @@ def compliance() -> dict[str, Any]:
     d = sel(SWITCH)
     to_switch = [link("Switch ${__field.labels.device}", "roce-switch", ("device",))]
     panels = [
-        stat("Devices with drift", f"count(roce_drift_items{{{d}}} > 0) or vector(0)",
-             Look((0, 0, 6, 4), "none", "Devices whose configuration differs from the plan.")),
+        stat("Devices with drift", or_zero_if_read(f"count(roce_drift_items{{{d}}} > 0)",
+             f"roce_drift_items{{{d}}}"), Look((0, 0, 5, 4), "none", "Devices whose "
+             "configuration differs from the plan, among those read ('not read' when none "
+             "was; the table 'Switches: read, or why not' lists the others).")),
         stat("Failing checks",
-             f"count(roce_check_result{{{sel(SWITCH, FAILED)}}} == 1) or vector(0)",
-             Look((6, 0, 6, 4), "none",
-             "Checks whose latest result is fail or error.")),
+             or_zero_if_read(f"count(roce_check_result{{{sel(SWITCH, FAILED)}}} == 1)",
+                             f"roce_check_result{{{d}}}"),
+             Look((5, 0, 5, 4), "none",
+             "Checks whose latest result is fail or error.", no_value=NO_CHECKS)),
+        stat("Unverified checks",
+             or_zero_if_read(f"count(roce_check_result{{{sel(SWITCH, UNVERIFIED)}}} == 1)",
+                             f"roce_check_result{{{d}}}"),
+             Look((10, 0, 5, 4), "none", "Checks that could not judge their device: it was "
+             "not read (the report's message says why). Neither a pass nor a failure.",
+             no_value=NO_CHECKS)),
         stat("Checks last fed (seconds ago)",
              f"max(time() - roce_check_last_run_timestamp_seconds{{{sel(FLEET)}}})",
-             Look((12, 0, 6, 4), "s", "Age of the latest check results the exporter was fed."),
-             red_above=None),
+             Look((15, 0, 5, 4), "s", "Age of the latest check results the exporter was fed.",
+                  no_value=NO_CHECKS), red_above=None),
         stat("Oldest successful poll (seconds ago)",
              f"max(time() - roce_last_successful_poll_timestamp_seconds{{{d}}})",
-             Look((18, 0, 6, 4), "s", "Age of the stalest switch reading."), red_above=None),
+             Look((20, 0, 4, 4), "s", "Age of the stalest switch reading ('not read' when no "
+             "switch was ever read)."), red_above=None),
         panel("bargauge", "Drift items by device", [target(f"roce_drift_items{{{d}}}",
               "{{device}}", instant=True)], Look((0, 4, 12, 8), "none",
               "Settings that differ from the plan; `roce-agent drift FABRIC` lists them.",
@@ -499,10 +545,15 @@ def compliance() -> dict[str, Any]:
         series("Drift over time", [target(f"roce_drift_items{{{d}}}", "{{device}}")],
                Look((12, 4, 12, 8), "none", "Drift items per device over time.", to_switch)),
         table("Check results", f"roce_check_result{{{d}}} == 1", Look((0, 12, 16, 10), "none",
-              "The latest result of every check on every device.")),
+              "The latest result of every check on every device (unverified: the device was "
+              "not read).", no_value=NO_CHECKS)),
         table("Lossless classes per device (intent)",
               f"count by (fabric, device) ({lossless(SWITCH)})", Look((16, 12, 8, 10), "none",
               "How many (interface, priority) classes the intent makes lossless per device.")),
+        table("Switches: read, or why not", read_states(SWITCH), Look((0, 22, 24, 6), "none",
+              "Whether each switch was read (state up), or why not (not_polled_yet, timeout, "
+              "auth, connect, parse, other): a switch not read has no drift and unverified "
+              "checks.", to_switch)),
     ]  # fmt: skip
     return dashboard(
         "roce-compliance",

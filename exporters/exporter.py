@@ -35,6 +35,7 @@ from agent.intent.shard import WHOLE, Shard
 from agent.observe.hostnic import HostNicReader, host_nic_present, run_ethtool
 from exporters.collector import RoceCollector
 from exporters.fasttext import render_text
+from exporters.pages import Page
 from exporters.poller import (
     Connector,
     NicPoller,
@@ -45,7 +46,7 @@ from exporters.poller import (
     SwitchRead,
 )
 from exporters.server import MetricsServer, ServerLimits
-from exporters.store import SnapshotStore
+from exporters.store import Snapshot, SnapshotStore
 from exporters.webconfig import WebConfig
 
 log = logging.getLogger("exporters")
@@ -182,9 +183,10 @@ class Exporter:
             self.jobs += self._switch_pollers(switches, plan, options)
         self.jobs += self._local_pollers(options)
         self.scheduler = PollScheduler(self.jobs, concurrency=options.concurrency)
+        self._rendered: tuple[Snapshot, bytes] | None = None
         self.server = (
             MetricsServer(self.registry, options.listen, options.web_config,
-                          self.exposition_text, options.limits)
+                          self.exposition_page, options.limits)
             if options.listen
             else None
         )  # fmt: skip
@@ -219,12 +221,20 @@ class Exporter:
             pollers.append(ProbeResultsPoller(options.probe_results, self.store, interval_s))
         return pollers
 
+    def exposition_page(self) -> Page:
+        """The exposition in the text format: the snapshot fast (rendered once per snapshot,
+        the same bytes object while it is current, so the server gzips it once), then the
+        other collectors' series, rendered per scrape."""
+        snapshot = self.store.snapshot()
+        rendered = self._rendered
+        if rendered is None or rendered[0] is not snapshot:
+            rendered = self._rendered = (snapshot, render_text(snapshot))
+        tail = generate_latest(_Chain(self.registry.others)) if self.registry.others else b""
+        return Page(rendered[1], tail)
+
     def exposition_text(self) -> bytes:
-        """The exposition in the text format: the snapshot fast, other collectors as usual."""
-        text = render_text(self.store.snapshot())
-        if self.registry.others:
-            text += generate_latest(_Chain(self.registry.others))
-        return text
+        """:meth:`exposition_page` as one text."""
+        return self.exposition_page().text()
 
     @property
     def url(self) -> str | None:

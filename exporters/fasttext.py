@@ -20,8 +20,8 @@ from typing import TypeVar, cast
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
-from agent.device.state import QueueCounters, WatchdogCounters
 from exporters.collector import (
+    NO_WATCHDOG,
     ON_OFF,
     PRIORITIES,
     Families,
@@ -37,8 +37,6 @@ from exporters.store import DeviceView, Snapshot, SwitchInventory
 _T = TypeVar("_T")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-NO_QUEUE = QueueCounters()
-NO_WATCHDOG = WatchdogCounters()
 SWITCH_FAMILIES = (
     "roce_pfc_frames_total",
     "roce_queue_transmitted_packets_total",
@@ -176,7 +174,9 @@ def _counter_block(fabric: str, view: DeviceView) -> tuple[bytes, ...]:
         p_tx, p_bytes, p_dropped, p_marked = prefix.queue
         queues = counters.queues
         for q in range(8):
-            queue = queues.get(q, NO_QUEUE)
+            queue = queues.get(q)
+            if queue is None:  # not reported: no lines (the collector's rule)
+                continue
             tx_packets.append(p_tx[q] + n(queue.tx_packets))
             tx_bytes.append(p_bytes[q] + n(queue.tx_bytes))
             dropped.append(p_dropped[q] + n(queue.dropped_packets))
@@ -188,7 +188,7 @@ def _counter_block(fabric: str, view: DeviceView) -> tuple[bytes, ...]:
             pfc.append(p_rx + n(counters.pfc_rx[p]))
             pfc.append(p_tx_pfc + n(counters.pfc_tx[p]))
             headroom.append(p_headroom + n(counters.headroom_drops[p]))
-            watchdog = counters.watchdog.get(p, NO_WATCHDOG)
+            watchdog = counters.watchdog.get(p, NO_WATCHDOG)  # not listed: no events (read)
             detected.append(p_detected + n(watchdog.storms_detected))
             restored.append(p_restored + n(watchdog.storms_restored))
             stormed.append(p_stormed + ("1.0" if watchdog.stormed else "0.0"))

@@ -21,7 +21,13 @@ MetricType = Literal["counter", "gauge", "histogram"]
 PRIORITY_LABEL_VALUES = tuple(str(p) for p in range(8))
 DIRECTIONS = ("rx", "tx")
 POLL_ERROR_REASONS = ("timeout", "auth", "connect", "parse", "other")
-CHECK_RESULTS = ("pass", "fail", "error", "skipped")
+# What the exporter knows of a switch: read by its latest poll, no poll finished yet, or why
+# the latest poll failed. Every figure about a switch is absent until it was read once; this
+# says why one is absent.
+DEVICE_STATES = ("up", "not_polled_yet", *POLL_ERROR_REASONS)
+# unverified: the device could not be read, so the check could not judge it (a check
+# about it is neither a pass nor a finding); skipped: the check does not apply.
+CHECK_RESULTS = ("pass", "fail", "error", "unverified", "skipped")
 PROBE_SCENARIOS = ("pairwise", "incast", "storm", "receive", "other")
 PROBE_RESULTS = ("pass", "fail")
 NIC_ERROR_SOURCES = ("sysfs", "ethtool")
@@ -29,8 +35,8 @@ YES_NO = ("yes", "no")
 LOCATE_KINDS = ("link", "port", "switch", "host-nic", "host")
 # Why an HTTP connection was refused (503), cut, or failed; exporters/server.py counts them.
 HTTP_BAD_CLIENT_REASONS = (
-    "connection_cap", "address_cap",
-    "header_deadline", "response_deadline", "evicted",
+    "connection_cap", "address_cap", "response_cap",
+    "header_deadline", "response_deadline", "evicted", "slow_reader",
     "bad_request", "tls_handshake", "disconnected",
 )  # fmt: skip
 
@@ -240,7 +246,8 @@ SPECS: tuple[MetricSpec, ...] = (
     # ------------------------------------------------------------------ compliance
     _compliance("roce_drift_items", "gauge", ("device",),
        "Settings on the device that differ from the plan (what `roce-agent drift` lists). "
-       "Absent until the device was read once.",
+       "Absent until the device's configuration was read once (by a poll, or by the "
+       "daemon's reconcile): a device never read has no drift figure, not 0.",
        "`show running-config | json` diffed against the plan (or fed by the daemon)"),
     _compliance("roce_config_sessions_pending", "gauge", ("device",),
        "Changes on the device that are not final: unconfirmed commits under a rollback "
@@ -253,7 +260,9 @@ SPECS: tuple[MetricSpec, ...] = (
        "same read as roce_config_sessions_pending"),
     _compliance("roce_check_result", "gauge", ("check", "device", "result"),
        "1 for the latest result of a check on a device, 0 for the other results "
-       "(pass, fail, error, skipped). No series until checks are fed.",
+       "(pass, fail, error, unverified, skipped). unverified: the device could not be read, "
+       "so the check could not judge it (the check's message in the report says why); "
+       "skipped: the check does not apply. No series until checks are fed.",
        "the checks (`SnapshotStore.update_checks`)"),
     _compliance("roce_check_last_run_timestamp_seconds", "gauge", (),
        "When check results were last fed (Unix time).", "`SnapshotStore.update_checks`"),
@@ -290,6 +299,12 @@ SPECS: tuple[MetricSpec, ...] = (
     _probes("roce_probe_last_run_timestamp_seconds", "gauge", ("scenario",),
        "When the latest result of the scenario was stored (Unix time).",
        "probe scenario results"),
+    _probes("roce_probe_result_files_skipped_total", "counter", ("reason",),
+       "Files of --probe-results not read, by reason: symlink, not_regular (a FIFO, device, "
+       "socket or directory), too_large (over 4 MiB), timeout (over 2 s), unreadable, "
+       "not_json, not_a_result. Each is logged once and read again only when it changes. "
+       "Present when a results directory is read.",
+       "the exporter (`--probe-results`)"),
     # ------------------------------------------------------------------ locate
     _probes("roce_locate_suspect", "gauge", ("kind", "element"),
        "Confidence (0-1) of each suspect the LATEST locate run named: a link (directed "
@@ -316,8 +331,8 @@ SPECS: tuple[MetricSpec, ...] = (
        "PFC pause frames received (rx) or sent (tx) by the NIC port, per priority "
        "(`rx_prioN_pause`, `tx_prioN_pause`). Only for netdevs whose ethtool lists "
        "per-priority pause counters (absent for virtio_net, veth, or mlx5 with PFC off on "
-       "every priority); on one that lists some, unlisted priorities are 0 (mlx5 lists only "
-       "PFC-enabled ones).", ETHTOOL),
+       "every priority), and only for the priorities it lists (mlx5 lists the PFC-enabled "
+       "ones): a priority the driver does not report has no series, not 0.", ETHTOOL),
     _nic("roce_nic_pause_duration_seconds_total", "counter",
        ("interface", "priority", "direction"),
        "Time paused (rx: the port could not send; tx: it paused its peer), per priority. "
@@ -330,8 +345,14 @@ SPECS: tuple[MetricSpec, ...] = (
     # ------------------------------------------------------------------ the agent itself
     _agent("roce_device_up", "gauge", ("device",),
        "1 if the latest poll of the switch succeeded within its timeout, else 0 (also 0 "
-       "before the first poll). The only series about a switch that exists before its first "
-       "successful poll.", "the exporter's poller"),
+       "before the first poll). With roce_device_state, the only series about a switch that "
+       "exists before its first successful poll.", "the exporter's poller"),
+    _agent("roce_device_state", "gauge", ("device", "state"),
+       "1 for what the exporter knows of the switch now, 0 for the other states: up (the "
+       "latest poll read it), not_polled_yet (no poll has finished: nothing read yet), or why "
+       "the latest poll failed (timeout, auth, connect, parse, other). Exists from the first "
+       "scrape: where a figure about a switch is absent, this says why.",
+       "the exporter's poller"),
     _agent("roce_poll_duration_seconds", "gauge", ("device",),
        "Duration of the latest poll of the switch (the timeout when it timed out). Absent "
        "before the first successful poll.", "the exporter's poller"),
@@ -375,10 +396,12 @@ HTTP_SERVER_SPECS = (
     _agent("roce_exporter_http_bad_clients_total", "counter", ("reason",),
        "Connections refused, cut or failed, by reason. Refused with 503 (a TLS one closed): "
        "connection_cap (every slot taken and none the fairness rule may cut), address_cap "
-       "(its address holds its cap and none of those is still waiting). Cut: header_deadline, "
+       "(its address holds its cap and none of those is still waiting), response_cap (the "
+       "pages in flight to its address are at its budget). Cut: header_deadline, "
        "response_deadline, evicted (still waiting - for its TLS handshake, request head or "
-       "password check - when a newer connection needed the slot). Failed: bad_request, "
-       "tls_handshake, disconnected.", HTTP),
+       "password check - when a newer connection needed the slot), slow_reader (its answer "
+       "unread for slow_reader_s when a newer connection needed the slot). Failed: "
+       "bad_request, tls_handshake, disconnected.", HTTP),
 )  # fmt: skip
 ALL_SPECS = (*SPECS, *HTTP_SERVER_SPECS)
 BY_NAME = {spec.name: spec for spec in ALL_SPECS}
@@ -421,18 +444,27 @@ def markdown() -> str:
         "that also breaks while the info series is missing); and one exporter serves exactly "
         "one fabric, so the label has one value per target and adds no series at all.",
         "",
-        "**Absent until read.** Before a switch's first successful poll, `roce_device_up` (0) "
-        "is its only series; every other series about it (counters, poll statistics, "
-        "watermarks) appears with its first successful poll, holding the device's own "
-        "running totals, so a counter never reads 0 because nothing was read yet. "
-        "`roce_intended_class_info` is the plan and exists from the start; drift and pending "
-        "sessions appear when first read. Only interfaces the device reports get series. A "
-        "switch that stops answering keeps its last values, with `roce_device_up` 0 and "
-        "`roce_last_successful_poll_timestamp_seconds` telling their age. "
-        "`roce_exporter_shard_info` and `roce_exporter_devices` exist from the first scrape.",
+        "**Absent until read.** A figure exists only once what it is about was read: nothing "
+        "reads 0 because nothing was read. Before a switch's first successful poll, "
+        "`roce_device_up` (0) and `roce_device_state` (`not_polled_yet`, or why the poll "
+        "failed) are its only series; every other series about it (counters, poll statistics, "
+        "watermarks) appears with its first successful poll, holding the device's own running "
+        "totals. Drift and pending sessions appear when its configuration was first read (by "
+        "a poll, or by the daemon's reconcile: a switch the reconcile could not read gets no "
+        "drift figure, and the checks about it say `unverified`). `roce_intended_class_info` "
+        "is the plan and exists from the start. Only interfaces the device reports get "
+        "series. A switch that stops answering keeps its last values, with `roce_device_up` "
+        "0, `roce_device_state` saying why and `roce_last_successful_poll_timestamp_seconds` "
+        "telling their age. Probe series exist for what a probe result carries: a receiver's "
+        "result (no sender side) gives no sent or CNP series, a flow without latency samples "
+        "no latency histogram, and paused time exists only for the priorities a result "
+        "measured. Host NIC series exist only for the counters a NIC provides and the "
+        "priorities its driver lists. `roce_exporter_shard_info` and `roce_exporter_devices` "
+        "exist from the first scrape.",
         "",
-        "**Lean per-priority series.** Queue series exist for all 8 queues of a reported "
-        "interface. The per-priority PFC, headroom and watchdog series "
+        "**Lean per-priority series.** Queue series exist for every queue the device reports "
+        "on a reported interface (EOS, SONiC and NVUE report all 8). The per-priority PFC, "
+        "headroom and watchdog series "
         "(`roce_pfc_frames_total`, `roce_headroom_dropped_packets_total`, "
         "`roce_pfc_watchdog_*`) exist only for the priorities the intent makes lossless on "
         "that interface, plus every priority where one of those counters was ever non-zero; "
@@ -443,10 +475,12 @@ def markdown() -> str:
         "PFC on priority 5, say) its priority appears, with its real value, and stays, so "
         "nothing real is hidden and rate()/increase() never see it vanish. Everything a "
         "lossless class needs (its PFC, headroom and watchdog series, and every queue series) "
-        "is always there. This cuts 42 of the 88 series of a 1-lossless-class port.",
+        "is there whenever the device reports it. This cuts 42 of the 88 series of a "
+        "1-lossless-class port.",
         "",
         f"- `direction`: {', '.join(DIRECTIONS)}",
         f"- `reason` (poll errors): {', '.join(POLL_ERROR_REASONS)}",
+        f"- `state` (devices): {', '.join(DEVICE_STATES)}",
         f"- `result` (checks): {', '.join(CHECK_RESULTS)}; (probe runs): "
         f"{', '.join(PROBE_RESULTS)}",
         f"- `scenario`: {', '.join(PROBE_SCENARIOS)}; `src`, `dst`, `host`: host names of the "

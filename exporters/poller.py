@@ -16,7 +16,6 @@ idle timeout, a reboot) gets one fresh retry within the same poll.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import socket
@@ -39,6 +38,7 @@ from agent.intent.model import Device
 from agent.observe.hostnic import HostNicReader, NicCounters, NicReadError
 from exporters.fasttext import device_block
 from exporters.probe_deltas import ProbeResultError
+from exporters.probe_files import Skipped, candidates, read_result
 from exporters.store import ConfigRead, SnapshotStore
 
 log = logging.getLogger("exporters")
@@ -234,7 +234,10 @@ class ProbeResultsPoller:
 
     A file is read again only when its size or mtime changes, so results are counted once;
     a half-written file that does not parse is retried once it changes. Write results to a
-    temporary name and rename them into the directory to avoid even that.
+    temporary name and rename them into the directory to avoid even that. Files are read
+    within bounds (:mod:`exporters.probe_files`): a symlink, a FIFO or device, a file over
+    the size cap or too slow to read, or one that is not a result is skipped with one log
+    line and counted, and never read again until it changes.
     """
 
     name = "probe-results"
@@ -245,30 +248,30 @@ class ProbeResultsPoller:
         self.interval_s = interval_s
         self.timeout_s = max(10.0, interval_s)
         self._seen: dict[Path, tuple[int, int]] = {}
+        store.enable_probe_files()
 
     def poll(self) -> list[tuple[Path, Any]]:
         fresh = []
-        for path in sorted(self.directory.glob("*.json")):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            stamp = (stat.st_mtime_ns, stat.st_size)
+        for path, stamp in candidates(self.directory):
             if self._seen.get(path) == stamp:
                 continue
             self._seen[path] = stamp
             try:
-                fresh.append((path, json.loads(path.read_text(encoding="utf-8"))))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                log.warning("probe result %s not read: %s", path, exc)
+                fresh.append((path, read_result(path)))
+            except Skipped as skipped:
+                self._skip(path, skipped)
         return fresh
+
+    def _skip(self, path: Path, skipped: Skipped) -> None:
+        log.warning("probe result %s skipped (%s): %s", path, skipped.reason, skipped.detail)
+        self.store.record_probe_file_skipped(skipped.reason)
 
     def succeeded(self, result: list[tuple[Path, Any]], duration_s: float) -> None:
         for path, data in result:
             try:
                 self.store.update_probe(data)
             except (ProbeResultError, AgentError) as exc:
-                log.warning("probe result %s ignored: %s", path, exc)
+                self._skip(path, Skipped("not_a_result", str(exc)[:300]))
 
     def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:
         log.warning("reading probe results from %s failed: %s", self.directory, error or reason)

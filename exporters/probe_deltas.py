@@ -39,17 +39,32 @@ class ProbeResultError(AgentError):
     """Something that is not a probe result this exporter understands."""
 
 
+# The per-flow counts a result may carry; a flow's count exists only where a result carried
+# it (a receiver knows nothing of what was sent, nor of the CNPs the sender got).
+FLOW_COUNTS = ("sent", "received", "lost", "reordered", "ce_marked", "cnps_received")
+
+
+def add_known(a: int | None, b: int | None) -> int | None:
+    """The sum of what was read; None when neither was."""
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
 @dataclass
 class FlowDelta:
-    sent: int = 0
-    received: int = 0
-    lost: int = 0
-    reordered: int = 0
-    ce_marked: int = 0
-    cnps_received: int = 0
-    latency_buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKET_BOUNDS))
+    """What one result says of one flow: only the counts it carried, and latency samples
+    only when it carried a latency histogram (None: no figure, never 0)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    latency_buckets: list[int] | None = None
     latency_sum_s: float = 0.0
     latency_count: int = 0
+
+    def add(self, key: str, value: int | None) -> None:
+        total = add_known(self.counts.get(key), value)
+        if total is not None:
+            self.counts[key] = total
 
 
 @dataclass
@@ -60,7 +75,8 @@ class ProbeRun:
     passed: bool | None  # None: a bare receiver result has no verdict
     flows: dict[tuple[str, str], FlowDelta] = field(default_factory=dict)
     invalid: dict[str, int] = field(default_factory=dict)  # receiving host -> frames
-    paused_s: dict[tuple[str, int], float] = field(default_factory=dict)  # (host, priority)
+    # (host, priority) -> seconds, for the priorities the result measured (0 included)
+    paused_s: dict[tuple[str, int], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,8 +95,11 @@ class HostDirectory:
         return self.by_ip.get(str(value), UNKNOWN_HOST)
 
 
-def _int(row: Mapping[str, Any], key: str) -> int:
-    value = row.get(key, 0)
+def _int(row: Mapping[str, Any], key: str) -> int | None:
+    """The count ``key`` of a row; None when the row does not carry it (not read)."""
+    value = row.get(key)
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ProbeResultError(f"probe result field {key!r} is not a number: {value!r}")
     return max(0, int(value))
@@ -99,6 +118,8 @@ def _add_latency(delta: FlowDelta, latency: Any) -> None:
             "(agent.observe.probes.analysis.LATENCY_BUCKETS_S and +Inf)"
         )
     counts = [int(v) for v in buckets.values()]
+    if delta.latency_buckets is None:
+        delta.latency_buckets = [0] * len(BUCKET_BOUNDS)
     for index, count in enumerate(counts):
         delta.latency_buckets[index] += max(0, count)
     count = int(latency.get("count") or 0)
@@ -106,6 +127,17 @@ def _add_latency(delta: FlowDelta, latency: Any) -> None:
     delta.latency_count += count
     if count and isinstance(average, int | float):
         delta.latency_sum_s += float(average) * count
+
+
+def _add_counts(delta: FlowDelta, row: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        delta.add(key, _int(row, key))
+
+
+def _add_paused(run: ProbeRun, slot: tuple[str, int], paused: Any) -> None:
+    """Seconds paused on a (host, priority) the result measured; 0 is a measurement too."""
+    if isinstance(paused, int | float) and not isinstance(paused, bool) and paused >= 0:
+        run.paused_s[slot] = run.paused_s.get(slot, 0.0) + float(paused)
 
 
 def _flow(run: ProbeRun, src: str, dst: str) -> FlowDelta:
@@ -126,10 +158,7 @@ def _add_pfc(run: ProbeRun, host: str, pfc: Any) -> None:
     for key, stats in priorities.items():
         if not str(key).isdigit() or not 0 <= int(key) <= 7 or not isinstance(stats, Mapping):
             continue
-        paused = stats.get("paused_s", 0.0)
-        if isinstance(paused, int | float) and paused > 0:
-            slot = (host, int(key))
-            run.paused_s[slot] = run.paused_s.get(slot, 0.0) + float(paused)
+        _add_paused(run, (host, int(key)), stats.get("paused_s"))
 
 
 def parse_probe_result(result: Mapping[str, Any], hosts: HostDirectory) -> ProbeRun:
@@ -162,20 +191,13 @@ def _scenario(result: Mapping[str, Any], hosts: HostDirectory) -> ProbeRun:
             raise ProbeResultError("a flow row is not a JSON object")
         src, dst = hosts.name(row.get("from")), hosts.name(row.get("to"))
         delta = _flow(run, src, dst)
-        delta.sent += _int(row, "sent")
-        delta.received += _int(row, "received")
-        delta.lost += _int(row, "lost")
-        delta.reordered += _int(row, "reordered")
-        delta.ce_marked += _int(row, "ce_marked")
-        delta.cnps_received += _int(row, "cnps_received")
+        _add_counts(delta, row, FLOW_COUNTS)
         _add_latency(delta, row.get("latency"))
-        if "invalid" in row:
-            run.invalid[dst] = run.invalid.get(dst, 0) + _int(row, "invalid")
-        paused = row.get("paused_s", 0.0)
-        if isinstance(paused, int | float) and paused > 0:
-            # The sender is paused on the class it sends in: the profile's RoCE priority.
-            slot = (src, hosts.roce_priority)
-            run.paused_s[slot] = run.paused_s.get(slot, 0.0) + float(paused)
+        invalid = _int(row, "invalid")
+        if invalid is not None:
+            run.invalid[dst] = run.invalid.get(dst, 0) + invalid
+        # The sender is paused on the class it sends in: the profile's RoCE priority.
+        _add_paused(run, (src, hosts.roce_priority), row.get("paused_s"))
     return run
 
 
@@ -191,13 +213,12 @@ def _receiver(result: Mapping[str, Any], hosts: HostDirectory, scenario: str) ->
         src, dst = hosts.name_of_ip(flow.get("src_ip")), hosts.name_of_ip(flow.get("dst_ip"))
         receiver = dst if dst != UNKNOWN_HOST else receiver
         delta = _flow(run, src, dst)
-        delta.received += _int(flow, "received")
-        delta.lost += _int(flow, "lost")
-        delta.reordered += _int(flow, "reordered")
-        delta.ce_marked += _int(flow, "ce_marked")
+        # What a receiver sees; sent and CNPs are the sender's to say.
+        _add_counts(delta, flow, ("received", "lost", "reordered", "ce_marked"))
         _add_latency(delta, flow.get("latency"))
     totals = result.get("totals")
-    if isinstance(totals, Mapping):
-        run.invalid[receiver] = _int(totals, "invalid")
+    invalid = _int(totals, "invalid") if isinstance(totals, Mapping) else None
+    if invalid is not None:
+        run.invalid[receiver] = invalid
     _add_pfc(run, receiver, result.get("pfc"))
     return run

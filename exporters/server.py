@@ -18,13 +18,23 @@ Hostile or broken clients cost little and say little:
 
   So one address never holds more than its share, an address that holds nothing gets a slot
   whenever any connection is still waiting, and the ones cut are always waiting ones.
+- **Slow readers are cut like slow talkers.** A connection whose answer has been in flight
+  ``slow_reader_s`` (a client that reads slowly, or not at all) may be cut by the same rules
+  as a waiting one (``slow_reader``); before that, a connection being answered is never cut.
+- **Page bytes in flight, per address** (:class:`exporters.fairness.ResponseBudget`): an
+  address may be sent at most ``max_response_bytes_per_address`` of pages at once (one page
+  always); a request beyond it gets ``503`` before anything is rendered to the socket
+  (``response_cap``). The page of an unchanged snapshot is rendered and gzipped once
+  (:mod:`exporters.pages`).
 - **Authenticated clients first.** With basic auth or client certificates, a connection can
   be cut until it has authenticated (a certificate verified in the handshake, or a password
-  accepted). bcrypt checks run ``PASSWORD_CHECKS_AT_ONCE`` at a time, a connection waiting
-  for its turn can still be cut, and a password that worked once is remembered
+  accepted). bcrypt checks run a few at a time, one per client address, turns going to the
+  address served least recently (:class:`exporters.fairness.PasswordChecks`); a connection
+  waiting for its turn can still be cut, and a password that worked once is remembered
   (:meth:`BasicAuth.remembers`): a known scrape never waits for a check. So unauthenticated
   clients hold slots only while waiting, where any newcomer from a less busy address may cut
-  them, or for one password check and its 401.
+  them, or for one password check and its 401; a flood of wrong passwords from a few
+  addresses never holds another address's first login for longer than the checks running.
 - **Deadlines.** A client has ``header_timeout_s`` from its accept to deliver the TLS handshake
   and the whole request head, however it trickles the bytes (slowloris), and then
   ``response_timeout_s`` to take the answer. One reaper thread holds every deadline and shuts
@@ -39,7 +49,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import gzip
 import heapq
 import html
 import ipaddress
@@ -61,16 +70,19 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
 
 from agent.errors import AgentError
+from exporters.fairness import PasswordChecks, ResponseBudget
 from exporters.fasttext import CONTENT_TYPE as TEXT_CONTENT_TYPE
 from exporters.metrics import BY_NAME, HTTP_BAD_CLIENT_REASONS
+from exporters.pages import GzipPages, Page
 from exporters.webconfig import BasicAuth, WebConfig
 
 log = logging.getLogger("exporters")
-FastText = Callable[[], bytes]
+FastText = Callable[[], bytes | Page]
 LOG_BURST = 10
 LOG_PER_S = 1.0
-# bcrypt is CPU by design; more checks at once than a small host has cores only slow each one.
-PASSWORD_CHECKS_AT_ONCE = 2
+# How long stop() waits for password checks in flight (a bcrypt check at the highest cost
+# allowed, 16, takes about this long on a slow core).
+DRAIN_S = 5.0
 REJECT_503 = (
     b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 20\r\nRetry-After: 1\r\nConnection: close\r\n\r\nToo many connections"
@@ -93,6 +105,11 @@ class ServerLimits:
     # Still waiting this long after its accept, a client is slow, not busy: a newer connection
     # from its own address may take its slot (before that, the newer one is refused).
     slow_after_s: float = 1.0
+    # An answer still in flight this long after it started is a slow reader's: its slot may be
+    # cut like a waiting one's (a scrape, even of megabytes, takes milliseconds on a LAN).
+    slow_reader_s: float = 2.0
+    # Page bytes being sent to one address at once (one page always fits).
+    max_response_bytes_per_address: int = 16 << 20
 
     def __post_init__(self) -> None:
         if self.max_connections < 1:
@@ -102,7 +119,12 @@ class ServerLimits:
                 f"max_connections_per_address: expected 1..{self.max_connections} "
                 f"(max_connections), got {self.max_connections_per_address}"
             )
-        for name in ("header_timeout_s", "response_timeout_s", "slow_after_s"):
+        if self.max_response_bytes_per_address < 1:
+            raise LimitsError(
+                "max_response_bytes_per_address: expected >= 1, got "
+                f"{self.max_response_bytes_per_address}"
+            )
+        for name in ("header_timeout_s", "response_timeout_s", "slow_after_s", "slow_reader_s"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
                 raise LimitsError(f"{name}: expected a finite number of seconds > 0, got {value}")
@@ -140,15 +162,24 @@ def address_key(client_address: Any) -> str:
 class _Connection:
     """One admitted connection, from accept to close. ``waiting``: it has proven nothing yet
     (no request head, or no accepted credentials where some are required), so a newer
-    connection may cut it; ``cut``: why it was cut to make room."""
+    connection may cut it; ``answering_since``: when its answer started (a slow reader's may
+    be cut too); ``cut``: why it was cut to make room."""
 
     id: int
     address: str
     sock: socket.socket
     since: float
     waiting: bool = True
+    answering_since: float | None = None
     cut: str | None = None
     released: bool = False
+
+    def cuttable(self, waited_since: float, reading_since: float) -> bool:
+        """Waiting since ``waited_since`` or before, or answered since ``reading_since`` or
+        before (and so a slow reader)."""
+        if self.answering_since is not None:
+            return self.answering_since <= reading_since
+        return self.waiting and self.since <= waited_since
 
 
 @dataclass
@@ -165,15 +196,16 @@ class _Slots:
         """A slot for a new connection (cutting a waiting one if the rules allow), or the
         reason it is refused."""
         now = time.monotonic()
+        reading_since = now - self.limits.slow_reader_s
         with self._lock:
             mine = self.by_address.get(address, [])
             if len(mine) >= self.limits.max_connections_per_address:
-                victim = _oldest_waiting(mine, now - self.limits.slow_after_s)
+                victim = _oldest_cuttable(mine, now - self.limits.slow_after_s, reading_since)
                 if victim is None:
                     return "address_cap"
                 self._cut(victim)
             elif self.open >= self.limits.max_connections:
-                victim = self._busiest_waiting(len(mine))
+                victim = self._busiest_waiting(len(mine), reading_since)
                 if victim is None:
                     return "connection_cap"
                 self._cut(victim)
@@ -182,21 +214,22 @@ class _Slots:
             self.open += 1
             return connection
 
-    def _busiest_waiting(self, held: int) -> _Connection | None:
-        """The oldest waiting connection of the address holding the most, among those a
-        newcomer whose address holds ``held`` may take a slot from: any address when it holds
-        none (every address gets a first slot), else one holding at least two more (a swap
-        that evens the counts, not one that only trades places and invites a swap back)."""
+    def _busiest_waiting(self, held: int, reading_since: float) -> _Connection | None:
+        """The oldest cuttable connection (waiting, or a slow reader) of the address holding
+        the most, among those a newcomer whose address holds ``held`` may take a slot from:
+        any address when it holds none (every address gets a first slot), else one holding at
+        least two more (a swap that evens the counts, not one that only trades places and
+        invites a swap back)."""
         candidates = [
             (len(connections), -oldest.since, oldest)
             for connections in self.by_address.values()
             if len(connections) >= (held + 2 if held else 1)
-            and (oldest := _oldest_waiting(connections, math.inf)) is not None
+            and (oldest := _oldest_cuttable(connections, math.inf, reading_since)) is not None
         ]
         return max(candidates, key=lambda c: c[:2])[2] if candidates else None
 
     def _cut(self, connection: _Connection) -> None:
-        connection.cut = "evicted"
+        connection.cut = "evicted" if connection.answering_since is None else "slow_reader"
         self._release(connection)
         # The base class's shutdown on an SSLSocket too: no TLS close_notify with a client
         # that is not reading. It wakes the connection's thread, which then closes it.
@@ -218,9 +251,16 @@ class _Slots:
             self._release(connection)
 
     def keep(self, connection: _Connection) -> None:
-        """No longer waiting (head in, credentials accepted or being checked): never cut."""
+        """No longer waiting (head in, credentials accepted or being checked): not cut unless
+        its answer then reads slowly."""
         with self._lock:
             connection.waiting = False
+
+    def answering(self, connection: _Connection) -> None:
+        """Its answer starts now (a slow reader from ``slow_reader_s`` on)."""
+        with self._lock:
+            connection.waiting = False
+            connection.answering_since = time.monotonic()
 
     def use_socket(self, connection: _Connection, sock: socket.socket) -> None:
         """The connection now reads and writes ``sock`` (its TLS wrapper); one cut while it
@@ -236,37 +276,18 @@ class _Slots:
             return max(map(len, self.by_address.values()), default=0)
 
 
-def _oldest_waiting(connections: list[_Connection], since_before: float) -> _Connection | None:
-    """The first waiting connection (accept order), if it connected before ``since_before``."""
-    oldest = next((c for c in connections if c.waiting), None)
-    return oldest if oldest is not None and oldest.since <= since_before else None
-
-
-class _PasswordChecks:
-    """At most ``at_once`` bcrypt checks at a time; a connection waiting for its turn stays
-    waiting (it can be cut), so a flood of wrong passwords cannot hold the slots."""
-
-    def __init__(self, at_once: int = PASSWORD_CHECKS_AT_ONCE) -> None:
-        self._free = at_once
-        self._changed = threading.Condition()
-
-    @contextlib.contextmanager
-    def turn(self, given_up: Callable[[], bool]) -> Iterator[bool]:
-        """Yields True while a check may run, False if ``given_up`` (the connection was cut)."""
-        with self._changed:
-            while not (cut := given_up()) and self._free == 0:
-                self._changed.wait(0.1)  # a cut does not notify: a short wait notices it
-            if not cut:
-                self._free -= 1
-        if cut:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            with self._changed:
-                self._free += 1
-                self._changed.notify()
+def _oldest_cuttable(
+    connections: list[_Connection], waited_since: float, reading_since: float
+) -> _Connection | None:
+    """The first connection (accept order) that may be cut now: a slow reader, or the first
+    waiting one if it connected by ``waited_since``."""
+    for connection in connections:
+        if connection.answering_since is not None:
+            if connection.answering_since <= reading_since:
+                return connection
+        elif connection.waiting:
+            return connection if connection.since <= waited_since else None
+    return None
 
 
 class _Reaper:
@@ -408,7 +429,9 @@ class _Server(ThreadingHTTPServer):
         self.limits = stats.limits
         self.stats = stats
         self.slots = stats.slots
-        self.password_checks = _PasswordChecks()
+        self.password_checks = PasswordChecks()
+        self.responses = ResponseBudget(self.limits.max_response_bytes_per_address)
+        self.gzip = GzipPages()
         self.reaper = _Reaper()
         self.logger = _LogLimiter()
         self.local = threading.local()
@@ -504,6 +527,11 @@ class _Server(ThreadingHTTPServer):
     def _cut_detail(self, reason: str) -> str:
         if reason == "evicted":
             return "cut while waiting, to make room for a newer connection"
+        if reason == "slow_reader":
+            return (
+                f"its answer still unread after {self.limits.slow_reader_s:g} s, cut to make "
+                "room for a newer connection"
+            )
         limit = (
             self.limits.header_timeout_s
             if reason == "header_deadline"
@@ -515,7 +543,8 @@ class _Server(ThreadingHTTPServer):
         """bcrypt in turn; the connection can be cut while it waits for its turn."""
         connection: _Connection = self.local.connection
         with self.password_checks.turn(
-            lambda: connection.cut is not None or self.reaper.has_cut(connection.id)
+            connection.address,
+            lambda: connection.cut is not None or self.reaper.has_cut(connection.id),
         ) as may_check:
             if not may_check:
                 return False
@@ -617,18 +646,38 @@ class MetricsHandler(BaseHTTPRequestHandler):
             return True
         return self.server.check_password(auth, *credentials)
 
-    def _metrics(self) -> tuple[bytes, list[tuple[str, str]]]:
+    def _page(self) -> tuple[Page, str]:
         accept = self.headers.get("Accept", "")
         if self.site.fast_text is not None and accepts_text(accept):
-            body, content_type = self.site.fast_text(), TEXT_CONTENT_TYPE
-        else:
-            encoder, content_type = choose_encoder(accept)
-            body = encoder(self.site.registry)
-        headers = [("Content-Type", content_type)]
-        if gzip_accepted(self.headers.get("Accept-Encoding", "")):
-            body = gzip.compress(body, compresslevel=1)  # scrapes are CPU, not link, bound
-            headers.append(("Content-Encoding", "gzip"))
-        return body, headers
+            page = self.site.fast_text()
+            return (page if isinstance(page, Page) else Page(page)), TEXT_CONTENT_TYPE
+        encoder, content_type = choose_encoder(accept)
+        return Page(encoder(self.site.registry)), content_type
+
+    def _metrics(self) -> None:
+        """The page, within the client address's budget of page bytes in flight."""
+        page, content_type = self._page()
+        server, connection = self.server, self.server.local.connection
+        if not server.responses.take(connection.address, len(page)):
+            server.local.problem = ("response_cap", self._over_budget(len(page)))
+            self._send(503, b"Too many answers in flight to this address\n",
+                       [("Content-Type", TEXT_PLAIN), ("Retry-After", "1")])  # fmt: skip
+            return
+        try:
+            headers = [("Content-Type", content_type)]
+            if gzip_accepted(self.headers.get("Accept-Encoding", "")):
+                body = server.gzip.compress(page)
+                headers.append(("Content-Encoding", "gzip"))
+            else:
+                body = page.text()
+            server.slots.answering(connection)
+            self._send(200, body, headers)
+        finally:
+            server.responses.give_back(connection.address, len(page))
+
+    def _over_budget(self, size: int) -> str:
+        budget = self.server.limits.max_response_bytes_per_address
+        return f"a {size}-byte page would pass its address's {budget} bytes in flight; answered 503"
 
     def do_GET(self) -> None:
         if not self._authorized():
@@ -641,7 +690,7 @@ class MetricsHandler(BaseHTTPRequestHandler):
             return
         path = urlparse(self.path).path
         if path == "/metrics":
-            self._send(200, *self._metrics())
+            self._metrics()
         elif path == "/":
             page = (
                 "<html><head><title>roce-agent exporter</title></head><body>"
@@ -696,8 +745,9 @@ class MetricsServer:
         self.scheme = "https" if tls else "http"
         self.registry = registry
         registry.register(self.stats)
+        # A short poll interval: close() (a reload to a new address, a stop) returns within it.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="roce-metrics-http", daemon=True
+            target=self._server.serve_forever, args=(0.1,), name="roce-metrics-http", daemon=True
         )
 
     def reconfigure(
@@ -715,6 +765,7 @@ class MetricsServer:
         if limits is not None:
             self.limits = self.stats.limits = self.stats.slots.limits = limits
             self._server.limits = limits
+            self._server.responses.per_address_bytes = limits.max_response_bytes_per_address
         if registry is not self.registry:
             registry.register(self.stats)
         # Two attribute stores, each atomic: a connection accepted in between gets the new
@@ -742,7 +793,18 @@ class MetricsServer:
         self._thread.start()
 
     def stop(self) -> None:
+        self.close()
+        self.drain()
+
+    def close(self) -> None:
+        """Stop accepting: the address is free when this returns (within 0.1 s)."""
         if self._thread.is_alive():
             self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+    def drain(self, timeout_s: float = DRAIN_S) -> bool:
+        """Refuse new password checks and wait (at most ``timeout_s``) for those running:
+        a thread still in bcrypt's C code when the interpreter exits aborts the process
+        ("FATAL: exception not rethrown", exit 134; issue #42). True when none runs."""
+        return self._server.password_checks.close(timeout_s)

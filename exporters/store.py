@@ -31,7 +31,14 @@ from exporters.metrics import (
     NIC_ERROR_SOURCES,
     POLL_ERROR_REASONS,
 )
-from exporters.probe_deltas import BUCKET_BOUNDS, HostDirectory, ProbeRun, parse_probe_result
+from exporters.probe_deltas import (
+    BUCKET_BOUNDS,
+    FlowDelta,
+    HostDirectory,
+    ProbeRun,
+    parse_probe_result,
+)
+from exporters.probe_files import SKIP_REASONS
 
 CHECK_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 # Result words of other tools (ANTA: success/failure) mapped onto ours.
@@ -81,6 +88,14 @@ class DeviceStatus:
     last_duration_s: float | None = None
     last_success_at: float | None = None
     last_error: str | None = None
+    last_reason: str | None = None  # of POLL_ERROR_REASONS: why the latest poll failed
+
+    @property
+    def state(self) -> str:
+        """One of :data:`exporters.metrics.DEVICE_STATES`: what is known of the device now."""
+        if self.up:
+            return "up"
+        return self.last_reason or "not_polled_yet"
 
 
 @dataclass(frozen=True)
@@ -142,16 +157,14 @@ def _merge_active(
 
 @dataclass(frozen=True)
 class FlowTotals:
-    sent: int = 0
-    received: int = 0
-    lost: int = 0
-    reordered: int = 0
-    ce_marked: int = 0
-    cnps_received: int = 0
-    latency_buckets: tuple[int, ...] = (0,) * len(BUCKET_BOUNDS)  # per bucket, not cumulative
+    """A flow's running totals over probe runs: a count only where some result carried it,
+    latency only once some result carried samples (None: never read, so no series)."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)  # of probe_deltas.FLOW_COUNTS
+    latency_buckets: tuple[int, ...] | None = None  # per bucket, not cumulative
     latency_sum_s: float = 0.0
     latency_count: int = 0
-    last_run_lost: int = 0
+    last_run_lost: int | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +241,8 @@ class Snapshot:
     nic: NicCounters | None = None
     nic_errors: Mapping[str, int] = field(default_factory=dict)
     host_drift: Mapping[str, int] = field(default_factory=dict)  # drift of non-switch devices
+    # Probe result files skipped, by reason; empty when no results directory is read.
+    probe_files_skipped: Mapping[str, int] = field(default_factory=dict)
     generation: int = 0
     shard: str = str(WHOLE)
     owned_devices: int = 0  # fabric devices (switches and hosts) this exporter owns
@@ -390,6 +405,7 @@ class SnapshotStore:
                 last_duration_s=duration_s,
                 last_success_at=at if at is not None else time.time(),
                 last_error=None,
+                last_reason=None,
             )
             self._put(device, replace(view, counters=counters, status=status,
                                       active=_merge_active(view.active, counters),
@@ -412,6 +428,7 @@ class SnapshotStore:
                 errors=errors,
                 last_duration_s=duration_s,
                 last_error=error or reason,
+                last_reason=reason,
             )
             self._put(device, replace(view, status=status))
 
@@ -480,52 +497,53 @@ class SnapshotStore:
             self._swap(nic=nic)
 
     def record_nic_failure(self, source: str) -> None:
-        if source not in NIC_ERROR_SOURCES:
-            raise StoreError(f"unknown NIC counter source {source!r}")
-        with self._lock:
-            errors = {**dict.fromkeys(NIC_ERROR_SOURCES, 0), **self._snapshot.nic_errors}
-            errors[source] += 1
-            self._swap(nic_errors=errors)
+        self._count("nic_errors", NIC_ERROR_SOURCES, source, "NIC counter source")
 
     def enable_nic(self) -> None:
         """Declare host NIC collection on, so its error counters exist from the first scrape."""
+        self._enable("nic_errors", NIC_ERROR_SOURCES)
+
+    # ------------------------------------------------------------------ probe result files
+
+    def enable_probe_files(self) -> None:
+        """Declare a probe results directory read, so its skip counts exist from the start."""
+        self._enable("probe_files_skipped", SKIP_REASONS)
+
+    def record_probe_file_skipped(self, reason: str) -> None:
+        self._count("probe_files_skipped", SKIP_REASONS, reason, "reason for a skipped file")
+
+    # ------------------------------------------------------------------ the exporter's counts
+
+    def _enable(self, name: str, keys: tuple[str, ...]) -> None:
+        """Counts of the exporter's own events, 0 for each key from now on (real zeros: the
+        events were watched for and did not happen)."""
         with self._lock:
-            if not self._snapshot.nic_errors:
-                self._swap(nic_errors=dict.fromkeys(NIC_ERROR_SOURCES, 0))
+            if not getattr(self._snapshot, name):
+                self._swap(**{name: dict.fromkeys(keys, 0)})
+
+    def _count(self, name: str, keys: tuple[str, ...], key: str, what: str) -> None:
+        if key not in keys:
+            raise StoreError(f"unknown {what} {key!r}")
+        with self._lock:
+            counts = {**dict.fromkeys(keys, 0), **getattr(self._snapshot, name)}
+            counts[key] += 1
+            self._swap(**{name: counts})
 
 
 def _merge_probe(totals: ProbeTotals, run: ProbeRun, at: float) -> ProbeTotals:
     flows = dict(totals.flows)
     for (src, dst), delta in run.flows.items():
         key = (run.scenario, src, dst)
-        old = flows.get(key, FlowTotals())
-        flows[key] = FlowTotals(
-            sent=old.sent + delta.sent,
-            received=old.received + delta.received,
-            lost=old.lost + delta.lost,
-            reordered=old.reordered + delta.reordered,
-            ce_marked=old.ce_marked + delta.ce_marked,
-            cnps_received=old.cnps_received + delta.cnps_received,
-            latency_buckets=tuple(
-                a + b for a, b in zip(old.latency_buckets, delta.latency_buckets, strict=True)
-            ),
-            latency_sum_s=old.latency_sum_s + delta.latency_sum_s,
-            latency_count=old.latency_count + delta.latency_count,
-            last_run_lost=delta.lost,
-        )
+        flows[key] = _merge_flow(flows.get(key, FlowTotals()), delta)
     invalid = dict(totals.invalid)
     for host, count in run.invalid.items():
         invalid[(run.scenario, host)] = invalid.get((run.scenario, host), 0) + count
     paused = dict(totals.paused_s)
-    # Every host that took part gets all 8 priorities, so rate() works from its first run.
-    hosts = (
-        {h for pair in run.flows for h in pair} | {h for h, _ in run.paused_s} | set(run.invalid)
-    )
-    for host in hosts:
-        for priority in range(8):
-            paused.setdefault((run.scenario, host, priority), 0.0)
+    # Only the priorities a result measured (0 included): a priority nobody measured on a
+    # host has no series rather than 0 s.
     for (host, priority), seconds in run.paused_s.items():
-        paused[(run.scenario, host, priority)] += seconds
+        slot = (run.scenario, host, priority)
+        paused[slot] = paused.get(slot, 0.0) + seconds
     runs = dict(totals.runs)
     if run.passed is not None:
         for verdict in ("pass", "fail"):
@@ -537,6 +555,28 @@ def _merge_probe(totals: ProbeTotals, run: ProbeRun, at: float) -> ProbeTotals:
         paused_s=paused,
         runs=runs,
         last_run_at={**totals.last_run_at, run.scenario: at},
+    )
+
+
+def _merge_flow(old: FlowTotals, delta: FlowDelta) -> FlowTotals:
+    counts = dict(old.counts)
+    for key, value in delta.counts.items():
+        counts[key] = counts.get(key, 0) + value
+    buckets = old.latency_buckets
+    if delta.latency_buckets is not None:
+        buckets = tuple(
+            a + b
+            for a, b in zip(
+                buckets or (0,) * len(BUCKET_BOUNDS), delta.latency_buckets, strict=True
+            )
+        )
+    return FlowTotals(
+        counts=counts,
+        latency_buckets=buckets,
+        latency_sum_s=old.latency_sum_s + delta.latency_sum_s,
+        latency_count=old.latency_count + delta.latency_count,
+        # The latest run's loss, when it carried one; else the flow has no such figure.
+        last_run_lost=delta.counts.get("lost"),
     )
 
 

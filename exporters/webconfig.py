@@ -21,7 +21,6 @@ duration of the load.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import hmac
 import os
@@ -77,13 +76,15 @@ BCRYPT_HASH = re.compile(r"\$2[aby]\$(?P<cost>\d\d)\$[./A-Za-z0-9]{53}")
 BCRYPT_COST = range(4, 17)
 
 
-@functools.cache
-def _dummy_hash() -> bytes:
-    """Checked against when the user is unknown, so a wrong user name costs the same bcrypt
-    time as a wrong password (no user enumeration by timing)."""
+def dummy_hash(users: Mapping[str, bytes]) -> bytes:
+    """A hash of a random secret at the cost of the users' hashes (the highest, where they
+    differ): checked when the user name is unknown, so an unknown user costs the same bcrypt
+    time as a known one with a wrong password (no user enumeration by timing). Made when the
+    config is loaded, not at the first unknown user."""
     import bcrypt
 
-    return bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(10))
+    costs = [int(hashed[4:6]) for hashed in users.values()] or [10]
+    return bytes(bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(max(costs))))
 
 
 class WebConfigError(AgentError):
@@ -114,11 +115,26 @@ class TlsSettings:
 @dataclass
 class BasicAuth:
     """bcrypt-checked users; successful checks are cached (as exporter-toolkit does) so a
-    scrape every few seconds does not pay for bcrypt each time."""
+    scrape every few seconds does not pay for bcrypt each time. A wrong user name is checked
+    against :func:`dummy_hash` at the users' cost, so it takes as long as a wrong password."""
 
     users: Mapping[str, bytes]
     _cache: set[bytes] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _dummy: bytes = b""
+
+    def __post_init__(self) -> None:
+        if not self._dummy:
+            self._dummy = dummy_hash(self.users)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The daemon's reload worker sends a loaded config to the daemon: no lock, no cache
+        # of who logged in.
+        return {"users": dict(self.users), "_dummy": self._dummy}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.users, self._dummy = state["users"], state["_dummy"]
+        self._cache, self._lock = set(), threading.Lock()
 
     def _digest(self, user: str, password: str) -> bytes:
         hashed = self.users.get(user) or b""
@@ -139,9 +155,7 @@ class BasicAuth:
         hashed = self.users.get(user)
         digest = self._digest(user, password)
         try:
-            valid = (
-                bcrypt.checkpw(password.encode(), hashed or _dummy_hash()) and hashed is not None
-            )
+            valid = bcrypt.checkpw(password.encode(), hashed or self._dummy) and hashed is not None
         except ValueError:
             return False
         if valid:

@@ -38,12 +38,23 @@ def _print(output: str, title: str, headers: Sequence[str], rows: list[dict[str,
     console().print(catalog_table(title, headers, cells))
 
 
+# Identifiers never break (an ID or a class name cut in two is found by no search); the
+# prose takes the width that is left, the lists a share of it (at 100 columns, the width of a
+# pipe, the summary had 20 columns and the playbooks 23 before).
+_IDENTIFIERS = frozenset({"id", "name"})
+_SHARES = {"summary": 3, "needs": 1, "playbooks": 2}
+
+
 def catalog_table(title: str, headers: Sequence[str], cells: list[list[str]]) -> Table:
-    """A table that folds to the console's width; the first column (the ID: IR021, RC101)
-    never breaks."""
-    shown = table(title)
-    for index, header in enumerate(headers):
-        add_column(shown, header, no_wrap=index == 0)
+    """A table that folds to the console's width; the identifiers (IR021, RC101,
+    RoceModeConsistent) never break, the summary takes most of what is left (the shares
+    apply to a table that fills the width: ``expand``)."""
+    shown = table(title, expand=True)
+    for header in headers:
+        if header in _IDENTIFIERS:
+            add_column(shown, header, no_wrap=True)
+        else:
+            add_column(shown, header, ratio=_SHARES.get(header, 1))
     for row in cells:
         shown.add_row(*row)
     return shown

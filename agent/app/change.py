@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -25,11 +24,22 @@ from agent.app.output import (
     markdown_table,
     md_code,
 )
-from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, OUTPUT, handle_errors
+from agent.app.support import (
+    AS_INTENDED,
+    EXIT_FAILED,
+    FABRIC,
+    NOT_AS_INTENDED,
+    NOT_REACHED,
+    NOT_TRIED,
+    OUTPUT,
+    DeviceProgress,
+    exit_code,
+    handle_errors,
+)
+from agent.device.failures import NOT_CONNECTED
 from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.device.push import (
     PENDING_POLICIES,
-    STOPPING,
     AuditLog,
     DeviceResult,
     Pusher,
@@ -151,9 +161,51 @@ def _summary_table(results: list[DeviceResult], title: str) -> Table:
             str(len(result.differences)),
             result.result,
             f"{result.duration_s:.1f} s",
-            result.error or (result.session or ""),
+            detail(result),
         )
     return summary
+
+
+def detail(result: DeviceResult) -> str:
+    """The summary's detail: the error without the device and the kind the row already
+    shows (``timed out`` in the result column, then what happened and the fix), else the
+    session."""
+    text = result.error or result.session or ""
+    text = text.removeprefix(f"{result.device}: ")
+    if result.result in NOT_CONNECTED:
+        text = text.removeprefix(f"{result.result}: ")
+    return text
+
+
+def device_outcome(result: DeviceResult) -> str:
+    """The device's outcome for the exit-code contract (agent.app.support.exit_code)."""
+    if result.result in NOT_CONNECTED:
+        return NOT_REACHED
+    if result.result == "skipped":
+        return NOT_TRIED
+    if result.result in ("no-change", "applied") and not result.pending:
+        return AS_INTENDED
+    return NOT_AS_INTENDED
+
+
+def report_failures(results: list[DeviceResult]) -> None:
+    """One line on stderr per device that could not be read or changed (the report on stdout
+    may be JSON for a program; a person or a CI log reads these)."""
+    err = console(stderr=True)
+    for result in results:
+        if result.error and result.result != "skipped":
+            text = result.error
+            if not text.startswith(f"{result.device}: "):
+                text = f"{result.device}: {text}"
+            err.print(f"error: {printable(text)}", markup=False)
+
+
+def finish(results: list[DeviceResult]) -> None:
+    """Report the failures and exit by the contract (0, 1 or 2; docs/cli-conventions.md)."""
+    report_failures(results)
+    code = exit_code(device_outcome(r) for r in results)
+    if code:
+        sys.exit(code)
 
 
 def _pending_table(results: list[DeviceResult], title: str) -> Table:
@@ -179,9 +231,8 @@ def _cell(value: object) -> Markdown:
 
 
 def _summary_cells(result: DeviceResult) -> tuple[object, ...]:
-    detail = result.error or result.session or ""
     changes = len(result.differences)
-    return _cell(result.device), result.platform, result.result, changes, _cell(detail)
+    return _cell(result.device), result.platform, result.result, changes, _cell(detail(result))
 
 
 def render_markdown(results: list[DeviceResult], title: str, show_lines: bool) -> str:
@@ -219,8 +270,8 @@ def render_junit(results: list[DeviceResult], title: str) -> str:
 
 def _junit_case(result: DeviceResult, title: str) -> JUnitCase:
     case = JUnitCase(f"roce-agent.{title}", result.device, time_s=result.duration_s)
-    if result.result in ("unreachable", "failed", "unknown"):
-        message = f"{result.result}: {result.error or ''}"
+    if result.result in (*NOT_CONNECTED, "failed", "unknown"):
+        message = f"{result.result}: {detail(result)}"
         return replace(case, outcome="error", message=message,
                        detail=printable(result.error or result.result))  # fmt: skip
     if result.differences or result.pending:
@@ -273,12 +324,17 @@ def _emit(results: list[DeviceResult], output: str, title: str, show_lines: bool
 def diff_command(
     fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output: str, parallelism: int
 ) -> None:
-    """Show what would change on each switch (and the lines that would be sent). Exit 0."""
+    """Show what would change on each switch (and the lines that would be sent).
+
+    Exit 0 when every switch is as intended, 1 when one would change or could not be read, 2
+    when none could be reached (or bad input).
+    """
     pusher = Pusher.for_intent(load_fabric(fabric).intent)
-    results = pusher.inspect_all(choose(pusher, devices, roles), parallelism)
+    selected = choose(pusher, devices, roles)
+    with DeviceProgress("diff", [d.name for d in selected]):
+        results = pusher.inspect_all(selected, parallelism)
     _emit(results, output, "diff", show_lines=True)
-    if results and all(r.result in ("unreachable", "failed") for r in results):
-        sys.exit(EXIT_ERROR)
+    finish(results)
 
 
 @click.command("drift")
@@ -295,19 +351,17 @@ def diff_command(
 def drift_command(
     fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output: str, parallelism: int
 ) -> None:
-    """Compare every switch with the intent: exit 1 listing every difference, 0 if none,
-    2 if a device could not be read."""
+    """Compare every switch with the intent: exit 1 listing every difference (or a switch that
+    could not be read), 0 if none, 2 if no switch could be reached."""
     pusher = Pusher.for_intent(load_fabric(fabric).intent)
-    results = pusher.inspect_all(choose(pusher, devices, roles), parallelism)
+    selected = choose(pusher, devices, roles)
+    with DeviceProgress("drift", [d.name for d in selected]):
+        results = pusher.inspect_all(selected, parallelism)
     _emit(results, output, "drift", show_lines=False)
-    pending = [p for r in results for p in r.pending]
-    for session in pending:
+    for session in (p for r in results for p in r.pending):
         # A pending session means the device can still change by itself: not converged.
         click.echo(f"drift: {session.device}: pending {session.describe()}", err=True)
-    if any(r.differences for r in results) or pending:
-        sys.exit(EXIT_FAILED)
-    if any(r.result in ("unreachable", "failed") for r in results):
-        sys.exit(EXIT_ERROR)
+    finish(results)
 
 
 @click.command("apply")
@@ -374,7 +428,9 @@ def apply_command(fabric: Path, **options: Any) -> None:
     """Bring switches to the intent: canary first, then batches, each change in a transaction
     the switch rolls back by itself unless the readback matches and the agent confirms.
 
-    Exit 0 when every device is applied or already right, 1 on any failure.
+    Exit 0 when every device is applied or already right (with --dry-run: would not change),
+    1 when one failed, would change, was skipped or could not be reached, 2 when none could be
+    reached (or bad input).
     """
     run = ApplyFlags(**options)
     pusher = run.pusher(load_fabric(fabric).intent)
@@ -383,12 +439,14 @@ def apply_command(fabric: Path, **options: Any) -> None:
         if not sys.stdin.isatty():
             raise AgentError("apply changes devices: pass --yes (or run --dry-run first)")
         click.confirm(f"Apply the intent to {len(selected)} device(s)?", abort=True)
-    results = _apply_with_progress(pusher, selected, run)
+    with DeviceProgress("dry run" if run.dry_run else "apply", [d.name for d in selected]):
+        results = pusher.apply_all(
+            selected, Rollout(run.canary, run.batch_size, run.parallelism), run.dry_run
+        )
     _emit(
         results, run.output, "apply (dry run)" if run.dry_run else "apply", show_lines=run.dry_run
     )
-    if any(r.result in (*STOPPING, "skipped") for r in results):
-        sys.exit(EXIT_FAILED)
+    finish(results)
 
 
 @dataclass(frozen=True)
@@ -420,29 +478,6 @@ class ApplyFlags:
             hold_before_confirm_s=self.hold_s or 0.0,
             pending_policy=self.pending_policy,
             pending_timeout_s=self.pending_timeout,
-        )
-
-
-def _apply_with_progress(
-    pusher: Pusher, selected: list[Device], run: ApplyFlags
-) -> list[DeviceResult]:
-    """Apply, with a bar on a terminal's stderr (none with -o json)."""
-    err = console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=run.output == "json" or not err.is_terminal,
-    ) as progress:
-        task = progress.add_task("apply" if not run.dry_run else "dry run", total=len(selected))
-        return pusher.apply_all(
-            selected,
-            Rollout(run.canary, run.batch_size, run.parallelism),
-            run.dry_run,
-            on_result=lambda r: progress.advance(task),
         )
 
 

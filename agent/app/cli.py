@@ -1,26 +1,38 @@
 """``roce-agent``: the command line.
 
-Exit codes a CI job can rely on: 0 success, 1 the fabric is not as intended (later
-commands), 2 the command could not do its job (bad input, unreadable file). Errors are one
-line each on stderr — never a traceback unless ``--debug`` asks for it.
+Exit codes a CI job can rely on, the same for every command (docs/cli-conventions.md): 0 all
+as intended, 1 a device not as intended (or unverified, or not reached while others were), 2
+the command could not do its job (bad input, nothing reachable, internal error). Errors are
+one line each on stderr — never a traceback unless ``--debug`` asks for it.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from agent import __version__
-from agent.app.output import echo_json
-from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, OUTPUT, handle_errors
-from common.conventions import console, device_options, examples, select_devices
+from agent.app.output import echo_json, markdown_table, md_cell
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
+from agent.errors import IntentError
+from common.conventions import (
+    console,
+    device_options,
+    duration,
+    examples,
+    output_option,
+    select_devices,
+)
 from common.registry import Entry, Registry
 
 if TYPE_CHECKING:
     from agent.intent.loader import LoadedFabric
     from agent.intent.plan import Plan
+    from common.errors import Problem
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_OK", "main"]
 
@@ -47,13 +59,13 @@ COMMANDS: Registry[click.Command] = Registry(
         "checks": Entry("agent.app.catalog:checks_command", "List the checks validate runs (RC…)."),
         "diff": Entry(
             "agent.app.change:diff_command",
-            "Show what would change on each switch (and the lines that would be sent). Exit 0.",
+            "Show what would change on each switch (and the lines that would be sent).",
         ),
         "discover": Entry("agent.app.discover:discover_command", "A fabric file from LLDP."),
         "drift": Entry(
             "agent.app.change:drift_command",
-            "Compare every switch with the intent: exit 1 listing every difference, 0 if none, "
-            "2 if a device could not be read.",
+            "Compare every switch with the intent: exit 1 listing every difference (or a switch "
+            "that could not be read), 0 if none, 2 if no switch could be reached.",
         ),
         "exporter": Entry(
             "agent.app.exporter:exporter_command",
@@ -159,27 +171,97 @@ class LazyGroup(click.Group):
     "roce-agent drift fabric.yml -o junit > drift.xml",
 )
 @click.version_option(__version__, "--version", prog_name="roce-agent")
-@click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show tracebacks for internal errors, and the SSH libraries' log on stderr.",
+)
 @click.option(
     "--trust-on-first-use",
     is_flag=True,
     help="Accept the SSH host key of a device never seen before and record it in "
     "<state dir>/known_hosts; a changed key is refused all the same.",
 )
-def main(debug: bool, trust_on_first_use: bool) -> None:
+@click.option(
+    "--insecure-permissions",
+    is_flag=True,
+    help="Read config files anyone can write and secret files others can read or own "
+    "(refused by default, as OpenSSH and libpq refuse them); each one is logged.",
+)
+@click.option(
+    "--connect-timeout",
+    type=duration(600),
+    default="10s",
+    show_default=True,
+    help="The SSH connect per device: TCP, banner, key exchange and login, retries "
+    "included; the CLI's first prompt gets the same time again (at most 600s).",
+)
+def main(
+    debug: bool, trust_on_first_use: bool, insecure_permissions: bool, connect_timeout: float
+) -> None:
     """Make RoCEv2 fabrics lossless and prove it.
 
     Configures PFC, ECN/WRED, DCQCN and the PFC watchdog on switches and host NICs from one
     intent file (fabric.yaml + a lossless profile), validates the result on the wire and
     exports fabric health to Prometheus.
 
-    Exit codes: 0 ok, 1 the fabric differs from intent or a check failed, 2 the command
-    could not run (bad input, unreachable, internal error).
+    Exit codes, the same for every command: 0 all as intended, 1 a device not as intended
+    (or unverified, or not reached while others were), 2 the command could not do its job
+    (bad input, nothing reachable, internal error).
     """
-    if trust_on_first_use:
+    if insecure_permissions:
+        from common.permissions import allow_insecure_permissions
+
+        allow_insecure_permissions()
+    _debug_log(debug)
+    _configure_connections(trust_on_first_use, connect_timeout)
+
+
+class _DebugHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """``--debug``: the agent's log (the SSH libraries' records among it) on stderr."""
+
+
+def _debug_log(debug: bool) -> None:
+    """One stderr handler on ``roce_agent`` with ``--debug``, none without (a process that
+    runs several commands, a test run, gets exactly what each asked for)."""
+    logger = logging.getLogger("roce_agent")
+    for handler in [h for h in logger.handlers if isinstance(h, _DebugHandler)]:
+        logger.removeHandler(handler)
+    if debug:
+        handler = _DebugHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    elif logger.level == logging.DEBUG:
+        logger.setLevel(logging.NOTSET)
+
+
+def _configure_connections(trust_on_first_use: bool, connect_timeout: float) -> None:
+    """Hand the SSH options to the device modules. They are imported only when an option
+    differs from its default or they are loaded already (an earlier run in this process, whose
+    choice must not linger): a command that never connects (twin, issue #31) loads none."""
+    given = click.get_current_context().get_parameter_source("connect_timeout")
+    if given != click.core.ParameterSource.DEFAULT or "agent.device.ssh" in sys.modules:
+        from agent.device import ssh
+
+        ssh.configure(connect_timeout_s=connect_timeout)
+    if trust_on_first_use or "agent.device.hostkeys" in sys.modules:
         from agent.device import hostkeys
 
-        hostkeys.configure(trust_on_first_use=True)
+        hostkeys.configure(trust_on_first_use=trust_on_first_use)
+
+
+def _plan_markdown(plan: Plan) -> str:
+    """The plan's tables (the same sections as the rich tables) as Markdown, for a ticket."""
+    from agent.intent.plan_tables import plan_sections
+
+    lines: list[str] = []
+    for section in plan_sections(plan):
+        right = {i for i, (_, justify) in enumerate(section.columns) if justify == "right"}
+        lines += [f"### {md_cell(section.title)}", ""]
+        lines += markdown_table([h for h, _ in section.columns], section.rows, right=right)
+        lines += ["", md_cell(section.caption), ""] if section.caption else [""]
+    return "\n".join(lines).rstrip("\n")
 
 
 def _select(plan: Plan, patterns: tuple[str, ...], roles: tuple[str, ...] = ()) -> Plan:
@@ -199,23 +281,52 @@ def _load(fabric: Path) -> LoadedFabric:
 @main.command()
 @examples(
     "roce-agent check fabric.yml",
-    "roce-agent check playbooks/fabrics/pod-400g.yml && roce-agent plan pod-400g.yml",
+    "roce-agent check pod-400g.yml && roce-agent plan pod-400g.yml",
+    "roce-agent check fabric.yml -o json | jq '.problems[].message'",
 )
 @FABRIC
+@output_option("text", "json", default="text")
 @handle_errors
-def check(fabric: Path) -> None:
+def check(fabric: Path, output: str) -> None:
     """Validate FABRIC and its profile without touching any device.
 
     Reports every problem as FILE:LINE:COL: field: message (with the rule ID for
-    cross-field rules) and exits 2; exits 0 when the intent is valid.
+    cross-field rules) and exits 2; exits 0 when the intent is valid. With -o json the
+    verdict and the problems (file, line, column, field, rule, message) are also a JSON
+    document on stdout.
     """
-    loaded = _load(fabric)
+    try:
+        loaded = _load(fabric)
+    except IntentError as exc:
+        if output == "json":
+            echo_json({"file": str(fabric), "valid": False,
+                       "problems": [_problem(p) for p in exc.problems]})  # fmt: skip
+        raise
     intent = loaded.intent
     ports = sum(len(d.ports) for d in intent.devices)
+    if output == "json":
+        echo_json({"file": str(fabric), "valid": True, "fabric": intent.name,
+                   "profile": intent.profile.name, "profile_file": str(loaded.profile_file),
+                   "devices": len(intent.devices), "ports": ports, "problems": []})  # fmt: skip
+        return
     click.echo(
         f"{fabric}: valid — fabric {intent.name}, profile {intent.profile.name} "
         f"({loaded.profile_file}), {len(intent.devices)} devices, {ports} ports"
     )
+
+
+def _problem(problem: Problem) -> dict[str, object]:
+    """One problem of ``check -o json``: where (null when the input has no position), the
+    field, the rule ID of a cross-field rule and the message."""
+    where = problem.position
+    return {
+        "file": str(where.file) if where else None,
+        "line": where.line if where else None,
+        "column": where.column if where else None,
+        "field": problem.field,
+        "rule": problem.rule,
+        "message": problem.message,
+    }
 
 
 @main.command()
@@ -223,10 +334,11 @@ def check(fabric: Path) -> None:
     "roce-agent plan fabric.yml",
     "roce-agent plan fabric.yml --device 'leaf*' --device spine1",
     "roce-agent plan fabric.yml --role host -o json | jq '.devices[].name'",
+    "roce-agent plan fabric.yml --device leaf1 -o markdown > leaf1-plan.md",
 )
 @FABRIC
 @device_options
-@OUTPUT
+@output_option("table", "json", "markdown")
 @handle_errors
 def plan(fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output: str) -> None:
     """Show the desired state computed from FABRIC, per device and port.
@@ -241,6 +353,8 @@ def plan(fabric: Path, devices: tuple[str, ...], roles: tuple[str, ...], output:
     desired = _select(build_plan(_load(fabric).intent), devices, roles)
     if output == "json":
         echo_json(desired.model_dump(mode="json"))
+    elif output == "markdown":
+        click.echo(_plan_markdown(desired))
     else:
         # Literal text (a description is never markup); pipes and CI logs get wide tables.
         render_plan_tables(desired, console())

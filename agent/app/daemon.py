@@ -7,9 +7,17 @@ reloads the configuration and fabric; a bad new configuration is refused and the
 running — fabric, pollers and the exporter on its old address (one JSON log line with
 FILE:LINE and ``roce_agent_config_reload_success 0`` say why). A reload never exits the
 daemon, whatever the new files hold: under ``Restart=on-failure`` a bad file must not turn
-into a crash loop. SIGTERM stops
-within seconds with exit 0: work in flight on a switch is protected by the switch's own
-commit timer. Logs are JSON lines on stdout; reports and the audit log go to the state dir.
+into a crash loop. The new files are parsed and validated in a child process
+(:mod:`agent.app.reload_worker`) with a deadline (``reload_timeout_s``) and a memory cap, so
+a parse that never ends is killed while the daemon serves scrapes, pings the watchdog and
+obeys signals (issue #42).
+
+SIGTERM stops with exit 0 within ``STOP_GRACE_S`` plus the exporter's shutdown: work in
+flight on a switch is protected by the switch's own commit timer. Whatever holds it, the
+process is gone ``STOP_LIMIT_S`` after SIGTERM (exit 1, every thread's stack on stderr); and
+a main loop held for ``FREEZE_LIMIT_S`` (an interpreter stuck in a C call) ends the process
+the same way, as systemd's watchdog would. Logs are JSON lines on stdout; reports and the
+audit log go to the state dir.
 
 With ``--shard K/N`` (or ``shard:`` in agent.yaml) the daemon is one of N agents of a fleet:
 it reconciles, exports and runs playbooks for its shard's switches only, and runs a wire
@@ -19,9 +27,11 @@ docs/fleet.md).
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -47,6 +57,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent.app.reload_worker import Refused, ReloadWorker
 from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.device.push import DeviceResult, Pusher, Rollout
 from agent.errors import AgentError, IntentError, Problem
@@ -54,13 +65,22 @@ from agent.intent.loader import load_fabric
 from agent.intent.model import Device, FabricIntent
 from agent.intent.shard import WHOLE, Shard, ShardError, parse_shard
 from agent.ops.playbooks import PlaybookRunner, load_playbook, playbook_path
+from common.errors import MAX_SHOWN
+from common.permissions import set_config_override
 from common.validation import validation_problems
 from common.yamlsource import load_yaml
 
 DEFAULT_CONFIG = Path("/etc/roce-agent/agent.yaml")
+# After SIGTERM: how long a reconcile or playbook in flight may take to finish.
 STOP_GRACE_S = 5.0
+# After SIGTERM the process is gone by then, whatever holds it (faulthandler's own thread
+# ends it: it needs neither the interpreter lock nor the main loop).
+STOP_LIMIT_S = 9.0
+# A main loop that has not turned for this long is frozen (the interpreter held by a C call
+# that never returns): the process ends, its stacks on stderr, as systemd's watchdog would.
+FREEZE_LIMIT_S = 60.0
 # A reload that takes longer (a file that never ends, a loader stuck on hostile input) is
-# refused; the main loop keeps pinging the watchdog meanwhile.
+# refused and its worker killed; agent.yaml's reload_timeout_s changes it.
 RELOAD_TIMEOUT_S = 30.0
 log = logging.getLogger("roce_agent")
 T = TypeVar("T")
@@ -149,10 +169,20 @@ class DaemonConfig(DaemonModel):
     shard: ShardField = WHOLE
     mode: Literal["observe", "enforce"] = "observe"
     state_dir: Path = Path("/var/lib/roce-agent")
+    # The whole SSH connect per device (TCP, banner, key exchange, login, first prompt),
+    # retries included: `roce-agent --connect-timeout` for the daemon (agent/device/ssh.py).
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
     exporter: ExporterConfig | None = ExporterConfig()
     intervals: Intervals = Intervals()
     playbooks: list[ScheduledPlaybook] = Field(default_factory=list)
     apply: ApplySettings = ApplySettings()
+    # Read the fabric, credential and web config files this file names even when others can
+    # write or read them, logging each (common.permissions); agent.yaml's own mode is checked
+    # before this is read, so only `roce-agent --insecure-permissions` overrides that.
+    insecure_permissions: bool = False
+    # How long a SIGHUP reload may parse and validate before it is refused (the running
+    # configuration's value applies to the next reload).
+    reload_timeout_s: float = Field(default=RELOAD_TIMEOUT_S, gt=0, le=600)
 
 
 @dataclass
@@ -193,11 +223,24 @@ def _guard(file: Path, step: Callable[[], T]) -> T:
 def load_config(path: Path) -> Loaded:
     """Parse and validate agent.yaml, its fabric, its playbooks and the exporter's web config;
     an :class:`AgentError` on anything, located as precisely as the input allows."""
-    data, source = _guard(path, lambda: load_yaml(path))
+    # agent.yaml's own mode answers to `roce-agent --insecure-permissions` only, never to
+    # the insecure_permissions of the file it replaces; a refused reload restores that one.
+    previous = set_config_override(None)
     try:
-        config = DaemonConfig.model_validate(data)
-    except ValidationError as exc:
-        raise IntentError(validation_problems(exc, data, source)) from None
+        data, source = _guard(path, lambda: load_yaml(path))
+        try:
+            config = DaemonConfig.model_validate(data)
+        except ValidationError as exc:
+            raise IntentError(validation_problems(exc, data, source)) from None
+        set_config_override(path if config.insecure_permissions else None)
+        return _load_named_files(path, config)
+    except BaseException:
+        set_config_override(previous)
+        raise
+
+
+def _load_named_files(path: Path, config: DaemonConfig) -> Loaded:
+    """The fabric, web config and playbooks agent.yaml names, loaded and checked."""
     fabric = config.fabric if config.fabric.is_absolute() else path.parent / config.fabric
     update: dict[str, Any] = {"fabric": fabric}
     web = None
@@ -233,12 +276,14 @@ def check_config(path: Path, shard: Shard | None = None) -> str:
         for problem in _device_file_problems(device):
             generic = problem.removeprefix(f"device {device.name}: ")
             seen.setdefault(generic, []).append(device.name)
-    if seen:
+    trust = _trust_file_problems(loaded)
+    if seen or trust:
         raise IntentError(
             [
                 Problem(None, "", f"{fabric}: device {names[0]}{_more(names)}: {generic}")
                 for generic, names in seen.items()
             ]
+            + [Problem(None, "", problem) for problem in trust]
         )
     exporter = loaded.config.exporter
     web = exporter.web_config if exporter is not None else None
@@ -249,6 +294,24 @@ def check_config(path: Path, shard: Shard | None = None) -> str:
         f"{loaded.config.mode}, exporter {exporter.listen if exporter else 'off'}"
         f"{f' with web config {web}' if web else ''}, scheduled playbooks: {playbooks}"
     )
+
+
+def _configure_connections(config: DaemonConfig) -> None:
+    """The SSH settings every connection of this configuration uses: the connect budget and
+    the trust-on-first-use file in the state dir (agent/device/ssh.py, hostkeys.py)."""
+    from agent.device import hostkeys, ssh
+
+    ssh.configure(connect_timeout_s=config.connect_timeout_s)
+    hostkeys.configure(state_dir=config.state_dir)
+
+
+def _trust_file_problems(loaded: Loaded) -> list[str]:
+    """Broken lines of the known_hosts files the devices are checked against (a run refuses
+    only the device a line names; the check says every one)."""
+    from agent.device import hostkeys
+
+    hostkeys.configure(state_dir=loaded.config.state_dir)
+    return hostkeys.trust_file_problems(d for d in loaded.intent.devices if d.host is not None)
 
 
 def _more(names: list[str]) -> str:
@@ -282,8 +345,32 @@ def listen_position(path: Path) -> str:
 _LOCATED = re.compile(r"^(?P<file>/[^:\n]+?)(?::(?P<line>\d+)(?::(?P<column>\d+))?)?: ")
 
 
+# A refused reload is one log line: a value from the file (a 200 000-digit port name) is cut
+# short there, and so is the list of problems (an IntentError's own list is already cut to
+# MAX_SHOWN and its line saying how many more; other errors are cut here the same way).
+FIELD_CHARS = 1000
+MAX_PROBLEMS = MAX_SHOWN + 1
+
+
+def _cut(text: str) -> str:
+    return (
+        text if len(text) <= FIELD_CHARS else f"{text[: FIELD_CHARS - 30]}... ({len(text)} chars)"
+    )
+
+
 def error_fields(exc: BaseException) -> dict[str, Any]:
-    """The log fields of a refused reload: reason, file, line, column, every problem."""
+    """The log fields of a refused reload: reason, file, line, column, the problems (the
+    first :data:`MAX_PROBLEMS`, each at most :data:`FIELD_CHARS` long)."""
+    fields = _error_fields(exc)
+    problems = fields["problems"]
+    fields["reason"] = _cut(fields["reason"])
+    fields["problems"] = [_cut(p) for p in problems[:MAX_PROBLEMS]]
+    if len(problems) > MAX_PROBLEMS:
+        fields["problems"].append(f"... and {len(problems) - MAX_PROBLEMS} more")
+    return fields
+
+
+def _error_fields(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, IntentError) and exc.problems:
         problems = [str(p) for p in exc.problems]
         located = next((p for p in exc.problems if p.position is not None), None)
@@ -361,6 +448,61 @@ class Prepared:
 
 
 @dataclass
+class ReloadJob:
+    """A reload in flight: its child process (parse and validate), then the thread that
+    builds the new exporter from what it loaded. One deadline covers both."""
+
+    worker: ReloadWorker
+    thread: threading.Thread | None = None
+    prepared: list[Prepared | BaseException] = field(default_factory=list)
+    abandoned: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def keep(self, outcome: Prepared | BaseException) -> None:
+        """The preparing thread's outcome; one that comes after the deadline is discarded
+        (its socket closed), so a late success never sneaks in."""
+        with self.lock:
+            if not self.abandoned:
+                self.prepared.append(outcome)
+                return
+        if isinstance(outcome, Prepared):
+            outcome.discard()
+
+    def abandon(self) -> bool:
+        """Give up on it; False if its outcome had arrived meanwhile."""
+        with self.lock:
+            self.abandoned = not self.prepared
+            return self.abandoned
+
+    def overdue(self) -> bool:
+        return time.monotonic() - self.worker.started >= self.worker.deadline_s
+
+
+class FreezeGuard:
+    """Ends the process when the main loop stops turning (:data:`FREEZE_LIMIT_S`) or, after
+    SIGTERM, when the graceful stop takes too long (:data:`STOP_LIMIT_S`): faulthandler's
+    watchdog is a C thread that needs neither the interpreter lock nor the main loop, so it
+    fires whatever holds them, writes every thread's stack to stderr and exits 1."""
+
+    def __init__(self, freeze_limit_s: float = FREEZE_LIMIT_S) -> None:
+        self.freeze_limit_s = freeze_limit_s
+        self.armed_at = -math.inf
+        self.stopping = False
+
+    def alive(self) -> None:
+        """The main loop turned: push the freeze deadline back (once a second is enough)."""
+        now = time.monotonic()
+        if not self.stopping and now - self.armed_at >= 1.0:
+            faulthandler.dump_traceback_later(self.freeze_limit_s, exit=True)
+            self.armed_at = now
+
+    def stop_within(self, seconds: float) -> None:
+        """SIGTERM: the process ends within ``seconds`` from now, gracefully or not."""
+        self.stopping = True
+        faulthandler.dump_traceback_later(seconds, exit=True)
+
+
+@dataclass
 class Daemon:
     config_path: Path
     loaded: Loaded
@@ -377,10 +519,8 @@ class Daemon:
     reload_failures: int = 0
     last_reload_success: float = field(default_factory=time.time)
     reconciles: int = 0
-    _reload_thread: threading.Thread | None = None
-    _reload_started: float = 0.0
-    _reload_result: list[Prepared | BaseException] = field(default_factory=list)
-    _reload_generation: int = 0
+    guard: FreezeGuard | None = None  # serve() sets one; in-process tests run without
+    reloading: ReloadJob | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -402,7 +542,7 @@ class Daemon:
                 exporter.registry,
                 address,
                 loaded.web,
-                exporter.text,
+                exporter.page,
                 settings.server_limits(),
             )
         except ListenError as exc:
@@ -411,10 +551,10 @@ class Daemon:
         return Prepared(loaded, exporter, server, False)
 
     def commit(self, prepared: Prepared) -> None:
-        """Swap in a prepared configuration; nothing here reads a file or binds a socket."""
+        """Swap in a prepared configuration; nothing here reads a file, binds a socket or
+        waits: the old exporter (and an old server) are stopped in a thread of their own."""
         old_exporter, old_server = self.exporter, self.server
-        if old_exporter is not None:
-            old_exporter.stop()
+        retire: list[Callable[[], None]] = [old_exporter.stop] if old_exporter else []
         if prepared.reuse_server:
             assert prepared.exporter is not None and old_server is not None
             settings = prepared.loaded.config.exporter
@@ -422,7 +562,7 @@ class Daemon:
             old_server.reconfigure(
                 prepared.exporter.registry,
                 prepared.loaded.web,
-                prepared.exporter.text,
+                prepared.exporter.page,
                 settings.server_limits(),
             )
         else:
@@ -430,11 +570,17 @@ class Daemon:
                 prepared.server.start()
             self.server = prepared.server
             if old_server is not None:
-                old_server.stop()
+                old_server.close()  # its address is free once "reloaded" is logged
+                retire.append(old_server.drain)
         self.loaded = prepared.loaded
+        _configure_connections(self.loaded.config)
         self.exporter = prepared.exporter
         if self.exporter is not None:
             self.exporter.start()
+        if retire:
+            threading.Thread(
+                target=_run_all, args=(retire,), name="roce-retire", daemon=True
+            ).start()
 
     def stop_exporter(self) -> None:
         if self.exporter is not None:
@@ -479,102 +625,132 @@ class Daemon:
             },
         )
         self.warn_if_empty()
+        worker = self.loop()
+        notify("STOPPING=1")
+        log.info("stopping")
+        self.shut_down(worker)
+        log.info("stopped")
+        return 0
+
+    def loop(self) -> threading.Thread | None:
+        """Until SIGTERM: watchdog pings, reloads and work, each only started or looked at
+        here, never waited for (a turn takes at most 0.2 s whatever a reload or a poll does).
+        Returns the reconcile or playbook thread in flight."""
         watchdog_usec = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
         ping_every = watchdog_usec / 2e6 if watchdog_usec else None
         next_ping = time.monotonic()
         worker: threading.Thread | None = None
         while not self.stop.is_set():
+            if self.guard is not None:
+                self.guard.alive()
             now = time.monotonic()
             if ping_every is not None and now >= next_ping:
                 notify("WATCHDOG=1")
                 next_ping = now + ping_every
-            if self.reload.is_set() and self._reload_thread is None:
+            if self.reload.is_set() and self.reloading is None:
                 self.reload.clear()
                 self.start_reload()
             self.finish_reload()
             if worker is None or not worker.is_alive():
                 worker = self.maybe_start_work(now)
             self.stop.wait(0.2)
-        notify("STOPPING=1")
-        log.info("stopping")
+        return worker
+
+    def shut_down(self, worker: threading.Thread | None) -> None:
+        """Kill a reload in flight, give work in flight STOP_GRACE_S (a change on a switch is
+        covered by its commit timer), stop the exporter."""
+        job, self.reloading = self.reloading, None
+        if job is not None:
+            job.worker.kill()
+            job.abandon()
         if worker is not None and worker.is_alive():
-            worker.join(STOP_GRACE_S)  # a change in flight is covered by the switch's timer
+            worker.join(STOP_GRACE_S)
         self.stop_exporter()
-        log.info("stopped")
-        return 0
 
     def start_reload(self) -> None:
-        """Load and prepare in a thread: the main loop keeps pinging the watchdog, and a
-        load that never ends is refused after RELOAD_TIMEOUT_S instead of hanging."""
-        self._reload_generation += 1
-        generation, result = self._reload_generation, self._reload_result
-
-        def work() -> None:
-            outcome: Prepared | BaseException
-            try:
-                outcome = self.prepare(
-                    load_config(self.config_path).with_shard(self.shard_override)
-                )
-            except BaseException as exc:
-                outcome = exc
-            if generation != self._reload_generation and isinstance(outcome, Prepared):
-                outcome.discard()  # abandoned after its timeout
-                return
-            result.append(outcome)
-
-        self._reload_result = result
-        self._reload_started = time.monotonic()
-        self._reload_thread = threading.Thread(target=work, name="roce-reload", daemon=True)
-        self._reload_thread.start()
+        """Load and validate in a child process (:mod:`agent.app.reload_worker`); the main
+        loop looks at it again each turn."""
+        shard = str(self.shard_override) if self.shard_override is not None else None
+        timeout = self.loaded.config.reload_timeout_s
+        try:
+            self.reloading = ReloadJob(ReloadWorker(self.config_path, shard, timeout))
+        except OSError as exc:  # no process to be had (memory, a process limit): refused
+            self.refuse(AgentError(f"{self.config_path}: cannot start the reload worker: {exc}"))
 
     def finish_reload(self) -> None:
-        thread = self._reload_thread
-        if thread is None:
+        """One look at the reload in flight: its child's answer starts the exporter's build in
+        a thread; a built one is swapped in; past the deadline it is refused. Never waits."""
+        job = self.reloading
+        if job is None:
             return
-        if not self._reload_result:
-            if time.monotonic() - self._reload_started < RELOAD_TIMEOUT_S:
-                return
-            self._reload_generation += 1  # its result, if it ever comes, is discarded
-            self._reload_result = []
-            self._reload_thread = None
-            self.refuse(
-                AgentError(f"{self.config_path}: loading took longer than {RELOAD_TIMEOUT_S:g} s")
-            )
+        if job.thread is None:
+            self._loaded_answer(job)
             return
-        outcome = self._reload_result.pop()
-        self._reload_result = []
-        self._reload_thread = None
+        if not job.prepared:
+            if job.overdue() and job.abandon():
+                self.reloading = None
+                self.refuse_fields(_overdue_fields(self.config_path, job.worker.deadline_s))
+            return
+        self.reloading = None
+        outcome = job.prepared[0]
         if isinstance(outcome, Prepared):
-            try:
-                self.commit(outcome)
-            except Exception as exc:  # a swap that fails half-way: say so, keep running
-                self.refuse(exc)
-                return
-            self.reload_ok, self.reload_error = True, ""
-            self.last_reload_success = time.time()
-            self.next_reconcile = 0.0
-            self.next_playbook.clear()
-            log.info(
-                "reloaded",
-                extra={
-                    "fields": {
-                        "fabric": str(self.loaded.config.fabric),
-                        "mode": self.loaded.config.mode,
-                        "exporter": self.server.url if self.server is not None else None,
-                        **self.shard_fields(),
-                    }
-                },
-            )
-            self.warn_if_empty()
+            self._swap_in(outcome)
         else:
             self.refuse(outcome)
 
-    def do_reload(self) -> None:
+    def _loaded_answer(self, job: ReloadJob) -> None:
+        answer = job.worker.answer()
+        if answer is None:
+            return
+        if isinstance(answer, Refused):
+            self.reloading = None
+            self.refuse_fields(answer.fields)
+            return
+
+        def build() -> None:
+            outcome: Prepared | BaseException
+            try:
+                outcome = self.prepare(answer)
+            except BaseException as exc:
+                outcome = exc
+            job.keep(outcome)
+
+        job.thread = threading.Thread(target=build, name="roce-reload", daemon=True)
+        job.thread.start()
+
+    def _swap_in(self, prepared: Prepared) -> None:
+        try:
+            self.commit(prepared)
+        except Exception as exc:  # a swap that fails half-way: say so, keep running
+            self.refuse(exc)
+            return
+        # The worker process read the new files under the new agent.yaml's
+        # insecure_permissions; this process reads credentials later under the same.
+        loaded = self.loaded
+        set_config_override(loaded.path if loaded.config.insecure_permissions else None)
+        self.reload_ok, self.reload_error = True, ""
+        self.last_reload_success = time.time()
+        self.next_reconcile = 0.0
+        self.next_playbook.clear()
+        log.info(
+            "reloaded",
+            extra={
+                "fields": {
+                    "fabric": str(self.loaded.config.fabric),
+                    "mode": self.loaded.config.mode,
+                    "exporter": self.server.url if self.server is not None else None,
+                    **self.shard_fields(),
+                }
+            },
+        )
+        self.warn_if_empty()
+
+    def do_reload(self, poll_s: float = 0.05) -> None:
         """A whole reload at once (tests and callers without the main loop)."""
         self.start_reload()
-        assert self._reload_thread is not None
-        self._reload_thread.join(RELOAD_TIMEOUT_S + 1)
-        self.finish_reload()
+        while self.reloading is not None:
+            time.sleep(poll_s)
+            self.finish_reload()
 
     def warn_if_empty(self) -> None:
         # Not an error: while a fleet grows (N + 1 agents, a small fabric) a shard may own
@@ -586,7 +762,9 @@ class Daemon:
             )
 
     def refuse(self, exc: BaseException) -> None:
-        fields = error_fields(exc)
+        self.refuse_fields(error_fields(exc))
+
+    def refuse_fields(self, fields: dict[str, Any]) -> None:
         self.reload_ok, self.reload_error = False, fields["reason"]
         self.reload_failures += 1
         log.error(
@@ -644,16 +822,19 @@ class Daemon:
                 pusher, [d for d in devices if d.name in {r.device for r in drifted}]
             )
         self.reconciles += 1
+        unread = [r.device for r in results if not was_read(r)]
         summary = {
             "time": time.time(),
             "mode": config.mode,
             "shard": str(loaded.shard),
-            "devices": [r.as_dict() for r in results],
+            "devices": [device_report(r) for r in results],
+            "not_read": unread,
             "repaired": repaired,
         }
         (config.state_dir / "last-reconcile.json").write_text(json.dumps(summary, indent=2))
         self.status(
-            f"{config.mode}: {len(drifted)} of {len(results)} switches drifted"
+            f"{config.mode}: {len(results) - len(unread)} of {len(results)} switches read, "
+            f"{len(drifted)} drifted"
             + (f", repaired {len(repaired)}" if repaired else "")
             + self.shard_text()
         )
@@ -663,7 +844,8 @@ class Daemon:
         exporter."""
         for session in result.pending:
             log.warning("pending session", extra={"fields": session.as_dict()})
-        if self.exporter is not None:
+        if self.exporter is not None and was_read(result):
+            # A switch whose configuration was not read has no drift figure (issue #41).
             self.exporter.update_drift(result.device, len(result.differences))
         if result.differences:
             differences = [d.as_dict() for d in result.differences]
@@ -728,6 +910,35 @@ class Daemon:
         )
 
 
+def _run_all(steps: list[Callable[[], None]]) -> None:
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # stopping what is being replaced: log it, go on
+            log.warning("stopping the old exporter: %s: %s", type(exc).__name__, exc)
+
+
+def _overdue_fields(config: Path, deadline_s: float) -> dict[str, Any]:
+    return error_fields(
+        AgentError(f"{config}: preparing the new configuration took longer than {deadline_s:g} s")
+    )
+
+
+def was_read(result: DeviceResult) -> bool:
+    """Whether an inspection read the switch's configuration (its differences are real)."""
+    return result.before is not None
+
+
+def device_report(result: DeviceResult) -> dict[str, Any]:
+    """One switch in last-reconcile.json: a switch not read has ``read: false`` and no count
+    of differences (null, not 0); its ``result`` and ``error`` say why."""
+    entry = result.as_dict()
+    entry["read"] = was_read(result)
+    if not entry["read"]:
+        entry["changes"] = entry["differences"] = None
+    return entry
+
+
 class DaemonCollector:
     """The daemon's own metrics, registered next to the exporter's."""
 
@@ -777,6 +988,7 @@ class EmbeddedExporter:
         self.exporter = exporter
         self.registry = exporter.registry
         self.text = exporter.exposition_text
+        self.page = exporter.exposition_page  # what the server sends (rendered once a snapshot)
 
     @classmethod
     def build(cls, loaded: Loaded, settings: ExporterConfig, daemon: Daemon) -> EmbeddedExporter:
@@ -825,9 +1037,12 @@ def serve(config_path: Path, shard: Shard | None = None) -> int:
         logger.setLevel(logging.INFO)
         logger.propagate = False
     loaded = load_config(config_path).with_shard(shard)
-    daemon = Daemon(config_path, loaded, shard_override=shard)
+    guard = FreezeGuard()
+    daemon = Daemon(config_path, loaded, shard_override=shard, guard=guard)
 
     def on_term(_signum: int, _frame: FrameType | None) -> None:
+        if not daemon.stop.is_set():
+            guard.stop_within(STOP_LIMIT_S)
         daemon.stop.set()
 
     def on_hup(_signum: int, _frame: FrameType | None) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import click
 import yaml
 
-from agent.app.support import handle_errors
+from agent.app.support import DeviceProgress, handle_errors
 from agent.device import lldp
 from agent.device.fanout import results_or_raise, run_each
 from agent.device.lldp import Discovered, Neighbor, PortFacts, natural_key
@@ -33,6 +33,8 @@ from agent.errors import AgentError
 from agent.intent.units import format_speed
 from common.clicktypes import FiniteFloat
 from common.conventions import console, examples, output_option
+from common.errors import excerpt
+from common.yamlsource import load_yaml
 
 FABRIC_SUFFIXES = (".yml", ".yaml")
 # Switches read at once (agent.device.fanout.run_each's parallelism); a run reads them all.
@@ -162,15 +164,16 @@ _LOGIN_FIELDS = ("host", "port", "username", "credentials", "host_key", "known_h
                  "host_key_policy")  # fmt: skip
 
 
+def _fabric_document(path: Path) -> Any:
+    """The fabric file's data, read by the one bounded loader every command uses (an alias
+    bomb, deep nesting, a FIFO or a huge file end in a located error, exit 2)."""
+    return load_yaml(path)[0]
+
+
 def targets_from_fabric(path: Path) -> list[Target]:
     """The switches of a fabric file (only their names, platforms and management access are
     read: ports, if any, are ignored — they are what discovery finds out)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint="'FABRIC'") from None
-    except yaml.YAMLError as exc:
-        raise AgentError(f"{path}: Expected: YAML Actual: {exc}") from None
+    data = _fabric_document(path)
     if not isinstance(data, dict) or not isinstance(data.get("devices"), list):
         raise AgentError(f"{path}: Expected: a fabric file with devices: Actual: none")
     defaults = _mapping(data.get("defaults"))
@@ -184,8 +187,8 @@ def targets_from_fabric(path: Path) -> list[Target]:
         platform = str(entry["platform"])
         if platform not in lldp.PLATFORMS:
             raise AgentError(
-                f"{path}: device {name}: platform Expected: one of {', '.join(lldp.PLATFORMS)} "
-                f"Actual: {platform!r}"
+                f"{path}: device {excerpt(name)}: platform Expected: one of "
+                f"{', '.join(lldp.PLATFORMS)} Actual: {excerpt(platform)}"
             )
         result.append(Target(name, platform, _device(name, platform, fields)))
     if not result:
@@ -197,14 +200,16 @@ def targets_from_fabric(path: Path) -> list[Target]:
 
 
 def read_target(target: Target) -> tuple[Target, Discovered]:
-    """Connect, read, disconnect. An unreachable switch is an error naming it (exit 2)."""
+    """Connect, read, disconnect. A switch that cannot be reached is an error naming it and
+    why (exit 2: a partial fabric file would be wrong)."""
     from agent.device.platforms import platform_for
     from agent.device.push import Unreachable, close_quietly, connect
 
     try:
         conn = connect(target.device, platform_for(target.platform))
     except Unreachable as exc:
-        raise AgentError(f"{target.label}: unreachable: {exc}") from None
+        # "KIND: what happened. Fix: …", named as the user named the target
+        raise AgentError(f"{target.label}: {str(exc).removeprefix(f'{exc.device}: ')}") from None
     try:
         found = lldp.read(conn, target.platform)
     finally:
@@ -521,7 +526,7 @@ def _check_write(write: Path | None, force: bool) -> None:
 def _defaults_login(path: Path | None, login: Login) -> dict[str, Any]:
     """The skeleton's ``defaults:`` login: the fabric file's, or the command line's."""
     if path is not None:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = _fabric_document(path)
         defaults = _mapping(data.get("defaults") if isinstance(data, dict) else None)
         return {k: defaults[k] for k in ("username", "credentials") if k in defaults}
     written: dict[str, Any] = {"username": login.username} if login.username else {}
@@ -634,7 +639,15 @@ class Discovery:
         """Every switch read (at most :data:`PARALLELISM` at once), named as the fabric file
         names them, and each one's management fields for the skeleton."""
         chosen = self.chosen()
-        outcomes = run_each({str(i): t for i, t in enumerate(chosen)}, read_target, PARALLELISM)
+        labels = [t.label for t in chosen]
+        # keyed by how the user named each switch (the progress line shows the slowest one)
+        keys = (
+            labels
+            if len(set(labels)) == len(labels)
+            else [f"{n} #{i}" for i, n in enumerate(labels)]
+        )
+        with DeviceProgress("discover", keys):
+            outcomes = run_each(dict(zip(keys, chosen, strict=True)), read_target, PARALLELISM)
         results = list(results_or_raise(outcomes).values())
         found = [f for _, f in results]
         if self.fabric is not None:  # the fabric's names win over the hostnames they report

@@ -7,6 +7,7 @@ is imported inside the command so the rest of the CLI does not load it.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -134,8 +135,12 @@ def exporter_command(fabric: Path, **options: Any) -> None:
     Pollers read every switch of FABRIC over SSH (the platform's counter commands) into a
     snapshot; a scrape renders the latest snapshot and never waits for a device. A device
     that does not answer within --timeout reads roce_device_up 0 and keeps its last values.
-    Metrics: exporters/METRICS.md. Stops on SIGTERM or Ctrl-C (exit 0); bad input (fabric,
-    web config, listen address, unreadable credentials) exits 2 before anything is served.
+    Stops on SIGTERM or Ctrl-C (exit 0); bad input (fabric, web config, listen address,
+    unreadable credentials) exits 2 before anything is served.
+
+    \b
+    Metrics: https://roce-fabric-agent.readthedocs.io/en/latest/reference/metrics/
+    (the installed version's table: python -m exporters.metrics)
     """
     from exporters.exporter import Exporter
 
@@ -164,6 +169,14 @@ def exporter_command(fabric: Path, **options: Any) -> None:
             pass
     finally:
         exporter.stop()
+    # Leave without the interpreter's shutdown: a thread still in C code that let go of the
+    # interpreter lock (bcrypt or the SSH library's crypto, both Rust) is ended there by a
+    # forced unwind that aborts the process ("FATAL: exception not rethrown", exit 134;
+    # issue #42). Everything this command writes is flushed first.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,18 @@ Output:
   exports. Several hosts with the same variables: one block, a comment naming them. Hosts that
   differ (a different GID index on one host): one block per host, each after a ``# host NAME``
   comment, never merged or averaged; a note on stderr says which variables differ, and
-  ``--host NAME`` gives one host's exports alone.
-- ``json``: per host its variables, problems, notes and the evidence (GID chosen, its type and
-  netdev, per fabric port).
+  ``--host NAME`` gives one host's exports alone. A host that could not be read still gets
+  what the intent alone decides (NCCL_IB_HCA, NCCL_IB_TC, the QP settings, …) and a comment
+  line per variable it could not be given (``# host h1: NCCL_IB_GID_INDEX not set: not read:
+  …``): the file is never empty for want of a host.
+- ``json``: per host its variables (``null`` for one not set, its reason under ``not_set``),
+  problems, notes and the evidence (GID chosen, its type and netdev, per fabric port).
 - ``table``: one table per host: variable, value and where the value came from.
 
-Exit codes: 0 every host's environment was derived; 1 a host had a problem (unreachable, no
-RoCE v2 IPv4 GID, no rdma_device): its problems go to stderr, the other hosts' environment is
-still printed; 2 bad input (fabric file, ``--host``).
+Exit codes, by the contract of every command (docs/cli-conventions.md): 0 every host's
+environment was derived; 1 a host had a problem (unreachable while others were read, no RoCE
+v2 IPv4 GID, no rdma_device): its problems go to stderr, every host's environment is still
+printed; 2 no host could be read, or bad input (fabric file, ``--host``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,15 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from agent.app.support import EXIT_FAILED, EXIT_OK, FABRIC, handle_errors
+from agent.app.support import (
+    AS_INTENDED,
+    FABRIC,
+    NOT_AS_INTENDED,
+    NOT_REACHED,
+    DeviceProgress,
+    exit_code,
+    handle_errors,
+)
 from agent.errors import printable
 from agent.intent.loader import load_fabric
 from agent.intent.model import Device, FabricIntent
@@ -114,20 +126,30 @@ def differing(envs: Sequence[HostEnvironment]) -> list[str]:
     return [n for n in names if len({env.variables.get(n) for env in envs}) > 1]
 
 
+def _unset_lines(env: HostEnvironment) -> list[str]:
+    """Comment lines for the variables ``env`` could not be given (the reason on one line)."""
+    return [
+        f"# host {env.host}: {name} not set: {printable(why)}" for name, why in env.not_set.items()
+    ]
+
+
 def render_env(envs: Sequence[HostEnvironment]) -> str:
-    """``export`` lines for the hosts without problems (module docstring)."""
-    ready = [env for env in envs if env.ok]
-    if not ready:
-        return ""
-    if len(ready) == 1:
-        return "\n".join(_exports(ready[0].variables)) + "\n"
-    if not differing(ready):
-        names = ", ".join(env.host for env in ready)
-        return (
-            "\n".join([f"# hosts {names}: the same environment", *_exports(ready[0].variables)])
-            + "\n"
-        )
-    blocks = ["\n".join([f"# host {env.host}", *_exports(env.variables)]) for env in ready]
+    """``export`` lines for every host with variables, and comments for what is missing
+    (module docstring)."""
+    shown = [env for env in envs if env.variables]
+    if not shown:
+        return "".join(f"# host {env.host}: nothing to export (see the errors)\n" for env in envs)
+    if len(shown) == 1:
+        return "\n".join([*_unset_lines(shown[0]), *_exports(shown[0].variables)]) + "\n"
+    if not differing(shown):
+        names = ", ".join(env.host for env in shown)
+        header = f"# hosts {names}: the same environment"
+        unset = [line for env in shown for line in _unset_lines(env)]
+        return "\n".join([header, *unset, *_exports(shown[0].variables)]) + "\n"
+    blocks = [
+        "\n".join([f"# host {env.host}", *_unset_lines(env), *_exports(env.variables)])
+        for env in shown
+    ]
     return "\n\n".join(blocks) + "\n"
 
 
@@ -155,6 +177,8 @@ def render_table(envs: Sequence[HostEnvironment], out: Console) -> None:
         )
         for name, value in env.variables.items():
             variables.add_row(name, value, ORIGIN.get(name, ""))
+        for name, why in env.not_set.items():
+            variables.add_row(name, "(not set)", why)
         out.print(variables)
         for port in env.ports:
             if port.gid is not None:
@@ -173,8 +197,8 @@ def report_problems(envs: Sequence[HostEnvironment]) -> None:
     for env in envs:
         for problem in env.problems:
             err.print(f"error: {printable(problem)}", markup=False)
-    ready = [env for env in envs if env.ok]
-    if len(ready) > 1 and (names := differing(ready)):
+    shown = [env for env in envs if env.variables]
+    if len(shown) > 1 and (names := differing(shown)):
         err.print(
             f"note: the hosts differ in {', '.join(names)}: one block per host (use --host NAME "
             "for one host's exports)",
@@ -208,14 +232,18 @@ def nccl_command(fabric: Path, hosts: tuple[str, ...], output: str) -> None:
     the profile's job section, and UCX_NET_DEVICES, UCX_IB_GID_INDEX, UCX_IB_TRAFFIC_CLASS for
     MPI jobs. See docs/job-environment.md.
 
-    Exit codes: 0 every host derived, 1 a host had a problem (on stderr; the others are still
-    printed), 2 bad input.
+    A host that cannot be read still gets what the intent decides, with a comment line per
+    variable it could not be given.
+
+    Exit codes: 0 every host derived, 1 a host had a problem (on stderr; every host is still
+    printed), 2 no host could be read, or bad input.
     """
     intent = load_fabric(fabric).intent
     devices = select_hosts(intent, hosts)
     if not devices:
         raise click.UsageError(f"fabric {intent.name} has no host with an rdma_device port")
-    facts = collect(devices, intent)
+    with DeviceProgress("nccl: hosts", [d.name for d in devices]):
+        facts = collect(devices, intent)
     envs = [job_environment(intent, facts[d.name]) for d in devices]
     if output == "json":
         click.echo(render_json(intent, envs))
@@ -224,4 +252,13 @@ def nccl_command(fabric: Path, hosts: tuple[str, ...], output: str) -> None:
     else:
         click.echo(render_env(envs), nl=False)
     report_problems(envs)
-    sys.exit(EXIT_OK if all(env.ok for env in envs) else EXIT_FAILED)
+    outcomes = [host_outcome(facts[d.name], env) for d, env in zip(devices, envs, strict=True)]
+    sys.exit(exit_code(outcomes))
+
+
+def host_outcome(facts: HostFacts, env: HostEnvironment) -> str:
+    """The host's outcome for the exit-code contract: not reached when nothing was read from
+    it, not as intended with a problem, else as intended."""
+    if facts.error is not None:
+        return NOT_REACHED
+    return AS_INTENDED if env.ok else NOT_AS_INTENDED

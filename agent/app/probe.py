@@ -349,9 +349,12 @@ def _pairs(value: str | None) -> list[tuple[str, str]] | None:
 def perftest(fabric: Path, output: str, report_file: Path | None, **options: Any) -> None:
     """Line-rate acceptance with perftest on the RDMA hosts, judged with NIC and switch
     counters: >= 90 % of line rate per pair, fair shares and no lossless drops in an incast,
-    CNPs where ECN marked, no pause on lossy priorities. Exit 0 pass, 1 fail, 2 not run."""
+    CNPs where ECN marked, no pause on lossy priorities. Exit 0 pass, 1 fail, 2 not run (no
+    side of any pair ran: hosts not reached, or perftest could not start on them)."""
     report = PerftestFlags(**options).run(_intent(fabric))
     _emit_perftest(report, output, report_file)
+    if report.pairs and not any(p.client_side.raw or p.server_side.raw for p in report.pairs):
+        sys.exit(2)
     if not report.passed:
         sys.exit(1)
 
@@ -645,7 +648,8 @@ def sniff_pfc(
 @click.option("--max-frames", type=click.IntRange(min=1), default=DEFAULT_MAX_FRAMES,
               show_default=True, help="Packets read at most; the rest is not read.")  # fmt: skip
 @click.option("--max-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BYTES,
-              show_default=True, help="Captured bytes read at most.")  # fmt: skip
+              show_default=True, help="Bytes read at most: captured packets and the other "
+              "pcapng blocks.")  # fmt: skip
 @UDP_PORT
 @OUTPUT
 @handle_errors

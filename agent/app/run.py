@@ -3,7 +3,6 @@ filed, and its exit code. ``validate`` runs its playbooks through :func:`run_pla
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ import click
 
 from agent.app.output import write_report_file
 from agent.app.playbook_report import render_json, render_junit, render_markdown, render_table
-from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, handle_errors
+from agent.app.support import EXIT_ERROR, EXIT_FAILED, FABRIC, DeviceProgress, handle_errors
 from agent.device.push import state_dir as resolve_state_dir
 from agent.errors import AgentError
 from agent.intent.loader import load_fabric
@@ -71,11 +70,8 @@ def run_playbook(run: PlaybookRun) -> None:
     runner = PlaybookRunner(
         intent, resolve_state_dir(run.state_dir), on_step=progress, fabric_file=run.fabric
     )
-    with (
-        err.status(f"running {playbook.name} on {intent.name}", spinner="dots")
-        if err.is_terminal
-        else contextlib.nullcontext()
-    ):
+    # The devices each step reads, done/total and the slowest (nothing off a terminal).
+    with DeviceProgress(f"{playbook.name} on {intent.name}", err=err, always=True):
         report = runner.run(playbook, skip)
     if run.only or run.no_traffic:
         report.selection = {"checks": list(run.only), "no_traffic": run.no_traffic}

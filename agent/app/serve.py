@@ -54,8 +54,10 @@ def serve_command(config_path: Path, shard: Any, check_config: bool) -> None:
     """Run the daemon: reconcile loop (observe reports drift, enforce repairs it through the
     push path), scheduled playbooks, the Prometheus exporter, sd_notify for systemd.
 
-    SIGHUP reloads (an invalid new configuration is refused, the old one keeps running);
-    SIGTERM stops with exit 0. Logs are JSON lines on stdout.
+    SIGHUP reloads: the new files are parsed in a child process, killed at reload_timeout_s;
+    an invalid or hung configuration is refused and the old one keeps running. SIGTERM stops
+    with exit 0; whatever holds it, the process is gone 9 s later (exit 1, stacks on
+    stderr). Logs are JSON lines on stdout.
     """
     from agent.app import daemon
     from agent.errors import printable

@@ -1,4 +1,5 @@
-"""What every command shares: exit codes and turning errors into messages."""
+"""What every command shares: the exit-code contract, turning errors into messages, and
+progress on stderr."""
 
 from __future__ import annotations
 
@@ -6,15 +7,16 @@ import atexit
 import functools
 import gc
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
 from agent.errors import AgentError, IntentError, printable
 from agent.intent.units import UnitError, parse_size, parse_speed
-from common.conventions import console, fabric_argument, output_option
+from common.conventions import console, fabric_argument, output_option, progress_display
 
 if TYPE_CHECKING:
     # rich only when something is printed through it (an error, a bar): a run that prints
@@ -25,6 +27,27 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
+
+# The exit-code contract of every command that talks to devices (docs/cli-conventions.md,
+# "Exit codes"): each device's outcome is one of these, and exit_code() decides from all.
+AS_INTENDED = "as intended"
+NOT_AS_INTENDED = "not as intended"  # differs, failed, pending, or read but unverified
+NOT_REACHED = "not reached"  # nothing was read from it (agent.device.failures.NOT_CONNECTED)
+NOT_TRIED = "not tried"  # skipped: a canary or an earlier batch stopped the run
+
+
+def exit_code(outcomes: Iterable[str]) -> int:
+    """0 every device as intended; 2 when no device that was tried could be reached (the
+    command could not do its job); 1 otherwise (a device not as intended, unverified,
+    unreachable or not tried)."""
+    listed = list(outcomes)
+    tried = [o for o in listed if o != NOT_TRIED]
+    if tried and all(o == NOT_REACHED for o in tried):
+        return EXIT_ERROR
+    if any(o != AS_INTENDED for o in listed):
+        return EXIT_FAILED
+    return EXIT_OK
+
 
 # Shared by every command that reads a fabric file and prints a table or JSON
 # (common/conventions.py).
@@ -50,7 +73,7 @@ def handle_errors(command: F) -> F:
             err = _stderr()
             for problem in exc.problems:
                 err.print(f"error: {problem}", markup=False)
-            err.print(f"{len(exc.problems)} problem(s) found; nothing was changed.", markup=False)
+            err.print(f"{exc.total} problem(s) found; nothing was changed.", markup=False)
             sys.exit(exc.exit_code)
         except AgentError as exc:
             _stderr().print(f"error: {printable(str(exc), keep_newlines=True)}", markup=False)
@@ -157,29 +180,128 @@ class ProgressBars:
     def _start(self) -> Progress:
         if self._bars is None:
             from rich.progress import (
-                BarColumn,
-                Progress,
                 TaskProgressColumn,
                 TextColumn,
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
 
-            self._bars = Progress(
-                # descriptions and details name devices and files: shown, never markup
-                TextColumn("{task.description}", markup=False),
-                BarColumn(),
+            self._bars = progress_display(
                 TaskProgressColumn(),
+                # details name devices and files: shown, never markup
                 TextColumn("{task.fields[detail]}", markup=False),
                 TimeElapsedColumn(),
                 TextColumn("eta"),
                 TimeRemainingColumn(),
-                console=console(stderr=True),
             )
             for (description, total), done in zip(self._tasks, self._done, strict=True):
                 self._bars.add_task(description, total=total, completed=done, detail="")
             self._bars.start()
         return self._bars
+
+
+class DeviceProgress:
+    """Progress of the devices (or hosts) a command talks to, on stderr: how many are done of
+    how many, and the slowest one still pending with its time so far. A fan-out watcher
+    (:func:`agent.device.fanout.watching`): every ``run_each`` of the block reports to it.
+
+    Shown only on a terminal and only once more than one device is involved; ``always``
+    shows it from the start (a playbook, whose steps take a while between fan-outs).
+    """
+
+    def __init__(
+        self,
+        label: str,
+        names: Sequence[str] = (),
+        *,
+        err: Console | None = None,
+        always: bool = False,
+    ) -> None:
+        self.label = label
+        self.err = err
+        self.always = always
+        self.enabled = sys.stderr.isatty() if err is None else err.is_terminal
+        self._lock = threading.Lock()
+        self._display_lock = threading.Lock()
+        self._known: dict[str, None] = dict.fromkeys(names)
+        self._started: dict[str, float] = {}
+        self._done: set[str] = set()
+        self._display: Progress | None = None
+        self._scope: Any = None
+
+    def __enter__(self) -> DeviceProgress:
+        from agent.device.fanout import watching  # lazily: the twin's path never loads it
+
+        self._scope = watching(self)
+        self._scope.__enter__()
+        if self.always:
+            self._show()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._scope.__exit__(None, None, None)
+        with self._display_lock:
+            if self._display is not None:
+                self._display.stop()
+                self._display = None
+
+    def expect(self, names: Sequence[str]) -> None:
+        with self._lock:
+            self._known.update(dict.fromkeys(names))
+        self._show()
+
+    def started(self, name: str) -> None:
+        with self._lock:
+            self._started[name] = time.monotonic()
+        self._show()
+
+    def finished(self, name: str) -> None:
+        with self._lock:
+            self._done.add(name)
+        self._show()
+
+    def slowest(self) -> str:
+        """``slowest: NAME 12 s`` for the device pending longest (empty when none is)."""
+        with self._lock:
+            pending = {n: t for n, t in self._started.items() if n not in self._done}
+        if not pending:
+            return ""
+        name, since = min(pending.items(), key=lambda item: item[1])
+        return f"slowest: {printable(name)} {time.monotonic() - since:.0f} s"
+
+    def _show(self) -> None:
+        """Start or update the display. rich's refresh thread calls :meth:`slowest` while it
+        holds rich's lock, so rich is never called with ``_lock`` held (``_display_lock``
+        only guards the start)."""
+        with self._lock:
+            total, done = len(self._known), len(self._done & self._known.keys())
+        if not self.enabled or (total < 2 and not self.always):
+            return
+        with self._display_lock:
+            if self._display is None:
+                self._display = self._new_display()
+                self._display.start()
+            self._display.update(self._display.task_ids[0], total=total or None, completed=done)
+
+    def _new_display(self) -> Progress:
+        from rich.progress import MofNCompleteColumn, ProgressColumn, TimeElapsedColumn
+        from rich.text import Text
+
+        progress = self
+
+        class Slowest(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                return Text(progress.slowest())
+
+        display = progress_display(
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            Slowest(),
+            err=self.err,
+            transient=True,
+        )
+        display.add_task(self.label, total=None)
+        return display
 
 
 class SizeType(click.ParamType[int]):

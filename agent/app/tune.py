@@ -1,23 +1,26 @@
 """``roce-agent tune FABRIC``: search ECN x DCQCN (x QPs) jointly per link speed in the twin.
 
-The search, its constraints, its method and its ranking are :mod:`agent.twin.search`'s; this
+The search, its constraints, its method and its ranking are :mod:`agent.twin.tune`'s; this
 module reads the fabric, prints the method and run counts, the trade-off table, the one-line
 summary in the user's terms (current -> recommended) and the explanation per speed, and writes
-the profile override with the files and commands that carry it to the fabric.
+the profile override with the files and commands that carry it to the fabric.  Every one of
+them is rendered from the speed's decision (:class:`agent.twin.tune.results.Decision`: a
+change, no change, or none), so they name the same setting.
 
-Exit codes: 0 a recommendation for every speed; 1 some speed has no candidate meeting the
-hard constraints (named on stderr; no override is written if that is the dominant speed);
-2 bad input, one line naming the option; also a --executor cluster that cannot run the search
-(unreachable, no worker, a scheduler or worker with another roce-fabric-agent, lost during the
-search).
+Exit codes: 0 a recommendation (a change or no change) for every speed; 1 some speed has no
+candidate meeting the hard constraints (named on stderr; no override is written if that is the
+dominant speed); 2 bad input, one line naming the option; also a --executor cluster that cannot
+run the search (unreachable, no worker, a scheduler or worker with another roce-fabric-agent,
+lost during the search).
 
 ``--executor dask://HOST:PORT`` runs the same jobs on an existing Dask cluster instead of local
-processes (:func:`agent.twin.search.dask_runner`; docs/tuning.md, "Searching on a cluster"):
+processes (:func:`agent.twin.tune.runners.dask_runner`; docs/tuning.md, "Searching on a cluster"):
 the same runs, the same results, the same output but the wall times.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,7 +53,7 @@ from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
 from agent.twin.cluster import DEFAULT_TIMEOUT_S as CLUSTER_TIMEOUT_S
 from agent.twin.cluster import ClusterError
-from agent.twin.tune.judge import ranked
+from agent.twin.tune.judge import mean_at, ranked
 from agent.twin.tune.objectives import (
     COLLECTIVE_WORKLOADS,
     DEFAULT_OBJECTIVE,
@@ -66,7 +69,7 @@ from agent.twin.tune.options import (
     MIN_CANDIDATES,
     TUNE_SCENARIOS,
 )
-from agent.twin.tune.results import RunMetrics, SpeedResult, Stage, Trial, TuneResult
+from agent.twin.tune.results import Decision, RunMetrics, SpeedResult, Stage, Trial, TuneResult
 from agent.twin.tune.runners import Runner, dask_runner, pool_runner, serial_runner
 from agent.twin.tune.runs import Job
 from agent.twin.tune.search import FULL_GRID_MAX_RUNS, tune
@@ -160,9 +163,10 @@ def search_runner(jobs: int, executor: str | None, timeout_s: float) -> Iterator
         raise AgentError(f"tune --executor: {exc}") from None
 
 
-def _verdict(trial: Trial, best: Trial | None) -> str:
-    if trial is best:
-        return "recommended"
+def _verdict(trial: Trial, decision: Decision) -> str:
+    decided = decision.verdict(trial)
+    if decided is not None:
+        return decided
     if trial.invalid is not None:
         return f"invalid: {trial.invalid}"
     if trial.pruned is not None:
@@ -229,15 +233,18 @@ def _columns(stage: Stage, objective: ObjectiveSpec) -> list[str]:
 
 
 def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | None = None) -> Table:
-    """The trade-off table of one speed, best first (the ranking's order), the best
-    :data:`TABLE_ROWS` and the current setting. It fits 100 columns without cutting a cell."""
+    """The trade-off table of one speed: the decision's trial first (the recommendation, or
+    the current setting for no change), then the ranking's order, the best :data:`TABLE_ROWS`
+    and the current setting. It fits 100 columns without cutting a cell."""
     objective = objective or ObjectiveSpec()
     load = and_list(speed.load_points) or str(speed.senders)
     what = "ECN x DCQCN" if stage.kind == "joint" else "ECN on the RoCE queue"
     if objective.name == "collective":
         what += f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
-    shown = [t for i, t in enumerate(ranked(stage.trials, objective))
-             if i < TABLE_ROWS or t.candidate.current]  # fmt: skip
+    decided = speed.decision.trial
+    order = [t for t in ranked(stage.trials, objective) if t is not decided]
+    order = [decided, *order] if decided is not None else order
+    shown = [t for i, t in enumerate(order) if i < TABLE_ROWS or t.candidate.current]
     columns = _columns(stage, objective)
     table = folding_table(
         f"{format_speed(speed.speed_bps)}: {what}, {load} "
@@ -252,17 +259,17 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
     for column in columns:
         add_column(table, _HEADERS.get(column, column), **_column_options(column))
     for trial in shown:
-        table.add_row(*_row(trial, stage, columns))
+        table.add_row(*_row(trial, speed.decision, columns))
     return table
 
 
-def _row(trial: Trial, stage: Stage, columns: list[str]) -> list[str]:
+def _row(trial: Trial, decision: Decision, columns: list[str]) -> list[str]:
     c = trial.candidate
     row = [str(c.index), _ecn_cell(trial)]
     if "DCQCN" in columns:
         row.append(c.dcqcn_label())
     if "QPs" in columns:
-        row += [str(c.qps), f"{trial.mean('busbw_Bps') / 1e9:.1f}" if trial.runs else "-"]
+        row += [str(c.qps), f"{_at_heaviest(trial) / 1e9:.1f}" if trial.runs else "-"]
     if trial.runs:
         fairness = trial.worst_jain()
         row += [
@@ -275,16 +282,22 @@ def _row(trial: Trial, stage: Stage, columns: list[str]) -> list[str]:
                 else []
             ),
             "-" if fairness is None else f"{fairness:.2f}",
-            _kb(trial.mean("queue_p99_bytes")),
+            _kb(_at_heaviest(trial, "queue_p99_bytes")),
             _kb(trial.mean("queue_peak_bytes")),
             f"{trial.mean('ce_fraction'):.1%}".removesuffix("%"),
             str(trial.drops()),
         ]
     else:
         row += ["-"] * (len(columns) - len(row) - 1)
-    verdict = _verdict(trial, stage.best)
+    verdict = _verdict(trial, decision)
     row.append(f"current; {verdict}" if c.current else verdict)
     return row
+
+
+def _at_heaviest(trial: Trial, name: str = "busbw_Bps") -> float:
+    """``name`` as the ranking and the explanation read the objective: the mean of the seeds
+    at the heaviest load point (the stated job), so the table's numbers are theirs."""
+    return mean_at(trial, max(r.senders for r in trial.runs), name)
 
 
 def method_line(speed: SpeedResult) -> str:
@@ -339,19 +352,21 @@ def render(result: TuneResult, console: Console) -> None:
 
 def job_override(result: TuneResult) -> dict[str, Any] | None:
     """The profile's ``job:`` values for the collective objective's QPs per connection, so the
-    fabric carries them and ``roce-agent nccl`` prints them (NCCL_IB_QPS_PER_CONNECTION). Split
+    fabric carries them and ``roce-agent nccl`` prints them (NCCL_IB_QPS_PER_CONNECTION); none
+    for no change (the fabric's own stay as they are). Split
     mode goes with more than one QP because the twin measured it that way
     (agent.twin.search: a connection spreads over its QPs only when each message is split);
     with one QP it is cleared (null: NCCL's default), so no stale ``true`` stays behind."""
     qps = result.qps_per_connection()
-    if qps is None:
+    if qps is None or not result.override():  # {}: no change
         return None
     return {"job": {"qps_per_connection": qps, "split_data_on_qps": True if qps > 1 else None}}
 
 
 def override_document(result: TuneResult, existing: dict[str, Any]) -> dict[str, Any] | None:
     """The fabric's ``overrides:`` with the recommendation merged in (a drop-in replacement
-    for the fabric file's block), or None without a recommendation for the dominant speed."""
+    for the fabric file's block; for no change, the block as it is), or None without a
+    recommendation for the dominant speed."""
     tuned = result.override()
     if tuned is None:
         return None
@@ -371,9 +386,10 @@ def override_document(result: TuneResult, existing: dict[str, Any]) -> dict[str,
 
 def apply_steps(result: TuneResult, fabric: Path, override_file: Path | None) -> list[str]:
     """What must change and the exact commands: the fabric file's overrides (switch ECN and,
-    with auto, the pause threshold; host NICs' DCQCN), then check, diff, apply."""
+    with auto, the pause threshold; host NICs' DCQCN), then check, diff, apply.  Nothing for
+    no change (the decision keeps the fabric as it is) or without a recommendation."""
     tuned = result.override()
-    if tuned is None:
+    if not tuned:
         return []
     source = override_file or Path("tuned.yml")
     steps = [
@@ -416,6 +432,25 @@ def counted(runner: Runner, bars: ProgressBars) -> Runner:
     return run
 
 
+def check_writable(path: Path) -> None:
+    """Refuse an override file that cannot be written before the search, not after minutes
+    of it: its folder must exist and be writable, and the path no folder (exit 2, the
+    option named)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    reason = None
+    if not folder.is_dir():
+        reason = f"its folder {folder} does not exist"
+    elif path.is_dir():
+        reason = "it is a folder"
+    elif not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        reason = "it cannot be written (permissions)"
+    if reason is not None:
+        raise click.BadParameter(
+            f"Expected: a file tune can write Actual: {path}: {reason}",
+            param_hint="'--write-override'",
+        )
+
+
 def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     data, _ = load_yaml(fabric)
     existing = data.get("overrides") if isinstance(data, dict) else None
@@ -423,13 +458,20 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     if document is None:
         return False
     speed = format_speed(result.dominant_speed_bps)
+    decision = result.decision()
     steps = "".join(f"#   {s}\n" for s in apply_steps(result, fabric, path))
+    then = (
+        f"# Then:\n{steps}"
+        if steps
+        else "# The fabric's overrides: block as it is: nothing to apply.\n"
+    )
     header = (
-        f"# roce-agent tune {fabric.name}: the recommendation for {speed} (the fabric's "
+        f"# roce-agent tune {fabric.name}: the decision for {speed} (the fabric's "
         "dominant host speed),\n"
+        f"# {decision.headline()}\n"
         f"# objective {result.objective.name}, {result.scenario} in the twin, "
         f"{result.duration_s * 1e3:g} ms, seeds {', '.join(map(str, result.seeds))}.\n"
-        f"# Then:\n{steps}"
+        f"{then}"
     )
     try:
         path.write_text(header + yaml.safe_dump(document, sort_keys=False))
@@ -544,10 +586,13 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 def tune_command(fabric: Path, **options: Any) -> None:
     """Search ECN x DCQCN (x QPs per connection) jointly per link speed in the twin.
 
-    Exit 0: a recommendation for every speed; 1: some speed has none; 2: bad input.
+    Exit 0: a recommendation for every speed ("no change" is one); 1: some speed has none;
+    2: bad input.
     """
     flags = TuneFlags(**options)
     intent = load_fabric(fabric).intent
+    if flags.override_file is not None:
+        check_writable(flags.override_file)
     with (
         search_runner(flags.jobs, flags.executor, flags.executor_timeout) as runner,
         ProgressBars(flags.progress) as bars,
@@ -624,7 +669,8 @@ class TuneFlags:
 def _report(result: TuneResult, override_file: Path | None, written: bool) -> None:
     err = literal_console(stderr=True)
     if written:
-        err.print(f"override written to {override_file}", markup=False)
+        unchanged = "" if result.decision().changes else " (no change: the overrides as they are)"
+        err.print(f"override written to {override_file}{unchanged}", markup=False)
     elif override_file is not None:
         err.print(
             f"--write-override {override_file}: nothing written: no recommendation for "

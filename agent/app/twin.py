@@ -189,9 +189,9 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
 
 @click.command("twin")
 @examples(
-    "roce-agent twin fabric.yml --senders 4 --duration 300us",
+    "roce-agent twin fabric.yml --senders 4 --duration 300us --plot queues.png",
     "roce-agent twin fabric.yml --scenario storm --duration 20ms -o json",
-    "roce-agent twin fabric.yml --workload allreduce --ranks 8 --size 64MB --plot queues.png",
+    "roce-agent twin fabric.yml --workload allreduce --ranks 8 --size 64MB",
 )
 @FABRIC
 @click.option(
@@ -265,7 +265,8 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
 @OUTPUT
 @click.option(
     "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
-    help="Write queue depth, rates and pauses over time (FILE.png or FILE.svg).",
+    help="Write queue depth, rates and pauses over time (FILE.png or FILE.svg); a scenario's "
+    "run only, not with --workload.",
 )  # fmt: skip
 @PROGRESS
 @handle_errors
@@ -278,7 +279,10 @@ def twin_command(fabric: Path, **options: Any) -> None:
 
     The last line is the verdict: what the run shows and what to run next.
 
-    With --workload, an NCCL collective on --ranks hosts instead (docs/collectives.md).
+    With --workload, an NCCL collective on --ranks hosts instead:
+
+    \b
+    https://roce-fabric-agent.readthedocs.io/en/latest/collectives/
 
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """

@@ -9,15 +9,61 @@ item waits on the far end), so threads, not processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 # Sessions at once when nothing says otherwise: what a netmiko/Nornir pool of 32 workers holds.
 DEFAULT_PARALLELISM = 32
+
+
+class Watcher(Protocol):
+    """Told what every :func:`run_each` does while it is installed (called from the workers'
+    threads: an implementation locks what it shares)."""
+
+    def expect(self, names: Sequence[str]) -> None:
+        """A fan-out over ``names`` begins."""
+
+    def started(self, name: str) -> None:
+        """Work on ``name`` began."""
+
+    def finished(self, name: str) -> None:
+        """Work on ``name`` ended (returned or raised)."""
+
+
+_watchers: list[Watcher] = []
+_watchers_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def watching(watcher: Watcher) -> Iterator[Watcher]:
+    """Report every fan-out of the block to ``watcher`` (nested: the innermost one)."""
+    with _watchers_lock:
+        _watchers.append(watcher)
+    try:
+        yield watcher
+    finally:
+        with _watchers_lock:
+            _watchers.remove(watcher)
+
+
+def _watcher() -> Watcher | None:
+    with _watchers_lock:
+        return _watchers[-1] if _watchers else None
+
+
+def _watched(name: str, work: Callable[[], Result], watcher: Watcher) -> Result:
+    watcher.started(name)
+    try:
+        return work()
+    finally:
+        watcher.finished(name)
 
 
 def workers_for(count: int, parallelism: int | None = DEFAULT_PARALLELISM) -> int:
@@ -43,8 +89,17 @@ def run_each(
     outcomes: dict[str, Result | Exception] = {}
     if not items:
         return outcomes
+    watcher = _watcher()
+    if watcher is not None:
+        watcher.expect(list(items))
     with ThreadPoolExecutor(max_workers=workers_for(len(items), parallelism)) as pool:
-        futures = {name: pool.submit(work, item) for name, item in items.items()}
+        if watcher is None:
+            futures = {name: pool.submit(work, item) for name, item in items.items()}
+        else:
+            futures = {
+                name: pool.submit(_watched, name, functools.partial(work, item), watcher)
+                for name, item in items.items()
+            }
         for name, future in futures.items():
             try:
                 outcome: Result | Exception = future.result()

@@ -50,6 +50,7 @@ from typing import Any, Protocol
 
 from agent.errors import AgentError
 from agent.intent.units import UnitError, parse_speed
+from common.text import natural_key as natural_key  # discover sorts with it too
 
 PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue")
 
@@ -234,7 +235,7 @@ def nxos_neighbors(data: dict[str, Any]) -> list[Neighbor]:
                 management_address=str(row.get("mgmt_addr", "")),
             )
         )
-    return sorted(found, key=lambda n: n.local_port)
+    return sorted(found, key=lambda n: natural_key(n.local_port))
 
 
 def nxos_ports(data: dict[str, Any]) -> dict[str, PortFacts]:
@@ -448,11 +449,6 @@ READERS: dict[str, Callable[[Shell], Discovered]] = {
     },
     "cumulus_nvue": read_nvue,
 }
-
-
-def natural_key(name: str) -> list[Any]:
-    """``Ethernet2`` before ``Ethernet10``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def read(conn: Shell, platform: str) -> Discovered:

@@ -24,27 +24,22 @@ from pathlib import Path
 from typing import Any
 
 from agent.device import hostkeys
+from agent.device.failures import NOT_CONNECTED, Unreachable, failure_of, one_line
 from agent.device.fanout import DEFAULT_PARALLELISM, results_or_raise, run_each
-from agent.device.hostkeys import HostKeyError, open_netmiko
 from agent.device.platforms import platform_for
 from agent.device.platforms.base import KILL_POINTS, Connection, Platform, PlatformError, kill_point
+from agent.device.ssh import connect
 from agent.device.state import Difference, PendingSession, QosState, diff
 from agent.errors import AgentError, CredentialError
 from agent.intent.model import Device, FabricIntent
 from agent.intent.plan import Plan, build_plan
 
-__all__ = ["KILL_POINTS", "kill_point"]  # fault drills import them from here
+# Fault drills import the kill points from here; connect and Unreachable are the push path's
+# (agent.device.ssh, agent.device.failures) and many readers import them from here.
+__all__ = ["KILL_POINTS", "Unreachable", "connect", "kill_point"]
 
 log = logging.getLogger("roce_agent")
 DEFAULT_STATE_DIR = Path("/var/lib/roce-agent")
-CONNECT_RETRIES = 3
-CONNECT_BACKOFF_S = 1.0
-
-
-class Unreachable(AgentError):
-    """The device could not be connected to (after retries)."""
-
-    exit_code = 1
 
 
 class VerifyFailed(PlatformError):
@@ -213,9 +208,11 @@ class AuditLog:
 class DeviceResult:
     device: str
     platform: str
-    # no-change | changes | applied | failed | unreachable | skipped | pending | unknown
-    # (pending: a session that can still change the device blocks the read; unknown: the
-    # device's outcome could not be established, it may hold the new state)
+    # no-change | changes | applied | failed | skipped | pending | unknown, or the kind of
+    # connect failure (agent.device.failures.NOT_CONNECTED: unreachable, timed out, host key
+    # changed, authentication failed, …) when nothing was read. pending: a session that can
+    # still change the device blocks the read; unknown: the device's outcome could not be
+    # established, it may hold the new state; failed: a command or the change failed.
     result: str
     differences: list[Difference] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
@@ -253,58 +250,6 @@ def check_credentials(devices: Iterable[Device]) -> None:
         device.credentials.check_key(device.name)
 
 
-def connect(device: Device, platform: Platform) -> Connection:
-    """Open a netmiko session, retrying connect errors with exponential backoff."""
-    from netmiko import ConnectHandler
-    from netmiko.exceptions import (
-        NetmikoAuthenticationException,
-        NetmikoTimeoutException,
-        ReadException,
-    )
-
-    assert device.credentials is not None
-    password = device.credentials.resolve_password(device.name)
-    last: Exception | None = None
-    for attempt in range(CONNECT_RETRIES):
-        try:
-            handle = open_netmiko(  # host key checked before authentication
-                device,
-                ConnectHandler,
-                device_type=platform.netmiko_device_type,
-                host=device.host,
-                port=device.port,
-                username=device.username,
-                password=password.get_secret_value() if password else "",
-                use_keys=device.credentials.ssh_key is not None,
-                key_file=str(device.credentials.ssh_key) if device.credentials.ssh_key else None,
-                allow_agent=False,
-                fast_cli=True,
-                conn_timeout=10,
-            )
-            return Connection(handle, device.name)
-        except HostKeyError as exc:  # never retried: waiting does not change a key
-            raise Unreachable(str(exc)) from None
-        except NetmikoAuthenticationException as exc:
-            raise Unreachable(
-                f"{device.name}: authentication failed ({exc.__class__.__name__})"
-            ) from None
-        except ReadException as exc:
-            # Logged in, but the CLI did not answer session setup within netmiko's read
-            # timeout (fault drill: a switch 10x slower than the timeouts). Not retried: each
-            # try costs the full timeout, and a device this slow is not one to change now.
-            raise Unreachable(
-                f"{device.name}: {device.host}:{device.port} accepted SSH but its CLI did not "
-                f"answer in time ({type(exc).__name__})"
-            ) from None
-        except (NetmikoTimeoutException, OSError, EOFError) as exc:
-            last = exc
-            time.sleep(CONNECT_BACKOFF_S * (2**attempt))
-    raise Unreachable(
-        f"{device.name}: cannot connect to {device.host}:{device.port} after "
-        f"{CONNECT_RETRIES} attempts ({type(last).__name__}: {last})"
-    )
-
-
 def close_quietly(conn: Connection) -> None:
     """Disconnect; a session that already died must not hide the result."""
     try:
@@ -313,15 +258,18 @@ def close_quietly(conn: Connection) -> None:
         log.debug("closing %s: %s", conn.device, exc)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def _one_line(device: str, exc: BaseException) -> str:
+    """A failure as one line: a readback that differs as it is, anything else classified
+    (``command failed: …``, agent.device.failures) and folded."""
+    if isinstance(exc, VerifyFailed):
+        return one_line(str(exc), limit=4000)
+    return str(failure_of(device, exc))
 
 
 PENDING_POLICIES = ("wait", "abort", "confirm-own")
 # A canary with any of these stops the rollout; outside the canary an unreachable device is
 # reported and the others proceed (nothing was changed there), the rest stop later batches.
-STOPPING = ("failed", "unreachable", "pending", "unknown")
+STOPPING = ("failed", *NOT_CONNECTED, "pending", "unknown")
 STOPPING_BATCH = ("failed", "pending", "unknown")
 PENDING_POLL_S = 2.0
 LEAK_MIN_AGE_S = 60.0  # an unknown run's uncommitted session younger than this may be in use
@@ -601,7 +549,8 @@ class Pusher:
         try:
             conn = connect(device, platform)
         except Unreachable as exc:
-            result.result, result.error = "unreachable", str(exc)
+            result.result, result.error = exc.kind, str(exc)
+            result.duration_s = time.monotonic() - started
             if not dry_run:
                 self._audit(result)
             return result
@@ -611,7 +560,7 @@ class Pusher:
             if self._ready(change, dry_run, pending_policy or self.pending_policy):
                 self._bring_to_plan(change, dry_run)
         except Exception as exc:
-            result.result, result.error = "failed", _one_line(exc)
+            result.result, result.error = "failed", _one_line(device.name, exc)
             if result.attempt is not None:
                 # The transport may have lied (lost reply, dead session): what counts is what
                 # the switch holds, read on a fresh connection.
@@ -713,7 +662,7 @@ class Pusher:
             self._judge_outcome(conn, device, platform, desired, result)
         except Exception as exc:
             result.result = "unknown"
-            result.notes.append(f"outcome not verified: {_one_line(exc)}")
+            result.notes.append(f"outcome not verified: {_one_line(device.name, exc)}")
         finally:
             close_quietly(conn)
 
@@ -754,7 +703,8 @@ class Pusher:
             platform.save(conn)
         except Exception as exc:  # live but not saved: a reload would undo it
             result.notes.append(
-                f"the change is confirmed and in place but not saved: {_one_line(exc)}"
+                f"the change is confirmed and in place but not saved: "
+                f"{_one_line(result.device, exc)}"
             )
             return
         result.result = "applied"
@@ -855,7 +805,9 @@ class Pusher:
     ) -> str | None:
         """One by one; why the rollout stops (None: go on)."""
         for device in canaries:
-            result = self.apply_one(device, dry_run)
+            # A batch of one through the fan-out, so a progress watcher sees the canary too.
+            outcome = run_each({device.name: device}, lambda d: self.apply_one(d, dry_run), 1)
+            result = results_or_raise(outcome)[device.name]
             rollout.record(result)
             if result.result in STOPPING:
                 return f"canary {device.name} {result.result}"

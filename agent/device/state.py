@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.intent.plan import DevicePlan
+from common.text import natural_item_key
 
 PRIORITIES = range(8)
 DSCPS = range(64)
@@ -174,7 +175,7 @@ def diff(
     if actual.trust == "mixed" and per_interface:
         # Name the interfaces that differ, not just "mixed": a port trusting CoS sends RoCE
         # to a lossy class, and the operator (and `locate`) need to know which one.
-        for name, trust in sorted(per_interface.items()):
+        for name, trust in sorted(per_interface.items(), key=natural_item_key):
             check(name, "trust", desired.trust, trust)
     else:
         check("", "trust", desired.trust, actual.trust)
@@ -248,7 +249,7 @@ class Counters(StateModel):
     interfaces: dict[str, InterfaceCounters] = Field(default_factory=dict)
 
     def queue_items(self) -> Iterator[tuple[str, int, QueueCounters]]:
-        for name, interface in sorted(self.interfaces.items()):
+        for name, interface in sorted(self.interfaces.items(), key=natural_item_key):
             for queue, counters in sorted(interface.queues.items()):
                 yield name, queue, counters
 

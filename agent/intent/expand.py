@@ -12,13 +12,22 @@ before :mod:`agent.intent.model` sees it:
 - links declared once: a ``peer: D:P`` whose device D exists but does not declare P gives D
   the port P, copying speed, mtu and cable_m from this end and pointing back.
 
-Speed, mtu and cable_m are resolved per port in a fixed order: the port itself (or its range
-entry), the peer end's own value, the device's ``port_defaults``, ``defaults.ports``. mtu and
-cable_m size PFC headroom, so no model default may fill them silently: when nothing supplies
-one the port is an error. Where each value came from is kept (:class:`Expanded.sources`) so
-``plan -o json`` can show it, and every expanded path keeps a position in the file (the value
-as written, the range entry, the default, or the declaring end of a derived port), so errors
-stay FILE:LINE:COL.
+Speed, mtu and cable_m are resolved per link, so both ends of one cable get one value or the
+file is refused. What an end *states* is its port's own value (or its range entry's), else its
+device's ``port_defaults``; a derived end states only its device's ``port_defaults``. An end
+that states nothing takes what the other end states; a link where neither end states anything
+takes ``defaults.ports`` (one value for every port of the fabric, so it can never make the two
+ends differ). Two ends that state different values keep them, and rule IR009 refuses the link
+naming both ends and where each value came from: "all spine ports are 20 m" in a spine's
+``port_defaults`` against ``cable_m: 3`` on the leaf's port is a contradiction, not an
+override. mtu and cable_m size PFC headroom, so no model default may fill them silently: when
+nothing supplies one the port is an error. Where each value came from is kept
+(:class:`Expanded.sources`) so ``plan -o json`` can show it, and every expanded path keeps a
+position in the file (the value as written, the range entry, the default, or the declaring end
+of a derived port), so errors stay FILE:LINE:COL.
+
+Every user string meets a pattern only after a length check, and the patterns here cannot
+backtrack: a range name is split by hand (:func:`split_range`), not by a regular expression.
 """
 
 from __future__ import annotations
@@ -31,19 +40,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import Problem, SourcePosition
-from agent.intent.model import check_interface, check_name
+from agent.intent.model import MAX_DESCRIPTION, MAX_INTERFACE, check_interface, check_name
+from common.errors import excerpt
 from common.yamlsource import PathKey, SourceMap, dotted_path
 
 # Port fields a default may set: the rest (name, peer, ipv4, mac, rdma_device) name one port.
 DEFAULTABLE = ("speed", "mtu", "cable_m", "description")
 RESOLVED = ("speed", "mtu", "cable_m")
 MAX_RANGE_PORTS = 4096
-# All ports after expansion: a few lines of ranges, reused through anchors, must not become
-# millions of ports (the YAML limits bound what is written, this bounds what it expands to).
+# All ports after expansion, the ends derived from peers included: a few lines of ranges,
+# reused through anchors or declared on one end, must not become millions of ports (the YAML
+# limits bound what is written, this bounds what it expands to).
 MAX_FABRIC_PORTS = 65_536
-# A range in the last number of the name: Ethernet1/1-8, swp1-32, Ethernet1/1/1-4.
-_RANGE = re.compile(r"(?P<prefix>.*?)(?P<first>\d+)-(?P<last>\d+)")
-_PATTERN = re.compile(r"\{([^{}]*)\}")
+# Longest text a pattern ({n}, {i+K}) is looked for in: the model's longest such field (a
+# description) with room for patterns that expand shorter. A longer text is left as written
+# and the model refuses it by its length, before any pattern runs.
+MAX_PATTERN_TEXT = 2 * MAX_DESCRIPTION
+_DIGITS = frozenset("0123456789")
+# No backtracking: {, then anything but braces, then }; each character is looked at once.
+_PATTERN = re.compile(r"\{([^{}]*+)\}")
 _TERM = re.compile(r"(?P<var>[ni])(?:(?P<op>[+-])(?P<k>\d{1,6}))?")
 _PATTERN_TEXT = "{n}, {i}, {n+K}, {n-K}, {i+K} or {i-K}"
 # Not per-port: a range entry cannot give one value to every port it expands to.
@@ -55,6 +70,8 @@ _WHY = {
 }
 
 PortSources = dict[tuple[str, str], dict[str, str]]
+# field -> (value, where it was written): a port's own values, port_defaults, defaults.ports
+Defaults = dict[str, tuple[Any, "Origin"]]
 
 
 @dataclass(frozen=True)
@@ -142,28 +159,26 @@ def expand_fabric(data: dict[str, Any], source: SourceMap) -> Expanded:
     if not isinstance(devices, list):
         return Expanded(devices, source, {}, {}, ctx.problems)
     ports: list[list[_Port] | None] = []
-    device_defaults: list[dict[str, tuple[Any, Origin]]] = []
+    device_defaults: list[Defaults] = []
     for d, device in enumerate(devices):
         device_defaults.append(_device_defaults(ctx, device, d))
         ports.append(_expand_device(ctx, device, d))
-    _derive_peer_ends(devices, ports)
+    _derive_peer_ends(ctx, devices, ports)
+    if ctx.expanded_ports > MAX_FABRIC_PORTS:  # refused: resolving the rest is wasted work
+        return Expanded(devices, source, {}, {}, ctx.problems)
     index = _index(devices, ports)
-    for d, device_ports in enumerate(ports):
-        for port in device_ports or []:
-            if port.derived_from is None:
-                peer = _declared_peer(index, port)
-                _resolve(ctx, devices, port, peer, (device_defaults[d], fabric_defaults))
-    for d, device_ports in enumerate(ports):
-        for port in device_ports or []:
-            if port.derived_from is not None:
-                _copy_from_declarer(port, (device_defaults[d], fabric_defaults))
+    every = [port for device_ports in ports for port in device_ports or []]
+    stated = {id(port): _stated(port, device_defaults[port.device]) for port in every}
+    for port in every:
+        link = _Link(_partner(index, port), stated, fabric_defaults)
+        _resolve(ctx, devices, port, link, device_defaults[port.device])
     return _assemble(ctx, devices, ports)
 
 
 # ------------------------------------------------------------------------------ defaults
 
 
-def _port_defaults(ctx: _Context, section: Any, path: PathKey) -> dict[str, tuple[Any, Origin]]:
+def _port_defaults(ctx: _Context, section: Any, path: PathKey) -> Defaults:
     """``defaults.ports`` or ``port_defaults``: field -> (value, origin)."""
     holder = section.get(path[-1]) if isinstance(section, dict) else None
     if holder is None:
@@ -181,7 +196,8 @@ def _port_defaults(ctx: _Context, section: Any, path: PathKey) -> dict[str, tupl
                     ctx.source.keys.get((*path, key)) or ctx.at(path),
                     dotted_path((*path, key)),
                     f"Expected: one of {', '.join(DEFAULTABLE)} (a default for every port; "
-                    f"name, peer, ipv4, mac and rdma_device name one port) Actual: {key!r}",
+                    f"name, peer, ipv4, mac and rdma_device name one port) "
+                    f"Actual: {excerpt(str(key))}",
                 )
             )
             continue
@@ -194,7 +210,7 @@ def _device_label(ctx: _Context, path: PathKey) -> str:
     return f"port_defaults of {device.get('name', dotted_path(path[:2]))}"
 
 
-def _device_defaults(ctx: _Context, device: Any, d: int) -> dict[str, tuple[Any, Origin]]:
+def _device_defaults(ctx: _Context, device: Any, d: int) -> Defaults:
     if not isinstance(device, dict):
         return {}
     return _port_defaults(ctx, device, ("devices", d, "port_defaults"))
@@ -230,25 +246,57 @@ def _by_entry(
     return grouped
 
 
+def split_range(name: str) -> tuple[str, str, str] | None:
+    """``("Ethernet1/", "1", "8")`` for ``Ethernet1/1-8`` (a range in the last number of the
+    name), None for a plain name. By hand rather than by a regular expression: the obvious
+    pattern (a lazy prefix, digits, '-', digits) backtracks over a long digit run, 20 000
+    digits took 10 s (issue #42). Names longer than an interface name can be are never
+    ranges (the model refuses them by length), and digits are ASCII only (``\\d`` would take
+    ``١-٣`` and expand it to ASCII names)."""
+    if len(name) > MAX_INTERFACE:
+        return None
+    head, dash, last = name.rpartition("-")
+    if not dash or not last or not _DIGITS.issuperset(last):
+        return None
+    start = len(head)
+    while start > 0 and head[start - 1] in _DIGITS:
+        start -= 1
+    if start == len(head):
+        return None
+    return head[:start], head[start:], last
+
+
+@dataclass(frozen=True)
+class _Range:
+    name: str
+    prefix: str
+    first: str
+    last: str
+
+
 def _expand_entry(ctx: _Context, entry: Any, path: PathKey, d: int) -> list[_Port]:
     positions = dict(ctx.entry_values.get(path, {}))
     keys = dict(ctx.entry_keys.get(path, {}))
     name = entry.get("name") if isinstance(entry, dict) else None
-    match = _RANGE.fullmatch(name) if isinstance(name, str) else None
-    if match is None:
+    parts = split_range(name) if isinstance(name, str) else None
+    if parts is None:
         if isinstance(entry, dict):
             _refuse_lone_pattern(ctx, entry, path)
+        if not _admit(ctx, 1, (*path, "name"), "this port"):
+            return []
         data = dict(entry) if isinstance(entry, dict) else entry
         return [_Port(d, data, path, positions, keys)]
-    assert isinstance(entry, dict)  # a range name comes from a mapping
-    numbers = _range_numbers(ctx, match, path, entry)
-    if not numbers:
+    assert isinstance(entry, dict) and isinstance(name, str)  # a range name comes from a mapping
+    spec = _Range(name, *parts)
+    numbers = _range_numbers(ctx, spec, path, entry)
+    templates = _templates(ctx, entry, path) if numbers else None
+    if templates is None:
         return []
     members = []
+    width = len(spec.first) if spec.first.startswith("0") else 0
     for i, n in enumerate(numbers):
-        width = len(match["first"]) if match["first"].startswith("0") else 0
-        data = {**entry, "name": f"{match['prefix']}{n:0{width}d}"}
-        if not _substitute(ctx, data, path, n, i):
+        data = {**entry, "name": f"{spec.prefix}{n:0{width}d}"}
+        if not _substitute(ctx, data, path, templates, (n, i)):
             return []
         members.append(_Port(d, data, path, positions, keys, range_name=name))
     if not _step_ipv4(ctx, entry, members, path):
@@ -256,15 +304,30 @@ def _expand_entry(ctx: _Context, entry: Any, path: PathKey, d: int) -> list[_Por
     return members
 
 
-def _range_numbers(
-    ctx: _Context, match: re.Match[str], path: PathKey, entry: dict[str, Any]
-) -> list[int]:
-    first, last = int(match["first"]), int(match["last"])
-    name = match.group()
+def _admit(ctx: _Context, count: int, path: PathKey, what: str) -> bool:
+    """Count ``count`` more ports against :data:`MAX_FABRIC_PORTS`; False (and one problem,
+    where the limit is first passed) once the fabric holds more."""
+    crossed = ctx.expanded_ports <= MAX_FABRIC_PORTS
+    ctx.expanded_ports += count
+    if ctx.expanded_ports <= MAX_FABRIC_PORTS:
+        return True
+    if crossed:
+        ctx.problem(
+            path,
+            f"Expected: at most {MAX_FABRIC_PORTS} ports in the fabric after expanding ranges "
+            f"and deriving the other ends of links Actual: more from {what} on",
+        )
+    return False
+
+
+def _range_numbers(ctx: _Context, spec: _Range, path: PathKey, entry: dict[str, Any]) -> list[int]:
+    # split_range bounds both numbers to an interface name's length (48 characters)
+    first, last = int(spec.first), int(spec.last)
+    name = spec.name
     if first > last:
         ctx.problem(
             (*path, "name"),
-            f"Expected: a range from low to high such as {match['prefix']}{last}-{first} "
+            f"Expected: a range from low to high such as {spec.prefix}{last}-{first} "
             f"Actual: {name!r} (reversed)",
         )
         return []
@@ -275,22 +338,14 @@ def _range_numbers(
             f"{last - first + 1} ports",
         )
         return []
-    crossed = ctx.expanded_ports <= MAX_FABRIC_PORTS
-    ctx.expanded_ports += last - first + 1
-    if ctx.expanded_ports > MAX_FABRIC_PORTS:
-        if crossed:  # once, where the limit is passed
-            ctx.problem(
-                (*path, "name"),
-                f"Expected: at most {MAX_FABRIC_PORTS} ports in the fabric after expanding "
-                f"ranges Actual: more from this range on",
-            )
+    if not _admit(ctx, last - first + 1, (*path, "name"), "this range"):
         return []
     peer = entry.get("peer")
-    if first < last and isinstance(peer, str) and not _PATTERN.search(peer):
+    if first < last and isinstance(peer, str) and not _has_pattern(peer):
         ctx.problem(
             (*path, "peer"),
             f"Expected: a peer with a pattern ({_PATTERN_TEXT}; each port of a range has its "
-            f"own peer) Actual: {peer!r} for all {last - first + 1} ports of {name!r}",
+            f"own peer) Actual: {excerpt(peer)} for all {last - first + 1} ports of {name!r}",
         )
         return []
     for key in _ONE_PORT_ONLY:
@@ -306,47 +361,96 @@ def _range_numbers(
 
 def _refuse_lone_pattern(ctx: _Context, entry: dict[str, Any], path: PathKey) -> None:
     peer = entry.get("peer")
-    if isinstance(peer, str) and _PATTERN.search(peer):
+    if isinstance(peer, str) and _has_pattern(peer):
         ctx.problem(
             (*path, "peer"),
             f"Expected: patterns ({_PATTERN_TEXT}) only in a port range such as "
-            f"Ethernet1/1-8 Actual: {peer!r} on the single port {entry.get('name')!r}",
+            f"Ethernet1/1-8 Actual: {excerpt(peer)} on the single port "
+            f"{excerpt(str(entry.get('name')))}",
         )
 
 
-def _substitute(ctx: _Context, data: dict[str, Any], path: PathKey, n: int, i: int) -> bool:
-    """Fill ``{n}``/``{i}`` patterns in peer and description; False after a problem."""
-    for key in ("peer", "description"):
-        text = data.get(key)
-        if not isinstance(text, str):
+def _has_pattern(text: str) -> bool:
+    return len(text) <= MAX_PATTERN_TEXT and _PATTERN.search(text) is not None
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One ``{n}``, ``{i+K}`` ... of a pattern: as written, which number, what offset."""
+
+    written: str
+    var: str
+    offset: int
+
+
+Template = tuple[str | _Term, ...]
+
+
+def _template(text: str) -> Template:
+    """``text`` as literal parts and terms, parsed once per range entry (not once per port:
+    a 4 096-port range fills it 4 096 times); ValueError naming a term that is none."""
+    parts: list[str | _Term] = []
+    end = 0
+    for match in _PATTERN.finditer(text):
+        parts.append(text[end : match.start()])
+        term = _TERM.fullmatch(match.group(1).replace(" ", ""))
+        if term is None:
+            raise ValueError(f"Expected: a pattern {_PATTERN_TEXT} Actual: {match.group()!r}")
+        sign = -1 if term["op"] == "-" else 1
+        parts.append(_Term(match.group(), term["var"], sign * int(term["k"] or 0)))
+        end = match.end()
+    parts.append(text[end:])
+    if any(isinstance(part, str) and ("{" in part or "}" in part) for part in parts):
+        raise ValueError(
+            f"Expected: braces only around a pattern {_PATTERN_TEXT} Actual: {excerpt(text)}"
+        )
+    return tuple(parts)
+
+
+def _fill(template: Template, n: int, i: int) -> str:
+    filled = []
+    for part in template:
+        if isinstance(part, str):
+            filled.append(part)
             continue
+        value = (n if part.var == "n" else i) + part.offset
+        if value < 0:
+            raise ValueError(
+                f"Expected: {part.written} >= 0 for every port of the range Actual: {value} "
+                f"(for n={n}, i={i})"
+            )
+        filled.append(str(value))
+    return "".join(filled)
+
+
+def _templates(ctx: _Context, entry: dict[str, Any], path: PathKey) -> dict[str, Template] | None:
+    """The patterns of a range entry's peer and description; None after a problem."""
+    templates = {}
+    for key in ("peer", "description"):
+        text = entry.get(key)
+        if not isinstance(text, str) or len(text) > MAX_PATTERN_TEXT:
+            continue  # too long for the field: the model says so, with the field's limit
         try:
-            data[key] = _fill(text, n, i)
+            templates[key] = _template(text)
+        except ValueError as exc:
+            ctx.problem((*path, key), str(exc))
+            return None
+    return templates
+
+
+def _substitute(
+    ctx: _Context, data: dict[str, Any], path: PathKey, templates: dict[str, Template],
+    number: tuple[int, int],
+) -> bool:  # fmt: skip
+    """Fill the ``{n}``/``{i}`` patterns of peer and description for the port ``number``
+    (n, i); False after a problem."""
+    for key, template in templates.items():
+        try:
+            data[key] = _fill(template, *number)
         except ValueError as exc:
             ctx.problem((*path, key), str(exc))
             return False
     return True
-
-
-def _fill(text: str, n: int, i: int) -> str:
-    def one(match: re.Match[str]) -> str:
-        term = _TERM.fullmatch(match.group(1).replace(" ", ""))
-        if term is None:
-            raise ValueError(f"Expected: a pattern {_PATTERN_TEXT} Actual: {match.group()!r}")
-        value = n if term["var"] == "n" else i
-        offset = int(term["k"] or 0)
-        value = value + offset if term["op"] != "-" else value - offset
-        if value < 0:
-            raise ValueError(
-                f"Expected: {match.group()} >= 0 for every port of the range Actual: {value} "
-                f"(for n={n}, i={i})"
-            )
-        return str(value)
-
-    filled = _PATTERN.sub(one, text)
-    if "{" in filled or "}" in filled:
-        raise ValueError(f"Expected: braces only around a pattern {_PATTERN_TEXT} Actual: {text!r}")
-    return filled
 
 
 def _step_ipv4(ctx: _Context, entry: dict[str, Any], members: list[_Port], path: PathKey) -> bool:
@@ -360,7 +464,7 @@ def _step_ipv4(ctx: _Context, entry: dict[str, Any], members: list[_Port], path:
         ctx.problem(
             (*path, "ipv4"),
             f"Expected: an IPv4 address with its prefix length such as 198.18.0.1/31 "
-            f"Actual: {value!r}",
+            f"Actual: {excerpt(repr(value))}",
         )
         return False
     step = 2 ** (32 - first.network.prefixlen)
@@ -424,7 +528,10 @@ def _peer_ref(port: _Port) -> tuple[str, str] | None:
     return (device, name) if sep else None
 
 
-def _derive_peer_ends(devices: list[Any], ports: list[list[_Port] | None]) -> None:
+def _derive_peer_ends(ctx: _Context, devices: list[Any], ports: list[list[_Port] | None]) -> None:
+    """The ends of links declared on one end only, on the devices the peers name; each counted
+    against :data:`MAX_FABRIC_PORTS` (a file of 65 536 ports declared once must not become
+    131 072)."""
     index = _index(devices, ports)
     where = {
         device["name"]: d
@@ -448,6 +555,8 @@ def _derive_peer_ends(devices: list[Any], ports: list[list[_Port] | None]) -> No
             target = where[ref[0]]
             if ports[target] is None:
                 continue
+            if not _admit(ctx, 1, (*port.written, "peer"), "the ports derived from here"):
+                return
             derived = _derived(port, devices[d], ref, target)
             ports[target].append(derived)
             index[ref] = derived
@@ -487,30 +596,69 @@ def _other_address(value: Any) -> str | None:
 # ------------------------------------------------------------------------------ resolution
 
 
+def _stated(port: _Port, device_defaults: Defaults) -> Defaults:
+    """What one end states about its link: the port's own value (or its range entry's), else
+    its device's port_defaults. A derived end has only the latter."""
+    stated = {}
+    for key in RESOLVED:
+        found = _own(port, key) if port.derived_from is None else None
+        found = found or device_defaults.get(key)
+        if found is not None:
+            stated[key] = found
+    return stated
+
+
+def _partner(index: dict[tuple[str, str], _Port], port: _Port) -> _Port | None:
+    """The other end of ``port``'s link: the port its peer names (declared or derived), or
+    the end a derived port was derived from."""
+    if port.derived_from is not None:
+        return port.derived_from
+    ref = _peer_ref(port)
+    return index.get(ref) if ref is not None else None
+
+
+@dataclass(frozen=True)
+class _Link:
+    """What resolving one port needs to know beyond the port: the other end, what every end
+    states, and the fabric's defaults."""
+
+    partner: _Port | None
+    stated: dict[int, Defaults]
+    fabric_defaults: Defaults
+
+    def value(self, port: _Port, key: str) -> tuple[Any, Origin] | None:
+        """The port's own statement, else the other end's, else defaults.ports."""
+        found = self.stated[id(port)].get(key)
+        if found is None and self.partner is not None:
+            theirs = self.stated[id(self.partner)].get(key)
+            if theirs is not None:
+                value, origin = theirs
+                via = f"peer {port.data.get('peer')}" + (f" via {origin.via}" if origin.via else "")
+                found = value, Origin(origin.position, via)
+        return found or self.fabric_defaults.get(key)
+
+
 def _resolve(
-    ctx: _Context,
-    devices: list[Any],
-    port: _Port,
-    peer: _Port | None,
-    defaults: tuple[dict[str, tuple[Any, Origin]], dict[str, tuple[Any, Origin]]],
+    ctx: _Context, devices: list[Any], port: _Port, link: _Link, device_defaults: Defaults
 ) -> None:
-    """Fill speed, mtu, cable_m (and a default description) in the documented order: the
-    port (or its range entry), the peer end's own value, port_defaults, defaults.ports."""
+    """Fill speed, mtu, cable_m (per link, :class:`_Link`) and a default description (the
+    port's own, its device's port_defaults, defaults.ports)."""
     if not isinstance(port.data, dict):
         return
-    device_defaults, fabric_defaults = defaults
-    for key in DEFAULTABLE:
-        found = _own(port, key)
-        if found is None and key in RESOLVED and peer is not None:
-            found = _peers(peer, key, port.data.get("peer"))
-        found = found or device_defaults.get(key) or fabric_defaults.get(key)
+    for key in RESOLVED:
+        found = link.value(port, key)
         if found is None:
-            if key in RESOLVED:
+            if port.derived_from is None:  # a derived end's gap is its declarer's error
                 _required(ctx, port, key, devices)
             continue
-        port.data[key], origin = found
-        if key in RESOLVED:
-            port.origins[key] = origin
+        port.data[key], port.origins[key] = found
+    description = (
+        _own(port, "description")
+        or device_defaults.get("description")
+        or link.fabric_defaults.get("description")
+    )
+    if description is not None:
+        port.data["description"] = description[0]
 
 
 def _own(port: _Port, key: str) -> tuple[Any, Origin] | None:
@@ -518,24 +666,6 @@ def _own(port: _Port, key: str) -> tuple[Any, Origin] | None:
         return None
     via = f"range {port.range_name}" if port.range_name else ""
     return port.data[key], Origin(port.positions.get((key,)), via)
-
-
-def _declared_peer(index: dict[tuple[str, str], _Port], port: _Port) -> _Port | None:
-    ref = _peer_ref(port)
-    if ref is None:
-        return None
-    other = index.get(ref)
-    return other if other is not None and other.derived_from is None else None
-
-
-def _peers(peer: _Port, key: str, ref: Any) -> tuple[Any, Origin] | None:
-    own = _own(peer, key)
-    if own is None:
-        return None
-    value, origin = own
-    return value, Origin(
-        origin.position, f"peer {ref}" + (f" via {origin.via}" if origin.via else "")
-    )
 
 
 def _required(ctx: _Context, port: _Port, key: str, devices: list[Any]) -> None:
@@ -550,27 +680,6 @@ def _required(ctx: _Context, port: _Port, key: str, devices: list[Any]) -> None:
             f"{device} or in defaults.ports",
         )
     )
-
-
-def _copy_from_declarer(
-    port: _Port, defaults: tuple[dict[str, tuple[Any, Origin]], dict[str, tuple[Any, Origin]]]
-) -> None:
-    """A derived port: the link's values from the end that declares it (one cable, one MTU);
-    a default description from its own device, which is not the link's."""
-    found = defaults[0].get("description") or defaults[1].get("description")
-    if found is not None:
-        port.data["description"] = found[0]
-    declarer = port.derived_from
-    assert declarer is not None
-    ref = f"{port.data['peer']}"
-    for key in RESOLVED:
-        if key in declarer.origins:
-            port.data[key] = declarer.data[key]
-            origin = declarer.origins[key]
-            via = f"peer {ref}" + (f" via {origin.via}" if origin.via else "")
-            port.origins[key] = Origin(origin.position, via)
-            if origin.position is not None:
-                port.positions[(key,)] = origin.position
 
 
 # ------------------------------------------------------------------------------ assembly

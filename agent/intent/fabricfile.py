@@ -50,8 +50,8 @@ EXTENSION_PREFIX = "x-"
 class FilePort(StrictModel):
     """A port, or a range of ports, as written under a device's ``ports``.
 
-    speed, mtu and cable_m may be left out here: they then come from the peer end's own
-    value, the device's ``port_defaults`` or ``defaults.ports`` (none is an error)."""
+    speed, mtu and cable_m may be left out here: they then come from the device's
+    ``port_defaults``, the other end of the link or ``defaults.ports`` (none is an error)."""
 
     name: str = Field(
         pattern=PORT_NAME_PATTERN,

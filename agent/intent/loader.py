@@ -27,6 +27,7 @@ from agent.intent.expand import Expanded, PortSources, expand_fabric, record_sou
 from agent.intent.model import DeviceDefaults, FabricIntent, Profile
 from agent.intent.plan import Plan, build_plan
 from agent.intent.rules import rule_problems
+from common.errors import excerpt
 from common.resources import builtin_profiles
 from common.validation import field_errors
 from common.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
@@ -172,7 +173,7 @@ def _resolve_profile(reference: str, fabric_file: Path) -> Path | str:
             f"Actual: {real} (outside them)"
         )
     searched = ", ".join(str(p) for p in folders)
-    return f"profile {reference!r} not found (searched {searched})"
+    return f"profile {excerpt(reference)} not found (searched {searched})"
 
 
 _SUFFIXES = (".yml", ".yaml")
@@ -214,7 +215,7 @@ def load_fabric(path: Path) -> LoadedFabric:
     plain = Locator(fabric_map, empty, empty)
     problems = _unknown_fields(data, plain)
     # ${CREDENTIALS_DIRECTORY} (systemd LoadCredential=) before relative paths are joined.
-    problems.extend(expand_credential_paths(data, plain.problem))
+    problems.extend(expand_credential_paths(data, plain.problem, path.resolve().parent))
     profile_file, profile_data, profile_map = _profile(data, path, plain, problems)
     overrides = _overrides(data, plain, problems)
     expanded = expand_fabric(data, fabric_map)
@@ -244,12 +245,15 @@ _MEMBER_NOTE = re.compile(r" \(([^()]*)\)$")
 
 
 def _collapse(problems: list[Problem]) -> list[Problem]:
-    """One problem per place: a typo in a range of 32 ports is one mistake, not 32 (the same
-    position, field as written and message; the first port named, and how many more)."""
+    """One problem per place: a mistake in a range of 4 096 ports (or in the ports derived
+    from it) is one mistake, not 4 096 (the same position, field as written and rule; the
+    first port's message, and how many more). Outside ranges, the same message at the same
+    place once."""
     kept: dict[tuple[Any, ...], tuple[Problem, int]] = {}
     for problem in problems:
         written = _MEMBER_NOTE.sub("", problem.field)
-        key = (problem.position, written, problem.message, problem.rule)
+        member = written != problem.field
+        key = (problem.position, written, problem.rule, None if member else problem.message)
         first, count = kept.get(key, (problem, 0))
         kept[key] = (first, count + 1)
     return [first if count == 1 else _and_more(first, count - 1) for first, count in kept.values()]
@@ -266,7 +270,7 @@ def _unknown_fields(data: dict[str, Any], plain: Locator) -> list[Problem]:
     return [
         plain.problem(
             (key,),
-            f"unknown field {key!r}; expected one of {', '.join(FABRIC_KEYS)} "
+            f"unknown field {excerpt(str(key))}; expected one of {', '.join(FABRIC_KEYS)} "
             f"or an {EXTENSION_PREFIX}... key (ignored, for YAML anchors)",
             key=True,
         )

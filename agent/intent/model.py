@@ -27,11 +27,12 @@ from pydantic import (
     model_validator,
 )
 
-from agent.errors import CredentialError, IntentError
+from agent.errors import CredentialError
 from agent.intent.tokens import check_host_key_line, check_rdma_port_ref
 from agent.intent.tokens import token_check as _token_check
 from agent.intent.units import SPEED_MAX_BPS, SPEED_MIN_BPS, UnitError, parse_size, parse_speed
-from common.yamlsource import read_bounded
+from common.errors import excerpt, printable
+from common.permissions import PASSWORD, PRIVATE_KEY, FileRefused, SecretKind, read_secret
 
 PLATFORMS = ("arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host")
 Platform = Literal["arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host"]
@@ -55,11 +56,18 @@ DCQCN_PARAMETERS = (
 )
 
 
+# Longest names and texts the file may hold; each is checked before any pattern runs on it
+# (agent.intent.tokens.token_check). Per platform, port names are bounded further
+# (agent.intent.portnames); descriptions never reach a device.
+MAX_NAME = 64
+MAX_INTERFACE = 48
+MAX_DESCRIPTION = 200
+
 check_name = _token_check(
     "name",
     r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     "starting with a letter or digit, then letters, digits, '.', '_' or '-'",
-    64,
+    MAX_NAME,
 )
 check_interface = _token_check(
     "interface name",
@@ -67,7 +75,7 @@ check_interface = _token_check(
     r"[A-Za-z](?:[A-Za-z0-9_-]|[/.](?![/.]))*",
     "starting with a letter, then letters, digits, '/', '.', '_' or '-', with no '..' "
     "or '//' (e.g. Ethernet1/1)",
-    48,
+    MAX_INTERFACE,
 )
 
 
@@ -77,13 +85,13 @@ def _pattern_schema(pattern: str, max_length: int) -> WithJsonSchema:
 
 
 Name = Annotated[
-    str, AfterValidator(check_name), _pattern_schema(r"[A-Za-z0-9][A-Za-z0-9_.-]*", 64)
+    str, AfterValidator(check_name), _pattern_schema(r"[A-Za-z0-9][A-Za-z0-9_.-]*", MAX_NAME)
 ]
 InterfaceName = Annotated[
     str,
     AfterValidator(check_interface),
     # check_interface's rule without look-ahead: a '/' or '.' is followed by another character
-    _pattern_schema(r"[A-Za-z](?:[A-Za-z0-9_-]|[/.][A-Za-z0-9_-])*[/.]?", 48),
+    _pattern_schema(r"[A-Za-z](?:[A-Za-z0-9_-]|[/.][A-Za-z0-9_-])*[/.]?", MAX_INTERFACE),
 ]
 Username = Annotated[
     str,
@@ -119,7 +127,7 @@ Description = Annotated[
             "description",
             r"[^\x00-\x1f\x7f]*",
             "printable text without newlines or control characters",
-            200,
+            MAX_DESCRIPTION,
         )
     ),
 ]
@@ -190,7 +198,7 @@ SpeedBps = Annotated[
 ]
 Bytes = Annotated[int, BeforeValidator(_size), Field(ge=0, le=2**40), WithJsonSchema(_SIZE_SCHEMA)]
 BytesOrAuto = Annotated[
-    int | Literal["auto"],
+    Annotated[int, Field(ge=0, le=2**40)] | Literal["auto"],
     BeforeValidator(_size),
     WithJsonSchema({"anyOf": [*_SIZE_SCHEMA["anyOf"], {"const": "auto"}]}),
 ]
@@ -199,7 +207,7 @@ BytesOrAuto = Annotated[
 def _peer(value: str) -> str:
     device, sep, port = value.partition(":")
     if not sep or not device or not port:
-        raise ValueError(f"expected 'device:port' (e.g. spine1:Ethernet1), got {value!r}")
+        raise ValueError(f"expected 'device:port' (e.g. spine1:Ethernet1), got {excerpt(value)}")
     check_name(device)
     check_interface(port)
     return value
@@ -209,8 +217,8 @@ PeerRef = Annotated[str, AfterValidator(_peer)]
 
 
 def _mac(value: str) -> str:
-    if not re.fullmatch(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}", value):
-        raise ValueError(f"expected a MAC address such as 02:00:00:00:00:01, got {value!r}")
+    if len(value) != 17 or not re.fullmatch(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}", value):
+        raise ValueError(f"expected a MAC address such as 02:00:00:00:00:01, got {excerpt(value)}")
     return value.lower()
 
 
@@ -218,9 +226,11 @@ MacAddress = Annotated[str, AfterValidator(_mac)]
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are errors: a misspelt ``pfc_priorites`` must not pass silently."""
+    """Unknown keys are errors: a misspelt ``pfc_priorites`` must not pass silently. Numbers
+    are finite: ``max_pause_frames_per_s: "inf"`` would switch its check off (issue #42), and
+    every numeric field has an upper bound besides."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- inventory
@@ -242,7 +252,11 @@ class Credentials(StrictModel):
         return self
 
     def resolve_password(self, device: str) -> SecretStr | None:
-        """Read the password now; raise :class:`CredentialError` naming device and field."""
+        """Read the password now; raise :class:`CredentialError` naming device and field.
+
+        A password file is read only as common.permissions allows a secret to be read: a
+        regular file of one line, owned by the agent's user or root, readable by no one else
+        (``--insecure-permissions`` to override the last two)."""
         if self.password_env:
             value = os.environ.get(self.password_env)
             if value is None:
@@ -252,25 +266,25 @@ class Credentials(StrictModel):
                 )
             return SecretStr(value)
         if self.password_file:
-            try:
-                # bounded and non-blocking: a FIFO or /dev/zero here must not hang the run
-                raw = read_bounded(self.password_file, 64 * 1024)
-                return SecretStr(raw.decode("utf-8").rstrip("\r\n"))
-            except (IntentError, UnicodeDecodeError) as exc:
-                reason = exc.problems[0].message if isinstance(exc, IntentError) else "not UTF-8"
-                raise CredentialError(
-                    f"device {device}: credentials.password_file: cannot read "
-                    f"{reason.removeprefix(str(self.password_file) + ': ')} "
-                    f"({self.password_file})"
-                ) from None
+            raw = _secret(device, "password_file", self.password_file, PASSWORD)
+            return SecretStr(raw.decode("utf-8").rstrip("\r\n"))
         return None
 
     def check_key(self, device: str) -> None:
-        """The key file must be readable before any connection is attempted."""
-        if self.ssh_key and not os.access(self.ssh_key, os.R_OK):
-            raise CredentialError(
-                f"device {device}: credentials.ssh_key: cannot read {self.ssh_key}"
-            )
+        """The key file must pass the same checks (a private key, the agent's or root's, no
+        one else can read it) before any connection is attempted."""
+        if self.ssh_key:
+            _secret(device, "ssh_key", self.ssh_key, PRIVATE_KEY)
+
+
+def _secret(device: str, field: str, path: Path, kind: SecretKind) -> bytes:
+    try:
+        return read_secret(path, kind)
+    except FileRefused as exc:
+        raise CredentialError(
+            f"device {device}: credentials.{field}: cannot read {printable(str(path))}: "
+            f"{exc.reason}"
+        ) from None
 
 
 class Port(StrictModel):
@@ -306,9 +320,10 @@ class Port(StrictModel):
 
 class PortDefaults(StrictModel):
     """Port values for every port that does not set its own (``defaults.ports`` for the
-    fabric, a device's ``port_defaults`` for its ports). The loader resolves each port's
-    speed, mtu and cable_m from the port itself, then the peer end's own value, then the
-    device's port_defaults, then defaults.ports; none is an error at the port."""
+    fabric, a device's ``port_defaults`` for its ports). The loader resolves speed, mtu and
+    cable_m per link: what each end states (its port, else its port_defaults), else what the
+    other end states, else defaults.ports; none is an error at the port, two ends that state
+    different values are refused (IR009)."""
 
     speed: SpeedBps | None = None
     mtu: int | None = Field(default=None, ge=1280, le=9216)
@@ -458,6 +473,12 @@ class Ets(StrictModel):
     )
 
 
+# What the mlx5 driver takes for one congestion parameter: set_param() in
+# drivers/infiniband/hw/mlx5/cong.c parses an unsigned 32-bit value (at most 10 characters)
+# and hands it to the firmware as a u32.
+U32_MAX = 2**32 - 1
+
+
 class Dcqcn(StrictModel):
     """DCQCN reaction/notification point parameters, named as in mlx5 sysfs.
 
@@ -466,17 +487,17 @@ class Dcqcn(StrictModel):
 
     clamp_tgt_rate: int | None = Field(default=None, ge=0, le=1)
     clamp_tgt_rate_after_time_inc: int | None = Field(default=None, ge=0, le=1)
-    rpg_time_reset: int | None = Field(default=None, ge=1)
-    rpg_byte_reset: int | None = Field(default=None, ge=1)
-    rpg_ai_rate: int | None = Field(default=None, ge=1)
-    rpg_hai_rate: int | None = Field(default=None, ge=1)
+    rpg_time_reset: int | None = Field(default=None, ge=1, le=U32_MAX)
+    rpg_byte_reset: int | None = Field(default=None, ge=1, le=U32_MAX)
+    rpg_ai_rate: int | None = Field(default=None, ge=1, le=U32_MAX)
+    rpg_hai_rate: int | None = Field(default=None, ge=1, le=U32_MAX)
     rpg_gd: int | None = Field(default=None, ge=0, le=15)
     rpg_min_dec_fac: int | None = Field(default=None, ge=1, le=100)
-    rpg_min_rate: int | None = Field(default=None, ge=1)
+    rpg_min_rate: int | None = Field(default=None, ge=1, le=U32_MAX)
     dce_tcp_g: int | None = Field(default=None, ge=0, le=1023)
-    rate_reduce_monitor_period: int | None = Field(default=None, ge=1)
+    rate_reduce_monitor_period: int | None = Field(default=None, ge=1, le=U32_MAX)
     initial_alpha_value: int | None = Field(default=None, ge=0, le=1023)
-    min_time_between_cnps: int | None = Field(default=None, ge=0)
+    min_time_between_cnps: int | None = Field(default=None, ge=0, le=U32_MAX)
     cnp_dscp: Dscp | None = None
     cnp_802p_prio: Priority | None = None
 
@@ -565,13 +586,15 @@ class Profile(StrictModel):
 
 
 UdpPort = Annotated[int, Field(ge=1, le=65535)]
+# The switch and NIC counters a threshold is compared with are 64-bit.
+COUNTER_MAX = 2**64 - 1
 ROCE_UDP_PORT = 4791
 
 
 class ProbePolicy(StrictModel):
     rate: SpeedBps = Field(default=1_000_000, description="per-flow probe rate")
     duration_s: float = Field(default=5.0, gt=0, le=3600)
-    max_loss: int = Field(default=0, ge=0)
+    max_loss: int = Field(default=0, ge=0, le=COUNTER_MAX)
     udp_port: UdpPort | Literal["auto"] = Field(
         default="auto",
         description="probes' UDP destination port; auto: 4791, or rdma_udp_port when a probed "
@@ -670,12 +693,18 @@ class NcclTestPolicy(StrictModel):
         return self
 
 
-class ValidationPolicy(StrictModel):
-    """Thresholds the counter and wire checks apply."""
+# More pause frames per second than the fastest link can carry: at 800G a pause frame takes
+# 672 bit times on the wire (64 bytes, preamble and inter-frame gap), 1.19e9 a second.
+MAX_PAUSE_RATE = 2e9
 
-    max_lossless_drops: int = Field(default=0, ge=0)
-    max_pause_frames_per_s: float = Field(default=1000.0, ge=0)
-    max_storms: int = Field(default=0, ge=0)
+
+class ValidationPolicy(StrictModel):
+    """Thresholds the counter and wire checks apply; each is finite and bounded by what the
+    counter it is compared with can hold (64 bits) or a link can carry."""
+
+    max_lossless_drops: int = Field(default=0, ge=0, le=COUNTER_MAX)
+    max_pause_frames_per_s: float = Field(default=1000.0, ge=0, le=MAX_PAUSE_RATE)
+    max_storms: int = Field(default=0, ge=0, le=COUNTER_MAX)
     probe: ProbePolicy = Field(default_factory=ProbePolicy)
     perftest: PerftestPolicy = Field(default_factory=PerftestPolicy)
     nccl: NcclTestPolicy = Field(default_factory=NcclTestPolicy)

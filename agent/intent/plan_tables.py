@@ -1,10 +1,15 @@
-"""Human-readable renderings (rich tables) of plans; JSON comes from the models themselves.
+"""Human-readable renderings of plans: the tables' content once (:func:`plan_sections`), as
+rich tables (:func:`render_plan_tables`) or, in the app layer, as Markdown; JSON comes from
+the models themselves.
 
-Every cell and title goes through :func:`_text`: rich would read ``[red]`` in a name as markup,
-and a terminal would obey an escape sequence, so input-derived text is escaped and plain.
+Every cell and title is made printable when a section is built: rich would read ``[red]`` in
+a name as markup, and a terminal would obey an escape sequence, so input-derived text is
+escaped and plain (and rich gets it as :class:`~rich.text.Text`, never parsed).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.table import Table
@@ -14,14 +19,25 @@ from agent.errors import printable
 from agent.intent.plan import DevicePlan, Plan, PortPlan
 from common.conventions import add_column
 from common.conventions import table as folding_table
+from common.text import natural_key
 
 
-def _text(value: object) -> Text:
-    return Text(printable(str(value)))
+@dataclass(frozen=True)
+class Section:
+    """One table of a plan: its title, its columns (header, justify), its rows and the
+    caption under it, every text printable."""
+
+    title: str
+    columns: tuple[tuple[str, str], ...]
+    rows: list[list[str]] = field(default_factory=list)
+    caption: str | None = None
+
+    def add(self, *cells: object) -> None:
+        self.rows.append([printable(str(cell)) for cell in cells])
 
 
-def _row(table: Table, *cells: object) -> None:
-    table.add_row(*(_text(cell) for cell in cells))
+def _section(title: str, *headers: str) -> Section:
+    return Section(printable(title), tuple((h, "left") for h in headers))
 
 
 def _dscp_text(device: DevicePlan) -> str:
@@ -29,9 +45,9 @@ def _dscp_text(device: DevicePlan) -> str:
     return f"{pairs}; others→{device.default_priority}"
 
 
-def _device_table(plan: Plan) -> Table:
-    table = folding_table(
-        printable(f"Plan for fabric {plan.fabric} (profile {plan.profile}, mode {plan.mode})"),
+def _device_table(plan: Plan) -> Section:
+    table = _section(
+        f"Plan for fabric {plan.fabric} (profile {plan.profile}, mode {plan.mode})",
         "device",
         "platform",
         "role",
@@ -43,8 +59,7 @@ def _device_table(plan: Plan) -> Table:
     )
     for device in plan.devices:
         watchdog = device.watchdog
-        _row(
-            table,
+        table.add(
             device.name,
             device.platform,
             device.role,
@@ -119,12 +134,14 @@ def _port_cells(port: PortPlan) -> list[str]:
     ]
 
 
-def _port_table(device: DevicePlan) -> Table:
+def _port_table(device: DevicePlan) -> Section:
     """One row per port. Cells fold rather than cut; so that a 100-column terminal shows
     every name whole (``Ethernet1/31``, ``spine1:Ethernet1/31``), a setting that is the same
     on every port of the device (speed, MTU, PFC, ECN … in a usual fabric) is said once in
     the caption instead of in a column."""
-    rows = [_port_cells(port) for port in device.ports]
+    # Natural order (swp2 before swp10), not the file's: a leaf's derived uplinks come after
+    # its own ports in the plan (pod-mixed: swp31, swp32, swp1, swp2).
+    rows = [_port_cells(port) for port in sorted(device.ports, key=lambda p: natural_key(p.name))]
     shown: list[int] = []
     same: list[str] = []
     for index, (_, _, said_once) in enumerate(_PORT_COLUMNS):
@@ -133,20 +150,18 @@ def _port_table(device: DevicePlan) -> Table:
             same.append(said_once.format(values.pop()))
         else:
             shown.append(index)
-    table = folding_table(printable(f"{device.name} ports"), caption_justify="left")
-    for index in shown:
-        header, justify, _ = _PORT_COLUMNS[index]
-        add_column(table, header, justify=justify)
-    if same:
-        table.caption = _text(
-            "on every port: " + ", ".join(same).replace(" m, cable from ", " m from ")
-        )
+    caption = "on every port: " + ", ".join(same).replace(" m, cable from ", " m from ")
+    table = Section(
+        printable(f"{device.name} ports"),
+        tuple(_PORT_COLUMNS[index][:2] for index in shown),
+        caption=printable(caption) if same else None,
+    )
     for row in rows:
-        _row(table, *(row[index] for index in shown))
+        table.add(*(row[index] for index in shown))
     return table
 
 
-def _nic_table(plan: Plan) -> Table | None:
+def _nic_table(plan: Plan) -> Section | None:
     hosts = [d for d in plan.devices if d.nic is not None]
     if not hosts:
         return None
@@ -154,20 +169,35 @@ def _nic_table(plan: Plan) -> Table | None:
     assert nic is not None
     count = f"{len(hosts)} hosts, e.g." if len(hosts) > 1 else "host"
     title = f"Host NIC settings ({count} {hosts[0].name})"
-    table = folding_table(printable(title), "setting", "value")
-    _row(table, "trust", nic.trust)
-    _row(table, "PFC vector (prio 0..7)", nic.pfc_vector)
-    _row(table, "DSCP→priority", ", ".join(f"{d}→{p}" for d, p in nic.dscp_to_priority.items()))
+    table = _section(title, "setting", "value")
+    table.add("trust", nic.trust)
+    table.add("PFC vector (prio 0..7)", nic.pfc_vector)
+    table.add("DSCP→priority", ", ".join(f"{d}→{p}" for d, p in nic.dscp_to_priority.items()))
     for name, value in nic.dcqcn.items():
-        _row(table, name, value)
+        table.add(name, value)
+    return table
+
+
+def plan_sections(plan: Plan) -> list[Section]:
+    """The plan's tables: the devices, each switch's ports, the host NICs."""
+    sections = [_device_table(plan)]
+    sections += [_port_table(d) for d in plan.devices if d.role != "host" and d.ports]
+    nic = _nic_table(plan)
+    return sections if nic is None else [*sections, nic]
+
+
+def rich_table(section: Section) -> Table:
+    """A section as a table that folds its cells (common.conventions.table)."""
+    table = folding_table(section.title, caption_justify="left")
+    for header, justify in section.columns:
+        add_column(table, header, justify=justify)
+    for row in section.rows:
+        table.add_row(*(Text(cell) for cell in row))
+    if section.caption is not None:
+        table.caption = Text(section.caption)
     return table
 
 
 def render_plan_tables(plan: Plan, console: Console) -> None:
-    console.print(_device_table(plan))
-    for device in plan.devices:
-        if device.role != "host" and device.ports:
-            console.print(_port_table(device))
-    nic = _nic_table(plan)
-    if nic is not None:
-        console.print(nic)
+    for section in plan_sections(plan):
+        console.print(rich_table(section))

@@ -26,7 +26,15 @@ reads over LLDP with the same function, so a skeleton it writes passes ``check``
   Layer-1-and-Switch-Ports/Interface-Configuration-and-Management/Switch-Port-Attributes/).
 - linux_host: any name the kernel accepts (``eth0``, ``ens1f0np0``, ``enp65s0f0``):
   interface names are chosen by udev or the administrator, so only the general
-  interface-name check (:data:`agent.intent.model.InterfaceName`) applies.
+  interface-name check (:data:`agent.intent.model.InterfaceName`) and the kernel's length
+  apply.
+
+Lengths, checked before any pattern runs: a Linux interface name is at most 15 characters
+(``IFNAMSIZ`` is 16 bytes with the terminating NUL, include/uapi/linux/if.h, and
+``dev_valid_name()`` in net/core/dev.c refuses longer ones). That bounds hosts, SONiC (its
+front-panel ports are kernel netdevs named after the PORT table) and Cumulus Linux (``swp``
+ports are kernel netdevs). EOS and NX-OS names are bounded by their patterns (a prefix and at
+most three numbers of at most four digits, separated by ``/``).
 """
 
 from __future__ import annotations
@@ -44,6 +52,15 @@ PORT_NAME_PATTERNS: Final[dict[str, re.Pattern[str] | None]] = {
     "sonic": re.compile(rf"Ethernet{_N}"),
     "cumulus_nvue": re.compile(rf"swp{_N}(?:s{_N})?"),
     "linux_host": None,  # any interface name (checked by the model's InterfaceName)
+}
+
+LINUX_IFNAME_MAX = 15
+PORT_NAME_MAX: Final[dict[str, int]] = {
+    "arista_eos": len("Ethernet") + 4 + 2 * 5,
+    "cisco_nxos": len("Ethernet") + 4 + 2 * 5,
+    "sonic": LINUX_IFNAME_MAX,
+    "cumulus_nvue": LINUX_IFNAME_MAX,
+    "linux_host": LINUX_IFNAME_MAX,
 }
 
 # What an error (and ``discover``'s skeleton comments) show as the expected form.
@@ -64,8 +81,11 @@ def check_port_name(platform: str, name: str) -> str | None:
     """
     if platform not in PORT_NAME_PATTERNS:
         return f"a platform among {', '.join(PORT_NAME_PATTERNS)}"
+    article = "an" if platform[0] in "aeiou" else "a"
+    longest = PORT_NAME_MAX[platform]
+    if len(name) > longest:
+        return f"{article} {platform} interface name of at most {longest} characters"
     pattern = PORT_NAME_PATTERNS[platform]
     if pattern is None or pattern.fullmatch(name):
         return None
-    article = "an" if platform[0] in "aeiou" else "a"
     return f"{article} {platform} interface name such as {PORT_NAME_EXAMPLES[platform]}"

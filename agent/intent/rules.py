@@ -178,8 +178,19 @@ def _show(setting: str, value: float) -> str:
 LINK_SETTINGS = ("speed", "mtu", "cable_m")
 
 
+def _from(sources: dict[str, str], setting: str) -> str:
+    """Where a resolved value came from, for a message: `` from its port (F:L:C)``,
+    `` from port_defaults of spine1 (F:L:C)``; nothing for an intent built in code."""
+    source = sources.get(setting)
+    if not source:
+        return ""
+    return f" from {source}" if source.endswith(")") else f" from its port ({source})"
+
+
 @rule("IR009", "both ends of a link agree on speed, MTU and cable length")
 def _link_ends_agree(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    """Decided on resolved values (port, range, port_defaults, defaults.ports, derived ends:
+    agent.intent.expand), so a default on one end against a value on the other is caught."""
     index = _ports(intent)
     for d, device in enumerate(intent.devices):
         for p, port in enumerate(device.ports):
@@ -190,16 +201,22 @@ def _link_ends_agree(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
             if where is None or (peer_device, peer_port) < (device.name, port.name):
                 continue  # missing peers are IR010; report each link once
             other = intent.devices[where[0]].ports[where[1]]
+            mine_from = plan.devices[d].ports[p].sources
+            theirs_from = plan.devices[where[0]].ports[where[1]].sources
             for setting in LINK_SETTINGS:
                 mine, theirs = getattr(port, setting), getattr(other, setting)
-                if mine != theirs:
-                    yield Violation(
-                        ("devices", d, "ports", p, setting),
-                        f"{setting} equal on both ends of the link: {port.peer} has "
-                        f"{_show(setting, theirs)}",
-                        f"{device.name}:{port.name} has {_show(setting, mine)}",
-                        also=("devices", where[0], "ports", where[1], setting),
-                    )
+                if mine == theirs:
+                    continue
+                known = setting in mine_from and setting in theirs_from
+                yield Violation(
+                    ("devices", d, "ports", p, setting),
+                    f"{setting} equal on both ends of the link: {port.peer} has "
+                    f"{_show(setting, theirs)}{_from(theirs_from, setting)}",
+                    f"{device.name}:{port.name} has {_show(setting, mine)}"
+                    f"{_from(mine_from, setting)}",
+                    # each value names its place already when the loader recorded it
+                    also=None if known else ("devices", where[0], "ports", where[1], setting),
+                )
 
 
 @rule("IR010", "every peer exists")

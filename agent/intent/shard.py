@@ -25,8 +25,12 @@ from dataclasses import dataclass
 
 import jump
 
+from common.errors import excerpt
+
 MAX_SHARDS = 4096
-_SHARD_RE = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]+)\s*$")
+# At most 4 digits a side (MAX_SHARDS): int() of a 5 000-digit number raises ValueError, and
+# the possessive runs cannot backtrack.
+_SHARD_RE = re.compile(r"\s*+([0-9]{1,4}+)\s*+/\s*+([0-9]{1,4}+)\s*+")
 
 
 class ShardError(ValueError):
@@ -78,7 +82,8 @@ WHOLE = Shard(1, 1)
 
 def parse_shard(text: str) -> Shard:
     """``"2/4"`` -> Shard(2, 4); ShardError naming what is wrong otherwise."""
-    match = _SHARD_RE.match(str(text))
+    text = str(text)
+    match = _SHARD_RE.fullmatch(text) if len(text) <= 32 else None
     if not match:
-        raise ShardError(f"shard: Expected: K/N, e.g. 2/4 Actual: {text!r}")
+        raise ShardError(f"shard: Expected: K/N, e.g. 2/4 Actual: {excerpt(text)}")
     return Shard(int(match.group(1)), int(match.group(2)))

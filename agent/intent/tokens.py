@@ -9,6 +9,8 @@ import re
 import struct
 from collections.abc import Callable
 
+from common.errors import excerpt
+
 
 def token_check(kind: str, pattern: str, allowed: str, max_length: int) -> Callable[[str], str]:
     """A check for strings that end up inside device commands.
@@ -19,9 +21,10 @@ def token_check(kind: str, pattern: str, allowed: str, max_length: int) -> Calla
     compiled = re.compile(pattern)
 
     def check(value: str) -> str:
+        # The length first: no pattern ever runs on a longer string.
         if len(value) > max_length or not compiled.fullmatch(value):
             raise ValueError(
-                f"invalid {kind} {value!r}: expected 1-{max_length} characters, {allowed}"
+                f"invalid {kind} {excerpt(value)}: expected 1-{max_length} characters, {allowed}"
             )
         return value
 
@@ -47,6 +50,8 @@ KEY_ALGORITHMS: dict[str, tuple[str, ...]] = {
     "ecdsa-sha2-nistp521": ("ecdsa-sha2-nistp521",),
     "ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"),
 }
+# TYPE, a space, at most 8 192 base64 characters and a 200-character comment.
+MAX_KEY_LINE = 8500
 _KEY_LINE = re.compile(
     r"(?P<type>ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|ssh-rsa) "
     r"(?P<blob>[A-Za-z0-9+/]{16,8192}={0,2})(?: [\x20-\x7e]{0,200})?"
@@ -60,7 +65,7 @@ def check_host_key_line(value: str) -> str:
     key type as the text before it.
     """
     value = value.strip()
-    match = _KEY_LINE.fullmatch(value)
+    match = _KEY_LINE.fullmatch(value) if len(value) <= MAX_KEY_LINE else None
     if not match:
         raise ValueError(
             "invalid host_key: expected 'TYPE BASE64' with TYPE one of "

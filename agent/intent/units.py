@@ -14,12 +14,21 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from common.errors import excerpt
+
+# Possessive (``*+``): the two runs of spaces around the unit could otherwise split a long
+# run of spaces every way before failing, quadratic in its length (issue #42). And no text
+# longer than MAX_UNIT_TEXT meets them at all.
 _SPEED_RE = re.compile(
-    r"^\s*(\d{1,15}(?:\.\d{1,9})?)\s*([KMGT]?)(?:b/s|bps)?\s*$", re.IGNORECASE | re.ASCII
+    r"\s*+(\d{1,15}+(?:\.\d{1,9}+)?+)\s*+([KMGT]?+)(?:b/s|bps)?+\s*+", re.IGNORECASE | re.ASCII
 )
 _SPEED_FACTOR = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
-_SIZE_RE = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,9})?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE | re.ASCII)
+_SIZE_RE = re.compile(
+    r"\s*+(\d{1,15}+(?:\.\d{1,9}+)?+)\s*+([KMG]i?B|B)?+\s*+", re.IGNORECASE | re.ASCII
+)
+# "  400.123456789 Gb/s  " is 22 characters; anything much longer is not a speed or a size.
+MAX_UNIT_TEXT = 40
 _SIZE_FACTOR = {
     "": 1,
     "B": 1,
@@ -50,9 +59,11 @@ def parse_speed(value: str | int) -> int:
     if isinstance(value, int):
         bps = value
     else:
-        match = _SPEED_RE.match(value)
+        match = _SPEED_RE.fullmatch(value) if len(value) <= MAX_UNIT_TEXT else None
         if not match:
-            raise UnitError(f"expected a speed such as 10M, 25G, 100G or 400G, got {value!r}")
+            raise UnitError(
+                f"expected a speed such as 10M, 25G, 100G or 400G, got {excerpt(value)}"
+            )
         number, prefix = match.groups()
         exact = float(number) * _SPEED_FACTOR[prefix.upper()]
         if exact != int(exact):
@@ -74,10 +85,10 @@ def parse_size(value: str | int) -> int:
         if value < 0:
             raise UnitError(f"size must not be negative, got {value}")
         return value
-    match = _SIZE_RE.match(value)
+    match = _SIZE_RE.fullmatch(value) if len(value) <= MAX_UNIT_TEXT else None
     if not match:
         raise UnitError(
-            f"expected a size in bytes such as 150000, 150KB, 1.5MB or 64KiB, got {value!r}"
+            f"expected a size in bytes such as 150000, 150KB, 1.5MB or 64KiB, got {excerpt(value)}"
         )
     number, unit = match.groups()
     # Decimal, not float: 16.1 * 1000 is 16100.000000000002 in binary floating point.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from typing import TypedDict, Unpack
 
+from agent.device.failures import failure_of
 from agent.device.fanout import DEFAULT_PARALLELISM, results_or_raise, run_each
 from agent.device.platforms import platform_for
 from agent.device.push import Pusher, Unreachable, close_quietly, connect
@@ -58,7 +59,7 @@ def collect_device(
         if links:
             data.links = platform.read_link_health(conn)
     except Exception as exc:  # a parse or protocol error on one device must not stop the rest
-        data.error = f"{device.name}: {type(exc).__name__}: {exc}"
+        data.error = str(failure_of(device.name, exc))
     finally:
         close_quietly(conn)
     return data

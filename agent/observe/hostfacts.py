@@ -305,7 +305,9 @@ def ssh_shells(device: Device) -> Iterator[tuple[HostShell, HostShell]]:
         if device.credentials is not None:
             device.credentials.check_key(device.name)
         conn = connect(device, platform_for("linux_host"))
-    except (Unreachable, CredentialError) as exc:
+    except Unreachable as exc:  # "h1: timed out: …" already names the host
+        raise HostUnreachable(f"host {printable(str(exc))}") from None
+    except CredentialError as exc:
         raise HostUnreachable(f"host {device.name}: {printable(str(exc))}") from None
     try:
         transport = conn.netmiko.remote_conn_pre.get_transport()

@@ -20,8 +20,9 @@ Sources (cited in ``exporters/METRICS.md``):
   ``rx_prio<p>_pause_duration`` (microseconds), ``tx_prio<p>_pause``,
   ``tx_prio<p>_pause_duration`` (kernel Documentation/networking/device_drivers/ethernet/
   mellanox/mlx5/counters.rst). mlx5e prints them only for priorities with PFC enabled
-  (``mlx5e_grp_per_prio_pfc_fill_strings`` iterates the PFC bitmap), so absent priorities of a
-  netdev that lists some are 0. A netdev that lists none (virtio_net, veth, a NIC with PFC off
+  (``mlx5e_grp_per_prio_pfc_fill_strings`` iterates the PFC bitmap): absent priorities of a
+  netdev that lists some read 0 in :class:`PortPause` (its ``listed`` says which were read, and
+  the exporter serves only those). A netdev that lists none (virtio_net, veth, a NIC with PFC off
   on every priority) does not report per-priority pause at all: its reading is None, not eight
   zeros.
 """
@@ -93,12 +94,14 @@ class NicReadError(Exception):
 
 @dataclass(frozen=True)
 class PortPause:
-    """Per-priority PFC of one netdev: frames and paused microseconds, rx and tx."""
+    """Per-priority PFC of one netdev: frames and paused microseconds, rx and tx.
+    ``listed``: the priorities ethtool listed (the others read 0 here, but were not read)."""
 
     rx_frames: tuple[int, ...] = ZERO8
     tx_frames: tuple[int, ...] = ZERO8
     rx_duration_us: tuple[int, ...] = ZERO8
     tx_duration_us: tuple[int, ...] = ZERO8
+    listed: tuple[int, ...] = tuple(range(8))
 
 
 @dataclass(frozen=True)
@@ -236,9 +239,10 @@ def parse_ethtool_stats(text: str) -> dict[str, int]:
 
 
 def pause_from_stats(stats: Mapping[str, int]) -> PortPause | None:
-    """Per-priority pause frames and durations; priorities ethtool does not list are 0 (mlx5
-    lists only PFC-enabled ones). None when it lists no ``rx_prio<p>_pause``-style counter at
-    all: the driver does not report per-priority pause (virtio_net, veth)."""
+    """Per-priority pause frames and durations; priorities ethtool does not list are 0 and
+    left out of ``listed`` (mlx5 lists only PFC-enabled ones). None when it lists no
+    ``rx_prio<p>_pause``-style counter at all: the driver does not report per-priority pause
+    (virtio_net, veth)."""
     matches = [(PAUSE_RE.fullmatch(name), value) for name, value in stats.items()]
     found = [(match.groups(), value) for match, value in matches if match]
     if not found:
@@ -256,6 +260,7 @@ def pause_from_stats(stats: Mapping[str, int]) -> PortPause | None:
         tx_frames=tuple(table[("tx", False)]),
         rx_duration_us=tuple(table[("rx", True)]),
         tx_duration_us=tuple(table[("tx", True)]),
+        listed=tuple(sorted({int(priority) for (_, priority, _), _ in found})),
     )
 
 

@@ -48,6 +48,12 @@ the configuration tables in openucx/ucx, ``ucx_info -f`` prints the same text):
     jobs over UCX (``GID_INDEX`` in src/uct/ib/base/ib_md.c, ``TRAFFIC_CLASS`` and ``SL`` in
     src/uct/ib/base/ib_iface.c; ``UCX_IB_`` is their prefix).
 
+A host that could not be read (unreachable, its GID table unreadable) still gets every variable
+the intent alone decides (NCCL_IB_HCA, the traffic classes, SL, QPs, UCX_NET_DEVICES); what only
+the host can say (its GID index) is in :attr:`HostEnvironment.not_set` with the reason, never
+guessed. Whether NCCL_IB_HCA needs its ``=`` is then decided from the fabric's devices alone
+(a note says so).
+
 Not printed: ``NCCL_SOCKET_IFNAME``. It chooses the IP interfaces of NCCL's bootstrap and
 socket traffic ("which IP interfaces to use for communication", section NCCL_SOCKET_IFNAME),
 not the RDMA devices; RoCE data goes where NCCL_IB_HCA says. The intent describes the RoCE
@@ -97,26 +103,36 @@ class PortEvidence:
         }
 
 
+# What only the host's GID table can say (module docstring).
+HOST_VARIABLES = ("NCCL_IB_GID_INDEX", "UCX_IB_GID_INDEX")
+
+
 @dataclass
 class HostEnvironment:
     """The variables one host's ranks need; ``problems`` say why one could not be derived
-    (the host is then not ready: its variables are incomplete)."""
+    (the host is then not ready: its variables are incomplete) and ``not_set`` which
+    variables are missing for it, each with why (``not read: …`` when the host could not
+    be read)."""
 
     host: str
     variables: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     ports: list[PortEvidence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # variables left out on purpose, and why
+    not_set: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def as_json(self) -> dict[str, Any]:
+        variables: dict[str, str | None] = dict(self.variables)
+        variables.update(dict.fromkeys(self.not_set))  # null: not known, the reason beside
         return {
             "host": self.host,
             "ok": self.ok,
-            "variables": dict(self.variables),
+            "variables": variables,
+            "not_set": dict(self.not_set),
             "problems": list(self.problems),
             "ports": [p.as_json() for p in self.ports],
             "notes": list(self.notes),
@@ -217,26 +233,34 @@ def job_environment(intent: FabricIntent, facts: HostFacts) -> HostEnvironment:
         "NCCL_SOCKET_IFNAME not set: it picks NCCL's bootstrap/socket interfaces, which the "
         "fabric intent does not describe (RoCE traffic follows NCCL_IB_HCA)"
     )
-    if facts.error is not None:
-        env.problems.append(facts.error)
-        return env
     if not facts.ports:
         env.problems.append(
             f"host {facts.host}: Expected: a port with an rdma_device in the fabric Actual: "
             "none (nothing for NCCL_IB_HCA)"
         )
         return env
-    table, problem = _gid_table(facts)
+    table, unread = (None, facts.error) if facts.error is not None else _gid_table(facts)
+    index: int | None = None
+    devices = {p.device for p in facts.ports}
     if table is None:
+        why = unread or f"host {facts.host}: no GID table"
         env.ports = [PortEvidence(p) for p in facts.ports]
-        env.problems.append(problem or f"host {facts.host}: no GID table")
-        return env
-    env.ports = _port_evidence(facts, table)
-    env.problems += [e.problem for e in env.ports if e.problem]
-    index, index_problem = _gid_index(facts.host, env.ports)
-    if index_problem:
-        env.problems.append(index_problem)
-    devices = {p.device for p in facts.ports} | {e.device for e in table}
+        env.problems.append(why)
+        env.not_set = dict.fromkeys(HOST_VARIABLES, f"not read: {why}")
+        env.notes.append(
+            "NCCL_IB_HCA from the fabric's devices alone: the host's own devices were not read, "
+            "so a device whose name starts with a listed one would not be noticed"
+        )
+    else:
+        env.ports = _port_evidence(facts, table)
+        env.problems += [e.problem for e in env.ports if e.problem]
+        index, index_problem = _gid_index(facts.host, env.ports)
+        if index_problem:
+            env.problems.append(index_problem)
+        if index is None:
+            why = index_problem or "; ".join(e.problem for e in env.ports if e.problem)
+            env.not_set = dict.fromkeys(HOST_VARIABLES, why)
+        devices |= {e.device for e in table}
     classes = _classes(intent.profile, env)
     env.variables = {
         **_nccl_variables(facts, devices, index, classes),

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agent.device.failures import NOT_CONNECTED
 from agent.device.fanout import results_or_raise, run_each
 from agent.device.platforms import platform_for
 from agent.device.push import Pusher, Unreachable, close_quietly, connect
@@ -603,7 +604,7 @@ def _audit_problems(device: str, state: str, claim: str | None, changed: bool) -
         problems.append(f"audit says {device} applied but it is {state}")
     if changed and claim is None:
         problems.append(f"{device} changed with no audit record")
-    elif changed and claim in ("failed", "unreachable", "skipped", "rolled-back"):
+    elif changed and claim in ("failed", *NOT_CONNECTED, "skipped", "rolled-back"):
         problems.append(f"audit says {device} {claim} but it changed to new")
     return problems
 
@@ -697,12 +698,15 @@ def default_rows(slow_delay_s: float = SLOW_DELAY_S, platform: str = "arista_eos
             **_fault(_canary, delay_s=slow_delay_s),
             evidence="fault: reply to",
             canary_error="did not answer in time",
+            # the canary was not reached, so nothing was: the command could not do its job
+            expected_exit=2,
         ),
         Row(
             "wrong credentials",
             "fault",
             env={"ROCE_LAB_PASSWORD": "wrong-password-for-drill"},
             canary_error="authentication failed",
+            expected_exit=2,
         ),
         Row(
             "changed host key",
@@ -711,6 +715,7 @@ def default_rows(slow_delay_s: float = SLOW_DELAY_S, platform: str = "arista_eos
             undo=_repin,
             evidence="host key rotated",
             canary_error="has changed",
+            expected_exit=2,
         ),
     ]
     return rows

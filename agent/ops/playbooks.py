@@ -38,6 +38,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.device.failures import NOT_CONNECTED
 from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.device.push import DeviceResult, Pusher, Rollout
 from agent.device.state import QosState
@@ -545,7 +546,7 @@ class PlaybookRunner:
         bad = [
             r
             for r in results
-            if r.result in ("failed", "unreachable", "skipped", "pending", "unknown")
+            if r.result in ("failed", *NOT_CONNECTED, "skipped", "pending", "unknown")
         ]
         return StepReport(
             f"apply {spec.devices if isinstance(spec.devices, str) else 'devices'}",

@@ -47,6 +47,7 @@ from agent.twin.samples import Watch
 from agent.twin.switch import SwitchPort
 from agent.twin.verdicts import RunFacts, Verdict, judge
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
+from common.text import natural_key
 from lossless.config import NUM_CLASSES
 
 CONVERGE_BAND = 0.10
@@ -368,7 +369,7 @@ def _thresholds(engine: Engine, name: str | None) -> tuple[int | None, int | Non
 def _series(engine: Engine, queue_port: str | None) -> Series:
     """The sampled time series of the bottleneck queue, every flow's rate and paused ports."""
     samples = engine.samples
-    paused_ports = sorted({k for s in samples for k in s.paused})[:16]
+    paused_ports = sorted({k for s in samples for k in s.paused}, key=natural_key)[:16]
     ecn_min, ecn_max, pause = _thresholds(engine, queue_port)
     return Series(
         every_s=engine.sample_every_s,
@@ -555,7 +556,7 @@ def report(engine: Engine, scenario: Scenario, **label: Unpack[RunLabel]) -> Twi
         converge_s=_converge_s(engine, series, victim),
         victim_goodput_bps=flows[victim].goodput_bps if victim is not None else None,
         storms_detected=sum(p.storms_detected for p in ports),
-        ports=sorted(ports, key=lambda p: p.port),
+        ports=sorted(ports, key=lambda p: natural_key(p.port)),
         flows=flows,
         series=series,
         verdict=Verdict("", ""),

@@ -86,12 +86,6 @@ def range_label(names: Sequence[str]) -> str:
     return "Et" + compact_ranges(interface_number(n) for n in names)
 
 
-def natural_key(text: str) -> tuple[int | str, ...]:
-    """Any NOS's names in natural order: ``Ethernet8`` before ``Ethernet12``, ``Ethernet1/2``
-    before ``Ethernet1/10`` (natsort, as sonic-cfggen and the NOSes' show commands sort)."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
 def sort_key(eos: str) -> int:
     """Sort interfaces numerically (Ethernet2 before Ethernet10)."""
     return interface_number(eos)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -13,18 +12,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.lab.support.eos import configure
 from tests.lab.support.labs import PASSWORD_ENV, REPO, Lab, LabFactory, requires_lab, run_agent
 from tests.lab.support.loopback import free_port
+from tests.unit.daemon_process import Daemon, Notifications, sample, scrape, serving
 
 pytestmark = [pytest.mark.lab, requires_lab]
 
@@ -40,63 +36,6 @@ def env(**extra: str) -> dict[str, str]:
 
 def agent(*args: str) -> subprocess.CompletedProcess[str]:
     return run_agent(*args, timeout=180)
-
-
-class Notifications:
-    """A fake systemd: the unix datagram socket $NOTIFY_SOCKET names."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        self.sock.settimeout(0.2)
-        self.seen: list[str] = []
-
-    def drain(self) -> None:
-        while True:
-            try:
-                self.seen.extend(self.sock.recv(4096).decode().splitlines())
-            except (TimeoutError, BlockingIOError):
-                return
-
-    def wait_for(self, prefix: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for message in self.seen:
-                if message.startswith(prefix):
-                    self.seen.remove(message)
-                    return message
-            try:
-                self.seen.extend(self.sock.recv(4096).decode().splitlines())
-            except TimeoutError:
-                continue
-        raise AssertionError(f"no {prefix!r} within {timeout} s (seen {self.seen})")
-
-
-class LogReader:
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-        self.lines: list[dict[str, Any]] = []
-        os.set_blocking(process.stdout.fileno(), False)  # type: ignore[union-attr]
-
-    def poll(self) -> None:
-        assert self.process.stdout is not None
-        while True:
-            line = self.process.stdout.readline()
-            if not line:
-                return
-            self.lines.append(json.loads(line))
-
-    def wait_for(self, predicate: Any, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.poll()
-            for entry in self.lines:
-                if predicate(entry):
-                    self.lines.remove(entry)
-                    return entry
-            time.sleep(0.2)
-        raise AssertionError(f"no matching log line within {timeout} s: {self.lines[-5:]}")
 
 
 def write_config(path: Path, lab: Lab, mode: str, state: Path, exporter_port: int | None) -> None:
@@ -137,52 +76,6 @@ def test_validate_exit_codes(lab: Lab, tmp_path: Path) -> None:
     assert agent("apply", fabric, "--yes", "--state-dir", str(tmp_path)).returncode == 0
 
 
-@dataclass
-class Daemon:
-    """A running ``roce-agent serve``, its JSON log, its agent.yaml and its exporter's port."""
-
-    process: subprocess.Popen[str]
-    logs: LogReader
-    config: Path
-    port: int
-
-    def reload(self, content: str | bytes) -> None:
-        """A new agent.yaml, then SIGHUP."""
-        if isinstance(content, bytes):
-            self.config.write_bytes(content)
-        else:
-            self.config.write_text(content)
-        self.process.send_signal(signal.SIGHUP)
-
-    def reloaded(self, content: str | bytes) -> None:
-        self.reload(content)
-        self.logs.wait_for(lambda e: e["message"] == "reloaded", 40)
-
-
-@contextmanager
-def serving(
-    config: Path, port: int, folder: Path, environment: Mapping[str, str]
-) -> Iterator[Daemon]:
-    """``roce-agent serve --config CONFIG``, its stderr in FOLDER/stderr.txt. One still running
-    on the way out hangs: SIGABRT has faulthandler (if enabled) dump every thread's stack into
-    stderr.txt first, printed then."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "serve", "--config", str(config)],
-        cwd=REPO,
-        env=dict(environment),
-        stdout=subprocess.PIPE,
-        stderr=(folder / "stderr.txt").open("w"),
-        text=True,
-    )
-    try:
-        yield Daemon(process, LogReader(process), config, port)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGABRT)
-            process.wait(timeout=5)
-            print((folder / "stderr.txt").read_text()[-8000:])
-
-
 def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
     config = tmp_path / "agent.yaml"
     state = tmp_path / "state"
@@ -198,7 +91,7 @@ def test_daemon_lifecycle(lab: Lab, tmp_path: Path) -> None:
         notifications.wait_for("STATUS=running", 20)
         notifications.wait_for("STATUS=observe:", 30)  # after the first reconcile
         assert (state / "last-reconcile.json").exists()
-        metrics = _scrape(port)  # the embedded exporter serves the lab's switches
+        metrics = scrape(port)  # the embedded exporter serves the lab's switches
         assert 'roce_device_up{device="leaf1",' in metrics
         assert sample(metrics, "roce_agent_config_reload_success") == 1
         assert sample(metrics, 'roce_agent_mode{mode="observe"}') == 1
@@ -224,7 +117,7 @@ def _broken_reload_keeps_the_old_configuration(daemon: Daemon) -> None:
     daemon.logs.wait_for(lambda e: e["message"].startswith("reload refused"), 10)
     daemon.logs.wait_for(lambda e: e["message"] == "drift", 15)  # still reconciling
     assert daemon.process.poll() is None
-    metrics = _scrape(daemon.port)  # still serving, and saying why
+    metrics = scrape(daemon.port)  # still serving, and saying why
     assert sample(metrics, "roce_agent_config_reload_success") == 0
     assert sample(metrics, "roce_agent_config_reload_failures_total") == 1
 
@@ -240,7 +133,7 @@ def _reload_to_enforce_repairs_the_drift(lab: Lab, daemon: Daemon, state: Path) 
     assert repaired["result"] == "applied"
     assert agent("drift", lab.status["fabric_file"]).returncode == 0
     assert "leaf2" in (state / "audit.jsonl").read_text()
-    assert sample(_scrape(daemon.port), 'roce_agent_mode{mode="enforce"}') == 1
+    assert sample(scrape(daemon.port), 'roce_agent_mode{mode="enforce"}') == 1
 
 
 def _sigterm_stops_within_10_s(daemon: Daemon, notifications: Notifications) -> None:
@@ -256,21 +149,6 @@ def _sigterm_stops_within_10_s(daemon: Daemon, notifications: Notifications) -> 
     assert daemon.process.wait(timeout=1) == 0
     assert time.monotonic() - started < 10
     notifications.wait_for("STOPPING=1", 2)
-
-
-def sample(exposition: str, name: str) -> float:
-    """The value of one sample (``name`` including its labels) in Prometheus text format,
-    matched without the ``fabric`` label every series carries."""
-    for line in exposition.splitlines():
-        line = re.sub(r'fabric="[^"]*",?', "", line).replace(",}", "}").replace("{}", "")
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    raise AssertionError(f"{name} not served")
-
-
-def _scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return str(response.read().decode())
 
 
 # --------------------------------------------------------------------------- bad reloads
@@ -343,7 +221,7 @@ def test_bad_reloads_keep_the_old_fabric_and_exporter(lab: Lab, tmp_path: Path) 
     try:
         with serving(config, port, tmp_path, env(PYTHONFAULTHANDLER="1")) as daemon:
             daemon.logs.wait_for(lambda e: e["message"] == "started", 30)
-            assert sample(_scrape(port), "roce_agent_config_reload_success") == 1
+            assert sample(scrape(port), "roce_agent_config_reload_success") == 1
             for failures, case in enumerate(cases, start=1):
                 _refused_then_reloaded(daemon, good, failures, case)
             daemon.logs.poll()
@@ -367,12 +245,12 @@ def _refused_then_reloaded(
     if line is not None:
         assert entry.get("line") == line, (case, entry)
     assert daemon.process.poll() is None, case
-    metrics = _scrape(daemon.port)  # the old exporter, on the old port
+    metrics = scrape(daemon.port)  # the old exporter, on the old port
     assert sample(metrics, "roce_agent_config_reload_success") == 0, case
     assert sample(metrics, "roce_agent_config_reload_failures_total") == failures, case
     assert 'roce_device_up{device="leaf1",' in metrics, case  # the old fabric
     daemon.reloaded(good)
-    assert sample(_scrape(daemon.port), "roce_agent_config_reload_success") == 1, case
+    assert sample(scrape(daemon.port), "roce_agent_config_reload_success") == 1, case
 
 
 def _web_config_reload_keeps_the_socket(daemon: Daemon, good: str, folder: Path) -> None:
@@ -384,7 +262,7 @@ def _web_config_reload_keeps_the_socket(daemon: Daemon, good: str, folder: Path)
     web.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
     daemon.reloaded(good.replace("  poll_interval_s", f"  web_config: {web}\n  poll_interval_s"))
     with pytest.raises(urllib.error.HTTPError) as refused:
-        _scrape(daemon.port)
+        scrape(daemon.port)
     assert refused.value.code == 401
     daemon.reloaded(good)
 
@@ -393,9 +271,9 @@ def _reload_to_a_new_address(daemon: Daemon, good: str) -> None:
     """A good reload to a new address: bound before the old one is let go, then moved."""
     new_port = free_port()
     daemon.reloaded(good.replace(f":{daemon.port}'", f":{new_port}'"))
-    assert sample(_scrape(new_port), "roce_agent_config_reload_success") == 1
+    assert sample(scrape(new_port), "roce_agent_config_reload_success") == 1
     with pytest.raises(OSError):
-        _scrape(daemon.port)
+        scrape(daemon.port)
     daemon.process.send_signal(signal.SIGTERM)
     assert daemon.process.wait(timeout=15) == 0
 
@@ -463,7 +341,7 @@ def _switches_up(port: int, timeout: float) -> dict[str, float]:
     deadline = time.monotonic() + timeout
     up: dict[str, float] = {}
     while time.monotonic() < deadline:
-        metrics = _scrape(port)
+        metrics = scrape(port)
         up = {
             name: sample(metrics, f'roce_device_up{{device="{name}"}}')
             for name in ("spine1", "spine2", "leaf1", "leaf2")

@@ -84,8 +84,8 @@ def test_unknown_keys_are_refused_then_learnt_on_first_use(lab: Lab, tmp_path: P
     refused = agent(tmp_path, state, "drift", str(fabric), "--output", "json")
     assert refused.returncode == 2
     for switch, result in results(refused).items():
-        assert result["result"] == "unreachable"
-        assert result["error"].startswith(f"{switch}: host key of 127.0.0.1:")
+        assert result["result"] == "host key unknown"
+        assert result["error"].startswith(f"{switch}: host key unknown: the host key of 127.0.0.1:")
         assert "is not known, refusing to connect" in result["error"]
     assert not (state / "known_hosts").exists()
 
@@ -133,20 +133,22 @@ def test_rotated_key_is_refused_with_both_fingerprints(lab: Lab, tmp_path: Path)
         done = agent(tmp_path, state, "drift", fabric, "--output", "json")
         assert done.returncode == 1, done.stdout + done.stderr  # the others differ
         leaf1 = results(done)["leaf1"]
-        assert leaf1["result"] == "unreachable"
-        assert leaf1["error"].startswith(f"leaf1: host key of 127.0.0.1:{port} has changed")
+        assert leaf1["result"] == "host key changed"
+        assert leaf1["error"].startswith(
+            f"leaf1: host key changed: the host key of 127.0.0.1:{port} has changed"
+        )
         assert f"Expected: {sha256(before['leaf1'])} (ssh-ed25519)" in leaf1["error"]
         assert f"Actual: {sha256(after)} (ssh-ed25519)" in leaf1["error"]
         assert time.monotonic() - started < 30  # refused at once, not after connect retries
         assert {results(done)[s]["result"] for s in ("spine1", "spine2", "leaf2")} == {"changes"}
 
-    # apply: the refused switch is reported unreachable, the others proceed (exit 1).
+    # apply: the refused switch is reported as such, the others proceed (exit 1).
     applied = agent(
         tmp_path, state, "apply", lab.status["fabric_file"], "--yes", "--output", "json"
     )
     assert applied.returncode == 1
     by_device = results(applied)
-    assert by_device["leaf1"]["result"] == "unreachable"
+    assert by_device["leaf1"]["result"] == "host key changed"
     assert {by_device[s]["result"] for s in ("spine1", "spine2", "leaf2")} == {"applied"}
 
 

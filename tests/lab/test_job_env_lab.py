@@ -98,7 +98,7 @@ def test_env_output_sources_in_a_shell(rdma_lab: Lab, tmp_path: Path) -> None:
 def test_the_namespace_host_is_named_with_the_reason(rdma_lab: Lab) -> None:
     done = agent("nccl", rdma_lab.status["fabric_file"], "--host", "h4", timeout=120)
     assert done.returncode == 1
-    assert done.stdout == ""
+    assert done.stdout == "# host h4: nothing to export (see the errors)\n"
     assert (
         "error: host h4: Expected: a port with an rdma_device in the fabric Actual: none"
         in done.stderr
@@ -176,8 +176,15 @@ def test_a_host_without_its_ipv4_gid_is_refused_the_others_printed(rdma_lab: Lab
     with readdressed(rdma_lab, "h2", keep_fabric_address=False) as ip:
         done = agent("nccl", rdma_lab.status["fabric_file"], timeout=180)
     assert done.returncode == 1
-    assert done.stdout.startswith("# hosts h1, h3: the same environment\n")
-    (error,) = done.stderr.strip().splitlines()
+    # every host printed; h2 with what the intent decides and why its index is not set
+    blocks = {b.splitlines()[0]: b for b in done.stdout.split("\n\n")}
+    assert set(blocks) == {"# host h1", "# host h2", "# host h3"}
+    assert "export NCCL_IB_GID_INDEX=1" in blocks["# host h1"]
+    assert "export NCCL_IB_GID_INDEX" not in blocks["# host h2"]
+    assert "# host h2: NCCL_IB_GID_INDEX not set: host h2: rxe0 port 1" in blocks["# host h2"]
+    assert "export NCCL_IB_HCA=rxe0:1" in blocks["# host h2"]
+    error, note = done.stderr.strip().splitlines()
+    assert note.startswith("note: the hosts differ in NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX")
     assert error.startswith(
         f"error: host h2: rxe0 port 1 netdev eth1: Expected: a RoCE v2 GID for {ip} Actual: "
     )

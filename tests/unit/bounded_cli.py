@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,13 @@ class BoundedCli:
             self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def bounded_runner(tmp_path_factory: Any) -> Iterator[BoundedCli]:
+    """One :class:`BoundedCli` for a fixture of any scope, closed at its end:
+    ``pytest.fixture(scope="module", name="cli")(bounded_runner)``."""
+    runner = BoundedCli(tmp_path_factory.mktemp("bounded-cli"))
+    try:
+        yield runner
+    finally:
+        runner.close()

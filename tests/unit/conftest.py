@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.unit.bounded_cli import BoundedCli
+from tests.unit.bounded_cli import bounded_runner
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
-def bounded_cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundedCli]:
-    """``roce-agent`` runs, each in its own forked process under 2 GiB and 30 s."""
-    runner = BoundedCli(tmp_path_factory.mktemp("bounded-cli"))
-    try:
-        yield runner
-    finally:
-        runner.close()
+# ``roce-agent`` runs, each in its own forked process under 2 GiB and 30 s.
+bounded_cli = pytest.fixture(scope="session", name="bounded_cli")(bounded_runner)
 
 
 @pytest.fixture

@@ -301,15 +301,31 @@ def test_failure(check_id: str) -> None:
     assert all("Expected" in m or ":" in m for m in messages)
 
 
-@pytest.mark.parametrize("check_id", sorted(k for k, v in CASES.items() if v[2] is not None))
-def test_skipped(check_id: str) -> None:
+# RC301 judges the probe results, and the checks that do not read devices judge the plan.
+SWITCH_READING = sorted(k for k in set(CASES) - {"RC301"} if CATALOG[k].reads_devices)
+
+
+@pytest.mark.parametrize("check_id", SWITCH_READING)
+def test_a_switch_not_read_is_unverified_with_its_cause(check_id: str) -> None:
+    """Issue #41: a check about a switch that could not be read is neither a pass nor
+    "does not apply": unverified, naming why the switch was not read."""
     collected = healthy()
-    skip = CASES[check_id][2]
-    assert skip is not None
-    skip(collected)
+    no_state("leaf1")(collected)
     results = CATALOG[check_id]().run(collected)
-    assert "skipped" in {r.status for r in results}
-    assert "failure" not in {r.status for r in results}
+    unverified = [r for r in results if r.status == "unverified"]
+    assert unverified and "failure" not in {r.status for r in results}
+    assert all(any("cannot connect" in m for m in r.messages) for r in unverified), unverified
+
+
+@pytest.mark.parametrize("check_id", sorted(k for k, v in CASES.items() if v[2] is not None))
+def test_data_this_run_did_not_collect_is_skipped(check_id: str) -> None:
+    """Nothing failed, the run only did not collect what the check needs: skipped."""
+    collected = healthy()
+    for data in collected.switches():
+        data.state = data.counters = data.previous = data.sessions = None
+    collected.probes = []
+    results = CATALOG[check_id]().run(collected)
+    assert {r.status for r in results} == {"skipped"}, [(r.device, r.status) for r in results]
 
 
 def test_host_nic_check_skips_lab_hosts_without_a_nic() -> None:

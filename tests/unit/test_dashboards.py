@@ -457,3 +457,102 @@ def test_generated_files_match_the_generator() -> None:
     assert on_disk == set(BOARDS)
     for name, text in dashboards.render_all().items():
         assert (GRAFANA / name).read_text() == text, f"{name}: run python -m exporters.dashboards"
+
+
+# --------------------------------------------------------------------------- never read is not 0
+
+# Labels that make a series about one device (switch, host, NIC port) or a pair of them.
+DEVICE_LABELS = {"device", "host", "src", "dst", "rdma_device", "interface", "element"}
+# PromQL that makes a value out of nothing: with any of them a panel can show 0 (or 1) for a
+# device nobody read.
+FROM_NOTHING = re.compile(r"\b(vector|absent|absent_over_time|scalar)\s*\(")
+
+
+def about_devices(metric: str) -> bool:
+    return bool(labels_of(metric) & DEVICE_LABELS)
+
+
+def alternatives(expr: str) -> list[str]:
+    """The operands of the top-level ``or`` operators of ``expr`` (outside parentheses)."""
+    out, depth, start = [], 0, 0
+    for match in re.finditer(r"[()]|\bor\b", expr):
+        token = match.group()
+        depth += {"(": 1, ")": -1}.get(token, 0)
+        if token == "or" and depth == 0:
+            out.append(expr[start : match.start()])
+            start = match.end()
+    return [*out, expr[start:]]
+
+
+def zero_from_absence(expr: str) -> str | None:
+    """Why ``expr`` can show a figure for devices never read, or None. Issue #41: absent must
+    stay absent (the panel then says "not read"); an ``or`` fallback may only be made of
+    series that themselves exist only once a device was read."""
+    found = FROM_NOTHING.search(expr)
+    if found:
+        return f"{found.group(1)}() makes a value from nothing"
+    metrics_used = [metric for metric, _ in selectors(expr)]
+    if not any(about_devices(m) for m in metrics_used):
+        return None
+    for alternative in alternatives(expr)[1:]:
+        fallback = [metric for metric, _ in selectors(alternative)]
+        if not fallback or not all(about_devices(m) for m in fallback):
+            return f"`or {alternative.strip()}` answers when no device was read"
+    return None
+
+
+@pytest.mark.parametrize(
+    ("expr", "why"),
+    [
+        ('sum(roce_drift_items{fabric=~"$fabric"}) or vector(0)', "vector() makes"),
+        ("count(roce_drift_items > 0) or on() vector(0)", "vector() makes"),
+        ("absent(roce_device_up) * 0", "absent() makes"),
+        ("count(roce_drift_items > 0) or count(roce_exporter_info) * 0", "answers when no"),
+        ("sum(roce_pfc_watchdog_stormed) or 0 * time()", "answers when no"),
+        ("count(roce_drift_items > 0) or count(roce_drift_items) * 0", None),
+        ("sum(roce_drift_items)", None),
+        ("count(roce_device_up == 0) or count(roce_device_up) * 0", None),
+        ("time() - max(roce_check_last_run_timestamp_seconds)", None),
+    ],
+)
+def test_the_absent_as_zero_rule_catches_what_it_must(expr: str, why: str | None) -> None:
+    found = zero_from_absence(expr)
+    assert (found is None) if why is None else (found is not None and why in found), found
+
+
+def test_no_panel_about_devices_shows_absent_as_zero() -> None:
+    """Issue #41: a panel about devices says "not read" (or why nothing is there) when its
+    query returns nothing, and no query of it turns "never read" into a 0."""
+    bad = []
+    for name, _, panel in panels():
+        exprs = [target["expr"] for target in panel["targets"]]
+        if not any(about_devices(m) for e in exprs for m, _ in selectors(e)):
+            continue
+        bad += [f"{where(name, panel)}: {why}" for e in exprs if (why := zero_from_absence(e))]
+        shown = panel["fieldConfig"]["defaults"].get("noValue", "")
+        if not shown or shown.strip() in {"0", "-", ""}:
+            bad.append(f"{where(name, panel)}: no 'not read' text for an empty result")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_device_panel_says_not_read_the_same_way() -> None:
+    """The words a reader learns once: "not read" for devices, or what is missing."""
+    texts = {
+        panel["fieldConfig"]["defaults"]["noValue"]
+        for _, _, panel in panels()
+        if panel["fieldConfig"]["defaults"].get("noValue")
+    }
+    assert dashboards.NOT_READ in texts
+    assert all(t == dashboards.NOT_READ or t.startswith(("no ", "none")) for t in texts), texts
+
+
+def test_the_read_state_table_shows_each_switch_current_state() -> None:
+    states = [
+        target["expr"]
+        for _, _, panel in panels()
+        if panel["title"] == "Switches: read, or why not"
+        for target in panel["targets"]
+    ]
+    assert len(states) == 2  # overview and compliance
+    assert all(e.startswith("roce_device_state{") and e.endswith("} == 1") for e in states)
+    assert "up" in metrics.DEVICE_STATES and "not_polled_yet" in metrics.DEVICE_STATES

@@ -121,6 +121,7 @@ def _installed(tmp_path: Path) -> Path:
     credentials = tmp_path / "credentials"
     credentials.mkdir()
     (credentials / "fabric-password").write_text("secret\n")
+    (credentials / "fabric-password").chmod(0o600)  # as installed: its owner's only
     (tmp_path / "known_hosts").write_text("")
     fabric = (ROOT / "playbooks" / "fabrics" / "pod-400g.yml").read_text()
     fabric = fabric.replace(
@@ -170,6 +171,18 @@ def test_check_config_accepts_the_installed_layout(tmp_path: Path) -> None:
         ),
         ("no-playbook", ("agent.yaml", "playbooks: []", "playbooks: [{name: nope, every_s: 60}]"),
          "nope"),
+        (
+            "bad-connect-timeout",
+            ("agent.yaml", "connect_timeout_s: 10", "connect_timeout_s: 0"),
+            "agent.yaml:{line}:20: connect_timeout_s:",  # {line}: where the edit is
+        ),
+        # issue #42, item 3: a torn known_hosts line is reported with file, line and device
+        (
+            "known-hosts-torn-line",
+            ("known_hosts", "", "spine1.mgmt.pod400g.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE\n"),
+            "known_hosts:1: the key is not valid base64 (a line cut short?) (device spine1 will "
+            "be refused)",
+        ),
     ],
 )  # fmt: skip
 def test_check_config_exits_2_naming_file_line_and_field(
@@ -181,6 +194,7 @@ def test_check_config_exits_2_naming_file_line_and_field(
     text = (tmp_path / name).read_text()
     assert old in text, case
     (tmp_path / name).write_text(text.replace(old, new, 1))
+    expected = expected.replace("{line}", str(text[: text.index(old)].count("\n") + 1))
     code, output = _check(config, CREDENTIALS_DIRECTORY=str(tmp_path / "credentials"))
     assert code == 2, (case, output)
     assert expected in output, (case, output)

@@ -367,9 +367,6 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="3"
             ): 3102,
             key(
-                "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="6"
-            ): 0,
-            key(
                 "roce_queue_ecn_marked_packets_total",
                 device="leaf1",
                 interface="Ethernet1",
@@ -405,12 +402,6 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             key(
                 "roce_queue_watermark_bytes", device="leaf1", interface="Ethernet9", queue="0"
             ): 4096,
-            key(
-                "roce_queue_transmitted_packets_total",
-                device="leaf1",
-                interface="Ethernet9",
-                queue="7",
-            ): 0,
             key("roce_device_up", device="leaf1"): 1,
             key("roce_device_up", device="leaf2"): 0,
             key("roce_polls_total", device="leaf1"): 1,
@@ -422,6 +413,16 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             key("roce_config_session_oldest_age_seconds", device="leaf1"): 95.5,
         },
         [
+            # Issue #41: queues the device did not report have no series, not zeros.
+            key(
+                "roce_queue_dropped_packets_total", device="leaf1", interface="Ethernet1", queue="6"
+            ),
+            key(
+                "roce_queue_transmitted_packets_total",
+                device="leaf1",
+                interface="Ethernet9",
+                queue="7",
+            ),
             # lossy priority, counter 0: no series
             key(
                 "roce_pfc_frames_total",
@@ -476,6 +477,7 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 interface="Ethernet1",
                 priority="5",
             ): 0,
+            # Its watchdog output was read and lists no event for the queue: a read 0.
             key(
                 "roce_pfc_watchdog_stormed", device="leaf2", interface="Ethernet1", priority="5"
             ): 0,
@@ -532,7 +534,10 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
             key(
                 "roce_probe_paused_seconds_total", scenario="incast", host="h1", priority="3"
             ): 0.25,
-            key("roce_probe_paused_seconds_total", scenario="incast", host="h1", priority="0"): 0,
+            # Measured zeros are figures: the sender said it was not paused.
+            key(
+                "roce_probe_paused_seconds_total", scenario="incast", host="unknown", priority="3"
+            ): 0,
             key("roce_probe_runs_total", scenario="incast", result="fail"): 1,
             key("roce_probe_runs_total", scenario="incast", result="pass"): 0,
             key(
@@ -569,7 +574,17 @@ CASES: list[tuple[str, Callable[[SnapshotStore], None], dict[str, float], list[s
                 "roce_probe_paused_seconds_total", scenario="receive", host="h3", priority="3"
             ): 0.5,
         },
-        [],
+        # Issue #41: nothing a result did not carry. A sender's pause on priorities other
+        # than its class, what a receiver cannot know (sent, CNPs at the sender), latency of
+        # a flow no result gave samples for, pause on priorities the receiver did not report.
+        [
+            key("roce_probe_paused_seconds_total", scenario="incast", host="h1", priority="0"),
+            key("roce_probe_paused_seconds_total", scenario="incast", host="h3", priority="3"),
+            key("roce_probe_packets_sent_total", scenario="receive", src="h1", dst="h3"),
+            key("roce_probe_cnps_received_total", scenario="receive", src="h1", dst="h3"),
+            key("roce_probe_latency_seconds_count", scenario="incast", src="h1", dst="h3"),
+            key("roce_probe_paused_seconds_total", scenario="receive", host="h3", priority="0"),
+        ],
     ),
     (
         "check results: one series per result word, the current one at 1",
@@ -661,6 +676,13 @@ def test_lean_series_per_port_after_a_poll() -> None:
     4 queue families x 8 queues, 8 intended classes (46, down from 88)."""
     store = make_store()
     polled(store)
+    # As EOS reports them: every traffic class of the port.
+    counters = store.snapshot().devices["leaf1"].counters
+    assert counters is not None
+    port = counters.interfaces["Ethernet1"]
+    every_queue = {q: port.queues.get(q, QueueCounters()) for q in range(8)}
+    ports = {**counters.interfaces, "Ethernet1": port.model_copy(update={"queues": every_queue})}
+    store.update_counters("leaf1", counters.model_copy(update={"interfaces": ports}), 0.1)
     found = [k for k in samples(exposition(store)) if 'device="leaf1",' in k]
     ethernet1 = [k for k in found if 'interface="Ethernet1"' in k]
     by_family = {
@@ -758,6 +780,7 @@ def test_label_values_are_bounded_and_never_addresses() -> None:
         "queue": set(metrics.PRIORITY_LABEL_VALUES),
         "direction": set(metrics.DIRECTIONS),
         "reason": set(metrics.POLL_ERROR_REASONS),
+        "state": set(metrics.DEVICE_STATES),
         "scenario": set(metrics.PROBE_SCENARIOS),
         "src": {"h1", "h2", "h3", "unknown"},
         "dst": {"h1", "h2", "h3", "unknown"},

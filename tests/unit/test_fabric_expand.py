@@ -219,12 +219,16 @@ def _link(
     )
 
 
-# The port itself, then the peer end's own value, then port_defaults, then defaults.ports.
+# What the end states (its port, else its port_defaults), else what the other end states,
+# else defaults.ports. Two ends that state different values keep them (IR009 refuses the
+# link, test_link_rules.py): a port_defaults is never overridden by the other end's port.
+SPINE_DEFAULTS = "port_defaults of spine1 (F:12:30)"
 RESOLUTION = [
     # (defaults.ports, spine1's port_defaults, spine1's port, leaf1's port, value, source)
     ("cable_m: 1, mtu: 9100", "cable_m: 2", "cable_m: 3", "cable_m: 4", 3, "POSITION"),
-    ("cable_m: 1, mtu: 9100", "cable_m: 2", "", "cable_m: 4", 4, "peer leaf1:Ethernet1 (F:"),
-    ("cable_m: 1, mtu: 9100", "cable_m: 2", "", "", 2, "port_defaults of spine1 (F:12:30)"),
+    ("cable_m: 1, mtu: 9100", "cable_m: 2", "", "cable_m: 4", 2, SPINE_DEFAULTS),
+    ("cable_m: 1, mtu: 9100", "", "", "cable_m: 4", 4, "peer leaf1:Ethernet1 (F:"),
+    ("cable_m: 1, mtu: 9100", "cable_m: 2", "", "", 2, SPINE_DEFAULTS),
     ("cable_m: 1, mtu: 9100", "", "", "", 1, "defaults.ports (F:6:20)"),
 ]
 

@@ -307,11 +307,11 @@ def test_an_unreachable_host_runs_nothing(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("HOSTFACTS_TEST_PASSWORD", "x")
 
     def connect(device: Device, platform: Any) -> None:
-        raise push.Unreachable("gpu1: cannot connect to 192.0.2.10:22 after 3 attempts")
+        raise push.Unreachable("gpu1", "timed out", "192.0.2.10:22 sent no SSH banner", "fix")
 
     monkeypatch.setattr(push, "connect", connect)
     facts = collect_host_facts(INTENT.devices[0], INTENT)
-    assert facts.error == "host gpu1: gpu1: cannot connect to 192.0.2.10:22 after 3 attempts"
+    assert facts.error == "host gpu1: timed out: 192.0.2.10:22 sent no SSH banner. Fix: fix"
     assert facts.results == {} and facts.port_results == {}
     assert [p.device for p in facts.ports] == ["mlx5_0", "mlx5_1"]  # still named
 

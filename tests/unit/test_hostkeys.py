@@ -7,14 +7,18 @@ proves the same over SSH against a lab switch.
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
 import paramiko
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.device import hostkeys
 from agent.device.hostkeys import HostKeyError, expectation, fingerprint
@@ -26,11 +30,11 @@ from agent.intent.tokens import check_host_key_line
 LAB_FABRIC = Path(__file__).parents[1] / "data/platforms/arista_eos/lab-leafspine-fabric.yml"
 
 
-def new_key() -> Any:
-    """A fresh ed25519 public key, as paramiko sees a server's."""
+def new_key(kind: str = "ssh-ed25519") -> Any:
+    """A fresh public key (ed25519 unless asked), as paramiko sees a server's."""
     import asyncssh
 
-    line = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    line = asyncssh.generate_private_key(kind).export_public_key().decode()
     key_type, blob = line.split()[:2]
     return paramiko.PKey.from_type_string(key_type, base64.b64decode(blob))
 
@@ -165,7 +169,10 @@ def test_known_key_is_accepted_and_a_changed_one_refused(case: str, tmp_path: Pa
     with pytest.raises(HostKeyError) as caught:
         verify(dev, impostor)
     message = str(caught.value)
-    assert message.startswith("leaf1: host key of 127.0.0.1:2201 has changed, refusing")
+    assert message.startswith(
+        "leaf1: host key changed: the host key of 127.0.0.1:2201 has changed, refusing"
+    )
+    assert caught.value.kind == "host key changed"
     assert f"Expected: {fingerprint(good)} (ssh-ed25519)" in message
     assert f"Actual: {fingerprint(impostor)} (ssh-ed25519)" in message
     assert caught.value.exit_code == 1
@@ -235,3 +242,169 @@ def test_only_the_key_types_we_hold_are_negotiated(tmp_path: Path) -> None:
     assert "ssh-ed25519" not in disabled
     assert {"rsa-sha2-512", "rsa-sha2-256", "ecdsa-sha2-nistp256"} <= set(disabled)
     assert expectation(device(host_key_policy="tofu")).disabled_host_key_algorithms() == []
+
+
+# ------------------------------------------------------------------ one broken line, one device
+# (issue #42, item 3: a malformed known_hosts line used to abort every SSH command with
+# `internal error: InvalidHostKey`, for devices the line is not about)
+
+
+def other_device(name: str = "leaf2", port: int = 2202, **extra: Any) -> Device:
+    return Device(
+        name=name, platform="arista_eos", role="leaf", host="127.0.0.1", port=port,
+        username="admin", credentials={"password_env": "P"}, **extra,
+    )  # fmt: skip
+
+
+BROKEN_LINES = {
+    "torn base64": "[127.0.0.1]:2201 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI!",
+    "two fields": "[127.0.0.1]:2201 ssh-ed25519",
+    "bad key blob": "[127.0.0.1]:2201 ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQAB",
+    "revoked marker": "@revoked [127.0.0.1]:2201 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5",
+    "padding only": "[127.0.0.1]:2201 ssh-rsa ====",
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN_LINES.values()), ids=list(BROKEN_LINES))
+def test_a_broken_line_refuses_its_device_and_no_other(broken: str, tmp_path: Path) -> None:
+    good = new_key()
+    known = tmp_path / "kh"
+    known.write_text(f"# fleet keys\n{broken}\n[127.0.0.1]:2202 {public_line(good)}\n")
+    # the other device's key is found and checked as before
+    verify(other_device(known_hosts=known), good)
+    with pytest.raises(HostKeyError) as caught:
+        expectation(device(known_hosts=known))
+    assert caught.value.kind == "host key unreadable"
+    message = str(caught.value)
+    assert message.startswith(f"leaf1: host key unreadable: {known}:2: the line about ")
+    assert "ssh-keygen -R '[127.0.0.1]:2201'" in message and "\n" not in message
+
+
+def test_a_torn_line_that_names_no_device_refuses_none(tmp_path: Path) -> None:
+    good = new_key()
+    known = tmp_path / "kh"
+    known.write_text(f"[127.0.0.1]:2201 {public_line(good)}\n[127.0.\n")
+    verify(device(known_hosts=known), good)
+    assert hostkeys.trust_file_problems([device(known_hosts=known)]) == [
+        f"{known}:2: Expected: HOSTS KEYTYPE BASE64 Actual: 1 field(s) (a line cut short?)"
+    ]
+
+
+def test_trust_file_problems_name_file_line_and_device(tmp_path: Path) -> None:
+    known = tmp_path / "kh"
+    known.write_text(f"{BROKEN_LINES['torn base64']}\n")
+    devices = [device(known_hosts=known), other_device(known_hosts=known)]
+    problems = hostkeys.trust_file_problems(devices)
+    assert problems == [
+        f"{known}:1: the key is not valid base64 (a line cut short?) (device leaf1 will be refused)"
+    ]
+    assert hostkeys.trust_file_problems([device(host_key=public_line(new_key()))]) == []
+
+
+def test_trust_file_problems_name_a_file_that_cannot_be_read(tmp_path: Path) -> None:
+    # a missing file has no lines (a device's missing known_hosts: is its own error)
+    assert hostkeys.trust_file_problems([device(known_hosts=tmp_path / "nope")]) == []
+    (tmp_path / "home/.ssh").mkdir(parents=True)
+    os.mkfifo(tmp_path / "home/.ssh/known_hosts")
+    problems = hostkeys.trust_file_problems([device()])  # never blocks on the FIFO
+    assert len(problems) == 1 and "Expected: a regular file Actual: a FIFO" in problems[0]
+    with pytest.raises(HostKeyError, match=r"host key unreadable: known_hosts .*FIFO"):
+        expectation(device())
+
+
+@given(cut=st.integers(min_value=0, max_value=2000), seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_a_file_cut_anywhere_refuses_at_most_the_device_of_the_cut_line(
+    cut: int, seed: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A known_hosts file cut at any byte (a crash, a full disk) and a seeded mix of key
+    types: every device whose line is whole is checked as before; the device of the cut line
+    is either unreadable (its line names it) or unknown (the cut took its name)."""
+    import random
+
+    chooser = random.Random(seed)
+    folder = tmp_path_factory.mktemp("cut")
+    keys = [new_key(chooser.choice(["ssh-ed25519", "ecdsa-sha2-nistp256"])) for _ in range(6)]
+    lines = [f"[127.0.0.1]:{2300 + i} {public_line(k)}\n" for i, k in enumerate(keys)]
+    text = "".join(lines)
+    cut = min(cut, len(text))
+    known = folder / "kh"
+    known.write_text(text[:cut])
+    offset = 0
+    for i, (line, key) in enumerate(zip(lines, keys, strict=True)):
+        dev = other_device(f"leaf{i}", 2300 + i, known_hosts=known)
+        if offset + len(line) - 1 <= cut:  # the whole line (its newline aside) is there
+            verify(dev, key)
+        else:
+            with pytest.raises(HostKeyError) as caught:
+                verify(dev, key)
+            assert caught.value.kind in ("host key unreadable", "host key unknown")
+        offset += len(line)
+
+
+# ------------------------------------------------------------------ the TOFU file, atomically
+
+
+def test_tofu_rewrites_the_file_atomically_and_leaves_no_temporary(tmp_path: Path) -> None:
+    hostkeys.configure(trust_on_first_use=True)
+    first, second = new_key(), new_key()
+    verify(device(), first)
+    verify(other_device(), second)
+    state = tmp_path / "state"
+    assert (state / "known_hosts").read_text() == (
+        f"[127.0.0.1]:2201 {public_line(first)}\n[127.0.0.1]:2202 {public_line(second)}\n"
+    )
+    assert sorted(p.name for p in state.iterdir()) == ["known_hosts", "known_hosts.lock"]
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hostkeys.configure(trust_on_first_use=True)
+    verify(device(), new_key())
+    tofu = tmp_path / "state/known_hosts"
+    before = tofu.read_bytes()
+
+    def full_disk(*_: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(hostkeys.os, "replace", full_disk)
+    with pytest.raises(HostKeyError, match=r"cannot write .*No space left on device"):
+        verify(other_device(), new_key())
+    assert tofu.read_bytes() == before
+    assert sorted(p.name for p in tofu.parent.iterdir()) == ["known_hosts", "known_hosts.lock"]
+
+
+def test_a_torn_tofu_line_refuses_its_device_and_others_are_still_recorded(
+    tmp_path: Path,
+) -> None:
+    """What an older agent's torn append left: the device of that line is refused (its key
+    cannot be checked), every other device is still learnt, on a line of its own."""
+    hostkeys.configure(trust_on_first_use=True)
+    tofu = tmp_path / "state/known_hosts"
+    tofu.parent.mkdir(parents=True)
+    torn = f"[127.0.0.1]:2201 {public_line(new_key())}"[:50]
+    tofu.write_text(torn)
+    with pytest.raises(HostKeyError, match=f"host key unreadable: {tofu}:1"):
+        verify(device(), new_key())
+    key = new_key()
+    verify(other_device(), key)
+    assert tofu.read_text() == f"{torn}\n[127.0.0.1]:2202 {public_line(key)}\n"
+    verify(other_device(), key)
+
+
+def test_parallel_first_uses_record_every_device(tmp_path: Path) -> None:
+    hostkeys.configure(trust_on_first_use=True)
+    keys = {f"leaf{i}": (2400 + i, new_key()) for i in range(12)}
+
+    def learn(name: str) -> None:
+        port, key = keys[name]
+        verify(other_device(name, port), key)
+
+    threads = [threading.Thread(target=learn, args=(name,)) for name in keys]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    recorded = (tmp_path / "state/known_hosts").read_text().splitlines()
+    assert sorted(recorded) == sorted(f"[127.0.0.1]:{p} {public_line(k)}" for p, k in keys.values())

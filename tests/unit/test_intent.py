@@ -108,6 +108,7 @@ def test_overrides_merge_deeply(tmp_path: Path) -> None:
 
 def test_defaults_fill_devices_and_paths_are_relative_to_the_fabric(tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text("s3cret\n")
+    (tmp_path / "secret.txt").chmod(0o600)
     leaf = load_fabric(_fabric(tmp_path)).intent.devices[0]
     assert leaf.username == "admin"
     assert leaf.credentials is not None
@@ -127,6 +128,14 @@ def test_password_from_env_and_missing_env(monkeypatch: pytest.MonkeyPatch) -> N
     assert secret is not None and secret.get_secret_value() == "hunter2"
 
 
+def _private(data: bytes) -> Callable[[Path], None]:
+    def make(path: Path) -> None:
+        path.write_bytes(data)
+        path.chmod(0o600)
+
+    return make
+
+
 def test_unreadable_password_file(tmp_path: Path) -> None:
     credentials = Credentials(password_file=tmp_path / "missing")
     with pytest.raises(CredentialError, match=r"credentials\.password_file: cannot read"):
@@ -136,10 +145,11 @@ def test_unreadable_password_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("make", "words"),
     [
-        (lambda p: os.mkfifo(p), "Actual: a FIFO"),
-        (lambda p: p.mkdir(), "Actual: a directory"),
-        (lambda p: p.write_bytes(b"x" * 70_000), "file too large"),
-        (lambda p: p.write_bytes(b"\xff\xfe"), "not UTF-8"),
+        (lambda p: os.mkfifo(p, 0o600), "Actual: a FIFO"),
+        (lambda p: p.mkdir(0o700), "Actual: a directory"),
+        (lambda p: os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o600)), "an empty file"),
+        (_private(b"x" * 70_000), "of at most 4096 bytes"),
+        (_private(b"\xff\xfe"), "not UTF-8"),
     ],
 )
 def test_password_file_must_be_a_small_regular_file(

@@ -260,14 +260,28 @@ def test_names_that_share_a_prefix_get_exact_match(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_a_host_that_cannot_tell(facts: HostFacts, problem: str) -> None:
+    """A host that could not be read, or whose GID table could not: the problem named, the
+    GID index not set (null with the reason), and every variable the intent alone decides
+    still given (issue #41, finding 4)."""
     device = _intent(GPU1).device("gpu1")
     assert device is not None
-    if facts.error is None:
-        facts.ports = _facts(_intent(GPU1), "gpu1").ports
+    facts.ports = _facts(_intent(GPU1), "gpu1").ports  # collection always names the ports
     env = job_environment(_intent(GPU1), facts)
     assert env.problems == [problem]
-    assert env.variables == {}
-    assert not env.as_json()["ok"]
+    assert env.not_set == {
+        "NCCL_IB_GID_INDEX": f"not read: {problem}",
+        "UCX_IB_GID_INDEX": f"not read: {problem}",
+    }
+    assert env.variables == {
+        "NCCL_IB_HCA": "mlx5_0:1,mlx5_1:1",
+        "NCCL_IB_TC": "106",
+        "UCX_NET_DEVICES": "mlx5_0:1,mlx5_1:1",
+        "UCX_IB_TRAFFIC_CLASS": "106",
+    }
+    document = env.as_json()
+    assert document["variables"]["NCCL_IB_GID_INDEX"] is None
+    assert document["not_set"]["NCCL_IB_GID_INDEX"] == f"not read: {problem}"
+    assert not document["ok"]
 
 
 def test_a_host_without_rdma_ports() -> None:

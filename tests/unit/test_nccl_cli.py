@@ -149,24 +149,32 @@ def test_hosts_that_differ_are_reported_per_host(fabric: Path, trees: dict[str, 
     assert "NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX" in err and "--host NAME" in err
 
 
-def test_a_host_without_its_gid_is_refused_the_others_printed(
+def test_a_host_without_its_gid_gets_the_intents_variables_and_a_comment(
     fabric: Path, trees: dict[str, Path]
 ) -> None:
     _tree(trees["h3"], {0: (LINK_LOCAL, "RoCE v2")})  # the address is gone: only link-local
     code, out, err = run(str(fabric))
     assert code == 1
-    assert out.splitlines() == ["# hosts h1, h2: the same environment", *EXPORTS]
-    assert err.strip() == (
-        "error: host h3: rxe0 port 1 netdev eth1: Expected: a RoCE v2 GID for 198.18.99.5 "
+    problem = (
+        "host h3: rxe0 port 1 netdev eth1: Expected: a RoCE v2 GID for 198.18.99.5 "
         "Actual: index 0 fe80::5054:ff:fe12:3401 RoCE v2 eth1"
     )
+    blocks = out.split("\n\n")
+    assert blocks[0].splitlines() == ["# host h1", *EXPORTS]
+    assert blocks[2].splitlines() == [
+        "# host h3",
+        f"# host h3: NCCL_IB_GID_INDEX not set: {problem}",
+        f"# host h3: UCX_IB_GID_INDEX not set: {problem}",
+        *[e for e in EXPORTS if "GID_INDEX" not in e],
+    ]
+    assert err.splitlines()[0] == f"error: {problem}"
 
 
 def test_the_namespace_host_without_rdma_device_says_why(
     fabric: Path, trees: dict[str, Path]
 ) -> None:
     code, out, err = run(str(fabric), "--host", "h4")
-    assert (code, out) == (1, "")
+    assert (code, out) == (1, "# host h4: nothing to export (see the errors)\n")
     assert "host h4: Expected: a port with an rdma_device in the fabric Actual: none" in err
 
 
@@ -251,7 +259,40 @@ def test_the_output_is_a_script_sh_can_source(
 def test_an_unreachable_namespace_host(
     fabric: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """The only host cannot be read: exit 2 (nothing reachable), and still the variables the
+    intent decides, the GID index marked not read (issue #41, finding 4)."""
     monkeypatch.setattr(hostfacts, "NETNS_DIR", tmp_path / "no-netns")
     code, out, err = run(str(fabric), "--host", "h1")
-    assert (code, out) == (1, "")
-    assert f"error: host h1: network namespace ns-h1 does not exist ({tmp_path}" in err
+    assert code == 2
+    why = f"host h1: network namespace ns-h1 does not exist ({tmp_path}/no-netns/ns-h1)"
+    assert out.splitlines() == [
+        f"# host h1: NCCL_IB_GID_INDEX not set: not read: {why}",
+        f"# host h1: UCX_IB_GID_INDEX not set: not read: {why}",
+        *[e for e in EXPORTS if "GID_INDEX" not in e],
+    ]
+    assert err == f"error: {why}\n"
+
+
+def test_one_host_unreachable_of_three_exits_1_and_prints_all(
+    fabric: Path, trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real = nccl.collect
+
+    def collect(devices: Sequence[Device], intent: FabricIntent) -> dict[str, HostFacts]:
+        found = real(devices, intent)
+        found["h2"] = HostFacts("h2", ports=found["h2"].ports, error="host h2: timed out: …")
+        return found
+
+    monkeypatch.setattr(nccl, "collect", collect)
+    code, out, err = run(str(fabric), "-o", "json")
+    assert code == 1
+    hosts = {h["host"]: h for h in json.loads(out)["hosts"]}
+    assert hosts["h1"]["variables"]["NCCL_IB_GID_INDEX"] == "1"
+    assert hosts["h2"]["variables"]["NCCL_IB_GID_INDEX"] is None
+    assert hosts["h2"]["not_set"] == {
+        "NCCL_IB_GID_INDEX": "not read: host h2: timed out: …",
+        "UCX_IB_GID_INDEX": "not read: host h2: timed out: …",
+    }
+    assert hosts["h2"]["variables"]["NCCL_IB_TC"] == "106"
+    assert err.splitlines()[0] == "error: host h2: timed out: …"
+    assert "the hosts differ in NCCL_IB_GID_INDEX, UCX_IB_GID_INDEX" in err

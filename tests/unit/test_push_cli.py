@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,41 +11,17 @@ from click.testing import CliRunner
 from agent.app.cli import main
 from agent.device.platforms import platform_for
 from agent.errors import AgentError
+from tests.unit.ssh_peers import RawPeer, close_at_once
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Listener:
-    """A TCP port on loopback that counts connection attempts (an SSH server would too)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = int(self.sock.getsockname()[1])
-        self.accepted = 0
-        self.stop = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            conn.close()
-
-
 @pytest.fixture
-def listener() -> Iterator[Listener]:
-    server = Listener()
+def listener() -> Iterator[RawPeer]:
+    """A TCP port on loopback that counts connection attempts (an SSH server would too)."""
+    server = RawPeer(close_at_once)
     yield server
-    server.stop = True
-    server.thread.join()
-    server.sock.close()
+    server.close()
 
 
 def fabric(
@@ -79,7 +53,7 @@ devices:
 
 @pytest.mark.parametrize("command", ["diff", "drift", "apply"])
 def test_unreadable_credentials_exit_2_before_connecting(
-    tmp_path: Path, listener: Listener, command: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, listener: RawPeer, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ROCE_TEST_UNSET_PW", raising=False)
     args = [command, str(fabric(tmp_path, listener.port))] + (
@@ -94,7 +68,7 @@ def test_unreadable_credentials_exit_2_before_connecting(
     assert listener.accepted == 0
 
 
-def test_unreadable_password_file_exit_2(tmp_path: Path, listener: Listener) -> None:
+def test_unreadable_password_file_exit_2(tmp_path: Path, listener: RawPeer) -> None:
     path = fabric(tmp_path, listener.port, "{password_file: missing-secret.txt}")
     result = CliRunner().invoke(main, ["apply", str(path), "--yes"])
     assert result.exit_code == 2 and "credentials.password_file: cannot read" in result.stderr
@@ -103,7 +77,7 @@ def test_unreadable_password_file_exit_2(tmp_path: Path, listener: Listener) -> 
 
 @pytest.mark.parametrize("command", ["diff", "drift", "apply"])
 def test_unknown_device_exit_2(
-    tmp_path: Path, listener: Listener, command: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, listener: RawPeer, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ROCE_TEST_UNSET_PW", "x")
     args = [command, str(fabric(tmp_path, listener.port)), "--device", "leaf9"]
@@ -113,7 +87,7 @@ def test_unknown_device_exit_2(
     assert listener.accepted == 0
 
 
-def test_invalid_fabric_exit_2(listener: Listener) -> None:
+def test_invalid_fabric_exit_2(listener: RawPeer) -> None:
     bad = ROOT / "tests" / "data" / "bad" / "11-ecn-above-pause-threshold.yml"
     result = CliRunner().invoke(main, ["apply", str(bad), "--yes"])
     assert result.exit_code == 2 and "IR005" in result.stderr
@@ -121,7 +95,7 @@ def test_invalid_fabric_exit_2(listener: Listener) -> None:
 
 
 def test_apply_without_yes_in_a_pipeline_refuses(
-    tmp_path: Path, listener: Listener, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, listener: RawPeer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ROCE_TEST_UNSET_PW", "x")
     result = CliRunner().invoke(main, ["apply", str(fabric(tmp_path, listener.port))])

@@ -13,8 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from agent.app.cli import main
-from agent.app.render import FORMS, as_text, render_fabric
+from agent.app.render import FORMS, UNSET, as_text, render_fabric, unset_pattern
 from agent.device.platforms import platform_for
+from agent.device.platforms._common import class_selector
+from agent.device.platforms.arista_eos import DSCP_MAP_RE
 from agent.intent.loader import load_fabric
 from agent.intent.plan import build_plan
 
@@ -68,9 +70,12 @@ def test_text_is_a_header_per_device_then_its_lines() -> None:
     for block, plan in zip(blocks, PLAN.devices, strict=True):
         header, *lines = block.split("\n")
         comment = FORMS[plan.platform][1]
+        notes = [line for line in lines if line.startswith(f"{comment} left to the defaults: ")]
+        lines = lines[len(notes) :]
         assert header.startswith(f"{comment} {plan.name} ({plan.platform}, {plan.role}): ")
         assert header.endswith(f", {len(lines)} lines")
         assert lines == platform_for(plan.platform).render(plan)
+        assert (plan.platform == "sonic") == (not notes)  # SONiC's patch sets it all
 
 
 SELECTIONS = [
@@ -123,3 +128,46 @@ def test_an_invalid_fabric_exits_2_located(tmp_path: Path) -> None:
     done = render(str(bad))
     assert done.exit_code == 2 and done.stdout == ""
     assert re.search(rf"{re.escape(str(bad))}:\d+:\d+: .*IR001", done.stderr), done.stderr
+
+
+# ------------------------------------------------------------------ left to the defaults
+
+
+@pytest.mark.parametrize("fabric", [MIXED, *sorted((ROOT / "playbooks" / "fabrics").glob("*.yml"))])
+def test_what_a_render_leaves_to_the_defaults_is_said_and_true(fabric: Path) -> None:
+    """Every device says what its lines leave to the NOS: EOS the DSCPs no line maps (and EOS's
+    default map gives each the intent's class), every platform but SONiC the PFC buffers --
+    and no rendered line sets what a note says is left."""
+    _, rendered = render_fabric(fabric)
+    assert rendered
+    for item in rendered:
+        for pattern in unset_pattern(item.platform):
+            setting = [line for line in item.lines if pattern.search(line)]
+            assert not setting, (item.device, pattern.pattern, setting[:3])
+        assert item.defaults[len(item.defaults) - len(UNSET.get(item.platform, ())) :] == [
+            note for note, _ in UNSET.get(item.platform, ())
+        ]
+        if item.platform != "arista_eos":
+            continue
+        written = {int(d) for line in item.lines if (m := DSCP_MAP_RE.fullmatch(line))
+                   for d in m.group(1).split()}  # fmt: skip
+        plan = next(d for d in build_plan(load_fabric(fabric).intent).devices
+                    if d.name == item.device)  # fmt: skip
+        wanted = platform_for("arista_eos").desired(plan).dscp_to_priority
+        left = sorted(set(range(64)) - written)
+        assert all(wanted[d] == class_selector(d) for d in left), item.device
+        said = item.defaults[0] if left else ""
+        named = set()
+        for values, tc in re.findall(r"DSCP ([\d, -]+?) to traffic-class (\d)", said):
+            for span in values.split(", "):
+                low, _, high = span.partition("-")
+                named |= {(d, int(tc)) for d in range(int(low), int(high or low) + 1)}
+        assert named == {(d, wanted[d]) for d in left}, (item.device, said)
+
+
+def test_text_and_json_say_the_same_defaults() -> None:
+    text = render(str(MIXED), "--device", "leaf-eos")
+    data = json.loads(render(str(MIXED), "--device", "leaf-eos", "-o", "json").stdout)
+    notes = data["devices"][0]["left_to_defaults"]
+    assert notes and all(f"! left to the defaults: {n}" in text.stdout for n in notes)
+    assert "DSCP 0-7 to traffic-class 0" in notes[0]

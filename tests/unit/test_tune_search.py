@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from agent.app.tune import apply_steps, tune_command
 from agent.intent.loader import load_fabric
 from agent.twin.network import PAPER_DCQCN, TwinError, leaf_spine_fabric_yaml, star_fabric_yaml
+from agent.twin.tune.decision import decide
 from agent.twin.tune.explain import user_summary
 from agent.twin.tune.fabric import candidate_intent
-from agent.twin.tune.judge import evaluate, recommend
+from agent.twin.tune.judge import evaluate
 from agent.twin.tune.objectives import Objectives, ObjectiveSpec
 from agent.twin.tune.results import RunMetrics, SpeedResult, Stage, Trial, TuneResult
 from agent.twin.tune.runners import Runner
@@ -110,10 +111,10 @@ def test_jain_rejects_the_corner_the_old_ranking_picked() -> None:
     corner = [_run(7, 1, 0.92, 42_000, 0.17), _run(2, 1, 0.98, 38_000, 0.95)]
     fair = [_run(7, 1, 0.93, 60_000, 0.97), _run(2, 1, 0.97, 50_000, 0.99)]
     old = Objectives(min_jain=0.0)  # before #26: no fairness constraint
-    picked = recommend([_trial(1, corner, old), _trial(2, fair, old)])
+    picked = decide([_trial(1, corner, old), _trial(2, fair, old)]).recommended
     assert picked is not None and picked.candidate.index == 1
     trials = [_trial(1, corner, Objectives()), _trial(2, fair, Objectives())]
-    picked = recommend(trials)
+    picked = decide(trials).recommended
     assert picked is not None and picked.candidate.index == 2
     assert trials[0].reasons == ["Jain 0.17 < 0.90 (7 senders, seed 1)"]
 
@@ -362,7 +363,10 @@ def test_cli_collective_objective(tmp_path: Path) -> None:
     if data["complete"]:
         assert "all-reduce busbw " in speed["summary"] and " GB/s" in speed["summary"]
         assert data["qps_per_connection"] in (1, 2)
-        assert any("NCCL_IB_QPS_PER_CONNECTION=" in s for s in data["apply"])
+        if data["decision"]["kind"] == "change":
+            assert any("NCCL_IB_QPS_PER_CONNECTION=" in s for s in data["apply"])
+        else:  # no change: the fabric stays as it is, nothing to apply
+            assert data["apply"] == [] and data["override"] == {}
 
 
 def test_summary_speaks_busbw_at_the_stated_ranks() -> None:
@@ -379,11 +383,9 @@ def test_summary_speaks_busbw_at_the_stated_ranks() -> None:
 
     current, best = trial(0, 5.5e9, 49e9, 0.22), trial(1, 39.1e9, 49e9, 0.93)
     collective = ObjectiveSpec("collective")
-    speed = SpeedResult(
-        400 * G, 8, 1_518_428, 64, 9232, [Stage("joint", [current, best], None, None)]
-    )
+    speed = SpeedResult(400 * G, 8, 1_518_428, 64, 9232, [Stage("joint", [current, best])])
     speed.load_points = (8, 2)
-    speed.stages[0].best = recommend([current, best], collective)
+    speed.decision = decide([current, best], collective)
     assert user_summary(speed, collective) == (
         "400G: all-reduce busbw at 8 ranks 5.5 → 39.1 GB/s, p99 queue 52 → 52 KB, utilisation "
         "22 → 93 %, Jain 1.00 → 1.00, paused 0 % (current → recommended; 8 and 2 ranks, worst seed)"

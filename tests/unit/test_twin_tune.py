@@ -18,9 +18,10 @@ from agent.app.tune import override_document, tune_command, write_override
 from agent.intent.loader import load_fabric
 from agent.intent.plan import build_plan
 from agent.twin.network import PAPER_DCQCN, TwinError, star_fabric_yaml
+from agent.twin.tune.decision import decide
 from agent.twin.tune.explain import explain
 from agent.twin.tune.fabric import candidate_intent
-from agent.twin.tune.judge import evaluate, objective_value, ranked, recommend, ties
+from agent.twin.tune.judge import evaluate, objective_value, ranked, ties
 from agent.twin.tune.objectives import Objectives
 from agent.twin.tune.results import RunMetrics, SpeedResult, Stage, Trial, TuneResult
 from agent.twin.tune.search import tune
@@ -218,7 +219,7 @@ def _trial(index: int, p99: int, util: float = 0.95, paused: float = 0.0, drops:
 )
 def test_ranking(trials: list[Trial], order: list[int], best: int | None) -> None:
     assert [t.candidate.index for t in ranked(trials)] == order
-    chosen = recommend(trials)
+    chosen = decide(trials).recommended
     assert (chosen.candidate.index if chosen else None) == best
 
 
@@ -237,7 +238,7 @@ def test_the_pick_ties_with_the_lowest_p99_and_idles_least(
     stays when it ties): the pick's p99 is no measured difference from the lowest, and no
     trial that ties has more utilisation over the whole run."""
     trials = [_trial(i, p99, util=u, whole=w) for i, (p99, u, w) in enumerate(values, start=1)]
-    chosen = recommend(trials)
+    chosen = decide(trials).recommended
     assert chosen is not None
     lowest = min(p99 for p99, _, _ in values)
     assert ties(objective_value(chosen), lowest)
@@ -254,11 +255,11 @@ def test_invalid_candidates_rank_last() -> None:
 
 
 def _speed_result(trials: list[Trial], dcqcn_stage: Stage | None = None) -> SpeedResult:
-    stage = Stage(
-        "ecn", trials, recommend(trials), None if recommend(trials) else ranked(trials)[0]
-    )
+    stage = Stage("ecn", trials)
     stages = [dcqcn_stage, stage] if dcqcn_stage else [stage]
-    return SpeedResult(400_000_000_000, 8, 1_518_428, 64, FRAME_9K, stages)
+    result = SpeedResult(400_000_000_000, 8, 1_518_428, 64, FRAME_9K, stages)
+    result.decision = decide(trials)
+    return result
 
 
 def test_explanation_names_the_neighbours_and_why_not() -> None:
@@ -279,7 +280,8 @@ def test_explanation_names_the_neighbours_and_why_not() -> None:
     ]
     line = explain(_speed_result(trials), Objectives(), dcqcn_tuned=False)
     assert line == (
-        "400G: ECN 100KB-200KB @5 % -- p99 100 KB, utilisation 97.0 %, paused 0.0 %, Jain -; "
+        "400G: recommended: ECN 100KB-200KB @5 % -- p99 100 KB, utilisation 97.0 %, paused "
+        "0.0 %, Jain -; "
         "the lowest p99 queue of the 4 candidates meeting no lossless drop, paused <= 5.0 %, "
         "utilisation >= 90.0 % and Jain >= 0.90 at every load point and seed; "
         "not min 50KB (lower min): utilisation 86.0 % < 90.0 % (seed 1); "
@@ -287,7 +289,8 @@ def test_explanation_names_the_neighbours_and_why_not() -> None:
         "not max 800KB (higher ratio): p99 about equal (104 KB, within 5%, a 1 KiB bucket or a "
         "frame), ranked after it (utilisation over the whole run 93.0 % vs 97.0 %); "
         "not 100 % (higher probability): paused 9.0 % > 5.0 % (seed 1); "
-        "current ECN 150KB-1.5MB @100 %: p99 600 KB (+500 %)"
+        "current ECN 150KB-1.5MB @100 %: p99 600 KB (+500 %); "
+        "decision: recommended: ECN 100KB-200KB @5 %"
     )
 
 

@@ -29,6 +29,7 @@ from agent.device.state import (
     WatchdogCounters,
     WatchdogState,
 )
+from common.text import natural_key as natural_key  # the platforms sort ports with it
 
 T = TypeVar("T")
 JSON_SHAPES = {dict: "a JSON object", list: "a JSON array", object: "a JSON document"}
@@ -40,11 +41,6 @@ SHELL_REFUSALS = re.compile(
     r"|Failed\b|Traceback\b|\S+: command not found)",
     re.MULTILINE,
 )
-
-
-def natural_key(name: str) -> tuple[object, ...]:
-    """Sort Ethernet8 before Ethernet12 (interface names as people read them)."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def majority(values: Iterable[T]) -> T | None:

@@ -20,9 +20,10 @@ from agent.intent.model import Device, FabricIntent
 from agent.intent.plan import DevicePlan, Plan
 from agent.observe.hostfacts import HostFacts
 
-# "unverified": a host check whose source could not be read (the command failed, or its output
-# was not the format): neither a pass nor a finding about the host. It fails validate like
-# "error" does (exit 1; docs/host-preflight.md says why) and is counted on its own.
+# "unverified": a check whose source could not be read (a switch that did not answer, a host
+# command that failed or whose output was not the format): neither a pass nor a finding. It
+# fails validate like "error" does (exit 1; docs/host-preflight.md says why) and is counted
+# on its own.
 Status = Literal["success", "failure", "skipped", "error", "unverified"]
 
 
@@ -97,6 +98,9 @@ class Check(ABC):
     check_id: ClassVar[str]
     categories: ClassVar[tuple[str, ...]]
     Input: ClassVar[type[CheckInput]] = CheckInput
+    # False for a check that judges the plan (what the intent sizes), not what a device
+    # holds: its result about a device stands whether or not the device could be read.
+    reads_devices: ClassVar[bool] = True
 
     def __init__(self, inputs: CheckInput | dict[str, Any] | None = None) -> None:
         if isinstance(inputs, CheckInput):
@@ -125,14 +129,17 @@ class Check(ABC):
 
 
 class SwitchCheck(Check):
-    """A check run on each switch; skipped, with the reason, where its data is missing."""
+    """A check run on each switch. Where its data is missing: ``unverified`` with the cause
+    when the switch could not be read (a check about a switch nobody read is neither a pass
+    nor "does not apply"), else ``skipped`` with the reason (not collected by this run)."""
 
     def run(self, data: Collected) -> list[CheckResult]:
         results = []
         for device in data.switches():
             reason = self.skip_reason(device)
             if reason is not None:
-                results.append(self.result(device.device.name, "skipped", [reason]))
+                status: Status = "unverified" if device.error else "skipped"
+                results.append(self.result(device.device.name, status, [reason]))
                 continue
             results.append(self.judge(device.device.name, list(self.problems(device, data))))
         return results

@@ -20,10 +20,12 @@ from agent.observe.checks.base import (
     CheckResult,
     Collected,
     DeviceData,
+    Status,
     SwitchCheck,
     SwitchStateCheck,
     expected_actual,
 )
+from common.text import natural_item_key
 
 
 def roce_mode(state: QosState, roce_priority: int, ecn_queue: int) -> str:
@@ -52,14 +54,19 @@ class RoceModeConsistent(Check):
                 modes[device.device.name] = roce_mode(
                     device.state, profile.roce.priority, profile.roce.priority
                 )
+        unread = [d.error for d in data.switches() if d.state is None and d.error]
         if not modes:
-            return [self.result("fabric", "skipped", ["no switch state collected"])]
+            status: Status = "unverified" if unread else "skipped"
+            return [self.result("fabric", status, unread or ["no switch state collected"])]
         wrong = {name: mode for name, mode in modes.items() if mode != profile.mode}
         problems = [
             expected_actual(f"{name} RoCE mode", profile.mode, mode)
-            for name, mode in sorted(wrong.items())
+            for name, mode in sorted(wrong.items(), key=natural_item_key)
         ]
-        return [self.judge("fabric", problems)]
+        if unread and not problems:
+            # The switches read agree; the others were not read, so the fabric is not known to.
+            return [self.result("fabric", "unverified", unread)]
+        return [self.judge("fabric", problems + unread)]
 
 
 class DscpClassification(SwitchStateCheck):
@@ -211,6 +218,7 @@ class Headroom(Check):
 
     check_id = "RC007"
     categories = ("config", "buffers")
+    reads_devices = False  # the plan's headroom; the device's own is compared by RC008
 
     def run(self, data: Collected) -> list[CheckResult]:
         results = []

@@ -15,6 +15,7 @@ from agent.observe.checks.base import DeviceData
 from agent.observe.locate.evidence import ALL_SYMPTOMS, LOSS
 from agent.observe.locate.topology import DirectedLink, Topology
 from agent.observe.locate.verdict import Suspect, SuspectKind
+from common.text import natural_key
 
 # A storm: pause frames arriving all through the run, on average this many per second, or
 # fewer with the PFC watchdog declaring a storm. A storming NIC refreshes XOFF before its
@@ -86,7 +87,7 @@ def _port_symptoms(
     control = set(control)
     before, after = reads.before, reads.after
     found = []
-    for name in sorted(set(after.interfaces) | set(reads.links_after)):
+    for name in sorted(set(after.interfaces) | set(reads.links_after), key=natural_key):
         new = after.interfaces.get(name)
         old = before.interfaces.get(name) if before is not None else None
         health = reads.links_after.get(name, LinkHealth())

@@ -10,6 +10,11 @@ Link types are honoured per packet: a pcapng file can hold interfaces of several
 each Enhanced Packet Block names its interface. Ethernet, Linux cooked capture (SLL, SLL2)
 and raw IPv4 are turned into Ethernet frames; packets of other link types are counted per link
 type and skipped.
+
+Blocks that are not packets (section headers, interface descriptions, statistics, name
+resolution, anything unknown) cost reading too: their bytes count against ``max_bytes`` like
+a packet's, and a capture holds at most :data:`MAX_OTHER_BLOCKS` of them (issue #42: a 200 MB
+file of interface blocks took 782 MB and 30 s, the caps counting packets only).
 """
 
 from __future__ import annotations
@@ -46,7 +51,13 @@ CHUNK = 1 << 20  # bytes read from the file at a time
 # bytes bound the rest (the ICRC and the copy cost per byte): the byte cap stops jumbo
 # frames well before the frame cap would.
 DEFAULT_MAX_FRAMES = 1_000_000
-DEFAULT_MAX_BYTES = 4 * 1024**3  # captured packet bytes
+DEFAULT_MAX_BYTES = 4 * 1024**3  # captured packet bytes and the bodies of the other blocks
+# Blocks of a pcapng capture that are not packets. A real capture has a handful (a section
+# header, an interface description per interface, statistics at the end); each interface
+# is kept for the packets that name it, so this also bounds that memory.
+MAX_OTHER_BLOCKS = 65_536
+# What the reader yields for a block that is not a packet (its body, for the byte cap).
+NOT_A_PACKET = -1
 
 PCAP_MAGICS = {  # magic as read little-endian → (byte order, ticks per second)
     0xA1B2C3D4: ("<", 1_000_000),
@@ -130,7 +141,8 @@ class Capture:
         # "frames" or "bytes" when a packet followed the last one a cap let through: the rest
         # of the file was not read
         self.capped_by: str | None = None
-        self.bytes = 0  # captured bytes of the packets read
+        self.bytes = 0  # captured bytes of the packets read, and the other blocks' bodies
+        self.blocks = 0  # pcapng blocks read that are not packets
         self.packets = 0  # packets of any link type
         self.frames = 0  # packets turned into Ethernet frames
         self.skipped: Counter[int] = Counter()  # link type → packets skipped
@@ -168,6 +180,10 @@ class Capture:
                         ethernet += 1
                         yield at, data
                         continue
+                    if linktype == NOT_A_PACKET:  # its bytes counted, it is no frame
+                        remaining += 1
+                        self.blocks += 1
+                        continue
                     self.packets += 1
                     self.linktypes[linktype] += 1
                     frame = to_ethernet(linktype, data)
@@ -178,18 +194,25 @@ class Capture:
                     yield at, frame
             finally:  # also when the consumer stops early
                 packets.close()
-                self.bytes += start - room
-                if ethernet:
-                    self.packets += ethernet
-                    self.frames += ethernet
-                    self.linktypes[LINKTYPE_ETHERNET] += ethernet
+                self._counted(start - room, ethernet)
         if require_one and self.packets and not self.frames:
-            raise CaptureError(
-                self.path,
-                f"no packet of a supported link type: Expected: {_supported()}. "
-                f"Actual: {_describe(self.skipped)}"
-                + (f" (only the first ones read: {self._raise_hint()})" if self.capped else ""),
-            )
+            raise self._nothing_usable()
+
+    def _counted(self, read: int, ethernet: int) -> None:
+        """Add the bytes read and the Ethernet packets the hot loop counted in locals."""
+        self.bytes += read
+        if ethernet:
+            self.packets += ethernet
+            self.frames += ethernet
+            self.linktypes[LINKTYPE_ETHERNET] += ethernet
+
+    def _nothing_usable(self) -> CaptureError:
+        hint = f" (only the first ones read: {self._raise_hint()})" if self.capped else ""
+        return CaptureError(
+            self.path,
+            f"no packet of a supported link type: Expected: {_supported()}. "
+            f"Actual: {_describe(self.skipped)}{hint}",
+        )
 
     @property
     def capped(self) -> bool:
@@ -211,8 +234,9 @@ class Capture:
                 "analysed, the rest of the capture was not read (raise --max-frames)"
             )
         elif self.capped_by == "bytes":
+            blocks = f" and {self.blocks} other pcapng blocks" if self.blocks else ""
             out.append(
-                f"{self.path}: byte cap reached: the first {self.packets} frames "
+                f"{self.path}: byte cap reached: the first {self.packets} frames{blocks} "
                 f"({self.bytes} of at most {self.max_bytes} captured bytes) were analysed, "
                 "the rest of the capture was not read (raise --max-bytes)"
             )
@@ -326,6 +350,7 @@ class _Reader:
 
     def _pcapng(self) -> Packets:
         offset = 0
+        others = 0  # blocks that are not packets, against MAX_OTHER_BLOCKS
         section = _Section("<")
         while offset < self.size:
             index = self._window(offset, 12, "pcapng block header")
@@ -367,11 +392,20 @@ class _Reader:
                     f"length {length}. Actual: {trailer}",
                 )
             # the block's fields after type and length: buf[index + 8 : index + length - 4]
-            if blocktype == PCAPNG_IDB:
-                body = buf[index + 8 : index + length - 4]
-                section.interfaces.append(self._interface(offset, order, body))
-            elif blocktype in (PCAPNG_EPB, PCAPNG_PB, PCAPNG_SPB):
+            if blocktype in (PCAPNG_EPB, PCAPNG_PB, PCAPNG_SPB):
                 yield self._packet(offset, section, blocktype, index + 8, length - 12)
+            else:
+                others += 1
+                if others > MAX_OTHER_BLOCKS:
+                    raise self._error(
+                        offset,
+                        f"too many pcapng blocks that are not packets: Expected: at most "
+                        f"{MAX_OTHER_BLOCKS}. Actual: more",
+                    )
+                body = buf[index + 8 : index + length - 4]
+                if blocktype == PCAPNG_IDB:
+                    section.interfaces.append(self._interface(offset, order, body))
+                yield 0.0, NOT_A_PACKET, body
             offset += length
 
     def _interface(self, offset: int, order: str, body: bytes) -> tuple[int, int, float]:

@@ -238,7 +238,7 @@ class SshRunner(Runner):
         try:
             return connect(self.device, platform_for("linux_host")).netmiko
         except Unreachable as exc:
-            raise ProbeError(f"host {self.device.name}: SSH failed: {exc}") from None
+            raise ProbeError(f"host {exc}") from None  # "h1: timed out: …" names the host
 
     def start(self, role: str, spec: dict[str, Any]) -> ProbeHandle:
         command = " ".join(

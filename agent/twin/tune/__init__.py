@@ -14,7 +14,9 @@ override puts them, planned, rule-checked and simulated, so a row of the search 
 * :mod:`~agent.twin.tune.runs` -- one run of a candidate (a job) and what it measures;
 * :mod:`~agent.twin.tune.runners` -- who runs a batch of jobs (here, a process pool, Dask);
 * :mod:`~agent.twin.tune.judge` -- the constraints a candidate misses, the ranking;
-* :mod:`~agent.twin.tune.explain` -- the recommendation and its neighbours in words;
+* :mod:`~agent.twin.tune.decision` -- what a speed decides (a change, no change, none) and why:
+  the one record every rendering of the result comes from;
+* :mod:`~agent.twin.tune.explain` -- the decision and its neighbours in words;
 * :mod:`~agent.twin.tune.notes` -- what a speed's search notes: its edges, widening, a pause
   threshold it moves (records; their words are their ``str()``);
 * :mod:`~agent.twin.tune.results` -- the result records and their JSON;

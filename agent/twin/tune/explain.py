@@ -1,5 +1,8 @@
-"""Explaining a speed's search in words: the recommendation, why not its neighbours, or why
-nothing passed, and the change from today's setting in the user's terms (:func:`user_summary`).
+"""Explaining a speed's search in words: its decision (:attr:`SpeedResult.decision
+<agent.twin.tune.results.SpeedResult.decision>`: a change, no change, or none), why not the
+recommendation's neighbours, or why nothing passed, and the change from today's setting in the
+user's terms (:func:`user_summary`).  Every sentence names the decision's setting, never the
+ranking's first: on a fabric where every candidate measured the same they differ.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from collections.abc import Sequence
 from agent.intent.units import format_size, format_speed
 from agent.twin.tune.judge import TIE_BAND, mean_at, objective_value, ties
 from agent.twin.tune.objectives import QUEUE, Objectives, ObjectiveSpec
-from agent.twin.tune.results import SpeedResult, Trial
+from agent.twin.tune.results import Decision, SpeedResult, Trial
 from agent.twin.tune.space import Candidate
 from agent.twin.tune.text import and_list, gbs, pct
 from agent.twin.verdicts import kb
@@ -106,13 +109,14 @@ def _summary(t: Trial, objective: ObjectiveSpec = QUEUE) -> str:
 
 def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
     """Current -> recommended in the user's terms (busbw, p99 queue, utilisation, fairness,
-    pause), worst load point and seed for the constraints, means for the objective.  With no
+    pause), worst load point and seed for the constraints, means for the objective.  For no
+    change, current -> the best measured candidate, saying there was no measured gain; with no
     recommendation, current -> the closest candidate, saying what it misses."""
-    best = speed.recommended or speed.ecn.closest
+    decision = speed.decision
+    best = _compared(decision)
     current = next((t for t in speed.ecn.trials if t.candidate.current), None)
     if best is None or current is None or not current.runs or not best.runs:
         return ""
-    what_best = "recommended" if best.feasible else "closest, NOT recommended: " + best.reasons[0]
     parts = []
     # The objective's numbers at the stated job (N senders or ranks, mean of the seeds): a
     # mean over the load points would mix rings of different sizes into a number no job sees.
@@ -137,8 +141,27 @@ def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
     return (
         f"{format_speed(speed.speed_bps)}: "
         + ", ".join(parts)
-        + f" (current → {what_best}; {loads} {unit}, worst seed)"
+        + f" ({_arrow(decision, best)}; {loads} {unit}, worst seed)"
     )
+
+
+def _compared(decision: Decision) -> Trial | None:
+    """What the summary sets beside today's setting: the recommendation, the best measured
+    candidate for no change, the closest with none."""
+    if decision.kind == "no change":
+        return decision.best or decision.trial
+    return decision.trial
+
+
+def _arrow(decision: Decision, shown: Trial) -> str:
+    if decision.kind == "change":
+        return "current → recommended"
+    if decision.kind == "no change":
+        if shown is decision.trial:
+            return "no change: the current setting measured best"
+        return f"current → the best measured, #{shown.candidate.index}: no measured gain, no change"
+    reason = shown.reasons[0] if shown.reasons else (shown.invalid or "")
+    return f"current → closest, NOT recommended: {reason}"
 
 
 def explain(
@@ -148,11 +171,14 @@ def explain(
     objective: ObjectiveSpec = QUEUE,
     names: Sequence[str] = ("min", "ratio", "probability"),
 ) -> str:
-    """One line: the recommendation and why not its neighbours (or why nothing passed)."""
-    best = speed.ecn.best
+    """One line: the decision and why -- the recommendation and why not its neighbours, or
+    why the current setting stays, or why nothing passed -- ending with the decision again, so
+    that no note between (a widening's "ranked first") reads as the last word."""
+    best = speed.decision.recommended
     if best is None:
         return _nothing_passed(speed, dcqcn_tuned)
-    return "; ".join(_why_best(speed, best, objectives, objective, names))
+    parts = _why_best(speed, best, objectives, objective, names)
+    return "; ".join([*parts, f"decision: {speed.decision.headline()}"])
 
 
 def _nothing_passed(speed: SpeedResult, dcqcn_tuned: bool) -> str:
@@ -164,7 +190,7 @@ def _nothing_passed(speed: SpeedResult, dcqcn_tuned: bool) -> str:
     for t in rejected:
         word = (t.invalid or (t.reasons[0] if t.reasons else "pruned")).split(" ")[0]
         counts[word] = counts.get(word, 0) + 1
-    close = stage.closest
+    close = speed.decision.trial  # the closest: what a "none" decision rests on
     hint = ""
     if counts.get("utilisation", 0) >= len(rejected) / 2 and not dcqcn_tuned:
         hint = "; the hosts' DCQCN recovers too slowly for this speed -- try --dcqcn"
@@ -194,13 +220,20 @@ def _why_best(
     with when that is not the fabric's, and why not the current setting."""
     stage, frame = speed.ecn, speed.frame_bytes
     feasible = sum(t.feasible for t in stage.trials)
-    parts = [
-        f"{format_speed(speed.speed_bps)}: {best.candidate.label()} -- "
-        f"{_summary(best, objective)}; {objective.describe()} of the {feasible} candidates "
-        f"meeting no lossless drop, paused <= {pct(objectives.max_paused_fraction)}, "
+    constraints = (
+        f"no lossless drop, paused <= {pct(objectives.max_paused_fraction)}, "
         f"utilisation >= {pct(objectives.min_utilisation)} and Jain >= "
         f"{objectives.min_jain:.2f} at every load point and seed"
-    ]
+    )
+    decision = speed.decision
+    head = f"{format_speed(speed.speed_bps)}: {decision.headline()} -- {_summary(best, objective)}"
+    if decision.kind == "no change":
+        return [
+            head,
+            f"{feasible} candidates meet {constraints}; {decision.why}",
+            *speed.edges,
+        ]
+    parts = [f"{head}; {objective.describe()} of the {feasible} candidates meeting {constraints}"]
     for axis, word, other in neighbours(best.candidate, stage.trials, names):
         parts.append(
             f"not {_axis_value(other.candidate, axis)} ({word} {axis}): "

@@ -9,7 +9,7 @@ idle link time.
 Lexicographic, not a weighted score: the constraints bound pause, utilisation and fairness, the
 objective is the one thing left to optimise, and a weight between kilobytes and percent would
 be arbitrary.  No change without a measured gain: a feasible current setting that
-:func:`ties` with the best stays the recommendation (:func:`recommend`).
+:func:`ties` with the best stays the recommendation (:func:`agent.twin.tune.decision.decide`).
 """
 
 from __future__ import annotations
@@ -203,21 +203,6 @@ def ranked(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> list[Tr
         return (1, round(violation(t), 6), -t.worst_utilisation(), t.candidate.index)
 
     return sorted(trials, key=key)
-
-
-def recommend(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> Trial | None:
-    """The first of :func:`ranked` if it is feasible -- unless the current setting is
-    feasible too and :func:`ties` with the best on the objective: no change without a
-    measured gain (module docstring: Ranking)."""
-    first = ranked(trials, objective)[0] if trials else None
-    if first is None or not first.feasible:
-        return None
-    current = next((t for t in trials if t.candidate.current and t.feasible), None)
-    if current is not None and current is not first:
-        best = min(objective_value(t, objective) for t in trials if t.feasible)
-        if ties(objective_value(current, objective), best, objective):
-            return current
-    return first
 
 
 def mean_at(t: Trial, senders: int, name: str = "busbw_Bps") -> float:

@@ -35,13 +35,15 @@ class StillAtEdge:
 
 @dataclass(frozen=True)
 class AfterWidening:
-    """The pick once the widened levels ran: recommended (``feasible``) or only the closest."""
+    """The ranking's first once the widened levels ran (``feasible``: it meets the
+    constraints; else the closest).  Not the recommendation: that is the speed's decision,
+    which keeps the current setting when this one measured no better."""
 
     candidate: Candidate
     feasible: bool
 
     def __str__(self) -> str:
-        word = "recommended" if self.feasible else "closest"
+        word = "ranked first" if self.feasible else "closest"
         return f"after widening, {word}: {self.candidate.label()}"
 
 

@@ -2,14 +2,16 @@
 
 :class:`RunMetrics` is one seed at one load point of one candidate; :class:`Trial` a candidate
 with its runs and its verdict (invalid, rejected, dropped by halving, or feasible);
-:class:`Stage` and :class:`Rung` a speed's trials and its batches; :class:`SpeedResult` one
-speed's search; :class:`TuneResult` the tune, with the override it recommends and its JSON.
+:class:`Stage` and :class:`Rung` a speed's trials and its batches; :class:`Decision` what a
+speed's search decided (:func:`agent.twin.tune.decision.decide` makes it; the table, the JSON,
+the override and the explanation are rendered from it); :class:`SpeedResult` one speed's
+search; :class:`TuneResult` the tune, with the override it recommends and its JSON.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
@@ -119,12 +121,69 @@ class Trial:
 
 @dataclass
 class Stage:
-    """The trials of one speed's search and the chosen one (None: nothing feasible)."""
+    """The trials of one speed's search (what was decided is the speed's :class:`Decision`)."""
 
     kind: str  # "joint" (or "ecn" for an ECN-only search)
     trials: list[Trial]
+
+
+DecisionKind = Literal["change", "no change", "none"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One speed's decision: its ``kind``, the ``trial`` it rests on (the recommended one; the
+    current setting's for ``no change``; the closest for ``none``, None when nothing ran), the
+    best-measured feasible trial it was compared with (``best``), and why, in words."""
+
+    kind: DecisionKind
+    trial: Trial | None
     best: Trial | None
-    closest: Trial | None  # the best-ranked trial when nothing is feasible
+    why: str
+
+    @classmethod
+    def undecided(cls) -> Decision:
+        """A speed not searched yet."""
+        return cls("none", None, None, "not searched")
+
+    @property
+    def recommended(self) -> Trial | None:
+        """The setting to use (the current one for ``no change``); None for ``none``."""
+        return None if self.kind == "none" else self.trial
+
+    @property
+    def changes(self) -> bool:
+        """The fabric's setting changes: an override carries new values."""
+        return self.kind == "change"
+
+    def headline(self) -> str:
+        """The decision in one phrase, the setting named: what every rendering says."""
+        label = self.trial.candidate.label() if self.trial is not None else ""
+        if self.kind == "change":
+            return f"recommended: {label}"
+        if self.kind == "no change":
+            return f"no change: no candidate measured better than the current setting, {label}"
+        return "no candidate meets the constraints"
+
+    def verdict(self, trial: Trial) -> str | None:
+        """The table's verdict for ``trial`` when the decision is about it (None otherwise)."""
+        if trial is self.recommended:
+            return "recommended" if self.kind == "change" else "recommended: no change"
+        if self.kind == "no change" and trial.feasible:
+            return "ok, no measured gain over current"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        trial, best = self.trial, self.best
+        return {
+            "kind": self.kind,
+            "index": trial.candidate.index if trial is not None else None,
+            "setting": trial.candidate.label() if trial is not None else None,
+            "recommended": self.recommended is not None,
+            "best_measured": best.candidate.index if best is not None else None,
+            "headline": self.headline(),
+            "why": self.why,
+        }
 
 
 @dataclass(frozen=True)
@@ -163,6 +222,7 @@ class SpeedResult:
     load_points: tuple[int, ...] = ()
     edge_notes: list[EdgeNote] = field(default_factory=list)  # the edges and widening
     summary: str = ""  # current -> recommended, in the user's terms
+    decision: Decision = field(default_factory=Decision.undecided)
 
     @property
     def ecn(self) -> Stage:
@@ -170,7 +230,7 @@ class SpeedResult:
 
     @property
     def recommended(self) -> Trial | None:
-        return self.ecn.best
+        return self.decision.recommended
 
     @property
     def runs(self) -> int:
@@ -200,7 +260,7 @@ class TuneResult:
 
     @property
     def complete(self) -> bool:
-        """A recommendation for every speed."""
+        """A recommendation (a change or no change) for every speed."""
         return all(s.recommended is not None for s in self.speeds)
 
     @property
@@ -210,12 +270,20 @@ class TuneResult:
     def dominant(self) -> SpeedResult | None:
         return next((s for s in self.speeds if s.speed_bps == self.dominant_speed_bps), None)
 
-    def override(self) -> dict[str, Any] | None:
-        """The profile override values for the dominant speed's recommendation."""
+    def decision(self) -> Decision:
+        """The dominant speed's decision: what the override carries."""
         speed = self.dominant()
-        if speed is None or speed.recommended is None:
+        return Decision.undecided() if speed is None else speed.decision
+
+    def override(self) -> dict[str, Any] | None:
+        """The profile override values of the dominant speed's decision: the recommended
+        setting's for a change, none (``{}``) for no change, None without a recommendation."""
+        decision = self.decision()
+        if decision.recommended is None:
             return None
-        best = speed.recommended.candidate
+        if not decision.changes:
+            return {}
+        best = decision.recommended.candidate
         values: dict[str, Any] = {
             "ecn": {
                 "queues": {
@@ -232,11 +300,12 @@ class TuneResult:
         return values
 
     def qps_per_connection(self) -> int | None:
-        """The recommended QPs per connection (an NCCL setting, not in the fabric file)."""
-        speed = self.dominant()
-        if speed is None or speed.recommended is None or self.objective.name != "collective":
+        """The decided QPs per connection (an NCCL setting, the profile's ``job:``): the
+        recommendation's, or the fabric's own for no change."""
+        recommended = self.decision().recommended
+        if recommended is None or self.objective.name != "collective":
             return None
-        return speed.recommended.candidate.qps
+        return recommended.candidate.qps
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -250,6 +319,7 @@ class TuneResult:
             "objectives": asdict(self.objectives),
             "dominant_speed": format_speed(self.dominant_speed_bps),
             "complete": self.complete,
+            "decision": self.decision().to_json(),
             "override": self.override(),
             "qps_per_connection": self.qps_per_connection(),
             "runs": self.runs,
@@ -270,13 +340,14 @@ def _speed_json(s: SpeedResult) -> dict[str, Any]:
         "runs": s.runs,
         "rungs": [r.to_json() for r in s.rungs],
         "recommended": s.recommended.candidate.index if s.recommended else None,
+        "decision": s.decision.to_json(),
         "summary": s.summary,
         "edges": s.edges,
         "explanation": s.explanation,
         "stages": [
             {
                 "kind": st.kind,
-                "best": st.best.candidate.index if st.best else None,
+                "best": s.recommended.candidate.index if s.recommended else None,
                 "trials": [t.to_json() for t in st.trials],
             }
             for st in s.stages

@@ -3,7 +3,8 @@
 For each host-facing link speed of the fabric, candidates (:mod:`agent.twin.tune.space`) are
 run in the twin on a workload at that speed (:mod:`agent.twin.tune.runs`) and judged against
 hard constraints (:mod:`agent.twin.tune.judge`); the feasible one with the best objective is
-recommended and explained (:mod:`agent.twin.tune.explain`).
+decided (:mod:`agent.twin.tune.decision`: a change, no change, or none) and explained
+(:mod:`agent.twin.tune.explain`).
 
 Search method (:func:`plan_method`): the full grid when candidates x seeds x load points is at
 most :data:`FULL_GRID_MAX_RUNS` runs; otherwise successive halving (Jamieson & Talwalkar,
@@ -53,9 +54,10 @@ from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
 from agent.intent.units import format_speed
 from agent.twin.network import build_network, roce_frame_bytes
+from agent.twin.tune.decision import decide
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
-from agent.twin.tune.judge import evaluate, ranked, recommend
+from agent.twin.tune.judge import evaluate, ranked
 from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdge
 from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS
 from agent.twin.tune.options import (
@@ -182,7 +184,10 @@ class _Search:
         points = load_points(senders)
         room = ecn_room(speed, mtu, pause)
         space = build_space(room, settings.candidate_count, settings.dcqcn, settings.qps)
-        current = Candidate(0, ecn_now)
+        # Today's QPs per connection are the profile's job setting (NCCL's default 1 unset):
+        # "no change" must keep what the fabric has, not 1.
+        qps_now = (self.intent.profile.job.qps_per_connection or 1) if settings.collective else 1
+        current = Candidate(0, ecn_now, qps=qps_now)
         seen: set[Any] = {(current.ecn, current.dcqcn, current.qps)}
         cands = [current, *space_candidates(space, space.points(), seen, 1)]
         method = plan_method(len(cands), len(settings.seeds), len(points), settings.method)
@@ -191,9 +196,8 @@ class _Search:
         trials = self._validated(cands)
         self._halve(result, trials, rung_plan(method, points, settings.seeds, settings.collective))
         self._widen(result, space, trials, seen)
-        best = recommend(trials, settings.objective)
-        closest = ranked(trials, settings.objective)[0] if best is None and trials else None
-        result.stages = [Stage("joint" if settings.dcqcn else "ecn", trials, best, closest)]
+        result.stages = [Stage("joint" if settings.dcqcn else "ecn", trials)]
+        result.decision = decide(trials, settings.objective)
         self._pause_note(result)
         result.summary = user_summary(result, settings.objective)
         result.explanation = explain(
@@ -316,7 +320,8 @@ class _Search:
                 result.edge_notes.append(StillAtEdge(name, end, MAX_WIDENINGS))
 
     def _pivot(self, trials: list[Trial]) -> Trial | None:
-        """What widening moves around: the recommendation, or, when nothing passed, the
+        """What widening moves around: the ranking's first (the best measured, which the decision
+        may not take: a tie keeps the current setting), or, when nothing passed, the
         closest (a search that failed at the edge of its range has not looked beyond it);
         None for a pick that is no point of the space (today's setting) or never ran."""
         best = ranked(trials, self.settings.objective)[0] if trials else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from common.text import natural_key
 from lab.mgmt import names
 from lab.mgmt.nxos.config import (
     ClassMap,
@@ -56,7 +57,7 @@ def render_lines(config: NxosConfig) -> list[str]:
         lines.append("feature lldp")
     lines.append("")
     lines += qos_lines(config)
-    for name in sorted(config.interfaces, key=names.natural_key):
+    for name in sorted(config.interfaces, key=natural_key):
         lines += ["", f"interface {name}", *_indent(_interface_lines(config.interfaces[name]))]
     return lines
 
@@ -90,7 +91,7 @@ def qos_lines(config: NxosConfig) -> list[str]:
 def ipqos_lines(config: NxosConfig) -> list[str]:
     """``show running-config ipqos``: the QoS lines and each interface's QoS lines."""
     lines = qos_lines(config)
-    for name in sorted(config.interfaces, key=names.natural_key):
+    for name in sorted(config.interfaces, key=natural_key):
         own = [line for line in _interface_lines(config.interfaces[name]) if _is_qos(line)]
         if own:
             lines += ["", f"interface {name}", *_indent(own)]

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab.mgmt.names import natural_key
 from lab.mgmt.sonic.configdb import ConfigDb
+from lab.mgmt.sonic.text import natural_key
 
 CHECKPOINTS_DIR = "/etc/sonic/checkpoints"
 CHECKPOINT_EXT = ".cp.json"

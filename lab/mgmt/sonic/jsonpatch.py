@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from lab.mgmt.names import natural_key
+from lab.mgmt.sonic.text import natural_key
 
 OPS = ("add", "remove", "replace", "move", "copy", "test")
 

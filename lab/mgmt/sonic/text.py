@@ -1,5 +1,4 @@
-"""Text helpers shared by the SONiC commands: natural sort (:func:`lab.mgmt.names.natural_key`)
-and tabulate's ``simple`` format.
+"""Text helpers shared by the SONiC commands: natural sort and tabulate's ``simple`` format.
 
 sonic-utilities prints its counter tables with ``tabulate(rows, header, tablefmt='simple',
 stralign='right')`` (scripts/pfcstat, scripts/queuestat, scripts/watermarkstat,
@@ -15,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lab.mgmt.names import natural_key
+from common.text import natural_key as natural_key  # jsonpatch and checkpoints sort with it
 
 
 def natsorted_dict(value: Any) -> Any:

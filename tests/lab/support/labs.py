@@ -159,9 +159,12 @@ def start_lab(
     name: str, state_dir: Path, topology: Path = LEAFSPINE, nos: str | None = None
 ) -> Lab:
     speaking = ["--nos", nos] if nos else []
+    # A lab of qemu VMs boots them without KVM: 82 s on a quiet machine, 118 s at load 8-13
+    # (measured); the limit is for a hung `lab up`, not a slow one.
     result = run_cli(
-        "up", topology, "--name", name, "--state-dir", state_dir, "-o", "json", *speaking
-    )
+        "up", topology, "--name", name, "--state-dir", state_dir, "-o", "json", *speaking,
+        timeout=600,
+    )  # fmt: skip
     assert result.returncode == 0, f"lab up failed:\n{result.stdout}\n{result.stderr}"
     return Lab(name, state_dir, json.loads(result.stdout))
 

@@ -1,0 +1,92 @@
+"""What tune decides at one speed, and why: :func:`decide` makes the one record
+(:class:`~agent.twin.tune.results.Decision`) that the table, the JSON, the written override and
+the explanation are all rendered from, so that they cannot name different settings.
+
+Three outcomes (:data:`~agent.twin.tune.results.DecisionKind`):
+
+* ``change`` -- a candidate measured better than the fabric's current setting on the objective
+  (beyond :func:`~agent.twin.tune.judge.ties`), or the current setting misses a constraint
+  that a candidate meets: that candidate is recommended;
+* ``no change`` -- the current setting meets every constraint and no candidate measured better
+  (the best ties with it, or it is the best): keep it.  The best-measured candidate is named
+  with its number, so a reader sees what it was compared with;
+* ``none`` -- no candidate meets the hard constraints: nothing is recommended, the closest
+  (the ranking's first) is named.
+
+Why a record and not the ranking's first: the ranking orders candidates by what was measured,
+ties included, and on a fabric where every candidate measured the same (a rail-optimised pod:
+each ring hop on its own leaf) its first is an arbitrary tied candidate.  Before this record,
+the table and the override followed "no change" while the explanation named that tied
+candidate as recommended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent.twin.tune.judge import TIE_BAND, objective_value, ranked, ties
+from agent.twin.tune.objectives import QUEUE, ObjectiveSpec
+from agent.twin.tune.results import Decision, Trial
+from agent.twin.tune.text import gbs
+from agent.twin.verdicts import kb
+
+
+def decide(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> Decision:
+    """The decision over a speed's trials (module docstring): the ranking's first when it is
+    feasible and measured better than a feasible current setting, else no change; with
+    nothing feasible, no recommendation and the closest."""
+    order = ranked(trials, objective)
+    first = order[0] if order else None
+    if first is None or not first.feasible:
+        return Decision("none", first, None, _none_why(first))
+    best = min((t for t in trials if t.feasible), key=lambda t: objective_value(t, objective))
+    current = next((t for t in trials if t.candidate.current and t.feasible), None)
+    if current is None:
+        why = "the current setting misses a constraint" if _has_current(trials) else ""
+        return Decision("change", first, best, why)
+    if current is first or ties(objective_value(current, objective),
+                                objective_value(best, objective), objective):  # fmt: skip
+        return Decision("no change", current, best, _tie_why(current, best, objective))
+    return Decision("change", first, best, _gain_why(current, first, best, objective))
+
+
+def _has_current(trials: Sequence[Trial]) -> bool:
+    return any(t.candidate.current for t in trials)
+
+
+def _none_why(closest: Trial | None) -> str:
+    if closest is None:
+        return "no candidate ran"
+    return "; ".join(closest.reasons) or closest.invalid or closest.pruned or "no candidate ran"
+
+
+def _value_text(trial: Trial, objective: ObjectiveSpec) -> str:
+    value = objective_value(trial, objective)
+    return f"busbw {gbs(-value)}" if objective.maximise else f"p99 {kb(value)}"
+
+
+def _tie_why(current: Trial, best: Trial, objective: ObjectiveSpec) -> str:
+    if best is current:
+        return f"the current setting measured best ({_value_text(current, objective)})"
+    return (
+        f"the best measured, #{best.candidate.index} {best.candidate.label()}, "
+        f"{_value_text(best, objective)} against {_value_text(current, objective)} today: "
+        f"within {TIE_BAND:.0%}"
+        + ("" if objective.maximise else " or a 1 KiB bucket")
+        + ", no measured gain"
+    )
+
+
+def _gain_why(current: Trial, first: Trial, best: Trial, objective: ObjectiveSpec) -> str:
+    gain = (
+        f"{_value_text(best, objective)} against {_value_text(current, objective)} with the "
+        f"current setting: more than {TIE_BAND:.0%}"
+        + ("" if objective.maximise else " and a 1 KiB bucket")
+        + " better"
+    )
+    if first is best:
+        return gain
+    return (
+        f"the best measured, #{best.candidate.index}, {gain}; #{first.candidate.index} ties with "
+        f"it ({_value_text(first, objective)}) and idles the link least over the whole run"
+    )
