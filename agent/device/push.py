@@ -224,13 +224,20 @@ class DeviceResult:
     notes: list[str] = field(default_factory=list)  # sessions cleaned up, outcomes verified
     attempt: str | None = None  # write-ahead audit attempt id
 
+    @property
+    def read(self) -> bool:
+        """Whether the device's configuration was read (its differences are real); a device
+        not reached, skipped or blocked has no count of differences, not zero."""
+        return self.before is not None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "device": self.device,
             "platform": self.platform,
             "result": self.result,
-            "changes": len(self.differences),
-            "differences": [d.as_dict() for d in self.differences],
+            "read": self.read,
+            "changes": len(self.differences) if self.read else None,
+            "differences": [d.as_dict() for d in self.differences] if self.read else None,
             "lines": self.lines,
             "session": self.session,
             "error": self.error,

@@ -106,3 +106,19 @@ def test_apply_without_yes_in_a_pipeline_refuses(
 def test_unsupported_platform_is_an_error() -> None:
     with pytest.raises(AgentError, match="unsupported platform 'junos'"):
         platform_for("junos")
+
+
+@pytest.mark.parametrize("command", ["diff", "drift"])
+def test_a_device_not_reached_has_no_count_of_changes(
+    tmp_path: Path, listener: RawPeer, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing was compared on a switch that hung up: ``changes`` is null, not 0 (issue #41)."""
+    import json
+
+    monkeypatch.setenv("ROCE_TEST_UNSET_PW", "pw")
+    path = fabric(tmp_path, listener.port)
+    run = CliRunner().invoke(main, ["--connect-timeout", "2s", command, str(path), "-o", "json"])
+    assert run.exit_code == 2, run.output  # no device reached
+    (leaf,) = json.loads(run.stdout)["devices"]
+    assert (leaf["read"], leaf["changes"], leaf["differences"]) == (False, None, None), leaf
+    assert leaf["result"] in ("unreachable", "protocol error", "timed out"), leaf
