@@ -11,7 +11,6 @@ path to the data plane; the data plane's refusal is NX-OS' ``%`` error and chang
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,10 +26,9 @@ from lab.mgmt.nxos.config import NxosConfig
 from lab.mgmt.nxos.render import render_text
 from lab.mgmt.nxos.rollback import Rollbacks
 from lab.mgmt.nxos.translate import to_switch_config
-from lab.mgmt.persistence import StartupConfigStore
+from lab.mgmt.persistence import Boot, StartupConfigStore, boot_from_startup
 from lab.mgmt.switch import ConfigRefused, SwitchManager
 
-log = logging.getLogger("lab.mgmt.nxos")
 T = TypeVar("T")
 
 
@@ -64,20 +62,13 @@ class NxosPersonality:
 
     async def start(self) -> None:
         """Load the startup-config (if any) and push it; factory config if it is refused."""
-        text = self.startup_text()
-        candidate = self.factory_config()
-        if text:
-            try:
-                candidate = load_config_text(candidate, text)
-            except CliError as exc:
-                log.error("startup-config not loaded: %s", exc)
-                candidate = self.factory_config()
-        try:
+
+        async def install(candidate: NxosConfig) -> None:
             await self._install(candidate, True)
-        except CliError as exc:
-            log.error("startup-config refused by the data plane (%s); using defaults", exc)
-            await self._install(self.factory_config(), True)
-        log.info("%s: running-config applied to the data plane", self.manager.name)
+
+        boot = Boot(self.manager.name, self.factory_config, load_config_text, install,
+                    (CliError,), (CliError,))  # fmt: skip
+        await boot_from_startup(self.startup_text(), boot)
 
     async def edit(self, change: Callable[[NxosConfig], T]) -> T:
         """``change`` on a copy of the running configuration, installed whole."""
