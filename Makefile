@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The docs site's address (mkdocs.yml site_url; the alert rules' runbook links use the default).
 DOCS_URL ?= https://roce-fabric-agent.readthedocs.io/en/latest/
 
-.PHONY: demo test lint typecheck unit lab-tests deps system-deps venv clean docs docs-check
+.PHONY: demo test drill lint typecheck unit lab-tests deps system-deps venv clean docs docs-check
 
 # The editable install compiles the hot paths (twin, lab switch) with mypyc (setup.py);
 # `require`: a compile that fails fails the build instead of falling back to pure Python.
@@ -76,12 +76,17 @@ PURE_TESTS := tests/unit/test_lossless_*.py tests/unit/test_dcqcn.py \
 PURE_SKIP := not (every_scenario_runs_and_the_books_balance or tune_all_to_all_runs)
 
 # Unit tests on every core (they share nothing); lab tests that measure no data-plane rate or
-# timing (marker lab_parallel) two files at a time; the others one at a time, alone.
+# timing (marker lab_parallel) two files at a time; the others one at a time, alone. The fault
+# drill drills each row once, the platforms in turn; `make drill` runs its whole matrix.
 test: deps lint typecheck docs-check
 	$(BIN)/pytest -m "not lab" -n auto --durations=10
 	ROCE_AGENT_PURE_PYTHON=1 $(BIN)/pytest -m "not lab" -n auto -k "$(PURE_SKIP)" $(PURE_TESTS)
-	$(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadgroup --durations=10
+	ROCE_DRILL=rotated $(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadgroup --durations=10
 	$(BIN)/pytest -m "lab and not lab_parallel" --durations=25
+
+# Every fault-drill row on every platform, the matrix printed at the end.
+drill: deps
+	$(BIN)/pytest tests/lab/test_fault_drill.py
 
 demo: deps
 	scripts/demo.sh

@@ -57,10 +57,8 @@ def console(*, stderr: bool = False, width: int | None = None) -> Console:
     ``fabric.yml:100:68`` as an emoji code; neither may change text that came from a user
     or a file (a FILE:LINE:COL location must stay parseable by editors and CI).
     """
-    from rich.console import Console
-
     width, height = _size(width, stderr)
-    return Console(
+    return _line_console_class()(
         stderr=stderr,
         markup=False,
         emoji=False,
@@ -69,6 +67,24 @@ def console(*, stderr: bool = False, width: int | None = None) -> Console:
         height=height,
         soft_wrap=stderr,
     )
+
+
+@functools.cache
+def _line_console_class() -> type[Console]:
+    from rich.console import Console
+    from rich.text import Text
+
+    class LineConsole(Console):
+        """A message (strings, Text) is one line, never folded into two: into a pipe a grep
+        or a ticket reads it whole, a terminal wraps it by itself. Tables still fold their
+        cells to the width."""
+
+        def print(self, *objects: Any, soft_wrap: bool | None = None, **options: Any) -> None:
+            if soft_wrap is None and objects and all(isinstance(o, str | Text) for o in objects):
+                soft_wrap = True
+            super().print(*objects, soft_wrap=soft_wrap, **options)
+
+    return LineConsole
 
 
 def progress_display(

@@ -199,7 +199,7 @@ def _column_options(column: str) -> dict[str, Any]:
     """Numbers at their width, right-aligned; the ECN pair whole; the verdict takes the
     width left over (at least a whole "recommended") and wraps at its spaces."""
     if column == "verdict":
-        return {"justify": "left", "ratio": 1, "min_width": len("recommended")}
+        return {"justify": "left", "ratio": 1, "min_width": len("recommended:")}
     if column == _ECN:
         return {"justify": "left", "no_wrap": True}
     if column == "DCQCN":

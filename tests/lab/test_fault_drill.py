@@ -14,10 +14,15 @@ up --nos``); the SSH faults fire on that platform's own commit and confirm lines
 The rows spend much of their time waiting (netmiko's read timeout, commit timers), so they
 run in lanes of two or three rows, each on a lab of its own with its own audit log; the lanes
 share nothing.
+
+``ROCE_DRILL=rotated`` (what `make test` runs) drills each row once, the platforms in turn
+(row *i* on platform *i* mod 4): every row and every platform in a fraction of the time, two
+platforms' labs at a time. Without it (`make drill`), every row runs on every platform.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,18 +36,39 @@ pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short
 # platform -> its switches' NOS (lab up --nos)
 PLATFORMS = {"arista_eos": "eos", "sonic": "sonic", "cumulus_nvue": "nvue", "cisco_nxos": "nxos"}
-LANES = 6  # per platform
+LABS_AT_ONCE = 6
 # Rows that wait on netmiko's 10 s read timeout or a commit timer go first, one per lane in
 # turn, so the lanes end at about the same time.
 SLOW_FIRST = ("slow switch", "ssh cut", "mgmt plane restart", "kill after-commit")
 
 
-ROWS = {platform: default_rows(platform=platform) for platform in PLATFORMS}
-CASES = [(platform, row) for platform, rows in ROWS.items() for row in rows]
+ROTATED = os.environ.get("ROCE_DRILL", "full") == "rotated"
+
+
+def _cases(rows: dict[str, list[Row]], rotated: bool) -> list[tuple[str, Row]]:
+    """Every (platform, row), or each row once on the platforms in turn."""
+    if not rotated:
+        return [(platform, row) for platform, found in rows.items() for row in found]
+    platforms = list(rows)
+    first = rows[platforms[0]]
+    return [
+        (platforms[i % len(platforms)], rows[platforms[i % len(platforms)]][i])
+        for i in range(len(first))
+    ]
+
+
+ROWS_OF = {platform: default_rows(platform=platform) for platform in PLATFORMS}
+CASES = _cases(ROWS_OF, ROTATED)
+ROWS = {p: [row for platform, row in CASES if platform == p] for p in PLATFORMS}
+# Platforms drilled side by side: one for the whole matrix, two when each has only a few rows;
+# either way six labs at once, what the 2-core machine carries.
+SIDE_BY_SIDE = 2 if ROTATED else 1
+LANES = LABS_AT_ONCE // SIDE_BY_SIDE  # per platform
 
 
 def _lanes(rows: list[Row], lanes: int) -> list[list[Row]]:
     ordered = sorted(rows, key=lambda r: not r.name.startswith(SLOW_FIRST))
+    lanes = min(lanes, len(ordered))  # a lab per lane: none without a row
     return [ordered[lane::lanes] for lane in range(lanes)]
 
 
@@ -76,11 +102,19 @@ def matrix(
     request: pytest.FixtureRequest,
 ) -> Iterator[dict[tuple[str, str], RowResult]]:
     results: dict[tuple[str, str], RowResult] = {}
-    # One platform after another (each one's lanes side by side): three platforms' labs at
+    # One platform after another (each one's lanes side by side): four platforms' labs at
     # once would starve the 2-core machine's switches of CPU. Only the platforms of the
     # selected rows (`-k sonic`) bring labs up.
-    for platform in _selected_platforms(request):
-        results.update(_run_platform(module_labs, tmp_path_factory, platform))
+    chosen = _selected_platforms(request)
+    for start in range(0, len(chosen), SIDE_BY_SIDE):
+        together = chosen[start : start + SIDE_BY_SIDE]
+        for found in results_or_raise(
+            run_each(
+                {p: p for p in together},
+                lambda p: _run_platform(module_labs, tmp_path_factory, p),
+            )
+        ).values():
+            results.update(found)
     yield results
     _print_matrix(request, results)
 
@@ -146,6 +180,16 @@ def test_every_row_runs_in_exactly_one_lane() -> None:
         lanes = _lanes(rows, LANES)
         assert sorted(r.name for lane in lanes for r in lane) == sorted(r.name for r in rows)
         assert all(lanes)
+
+
+@pytest.mark.parametrize("rotated", [False, True])
+def test_every_row_and_every_platform_is_drilled(rotated: bool) -> None:
+    """The full matrix has every pair; the rotated one every row once, every platform."""
+    cases = _cases(ROWS_OF, rotated)
+    names = [row.name for row in next(iter(ROWS_OF.values()))]
+    assert sorted({row.name for _, row in cases}) == sorted(names)
+    assert {platform for platform, _ in cases} == set(PLATFORMS)
+    assert len(cases) == len(names) * (1 if rotated else len(PLATFORMS))
 
 
 @pytest.mark.timeout(1800)  # the first row's setup runs the whole matrix

@@ -54,17 +54,19 @@ for line in sys.stdin:
         os._exit(code)
     os.close(out)
     os.close(err)
-    code, rss = None, 0
+    code, rss, cpu = None, 0, None
     while time.monotonic() - started < request["time_limit"]:
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
             code, rss = os.waitstatus_to_exitcode(status), usage.ru_maxrss
+            cpu = usage.ru_utime + usage.ru_stime
             break
         time.sleep(0.01)
     else:
         os.kill(pid, 9)
         os.wait4(pid, 0)
-    reply = {"code": code, "seconds": time.monotonic() - started, "max_rss_kb": rss}
+    reply = {"code": code, "seconds": time.monotonic() - started, "max_rss_kb": rss,
+             "cpu_seconds": cpu}
     print(json.dumps(reply), flush=True)
 """
 
@@ -76,6 +78,9 @@ class Outcome:
     stderr: str
     seconds: float
     max_rss_kb: int
+    # the child's own CPU time (user + system), None when it was killed: the work a case
+    # costs the agent, whatever else the machine is busy with
+    cpu_seconds: float | None = None
 
 
 class BoundedCli:
@@ -113,6 +118,7 @@ class BoundedCli:
             err.read_text(encoding="utf-8", errors="replace"),
             reply["seconds"],
             reply["max_rss_kb"],
+            reply["cpu_seconds"],
         )
         out.unlink()
         err.unlink()

@@ -12,6 +12,14 @@ from tests.unit.bounded_cli import bounded_runner
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables 200 columns wide, so a test reads a cell whole (a pipe gets 100 and folds
+    them); the width rules themselves are tested in test_readable_output.py, whose tests set
+    or remove COLUMNS."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 # ``roce-agent`` runs, each in its own forked process under 2 GiB and 30 s.
 bounded_cli = pytest.fixture(scope="session", name="bounded_cli")(bounded_runner)
 

@@ -453,12 +453,29 @@ def test_example(example: Example, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     if example.synopsis:
         _check_synopsis(example)
         return
+    if dict(example.env).get(COMPLETE, "").endswith("_source"):
+        _check_completion_script(example)
+        return
     words = _words(example)
     _parse(example, words)
     why = _why_skipped(example)
     if why is not None:
         pytest.skip(why)
     _run(example, words, tmp_path, monkeypatch)
+
+
+COMPLETE = "_ROCE_AGENT_COMPLETE"  # click's completion variable for the program roce-agent
+
+
+def _check_completion_script(example: Example) -> None:
+    """``_ROCE_AGENT_COMPLETE=fish_source roce-agent`` prints the shell's completion script
+    (click answers before any command is parsed)."""
+    shell = dict(example.env)[COMPLETE].removesuffix("_source")
+    result = CliRunner().invoke(main, [], prog_name="roce-agent", env=dict(example.env))
+    assert result.exit_code == 0, f"{example.where}: {result.output[-2000:]}"
+    assert "roce-agent" in result.output and COMPLETE in result.output, (
+        f"{example.where}: no {shell} completion script: {result.output[:500]!r}"
+    )
 
 
 def _run(example: Example, words: list[str], tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from agent.intent import credpaths, expand, model, portnames, shard, tokens, units
 from agent.intent.loader import _collapse
-from common import errors, validation, yamlsource
+from common import errors, text, validation, yamlsource
 from common.clicktypes import Duration
 from common.errors import Problem
 
@@ -79,6 +79,7 @@ PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
     "validation.data_loc": (lambda t: validation.data_loc((t,), {}), "a-[]z"),
     "loader._collapse": (_collapsed, "() a"),
     "clicktypes.Duration": (Duration(3600).parse, "0123456789. ms"),
+    "text.natural_key": (text.natural_key, "swp0123456789 "),
 }
 
 
