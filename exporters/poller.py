@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from agent.device.failures import AUTH_FAILED, TIMED_OUT
 from agent.device.platforms import platform_for
 from agent.device.platforms.base import Connection, Platform, PlatformError
 from agent.device.push import Unreachable, connect
@@ -63,6 +64,11 @@ class Pollable(Protocol):
         """A poll returned after its timeout (or after stop): drop whatever it touched."""
 
 
+# A connect failure's kind (agent.device.failures) as the bounded reason label; unreachable,
+# protocol errors and host-key refusals are all "connect".
+_REASON_OF_KIND = {AUTH_FAILED: "auth", TIMED_OUT: "timeout"}
+
+
 def classify(error: BaseException) -> str:
     """The bounded ``reason`` label of a failed poll."""
     from netmiko.exceptions import (
@@ -73,9 +79,8 @@ def classify(error: BaseException) -> str:
 
     if isinstance(error, NetmikoAuthenticationException | CredentialError):
         return "auth"
-    if isinstance(error, Unreachable):
-        # agent.device.push.connect words both cases into one exception type.
-        return "auth" if "authentication failed" in str(error) else "connect"
+    if isinstance(error, Unreachable):  # its kind says how the connect failed
+        return _REASON_OF_KIND.get(error.kind, "connect")
     if isinstance(error, NetmikoTimeoutException | ReadTimeout | socket.timeout | TimeoutError):
         return "timeout"
     if isinstance(error, PlatformError | ValidationError | ValueError | KeyError | TypeError):

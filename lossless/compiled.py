@@ -42,9 +42,12 @@ COMPILED_MODULES: tuple[str, ...] = (
     "lossless.watchdog",
     "lossless.wred",
     "agent.twin.events",
+    "agent.twin.eventqueue",
     "agent.twin.flows",
     "agent.twin.frames",
     "agent.twin.nic",
+    "agent.twin.pause",
+    "agent.twin.run_options",
     "agent.twin.samples",
     "agent.twin.switch",
     "agent.twin.wiring",
@@ -54,10 +57,11 @@ COMPILED_MODULES: tuple[str, ...] = (
     "lab.vswitch.counters",
     "lab.vswitch.dataplane",
 )
-"""Compiled together as one mypyc group.  Of the twin, the engine and the elements it runs
-(events, flows, frames, NICs, switches, samples, and their wiring, which builds the compiled
-classes).  Of ``lab.vswitch``, what runs per frame: the rest (pydantic config, control socket,
-client, socket setup) runs per request or once."""
+"""Compiled together as one mypyc group.  Of the twin, the engine with its base classes (the
+queue of its events, ``eventqueue``; its PFC handlers, ``pause``), its run options, and the
+elements it runs (events, flows, frames, NICs, switches, samples, and their wiring, which builds
+the compiled classes).  Of ``lab.vswitch``, what runs per frame: the rest (pydantic config,
+control socket and its commands, client, socket setup) runs per request or once."""
 
 DIGEST_FILE = "compiled.sha256"
 """Written by the build beside this module: :func:`source_digest` of what it compiled."""

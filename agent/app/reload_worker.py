@@ -9,10 +9,10 @@ A process has its own interpreter: the daemon keeps serving, and at the deadline
 is killed (SIGKILL), whatever it is doing. Its address space is capped too, so a file that
 expands without bound ends in a refused reload, not in the daemon's memory.
 
-The child runs :func:`agent.app.daemon.load_config` (everything ``serve`` loads: agent.yaml,
+The child runs :func:`agent.app.daemon_config.load_config` (everything ``serve`` loads: agent.yaml,
 the fabric, the web config, the scheduled playbooks) and writes one pickled answer to its
 stdout: ``("loaded", Loaded)`` or ``("refused", fields)`` (the log fields of the refusal,
-:func:`agent.app.daemon.error_fields`). The daemon then builds the new exporter from it in a
+:func:`agent.app.daemon_config.error_fields`). The daemon then builds the new exporter from it in a
 thread and swaps it in; the running configuration stays until then.
 """
 
@@ -121,7 +121,7 @@ class ReloadWorker:
 
 def _fields(reason: str) -> dict[str, Any]:
     """The log fields of a refusal the worker itself decided (the file is agent.yaml)."""
-    from agent.app.daemon import error_fields
+    from agent.app.daemon_config import error_fields
     from agent.errors import AgentError
 
     return error_fields(AgentError(reason))
@@ -145,15 +145,15 @@ def child_main(argv: list[str]) -> None:
     """``python -c _BOOT PATH CONFIG [SHARD]``: load, answer on stdout, exit."""
     _die_with_parent()
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    from agent.app import daemon
+    from agent.app import daemon_config
     from agent.intent.shard import parse_shard
 
     answer: tuple[str, Any]
     try:
         shard = parse_shard(argv[1]) if len(argv) > 1 else None
-        answer = ("loaded", daemon.load_config(Path(argv[0])).with_shard(shard))
+        answer = ("loaded", daemon_config.load_config(Path(argv[0])).with_shard(shard))
     except BaseException as exc:  # MemoryError, RecursionError, a loader bug: all refusals
-        answer = ("refused", daemon.error_fields(exc))
+        answer = ("refused", daemon_config.error_fields(exc))
     sys.stdout.buffer.write(pickle.dumps(answer))
     sys.stdout.flush()
     os._exit(0)

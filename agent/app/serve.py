@@ -59,10 +59,10 @@ def serve_command(config_path: Path, shard: Any, check_config: bool) -> None:
     with exit 0; whatever holds it, the process is gone 9 s later (exit 1, stacks on
     stderr). Logs are JSON lines on stdout.
     """
-    from agent.app import daemon
+    from agent.app import daemon, daemon_config
     from agent.errors import printable
 
     if check_config:
-        click.echo(printable(daemon.check_config(config_path, shard)))
+        click.echo(printable(daemon_config.check_config(config_path, shard)))
         return
     sys.exit(daemon.serve(config_path, shard))

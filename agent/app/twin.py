@@ -31,9 +31,9 @@ from agent.app.support import (
 )
 from agent.errors import AgentError
 from agent.intent.units import format_size, format_speed
-from agent.twin.engine import DEFAULT_RTO_S, RECOVERIES, Recovery
 from agent.twin.network import TwinError, TwinNetwork, load_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
+from agent.twin.run_options import DEFAULT_RTO_S, RECOVERIES, Recovery
 from agent.twin.workloads import (
     COLLECTIVES,
     MAX_QPS,

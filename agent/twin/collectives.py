@@ -60,7 +60,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Unpack
 
 from agent.intent.units import format_speed
-from agent.twin.engine import Engine, RunOptions
+from agent.twin.engine import Engine
 from agent.twin.flows import Flow, FlowSpec
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.results import (
@@ -74,6 +74,7 @@ from agent.twin.results import (
     jain,
     pick_bottleneck,
 )
+from agent.twin.run_options import RunOptions
 from agent.twin.verdicts import PAUSED_CEILING, Verdict
 from agent.twin.workloads import COLLECTIVES as COLLECTIVES
 from agent.twin.workloads import MAX_QPS as MAX_QPS

@@ -1,9 +1,10 @@
 """The twin's discrete-event engine: the shared model of lossless Ethernet on a virtual clock.
 
-Events (:class:`Event`: a tick, a sequence number, a kind and its arguments) wait in two heaps
-ordered by ``(time, seq)`` -- frames and port/NIC work in one, timers in the other -- and
-:meth:`Engine._take` runs the earliest of both; ``seq`` keeps events of the same instant in the
-order they were scheduled, so a run is deterministic for a seed.  The clock is
+Events (:class:`Event`: a tick, a sequence number, a kind and its arguments) wait in the
+engine's :class:`agent.twin.eventqueue.EventQueue` (two heaps ordered by ``(time, seq)``), and
+:meth:`Engine.run` runs the earliest due, one after the other, each kind's handler here;
+``seq`` keeps events of the same instant in the order they were scheduled, so a run is
+deterministic for a seed.  The clock is
 :class:`lossless.clock.TickClock`, set to each event's time before its handler runs.  This
 module is compiled by mypyc (:mod:`lossless.compiled`; docs/twin-speed.md says what that asks
 of the code here: native ints, ``Final`` constants, no generic calls per frame).
@@ -36,7 +37,8 @@ Per packet and hop the path is (every decision is the model's, never a copy):
 * PFC frames leave after the frame in flight on that port, take one 64-byte frame time plus
   the propagation delay, and are honoured by the switch port (``ReceivedPause.receive``) or
   the NIC (:class:`lossless.pfc.PauseHonouring`); outstanding XOFFs are refreshed when
-  :meth:`IngressAccounting.refresh_due` says so; the watchdog is polled at its own period.
+  :meth:`IngressAccounting.refresh_due` says so; the watchdog is polled at its own period
+  (these handlers are :class:`agent.twin.pause.PauseHandlers`, the engine's base class).
 
 Hosts: one NIC per host, one :class:`lossless.dcqcn.DcqcnReactionPoint` per flow (QP) pacing
 its packets (gap = bytes * 8 / current rate), a :class:`lossless.dcqcn.NotificationPoint` per
@@ -69,17 +71,30 @@ frames, NAKs and timeouts are counted per flow.
 from __future__ import annotations
 
 import gc
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from heapq import heappop, heappush
 from math import ceil
-from typing import Any, Final, Literal, TypedDict, Unpack
+from typing import Final, Unpack
 
 from mypy_extensions import mypyc_attr
 
-from agent.twin.events import Event, event_order, heap_pop, heap_push, runs_before
+from agent.twin.eventqueue import (
+    HALT,
+    HOST_RX,
+    NIC_PFC_RX,
+    NIC_TX,
+    PORT_TX,
+    PORT_WAKE,
+    REFRESH,
+    RTO,
+    SAMPLE,
+    STORM,
+    SWITCH_PFC_RX,
+    SWITCH_RX,
+    WATCHDOG,
+)
+from agent.twin.events import Event
 from agent.twin.flows import NEVER, Flow, FlowSpec, flows_pop, flows_push, flows_sift_head
 from agent.twin.frames import (
     ACK,
@@ -95,6 +110,13 @@ from agent.twin.frames import (
 )
 from agent.twin.network import ROCE_FRAME_OVERHEAD, TwinError, TwinNetwork, ecmp_pick
 from agent.twin.nic import Nic, us_ticks
+from agent.twin.pause import PauseHandlers
+from agent.twin.run_options import (
+    DEFAULT_RTO_S,
+    Recovery,
+    TrafficOptions,
+    check_recovery,
+)
 from agent.twin.samples import Watch, watch
 from agent.twin.switch import SwitchNode, SwitchPort
 from agent.twin.wiring import (
@@ -106,7 +128,7 @@ from agent.twin.wiring import (
     wire,
     wire_times,
 )
-from lossless.clock import TICKS_PER_SECOND, TickClock, ticks_at_or_after, to_ticks
+from lossless.clock import TICKS_PER_SECOND, ticks_at_or_after, to_ticks
 from lossless.config import NUM_CLASSES
 from lossless.dcqcn import DcqcnReactionPoint, NotificationPoint
 from lossless.pfc import PFC_QUANTA_MAX
@@ -119,16 +141,6 @@ from lossless.queues import MARKED, XOFF_DUE, enqueue, fill_eligible
 # https://www.safaribooksonline.com/library/view/infiniband-network-architecture/0321117654/0321117654_ch17lev1sec16.html);
 # how many frames a ConnectX NIC coalesces is not published: 16 is this model's choice.
 ACK_EVERY: Final = 16
-# The retransmission timeout: InfiniBand's local ACK timeout is 4.096 us x 2^timeout (IBA vol.
-# 1, the QP's "timeout" attribute; the Linux RC implementations compute the same, e.g.
-# drivers/infiniband/hw/qib/qib_rc.c).  NCCL sets timeout = NCCL_IB_TIMEOUT, default 20
-# (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-timeout; NCCL's
-# src/transport/net_ib.cc: NCCL_PARAM(IbTimeout, "IB_TIMEOUT", 20)): 4.29 s.
-IB_TIMEOUT_UNIT_S: Final = 4.096e-6
-NCCL_IB_TIMEOUT: Final = 20
-DEFAULT_RTO_S: Final = IB_TIMEOUT_UNIT_S * 2**NCCL_IB_TIMEOUT
-Recovery = Literal["go-back-n", "selective-repeat"]
-RECOVERIES: tuple[Recovery, ...] = ("go-back-n", "selective-repeat")
 # The first ONSET_INTERVALS sampling intervals are sampled ONSET_SPLIT times as densely: what
 # happens in them (the queue's rise, PFC's and DCQCN's first reactions) is what a plot with a
 # log time axis shows first.
@@ -136,51 +148,8 @@ ONSET_INTERVALS: Final = 5
 ONSET_SPLIT: Final = 10
 
 
-# Kinds of events (Event.kind), and the handler each runs (Engine._dispatch).
-HALT: Final = 0
-NIC_TX: Final = 1
-SWITCH_RX: Final = 2
-HOST_RX: Final = 3
-PORT_TX: Final = 4
-PORT_WAKE: Final = 5
-REFRESH: Final = 6
-SWITCH_PFC_RX: Final = 7
-NIC_PFC_RX: Final = 8
-# Timers: from here on, kinds wait in a heap of their own (Engine._push).
-SAMPLE: Final = 9
-RTO: Final = 10
-WATCHDOG: Final = 11
-STORM: Final = 12
-KIND_NAMES = (
-    "_halt", "_nic_tx", "_switch_rx", "_host_rx", "_port_tx", "_port_wake", "_refresh",
-    "_switch_pfc_rx", "_nic_pfc_rx", "_sample", "_rto_fire", "_poll_watchdog", "_storm_tick",
-)  # fmt: skip
-
-
-COMPILED: Final = not __file__.endswith(".py")
-"""This module runs compiled (mypyc), not from its source (:mod:`lossless.compiled`)."""
-
-
 MessageCallback = Callable[["Engine", Flow, object, int], None]
 SampleCallback = Callable[["Engine", float], None]
-
-
-class RunOptions(TypedDict, total=False):
-    """What every run of the twin may be told: its seed, the NICs' DCQCN values on top of
-    the fabric's (``dcqcn_override``), and their loss recovery (``recovery``, ``rto_s``)."""
-
-    seed: int
-    dcqcn_override: dict[str, int] | None
-    recovery: Recovery
-    rto_s: float
-
-
-class TrafficOptions(RunOptions, total=False):
-    """A scenario's run may also set the RoCE payload per frame (None: the ports' RoCE MTU)
-    and turn the NICs' DCQCN off (``reaction_point=False``: CNPs are counted, no rate cut)."""
-
-    payload_bytes: int | None
-    reaction_point: bool
 
 
 class EngineOptions(TrafficOptions, total=False):
@@ -220,7 +189,7 @@ class _Finished(Exception):
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class Engine:
+class Engine(PauseHandlers):
     """One run of the twin over the network for a set of flows.
 
     A subclass may override a handler (a test's engine that drops chosen frames): compiled,
@@ -230,14 +199,10 @@ class Engine:
     def __init__(
         self, network: TwinNetwork, flows: list[FlowSpec], **options: Unpack[EngineOptions]
     ) -> None:
+        super().__init__()
         settings = EngineSettings(**options)
         recovery, rto_s = settings.recovery, settings.rto_s
-        if recovery not in RECOVERIES:
-            raise TwinError(
-                f"twin --recovery: Expected: one of {', '.join(RECOVERIES)} Actual: {recovery!r}"
-            )
-        if not (math.isfinite(rto_s) and rto_s > 0):
-            raise TwinError(f"twin --rto: Expected: a time above 0 s Actual: {rto_s!r}")
+        check_recovery(recovery, rto_s)
         self.settings = settings
         self.recovery = recovery
         self.selective = recovery == "selective-repeat"
@@ -250,17 +215,7 @@ class Engine:
         # Called after each sample with the engine and the time: what a caller needs to read
         # the counters at a moment of its choosing (tune's measurement window).
         self.on_sample = settings.on_sample
-        self.clock = TickClock()
         self.rng = random.Random(settings.seed)
-        # The event heap: native (compiled) or heapq's tuples (interpreted); see _push.
-        self._native = COMPILED
-        self._heap: list[Event] = []
-        self._timers: list[Event] = []
-        self._timer_next = NEVER  # the tick of the earliest timer (compiled heaps)
-        self._queue: list[tuple[int, int, Event]] = []
-        self._timer_queue: list[tuple[int, int, Event]] = []
-        self._spare: list[Event] = []
-        self._seq = 0
         self.events = 0
         self.switches: dict[str, SwitchNode] = {}
         self.ports: list[SwitchPort] = []  # every built switch port, switch by switch
@@ -401,74 +356,7 @@ class Engine:
         # seq -1 sorts before every event of the same tick.
         self._push(Event(tick, -1, HALT, None, None, 0, 0))
 
-    # ---------------------------------------------------------------- event plumbing
-
-    def _at(  # noqa: PLR0913 -- once per event: an argument object would be an allocation per event (compiled: 7-11 ns by arguments, 65-75 ns through an object)
-        self,
-        when: int,
-        kind: int,
-        target: Any,
-        packet: Packet | None = None,
-        arg: int = 0,
-        arg2: int = 0,
-    ) -> None:
-        seq = self._seq
-        self._seq = seq + 1
-        spare = self._spare
-        if spare:
-            # An event object that already ran: reused, not reallocated (millions per run).
-            event = spare.pop()
-            event.refill(when, seq, kind, target, packet, arg, arg2)
-        else:
-            event = Event(when, seq, kind, target, packet, arg, arg2)
-        self._push(event)
-
-    def _push(self, event: Event) -> None:
-        """Into its heap: frames and port/NIC work in one, the timers (samples, watchdog
-        polls, retransmission timeouts: many, far ahead, seldom due) in another, so that the
-        busy heap stays shallow.  Both are ordered by ``(when, seq)``.
-
-        Compiled, each heap is written out (:func:`agent.twin.events.heap_push`) so that every
-        step compares native ints; interpreted, :mod:`heapq` (in C) on ``(when, seq, event)``
-        tuples is the faster one.  Both give the same order: ``seq`` is unique.
-        """
-        if not self._native:
-            queue = self._timer_queue if event.kind >= SAMPLE else self._queue
-            heappush(queue, (event.when, event.seq, event))
-        elif event.kind < SAMPLE:
-            heap_push(self._heap, event)
-        else:
-            heap_push(self._timers, event)
-            if event.when < self._timer_next:
-                self._timer_next = event.when
-
-    def _take(self, end: int) -> Event | None:
-        """The earliest event of both heaps, out of its heap, if it is due by ``end``."""
-        if not self._native:
-            return self._take_queued(end)
-        heap = self._heap
-        # Most events come before the next timer: one comparison of ticks says so.
-        due = self._timer_next
-        if due <= end and (not heap or due <= heap[0].when):
-            timers = self._timers
-            if not heap or runs_before(timers[0], heap[0]):
-                event = heap_pop(timers)
-                self._timer_next = timers[0].when if timers else NEVER
-                return event
-        if not heap or heap[0].when > end:
-            return None
-        return heap_pop(heap)
-
-    def _take_queued(self, end: int) -> Event | None:
-        queue = self._queue
-        timers = self._timer_queue
-        if timers and (not queue or timers[0] < queue[0]):
-            queue = timers
-        elif not queue:
-            return None
-        if queue[0][0] > end:
-            return None
-        return heappop(queue)[2]
+    # ---------------------------------------------------------------- events
 
     def _dispatch(self, event: Event) -> None:
         """Run one event's handler (the common kinds first)."""
@@ -499,13 +387,6 @@ class Engine:
             self._storm_tick(event.target)
         else:
             raise _Finished
-
-    def pending_events(self) -> list[tuple[int, str, Packet | None]]:
-        """The events not run, earliest first: ``(tick, kind, packet)``, the kind as the
-        handler's name (``"_switch_rx"``, ``"_host_rx"``: a frame still on a wire)."""
-        queued = [e for _, _, e in (*self._queue, *self._timer_queue)]
-        events = sorted([*self._heap, *self._timers, *queued], key=event_order)
-        return [(e.when, KIND_NAMES[e.kind], e.packet) for e in events]
 
     def run(self, duration_s: float) -> None:
         """Simulate from 0 to ``duration_s`` seconds of virtual time (once per engine)."""
@@ -831,22 +712,6 @@ class Engine:
         self._arm_rto(flow, now)
         self._schedule_flow(self.nics[flow.src], flow)
 
-    def _nic_pfc_rx(self, nic: Nic, tc: int, quanta: int) -> None:
-        if tc != nic.roce_priority or not nic.honour_pause:
-            return
-        nic.pause.receive(quanta, self.clock.now())
-        nic.pause_end = ticks_at_or_after(nic.pause.paused_until)
-        if not quanta and (nic.flows or nic.cnp_queue):
-            self._wake_nic(nic, self.clock.ticks)
-
-    def _storm_tick(self, nic: Nic) -> None:
-        """A stormy NIC: XOFF on the RoCE priority, again at half the pause time, forever."""
-        now = self.clock.ticks
-        nic.pfc_tx_xoff += 1
-        self._at(now + nic.pfc_frame + nic.prop, SWITCH_PFC_RX, nic.peer, None,
-                 nic.roce_priority, PFC_QUANTA_MAX)  # fmt: skip
-        self._at(now + nic.storm_period, STORM, nic)
-
     # ---------------------------------------------------------------- switch side
 
     def _switch_rx(self, port: SwitchPort, packet: Packet) -> None:
@@ -946,86 +811,6 @@ class Engine:
     def _port_wake(self, port: SwitchPort, gen: int) -> None:
         if gen == port.wake_gen:
             self._kick(port, self.clock.ticks)
-
-    def _send_pfc(self, port: SwitchPort, tc: int, quanta: int, now: int) -> None:
-        """XOFF (quanta > 0) or XON for ``tc`` out of ``port`` to its upstream neighbour."""
-        ingress = port.ingress
-        if quanta:
-            ingress.xoff_sent(tc, now / TICKS_PER_SECOND)
-            port.pfc_tx_xoff += 1
-            self._schedule_refresh(port)
-        else:
-            ingress.xon_sent(tc)
-            port.pfc_tx_xon += 1
-        start = port.busy_until if port.busy_until > now else now
-        arrive = start + port.pfc_frame + port.prop
-        peer = port.peer
-        if type(peer) is Nic:
-            self._at(arrive, NIC_PFC_RX, peer, None, tc, quanta)
-        else:
-            self._at(arrive, SWITCH_PFC_RX, peer, None, tc, quanta)
-
-    def _schedule_refresh(self, port: SwitchPort) -> None:
-        """One pending refresh per port, at the model's next_refresh (earlier ones win)."""
-        due = port.ingress.next_refresh()
-        if due is None:
-            return
-        when = ticks_at_or_after(due)
-        if port.refresh_at >= 0 and port.refresh_at <= when:
-            return
-        port.refresh_at = when
-        port.refresh_gen += 1
-        self._at(when, REFRESH, port, None, port.refresh_gen)
-
-    def _refresh(self, port: SwitchPort, gen: int) -> None:
-        if gen != port.refresh_gen:
-            return
-        port.refresh_at = -1
-        now = self.clock.ticks
-        for tc in port.ingress.refresh_due(now / TICKS_PER_SECOND):
-            self._send_pfc(port, tc, PFC_QUANTA_MAX, now)
-        self._schedule_refresh(port)
-
-    def _switch_pfc_rx(self, port: SwitchPort, tc: int, quanta: int) -> None:
-        now = self.clock.ticks
-        now_s = now / TICKS_PER_SECOND
-        port.pfc_rx += 1
-        pause = port.pause
-        pause.receive(tc, quanta, now_s, port.watchdog.override_pause[tc])
-        if tc == port.metered_tc:
-            port.pause_meter.update(now, ticks_at_or_after(pause.paused_until[tc]))
-        if not pause.is_paused(tc, now_s):
-            self._kick(port, now)
-
-    def _poll_watchdog(self, port: SwitchPort) -> None:
-        now = self.clock.ticks
-        watchdog = port.watchdog
-        queued = [bool(q.packets) for q in port.queues]
-        for event in watchdog.poll(now / TICKS_PER_SECOND, port.pause, queued):
-            if not event.detected:
-                continue
-            tc = event.priority
-            if watchdog.override_pause[tc]:
-                port.pause.clear(tc)
-                if tc == port.metered_tc:
-                    port.pause_meter.update(now, now)
-            if watchdog.drop_traffic[tc]:
-                self._flush(port, tc, now)
-        self._kick(port, now)
-        self._at(ticks_at_or_after(watchdog.next_poll), WATCHDOG, port)
-
-    def _flush(self, port: SwitchPort, tc: int, now: int) -> None:
-        """Watchdog drop action: discard the class's queue, releasing its ingress charges."""
-        queue = port.queues[tc]
-        while queue.packets:
-            packet, in_index, in_tc = queue.pop()
-            port.backlog -= 1
-            port.depth_change(now, -packet.length)
-            port.watchdog.classes[tc].dropped_packets += 1
-            port.watchdog_drops += 1
-            in_port = port.switch.ports[in_index]
-            if in_port.ingress.release(in_tc, packet.length):
-                self._send_pfc(in_port, in_tc, 0, now)
 
     # ---------------------------------------------------------------- sampling
 

@@ -39,10 +39,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypedDict, Unpack
 
-from agent.twin.engine import DEFAULT_RTO_S, Engine, SampleCallback, TrafficOptions
+from agent.twin.engine import Engine, SampleCallback
 from agent.twin.flows import Flow
 from agent.twin.frames import WIRE_OVERHEAD_BYTES
 from agent.twin.network import TwinError, TwinNetwork
+from agent.twin.run_options import DEFAULT_RTO_S, TrafficOptions
 from agent.twin.samples import Watch
 from agent.twin.switch import SwitchPort
 from agent.twin.verdicts import RunFacts, Verdict, judge

@@ -13,6 +13,7 @@ import signal
 import sys
 
 from lab.logsetup import setup_logging, stop_on_signals
+from lab.vswitch.commands import serve_control
 from lab.vswitch.config import ConfigError, load_config
 from lab.vswitch.control import ControlSocketError
 from lab.vswitch.dataplane import Switch
@@ -46,8 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return 2
     try:
-        switch = Switch(config, control_path=args.control)
+        switch = Switch(config)
+    except OSError as exc:
+        log.error("cannot start %s: %s", config.name, exc)
+        return 1
+    try:
+        serve_control(switch, args.control)
     except (OSError, ControlSocketError) as exc:
+        switch.close()
         log.error("cannot start %s: %s", config.name, exc)
         return 1
 

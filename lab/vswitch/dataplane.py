@@ -17,13 +17,11 @@ around them (sockets, shaper, control socket, timers) and drives the model on wa
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import random
 import select
 import socket
-import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
@@ -31,7 +29,6 @@ from typing import Any, Final
 from lab.vswitch import packet as pkt
 from lab.vswitch.config import (
     ClassifyFault,
-    ConfigError,
     DelayFault,
     DropFault,
     FaultConfig,
@@ -42,13 +39,11 @@ from lab.vswitch.config import (
     SwitchConfig,
     faults_to_json,
     parse_faults,
-    with_buffer,
-    with_qos,
 )
 from lab.vswitch.control import ControlServer
-from lab.vswitch.counters import PortCounters, port_snapshot, queues_snapshot
+from lab.vswitch.counters import PortCounters
 from lab.vswitch.forwarding import NeighborTable, RouteTable, ecmp_index, ip_to_int
-from lab.vswitch.rawsock import open_port_socket, take_kernel_drops
+from lab.vswitch.rawsock import interface_running, open_port_socket
 from lossless.clock import Clock, WallClock
 from lossless.config import NUM_CLASSES, WatchdogConfig
 from lossless.pfc import PFC_QUANTA_MAX, IngressAccounting, ReceivedPause
@@ -94,25 +89,15 @@ ADJACENCY_LIMIT: Final = 65536
 ICMP_RATE_PER_S: Final = 1000.0
 ICMP_BURST: Final = 200.0
 
-_SIOCGIFFLAGS: Final = 0x8913
-_IFF_UP: Final = 0x1
-_IFF_RUNNING: Final = 0x40  # RFC 2863 operational state "up" (carrier and not dormant)
-
 PortOpener = Callable[[str], socket.socket]
 LinkProbe = Callable[["Port"], bool]
 Chance = tuple[random.Random, float]  # a fault's own generator and its percentage
 
 
 def link_is_up(port: Port) -> bool:
-    """Administratively up and running (carrier), asked of the kernel with SIOCGIFFLAGS on the
-    port's own socket -- the switch's network namespace, whatever /sys is mounted."""
-    request = struct.pack("16sH14x", port.name.encode(), 0)
-    try:
-        reply = fcntl.ioctl(port.fd, _SIOCGIFFLAGS, request)
-    except OSError:
-        return False  # the interface is gone (ENODEV): no link
-    flags: int = struct.unpack_from("16sH", reply)[1]
-    return bool(flags & _IFF_UP and flags & _IFF_RUNNING)
+    """The default link probe: the kernel's flags of the port's interface
+    (:func:`lab.vswitch.rawsock.interface_running`)."""
+    return interface_running(port.name, port.fd)
 
 
 class Port:
@@ -191,7 +176,6 @@ class Switch:
     def __init__(
         self,
         config: SwitchConfig,
-        control_path: str | None = None,
         open_socket: PortOpener = open_port_socket,
         clock: Clock | None = None,
         link_probe: LinkProbe = link_is_up,
@@ -199,8 +183,8 @@ class Switch:
         self.config = config
         self.faults: list[FaultConfig] = []
         self._link_probe = link_probe
-        self._clock: Clock = clock if clock is not None else WallClock()
-        self.started = self._clock.now()
+        self.clock: Clock = clock if clock is not None else WallClock()
+        self.started = self.clock.now()
         now = self.started
         self.ports: list[Port] = []
         try:
@@ -231,17 +215,16 @@ class Switch:
         self._wakeup_r, self._wakeup_w = os.pipe()
         os.set_blocking(self._wakeup_r, False)
         os.set_blocking(self._wakeup_w, False)
+        # Answers the control protocol from this loop (lab.vswitch.commands.serve_control).
         self.control: ControlServer | None = None
         self.apply_config(config)
-        if control_path is not None:
-            self.control = ControlServer(control_path, self.handle_request)
 
     # ---------------------------------------------------------------- configuration
 
     def apply_config(self, config: SwitchConfig) -> None:
         """Compile QoS/buffer settings into the per-port fast-path tables (next packet on)."""
         self.config = config
-        now = self._clock.now()
+        now = self.clock.now()
         for port in self.ports:
             self._compile_port(port, config, now)
         self._compile_classes()
@@ -344,7 +327,7 @@ class Switch:
         read_fds = base_fds
         write_fds: list[int] = []
         generation = -1
-        clock_now = self._clock.now
+        clock_now = self.clock.now
         while self._running:
             now = clock_now()
             timeout = self._poll_timeout(now)
@@ -473,7 +456,7 @@ class Switch:
         counters = port.counters
         # One timestamp per batch for forwarding (a batch is short);
         # PFC frames get their own, their arrival time is what the pause is measured from.
-        clock_now = self._clock.now
+        clock_now = self.clock.now
         now = clock_now()
         if not port.oper_up:
             self._discard_input(port)
@@ -901,111 +884,3 @@ class Switch:
             port.delay_line.clear()
         if changed:
             self.routes.set_down(frozenset(p.index for p in self.ports if not p.oper_up))
-
-    # ---------------------------------------------------------------- control commands
-
-    def handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Dispatch one control-socket request (see ``lab.vswitch.control``)."""
-        cmd = request.get("cmd")
-        if cmd == "set_qos":
-            return self._set_qos(request)
-        if cmd == "set_buffer":
-            return self._set_buffer(request)
-        if cmd == "set_faults":
-            return self._set_faults(request)
-        return self._query(cmd)
-
-    def _query(self, cmd: Any) -> dict[str, Any]:
-        """The requests that read, or reset counters (no payload besides ``cmd``)."""
-        if cmd == "ping":
-            return {"ok": True, "name": self.config.name}
-        if cmd == "counters":
-            return {"ok": True, "counters": self.counters_snapshot()}
-        if cmd == "clear_counters":
-            self.clear_counters()
-            return {"ok": True}
-        if cmd == "clear_watermarks":
-            self.clear_watermarks()
-            return {"ok": True}
-        if cmd == "get_config":
-            return {"ok": True, "config": self.config.to_json_dict()}
-        if cmd == "get_faults":
-            return {"ok": True, "faults": faults_to_json(self.faults)}
-        return {
-            "ok": False,
-            "error": f"unknown cmd {cmd!r}; known: ping, counters, clear_counters, "
-            "clear_watermarks, get_config, set_qos, set_buffer, set_faults, get_faults",
-        }
-
-    def _set_qos(self, request: dict[str, Any]) -> dict[str, Any]:
-        if "qos" not in request:
-            return {"ok": False, "error": 'set_qos needs a "qos" object'}
-        return self._reconfigure(lambda: with_qos(self.config, request["qos"]), "qos")
-
-    def _set_buffer(self, request: dict[str, Any]) -> dict[str, Any]:
-        if "buffer" not in request:
-            return {"ok": False, "error": 'set_buffer needs a "buffer" object'}
-        port = request.get("port")
-        if port is not None and not isinstance(port, str):
-            return {"ok": False, "error": "set_buffer: port must be a string"}
-        return self._reconfigure(
-            lambda: with_buffer(self.config, request["buffer"], port), "buffer"
-        )
-
-    def _set_faults(self, request: dict[str, Any]) -> dict[str, Any]:
-        if "faults" not in request:
-            return {"ok": False, "error": 'set_faults needs a "faults" list'}
-        try:
-            self.set_faults(request["faults"])
-        except ConfigError as exc:
-            log.warning("refused faults: %s", exc)
-            return {"ok": False, "error": str(exc)}
-        return {"ok": True, "faults": faults_to_json(self.faults)}
-
-    def _reconfigure(self, build: Callable[[], SwitchConfig], what: str) -> dict[str, Any]:
-        try:
-            new_config = build()
-        except ConfigError as exc:
-            log.warning("refused %s change: %s", what, exc)
-            return {"ok": False, "error": str(exc)}
-        self.apply_config(new_config)
-        log.info("%s updated", what)
-        return {"ok": True}
-
-    def counters_snapshot(self) -> dict[str, Any]:
-        """The ``counters`` object of the control protocol."""
-        now = self._clock.now()
-        for port in self.ports:
-            port.counters.rx_overruns += take_kernel_drops(port.sock)
-        return {
-            "name": self.config.name,
-            "uptime_s": round(now - self.started, 3),
-            "ports": {
-                port.name: port_snapshot(
-                    port.counters,
-                    port.oper_up,
-                    port.paused_view(now),
-                    port.ingress,
-                    queues_snapshot(port.queues, port.watchdog),
-                )
-                for port in self.ports
-            },
-        }
-
-    def clear_counters(self) -> None:
-        """Zero cumulative counters (depths, states and watermarks are kept)."""
-        for port in self.ports:
-            take_kernel_drops(port.sock)
-            port.counters.clear()
-            port.ingress.headroom_drops = [0] * NUM_CLASSES
-            for queue in port.queues:
-                queue.clear_counters()
-            for cls in port.watchdog.classes:
-                cls.clear_counters()
-
-    def clear_watermarks(self) -> None:
-        """Restart the peak trackers from the current depths."""
-        for port in self.ports:
-            port.ingress.watermark_bytes = list(port.ingress.buffered_bytes)
-            for queue in port.queues:
-                queue.watermark_bytes = queue.depth_bytes

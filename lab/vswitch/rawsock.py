@@ -1,7 +1,9 @@
-"""AF_PACKET port sockets (one per switch port)."""
+"""AF_PACKET port sockets (one per switch port), and what the kernel says of a port: its
+dropped frames and whether its link is up."""
 
 from __future__ import annotations
 
+import fcntl
 import socket
 import struct
 
@@ -19,6 +21,10 @@ PACKET_STATISTICS = 6
 _TPACKET_STATS = struct.Struct("II")  # struct tpacket_stats {tp_packets, tp_drops}
 
 DEFAULT_BUFFER_BYTES = 4 << 20
+
+_SIOCGIFFLAGS = 0x8913
+_IFF_UP = 0x1
+_IFF_RUNNING = 0x40  # RFC 2863 operational state "up" (carrier and not dormant)
 
 
 class PortSocketError(OSError):
@@ -65,3 +71,15 @@ def take_kernel_drops(sock: socket.socket) -> int:
         return 0
     _packets, drops = _TPACKET_STATS.unpack(raw)
     return int(drops)
+
+
+def interface_running(ifname: str, fd: int) -> bool:
+    """Administratively up and running (carrier), asked of the kernel with SIOCGIFFLAGS on the
+    port's own socket ``fd`` -- the switch's network namespace, whatever /sys is mounted."""
+    request = struct.pack("16sH14x", ifname.encode(), 0)
+    try:
+        reply = fcntl.ioctl(fd, _SIOCGIFFLAGS, request)
+    except OSError:
+        return False  # the interface is gone (ENODEV): no link
+    flags: int = struct.unpack_from("16sH", reply)[1]
+    return bool(flags & _IFF_UP and flags & _IFF_RUNNING)

@@ -32,6 +32,9 @@ def pytest_configure(config: pytest.Config) -> None:
     unwind_on_termination()
 
 
+# First: xdist reads the groups in its own hook, which runs before this one otherwise
+# (pytest-dev/pytest-xdist#1253), and then the lab modules would start their labs on both workers.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`make test` runs the lab_parallel tests on two workers with ``--dist loadgroup``: a
     module's tests stay on one worker (its module-scoped labs start once), and the modules that

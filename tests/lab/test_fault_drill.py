@@ -126,7 +126,7 @@ def _selected_platforms(request: pytest.FixtureRequest) -> list[str]:
         if isinstance(item, pytest.Function)
         and item.module is request.module
         and hasattr(item, "callspec")
-        and "platform" in item.callspec.params  # not the rotation's own test
+        and "platform" in item.callspec.params
     }
     return [p for p in PLATFORMS if p in chosen]
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent.app.cli import main
-from agent.app.daemon import load_config
+from agent.app.daemon_config import load_config
 from agent.device.fanout import DEFAULT_PARALLELISM
 from agent.intent.loader import load_fabric
 from agent.ops.playbooks import PlaybookRunner, load_playbook

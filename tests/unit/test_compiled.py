@@ -246,6 +246,7 @@ SWITCH_RUN = """
     from lab.mgmt.testing import fake_switch_config
     from lab.vswitch import packet as pkt
     from lab.vswitch.config import parse_config
+    from lab.vswitch.commands import counters_snapshot, handle_request
     from lab.vswitch.dataplane import Switch
     from lossless.compiled import is_compiled
     import lab.vswitch.dataplane
@@ -347,7 +348,7 @@ SWITCH_RUN = """
             ])
         if step == 300:
             switch.set_faults([])
-            switch.handle_request({"cmd": "set_qos", "qos": {"dscp_to_tc": {"26": 3}}})
+            handle_request(switch, {"cmd": "set_qos", "qos": {"dscp_to_tc": {"26": 3}}})
         port = rng.choice(PORTS)
         for _ in range(rng.randint(1, 8)):
             peers[port].send(frame(port))
@@ -366,7 +367,7 @@ SWITCH_RUN = """
                     out.append([name, peers[name].recv(65536).hex()])
                 except BlockingIOError:
                     break
-    counters = switch.counters_snapshot()
+    counters = counters_snapshot(switch)
     counters.pop("uptime_s")
     print(json.dumps({"compiled": is_compiled(lab.vswitch.dataplane), "frames": out,
                       "counters": counters}))

@@ -16,8 +16,9 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-import agent.app.daemon as daemon_module
-from agent.app.daemon import Daemon, Loaded, Prepared, error_fields, load_config
+import agent.app.daemon_config as daemon_config
+from agent.app.daemon import Daemon, Prepared
+from agent.app.daemon_config import Loaded, error_fields, load_config
 from agent.app.reload_worker import ReloadWorker
 from agent.errors import AgentError, IntentError
 from common.errors import MAX_SHOWN
@@ -125,7 +126,7 @@ def test_a_loader_bug_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
     def buggy(path: Path) -> object:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(daemon_module, "load_fabric", buggy)
+    monkeypatch.setattr(daemon_config, "load_fabric", buggy)
     with pytest.raises(IntentError) as caught:
         load_config(config)
     fields = error_fields(caught.value)
@@ -139,14 +140,14 @@ def test_refusal_fields_are_one_bounded_log_line() -> None:
 
     problems = [Problem(None, "", f"port {'1' * 200_000}: invalid")] * 120
     fields = error_fields(IntentError(problems))
-    assert len(fields["reason"]) <= daemon_module.FIELD_CHARS
+    assert len(fields["reason"]) <= daemon_config.FIELD_CHARS
     assert len(fields["problems"]) == MAX_SHOWN + 1  # the error's own line saying how many more
     assert f"and {120 - MAX_SHOWN} more problem(s)" in fields["problems"][-1]
-    assert all(len(p) <= daemon_module.FIELD_CHARS for p in fields["problems"])
+    assert all(len(p) <= daemon_config.FIELD_CHARS for p in fields["problems"])
     many = error_fields(AgentError("\n".join(f"problem {n}" for n in range(500))))
-    assert len(many["problems"]) == daemon_module.MAX_PROBLEMS + 1
-    assert many["problems"][-1] == f"... and {500 - daemon_module.MAX_PROBLEMS} more"
-    assert all(len(p) <= daemon_module.FIELD_CHARS for p in fields["problems"])
+    assert len(many["problems"]) == daemon_config.MAX_PROBLEMS + 1
+    assert many["problems"][-1] == f"... and {500 - daemon_config.MAX_PROBLEMS} more"
+    assert all(len(p) <= daemon_config.FIELD_CHARS for p in fields["problems"])
 
 
 def test_what_the_worker_sends_survives_the_trip(tmp_path: Path) -> None:

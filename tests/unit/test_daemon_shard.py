@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from agent.app.cli import main
-from agent.app.daemon import Daemon, load_config
+from agent.app.daemon import Daemon
+from agent.app.daemon_config import load_config
 from agent.intent.loader import load_fabric
 from agent.intent.model import FabricIntent
 from agent.intent.shard import WHOLE, Shard, shard_index

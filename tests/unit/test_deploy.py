@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.app.daemon import DaemonConfig, load_config, notify
+from agent.app.daemon import notify
+from agent.app.daemon_config import DaemonConfig, load_config
 from agent.errors import IntentError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from agent.app.cli import main
-from agent.app.daemon import load_config
+from agent.app.daemon_config import load_config
 from exporters.collector import RoceCollector
 from exporters.server import MetricsServer, ServerLimits
 from exporters.store import SnapshotStore

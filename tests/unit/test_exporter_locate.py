@@ -426,7 +426,8 @@ def test_the_daemon_feeds_its_locate_step_to_the_exporter(
     keeps the previous verdict (its timestamp ages and the alert's freshness gate judges it).
     The probing itself is replaced here (no lab): the lab test runs it for real."""
     import agent.observe.locate.gather
-    from agent.app.daemon import Daemon, EmbeddedExporter, ExporterConfig, load_config
+    from agent.app.daemon import Daemon, EmbeddedExporter
+    from agent.app.daemon_config import ExporterConfig, load_config
 
     config = tmp_path / "agent.yaml"
     config.write_text(

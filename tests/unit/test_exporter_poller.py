@@ -203,8 +203,11 @@ def test_switch_poller_keeps_its_session_and_rebuilds_it_after_a_failure() -> No
 @pytest.mark.parametrize(
     ("error", "reason"),
     [
-        (Unreachable("leaf1: authentication failed (NetmikoAuthenticationException)"), "auth"),
-        (Unreachable("leaf1: cannot connect to 10.0.0.1:22 after 3 attempts"), "connect"),
+        (Unreachable("leaf1", "authentication failed", "user admin (password_env X)"), "auth"),
+        (Unreachable("leaf1", "unreachable", "10.0.0.1:22 refused, 3 attempts"), "connect"),
+        (Unreachable("leaf1", "timed out", "no SSH banner within 10 s"), "timeout"),
+        (Unreachable("leaf1", "host key changed", "SHA256:a != SHA256:b"), "connect"),
+        (Unreachable("leaf1", "protocol error", "not an SSH server"), "connect"),
         (CredentialError("environment variable X is not set"), "auth"),
         (TimeoutError("timed out"), "timeout"),
         (TimeoutError("timed out"), "timeout"),

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent.app.cli import main
-from agent.app.daemon import DaemonConfig
+from agent.app.daemon_config import DaemonConfig
 from common.clicktypes import FiniteFloat
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,7 +117,7 @@ def test_agent_yaml_numbers_must_be_finite(data: dict[str, object], field: str) 
 
 
 def test_agent_yaml_nan_is_refused_with_its_line(tmp_path: Path) -> None:
-    from agent.app.daemon import load_config
+    from agent.app.daemon_config import load_config
     from agent.errors import IntentError
 
     config = tmp_path / "agent.yaml"

@@ -393,10 +393,10 @@ def test_the_banner_guard_holds_openssh_limits(sent: bytes, refused: str | None)
 
 
 def test_agent_yaml_sets_the_daemons_budget_and_trust_file(tmp_path: Path) -> None:
-    from agent.app.daemon import DaemonConfig, _configure_connections
+    from agent.app.daemon_config import DaemonConfig, configure_connections
 
     config = DaemonConfig(fabric=tmp_path / "f.yml", connect_timeout_s=3, state_dir=tmp_path)
-    _configure_connections(config)
+    configure_connections(config)
     assert ssh.connect_timeout_s() == 3
     assert hostkeys.tofu_file() == tmp_path / "known_hosts"
     assert DaemonConfig(fabric=tmp_path / "f.yml").connect_timeout_s == ssh.CONNECT_TIMEOUT_S

@@ -153,10 +153,13 @@ def test_roce_agent_lab_up_refuses_hostile_topology_within_2gb_and_30s(
 def test_load_topology_refuses_hostile_input_within_a_second(case: str, tmp_path: Path) -> None:
     make, _, line, field, words = CASES[case]
     path = make(tmp_path)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with pytest.raises(TopologyError) as caught:
         load_topology(path)
-    assert time.perf_counter() - started < SECONDS.get(case, 1.0)
+    # The bound is on the work (this process's CPU time): the wall time of 3 s of parsing was
+    # 26 s in a suite run sharing 2 cores with three other processes.
+    assert time.process_time() - cpu < SECONDS.get(case, 1.0)
+    assert time.perf_counter() - started < TIME_LIMIT_S
     problems = caught.value.problems
     if line:
         assert any(

@@ -22,11 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.app.twin import twin_command
-from agent.twin.engine import DEFAULT_RTO_S, Engine, Recovery
+from agent.twin.engine import Engine
 from agent.twin.flows import Flow, FlowSpec
 from agent.twin.frames import ACK, CNP, NAK, Control, Packet
 from agent.twin.network import TwinError, TwinNetwork, load_network
 from agent.twin.results import TwinReport, run_twin
+from agent.twin.run_options import DEFAULT_RTO_S, Recovery
 from agent.twin.switch import SwitchPort
 from agent.twin.verdicts import judge
 from agent.twin.workloads import ScenarioName

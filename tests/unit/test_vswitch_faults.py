@@ -18,6 +18,7 @@ from lab.mgmt.eos.personality import EosPersonality
 from lab.mgmt.switch import PortInfo, SwitchManager
 from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
 from lab.vswitch import packet as pkt
+from lab.vswitch.commands import counters_snapshot, handle_request
 from lab.vswitch.config import ConfigError, QosConfig, parse_config, parse_faults
 from lab.vswitch.dataplane import Port, Switch
 from lab.vswitch.forwarding import Nexthop, RouteTable, ecmp_index
@@ -314,13 +315,13 @@ def wired() -> Iterator[tuple[Switch, _Wires, _Clock]]:
 def test_set_faults_refused_changes_nothing(wired: tuple[Switch, _Wires, _Clock]) -> None:
     switch, _, _ = wired
     good = [{"kind": "classify", "port": "eth1", "dscp": 26, "tc": 0}]
-    assert switch.handle_request({"cmd": "set_faults", "faults": good})["ok"] is True
+    assert handle_request(switch, {"cmd": "set_faults", "faults": good})["ok"] is True
     assert switch.ports[0].tc_of_dscp[26] == 0
     bad = [*good, {"kind": "delay", "port": "eth2", "ms": -1}]
-    response = switch.handle_request({"cmd": "set_faults", "faults": bad})
+    response = handle_request(switch, {"cmd": "set_faults", "faults": bad})
     assert response == {"ok": False, "error": response["error"]}
     assert response["error"].startswith("faults[1].ms:")
-    assert switch.handle_request({"cmd": "get_faults"})["faults"] == [
+    assert handle_request(switch, {"cmd": "get_faults"})["faults"] == [
         {"kind": "classify", "port": "eth1", "dscp": 26, "tc": 0}
     ]
     assert switch.ports[1].delay_s == 0.0 and not switch.ports[1].tx_faulty
@@ -331,9 +332,9 @@ def test_classify_fault_survives_a_qos_change_and_hides_from_the_config(
 ) -> None:
     switch, _, _ = wired
     switch.set_faults([{"kind": "classify", "port": "eth1", "dscp": 26, "tc": 0}])
-    config_before = switch.handle_request({"cmd": "get_config"})["config"]
+    config_before = handle_request(switch, {"cmd": "get_config"})["config"]
     assert config_before["qos"]["dscp_to_tc"] == {"26": 3}
-    response = switch.handle_request({"cmd": "set_qos", "qos": {"dscp_to_tc": {"26": 5}}})
+    response = handle_request(switch, {"cmd": "set_qos", "qos": {"dscp_to_tc": {"26": 5}}})
     assert response["ok"] is True
     assert switch.ports[0].tc_of_dscp[26] == 0  # the "ASIC" still disagrees
     assert switch.ports[1].tc_of_dscp[26] == 5
@@ -371,7 +372,7 @@ def _deliver(switch: Switch, wires: _Wires, ifname: str, frames: list[bytearray]
     port = next(p for p in switch.ports if p.name == ifname)
     switch._receive(port)
     for p in switch.ports:
-        switch._transmit(p, switch._clock.now())
+        switch._transmit(p, switch.clock.now())
 
 
 def _neighbors(switch: Switch) -> None:
@@ -394,12 +395,12 @@ def test_link_down_withdraws_routes_and_counts_no_route(
     wires.link["eth2"] = False
     clock.t += 0.2
     switch._run_timers(clock.t)
-    snapshot = switch.counters_snapshot()
+    snapshot = counters_snapshot(switch)
     assert snapshot["ports"]["eth2"]["oper_up"] is False
     assert snapshot["ports"]["eth1"]["oper_up"] is True
     _deliver(switch, wires, "eth1", [frame])
     assert wires.received("eth2") == []
-    assert switch.counters_snapshot()["ports"]["eth1"]["drops"]["no_route"] == 1
+    assert counters_snapshot(switch)["ports"]["eth1"]["drops"]["no_route"] == 1
     wires.link["eth2"] = True
     clock.t += 0.2
     switch._run_timers(clock.t)
@@ -439,14 +440,14 @@ def test_ttl_expiry_answers_from_the_ingress_port(wired: tuple[Switch, _Wires, _
     (reply,) = wires.received("eth1")
     assert reply[26:30] == switch.ports[0].ip_bytes and reply[34] == 11
     assert wires.received("eth2") == []
-    counters = switch.counters_snapshot()["ports"]["eth1"]
+    counters = counters_snapshot(switch)["ports"]["eth1"]
     assert counters["drops"]["ttl"] == 1 and counters["icmp_time_exceeded"] == 1
     # The bucket holds 200: a burst of 300 at one instant gets 199 more answers.
     for _ in range(30):  # a unix datagram pair queues only a few frames at a time
         for _ in range(10):
             wires.peer["eth1"].send(bytes(frame))
         switch._receive(switch.ports[0])
-    counters = switch.counters_snapshot()["ports"]["eth1"]
+    counters = counters_snapshot(switch)["ports"]["eth1"]
     assert counters["drops"]["ttl"] == 301
     assert counters["icmp_time_exceeded"] == 200 and counters["icmp_rate_limited"] == 101
     clock.t += 0.0105  # 10.5 ms refill 10.5 tokens
@@ -454,7 +455,7 @@ def test_ttl_expiry_answers_from_the_ingress_port(wired: tuple[Switch, _Wires, _
         for _ in range(10):
             wires.peer["eth1"].send(bytes(frame))
         switch._receive(switch.ports[0])
-    counters = switch.counters_snapshot()["ports"]["eth1"]
+    counters = counters_snapshot(switch)["ports"]["eth1"]
     assert counters["icmp_time_exceeded"] == 210 and counters["icmp_rate_limited"] == 111
 
 
@@ -508,7 +509,7 @@ def test_an_expired_frame_to_a_known_destination_is_answered(
     sent = _forward(switch, wires, clock, [frame])
     assert sent["eth2"] == []
     (reply,) = sent["eth1"]
-    assert reply[34] == 11 and switch.counters_snapshot()["ports"]["eth1"]["drops"]["ttl"] == 1
+    assert reply[34] == 11 and counters_snapshot(switch)["ports"]["eth1"]["drops"]["ttl"] == 1
 
 
 def test_ecmp_spreads_frames_to_one_destination_over_its_next_hops() -> None:

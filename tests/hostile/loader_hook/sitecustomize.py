@@ -2,7 +2,7 @@
 
 Put this folder first on PYTHONPATH and set ``ROCE_TEST_LOADER_HOOK=1``: then, in every
 process of that environment (the daemon and its reload worker), a configuration file whose
-text holds a line ``# loader-hook: MODE`` makes :func:`agent.app.daemon.load_config`:
+text holds a line ``# loader-hook: MODE`` makes :func:`agent.app.daemon_config.load_config`:
 
 - ``hold-gil``: run a regular expression that backtracks for ever, holding the interpreter
   lock the whole time (what the quadratic port-range pattern of issue #42 did);
@@ -38,9 +38,9 @@ def _misbehave(mode: str) -> None:
 
 
 def _install() -> None:
-    import agent.app.daemon as daemon
+    import agent.app.daemon_config as daemon_config
 
-    real = daemon.load_config
+    real = daemon_config.load_config
 
     def load_config(path: Path) -> Any:
         found = MARKER.search(Path(path).read_text(errors="replace"))
@@ -48,7 +48,7 @@ def _install() -> None:
             _misbehave(found["mode"])
         return real(path)
 
-    daemon.load_config = load_config  # type: ignore[assignment]
+    daemon_config.load_config = load_config  # type: ignore[assignment]
 
 
 if os.environ.get("ROCE_TEST_LOADER_HOOK") == "1":
