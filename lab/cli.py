@@ -330,6 +330,7 @@ def counters_command(node: str, lab_name: str | None, state_dir: Path | None, ou
     "roce-agent lab exec spine1 'show running-config'",
     "roce-agent lab exec leaf1 'sudo sonic-cfggen -d --print-data'",
     "roce-agent lab exec leaf2 'nv set qos roce mode lossy' 'nv config apply -y'",
+    "roce-agent lab exec spine2 'show interface priority-flow-control'",
 )
 @click.argument("node")
 @click.argument("lines", nargs=-1, required=True)
@@ -340,7 +341,8 @@ def exec_command(
     node: str, lines: tuple[str, ...], lab_name: str | None, state_dir: Path | None
 ) -> None:
     """Run LINES on a lab switch's CLI over SSH, one command each, as an operator would: in
-    the NOS its roce.lab/nos label names (EOS, a SONiC shell, NVUE). Prints what it printed."""
+    the NOS its roce.lab/nos label names (EOS or NX-OS CLI, a SONiC shell, NVUE). Prints what
+    it printed."""
     name = _resolve_lab(None, lab_name, state_dir)
     click.echo(runtime.exec_on_switch(node, list(lines), name, state_dir), nl=False)
 

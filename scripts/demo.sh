@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: the product on the built-in virtual lab. Builds the mixed-NOS leaf-spine lab (EOS
-# spines, a SONiC leaf, an NVUE leaf: each switch's SSH speaks its NOS), checks and
+# `make demo`: the product on the built-in virtual lab. Builds the mixed-NOS leaf-spine lab (an
+# EOS spine, an NX-OS spine, a SONiC leaf, an NVUE leaf: each switch's SSH speaks its NOS), checks and
 # plans its fabric file, probes it (pairwise, then a 2:1 incast with the switches' factory QoS:
 # no PFC, no ECN — the drops the agent exists to prevent), pushes the lossless profile over SSH
 # (diff, apply in config sessions with commit timer, drift), proves it on the wire (incast
@@ -31,7 +31,7 @@ trap '$AGENT lab down --lab $LAB' EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "lab up: 2 EOS spines, a SONiC leaf (leaf1), an NVUE leaf (leaf2), 4 hosts in network namespaces (10 Mb/s ports)"
+step "lab up: an EOS spine (spine1), an NX-OS spine (spine2), a SONiC leaf (leaf1), an NVUE leaf (leaf2), 4 hosts in network namespaces (10 Mb/s ports)"
 $AGENT lab up containerlab/roce-leafspine-mixed.clab.yml --name $LAB
 FABRIC=$STATE/fabric.yml
 
@@ -55,14 +55,16 @@ step "drift: every switch differs from the intent"
 $AGENT drift "$FABRIC" --output json | python3 -c 'import json,sys; print({d["device"]: d["changes"] for d in json.load(sys.stdin)["devices"]})' || true
 
 step "playbook lossless-rollout: preflight, canary, wire check, batches, final validation"
-echo "(each change is a config session with commit timer; any failure rolls every switch back)"
+echo "(each change goes live under the switch's own rollback timer -- EOS commit timer, NX-OS configure replace"
+echo " commit-timeout, SONiC systemd timer, NVUE --confirm; any failure rolls every switch back)"
 $AGENT run lossless-rollout "$FABRIC" --state-dir "$STATE_DIR"
 
 step "a second apply changes nothing and opens no session"
 $AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
 
-step "a hand change on each NOS, as its operator makes it: EOS CLI, a SONiC GCU patch, NVUE nv set"
+step "a hand change on each NOS, as its operator makes it: EOS CLI, NX-OS CLI, a SONiC GCU patch, NVUE nv set"
 $AGENT lab exec spine1 configure 'interface Ethernet1' 'qos trust cos' end --lab $LAB
+$AGENT lab exec spine2 'configure terminal' 'interface ethernet 1/1' 'no priority-flow-control mode on' end --lab $LAB
 $AGENT lab exec leaf1 "cat > /tmp/hand.json <<'EOF'" \
     '[{"op": "replace", "path": "/PORT_QOS_MAP/Ethernet0/pfc_enable", "value": "3,4"}]' EOF \
     'sudo config apply-patch /tmp/hand.json' --lab $LAB
@@ -71,7 +73,7 @@ if $AGENT drift "$FABRIC"; then
     echo "unexpected: drift found no hand change" >&2
     exit 1
 fi
-echo "(expected: drift names the three switches; apply repairs exactly them)"
+echo "(expected: drift names the four switches; apply repairs them)"
 $AGENT apply "$FABRIC" --yes --state-dir "$STATE_DIR"
 $AGENT drift "$FABRIC"
 
@@ -93,7 +95,7 @@ for _ in range(60):
     if len(up) == 4 and {float(v) for v in up.values()} == {1.0}:
         break
 for line in text.splitlines():
-    if line.startswith("roce_device_up") or re.match(r'roce_pfc_frames_total\{.*interface="(Ethernet8|swp3|Ethernet1)".*direction="rx"', line):
+    if line.startswith("roce_device_up") or re.match(r'roce_pfc_frames_total\{.*interface="(Ethernet8|swp3|Ethernet1|Ethernet1/1)".*direction="rx"', line):
         print(line)
 EOF_PY
 kill $EXPORTER; wait $EXPORTER || true

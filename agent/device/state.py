@@ -273,7 +273,7 @@ class PendingSession:
     age_s: float | None = None
     rollback_in_s: float | None = None
     live: bool = False
-    # False where nothing on the device will ever undo it (NX-OS checkpoint, SONiC checkpoint
+    # False where nothing on the device will ever undo it (a SONiC checkpoint
     # without its timer): waiting for such a change is futile.
     rolls_back: bool = True
 

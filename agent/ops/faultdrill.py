@@ -86,6 +86,11 @@ CHANGE_LINES = {
     "cumulus_nvue": ChangeLines(
         r"^nv config apply --confirm \d", r"^nv config apply --confirm-yes"
     ),
+    # configure replace FILE commit-timeout T goes live under its timer; configure replace
+    # commit (one line with the checkpoint's deletion) keeps it.
+    "cisco_nxos": ChangeLines(
+        r"^configure replace bootflash:\S+ commit-timeout \d", r"^configure replace commit"
+    ),
 }
 
 

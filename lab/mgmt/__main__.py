@@ -3,7 +3,7 @@
     python -m lab.mgmt --name leaf1 --listen 127.0.0.1:2201 --control /run/lab/leaf1.sock \\
         --state-dir /var/lib/lab/leaf1 [--username admin] [--password-file FILE] \\
         [--authorized-keys FILE] [--ports eth1,eth2] [--login-mode enable|exec]
-        [--dataplane-wait SECONDS] [--log-file F] [--nos eos|sonic|nvue]
+        [--dataplane-wait SECONDS] [--log-file F] [--nos eos|sonic|nvue|nxos]
 
 Runs in the root network namespace and listens on loopback only (127.0.0.0/8). Exit codes:
 0 after SIGTERM/SIGINT, 2 for a bad command line, 1 if the data plane or the port is unusable.
@@ -77,7 +77,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m lab.mgmt", description="EOS-style SSH CLI of a lab switch."
+        prog="python -m lab.mgmt", description="The SSH management plane of a lab switch."
     )
     parser.add_argument("--name", required=True, help="switch name (default hostname)")
     parser.add_argument("--listen", required=True, help="HOST:PORT on 127.0.0.0/8")

@@ -3,8 +3,8 @@
 The lab has no LLDP daemon on the wire: ``lab up`` writes each switch's cabling into
 ``<node>-mgmt/links.json`` (:data:`LINKS_FILE`) before its management plane starts, and every
 personality answers from it what a real switch learns from LLDPDUs, in its NOS's shape
-(:mod:`lab.mgmt.eos.lldp`, :mod:`lab.mgmt.sonic.lldp`, NVUE's ``nv show interface <if> lldp
-neighbor`` in :mod:`lab.mgmt.nvue.shows`).
+(:mod:`lab.mgmt.eos.lldp`, :mod:`lab.mgmt.sonic.lldp`, :mod:`lab.mgmt.nxos.lldp`, NVUE's ``nv
+show interface <if> lldp neighbor`` in :mod:`lab.mgmt.nvue.shows`).
 
 A neighbouring lab switch is advertised as a switch would be (port ID subtype interface
 name, bridge and router capabilities). A host is advertised as lldpd on Linux does by
@@ -40,6 +40,12 @@ class PortLink:
 
     mtu: int | None
     peer: LldpPeer | None
+
+
+def dotted_mac(mac: str) -> str:
+    """``02:00:00:00:01:02`` -> ``0200.0000.0102`` (how EOS and NX-OS print MAC addresses)."""
+    digits = mac.replace(":", "").replace("-", "").replace(".", "").lower()
+    return ".".join(digits[i : i + 4] for i in range(0, 12, 4))
 
 
 def load_links(state_dir: Path) -> dict[str, PortLink]:

@@ -95,8 +95,11 @@ def sort_key(eos: str) -> int:
 # first SerDes lane, so four-lane ports read Ethernet0, Ethernet4, ... (sonic-buildimage
 # device/virtual/x86_64-kvm_x86_64-r0/Force10-S6000/port_config.ini, the virtual switch's
 # port map); Cumulus Linux names them swpN (NVIDIA Cumulus Linux user guide, "Interface
-# Configuration and Management"). EOS is EthernetN.
+# Configuration and Management"). EOS is EthernetN; NX-OS names a fixed switch's front panel
+# Ethernet1/N, slot 1 (Cisco Nexus 9000 NX-OS Interfaces Configuration Guide, "interface
+# ethernet slot/port").
 SONIC_LANES_PER_PORT = 4
+_NOS_PORT_PATTERNS = {"sonic": r"Ethernet(\d+)", "nvue": r"swp(\d+)", "nxos": r"Ethernet1/(\d+)"}
 
 
 def nos_port_name(nos: str, index: int) -> str:
@@ -105,13 +108,14 @@ def nos_port_name(nos: str, index: int) -> str:
         return f"Ethernet{(index - 1) * SONIC_LANES_PER_PORT}"
     if nos == "nvue":
         return f"swp{index}"
+    if nos == "nxos":
+        return f"Ethernet1/{index}"
     return f"Ethernet{index}"
 
 
 def nos_port_index(nos: str, name: str) -> int | None:
     """The data-plane index of the NOS port ``name`` (None when it is not such a name)."""
-    pattern = {"sonic": r"Ethernet(\d+)", "nvue": r"swp(\d+)"}.get(nos, r"Ethernet(\d+)")
-    match = re.fullmatch(pattern, name)
+    match = re.fullmatch(_NOS_PORT_PATTERNS.get(nos, r"Ethernet(\d+)"), name)
     if match is None:
         return None
     number = int(match.group(1))

@@ -1,16 +1,23 @@
-"""Files under the state directory: ``startup-config``, the SSH host key."""
+"""Files under the state directory: ``startup-config``, the SSH host key; and how a CLI switch
+(EOS, NX-OS) comes up from its saved ``startup-config`` (:func:`boot_from_startup`)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import asyncssh
 
 STARTUP_CONFIG = "startup-config"
 HOST_KEY = "ssh_host_ed25519_key"
+C = TypeVar("C")
+log = logging.getLogger("lab.mgmt")
 
 
 class StartupConfigStore:
@@ -74,3 +81,38 @@ def load_or_create_host_key(state_dir: Path) -> asyncssh.SSHKey:
 def read_secret_file(path: Path) -> str:
     """A password file's content without the trailing newline."""
     return path.read_text(encoding="utf-8").rstrip("\r\n")
+
+
+@dataclass(frozen=True)
+class Boot(Generic[C]):
+    """What a CLI switch needs to come up from its ``startup-config`` text: its factory
+    configuration, the loader of the saved text onto it, the install into the data plane, and
+    the exceptions by which the loader and the data plane refuse."""
+
+    name: str
+    factory: Callable[[], C]
+    load: Callable[[C, str], C]
+    install: Callable[[C], Awaitable[None]]
+    unreadable: tuple[type[Exception], ...]
+    refused: tuple[type[Exception], ...]
+
+
+async def boot_from_startup(text: str | None, boot: Boot[C]) -> None:
+    """Run the saved configuration, as a switch does at boot; a text the loader refuses or a
+    configuration the data plane refuses leaves the factory configuration running (logged), so
+    a bad file never keeps the switch from coming up."""
+    candidate = boot.factory()
+    if text:
+        try:
+            candidate = boot.load(candidate, text)
+        except boot.unreadable as exc:
+            log.error("%s: startup-config not loaded: %s", boot.name, exc)
+            candidate = boot.factory()
+    try:
+        await boot.install(candidate)
+    except boot.refused as exc:
+        log.error(
+            "%s: startup-config refused by the data plane (%s); using defaults", boot.name, exc
+        )
+        await boot.install(boot.factory())
+    log.info("%s: running-config applied to the data plane", boot.name)

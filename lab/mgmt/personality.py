@@ -2,10 +2,10 @@
 
 Every personality drives the same switch: one :class:`~lab.mgmt.switch.SwitchManager` holds
 the shared configuration model (:class:`~lab.mgmt.model.SwitchConfig`) and is the only path to
-the data plane. EOS edits that model directly; SONiC (CONFIG_DB) and NVUE (revisions) keep
-their own native configuration and install its translation into the model with
-:meth:`SwitchManager.install`, so a change made through any NOS reaches the same queues,
-PFC and ECN. Chosen per node by the topology label ``roce.lab/nos`` (``python -m lab.mgmt
+the data plane. EOS edits that model directly; SONiC (CONFIG_DB), NVUE (revisions) and NX-OS
+(its MQC configuration) keep their own native configuration and install its translation into
+the model with :meth:`SwitchManager.install`, so a change made through any NOS reaches the same
+queues, PFC and ECN. Chosen per node by the topology label ``roce.lab/nos`` (``python -m lab.mgmt
 --nos``); each NOS is a package ``lab/mgmt/<nos>/`` of the same shape, registered in
 :data:`PERSONALITIES`.
 """
@@ -44,7 +44,8 @@ class Personality(Protocol):
     nos: str
 
     def port_name(self, dataplane_name: str) -> str:
-        """The NOS name of a data-plane port: ``eth1`` -> ``Ethernet1``, ``Ethernet0``, ``swp1``."""
+        """The NOS name of a data-plane port: ``eth1`` -> ``Ethernet1``, ``Ethernet0``, ``swp1``,
+        ``Ethernet1/1``."""
         ...
 
     async def start(self) -> None:
@@ -79,6 +80,10 @@ PERSONALITIES: Registry[PersonalityFactory] = Registry(
         "nvue": Entry(
             "lab.mgmt.nvue.personality:NvuePersonality",
             "NVIDIA Cumulus Linux: Linux shell, nv set / config apply --confirm",
+        ),
+        "nxos": Entry(
+            "lab.mgmt.nxos.personality:NxosPersonality",
+            "Cisco NX-OS: MQC QoS CLI, checkpoints, configure replace with commit-timeout",
         ),
     },
 )

@@ -307,6 +307,9 @@ async def start_ssh_server(
     """Listen on ``settings.host:port``; returns the acceptor (``close()`` +
     ``wait_closed()``). Every terminal speaks ``personality``."""
     handler = ShellHandler(personality, settings.privileged_login, settings.system_mac, faults)
+    # A NOS with a file system reached over SCP (NX-OS' bootflash:) offers it; the others
+    # refuse SCP and SFTP.
+    sftp_factory = getattr(personality, "sftp_factory", None)
     acceptor: asyncssh.SSHAcceptor = await asyncssh.create_server(
         lambda: _SwitchSSHServer(settings.auth, faults),
         settings.host,
@@ -315,7 +318,8 @@ async def start_ssh_server(
         process_factory=handler,
         line_editor=False,  # the CLI does its own echo, exactly once per character
         encoding="utf-8",
-        allow_scp=False,
+        sftp_factory=sftp_factory,
+        allow_scp=sftp_factory is not None,
         login_timeout=30,
         reuse_address=True,
     )

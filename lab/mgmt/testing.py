@@ -3,8 +3,9 @@ switch's SSH plane running in the test's own process.
 
 :class:`FakeDataplane` checks every ``set_qos`` payload with the data plane's own pydantic
 contract (``lab.vswitch.config.with_qos``), so unit tests catch translation mistakes without
-root, namespaces or a running switch. :class:`SshSwitchThread` serves any personality over
-real SSH (netmiko, the agent's drivers) on a fake data plane.
+root, namespaces or a running switch. :class:`FakeSwitch` is a personality on them (its timers
+on the fake clock); :class:`SshSwitchThread` serves any personality over real SSH (netmiko, the
+agent's drivers) on a fake data plane.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from lab.mgmt import names
 from lab.mgmt.dataplane_handle import DataplaneError
@@ -25,6 +26,7 @@ from lab.mgmt.switch import LoopClock, PortInfo, SwitchManager
 from lab.vswitch.config import ConfigError, parse_config, with_qos
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 def fake_switch_config(name: str, ports: list[str], speed_bps: int = 10_000_000) -> dict[str, Any]:
@@ -121,6 +123,43 @@ class FakeClock:
     def armed(self) -> list[_Timer]:
         """Timers neither cancelled nor past."""
         return [t for t in self.timers if not t.cancelled and t.when > self.time]
+
+
+class FakeSwitch(Generic[P]):
+    """A personality (``create``) of switch ``leaf1`` on a :class:`FakeDataplane` and a
+    :class:`FakeClock`, its ports ``ports``: driven a terminal line at a time, its timers fired
+    when the test moves the clock (:meth:`expire`)."""
+
+    def __init__(
+        self,
+        create: Callable[[SwitchManager, Path | None], P],
+        ports: list[PortInfo],
+        state_dir: Path | None = None,
+        background: Callable[[P], set[asyncio.Future[None]]] = lambda _: set(),
+    ) -> None:
+        self.state_dir = state_dir
+        self.background = background
+        name = "leaf1"
+        dataplane_ports = [names.dataplane_name(p.name) for p in ports]
+        self.dataplane = FakeDataplane(fake_switch_config(name, dataplane_ports))
+        self.clock = FakeClock()
+        self.manager = SwitchManager(name, ports, self.dataplane, self.clock)
+        self.personality = create(self.manager, state_dir)
+
+    def qos(self) -> dict[str, Any]:
+        """The QoS the data plane runs now (validated by the fake)."""
+        qos: dict[str, Any] = self.dataplane.config["qos"]
+        return qos
+
+    async def expire(self, seconds: float) -> None:
+        """Move the clock, fire the timers that ran out (as the event loop would) and wait for
+        the work they started (the personality's tasks ``background`` names)."""
+        self.clock.advance(seconds)
+        for timer in self.clock.timers:
+            if not timer.cancelled and timer.when <= self.clock.time:
+                timer.cancelled = True
+                timer.callback()
+        await asyncio.gather(*self.background(self.personality))
 
 
 @dataclass(frozen=True)

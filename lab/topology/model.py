@@ -43,7 +43,12 @@ LabKind = Literal["lab-switch", "host"]
 
 # roce.lab/nos on a switch: the NOS its management plane speaks over SSH (lab.mgmt.personality),
 # and the platform the lab's fabric file gives the agent for it. The data plane is the same.
-NOS_PLATFORMS = {"eos": "arista_eos", "sonic": "sonic", "nvue": "cumulus_nvue"}
+NOS_PLATFORMS = {
+    "eos": "arista_eos",
+    "sonic": "sonic",
+    "nvue": "cumulus_nvue",
+    "nxos": "cisco_nxos",
+}
 
 DEFAULT_NOS = "eos"
 

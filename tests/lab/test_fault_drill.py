@@ -16,7 +16,7 @@ run in lanes of two or three rows, each on a lab of its own with its own audit l
 share nothing.
 
 ``ROCE_DRILL=rotated`` (what `make test` runs) drills each row once, the platforms in turn
-(row *i* on platform *i* mod 3): every row and every platform in a fraction of the time, two
+(row *i* on platform *i* mod 4): every row and every platform in a fraction of the time, two
 platforms' labs at a time. Without it (`make drill`), every row runs on every platform.
 """
 
@@ -35,7 +35,7 @@ from tests.lab.support.labs import Lab, LabFactory, requires_lab
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 CONFIRM_TIMEOUT_S = 5  # the shortest `apply --confirm-timeout` accepts: keeps the drill short
 # platform -> its switches' NOS (lab up --nos)
-PLATFORMS = {"arista_eos": "eos", "sonic": "sonic", "cumulus_nvue": "nvue"}
+PLATFORMS = {"arista_eos": "eos", "sonic": "sonic", "cumulus_nvue": "nvue", "cisco_nxos": "nxos"}
 LABS_AT_ONCE = 6
 # Rows that wait on netmiko's 10 s read timeout or a commit timer go first, one per lane in
 # turn, so the lanes end at about the same time.
@@ -102,7 +102,7 @@ def matrix(
     request: pytest.FixtureRequest,
 ) -> Iterator[dict[tuple[str, str], RowResult]]:
     results: dict[tuple[str, str], RowResult] = {}
-    # One platform after another (each one's lanes side by side): three platforms' labs at
+    # One platform after another (each one's lanes side by side): four platforms' labs at
     # once would starve the 2-core machine's switches of CPU. Only the platforms of the
     # selected rows (`-k sonic`) bring labs up.
     chosen = _selected_platforms(request)

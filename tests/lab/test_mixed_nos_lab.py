@@ -1,9 +1,11 @@
-"""A mixed-NOS fabric live: EOS spines, a SONiC leaf and an NVUE leaf (issue #32, item 2).
+"""A mixed-NOS fabric live: an EOS spine, an NX-OS spine, a SONiC leaf and an NVUE leaf
+(issue #32, item 2; NX-OS: issue #46).
 
 One lab of ``containerlab/roce-leafspine-mixed.clab.yml``; the agent runs as a user runs it
 (``python -m agent …`` in a subprocess, netmiko over SSH to each switch's personality): a
 rollout with a canary and batches, drift, a hand change on each NOS made the way its operator
-makes it (``roce-agent lab exec``: EOS CLI, a GCU patch, ``nv set`` + ``nv config apply``)
+makes it (``roce-agent lab exec``: EOS CLI, NX-OS CLI, a GCU patch, ``nv set`` + ``nv config
+apply``)
 found by ``drift`` and repaired by ``apply``, and the exporter's metrics. The control plane
 only (``lab_parallel``); validate with traffic and ``locate`` are in
 ``test_mixed_nos_traffic_lab.py``.
@@ -14,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,16 +24,28 @@ from typing import Any
 
 import pytest
 
-from tests.lab.support.labs import REPO, Lab, LabFactory, requires_lab, run_agent
-from tests.lab.support.loopback import free_port
+from tests.lab.support.labs import (
+    REPO,
+    Lab,
+    LabFactory,
+    exporter_serving,
+    requires_lab,
+    run_agent,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 MIXED = REPO / "containerlab" / "roce-leafspine-mixed.clab.yml"
-PLATFORMS = {"spine1": "arista_eos", "spine2": "arista_eos", "leaf1": "sonic",
+PLATFORMS = {"spine1": "arista_eos", "spine2": "cisco_nxos", "leaf1": "sonic",
              "leaf2": "cumulus_nvue"}  # fmt: skip
 # A hand change per NOS, as its operator makes it: each moves the RoCE priority's PFC.
 HAND_CHANGES = {
     "spine1": ["configure", "interface Ethernet1", "qos trust cos", "end"],
+    "spine2": [
+        "configure terminal",
+        "interface ethernet 1/1",
+        "no priority-flow-control mode on",
+        "end",
+    ],
     "leaf1": [
         "cat > /tmp/hand.json <<'EOF'",
         '[{"op": "replace", "path": "/PORT_QOS_MAP/Ethernet0/pfc_enable", "value": "3,4"}]',
@@ -80,9 +93,13 @@ def by_device(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any
 def test_every_switch_speaks_its_nos(lab: Lab) -> None:
     nodes = lab.current_status()["nodes"]
     assert {n: nodes[n]["nos"] for n in PLATFORMS} == {
-        "spine1": "eos", "spine2": "eos", "leaf1": "sonic", "leaf2": "nvue",
+        "spine1": "eos", "spine2": "nxos", "leaf1": "sonic", "leaf2": "nvue",
     }  # fmt: skip
     assert "Internal build version" in lab.cli("exec", "spine1", "show version").stdout  # EOS
+    nxos = json.loads(
+        lab.cli("exec", "spine2", "show interface priority-flow-control | json").stdout
+    )
+    assert "TABLE_module" in nxos
     sonic = json.loads(lab.cli("exec", "leaf1", "sudo sonic-cfggen -d --print-data").stdout)
     assert "PORT_QOS_MAP" in sonic and "Ethernet0" in sonic["PORT"]
     nvue = json.loads(lab.cli("exec", "leaf2", "nv show qos roce -o json").stdout)
@@ -114,28 +131,18 @@ def test_a_hand_change_on_each_nos_is_drift_and_apply_repairs_it(lab: Lab, state
     assert set(drifted) == set(HAND_CHANGES), drifted
     settings = {d: {x["setting"] for x in r["differences"]} for d, r in drifted.items()}
     assert any("trust" in s for s in settings["spine1"]), settings
+    assert any("pfc" in s.lower() for s in settings["spine2"]), settings
     assert any("pfc" in s.lower() for s in settings["leaf1"]), settings
     assert any("pfc" in s.lower() for s in settings["leaf2"]), settings
     fixed = by_device(agent(state_dir, "apply", fabric(lab), "--yes", "--output", "json"))
     assert {s: fixed[s]["result"] for s in HAND_CHANGES} == dict.fromkeys(HAND_CHANGES, "applied")
-    assert fixed["spine2"]["result"] == "no-change"
     assert agent(state_dir, "drift", fabric(lab)).returncode == 0
 
 
 @pytest.fixture
 def exporter(lossless: Lab) -> Iterator[str]:
-    lab = lossless
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "exporter", fabric(lab), "--listen",
-         f"127.0.0.1:{port}", "--interval", "2s", "--no-host-nic"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
-    )  # fmt: skip
-    try:
-        yield f"http://127.0.0.1:{port}/metrics"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with exporter_serving(fabric(lossless)) as url:
+        yield url
 
 
 def _scrape(url: str) -> str:
@@ -160,6 +167,8 @@ def test_the_exporter_reads_every_nos(lab: Lab, exporter: str) -> None:
     errors = [line for line in text.splitlines() if line.startswith("roce_poll_errors_total")]
     assert {s: float(up.get(s, 0)) for s in PLATFORMS} == dict.fromkeys(PLATFORMS, 1), (up, errors)
     # Each NOS's counters arrive under its own port names.
-    for device, port in (("leaf1", "Ethernet8"), ("leaf2", "swp3"), ("spine1", "Ethernet1")):
+    ports = (("leaf1", "Ethernet8"), ("leaf2", "swp3"), ("spine1", "Ethernet1"),
+             ("spine2", "Ethernet1/1"))  # fmt: skip
+    for device, port in ports:
         pattern = rf'roce_pfc_\w+_total\{{[^}}]*device="{device}"[^}}]*interface="{port}"'
         assert re.search(pattern, text), (device, port)

@@ -1,6 +1,6 @@
-"""Traffic on the mixed-NOS fabric (EOS spines, SONiC leaf1, NVUE leaf2; issue #32, item 2):
-``validate`` with its wire probes and ``locate`` on a link of each non-EOS leaf, after the
-agent applied the fabric through each switch's own NOS.
+"""Traffic on the mixed-NOS fabric (EOS spine1, NX-OS spine2, SONiC leaf1, NVUE leaf2; issue
+#32, item 2; NX-OS: issue #46): ``validate`` with its wire probes and ``locate`` on a link of
+each non-EOS leaf, after the agent applied the fabric through each switch's own NOS.
 
 Not ``lab_parallel``: the verdicts measure the data plane (drops, pauses, FCS errors), which
 needs the CPU the lab's hosts and switches run on. The control plane of the same fabric is
@@ -41,11 +41,11 @@ def test_validate_with_traffic_passes_on_the_mixed_fabric(lab: Lab, tmp_path: Pa
     report = json.loads(done.stdout)
     failed = [c for c in report["checks"] if c["status"] not in ("success", "skipped")]
     assert not failed, failed
-    # The checks read the SONiC and NVUE leaves through their own drivers: drift (RC008),
-    # pending changes (RC009) and the rest ran on them, not skipped.
+    # The checks read the SONiC and NVUE leaves and the NX-OS spine through their own drivers:
+    # drift (RC008), pending changes (RC009) and the rest ran on them, not skipped.
     results = {(r["check"], r["device"]): r["status"] for r in report["checks"]}
-    for leaf in ("leaf1", "leaf2"):
-        assert {c: results.get((c, leaf)) for c in CHECKED} == dict.fromkeys(CHECKED, "success")
+    for switch in ("leaf1", "leaf2", "spine2"):
+        assert {c: results.get((c, switch)) for c in CHECKED} == dict.fromkeys(CHECKED, "success")
     lossless = [s for s in report["steps"] if "no loss" in s["name"]]
     assert lossless and all(s["detail"]["totals"]["lost"] == 0 for s in lossless)
 

@@ -19,7 +19,13 @@ from typing import Any
 import pytest
 
 from lab.vswitch.client import VswitchClient
-from tests.lab.support.labs import Lab, agent_state_dir, incast_lab_speaking, requires_lab
+from tests.lab.support.labs import (
+    Lab,
+    agent_state_dir,
+    apply_from_factory,
+    incast_lab_speaking,
+    requires_lab,
+)
 from tests.lab.support.labs import run_agent_in as agent
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
@@ -48,9 +54,7 @@ def dataplane_queue3(lab: Lab) -> Any:
 
 
 def exec_on_leaf(lab: Lab, *lines: str) -> str:
-    done = lab.cli("exec", LEAF, *lines)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return lab.exec(LEAF, *lines)
 
 
 def test_the_fabric_file_names_the_leaf_a_cumulus_switch(lab: Lab) -> None:
@@ -61,14 +65,7 @@ def test_the_fabric_file_names_the_leaf_a_cumulus_switch(lab: Lab) -> None:
 
 
 def test_apply_from_factory_then_drift_is_clean(lab: Lab, state: Path) -> None:
-    fabric = lab.status["fabric_file"]
-    before = agent(state, "drift", fabric, "--output", "json")
-    assert before.returncode == 1 and leaf(before)["changes"] > 0
-    applied = agent(state, "apply", fabric, "--yes", "--output", "json")
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    assert leaf(applied)["result"] == "applied"
-    after = agent(state, "drift", fabric, "--output", "json")
-    assert after.returncode == 0 and leaf(after)["changes"] == 0
+    apply_from_factory(state, lab.status["fabric_file"], LEAF)
     # the profile's ECN thresholds (6 KB..18 KB on the lossless queue) run in the data plane
     assert dataplane_queue3(lab)["ecn"] == {
         "min_bytes": 6000,

@@ -8,16 +8,14 @@ talk to it (each ``show`` runs one terminal line on a private event loop).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from agent.device.platforms.base import Connection
 from lab.mgmt.lldp import LldpPeer, PortLink
 from lab.mgmt.nvue.personality import NvuePersonality
 from lab.mgmt.nvue.shell import NvueShell
-from lab.mgmt.switch import PortInfo, SwitchManager
-from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
+from lab.mgmt.switch import PortInfo
+from lab.mgmt.testing import FakeSwitch
 
 PORTS = 2
 
@@ -31,40 +29,15 @@ def ports(count: int = PORTS) -> list[PortInfo]:
     ]
 
 
-@dataclass
-class NvueSwitch:
+class NvueSwitch(FakeSwitch[NvuePersonality]):
     """One NVUE switch: its personality, fake data plane and clock."""
 
-    state_dir: Path | None = None
-    count: int = PORTS
-    dataplane: FakeDataplane = field(init=False)
-    clock: FakeClock = field(init=False)
-    personality: NvuePersonality = field(init=False)
-
-    def __post_init__(self) -> None:
-        names = [f"eth{i}" for i in range(1, self.count + 1)]
-        self.dataplane = FakeDataplane(fake_switch_config("leaf1", names))
-        self.clock = FakeClock()
-        manager = SwitchManager("leaf1", ports(self.count), self.dataplane, self.clock)
-        self.personality = NvuePersonality(manager, self.state_dir)
+    def __init__(self, state_dir: Path | None = None, count: int = PORTS) -> None:
+        super().__init__(NvuePersonality, ports(count), state_dir, lambda p: p.store._background)
 
     def terminal(self, user: str = "cumulus") -> NvueShell:
         """A new SSH shell."""
         return self.personality.new_terminal(user, True, "02:00:00:00:00:01")
-
-    def qos(self) -> dict[str, Any]:
-        """The QoS the data plane runs now (validated by the fake)."""
-        qos: dict[str, Any] = self.dataplane.config["qos"]
-        return qos
-
-    async def expire(self, seconds: float) -> None:
-        """Move the clock and fire the timers that ran out, as the event loop would."""
-        self.clock.advance(seconds)
-        for timer in self.clock.timers:
-            if not timer.cancelled and timer.when <= self.clock.time:
-                timer.cancelled = True
-                timer.callback()
-        await asyncio.gather(*self.personality.store._background)
 
 
 async def run(terminal: NvueShell, *lines: str) -> list[str]:

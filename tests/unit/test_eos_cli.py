@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from lab.mgmt import cli_units, names
+from lab.mgmt.cli_grammar import CliError, Command, match_command, tokenize
 from lab.mgmt.dataplane_qos import TranslationError, to_vswitch_qos
 from lab.mgmt.eos.cli import CliSession
 from lab.mgmt.eos.commands import GlobalMode, apply_line, load_config_text
-from lab.mgmt.eos.grammar import CliError, Command, match_command, tokenize
 from lab.mgmt.eos.personality import EosPersonality
 from lab.mgmt.eos.render import config_tree, render_config, render_text
 from lab.mgmt.model import SwitchConfig

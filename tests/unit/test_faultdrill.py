@@ -91,6 +91,8 @@ def _knobs(row: Row) -> dict[str, Any]:
         ("sonic", "sudo config apply-patch /tmp/roce-agent-1.json",
          "sudo config delete-checkpoint roce-agent-1"),
         ("cumulus_nvue", "nv config apply --confirm 5s -y", "nv config apply --confirm-yes"),
+        ("cisco_nxos", "configure replace bootflash:roce-agent-1.cfg commit-timeout 30",
+         "configure replace commit ; no checkpoint roce-agent-1"),
     ],
 )  # fmt: skip
 def test_each_platforms_faults_fire_on_its_own_commit_and_confirm(
@@ -110,5 +112,5 @@ def test_each_platforms_faults_fire_on_its_own_commit_and_confirm(
 
 
 def test_a_platform_without_drill_rows_is_named() -> None:
-    with pytest.raises(DrillError, match="no rows for platform 'cisco_nxos'"):
-        select_rows(None, platform="cisco_nxos")
+    with pytest.raises(DrillError, match="no rows for platform 'linux_host'"):
+        select_rows(None, platform="linux_host")

@@ -24,7 +24,8 @@ _HOST = "kind: linux, image: alpine:3"
 @pytest.mark.parametrize(
     ("nos", "index", "name"),
     [("eos", 1, "Ethernet1"), ("eos", 12, "Ethernet12"), ("sonic", 1, "Ethernet0"),
-     ("sonic", 4, "Ethernet12"), ("nvue", 1, "swp1"), ("nvue", 32, "swp32")],
+     ("sonic", 4, "Ethernet12"), ("nvue", 1, "swp1"), ("nvue", 32, "swp32"),
+     ("nxos", 1, "Ethernet1/1"), ("nxos", 48, "Ethernet1/48")],
 )  # fmt: skip
 def test_port_names_per_nos_round_trip(nos: str, index: int, name: str) -> None:
     assert nos_port_name(nos, index) == name
@@ -43,14 +44,16 @@ def test_names_that_are_not_that_nos_ports(nos: str, name: str) -> None:
 def test_the_mixed_fabric_speaks_three_nos_and_names_ports_as_each_does() -> None:
     topology = load_topology(MIXED)
     assert {n: topology.nodes[n].nos for n in ("spine1", "spine2", "leaf1", "leaf2", "h1")} == {
-        "spine1": "eos", "spine2": "eos", "leaf1": "sonic", "leaf2": "nvue", "h1": None,
+        "spine1": "eos", "spine2": "nxos", "leaf1": "sonic", "leaf2": "nvue", "h1": None,
     }  # fmt: skip
     plan = build_plan(topology, "mx")
     doc = fabric_document(plan, {s.name: 30000 + n for n, s in enumerate(plan.switches())})
     devices = {d["name"]: d for d in doc["devices"]}
-    assert [devices[n]["platform"] for n in ("spine1", "leaf1", "leaf2", "h1")] == [
-        "arista_eos", "sonic", "cumulus_nvue", "linux_host",
+    assert [devices[n]["platform"] for n in ("spine1", "spine2", "leaf1", "leaf2", "h1")] == [
+        "arista_eos", "cisco_nxos", "sonic", "cumulus_nvue", "linux_host",
     ]  # fmt: skip
+    assert [p["name"] for p in devices["spine2"]["ports"]] == ["Ethernet1/1", "Ethernet1/2"]
+    assert devices["spine2"]["ports"][0]["peer"] == "leaf1:Ethernet4"
     assert [p["name"] for p in devices["leaf1"]["ports"]] == [
         "Ethernet0", "Ethernet4", "Ethernet8", "Ethernet12",
     ]  # fmt: skip
@@ -84,7 +87,7 @@ def test_the_mixed_fabric_passes_the_agents_check(
     ("labels", "node", "field", "message"),
     [
         ("{roce.lab/nos: junos}", "s1", "topology.nodes.s1.labels.roce.lab/nos",
-         "'junos' is not a NOS the lab switch speaks (eos, sonic, nvue)"),
+         "'junos' is not a NOS the lab switch speaks (eos, sonic, nvue, nxos)"),
         ("{roce.lab/nos: sonic}", "h1", "topology.nodes.h1.labels.roce.lab/nos",
          "roce.lab/nos only applies to switches"),
     ],

@@ -7,6 +7,8 @@ A kill point is recorded in the command stream instead of killing the test."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from agent.device.platforms.cumulus_nvue import CumulusNvue
 from agent.device.platforms.linux_host import LinuxHost
 from agent.device.platforms.sonic import Sonic
 from agent.ops.faultdrill import CHANGE_LINES
+from tests.unit.lab_nxos_support import ssh_nxos
 from tests.unit.platform_helpers import RecordingConnection
 
 
@@ -82,18 +85,38 @@ def confirmed_run(
     return sent, txn
 
 
+# What each platform's save step sends (NVUE "nv config save", SONiC "config save", EOS and
+# NX-OS "copy running-config startup-config").
+SAVE = re.compile(r"\bsave\b|^copy running-config startup-config$")
+
+
+@pytest.fixture
+def nxos(tmp_path: Path) -> Iterator[Any]:
+    """The NX-OS driver against the lab's NX-OS switch over SSH (its transaction copies a file
+    over SCP: a recorded connection has no SSH to do it on)."""
+    with ssh_nxos(tmp_path) as switch:
+        yield lambda: (CiscoNxos(), switch.conn, switch.conn.sent)
+
+
+NXOS_LINES = ["priority-flow-control watch-dog-interval on", "feature lldp"]
 DRILLED = {
     "arista_eos": eos,
     "sonic": recorded(Sonic(), SONIC_SUCCESS),
     "cumulus_nvue": recorded(CumulusNvue()),
+    "cisco_nxos": "nxos",  # the fixture above
 }
 
 
 @pytest.mark.parametrize("platform", sorted(DRILLED))
-def test_kill_points_sit_on_the_drill_lines(platform: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kill_points_sit_on_the_drill_lines(
+    platform: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     """in-session: the lines sent, the change not live yet (the next command is the one that
     makes it live); before-save: confirmed (after the confirm line), nothing saved yet."""
-    sent, txn = confirmed_run(DRILLED[platform], monkeypatch, ["line one"])
+    build, lines = DRILLED[platform], ["line one"]
+    if isinstance(build, str):  # a lab switch: lines it accepts
+        build, lines = request.getfixturevalue(build), NXOS_LINES
+    sent, txn = confirmed_run(build, monkeypatch, lines)
     lines = CHANGE_LINES[platform]
     in_session = sent.index("KILL in-session")
     assert re.search(lines.commit, sent[in_session + 1])
@@ -101,8 +124,8 @@ def test_kill_points_sit_on_the_drill_lines(platform: str, monkeypatch: pytest.M
     before_save = sent.index("KILL before-save")
     confirm = next(i for i, command in enumerate(sent) if re.search(lines.confirm, command))
     assert confirm < before_save
-    assert not any("save" in command for command in sent[:before_save])
-    assert any("save" in command for command in sent[before_save:])
+    assert not any(SAVE.search(command) for command in sent[:before_save])
+    assert any(SAVE.search(command) for command in sent[before_save:])
     assert txn.committed and txn.confirmed and not txn.rolled_back
 
 
@@ -112,8 +135,8 @@ def test_kill_points_sit_on_the_drill_lines(platform: str, monkeypatch: pytest.M
         (eos, ["in-session", "before-save"], 2),
         (recorded(Sonic(), SONIC_SUCCESS), ["in-session", "before-save"], 2),
         (recorded(CumulusNvue()), ["in-session", "before-save"], 2),
-        # NX-OS confirms by saving: there is no step between the confirm and the save.
-        (recorded(CiscoNxos()), ["in-session"], 2),
+        # NX-OS stages a whole configuration file (one SCP copy, not lines on the CLI).
+        ("nxos", ["in-session", "before-save"], 0),
         # A host has no session: in-session is mid-change, after its first command; and it
         # has nothing to save.
         (linux_host, ["in-session"], 1),
@@ -121,9 +144,16 @@ def test_kill_points_sit_on_the_drill_lines(platform: str, monkeypatch: pytest.M
     ids=["arista_eos", "sonic", "cumulus_nvue", "cisco_nxos", "linux_host"],
 )
 def test_every_platform_passes_its_kill_points_in_order(
-    build: Any, kills: list[str], sent_before_in_session: int, monkeypatch: pytest.MonkeyPatch
+    build: Any,
+    kills: list[str],
+    sent_before_in_session: int,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
-    sent, _ = confirmed_run(build, monkeypatch, ["line one", "line two"])
+    lines = ["line one", "line two"]
+    if isinstance(build, str):  # a lab switch: lines it accepts
+        build, lines = request.getfixturevalue(build), NXOS_LINES
+    sent, _ = confirmed_run(build, monkeypatch, lines)
     passed = [c.removeprefix("KILL ") for c in sent if c.startswith("KILL ")]
     assert list(dict.fromkeys(passed)) == kills
     in_session = sent.index("KILL in-session")

@@ -27,11 +27,19 @@ Networking Blueprint for AI/ML Applications"):
 
 Policies are switch-wide, so a plan whose ports need different ECN or scheduling is refused.
 
-Transaction (NX-OS "Configuring Rollback"): ``checkpoint NAME`` → ``configure terminal`` +
-lines + ``end`` → the caller verifies → confirm = ``copy running-config startup-config`` and
-``no checkpoint NAME``; rollback = ``rollback running-config checkpoint NAME`` (then the
-checkpoint is deleted). NX-OS has no commit timer in this flow: if the agent dies between
-apply and confirm the change stays live (not saved to startup) until someone rolls it back.
+Transaction (Cisco Nexus 9000 NX-OS System Management Configuration Guide, "Configuring the
+Rollback Feature" and "Performing Configuration Replace"): ``checkpoint NAME`` -> the running
+configuration (``show running-config``) with the lines put in it (:mod:`._nxos_candidate`),
+copied to ``bootflash:NAME.cfg`` over SCP and checked by MD5 -> ``configure replace
+bootflash:NAME.cfg commit-timeout T`` (all or nothing; T = the confirm timeout, 30-3600 s) ->
+the caller verifies -> confirm = ``configure replace commit ; no checkpoint NAME`` -> save
+(``copy running-config startup-config``) -> the file deleted. Without the confirm NX-OS puts
+the previous configuration back when T runs out; the agent's own rollback does not wait:
+``rollback running-config checkpoint NAME`` then ``configure replace commit`` (the timer
+stopped on what the rollback left). Until issue #46 the driver sent the lines with
+``configure terminal`` after a checkpoint: live line by line (a lost connection left half a
+change) and nothing on the switch undid a change whose agent died; the documents' configure
+replace with commit-timeout does both.
 
 read_state parses ``show running-config`` text (class-maps, policy-maps, ``system qos``,
 watchdog lines and interface sections; defaults where a line is absent: watch-dog interval
@@ -39,14 +47,20 @@ watchdog lines and interface sections; defaults where a line is absent: watch-do
 ``show interface priority-flow-control``, ``show queuing interface`` and ``show queuing
 pfc-queue detail`` text, in the formats recorded in open-telemetry/opentelemetry-collector-
 contrib ``receiver/ciscoosreceiver/internal/scraper/interfacesscraper/parser_test.go``.
+NX-OS counts a port's ingress drops (``Ingress MMU Drop Pkts``) per port, not per priority:
+they are booked as headroom drops of the port's lowest no-drop COS (see
+:func:`_book_ingress_drops`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agent.device.platforms._common import (
     CounterTally,
@@ -55,8 +69,10 @@ from agent.device.platforms._common import (
     expand_ranges,
     majority,
     natural_key,
+    show_json,
     watchdog_multiples,
 )
+from agent.device.platforms._nxos_candidate import candidate_config
 from agent.device.platforms.base import (
     CheckpointPlatform,
     ConfigRejected,
@@ -70,11 +86,13 @@ from agent.device.state import (
     Counters,
     EcnState,
     InterfaceState,
+    LinkHealth,
     PendingSession,
     QosState,
     QueueState,
     WatchdogCounters,
     WatchdogState,
+    diff,
 )
 from agent.intent.plan import DevicePlan
 
@@ -87,6 +105,14 @@ DEFAULT_WD_INTERVAL_MS = 100
 DEFAULT_WD_SHUTDOWN_MULTIPLIER = 1
 DEFAULT_WD_RESTORE_MULTIPLIER = 10
 UNITS = {"bytes": 1, "kbytes": 1024, "mbytes": 1024 * 1024}
+# configure replace's commit-timeout range ("Performing Configuration Replace"); the agent's
+# --confirm-timeout below 30 s becomes 30 s on NX-OS.
+COMMIT_TIMEOUT_S = (30, 3600)
+REPLACE_DONE = "Configure replace completed successfully"
+ROLLBACK_DONE = "Rollback completed successfully"
+REPLACE_READ_TIMEOUT_S = 60.0  # a replace or rollback computes and applies a whole patch
+SAVE_READ_TIMEOUT_S = 100.0  # netmiko's own NX-OS save_config waits this long
+SCP_TIMEOUT_S = 30.0
 SYSTEM_QOS = [
     "system qos",
     f"  service-policy type network-qos {NETWORK_QOS}",
@@ -143,8 +169,6 @@ def class_blocks(children: list[str]) -> dict[str, list[str]]:
 class CiscoNxos(CheckpointPlatform):
     name: ClassVar[str] = "cisco_nxos"
     netmiko_device_type: ClassVar[str] = "cisco_nxos"
-    # NX-OS has no commit timer in this flow: confirming is saving.
-    saves_after_confirm: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ render
 
@@ -159,7 +183,7 @@ class CiscoNxos(CheckpointPlatform):
         queues = POLICIES.uniform([i.queues for i in interfaces], "queue settings", {})
         lossless = POLICIES.uniform([i.pfc_priorities for i in interfaces], "PFC priorities", ())
         classifier = classifier_differs(desired, actual)
-        pfc_changed = _pfc_differs(lossless, actual)
+        pfc_changed = _pfc_differs(desired, lossless, actual)
         present = POLICIES.as_read(actual)
         queues_changed = (None if present is None else present.queues) != queues
         watchdog_changed = actual is None or actual.watchdog != desired.watchdog
@@ -178,6 +202,8 @@ class CiscoNxos(CheckpointPlatform):
 
     @staticmethod
     def _classification(desired: QosState) -> list[str]:
+        if desired.trust == "none":
+            return []  # no classification policy: everything in qos-group 0 (the ports say so)
         if desired.trust not in ("dscp", "pcp"):
             raise PlatformError(f"cisco_nxos: cannot render trust {desired.trust!r}")
         lines: list[str] = []
@@ -265,7 +291,8 @@ class CiscoNxos(CheckpointPlatform):
         for name, lines in sorted(running.interfaces.items(), key=lambda i: natural_key(i[0])):
             if not name.lower().startswith("ethernet"):
                 continue
-            pfc_on = "priority-flow-control mode on" in lines
+            # "priority-flow-control mode on send-tlv" is on too (it also advertises PFC in LLDP)
+            pfc_on = any(re.fullmatch(r"priority-flow-control mode on(?: \S+)*", x) for x in lines)
             own_queuing = _policy_for(lines, "queuing output")
             interfaces[name] = InterfaceState(
                 pfc_enabled=pfc_on,
@@ -300,10 +327,41 @@ class CiscoNxos(CheckpointPlatform):
             read(found, outputs.get(key, ""))
         return found.counters(device, collected_at)
 
+    # ------------------------------------------------------------------ link health
+
+    def read_link_health(self, conn: Connection) -> dict[str, LinkHealth]:
+        return self.link_health_from_json(show_json(conn, "show interface | json"))
+
+    @staticmethod
+    def link_health_from_json(data: dict[str, Any]) -> dict[str, LinkHealth]:
+        """``show interface | json``: ``TABLE_interface.ROW_interface[]`` with ``state``
+        (``up`` / ``down``), ``eth_crc`` (FCS errors), ``eth_inerr``, ``eth_outerr`` -- the
+        NX-API keys napalm's nxos driver and public Nexus collectors read (numbers or strings)."""
+        table = data.get("TABLE_interface", {}) if isinstance(data, dict) else {}
+        rows = table.get("ROW_interface", []) if isinstance(table, dict) else []
+        health = {}
+        for row in rows if isinstance(rows, list) else [rows]:
+            name = str(row.get("interface", ""))
+            if not name.startswith("Ethernet"):
+                continue
+            state = row.get("state")
+            health[name] = LinkHealth(
+                up=None if state is None else str(state) in ("up", "eth-up"),
+                fcs_errors=_count(row, "eth_crc"),
+                in_errors=_count(row, "eth_inerr"),
+                out_errors=_count(row, "eth_outerr"),
+            )
+        return health
+
     # ------------------------------------------------------------------ change (the base's flow)
 
-    # The lines are live as they are sent (no commit step), and the switch enforces no
-    # confirm timeout: the checkpoint flow has no timer.
+    # NX-OS' commit timer is configure replace's (Cisco Nexus 9000 NX-OS System Management
+    # Configuration Guide, "Performing Configuration Replace"): the whole running configuration
+    # with the change in it goes to bootflash: over SCP and replaces the running one at once
+    # (all or nothing); unless ``configure replace commit`` comes within the commit-timeout,
+    # NX-OS puts the previous configuration back by itself. A checkpoint taken first is the way
+    # back before that ("Configuring the Rollback Feature"): the agent's rollback does not wait
+    # for the timer.
 
     def begin(self, conn: Connection, txn: Transaction) -> None:
         output = conn.show(f"checkpoint {txn.name}")
@@ -311,39 +369,82 @@ class CiscoNxos(CheckpointPlatform):
             raise ConfigRejected(f"{conn.device}: checkpoint {txn.name} failed: {output.strip()}")
 
     def stage(self, conn: Connection, txn: Transaction) -> None:
-        conn.send_lines(["configure terminal"])
-        try:
-            conn.send_lines(txn.lines)
-        finally:
-            conn.send_lines(["end"])
+        """The running configuration with ``txn.lines`` in it, on bootflash: (checked by MD5)."""
+        candidate = candidate_config(conn.show("show running-config"), txn.lines)
+        upload(conn, candidate_file(txn.name), candidate)
+
+    def commit(self, conn: Connection, txn: Transaction, confirm_timeout_s: int) -> None:
+        seconds = min(max(confirm_timeout_s, COMMIT_TIMEOUT_S[0]), COMMIT_TIMEOUT_S[1])
+        command = f"configure replace bootflash:{candidate_file(txn.name)} commit-timeout {seconds}"
+        output = conn.show(command, read_timeout=REPLACE_READ_TIMEOUT_S)
+        if REPLACE_DONE not in output:
+            why = conn.refusal(output) or output.strip()[-300:]
+            raise ConfigRejected(f"{conn.device}: {command!r} failed: {why}")
+
+    def abort(self, conn: Connection, txn: Transaction) -> None:
+        """A failed step: roll back when the replace may have run (the running configuration is
+        no longer the checkpoint's), else only remove the checkpoint and the file."""
+        session = self._session(conn, txn.name)
+        if session is not None and session.live:
+            self.rollback(conn, txn)
+        else:
+            txn.rolled_back = True  # nothing was replaced
+            self.clean_up(conn, txn)
 
     def rollback(self, conn: Connection, txn: Transaction) -> None:
-        output = conn.show(f"rollback running-config checkpoint {txn.name}")
-        if "completed successfully" in output.lower() or not (
-            conn.refusal(output) or "error" in output.lower()
-        ):
+        output = conn.show(
+            f"rollback running-config checkpoint {txn.name}", read_timeout=REPLACE_READ_TIMEOUT_S
+        )
+        if ROLLBACK_DONE in output:
             txn.rolled_back = True
+            # Stops the commit timer: what runs now is the checkpoint's configuration, and the
+            # timer must not put anything back later.
+            conn.show("configure replace commit")
         else:
             txn.notes.append(f"rollback to checkpoint {txn.name} failed: {output.strip()[:200]}")
         self.clean_up(conn, txn)
 
     def confirm_change(self, conn: Connection, txn: Transaction) -> None:
-        self.save(conn)
+        # One line, so that the switch runs both even when the reply is lost: once the timer
+        # is stopped no checkpoint of the change is left to roll back to.
+        output = conn.show(f"configure replace commit ; no checkpoint {txn.name}")
+        refusal = conn.refusal(output)
+        if refusal:
+            raise PlatformError(f"{conn.device}: configure replace commit failed: {refusal}")
 
     def clean_up(self, conn: Connection, txn: Transaction) -> None:
-        conn.send_lines(["configure terminal", f"no checkpoint {txn.name}", "end"])
+        conn.show(f"delete bootflash:{candidate_file(txn.name)} no-prompt")
+        if not txn.confirmed:
+            conn.show(f"no checkpoint {txn.name}")
 
-    # ------------------------------------------------------------------ pending checkpoints
+    # ------------------------------------------------------------------ pending changes
 
-    # NX-OS has no commit timer: a ``roce-agent-*`` checkpoint that still exists is a run that
-    # never reached its confirm or rollback (both delete it), so its change may be live and
-    # nothing will undo it by itself. ``show checkpoint summary`` lists user checkpoints as
-    # ``N) NAME:`` / ``Created by USER`` / ``Created at Mon, 10:15:00 23 Nov 2026`` (Cisco
-    # Nexus 9000 "Configuration Rollback" guide, show checkpoint summary).
+    # A ``roce-agent-*`` checkpoint is a change not final yet (confirming deletes it). Its
+    # change is live when the running configuration's QoS is no longer the checkpoint's: then
+    # configure replace's commit timer runs (NX-OS rolls it back by itself, time not shown
+    # here). Otherwise nothing of it runs -- the replace never came, or its timer already put
+    # the old configuration back -- and only the checkpoint and the file are left.
+    # ``show checkpoint summary`` lists user checkpoints as ``N) NAME:`` / ``Created by USER``
+    # / ``Created at ...`` (Cisco's "Configuring the Rollback Feature" example).
     CHECKPOINTS_COMMAND: ClassVar[str] = "show checkpoint summary user"
 
     def read_sessions(self, conn: Connection) -> list[PendingSession]:
-        return self.sessions_from_text(conn.device, conn.show(self.CHECKPOINTS_COMMAND))
+        found = self.sessions_from_text(conn.device, conn.show(self.CHECKPOINTS_COMMAND))
+        if not found:
+            return []
+        running = self.state_from_running_config(conn.show("show running-config"))
+        return [self._with_liveness(conn, session, running) for session in found]
+
+    def _with_liveness(
+        self, conn: Connection, session: PendingSession, running: QosState
+    ) -> PendingSession:
+        saved = self.state_from_running_config(conn.show(f"show checkpoint {session.name}"))
+        live = bool(diff(conn.device, saved, running, self.managed))
+        state = "configure replace commit timer running" if live else "nothing of it runs"
+        return dataclasses.replace(session, live=live, state=state)
+
+    def _session(self, conn: Connection, name: str) -> PendingSession | None:
+        return next((s for s in self.read_sessions(conn) if s.name == name), None)
 
     @classmethod
     def sessions_from_text(
@@ -366,26 +467,86 @@ class CiscoNxos(CheckpointPlatform):
                     user=user.group(1) if user else None,
                     age_s=cls.age_from_name(name, now),
                     rollback_in_s=None,
-                    live=True,
-                    rolls_back=False,  # NX-OS has no commit timer
+                    live=True,  # until the running configuration says otherwise
+                    rolls_back=True,  # configure replace's commit timer
                 )
             )
         return found
 
+    def abort_session(self, conn: Connection, session: PendingSession) -> None:
+        txn = Transaction(name=session.name, lines=[])
+        if not session.live:
+            self.clean_up(conn, txn)
+            return
+        self.rollback(conn, txn)
+        if not txn.rolled_back:
+            raise PlatformError(f"{conn.device}: {'; '.join(txn.notes)}")
+
     def save(self, conn: Connection) -> None:
-        output = conn.show("copy running-config startup-config")
-        if conn.refusal(output):
+        output = conn.show("copy running-config startup-config", read_timeout=SAVE_READ_TIMEOUT_S)
+        if conn.refusal(output) or "Copy complete" not in output:
             raise PlatformError(f"{conn.device}: saving the configuration failed: {output}")
+
+    def unsaved(self, conn: Connection) -> list[str] | None:
+        """``show running-config diff`` (running against startup): its changed lines."""
+        output = conn.show("show running-config diff")
+        return [
+            line
+            for line in output.splitlines()
+            if line[:2] in ("+ ", "- ", "! ") and not line.startswith(("***", "---"))
+        ]
+
+
+def _count(row: dict[str, Any], key: str) -> int:
+    """An error counter of ``show interface | json`` (NX-API prints some as strings)."""
+    value = row.get(key, 0)
+    try:
+        return int(str(value))
+    except ValueError:
+        raise PlatformError(
+            f"show interface | json: {row.get('interface')} {key} Expected: a count "
+            f"Actual: {value!r}"
+        ) from None
+
+
+def candidate_file(name: str) -> str:
+    """The bootflash: file of a transaction's whole configuration."""
+    return f"{name}.cfg"
+
+
+def upload(conn: Connection, name: str, text: str) -> None:
+    """``text`` to ``bootflash:NAME`` over SCP on the session's own SSH connection (NX-OS'
+    ``feature scp-server``; netmiko's NX-OS file transfer does the same), then checked with
+    ``show file bootflash:NAME md5sum``."""
+    import scp  # type: ignore[import-untyped]
+
+    data = text.encode()
+    try:
+        transport = conn.netmiko.remote_conn.get_transport()
+        with scp.SCPClient(transport, socket_timeout=SCP_TIMEOUT_S) as client:
+            client.putfo(io.BytesIO(data), f"bootflash:{name}")
+    except (scp.SCPException, OSError, EOFError) as exc:
+        raise PlatformError(
+            f"{conn.device}: copying bootflash:{name} over SCP failed ({exc}); the switch "
+            "needs 'feature scp-server'"
+        ) from None
+    got = conn.show(f"show file bootflash:{name} md5sum").strip()
+    if got != hashlib.md5(data, usedforsecurity=False).hexdigest():
+        raise PlatformError(f"{conn.device}: bootflash:{name} arrived damaged (md5 {got!r})")
 
 
 # ---------------------------------------------------------------------- render sections
 
 
-def _pfc_differs(lossless: tuple[int, ...], actual: QosState | None) -> bool:
-    """Whether any port's PFC differs from the switch-wide lossless priorities."""
+def _pfc_differs(desired: QosState, lossless: tuple[int, ...], actual: QosState | None) -> bool:
+    """Whether a planned port's PFC differs from the switch-wide lossless priorities (ports the
+    plan does not name are not the agent's to judge)."""
     if actual is None:
         return True
-    present = {(i.pfc_enabled, i.pfc_priorities) for i in actual.interfaces.values()}
+    present = {
+        (port.pfc_enabled, port.pfc_priorities) if port is not None else None
+        for port in (actual.interfaces.get(name) for name in desired.interfaces)
+    }
     return present != {(bool(lossless), tuple(lossless))}
 
 
@@ -397,10 +558,15 @@ def _interface_lines(desired: QosState, actual: QosState | None, every_port: boo
         if not (every_port or have is None or have.pfc_enabled != want.pfc_enabled):
             continue
         lines.append(f"interface {name}")
-        lines.append(f"  service-policy type qos input {CLASSIFY}")
+        # Untrusted (trust none) is no classification policy on the port: NX-OS then puts all
+        # its traffic in qos-group 0 ("Configuring Classification").
+        untrusted = "no " if desired.trust == "none" else ""
+        lines.append(f"  {untrusted}service-policy type qos input {CLASSIFY}")
         lines.append(f"  priority-flow-control mode {'on' if want.pfc_enabled else 'off'}")
-        if desired.watchdog.enabled:
-            lines.append("  priority-flow-control watch-dog-interval on")
+        # A port's own watchdog line wins over the global one: a port left "on" would keep
+        # its watchdog when the plan turns it off.
+        off = "" if desired.watchdog.enabled else "no "
+        lines.append(f"  {off}priority-flow-control watch-dog-interval on")
     return lines
 
 
@@ -609,6 +775,7 @@ QUEUE_STATS = {
 QUEUING_HEADER = re.compile(r"(?:Egress|Ingress) Queuing for (\S+)")
 QOS_GROUP = re.compile(r"QOS GROUP (\d)\b")
 PFC_STATS_ROW = re.compile(r"\s*(\d)\s+(\S+)\s+(\S+)\s+\S+\s+(\d+)\s+\S+\s+(\d+)\s*$")
+INGRESS_DROPS = re.compile(r"Ingress MMU Drop Pkts\s+(\d+)\s*$")
 # Rows are "| <stat> | <unicast> | [<oobfc unicast> | <multicast> |]", and on some platforms
 # two stats share a row.
 STAT_CELLS = re.compile(r"\|\s*([A-Za-z][\w /&]*?)\s*((?:\|\s*\d+\s*)+)(?=\|)")
@@ -627,9 +794,12 @@ def _read_pfc_interfaces(found: CounterTally, text: str) -> None:
 
 def _read_queuing(found: CounterTally, text: str) -> None:
     """``show queuing interface``: per interface, a block per QOS GROUP (= queue) of stat
-    rows, and the PFC Statistics table (per COS: Tx and Rx pause frames)."""
+    rows, the port's ingress drops, and the PFC Statistics table (per COS: Tx and Rx pause
+    frames)."""
     current: str | None = None
     group: int | None = None
+    ingress_drops: dict[str, int] = {}
+    lossless: dict[str, list[int]] = {}
     for line in text.splitlines():
         if m := QUEUING_HEADER.match(line):
             current, group = m.group(1), None
@@ -638,12 +808,29 @@ def _read_queuing(found: CounterTally, text: str) -> None:
             continue
         elif m := QOS_GROUP.search(line):
             group = int(m.group(1))
+        elif m := INGRESS_DROPS.match(line):
+            ingress_drops[current] = int(m.group(1))
         elif m := PFC_STATS_ROW.match(line):
             cos = int(m.group(1))
             found.port(current).pfc_tx[cos] = int(m.group(4))
             found.port(current).pfc_rx[cos] = int(m.group(5))
+            if m.group(3) != "-":  # a priority group: the COS is no-drop on this port
+                lossless.setdefault(current, []).append(cos)
         elif group is not None:
             _add_queue_stats(found.port(current).queue(group), line)
+    _book_ingress_drops(found, ingress_drops, lossless)
+
+
+def _book_ingress_drops(
+    found: CounterTally, ingress_drops: dict[str, int], lossless: dict[str, list[int]]
+) -> None:
+    """NX-OS counts ingress (MMU) drops per port, not per priority: on a port with a no-drop
+    COS they are the frames beyond its headroom, booked on its lowest no-drop COS (with one
+    lossless priority, as the profiles plan, that is the one; with more, which of them
+    dropped is not known). A port without a no-drop COS has no headroom to overrun."""
+    for port, dropped in ingress_drops.items():
+        if lossless.get(port):
+            found.port(port).headroom_drops[min(lossless[port])] += dropped
 
 
 def _add_queue_stats(queue: dict[str, int | None], line: str) -> None:

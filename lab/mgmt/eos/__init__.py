@@ -9,9 +9,11 @@ prompts, modes and errors, ``| json`` shows, config sessions with ``commit timer
 * ``cli``         -- one terminal: modes, prompts, exec commands, pipes;
 * ``commands``    -- configuration modes and their commands (they edit the shared model);
 * ``shows``       -- show commands, text and EOS-shaped JSON (``lldp``: the LLDP ones);
-* ``grammar``     -- the command-pattern matcher (keyword abbreviation, EOS' error messages);
 * ``render``      -- the model as running-config text (and the ``| json`` command tree);
 * ``sessions``    -- config sessions, diffs, commit timers.
+
+The command-pattern matcher (keyword abbreviation, EOS' error messages) and the show pipes are
+shared with NX-OS: :mod:`lab.mgmt.cli_grammar`, :mod:`lab.mgmt.cli_output`.
 
 No ``translate``: EOS' running-config is the shared model (:mod:`lab.mgmt.model`), which
 :mod:`lab.mgmt.dataplane_qos` turns into the data plane's payload for every NOS.

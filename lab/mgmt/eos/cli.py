@@ -23,26 +23,33 @@ nothing.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from lab.mgmt.dataplane_handle import DataplaneError
-from lab.mgmt.eos import shows
-from lab.mgmt.eos.commands import ConfigMode, GlobalMode, apply_line, is_comment
-from lab.mgmt.eos.grammar import (
+from lab.mgmt.cli_grammar import (
     CliError,
     Command,
     Converter,
-    invalid_input,
+    is_comment,
     match_command,
     refused,
     register_value_type,
     tokenize,
 )
+from lab.mgmt.cli_output import (
+    ExecResult,
+    PipeDialect,
+    ShowOutput,
+    apply_pipes,
+    clear_counters,
+    config_sections,
+    live_counters,
+    pretty_json,
+)
+from lab.mgmt.eos import shows
+from lab.mgmt.eos.commands import ConfigMode, GlobalMode, apply_line
 from lab.mgmt.eos.sessions import parse_commit_timer, session_diff
-from lab.mgmt.eos.shows import ShowOutput
 from lab.mgmt.eos.state import EosSwitch
 from lab.mgmt.switch import ConfigRefused
 
@@ -60,10 +67,9 @@ def _hhmmss(_arg: str) -> Converter:
 
 register_value_type("hhmmss", _hhmmss)
 
-ExecResult = ShowOutput | str
 ExecHandler = Callable[["CliSession", dict[str, Any]], Awaitable[ExecResult]]
 NavHandler = Callable[["CliSession", dict[str, Any]], Awaitable[str]]
-PIPE_VERBS = ("json", "no-more", "include", "exclude", "begin", "section")
+PIPES = PipeDialect({"json": pretty_json}, UNCONVERTED)
 
 
 class CliSession:
@@ -204,57 +210,11 @@ class CliSession:
         if not self.privileged and match.command.pattern not in UNPRIVILEGED:
             raise CliError(PRIVILEGE_REQUIRED)
         result = await match.command.handler(self, match.args)
-        return _apply_pipes(result, pipes, len(tokens))
+        return apply_pipes(result, pipes, len(tokens), PIPES)
 
     async def counters(self) -> dict[str, Any]:
         """Live counters from the data plane."""
-        try:
-            return await self.manager.dataplane.counters()
-        except DataplaneError as exc:
-            raise CliError(f"% Data plane unreachable: {exc}") from None
-
-
-def _apply_pipes(result: ExecResult, pipes: list[str], token_base: int) -> str:
-    output = result if isinstance(result, ShowOutput) else ShowOutput(result)
-    text = output.text
-    for position, pipe in enumerate(pipes):
-        words = pipe.split(maxsplit=1)
-        if not words:
-            raise CliError("% Incomplete command")
-        candidates = [v for v in PIPE_VERBS if v.startswith(words[0].lower())]
-        if len(candidates) != 1:
-            raise invalid_input(token_base + position + 1, words[0])
-        verb = candidates[0]
-        argument = words[1] if len(words) > 1 else ""
-        if verb == "json":
-            if output.data is None:
-                raise CliError(UNCONVERTED)
-            text = json.dumps(output.data, indent=2)
-        elif verb == "no-more":
-            continue
-        else:
-            if not argument:
-                raise CliError("% Incomplete command")
-            try:
-                regex = re.compile(argument)
-            except re.error:
-                raise CliError(f"% Invalid regular expression: {argument}") from None
-            text = _filter_text(text, verb, regex)
-    return text
-
-
-def _filter_text(text: str, verb: str, regex: re.Pattern[str]) -> str:
-    lines = text.splitlines()
-    if verb == "include":
-        return "\n".join(line for line in lines if regex.search(line))
-    if verb == "exclude":
-        return "\n".join(line for line in lines if not regex.search(line))
-    if verb == "begin":
-        for index, line in enumerate(lines):
-            if regex.search(line):
-                return "\n".join(lines[index:])
-        return ""
-    return shows.config_sections(text, regex.pattern)
+        return await live_counters(self.manager)
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -354,14 +314,6 @@ async def _save(cli: CliSession, _args: dict[str, Any]) -> str:
     return COPY_DONE
 
 
-async def _clear_counters(cli: CliSession, _args: dict[str, Any]) -> str:
-    try:
-        await cli.manager.dataplane.clear_counters()
-    except DataplaneError as exc:
-        raise CliError(f"% Data plane unreachable: {exc}") from None
-    return ""
-
-
 async def _show_version(cli: CliSession, _args: dict[str, Any]) -> ExecResult:
     return shows.show_version(cli.manager, cli.system_mac)
 
@@ -374,7 +326,7 @@ async def _show_running(cli: CliSession, args: dict[str, Any]) -> ExecResult:
     output = shows.show_running_config(cli.manager.running)
     if "regex" in args:
         try:
-            return ShowOutput(shows.config_sections(output.text, args["regex"]))
+            return ShowOutput(config_sections(output.text, args["regex"]))
         except re.error:
             raise CliError(f"% Invalid regular expression: {args['regex']}") from None
     return output
@@ -478,7 +430,7 @@ EXEC_COMMANDS: tuple[Command[ExecHandler], ...] = (
     Command("copy running-config startup-config", _save),
     Command("write", _save),
     Command("write memory", _save),
-    Command("clear counters", _clear_counters),
+    Command("clear counters", clear_counters),
     Command("show version", _show_version),
     Command("show hostname", _show_hostname),
     Command("show running-config", _show_running),

@@ -43,12 +43,13 @@ from decimal import Decimal
 from typing import Any
 
 from lab.mgmt import names
-from lab.mgmt.eos.grammar import (
+from lab.mgmt.cli_grammar import (
     VALUE_TYPES,
     CliError,
     Command,
     Converter,
-    match_command,
+    apply_in_modes,
+    load_lines,
     register_value_type,
     tokenize,
 )
@@ -649,32 +650,15 @@ def commands_for(mode: ConfigMode) -> Sequence[Command[Handler]]:
 # ----------------------------------------------------------------------------- applying lines
 
 
-def is_comment(line: str) -> bool:
-    """Blank lines and ``!`` comments (running-config separators) do nothing."""
-    stripped = line.strip()
-    return not stripped or stripped.startswith("!")
-
-
 def apply_line(config: SwitchConfig, stack: Sequence[ConfigMode], line: str) -> list[ConfigMode]:
     """Apply one configuration line to ``config`` (in place); return the new mode stack.
 
     ``stack[0]`` is :class:`GlobalMode`; the innermost mode is tried first, then its parents
     (EOS' fall-through). On :class:`CliError` nothing has been changed.
     """
-    tokens = tokenize(line)
-    first_error: CliError | None = None
-    for depth in range(len(stack) - 1, -1, -1):
-        mode = stack[depth]
-        try:
-            match = match_command(commands_for(mode), tokens)
-        except CliError as exc:
-            first_error = first_error or exc
-            continue
-        pushed = match.command.handler(config, mode, match.args)
-        _prune(config)
-        return [*stack[: depth + 1], *([pushed] if pushed is not None else [])]
-    assert first_error is not None
-    raise first_error
+    new_stack = apply_in_modes(config, stack, tokenize(line), commands_for)
+    _prune(config)
+    return new_stack
 
 
 def _prune(config: SwitchConfig) -> None:
@@ -690,18 +674,6 @@ def load_config_text(config: SwitchConfig, text: str) -> SwitchConfig:
     Raises :class:`CliError` naming the line number of the first bad line.
     """
     result = config.clone()
-    stack: list[ConfigMode] = [GlobalMode()]
-    for number, line in enumerate(text.splitlines(), start=1):
-        if is_comment(line):
-            continue
-        word = line.strip().lower()
-        if word == "end":
-            break
-        if word == "exit":
-            stack = stack[:-1] or [GlobalMode()]
-            continue
-        try:
-            stack = apply_line(result, stack, line)
-        except CliError as exc:
-            raise CliError(f"line {number}: {line.strip()!r}: {exc}") from None
+    root: ConfigMode = GlobalMode()
+    load_lines(result, text, root, apply_line)
     return result

@@ -25,15 +25,9 @@ from typing import Any
 
 from lab.mgmt import names
 from lab.mgmt.eos.render import EOS_VERSION, MODEL_NAME
-from lab.mgmt.lldp import LldpPeer, PortLink
+from lab.mgmt.lldp import LldpPeer, PortLink, dotted_mac
 
 TTL_S = 120  # EOS' default LLDP hold time (timer 30 s x 4)
-
-
-def dotted_mac(mac: str) -> str:
-    """``02:00:00:00:01:02`` -> ``0200.0000.0102`` (EOS' form)."""
-    digits = mac.replace(":", "").replace("-", "").replace(".", "").lower()
-    return ".".join(digits[i : i + 4] for i in range(0, 12, 4))
 
 
 def _capabilities(kind: str) -> dict[str, bool]:

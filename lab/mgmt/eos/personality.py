@@ -10,19 +10,17 @@ SSH connections, as on EOS.
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
+from lab.mgmt.cli_grammar import CliError
 from lab.mgmt.eos.cli import CliSession
 from lab.mgmt.eos.commands import load_config_text
-from lab.mgmt.eos.grammar import CliError
 from lab.mgmt.eos.render import render_text
 from lab.mgmt.eos.sessions import ConfigSessions
+from lab.mgmt.model import SwitchConfig
 from lab.mgmt.names import eos_name
-from lab.mgmt.persistence import StartupConfigStore
+from lab.mgmt.persistence import Boot, StartupConfigStore, boot_from_startup
 from lab.mgmt.switch import ConfigRefused, SwitchManager
-
-log = logging.getLogger("lab.mgmt")
 
 
 class EosPersonality:
@@ -45,20 +43,13 @@ class EosPersonality:
     async def start(self) -> None:
         """Load startup-config (if any) and push it; fall back to factory config if refused."""
         manager = self.manager
-        text = self.startup_text()
-        candidate = manager.factory_config()
-        if text:
-            try:
-                candidate = load_config_text(candidate, text)
-            except CliError as exc:
-                log.error("startup-config not loaded: %s", exc)
-                candidate = manager.factory_config()
-        try:
+
+        async def install(candidate: SwitchConfig) -> None:
             await manager.install(candidate, force=True)
-        except ConfigRefused as exc:
-            log.error("startup-config refused by the data plane (%s); using defaults", exc)
-            await manager.install(manager.factory_config(), force=True)
-        log.info("%s: running-config applied to the data plane", manager.name)
+
+        boot = Boot(manager.name, manager.factory_config, load_config_text, install,
+                    (CliError,), (ConfigRefused,))  # fmt: skip
+        await boot_from_startup(self.startup_text(), boot)
 
     def new_terminal(self, user: str, privileged_login: bool, system_mac: str) -> CliSession:
         """A terminal for a new SSH connection, named as EOS names them (``vty1``...)."""

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lab.mgmt.eos.grammar import CliError, refused
+from lab.mgmt.cli_grammar import CliError, refused
 from lab.mgmt.eos.render import render_config
 from lab.mgmt.model import SwitchConfig
 from lab.mgmt.switch import ConfigRefused, SwitchManager, TimerHandle

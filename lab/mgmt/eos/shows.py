@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import difflib
 import platform
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lab.mgmt import names
+from lab.mgmt.cli_output import ShowOutput
 from lab.mgmt.dataplane_qos import effective_qos
 from lab.mgmt.eos import lldp
 from lab.mgmt.eos.render import EOS_VERSION, MODEL_NAME, config_tree, render_text
@@ -62,14 +62,6 @@ from lab.mgmt.eos.sessions import (
 )
 from lab.mgmt.model import NUM_TRAFFIC_CLASSES, SwitchConfig
 from lab.mgmt.switch import SwitchManager
-
-
-@dataclass(frozen=True)
-class ShowOutput:
-    """Text for the terminal and, if the command is converted, its JSON form."""
-
-    text: str
-    data: dict[str, Any] | None = None
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -179,24 +171,6 @@ def running_config_diffs(running: str, startup: str | None) -> ShowOutput:
         old, new, "flash:/startup-config", "system:/running-config", lineterm=""
     )
     return ShowOutput("\n".join(lines))
-
-
-def config_sections(text: str, pattern: str) -> str:
-    """``show running-config section REGEX``: every top-level block with a matching line."""
-    regex = re.compile(pattern)
-    blocks: list[list[str]] = []
-    for line in text.splitlines():
-        if line.startswith("!") or line == "end":
-            continue
-        if not line.startswith(" ") or not blocks:
-            blocks.append([line])
-        else:
-            blocks[-1].append(line)
-    kept = [block for block in blocks if any(regex.search(line) for line in block)]
-    out: list[str] = []
-    for block in kept:
-        out += [line for line in block if line.strip() != "!"]
-    return "\n".join(out)
 
 
 def show_interfaces_status(

@@ -129,6 +129,12 @@ class Lab:
     def cli(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
         return run_cli(*args, "--lab", self.name, "--state-dir", self.state_dir)
 
+    def exec(self, node: str, *lines: str) -> str:
+        """``roce-agent lab exec NODE LINES``: what the switch printed (it must succeed)."""
+        done = self.cli("exec", node, *lines)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
     def current_status(self) -> dict[str, Any]:
         result = self.cli("status", "-o", "json")
         assert result.returncode == 0, result.stderr
@@ -172,6 +178,26 @@ def stop_lab(name: str, state_dir: Path, topology: Path = LEAFSPINE) -> None:
         subprocess.run(["ip", "netns", "delete", left], capture_output=True)
     assert result.returncode == 0, f"lab down failed:\n{result.stdout}\n{result.stderr}"
     assert not leftovers, f"lab down left namespaces behind: {leftovers}"
+
+
+@contextmanager
+def exporter_serving(fabric: str | Path) -> Iterator[str]:
+    """``roce-agent exporter FABRIC`` on a free loopback port (2 s polls, no host NICs), as a
+    user runs it; yields its /metrics URL and stops it afterwards."""
+    from tests.lab.support.loopback import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "exporter", str(fabric), "--listen",
+         f"127.0.0.1:{port}", "--interval", "2s", "--no-host-nic"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, PASSWORD_ENV: os.environ.get(PASSWORD_ENV, "admin")},
+    )  # fmt: skip
+    try:
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
 
 
 def apply_fabric(lab: Lab, timeout: float = 120) -> None:
@@ -275,6 +301,23 @@ def agent_state_dir() -> Any:
 def run_agent_in(state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """:func:`run_agent` with the agent's state directory at ``state``."""
     return run_agent(*args, timeout=timeout, env={"ROCE_AGENT_STATE_DIR": str(state)})
+
+
+def apply_from_factory(state: Path, fabric: str | Path, switch: str) -> None:
+    """``drift`` finds the switch at its factory QoS, ``apply`` applies the fabric (the
+    switch ``applied``), and ``drift`` then finds nothing: what a NOS's lab test starts with."""
+
+    def device(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+        devices = {d["device"]: d for d in json.loads(done.stdout)["devices"]}
+        return devices[switch]  # type: ignore[no-any-return]
+
+    before = run_agent_in(state, "drift", str(fabric), "--output", "json")
+    assert before.returncode == 1 and device(before)["changes"] > 0, before.stdout
+    applied = run_agent_in(state, "apply", str(fabric), "--yes", "--output", "json")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert device(applied)["result"] == "applied"
+    after = run_agent_in(state, "drift", str(fabric), "--output", "json")
+    assert after.returncode == 0 and device(after)["changes"] == 0, after.stdout
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""Command patterns and the matcher behind every CLI mode.
+"""Command patterns and the matcher behind every industry-CLI mode (EOS, NX-OS).
 
 A pattern is written the way CLI references print syntax::
 
@@ -9,8 +9,12 @@ A pattern is written the way CLI references print syntax::
 * ``<name:type[:arg]>``    a value bound to ``args[name]`` (types in :data:`VALUE_TYPES`);
 * ``[ ... ]``              an optional group.
 
-Errors follow EOS' wording, which scripts (and netmiko ``error_pattern``) match on:
-``% Invalid input (at token N: 'WORD')``, ``% Incomplete command``, ``% Ambiguous command``.
+A line that matches no command raises :class:`NoMatch`: its text is EOS' wording, which
+scripts (and netmiko ``error_pattern``) match on -- ``% Invalid input (at token N: 'WORD')``,
+``% Incomplete command``, ``% Ambiguous command`` -- and it carries what went wrong and
+where (``kind``, ``index``), so another NOS words it its own way (NX-OS' caret line).
+:func:`apply_in_modes` applies one configuration line through a stack of modes, falling back
+to the enclosing modes as both CLIs do.
 """
 
 from __future__ import annotations
@@ -32,15 +36,25 @@ class CliError(Exception):
     """A line the CLI refuses; ``str(exc)`` is exactly what the terminal prints."""
 
 
+class NoMatch(CliError):
+    """No command matches the line: ``kind`` is ``invalid``, ``incomplete`` or ``ambiguous``,
+    ``index`` the token blamed (``len(tokens)`` when the line ended too early)."""
+
+    def __init__(self, text: str, kind: str, index: int) -> None:
+        super().__init__(text)
+        self.kind = kind
+        self.index = index
+
+
 def refused(reason: Exception) -> CliError:
     """A configuration the switch cannot run (:class:`lab.mgmt.switch.ConfigRefused`), as EOS
     prints an error."""
     return CliError(f"% {reason}")
 
 
-def invalid_input(index: int, token: str) -> CliError:
+def invalid_input(index: int, token: str) -> NoMatch:
     """EOS' message for a token that fits nowhere."""
-    return CliError(f"% Invalid input (at token {index}: '{token}')")
+    return NoMatch(f"% Invalid input (at token {index}: '{token}')", "invalid", index)
 
 
 def _int_range(arg: str) -> Converter:
@@ -337,16 +351,87 @@ def match_command(commands: Sequence[Command[H]], tokens: Sequence[str]) -> Matc
     top = max(score for score, _, _ in best)
     winners = [(command, args) for score, command, args in best if score == top]
     if len({id(command) for command, _ in winners}) > 1:
-        raise CliError(AMBIGUOUS_COMMAND)
+        raise NoMatch(AMBIGUOUS_COMMAND, "ambiguous", len(tokens) - 1)
     command, args = winners[0]
     return Match(command, args)
 
 
-def _no_match(failure: _Failure, tokens: Sequence[str]) -> CliError:
+def _no_match(failure: _Failure, tokens: Sequence[str]) -> NoMatch:
     """EOS' word for a line no command matches: ambiguous, incomplete or invalid (where)."""
     for pos, words in failure.abbreviated.items():
         if len(words) > 1 and pos not in failure.spelled_out and pos <= failure.index:
-            return CliError(AMBIGUOUS_COMMAND)
+            return NoMatch(AMBIGUOUS_COMMAND, "ambiguous", pos)
     if failure.incomplete or failure.index < 0 or failure.index >= len(tokens):
-        return CliError(INCOMPLETE_COMMAND)
+        return NoMatch(INCOMPLETE_COMMAND, "incomplete", len(tokens))
     return invalid_input(failure.index, tokens[failure.index])
+
+
+def _further(new: CliError, old: CliError) -> bool:
+    """Whether ``new`` blames a later token than ``old`` (both no-matches)."""
+    return isinstance(new, NoMatch) and isinstance(old, NoMatch) and new.index > old.index
+
+
+Mode = TypeVar("Mode")
+Target = TypeVar("Target")
+ModeHandler = Callable[[Target, Mode, dict[str, Any]], Mode | None]
+
+
+def apply_in_modes(
+    target: Target,
+    stack: Sequence[Mode],
+    tokens: Sequence[str],
+    commands_for: Callable[[Mode], Sequence[Command[ModeHandler[Target, Mode]]]],
+) -> list[Mode]:
+    """Apply one configuration line to ``target`` through the mode stack; the new stack.
+
+    The innermost mode is tried first, then its parents (a sub-mode line the mode does not know
+    goes to the enclosing mode, as in EOS and NX-OS: ``interface X`` inside a policy-map leaves
+    it). A handler that returns a mode enters it. On :class:`CliError` nothing was changed; the
+    error is the mode's that got furthest into the line (the innermost one on a tie), so
+    ``interface`` alone in a sub-mode is incomplete, not invalid.
+    """
+    first_error: CliError | None = None
+    for depth in range(len(stack) - 1, -1, -1):
+        mode = stack[depth]
+        try:
+            match = match_command(commands_for(mode), tokens)
+        except CliError as exc:
+            if first_error is None or _further(exc, first_error):
+                first_error = exc
+            continue
+        pushed = match.command.handler(target, mode, match.args)
+        return [*stack[: depth + 1], *([pushed] if pushed is not None else [])]
+    assert first_error is not None
+    raise first_error
+
+
+def is_comment(line: str) -> bool:
+    """Blank lines and ``!`` comments (a running-config's separators and header) do nothing."""
+    stripped = line.strip()
+    return not stripped or stripped.startswith("!")
+
+
+def load_lines(
+    target: Target,
+    text: str,
+    root: Mode,
+    apply: Callable[[Target, list[Mode], str], list[Mode]],
+) -> None:
+    """A whole configuration file (running-config syntax) applied to ``target`` line by line,
+    the modes followed from ``root`` (``exit`` leaves one, ``end`` stops). :class:`CliError`
+    names the line number of the first bad line; indentation decides nothing (the modes do),
+    as when a switch reads a file."""
+    stack: list[Mode] = [root]
+    for number, line in enumerate(text.splitlines(), start=1):
+        if is_comment(line):
+            continue
+        word = line.strip().lower()
+        if word == "end":
+            break
+        if word == "exit":
+            stack = stack[:-1] or [root]
+            continue
+        try:
+            stack = apply(target, stack, line)
+        except CliError as exc:
+            raise CliError(f"line {number}: {line.strip()!r}: {exc}") from None
