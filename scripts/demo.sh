@@ -10,8 +10,10 @@
 # fabric's setting before, the recommendation and its DCQCN neighbours, pushed to switches and
 # hosts, three runs each, next to the twin's prediction), the rollout of the checked setting
 # with `apply`, and a ring all-reduce among the lab's hosts next to the twin's collective; then
-# a PFC storm drill, the audit log, and the lab is torn down. Last, the job's side on a lab of
-# Soft-RoCE VMs: `nccl` (the job's environment), the host pre-flight and `probe nccl`.
+# a PFC storm drill, the audit log, and the lab is torn down. Then an NX-OS leaf (the incast lab
+# with `lab up --nos nxos`): apply, a hand change on a host port on its CLI, drift, repair. Last,
+# the job's side on a lab of Soft-RoCE VMs: `nccl` (the job's environment), the host pre-flight
+# and `probe nccl`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AGENT=${AGENT:-.venv/bin/roce-agent}
@@ -202,8 +204,27 @@ $AGENT audit --state-dir "$STATE_DIR"
 $AGENT audit --incomplete --state-dir "$STATE_DIR"
 rm -rf "$STATE_DIR"
 
-step "lab down; the job's side on a lab whose hosts h1-h3 are qemu VMs with Soft-RoCE (rxe)"
+step "lab down; an NX-OS leaf: the incast lab with its switch speaking NX-OS (lab up --nos nxos)"
 $AGENT lab down --lab $LAB
+NLAB=roce-demo-nxos
+trap '$AGENT lab down --lab $NLAB' EXIT
+$AGENT lab up containerlab/roce-incast.clab.yml --nos nxos --name $NLAB
+NFABRIC=/run/roce-agent/lab/$NLAB/fabric.yml
+NSTATE=$(mktemp -d)
+$AGENT apply "$NFABRIC" --yes --state-dir "$NSTATE"
+echo "(a hand change on the leaf's own CLI: PFC off on a host-facing port)"
+$AGENT lab exec leaf1 'configure terminal' 'interface ethernet 1/3' 'no priority-flow-control mode on' end --lab $NLAB
+if $AGENT drift "$NFABRIC"; then
+    echo "unexpected: drift found no hand change" >&2
+    exit 1
+fi
+echo "(expected: drift names leaf1's Ethernet1/3; apply repairs it with configure replace)"
+$AGENT apply "$NFABRIC" --yes --state-dir "$NSTATE"
+$AGENT drift "$NFABRIC"
+rm -rf "$NSTATE"
+$AGENT lab down --lab $NLAB
+
+step "the job's side on a lab whose hosts h1-h3 are qemu VMs with Soft-RoCE (rxe)"
 RLAB=roce-demo-rdma
 trap '$AGENT lab down --lab $RLAB' EXIT
 $AGENT lab up containerlab/roce-rdma.clab.yml --name $RLAB

@@ -237,7 +237,13 @@ def test_perftest_pair_end_to_end_and_the_analysis_decodes_rxe_exactly(
     judged_by_what_it_measured(code, report, rate_rules=("PT001",))
     row = report["verdict"]["links"][0]
     assert row["link"] == "h1→h3"
-    assert row["status"] == ("pass" if row["percent_of_line_rate"] >= 90 else "fail"), row
+    # the row is the worst of its rate and of every rule about the link (a switch counter
+    # read that failed under load leaves NoLosslessDrops unverified, with its reason)
+    concerning = [o["status"] for o in report["verdict"]["outcomes"] if "h1→h3" in o["links"]]
+    rate = "pass" if row["percent_of_line_rate"] >= 90 else "fail"
+    order = ("pass", "unverified", "fail")
+    assert outcome(report, "PT001")["status"] == rate
+    assert row["status"] == max([rate, *concerning], key=order.index), (row, concerning)
     # rxe has no DCQCN counters: the CNP rule says so instead of reading them as 0
     assert outcome(report, "PT005", "h3")["status"] == "unverified"
     junit = ET.parse(tmp_path / "junit.xml").getroot()
