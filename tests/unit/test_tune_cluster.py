@@ -232,7 +232,10 @@ def _hide_agent() -> Callable[[], None]:
     sent by value, see agent.twin.cluster._version_probe)."""
 
     def hide() -> None:
-        sys.modules["_hidden_agent"] = sys.modules["agent"]
+        import importlib
+
+        # imported first: a worker that has run nothing yet has not loaded it
+        sys.modules["_hidden_agent"] = importlib.import_module("agent")
         sys.modules["agent"] = None  # type: ignore[assignment]
 
     return hide
