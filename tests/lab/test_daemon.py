@@ -48,6 +48,9 @@ def write_config(path: Path, lab: Lab, mode: str, state: Path, exporter_port: in
     )
 
 
+# The exit codes and the JUnit report of validate; --no-traffic: the probes' verdicts on a
+# quiet machine are the serial tests' (test_validate_selection_lab, test_playbooks_lab).
+@pytest.mark.lab_parallel
 def test_validate_exit_codes(lab: Lab, tmp_path: Path) -> None:
     fabric = lab.status["fabric_file"]
     # A broken file never reaches the lab: its validate runs beside the others.
@@ -57,14 +60,15 @@ def test_validate_exit_codes(lab: Lab, tmp_path: Path) -> None:
         refused = pool.submit(agent, "validate", str(broken))
         assert agent("apply", fabric, "--yes", "--state-dir", str(tmp_path)).returncode == 0
         passed = agent(
-            "validate", fabric, "--output", "junit", "--report-file", str(tmp_path / "r.xml")
-        )
+            "validate", fabric, "--no-traffic", "--output", "junit",
+            "--report-file", str(tmp_path / "r.xml"),
+        )  # fmt: skip
     assert refused.result().returncode == 2
     assert passed.returncode == 0, passed.stdout[-2000:] + passed.stderr[-2000:]
     assert "<testsuites" in passed.stdout and (tmp_path / "r.xml").read_text().startswith("<?xml")
 
     configure(lab, "leaf1", ["interface Ethernet3", "no priority-flow-control"])
-    failed = agent("validate", fabric, "--output", "json")
+    failed = agent("validate", fabric, "--no-traffic", "--output", "json")
     assert failed.returncode == 1
     report = json.loads(failed.stdout)
     bad = [c for c in report["checks"] if c["status"] == "failure"]

@@ -20,6 +20,7 @@ from tests.lab.support.netns_pair import Pair, requires_netns, run_ip, veth_pair
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 pytestmark = [
     pytest.mark.lab,
+    pytest.mark.lab_parallel,  # one veth and the kernel's sshd: no lab switch, no rate
     requires_netns,
     pytest.mark.skipif(
         not os.path.exists(SSHD) and not os.environ.get("CI"),

@@ -274,6 +274,7 @@ def test_perftest_pair_end_to_end_and_the_analysis_decodes_rxe_exactly(
     assert roce["totals"]["icrc_errors"] == 0 and roce["totals"]["invalid"] == 0
 
 
+@parallel
 def test_perftest_incast_of_real_rdma_hosts_is_held_by_pfc_fair_and_lossless(lab: Lab) -> None:
     """h1 and h2 write into h3 at once: the switches pause the real rxe senders (their NICs
     count the PFC frames), and the verdict agrees with what it measured: the aggregate, the
