@@ -63,12 +63,17 @@ ROWS = {p: [row for platform, row in CASES if platform == p] for p in PLATFORMS}
 # Platforms drilled side by side: one for the whole matrix, two when each has only a few rows;
 # either way six labs at once, what the 2-core machine carries.
 SIDE_BY_SIDE = 2 if ROTATED else 1
-LANES = LABS_AT_ONCE // SIDE_BY_SIDE  # per platform
+LANES = LABS_AT_ONCE // SIDE_BY_SIDE  # per platform, at most
+# The platforms side by side end with their longest lane: every lane may hold as many rows as
+# the longest one must, and a platform starts only the labs that takes (the rotated drill: two
+# lanes of two rows each, eight labs in all instead of twelve, the longest lane as long).
+ROWS_PER_LANE = -(-max(len(rows) for rows in ROWS.values()) // LANES)
 
 
 def _lanes(rows: list[Row], lanes: int) -> list[list[Row]]:
     ordered = sorted(rows, key=lambda r: not r.name.startswith(SLOW_FIRST))
-    lanes = min(lanes, len(ordered))  # a lab per lane: none without a row
+    # a lab per lane: none without a row, none the longest lane does not need
+    lanes = min(lanes, -(-len(ordered) // ROWS_PER_LANE))
     return [ordered[lane::lanes] for lane in range(lanes)]
 
 
@@ -180,7 +185,8 @@ def test_every_row_runs_in_exactly_one_lane() -> None:
     for rows in ROWS.values():
         lanes = _lanes(rows, LANES)
         assert sorted(r.name for lane in lanes for r in lane) == sorted(r.name for r in rows)
-        assert all(lanes)
+        assert all(lanes) and len(lanes) <= LANES
+        assert max(map(len, lanes)) <= ROWS_PER_LANE
 
 
 @pytest.mark.parametrize("rotated", [False, True])

@@ -225,6 +225,7 @@ def test_the_qemu_command_is_virtmes_made_the_labs(tmp_path: Path) -> None:
     pairs = dict(itertools.pairwise(argv))
     assert pairs["-cpu"] == "qemu64"  # "max" makes udev load KVM in the guest
     assert f"modprobe.blacklist={','.join(SKIPPED_MODULES)}" in pairs["-append"]
+    assert " mitigations=off " in pairs["-append"]  # the lab guest: no emulated mitigations
     assert "panic=-1" in pairs["-append"] and "virtme.exec=`c2g=`" in pairs["-append"]
     chardevs = [b for a, b in itertools.pairwise(argv) if a == "-chardev"]
     assert "null,id=stdin" in chardevs  # no terminal
