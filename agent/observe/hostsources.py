@@ -22,12 +22,13 @@ class HostSource:
 # agent.observe.perftest.gid.parse_show_gids), read from sysfs as show_gids does, so a host
 # without MLNX_OFED's script answers the same. One grep lists a port's used slots: a `cat` per
 # slot took over 30 s for rxe's 1024 slots in the lab's VMs (no KVM). The rest is the shell's
-# own built-ins (read, case, arithmetic, printf): a process per field cost the lab's VMs about
-# a second and a half of CPU a host.
+# own built-ins (read, case, arithmetic, printf): a process per field is what a host without
+# KVM pays most for (docs/measurements/2026-12-02-test-suite.md). Only an IPv4-mapped GID of
+# hex groups is converted: arithmetic on anything else would stop the whole script.
 SHOW_GIDS = r"""
 printf 'DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4\t\tVER\tDEV\n'
 printf -- '---\t----\t-----\t---\t\t\t\t\t------------\t---\t---\n'
-Z=0000:0000:0000:0000:0000:0000:0000:0000
+Z=0000:0000:0000:0000:0000:0000:0000:0000 X=[0-9a-fA-F]
 n=0
 for d in "${SYSFS:-/sys}"/class/infiniband/*; do [ -d "$d/ports" ] || continue
  for p in "$d"/ports/*; do for g in $(grep -l -v -x "$Z" "$p"/gids/* 2>/dev/null); do
@@ -38,7 +39,7 @@ for d in "${SYSFS:-/sys}"/class/infiniband/*; do [ -d "$d/ports" ] || continue
   nd=''; { read -r nd <"$p/gid_attrs/ndevs/$i"; } 2>/dev/null
   case $t in *[Vv]1) v=v1;; *[Vv]2) v=v2;; *) v='';; esac
   ip=''
-  case $gid in 0000:0000:0000:0000:0000:ffff:*:*)
+  case $gid in 0000:0000:0000:0000:0000:ffff:$X$X$X$X:$X$X$X$X)
    hi=${gid#0000:0000:0000:0000:0000:ffff:}; lo=${hi#*:}; hi=${hi%:*}
    ip=$((0x${hi%??})).$((0x${hi#??})).$((0x${lo%??})).$((0x${lo#??}));;
   esac

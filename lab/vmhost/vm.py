@@ -306,7 +306,7 @@ def _adapt(argv: list[str], vm: VmHost) -> list[str]:
             line = next(it)
             # mitigations=off: the guest runs only the lab's own commands, and the CPU
             # vulnerabilities' mitigations are emulated instruction by instruction under TCG
-            # (a boot and a command each cost the host about a sixth more CPU with them).
+            # (what they cost: docs/measurements/2026-12-02-test-suite.md).
             line = line.replace(
                 " panic=-1",
                 f" panic=-1 mitigations=off modprobe.blacklist={','.join(SKIPPED_MODULES)}",

@@ -30,7 +30,7 @@ from agent.observe.hostfacts import (
     sudo_wrapped,
 )
 from agent.observe.hostsources import SOURCES, HostSource
-from agent.observe.perftest.gid import parse_show_gids
+from agent.observe.perftest.gid import GidSelectionError, parse_show_gids
 
 SYSFS = Path(__file__).resolve().parents[1] / "data" / "perftest" / "sysfs"
 
@@ -104,6 +104,35 @@ def test_an_empty_tree_gives_a_valid_empty_table() -> None:
     gids = facts.result("gids")
     assert gids is not None and gids.ok
     assert parse_show_gids(gids.output) == []
+
+
+@pytest.mark.parametrize(
+    ("tail", "ipv4"),
+    [("c612:0009", "198.18.0.9"), ("C612:0A09", "198.18.10.9"), ("zz12:0009", ""),
+     ("c6:9", ""), ("c612:0009:1", "")],
+)  # fmt: skip
+def test_only_a_mapped_gid_of_hex_groups_gets_an_ipv4_and_the_rest_are_still_listed(
+    tmp_path: Path, tail: str, ipv4: str
+) -> None:
+    """A GID the kernel would never write is listed without an address (the parser then names
+    its line); the script goes on to the next slot."""
+    port = tmp_path / "class" / "infiniband" / "rxe0" / "ports" / "1"
+    for sub, text in (("gids", f"0000:0000:0000:0000:0000:ffff:{tail}"),
+                      ("gid_attrs/types", "RoCE v2"), ("gid_attrs/ndevs", "eth1")):  # fmt: skip
+        (port / sub).mkdir(parents=True)
+        (port / sub / "0").write_text(text + "\n")
+        (port / sub / "1").write_text(text.replace(tail, "c612:0001") + "\n")
+    facts = collect_host_facts(INTENT.devices[0], INTENT, shell=_local_shell(tmp_path))
+    gids = facts.result("gids")
+    assert gids is not None and gids.ok
+    rows = [line.split("\t") for line in gids.output.splitlines()[2:-1]]
+    assert [(r[2], r[3], r[5]) for r in rows] == [
+        ("0", f"0000:0000:0000:0000:0000:ffff:{tail}", ipv4),
+        ("1", "0000:0000:0000:0000:0000:ffff:c612:0001", "198.18.0.1"),
+    ]
+    if not ipv4:
+        with pytest.raises(GidSelectionError, match="show_gids line 3: Expected: INDEX and a GID"):
+            parse_show_gids(gids.output)
 
 
 PER_PORT = HostSource("mtu", "cat /sys/class/net/{netdev}/mtu # {device} {ib_port}", per_port=True)
