@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,14 +77,34 @@ def test_bad_parallelism_in_a_playbook_names_file_line_and_field(tmp_path: Path)
     assert problem.field.endswith("apply.parallelism")
 
 
-class PeakSessions(set[Any]):
-    """The live SSH sessions of all the switches together, and the most there ever were."""
+@dataclass
+class SessionSpans(Faults):
+    """The fault knobs, and each SSH shell's span from its first command to its last reply:
+    the most spans that ever overlapped is how many sessions the agent held at once. (Counting
+    connections from their accept to their close would not do: the event loop may handle a
+    closed connection's end after the next one's accept, so a machine busy elsewhere would see
+    two sessions where the agent held one.)"""
 
-    peak = 0
+    spans: dict[asyncio.Task[Any], list[float]] = field(default_factory=dict)
 
-    def add(self, conn: Any) -> None:
-        super().add(conn)
-        self.peak = max(self.peak, len(self))
+    def delay_for(self, line: str) -> float:
+        delay = super().delay_for(line)
+        shell = asyncio.current_task()  # one task per SSH shell; kept, so never reused
+        assert shell is not None
+        now = time.monotonic()
+        self.spans.setdefault(shell, [now, now])[1] = now + delay
+        return delay
+
+    @property
+    def peak(self) -> int:
+        edges = sorted(
+            (at, step) for start, end in self.spans.values() for at, step in ((start, 1), (end, -1))
+        )  # an end sorts before a start at the same instant: touching spans do not overlap
+        running = peak = 0
+        for _, step in edges:
+            running += step
+            peak = max(peak, running)
+        return peak
 
 
 class LabSwitches:
@@ -92,9 +114,8 @@ class LabSwitches:
 
     def __init__(self, state: Path, count: int) -> None:
         self.state = state
-        self.sessions = PeakSessions()
-        self.faults = Faults(delay_s=0.3, slow_on=re.compile(r"^commit timer"))
-        self.faults.connections = self.sessions
+        self.sessions = SessionSpans(delay_s=0.3, slow_on=re.compile(r"^commit timer"))
+        self.faults: Faults = self.sessions
         self.ports: dict[str, int] = {}
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
