@@ -202,11 +202,14 @@ def test_an_unknown_user_costs_what_a_wrong_password_costs() -> None:
     hashed = bcrypt.hashpw(b"right", bcrypt.gensalt(12))
     auth = BasicAuth({"prometheus": hashed})
     known, unknown = [], []
-    for _ in range(7):  # interleaved: the machine's load hits both alike
+    # The CPU the check costs this thread (bcrypt hashes in the caller's thread), not the wall
+    # clock: a wall-clock ratio measured how busy the two cores were (1.3305 beside the
+    # other unit tests, against a bound of 1.33). Interleaved all the same.
+    for _ in range(7):
         for user, times in (("prometheus", known), ("nobody", unknown)):
-            started = time.perf_counter()
+            started = time.thread_time()
             assert not auth.check(user, "guess")
-            times.append(time.perf_counter() - started)
+            times.append(time.thread_time() - started)
     ratio = statistics.median(unknown) / statistics.median(known)
     assert 0.75 < ratio < 1.33, (known, unknown)
 
