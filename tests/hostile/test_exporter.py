@@ -203,8 +203,8 @@ def test_an_unknown_user_costs_what_a_wrong_password_costs() -> None:
     auth = BasicAuth({"prometheus": hashed})
     known, unknown = [], []
     # The CPU the check costs this thread (bcrypt hashes in the caller's thread), not the wall
-    # clock: a wall-clock ratio measured how busy the two cores were (1.3305 beside the
-    # other unit tests, against a bound of 1.33). Interleaved all the same.
+    # clock: a wall-clock ratio measures how busy the cores are, and once failed a clean-clone
+    # run so (docs/measurements/2026-12-02-test-suite.md). Interleaved all the same.
     for _ in range(7):
         for user, times in (("prometheus", known), ("nobody", unknown)):
             started = time.thread_time()
