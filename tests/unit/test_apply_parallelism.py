@@ -115,7 +115,6 @@ class LabSwitches:
     def __init__(self, state: Path, count: int) -> None:
         self.state = state
         self.sessions = SessionSpans(delay_s=0.3, slow_on=re.compile(r"^commit timer"))
-        self.faults: Faults = self.sessions
         self.ports: dict[str, int] = {}
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -140,7 +139,7 @@ class LabSwitches:
             eos = EosPersonality(manager, self.state / name)
             await eos.start()
             settings = SshSettings("127.0.0.1", 0, key, AuthSettings("admin", "secret", None))
-            server = await start_ssh_server(settings, eos, self.faults)
+            server = await start_ssh_server(settings, eos, self.sessions)
             servers.append(server)
             self.ports[name] = int(server.sockets[0].getsockname()[1])
         self.stopping = asyncio.Event()
