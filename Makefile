@@ -82,8 +82,8 @@ PURE_SKIP := not (every_scenario_runs_and_the_books_balance or tune_all_to_all_r
 test: deps lint typecheck docs-check
 	$(BIN)/pytest -m "not lab" -n 4 --durations=10
 	ROCE_AGENT_PURE_PYTHON=1 $(BIN)/pytest -m "not lab" -n auto -k "$(PURE_SKIP)" $(PURE_TESTS)
-	ROCE_DRILL=rotated $(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadgroup --durations=10
-	$(BIN)/pytest -m "lab and not lab_parallel" --durations=25
+	ROCE_DRILL=rotated $(BIN)/pytest -m "lab and lab_parallel" -n 2 --dist loadgroup --durations=10 tests/lab
+	$(BIN)/pytest -m "lab and not lab_parallel" --durations=25 tests/lab
 
 # Every fault-drill row on every platform, the matrix printed at the end.
 drill: deps
