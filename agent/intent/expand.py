@@ -6,9 +6,12 @@ before :mod:`agent.intent.model` sees it:
 
 - ``defaults.ports`` and a device's ``port_defaults``: values for every port (speed, mtu,
   cable_m, description);
-- port ranges in the last number of the name (``Ethernet1/1-8``), with ``{n}`` (the number),
-  ``{i}`` (the index from 0) and ``{n+K}``/``{n-K}``/``{i+K}``/``{i-K}`` in ``peer`` and
-  ``description``, and ``ipv4`` stepping to the next subnet of the same length per port;
+- port ranges in the last number of the name (``Ethernet1/1-8``), every number or every
+  ``step``-th (``Ethernet0-56`` with ``step: 8``: a SONiC switch's 400G ports), with ``{n}``
+  (the number), ``{i}`` (the index from 0), ``{n+K}``/``{n-K}``/``{i+K}``/``{i-K}`` and
+  ``{i*K}``/``{i*K+C}`` (``{n*K…}`` too) in
+  ``peer``, ``description`` and ``rdma_device`` (``mlx5_{i}``), and ``ipv4`` stepping to the
+  next subnet of the same length per port;
 - links declared once: a ``peer: D:P`` whose device D exists but does not declare P gives D
   the port P, copying speed, mtu and cable_m from this end and pointing back.
 
@@ -59,10 +62,15 @@ MAX_PATTERN_TEXT = 2 * MAX_DESCRIPTION
 _DIGITS = frozenset("0123456789")
 # No backtracking: {, then anything but braces, then }; each character is looked at once.
 _PATTERN = re.compile(r"\{([^{}]*+)\}")
-_TERM = re.compile(r"(?P<var>[ni])(?:(?P<op>[+-])(?P<k>\d{1,6}))?")
-_PATTERN_TEXT = "{n}, {i}, {n+K}, {n-K}, {i+K} or {i-K}"
-# Not per-port: a range entry cannot give one value to every port it expands to.
-_ONE_PORT_ONLY = ("mac", "rdma_device")
+_TERM = re.compile(r"(?P<var>[ni])(?:\*(?P<factor>\d{1,6}))?(?:(?P<op>[+-])(?P<k>\d{1,6}))?")
+_PATTERN_TEXT = "{n}, {i}, {n+K}, {n-K}, {i+K}, {i-K}, {i*K} or {i*K+C}"
+# Not per-port: a range entry cannot give one value to every port it expands to (an
+# rdma_device can, through a pattern: mlx5_{i}).
+_ONE_PORT_ONLY = ("mac",)
+# Fields of a range entry that hold a pattern, filled per port.
+_PATTERN_FIELDS = ("peer", "description", "rdma_device")
+# A key of a range entry that is not a port field: every step-th number of the range.
+STEP = "step"
 _WHY = {
     "speed": "PFC headroom, ECN thresholds and line-rate checks depend on the port speed",
     "mtu": "PFC headroom and ECN thresholds depend on the MTU",
@@ -275,33 +283,42 @@ class _Range:
 
 
 def _expand_entry(ctx: _Context, entry: Any, path: PathKey, d: int) -> list[_Port]:
-    positions = dict(ctx.entry_values.get(path, {}))
-    keys = dict(ctx.entry_keys.get(path, {}))
     name = entry.get("name") if isinstance(entry, dict) else None
     parts = split_range(name) if isinstance(name, str) else None
     if parts is None:
-        if isinstance(entry, dict):
-            _refuse_lone_pattern(ctx, entry, path)
-        if not _admit(ctx, 1, (*path, "name"), "this port"):
-            return []
-        data = dict(entry) if isinstance(entry, dict) else entry
-        return [_Port(d, data, path, positions, keys)]
+        return _single_port(ctx, entry, path, d)
     assert isinstance(entry, dict) and isinstance(name, str)  # a range name comes from a mapping
     spec = _Range(name, *parts)
     numbers = _range_numbers(ctx, spec, path, entry)
     templates = _templates(ctx, entry, path) if numbers else None
     if templates is None:
         return []
+    positions = dict(ctx.entry_values.get(path, {}))
+    keys = dict(ctx.entry_keys.get(path, {}))
     members = []
     width = len(spec.first) if spec.first.startswith("0") else 0
+    fields = {key: value for key, value in entry.items() if key != STEP}
     for i, n in enumerate(numbers):
-        data = {**entry, "name": f"{spec.prefix}{n:0{width}d}"}
+        data = {**fields, "name": f"{spec.prefix}{n:0{width}d}"}
         if not _substitute(ctx, data, path, templates, (n, i)):
             return []
         members.append(_Port(d, data, path, positions, keys, range_name=name))
     if not _step_ipv4(ctx, entry, members, path):
         return []
     return members
+
+
+def _single_port(ctx: _Context, entry: Any, path: PathKey, d: int) -> list[_Port]:
+    """The port of an entry that is no range (whatever it holds: the model says what is wrong
+    with it), unless it carries what only a range may."""
+    if isinstance(entry, dict) and not _single_port_ok(ctx, entry, path):
+        return []
+    if not _admit(ctx, 1, (*path, "name"), "this port"):
+        return []
+    positions = dict(ctx.entry_values.get(path, {}))
+    keys = dict(ctx.entry_keys.get(path, {}))
+    data = dict(entry) if isinstance(entry, dict) else entry
+    return [_Port(d, data, path, positions, keys)]
 
 
 def _admit(ctx: _Context, count: int, path: PathKey, what: str) -> bool:
@@ -331,43 +348,100 @@ def _range_numbers(ctx: _Context, spec: _Range, path: PathKey, entry: dict[str, 
             f"Actual: {name!r} (reversed)",
         )
         return []
-    if last - first + 1 > MAX_RANGE_PORTS:
+    step = _range_step(ctx, spec, path, entry)
+    if step is None:
+        return []
+    count = (last - first) // step + 1
+    if count > MAX_RANGE_PORTS:
         ctx.problem(
             (*path, "name"),
             f"Expected: at most {MAX_RANGE_PORTS} ports in one range Actual: {name!r} is "
-            f"{last - first + 1} ports",
+            f"{count} ports",
         )
         return []
-    if not _admit(ctx, last - first + 1, (*path, "name"), "this range"):
+    if not _admit(ctx, count, (*path, "name"), "this range"):
         return []
-    peer = entry.get("peer")
-    if first < last and isinstance(peer, str) and not _has_pattern(peer):
+    if not _per_port_fields_ok(ctx, spec, path, entry, count):
+        return []
+    return list(range(first, last + 1, step))
+
+
+def _range_step(ctx: _Context, spec: _Range, path: PathKey, entry: dict[str, Any]) -> int | None:
+    """The range's ``step`` (1 when not given); None after a problem. The step must land on the
+    last number, so what the name says is what the range holds."""
+    step = entry.get(STEP, 1)
+    if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= MAX_RANGE_PORTS:
+        shown = str(step) if isinstance(step, int | float) else excerpt(str(step))
         ctx.problem(
-            (*path, "peer"),
-            f"Expected: a peer with a pattern ({_PATTERN_TEXT}; each port of a range has its "
-            f"own peer) Actual: {excerpt(peer)} for all {last - first + 1} ports of {name!r}",
+            (*path, STEP),
+            f"Expected: a whole number from 1 to {MAX_RANGE_PORTS} (every step-th number of "
+            f"the range) Actual: {shown}",
         )
-        return []
+        return None
+    first, last = int(spec.first), int(spec.last)
+    if (last - first) % step:
+        below = last - (last - first) % step
+        ctx.problem(
+            (*path, STEP),
+            f"Expected: a step from {first} that lands on {last}, the range's last number "
+            f"Actual: step {step} on {spec.name!r} ends at {below} (write "
+            f"{spec.prefix}{first}-{below}, or another step)",
+        )
+        return None
+    return step
+
+
+def _per_port_fields_ok(
+    ctx: _Context, spec: _Range, path: PathKey, entry: dict[str, Any], count: int
+) -> bool:
+    """A range of more than one port gives each port its own peer and rdma_device (through a
+    pattern) and no mac; False after a problem."""
+    if count == 1:
+        return True
+    for key, wanted in (
+        ("peer", f"a peer with a pattern ({_PATTERN_TEXT}"),
+        ("rdma_device", "an rdma_device with a pattern (mlx5_{i}"),
+    ):
+        value = entry.get(key)
+        if isinstance(value, str) and not _has_pattern(value):
+            ctx.problem(
+                (*path, key),
+                f"Expected: {wanted}; each port of a range has its own {key}) Actual: "
+                f"{excerpt(value)} for all {count} ports of {spec.name!r}",
+            )
+            return False
     for key in _ONE_PORT_ONLY:
         if key in entry:
             ctx.problem(
                 (*path, key),
                 f"Expected: {key} on single ports only (each port has its own) "
-                f"Actual: {key} on the range {name!r}",
+                f"Actual: {key} on the range {spec.name!r}",
             )
-            return []
-    return list(range(first, last + 1))
+            return False
+    return True
 
 
-def _refuse_lone_pattern(ctx: _Context, entry: dict[str, Any], path: PathKey) -> None:
-    peer = entry.get("peer")
-    if isinstance(peer, str) and _has_pattern(peer):
+def _single_port_ok(ctx: _Context, entry: dict[str, Any], path: PathKey) -> bool:
+    """A single port has no step and no pattern (those belong to a range); False after a
+    problem."""
+    name = excerpt(str(entry.get("name")))
+    if STEP in entry:
         ctx.problem(
-            (*path, "peer"),
-            f"Expected: patterns ({_PATTERN_TEXT}) only in a port range such as "
-            f"Ethernet1/1-8 Actual: {excerpt(peer)} on the single port "
-            f"{excerpt(str(entry.get('name')))}",
+            (*path, STEP),
+            f"Expected: {STEP} on a port range such as Ethernet0-56 Actual: {STEP} on the "
+            f"single port {name}",
         )
+        return False
+    for key in ("peer", "rdma_device"):
+        value = entry.get(key)
+        if isinstance(value, str) and _has_pattern(value):
+            ctx.problem(
+                (*path, key),
+                f"Expected: patterns ({_PATTERN_TEXT}) only in a port range such as "
+                f"Ethernet1/1-8 Actual: {excerpt(value)} on the single port {name}",
+            )
+            return False
+    return True
 
 
 def _has_pattern(text: str) -> bool:
@@ -381,6 +455,7 @@ class _Term:
     written: str
     var: str
     offset: int
+    factor: int = 1  # {i*8}: a stepped range's partner (Ethernet0, 8, 16 ... on a SONiC leaf)
 
 
 Template = tuple[str | _Term, ...]
@@ -397,7 +472,8 @@ def _template(text: str) -> Template:
         if term is None:
             raise ValueError(f"Expected: a pattern {_PATTERN_TEXT} Actual: {match.group()!r}")
         sign = -1 if term["op"] == "-" else 1
-        parts.append(_Term(match.group(), term["var"], sign * int(term["k"] or 0)))
+        factor = int(term["factor"] or 1)
+        parts.append(_Term(match.group(), term["var"], sign * int(term["k"] or 0), factor))
         end = match.end()
     parts.append(text[end:])
     if any(isinstance(part, str) and ("{" in part or "}" in part) for part in parts):
@@ -413,7 +489,7 @@ def _fill(template: Template, n: int, i: int) -> str:
         if isinstance(part, str):
             filled.append(part)
             continue
-        value = (n if part.var == "n" else i) + part.offset
+        value = (n if part.var == "n" else i) * part.factor + part.offset
         if value < 0:
             raise ValueError(
                 f"Expected: {part.written} >= 0 for every port of the range Actual: {value} "
@@ -424,9 +500,10 @@ def _fill(template: Template, n: int, i: int) -> str:
 
 
 def _templates(ctx: _Context, entry: dict[str, Any], path: PathKey) -> dict[str, Template] | None:
-    """The patterns of a range entry's peer and description; None after a problem."""
+    """The patterns of a range entry's peer, description and rdma_device; None after a
+    problem."""
     templates = {}
-    for key in ("peer", "description"):
+    for key in _PATTERN_FIELDS:
         text = entry.get(key)
         if not isinstance(text, str) or len(text) > MAX_PATTERN_TEXT:
             continue  # too long for the field: the model says so, with the field's limit
@@ -442,8 +519,8 @@ def _substitute(
     ctx: _Context, data: dict[str, Any], path: PathKey, templates: dict[str, Template],
     number: tuple[int, int],
 ) -> bool:  # fmt: skip
-    """Fill the ``{n}``/``{i}`` patterns of peer and description for the port ``number``
-    (n, i); False after a problem."""
+    """Fill the ``{n}``/``{i}`` patterns of peer, description and rdma_device for the port
+    ``number`` (n, i); False after a problem."""
     for key, template in templates.items():
         try:
             data[key] = _fill(template, *number)

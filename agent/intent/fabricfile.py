@@ -29,7 +29,6 @@ from agent.intent.model import (
     Name,
     PortDefaults,
     Profile,
-    RdmaPortRef,
     SpeedBps,
     StrictModel,
     ValidationPolicy,
@@ -41,8 +40,10 @@ from agent.intent.model import (
 # No look-ahead (pydantic-core's regex has none): "no '..' or '//'" as "a '/' or '.' is
 # followed by another character, or ends the name".
 PORT_NAME_PATTERN = r"^[A-Za-z](?:[A-Za-z0-9_-]|[/.][A-Za-z0-9_-])*[/.]?$"
-# device:port, either side may hold {n}, {i}, {n+K}, {i-K} patterns (expanded per port).
-PEER_PATTERN = r"^[A-Za-z0-9{][A-Za-z0-9_.{}+-]*:[A-Za-z{][A-Za-z0-9_./{}+-]*$"
+# device:port, either side may hold {n}, {i}, {n+K}, {i-K}, {i*K+C} patterns (expanded per port).
+PEER_PATTERN = r"^[A-Za-z0-9{][A-Za-z0-9_.{}+*-]*:[A-Za-z{][A-Za-z0-9_./{}+*-]*$"
+# An RDMA device name, its port optional (mlx5_0/1); in a range with {n}, {i}, {i*K+C} patterns.
+RDMA_DEVICE_PATTERN = r"^[A-Za-z{][A-Za-z0-9_{}+*-]*(/[1-9][0-9]{0,2})?$"
 # Top-level keys an editor must not flag: room for YAML anchors (x-eos: &eos {...}).
 EXTENSION_PREFIX = "x-"
 
@@ -69,7 +70,8 @@ class FilePort(StrictModel):
         pattern=PEER_PATTERN,
         max_length=120,
         description="device:port at the other end; in a range {n} is the port's number, {i} "
-        "its index from 0, {n+K} {i-K} offsets (gpu{n}:eth0, spine{i+1}:Ethernet1/1). The "
+        "its index from 0, {n+K} {i-K} offsets, {i*K+C} multiples (gpu{n}:eth0, "
+        "spine{i+1}:Ethernet1/1, leaf1:Ethernet{i*8}). The "
         "other end is derived when that device does not declare the port",
     )
     description: Description | None = Field(
@@ -81,9 +83,20 @@ class FilePort(StrictModel):
         description="address/prefix; in a range the first port's, the next ports get the next "
         "subnets of the same length; a /31 or /30 peer derived gets the other address",
     )
+    step: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="in a range: every step-th number from the first, landing on the last "
+        "(Ethernet0-56 with step 8: Ethernet0, Ethernet8 ... Ethernet56)",
+    )
     mac: MacAddress | None = None
-    rdma_device: RdmaPortRef | None = Field(
-        default=None, description="hosts: the RDMA device behind this netdev (mlx5_0, mlx5_0/1)"
+    rdma_device: str | None = Field(
+        default=None,
+        pattern=RDMA_DEVICE_PATTERN,
+        max_length=64,
+        description="hosts: the RDMA device behind this netdev (mlx5_0, mlx5_0/1); in a range a "
+        "pattern gives each port its own (mlx5_{i})",
     )
 
 

@@ -123,6 +123,71 @@ devices:
     assert list(_ports(intent, "leaf1")) == expected
 
 
+def test_a_stepped_range_and_rdma_device_patterns_write_a_multi_nic_pod_short(
+    tmp_path: Path,
+) -> None:
+    """A SONiC leaf's 400G ports are every 8th (Ethernet0, 8 ... 56); an 8-NIC host names its
+    NICs eth0-7 with mlx5_0-7 behind them: two lines each, not one per port."""
+    intent = _load(
+        tmp_path,
+        """\
+  ports: {speed: 400G, mtu: 9100, cable_m: 3}
+devices:
+  - name: leaf1
+    role: leaf
+    platform: sonic
+    host: 10.0.0.11
+    ports:
+      - {name: Ethernet0-56, step: 8, peer: "gpu1:eth{i}", description: "gpu1 rail {i} (n {n})"}
+  - name: gpu1
+    role: host
+    platform: linux_host
+    netns: gpu1
+    ports:
+      - {name: eth0-7, rdma_device: "mlx5_{i}/1", peer: "leaf1:Ethernet{i*8}"}
+""",
+    )
+    leaf = _ports(intent, "leaf1")
+    assert list(leaf) == [f"Ethernet{8 * k}" for k in range(8)]
+    assert leaf["Ethernet16"].peer == "gpu1:eth2"  # type: ignore[attr-defined]
+    assert leaf["Ethernet56"].description == "gpu1 rail 7 (n 56)"  # type: ignore[attr-defined]
+    host = _ports(intent, "gpu1")
+    assert [(p.name, p.rdma_device, p.peer) for p in host.values()] == [  # type: ignore[attr-defined]
+        (f"eth{k}", f"mlx5_{k}/1", f"leaf1:Ethernet{8 * k}") for k in range(8)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    first=st.integers(0, 64),
+    step=st.integers(1, 16),
+    count=st.integers(1, 12),
+    offset=st.integers(0, 3),
+)
+def test_a_stepped_range_holds_every_step_th_number_and_patterns_follow_it(
+    first: int, step: int, count: int, offset: int
+) -> None:
+    last = first + step * (count - 1)
+    body = f"""\
+  ports: {{speed: 100G, mtu: 9100, cable_m: 3}}
+devices:
+  - name: h1
+    role: host
+    platform: linux_host
+    netns: h1
+    ports:
+      - {{name: eth{first}-{last}, step: {step}, rdma_device: "mlx5_{{i+{offset}}}",
+          description: "n={{n}} i={{i}}"}}
+"""
+    with tempfile.TemporaryDirectory() as folder:
+        ports = list(_ports(_load(Path(folder), body), "h1").values())
+    assert [p.name for p in ports] == [f"eth{first + step * k}" for k in range(count)]  # type: ignore[attr-defined]
+    assert [p.rdma_device for p in ports] == [f"mlx5_{k + offset}" for k in range(count)]  # type: ignore[attr-defined]
+    assert [p.description for p in ports] == [  # type: ignore[attr-defined]
+        f"n={first + step * k} i={k}" for k in range(count)
+    ]
+
+
 def test_ranges_reused_through_anchors_are_bounded(tmp_path: Path) -> None:
     """17 devices sharing 4096 ports through one anchor: 69 632 ports from 20 lines."""
     devices = "".join(
@@ -348,7 +413,7 @@ ERRORS = [
         "unknown pattern",
         DEVICES + '    ports:\n      - {name: Ethernet1/1-2, peer: "gpu{k}:eth0"}  #<\n',
         "devices[1].ports[0].peer",
-        "Expected: a pattern {n}, {i}, {n+K}, {n-K}, {i+K} or {i-K} Actual: '{k}'",
+        "Expected: a pattern {n}, {i}, {n+K}, {n-K}, {i+K}, {i-K}, {i*K} or {i*K+C} Actual: '{k}'",
     ),
     (
         "unbalanced brace",
@@ -366,7 +431,8 @@ ERRORS = [
         "one peer for a whole range",
         DEVICES + '    ports:\n      - {name: Ethernet1/1-2, peer: "spine1:Ethernet1"}  #<\n',
         "devices[1].ports[0].peer",
-        "Expected: a peer with a pattern ({n}, {i}, {n+K}, {n-K}, {i+K} or {i-K}; each port of "
+        "Expected: a peer with a pattern ({n}, {i}, {n+K}, {n-K}, {i+K}, {i-K}, {i*K} or "
+        "{i*K+C}; each port of "
         "a range has its own peer) Actual: 'spine1:Ethernet1' for all 2 ports of 'Ethernet1/1-2'",
     ),
     (
@@ -393,6 +459,49 @@ ERRORS = [
         "devices[1].ports[1].name",
         "Expected: each port once on leaf1 Actual: Ethernet1/3 is also declared by the range "
         "'Ethernet1/1-4' at ",
+    ),
+    (
+        "a step that misses the last number",
+        DEVICES + "    ports:\n      - {name: Ethernet0-60, step: 8, speed: 1G}  #<\n",
+        "devices[1].ports[0].step",
+        "Expected: a step from 0 that lands on 60, the range's last number Actual: step 8 on "
+        "'Ethernet0-60' ends at 56 (write Ethernet0-56, or another step)",
+    ),
+    (
+        "a step of zero",
+        DEVICES + "    ports:\n      - {name: Ethernet0-56, step: 0, speed: 1G}  #<\n",
+        "devices[1].ports[0].step",
+        "Expected: a whole number from 1 to 4096 (every step-th number of the range) Actual: 0",
+    ),
+    (
+        "a step that is text",
+        DEVICES + "    ports:\n      - {name: Ethernet0-56, step: eight, speed: 1G}  #<\n",
+        "devices[1].ports[0].step",
+        "Actual: 'eight'",
+    ),
+    (
+        "a step on a single port",
+        DEVICES + "    ports:\n      - {name: Ethernet8, step: 8, speed: 1G}  #<\n",
+        "devices[1].ports[0].step",
+        "Expected: step on a port range such as Ethernet0-56 Actual: step on the single port "
+        "'Ethernet8'",
+    ),
+    (
+        "one rdma_device for a whole range",
+        DEVICES.replace("role: leaf", "role: host").replace(
+            "arista_eos\n    host", "linux_host\n    host"
+        )
+        + "    ports:\n      - {name: eth0-7, speed: 1G, rdma_device: mlx5_0}  #<\n",
+        "devices[1].ports[0].rdma_device",
+        "Expected: an rdma_device with a pattern (mlx5_{i}; each port of a range has its own "
+        "rdma_device) Actual: 'mlx5_0' for all 8 ports of 'eth0-7'",
+    ),
+    (
+        "an rdma_device pattern on a single port",
+        DEVICES + '    ports:\n      - {name: eth0, speed: 1G, rdma_device: "mlx5_{i}"}  #<\n',
+        "devices[1].ports[0].rdma_device",
+        "Expected: patterns ({n}, {i}, {n+K}, {n-K}, {i+K}, {i-K}, {i*K} or {i*K+C}) only in a "
+        "port range",
     ),
     (
         "mac on a range",
