@@ -15,7 +15,7 @@ rejected with the reason and where (sender count, seed): :mod:`agent.twin.tune.j
 Objectives (:class:`ObjectiveSpec`), at the heaviest load point (the stated job), mean of the
 seeds: ``collective`` (the default) maximises a collective's bus bandwidth
 (:mod:`agent.twin.collectives`: ring all-reduce of 64 MiB, nccl-tests' ``-b 64M``, ranks =
-min(8, hosts at the speed) alternating over two leaves,
+min(8, hosts at the speed) alternating over two leaves (more when two hold fewer),
 :func:`agent.twin.tune.runs.collective_hosts`); ``queue`` minimises the bottleneck's
 time-weighted p99 queue on the scenario.
 """

@@ -176,17 +176,21 @@ def run_job(job: Job) -> RunMetrics:
 def collective_hosts(network: TwinNetwork, speed_bps: int, ranks: int) -> tuple[str, ...]:
     """The collective's ranks: alternating over the first two leaves with hosts at the speed
     (every ring hop crosses the spines, where ECMP collisions and DCQCN decide busbw; on one
-    leaf every setting measured the same 49.0 GB/s at 400G), or fabric order on one leaf."""
+    leaf every setting measured the same 49.0 GB/s at 400G), over as many more leaves, in
+    fabric order, as the ranks need when two do not hold them; fabric order on one leaf."""
     by_leaf: dict[str, list[str]] = {}
     for host in network.hosts.values():
         if host.port.speed_bps == speed_bps:
             by_leaf.setdefault(host.leaf, []).append(host.name)
-    groups = list(by_leaf.values())[:2]
+    groups = list(by_leaf.values())
     if len(groups) < 2:
         return tuple(groups[0][:ranks]) if groups else ()
+    used = 2
+    while used < len(groups) and sum(map(len, groups[:used])) < ranks:
+        used += 1
     out: list[str] = []
-    for i in range(max(len(g) for g in groups)):
-        out.extend(g[i] for g in groups if i < len(g))
+    for i in range(max(len(g) for g in groups[:used])):
+        out.extend(g[i] for g in groups[:used] if i < len(g))
     return tuple(out[:ranks])
 
 
