@@ -13,7 +13,8 @@ before :mod:`agent.intent.model` sees it:
   ``peer``, ``description`` and ``rdma_device`` (``mlx5_{i}``), and ``ipv4`` stepping to the
   next subnet of the same length per port;
 - links declared once: a ``peer: D:P`` whose device D exists but does not declare P gives D
-  the port P, copying speed, mtu and cable_m from this end and pointing back.
+  the port P, copying speed, mtu and cable_m from this end and pointing back; a P that D
+  declares without a peer (a host's NICs written for their ``rdma_device``) points back too.
 
 Speed, mtu and cable_m are resolved per link, so both ends of one cable get one value or the
 file is refused. What an end *states* is its port's own value (or its range entry's), else its
@@ -605,38 +606,88 @@ def _peer_ref(port: _Port) -> tuple[str, str] | None:
     return (device, name) if sep else None
 
 
+@dataclass
+class _Peers:
+    """What deriving the other ends of links looks ports up in."""
+
+    index: dict[tuple[str, str], _Port]  # (device, port) -> the port
+    where: dict[str, int]  # device name -> its position in ``devices``
+    # (device, its port's peer): D already answers X:Q from another port, so the link is
+    # declared on both ends, inconsistently; deriving a second port would hide that (IR010).
+    answered: set[tuple[str, str]]
+
+
 def _derive_peer_ends(ctx: _Context, devices: list[Any], ports: list[list[_Port] | None]) -> None:
     """The ends of links declared on one end only, on the devices the peers name; each counted
     against :data:`MAX_FABRIC_PORTS` (a file of 65 536 ports declared once must not become
     131 072)."""
     index = _index(devices, ports)
-    where = {
-        device["name"]: d
-        for d, device in reversed(list(enumerate(devices)))
-        if isinstance(device, dict) and isinstance(device.get("name"), str)
-    }
-    # (device, its port's peer): D already answers X:Q from another port, so the link is
-    # declared on both ends, inconsistently; deriving a second port would hide that (IR010).
-    answered = {
-        (device, peer)
-        for (device, _), port in index.items()
-        if isinstance(peer := port.data.get("peer"), str)
-    }
+    peers = _Peers(
+        index,
+        where={
+            device["name"]: d
+            for d, device in reversed(list(enumerate(devices)))
+            if isinstance(device, dict) and isinstance(device.get("name"), str)
+        },
+        answered={
+            (device, peer)
+            for (device, _), port in index.items()
+            if isinstance(peer := port.data.get("peer"), str)
+        },
+    )
     for d, device_ports in enumerate(ports):
         for port in list(device_ports or []):
-            ref = _peer_ref(port)
-            if ref is None or ref in index or ref[0] not in where:
-                continue
-            if (ref[0], f"{devices[d].get('name')}:{port.name}") in answered:
-                continue
-            target = where[ref[0]]
-            if ports[target] is None:
-                continue
-            if not _admit(ctx, 1, (*port.written, "peer"), "the ports derived from here"):
+            if not _other_end(ctx, (devices, ports), peers, d, port):
                 return
-            derived = _derived(port, devices[d], ref, target)
-            ports[target].append(derived)
-            index[ref] = derived
+
+
+def _other_end(
+    ctx: _Context,
+    fabric: tuple[list[Any], list[list[_Port] | None]],
+    peers: _Peers,
+    d: int,
+    port: _Port,
+) -> bool:
+    """The other end of ``port``'s link: answered back, derived, or left to the rules; False
+    once the fabric holds too many ports."""
+    devices, ports = fabric
+    ref = _peer_ref(port)
+    if ref is None:
+        return True
+    if ref in peers.index:
+        _answer_back(peers.index[ref], port, devices[d])
+        return True
+    if ref[0] not in peers.where:
+        return True
+    if (ref[0], f"{devices[d].get('name')}:{port.name}") in peers.answered:
+        return True
+    target = peers.where[ref[0]]
+    target_ports = ports[target]
+    if target_ports is None:
+        return True
+    if not _admit(ctx, 1, (*port.written, "peer"), "the ports derived from here"):
+        return False
+    derived = _derived(port, devices[d], ref, target)
+    target_ports.append(derived)
+    peers.index[ref] = derived
+    return True
+
+
+def _answer_back(named: _Port, declarer: _Port, device: dict[str, Any]) -> None:
+    """A port the file declares without a peer (a host's NICs written for their rdma_device)
+    that another port names as its peer takes the link from it: the peer pointing back and,
+    when it has none, the other address of a /31 or /30, as a derived end would."""
+    if not isinstance(named.data, dict) or named.data.get("peer") is not None:
+        return
+    named.data["peer"] = f"{device.get('name')}:{declarer.name}"
+    at = declarer.positions.get(("peer",)) or declarer.positions.get(())
+    if at is not None:
+        named.positions[("peer",)] = at
+    other = _other_address(declarer.data.get("ipv4"))
+    if other is not None and named.data.get("ipv4") is None:
+        named.data["ipv4"] = other
+        if ("ipv4",) in declarer.positions:
+            named.positions[("ipv4",)] = declarer.positions[("ipv4",)]
 
 
 def _derived(declarer: _Port, device: dict[str, Any], ref: tuple[str, str], target: int) -> _Port:

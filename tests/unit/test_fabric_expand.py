@@ -157,6 +157,61 @@ devices:
     ]
 
 
+def test_nics_written_for_their_rdma_device_take_the_links_the_leaves_declare(
+    tmp_path: Path,
+) -> None:
+    """The leaves declare the links (rail r of every host on leaf r); a host writes its NICs
+    only to name the RDMA device behind each: the peer and the /31's other address come from
+    the leaf, as for a derived end."""
+    intent = _load(
+        tmp_path,
+        """\
+  ports: {speed: 400G, mtu: 9100, cable_m: 3}
+devices:
+  - name: leaf1
+    role: leaf
+    platform: arista_eos
+    host: 10.0.0.11
+    ports: [{name: Ethernet1/1-2, peer: "gpu{n}:eth0", ipv4: 198.18.0.0/31}]
+  - name: leaf2
+    role: leaf
+    platform: arista_eos
+    host: 10.0.0.12
+    ports: [{name: Ethernet1/1-2, peer: "gpu{n}:eth1"}]
+  - {name: gpu1, role: host, platform: linux_host, netns: gpu1,
+     ports: [{name: eth0-1, rdma_device: "mlx5_{i}"}]}
+  - {name: gpu2, role: host, platform: linux_host, netns: gpu2,
+     ports: [{name: eth0-1, rdma_device: "mlx5_{i}"}]}
+""",
+    )
+    gpu2 = _ports(intent, "gpu2")
+    assert [(p.name, p.rdma_device, p.peer) for p in gpu2.values()] == [  # type: ignore[attr-defined]
+        ("eth0", "mlx5_0", "leaf1:Ethernet1/2"),
+        ("eth1", "mlx5_1", "leaf2:Ethernet1/2"),
+    ]
+    assert str(gpu2["eth0"].ipv4) == "198.18.0.3/31"  # type: ignore[attr-defined]
+    assert _ports(intent, "gpu1")["eth1"].ipv4 is None  # type: ignore[attr-defined]
+
+
+def test_a_nic_two_leaves_name_keeps_the_first_and_the_second_is_refused(tmp_path: Path) -> None:
+    body = """\
+  ports: {speed: 400G, mtu: 9100, cable_m: 3}
+devices:
+  - {name: leaf1, role: leaf, platform: arista_eos, host: 10.0.0.11,
+     ports: [{name: Ethernet1, peer: "gpu1:eth0"}]}
+  - {name: leaf2, role: leaf, platform: arista_eos, host: 10.0.0.12,
+     ports: [{name: Ethernet1, peer: "gpu1:eth0"}]}
+  - {name: gpu1, role: host, platform: linux_host, netns: gpu1,
+     ports: [{name: eth0, rdma_device: mlx5_0}]}
+"""
+    with pytest.raises(IntentError) as caught:
+        _load(tmp_path, body)
+    assert (
+        "IR011 Expected: gpu1:eth0 to have peer leaf2:Ethernet1 Actual: gpu1:eth0 has peer "
+        "leaf1:Ethernet1" in str(caught.value)
+    )
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     first=st.integers(0, 64),
