@@ -168,16 +168,10 @@ def test_nics_written_for_their_rdma_device_take_the_links_the_leaves_declare(
         """\
   ports: {speed: 400G, mtu: 9100, cable_m: 3}
 devices:
-  - name: leaf1
-    role: leaf
-    platform: arista_eos
-    host: 10.0.0.11
-    ports: [{name: Ethernet1/1-2, peer: "gpu{n}:eth0", ipv4: 198.18.0.0/31}]
-  - name: leaf2
-    role: leaf
-    platform: arista_eos
-    host: 10.0.0.12
-    ports: [{name: Ethernet1/1-2, peer: "gpu{n}:eth1"}]
+  - {name: leaf1, role: leaf, platform: arista_eos, host: 10.0.0.11,
+     ports: [{name: Ethernet1/1-2, peer: "gpu{n}:eth0", ipv4: 198.18.0.0/31}]}
+  - {name: leaf2, role: leaf, platform: arista_eos, host: 10.0.0.12,
+     ports: [{name: Ethernet1/1-2, peer: "gpu{n}:eth1"}]}
   - {name: gpu1, role: host, platform: linux_host, netns: gpu1,
      ports: [{name: eth0-1, rdma_device: "mlx5_{i}"}]}
   - {name: gpu2, role: host, platform: linux_host, netns: gpu2,
