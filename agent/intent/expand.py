@@ -679,27 +679,40 @@ def _answer_back(named: _Port, declarer: _Port, device: dict[str, Any]) -> None:
     when it has none, the other address of a /31 or /30, as a derived end would."""
     if not isinstance(named.data, dict) or named.data.get("peer") is not None:
         return
-    named.data["peer"] = f"{device.get('name')}:{declarer.name}"
-    at = declarer.positions.get(("peer",)) or declarer.positions.get(())
-    if at is not None:
-        named.positions[("peer",)] = at
-    other = _other_address(declarer.data.get("ipv4"))
-    if other is not None and named.data.get("ipv4") is None:
-        named.data["ipv4"] = other
-        if ("ipv4",) in declarer.positions:
-            named.positions[("ipv4",)] = declarer.positions[("ipv4",)]
+    data, positions = _link_back(declarer, device)
+    if named.data.get("ipv4") is not None:
+        data.pop("ipv4", None)
+        positions.pop(("ipv4",), None)
+    named.data.update(data)
+    # The members of a range share one positions table: this member gets its own.
+    named.positions = {**named.positions, **positions}
 
 
 def _derived(declarer: _Port, device: dict[str, Any], ref: tuple[str, str], target: int) -> _Port:
-    data: dict[str, Any] = {"name": ref[1], "peer": f"{device.get('name')}:{declarer.name}"}
+    data, positions = _link_back(declarer, device)
+    if ("peer",) in positions:
+        positions[()] = positions[("name",)] = positions[("peer",)]
+    return _Port(
+        target, {"name": ref[1], **data}, declarer.written, positions, {}, derived_from=declarer
+    )
+
+
+def _link_back(
+    declarer: _Port, device: dict[str, Any]
+) -> tuple[dict[str, Any], dict[PathKey, SourcePosition]]:
+    """What the other end of ``declarer``'s link holds (its peer pointing back, the other
+    address of a point-to-point subnet) and where the file says so."""
+    data: dict[str, Any] = {"peer": f"{device.get('name')}:{declarer.name}"}
+    positions: dict[PathKey, SourcePosition] = {}
+    at = declarer.positions.get(("peer",)) or declarer.positions.get(())
+    if at is not None:
+        positions[("peer",)] = at
     other = _other_address(declarer.data.get("ipv4"))
     if other is not None:
         data["ipv4"] = other
-    at = declarer.positions.get(("peer",)) or declarer.positions.get(())
-    positions: dict[PathKey, SourcePosition] = {(): at, ("name",): at, ("peer",): at} if at else {}
-    if "ipv4" in data and ("ipv4",) in declarer.positions:
-        positions[("ipv4",)] = declarer.positions[("ipv4",)]
-    return _Port(target, data, declarer.written, positions, {}, derived_from=declarer)
+        if ("ipv4",) in declarer.positions:
+            positions[("ipv4",)] = declarer.positions[("ipv4",)]
+    return data, positions
 
 
 def _other_address(value: Any) -> str | None:

@@ -35,11 +35,6 @@ def _incast(lab: Lab, factor: int) -> dict[str, Any]:
     return result
 
 
-def _rate_between_pauses(row: dict[str, Any]) -> float:
-    sending_s = DURATION_S - row["paused_s"]
-    return float(row["send_rate_bps"]) * DURATION_S / sending_s if sending_s > 0 else 0.0
-
-
 def test_dilated_dcqcn_acts_before_pfc_real_time_dcqcn_does_not(lab: Lab) -> None:
     factor = lab.intent().emulation.time_dilation
     assert factor > 1, "the leaf-spine lab declares what it stands for"
@@ -49,15 +44,17 @@ def test_dilated_dcqcn_acts_before_pfc_real_time_dcqcn_does_not(lab: Lab) -> Non
         assert result["totals"]["lost"] == 0, result["totals"]
         assert result["switch"]["headroom_drops"] == result["switch"]["tail_drops"] == 0
         assert result["totals"]["ce_marked"] > 0 and result["totals"]["cnps_received"] > 0
-    # Dilated: the reaction point cuts and stays cut between packets, so the senders run
-    # below line rate while not paused, and the switch pauses them far less.
+    # Dilated: the reaction point cuts and stays cut between packets, so the frames go out
+    # paced below line rate, and the switch pauses them far less.
     assert dilated["time_dilation"] == factor
     assert dilated["totals"]["rate_cuts"] > 0
     for row in dilated["flows"]:
-        assert _rate_between_pauses(row) < 0.8 * LINE_BPS, row
-    # Real time: the rate is back at line rate before the next frame, PFC does the work.
+        assert row["paced_rate_bps"] < 0.8 * LINE_BPS, row
+    # Real time: the rate is back at line rate before the next frame, PFC does the work. The
+    # paced rate, not the achieved one: a sender the CPU holds back sends below its pace
+    # (a clean-clone CI run under load read 8.0 Mb/s achieved).
     for row in real_time["flows"]:
-        assert _rate_between_pauses(row) > 0.9 * LINE_BPS, row
+        assert row["paced_rate_bps"] > 0.9 * LINE_BPS, row
     pauses = (real_time["totals"]["pfc_frames_received"], dilated["totals"]["pfc_frames_received"])
     assert pauses[1] * 4 <= pauses[0], f"PFC frames real time vs dilated: {pauses}"
     assert dilated["totals"]["paused_s"] * 4 <= real_time["totals"]["paused_s"]

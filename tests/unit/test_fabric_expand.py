@@ -187,17 +187,21 @@ devices:
     assert _ports(intent, "gpu1")["eth1"].ipv4 is None  # type: ignore[attr-defined]
 
 
-def test_a_nic_two_leaves_name_keeps_the_first_and_the_second_is_refused(tmp_path: Path) -> None:
-    body = """\
-  ports: {speed: 400G, mtu: 9100, cable_m: 3}
+def _two_leaves_and_a_host(first_peer: str, second_peer: str, host_port: str) -> str:
+    """Ethernet1 of leaf1 and of leaf2 naming the given peers; host gpu1 with one port entry."""
+    return f"""\
+  ports: {{speed: 400G, mtu: 9100, cable_m: 3}}
 devices:
-  - {name: leaf1, role: leaf, platform: arista_eos, host: 10.0.0.11,
-     ports: [{name: Ethernet1, peer: "gpu1:eth0"}]}
-  - {name: leaf2, role: leaf, platform: arista_eos, host: 10.0.0.12,
-     ports: [{name: Ethernet1, peer: "gpu1:eth0"}]}
-  - {name: gpu1, role: host, platform: linux_host, netns: gpu1,
-     ports: [{name: eth0, rdma_device: mlx5_0}]}
+  - {{name: leaf1, role: leaf, platform: arista_eos, host: 10.0.0.11,
+     ports: [{{name: Ethernet1, peer: "{first_peer}"}}]}}
+  - {{name: leaf2, role: leaf, platform: arista_eos, host: 10.0.0.12,
+     ports: [{{name: Ethernet1, peer: "{second_peer}"}}]}}
+  - {{name: gpu1, role: host, platform: linux_host, netns: gpu1, ports: [{host_port}]}}
 """
+
+
+def test_a_nic_two_leaves_name_keeps_the_first_and_the_second_is_refused(tmp_path: Path) -> None:
+    body = _two_leaves_and_a_host("gpu1:eth0", "gpu1:eth0", "{name: eth0, rdma_device: mlx5_0}")
     with pytest.raises(IntentError) as caught:
         _load(tmp_path, body)
     assert (
@@ -206,7 +210,59 @@ devices:
     )
 
 
-@settings(max_examples=60, deadline=None)
+def test_each_nic_of_a_range_points_back_to_the_leaf_line_that_names_it(tmp_path: Path) -> None:
+    """The members of one range entry answered by two leaves: each member's peer is located
+    on its own leaf's line (an error about it must name that line, not the last one written)."""
+    body = _two_leaves_and_a_host(
+        "gpu1:eth0", "gpu1:eth1", '{name: eth0-1, rdma_device: "mlx5_{i}"}'
+    )
+    path = _write(tmp_path, HEADER + body)
+    expanded = expand_fabric(*load_yaml(path))
+    assert not expanded.problems
+    lines = path.read_text().splitlines()
+    for k, leaf in enumerate(("leaf1", "leaf2")):
+        where = expanded.source.values[("devices", 2, "ports", k, "peer")]
+        assert f'peer: "gpu1:eth{k}"' in lines[where.line - 1] and leaf in lines[where.line - 2]
+
+
+def _rail_pod(leaves: int, hosts: int, host_ports: str) -> str:
+    """Rail r of every host on leaf r; the leaves declare the links (with /31s on leaf1)."""
+    text = "  ports: {speed: 400G, mtu: 9100, cable_m: 3}\ndevices:\n"
+    for r in range(leaves):
+        address = ", ipv4: 198.18.0.0/31" if r == 0 else ""
+        text += (
+            f"  - {{name: leaf{r + 1}, role: leaf, platform: arista_eos, host: 10.0.0.{r + 1},"
+            f' ports: [{{name: Ethernet1-{hosts}, peer: "gpu{{n}}:eth{r}"{address}}}]}}\n'
+        )
+    for h in range(1, hosts + 1):
+        text += (
+            f"  - {{name: gpu{h}, role: host, platform: linux_host, netns: gpu{h}{host_ports}}}\n"
+        )
+    return text
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(leaves=st.integers(1, 8), hosts=st.integers(1, 12))
+def test_nics_written_only_for_their_rdma_device_load_to_the_links_a_bare_host_gets(
+    leaves: int, hosts: int
+) -> None:
+    """A host that writes its NICs only to name their RDMA devices gets the same links (peer,
+    address, speed) as a host that writes no port at all: the leaves' declaration decides."""
+    nics = f', ports: [{{name: eth0-{leaves - 1}, rdma_device: "mlx5_{{i}}"}}]'
+    with tempfile.TemporaryDirectory() as folder:
+        bare = _load(Path(folder), _rail_pod(leaves, hosts, ""))
+        named = _load(Path(folder), _rail_pod(leaves, hosts, nics))
+    for h in range(1, hosts + 1):
+        ports = _ports(named, f"gpu{h}")
+        assert [p.rdma_device for p in ports.values()] == [f"mlx5_{r}" for r in range(leaves)]  # type: ignore[attr-defined]
+        link = ("name", "peer", "ipv4", "speed", "mtu", "cable_m")
+        assert [p.model_dump(include=set(link)) for p in ports.values()] == [  # type: ignore[attr-defined]
+            p.model_dump(include=set(link))  # type: ignore[attr-defined]
+            for p in sorted(_ports(bare, f"gpu{h}").values(), key=lambda p: p.name)  # type: ignore[attr-defined]
+        ]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     first=st.integers(0, 64),
     step=st.integers(1, 16),

@@ -192,6 +192,7 @@ def _pair_rows(
                 "send_rate_bps": result["send_rate_bps"],
                 "rate_cuts": result["rate_cuts"],
                 "min_rate_bps": result["min_rate_bps"],
+                "paced_rate_bps": result["paced_rate_bps"],
             }
         )
     return rows

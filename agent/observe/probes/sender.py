@@ -104,6 +104,7 @@ class SendResult:
     rate_cuts: int = 0
     final_rate_bps: float = 0.0
     min_rate_bps: float = 0.0
+    paced_s_per_bit: float = 0.0
     start_late_s: float | None = None
     rate_history: list[tuple[float, float]] = field(default_factory=list)
 
@@ -131,6 +132,9 @@ class SendResult:
             "rate_cuts": self.rate_cuts,
             "final_rate_bps": round(self.final_rate_bps),
             "min_rate_bps": round(self.min_rate_bps),
+            # The rate the frames were paced at, weighted by the time each frame's slot lasts
+            # (the harmonic mean): what DCQCN allowed, whatever the host's CPU achieved.
+            "paced_rate_bps": round(self.sent / self.paced_s_per_bit) if self.sent else None,
             "time_dilation": spec.time_dilation,
             **(
                 {"start_late_s": round(self.start_late_s, 6)}
@@ -299,6 +303,7 @@ class _Sending:
         sock.send(self.template.frame(result.sent, result.sent, time.time_ns()))
         result.sent += 1
         result.sent_bytes += self.template.length
+        result.paced_s_per_bit += 1 / rate
         if self.reaction:
             self.reaction.on_sent(self.dilation.model_time(now), self.template.length)
             result.min_rate_bps = min(result.min_rate_bps, rate)
