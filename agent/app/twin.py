@@ -232,7 +232,8 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
 )  # fmt: skip
 @click.option(
     "--ranks", type=click.IntRange(2, MAX_RANKS),
-    help="Ranks of the collective, one per host NIC [default: as many as --hosts].",
+    help="Ranks of the collective, one per GPU NIC [default: every NIC of --hosts, else every "
+    "GPU NIC of the fabric at the speed most of them run at].",
 )  # fmt: skip
 @click.option(
     "--size", "size_bytes", type=SizeType(), default="64MB", show_default=True,
@@ -250,7 +251,8 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
 )  # fmt: skip
 @click.option(
     "--hosts", type=HostList(),
-    help="The ranks' hosts in ring order, comma-separated [default: fabric order at --speed].",
+    help="The ranks' hosts in ring order, comma-separated; a host with several NICs stands for "
+    "all of them, HOST:PORT for one [default: fabric order at --speed].",
 )  # fmt: skip
 @click.option(
     "--recovery", type=click.Choice(RECOVERIES), default="go-back-n", show_default=True,
@@ -357,7 +359,7 @@ class TwinFlags:
         from agent.twin.collectives import CollectiveSpec
 
         return CollectiveSpec(
-            self.workload or "allreduce", self.ranks or len(self.hosts or ()), self.size_bytes,
+            self.workload or "allreduce", self.ranks or 0, self.size_bytes,
             self.qps_per_connection, self.hosts, self.speed, self.split_data_on_qps,
         )  # fmt: skip
 
@@ -409,8 +411,6 @@ def _collective_command(fabric: Path, run: TwinFlags) -> None:
     from agent.twin.collectives import run_collective
 
     spec = run.collective()
-    if spec.ranks == 0:
-        raise TwinError("twin --ranks: Expected: the number of ranks (or --hosts) Actual: none")
     ctx = click.get_current_context()
     network = load_network(fabric)
     limit = run.duration if _given(ctx, "duration") else None
@@ -447,13 +447,15 @@ def _gbs(bytes_per_s: float) -> str:
 
 
 def _collective_rows(r: CollectiveReport) -> list[tuple[str, str]]:
+    from agent.twin.collectives import nic_rate
+
     done = "yes" if r.completed else f"no ({r.delivered_fraction:.0%} delivered)"
     return [
         ("completed", done),
         ("time", f"{r.time_s * 1e6:,.1f} us"),
         ("algbw", _gbs(r.algbw_Bps)),
         ("busbw", _gbs(r.busbw_Bps)),
-        ("busbw / line rate", f"{r.line_rate_fraction:.1%} of {format_speed(r.speed_bps)}"),
+        ("busbw / line rate", f"{r.line_rate_fraction:.1%} of {nic_rate(r)}"),
         ("ECMP collisions", str(len(r.collisions))),
         ("lossless / lossy drops", f"{r.lossless_drops} / {r.lossy_drops}"),
         ("retransmitted bytes / timeouts", f"{r.retx_bytes} / {r.timeouts}"),
@@ -472,7 +474,9 @@ def render_collective(r: CollectiveReport, console: Console) -> None:
     """Summary, the busiest links, the collisions, the notes, the verdict last."""
     summary = table(
         f"twin {r.workload} on {r.fabric} ({r.profile}): {r.ranks} ranks x "
-        f"{format_speed(r.speed_bps)}, size {format_size(r.size_bytes)}, "
+        f"{format_speed(r.speed_bps)}"
+        + (f" ({r.ranks // r.rails} hosts x {r.rails} NICs)" if r.rails > 1 else "")
+        + f", size {format_size(r.size_bytes)}, "
         f"{r.qps} QP(s) per connection",
         "metric",
     )

@@ -5,9 +5,11 @@ bandwidth; this module runs a collective's data movement through the engine and 
 
 Model (docs/collectives.md says the same, with an example):
 
-* Ranks: one per host NIC (``hosts``, else the hosts at the chosen speed in fabric-file order);
-  rank r's ring neighbours are r - 1 and r + 1 (mod N), the order NCCL's ring follows when it
-  is given no topology to reorder by.
+* Ranks: one per GPU NIC (``hosts``, else the NICs at the chosen speed in fabric-file order,
+  all of them at the dominant speed by default); on one-NIC hosts rank r's ring neighbours are
+  r - 1 and r + 1 (mod N), the order NCCL's ring follows when it is given no topology to
+  reorder by; on hosts with several NICs, one ring per rail between the hosts
+  (:mod:`agent.twin.placement`, :func:`rail_ring_slices`).
 * Ring collectives follow NCCL's ring kernels (``src/device/all_reduce.h`` ``runRing``, and the
   all-gather / reduce-scatter ones): the buffer is processed in *loops* of N chunks of
   :data:`CHUNK_BYTES` (NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 x CHUNKSTEPS 4 = 2 MiB); in the last
@@ -46,8 +48,9 @@ https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-ib-qps-p
 and #nccl-ib-split-data-on-qps.
 
 Not modelled (:data:`NOT_MODELLED`, repeated in every report): compute and reduction time and
-their overlap with communication, intra-host NVLink phases (one rank per host NIC), the LL and
-LL128 protocols, tree / NVLS / CollNet algorithms, more than one channel (only the QP split),
+their overlap with communication, intra-host NVLink transfers (instantaneous), the LL and
+LL128 protocols, tree / NVLS / CollNet algorithms, channels beyond one per rail (otherwise
+only the QP split),
 GPUDirect RDMA details (PCIe, memory registration), NCCL's own latency per step.
 """
 
@@ -63,6 +66,15 @@ from agent.intent.units import format_speed
 from agent.twin.engine import Engine
 from agent.twin.flows import Flow, FlowSpec
 from agent.twin.network import TwinError, TwinNetwork
+from agent.twin.placement import QPN_BASE as QPN_BASE
+from agent.twin.placement import CollectiveSpec as CollectiveSpec
+from agent.twin.placement import Connection as Connection
+from agent.twin.placement import Placement as Placement
+from agent.twin.placement import build_flows as build_flows
+from agent.twin.placement import connection_pairs as connection_pairs
+from agent.twin.placement import place_ranks as place_ranks
+from agent.twin.placement import qp_sport as qp_sport
+from agent.twin.placement import roce_udp_sport as roce_udp_sport
 from agent.twin.results import (
     MAX_DURATION_S,
     PortReport,
@@ -80,7 +92,6 @@ from agent.twin.workloads import COLLECTIVES as COLLECTIVES
 from agent.twin.workloads import MAX_QPS as MAX_QPS
 from agent.twin.workloads import MAX_RANKS as MAX_RANKS
 from agent.twin.workloads import CollectiveName as CollectiveName
-from agent.twin.workloads import _pick_speed
 from lossless.clock import TICKS_PER_SECOND
 
 RING_COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter")
@@ -96,15 +107,14 @@ WINDOW_SLICES = NCCL_STEPS // SLICE_STEPS  # 4 slices in flight per connection
 IB_WRITE_ALIGN = 128  # NCCL p2p.cc IB_WRITE_CHUNK_ALIGNMENT: split-data parts round up to it
 ELEMENT_BYTES = 4  # nccl-tests' default datatype, float
 ALIGN_BYTES = 16  # nccl-tests and NCCL align per-rank counts and last chunks to 16 bytes
-QPN_BASE = 0x100  # the twin's first QP number (a driver's are as arbitrary)
 LINE_RATE_FLOOR = 0.90  # a busbw below this share of the NIC's line rate is a verdict
 
 NOT_MODELLED: tuple[str, ...] = (
     "compute and reduction time, and their overlap with communication",
-    "intra-host NVLink phases (one rank per host NIC)",
+    "intra-host NVLink transfers (instantaneous; one rank per GPU NIC, none without a NIC)",
     "NCCL's LL and LL128 protocols (Simple only)",
     "tree, NVLS and CollNet algorithms (ring only; all-to-all as pairwise flows)",
-    "more than one channel per rank (only the QP split)",
+    "channels beyond one per NIC of a host (one ring per rail; otherwise only the QP split)",
     "GPUDirect RDMA details (PCIe, registration) and NCCL's per-step latency",
 )
 
@@ -214,140 +224,26 @@ def qp_parts(nbytes: int, qps: int) -> list[int]:
 # ------------------------------------------------------------------ placement and flows
 
 
-@dataclass(frozen=True)
-class CollectiveSpec:
-    workload: CollectiveName
-    ranks: int
-    size_bytes: int  # nccl-tests' "size" (the buffer size per rank, as nccl-tests prints)
-    qps_per_connection: int = 1
-    hosts: tuple[str, ...] | None = None  # default: fabric order at the chosen speed
-    speed_bps: int | None = None
-    split_data_on_qps: bool = False  # NCCL_IB_SPLIT_DATA_ON_QPS (default 0)
-
-
-@dataclass(frozen=True)
-class Connection:
-    """Rank ``src`` to rank ``dst`` over hosts ``src_host`` -> ``dst_host``, as Q flows."""
-
-    index: int
-    src: int
-    dst: int
-    src_host: str
-    dst_host: str
-    flows: tuple[int, ...]  # indices into the job's flow list, QP 0 first
-
-    @property
-    def name(self) -> str:
-        return f"{self.src_host}->{self.dst_host}"
-
-
 def check_spec(spec: CollectiveSpec) -> None:
     """Bad input, with the option named (exit 2 in the CLI)."""
     if spec.workload not in COLLECTIVES:
         raise TwinError(
             f"twin --workload: Expected: one of {', '.join(COLLECTIVES)} Actual: {spec.workload}"
         )
-    if not 2 <= spec.ranks <= MAX_RANKS:
+    if spec.ranks and not 2 <= spec.ranks <= MAX_RANKS:
         raise TwinError(f"twin --ranks: Expected: 2-{MAX_RANKS} Actual: {spec.ranks}")
     if not 1 <= spec.qps_per_connection <= MAX_QPS:
         raise TwinError(
             f"twin --qps-per-connection: Expected: 1-{MAX_QPS} (NCCL_IB_QPS_PER_CONNECTION) "
             f"Actual: {spec.qps_per_connection}"
         )
-    if nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes) <= 0:
+    if spec.ranks and nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes) <= 0:
         least = ELEMENT_BYTES if spec.workload == "allreduce" else spec.ranks * ALIGN_BYTES
         raise TwinError(
             f"twin --size: Expected: at least {least} bytes for {spec.workload} on "
             f"{spec.ranks} ranks (nccl-tests' float elements, 16-byte pieces per rank) "
             f"Actual: {spec.size_bytes}"
         )
-
-
-def place_ranks(network: TwinNetwork, spec: CollectiveSpec) -> tuple[int, list[str]]:
-    """(speed, the host of each rank): ``spec.hosts`` in that order, else the first N hosts
-    at the speed in fabric-file order."""
-    if spec.hosts is not None:
-        return _named_hosts(network, spec)
-    speed, hosts = _pick_speed(network, spec.speed_bps)
-    if spec.ranks > len(hosts):
-        raise TwinError(
-            f"twin --ranks: one rank per host NIC at {format_speed(speed)}. Expected: at most "
-            f"{len(hosts)} Actual: {spec.ranks}"
-        )
-    return speed, [h.name for h in hosts[: spec.ranks]]
-
-
-def _named_hosts(network: TwinNetwork, spec: CollectiveSpec) -> tuple[int, list[str]]:
-    hosts = list(spec.hosts or ())
-    unknown = [h for h in hosts if h not in network.hosts]
-    if unknown:
-        raise TwinError(
-            f"twin --hosts: Expected: hosts of the fabric with a NIC port Actual: "
-            f"{', '.join(unknown)}"
-        )
-    if len(set(hosts)) != len(hosts):
-        raise TwinError(f"twin --hosts: Expected: each host once Actual: {','.join(hosts)}")
-    if spec.ranks > len(hosts):
-        raise TwinError(
-            f"twin --ranks: one rank per host of --hosts. Expected: at most {len(hosts)} "
-            f"Actual: {spec.ranks}"
-        )
-    chosen = hosts[: spec.ranks]
-    speeds = {network.hosts[h].port.speed_bps for h in chosen}
-    if len(speeds) > 1 or (spec.speed_bps is not None and speeds != {spec.speed_bps}):
-        raise TwinError(
-            "twin --hosts: Expected: NICs of one speed"
-            + (f" ({format_speed(spec.speed_bps)}, --speed)" if spec.speed_bps else "")
-            + " Actual: "
-            + ", ".join(f"{h} {format_speed(network.hosts[h].port.speed_bps)}" for h in chosen)
-        )
-    return speeds.pop(), chosen
-
-
-def rank_pairs(workload: CollectiveName, ranks: int) -> list[tuple[int, int]]:
-    """The connections: the ring's (r, r + 1), or every ordered pair for all-to-all."""
-    if workload == "alltoall":
-        return [(s, d) for s in range(ranks) for d in range(ranks) if s != d]
-    return [(r, (r + 1) % ranks) for r in range(ranks)]
-
-
-def roce_udp_sport(lqpn: int, rqpn: int) -> int:
-    """The UDP source port a RoCEv2 QP uses when its GRH has no flow label: Linux's
-    ``rdma_get_udp_sport`` (include/rdma/ib_verbs.h) -- the flow label
-    ``rdma_calc_flow_label(lqpn, rqpn)`` folded into 0xC000-0xFFFF by
-    ``rdma_flow_label_to_udp_sport``."""
-    v = lqpn * rqpn
-    v ^= v >> 20
-    v ^= v >> 40
-    label = v & 0xFFFFF
-    low = (label & 0x3FFF) ^ ((label & 0xFC000) >> 14)
-    return low | 0xC000
-
-
-def qp_sport(connection: int, qp: int) -> int:
-    """QP ``qp`` of connection ``connection``'s source port: :func:`roce_udp_sport` of QP
-    numbers the twin allocates (:data:`QPN_BASE` + 2 x (connection x MAX_QPS + qp) locally,
-    + 1 remotely), so QP 0 keeps its port whatever Q is and adding QPs only adds paths."""
-    lqpn = QPN_BASE + 2 * (connection * MAX_QPS + qp)
-    return roce_udp_sport(lqpn, lqpn + 1)
-
-
-def build_flows(
-    hosts: list[str], workload: CollectiveName, qps: int
-) -> tuple[list[Connection], list[FlowSpec]]:
-    """The connections and their QPs as sized flows (data arrives by :meth:`Engine.post`)."""
-    connections: list[Connection] = []
-    flows: list[FlowSpec] = []
-    for index, (src, dst) in enumerate(rank_pairs(workload, len(hosts))):
-        first = len(flows)
-        for qp in range(qps):
-            flows.append(
-                FlowSpec(hosts[src], hosts[dst], udp_sport=qp_sport(index, qp), size_bytes=0)
-            )
-        connections.append(
-            Connection(index, src, dst, hosts[src], hosts[dst], tuple(range(first, len(flows))))
-        )
-    return connections, flows
 
 
 # ------------------------------------------------------------------ ECMP collisions
@@ -473,34 +369,86 @@ class Slice:
     last: bool
 
 
-def ring_slices(
-    workload: CollectiveName, ranks: int, size_bytes: int, slice_bytes: int = SLICE_BYTES
-) -> list[list[Slice]]:
+def ring_slices(workload: CollectiveName, ranks: int, size_bytes: int) -> list[list[Slice]]:
     """Per ring connection (rank r -> r + 1, index r), its slices in the order it posts them."""
     schedule = ring_schedule(workload, ranks, size_bytes)
     last_step = ring_steps(workload, ranks) - 1
-    keys: list[list[tuple[int, int, int, int]]] = [[] for _ in range(ranks)]
+    return _hop_slices(schedule, list(range(ranks)), 1, last_step, 0)
+
+
+def _hop_slices(
+    schedule: list[list[list[Transfer]]],
+    senders: list[int],
+    lag: int,
+    last_step: int | None,
+    first: int,
+) -> list[list[Slice]]:
+    """The slices of the network hops out of ``senders`` (ring ranks, in ring order): hop i
+    sends what rank ``senders[i]`` sends, step k waiting for step k - ``lag`` of hop i - 1
+    (connection ``first`` + i - 1); a slice is kept at the last step (or, with ``last_step``
+    None, always taken on arrival)."""
+    keys: list[list[tuple[int, int, int, int]]] = [[] for _ in senders]
     for loop in schedule:
         for step in loop:
-            for t in step:
-                for j, nbytes in enumerate(slice_sizes(t.nbytes, slice_bytes)):
-                    keys[t.src].append((t.loop, t.step, j, nbytes))
-    seq = [{(lp, k, j): i for i, (lp, k, j, _) in enumerate(conn)} for conn in keys]
+            for i, rank in enumerate(senders):
+                t = step[rank]
+                for j, nbytes in enumerate(slice_sizes(t.nbytes)):
+                    keys[i].append((t.loop, t.step, j, nbytes))
+    seq = [{(lp, k, j): n for n, (lp, k, j, _) in enumerate(conn)} for conn in keys]
     out: list[list[Slice]] = []
-    for r in range(ranks):
-        up = (r - 1) % ranks
+    for i in range(len(senders)):
+        up = (i - 1) % len(senders)
         out.append(
             [
                 Slice(
                     (lp, k, j),
                     nbytes,
-                    (up, seq[up][(lp, k - 1, j)]) if k else None,
-                    k == last_step,
+                    (first + up, seq[up][(lp, k - lag, j)]) if k >= lag else None,
+                    last_step is None or k == last_step,
                 )
-                for lp, k, j, nbytes in keys[r]
+                for lp, k, j, nbytes in keys[i]
             ]
         )
     return out
+
+
+def channel_parts(
+    workload: CollectiveName, ranks: int, size_bytes: int, channels: int
+) -> list[int]:
+    """The buffer's share of each channel: 16-byte pieces of the whole buffer (all-reduce) or
+    of each rank's piece (the others), the first channels taking one more."""
+    pieces = size_bytes if workload == "allreduce" else size_bytes // ranks
+    units, rest = divmod(pieces // ALIGN_BYTES, channels)
+    parts = [(units + (c < rest)) * ALIGN_BYTES for c in range(channels)]
+    parts[-1] += pieces - sum(parts)
+    return parts if workload == "allreduce" else [part * ranks for part in parts]
+
+
+def rail_ring_slices(
+    workload: CollectiveName, hosts: int, rails: int, size_bytes: int
+) -> list[list[Slice]]:
+    """Per network connection of the rail rings (:func:`connection_pairs` order: rail c, host
+    h -> h + 1), its slices.  Channel c is one ring over all N x G ranks with its share of the
+    buffer; only the hop from a host's last GPU of the ring to the next host's first leaves the
+    host, on NIC c.  What that hop sends at step k left the previous host G steps before (the
+    G - 1 NVLink hops in between are not modelled: instantaneous), so it waits for step k - G of
+    the previous host's connection; the NVLink stage takes each slice on arrival."""
+    ranks = hosts * rails
+    out: list[list[Slice]] = []
+    exits = [h * rails + rails - 1 for h in range(hosts)]  # each host's last GPU in the ring
+    for part in channel_parts(workload, ranks, size_bytes, rails):
+        schedule = ring_schedule(workload, ranks, part)
+        out += _hop_slices(schedule, exits, rails, None, len(out))
+    return out
+
+
+def pxn_alltoall_slices(hosts: int, rails: int, size_bytes: int) -> list[list[Slice]]:
+    """Per PXN connection (rail c, host h -> host k): the data of host h's G GPUs for GPU c of
+    host k, size / N each, in P2P chunks, no dependencies."""
+    per_pair = size_bytes // (hosts * rails)
+    pieces = slice_sizes(per_pair * rails, P2P_CHUNK_BYTES)
+    conn = [Slice((0, 0, j), n, None, True) for j, n in enumerate(pieces)]
+    return [list(conn) for _ in range(rails * hosts * (hosts - 1))]
 
 
 def alltoall_slices(ranks: int, size_bytes: int) -> list[list[Slice]]:
@@ -657,8 +605,9 @@ class CollectiveReport:
     profile: str
     workload: str
     ranks: int
-    hosts: list[str]
+    hosts: list[str]  # each rank's endpoint (HOST:PORT on a multi-NIC host)
     speed_bps: int
+    rails: int  # NICs per host, one channel each (1: one-NIC hosts, one ring)
     size_bytes: int  # nccl-tests' size (nccl_tests_size of the request)
     qps: int
     split_data_on_qps: bool
@@ -666,7 +615,7 @@ class CollectiveReport:
     time_s: float  # the last byte in order; the run's end when not completed
     algbw_Bps: float  # bytes/s, 0 when not completed
     busbw_Bps: float
-    line_rate_fraction: float  # busbw * 8 / the NICs' speed
+    line_rate_fraction: float  # busbw / busbw_bound_Bps (the NICs' line rate)
     completed: bool
     delivered_fraction: float  # of the job's bytes, in order
     lossless_drops: int
@@ -715,9 +664,23 @@ def messages_in_flight(slices: list[list[Slice]], window: int) -> int:
     return max(1, min(window, max(per_step.values(), default=1)))
 
 
-def ideal_time_s(workload: CollectiveName, ranks: int, size_bytes: int, speed_bps: int) -> float:
+def busbw_bound_Bps(workload: CollectiveName, ranks: int, speed_bps: int, rails: int = 1) -> float:
+    """The busbw the NICs' line rate allows (payload headers aside). A ring's channels run on
+    all ``rails`` NICs of a host at once: G x the NIC's rate. All-to-all sends (N - G) / N of
+    each rank's buffer over its GPU's own NIC (the rest over NVLink): busbw = algbw (N - 1) / N
+    is at most the NIC's rate x (N - 1) / (N - G) -- the NIC's rate on one-NIC hosts."""
+    rate = speed_bps / 8
+    if workload == "alltoall":
+        return rate * (ranks - 1) / (ranks - rails)
+    return rate * rails
+
+
+def ideal_time_s(
+    workload: CollectiveName, ranks: int, size_bytes: int, speed_bps: int, rails: int = 1
+) -> float:
     """The bus-bandwidth bound: the time at the NICs' line rate (payload only)."""
-    return size_bytes * busbw_factor(workload, ranks) * 8 / speed_bps
+    bound = busbw_bound_Bps(workload, ranks, speed_bps, rails)
+    return size_bytes * busbw_factor(workload, ranks) / bound
 
 
 class CollectiveOptions(RunOptions, total=False):
@@ -733,13 +696,14 @@ class CollectiveOptions(RunOptions, total=False):
 
 @dataclass(frozen=True)
 class _Placed:
-    """A collective placed on the fabric: the spec, its ranks' hosts, their speed and the
-    size nccl-tests counts."""
+    """A collective placed on the fabric: the spec (its ranks counted), its ranks' endpoints,
+    their speed, the NICs per host and the size nccl-tests counts."""
 
     spec: CollectiveSpec
     hosts: list[str]
     speed: int
     size: int
+    rails: int = 1
 
 
 def run_collective(
@@ -747,26 +711,23 @@ def run_collective(
 ) -> CollectiveReport:
     """Run one collective on the network (module docstring) and report it
     (:class:`CollectiveOptions`: what may be asked)."""
-    check_spec(spec)
-    speed, hosts = place_ranks(network, spec)
-    size = nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes)
+    placed = _place(network, spec)
+    spec, size = placed.spec, placed.size
     limit = options.pop("max_duration_s", None)
     on_progress = options.pop("on_progress", None)
     run: RunOptions = options  # what is left: the run's own options, passed on
     if limit is None:
-        limit = min(
-            MAX_DURATION_S, 20 * ideal_time_s(spec.workload, spec.ranks, size, speed) + 2e-3
-        )
+        ideal = ideal_time_s(spec.workload, spec.ranks, size, placed.speed, placed.rails)
+        limit = min(MAX_DURATION_S, 20 * ideal + 2e-3)
     if not (math.isfinite(limit) and 0 < limit <= MAX_DURATION_S):
         raise TwinError(
             f"twin --duration: Expected: more than 0 and at most {MAX_DURATION_S:g} s "
             f"Actual: {limit!r}"
         )
-    connections, flows = build_flows(hosts, spec.workload, spec.qps_per_connection)
-    if spec.workload == "alltoall":
-        slices, window = alltoall_slices(spec.ranks, size), NCCL_STEPS
-    else:
-        slices, window = ring_slices(spec.workload, spec.ranks, size), WINDOW_SLICES
+    connections, flows = build_flows(
+        placed.hosts, spec.workload, spec.qps_per_connection, placed.rails
+    )
+    slices, window = _slices(placed)
     job = CollectiveJob(
         slices, connections, window=window, split_data_on_qps=spec.split_data_on_qps
     )
@@ -785,7 +746,30 @@ def run_collective(
     wall = time.perf_counter() - started
     busy = None if spec.split_data_on_qps else messages_in_flight(slices, window)
     collisions = find_collisions(network, connections, flows, busy)
-    return _report(engine, job, _Placed(spec, hosts, speed, size), collisions, wall)
+    return _report(engine, job, placed, collisions, wall)
+
+
+def _place(network: TwinNetwork, spec: CollectiveSpec) -> _Placed:
+    """``spec`` checked and placed; without ranks, every GPU NIC of the fabric."""
+    check_spec(spec)
+    placement = place_ranks(network, spec)
+    spec = replace(spec, ranks=len(placement.endpoints))
+    check_spec(spec)
+    size = nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes)
+    return _Placed(spec, placement.endpoints, placement.speed_bps, size, placement.rails)
+
+
+def _slices(placed: _Placed) -> tuple[list[list[Slice]], int]:
+    """The job's slices per connection and the window of slices in flight."""
+    workload, ranks, rails = placed.spec.workload, placed.spec.ranks, placed.rails
+    hosts = ranks // rails
+    if workload == "alltoall":
+        if rails > 1:
+            return pxn_alltoall_slices(hosts, rails, placed.size), NCCL_STEPS
+        return alltoall_slices(ranks, placed.size), NCCL_STEPS
+    if rails > 1:
+        return rail_ring_slices(workload, hosts, rails, placed.size), WINDOW_SLICES
+    return ring_slices(workload, ranks, placed.size), WINDOW_SLICES
 
 
 def _links(ports: list[PortReport]) -> list[LinkLoad]:
@@ -836,6 +820,7 @@ def _report(
         ranks=spec.ranks,
         hosts=placed.hosts,
         speed_bps=speed,
+        rails=placed.rails,
         size_bytes=size,
         qps=spec.qps_per_connection,
         split_data_on_qps=spec.split_data_on_qps,
@@ -843,7 +828,7 @@ def _report(
         time_s=time_s,
         algbw_Bps=algbw,
         busbw_Bps=busbw,
-        line_rate_fraction=busbw * 8 / speed,
+        line_rate_fraction=busbw / busbw_bound_Bps(spec.workload, spec.ranks, speed, placed.rails),
         completed=completed,
         delivered_fraction=job.done_fraction,
         lossless_drops=drops.lossless,
@@ -863,18 +848,26 @@ def _report(
         events=engine.events,
         wall_s=wall_s,
         verdict=Verdict("", ""),
-        notes=_notes(spec, job),
+        notes=_notes(spec, job, placed.rails),
     )
     return replace(partial, verdict=judge_collective(partial))
 
 
-def _notes(spec: CollectiveSpec, job: CollectiveJob) -> list[str]:
+def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
     notes = [
         f"{len(job.conns)} connections x {spec.qps_per_connection} QP(s), "
         f"{job.messages} messages posted; NCCL_IB_SPLIT_DATA_ON_QPS="
         f"{int(spec.split_data_on_qps)}",
         "not modelled: " + "; ".join(NOT_MODELLED),
     ]
+    if rails > 1:
+        how = "PXN all-to-all" if spec.workload == "alltoall" else "ring"
+        notes.insert(
+            0,
+            f"{spec.ranks // rails} hosts x {rails} NICs: one {how} per rail, NIC c of each host "
+            "to NIC c of the others (NCCL_CROSS_NIC=0); the GPUs' NVLink hops inside a host not "
+            "modelled (instantaneous)",
+        )
     if spec.workload != "alltoall":
         notes.insert(
             1,
@@ -918,11 +911,21 @@ def _collision_verdict(r: CollectiveReport, worst: Collision, share: str) -> Ver
     )
 
 
+def nic_rate(r: CollectiveReport) -> str:
+    """What busbw is measured against (:func:`busbw_bound_Bps`), in words."""
+    speed = format_speed(r.speed_bps)
+    if r.rails == 1:
+        return speed
+    if r.workload == "alltoall":
+        return f"{speed} x {r.ranks - 1}/{r.ranks - r.rails} (one NIC per GPU, NVLink for its host)"
+    return f"{r.rails} x {speed}"
+
+
 def judge_collective(r: CollectiveReport) -> Verdict:
     """The collective's verdict, first match: lost frames, not finished, an ECMP collision
     that costs bandwidth (hashing, else the job oversubscribes a switch's fabric links),
     pauses, below line rate, healthy."""
-    share = f"busbw {_gbs(r.busbw_Bps)} = {r.line_rate_fraction:.0%} of {format_speed(r.speed_bps)}"
+    share = f"busbw {_gbs(r.busbw_Bps)} = {r.line_rate_fraction:.0%} of {nic_rate(r)}"
     if r.lossless_drops:
         return Verdict(
             "lossless-loss",

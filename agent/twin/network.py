@@ -28,7 +28,7 @@ from __future__ import annotations
 import zlib
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypedDict, Unpack
 
@@ -99,7 +99,9 @@ class SwitchSpec:
 
 @dataclass(frozen=True)
 class NicSpec:
-    """A host and its one NIC port (the first port with a peer)."""
+    """One NIC port of a host: an endpoint of the twin. A host with one linked port is one
+    endpoint named as the host; a host with several (a GPU server's rails) is one endpoint
+    per linked port, named ``HOST:PORT``, its ``rail`` the port's position among them."""
 
     name: str
     port: PortSpec
@@ -110,6 +112,8 @@ class NicSpec:
     cnp_priority: int
     pfc_priorities: list[int]
     dcqcn: dict[str, int]
+    host: str = ""  # the machine (the name itself for a one-NIC host)
+    rail: int = 0
 
 
 @dataclass
@@ -326,17 +330,22 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
         nic = dev_plan.nic
         if not specs or nic is None:
             continue  # a host without a link cannot take part
-        hosts[dev_plan.name] = NicSpec(
-            name=dev_plan.name,
-            port=specs[0],
-            leaf=specs[0].peer_device,
-            roce_dscp=profile.roce.dscp,
-            roce_priority=profile.roce.priority,
-            cnp_dscp=nic.dcqcn.get("cnp_dscp", profile.cnp.dscp),
-            cnp_priority=nic.dcqcn.get("cnp_802p_prio", profile.cnp.priority),
-            pfc_priorities=list(nic.pfc_priorities),
-            dcqcn=dict(nic.dcqcn),
-        )
+        for rail, spec in enumerate(specs):
+            name = endpoint_name(dev_plan.name, spec.name, len(specs))
+            hosts[name] = NicSpec(
+                name=name,
+                port=spec,
+                leaf=spec.peer_device,
+                roce_dscp=profile.roce.dscp,
+                roce_priority=profile.roce.priority,
+                cnp_dscp=nic.dcqcn.get("cnp_dscp", profile.cnp.dscp),
+                cnp_priority=nic.dcqcn.get("cnp_802p_prio", profile.cnp.priority),
+                pfc_priorities=list(nic.pfc_priorities),
+                dcqcn=dict(nic.dcqcn),
+                host=dev_plan.name,
+                rail=rail,
+            )
+    switches = {name: _to_endpoints(switch, hosts) for name, switch in switches.items()}
     _check_peers(switches, hosts)
     return TwinNetwork(
         name=intent.name,
@@ -346,6 +355,22 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
         ecn_enabled=profile.ecn.enabled,
         time_dilation=dilation,
     )
+
+
+def endpoint_name(host: str, port: str, linked_ports: int) -> str:
+    """The twin's name of a host NIC: the host's own when it has one linked port."""
+    return host if linked_ports == 1 else f"{host}:{port}"
+
+
+def _to_endpoints(switch: SwitchSpec, hosts: dict[str, NicSpec]) -> SwitchSpec:
+    """``switch`` with each port to a multi-NIC host pointing at that NIC's endpoint."""
+    ports = [
+        replace(p, peer_device=f"{p.peer_device}:{p.peer_port}")
+        if p.peer_device not in hosts and f"{p.peer_device}:{p.peer_port}" in hosts
+        else p
+        for p in switch.ports
+    ]
+    return replace(switch, ports=ports)
 
 
 def _check_peers(switches: dict[str, SwitchSpec], hosts: dict[str, NicSpec]) -> None:

@@ -40,7 +40,7 @@ STORM_START_S = 1e-3
 # module: a scenario run does not pay for it (issue #31, start-up).
 CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
 COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
-MAX_RANKS = 64
+MAX_RANKS = 1024  # a bound on the run's work: a 128-host x 8-NIC pod
 MAX_QPS = 16  # a bound on the run's work; NCCL accepts more
 
 

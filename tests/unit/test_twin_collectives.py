@@ -210,9 +210,8 @@ def test_ranks_beyond_the_hosts_name_the_option(star_net: TwinNetwork) -> None:
         C.place_ranks(star_net, C.CollectiveSpec("allreduce", 5, 1000))
     with pytest.raises(TwinError, match="--hosts"):
         C.place_ranks(star_net, C.CollectiveSpec("allreduce", 2, 1000, hosts=("h1", "nope")))
-    assert C.place_ranks(star_net, C.CollectiveSpec("allreduce", 3, 1000)) == (
-        100_000_000_000,
-        ["h1", "h2", "h3"],
+    assert C.place_ranks(star_net, C.CollectiveSpec("allreduce", 3, 1000)) == C.Placement(
+        100_000_000_000, ["h1", "h2", "h3"], rails=1
     )
 
 
@@ -322,7 +321,6 @@ BAD_INPUT = [
     (["--workload", "allreduce", "--ranks", "2", "--size", "12XB"], "--size"),
     (["--workload", "allreduce", "--ranks", "2", "--scenario", "incast"], "--scenario"),
     (["--workload", "allreduce", "--ranks", "2", "--senders", "3"], "--senders"),
-    (["--workload", "allreduce"], "--ranks"),
     (["--workload", "allreduce", "--hosts", "h1,h9"], "--hosts"),
     (["--workload", "allreduce", "--ranks", "2", "--duration", "10"], "--duration"),
     (["--ranks", "2"], "--ranks"),

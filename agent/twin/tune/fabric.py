@@ -98,9 +98,12 @@ def _port_setting(
 
 
 def host_speeds(network: TwinNetwork) -> dict[int, int]:
-    """Host NIC speed -> number of hosts."""
+    """Host NIC speed -> number of hosts (a host with several NICs counted once, at its first
+    NIC's speed)."""
     speeds: dict[int, int] = {}
     for host in network.hosts.values():
+        if host.rail:
+            continue
         speeds[host.port.speed_bps] = speeds.get(host.port.speed_bps, 0) + 1
     return speeds
 

@@ -177,10 +177,13 @@ def collective_hosts(network: TwinNetwork, speed_bps: int, ranks: int) -> tuple[
     """The collective's ranks: alternating over the first two leaves with hosts at the speed
     (every ring hop crosses the spines, where ECMP collisions and DCQCN decide busbw; on one
     leaf every setting measured the same 49.0 GB/s at 400G), over as many more leaves, in
-    fabric order, as the ranks need when two do not hold them; fabric order on one leaf."""
+    fabric order, as the ranks need when two do not hold them; fabric order on one leaf.
+    One rank per host: a host with several NICs takes part on its first (GPU 0's NIC, as a
+    job of one GPU per host runs); the rail-aligned job of every GPU is twin's for now
+    (``twin --workload``, docs/collectives.md)."""
     by_leaf: dict[str, list[str]] = {}
     for host in network.hosts.values():
-        if host.port.speed_bps == speed_bps:
+        if host.port.speed_bps == speed_bps and not host.rail:
             by_leaf.setdefault(host.leaf, []).append(host.name)
     groups = list(by_leaf.values())
     if len(groups) < 2:

@@ -1,0 +1,229 @@
+"""Where a collective's ranks run and the connections between them.
+
+One rank per GPU NIC (an endpoint of :class:`agent.twin.network.TwinNetwork`). On a fabric of
+one-NIC hosts the ranks form one ring in the order given (NCCL's order when it has no topology
+to reorder by). On hosts with several NICs (a GPU server's rails) the ranks fill whole hosts and
+the job runs as NCCL runs it on a rail-optimised fabric: one channel per NIC, channel c's ring
+crossing from host to host on NIC c of each (``NCCL_CROSS_NIC=0``, "Always use the same NIC for
+the same ring/tree, to avoid crossing network rails",
+https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-cross-nic), the hops
+between the GPUs inside a host over NVLink, not the network; all-to-all through PXN (the data
+for a peer's GPU on rail c first moves over NVLink to the local GPU of rail c, then crosses on
+rail c: ``NCCL_PXN_DISABLE``, same page), so every network connection stays on its rail.
+
+Without ``ranks`` (0) the job is the fabric's: every GPU NIC at the dominant speed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from agent.intent.units import format_speed
+from agent.twin.flows import FlowSpec
+from agent.twin.network import TwinError, TwinNetwork
+from agent.twin.workloads import MAX_QPS, CollectiveName, _pick_speed
+
+QPN_BASE = 0x100  # the twin's first QP number (a driver's are as arbitrary)
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    workload: CollectiveName
+    ranks: int
+    size_bytes: int  # nccl-tests' "size" (the buffer size per rank, as nccl-tests prints)
+    qps_per_connection: int = 1
+    hosts: tuple[str, ...] | None = None  # default: fabric order at the chosen speed
+    speed_bps: int | None = None
+    split_data_on_qps: bool = False  # NCCL_IB_SPLIT_DATA_ON_QPS (default 0)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Rank ``src`` to rank ``dst`` over hosts ``src_host`` -> ``dst_host``, as Q flows."""
+
+    index: int
+    src: int
+    dst: int
+    src_host: str
+    dst_host: str
+    flows: tuple[int, ...]  # indices into the job's flow list, QP 0 first
+
+    @property
+    def name(self) -> str:
+        return f"{self.src_host}->{self.dst_host}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The collective on the fabric: one endpoint per rank, host by host (a host's NICs in
+    rail order), and ``rails`` NICs (ranks) per host; 1 for one-NIC hosts."""
+
+    speed_bps: int
+    endpoints: list[str]
+    rails: int = 1
+
+    @property
+    def hosts(self) -> int:
+        return len(self.endpoints) // self.rails
+
+
+def place_ranks(network: TwinNetwork, spec: CollectiveSpec) -> Placement:
+    """The ranks' endpoints: ``spec.hosts`` in that order (a multi-NIC host's name stands for
+    its NICs), else the first ``spec.ranks`` endpoints at the speed in fabric-file order (all of
+    them at the dominant speed when ``spec.ranks`` is 0)."""
+    if spec.hosts is not None:
+        speed, endpoints = _named_endpoints(network, spec)
+    else:
+        speed, endpoints = _fabric_endpoints(network, spec)
+    return Placement(speed, endpoints, _rails(network, endpoints))
+
+
+def _fabric_endpoints(network: TwinNetwork, spec: CollectiveSpec) -> tuple[int, list[str]]:
+    if spec.ranks or spec.speed_bps is not None:
+        speed, nics = _pick_speed(network, spec.speed_bps)
+    else:
+        speed = dominant_speed(network)
+        nics = network.hosts_at(speed)
+    ranks = spec.ranks or len(nics)
+    if ranks > len(nics):
+        raise TwinError(
+            f"twin --ranks: one rank per GPU NIC at {format_speed(speed)}. Expected: at most "
+            f"{len(nics)} Actual: {ranks}"
+        )
+    return speed, [n.name for n in nics[:ranks]]
+
+
+def dominant_speed(network: TwinNetwork) -> int:
+    """The speed most host NICs run at (the fastest of equals)."""
+    counts = Counter(n.port.speed_bps for n in network.hosts.values())
+    if not counts:
+        raise TwinError("twin: Expected: hosts with a NIC linked to a switch Actual: none")
+    return max(counts, key=lambda speed: (counts[speed], speed))
+
+
+def _named_endpoints(network: TwinNetwork, spec: CollectiveSpec) -> tuple[int, list[str]]:
+    endpoints = _expand_hosts(network, list(spec.hosts or ()))
+    ranks = spec.ranks or len(endpoints)
+    if ranks > len(endpoints):
+        raise TwinError(
+            f"twin --ranks: one rank per GPU NIC of --hosts. Expected: at most {len(endpoints)} "
+            f"Actual: {ranks}"
+        )
+    chosen = endpoints[:ranks]
+    return _one_speed(network, chosen, spec.speed_bps), chosen
+
+
+def _expand_hosts(network: TwinNetwork, names: list[str]) -> list[str]:
+    """``--hosts`` as endpoints: a multi-NIC host's name stands for its NICs (rail order)."""
+    by_host: dict[str, list[str]] = {}
+    for nic in network.hosts.values():
+        by_host.setdefault(nic.host or nic.name, []).append(nic.name)
+    unknown = [h for h in names if h not in network.hosts and h not in by_host]
+    if unknown:
+        raise TwinError(
+            f"twin --hosts: Expected: hosts of the fabric with a NIC port (or HOST:PORT of one) "
+            f"Actual: {', '.join(unknown)}"
+        )
+    endpoints = [e for h in names for e in ([h] if h in network.hosts else by_host[h])]
+    if len(set(endpoints)) != len(endpoints):
+        raise TwinError(f"twin --hosts: Expected: each host once Actual: {','.join(names)}")
+    return endpoints
+
+
+def _one_speed(network: TwinNetwork, chosen: list[str], speed_bps: int | None) -> int:
+    speeds = {network.hosts[e].port.speed_bps for e in chosen}
+    if len(speeds) > 1 or (speed_bps is not None and speeds != {speed_bps}):
+        raise TwinError(
+            "twin --hosts: Expected: NICs of one speed"
+            + (f" ({format_speed(speed_bps)}, --speed)" if speed_bps else "")
+            + " Actual: "
+            + ", ".join(f"{e} {format_speed(network.hosts[e].port.speed_bps)}" for e in chosen)
+        )
+    return speeds.pop()
+
+
+def _rails(network: TwinNetwork, endpoints: list[str]) -> int:
+    """NICs per host of the placed ranks: 1 when each rank is on its own host; else every host
+    must hold the same number, host by host, on two hosts at least (NCCL's rail-aligned
+    channels)."""
+    runs: list[tuple[str, int]] = []  # (host, ranks in a row on it)
+    for endpoint in endpoints:
+        nic = network.hosts[endpoint]
+        host = nic.host or nic.name
+        if runs and runs[-1][0] == host:
+            runs[-1] = (host, runs[-1][1] + 1)
+        else:
+            runs.append((host, 1))
+    sizes = {count for _, count in runs}
+    if sizes == {1} and len({host for host, _ in runs}) == len(runs):
+        return 1
+    if len(sizes) == 1 and len(runs) >= 2 and len({host for host, _ in runs}) == len(runs):
+        return sizes.pop()
+    per_host = ", ".join(f"{host} {count}" for host, count in runs)
+    raise TwinError(
+        "twin --ranks: on hosts with several NICs the ranks fill hosts one after the other, "
+        "the same number on each, on two hosts at least (NCCL's rail-aligned channels). "
+        f"Expected: the same count on every host Actual: {per_host}"
+    )
+
+
+def connection_pairs(workload: CollectiveName, ranks: int, rails: int = 1) -> list[tuple[int, int]]:
+    """The connections as (source rank, destination rank), ranks host by host (module
+    docstring): the ring's (r, r + 1) or every ordered pair for all-to-all; on hosts of
+    ``rails`` NICs, each rail's ring (or its PXN all-to-all) between the hosts, rail by rail."""
+    hosts = ranks // rails
+    if rails == 1:
+        if workload == "alltoall":
+            return [(s, d) for s in range(ranks) for d in range(ranks) if s != d]
+        return [(r, (r + 1) % ranks) for r in range(ranks)]
+    if workload == "alltoall":
+        return [
+            (h * rails + c, k * rails + c)
+            for c in range(rails)
+            for h in range(hosts)
+            for k in range(hosts)
+            if h != k
+        ]
+    return [
+        (h * rails + c, (h + 1) % hosts * rails + c) for c in range(rails) for h in range(hosts)
+    ]
+
+
+def roce_udp_sport(lqpn: int, rqpn: int) -> int:
+    """The UDP source port a RoCEv2 QP uses when its GRH has no flow label: Linux's
+    ``rdma_get_udp_sport`` (include/rdma/ib_verbs.h) -- the flow label
+    ``rdma_calc_flow_label(lqpn, rqpn)`` folded into 0xC000-0xFFFF by
+    ``rdma_flow_label_to_udp_sport``."""
+    v = lqpn * rqpn
+    v ^= v >> 20
+    v ^= v >> 40
+    label = v & 0xFFFFF
+    low = (label & 0x3FFF) ^ ((label & 0xFC000) >> 14)
+    return low | 0xC000
+
+
+def qp_sport(connection: int, qp: int) -> int:
+    """QP ``qp`` of connection ``connection``'s source port: :func:`roce_udp_sport` of QP
+    numbers the twin allocates (:data:`QPN_BASE` + 2 x (connection x MAX_QPS + qp) locally,
+    + 1 remotely), so QP 0 keeps its port whatever Q is and adding QPs only adds paths."""
+    lqpn = QPN_BASE + 2 * (connection * MAX_QPS + qp)
+    return roce_udp_sport(lqpn, lqpn + 1)
+
+
+def build_flows(
+    hosts: list[str], workload: CollectiveName, qps: int, rails: int = 1
+) -> tuple[list[Connection], list[FlowSpec]]:
+    """The connections and their QPs as sized flows (data arrives by :meth:`Engine.post`)."""
+    connections: list[Connection] = []
+    flows: list[FlowSpec] = []
+    for index, (src, dst) in enumerate(connection_pairs(workload, len(hosts), rails)):
+        first = len(flows)
+        for qp in range(qps):
+            flows.append(
+                FlowSpec(hosts[src], hosts[dst], udp_sport=qp_sport(index, qp), size_bytes=0)
+            )
+        connections.append(
+            Connection(index, src, dst, hosts[src], hosts[dst], tuple(range(first, len(flows))))
+        )
+    return connections, flows
