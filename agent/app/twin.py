@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from agent.twin.collectives import CollectiveReport, CollectiveSpec
+    from agent.twin.placement import FlowPath
 
 
 def _console() -> Console:
@@ -255,6 +256,11 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     "all of them, HOST:PORT for one [default: fabric order at --speed].",
 )  # fmt: skip
 @click.option(
+    "--show-placement", is_flag=True,
+    help="Also list every QP of the collective: which NIC sends to which, on which rail, and "
+    "the switch ports its ECMP hash takes (which spine).",
+)  # fmt: skip
+@click.option(
     "--recovery", type=click.Choice(RECOVERIES), default="go-back-n", show_default=True,
     help="The NICs' loss recovery: RC go-back-N, or selective repeat.",
 )  # fmt: skip
@@ -334,6 +340,7 @@ class TwinFlags:
     qps_per_connection: int
     split_data_on_qps: bool
     hosts: tuple[str, ...] | None
+    show_placement: bool
 
     def simulate(
         self, network: TwinNetwork, on_progress: Callable[[float, float], None]
@@ -366,7 +373,8 @@ class TwinFlags:
 
 # ---------------------------------------------------------------- collectives (--workload)
 
-COLLECTIVE_ONLY = ("ranks", "size_bytes", "qps_per_connection", "split_data_on_qps", "hosts")
+COLLECTIVE_ONLY = ("ranks", "size_bytes", "qps_per_connection", "split_data_on_qps", "hosts",
+                   "show_placement")  # fmt: skip
 SCENARIO_ONLY = ("scenario", "senders", "senders_ignore_pause", "payload_bytes", "no_dcqcn",
                  "plot_file")  # fmt: skip
 
@@ -409,6 +417,7 @@ def _collective_command(fabric: Path, run: TwinFlags) -> None:
     """Run the collective (``--duration``, when given, is the simulated time allowed) and
     exit."""
     from agent.twin.collectives import run_collective
+    from agent.twin.placement import flow_paths
 
     spec = run.collective()
     ctx = click.get_current_context()
@@ -424,10 +433,14 @@ def _collective_command(fabric: Path, run: TwinFlags) -> None:
             recovery=run.recovery,
             rto_s=run.rto_s,
         )
+    paths = flow_paths(network, spec) if run.show_placement else None
     if run.output == "json":
-        echo_json(result.to_json())
+        data = result.to_json()
+        if paths is not None:
+            data["placement"] = [path.to_json() for path in paths]
+        echo_json(data)
     else:
-        render_collective(result, _console())
+        render_collective(result, _console(), paths)
     sys.exit(EXIT_OK if result.passed else EXIT_FAILED)
 
 
@@ -470,8 +483,23 @@ def _collective_rows(r: CollectiveReport) -> list[tuple[str, str]]:
     ]
 
 
-def render_collective(r: CollectiveReport, console: Console) -> None:
-    """Summary, the busiest links, the collisions, the notes, the verdict last."""
+def _placement_table(paths: list[FlowPath]) -> Table:
+    placed = table("placement (every QP; its egress ports as the ECMP hash picks them)")
+    for column in ("from", "to", "rail", "QP", "UDP sport", "egress"):
+        add_column(placed, column, justify="right" if column in ("rail", "QP") else "left")
+    for path in paths:
+        placed.add_row(
+            path.src, path.dst, str(path.rail), str(path.qp), str(path.udp_sport),
+            " > ".join(path.egress),
+        )  # fmt: skip
+    return placed
+
+
+def render_collective(
+    r: CollectiveReport, console: Console, paths: list[FlowPath] | None = None
+) -> None:
+    """Summary, the busiest links, the collisions, the placement when asked, the notes, the
+    verdict last."""
     summary = table(
         f"twin {r.workload} on {r.fabric} ({r.profile}): {r.ranks} ranks x "
         f"{format_speed(r.speed_bps)}"
@@ -504,6 +532,8 @@ def render_collective(r: CollectiveReport, console: Console) -> None:
         for hit in r.collisions:
             hits.add_row(hit.link, f"{hit.load:.0%}", str(hit.qps), ", ".join(hit.connections))
         console.print(hits)
+    if paths is not None:
+        console.print(_placement_table(paths))
     console.print(f"ranks: {', '.join(r.hosts)}", markup=False, soft_wrap=True)
     for note in r.notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)

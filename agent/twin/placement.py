@@ -227,3 +227,44 @@ def build_flows(
             Connection(index, src, dst, hosts[src], hosts[dst], tuple(range(first, len(flows))))
         )
     return connections, flows
+
+
+@dataclass(frozen=True)
+class FlowPath:
+    """One QP of the placed job and the switch ports it leaves by (``twin --show-placement``):
+    which NIC talks to which, and which spine ECMP hashes it to."""
+
+    src: str
+    dst: str
+    rail: int  # the NIC's rail on a multi-NIC host, 0 on a one-NIC host
+    qp: int
+    udp_sport: int
+    egress: list[str]  # SWITCH:PORT, hop by hop
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "from": self.src,
+            "to": self.dst,
+            "rail": self.rail,
+            "qp": self.qp,
+            "udp_sport": self.udp_sport,
+            "egress": self.egress,
+        }
+
+
+def flow_paths(network: TwinNetwork, spec: CollectiveSpec) -> list[FlowPath]:
+    """Every QP of the job ``spec`` places, with the path the switches' ECMP hash gives it
+    (:meth:`TwinNetwork.path`, the engine's own choice)."""
+    placement = place_ranks(network, spec)
+    connections, flows = build_flows(
+        placement.endpoints, spec.workload, spec.qps_per_connection, placement.rails
+    )
+    paths = []
+    for conn in connections:
+        for qp, index in enumerate(conn.flows):
+            flow = flows[index]
+            hops = network.path(flow.src, flow.dst, flow.hash_value())
+            egress = [f"{switch}:{network.switches[switch].ports[i].name}" for switch, i in hops]
+            rail = network.hosts[flow.src].rail
+            paths.append(FlowPath(flow.src, flow.dst, rail, qp, flow.udp_sport, egress))
+    return paths

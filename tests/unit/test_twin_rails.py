@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from agent.app.twin import twin_command
 from agent.twin import collectives as C
+from agent.twin.flows import FlowSpec
 from agent.twin.network import TwinError, TwinNetwork, load_network
 
 HEADER = """\
@@ -241,3 +242,31 @@ def test_pxn_all_to_all_on_one_rail_group_runs_near_its_nic_bound(pod: TwinNetwo
     assert 0.8 < report.line_rate_fraction <= 1.0, report.verdict.says
     assert report.busbw_Bps < 1.05 * C.busbw_bound_Bps("alltoall", 6, report.speed_bps, 2)
     assert not any(link.port.startswith("spine") for link in report.links)
+
+
+def test_show_placement_lists_every_qp_on_the_path_the_engine_takes(tmp_path: Path) -> None:
+    """Two groups, two rails, 2 QPs: every QP listed once, each egress list the path the
+    network's ECMP gives its hash, rail c's QPs leaving from rail c's leaves only."""
+    path = tmp_path / "pod.yml"
+    path.write_text(rail_pod(hosts=2, rails=2, groups=2))
+    network = load_network(path)
+    args = [str(path), "--workload", "allreduce", "--size", "1MiB", "--qps-per-connection", "2"]
+    result = CliRunner().invoke(twin_command, [*args, "--show-placement", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    placement = data["placement"]
+    assert len(placement) == data["ranks"] * 2  # one ring connection per rank, 2 QPs each
+    for row in placement:
+        src, dst = network.hosts[row["from"]], network.hosts[row["to"]]
+        assert src.rail == dst.rail == row["rail"]
+        hops = network.path(
+            row["from"],
+            row["to"],
+            FlowSpec(row["from"], row["to"], udp_sport=row["udp_sport"]).hash_value(),
+        )
+        assert row["egress"] == [f"{s}:{network.switches[s].ports[i].name}" for s, i in hops]
+        assert row["egress"][0].partition(":")[0] == src.leaf
+    table = CliRunner().invoke(twin_command, [*args, "--show-placement", "--no-progress"])
+    assert "placement (every QP" in table.stdout and "gpu1:eth1" in table.stdout
+    scenario = CliRunner().invoke(twin_command, [str(path), "--show-placement"])
+    assert scenario.exit_code == 2 and "--show-placement" in scenario.output
