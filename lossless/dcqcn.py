@@ -139,9 +139,9 @@ class DcqcnReactionPoint:
         self._bytes_since_step += nbytes
         while self._bytes_since_step >= self._byte_reset:
             self._bytes_since_step -= self._byte_reset
-            self._byte_steps += 1
             self._last_increase = "byte"
             self._increase(now)
+            self._byte_steps += 1
         self._run_timer(now)
 
     def advance(self, now: float) -> None:
@@ -154,11 +154,15 @@ class DcqcnReactionPoint:
         timer = self._time_reset_s
         while now - self._timer_start >= timer:
             self._timer_start += timer
-            self._timer_steps += 1
             self._last_increase = "timer"
             self._increase(now)
+            self._timer_steps += 1
 
     def _increase(self, now: float) -> None:
+        """One recovery step, judged on the steps taken before it: the first F after a cut
+        are fast recovery (a counter is raised after its step, as the stage is in the ns-3
+        DCQCN of HPCC, ``RdmaHw::RateIncEventTimerMlx``: ``RateIncEventMlx`` tests
+        ``m_rpTimeStage < m_rpgThreshold``, then the stage is raised)."""
         if self.current_bps >= self.line_rate_bps:
             return
         fast = max(self._timer_steps, self._byte_steps) < FAST_RECOVERY_STEPS

@@ -277,3 +277,22 @@ def test_target_clamp(clamp: int, after_time: int, step: str | None, clamped: bo
     target_before = point.target_bps
     point.on_cnp(10e-6 if step != "timer" else 9e-6)
     assert point.target_bps == pytest.approx(before_cut if clamped else target_before)
+
+
+@pytest.mark.parametrize("driver", ["timer", "byte counter"])
+def test_fast_recovery_is_f_steps_then_additive_increase(driver: str) -> None:
+    """The first F = 5 steps after a cut keep the target (fast recovery); the sixth raises it
+    by R_AI. Each step is judged on the steps before it, as the ns-3 DCQCN of HPCC does
+    (``RateIncEventMlx`` tests ``m_rpTimeStage < m_rpgThreshold`` before the stage is raised)."""
+    point = DcqcnReactionPoint(100e9, {**MLX5, "rpg_byte_reset": 1000})
+    point.current_bps = point.target_bps = 50e9  # below line rate: room for the target to rise
+    point.on_cnp(0.0)
+    target = point.target_bps
+    targets = []
+    for step in range(1, 7):
+        if driver == "timer":
+            point.advance(step * 300e-6 * 1.0001)  # nothing sent: only the timer runs
+        else:
+            point.on_sent(step * 1e-6, 1000)  # well inside one timer period
+        targets.append(point.target_bps - target)
+    assert targets == [0.0] * 5 + [pytest.approx(5e6)], targets
