@@ -35,6 +35,7 @@ KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "profiles": ("common", ("data", "playbooks", "profiles")),
     "playbooks": ("common", ("data", "playbooks")),
     "fabrics": ("common", ("data", "playbooks", "fabrics")),
+    "jobs": ("common", ("data", "playbooks", "jobs")),
     "systemd-unit": ("common", ("data", "deploy", "systemd", "roce-agent.service")),
     "example-config": ("common", ("data", "deploy", "agent.yaml")),
     "dashboards": ("exporters", ("grafana",)),
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m common.resources",
         description="Where roce-fabric-agent's built-in data is (profiles, playbooks, example "
-        "fabrics, systemd unit, example config, dashboards, alert rules).",
+        "fabrics and job files, systemd unit, example config, dashboards, alert rules).",
     )
     parser.add_argument("kind", nargs="?", choices=sorted(KINDS), help="print only this one's path")
     args = parser.parse_args(argv)

@@ -7,6 +7,8 @@ the facts, so the docs cannot drift from it:
 - fabric-schema.md: the pydantic models of the fabric file (agent.intent.model.FabricIntent);
 - fabric.schema.json: the JSON Schema of the fabric file as written, for editors
   (agent.intent.fabricfile.FabricFile; docs/fabric-file.md, "Editor support");
+- job.schema.json: the JSON Schema of ``twin --job``'s job file (agent.twin.jobfile.JobFile;
+  docs/collectives.md, "Job file");
 - rules.md: every rule ``roce-agent check`` enforces (agent.intent.rules.rules_by_id());
 - checks.md: the check catalogue of ``validate`` (agent.observe.checks.CATALOG);
 - cli.md: every command's ``--help``, walked through the click groups;
@@ -43,6 +45,7 @@ from agent.intent.fabricfile import fabric_file_schema  # noqa: E402 -- after th
 from agent.intent.model import FabricIntent  # noqa: E402 -- after the sys.path insert above
 from agent.intent.rules import rules_by_id  # noqa: E402 -- after the sys.path insert above
 from agent.observe.checks import CATALOG  # noqa: E402 -- after the sys.path insert above
+from agent.twin.jobfile import job_file_schema  # noqa: E402 -- after the sys.path insert above
 from exporters import metrics  # noqa: E402 -- after the sys.path insert above
 from exporters.alerts import RULES as ALERT_RULES  # noqa: E402 -- after the sys.path insert above
 
@@ -170,6 +173,11 @@ def fabric_schema() -> str:
 def fabric_json_schema() -> str:
     """The file form's JSON Schema, stable text (sorted keys) so --check compares exactly."""
     return json.dumps(fabric_file_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def job_json_schema() -> str:
+    """The job file's JSON Schema, stable text as the fabric file's."""
+    return json.dumps(job_file_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 # --------------------------------------------------------------------------- rules, checks
@@ -314,6 +322,7 @@ def alerts_page() -> str:
 PAGES = {
     "fabric-schema.md": fabric_schema,
     "fabric.schema.json": fabric_json_schema,
+    "job.schema.json": job_json_schema,
     "rules.md": rules_page,
     "checks.md": checks_page,
     "cli.md": cli_page,

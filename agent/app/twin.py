@@ -193,6 +193,7 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     "roce-agent twin fabric.yml --senders 4 --duration 300us --plot queues.png",
     "roce-agent twin fabric.yml --scenario storm --duration 20ms -o json",
     "roce-agent twin fabric.yml --workload allreduce --ranks 8 --size 64MB",
+    "roce-agent twin pod-32-leaf.yml --job playbooks/jobs/pod-32-leaf-train-and-moe.yml",
 )
 @FABRIC
 @click.option(
@@ -256,6 +257,12 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     "all of them, HOST:PORT for one [default: fabric order at --speed].",
 )  # fmt: skip
 @click.option(
+    "--job", "job_file", type=click.Path(path_type=Path, dir_okay=False),
+    help="Run the jobs of a job file side by side instead (YAML: each job's hosts or "
+    "hostfile, NICs, collective, size, QPs, PXN; docs: collectives, Job file), each reported "
+    "on its own.",
+)  # fmt: skip
+@click.option(
     "--show-placement", is_flag=True,
     help="Also list every QP of the collective: which NIC sends to which, on which rail, and "
     "the switch ports its ECMP hash takes (which spine).",
@@ -295,6 +302,8 @@ def twin_command(fabric: Path, **options: Any) -> None:
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """
     run = TwinFlags(**options)
+    if run.job_file is not None:
+        _jobs_command(fabric, run, run.job_file)
     if _collective_mode(run.workload):
         _collective_command(fabric, run)
     plot_file = run.plot_file
@@ -340,6 +349,7 @@ class TwinFlags:
     qps_per_connection: int
     split_data_on_qps: bool
     hosts: tuple[str, ...] | None
+    job_file: Path | None
     show_placement: bool
 
     def simulate(
@@ -444,6 +454,63 @@ def _collective_command(fabric: Path, run: TwinFlags) -> None:
     sys.exit(EXIT_OK if result.passed else EXIT_FAILED)
 
 
+def _jobs_command(fabric: Path, run: TwinFlags, job_file: Path) -> None:
+    """Run a job file's jobs side by side and exit: 0 when no lossless class lost a frame."""
+    from agent.twin.collectives import run_collectives
+    from agent.twin.jobfile import load_jobs, resolve_jobs
+    from agent.twin.placement import flow_paths
+
+    ctx = click.get_current_context()
+    clash = next((n for n in ("workload", *COLLECTIVE_ONLY, *SCENARIO_ONLY)
+                  if n != "show_placement" and _given(ctx, n)), None)  # fmt: skip
+    if clash is not None:
+        raise TwinError(
+            f"twin {_option(ctx, clash)}: Expected: --job or {_option(ctx, clash)}, not both "
+            f"(the job file says what each job runs) Actual: --job {job_file} "
+            f"{_option(ctx, clash)}"
+        )
+    network = load_network(fabric)
+    named = resolve_jobs(load_jobs(job_file), network)
+    limit = run.duration if _given(ctx, "duration") else None
+    with ProgressBars(run.progress) as bars:
+        results = run_collectives(
+            network,
+            [job.spec for job in named],
+            [job.name for job in named],
+            seed=run.seed,
+            max_duration_s=limit,
+            on_progress=_collecting(bars, f"twin --job {job_file.name}"),
+            recovery=run.recovery,
+            rto_s=run.rto_s,
+        )
+    paths = [flow_paths(network, job.spec) if run.show_placement else None for job in named]
+    if run.output == "json":
+        echo_json(_jobs_json(results, paths))
+    else:
+        for result, mine in zip(results, paths, strict=True):
+            render_collective(result, _console(), mine)
+    sys.exit(EXIT_OK if all(r.passed for r in results) else EXIT_FAILED)
+
+
+def _jobs_json(
+    results: list[CollectiveReport], paths: list[list[FlowPath] | None]
+) -> dict[str, Any]:
+    """``--job -o json``: the fabric, whether every job kept the lossless promise, each job's
+    report (with its placement when asked)."""
+    jobs = []
+    for result, mine in zip(results, paths, strict=True):
+        data = result.to_json()
+        if mine is not None:
+            data["placement"] = [path.to_json() for path in mine]
+        jobs.append(data)
+    return {
+        "fabric": results[0].fabric,
+        "profile": results[0].profile,
+        "passed": all(r.passed for r in results),
+        "jobs": jobs,
+    }
+
+
 def _collecting(bars: ProgressBars, title: str) -> Callable[[float, float], None]:
     task = bars.add(title, PROGRESS_STEPS)
 
@@ -501,7 +568,8 @@ def render_collective(
     """Summary, the busiest links, the collisions, the placement when asked, the notes, the
     verdict last."""
     summary = table(
-        f"twin {r.workload} on {r.fabric} ({r.profile}): {r.ranks} ranks x "
+        (f"job {r.job}: " if r.job else "")
+        + f"twin {r.workload} on {r.fabric} ({r.profile}): {r.ranks} ranks x "
         f"{format_speed(r.speed_bps)}"
         + (f" ({r.ranks // r.rails} hosts x {r.rails} NICs)" if r.rails > 1 else "")
         + f", size {format_size(r.size_bytes)}, "
@@ -526,7 +594,8 @@ def render_collective(
         )
     console.print(links)
     if r.collisions:
-        hits = table("ECMP collisions (the job's own flows over one fabric link)")
+        whose = "any job's" if r.job else "the job's own"
+        hits = table(f"ECMP collisions ({whose} flows over one fabric link)")
         for column in ("link", "demand / speed", "QPs", "connections"):
             add_column(hits, column, justify="right" if column[0] in "dQ" else "left")
         for hit in r.collisions:

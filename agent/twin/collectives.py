@@ -24,6 +24,8 @@ Model (docs/collectives.md says the same, with an example):
   FIFO of NCCL_STEPS buffers per connection.
 * All-to-all: every rank sends size / N to every other rank at once (NCCL's grouped
   send/receive), no dependencies between the pairs.
+* Several jobs side by side (:func:`run_collectives`, ``twin --job``): each on NICs of its own,
+  all starting at once, one engine; each job's time is its own last byte.
 * QPs per connection (NCCL_IB_QPS_PER_CONNECTION, default 1): each connection is Q flows (QPs),
   each with its own UDP source port -- the ECMP entropy, derived from the QP numbers as Linux
   does (:func:`roce_udp_sport`) -- and its own DCQCN reaction point.
@@ -59,10 +61,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Unpack
 
-from agent.intent.units import format_speed
+from agent.twin.collective_report import LINE_RATE_FLOOR as LINE_RATE_FLOOR
+from agent.twin.collective_report import NOT_MODELLED as NOT_MODELLED
+from agent.twin.collective_report import CollectiveReport as CollectiveReport
+from agent.twin.collective_report import Collision as Collision
+from agent.twin.collective_report import LinkLoad as LinkLoad
+from agent.twin.collective_report import judge_collective as judge_collective
+from agent.twin.collective_report import nic_rate as nic_rate
 from agent.twin.engine import Engine
 from agent.twin.flows import Flow, FlowSpec
 from agent.twin.network import TwinError, TwinNetwork
@@ -79,7 +87,6 @@ from agent.twin.results import (
     MAX_DURATION_S,
     PortReport,
     _active_ports,
-    _ce_fraction,
     _drops,
     _max_paused_fraction,
     _pfc_frames,
@@ -87,7 +94,7 @@ from agent.twin.results import (
     pick_bottleneck,
 )
 from agent.twin.run_options import RunOptions
-from agent.twin.verdicts import PAUSED_CEILING, Verdict
+from agent.twin.verdicts import Verdict
 from agent.twin.workloads import COLLECTIVES as COLLECTIVES
 from agent.twin.workloads import MAX_QPS as MAX_QPS
 from agent.twin.workloads import MAX_RANKS as MAX_RANKS
@@ -107,16 +114,6 @@ WINDOW_SLICES = NCCL_STEPS // SLICE_STEPS  # 4 slices in flight per connection
 IB_WRITE_ALIGN = 128  # NCCL p2p.cc IB_WRITE_CHUNK_ALIGNMENT: split-data parts round up to it
 ELEMENT_BYTES = 4  # nccl-tests' default datatype, float
 ALIGN_BYTES = 16  # nccl-tests and NCCL align per-rank counts and last chunks to 16 bytes
-LINE_RATE_FLOOR = 0.90  # a busbw below this share of the NIC's line rate is a verdict
-
-NOT_MODELLED: tuple[str, ...] = (
-    "compute and reduction time, and their overlap with communication",
-    "intra-host NVLink transfers (instantaneous; one rank per GPU NIC, none without a NIC)",
-    "NCCL's LL and LL128 protocols (Simple only)",
-    "tree, NVLS and CollNet algorithms (ring only; all-to-all as pairwise flows)",
-    "channels beyond one per NIC of a host (one ring per rail; otherwise only the QP split)",
-    "GPUDirect RDMA details (PCIe, registration) and NCCL's per-step latency",
-)
 
 
 def busbw_factor(workload: CollectiveName, ranks: int) -> float:
@@ -249,21 +246,6 @@ def check_spec(spec: CollectiveSpec) -> None:
 # ------------------------------------------------------------------ ECMP collisions
 
 
-@dataclass(frozen=True)
-class Collision:
-    """A fabric link (switch to switch) on which the job's own ECMP hashing asks for more than
-    the link carries: ``load`` = the connections' demand there / the link's speed (> 1)."""
-
-    link: str
-    connections: tuple[str, ...]
-    qps: int
-    load: float
-    # The job asks more of the sending switch's links to switches together (or of the
-    # receiving switch's, into it) than they carry: no hashing and no QP count avoids the
-    # overload; the placement or the fabric must change.
-    oversubscribed: bool = False
-
-
 def switch_load(
     network: TwinNetwork, demand: dict[str, tuple[float, int, list[str]]]
 ) -> dict[str, tuple[float, float]]:
@@ -295,7 +277,7 @@ def link_demand(
     network: TwinNetwork,
     connections: list[Connection],
     flows: list[FlowSpec],
-    at_once: int | None = None,
+    at_once: int | dict[str, int] | None = None,
 ) -> dict[str, tuple[float, int, list[str]]]:
     """Per switch-to-switch link the job's flows cross: (demand / speed, QPs, connections).
 
@@ -303,7 +285,8 @@ def link_demand(
     runs at once (1 in a ring, N - 1 in all-to-all); each QP asks for that over the number of
     QPs a connection keeps busy at once, ``at_once`` (default Q: the split, or many messages
     in flight; NCCL's turn-taking with one message in flight keeps one QP busy at a time, and
-    that QP then asks for the whole rate wherever it hashes).
+    that QP then asks for the whole rate wherever it hashes); per connection name when the
+    jobs of a run differ (a connection not named: Q).
     """
     out_degree: dict[str, int] = {}
     for conn in connections:
@@ -314,7 +297,8 @@ def link_demand(
     speed: dict[str, int] = {}
     for conn in connections:
         rate = network.hosts[conn.src_host].port.speed_bps / out_degree[conn.src_host]
-        busy = min(len(conn.flows), at_once or len(conn.flows))
+        limit = at_once.get(conn.name) if isinstance(at_once, dict) else at_once
+        busy = min(len(conn.flows), limit or len(conn.flows))
         mine: dict[str, int] = {}  # this connection's QPs per link
         for index in conn.flows:
             spec = flows[index]
@@ -337,7 +321,7 @@ def find_collisions(
     network: TwinNetwork,
     connections: list[Connection],
     flows: list[FlowSpec],
-    at_once: int | None = None,
+    at_once: int | dict[str, int] | None = None,
 ) -> list[Collision]:
     """The job's ECMP collisions (:class:`Collision`), the most loaded first (``at_once``: as
     :func:`link_demand`)."""
@@ -451,12 +435,13 @@ def pxn_alltoall_slices(hosts: int, rails: int, size_bytes: int) -> list[list[Sl
     return [list(conn) for _ in range(rails * hosts * (hosts - 1))]
 
 
-def alltoall_slices(ranks: int, size_bytes: int) -> list[list[Slice]]:
-    """Per ordered pair (:func:`rank_pairs` order): size / N in P2P chunks, no dependencies."""
+def alltoall_slices(ranks: int, size_bytes: int, pairs: int | None = None) -> list[list[Slice]]:
+    """Per ordered pair over the network (:func:`connection_pairs` order; ``pairs`` of them,
+    default every pair of ranks): size / N in P2P chunks, no dependencies."""
     per_pair = size_bytes // ranks
     pieces = slice_sizes(per_pair, P2P_CHUNK_BYTES)
     conn = [Slice((0, 0, j), n, None, True) for j, n in enumerate(pieces)]
-    return [list(conn) for _ in range(ranks * (ranks - 1))]
+    return [list(conn) for _ in range(ranks * (ranks - 1) if pairs is None else pairs)]
 
 
 class _Connection:
@@ -488,7 +473,9 @@ class CollectiveJob:
         *,
         window: int,
         split_data_on_qps: bool,
+        on_done: Callable[[], None] | None = None,
     ) -> None:
+        self.on_done = on_done  # default: the run ends with this job
         self.conns = [
             _Connection(c.index, s, c.flows) for c, s in zip(connections, slices, strict=True)
         ]
@@ -574,7 +561,10 @@ class CollectiveJob:
             self.pending -= 1
             if not self.pending:
                 self.done_tick = tick
-                engine.finish()
+                if self.on_done is None:
+                    engine.finish()
+                else:
+                    self.on_done()
                 return
         self._pump([index, *self.downstream.get(index, ())])
 
@@ -584,71 +574,6 @@ class CollectiveJob:
 
 
 # ------------------------------------------------------------------ the run and its report
-
-
-@dataclass(frozen=True)
-class LinkLoad:
-    """A switch port the job used: utilisation over the collective's time, its queue."""
-
-    port: str
-    speed_bps: int
-    utilisation: float
-    queue_p99_bytes: int
-    queue_peak_bytes: int
-    paused_fraction: float
-    ecn_marked: int
-
-
-@dataclass(frozen=True)
-class CollectiveReport:
-    fabric: str
-    profile: str
-    workload: str
-    ranks: int
-    hosts: list[str]  # each rank's endpoint (HOST:PORT on a multi-NIC host)
-    speed_bps: int
-    rails: int  # NICs per host, one channel each (1: one-NIC hosts, one ring)
-    size_bytes: int  # nccl-tests' size (nccl_tests_size of the request)
-    qps: int
-    split_data_on_qps: bool
-    seed: int
-    time_s: float  # the last byte in order; the run's end when not completed
-    algbw_Bps: float  # bytes/s, 0 when not completed
-    busbw_Bps: float
-    line_rate_fraction: float  # busbw / busbw_bound_Bps (the NICs' line rate)
-    completed: bool
-    delivered_fraction: float  # of the job's bytes, in order
-    lossless_drops: int
-    lossy_drops: int
-    pfc_frames: int
-    ce_fraction: float
-    cnps: int
-    retx_bytes: int
-    timeouts: int
-    max_paused_fraction: float
-    busiest_port: str | None
-    queue_p99_bytes: int  # of the busiest port
-    queue_peak_bytes: int
-    links: list[LinkLoad]  # busiest first
-    collisions: list[Collision]
-    jain: float | None  # over the connections' goodput (bytes / their own finish time)
-    events: int
-    wall_s: float
-    verdict: Verdict
-    notes: list[str] = field(default_factory=list)
-    not_modelled: list[str] = field(default_factory=lambda: list(NOT_MODELLED))
-
-    @property
-    def passed(self) -> bool:
-        """The lossless promise held (as the scenario mode's exit code)."""
-        return self.lossless_drops == 0
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["passed"] = self.passed
-        data["algbw_GBps"] = self.algbw_Bps / 1e9
-        data["busbw_GBps"] = self.busbw_Bps / 1e9
-        return data
 
 
 def messages_in_flight(slices: list[list[Slice]], window: int) -> int:
@@ -704,6 +629,7 @@ class _Placed:
     speed: int
     size: int
     rails: int = 1
+    name: str = ""  # the job's, in a run of several
 
 
 def run_collective(
@@ -711,52 +637,154 @@ def run_collective(
 ) -> CollectiveReport:
     """Run one collective on the network (module docstring) and report it
     (:class:`CollectiveOptions`: what may be asked)."""
-    placed = _place(network, spec)
-    spec, size = placed.spec, placed.size
-    limit = options.pop("max_duration_s", None)
+    return run_collectives(network, [spec], **options)[0]
+
+
+def run_collectives(
+    network: TwinNetwork,
+    specs: list[CollectiveSpec],
+    names: list[str] | None = None,
+    **options: Unpack[CollectiveOptions],
+) -> list[CollectiveReport]:
+    """Run several jobs side by side in one run, each on its own GPUs (no NIC in two jobs),
+    all starting at once, and report each (``names``: the jobs' names in the reports).  The
+    run ends when the last job does; a job's time is its own last byte."""
+    labels = names or [""] * len(specs)
+    placed = [_place(network, spec, name) for spec, name in zip(specs, labels, strict=True)]
+    _check_disjoint(placed)
+    limit = _limit(placed, options.pop("max_duration_s", None))
     on_progress = options.pop("on_progress", None)
     run: RunOptions = options  # what is left: the run's own options, passed on
+    jobs = _Jobs(placed)
+    engine = Engine(
+        network,
+        jobs.flows,
+        on_message=jobs.jobs[0].on_message if len(jobs.jobs) == 1 else jobs.on_message,
+        on_sample=None
+        if on_progress is None
+        else lambda _engine, now: on_progress(jobs.done_fraction, now),
+        **run,
+    )
+    jobs.start(engine)
+    started = time.perf_counter()
+    engine.run(limit)
+    wall = time.perf_counter() - started
+    collisions = find_collisions(network, jobs.connections, jobs.flows, jobs.busy)
+    reports = [
+        _report(engine, job, one, _own(collisions, conns), wall)
+        for job, one, conns in zip(jobs.jobs, placed, jobs.per_job, strict=True)
+    ]
+    if len(reports) == 1:
+        return reports
+    shared = (
+        f"{len(reports)} jobs side by side: drops, PFC frames, pauses, the links and the "
+        "events are the fabric's over the whole run, shared by every job; time, busbw, CE, "
+        "CNPs, retransmissions, Jain and the collisions are this job's"
+    )
+    return [replace(r, notes=[shared, *r.notes]) for r in reports]
+
+
+def _limit(placed: list[_Placed], limit: float | None) -> float:
+    """The simulated time allowed: given, else 20 x the slowest job's line-rate time + 2 ms."""
     if limit is None:
-        ideal = ideal_time_s(spec.workload, spec.ranks, size, placed.speed, placed.rails)
+        ideal = max(
+            ideal_time_s(p.spec.workload, p.spec.ranks, p.size, p.speed, p.rails) for p in placed
+        )
         limit = min(MAX_DURATION_S, 20 * ideal + 2e-3)
     if not (math.isfinite(limit) and 0 < limit <= MAX_DURATION_S):
         raise TwinError(
             f"twin --duration: Expected: more than 0 and at most {MAX_DURATION_S:g} s "
             f"Actual: {limit!r}"
         )
-    connections, flows = build_flows(
-        placed.hosts, spec.workload, spec.qps_per_connection, placed.rails
-    )
-    slices, window = _slices(placed)
-    job = CollectiveJob(
-        slices, connections, window=window, split_data_on_qps=spec.split_data_on_qps
-    )
-    engine = Engine(
-        network,
-        flows,
-        on_message=job.on_message,
-        on_sample=None
-        if on_progress is None
-        else lambda _engine, now: on_progress(job.done_fraction, now),
-        **run,
-    )
-    job.start(engine)
-    started = time.perf_counter()
-    engine.run(limit)
-    wall = time.perf_counter() - started
-    busy = None if spec.split_data_on_qps else messages_in_flight(slices, window)
-    collisions = find_collisions(network, connections, flows, busy)
-    return _report(engine, job, placed, collisions, wall)
+    return limit
 
 
-def _place(network: TwinNetwork, spec: CollectiveSpec) -> _Placed:
+def _check_disjoint(placed: list[_Placed]) -> None:
+    """A GPU (its NIC) runs one job: two jobs on one NIC is bad input."""
+    owner: dict[str, str] = {}
+    for index, one in enumerate(placed):
+        job = one.name or f"job {index + 1}"
+        shared = [e for e in one.hosts if e in owner]
+        if shared:
+            raise TwinError(
+                f"twin jobs: {job}: Expected: GPU NICs no other job uses Actual: "
+                f"{', '.join(shared[:4])}{' ...' if len(shared) > 4 else ''} of {owner[shared[0]]}"
+            )
+        owner.update(dict.fromkeys(one.hosts, job))
+
+
+def _own(collisions: list[Collision], connections: list[Connection]) -> list[Collision]:
+    """The collisions one of ``connections`` is in (with any job's)."""
+    mine = {c.name for c in connections}
+    return [c for c in collisions if mine.intersection(c.connections)]
+
+
+class _Jobs:
+    """The jobs of one run: their flows in one list, and the job each flow belongs to, so a
+    message reaches its job."""
+
+    def __init__(self, placed: list[_Placed]) -> None:
+        self.flows: list[FlowSpec] = []
+        self.connections: list[Connection] = []
+        self.per_job: list[list[Connection]] = []
+        self.jobs: list[CollectiveJob] = []
+        self.owner: list[CollectiveJob] = []
+        self.busy: dict[str, int] = {}
+        self.left = len(placed)
+        for one in placed:
+            spec = one.spec
+            conns, flows = build_flows(
+                one.hosts,
+                spec.workload,
+                spec.qps_per_connection,
+                pairs=connection_pairs(spec.workload, len(one.hosts), one.rails, spec.pxn),
+                first_flow=len(self.flows),
+            )
+            slices, window = _slices(one)
+            job = CollectiveJob(
+                slices,
+                conns,
+                window=window,
+                split_data_on_qps=spec.split_data_on_qps,
+                on_done=self._done if len(placed) > 1 else None,
+            )
+            if not spec.split_data_on_qps:
+                busy = messages_in_flight(slices, window)
+                self.busy.update((c.name, busy) for c in conns)
+            self.flows += flows
+            self.connections += conns
+            self.per_job.append(conns)
+            self.jobs.append(job)
+            self.owner += [job] * len(flows)
+        self._engine: Engine | None = None
+
+    def start(self, engine: Engine) -> None:
+        self._engine = engine
+        for job in self.jobs:
+            job.start(engine)
+
+    def on_message(self, engine: Engine, flow: Flow, tag: object, tick: int) -> None:
+        self.owner[flow.index].on_message(engine, flow, tag, tick)
+
+    def _done(self) -> None:
+        self.left -= 1
+        if not self.left and self._engine is not None:
+            self._engine.finish()
+
+    @property
+    def done_fraction(self) -> float:
+        total = sum(job.total_bytes for job in self.jobs)
+        return sum(job.received_bytes for job in self.jobs) / total if total else 1.0
+
+
+def _place(network: TwinNetwork, spec: CollectiveSpec, name: str = "") -> _Placed:
     """``spec`` checked and placed; without ranks, every GPU NIC of the fabric."""
     check_spec(spec)
     placement = place_ranks(network, spec)
     spec = replace(spec, ranks=len(placement.endpoints))
     check_spec(spec)
     size = nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes)
-    return _Placed(spec, placement.endpoints, placement.speed_bps, size, placement.rails)
+    return _Placed(spec, placement.endpoints, placement.speed_bps, size, placement.rails, name)
 
 
 def _slices(placed: _Placed) -> tuple[list[list[Slice]], int]:
@@ -764,9 +792,10 @@ def _slices(placed: _Placed) -> tuple[list[list[Slice]], int]:
     workload, ranks, rails = placed.spec.workload, placed.spec.ranks, placed.rails
     hosts = ranks // rails
     if workload == "alltoall":
-        if rails > 1:
+        if rails > 1 and placed.spec.pxn:
             return pxn_alltoall_slices(hosts, rails, placed.size), NCCL_STEPS
-        return alltoall_slices(ranks, placed.size), NCCL_STEPS
+        pairs = ranks * (ranks - 1) if rails == 1 else ranks * (ranks - rails)
+        return alltoall_slices(ranks, placed.size, pairs), NCCL_STEPS
     if rails > 1:
         return rail_ring_slices(workload, hosts, rails, placed.size), WINDOW_SLICES
     return ring_slices(workload, ranks, placed.size), WINDOW_SLICES
@@ -805,6 +834,7 @@ def _report(
     wall_s: float,
 ) -> CollectiveReport:
     spec, speed, size = placed.spec, placed.speed, placed.size
+    own = [engine.flows[i] for conn in job.conns for i in conn.flows]
     duration = engine.duration_s
     ports = _active_ports(engine, duration)
     drops = _drops(engine)
@@ -834,10 +864,10 @@ def _report(
         lossless_drops=drops.lossless,
         lossy_drops=drops.lossy,
         pfc_frames=_pfc_frames(engine, ports),
-        ce_fraction=_ce_fraction(engine),
-        cnps=sum(f.cnps_rx for f in engine.flows),
-        retx_bytes=sum(f.retx_bytes for f in engine.flows),
-        timeouts=sum(f.timeouts for f in engine.flows),
+        ce_fraction=_ce_fraction(own),
+        cnps=sum(f.cnps_rx for f in own),
+        retx_bytes=sum(f.retx_bytes for f in own),
+        timeouts=sum(f.timeouts for f in own),
         max_paused_fraction=_max_paused_fraction(engine, ports),
         busiest_port=busiest.port if busiest else None,
         queue_p99_bytes=busiest.queue_p99_bytes if busiest else 0,
@@ -849,8 +879,15 @@ def _report(
         wall_s=wall_s,
         verdict=Verdict("", ""),
         notes=_notes(spec, job, placed.rails),
+        job=placed.name,
     )
     return replace(partial, verdict=judge_collective(partial))
+
+
+def _ce_fraction(flows: list[Flow]) -> float:
+    """The share of the flows' received packets that arrived CE-marked."""
+    rx_packets = sum(f.rx_packets for f in flows)
+    return sum(f.rx_ce for f in flows) / rx_packets if rx_packets else 0.0
 
 
 def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
@@ -875,91 +912,3 @@ def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
             f"slices, {WINDOW_SLICES} slices in flight per connection (NCCL Simple protocol)",
         )
     return notes
-
-
-def _gbs(value: float) -> str:
-    return f"{value / 1e9:.2f} GB/s"
-
-
-def _why_slow(r: CollectiveReport) -> str:
-    """What held it back, of what the report measured."""
-    why = []
-    if r.collisions:
-        why.append(f"{len(r.collisions)} ECMP collision(s), first {r.collisions[0].link}")
-    if r.cnps:
-        why.append(f"{r.cnps} CNPs cut the QPs' DCQCN rates (run `roce-agent tune --dcqcn`)")
-    if r.max_paused_fraction > PAUSED_CEILING:
-        why.append(f"pauses up to {r.max_paused_fraction:.0%} of the run")
-    if r.timeouts:
-        why.append(f"{r.timeouts} retransmission timeouts")
-    return " -- " + "; ".join(why) if why else ""
-
-
-def _collision_verdict(r: CollectiveReport, worst: Collision, share: str) -> Verdict:
-    split = (
-        ""
-        if r.split_data_on_qps
-        else " with --split-data-on-qps (NCCL_IB_SPLIT_DATA_ON_QPS=1: every message over all "
-        "QPs at once)"
-    )
-    return Verdict(
-        "ecmp-collision",
-        f"ECMP collision: {worst.link} carries {', '.join(worst.connections)} "
-        f"({worst.load:.0%} of its speed); {share} -- more QPs per connection spread each "
-        f"connection over more paths: --qps-per-connection {min(MAX_QPS, 2 * r.qps)} "
-        f"(NCCL_IB_QPS_PER_CONNECTION){split}",
-    )
-
-
-def nic_rate(r: CollectiveReport) -> str:
-    """What busbw is measured against (:func:`busbw_bound_Bps`), in words."""
-    speed = format_speed(r.speed_bps)
-    if r.rails == 1:
-        return speed
-    if r.workload == "alltoall":
-        return f"{speed} x {r.ranks - 1}/{r.ranks - r.rails} (one NIC per GPU, NVLink for its host)"
-    return f"{r.rails} x {speed}"
-
-
-def judge_collective(r: CollectiveReport) -> Verdict:
-    """The collective's verdict, first match: lost frames, not finished, an ECMP collision
-    that costs bandwidth (hashing, else the job oversubscribes a switch's fabric links),
-    pauses, below line rate, healthy."""
-    share = f"busbw {_gbs(r.busbw_Bps)} = {r.line_rate_fraction:.0%} of {nic_rate(r)}"
-    if r.lossless_drops:
-        return Verdict(
-            "lossless-loss",
-            f"lossless loss: {r.lossless_drops} frames of a no-drop priority lost "
-            f"({r.retx_bytes} bytes retransmitted) -- check the headroom (`roce-agent plan`)",
-        )
-    if not r.completed:
-        return Verdict(
-            "incomplete",
-            f"{r.workload} did not finish in {r.time_s * 1e3:g} ms ({r.delivered_fraction:.0%} "
-            f"delivered){_why_slow(r)}: raise --duration to see it end",
-        )
-    slow = r.line_rate_fraction < LINE_RATE_FLOOR
-    hashed = [c for c in r.collisions if not c.oversubscribed]
-    if hashed and slow:
-        return _collision_verdict(r, hashed[0], share)
-    if r.collisions and slow:
-        worst = r.collisions[0]
-        return Verdict(
-            "oversubscribed",
-            f"oversubscribed: the job asks more of the fabric links around {worst.link} than "
-            f"they carry together ({worst.load:.0%} of it); {share} -- "
-            "no QP count spreads that: place the ranks on fewer leaves (--hosts) or add uplinks",
-        )
-    if r.max_paused_fraction > PAUSED_CEILING:
-        return Verdict(
-            "pfc-bound",
-            f"pfc-bound: a port or NIC was paused {r.max_paused_fraction:.0%} of the run; "
-            f"{share} -- ECN/DCQCN do not keep the queues below the pause threshold: run "
-            "`roce-agent tune`",
-        )
-    if slow:
-        return Verdict(
-            "below-line-rate",
-            f"below line rate: {share} (busiest {r.busiest_port}) -- run `roce-agent tune`",
-        )
-    return Verdict("healthy", f"healthy: {share}, nothing lost, no collision that costs bandwidth")

@@ -36,6 +36,7 @@ class CollectiveSpec:
     hosts: tuple[str, ...] | None = None  # default: fabric order at the chosen speed
     speed_bps: int | None = None
     split_data_on_qps: bool = False  # NCCL_IB_SPLIT_DATA_ON_QPS (default 0)
+    pxn: bool = True  # all-to-all on multi-NIC hosts through PXN (NCCL_PXN_DISABLE=0)
 
 
 @dataclass(frozen=True)
@@ -168,25 +169,33 @@ def _rails(network: TwinNetwork, endpoints: list[str]) -> int:
     )
 
 
-def connection_pairs(workload: CollectiveName, ranks: int, rails: int = 1) -> list[tuple[int, int]]:
+def connection_pairs(
+    workload: CollectiveName, ranks: int, rails: int = 1, pxn: bool = True
+) -> list[tuple[int, int]]:
     """The connections as (source rank, destination rank), ranks host by host (module
-    docstring): the ring's (r, r + 1) or every ordered pair for all-to-all; on hosts of
-    ``rails`` NICs, each rail's ring (or its PXN all-to-all) between the hosts, rail by rail."""
-    hosts = ranks // rails
-    if rails == 1:
-        if workload == "alltoall":
-            return [(s, d) for s in range(ranks) for d in range(ranks) if s != d]
-        return [(r, (r + 1) % ranks) for r in range(ranks)]
+    docstring): each rail's ring between the hosts, rail by rail (on one-NIC hosts the ring
+    (r, r + 1)), or the all-to-all's pairs (:func:`_alltoall_pairs`)."""
     if workload == "alltoall":
-        return [
-            (h * rails + c, k * rails + c)
-            for c in range(rails)
-            for h in range(hosts)
-            for k in range(hosts)
-            if h != k
-        ]
+        return _alltoall_pairs(ranks, rails, pxn)
+    hosts = ranks // rails
     return [
         (h * rails + c, (h + 1) % hosts * rails + c) for c in range(rails) for h in range(hosts)
+    ]
+
+
+def _alltoall_pairs(ranks: int, rails: int, pxn: bool) -> list[tuple[int, int]]:
+    """Every ordered pair of ranks on different hosts (one-NIC hosts: every pair; without PXN
+    each GPU to every GPU of the other hosts, over its own NIC); with PXN on multi-NIC hosts,
+    rail c of each host to rail c of the others, rail by rail."""
+    if rails == 1 or not pxn:
+        return [(s, d) for s in range(ranks) for d in range(ranks) if s // rails != d // rails]
+    hosts = ranks // rails
+    return [
+        (h * rails + c, k * rails + c)
+        for c in range(rails)
+        for h in range(hosts)
+        for k in range(hosts)
+        if h != k
     ]
 
 
@@ -212,19 +221,32 @@ def qp_sport(connection: int, qp: int) -> int:
 
 
 def build_flows(
-    hosts: list[str], workload: CollectiveName, qps: int, rails: int = 1
+    hosts: list[str],
+    workload: CollectiveName,
+    qps: int,
+    *,
+    pairs: list[tuple[int, int]] | None = None,
+    first_flow: int = 0,
 ) -> tuple[list[Connection], list[FlowSpec]]:
-    """The connections and their QPs as sized flows (data arrives by :meth:`Engine.post`)."""
+    """The connections (``pairs`` of ranks, default :func:`connection_pairs` of one-NIC hosts)
+    and their QPs as sized flows (data arrives by :meth:`Engine.post`).  ``first_flow``: the
+    flows of the jobs before this one in the same run (its connections' flow indices start
+    there).  QP numbers are each NIC's own, so a job's QPs (their UDP source ports) are the
+    same alone and beside another job, which runs on other NICs."""
+    if pairs is None:
+        pairs = connection_pairs(workload, len(hosts))
     connections: list[Connection] = []
     flows: list[FlowSpec] = []
-    for index, (src, dst) in enumerate(connection_pairs(workload, len(hosts), rails)):
-        first = len(flows)
+    base = first_flow
+    for index, (src, dst) in enumerate(pairs):
+        start = base + len(flows)
         for qp in range(qps):
-            flows.append(
-                FlowSpec(hosts[src], hosts[dst], udp_sport=qp_sport(index, qp), size_bytes=0)
-            )
+            sport = qp_sport(index, qp)
+            flows.append(FlowSpec(hosts[src], hosts[dst], udp_sport=sport, size_bytes=0))
         connections.append(
-            Connection(index, src, dst, hosts[src], hosts[dst], tuple(range(first, len(flows))))
+            Connection(
+                index, src, dst, hosts[src], hosts[dst], tuple(range(start, base + len(flows)))
+            )
         )
     return connections, flows
 
@@ -256,8 +278,9 @@ def flow_paths(network: TwinNetwork, spec: CollectiveSpec) -> list[FlowPath]:
     """Every QP of the job ``spec`` places, with the path the switches' ECMP hash gives it
     (:meth:`TwinNetwork.path`, the engine's own choice)."""
     placement = place_ranks(network, spec)
+    pairs = connection_pairs(spec.workload, len(placement.endpoints), placement.rails, spec.pxn)
     connections, flows = build_flows(
-        placement.endpoints, spec.workload, spec.qps_per_connection, placement.rails
+        placement.endpoints, spec.workload, spec.qps_per_connection, pairs=pairs
     )
     paths = []
     for conn in connections:

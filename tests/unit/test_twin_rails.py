@@ -21,52 +21,12 @@ from agent.app.twin import twin_command
 from agent.twin import collectives as C
 from agent.twin.flows import FlowSpec
 from agent.twin.network import TwinError, TwinNetwork, load_network
-
-HEADER = """\
-name: {name}
-profile: nvidia-default
-defaults:
-  username: netops
-  credentials: {{password_env: FABRIC_PW}}
-  ports: {{speed: {speed}, mtu: 9214, cable_m: 3}}
-devices:
-"""
-
-
-def rail_pod(hosts: int, rails: int, groups: int = 1, spines: int = 2, speed: str = "400G") -> str:
-    """``groups`` groups of ``hosts`` hosts with ``rails`` NICs each; NIC r of every host of a
-    group on the group's leaf r; every leaf up to every spine."""
-    leaves = groups * rails
-    text = HEADER.format(name=f"pod-{hosts}x{rails}x{groups}", speed=speed)
-    for s in range(1, spines + 1):
-        text += (
-            f"  - {{name: spine{s}, role: spine, platform: arista_eos, host: 10.0.0.{s},"
-            f' ports: [{{name: Ethernet1-{leaves}, peer: "leaf{{n}}:Ethernet{100 + s}",'
-            " cable_m: 30}]}\n"
-        )
-    for g in range(groups):
-        for r in range(rails):
-            leaf = g * rails + r + 1
-            first = g * hosts + 1
-            text += (
-                f"  - {{name: leaf{leaf}, role: leaf, platform: arista_eos, "
-                f"host: 10.0.1.{leaf}, ports: [{{name: Ethernet1-{hosts}, "
-                f'peer: "gpu{{n+{first - 1}}}:eth{r}"}}]}}\n'
-            )
-    for h in range(1, groups * hosts + 1):
-        text += f"  - {{name: gpu{h}, role: host, platform: linux_host, host: 10.0.2.{h}}}\n"
-    return text
-
-
-def _network(tmp_path: Path, text: str) -> TwinNetwork:
-    path = tmp_path / "pod.yml"
-    path.write_text(text)
-    return load_network(path)
+from tests.unit.rail_pods import load_pod, rail_pod
 
 
 @pytest.fixture(scope="module")
 def pod(tmp_path_factory: pytest.TempPathFactory) -> TwinNetwork:
-    return _network(tmp_path_factory.mktemp("pod"), rail_pod(hosts=3, rails=2, groups=2))
+    return load_pod(tmp_path_factory.mktemp("pod"), rail_pod(hosts=3, rails=2, groups=2))
 
 
 def test_every_nic_is_an_endpoint_and_the_leaves_point_at_it(pod: TwinNetwork) -> None:
@@ -139,7 +99,7 @@ def test_the_default_speed_is_the_one_most_nics_run_at(tmp_path: Path) -> None:
         "  - {name: leafx, role: leaf, platform: arista_eos, host: 10.0.1.99,"
         ' ports: [{name: Ethernet100, peer: "spine1:Ethernet9"}]}\n',
     )
-    network = _network(tmp_path, text)
+    network = load_pod(tmp_path, text)
     placement = C.place_ranks(network, C.CollectiveSpec("allreduce", 0, 1 << 20))
     assert placement.speed_bps == 400 * 10**9 and placement.rails == 4
     assert len(placement.endpoints) == 8
@@ -193,7 +153,7 @@ def test_random_rail_pods_run_their_default_job_to_the_end(tmp_path: Path, seed:
     finish, lose nothing and move every byte."""
     rng = random.Random(seed)
     hosts, rails, groups = rng.randint(2, 3), rng.choice([2, 4]), rng.randint(1, 2)
-    network = _network(tmp_path, rail_pod(hosts, rails, groups, spines=rng.randint(1, 2)))
+    network = load_pod(tmp_path, rail_pod(hosts, rails, groups, spines=rng.randint(1, 2)))
     for workload in ("allreduce", "alltoall"):
         report = C.run_collective(network, C.CollectiveSpec(workload, 0, 1 << 20), seed=seed)
         assert (report.ranks, report.rails) == (hosts * groups * rails, rails), workload
