@@ -57,6 +57,7 @@ from agent.twin.tune.judge import mean_at, ranked
 from agent.twin.tune.objectives import (
     COLLECTIVE_WORKLOADS,
     DEFAULT_OBJECTIVE,
+    MAX_TUNE_RANKS,
     OBJECTIVES,
     Objectives,
     ObjectiveSpec,
@@ -498,7 +499,7 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     show_default=True, help="Collective (objective collective).",
 )  # fmt: skip
 @click.option(
-    "--ranks", type=click.IntRange(2, 64), default=None,
+    "--ranks", type=click.IntRange(2, MAX_TUNE_RANKS), default=None,
     help="Collective ranks (default: min(8, hosts at the speed)).",
 )  # fmt: skip
 @click.option(

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from agent.app.tune import render, stage_table, tune_command, write_override
 from agent.intent.loader import load_fabric
 from agent.twin.network import PAPER_DCQCN, star_fabric_yaml
-from agent.twin.tune.decision import decide
+from agent.twin.tune.decision import decide, indistinguishable, no_load
 from agent.twin.tune.judge import evaluate
 from agent.twin.tune.objectives import Objectives, ObjectiveSpec
 from agent.twin.tune.results import RunMetrics, SpeedResult, Trial, TuneResult
@@ -244,6 +244,29 @@ def test_a_search_where_everything_ties_keeps_the_current_setting(
     assert_agrees(result, star, tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("p99s", "utils", "flat"),
+    [
+        ([100_000, 97_000, 101_000], [0.95] * 3, True),  # all within 5 %, all feasible
+        ([100_000, 97_000, 120_000], [0.95] * 3, False),  # one 20 % apart: told apart
+        ([100_000, 100_500, 100_200], [0.95, 0.95, 0.5], False),  # one misses a constraint
+        ([100_000], [0.95], False),  # one candidate: nothing compared
+        ([100_000, 100_000], [0.95, 0.95], True),
+    ],
+    ids=["flat", "spread", "infeasible", "alone", "equal"],
+)
+def test_a_job_that_cannot_tell_settings_apart_is_named(
+    p99s: list[int], utils: list[float], flat: bool
+) -> None:
+    trials = [_trial(i, p99, u) for i, (p99, u) in enumerate(zip(p99s, utils, strict=True))]
+    assert indistinguishable(trials) is flat
+    if flat:
+        said = no_load(decide(trials), trials, ObjectiveSpec(), ["more senders (--senders 8)"])
+        assert said.kind == "no change"
+        assert said.why.startswith("this job does not load the fabric enough")
+        assert said.why.endswith("heavier jobs to try: more senders (--senders 8)")
+
+
 # ------------------------------------------------------------------------------ in the twin
 
 
@@ -259,12 +282,16 @@ def test_rail_optimised_every_candidate_ties_and_all_say_no_change(
     rail: Path, tmp_path: Path, seed: int
 ) -> None:
     """The issue's case, in the twin: on a rail-optimised fabric every candidate measures the
-    same busbw; the table, JSON, override and explanation all say no change."""
+    same busbw; the table, JSON, override and explanation all say no change, and why: the job
+    does not load the fabric enough to tell settings apart (the grid is not widened along a
+    flat objective), naming a heavier job to try."""
     result = tune(load_fabric(rail).intent, candidates=4, seeds=(seed,), objective=COLLECTIVE)
     (speed,) = result.speeds
     assert speed.decision.kind == "no change", speed.explanation
-    assert "after widening" in speed.explanation  # a widened candidate ranked first ...
-    assert_agrees(result, rail, tmp_path)  # ... and still nothing names it recommended
+    assert "does not load the fabric enough to tell settings apart" in speed.decision.why
+    assert "--workload alltoall" in speed.decision.why
+    assert "after widening" not in speed.explanation and not speed.edge_notes
+    assert_agrees(result, rail, tmp_path)
 
 
 @pytest.mark.parametrize("seed", [2, 5])

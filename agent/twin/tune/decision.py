@@ -23,6 +23,7 @@ candidate as recommended.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from agent.twin.tune.judge import TIE_BAND, objective_value, ranked, ties
 from agent.twin.tune.objectives import QUEUE, ObjectiveSpec
@@ -90,3 +91,31 @@ def _gain_why(current: Trial, first: Trial, best: Trial, objective: ObjectiveSpe
         f"the best measured, #{best.candidate.index}, {gain}; #{first.candidate.index} ties with "
         f"it ({_value_text(first, objective)}) and idles the link least over the whole run"
     )
+
+
+def indistinguishable(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> bool:
+    """Every candidate that ran to the end met every constraint and measured the same on the
+    objective (the best and the worst :func:`ties`): the job cannot tell settings apart, and
+    widening the grid would only move along a flat objective."""
+    finished = [t for t in trials if t.invalid is None and t.pruned is None and t.runs]
+    if len(finished) < 2 or not all(t.feasible for t in finished):
+        return False
+    values = [objective_value(t, objective) for t in finished]
+    return ties(max(values), min(values), objective)
+
+
+def no_load(decision: Decision, trials: Sequence[Trial], objective: ObjectiveSpec,
+            heavier: list[str]) -> Decision:  # fmt: skip
+    """``decision`` (no change) saying why nothing was told apart, and which heavier jobs
+    (``heavier``, as tune's options) might."""
+    finished = [t for t in trials if t.invalid is None and t.pruned is None and t.runs]
+    low = min(finished, key=lambda t: -objective_value(t, objective))
+    high = min(finished, key=lambda t: objective_value(t, objective))
+    would = "; heavier jobs to try: " + ", ".join(heavier) if heavier else ""
+    why = (
+        f"this job does not load the fabric enough to tell settings apart: the "
+        f"{len(finished)} candidates run in full measured {_value_text(low, objective)} to "
+        f"{_value_text(high, objective)}, within {TIE_BAND:.0%}, all meeting every constraint "
+        f"(the grid was not widened){would}"
+    )
+    return replace(decision, why=why)

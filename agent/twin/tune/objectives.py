@@ -37,6 +37,7 @@ MIN_JAIN = 0.9
 # simulate per candidate.
 COLLECTIVE_SIZE_BYTES = 64 * 2**20
 COLLECTIVE_MAX_RANKS = 8
+MAX_TUNE_RANKS = 64  # tune --ranks: a ring every candidate can afford
 COLLECTIVE_SLACK = 3  # a collective's run may take this many times its line-rate time
 COLLECTIVE_WORKLOADS = ("allreduce", "allgather", "reducescatter", "alltoall")
 

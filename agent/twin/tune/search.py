@@ -54,12 +54,12 @@ from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
 from agent.intent.units import format_speed
 from agent.twin.network import build_network, roce_frame_bytes
-from agent.twin.tune.decision import decide
+from agent.twin.tune.decision import decide, indistinguishable, no_load
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
 from agent.twin.tune.judge import evaluate, ranked
 from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdge
-from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS
+from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS, MAX_TUNE_RANKS
 from agent.twin.tune.options import (
     TuneOptions,
     TuneSettings,
@@ -80,6 +80,7 @@ from agent.twin.tune.space import (
     space_candidates,
 )
 from agent.twin.tune.text import mib
+from agent.twin.workloads import MAX_SENDERS
 
 # Search method: the full grid up to this many runs (about a minute of engine time at 400 G on
 # this machine's measured 0.3-0.6 s per 5 ms run); successive halving above it.
@@ -195,9 +196,14 @@ class _Search:
         result.method, result.load_points = method, points
         trials = self._validated(cands)
         self._halve(result, trials, rung_plan(method, points, settings.seeds, settings.collective))
-        self._widen(result, space, trials, seen)
+        flat = indistinguishable(trials, settings.objective)
+        if not flat:
+            self._widen(result, space, trials, seen)
         result.stages = [Stage("joint" if settings.dcqcn else "ecn", trials)]
         result.decision = decide(trials, settings.objective)
+        if flat and result.decision.kind == "no change":
+            heavier = self._heavier_jobs(senders, hosts)
+            result.decision = no_load(result.decision, trials, settings.objective, heavier)
         self._pause_note(result)
         result.summary = user_summary(result, settings.objective)
         result.explanation = explain(
@@ -217,6 +223,19 @@ class _Search:
                 f"{format_speed(speed)}: {senders} senders (only {hosts} hosts at this speed)"
             )
         return senders
+
+    def _heavier_jobs(self, senders: int, hosts: int) -> list[str]:
+        """What would load the fabric more than the job searched, as tune's options."""
+        settings = self.settings
+        if not settings.collective:
+            more = min(hosts - 1 if settings.scenario == "incast" else hosts, MAX_SENDERS)
+            return [f"more senders (--senders {more})"] if more > senders else []
+        heavier = []
+        if min(hosts, MAX_TUNE_RANKS) > senders:
+            heavier.append(f"more ranks (--ranks {min(hosts, MAX_TUNE_RANKS)})")
+        if settings.objective.workload != "alltoall":
+            heavier.append("an all-to-all (--workload alltoall)")
+        return heavier
 
     def _validated(self, cands: list[Candidate]) -> list[Trial]:
         """Trials, with the rule each invalid candidate breaks (those never run)."""
