@@ -52,6 +52,9 @@ class EcnConfig(StrictModel):
     min_bytes: int = Field(ge=0)
     max_bytes: int = Field(gt=0)
     max_probability: int = Field(ge=0, le=100)
+    # Where the mark is decided (:mod:`lossless.wred`): on a frame's arrival, from the depth
+    # it finds, or on its departure, from the depth it leaves behind.
+    at_dequeue: bool = False
 
     @model_validator(mode="after")
     def _min_below_max(self) -> EcnConfig:

@@ -100,8 +100,9 @@ def enqueue(  # noqa: PLR0913 -- once a frame (lab switch, twin): a parameter ob
     Admission: a lossless priority is refused only beyond ``xoff + headroom`` of its ingress
     (a headroom drop, :mod:`lossless.pfc`), a lossy one beyond the egress queue's
     ``limit_bytes`` (a tail drop).  Marking (:mod:`lossless.wred`) is drawn for ECN-capable
-    frames from the depth the frame finds.  Then the frame is queued and charged to its
-    ingress, which may make an XOFF due.  One call per frame: this is the switch's hot path.
+    frames from the depth the frame finds (a marker that decides at dequeue is asked by
+    :func:`mark_on_dequeue` instead).  Then the frame is queued and charged to its ingress,
+    which may make an XOFF due.  One call per frame: this is the switch's hot path.
     """
     tc = packet[2]
     if ingress.lossless[tc]:
@@ -112,13 +113,28 @@ def enqueue(  # noqa: PLR0913 -- once a frame (lab switch, twin): a parameter ob
         queue.tail_drops += 1
         return 0
     status = QUEUED
-    if marker is not None and ecn_capable and marker.should_mark(queue.depth_bytes):
+    if (
+        marker is not None
+        and ecn_capable
+        and not marker.at_dequeue
+        and marker.should_mark(queue.depth_bytes)
+    ):
         queue.ecn_marked += 1
         status |= MARKED
     queue.push(packet)
     if ingress.charge(tc, length):
         status |= XOFF_DUE
     return status
+
+
+def mark_on_dequeue(queue: EgressQueue[Any], marker: EcnMarker) -> bool:
+    """A marker that decides at dequeue (``marker.at_dequeue``): after an ECN-capable frame
+    left ``queue`` (:meth:`EgressQueue.pop`), is it marked CE?  Drawn from the depth it left
+    behind, as the outside simulators do (:mod:`lossless.wred`); counted in the queue."""
+    if not marker.should_mark(queue.depth_bytes):
+        return False
+    queue.ecn_marked += 1
+    return True
 
 
 def eligible_classes(

@@ -1,4 +1,18 @@
-"""WRED with ECN marking, decided on enqueue from the queue's instantaneous depth.
+"""WRED with ECN marking, decided from the queue's instantaneous depth: on enqueue (the depth
+the arriving frame finds) or, with ``EcnConfig.at_dequeue``, on dequeue (the depth the
+departing frame leaves behind).
+
+Where the mark is decided. At enqueue, the mark rides behind everything already queued: the
+receiver learns of the queue one queueing delay later. At dequeue, the departing frame carries
+it at once. The outside simulators the twin is compared with mark at dequeue: the RDMA ns-3 of
+HPCC (alibaba-edu/High-Precision-Congestion-Control,
+``simulation/src/point-to-point/model/switch-node.cc``, ``SwitchNode::SwitchNotifyDequeue``:
+the egress bytes are released, then ``m_mmu->ShouldSendCN`` decides and the IP header's ECN
+field is set to CE) and htsim (Broadcom/csg-htsim ``ECNQueue``, "marks on dequeue as soon as
+the packet occupancy exceeds the set threshold").  The shipped profiles stay at enqueue: the
+switch vendors' published QoS documents for the NOSes the agent drives (EOS, SONiC, Cumulus
+NVUE, NX-OS) do not say where their ASICs decide the mark, and no command sets it
+(docs/architecture.md, "Where ECN is marked").
 
 Curve (the vendor semantic of Arista EOS ``random-detect ecn minimum-threshold ..
 maximum-threshold .. max-mark-probability ..`` and of SONiC/SAI ``WRED_PROFILE``
@@ -40,7 +54,7 @@ from lossless.config import EcnConfig
 class EcnMarker:
     """Marking decision of one egress queue."""
 
-    __slots__ = ("_max_probability", "_min_bytes", "_random", "_span", "max_bytes")
+    __slots__ = ("_max_probability", "_min_bytes", "_random", "_span", "at_dequeue", "max_bytes")
 
     def __init__(self, config: EcnConfig, rng: random.Random | None = None) -> None:
         self._min_bytes = config.min_bytes
@@ -48,6 +62,7 @@ class EcnMarker:
         self._span = config.max_bytes - config.min_bytes
         self._max_probability = config.max_probability / 100.0
         self._random = (rng or random.Random()).random
+        self.at_dequeue = config.at_dequeue
 
     def probability(self, depth_bytes: int) -> float:
         """Marking probability of an ECN-capable packet arriving at ``depth_bytes``."""

@@ -446,6 +446,12 @@ class EcnQueue(StrictModel):
 class Ecn(StrictModel):
     enabled: bool = True
     queues: dict[Priority, EcnQueue] = Field(default_factory=lambda: {3: EcnQueue()})
+    marking: Literal["enqueue", "dequeue"] = Field(
+        default="enqueue",
+        description="where the switch ASIC decides the mark, for the twin: enqueue (the depth "
+        "a frame finds) or dequeue (the depth it leaves behind, as the RDMA ns-3 of HPCC and "
+        "htsim do); no NOS command sets it, nothing is pushed",
+    )
 
 
 class Buffers(StrictModel):

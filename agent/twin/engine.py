@@ -132,7 +132,7 @@ from lossless.clock import TICKS_PER_SECOND, ticks_at_or_after, to_ticks
 from lossless.config import NUM_CLASSES
 from lossless.dcqcn import DcqcnReactionPoint, NotificationPoint
 from lossless.pfc import PFC_QUANTA_MAX
-from lossless.queues import MARKED, XOFF_DUE, enqueue, fill_eligible
+from lossless.queues import MARKED, XOFF_DUE, enqueue, fill_eligible, mark_on_dequeue
 
 # The responder acknowledges every ACK_EVERY data frames it accepts in order, and at once a
 # message's last frame, a frame that fills a selective-repeat hole and every duplicate.  The
@@ -783,6 +783,15 @@ class Engine(PauseHandlers):
             return
         queue = queues[tc]
         packet, in_index, in_tc = queue.pop()
+        marker = port.ecn[tc]
+        if (
+            marker is not None
+            and marker.at_dequeue
+            and packet.ect
+            and not packet.ce
+            and mark_on_dequeue(queue, marker)
+        ):
+            packet.ce = True
         length = packet.length
         queue.tx_packets += 1
         queue.tx_bytes += length

@@ -212,7 +212,9 @@ def _watchdog(intent_wd: Watchdog) -> WatchdogConfig:
     )
 
 
-def _port_qos(device: DevicePlan, port: PortPlan) -> tuple[PortQosConfig, BufferConfig, int]:
+def _port_qos(
+    device: DevicePlan, port: PortPlan, at_dequeue: bool
+) -> tuple[PortQosConfig, BufferConfig, int]:
     queues: dict[int, QueueConfig] = {}
     ecn = {e.queue: e for e in port.ecn}
     for tc in range(8):
@@ -224,6 +226,7 @@ def _port_qos(device: DevicePlan, port: PortPlan) -> tuple[PortQosConfig, Buffer
                 min_bytes=marking.min_bytes,
                 max_bytes=marking.max_bytes,
                 max_probability=marking.max_probability,
+                at_dequeue=at_dequeue,
             )
             if marking is not None
             else None
@@ -308,7 +311,9 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
             if dev_plan.role == "host":
                 qos, buffer, minimum = None, None, 0
             else:
-                qos, buffer, minimum = _port_qos(dev_plan, port_plan)
+                qos, buffer, minimum = _port_qos(
+                    dev_plan, port_plan, profile.ecn.marking == "dequeue"
+                )
             specs.append(
                 PortSpec(
                     device=dev_plan.name,

@@ -55,6 +55,7 @@ from lossless.queues import (
     Scheduler,
     eligible_classes,
     enqueue,
+    mark_on_dequeue,
     scheduler_weights,
 )
 from lossless.watchdog import PortWatchdog
@@ -719,13 +720,7 @@ class Switch:
         if not status:
             return  # a headroom drop (lossless) or a tail drop (lossy), counted
         if status & MARKED:
-            old_word = (frame[14] << 8) | tos
-            frame[15] = tos | pkt.ECN_CE
-            csum = pkt.checksum_update(
-                (frame[24] << 8) | frame[25], old_word, old_word | pkt.ECN_CE
-            )
-            frame[24] = csum >> 8
-            frame[25] = csum & 0xFF
+            _set_ce(frame)
         out_port.backlog += 1
         if status & XOFF_DUE:
             self._send_pfc(in_port, tc, PFC_QUANTA_MAX, now)
@@ -818,6 +813,14 @@ class Switch:
             return None
         queue = queues[tc]
         frame, in_index, in_tc = queue.pop()
+        marker = port.ecn[tc]
+        if (
+            marker is not None
+            and marker.at_dequeue
+            and (frame[15] & pkt.ECN_MASK) in (1, 2)
+            and mark_on_dequeue(queue, marker)
+        ):
+            _set_ce(frame)
         length = len(frame)
         if not queue.packets:
             eligible[tc] = False
@@ -884,3 +887,13 @@ class Switch:
             port.delay_line.clear()
         if changed:
             self.routes.set_down(frozenset(p.index for p in self.ports if not p.oper_up))
+
+
+def _set_ce(frame: bytearray) -> None:
+    """Mark an ECN-capable IPv4 frame CE, its header checksum updated (RFC 1624)."""
+    tos = frame[15]
+    old_word = (frame[14] << 8) | tos
+    frame[15] = tos | pkt.ECN_CE
+    csum = pkt.checksum_update((frame[24] << 8) | frame[25], old_word, old_word | pkt.ECN_CE)
+    frame[24] = csum >> 8
+    frame[25] = csum & 0xFF

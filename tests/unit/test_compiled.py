@@ -165,9 +165,10 @@ RUNS = """
             net = load_network(Path(case["fabric"]))
         else:
             path = tmp / f"star-{len(out)}.yml"
+            marking = "ecn: {marking: " + case["marking"] + "}"
             path.write_text(star_fabric_yaml(case["hosts"], case["speed"],
                                              profile=case["profile"], mtu=case["mtu"],
-                                             cable_m=case["cable_m"]))
+                                             cable_m=case["cable_m"], extra_overrides=marking))
             net = load_network(path)
         report = run_twin(net, case["scenario"], senders=case["senders"],
                           duration_s=case["duration_s"], seed=case["seed"],
@@ -204,6 +205,7 @@ def _cases(seed: int) -> list[dict[str, Any]]:
                 "seed": rng.randint(1, 1000),
                 "ignore_pause": scenario == "incast" and rng.random() < 0.5,
                 "recovery": rng.choice(["go-back-n", "selective-repeat"]),
+                "marking": rng.choice(["enqueue", "dequeue"]),
             }
         )
     for workload in ("allreduce", "alltoall"):
@@ -269,7 +271,10 @@ SWITCH_RUN = """
         "dscp_to_tc": {"26": 3, "48": 6},
         "watchdog": {"enabled": True, "detection_ms": 20, "restoration_ms": 40, "polling_ms": 10},
         "ports": {p: {"pfc_enabled": True, "pfc_priorities": [3], "udp_dst_port_tc": {5000: 1},
-                      "queues": {"3": queue3, "6": {"strict": True},
+                      # the last port marks at dequeue (lossless.wred), the others at enqueue
+                      "queues": {"3": {**queue3, "ecn": {**queue3["ecn"],
+                                                         "at_dequeue": p == PORTS[-1]}},
+                                 "6": {"strict": True},
                                  "0": {"bandwidth_percent": 30}}} for p in PORTS},
     }
     config["buffer"] = {"xoff_bytes": 3000, "xon_bytes": 1500, "headroom_bytes": 3000,

@@ -17,7 +17,9 @@ import random
 
 import pytest
 
-from lossless.config import EcnConfig
+from lossless.config import BufferConfig, EcnConfig
+from lossless.pfc import IngressAccounting
+from lossless.queues import MARKED, EgressQueue, enqueue, mark_on_dequeue
 from lossless.wred import EcnMarker
 
 # (min bytes, max bytes, max-mark-probability %, depth bytes, expected probability)
@@ -68,3 +70,52 @@ def test_marking_draws_follow_the_curve(
     # 4 standard deviations of a binomial, exact at 0 and 1.
     tolerance = 4 * math.sqrt(fraction * (1 - fraction) / draws)
     assert marked / draws == pytest.approx(fraction, abs=tolerance)
+
+
+# ------------------------------------------------------------------ enqueue or dequeue
+
+
+def _queue_of(lengths: list[int], at_dequeue: bool) -> tuple[EgressQueue[bytearray], list[int]]:
+    """Frames of ``lengths`` through one queue under a step marker at 3 000 bytes: every frame
+    queued first, then all sent; the indices of the frames marked, and the queue."""
+    marker = EcnMarker(EcnConfig(min_bytes=3000, max_bytes=3000, max_probability=100,
+                                 at_dequeue=at_dequeue))  # fmt: skip
+    ingress = IngressAccounting(10e9)
+    ingress.configure(
+        BufferConfig(xoff_bytes=10**9, xon_bytes=10**9, headroom_bytes=0, queue_limit_bytes=1),
+        [False] * 8,
+    )
+    queue: EgressQueue[bytearray] = EgressQueue()
+    marked = []
+    for index, length in enumerate(lengths):
+        frame = bytearray([index]) * length
+        if enqueue(queue, ingress, marker, (frame, 0, 3), length, True, 10**9) & MARKED:
+            marked.append(index)
+    while queue.packets:
+        frame, _, _ = queue.pop()
+        if marker.at_dequeue and mark_on_dequeue(queue, marker):
+            marked.append(frame[0])
+    return queue, marked
+
+
+def test_at_enqueue_a_frame_is_marked_by_the_depth_it_finds() -> None:
+    queue, marked = _queue_of([1000] * 6, at_dequeue=False)
+    assert marked == [3, 4, 5]  # frames 3-5 arrive to 3 000+ bytes queued
+    assert queue.ecn_marked == 3
+
+
+def test_at_dequeue_a_frame_is_marked_by_the_depth_it_leaves_behind() -> None:
+    """HPCC's ns-3 and htsim: the departing frame carries the mark, so the first frames out
+    of a long queue carry it -- the receiver hears of the queue one queueing delay sooner."""
+    queue, marked = _queue_of([1000] * 6, at_dequeue=True)
+    assert marked == [0, 1, 2]  # 5 000, 4 000 and 3 000 bytes behind them
+    assert queue.ecn_marked == 3
+
+
+def test_a_dequeue_marker_never_marks_on_enqueue() -> None:
+    marker = EcnMarker(EcnConfig(min_bytes=0, max_bytes=1, max_probability=100, at_dequeue=True))
+    ingress = IngressAccounting(10e9)
+    queue: EgressQueue[bytearray] = EgressQueue()
+    queue.push((bytearray(5000), 0, 3))
+    status = enqueue(queue, ingress, marker, (bytearray(100), 0, 3), 100, True, 10**9)
+    assert status and not status & MARKED and queue.ecn_marked == 0
