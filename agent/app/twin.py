@@ -36,6 +36,7 @@ from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.run_options import DEFAULT_RTO_S, RECOVERIES, Recovery
 from agent.twin.workloads import (
     COLLECTIVES,
+    MAX_CHANNELS,
     MAX_QPS,
     MAX_RANKS,
     MAX_SENDERS,
@@ -247,6 +248,11 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     "(NCCL_IB_QPS_PER_CONNECTION).",
 )  # fmt: skip
 @click.option(
+    "--channels", type=click.IntRange(1, MAX_CHANNELS), default=1, show_default=True,
+    help="Ring channels per NIC, each its own ring of connections and QPs, the buffer split "
+    "among them (NCCL_MIN_NCHANNELS; rings duplicated onto the same NICs as NCCL does).",
+)  # fmt: skip
+@click.option(
     "--split-data-on-qps", is_flag=True,
     help="Cut every message over all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1) instead of one QP "
     "per message in turn.",
@@ -347,6 +353,7 @@ class TwinFlags:
     ranks: int | None
     size_bytes: int
     qps_per_connection: int
+    channels: int
     split_data_on_qps: bool
     hosts: tuple[str, ...] | None
     job_file: Path | None
@@ -378,13 +385,14 @@ class TwinFlags:
         return CollectiveSpec(
             self.workload or "allreduce", self.ranks or 0, self.size_bytes,
             self.qps_per_connection, self.hosts, self.speed, self.split_data_on_qps,
+            channels=self.channels,
         )  # fmt: skip
 
 
 # ---------------------------------------------------------------- collectives (--workload)
 
-COLLECTIVE_ONLY = ("ranks", "size_bytes", "qps_per_connection", "split_data_on_qps", "hosts",
-                   "show_placement")  # fmt: skip
+COLLECTIVE_ONLY = ("ranks", "size_bytes", "qps_per_connection", "channels",
+                   "split_data_on_qps", "hosts", "show_placement")  # fmt: skip
 SCENARIO_ONLY = ("scenario", "senders", "senders_ignore_pause", "payload_bytes", "no_dcqcn",
                  "plot_file")  # fmt: skip
 
@@ -552,12 +560,13 @@ def _collective_rows(r: CollectiveReport) -> list[tuple[str, str]]:
 
 def _placement_table(paths: list[FlowPath]) -> Table:
     placed = table("placement (every QP; its egress ports as the ECMP hash picks them)")
-    for column in ("from", "to", "rail", "QP", "UDP sport", "egress"):
-        add_column(placed, column, justify="right" if column in ("rail", "QP") else "left")
+    for column in ("from", "to", "rail", "channel", "QP", "UDP sport", "egress"):
+        numeric = column in ("rail", "channel", "QP")
+        add_column(placed, column, justify="right" if numeric else "left")
     for path in paths:
         placed.add_row(
-            path.src, path.dst, str(path.rail), str(path.qp), str(path.udp_sport),
-            " > ".join(path.egress),
+            path.src, path.dst, str(path.rail), str(path.channel), str(path.qp),
+            str(path.udp_sport), " > ".join(path.egress),
         )  # fmt: skip
     return placed
 
@@ -573,7 +582,8 @@ def render_collective(
         f"{format_speed(r.speed_bps)}"
         + (f" ({r.ranks // r.rails} hosts x {r.rails} NICs)" if r.rails > 1 else "")
         + f", size {format_size(r.size_bytes)}, "
-        f"{r.qps} QP(s) per connection",
+        f"{r.qps} QP(s) per connection"
+        + (f", {r.channels} channels per NIC" if r.channels > 1 else ""),
         "metric",
     )
     add_column(summary, "value", justify="right")

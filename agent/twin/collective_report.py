@@ -19,7 +19,8 @@ NOT_MODELLED: tuple[str, ...] = (
     "intra-host NVLink transfers (instantaneous; one rank per GPU NIC, none without a NIC)",
     "NCCL's LL and LL128 protocols (Simple only)",
     "tree, NVLS and CollNet algorithms (ring only; all-to-all as pairwise flows)",
-    "channels beyond one per NIC of a host (one ring per rail; otherwise only the QP split)",
+    "NCCL's own choice of the number of channels (the job's channels per NIC, rings duplicated "
+    "onto the same NICs as NCCL does)",
     "GPUDirect RDMA details (PCIe, registration) and NCCL's per-step latency",
 )
 
@@ -64,6 +65,7 @@ class CollectiveReport:
     size_bytes: int  # nccl-tests' size (nccl_tests_size of the request)
     qps: int
     split_data_on_qps: bool
+    channels: int  # ring channels per NIC (1 for all-to-all)
     seed: int
     time_s: float  # the last byte in order; the run's end when not completed
     algbw_Bps: float  # bytes/s, 0 when not completed

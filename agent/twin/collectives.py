@@ -96,6 +96,7 @@ from agent.twin.results import (
 from agent.twin.run_options import RunOptions
 from agent.twin.verdicts import Verdict
 from agent.twin.workloads import COLLECTIVES as COLLECTIVES
+from agent.twin.workloads import MAX_CHANNELS as MAX_CHANNELS
 from agent.twin.workloads import MAX_QPS as MAX_QPS
 from agent.twin.workloads import MAX_RANKS as MAX_RANKS
 from agent.twin.workloads import CollectiveName as CollectiveName
@@ -229,6 +230,13 @@ def check_spec(spec: CollectiveSpec) -> None:
         )
     if spec.ranks and not 2 <= spec.ranks <= MAX_RANKS:
         raise TwinError(f"twin --ranks: Expected: 2-{MAX_RANKS} Actual: {spec.ranks}")
+    if not 1 <= spec.channels <= MAX_CHANNELS or (
+        spec.channels > 1 and spec.workload == "alltoall"
+    ):
+        raise TwinError(
+            f"twin --channels: Expected: 1-{MAX_CHANNELS} ring channels per NIC, 1 for "
+            f"alltoall (its connections are per peer) Actual: {spec.channels} for {spec.workload}"
+        )
     if not 1 <= spec.qps_per_connection <= MAX_QPS:
         raise TwinError(
             f"twin --qps-per-connection: Expected: 1-{MAX_QPS} (NCCL_IB_QPS_PER_CONNECTION) "
@@ -353,11 +361,17 @@ class Slice:
     last: bool
 
 
-def ring_slices(workload: CollectiveName, ranks: int, size_bytes: int) -> list[list[Slice]]:
-    """Per ring connection (rank r -> r + 1, index r), its slices in the order it posts them."""
-    schedule = ring_schedule(workload, ranks, size_bytes)
+def ring_slices(
+    workload: CollectiveName, ranks: int, size_bytes: int, channels: int = 1
+) -> list[list[Slice]]:
+    """Per ring connection (channel k, rank r -> r + 1: index k x N + r), its slices in the
+    order it posts them; each of the ``channels`` rings carries its share of the buffer."""
     last_step = ring_steps(workload, ranks) - 1
-    return _hop_slices(schedule, list(range(ranks)), 1, last_step, 0)
+    out: list[list[Slice]] = []
+    for part in channel_parts(workload, ranks, size_bytes, channels):
+        schedule = ring_schedule(workload, ranks, part)
+        out += _hop_slices(schedule, list(range(ranks)), 1, last_step, len(out))
+    return out
 
 
 def _hop_slices(
@@ -409,18 +423,19 @@ def channel_parts(
 
 
 def rail_ring_slices(
-    workload: CollectiveName, hosts: int, rails: int, size_bytes: int
+    workload: CollectiveName, hosts: int, rails: int, size_bytes: int, channels: int = 1
 ) -> list[list[Slice]]:
-    """Per network connection of the rail rings (:func:`connection_pairs` order: rail c, host
-    h -> h + 1), its slices.  Channel c is one ring over all N x G ranks with its share of the
-    buffer; only the hop from a host's last GPU of the ring to the next host's first leaves the
-    host, on NIC c.  What that hop sends at step k left the previous host G steps before (the
-    G - 1 NVLink hops in between are not modelled: instantaneous), so it waits for step k - G of
-    the previous host's connection; the NVLink stage takes each slice on arrival."""
+    """Per network connection of the rail rings (:func:`connection_pairs` order: channel k,
+    rail c, host h -> h + 1), its slices.  Channel k x G + c is one ring over all N x G ranks
+    with its share of the buffer; only the hop from a host's last GPU of the ring to the next
+    host's first leaves the host, on NIC c.  What that hop sends at step k left the previous
+    host G steps before (the G - 1 NVLink hops in between are not modelled: instantaneous), so
+    it waits for step k - G of the previous host's connection; the NVLink stage takes each
+    slice on arrival."""
     ranks = hosts * rails
     out: list[list[Slice]] = []
     exits = [h * rails + rails - 1 for h in range(hosts)]  # each host's last GPU in the ring
-    for part in channel_parts(workload, ranks, size_bytes, rails):
+    for part in channel_parts(workload, ranks, size_bytes, rails * channels):
         schedule = ring_schedule(workload, ranks, part)
         out += _hop_slices(schedule, exits, rails, None, len(out))
     return out
@@ -737,7 +752,9 @@ class _Jobs:
                 one.hosts,
                 spec.workload,
                 spec.qps_per_connection,
-                pairs=connection_pairs(spec.workload, len(one.hosts), one.rails, spec.pxn),
+                pairs=connection_pairs(
+                    spec.workload, len(one.hosts), one.rails, spec.pxn, spec.channels
+                ),
                 first_flow=len(self.flows),
             )
             slices, window = _slices(one)
@@ -796,9 +813,10 @@ def _slices(placed: _Placed) -> tuple[list[list[Slice]], int]:
             return pxn_alltoall_slices(hosts, rails, placed.size), NCCL_STEPS
         pairs = ranks * (ranks - 1) if rails == 1 else ranks * (ranks - rails)
         return alltoall_slices(ranks, placed.size, pairs), NCCL_STEPS
+    channels = placed.spec.channels
     if rails > 1:
-        return rail_ring_slices(workload, hosts, rails, placed.size), WINDOW_SLICES
-    return ring_slices(workload, ranks, placed.size), WINDOW_SLICES
+        return rail_ring_slices(workload, hosts, rails, placed.size, channels), WINDOW_SLICES
+    return ring_slices(workload, ranks, placed.size, channels), WINDOW_SLICES
 
 
 def _links(ports: list[PortReport]) -> list[LinkLoad]:
@@ -854,6 +872,7 @@ def _report(
         size_bytes=size,
         qps=spec.qps_per_connection,
         split_data_on_qps=spec.split_data_on_qps,
+        channels=spec.channels,
         seed=engine.settings.seed,
         time_s=time_s,
         algbw_Bps=algbw,
@@ -909,6 +928,7 @@ def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
         notes.insert(
             1,
             f"ring: chunks of up to {CHUNK_BYTES >> 20} MiB per step, {SLICE_BYTES >> 20} MiB "
-            f"slices, {WINDOW_SLICES} slices in flight per connection (NCCL Simple protocol)",
+            f"slices, {WINDOW_SLICES} slices in flight per connection (NCCL Simple protocol); "
+            f"{spec.channels} channel(s) per NIC, each its own ring of connections",
         )
     return notes

@@ -28,7 +28,7 @@ from agent.errors import IntentError, Problem, SourcePosition
 from agent.intent.model import Bytes, InterfaceName, Name, StrictModel
 from agent.twin.network import TwinNetwork
 from agent.twin.placement import CollectiveSpec
-from agent.twin.workloads import MAX_QPS
+from agent.twin.workloads import MAX_CHANNELS, MAX_QPS
 from common.validation import validation_problems
 from common.yamlsource import SourceMap, dotted_path, load_yaml, read_bounded
 
@@ -79,6 +79,13 @@ class Job(StrictModel):
         description="the collective's size as nccl-tests prints it (64MiB, 1GB)",
     )
     qps_per_connection: int = Field(default=1, ge=1, le=MAX_QPS)
+    channels: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_CHANNELS,
+        description="ring channels per NIC, each its own ring of connections "
+        "(NCCL_MIN_NCHANNELS); 1 for alltoall",
+    )
     split_data_on_qps: bool = False
     pxn: bool = Field(
         default=True,
@@ -90,6 +97,11 @@ class Job(StrictModel):
     def _one_way_to_name_hosts(self) -> Job:
         if self.hosts is not None and self.hostfile is not None:
             raise ValueError("Expected: hosts or hostfile Actual: both")
+        if self.channels > 1 and self.collective == "alltoall":
+            raise ValueError(
+                "channels: Expected: 1 for alltoall (its connections are per peer) "
+                f"Actual: {self.channels}"
+            )
         return self
 
 
@@ -156,6 +168,7 @@ def resolve_jobs(loaded: LoadedJobs, network: TwinNetwork) -> list[NamedSpec]:
                     endpoints,
                     split_data_on_qps=job.split_data_on_qps,
                     pxn=job.pxn,
+                    channels=job.channels,
                 ),
             )
         )

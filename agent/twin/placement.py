@@ -37,6 +37,7 @@ class CollectiveSpec:
     speed_bps: int | None = None
     split_data_on_qps: bool = False  # NCCL_IB_SPLIT_DATA_ON_QPS (default 0)
     pxn: bool = True  # all-to-all on multi-NIC hosts through PXN (NCCL_PXN_DISABLE=0)
+    channels: int = 1  # ring channels per NIC, each its own connections (NCCL_MIN_NCHANNELS)
 
 
 @dataclass(frozen=True)
@@ -170,17 +171,19 @@ def _rails(network: TwinNetwork, endpoints: list[str]) -> int:
 
 
 def connection_pairs(
-    workload: CollectiveName, ranks: int, rails: int = 1, pxn: bool = True
+    workload: CollectiveName, ranks: int, rails: int = 1, pxn: bool = True, channels: int = 1
 ) -> list[tuple[int, int]]:
     """The connections as (source rank, destination rank), ranks host by host (module
     docstring): each rail's ring between the hosts, rail by rail (on one-NIC hosts the ring
-    (r, r + 1)), or the all-to-all's pairs (:func:`_alltoall_pairs`)."""
+    (r, r + 1)), ``channels`` times over (channel k x G + c runs on NIC c, as NCCL duplicates
+    a ring onto the same NICs); or the all-to-all's pairs (:func:`_alltoall_pairs`)."""
     if workload == "alltoall":
         return _alltoall_pairs(ranks, rails, pxn)
     hosts = ranks // rails
-    return [
+    ring = [
         (h * rails + c, (h + 1) % hosts * rails + c) for c in range(rails) for h in range(hosts)
     ]
+    return ring * channels
 
 
 def _alltoall_pairs(ranks: int, rails: int, pxn: bool) -> list[tuple[int, int]]:
@@ -262,12 +265,14 @@ class FlowPath:
     qp: int
     udp_sport: int
     egress: list[str]  # SWITCH:PORT, hop by hop
+    channel: int = 0  # the ring's channel on its NIC (0 for all-to-all)
 
     def to_json(self) -> dict[str, object]:
         return {
             "from": self.src,
             "to": self.dst,
             "rail": self.rail,
+            "channel": self.channel,
             "qp": self.qp,
             "udp_sport": self.udp_sport,
             "egress": self.egress,
@@ -278,10 +283,13 @@ def flow_paths(network: TwinNetwork, spec: CollectiveSpec) -> list[FlowPath]:
     """Every QP of the job ``spec`` places, with the path the switches' ECMP hash gives it
     (:meth:`TwinNetwork.path`, the engine's own choice)."""
     placement = place_ranks(network, spec)
-    pairs = connection_pairs(spec.workload, len(placement.endpoints), placement.rails, spec.pxn)
+    pairs = connection_pairs(
+        spec.workload, len(placement.endpoints), placement.rails, spec.pxn, spec.channels
+    )
     connections, flows = build_flows(
         placement.endpoints, spec.workload, spec.qps_per_connection, pairs=pairs
     )
+    per_channel = len(connections) // spec.channels
     paths = []
     for conn in connections:
         for qp, index in enumerate(conn.flows):
@@ -289,5 +297,6 @@ def flow_paths(network: TwinNetwork, spec: CollectiveSpec) -> list[FlowPath]:
             hops = network.path(flow.src, flow.dst, flow.hash_value())
             egress = [f"{switch}:{network.switches[switch].ports[i].name}" for switch, i in hops]
             rail = network.hosts[flow.src].rail
-            paths.append(FlowPath(flow.src, flow.dst, rail, qp, flow.udp_sport, egress))
+            channel = conn.index // per_channel
+            paths.append(FlowPath(flow.src, flow.dst, rail, qp, flow.udp_sport, egress, channel))
     return paths

@@ -42,6 +42,7 @@ CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
 COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
 MAX_RANKS = 1024  # a bound on the run's work: a 128-host x 8-NIC pod
 MAX_QPS = 16  # a bound on the run's work; NCCL accepts more
+MAX_CHANNELS = 16  # channels per NIC: a bound on the run's work (NCCL's MAXCHANNELS is 32 in all)
 
 
 @dataclass(frozen=True)

@@ -235,7 +235,7 @@ def test_twin_job_reports_each_job_and_refuses_a_collective_option(
     jobs = tmp_path / "jobs.yml"
     jobs.write_text(
         "jobs:\n"
-        "  - {name: train, hosts: ['gpu[1-4]'], size: 4MiB}\n"
+        "  - {name: train, hosts: ['gpu[1-4]'], size: 4MiB, channels: 2}\n"
         "  - {name: moe, hostfile: moe.hosts, collective: alltoall, size: 1MiB, pxn: false}\n"
     )
     runner = CliRunner()
@@ -247,6 +247,8 @@ def test_twin_job_reports_each_job_and_refuses_a_collective_option(
     assert data["passed"] is True
     assert [j["job"] for j in data["jobs"]] == ["train", "moe"]
     assert data["jobs"][1]["workload"] == "alltoall"
+    assert data["jobs"][0]["channels"] == 2
+    assert {p["channel"] for p in data["jobs"][0]["placement"]} == {0, 1}
     assert data["jobs"][1]["hosts"] == ["gpu5:eth0", "gpu5:eth1", "gpu6:eth0", "gpu6:eth1"]
     assert {p["from"] for p in data["jobs"][1]["placement"]} == set(data["jobs"][1]["hosts"])
     table = runner.invoke(twin_command, [str(fabric), "--job", str(jobs)])
@@ -275,3 +277,65 @@ def test_the_job_file_schema_is_the_models() -> None:
     job = schema["$defs"]["Job"]["properties"]
     assert {"hosts", "hostfile", "nics", "collective", "size", "pxn"} <= set(job)
     assert schema["properties"]["jobs"]["maxItems"] == 8
+
+
+# ---------------------------------------------------------------- channels
+
+
+@pytest.mark.parametrize("draw", [2, 7, 19, 33])
+def test_channels_split_the_buffer_each_hop_sends_what_one_channel_sends(draw: int) -> None:
+    """Seeded draws of collective, ranks, rails and channels: k channels per NIC are k rings
+    of connections between the same NICs, and together they put the same bytes on each hop
+    as one channel (to the 16-byte pieces the buffer is cut into)."""
+    rng = random.Random(draw)
+    workload = rng.choice(["allreduce", "allgather", "reducescatter"])
+    rails, hosts, channels = rng.randint(1, 4), rng.randint(2, 5), rng.randint(2, 4)
+    size = rng.choice([1 << 20, 3_000_000, 64 << 20])
+    size = C.nccl_tests_size(workload, hosts * rails, size)  # type: ignore[arg-type]
+
+    def per_hop(k: int) -> dict[tuple[int, int], int]:
+        pairs = connection_pairs(workload, hosts * rails, rails, channels=k)  # type: ignore[arg-type]
+        if rails > 1:
+            slices = C.rail_ring_slices(workload, hosts, rails, size, k)  # type: ignore[arg-type]
+        else:
+            slices = C.ring_slices(workload, hosts, size, k)  # type: ignore[arg-type]
+        assert (
+            len(slices) == len(pairs) == k * len(connection_pairs(workload, hosts * rails, rails))
+        )  # type: ignore[arg-type]
+        sent: dict[tuple[int, int], int] = {}
+        for pair, conn in zip(pairs, slices, strict=True):
+            sent[pair] = sent.get(pair, 0) + sum(s.nbytes for s in conn)
+        return sent
+
+    one, many = per_hop(1), per_hop(channels)
+    assert one.keys() == many.keys()
+    for pair, nbytes in one.items():
+        assert abs(many[pair] - nbytes) <= 16 * channels * 2 * hosts * rails, (pair, nbytes)
+
+
+def test_each_channel_has_connections_and_ports_of_its_own(pod: TwinNetwork) -> None:
+    spec = CollectiveSpec("allreduce", 0, SMALL, hosts=("gpu1", "gpu5"), channels=3)
+    paths = flow_paths(pod, spec)
+    assert sorted({p.channel for p in paths}) == [0, 1, 2]
+    one = flow_paths(pod, CollectiveSpec("allreduce", 0, SMALL, hosts=("gpu1", "gpu5")))
+    assert len(paths) == 3 * len(one)
+    hop = [p for p in paths if p.src == "gpu1:eth0" and p.dst == "gpu5:eth0"]
+    assert len({p.udp_sport for p in hop}) == 3  # one QP per channel, each its own port
+    report = C.run_collective(pod, spec)
+    assert report.completed and report.channels == 3
+    assert report.line_rate_fraction > 0.5
+
+
+def test_channels_are_for_rings_and_say_so(tmp_path: Path, pod: TwinNetwork) -> None:
+    with pytest.raises(
+        TwinError, match=r"twin --channels: Expected: 1-16 .* Actual: 2 for alltoall"
+    ):
+        C.run_collective(
+            pod, CollectiveSpec("alltoall", 0, SMALL, hosts=("gpu1", "gpu5"), channels=2)
+        )
+    message = _error(
+        tmp_path, "jobs:\n  - name: a\n    collective: alltoall\n    channels: 2\n", pod
+    )
+    assert "jobs.yml:2:" in message and "Expected: 1 for alltoall" in message, message
+    message = _error(tmp_path, "jobs:\n  - name: a\n    channels: 17\n", pod)
+    assert "jobs.yml:3:" in message and "jobs[0].channels" in message, message
