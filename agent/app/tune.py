@@ -9,7 +9,8 @@ change, no change, or none), so they name the same setting.
 
 Exit codes: 0 a recommendation (a change or no change) for every speed; 1 some speed has no
 candidate meeting the hard constraints (named on stderr; no override is written if that is the
-dominant speed); 2 bad input, one line naming the option; also a --executor cluster that cannot
+dominant speed), or nothing to tune (no speed with two hosts, no room for an ECN ramp); 2 bad
+input, one line naming the option; also a --executor cluster that cannot
 run the search (unreachable, no worker, a scheduler or worker with another roce-fabric-agent,
 lost during the search).
 
@@ -587,8 +588,8 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 def tune_command(fabric: Path, **options: Any) -> None:
     """Search ECN x DCQCN (x QPs per connection) jointly per link speed in the twin.
 
-    Exit 0: a recommendation for every speed ("no change" is one); 1: some speed has none;
-    2: bad input.
+    Exit 0: a recommendation for every speed ("no change" is one); 1: some speed has none,
+    or nothing to tune (no speed with two hosts; no room for an ECN ramp); 2: bad input.
     """
     flags = TuneFlags(**options)
     intent = load_fabric(fabric).intent

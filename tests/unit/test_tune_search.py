@@ -33,7 +33,7 @@ from agent.twin.tune.search import (
     rung_plan,
     tune,
 )
-from agent.twin.tune.space import Candidate, EcnSetting, Space
+from agent.twin.tune.space import Candidate, EcnSetting, NothingToTune, Space
 
 G = 1_000_000_000
 
@@ -266,12 +266,16 @@ def test_collective_the_twin_cannot_finish_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "or --objective queue" in result.stderr
 
 
-def test_collective_needs_two_hosts_at_every_speed(tmp_path: Path) -> None:
+def test_collective_needs_two_hosts_at_a_speed(tmp_path: Path) -> None:
+    """Two hosts at different speeds: nothing to tune (exit 1, the fabric is valid); asked
+    for one of those speeds by name, the option is refused (exit 2)."""
     path = _write(tmp_path, "mixed.yml", leaf_spine_fabric_yaml(["400G", "100G"], 1))
-    with pytest.raises(TwinError, match="tune --objective collective: 400G has 1 host"):
+    with pytest.raises(NothingToTune, match=r"nothing to tune: .* 400G 1 host, 100G 1 host"):
         tune(load_fabric(path).intent, objective=ObjectiveSpec("collective"))
     result = CliRunner().invoke(tune_command, [str(path), "--objective", "collective"])
-    assert result.exit_code == 2 and "--objective collective" in result.stderr
+    assert result.exit_code == 1 and "nothing to tune" in result.stderr
+    result = CliRunner().invoke(tune_command, [str(path), "--speed", "400G"])
+    assert result.exit_code == 2 and "tune --objective collective: 400G has 1 host" in result.stderr
 
 
 @pytest.mark.parametrize(

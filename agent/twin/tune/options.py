@@ -24,7 +24,7 @@ from agent.twin.tune.objectives import (
     ObjectiveSpec,
 )
 from agent.twin.tune.runners import Runner, serial_runner
-from agent.twin.tune.space import DEFAULT_CANDIDATES, MAX_QPS, QPS_LEVELS
+from agent.twin.tune.space import DEFAULT_CANDIDATES, MAX_QPS, QPS_LEVELS, NothingToTune
 from agent.twin.tune.text import mib
 from agent.twin.workloads import ScenarioName
 
@@ -178,6 +178,26 @@ def check_collective_time(objective: ObjectiveSpec, speed: int, ranks: int) -> N
             f"--size at most {mib(largest)} here, or --objective queue Actual: "
             f"{mib(objective.size_bytes)} takes {need:.3g} s at line rate"
         )
+
+
+MIN_HOSTS = 2  # an incast's sender and receiver, a collective's two ranks on two hosts
+
+
+def tunable_speeds(present: dict[int, int], notes: list[str]) -> list[int]:
+    """The speeds tune searches when none is asked for: those with at least
+    :data:`MIN_HOSTS` hosts, fastest first; the others are left with a note.  None at all:
+    :class:`NothingToTune`."""
+    chosen = sorted((s for s, n in present.items() if n >= MIN_HOSTS), reverse=True)
+    alone = sorted((s for s, n in present.items() if n < MIN_HOSTS), reverse=True)
+    counts = ", ".join(f"{format_speed(s)} {present[s]} host" for s in alone)
+    if not chosen:
+        raise NothingToTune(
+            f"tune: nothing to tune: Expected: {MIN_HOSTS} hosts or more with a NIC at one "
+            f"speed (a workload's two ends; tune runs one rank per host) Actual: {counts}"
+        )
+    if alone:
+        notes.append(f"not tuned: {counts} (a workload needs {MIN_HOSTS} hosts at a speed)")
+    return chosen
 
 
 def check_speeds(speeds: Sequence[int], present: dict[int, int]) -> None:

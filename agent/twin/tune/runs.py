@@ -197,9 +197,9 @@ def collective_hosts(network: TwinNetwork, speed_bps: int, ranks: int) -> tuple[
     return tuple(out[:ranks])
 
 
-def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics:
-    """One seed of a collective (``job.senders`` ranks) on the candidate's network."""
-    spec = CollectiveSpec(
+def collective_spec(job: Job, network: TwinNetwork) -> CollectiveSpec:
+    """The collective a job runs (``job.senders`` ranks placed by :func:`collective_hosts`)."""
+    return CollectiveSpec(
         workload=job.objective.workload,  # type: ignore[arg-type]
         ranks=job.senders,
         size_bytes=job.objective.size_bytes,
@@ -211,7 +211,11 @@ def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics
         hosts=collective_hosts(network, job.speed_bps, job.senders),
         speed_bps=job.speed_bps,
     )
-    report = run_collective(network, spec, seed=job.seed)
+
+
+def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics:
+    """One seed of a collective (``job.senders`` ranks) on the candidate's network."""
+    report = run_collective(network, collective_spec(job, network), seed=job.seed)
     busiest = report.links[0] if report.links else None
     return RunMetrics(
         seed=job.seed,

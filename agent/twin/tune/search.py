@@ -66,6 +66,7 @@ from agent.twin.tune.options import (
     check_objective,
     check_options,
     check_speeds,
+    tunable_speeds,
 )
 from agent.twin.tune.results import Rung, SpeedResult, Stage, Trial, TuneResult
 from agent.twin.tune.runs import Job
@@ -132,10 +133,10 @@ def tune(intent: FabricIntent, **options: Unpack[TuneOptions]) -> TuneResult:
     plan = build_plan(intent)
     present = host_speeds(build_network(intent, plan))
     check_speeds(settings.speeds, present)
-    chosen = sorted(set(settings.speeds) or present, reverse=True)
+    notes: list[str] = []
+    chosen = sorted(set(settings.speeds), reverse=True) or tunable_speeds(present, notes)
     check_objective(settings.objective, {s: present[s] for s in chosen})
     search = _Search(intent, plan, settings)
-    notes: list[str] = []
     results = [search.speed(speed, present[speed], notes) for speed in chosen]
     dominant = max(present, key=lambda s: (present[s], s))
     if len(present) > 1:

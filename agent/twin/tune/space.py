@@ -132,15 +132,25 @@ def grid_shape(candidates: int) -> tuple[int, int, int]:
     return best
 
 
+class NothingToTune(TwinError):
+    """The fabric gives tune nothing to search -- no speed with the two hosts a workload
+    needs, or no room for an ECN ramp below a pause threshold: tune ran and has nothing to
+    recommend (exit 1, as a search without a recommendation); the fabric is not bad input."""
+
+    exit_code = 1
+
+
 def ecn_cap(speed_bps: int, frame: int, pause_threshold: int) -> int:
     """The largest ECN max a candidate may have: two frames below the pause threshold (the
     frame that crosses max still fits under it, and with ``pause_threshold: auto`` = max + 2
     MTU the pause threshold never rises above today's), rounded down to whole kB."""
     cap = (pause_threshold - 2 * frame) // 1000 * 1000
     if cap <= 4 * frame:
-        raise TwinError(
-            f"tune {format_speed(speed_bps)}: pause threshold. Expected: room for an ECN ramp "
-            f"below it (more than 5 frames of {frame} B) Actual: {format_size(pause_threshold)}"
+        raise NothingToTune(
+            f"tune {format_speed(speed_bps)}: nothing to tune: the pause threshold leaves no "
+            f"room for an ECN ramp. Expected: more than 5 frames of {frame} B below it "
+            f"Actual: {format_size(pause_threshold)} (with smaller frames, --payload: the RoCE "
+            "payload the hosts send)"
         )
     return cap
 
