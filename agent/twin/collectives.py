@@ -794,6 +794,12 @@ class _Jobs:
         return sum(job.received_bytes for job in self.jobs) / total if total else 1.0
 
 
+def check_placement(network: TwinNetwork, spec: CollectiveSpec) -> None:
+    """What :func:`run_collective` refuses before it runs ``spec`` (the option named in a
+    :class:`TwinError`): its ranks, size, QPs and channels, and where its ranks go."""
+    _place(network, spec)
+
+
 def _place(network: TwinNetwork, spec: CollectiveSpec, name: str = "") -> _Placed:
     """``spec`` checked and placed; without ranks, every GPU NIC of the fabric."""
     check_spec(spec)

@@ -26,7 +26,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from agent.errors import IntentError, Problem, SourcePosition
 from agent.intent.model import Bytes, InterfaceName, Name, StrictModel
-from agent.twin.network import TwinNetwork
+from agent.twin.collectives import check_placement
+from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.placement import CollectiveSpec
 from agent.twin.workloads import MAX_CHANNELS, MAX_QPS
 from common.validation import validation_problems
@@ -153,25 +154,9 @@ def resolve_jobs(loaded: LoadedJobs, network: TwinNetwork) -> list[NamedSpec]:
     problems: list[Problem] = []
     for index, job in enumerate(loaded.jobs.jobs):
         try:
-            endpoints = _endpoints(loaded, index, network)
+            specs.append(NamedSpec(job.name, _placed_spec(loaded, index, network)))
         except _Located as exc:
             problems.append(exc.problem)
-            continue
-        specs.append(
-            NamedSpec(
-                job.name,
-                CollectiveSpec(
-                    job.collective,
-                    0,
-                    job.size,
-                    job.qps_per_connection,
-                    endpoints,
-                    split_data_on_qps=job.split_data_on_qps,
-                    pxn=job.pxn,
-                    channels=job.channels,
-                ),
-            )
-        )
     if problems:
         raise IntentError(problems)
     bare = [i for i, s in enumerate(specs) if s.spec.hosts is None]
@@ -187,6 +172,33 @@ def resolve_jobs(loaded: LoadedJobs, network: TwinNetwork) -> list[NamedSpec]:
             ]
         )
     return specs
+
+
+def _placed_spec(loaded: LoadedJobs, index: int, network: TwinNetwork) -> CollectiveSpec:
+    """Job ``index``'s collective, placed as the run will place it (a refusal located at the
+    job: a host twice, hosts with different NIC counts, a size too small for the ranks)."""
+    job = loaded.jobs.jobs[index]
+    spec = CollectiveSpec(
+        job.collective,
+        0,
+        job.size,
+        job.qps_per_connection,
+        _endpoints(loaded, index, network),
+        split_data_on_qps=job.split_data_on_qps,
+        pxn=job.pxn,
+        channels=job.channels,
+    )
+    try:
+        check_placement(network, spec)
+    except TwinError as exc:
+        # The run's own message names twin's option; here the job file says it.
+        said = _TWIN_OPTION.sub("", str(exc))
+        where = ("jobs", index)
+        raise _Located(Problem(loaded.source.locate(where), dotted_path(where), said)) from None
+    return spec
+
+
+_TWIN_OPTION = re.compile(r"^twin --[a-z-]+:\s*")
 
 
 class _Located(Exception):

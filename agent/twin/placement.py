@@ -50,10 +50,13 @@ class Connection:
     src_host: str
     dst_host: str
     flows: tuple[int, ...]  # indices into the job's flow list, QP 0 first
+    channel: int = 0  # the ring channel on its NIC: the same two NICs' earlier connections
 
     @property
     def name(self) -> str:
-        return f"{self.src_host}->{self.dst_host}"
+        """``SRC->DST``, and ``#K`` for the ring's channel K > 0 between the same NICs."""
+        suffix = f"#{self.channel}" if self.channel else ""
+        return f"{self.src_host}->{self.dst_host}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -241,16 +244,16 @@ def build_flows(
     connections: list[Connection] = []
     flows: list[FlowSpec] = []
     base = first_flow
+    earlier: dict[tuple[int, int], int] = {}  # a pair repeats only as another ring channel
     for index, (src, dst) in enumerate(pairs):
         start = base + len(flows)
         for qp in range(qps):
             sport = qp_sport(index, qp)
             flows.append(FlowSpec(hosts[src], hosts[dst], udp_sport=sport, size_bytes=0))
-        connections.append(
-            Connection(
-                index, src, dst, hosts[src], hosts[dst], tuple(range(start, base + len(flows)))
-            )
-        )
+        channel = earlier.get((src, dst), 0)
+        earlier[(src, dst)] = channel + 1
+        indices = tuple(range(start, base + len(flows)))
+        connections.append(Connection(index, src, dst, hosts[src], hosts[dst], indices, channel))
     return connections, flows
 
 
@@ -289,7 +292,6 @@ def flow_paths(network: TwinNetwork, spec: CollectiveSpec) -> list[FlowPath]:
     connections, flows = build_flows(
         placement.endpoints, spec.workload, spec.qps_per_connection, pairs=pairs
     )
-    per_channel = len(connections) // spec.channels
     paths = []
     for conn in connections:
         for qp, index in enumerate(conn.flows):
@@ -297,6 +299,7 @@ def flow_paths(network: TwinNetwork, spec: CollectiveSpec) -> list[FlowPath]:
             hops = network.path(flow.src, flow.dst, flow.hash_value())
             egress = [f"{switch}:{network.switches[switch].ports[i].name}" for switch, i in hops]
             rail = network.hosts[flow.src].rail
-            channel = conn.index // per_channel
-            paths.append(FlowPath(flow.src, flow.dst, rail, qp, flow.udp_sport, egress, channel))
+            paths.append(
+                FlowPath(flow.src, flow.dst, rail, qp, flow.udp_sport, egress, conn.channel)
+            )
     return paths

@@ -126,9 +126,45 @@ def test_a_bad_job_file_names_its_line_and_field(
         ("jobs:\n  - {name: a, hostfile: h}\n", "gpu1 cores\n", "h:1:1", "HOST [slots=N]"),
         ("jobs:\n  - {name: a, hostfile: h}\n", "# nobody\n", "h:1:1", "Actual: none"),
         ("jobs:\n  - {name: a, hostfile: missing}\n", None, "jobs.yml:2:", "missing"),
-        ("jobs:\n  - {name: b, hosts: [gpu1]}\n  - {name: a}\n", None, "jobs.yml:3:", "every job"),
+        (
+            "jobs:\n  - {name: b, hosts: [gpu1, gpu2]}\n  - {name: a}\n",
+            None,
+            "jobs.yml:3:",
+            "every job",
+        ),
+        (
+            "jobs:\n  - {name: a, hosts: [gpu1, gpu2, gpu1]}\n",
+            None,
+            "jobs.yml:2:",
+            "each host once",
+        ),
+        (
+            "jobs:\n  - {name: a, hostfile: h}\n",
+            "gpu1 slots=1\ngpu2\n",
+            "jobs.yml:2:",
+            "same count",
+        ),
+        (
+            "jobs:\n  - {name: a, collective: allgather, size: 16}\n",
+            None,
+            "jobs.yml:2:",
+            "at least",
+        ),
     ],
-    ids=["host", "glob", "nics", "hostfile-host", "slots", "format", "empty", "no-file", "default"],
+    ids=[
+        "host",
+        "glob",
+        "nics",
+        "hostfile-host",
+        "slots",
+        "format",
+        "empty",
+        "no-file",
+        "default",
+        "twice",
+        "uneven",
+        "size",
+    ],
 )
 def test_a_job_the_fabric_cannot_place_names_the_line_that_says_so(
     tmp_path: Path, pod: TwinNetwork, text: str, hostfile: str | None, where: str, says: str
@@ -321,6 +357,8 @@ def test_each_channel_has_connections_and_ports_of_its_own(pod: TwinNetwork) -> 
     assert len(paths) == 3 * len(one)
     hop = [p for p in paths if p.src == "gpu1:eth0" and p.dst == "gpu5:eth0"]
     assert len({p.udp_sport for p in hop}) == 3  # one QP per channel, each its own port
+    names = [c.name for c in C._Jobs([C._place(pod, spec)]).connections]
+    assert len(set(names)) == len(names) and "gpu1:eth0->gpu5:eth0#2" in names
     report = C.run_collective(pod, spec)
     assert report.completed and report.channels == 3
     assert report.line_rate_fraction > 0.5
