@@ -300,7 +300,8 @@ def twin_command(fabric: Path, **options: Any) -> None:
 
     The last line is the verdict: what the run shows and what to run next.
 
-    With --workload, an NCCL collective on --ranks hosts instead:
+    With --workload, an NCCL collective on --ranks hosts instead; with --job, the jobs of a
+    job file side by side:
 
     \b
     https://roce-fabric-agent.readthedocs.io/en/latest/collectives/
@@ -469,7 +470,7 @@ def _jobs_command(fabric: Path, run: TwinFlags, job_file: Path) -> None:
     from agent.twin.placement import flow_paths
 
     ctx = click.get_current_context()
-    clash = next((n for n in ("workload", *COLLECTIVE_ONLY, *SCENARIO_ONLY)
+    clash = next((n for n in ("workload", "speed", *COLLECTIVE_ONLY, *SCENARIO_ONLY)
                   if n != "show_placement" and _given(ctx, n)), None)  # fmt: skip
     if clash is not None:
         raise TwinError(

@@ -292,6 +292,8 @@ def test_twin_job_reports_each_job_and_refuses_a_collective_option(
     clash = runner.invoke(twin_command, [str(fabric), "--job", str(jobs), "--ranks", "4"])
     assert clash.exit_code == 2
     assert "--ranks: Expected: --job or --ranks, not both" in clash.output
+    speed = runner.invoke(twin_command, [str(fabric), "--job", str(jobs), "--speed", "400G"])
+    assert speed.exit_code == 2 and "--speed: Expected: --job or --speed" in speed.output
 
 
 def test_the_shipped_job_files_follow_the_schema_and_place_on_their_fabric() -> None:
