@@ -267,6 +267,17 @@ def test_a_job_that_cannot_tell_settings_apart_is_named(
         assert said.why.endswith("heavier jobs to try: more senders (--senders 8)")
 
 
+def test_a_rung_where_every_candidate_misses_alike_is_still_flat() -> None:
+    """A halving rung runs a smaller job: a 1/16 collective fills no link, every candidate
+    misses the utilisation floor alike -- nothing told apart there; at the end (the job
+    itself) the claim needs every candidate meeting the constraints."""
+    trials = [_trial(i, 100_000 + i, 0.5) for i in range(3)]
+    assert indistinguishable(trials, feasible=False)
+    assert not indistinguishable(trials)
+    mixed = [_trial(0, 100_000, 0.5), _trial(1, 100_000, 0.95)]
+    assert not indistinguishable(mixed, feasible=False)
+
+
 # ------------------------------------------------------------------------------ in the twin
 
 

@@ -93,12 +93,17 @@ def _gain_why(current: Trial, first: Trial, best: Trial, objective: ObjectiveSpe
     )
 
 
-def indistinguishable(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> bool:
-    """Every candidate that ran to the end met every constraint and measured the same on the
-    objective (the best and the worst :func:`ties`): the job cannot tell settings apart, and
-    widening the grid would only move along a flat objective."""
+def indistinguishable(
+    trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE, *, feasible: bool = True
+) -> bool:
+    """Every candidate still in the search measured the same on the objective (the best and
+    the worst :func:`ties`) and fared the same on the constraints -- all met them, or (with
+    ``feasible`` False, a halving rung's smaller job) all missed them: at that fidelity the
+    job cannot tell settings apart.  The search asks it at every rung and, all met, at the
+    end; flat throughout, widening the grid would only move along a flat objective."""
     finished = [t for t in trials if t.invalid is None and t.pruned is None and t.runs]
-    if len(finished) < 2 or not all(t.feasible for t in finished):
+    verdicts = {t.feasible for t in finished}
+    if len(finished) < 2 or len(verdicts) > 1 or (feasible and verdicts != {True}):
         return False
     values = [objective_value(t, objective) for t in finished]
     return ties(max(values), min(values), objective)
@@ -113,9 +118,10 @@ def no_load(decision: Decision, trials: Sequence[Trial], objective: ObjectiveSpe
     high = min(finished, key=lambda t: objective_value(t, objective))
     would = "; heavier jobs to try: " + ", ".join(heavier) if heavier else ""
     why = (
-        f"this job does not load the fabric enough to tell settings apart: the "
-        f"{len(finished)} candidates run in full measured {_value_text(low, objective)} to "
-        f"{_value_text(high, objective)}, within {TIE_BAND:.0%}, all meeting every constraint "
-        f"(the grid was not widened){would}"
+        f"this job does not load the fabric enough to tell settings apart: at every rung of "
+        f"the search the candidates measured within {TIE_BAND:.0%} of each other and fared "
+        f"alike on the constraints; the {len(finished)} run in full, all meeting them, measured "
+        f"{_value_text(low, objective)} to {_value_text(high, objective)} (the grid was not "
+        f"widened){would}"
     )
     return replace(decision, why=why)

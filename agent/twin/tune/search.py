@@ -196,8 +196,8 @@ class _Search:
         result = SpeedResult(speed, senders, pause, host_ports, room.frame, [])
         result.method, result.load_points = method, points
         trials = self._validated(cands)
-        self._halve(result, trials, rung_plan(method, points, settings.seeds, settings.collective))
-        flat = indistinguishable(trials, settings.objective)
+        rungs = rung_plan(method, points, settings.seeds, settings.collective)
+        flat = self._halve(result, trials, rungs) and indistinguishable(trials, settings.objective)
         if not flat:
             self._widen(result, space, trials, seen)
         result.stages = [Stage("joint" if settings.dcqcn else "ecn", trials)]
@@ -252,11 +252,14 @@ class _Search:
         result: SpeedResult,
         trials: list[Trial],
         rungs: list[tuple[float, tuple[tuple[int, int], ...]]],
-    ) -> None:
-        """Run the rungs; after each but the last keep the best 1/eta (and the current)."""
+    ) -> bool:
+        """Run the rungs; after each but the last keep the best 1/eta (and the current).
+        True when every rung measured its candidates the same (:func:`indistinguishable`)."""
         alive = [t for t in trials if t.invalid is None]
+        flat = True
         for number, (fraction, points) in enumerate(rungs):
             runs = self._run(alive, result.speed_bps, fraction, points, number)
+            flat = flat and indistinguishable(alive, self.settings.objective, feasible=False)
             last = number == len(rungs) - 1
             kept = alive if last else self._survivors(alive, number, fraction, points)
             result.rungs.append(
@@ -270,6 +273,7 @@ class _Search:
                 )
             )
             alive = kept
+        return flat
 
     def _fidelity(self, fraction: float) -> str:
         if self.settings.collective:
