@@ -8,11 +8,11 @@ it at once. The outside simulators the twin is compared with mark at dequeue: th
 HPCC (alibaba-edu/High-Precision-Congestion-Control,
 ``simulation/src/point-to-point/model/switch-node.cc``, ``SwitchNode::SwitchNotifyDequeue``:
 the egress bytes are released, then ``m_mmu->ShouldSendCN`` decides and the IP header's ECN
-field is set to CE) and htsim (Broadcom/csg-htsim ``ECNQueue``, "marks on dequeue as soon as
-the packet occupancy exceeds the set threshold").  The shipped profiles stay at enqueue: the
-switch vendors' published QoS documents for the NOSes the agent drives (EOS, SONiC, Cumulus
-NVUE, NX-OS) do not say where their ASICs decide the mark, and no command sets it
-(docs/architecture.md, "Where ECN is marked").
+field is set to CE) and htsim (Broadcom/csg-htsim ``sim/ecnqueue.h``, ``ECNQueue``: "marks
+on dequeue as soon as the packet occupancy exceeds the set threshold").  The shipped profiles
+stay at enqueue: the switch vendors' published QoS documents for the NOSes the agent drives
+(EOS, SONiC, Cumulus NVUE, NX-OS) do not say where their ASICs decide the mark, and no
+command sets it (docs/architecture.md, "Where ECN is marked").
 
 Curve (the vendor semantic of Arista EOS ``random-detect ecn minimum-threshold ..
 maximum-threshold .. max-mark-probability ..`` and of SONiC/SAI ``WRED_PROFILE``
