@@ -9,9 +9,17 @@ them, so the field names, limits and error messages here are that file's.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 NUM_CLASSES: Final = 8
 """Traffic classes == priorities == egress queues per port (IEEE 802.1Q: eight priorities)."""
@@ -55,6 +63,15 @@ class EcnConfig(StrictModel):
     # Where the mark is decided (:mod:`lossless.wred`): on a frame's arrival, from the depth
     # it finds, or on its departure, from the depth it leaves behind.
     at_dequeue: bool = False
+
+    @model_serializer(mode="wrap")
+    def _enqueue_unsaid(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Marking at enqueue (the default, and every NOS personality's) is left out of the
+        switch's reported config, which keeps the shape it had before the choice existed."""
+        data = handler(self)
+        if isinstance(data, dict) and not self.at_dequeue:
+            data.pop("at_dequeue", None)
+        return data
 
     @model_validator(mode="after")
     def _min_below_max(self) -> EcnConfig:

@@ -15,11 +15,11 @@ import pytest
 
 from tests.unit.lab_nvue_support import NvueSwitch, run
 
-# The lab switch's marking point is enqueue: NVUE has no command for it (lossless.wred).
-ROCE_ECN = {"min_bytes": 150000, "max_bytes": 1500000, "max_probability": 100, "at_dequeue": False}
 ROCE_QUEUES: dict[str, dict[str, Any]] = {
-    "0": {"ecn": ROCE_ECN, "strict": False, "bandwidth_percent": 50},
-    "3": {"ecn": ROCE_ECN, "strict": False, "bandwidth_percent": 50},
+    "0": {"ecn": {"min_bytes": 150000, "max_bytes": 1500000, "max_probability": 100},
+          "strict": False, "bandwidth_percent": 50},
+    "3": {"ecn": {"min_bytes": 150000, "max_bytes": 1500000, "max_probability": 100},
+          "strict": False, "bandwidth_percent": 50},
     "6": {"ecn": None, "strict": True, "bandwidth_percent": None},
 }  # fmt: skip
 
@@ -98,8 +98,7 @@ def test_factory_scheduling_is_twelve_and_thirteen_percent_with_ecn_on_queue_zer
         (("nv set qos congestion-control default-global traffic-class 3 min-threshold 40000",
           "nv set qos congestion-control default-global traffic-class 3 max-threshold 200000",
           "nv set qos congestion-control default-global traffic-class 3 probability 10"),
-         "3", {"ecn": {"min_bytes": 40000, "max_bytes": 200000, "max_probability": 10,
-                       "at_dequeue": False},
+         "3", {"ecn": {"min_bytes": 40000, "max_bytes": 200000, "max_probability": 10},
                "strict": False, "bandwidth_percent": 50}),
         (("nv set qos congestion-control default-global traffic-class 0 ecn disable",),
          "0", {"ecn": None, "strict": False, "bandwidth_percent": 50}),

@@ -256,7 +256,7 @@ def test_the_roce_configuration_runs_in_the_data_plane() -> None:
     }  # fmt: skip
     eth1 = qos["ports"]["eth1"]
     assert eth1["pfc_enabled"] is True and eth1["pfc_priorities"] == [3]
-    ecn = {"min_bytes": 6000, "max_bytes": 18000, "max_probability": 100, "at_dequeue": False}
+    ecn = {"min_bytes": 6000, "max_bytes": 18000, "max_probability": 100}
     assert eth1["queues"] == {
         "0": {"ecn": None, "strict": False, "bandwidth_percent": 50},
         "3": {"ecn": ecn, "strict": False, "bandwidth_percent": 50},
