@@ -28,13 +28,14 @@ from agent.errors import IntentError, Problem, SourcePosition
 from agent.intent.model import Bytes, InterfaceName, Name, StrictModel
 from agent.twin.collectives import check_placement
 from agent.twin.network import TwinError, TwinNetwork
-from agent.twin.placement import CollectiveSpec
+from agent.twin.placement import CollectiveSpec, nics_by_host
 from agent.twin.workloads import MAX_CHANNELS, MAX_QPS
 from common.validation import validation_problems
 from common.yamlsource import SourceMap, dotted_path, load_yaml, read_bounded
 
 MAX_JOBS = 8  # side by side in one run
 MAX_HOSTFILE_BYTES = 1 << 20
+MAX_HOSTFILE_LINE = 512  # a host name and its slots; longer is not a hostfile line
 # A host name, HOST:PORT, or a shell glob over host names (gpu*, gpu[1-4]).
 HostRef = Annotated[
     str,
@@ -210,7 +211,7 @@ class _Located(Exception):
 def _endpoints(loaded: LoadedJobs, index: int, network: TwinNetwork) -> tuple[str, ...] | None:
     """The job's ranks' endpoints, or None for the fabric's own job (every GPU NIC)."""
     job = loaded.jobs.jobs[index]
-    nics = _nics_by_host(network)
+    nics = nics_by_host(network)
     if job.nics is not None:
         nics = _chosen_nics(loaded, index, nics, network)
     if job.hostfile is not None:
@@ -224,14 +225,6 @@ def _endpoints(loaded: LoadedJobs, index: int, network: TwinNetwork) -> tuple[st
         where = ("jobs", index, "hosts", position)
         out += _matching(loaded, where, pattern, nics, network)
     return tuple(out)
-
-
-def _nics_by_host(network: TwinNetwork) -> dict[str, list[str]]:
-    """Each host's endpoints in rail order (fabric-file order of hosts)."""
-    by_host: dict[str, list[str]] = {}
-    for nic in network.hosts.values():
-        by_host.setdefault(nic.host or nic.name, []).append(nic.name)
-    return by_host
 
 
 def _chosen_nics(
@@ -312,8 +305,13 @@ def _from_hostfile(loaded: LoadedJobs, index: int, nics: dict[str, list[str]]) -
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        host, slots = _hostfile_line(line)
         at = SourcePosition(path, number, 1)
+        if len(line) > MAX_HOSTFILE_LINE:
+            raise _Located(
+                Problem(at, "", f"Expected: at most {MAX_HOSTFILE_LINE} characters a line "
+                        f"(HOST slots=N) Actual: {len(line)}")
+            )  # fmt: skip
+        host, slots = _hostfile_line(line)
         if host is None or host not in nics:
             what = "HOST [slots=N] or HOST:N" if host is None else "a host of the fabric"
             raise _Located(Problem(at, "", f"Expected: {what} with a GPU NIC Actual: {line[:80]}"))

@@ -119,11 +119,17 @@ def _named_endpoints(network: TwinNetwork, spec: CollectiveSpec) -> tuple[int, l
     return _one_speed(network, chosen, spec.speed_bps), chosen
 
 
-def _expand_hosts(network: TwinNetwork, names: list[str]) -> list[str]:
-    """``--hosts`` as endpoints: a multi-NIC host's name stands for its NICs (rail order)."""
+def nics_by_host(network: TwinNetwork) -> dict[str, list[str]]:
+    """Each host's endpoints in rail order, hosts in fabric-file order."""
     by_host: dict[str, list[str]] = {}
     for nic in network.hosts.values():
         by_host.setdefault(nic.host or nic.name, []).append(nic.name)
+    return by_host
+
+
+def _expand_hosts(network: TwinNetwork, names: list[str]) -> list[str]:
+    """``--hosts`` as endpoints: a multi-NIC host's name stands for its NICs (rail order)."""
+    by_host = nics_by_host(network)
     unknown = [h for h in names if h not in network.hosts and h not in by_host]
     if unknown:
         raise TwinError(

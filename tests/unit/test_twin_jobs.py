@@ -124,6 +124,7 @@ def test_a_bad_job_file_names_its_line_and_field(
         ("jobs:\n  - {name: a, hostfile: h}\n", "gpu1\ngpu42 slots=8\n", "h:2:1", "gpu42"),
         ("jobs:\n  - {name: a, hostfile: h}\n", "gpu1 slots=3\n", "h:1:1", "slots 1-2"),
         ("jobs:\n  - {name: a, hostfile: h}\n", "gpu1 cores\n", "h:1:1", "HOST [slots=N]"),
+        ("jobs:\n  - {name: a, hostfile: h}\n", "gpu1" + " " * 600 + "x\n", "h:1:1", "at most 512"),
         ("jobs:\n  - {name: a, hostfile: h}\n", "# nobody\n", "h:1:1", "Actual: none"),
         ("jobs:\n  - {name: a, hostfile: missing}\n", None, "jobs.yml:2:", "missing"),
         (
@@ -158,6 +159,7 @@ def test_a_bad_job_file_names_its_line_and_field(
         "hostfile-host",
         "slots",
         "format",
+        "long",
         "empty",
         "no-file",
         "default",
