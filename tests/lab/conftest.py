@@ -24,7 +24,7 @@ import pytest
 
 from common.signals import unwind_on_termination
 from tests.lab.support.labs import LAB_UNAVAILABLE, Lab, LabFactory, apply_fabric, labs_in
-from tests.lab.support.rdma import RDMA_LAB
+from tests.lab.support.rdma import RDMA_LAB, VM_CONNECT_TIMEOUT
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -86,7 +86,7 @@ def rdma_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         started = factory.start("rdma", RDMA_LAB)
         recorded = json.loads((started.state_dir / "state.json").read_text())["processes"]
         vms = {key: int(p["pid"]) for key, p in recorded.items() if key.endswith(":vm")}
-        apply_fabric(started, timeout=300)
+        apply_fabric(started, timeout=300, connect_timeout=VM_CONNECT_TIMEOUT)
         yield started
         factory.stop(started)
     assert sorted(vms) == ["h1:vm", "h2:vm", "h3:vm"]

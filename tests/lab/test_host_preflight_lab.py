@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.lab.support.labs import Lab, requires_lab
-from tests.lab.support.labs import run_agent as agent
 from tests.lab.support.rdma import device, vm_ssh
+from tests.lab.support.rdma import vm_agent as agent
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 # Every module on the session's RDMA lab runs on one worker: its VMs boot once (conftest.py).

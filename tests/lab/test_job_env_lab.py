@@ -18,15 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from agent.device import ssh
 from agent.device.platforms import platform_for
 from agent.device.push import close_quietly, connect
 from agent.intent.model import FabricIntent
 from agent.observe.hostfacts import collect_host_facts, exec_on
 from agent.observe.hostsources import SOURCES, HostSource
 from tests.lab.support.labs import Lab, requires_lab
-from tests.lab.support.labs import run_agent as agent
+from tests.lab.support.rdma import VM_CONNECT_TIMEOUT_S, vm_ssh
 from tests.lab.support.rdma import device as lab_device
-from tests.lab.support.rdma import vm_ssh
+from tests.lab.support.rdma import vm_agent as agent
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_parallel, requires_lab]
 # Every module on the session's RDMA lab runs on one worker: its VMs boot once (conftest.py).
@@ -105,6 +106,17 @@ def test_the_namespace_host_is_named_with_the_reason(rdma_lab: Lab) -> None:
     )
 
 
+@pytest.fixture
+def vm_login_budget() -> Iterator[None]:
+    """This process's own SSH connections get the VMs' login budget (tests.lab.support.rdma)."""
+    ssh.configure(connect_timeout_s=VM_CONNECT_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        ssh.configure(connect_timeout_s=ssh.CONNECT_TIMEOUT_S)
+
+
+@pytest.mark.usefixtures("vm_login_budget")
 def test_exit_status_and_output_over_real_ssh(rdma_lab: Lab) -> None:
     """The exec channel's exit status is the command's, stdout and stderr both kept; the
     GID source runs as collect_host_facts runs it."""

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from tests.lab.support.labs import Lab, requires_lab
-from tests.lab.support.labs import run_agent as agent
 from tests.lab.support.rdma import device, ns_python, rxe_counters, vm_ssh
+from tests.lab.support.rdma import vm_agent as agent
 
 pytestmark = [pytest.mark.lab, requires_lab]
 # Every module on the session's RDMA lab runs on one worker: its VMs boot once (conftest.py).

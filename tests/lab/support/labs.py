@@ -200,9 +200,10 @@ def exporter_serving(fabric: str | Path) -> Iterator[str]:
         process.wait(timeout=20)
 
 
-def apply_fabric(lab: Lab, timeout: float = 120) -> None:
+def apply_fabric(lab: Lab, timeout: float = 120, connect_timeout: str = "10s") -> None:
     """``roce-agent apply`` of the lab's own fabric file: the switches become lossless."""
     applied = run_agent(
+        "--connect-timeout", connect_timeout,
         "apply", lab.status["fabric_file"], "--yes", "--state-dir", lab.state_dir / "agent",
         timeout=timeout,
     )  # fmt: skip

@@ -14,10 +14,20 @@ from typing import Any
 
 import yaml
 
-from tests.lab.support.labs import REPO, Lab
+from tests.lab.support.labs import REPO, Lab, run_agent
 
 RDMA_LAB = REPO / "containerlab" / "roce-rdma.clab.yml"
 RXE_COUNTERS = "/sys/class/infiniband/rxe0/ports/1/hw_counters"
+# A login to a VM without KVM is emulated instruction by instruction (key exchange, the host
+# key's signature): beside the other test worker's labs on a 2-core CI machine it ran past the
+# CLI's default 10 s budget (clean-clone runs 19 and 20), so the agent gets a slow device's.
+VM_CONNECT_TIMEOUT_S = 60
+VM_CONNECT_TIMEOUT = f"{VM_CONNECT_TIMEOUT_S}s"
+
+
+def vm_agent(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m agent ARGS`` (:func:`run_agent`) with the VMs' login budget."""
+    return run_agent("--connect-timeout", VM_CONNECT_TIMEOUT, *args, timeout=timeout)
 
 
 def fabric(lab: Lab) -> dict[str, Any]:
