@@ -72,8 +72,9 @@ class Job(StrictModel):
         default=None,
         min_length=1,
         max_length=64,
-        description="the port names of each host's GPU NICs, in rail order (eth0, eth1 ...); "
-        "default: every port of the host the fabric links to a switch",
+        description="each host's GPU NICs in rail order, by port name (eth0, eth1 ...) or by "
+        "the rdma_device the fabric file declares for the port (mlx5_0, mlx5_0/1); default: "
+        "every port of the host the fabric links to a switch",
     )
     collective: Literal["allreduce", "allgather", "reducescatter", "alltoall"] = "allreduce"
     size: Bytes = Field(
@@ -230,27 +231,47 @@ def _endpoints(loaded: LoadedJobs, index: int, network: TwinNetwork) -> tuple[st
 def _chosen_nics(
     loaded: LoadedJobs, index: int, nics: dict[str, list[str]], network: TwinNetwork
 ) -> dict[str, list[str]]:
-    """Per host, its endpoints for the job's ``nics`` port names in that order; a host that
-    has none of them is left out, one that has only some is an error."""
+    """Per host, its endpoints for the job's ``nics`` (port or RDMA device names) in that
+    order; a host that has none of them is left out, one that has only some is an error."""
     wanted = loaded.jobs.jobs[index].nics or []
     chosen: dict[str, list[str]] = {}
     for host, endpoints in nics.items():
-        by_port = {network.hosts[e].port.name: e for e in endpoints}
-        have = [by_port[p] for p in wanted if p in by_port]
-        if not have:
-            continue
-        if len(have) != len(wanted):
-            missing = [p for p in wanted if p not in by_port]
-            raise _Located(
-                Problem(
-                    loaded.source.locate(("jobs", index, "nics")),
-                    dotted_path(("jobs", index, "nics")),
-                    f"host {host}: Expected: a NIC linked to a switch for each of "
-                    f"{', '.join(wanted)} Actual: none for {', '.join(missing)}",
-                )
-            )
-        chosen[host] = have
+        by_name = {n: e for e in endpoints for n in network.hosts[e].names[1:]}
+        # A port's own name wins over another port's RDMA device of the same name.
+        by_name.update({network.hosts[e].port.name: e for e in endpoints})
+        have = [by_name[p] for p in wanted if p in by_name]
+        if have:
+            problem = _nics_problem(wanted, by_name, have)
+            if problem:
+                raise _nics_error(loaded, index, f"host {host}: {problem}")
+            chosen[host] = have
+    if not chosen:
+        raise _nics_error(
+            loaded, index, f"Expected: a host with a NIC linked to a switch named "
+            f"{', '.join(wanted)} (a port or its rdma_device) Actual: none",
+        )  # fmt: skip
     return chosen
+
+
+def _nics_problem(wanted: list[str], by_name: dict[str, str], have: list[str]) -> str:
+    """Why a host that has some of the job's NICs cannot serve it ("" if it can)."""
+    if len(have) != len(wanted):
+        missing = [p for p in wanted if p not in by_name]
+        return (
+            f"Expected: a NIC linked to a switch for each of {', '.join(wanted)} "
+            f"Actual: none for {', '.join(missing)}"
+        )
+    twice = sorted({e for e in have if have.count(e) > 1})
+    if twice:
+        return "Expected: each NIC once Actual: " + ", ".join(
+            f"{e} named {have.count(e)} times" for e in twice
+        )
+    return ""
+
+
+def _nics_error(loaded: LoadedJobs, index: int, message: str) -> _Located:
+    where = ("jobs", index, "nics")
+    return _Located(Problem(loaded.source.locate(where), dotted_path(where), message))
 
 
 def _matching(

@@ -114,6 +114,16 @@ class NicSpec:
     dcqcn: dict[str, int]
     host: str = ""  # the machine (the name itself for a one-NIC host)
     rail: int = 0
+    rdma_device: str = ""  # the port's rdma_device as DEVICE/PORT (mlx5_0/1); "" if none declared
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """What a job may call this NIC by: its port, its RDMA device and port (mlx5_0/1) and,
+        for port 1, the device alone (mlx5_0), as the fabric file's ``rdma_device`` reads."""
+        if not self.rdma_device:
+            return (self.port.name,)
+        device, _, port = self.rdma_device.partition("/")
+        return (self.port.name, self.rdma_device, *((device,) if port == "1" else ()))
 
 
 @dataclass
@@ -288,6 +298,15 @@ def _links(intent: FabricIntent) -> dict[tuple[str, str], tuple[str, str]]:
     return declared
 
 
+def _rdma_devices(intent: FabricIntent, host: str) -> dict[str, str]:
+    """The host's ports that declare an ``rdma_device``: port name -> DEVICE/PORT."""
+    device = intent.device(host)
+    ports = device.ports if device is not None else []
+    return {
+        p.name: f"{ref[0]}/{ref[1]}" for p in ports if (ref := p.rdma_name_and_port) is not None
+    }
+
+
 def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork:
     """The twin's network for a validated intent (and its plan, computed if not given)."""
     plan = plan or build_plan(intent)
@@ -335,6 +354,7 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
         nic = dev_plan.nic
         if not specs or nic is None:
             continue  # a host without a link cannot take part
+        rdma = _rdma_devices(intent, dev_plan.name)
         for rail, spec in enumerate(specs):
             name = endpoint_name(dev_plan.name, spec.name, len(specs))
             hosts[name] = NicSpec(
@@ -349,6 +369,7 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
                 dcqcn=dict(nic.dcqcn),
                 host=dev_plan.name,
                 rail=rail,
+                rdma_device=rdma.get(spec.name, ""),
             )
     switches = {name: _to_endpoints(switch, hosts) for name, switch in switches.items()}
     _check_peers(switches, hosts)

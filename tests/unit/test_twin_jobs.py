@@ -67,6 +67,46 @@ def test_nics_choose_and_order_each_hosts_rails(tmp_path: Path, pod: TwinNetwork
     assert spec.hosts == tuple(f"gpu{h}:eth1" for h in range(1, 9))
 
 
+@pytest.fixture(scope="module")
+def rdma_pod(tmp_path_factory: pytest.TempPathFactory) -> TwinNetwork:
+    """2 hosts x 4 rails whose eth0-3 declare rdma_device mlx5_{i+4}/1: the device numbers
+    are not the port numbers, so a name can only be found through the fabric file."""
+    text = rail_pod(hosts=2, rails=4, rdma_device="mlx5_{i+4}/1")
+    return load_pod(tmp_path_factory.mktemp("rdma"), text)
+
+
+@pytest.mark.parametrize(
+    ("nics", "ports"),
+    [
+        ("[mlx5_7, mlx5_5]", ["eth3", "eth1"]),
+        ("[mlx5_6/1]", ["eth2"]),
+        ("[eth0, mlx5_7]", ["eth0", "eth3"]),
+    ],
+    ids=["device", "device-port", "mixed"],
+)
+def test_nics_by_rdma_device_pick_the_ports_behind_them(
+    tmp_path: Path, rdma_pod: TwinNetwork, nics: str, ports: list[str]
+) -> None:
+    [(_, spec)] = _jobs(tmp_path, f"jobs:\n  - {{name: a, nics: {nics}}}\n", rdma_pod)
+    assert spec.hosts == tuple(f"gpu{h}:{p}" for h in (1, 2) for p in ports)
+
+
+@pytest.mark.parametrize(
+    ("nics", "says"),
+    [
+        ("[eth0, mlx5_4]", "gpu1:eth0 named 2 times"),
+        ("[mlx5_4/2]", "named mlx5_4/2 (a port or its rdma_device) Actual: none"),
+        ("[mlx5_5, mlx5_0]", "none for mlx5_0"),
+    ],
+    ids=["twice", "other-port", "unknown"],
+)
+def test_nics_by_rdma_device_refuse_what_the_fabric_does_not_say(
+    tmp_path: Path, rdma_pod: TwinNetwork, nics: str, says: str
+) -> None:
+    message = _error(tmp_path, f"jobs:\n  - name: a\n    nics: {nics}\n", rdma_pod)
+    assert "jobs.yml:3:" in message and "jobs[0].nics" in message and says in message, message
+
+
 @pytest.mark.parametrize(
     ("hostfile", "expected"),
     [
@@ -381,3 +421,13 @@ def test_channels_are_for_rings_and_say_so(tmp_path: Path, pod: TwinNetwork) -> 
     assert "jobs.yml:2:" in message and "Expected: 1 for alltoall" in message, message
     message = _error(tmp_path, "jobs:\n  - name: a\n    channels: 17\n", pod)
     assert "jobs.yml:3:" in message and "jobs[0].channels" in message, message
+
+
+@pytest.mark.parametrize(
+    "jobs", sorted((ROOT / "playbooks" / "jobs").glob("*.yml")), ids=lambda p: p.stem
+)
+def test_a_shipped_job_file_places_on_the_fabric_it_names(jobs: Path) -> None:
+    assert jobs.stem.startswith("pod-32-leaf-"), "a shipped job file names its fabric first"
+    fabric = ROOT / "playbooks" / "fabrics" / "pod-32-leaf.yml"
+    named = resolve_jobs(load_jobs(jobs), load_network(fabric))
+    assert named and all(job.spec.hosts for job in named)
