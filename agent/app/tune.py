@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -62,6 +62,7 @@ from agent.twin.tune.objectives import (
     OBJECTIVES,
     Objectives,
     ObjectiveSpec,
+    TunedJob,
 )
 from agent.twin.tune.options import (
     COLLECTIVE_CANDIDATES,
@@ -314,6 +315,8 @@ def method_line(speed: SpeedResult) -> str:
             )
             + ")"
         )
+    if speed.held_out is not None:
+        how += f" + {2 * len(speed.held_out.runs)} held out"
     return (
         f"{format_speed(speed.speed_bps)}: {how}; {speed.runs} runs, "
         f"{len(speed.ecn.trials)} candidates"
@@ -322,15 +325,20 @@ def method_line(speed: SpeedResult) -> str:
 
 def render(result: TuneResult, console: Console) -> None:
     obj = result.objectives
-    target = (
-        f"{result.objective.workload} busbw (highest)"
-        if result.objective.name == "collective"
-        else "p99 queue (lowest)"
-    )
+    job = result.objective.job
+    if result.objective.name == "collective":
+        of = f" of job {job.name} ({job.ranks} GPUs on {job.hosts} hosts)" if job else ""
+        target = f"{result.objective.workload} busbw{of} (highest)"
+        runs = f"{result.scenario}, each run until the collective completes"
+    else:
+        target = "p99 queue (lowest)"
+        runs = (
+            f"{result.scenario}, {result.duration_s * 1e3:g} ms per run (measured over the "
+            "second half)"
+        )
     console.print(
         f"tune {result.fabric} ({result.profile}): objective {result.objective.name} -- "
-        f"{target}; {result.scenario}, {result.duration_s * 1e3:g} ms per run (measured over "
-        f"the second half), seeds {', '.join(map(str, result.seeds))}; constraints at every load "
+        f"{target}; {runs}, seeds {', '.join(map(str, result.seeds))}; constraints at every load "
         f"point and seed: no lossless drop, paused <= {obj.max_paused_fraction:.1%}, "
         f"utilisation >= {obj.min_utilisation:.1%}, Jain >= {obj.min_jain:.2f}",
         markup=False,
@@ -471,8 +479,9 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
         f"# roce-agent tune {fabric.name}: the decision for {speed} (the fabric's "
         "dominant host speed),\n"
         f"# {decision.headline()}\n"
-        f"# objective {result.objective.name}, {result.scenario} in the twin, "
-        f"{result.duration_s * 1e3:g} ms, seeds {', '.join(map(str, result.seeds))}.\n"
+        f"# objective {result.objective.name} ({result.objective.describe()}), {result.scenario} "
+        "in the twin, "
+        f"{_run_length(result)}, seeds {', '.join(map(str, result.seeds))}.\n"
         f"{then}"
     )
     try:
@@ -494,6 +503,11 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     "--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE, show_default=True,
     help="collective: maximise a collective's busbw (--workload/--ranks/--size); queue: "
     "minimise the bottleneck's p99 queue on --scenario.",
+)  # fmt: skip
+@click.option(
+    "--job", "job_file", type=click.Path(path_type=Path, dir_okay=False),
+    help="Tune for the job of a job file (twin --job's YAML: its hosts or hostfile, NICs, "
+    "collective, size); instead of --workload, --ranks, --size and --speed.",
 )  # fmt: skip
 @click.option(
     "--workload", type=click.Choice(COLLECTIVE_WORKLOADS), default="allreduce",
@@ -593,13 +607,14 @@ def tune_command(fabric: Path, **options: Any) -> None:
     """
     flags = TuneFlags(**options)
     intent = load_fabric(fabric).intent
+    job = None if flags.job_file is None else _tuned_job(intent, flags.job_file)
     if flags.override_file is not None:
         check_writable(flags.override_file)
     with (
         search_runner(flags.jobs, flags.executor, flags.executor_timeout) as runner,
         ProgressBars(flags.progress) as bars,
     ):
-        result = flags.search(intent, counted(runner, bars))
+        result = flags.search(intent, counted(runner, bars), job)
     override_file = flags.override_file
     written = False
     if override_file is not None:
@@ -625,6 +640,7 @@ class TuneFlags:
     (``--jobs``, ``--executor``) and where the result goes."""
 
     objective: Any
+    job_file: Path | None
     workload: str
     ranks: int | None
     size: int
@@ -648,8 +664,13 @@ class TuneFlags:
     override_file: Path | None
     progress: bool | None
 
-    def search(self, intent: FabricIntent, runner: Runner) -> TuneResult:
-        """The search these options ask for, its runs on ``runner``."""
+    def search(self, intent: FabricIntent, runner: Runner, job: TunedJob | None) -> TuneResult:
+        """The search these options ask for (for ``job``, a job file's), on ``runner``."""
+        objective = ObjectiveSpec(self.objective, self.workload, self.ranks, self.size)
+        if job is not None:
+            objective = ObjectiveSpec(
+                "collective", job.spec.workload, job.ranks, job.spec.size_bytes, job
+            )
         return tune(
             intent,
             speeds=self.speeds,
@@ -660,12 +681,69 @@ class TuneFlags:
             seeds=tuple(range(1, self.seeds + 1)),
             dcqcn=self.dcqcn,
             objectives=Objectives(self.max_paused / 100, self.min_utilisation / 100, self.min_jain),
-            objective=ObjectiveSpec(self.objective, self.workload, self.ranks, self.size),
+            objective=objective,
             qps_levels=self.qps,
             method=self.method,
             runner=runner,
             payload_bytes=self.payload_bytes,
         )
+
+
+def _run_length(result: TuneResult) -> str:
+    if result.objective.name == "collective":
+        return "each run until the collective completes"
+    return f"{result.duration_s * 1e3:g} ms per run"
+
+
+# What a job file says instead (tune --job): the collective's options and the speed.
+JOB_FILE_SAYS = ("workload", "ranks", "size", "speeds", "scenario", "senders", "payload_bytes")
+
+
+def _tuned_job(intent: FabricIntent, job_file: Path) -> TunedJob:
+    """The one job of ``job_file`` placed on the fabric as twin --job places it; an error
+    naming the option that clashes, or the job file's line."""
+    from agent.twin.jobfile import load_jobs, resolve_jobs
+    from agent.twin.network import TwinError, build_network
+    from agent.twin.placement import place_ranks
+
+    ctx = click.get_current_context()
+    source = ctx.get_parameter_source
+    given = [n for n in JOB_FILE_SAYS if source(n) != click.core.ParameterSource.DEFAULT]
+    if ctx.params["objective"] != "collective":
+        raise TwinError(
+            f"tune --objective: Expected: collective with --job (the job's busbw) Actual: "
+            f"{ctx.params['objective']}"
+        )
+    if given:
+        option = _option_name(ctx, given[0])
+        raise TwinError(
+            f"tune {option}: Expected: --job or {option}, not both (the job file says what the "
+            f"job runs, at its NICs' speed; the objective is its busbw) Actual: --job {job_file} "
+            f"{option}"
+        )
+    loaded = load_jobs(job_file)
+    network = build_network(intent)
+    named = resolve_jobs(loaded, network)
+    if len(named) != 1:
+        raise TwinError(
+            f"tune --job: Expected: one job in {job_file} (jobs side by side run in twin --job; "
+            f"tune searches for one) Actual: {len(named)} ({', '.join(j.name for j in named)})"
+        )
+    [job] = named
+    placement = place_ranks(network, job.spec)
+    spec = replace(
+        job.spec,
+        ranks=len(placement.endpoints),
+        hosts=tuple(placement.endpoints),
+        speed_bps=placement.speed_bps,
+    )
+    return TunedJob(job.name, spec, placement.rails)
+
+
+def _option_name(ctx: click.Context, name: str) -> str:
+    """The option as the user types it (``speeds`` is ``--speed``)."""
+    param = next(p for p in ctx.command.params if p.name == name)
+    return max(param.opts, key=len)
 
 
 def _report(result: TuneResult, override_file: Path | None, written: bool) -> None:

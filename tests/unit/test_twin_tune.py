@@ -457,7 +457,8 @@ def test_cli_json(paper_star: Path) -> None:
     assert len(trials) >= 7 and trials[0]["current"] is True
     assert data["override"]["ecn"]["queues"]["3"]["max_threshold"] > 0
     assert speed["method"] == "grid" and speed["rungs"][0]["runs"] == 7 * 3  # x 3 load points
-    assert speed["runs"] == data["runs"] == sum(r["runs"] for r in speed["rungs"])
+    held = 2 * len(speed["held_out"]["runs"]) if speed["held_out"] else 0
+    assert speed["runs"] == data["runs"] == sum(r["runs"] for r in speed["rungs"]) + held
     assert speed["load_points"] == [4, 3, 2]
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from agent.twin.tune.holdout import HeldOut
 from agent.twin.tune.judge import TIE_BAND, objective_value, ranked, ties
 from agent.twin.tune.objectives import QUEUE, ObjectiveSpec
 from agent.twin.tune.results import Decision, Trial
@@ -125,3 +126,19 @@ def no_load(decision: Decision, trials: Sequence[Trial], objective: ObjectiveSpe
         f"widened){would}"
     )
     return replace(decision, why=why)
+
+
+def held_out(decision: Decision, trials: Sequence[Trial], held: HeldOut) -> Decision:
+    """``decision`` (a change) kept when its pick held where it was not chosen; else, when
+    today's setting met every constraint in the search, no change, saying where the pick did
+    not hold (a pick that only wins on the searched seeds and placement is not one to push)."""
+    refuted = held.refuted
+    current = next((t for t in trials if t.candidate.current and t.feasible), None)
+    if not refuted or current is None or decision.trial is None:
+        return decision
+    why = (
+        f"the best measured, #{decision.trial.candidate.index} "
+        f"{decision.trial.candidate.label()}, did not hold where the search had not run it: "
+        f"{refuted}"
+    )
+    return Decision("no change", current, decision.best, why, held_out=True)

@@ -159,6 +159,11 @@ def _arrow(decision: Decision, shown: Trial) -> str:
     if decision.kind == "no change":
         if shown is decision.trial:
             return "no change: the current setting measured best"
+        if decision.held_out:
+            return (
+                f"current → the best measured, #{shown.candidate.index}: its gain did not hold "
+                "where it was not chosen, no change"
+            )
         return f"current → the best measured, #{shown.candidate.index}: no measured gain, no change"
     reason = shown.reasons[0] if shown.reasons else (shown.invalid or "")
     return f"current → closest, NOT recommended: {reason}"
@@ -227,11 +232,13 @@ def _why_best(
     )
     decision = speed.decision
     head = f"{format_speed(speed.speed_bps)}: {decision.headline()} -- {_summary(best, objective)}"
+    held = [str(speed.held_out)] if speed.held_out is not None else []
     if decision.kind == "no change":
         return [
             head,
             f"{feasible} candidates meet {constraints}; {decision.why}",
             *speed.edges,
+            *held,
         ]
     parts = [f"{head}; {objective.describe()} of the {feasible} candidates meeting {constraints}"]
     for axis, word, other in neighbours(best.candidate, stage.trials, names):
@@ -240,6 +247,7 @@ def _why_best(
             f"{_why_not(other, best, frame, objective)}"
         )
     parts.extend(speed.edges)
+    parts.extend(held)
     current = next((t for t in stage.trials if t.candidate.current), None)
     if current is not None and current is not best:
         parts.append(

@@ -16,15 +16,17 @@ Objectives (:class:`ObjectiveSpec`), at the heaviest load point (the stated job)
 seeds: ``collective`` (the default) maximises a collective's bus bandwidth
 (:mod:`agent.twin.collectives`: ring all-reduce of 64 MiB, nccl-tests' ``-b 64M``, ranks =
 min(8, hosts at the speed) alternating over two leaves (more when two hold fewer),
-:func:`agent.twin.tune.runs.collective_hosts`); ``queue`` minimises the bottleneck's
-time-weighted p99 queue on the scenario.
+:func:`agent.twin.tune.runs.collective_hosts`), or a job file's job (``tune --job``,
+:class:`TunedJob`: its own hosts, every GPU on its own NIC, its collective and size);
+``queue`` minimises the bottleneck's time-weighted p99 queue on the scenario.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from agent.twin.placement import CollectiveSpec
 from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR
 
 OBJECTIVES = ("queue", "collective")
@@ -53,6 +55,41 @@ class Objectives:
 
 
 @dataclass(frozen=True)
+class TunedJob:
+    """A job of a job file (``tune --job``): its name, its collective as the job file resolves
+    it on the fabric (its NICs host by host, each host's in rail order) and its NICs per host.
+    Its load points are its first hosts (every NIC of each): a rung or a lighter load point
+    runs the same job on fewer whole hosts, never on part of a host's rails."""
+
+    name: str
+    spec: CollectiveSpec
+    nics_per_host: int
+
+    @property
+    def hosts(self) -> int:
+        return len(self.spec.hosts or ()) // self.nics_per_host
+
+    @property
+    def ranks(self) -> int:
+        return len(self.spec.hosts or ())
+
+    def collective(self, ranks: int, qps: int, size_bytes: int) -> CollectiveSpec:
+        """The job on its first ``ranks`` NICs (whole hosts), with ``qps`` QPs per connection
+        and ``size_bytes`` (a rung's fraction of the job's size). At the job file's own QPs its
+        own split; at a searched level a message is split across QPs above 1, as for the
+        default job (one QP carries a connection's one slice in flight otherwise)."""
+        own = qps == self.spec.qps_per_connection
+        return replace(
+            self.spec,
+            ranks=ranks,
+            hosts=(self.spec.hosts or ())[:ranks],
+            size_bytes=size_bytes,
+            qps_per_connection=qps,
+            split_data_on_qps=self.spec.split_data_on_qps if own else qps > 1,
+        )
+
+
+@dataclass(frozen=True)
 class ObjectiveSpec:
     """What a candidate is run on and what is optimised (module docstring: Objectives)."""
 
@@ -60,6 +97,7 @@ class ObjectiveSpec:
     workload: str = "allreduce"  # collective only
     ranks: int | None = None  # collective only; None: min(8, hosts at the speed)
     size_bytes: int = COLLECTIVE_SIZE_BYTES
+    job: TunedJob | None = None  # collective only: a job file's job (its own workload and size)
 
     @property
     def maximise(self) -> bool:
@@ -72,7 +110,8 @@ class ObjectiveSpec:
 
     def describe(self) -> str:
         if self.name == "collective":
-            return f"the highest {self.workload} busbw"
+            job = f" of job {self.job.name}" if self.job is not None else ""
+            return f"the highest {self.workload} busbw{job}"
         return "the lowest p99 queue"
 
 

@@ -149,6 +149,10 @@ def check_objective(objective: ObjectiveSpec, hosts: dict[int, int]) -> None:
         )
     if objective.size_bytes <= 0:
         raise TwinError(f"tune --size. Expected: more than 0 bytes Actual: {objective.size_bytes}")
+    if objective.job is not None:  # placed, its ranks checked, when the job file was read
+        for speed in hosts:
+            check_collective_time(objective, speed, objective.job.ranks)
+        return
     for speed, count in hosts.items():
         if count < 2:
             raise TwinError(
@@ -172,10 +176,11 @@ def check_collective_time(objective: ObjectiveSpec, speed: int, ranks: int) -> N
     need = ideal_time_s(workload, ranks, size, speed)  # type: ignore[arg-type]
     if COLLECTIVE_SLACK * need > TWIN_MAX_DURATION_S:
         largest = objective.size_bytes * TWIN_MAX_DURATION_S / (COLLECTIVE_SLACK * need)
+        option = "--size" if objective.job is None else f"job {objective.job.name}'s size"
         raise TwinError(
-            f"tune --size: {format_speed(speed)}. Expected: a collective the twin finishes "
+            f"tune {option}: {format_speed(speed)}. Expected: a collective the twin finishes "
             f"within {TWIN_MAX_DURATION_S:g} s ({COLLECTIVE_SLACK} x its line-rate time), "
-            f"--size at most {mib(largest)} here, or --objective queue Actual: "
+            f"{option} at most {mib(largest)} here, or --objective queue Actual: "
             f"{mib(objective.size_bytes)} takes {need:.3g} s at line rate"
         )
 

@@ -11,13 +11,16 @@ search; :class:`TuneResult` the tune, with the override it recommends and its JS
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
 from agent.twin.tune.notes import EdgeNote
 from agent.twin.tune.objectives import Objectives, ObjectiveSpec
 from agent.twin.tune.space import Candidate
+
+if TYPE_CHECKING:  # holdout reads RunMetrics from here
+    from agent.twin.tune.holdout import HeldOut
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ class Decision:
     trial: Trial | None
     best: Trial | None
     why: str
+    held_out: bool = False  # no change because the best did not hold on held-out runs
 
     @classmethod
     def undecided(cls) -> Decision:
@@ -161,6 +165,11 @@ class Decision:
         label = self.trial.candidate.label() if self.trial is not None else ""
         if self.kind == "change":
             return f"recommended: {label}"
+        if self.kind == "no change" and self.held_out:
+            return (
+                "no change: the best candidate's gain did not hold where it was not chosen; "
+                f"keep the current setting, {label}"
+            )
         if self.kind == "no change":
             return f"no change: no candidate measured better than the current setting, {label}"
         return "no candidate meets the constraints"
@@ -223,6 +232,7 @@ class SpeedResult:
     edge_notes: list[EdgeNote] = field(default_factory=list)  # the edges and widening
     summary: str = ""  # current -> recommended, in the user's terms
     decision: Decision = field(default_factory=Decision.undecided)
+    held_out: HeldOut | None = None  # a recommended change run where it was not chosen
 
     @property
     def ecn(self) -> Stage:
@@ -234,7 +244,9 @@ class SpeedResult:
 
     @property
     def runs(self) -> int:
-        return sum(r.runs for r in self.rungs)
+        """Every run of the speed: its rungs', and the pick's and today's held out."""
+        held = 2 * len(self.held_out.runs) if self.held_out is not None else 0
+        return sum(r.runs for r in self.rungs) + held
 
     @property
     def edges(self) -> list[str]:
@@ -343,6 +355,7 @@ def _speed_json(s: SpeedResult) -> dict[str, Any]:
         "decision": s.decision.to_json(),
         "summary": s.summary,
         "edges": s.edges,
+        "held_out": s.held_out.to_json() if s.held_out is not None else None,
         "explanation": s.explanation,
         "stages": [
             {

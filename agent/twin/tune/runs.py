@@ -198,7 +198,11 @@ def collective_hosts(network: TwinNetwork, speed_bps: int, ranks: int) -> tuple[
 
 
 def collective_spec(job: Job, network: TwinNetwork) -> CollectiveSpec:
-    """The collective a job runs (``job.senders`` ranks placed by :func:`collective_hosts`)."""
+    """The collective a job runs: a job file's on its first ``job.senders`` NICs, else
+    ``job.senders`` ranks placed by :func:`collective_hosts`."""
+    tuned = job.objective.job
+    if tuned is not None:
+        return tuned.collective(job.senders, job.qps, job.objective.size_bytes)
     return CollectiveSpec(
         workload=job.objective.workload,  # type: ignore[arg-type]
         ranks=job.senders,

@@ -53,13 +53,15 @@ from typing import Any, Unpack
 from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
 from agent.intent.units import format_speed
-from agent.twin.network import build_network, roce_frame_bytes
-from agent.twin.tune.decision import decide, indistinguishable, no_load
+from agent.twin.network import TwinNetwork, build_network, roce_frame_bytes
+from agent.twin.placement import CollectiveSpec
+from agent.twin.tune.decision import decide, held_out, indistinguishable, no_load
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
+from agent.twin.tune.holdout import HeldOut, HeldOutRun, held_out_conditions
 from agent.twin.tune.judge import evaluate, ranked
 from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdge
-from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS, MAX_TUNE_RANKS
+from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS, MAX_TUNE_RANKS, TunedJob
 from agent.twin.tune.options import (
     TuneOptions,
     TuneSettings,
@@ -68,8 +70,8 @@ from agent.twin.tune.options import (
     check_speeds,
     tunable_speeds,
 )
-from agent.twin.tune.results import Rung, SpeedResult, Stage, Trial, TuneResult
-from agent.twin.tune.runs import Job
+from agent.twin.tune.results import Rung, RunMetrics, SpeedResult, Stage, Trial, TuneResult
+from agent.twin.tune.runs import Job, collective_hosts
 from agent.twin.tune.space import (
     ETH_OVERHEAD,
     Candidate,
@@ -134,7 +136,11 @@ def tune(intent: FabricIntent, **options: Unpack[TuneOptions]) -> TuneResult:
     present = host_speeds(build_network(intent, plan))
     check_speeds(settings.speeds, present)
     notes: list[str] = []
-    chosen = sorted(set(settings.speeds), reverse=True) or tunable_speeds(present, notes)
+    job = settings.objective.job
+    if job is not None:
+        chosen = [job.spec.speed_bps or 0]  # the job's NICs': resolved with its placement
+    else:
+        chosen = sorted(set(settings.speeds), reverse=True) or tunable_speeds(present, notes)
     check_objective(settings.objective, {s: present[s] for s in chosen})
     search = _Search(intent, plan, settings)
     results = [search.speed(speed, present[speed], notes) for speed in chosen]
@@ -183,12 +189,14 @@ class _Search:
             # under a 30 KB pause threshold).
             mtu = roce_frame_bytes(mtu, settings.payload_bytes) - ETH_OVERHEAD
         senders = self._senders(speed, hosts, notes)
-        points = load_points(senders)
+        points = self._load_points(senders)
         room = ecn_room(speed, mtu, pause)
         space = build_space(room, settings.candidate_count, settings.dcqcn, settings.qps)
         # Today's QPs per connection are the profile's job setting (NCCL's default 1 unset):
         # "no change" must keep what the fabric has, not 1.
         qps_now = (self.intent.profile.job.qps_per_connection or 1) if settings.collective else 1
+        if settings.objective.job is not None:  # the job as its file says it runs today
+            qps_now = settings.objective.job.spec.qps_per_connection
         current = Candidate(0, ecn_now, qps=qps_now)
         seen: set[Any] = {(current.ecn, current.dcqcn, current.qps)}
         cands = [current, *space_candidates(space, space.points(), seen, 1)]
@@ -205,6 +213,9 @@ class _Search:
         if flat and result.decision.kind == "no change":
             heavier = self._heavier_jobs(senders, hosts)
             result.decision = no_load(result.decision, trials, settings.objective, heavier)
+        if settings.collective and result.decision.changes:
+            result.held_out = self._held_out(result, trials)
+            result.decision = held_out(result.decision, trials, result.held_out)
         self._pause_note(result)
         result.summary = user_summary(result, settings.objective)
         result.explanation = explain(
@@ -213,8 +224,11 @@ class _Search:
         return result
 
     def _senders(self, speed: int, hosts: int, notes: list[str]) -> int:
-        """As many senders (ranks) as asked, or as the hosts at this speed allow (noted)."""
+        """As many senders (ranks) as asked, or as the hosts at this speed allow (noted); a
+        job file's job: its ranks."""
         settings = self.settings
+        if settings.objective.job is not None:
+            return settings.objective.job.ranks
         if settings.collective:
             return min(settings.objective.ranks or COLLECTIVE_MAX_RANKS, hosts)
         limit = hosts - 1 if settings.scenario == "incast" else hosts
@@ -225,9 +239,63 @@ class _Search:
             )
         return senders
 
+    def _held_out(self, result: SpeedResult, trials: list[Trial]) -> HeldOut:
+        """The pick and today's setting where the search did not run them (module
+        :mod:`~agent.twin.tune.holdout`): fresh seeds, other placements of the job."""
+        pick = result.decision.trial
+        current = next(t for t in trials if t.candidate.current)
+        assert pick is not None  # a change names its pick
+        settings, speed, ranks = self.settings, result.speed_bps, result.load_points[0]
+        network = build_network(self.intent, self.plan)
+        job = settings.objective.job or self._default_job(network, speed, ranks)
+        conditions, short = held_out_conditions(
+            network, job.spec.hosts or (), job.nics_per_host, tuple(settings.seeds)
+        )
+        roce, label = self.intent.profile.roce.priority, f"tune {format_speed(speed)} held out"
+        jobs = []
+        for condition in conditions:
+            placed = replace(job, spec=replace(job.spec, hosts=condition.hosts or job.spec.hosts))
+            objective = replace(settings.objective, job=placed)
+            for trial in (pick, current):
+                intent = self.intent if trial.candidate.current else trial.variant or self.intent
+                jobs.append(Job(intent, settings.scenario, ranks, speed,
+                                settings.duration_s, condition.seed, roce, objective,
+                                trial.candidate.qps, label, settings.payload_bytes))  # fmt: skip
+        metrics = list(settings.runner(jobs))
+        runs = [
+            HeldOutRun(c, mine, today, self._misses(mine), self._misses(today))
+            for c, mine, today in zip(conditions, metrics[::2], metrics[1::2], strict=True)
+        ]
+        return HeldOut(runs, short)
+
+    def _default_job(self, network: TwinNetwork, speed: int, ranks: int) -> TunedJob:
+        """The collective the search ran without a job file, as a job (one NIC per host)."""
+        objective = self.settings.objective
+        hosts = collective_hosts(network, speed, ranks)
+        spec = CollectiveSpec(objective.workload, ranks, objective.size_bytes,  # type: ignore[arg-type]
+                              hosts=hosts, speed_bps=speed)  # fmt: skip
+        return TunedJob("", spec, 1)
+
+    def _misses(self, run: RunMetrics) -> tuple[str, ...]:
+        return tuple(evaluate([run], self.settings.objectives))
+
+    def _load_points(self, senders: int) -> tuple[int, ...]:
+        """:func:`load_points`; a job file's job: its ranks on as many whole hosts."""
+        job = self.settings.objective.job
+        if job is None:
+            return load_points(senders)
+        return tuple(h * job.nics_per_host for h in load_points(job.hosts))
+
     def _heavier_jobs(self, senders: int, hosts: int) -> list[str]:
-        """What would load the fabric more than the job searched, as tune's options."""
+        """What would load the fabric more than the job searched, as tune's options (a job
+        file's job: as the job file's fields)."""
         settings = self.settings
+        job = settings.objective.job
+        if job is not None:
+            heavier = [f"more hosts in job {job.name} (hosts:)"] if hosts > job.hosts else []
+            if settings.objective.workload != "alltoall":
+                heavier.append(f"an all-to-all (collective: alltoall in job {job.name})")
+            return heavier
         if not settings.collective:
             more = min(hosts - 1 if settings.scenario == "incast" else hosts, MAX_SENDERS)
             return [f"more senders (--senders {more})"] if more > senders else []
