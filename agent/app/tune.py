@@ -54,6 +54,7 @@ from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
 from agent.twin.cluster import DEFAULT_TIMEOUT_S as CLUSTER_TIMEOUT_S
 from agent.twin.cluster import ClusterError
+from agent.twin.network import TwinError
 from agent.twin.tune.judge import mean_at, ranked
 from agent.twin.tune.objectives import (
     COLLECTIVE_WORKLOADS,
@@ -189,6 +190,7 @@ _ECN = "ECN KB @P%"
 # Headers on two lines where a phrase and its unit would make a column wider than its numbers.
 _HEADERS = {
     "busbw GB/s": "busbw\nGB/s",
+    "slowest % bound": "slowest\n% bound",
     "pause thr KB": "pause\nthr KB",
     "paused %": "paused\n%",
     "util %": "util\n%",
@@ -226,7 +228,9 @@ def _columns(stage: Stage, objective: ObjectiveSpec) -> list[str]:
     columns = ["#", _ECN]
     if any(t.candidate.dcqcn for t in stage.trials):
         columns.append("DCQCN")
-    if objective.name == "collective":
+    if objective.beside:
+        columns += ["QPs", "slowest % bound"]  # the slowest job's share of its NICs' bound
+    elif objective.name == "collective":
         columns += ["QPs", "busbw GB/s"]
     columns += ["pause thr KB", "paused %", "util %"]
     if objective.name != "collective":
@@ -241,9 +245,7 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
     and the current setting. It fits 100 columns without cutting a cell."""
     objective = objective or ObjectiveSpec()
     load = and_list(speed.load_points) or str(speed.senders)
-    what = "ECN x DCQCN" if stage.kind == "joint" else "ECN on the RoCE queue"
-    if objective.name == "collective":
-        what += f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
+    what = ("ECN x DCQCN" if stage.kind == "joint" else "ECN on the RoCE queue") + _ran(objective)
     decided = speed.decision.trial
     order = [t for t in ranked(stage.trials, objective) if t is not decided]
     order = [decided, *order] if decided is not None else order
@@ -266,13 +268,27 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
     return table
 
 
+def _ran(objective: ObjectiveSpec) -> str:
+    """What each candidate ran, for the table's title ("" for a scenario)."""
+    if objective.beside:
+        return " x QPs, " + " beside ".join(
+            f"{j.name} ({j.spec.workload} of {mib(j.spec.size_bytes)})" for j in objective.jobs
+        )
+    if objective.name == "collective":
+        return f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
+    return ""
+
+
 def _row(trial: Trial, decision: Decision, columns: list[str]) -> list[str]:
     c = trial.candidate
     row = [str(c.index), _ecn_cell(trial)]
     if "DCQCN" in columns:
         row.append(c.dcqcn_label())
-    if "QPs" in columns:
+    if "busbw GB/s" in columns:
         row += [str(c.qps), f"{_at_heaviest(trial) / 1e9:.1f}" if trial.runs else "-"]
+    if "slowest % bound" in columns:
+        share = _at_heaviest(trial, "bound_fraction") if trial.runs else None
+        row += [str(c.qps), "-" if share is None else f"{share:.1%}".removesuffix("%")]
     if trial.runs:
         fairness = trial.worst_jain()
         row += [
@@ -326,7 +342,10 @@ def method_line(speed: SpeedResult) -> str:
 def render(result: TuneResult, console: Console) -> None:
     obj = result.objectives
     job = result.objective.job
-    if result.objective.name == "collective":
+    if result.objective.beside:
+        target = f"{result.objective.describe()} (highest)"
+        runs = f"{result.scenario} side by side, each run until the last job completes"
+    elif result.objective.name == "collective":
         of = f" of job {job.name} ({job.ranks} GPUs on {job.hosts} hosts)" if job else ""
         target = f"{result.objective.workload} busbw{of} (highest)"
         runs = f"{result.scenario}, each run until the collective completes"
@@ -507,7 +526,8 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 @click.option(
     "--job", "job_file", type=click.Path(path_type=Path, dir_okay=False),
     help="Tune for the job of a job file (twin --job's YAML: its hosts or hostfile, NICs, "
-    "collective, size); instead of --workload, --ranks, --size and --speed.",
+    "collective, size; several jobs: side by side, for the slowest job's share of its bound); "
+    "instead of --workload, --ranks, --size and --speed.",
 )  # fmt: skip
 @click.option(
     "--workload", type=click.Choice(COLLECTIVE_WORKLOADS), default="allreduce",
@@ -607,14 +627,14 @@ def tune_command(fabric: Path, **options: Any) -> None:
     """
     flags = TuneFlags(**options)
     intent = load_fabric(fabric).intent
-    job = None if flags.job_file is None else _tuned_job(intent, flags.job_file)
+    jobs = () if flags.job_file is None else _tuned_jobs(intent, flags.job_file)
     if flags.override_file is not None:
         check_writable(flags.override_file)
     with (
         search_runner(flags.jobs, flags.executor, flags.executor_timeout) as runner,
         ProgressBars(flags.progress) as bars,
     ):
-        result = flags.search(intent, counted(runner, bars), job)
+        result = flags.search(intent, counted(runner, bars), jobs)
     override_file = flags.override_file
     written = False
     if override_file is not None:
@@ -664,13 +684,17 @@ class TuneFlags:
     override_file: Path | None
     progress: bool | None
 
-    def search(self, intent: FabricIntent, runner: Runner, job: TunedJob | None) -> TuneResult:
-        """The search these options ask for (for ``job``, a job file's), on ``runner``."""
+    def search(
+        self, intent: FabricIntent, runner: Runner, jobs: tuple[TunedJob, ...]
+    ) -> TuneResult:
+        """The search these options ask for (for ``jobs``, a job file's), on ``runner``."""
         objective = ObjectiveSpec(self.objective, self.workload, self.ranks, self.size)
-        if job is not None:
+        if jobs:
+            first, *beside = jobs
             objective = ObjectiveSpec(
-                "collective", job.spec.workload, job.ranks, job.spec.size_bytes, job
-            )
+                "collective", first.spec.workload, first.ranks, first.spec.size_bytes, first,
+                tuple(beside),
+            )  # fmt: skip
         return tune(
             intent,
             speeds=self.speeds,
@@ -699,13 +723,52 @@ def _run_length(result: TuneResult) -> str:
 JOB_FILE_SAYS = ("workload", "ranks", "size", "speeds", "scenario", "senders", "payload_bytes")
 
 
-def _tuned_job(intent: FabricIntent, job_file: Path) -> TunedJob:
-    """The one job of ``job_file`` placed on the fabric as twin --job places it; an error
-    naming the option that clashes, or the job file's line."""
+def _tuned_jobs(intent: FabricIntent, job_file: Path) -> tuple[TunedJob, ...]:
+    """The jobs of ``job_file`` placed on the fabric as twin --job places them; an error
+    naming the option that clashes, or the job file's line, or jobs at two speeds."""
     from agent.twin.jobfile import load_jobs, resolve_jobs
-    from agent.twin.network import TwinError, build_network
+    from agent.twin.network import build_network
     from agent.twin.placement import place_ranks
 
+    _check_job_options(job_file)
+    network = build_network(intent)
+    jobs = []
+    for named in resolve_jobs(load_jobs(job_file), network):
+        placement = place_ranks(network, named.spec)
+        spec = replace(
+            named.spec,
+            ranks=len(placement.endpoints),
+            hosts=tuple(placement.endpoints),
+            speed_bps=placement.speed_bps,
+        )
+        jobs.append(TunedJob(named.name, spec, placement.rails))
+    _check_one_setting(jobs)
+    return tuple(jobs)
+
+
+def _check_one_setting(jobs: list[TunedJob]) -> None:
+    """Jobs side by side share what tune searches: one speed's ECN and DCQCN, and the QPs the
+    override makes the fabric's (every job's NCCL environment): refused when they differ."""
+    if len({job.spec.speed_bps for job in jobs}) > 1:
+        speeds = ", ".join(f"{j.name} {format_speed(j.spec.speed_bps or 0)}" for j in jobs)
+        raise TwinError(
+            f"tune --job: Expected: jobs whose NICs run at one speed (tune searches one "
+            f"speed's setting) Actual: {speeds}"
+        )
+    qps = {(j.spec.qps_per_connection, j.spec.split_data_on_qps) for j in jobs}
+    if len(qps) > 1:
+        each = ", ".join(
+            f"{j.name} {j.spec.qps_per_connection}{' split' if j.spec.split_data_on_qps else ''}"
+            for j in jobs
+        )
+        raise TwinError(
+            "tune --job: Expected: the same qps_per_connection and split_data_on_qps in every "
+            "job (today's setting; the override's QPs become every job's) Actual: " + each
+        )
+
+
+def _check_job_options(job_file: Path) -> None:
+    """--job beside an option the job file answers, or beside the queue objective: refused."""
     ctx = click.get_current_context()
     source = ctx.get_parameter_source
     given = [n for n in JOB_FILE_SAYS if source(n) != click.core.ParameterSource.DEFAULT]
@@ -721,23 +784,6 @@ def _tuned_job(intent: FabricIntent, job_file: Path) -> TunedJob:
             f"job runs, at its NICs' speed; the objective is its busbw) Actual: --job {job_file} "
             f"{option}"
         )
-    loaded = load_jobs(job_file)
-    network = build_network(intent)
-    named = resolve_jobs(loaded, network)
-    if len(named) != 1:
-        raise TwinError(
-            f"tune --job: Expected: one job in {job_file} (jobs side by side run in twin --job; "
-            f"tune searches for one) Actual: {len(named)} ({', '.join(j.name for j in named)})"
-        )
-    [job] = named
-    placement = place_ranks(network, job.spec)
-    spec = replace(
-        job.spec,
-        ranks=len(placement.endpoints),
-        hosts=tuple(placement.endpoints),
-        speed_bps=placement.speed_bps,
-    )
-    return TunedJob(job.name, spec, placement.rails)
 
 
 def _option_name(ctx: click.Context, name: str) -> str:

@@ -58,8 +58,9 @@ def test_held_out_placements_have_the_jobs_shape_and_are_new(
     used = sorted(draw.sample(range(rails), draw.randint(1, rails)))  # the job's rails
     chosen = draw.sample(sorted(by_host), draw.randint(2, len(by_host)))
     searched = tuple(by_host[h][r] for h in chosen for r in used)
-    drawn = draw_placements(network, searched, len(used), HELD_OUT_PLACEMENTS)
-    assert drawn == draw_placements(network, searched, len(used), HELD_OUT_PLACEMENTS)
+    joint = draw_placements(network, [(searched, len(used))], HELD_OUT_PLACEMENTS)
+    assert joint == draw_placements(network, [(searched, len(used))], HELD_OUT_PLACEMENTS)
+    drawn = [placement for (placement,) in joint]
     assert searched not in drawn and len(set(drawn)) == len(drawn)
     if len(by_host) > 2 or len(chosen) > 2:
         assert drawn, (chosen, used)  # another set or another ring order exists
@@ -76,14 +77,37 @@ def test_held_out_placements_have_the_jobs_shape_and_are_new(
 def test_without_other_hosts_fewer_placements_are_said(tmp_path: Path) -> None:
     network = load_pod(tmp_path, rail_pod(hosts=2, rails=2))
     searched = ("gpu1:eth0", "gpu1:eth1", "gpu2:eth0", "gpu2:eth1")
-    conditions, short = held_out_conditions(network, searched, 2, (1, 2))
+    conditions, short = held_out_conditions(network, [(searched, 2)], (1, 2))
     assert [c.label for c in conditions][:2] == ["seed 3", "seed 4"]
     placements = [c for c in conditions if c.hosts is not None]
     assert placements == [
-        Condition("placement 1 (gpu2, gpu1), seed 3", 3, ("gpu2:eth0", "gpu2:eth1", "gpu1:eth0",
-                                                          "gpu1:eth1"))
+        Condition("placement 1 (gpu2, gpu1), seed 3", 3, (("gpu2:eth0", "gpu2:eth1", "gpu1:eth0",
+                                                           "gpu1:eth1"),))
     ]  # fmt: skip
     assert "1 of 2 placements" in short and "2 hosts x 2 NICs" in short
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=pod_shapes(8, max_groups=3), draw=st.randoms(use_true_random=False))
+def test_jobs_side_by_side_are_held_out_on_hosts_of_their_own(
+    tmp_path_factory: pytest.TempPathFactory, shape: tuple[int, int, int], draw: random.Random
+) -> None:
+    """Two jobs' placements are drawn together: each of its job's shape, no host in both."""
+    hosts, rails, groups = shape
+    network = load_pod(tmp_path_factory.mktemp("pod"), rail_pod(hosts, rails, groups))
+    by_host = nics_by_host(network)
+    names = draw.sample(sorted(by_host), len(by_host))
+    if len(names) < 4:
+        return
+    split = draw.randint(2, len(names) - 2)
+    jobs = [
+        (tuple(e for h in names[:split] for e in by_host[h]), rails),
+        (tuple(e for h in names[split:] for e in by_host[h]), rails),
+    ]
+    for first, second in draw_placements(network, jobs, HELD_OUT_PLACEMENTS):
+        assert len(first) == len(jobs[0][0]) and len(second) == len(jobs[1][0])
+        assert not {network.hosts[e].host for e in first} & {network.hosts[e].host for e in second}
+        assert (first, second) != (jobs[0][0], jobs[1][0])
 
 
 # ---------------------------------------------------------------- the decision
@@ -108,7 +132,7 @@ def _held(pick: float, today: float, pick_misses: tuple[str, ...] = (),
     [
         (_held(45e9, 30e9), True, "change", ""),
         (_held(29e9, 30e9), True, "change", ""),  # within the tie band
-        (_held(20e9, 30e9), True, "no change", "33 % below today's 30.0 GB/s"),
+        (_held(20e9, 30e9), True, "no change", "33 % below today's busbw 30.0 GB/s"),
         (_held(45e9, 30e9, ("a lossless drop",)), True, "no change", "misses a lossless drop"),
         (_held(45e9, 30e9, ("a drop",), ("a drop",)), True, "change", ""),  # both miss it
         (_held(20e9, 30e9), False, "change", ""),  # today's misses a constraint anyway
@@ -181,8 +205,8 @@ def test_a_pick_that_holds_is_recommended_with_its_worst(
     ]  # fmt: skip
     assert all(r["hosts"] is None for r in held["runs"][:2])
     said = speed["explanation"]
-    assert "the pick's lowest busbw 40.0 GB/s at placement 1" in said, said
-    assert "today's setting 30.0 GB/s there" in said and "the pick holds in every one" in said
+    assert "the pick's lowest, busbw 40.0 GB/s, at placement 1" in said, said
+    assert "today's setting busbw 30.0 GB/s there" in said and "the pick holds in every one" in said
 
 
 def test_a_pick_that_loses_on_another_placement_is_not_recommended(

@@ -29,8 +29,6 @@ from agent.twin.tune.holdout import HeldOut
 from agent.twin.tune.judge import TIE_BAND, objective_value, ranked, ties
 from agent.twin.tune.objectives import QUEUE, ObjectiveSpec
 from agent.twin.tune.results import Decision, Trial
-from agent.twin.tune.text import gbs
-from agent.twin.verdicts import kb
 
 
 def decide(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> Decision:
@@ -64,7 +62,7 @@ def _none_why(closest: Trial | None) -> str:
 
 def _value_text(trial: Trial, objective: ObjectiveSpec) -> str:
     value = objective_value(trial, objective)
-    return f"busbw {gbs(-value)}" if objective.maximise else f"p99 {kb(value)}"
+    return objective.value_text(-value if objective.maximise else value)
 
 
 def _tie_why(current: Trial, best: Trial, objective: ObjectiveSpec) -> str:

@@ -80,8 +80,11 @@ def _why_not(other: Trial, best: Trial, frame: int, objective: ObjectiveSpec = Q
     if objective.maximise:
         bw, best_bw = -objective_value(other, objective), -objective_value(best, objective)
         if bw < best_bw * (1 - TIE_BAND):
-            return f"busbw {gbs(bw)} ({(bw / best_bw - 1) * 100:.0f} %)"
-        return f"busbw about equal ({gbs(bw)}, within {TIE_BAND:.0%}), ranked after it"
+            return f"{objective.value_text(bw)} ({(bw / best_bw - 1) * 100:.0f} %)"
+        what, value = (
+            ("slowest job", f"{bw:.1%} of its bound") if objective.beside else ("busbw", gbs(bw))
+        )
+        return f"{what} about equal ({value}, within {TIE_BAND:.0%}), ranked after it"
     p99, best_p99 = objective_value(other, objective), objective_value(best, objective)
     if not ties(p99, best_p99, objective) and p99 > best_p99 + frame:
         change = (p99 / best_p99 - 1) * 100 if best_p99 else math.inf
@@ -100,11 +103,33 @@ def _jain_text(t: Trial) -> str:
 
 def _summary(t: Trial, objective: ObjectiveSpec = QUEUE) -> str:
     heaviest = max((r.senders for r in t.runs), default=0)
-    head = f"busbw {gbs(mean_at(t, heaviest))}, " if objective.maximise else ""
+    head = (
+        f"{objective.value_text(mean_at(t, heaviest, objective.metric))}, "
+        if objective.maximise
+        else ""
+    )
     return (
         f"{head}p99 {kb(mean_at(t, heaviest, 'queue_p99_bytes'))}, utilisation "
         f"{pct(t.worst_utilisation())}, paused {pct(t.worst_paused())}, Jain {_jain_text(t)}"
     )
+
+
+def _jobs_line(objective: ObjectiveSpec, current: Trial, best: Trial, n: int) -> str:
+    """Jobs side by side: the slowest job's share of its bound, then each job's busbw."""
+    each = [
+        f"{job.name} {_job_busbw(current, n, k) / 1e9:.1f} → {gbs(_job_busbw(best, n, k))}"
+        for k, job in enumerate(objective.jobs)
+    ]
+    return (
+        f"slowest job's share of its bound {mean_at(current, n, 'bound_fraction'):.1%} → "
+        f"{mean_at(best, n, 'bound_fraction'):.1%} (busbw {', '.join(each)})"
+    )
+
+
+def _job_busbw(trial: Trial, n: int, k: int) -> float:
+    """Job ``k``'s busbw at ``n`` ranks, the mean of the seeds."""
+    values = [r.job_busbw[k] for r in trial.runs if r.senders == n and len(r.job_busbw) > k]
+    return sum(values) / len(values) if values else 0.0
 
 
 def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
@@ -121,7 +146,9 @@ def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
     # The objective's numbers at the stated job (N senders or ranks, mean of the seeds): a
     # mean over the load points would mix rings of different sizes into a number no job sees.
     n = max(r.senders for r in best.runs)
-    if objective.maximise:
+    if objective.beside:
+        parts.append(_jobs_line(objective, current, best, n))
+    elif objective.maximise:
         what = {"allreduce": "all-reduce", "alltoall": "all-to-all"}.get(
             objective.workload, objective.workload
         )

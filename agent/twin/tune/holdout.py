@@ -9,11 +9,13 @@ would not hold on the user's next job.  So the pick and the current setting run 
 * :data:`HELD_OUT_SEEDS` seeds after the searched ones, at the searched placement;
 * :data:`HELD_OUT_PLACEMENTS` placements of the job's shape drawn from the fabric (seeded, so
   a rerun draws the same): as many hosts as the job, each with the NICs of the job's rails at
-  the job's speed, in a drawn ring order; never the searched placement itself,
+  the job's speed, in a drawn ring order; never the searched placement itself (jobs side by
+  side drawn together, each from the hosts the jobs before it left),
 
 each at the heaviest load point (the stated job), as full runs.  The pick *holds* when, in
 every one of them, it meets each hard constraint that today's setting meets there and its
-busbw is not more than :data:`~agent.twin.tune.judge.TIE_BAND` below today's.  When it does
+objective (busbw; jobs side by side: the slowest job's share of its bound) is not more than
+:data:`~agent.twin.tune.judge.TIE_BAND` below today's.  When it does
 not hold and today's setting met every constraint in the search, the decision becomes "no
 change" with the condition that refuted the pick (:func:`agent.twin.tune.decision.held_out`).
 """
@@ -27,8 +29,8 @@ from typing import Any
 from agent.twin.network import TwinNetwork
 from agent.twin.placement import nics_by_host
 from agent.twin.tune.judge import TIE_BAND
+from agent.twin.tune.objectives import ObjectiveSpec
 from agent.twin.tune.results import RunMetrics
-from agent.twin.tune.text import gbs
 
 HELD_OUT_SEEDS = 2
 HELD_OUT_PLACEMENTS = 2
@@ -38,11 +40,12 @@ _PLACEMENT_SEED = "tune held-out placements"
 
 @dataclass(frozen=True)
 class Condition:
-    """One held-out condition: a ``seed`` at ``hosts`` (None: the searched placement)."""
+    """One held-out condition: a ``seed`` at ``hosts``, each job's placement in the job
+    file's order (None: the searched placement)."""
 
     label: str
     seed: int
-    hosts: tuple[str, ...] | None = None
+    hosts: tuple[tuple[str, ...], ...] | None = None  # each job's NICs; None: as searched
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,20 @@ class HeldOutRun:
     current: RunMetrics
     pick_misses: tuple[str, ...]
     current_misses: tuple[str, ...]
+    objective: ObjectiveSpec = field(default_factory=lambda: ObjectiveSpec("collective"))
+
+    def value(self, run: RunMetrics) -> float:
+        """The objective's metric of ``run`` (busbw; jobs side by side: the slowest's share)."""
+        return float(getattr(run, self.objective.metric))
+
+    def text(self, run: RunMetrics) -> str:
+        return self.objective.value_text(self.value(run))
 
     @property
     def ratio(self) -> float:
-        """The pick's busbw over today's (1.0 when today's measured nothing)."""
-        return self.pick.busbw_Bps / self.current.busbw_Bps if self.current.busbw_Bps else 1.0
+        """The pick's metric over today's (1.0 when today's measured nothing)."""
+        today = self.value(self.current)
+        return self.value(self.pick) / today if today else 1.0
 
     def refutes(self) -> str:
         """Why this run refutes the pick ("" when it does not)."""
@@ -70,8 +82,8 @@ class HeldOutRun:
             )
         if self.ratio < 1 - TIE_BAND:
             return (
-                f"at {self.condition.label} its busbw {gbs(self.pick.busbw_Bps)} is "
-                f"{(1 - self.ratio) * 100:.0f} % below today's {gbs(self.current.busbw_Bps)} "
+                f"at {self.condition.label} its {self.text(self.pick)} is "
+                f"{(1 - self.ratio) * 100:.0f} % below today's {self.text(self.current)} "
                 f"(more than {TIE_BAND:.0%})"
             )
         return ""
@@ -99,16 +111,16 @@ class HeldOut:
         if worst is None:
             return f"held out: nothing ran ({self.short})" if self.short else "held out: none"
         seeds = sum(r.condition.hosts is None for r in self.runs)
-        lowest = min(self.runs, key=lambda r: r.pick.busbw_Bps)
+        lowest = min(self.runs, key=lambda r: r.value(r.pick))
         said = [
             f"held out ({seeds} seeds and {len(self.runs) - seeds} placements the search did not "
-            f"run): the pick's lowest busbw {gbs(lowest.pick.busbw_Bps)} at "
-            f"{lowest.condition.label} (today's setting {gbs(lowest.current.busbw_Bps)} there)"
+            f"run): the pick's lowest, {lowest.text(lowest.pick)}, at {lowest.condition.label} "
+            f"(today's setting {lowest.text(lowest.current)} there)"
         ]
         if worst is not lowest:
             said.append(
                 f"its least gain over today's at {worst.condition.label}: "
-                f"{gbs(worst.pick.busbw_Bps)} against {gbs(worst.current.busbw_Bps)}"
+                f"{worst.text(worst.pick)} against {worst.text(worst.current)}"
             )
         said.append("the pick did not hold" if self.refuted else "the pick holds in every one")
         if self.short:
@@ -124,9 +136,11 @@ class HeldOut:
                 {
                     "condition": r.condition.label,
                     "seed": r.condition.seed,
-                    "hosts": list(r.condition.hosts) if r.condition.hosts else None,
+                    "hosts": [list(h) for h in r.condition.hosts] if r.condition.hosts else None,
                     "busbw_Bps": r.pick.busbw_Bps,
                     "current_busbw_Bps": r.current.busbw_Bps,
+                    "bound_fraction": r.pick.bound_fraction,
+                    "current_bound_fraction": r.current.bound_fraction,
                     "misses": list(r.pick_misses),
                     "current_misses": list(r.current_misses),
                 }
@@ -135,34 +149,61 @@ class HeldOut:
         }
 
 
+Shape = tuple[tuple[str, ...], int]
+"""A job as the search placed it: its NICs (host by host, rail order) and NICs per host."""
+
+
 def held_out_conditions(
-    network: TwinNetwork, searched: tuple[str, ...], nics_per_host: int, seeds: tuple[int, ...]
+    network: TwinNetwork, jobs: list[Shape], seeds: tuple[int, ...]
 ) -> tuple[list[Condition], str]:
-    """The seeds after ``seeds`` at the searched placement, then the drawn placements at the
-    first of them; and why fewer placements than :data:`HELD_OUT_PLACEMENTS` ("" if none)."""
+    """The seeds after ``seeds`` at the searched placement, then the drawn placements of the
+    ``jobs`` (each job's in :attr:`Condition.hosts`, in order) at the first of them; and why
+    fewer placements than :data:`HELD_OUT_PLACEMENTS` ran ("" if none were short)."""
     fresh = [max(seeds) + k for k in range(1, HELD_OUT_SEEDS + 1)]
     conditions = [Condition(f"seed {s}", s) for s in fresh]
-    placements = draw_placements(network, searched, nics_per_host, HELD_OUT_PLACEMENTS)
-    for number, hosts in enumerate(placements, start=1):
-        shown = _hosts_text(hosts, nics_per_host)
+    drawn = draw_placements(network, jobs, HELD_OUT_PLACEMENTS)
+    for number, placement in enumerate(drawn, start=1):
+        shown = "; ".join(
+            _hosts_text(hosts, n) for hosts, (_, n) in zip(placement, jobs, strict=True)
+        )
         conditions.append(
-            Condition(f"placement {number} ({shown}), seed {fresh[0]}", fresh[0], hosts)
+            Condition(f"placement {number} ({shown}), seed {fresh[0]}", fresh[0], placement)
         )
     short = ""
-    if len(placements) < HELD_OUT_PLACEMENTS:
+    if len(drawn) < HELD_OUT_PLACEMENTS:
+        shapes = " and ".join(f"{len(nics) // n} hosts x {n} NICs" for nics, n in jobs)
         short = (
-            f"{len(placements)} of {HELD_OUT_PLACEMENTS} placements: the fabric has no other "
-            f"hosts for a job of {len(searched) // nics_per_host} hosts x {nics_per_host} NICs"
+            f"{len(drawn)} of {HELD_OUT_PLACEMENTS} placements: the fabric has no other "
+            f"hosts for {'jobs' if len(jobs) > 1 else 'a job'} of {shapes}"
         )
     return conditions, short
 
 
 def draw_placements(
-    network: TwinNetwork, searched: tuple[str, ...], nics_per_host: int, count: int
-) -> list[tuple[str, ...]]:
-    """Up to ``count`` placements of the searched job's shape, none the searched one: as many
-    hosts, drawn from those with a NIC on each of the job's rails at its speed, in a drawn
-    order, each host's NICs in the job's rail order."""
+    network: TwinNetwork, jobs: list[Shape], count: int
+) -> list[tuple[tuple[str, ...], ...]]:
+    """Up to ``count`` placements of the searched jobs' shapes, none the searched one: per
+    job as many hosts as it has, drawn from those with a NIC on each of its rails at its speed
+    and not drawn for an earlier job, in a drawn order, each host's NICs in the job's rail
+    order."""
+    eligible = [_eligible(network, nics, n) for nics, n in jobs]
+    rng = random.Random(_PLACEMENT_SEED)
+    searched = tuple(nics for nics, _ in jobs)
+    seen, drawn = {searched}, []
+    for _ in range(count * _DRAWS_PER_PLACEMENT):
+        placement = _draw(rng, eligible, [len(nics) // n for nics, n in jobs])
+        if placement is not None and placement not in seen:
+            seen.add(placement)
+            drawn.append(placement)
+            if len(drawn) == count:
+                break
+    return drawn
+
+
+def _eligible(
+    network: TwinNetwork, searched: tuple[str, ...], nics_per_host: int
+) -> dict[str, tuple[str, ...]]:
+    """The hosts with a NIC on each of the job's rails at its speed: host -> those NICs."""
     first = [network.hosts[e] for e in searched[:nics_per_host]]
     rails, speed = [nic.rail for nic in first], first[0].port.speed_bps
     eligible: dict[str, tuple[str, ...]] = {}
@@ -172,20 +213,23 @@ def draw_placements(
         }
         if all(rail in at for rail in rails):
             eligible[host] = tuple(at[rail] for rail in rails)
-    hosts = len(searched) // nics_per_host
-    names = sorted(eligible)
-    if len(names) < hosts:
-        return []
-    rng = random.Random(_PLACEMENT_SEED)
-    seen, drawn = {searched}, []
-    for _ in range(count * _DRAWS_PER_PLACEMENT):
-        placement = tuple(e for h in rng.sample(names, hosts) for e in eligible[h])
-        if placement not in seen:
-            seen.add(placement)
-            drawn.append(placement)
-            if len(drawn) == count:
-                break
-    return drawn
+    return eligible
+
+
+def _draw(
+    rng: random.Random, eligible: list[dict[str, tuple[str, ...]]], hosts: list[int]
+) -> tuple[tuple[str, ...], ...] | None:
+    """One joint draw: each job's hosts from what the earlier jobs left (None: too few)."""
+    taken: set[str] = set()
+    placement = []
+    for mine, count in zip(eligible, hosts, strict=True):
+        names = sorted(set(mine) - taken)
+        if len(names) < count:
+            return None
+        chosen = rng.sample(names, count)
+        taken.update(chosen)
+        placement.append(tuple(e for h in chosen for e in mine[h]))
+    return tuple(placement)
 
 
 def _hosts_text(endpoints: tuple[str, ...], nics_per_host: int) -> str:

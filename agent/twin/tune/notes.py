@@ -29,7 +29,8 @@ class StillAtEdge:
     def __str__(self) -> str:
         return (
             f"edge: still at the {self.end} {self.axis} searched (widening limit "
-            f"{self.widenings} reached)"
+            f"{self.widenings} reached): the objective is unbounded that way as far as the "
+            "search looked, so the pick marks where it stopped, not an optimum"
         )
 
 

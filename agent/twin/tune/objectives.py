@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from agent.twin.placement import CollectiveSpec
-from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR
+from agent.twin.tune.text import gbs
+from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR, kb
 
 OBJECTIVES = ("queue", "collective")
 ObjectiveName = Literal["queue", "collective"]
@@ -98,6 +99,14 @@ class ObjectiveSpec:
     ranks: int | None = None  # collective only; None: min(8, hosts at the speed)
     size_bytes: int = COLLECTIVE_SIZE_BYTES
     job: TunedJob | None = None  # collective only: a job file's job (its own workload and size)
+    # The job file's other jobs, run beside ``job``: the objective is then the slowest job's
+    # share of its NICs' bound (max-min: no job is given up for another's gain).
+    beside: tuple[TunedJob, ...] = ()
+
+    @property
+    def jobs(self) -> tuple[TunedJob, ...]:
+        """Every job of the job file, in file order (none without one)."""
+        return (self.job, *self.beside) if self.job is not None else ()
 
     @property
     def maximise(self) -> bool:
@@ -106,13 +115,26 @@ class ObjectiveSpec:
     @property
     def metric(self) -> str:
         """The RunMetrics field optimised."""
+        if self.beside:
+            return "bound_fraction"
         return "busbw_Bps" if self.name == "collective" else "queue_p99_bytes"
 
     def describe(self) -> str:
+        if self.beside:
+            names = ", ".join(j.name for j in self.jobs)
+            return f"the highest share of its NICs' bound for the slowest of jobs {names}"
         if self.name == "collective":
             job = f" of job {self.job.name}" if self.job is not None else ""
             return f"the highest {self.workload} busbw{job}"
         return "the lowest p99 queue"
+
+    def value_text(self, value: float) -> str:
+        """The metric's ``value`` (busbw positive) as the explanation says it."""
+        if self.beside:
+            return f"slowest job at {value:.1%} of its bound"
+        if self.name == "collective":
+            return f"busbw {gbs(value)}"
+        return f"p99 {kb(value)}"
 
 
 QUEUE = ObjectiveSpec()

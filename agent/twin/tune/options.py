@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
 from agent.intent.units import format_speed
@@ -150,8 +150,11 @@ def check_objective(objective: ObjectiveSpec, hosts: dict[int, int]) -> None:
     if objective.size_bytes <= 0:
         raise TwinError(f"tune --size. Expected: more than 0 bytes Actual: {objective.size_bytes}")
     if objective.job is not None:  # placed, its ranks checked, when the job file was read
-        for speed in hosts:
-            check_collective_time(objective, speed, objective.job.ranks)
+        for job in objective.jobs:
+            each = replace(objective, workload=job.spec.workload, size_bytes=job.spec.size_bytes,
+                           job=job)  # fmt: skip
+            for speed in hosts:
+                check_collective_time(each, speed, job.ranks)
         return
     for speed, count in hosts.items():
         if count < 2:

@@ -46,6 +46,8 @@ class RunMetrics:
     completed: bool = True  # a collective finished within the run's limit
     ranks: bool = False  # the load point counts a collective's ranks, not senders
     utilisation_whole: float | None = None  # whole run, onset included; scenarios only
+    bound_fraction: float = 0.0  # collective: busbw / the NICs' bound (jobs: the slowest's)
+    job_busbw: tuple[float, ...] = ()  # jobs side by side: each job's busbw, in file order
 
     def where(self) -> str:
         if not self.senders:
@@ -115,6 +117,7 @@ class Trial:
             "queue_p99_bytes": round(self.mean("queue_p99_bytes")),
             "queue_peak_bytes": round(self.mean("queue_peak_bytes")),
             "busbw_Bps": self.mean("busbw_Bps"),
+            "bound_fraction": self.mean("bound_fraction"),
             "ce_fraction": self.mean("ce_fraction"),
             "lossless_drops": self.drops(),
             "pause_threshold_bytes": self.runs[0].pause_threshold_bytes if self.runs else None,

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from agent.intent.model import FabricIntent
 from agent.intent.plan import build_plan
-from agent.twin.collectives import CollectiveSpec, run_collective
+from agent.twin.collective_report import CollectiveReport
+from agent.twin.collectives import CollectiveSpec, run_collective, run_collectives
 from agent.twin.engine import Engine
 from agent.twin.network import TwinError, TwinNetwork, build_network
 from agent.twin.results import jain, simulate, time_weighted_p99
@@ -218,25 +219,52 @@ def collective_spec(job: Job, network: TwinNetwork) -> CollectiveSpec:
 
 
 def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics:
-    """One seed of a collective (``job.senders`` ranks) on the candidate's network."""
-    report = run_collective(network, collective_spec(job, network), seed=job.seed)
-    busiest = report.links[0] if report.links else None
+    """One seed of a collective (``job.senders`` ranks) on the candidate's network; a job
+    file's jobs side by side, when it has several."""
+    if job.objective.beside:
+        names = [j.name for j in job.objective.jobs]
+        reports = run_collectives(network, _side_by_side(job), names, seed=job.seed)
+    else:
+        reports = [run_collective(network, collective_spec(job, network), seed=job.seed)]
+    return _collective_metrics(job, reports, pause)
+
+
+def _side_by_side(job: Job) -> list[CollectiveSpec]:
+    """Every job of the job file, each whole, at the searched QPs and at the rung's share of
+    its own size (the share the first job's size gives)."""
+    objective = job.objective
+    share = objective.size_bytes / objective.jobs[0].spec.size_bytes
+    return [
+        j.collective(j.ranks, job.qps, max(1, round(j.spec.size_bytes * share)))
+        for j in objective.jobs
+    ]
+
+
+def _collective_metrics(job: Job, reports: list[CollectiveReport], pause: int) -> RunMetrics:
+    """A run's metrics from its reports (one per job): the fabric's numbers are the run's, the
+    same in every job's report; the objective's are the slowest job's."""
+    slowest = min(reports, key=lambda r: r.line_rate_fraction)
+    fabric = reports[0]
+    busiest = fabric.links[0] if fabric.links else None
+    jains = [r.jain for r in reports if r.jain is not None]
     return RunMetrics(
         seed=job.seed,
         utilisation=busiest.utilisation if busiest is not None else 0.0,
-        paused_fraction=report.max_paused_fraction,
-        queue_p99_bytes=report.queue_p99_bytes,
-        queue_peak_bytes=report.queue_peak_bytes,
-        ce_fraction=report.ce_fraction,
-        lossless_drops=report.lossless_drops,
+        paused_fraction=fabric.max_paused_fraction,
+        queue_p99_bytes=fabric.queue_p99_bytes,
+        queue_peak_bytes=fabric.queue_peak_bytes,
+        ce_fraction=max(r.ce_fraction for r in reports),
+        lossless_drops=fabric.lossless_drops,
         pause_threshold_bytes=pause,
-        bottleneck=report.busiest_port,
-        events=report.events,
-        wall_s=report.wall_s,
+        bottleneck=fabric.busiest_port,
+        events=fabric.events,
+        wall_s=fabric.wall_s,
         senders=job.senders,
-        jain=report.jain,
-        busbw_Bps=report.busbw_Bps,
-        duration_s=report.time_s,
-        completed=report.completed,
+        jain=min(jains) if jains else None,
+        busbw_Bps=slowest.busbw_Bps,
+        duration_s=max(r.time_s for r in reports),
+        completed=all(r.completed for r in reports),
         ranks=True,
+        bound_fraction=slowest.line_rate_fraction,
+        job_busbw=tuple(r.busbw_Bps for r in reports) if len(reports) > 1 else (),
     )

@@ -155,7 +155,7 @@ def tune(intent: FabricIntent, **options: Unpack[TuneOptions]) -> TuneResult:
     return TuneResult(
         fabric=intent.name,
         profile=intent.profile.name,
-        scenario=settings.scenario if objective.name == "queue" else objective.workload,
+        scenario=_scenario(settings),
         duration_s=settings.duration_s,
         seeds=tuple(settings.seeds),
         objectives=settings.objectives,
@@ -167,6 +167,16 @@ def tune(intent: FabricIntent, **options: Unpack[TuneOptions]) -> TuneResult:
         objective=objective,
         dcqcn=settings.dcqcn,
     )
+
+
+def _scenario(settings: TuneSettings) -> str:
+    """What every candidate ran: the scenario, the collective, or the jobs side by side."""
+    objective = settings.objective
+    if objective.name == "queue":
+        return settings.scenario
+    if objective.beside:
+        return " + ".join(f"{j.name} ({j.spec.workload})" for j in objective.jobs)
+    return objective.workload
 
 
 @dataclass(frozen=True)
@@ -228,7 +238,7 @@ class _Search:
         job file's job: its ranks."""
         settings = self.settings
         if settings.objective.job is not None:
-            return settings.objective.job.ranks
+            return sum(job.ranks for job in settings.objective.jobs)
         if settings.collective:
             return min(settings.objective.ranks or COLLECTIVE_MAX_RANKS, hosts)
         limit = hosts - 1 if settings.scenario == "incast" else hosts
@@ -248,14 +258,17 @@ class _Search:
         settings, speed, ranks = self.settings, result.speed_bps, result.load_points[0]
         network = build_network(self.intent, self.plan)
         job = settings.objective.job or self._default_job(network, speed, ranks)
-        conditions, short = held_out_conditions(
-            network, job.spec.hosts or (), job.nics_per_host, tuple(settings.seeds)
-        )
+        every = (job, *settings.objective.beside)
+        shapes = [(j.spec.hosts or (), j.nics_per_host) for j in every]
+        conditions, short = held_out_conditions(network, shapes, tuple(settings.seeds))
         roce, label = self.intent.profile.roce.priority, f"tune {format_speed(speed)} held out"
         jobs = []
         for condition in conditions:
-            placed = replace(job, spec=replace(job.spec, hosts=condition.hosts or job.spec.hosts))
-            objective = replace(settings.objective, job=placed)
+            hosts = condition.hosts or tuple(nics for nics, _ in shapes)
+            first, *beside = (
+                replace(j, spec=replace(j.spec, hosts=h)) for j, h in zip(every, hosts, strict=True)
+            )
+            objective = replace(settings.objective, job=first, beside=tuple(beside))
             for trial in (pick, current):
                 intent = self.intent if trial.candidate.current else trial.variant or self.intent
                 jobs.append(Job(intent, settings.scenario, ranks, speed,
@@ -263,7 +276,7 @@ class _Search:
                                 trial.candidate.qps, label, settings.payload_bytes))  # fmt: skip
         metrics = list(settings.runner(jobs))
         runs = [
-            HeldOutRun(c, mine, today, self._misses(mine), self._misses(today))
+            HeldOutRun(c, mine, today, self._misses(mine), self._misses(today), settings.objective)
             for c, mine, today in zip(conditions, metrics[::2], metrics[1::2], strict=True)
         ]
         return HeldOut(runs, short)
@@ -284,6 +297,8 @@ class _Search:
         job = self.settings.objective.job
         if job is None:
             return load_points(senders)
+        if self.settings.objective.beside:  # jobs side by side are judged as they run, whole
+            return (senders,)
         return tuple(h * job.nics_per_host for h in load_points(job.hosts))
 
     def _heavier_jobs(self, senders: int, hosts: int) -> list[str]:
@@ -291,6 +306,8 @@ class _Search:
         file's job: as the job file's fields)."""
         settings = self.settings
         job = settings.objective.job
+        if job is not None and settings.objective.beside:
+            return ["more hosts in a job (hosts:), or an all-to-all (collective: alltoall)"]
         if job is not None:
             heavier = [f"more hosts in job {job.name} (hosts:)"] if hosts > job.hosts else []
             if settings.objective.workload != "alltoall":
