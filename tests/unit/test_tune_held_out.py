@@ -25,15 +25,8 @@ from agent.twin.network import TwinNetwork, build_network
 from agent.twin.placement import nics_by_host
 from agent.twin.tune import runners
 from agent.twin.tune.decision import held_out
-from agent.twin.tune.holdout import (
-    HELD_OUT_PLACEMENTS,
-    Condition,
-    HeldOut,
-    HeldOutRun,
-    draw_placements,
-    held_out_conditions,
-)
-from agent.twin.tune.results import Decision, RunMetrics, Trial
+from agent.twin.tune.holdout import HELD_OUT_PLACEMENTS, draw_placements, held_out_conditions
+from agent.twin.tune.results import Condition, Decision, HeldOut, HeldOutRun, RunMetrics, Trial
 from agent.twin.tune.runs import Job, collective_spec
 from agent.twin.tune.space import Candidate, EcnSetting
 from tests.unit.rail_pods import load_pod, pod_shapes, rail_pod

@@ -25,10 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from agent.twin.tune.holdout import HeldOut
-from agent.twin.tune.judge import TIE_BAND, objective_value, ranked, ties
-from agent.twin.tune.objectives import QUEUE, ObjectiveSpec
-from agent.twin.tune.results import Decision, Trial
+from agent.twin.tune.judge import objective_value, ranked, ties
+from agent.twin.tune.objectives import QUEUE, TIE_BAND, ObjectiveSpec
+from agent.twin.tune.results import Decision, HeldOut, Trial
 
 
 def decide(trials: Sequence[Trial], objective: ObjectiveSpec = QUEUE) -> Decision:

@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 
 from agent.intent.units import format_size, format_speed
-from agent.twin.tune.judge import TIE_BAND, mean_at, objective_value, ties
-from agent.twin.tune.objectives import QUEUE, Objectives, ObjectiveSpec
+from agent.twin.tune.judge import mean_at, objective_value, ties
+from agent.twin.tune.objectives import QUEUE, TIE_BAND, Objectives, ObjectiveSpec
 from agent.twin.tune.results import Decision, SpeedResult, Trial
 from agent.twin.tune.space import Candidate
 from agent.twin.tune.text import and_list, gbs, pct

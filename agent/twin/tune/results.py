@@ -11,16 +11,13 @@ search; :class:`TuneResult` the tune, with the override it recommends and its JS
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
 from agent.twin.tune.notes import EdgeNote
-from agent.twin.tune.objectives import Objectives, ObjectiveSpec
+from agent.twin.tune.objectives import TIE_BAND, Objectives, ObjectiveSpec
 from agent.twin.tune.space import Candidate
-
-if TYPE_CHECKING:  # holdout reads RunMetrics from here
-    from agent.twin.tune.holdout import HeldOut
 
 
 @dataclass(frozen=True)
@@ -217,6 +214,120 @@ class Rung:
             "runs": self.runs,
             "kept": self.kept,
             "fidelity": self.fidelity,
+        }
+
+
+# ------------------------------------------------------ held out (agent.twin.tune.holdout)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One held-out condition: a ``seed`` at ``hosts``, each job's placement in the job
+    file's order (None: the searched placement)."""
+
+    label: str
+    seed: int
+    hosts: tuple[tuple[str, ...], ...] | None = None  # each job's NICs; None: as searched
+
+
+@dataclass(frozen=True)
+class HeldOutRun:
+    """The pick and today's setting under one condition, with the constraints each misses."""
+
+    condition: Condition
+    pick: RunMetrics
+    current: RunMetrics
+    pick_misses: tuple[str, ...]
+    current_misses: tuple[str, ...]
+    objective: ObjectiveSpec = field(default_factory=lambda: ObjectiveSpec("collective"))
+
+    def value(self, run: RunMetrics) -> float:
+        """The objective's metric of ``run`` (busbw; jobs side by side: the slowest's share)."""
+        return float(getattr(run, self.objective.metric))
+
+    def text(self, run: RunMetrics) -> str:
+        return self.objective.value_text(self.value(run))
+
+    @property
+    def ratio(self) -> float:
+        """The pick's metric over today's (1.0 when today's measured nothing)."""
+        today = self.value(self.current)
+        return self.value(self.pick) / today if today else 1.0
+
+    def refutes(self) -> str:
+        """Why this run refutes the pick ("" when it does not)."""
+        new = [m for m in self.pick_misses if not self.current_misses]
+        if new:
+            return (
+                f"at {self.condition.label} it misses {new[0]}, where today's setting meets "
+                "every constraint"
+            )
+        if self.ratio < 1 - TIE_BAND:
+            return (
+                f"at {self.condition.label} its {self.text(self.pick)} is "
+                f"{(1 - self.ratio) * 100:.0f} % below today's {self.text(self.current)} "
+                f"(more than {TIE_BAND:.0%})"
+            )
+        return ""
+
+
+@dataclass
+class HeldOut:
+    """The held-out runs of a pick; ``short`` says why fewer placements ran than asked."""
+
+    runs: list[HeldOutRun] = field(default_factory=list)
+    short: str = ""
+
+    @property
+    def refuted(self) -> str:
+        """The first condition that refutes the pick ("" when it holds in all)."""
+        return next((why for run in self.runs if (why := run.refutes())), "")
+
+    @property
+    def worst(self) -> HeldOutRun | None:
+        """The run where the pick fared worst against today's setting."""
+        return min(self.runs, key=lambda r: (not r.pick_misses, r.ratio), default=None)
+
+    def __str__(self) -> str:
+        worst = self.worst
+        if worst is None:
+            return f"held out: nothing ran ({self.short})" if self.short else "held out: none"
+        seeds = sum(r.condition.hosts is None for r in self.runs)
+        lowest = min(self.runs, key=lambda r: r.value(r.pick))
+        said = [
+            f"held out ({seeds} seeds and {len(self.runs) - seeds} placements the search did not "
+            f"run): the pick's lowest, {lowest.text(lowest.pick)}, at {lowest.condition.label} "
+            f"(today's setting {lowest.text(lowest.current)} there)"
+        ]
+        if worst is not lowest:
+            said.append(
+                f"its least gain over today's at {worst.condition.label}: "
+                f"{worst.text(worst.pick)} against {worst.text(worst.current)}"
+            )
+        said.append("the pick did not hold" if self.refuted else "the pick holds in every one")
+        if self.short:
+            said.append(self.short)
+        return "; ".join(said)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "holds": not self.refuted,
+            "refuted": self.refuted or None,
+            "note": self.short or None,
+            "runs": [
+                {
+                    "condition": r.condition.label,
+                    "seed": r.condition.seed,
+                    "hosts": [list(h) for h in r.condition.hosts] if r.condition.hosts else None,
+                    "busbw_Bps": r.pick.busbw_Bps,
+                    "current_busbw_Bps": r.current.busbw_Bps,
+                    "bound_fraction": r.pick.bound_fraction,
+                    "current_bound_fraction": r.current.bound_fraction,
+                    "misses": list(r.pick_misses),
+                    "current_misses": list(r.current_misses),
+                }
+                for r in self.runs
+            ],
         }
 
 

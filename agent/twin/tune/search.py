@@ -58,7 +58,7 @@ from agent.twin.placement import CollectiveSpec
 from agent.twin.tune.decision import decide, held_out, indistinguishable, no_load
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
-from agent.twin.tune.holdout import HeldOut, HeldOutRun, held_out_conditions
+from agent.twin.tune.holdout import held_out_conditions
 from agent.twin.tune.judge import evaluate, ranked
 from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdge
 from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS, MAX_TUNE_RANKS, TunedJob
@@ -70,7 +70,16 @@ from agent.twin.tune.options import (
     check_speeds,
     tunable_speeds,
 )
-from agent.twin.tune.results import Rung, RunMetrics, SpeedResult, Stage, Trial, TuneResult
+from agent.twin.tune.results import (
+    HeldOut,
+    HeldOutRun,
+    Rung,
+    RunMetrics,
+    SpeedResult,
+    Stage,
+    Trial,
+    TuneResult,
+)
 from agent.twin.tune.runs import Job, collective_hosts
 from agent.twin.tune.space import (
     ETH_OVERHEAD,
