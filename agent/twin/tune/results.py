@@ -43,7 +43,7 @@ class RunMetrics:
     completed: bool = True  # a collective finished within the run's limit
     ranks: bool = False  # the load point counts a collective's ranks, not senders
     utilisation_whole: float | None = None  # whole run, onset included; scenarios only
-    bound_fraction: float = 0.0  # collective: busbw / the NICs' bound (jobs: the slowest's)
+    bound_fraction: float | None = None  # collective: busbw / the NICs' bound (jobs: slowest's)
     job_busbw: tuple[float, ...] = ()  # jobs side by side: each job's busbw, in file order
 
     def where(self) -> str:
@@ -114,7 +114,11 @@ class Trial:
             "queue_p99_bytes": round(self.mean("queue_p99_bytes")),
             "queue_peak_bytes": round(self.mean("queue_peak_bytes")),
             "busbw_Bps": self.mean("busbw_Bps"),
-            "bound_fraction": self.mean("bound_fraction"),
+            "bound_fraction": (
+                self.mean("bound_fraction")
+                if self.runs and all(r.bound_fraction is not None for r in self.runs)
+                else None
+            ),
             "ce_fraction": self.mean("ce_fraction"),
             "lossless_drops": self.drops(),
             "pause_threshold_bytes": self.runs[0].pause_threshold_bytes if self.runs else None,
