@@ -157,6 +157,8 @@ def nic_rate(r: CollectiveReport) -> str:
         return speed
     if r.workload == "alltoall":
         return f"{speed} x {r.ranks - 1}/{r.ranks - r.rails} (one NIC per GPU, NVLink for its host)"
+    if r.workload == "sendrecv":
+        return f"{speed} (each GPU's buffer over its own NIC)"
     return f"{r.rails} x {speed}"
 
 

@@ -1,4 +1,5 @@
-"""NCCL collectives in the twin: ring all-reduce, all-gather, reduce-scatter and all-to-all.
+"""NCCL collectives in the twin: ring all-reduce, all-gather, reduce-scatter, all-to-all and
+send/recv.
 
 What a user judges a fabric by is the time of the job's collectives and nccl-tests' bus
 bandwidth; this module runs a collective's data movement through the engine and reports both.
@@ -24,6 +25,12 @@ Model (docs/collectives.md says the same, with an example):
   FIFO of NCCL_STEPS buffers per connection.
 * All-to-all: every rank sends size / N to every other rank at once (NCCL's grouped
   send/receive), no dependencies between the pairs.
+* Send/recv (``sendrecv``, a pipeline's stage boundary): every rank sends its whole buffer to
+  the next and receives from the previous, at once (nccl-tests ``src/sendrecv.cu``: one
+  ``ncclSend`` and one ``ncclRecv`` in a group, busbw = algbw).  nccl-tests pairs rank r with
+  r + 1, which on a multi-NIC host is mostly an NVLink hop; the twin pairs GPU c of host h
+  with GPU c of host h + 1 (the ring's connections, rail by rail): the boundary between
+  pipeline stages, one host per stage, where the data crosses the network.
 * Several jobs side by side (:func:`run_collectives`, ``twin --job``): each on NICs of its own,
   all starting at once, one engine; each job's time is its own last byte.
 * QPs per connection (NCCL_IB_QPS_PER_CONNECTION, default 1): each connection is Q flows (QPs),
@@ -42,7 +49,8 @@ Model (docs/collectives.md says the same, with an example):
   nccl-tests prints them.
 
 Sources: nccl-tests doc/PERFORMANCE.md and src/{all_reduce,all_gather,reduce_scatter,
-alltoall}.cu (https://github.com/NVIDIA/nccl-tests); NCCL src/include/device.h (NCCL_STEPS 8),
+alltoall,sendrecv}.cu (https://github.com/NVIDIA/nccl-tests); NCCL src/include/device.h
+(NCCL_STEPS 8),
 src/init.cc (DEFAULT_BUFFSIZE 4 MiB), src/include/collectives.h (*_SLICESTEPS, *_CHUNKSTEPS),
 src/transport/net_ib/{connect.cc,common.cc,common.h,p2p.cc} (IB_QPS_PER_CONNECTION default 1,
 IB_SPLIT_DATA_ON_QPS default 0) (https://github.com/NVIDIA/nccl); the variables' meaning:
@@ -99,6 +107,7 @@ from agent.twin.workloads import COLLECTIVES as COLLECTIVES
 from agent.twin.workloads import MAX_CHANNELS as MAX_CHANNELS
 from agent.twin.workloads import MAX_QPS as MAX_QPS
 from agent.twin.workloads import MAX_RANKS as MAX_RANKS
+from agent.twin.workloads import P2P_COLLECTIVES as P2P_COLLECTIVES
 from agent.twin.workloads import CollectiveName as CollectiveName
 from lossless.clock import TICKS_PER_SECOND
 
@@ -118,9 +127,12 @@ ALIGN_BYTES = 16  # nccl-tests and NCCL align per-rank counts and last chunks to
 
 
 def busbw_factor(workload: CollectiveName, ranks: int) -> float:
-    """nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md, "Summary")."""
+    """nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md, "Summary"; src/sendrecv.cu
+    ``SendRecvGetBw``: 1)."""
     if workload == "allreduce":
         return 2 * (ranks - 1) / ranks
+    if workload == "sendrecv":
+        return 1.0
     return (ranks - 1) / ranks
 
 
@@ -129,7 +141,7 @@ def nccl_tests_size(workload: CollectiveName, ranks: int, size_bytes: int) -> in
     whole floats for all-reduce; N x a 16-byte-aligned per-rank piece otherwise
     (``*GetCollByteCount``: ``(count / nranks) & ~(16 / eltSize - 1)``)."""
     elements = size_bytes // ELEMENT_BYTES
-    if workload == "allreduce":
+    if workload in ("allreduce", "sendrecv"):
         return elements * ELEMENT_BYTES
     per_rank = (elements // ranks) & ~(ALIGN_BYTES // ELEMENT_BYTES - 1)
     return per_rank * ELEMENT_BYTES * ranks
@@ -231,11 +243,12 @@ def check_spec(spec: CollectiveSpec) -> None:
     if spec.ranks and not 2 <= spec.ranks <= MAX_RANKS:
         raise TwinError(f"twin --ranks: Expected: 2-{MAX_RANKS} Actual: {spec.ranks}")
     if not 1 <= spec.channels <= MAX_CHANNELS or (
-        spec.channels > 1 and spec.workload == "alltoall"
+        spec.channels > 1 and spec.workload in P2P_COLLECTIVES
     ):
         raise TwinError(
             f"twin --channels: Expected: 1-{MAX_CHANNELS} ring channels per NIC, 1 for "
-            f"alltoall (its connections are per peer) Actual: {spec.channels} for {spec.workload}"
+            f"alltoall and sendrecv (their connections are per peer) Actual: {spec.channels} "
+            f"for {spec.workload}"
         )
     if not 1 <= spec.qps_per_connection <= MAX_QPS:
         raise TwinError(
@@ -243,7 +256,8 @@ def check_spec(spec: CollectiveSpec) -> None:
             f"Actual: {spec.qps_per_connection}"
         )
     if spec.ranks and nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes) <= 0:
-        least = ELEMENT_BYTES if spec.workload == "allreduce" else spec.ranks * ALIGN_BYTES
+        whole = spec.workload in ("allreduce", "sendrecv")
+        least = ELEMENT_BYTES if whole else spec.ranks * ALIGN_BYTES
         raise TwinError(
             f"twin --size: Expected: at least {least} bytes for {spec.workload} on "
             f"{spec.ranks} ranks (nccl-tests' float elements, 16-byte pieces per rank) "
@@ -450,6 +464,15 @@ def pxn_alltoall_slices(hosts: int, rails: int, size_bytes: int) -> list[list[Sl
     return [list(conn) for _ in range(rails * hosts * (hosts - 1))]
 
 
+def sendrecv_slices(pairs: int, size_bytes: int) -> list[list[Slice]]:
+    """Per connection (GPU c of host h -> GPU c of the next host): the whole buffer in P2P
+    chunks, no dependencies (nccl-tests' sendrecv: ``ncclSend`` to one peer, ``ncclRecv``
+    from the other, in one group)."""
+    pieces = slice_sizes(size_bytes, P2P_CHUNK_BYTES)
+    conn = [Slice((0, 0, j), n, None, True) for j, n in enumerate(pieces)]
+    return [list(conn) for _ in range(pairs)]
+
+
 def alltoall_slices(ranks: int, size_bytes: int, pairs: int | None = None) -> list[list[Slice]]:
     """Per ordered pair over the network (:func:`connection_pairs` order; ``pairs`` of them,
     default every pair of ranks): size / N in P2P chunks, no dependencies."""
@@ -612,6 +635,8 @@ def busbw_bound_Bps(workload: CollectiveName, ranks: int, speed_bps: int, rails:
     rate = speed_bps / 8
     if workload == "alltoall":
         return rate * (ranks - 1) / (ranks - rails)
+    if workload == "sendrecv":  # each GPU's buffer over its own NIC: busbw = algbw
+        return rate
     return rate * rails
 
 
@@ -819,6 +844,8 @@ def _slices(placed: _Placed) -> tuple[list[list[Slice]], int]:
             return pxn_alltoall_slices(hosts, rails, placed.size), NCCL_STEPS
         pairs = ranks * (ranks - 1) if rails == 1 else ranks * (ranks - rails)
         return alltoall_slices(ranks, placed.size, pairs), NCCL_STEPS
+    if workload == "sendrecv":
+        return sendrecv_slices(ranks, placed.size), NCCL_STEPS
     channels = placed.spec.channels
     if rails > 1:
         return rail_ring_slices(workload, hosts, rails, placed.size, channels), WINDOW_SLICES
@@ -923,14 +950,16 @@ def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
         "not modelled: " + "; ".join(NOT_MODELLED),
     ]
     if rails > 1:
-        how = "PXN all-to-all" if spec.workload == "alltoall" else "ring"
+        how = {"alltoall": "PXN all-to-all", "sendrecv": "send/recv ring"}.get(
+            spec.workload, "ring"
+        )
         notes.insert(
             0,
             f"{spec.ranks // rails} hosts x {rails} NICs: one {how} per rail, NIC c of each host "
             "to NIC c of the others (NCCL_CROSS_NIC=0); the GPUs' NVLink hops inside a host not "
             "modelled (instantaneous)",
         )
-    if spec.workload != "alltoall":
+    if spec.workload in RING_COLLECTIVES:
         notes.insert(
             1,
             f"ring: chunks of up to {CHUNK_BYTES >> 20} MiB per step, {SLICE_BYTES >> 20} MiB "

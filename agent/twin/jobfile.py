@@ -20,7 +20,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -29,7 +29,7 @@ from agent.intent.model import Bytes, InterfaceName, Name, StrictModel
 from agent.twin.collectives import check_placement
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.placement import CollectiveSpec, nics_by_host
-from agent.twin.workloads import MAX_CHANNELS, MAX_QPS
+from agent.twin.workloads import MAX_CHANNELS, MAX_QPS, P2P_COLLECTIVES, CollectiveName
 from common.validation import validation_problems
 from common.yamlsource import SourceMap, dotted_path, load_yaml, read_bounded
 
@@ -76,7 +76,7 @@ class Job(StrictModel):
         "the rdma_device the fabric file declares for the port (mlx5_0, mlx5_0/1); default: "
         "every port of the host the fabric links to a switch",
     )
-    collective: Literal["allreduce", "allgather", "reducescatter", "alltoall"] = "allreduce"
+    collective: CollectiveName = "allreduce"
     size: Bytes = Field(
         default=DEFAULT_SIZE,
         description="the collective's size as nccl-tests prints it (64MiB, 1GB)",
@@ -100,9 +100,9 @@ class Job(StrictModel):
     def _one_way_to_name_hosts(self) -> Job:
         if self.hosts is not None and self.hostfile is not None:
             raise ValueError("Expected: hosts or hostfile Actual: both")
-        if self.channels > 1 and self.collective == "alltoall":
+        if self.channels > 1 and self.collective in P2P_COLLECTIVES:
             raise ValueError(
-                "channels: Expected: 1 for alltoall (its connections are per peer) "
+                f"channels: Expected: 1 for {self.collective} (its connections are per peer) "
                 f"Actual: {self.channels}"
             )
         return self

@@ -185,7 +185,8 @@ def connection_pairs(
     """The connections as (source rank, destination rank), ranks host by host (module
     docstring): each rail's ring between the hosts, rail by rail (on one-NIC hosts the ring
     (r, r + 1)), ``channels`` times over (channel k x G + c runs on NIC c, as NCCL duplicates
-    a ring onto the same NICs); or the all-to-all's pairs (:func:`_alltoall_pairs`)."""
+    a ring onto the same NICs; send/recv's peers are the ring's); or the all-to-all's pairs
+    (:func:`_alltoall_pairs`)."""
     if workload == "alltoall":
         return _alltoall_pairs(ranks, rails, pxn)
     hosts = ranks // rails

@@ -38,8 +38,12 @@ STORM_START_S = 1e-3
 # The NCCL collectives' names and bounds (agent.twin.collectives runs them) live here, beside
 # the scenarios', so that ``roce-agent twin`` offers both without importing the collectives'
 # module: a scenario run does not pay for it (issue #31, start-up).
-CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall"]
-COLLECTIVES: tuple[CollectiveName, ...] = ("allreduce", "allgather", "reducescatter", "alltoall")
+CollectiveName = Literal["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"]
+COLLECTIVES: tuple[CollectiveName, ...] = (
+    "allreduce", "allgather", "reducescatter", "alltoall", "sendrecv",
+)  # fmt: skip
+# Point-to-point: connections per peer (no ring channels to duplicate).
+P2P_COLLECTIVES: tuple[CollectiveName, ...] = ("alltoall", "sendrecv")
 MAX_RANKS = 1024  # a bound on the run's work: a 128-host x 8-NIC pod
 MAX_QPS = 16  # a bound on the run's work; NCCL accepts more
 MAX_CHANNELS = 16  # channels per NIC: a bound on the run's work (NCCL's MAXCHANNELS is 32 in all)

@@ -38,6 +38,8 @@ BUSBW_FACTORS = [
     ("reducescatter", 16, 0.9375),
     ("alltoall", 4, 0.75),
     ("alltoall", 64, 0.984375),
+    ("sendrecv", 2, 1.0),  # SendRecvGetBw: factor 1
+    ("sendrecv", 64, 1.0),
 ]
 
 
@@ -57,6 +59,8 @@ SIZES = [
     ("reducescatter", 3, 1_000_000, 999_984),
     ("alltoall", 4, 100, 64),
     ("alltoall", 8, 100, 0),
+    ("sendrecv", 8, 100, 100),  # the whole buffer to one peer, whole floats
+    ("sendrecv", 4, 10, 8),
 ]
 
 

@@ -408,17 +408,20 @@ def test_each_channel_has_connections_and_ports_of_its_own(pod: TwinNetwork) -> 
     assert report.line_rate_fraction > 0.5
 
 
-def test_channels_are_for_rings_and_say_so(tmp_path: Path, pod: TwinNetwork) -> None:
+@pytest.mark.parametrize("collective", ["alltoall", "sendrecv"])
+def test_channels_are_for_rings_and_say_so(
+    tmp_path: Path, pod: TwinNetwork, collective: C.CollectiveName
+) -> None:
     with pytest.raises(
-        TwinError, match=r"twin --channels: Expected: 1-16 .* Actual: 2 for alltoall"
+        TwinError, match=rf"twin --channels: Expected: 1-16 .* Actual: 2 for {collective}"
     ):
         C.run_collective(
-            pod, CollectiveSpec("alltoall", 0, SMALL, hosts=("gpu1", "gpu5"), channels=2)
+            pod, CollectiveSpec(collective, 0, SMALL, hosts=("gpu1", "gpu5"), channels=2)
         )
     message = _error(
-        tmp_path, "jobs:\n  - name: a\n    collective: alltoall\n    channels: 2\n", pod
+        tmp_path, f"jobs:\n  - name: a\n    collective: {collective}\n    channels: 2\n", pod
     )
-    assert "jobs.yml:2:" in message and "Expected: 1 for alltoall" in message, message
+    assert "jobs.yml:2:" in message and f"Expected: 1 for {collective}" in message, message
     message = _error(tmp_path, "jobs:\n  - name: a\n    channels: 17\n", pod)
     assert "jobs.yml:3:" in message and "jobs[0].channels" in message, message
 

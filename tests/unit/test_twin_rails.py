@@ -21,7 +21,7 @@ from agent.app.twin import twin_command
 from agent.twin import collectives as C
 from agent.twin.flows import FlowSpec
 from agent.twin.network import TwinError, TwinNetwork, load_network
-from tests.unit.rail_pods import load_pod, rail_pod
+from tests.unit.rail_pods import load_pod, pod_shapes, rail_pod
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +184,8 @@ def test_twin_with_only_a_workload_runs_the_fabrics_job(tmp_path: Path) -> None:
         ("allgather", 16, 4, 4.0),
         ("alltoall", 16, 8, 15 / 8),
         ("alltoall", 256, 8, 255 / 248),
+        ("sendrecv", 8, 1, 1.0),
+        ("sendrecv", 16, 8, 1.0),  # each GPU's buffer over its own NIC, on any host
     ],
 )
 def test_the_busbw_bound_is_what_the_nics_carry(
@@ -230,3 +232,28 @@ def test_show_placement_lists_every_qp_on_the_path_the_engine_takes(tmp_path: Pa
     assert "placement (every QP" in table.stdout and "gpu1:eth1" in table.stdout
     scenario = CliRunner().invoke(twin_command, [str(path), "--show-placement"])
     assert scenario.exit_code == 2 and "--show-placement" in scenario.output
+
+
+@settings(max_examples=8, deadline=None)
+@given(shape=pod_shapes(4), size=st.integers(1 << 18, 4 << 20), seed=st.integers(0, 2**16))
+def test_sendrecv_sends_each_gpus_buffer_to_the_same_gpu_of_the_next_host(
+    tmp_path_factory: pytest.TempPathFactory, shape: tuple[int, int, int], size: int, seed: int
+) -> None:
+    """A pipeline's stage boundary: GPU c of host h to GPU c of host h + 1 (the last to the
+    first), each connection the whole buffer, over the rails' NICs; busbw = algbw, within
+    the one NIC's bound, and no byte lost."""
+    hosts, rails, groups = shape
+    network = load_pod(tmp_path_factory.mktemp("pod"), rail_pod(hosts, rails, groups))
+    spec = C.CollectiveSpec("sendrecv", 0, size)
+    report = C.run_collective(network, spec, seed=seed)
+    ranks, per_host = report.ranks, report.rails
+    pairs = C.connection_pairs("sendrecv", ranks, per_host)
+    assert sorted(pairs) == sorted(
+        (r, (r // per_host + 1) % (ranks // per_host) * per_host + r % per_host)
+        for r in range(ranks)
+    )
+    slices = C.sendrecv_slices(len(pairs), C.nccl_tests_size("sendrecv", ranks, size))
+    assert {sum(s.nbytes for s in conn) for conn in slices} == {size // 4 * 4}
+    assert report.completed and report.lossless_drops == 0
+    assert report.busbw_Bps == pytest.approx(report.algbw_Bps)
+    assert report.busbw_Bps <= C.busbw_bound_Bps("sendrecv", ranks, report.speed_bps, per_host)

@@ -149,7 +149,7 @@ def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
     if objective.beside:
         parts.append(_jobs_line(objective, current, best, n))
     elif objective.maximise:
-        what = {"allreduce": "all-reduce", "alltoall": "all-to-all"}.get(
+        what = {"allreduce": "all-reduce", "alltoall": "all-to-all", "sendrecv": "send/recv"}.get(
             objective.workload, objective.workload
         )
         parts.append(

@@ -42,7 +42,7 @@ COLLECTIVE_SIZE_BYTES = 64 * 2**20
 COLLECTIVE_MAX_RANKS = 8
 MAX_TUNE_RANKS = 64  # tune --ranks: a ring every candidate can afford
 COLLECTIVE_SLACK = 3  # a collective's run may take this many times its line-rate time
-COLLECTIVE_WORKLOADS = ("allreduce", "allgather", "reducescatter", "alltoall")
+COLLECTIVE_WORKLOADS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 TIE_BAND = 0.05  # objective values closer than this share are not a measured difference
 
 
