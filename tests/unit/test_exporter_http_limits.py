@@ -33,7 +33,14 @@ from prometheus_client.registry import CollectorRegistry
 
 from exporters.collector import RoceCollector
 from exporters.metrics import HTTP_BAD_CLIENT_REASONS, HTTP_SERVER_SPECS
-from exporters.server import LimitsError, MetricsServer, ServerLimits, address_key
+from exporters.server import (
+    LOG_BURST,
+    LOG_PER_S,
+    LimitsError,
+    MetricsServer,
+    ServerLimits,
+    address_key,
+)
 from exporters.store import SnapshotStore
 from exporters.webconfig import WebConfig, WebConfigError, load_web_config
 
@@ -488,12 +495,18 @@ def test_bad_client_lines_are_rate_limited(
     server: MetricsServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="exporters")
+    started = time.monotonic()
     for _ in range(40):
+        # A closed connection leaves the server's books a moment after the client closes it
+        # (on a busy machine after the next connect, which the address cap then answers 503:
+        # a clean-clone CI run saw it): a slot first.
+        wait_until(lambda: server.stats.open < LIMITS.max_connections_per_address, 10)
         with connect(server) as sock:
             sock.sendall(b"BREW / HTTP/1.1\r\n\r\n")
             sock.recv(4096)
-    wait_until(lambda: server.stats.bad["bad_request"] == 40, 3)
-    assert len(bad_lines(caplog)) <= 12  # the burst (10) plus what refilled meanwhile
+    wait_until(lambda: server.stats.bad["bad_request"] == 40, 10)
+    refilled = LOG_PER_S * (time.monotonic() - started)
+    assert len(bad_lines(caplog)) <= LOG_BURST + refilled + 1  # the burst, then its rate
 
 
 def test_plain_http_on_the_tls_port_is_one_line(
