@@ -749,8 +749,8 @@ def _tuned_jobs(intent: FabricIntent, job_file: Path) -> tuple[TunedJob, ...]:
 def _check_one_setting(jobs: list[TunedJob]) -> None:
     """Jobs side by side share what tune searches: one speed's ECN and DCQCN, and the QPs the
     override makes the fabric's (every job's NCCL environment): refused when they differ."""
-    if len({job.spec.speed_bps for job in jobs}) > 1:
-        speeds = ", ".join(f"{j.name} {format_speed(j.spec.speed_bps or 0)}" for j in jobs)
+    if len({job.speed_bps for job in jobs}) > 1:
+        speeds = ", ".join(f"{j.name} {format_speed(j.speed_bps)}" for j in jobs)
         raise TwinError(
             f"tune --job: Expected: jobs whose NICs run at one speed (tune searches one "
             f"speed's setting) Actual: {speeds}"

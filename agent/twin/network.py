@@ -298,12 +298,13 @@ def _links(intent: FabricIntent) -> dict[tuple[str, str], tuple[str, str]]:
     return declared
 
 
-def _rdma_devices(intent: FabricIntent, host: str) -> dict[str, str]:
-    """The host's ports that declare an ``rdma_device``: port name -> DEVICE/PORT."""
-    device = intent.device(host)
-    ports = device.ports if device is not None else []
+def _rdma_devices(intent: FabricIntent) -> dict[tuple[str, str], str]:
+    """Every host port that declares an ``rdma_device``: (host, port) -> DEVICE/PORT."""
     return {
-        p.name: f"{ref[0]}/{ref[1]}" for p in ports if (ref := p.rdma_name_and_port) is not None
+        (d.name, p.name): f"{ref[0]}/{ref[1]}"
+        for d in intent.devices
+        for p in d.rdma_ports()
+        if (ref := p.rdma_name_and_port) is not None
     }
 
 
@@ -317,6 +318,7 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
     dilation = intent.emulation.time_dilation
     switches: dict[str, SwitchSpec] = {}
     hosts: dict[str, NicSpec] = {}
+    rdma = _rdma_devices(intent)
     profile = intent.profile
     for dev_plan in plan.devices:
         dscp = [0] * 64
@@ -354,7 +356,6 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
         nic = dev_plan.nic
         if not specs or nic is None:
             continue  # a host without a link cannot take part
-        rdma = _rdma_devices(intent, dev_plan.name)
         for rail, spec in enumerate(specs):
             name = endpoint_name(dev_plan.name, spec.name, len(specs))
             hosts[name] = NicSpec(
@@ -369,7 +370,7 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
                 dcqcn=dict(nic.dcqcn),
                 host=dev_plan.name,
                 rail=rail,
-                rdma_device=rdma.get(spec.name, ""),
+                rdma_device=rdma.get((dev_plan.name, spec.name), ""),
             )
     switches = {name: _to_endpoints(switch, hosts) for name, switch in switches.items()}
     _check_peers(switches, hosts)

@@ -67,13 +67,26 @@ class TunedJob:
     spec: CollectiveSpec
     nics_per_host: int
 
+    def __post_init__(self) -> None:
+        if not self.spec.hosts or not self.spec.speed_bps:
+            raise ValueError(f"job {self.name}: a tuned job is a placed one (hosts and speed)")
+
+    @property
+    def placed(self) -> tuple[str, ...]:
+        """Its NICs, host by host, each host's in rail order."""
+        return self.spec.hosts or ()
+
+    @property
+    def speed_bps(self) -> int:
+        return self.spec.speed_bps or 0  # set: __post_init__
+
     @property
     def hosts(self) -> int:
-        return len(self.spec.hosts or ()) // self.nics_per_host
+        return len(self.placed) // self.nics_per_host
 
     @property
     def ranks(self) -> int:
-        return len(self.spec.hosts or ())
+        return len(self.placed)
 
     def collective(self, ranks: int, qps: int, size_bytes: int) -> CollectiveSpec:
         """The job on its first ``ranks`` NICs (whole hosts), with ``qps`` QPs per connection
@@ -84,7 +97,7 @@ class TunedJob:
         return replace(
             self.spec,
             ranks=ranks,
-            hosts=(self.spec.hosts or ())[:ranks],
+            hosts=self.placed[:ranks],
             size_bytes=size_bytes,
             qps_per_connection=qps,
             split_data_on_qps=self.spec.split_data_on_qps if own else qps > 1,

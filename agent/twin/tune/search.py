@@ -147,7 +147,7 @@ def tune(intent: FabricIntent, **options: Unpack[TuneOptions]) -> TuneResult:
     notes: list[str] = []
     job = settings.objective.job
     if job is not None:
-        chosen = [job.spec.speed_bps or 0]  # the job's NICs': resolved with its placement
+        chosen = [job.speed_bps]  # the job's NICs', found when it was placed
     else:
         chosen = sorted(set(settings.speeds), reverse=True) or tunable_speeds(present, notes)
     check_objective(settings.objective, {s: present[s] for s in chosen})
@@ -268,7 +268,7 @@ class _Search:
         network = build_network(self.intent, self.plan)
         job = settings.objective.job or self._default_job(network, speed, ranks)
         every = (job, *settings.objective.beside)
-        shapes = [(j.spec.hosts or (), j.nics_per_host) for j in every]
+        shapes = [(j.placed, j.nics_per_host) for j in every]
         conditions, short = held_out_conditions(network, shapes, tuple(settings.seeds))
         roce, label = self.intent.profile.roce.priority, f"tune {format_speed(speed)} held out"
         jobs = []
