@@ -28,8 +28,10 @@ trip rounded up to the fluid step (1 us): two frame times plus the cables, 2 us 
 at 100G.
 
 Collective: a 16-rank ring all-reduce of 64 MB (nccl-tests' size) at 400G on the 400G pod,
-ranks in fabric order (two leaves), one QP per connection: simulated time, busbw, events, wall
-time and events/s (``agent.twin.collectives``; ``--collective-size`` for another size,
+ranks in fabric order (two leaves), one QP per connection; and the pod row, twin's default job
+on ``playbooks/fabrics/pod-32-leaf.yml`` (256 ranks, one ring per rail, issue #43's goal: at most
+60 s of CPU, the fabric file's load included): simulated time, busbw, events, wall time and
+events/s (``agent.twin.collectives``; ``--collective-size`` for another size,
 ``--collective-only`` to run it alone, ``--skip-collective`` to leave it out; ``--profile``
 also profiles it).
 
@@ -74,6 +76,8 @@ from agent.twin.workloads import ScenarioName, build_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"
+POD_32_LEAF = ROOT / "playbooks" / "fabrics" / "pod-32-leaf.yml"
+POD_GOAL_S = 60.0  # issue #43: the 256-rank default job on pod-32-leaf, one core
 
 
 def _star(tmp: Path, hosts: int, speed: str, profile: str, mtu: int) -> TwinNetwork:
@@ -231,11 +235,30 @@ def collective_table(size_bytes: int, profile_run: bool) -> None:
         f"{result.events} | {result.wall_s:.2f} s | {result.events / result.wall_s:,.0f} | "
         f"{result.time_s / result.wall_s:.2e} |"
     )
+    pod_row()
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(18)
         print("\ncProfile, the collective row (by own time):")
         print("\n".join(out.getvalue().splitlines()[:45]))
+
+
+def pod_row(size_bytes: int = 64 << 20) -> None:
+    """The pod-scale row: twin's default job on pod-32-leaf (256 ranks, every GPU NIC, one ring
+    per rail, 64 MiB), loading the fabric file included; goal: at most :data:`POD_GOAL_S` of CPU."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = run_collective(load_network(POD_32_LEAF), CollectiveSpec("allreduce", 0, size_bytes))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    done = "" if result.completed else " (NOT completed)"
+    goal = "yes" if cpu <= POD_GOAL_S else "NO"
+    print(
+        f"| all-reduce, the default job: {result.ranks} ranks ({result.rails} rails) x 400G, "
+        f"pod-32-leaf, 1 QP{done} | {result.size_bytes / (1 << 20):g} MiB | "
+        f"{result.time_s * 1e3:.3f} ms | {result.busbw_Bps / 1e9:.2f} GB/s | "
+        f"{result.line_rate_fraction:.1%} | {result.events} | {wall:.2f} s "
+        f"(CPU {cpu:.2f} s, at most {POD_GOAL_S:.0f} s: {goal}) | "
+        f"{result.events / result.wall_s:,.0f} | {result.time_s / result.wall_s:.2e} |"
+    )
 
 
 # The issue #31 goal case, measured in a fresh process per mode (compiled, or the Python source

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Unpack
 
@@ -88,6 +88,7 @@ from agent.twin.placement import Connection as Connection
 from agent.twin.placement import Placement as Placement
 from agent.twin.placement import build_flows as build_flows
 from agent.twin.placement import connection_pairs as connection_pairs
+from agent.twin.placement import connection_rail as connection_rail
 from agent.twin.placement import place_ranks as place_ranks
 from agent.twin.placement import qp_sport as qp_sport
 from agent.twin.placement import roce_udp_sport as roce_udp_sport
@@ -211,6 +212,23 @@ def ring_schedule(
             )
         schedule.append(steps)
     return schedule
+
+
+def ring_sends(
+    workload: CollectiveName, ranks: int, size_bytes: int, senders: Sequence[int]
+) -> list[list[tuple[int, int, int]]]:
+    """What each of ``senders`` sends, (loop, step, bytes) in order: :func:`ring_schedule`'s
+    transfers of those ranks only (a rail ring's network hops are one rank in G, and the whole
+    schedule of a 256-rank ring is most of its set-up time)."""
+    if workload not in RING_COLLECTIVES:
+        raise TwinError(f"twin --workload: Expected: a ring collective Actual: {workload}")
+    offset = 0 if workload == "allgather" else 1
+    steps = range(ring_steps(workload, ranks))
+    sends: list[list[tuple[int, int, int]]] = [[] for _ in senders]
+    for index, chunks in enumerate(loop_chunks(workload, ranks, size_bytes)):
+        for i, rank in enumerate(senders):
+            sends[i].extend((index, k, chunks[(rank - offset - k) % ranks]) for k in steps)
+    return sends
 
 
 def slice_sizes(nbytes: int, slice_bytes: int = SLICE_BYTES) -> list[int]:
@@ -383,33 +401,29 @@ def ring_slices(
     last_step = ring_steps(workload, ranks) - 1
     out: list[list[Slice]] = []
     for part in channel_parts(workload, ranks, size_bytes, channels):
-        schedule = ring_schedule(workload, ranks, part)
-        out += _hop_slices(schedule, list(range(ranks)), 1, last_step, len(out))
+        sends = ring_sends(workload, ranks, part, range(ranks))
+        out += _hop_slices(sends, 1, last_step, len(out))
     return out
 
 
 def _hop_slices(
-    schedule: list[list[list[Transfer]]],
-    senders: list[int],
+    sends: list[list[tuple[int, int, int]]],
     lag: int,
     last_step: int | None,
     first: int,
 ) -> list[list[Slice]]:
-    """The slices of the network hops out of ``senders`` (ring ranks, in ring order): hop i
-    sends what rank ``senders[i]`` sends, step k waiting for step k - ``lag`` of hop i - 1
+    """The slices of the network hops out of a ring's senders (:func:`ring_sends`, in ring
+    order): hop i sends what sender i sends, step k waiting for step k - ``lag`` of hop i - 1
     (connection ``first`` + i - 1); a slice is kept at the last step (or, with ``last_step``
     None, always taken on arrival)."""
-    keys: list[list[tuple[int, int, int, int]]] = [[] for _ in senders]
-    for loop in schedule:
-        for step in loop:
-            for i, rank in enumerate(senders):
-                t = step[rank]
-                for j, nbytes in enumerate(slice_sizes(t.nbytes)):
-                    keys[i].append((t.loop, t.step, j, nbytes))
+    keys = [
+        [(lp, k, j, n) for lp, k, nbytes in hop for j, n in enumerate(slice_sizes(nbytes))]
+        for hop in sends
+    ]
     seq = [{(lp, k, j): n for n, (lp, k, j, _) in enumerate(conn)} for conn in keys]
     out: list[list[Slice]] = []
-    for i in range(len(senders)):
-        up = (i - 1) % len(senders)
+    for i in range(len(sends)):
+        up = (i - 1) % len(sends)
         out.append(
             [
                 Slice(
@@ -436,8 +450,14 @@ def channel_parts(
     return parts if workload == "allreduce" else [part * ranks for part in parts]
 
 
-def rail_ring_slices(
-    workload: CollectiveName, hosts: int, rails: int, size_bytes: int, channels: int = 1
+def rail_ring_slices(  # noqa: PLR0913 -- the sample is keyword-only, for tune's screening
+    workload: CollectiveName,
+    hosts: int,
+    rails: int,
+    size_bytes: int,
+    channels: int = 1,
+    *,
+    sample_rails: int = 0,
 ) -> list[list[Slice]]:
     """Per network connection of the rail rings (:func:`connection_pairs` order: channel k,
     rail c, host h -> h + 1), its slices.  Channel k x G + c is one ring over all N x G ranks
@@ -445,13 +465,16 @@ def rail_ring_slices(
     host's first leaves the host, on NIC c.  What that hop sends at step k left the previous
     host G steps before (the G - 1 NVLink hops in between are not modelled: instantaneous), so
     it waits for step k - G of the previous host's connection; the NVLink stage takes each
-    slice on arrival."""
+    slice on arrival.  With ``sample_rails`` k, the connections of rails k and above get no
+    slices (and cost nothing to build)."""
     ranks = hosts * rails
     out: list[list[Slice]] = []
     exits = [h * rails + rails - 1 for h in range(hosts)]  # each host's last GPU in the ring
-    for part in channel_parts(workload, ranks, size_bytes, rails * channels):
-        schedule = ring_schedule(workload, ranks, part)
-        out += _hop_slices(schedule, exits, rails, None, len(out))
+    for index, part in enumerate(channel_parts(workload, ranks, size_bytes, rails * channels)):
+        if sample_rails and index % rails >= sample_rails:
+            out += [[] for _ in exits]
+            continue
+        out += _hop_slices(ring_sends(workload, ranks, part, exits), rails, None, len(out))
     return out
 
 
@@ -773,16 +796,22 @@ class _Jobs:
         self.left = len(placed)
         for one in placed:
             spec = one.spec
+            pairs = connection_pairs(
+                spec.workload, len(one.hosts), one.rails, spec.pxn, spec.channels
+            )
+            slices, window = _slices(one)
+            numbers = list(range(len(pairs)))  # each connection's QP numbers (its ports)
+            if spec.sample_rails:
+                numbers, slices = _sampled(slices, pairs, one.rails, spec.sample_rails)
+                pairs = [pairs[n] for n in numbers]
             conns, flows = build_flows(
                 one.hosts,
                 spec.workload,
                 spec.qps_per_connection,
-                pairs=connection_pairs(
-                    spec.workload, len(one.hosts), one.rails, spec.pxn, spec.channels
-                ),
+                pairs=pairs,
                 first_flow=len(self.flows),
+                numbers=numbers,
             )
-            slices, window = _slices(one)
             job = CollectiveJob(
                 slices,
                 conns,
@@ -819,6 +848,27 @@ class _Jobs:
         return sum(job.received_bytes for job in self.jobs) / total if total else 1.0
 
 
+def _sampled(
+    slices: list[list[Slice]], pairs: list[tuple[int, int]], rails: int, sample: int
+) -> tuple[list[int], list[list[Slice]]]:
+    """The connections of rails below ``sample`` (their numbers in the whole job) and their
+    slices, renumbered among themselves: a ring depends only on its own rail's connections, so
+    theirs are whole; the other rails' connections are left out (no flow, no switch)."""
+    numbers = [
+        n for n, pair in enumerate(pairs)
+        if (rail := connection_rail(pair, rails)) is not None and rail < sample
+    ]  # fmt: skip
+    position = {n: i for i, n in enumerate(numbers)}
+    renumbered = [
+        [
+            s if s.after is None else replace(s, after=(position[s.after[0]], s.after[1]))
+            for s in slices[n]
+        ]
+        for n in numbers
+    ]
+    return numbers, renumbered
+
+
 def check_placement(network: TwinNetwork, spec: CollectiveSpec) -> None:
     """What :func:`run_collective` refuses before it runs ``spec`` (the option named in a
     :class:`TwinError`): its ranks, size, QPs and channels, and where its ranks go."""
@@ -831,6 +881,13 @@ def _place(network: TwinNetwork, spec: CollectiveSpec, name: str = "") -> _Place
     placement = place_ranks(network, spec)
     spec = replace(spec, ranks=len(placement.endpoints))
     check_spec(spec)
+    crossing = spec.workload == "alltoall" and not spec.pxn and placement.rails > 1
+    if spec.sample_rails and (crossing or not 0 < spec.sample_rails <= placement.rails):
+        raise TwinError(
+            f"twin: sample_rails: Expected: 1 to the job's {placement.rails} rail(s), on a job "
+            f"whose connections stay on their rail Actual: {spec.sample_rails}"
+            + (" (an all-to-all without PXN crosses rails)" if crossing else "")
+        )
     size = nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes)
     return _Placed(spec, placement.endpoints, placement.speed_bps, size, placement.rails, name)
 
@@ -846,9 +903,12 @@ def _slices(placed: _Placed) -> tuple[list[list[Slice]], int]:
         return alltoall_slices(ranks, placed.size, pairs), NCCL_STEPS
     if workload == "sendrecv":
         return sendrecv_slices(ranks, placed.size), NCCL_STEPS
-    channels = placed.spec.channels
+    channels, sample = placed.spec.channels, placed.spec.sample_rails
     if rails > 1:
-        return rail_ring_slices(workload, hosts, rails, placed.size, channels), WINDOW_SLICES
+        slices = rail_ring_slices(
+            workload, hosts, rails, placed.size, channels, sample_rails=sample
+        )
+        return slices, WINDOW_SLICES
     return ring_slices(workload, ranks, placed.size, channels), WINDOW_SLICES
 
 
@@ -942,6 +1002,10 @@ def _ce_fraction(flows: list[Flow]) -> float:
     return sum(f.rx_ce for f in flows) / rx_packets if rx_packets else 0.0
 
 
+def _rail_names(sample: int) -> str:
+    return "rail 0" if sample == 1 else f"rails 0-{sample - 1}"
+
+
 def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
     notes = [
         f"{len(job.conns)} connections x {spec.qps_per_connection} QP(s), "
@@ -958,6 +1022,12 @@ def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
             f"{spec.ranks // rails} hosts x {rails} NICs: one {how} per rail, NIC c of each host "
             "to NIC c of the others (NCCL_CROSS_NIC=0); the GPUs' NVLink hops inside a host not "
             "modelled (instantaneous)",
+        )
+    if spec.sample_rails:
+        notes.insert(
+            0,
+            f"a sample: only {_rail_names(spec.sample_rails)} of {rails} ran (whole rings, "
+            "the other NICs idle); time and busbw are the sample's",
         )
     if spec.workload in RING_COLLECTIVES:
         notes.insert(

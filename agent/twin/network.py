@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypedDict, Unpack
@@ -174,6 +174,25 @@ class TwinNetwork:
             )
         self._routes[host] = table
         return table
+
+    def ecmp_steps(
+        self, dst: str, first: str, seen: set[str] | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """(switch, next device) for every switch on a shortest path from switch ``first`` to
+        ``dst``, every ECMP choice, each switch once; ``seen``: switches already walked (not
+        walked again, and added to)."""
+        routes = self.routes_to(dst)
+        walked = set() if seen is None else seen
+        stack = [first]
+        while stack:
+            node = stack.pop()
+            if node in walked or node not in self.switches:
+                continue
+            walked.add(node)
+            for index in routes.get(node, ()):
+                peer = self.switches[node].ports[index].peer_device
+                yield node, peer
+                stack.append(peer)
 
     def _neighbours(self, node: str) -> list[str]:
         if node in self.hosts:

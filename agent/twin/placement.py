@@ -38,6 +38,10 @@ class CollectiveSpec:
     split_data_on_qps: bool = False  # NCCL_IB_SPLIT_DATA_ON_QPS (default 0)
     pxn: bool = True  # all-to-all on multi-NIC hosts through PXN (NCCL_PXN_DISABLE=0)
     channels: int = 1  # ring channels per NIC, each its own connections (NCCL_MIN_NCHANNELS)
+    # tune's screening: only the connections of the first ``sample_rails`` rails post (their
+    # rings are whole; the other rails' NICs idle); 0: every rail.  Exact for those rails when
+    # no link carries two rails (:func:`rails_share_no_link`).
+    sample_rails: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,40 @@ def connection_pairs(
     return ring * channels
 
 
+def connection_rail(pair: tuple[int, int], rails: int) -> int | None:
+    """The rail a connection runs on (its two GPUs' rail), None when it crosses rails (an
+    all-to-all without PXN)."""
+    src, dst = pair
+    return src % rails if src % rails == dst % rails else None
+
+
+def rails_share_no_link(network: TwinNetwork, spec: CollectiveSpec) -> bool:
+    """True when no link (cable, either direction) lies on an ECMP path of connections of two
+    different rails, and no connection crosses rails: then each rail's connections are a
+    closed system (the twin's switches have no buffer shared between ports, and PFC pauses the
+    link it arrives on), and a run of one rail's rings is that rail's exact run."""
+    placement = place_ranks(network, spec)
+    if placement.rails < 2:
+        return False
+    pairs = connection_pairs(spec.workload, len(placement.endpoints), placement.rails, spec.pxn)
+    owner: dict[frozenset[str], int] = {}
+    for pair in pairs:
+        rail = connection_rail(pair, placement.rails)
+        if rail is None:
+            return False
+        src, dst = (placement.endpoints[r] for r in pair)
+        for link in _links_between(network, src, dst):
+            if owner.setdefault(link, rail) != rail:
+                return False
+    return True
+
+
+def _links_between(network: TwinNetwork, src: str, dst: str) -> set[frozenset[str]]:
+    """Every switch-side link on any ECMP path from ``src`` to ``dst`` (as its two devices)."""
+    first = network.hosts[src].port.peer_device
+    return {frozenset(step) for step in network.ecmp_steps(dst, first)}
+
+
 def _alltoall_pairs(ranks: int, rails: int, pxn: bool) -> list[tuple[int, int]]:
     """Every ordered pair of ranks on different hosts (one-NIC hosts: every pair; without PXN
     each GPU to every GPU of the other hosts, over its own NIC); with PXN on multi-NIC hosts,
@@ -233,21 +271,26 @@ def qp_sport(connection: int, qp: int) -> int:
     return roce_udp_sport(lqpn, lqpn + 1)
 
 
-def build_flows(
+def build_flows(  # noqa: PLR0913 -- keyword-only: a job's place among the run's flows
     hosts: list[str],
     workload: CollectiveName,
     qps: int,
     *,
     pairs: list[tuple[int, int]] | None = None,
     first_flow: int = 0,
+    numbers: list[int] | None = None,
 ) -> tuple[list[Connection], list[FlowSpec]]:
     """The connections (``pairs`` of ranks, default :func:`connection_pairs` of one-NIC hosts)
     and their QPs as sized flows (data arrives by :meth:`Engine.post`).  ``first_flow``: the
     flows of the jobs before this one in the same run (its connections' flow indices start
     there).  QP numbers are each NIC's own, so a job's QPs (their UDP source ports) are the
-    same alone and beside another job, which runs on other NICs."""
+    same alone and beside another job, which runs on other NICs; ``numbers``: each pair's
+    connection number in the whole job (its QP numbers), when the pairs are some of its
+    connections (a sample of rails); default their positions."""
     if pairs is None:
         pairs = connection_pairs(workload, len(hosts))
+    if numbers is None:
+        numbers = list(range(len(pairs)))
     connections: list[Connection] = []
     flows: list[FlowSpec] = []
     base = first_flow
@@ -255,7 +298,7 @@ def build_flows(
     for index, (src, dst) in enumerate(pairs):
         start = base + len(flows)
         for qp in range(qps):
-            sport = qp_sport(index, qp)
+            sport = qp_sport(numbers[index], qp)
             flows.append(FlowSpec(hosts[src], hosts[dst], udp_sport=sport, size_bytes=0))
         channel = earlier.get((src, dst), 0)
         earlier[(src, dst)] = channel + 1

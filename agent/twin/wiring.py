@@ -44,42 +44,32 @@ def reached(
     for spec in specs:
         hosts.update((spec.src, spec.dst))
     for dst in hosts:
-        routes = network.routes_to(dst)
         for src in hosts:
             if src != dst:
-                _walk(network, routes, network.hosts[src].leaf, switches)
+                for _step in network.ecmp_steps(dst, network.hosts[src].leaf, switches):
+                    pass  # the walk adds the switches it passes to ``switches``
     if storm_host is not None:
         hosts.add(storm_host)
         switches.add(network.hosts[storm_host].leaf)
     return switches, hosts
 
 
-def _walk(
-    network: TwinNetwork, routes: dict[str, tuple[int, ...]], leaf: str, seen: set[str]
-) -> None:
-    """Every switch the routes lead to from ``leaf``, into ``seen``."""
-    stack = [leaf]
-    while stack:
-        sw = stack.pop()
-        if sw in seen or sw not in network.switches:
-            continue
-        seen.add(sw)
-        for index in routes.get(sw, ()):
-            peer = network.switches[sw].ports[index].peer_device
-            if peer in network.switches:
-                stack.append(peer)
-
-
 def build_switches(
     network: TwinNetwork, names: Iterable[str], rng: random.Random
 ) -> dict[str, SwitchNode]:
-    """The named switches with their ports, by name in sorted order (their ECN markers draw
-    from ``rng`` in that order, so a run is the same for a seed)."""
+    """The named switches with their ports, by name in sorted order.  Each port's ECN markers
+    draw from the port's own stream, seeded from one draw of ``rng`` and the port's name: a
+    run is the same for a seed, and a port's draws depend neither on what other ports marked
+    before nor on which other switches the run has (a run of some rails of a job whose rails
+    share no link marks as the whole job does)."""
+    base = rng.getrandbits(64)
     switches: dict[str, SwitchNode] = {}
     for name in sorted(names):
         spec = network.switches[name]
         node = SwitchNode(name, spec.dscp_to_tc)
-        node.ports = [SwitchPort(p, node, rng) for p in spec.ports]
+        node.ports = [
+            SwitchPort(p, node, random.Random(f"{base}/{name}:{p.name}")) for p in spec.ports
+        ]
         switches[name] = node
     return switches
 

@@ -136,7 +136,9 @@ def test_the_issues_corner_starves_six_of_seven_flows_in_the_twin(issue_fabric: 
     runs = [run_job(Job(variant, "incast", 7, 400 * G, 5e-3, 1, 3))]
     assert evaluate(runs, Objectives(min_jain=0.0)) == []  # the old judgement: recommended
     (reason,) = evaluate(runs, Objectives())
-    assert reason.startswith("Jain 0.1") and reason.endswith("< 0.90 (7 senders, seed 1)")
+    # One flow taking nearly all of the link is Jain ~1/7; the exact value is the seed's draw.
+    assert reason.startswith("Jain ") and reason.endswith("< 0.90 (7 senders, seed 1)")
+    assert float(reason.split()[1]) < 0.3, reason
 
 
 # ------------------------------------------------------------------------------ the space

@@ -132,6 +132,29 @@ def test_ring_schedule_delivers_every_chunk(
 @settings(max_examples=60, deadline=None)
 @given(
     workload=RING,
+    ranks=st.integers(2, 24),
+    size=st.integers(4, 30_000_000),
+    data=st.data(),
+)
+def test_ring_sends_are_the_schedules_transfers_of_those_ranks(
+    workload: C.CollectiveName, ranks: int, size: int, data: st.DataObject
+) -> None:
+    """The lean path the twin builds its hops from equals the reference schedule's transfers
+    of the chosen senders, in (loop, step) order."""
+    size = C.nccl_tests_size(workload, ranks, size)
+    senders = data.draw(st.lists(st.integers(0, ranks - 1), min_size=1, max_size=ranks))
+    schedule = C.ring_schedule(workload, ranks, size)
+    expected = [
+        [(t.loop, t.step, t.nbytes) for loop in schedule for step in loop for t in step
+         if t.src == rank]
+        for rank in senders
+    ]  # fmt: skip
+    assert C.ring_sends(workload, ranks, size, senders) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    workload=RING,
     ranks=st.integers(2, 16),
     size=st.integers(4, 40_000_000),
 )
