@@ -339,14 +339,24 @@ def method_line(speed: SpeedResult) -> str:
     )
 
 
+def _collective_of(result: TuneResult) -> str:
+    """Whose collective the table's busbw is: the job file's, ``--ranks``' or every NIC's."""
+    objective = result.objective
+    if objective.job is not None:
+        job = objective.job
+        return f" of job {job.name} ({job.ranks} GPUs on {job.hosts} hosts)"
+    if objective.ranks:
+        return f" on {objective.ranks} ranks, one per host"
+    return " of every GPU NIC at the speed"
+
+
 def render(result: TuneResult, console: Console) -> None:
     obj = result.objectives
-    job = result.objective.job
     if result.objective.beside:
         target = f"{result.objective.describe()} (highest)"
         runs = f"{result.scenario} side by side, each run until the last job completes"
     elif result.objective.name == "collective":
-        of = f" of job {job.name} ({job.ranks} GPUs on {job.hosts} hosts)" if job else ""
+        of = _collective_of(result)
         target = f"{result.objective.workload} busbw{of} (highest)"
         runs = f"{result.scenario}, each run until the collective completes"
     else:
@@ -535,7 +545,8 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
 )  # fmt: skip
 @click.option(
     "--ranks", type=click.IntRange(2, MAX_TUNE_RANKS), default=None,
-    help="Collective ranks (default: min(8, hosts at the speed)).",
+    help="Collective ranks, one per host, over two leaves (default: every GPU NIC at the "
+    "speed, one rank each, rail-aligned rings on multi-NIC hosts).",
 )  # fmt: skip
 @click.option(
     "--size", type=SizeType(), default="64MiB", show_default=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,10 @@ class Recording:
     def __init__(self) -> None:
         self.network: TwinNetwork | None = None
         self.runs: list[tuple[Job, CollectiveSpec]] = []
+
+    def run_all(self, jobs: list[Job]) -> Iterator[RunMetrics]:
+        """A runner (``tune(runner=...)``): the jobs in order, in this process."""
+        return iter([self(job) for job in jobs])
 
     def __call__(self, job: Job) -> RunMetrics:
         if self.network is None:

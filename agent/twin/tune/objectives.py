@@ -14,10 +14,12 @@ rejected with the reason and where (sender count, seed): :mod:`agent.twin.tune.j
 
 Objectives (:class:`ObjectiveSpec`), at the heaviest load point (the stated job), mean of the
 seeds: ``collective`` (the default) maximises a collective's bus bandwidth
-(:mod:`agent.twin.collectives`: ring all-reduce of 64 MiB, nccl-tests' ``-b 64M``, ranks =
-min(8, hosts at the speed) alternating over two leaves (more when two hold fewer),
-:func:`agent.twin.tune.runs.collective_hosts`), or a job file's job (``tune --job``,
-:class:`TunedJob`: its own hosts, every GPU on its own NIC, its collective and size);
+(:mod:`agent.twin.collectives`: ring all-reduce of 64 MiB, nccl-tests' ``-b 64M``, on every
+GPU NIC at the speed, rail-aligned, as ``twin --workload`` runs it -- a :class:`TunedJob` the
+search makes per speed; with ``--ranks N``, N ranks one per host alternating over two leaves
+(more when two hold fewer), :func:`agent.twin.tune.runs.collective_hosts`), or a job file's job
+(``tune --job``, :class:`TunedJob`: its own hosts, every GPU on its own NIC, its collective and
+size);
 ``queue`` minimises the bottleneck's time-weighted p99 queue on the scenario.
 """
 
@@ -35,9 +37,9 @@ ObjectiveName = Literal["queue", "collective"]
 DEFAULT_OBJECTIVE: ObjectiveName = "collective"
 MIN_JAIN = 0.9
 
-# The collective objective's defaults: nccl-tests' all_reduce_perf -b 64M (doc/PERFORMANCE.md),
-# ranks = min(8, hosts at the speed): one 8-GPU server's worth of NICs, a ring small enough to
-# simulate per candidate.
+# The collective objective's defaults: nccl-tests' all_reduce_perf -b 64M (doc/PERFORMANCE.md)
+# on every GPU NIC.  COLLECTIVE_MAX_RANKS: the ranks of the one-rank-per-host fallback (hosts
+# with different NIC counts at one speed) and of the size check before the job is placed.
 COLLECTIVE_SIZE_BYTES = 64 * 2**20
 COLLECTIVE_MAX_RANKS = 8
 MAX_TUNE_RANKS = 64  # tune --ranks: a ring every candidate can afford
@@ -58,8 +60,9 @@ class Objectives:
 
 @dataclass(frozen=True)
 class TunedJob:
-    """A job of a job file (``tune --job``): its name, its collective as the job file resolves
-    it on the fabric (its NICs host by host, each host's in rail order) and its NICs per host.
+    """A job of a job file (``tune --job``), or the default job of every GPU NIC at a speed
+    (name ""): its name, its collective as placed on the fabric (its NICs host by host, each
+    host's in rail order) and its NICs per host.
     Its load points are its first hosts (every NIC of each): a rung or a lighter load point
     runs the same job on fewer whole hosts, never on part of a host's rails."""
 
@@ -110,7 +113,7 @@ class ObjectiveSpec:
 
     name: ObjectiveName = "queue"
     workload: str = "allreduce"  # collective only
-    ranks: int | None = None  # collective only; None: min(8, hosts at the speed)
+    ranks: int | None = None  # collective only; None: every GPU NIC at the speed (a TunedJob)
     size_bytes: int = COLLECTIVE_SIZE_BYTES
     job: TunedJob | None = None  # collective only: a job file's job (its own workload and size)
     # The job file's other jobs, run beside ``job``: the objective is then the slowest job's
@@ -138,7 +141,7 @@ class ObjectiveSpec:
             names = ", ".join(j.name for j in self.jobs)
             return f"the highest share of its NICs' bound for the slowest of jobs {names}"
         if self.name == "collective":
-            job = f" of job {self.job.name}" if self.job is not None else ""
+            job = f" of job {self.job.name}" if self.job is not None and self.job.name else ""
             return f"the highest {self.workload} busbw{job}"
         return "the lowest p99 queue"
 

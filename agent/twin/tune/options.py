@@ -48,7 +48,9 @@ class TuneOptions(TypedDict, total=False):
     ``candidates``: ECN settings per speed; ``seeds``; ``dcqcn``: search the NICs' rate
     increase too; ``objectives``: the constraints; ``objective``: what is optimised;
     ``qps_levels``: QPs per connection (collective only); ``method``: auto, grid or halving;
-    ``runner``: who runs the jobs (:mod:`agent.twin.tune.runners`).
+    ``runner``: who runs the jobs (:mod:`agent.twin.tune.runners`); ``rail_sample``: let the
+    shorter rungs run one rail of a job whose rails share no link (``bench/tune.py`` compares
+    the search without it).
     """
 
     speeds: Sequence[int]
@@ -64,6 +66,7 @@ class TuneOptions(TypedDict, total=False):
     method: str
     runner: Runner
     payload_bytes: int | None
+    rail_sample: bool
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class TuneSettings:
     method: str = "auto"
     runner: Runner = serial_runner
     payload_bytes: int | None = None
+    rail_sample: bool = True
 
     @property
     def collective(self) -> bool:

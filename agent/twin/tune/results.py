@@ -209,6 +209,7 @@ class Rung:
     runs: int
     kept: int
     fidelity: str = ""  # "1.25 ms" per run, or a collective's "4MiB"
+    sample_rails: int = 0  # a job's rung run on its first rails only (0: every rail)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -218,6 +219,7 @@ class Rung:
             "runs": self.runs,
             "kept": self.kept,
             "fidelity": self.fidelity,
+            "sample_rails": self.sample_rails or None,
         }
 
 

@@ -12,7 +12,7 @@ queue peak.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent.intent.model import FabricIntent
 from agent.intent.plan import build_plan
@@ -162,6 +162,7 @@ class Job:
     qps: int = 1
     label: str = ""  # the progress bar's
     payload_bytes: int | None = None  # RoCE payload per frame (None: the ports' RoCE MTU)
+    sample_rails: int = 0  # a job's screening run: its first rails only (0: every rail)
 
 
 def run_job(job: Job) -> RunMetrics:
@@ -203,7 +204,8 @@ def collective_spec(job: Job, network: TwinNetwork) -> CollectiveSpec:
     ``job.senders`` ranks placed by :func:`collective_hosts`."""
     tuned = job.objective.job
     if tuned is not None:
-        return tuned.collective(job.senders, job.qps, job.objective.size_bytes)
+        spec = tuned.collective(job.senders, job.qps, job.objective.size_bytes)
+        return replace(spec, sample_rails=job.sample_rails)
     return CollectiveSpec(
         workload=job.objective.workload,  # type: ignore[arg-type]
         ranks=job.senders,

@@ -48,13 +48,13 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Unpack
+from typing import Any, NamedTuple, Unpack
 
 from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
 from agent.intent.units import format_speed
-from agent.twin.network import TwinNetwork, build_network, roce_frame_bytes
-from agent.twin.placement import CollectiveSpec
+from agent.twin.network import TwinError, TwinNetwork, build_network, roce_frame_bytes
+from agent.twin.placement import CollectiveSpec, place_ranks, rails_share_no_link
 from agent.twin.tune.decision import decide, held_out, indistinguishable, no_load
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
@@ -104,6 +104,16 @@ COLLECTIVE_RUNG_FRACTIONS = (1 / 16, 1 / 4, 1.0)
 COLLECTIVE_ETA = 4
 HALVING_MIN_SURVIVORS = 4
 MAX_WIDENINGS = 2
+
+
+class Fidelity(NamedTuple):
+    """How a rung runs its candidates: ``fraction`` of the duration (of the size for a
+    collective); the first ``sample_rails`` rails of a job alone (0: every rail); ``merge``:
+    its runs replace only the earlier runs at the same load points."""
+
+    fraction: float
+    sample_rails: int = 0
+    merge: bool = False
 
 
 def load_points(n: int) -> tuple[int, ...]:
@@ -197,7 +207,38 @@ class _Search:
     settings: TuneSettings
 
     def speed(self, speed: int, hosts: int, notes: list[str]) -> SpeedResult:
-        """The joint search at one speed: grid or halving, then widening at the edges."""
+        """The joint search at one speed: grid or halving, then widening at the edges; the
+        collective without a job file or ``--ranks`` is the speed's every GPU NIC."""
+        every = self._every_nic_job(speed, notes)
+        if every is None:
+            return self._speed(speed, hosts, notes)
+        objective = replace(self.settings.objective, job=every)
+        return replace(self, settings=replace(self.settings, objective=objective))._speed(
+            speed, hosts, notes
+        )
+
+    def _every_nic_job(self, speed: int, notes: list[str]) -> TunedJob | None:
+        """The default job at ``speed``: one rank per GPU NIC at that speed, placed as ``twin
+        --workload`` places them (rail-aligned rings on multi-NIC hosts); None when a job or
+        ``--ranks`` was given.  Hosts with different NIC counts at one speed cannot be one
+        rail-aligned job: one NIC per host then, as ``--ranks`` places it (noted)."""
+        objective = self.settings.objective
+        if not self.settings.collective or objective.job is not None or objective.ranks:
+            return None
+        qps = self.intent.profile.job.qps_per_connection or 1  # today's, as the search runs it
+        spec = CollectiveSpec(objective.workload, 0, objective.size_bytes, qps,  # type: ignore[arg-type]
+                              speed_bps=speed, split_data_on_qps=qps > 1)  # fmt: skip
+        network = build_network(self.intent, self.plan)
+        try:
+            placement = place_ranks(network, spec)
+        except TwinError as error:
+            notes.append(f"{format_speed(speed)}: not every GPU NIC in one job ({error}); "
+                         "one rank per host instead")  # fmt: skip
+            return None
+        placed = replace(spec, ranks=len(placement.endpoints), hosts=tuple(placement.endpoints))
+        return TunedJob("", placed, placement.rails)
+
+    def _speed(self, speed: int, hosts: int, notes: list[str]) -> SpeedResult:
         settings = self.settings
         roce = self.intent.profile.roce.priority
         dilation = self.intent.emulation.time_dilation
@@ -317,7 +358,7 @@ class _Search:
         job = settings.objective.job
         if job is not None and settings.objective.beside:
             return ["more hosts in a job (hosts:), or an all-to-all (collective: alltoall)"]
-        if job is not None:
+        if job is not None and job.name:  # a job file's
             heavier = [f"more hosts in job {job.name} (hosts:)"] if hosts > job.hosts else []
             if settings.objective.workload != "alltoall":
                 heavier.append(f"an all-to-all (collective: alltoall in job {job.name})")
@@ -351,31 +392,69 @@ class _Search:
         True when every rung measured its candidates the same (:func:`indistinguishable`)."""
         alive = [t for t in trials if t.invalid is None]
         flat = True
-        for number, (fraction, points) in enumerate(rungs):
-            runs = self._run(alive, result.speed_bps, fraction, points, number)
+        plan = self._with_rail_sample(rungs)
+        for number, (fidelity, points) in enumerate(plan):
+            runs = self._run(alive, result.speed_bps, fidelity, points, number)
             flat = flat and indistinguishable(alive, self.settings.objective, feasible=False)
-            last = number == len(rungs) - 1
-            kept = alive if last else self._survivors(alive, number, fraction, points)
+            last = number == len(plan) - 1
+            kept = alive if last else self._survivors(alive, number, fidelity, points)
             result.rungs.append(
                 Rung(
-                    self.settings.duration_s * fraction,
+                    self.settings.duration_s * fidelity.fraction,
                     points,
                     len(alive),
                     runs,
                     len(kept),
-                    self._fidelity(fraction),
+                    self._fidelity(fidelity),
+                    fidelity.sample_rails,
                 )
             )
             alive = kept
         return flat
 
-    def _fidelity(self, fraction: float) -> str:
-        if self.settings.collective:
-            return mib(self.settings.objective.size_bytes * fraction)
-        return f"{self.settings.duration_s * fraction * 1e3:g} ms"
+    def _with_rail_sample(
+        self, rungs: list[tuple[float, tuple[tuple[int, int], ...]]]
+    ) -> list[tuple[Fidelity, tuple[tuple[int, int], ...]]]:
+        """The rungs as planned; with a rail sample (:meth:`_rail_sample`) every rung runs rail
+        0 alone, and one more runs the best of the last on every rail at the stated job (the
+        heaviest load point, every seed): their lighter points stay judged on rail 0 (exact for
+        that rail), the objective and the stated job's constraints on the whole job."""
+        if not self._rail_sample():
+            return [(Fidelity(fraction), points) for fraction, points in rungs]
+        plan = [(Fidelity(fraction, 1), points) for fraction, points in rungs]
+        heaviest = max(n for n, _ in rungs[-1][1])
+        whole = tuple((n, seed) for n, seed in rungs[-1][1] if n == heaviest)
+        return [*plan, (Fidelity(1.0, 0, merge=True), whole)]
+
+    def _fidelity(self, fidelity: Fidelity) -> str:
+        if not self.settings.collective:
+            return f"{self.settings.duration_s * fidelity.fraction * 1e3:g} ms"
+        size = mib(self.settings.objective.size_bytes * fidelity.fraction)
+        job = self.settings.objective.job
+        if job is not None and job.nics_per_host > 1:
+            rails = f"rail 0 of {job.nics_per_host}" if fidelity.sample_rails else "every rail"
+            return f"{size}, {rails}"
+        return size
+
+    def _rail_sample(self) -> int:
+        """1 when the shorter rungs may run rail 0 of the job alone: a job of one collective
+        on rail-aligned multi-NIC hosts whose rails share no link (each rail's run is then
+        exactly its run in the whole job, :func:`rails_share_no_link`); 0 otherwise."""
+        objective = self.settings.objective
+        job = objective.job
+        if job is None or objective.beside or job.nics_per_host < 2:
+            return 0
+        if not self.settings.rail_sample:
+            return 0
+        network = build_network(self.intent, self.plan)
+        return 1 if rails_share_no_link(network, job.spec) else 0
 
     def _survivors(
-        self, alive: list[Trial], number: int, fraction: float, points: tuple[tuple[int, int], ...]
+        self,
+        alive: list[Trial],
+        number: int,
+        fidelity: Fidelity,
+        points: tuple[tuple[int, int], ...],
     ) -> list[Trial]:
         order = ranked(alive, self.settings.objective)
         eta = COLLECTIVE_ETA if self.settings.collective else HALVING_ETA
@@ -384,7 +463,7 @@ class _Search:
             if not trial.candidate.current:
                 trial.pruned = (
                     f"dropped by halving at rung {number + 1} "
-                    f"({self._fidelity(fraction)}): ranked {place} of {len(order)}"
+                    f"({self._fidelity(fidelity)}): ranked {place} of {len(order)}"
                     + (f", {trial.reasons[0]}" if trial.reasons else "")
                 )
         return [t for t in alive if t.pruned is None]
@@ -393,12 +472,15 @@ class _Search:
         self,
         trials: list[Trial],
         speed: int,
-        fraction: float,
+        fidelity: Fidelity,
         points: tuple[tuple[int, int], ...],
         number: int,
     ) -> int:
-        """Run ``trials`` at ``points`` for ``fraction`` of the duration; their runs replace
-        the earlier rung's.  Returns the number of runs."""
+        """Run ``trials`` at ``points`` at ``fidelity``; their runs replace the earlier rung's
+        (with ``fidelity.merge``, only its runs at those load points).  Returns the number of
+        runs."""
+        fraction, sample_rails = fidelity.fraction, fidelity.sample_rails
+        rerun = {n for n, _ in points}
         roce = self.intent.profile.roce.priority
         objective = self.settings.objective
         if objective.name == "collective":
@@ -409,12 +491,13 @@ class _Search:
         for trial in trials:
             c = trial.candidate
             variant = trial.variant or self.intent  # _validated set it on every valid one
-            trial.runs, trial.rung = [], number
+            kept = [r for r in trial.runs if r.senders not in rerun] if fidelity.merge else []
+            trial.runs, trial.rung = kept, number
             for n, seed in points:
                 label = f"tune {format_speed(speed)} rung {number + 1}"
                 jobs.append(Job(self.intent if c.current else variant, self.settings.scenario, n,
                                 speed, duration, seed, roce, objective, c.qps, label,
-                                self.settings.payload_bytes))  # fmt: skip
+                                self.settings.payload_bytes, sample_rails))  # fmt: skip
                 owners.append(trial)
         for trial, metrics in zip(owners, self.settings.runner(jobs), strict=True):
             trial.runs.append(metrics)
@@ -464,9 +547,16 @@ class _Search:
         trials.extend(added)
         valid = [t for t in added if t.invalid is None]
         full = tuple((n, s) for n in result.load_points for s in self.settings.seeds)
-        runs = self._run(valid, result.speed_bps, 1.0, full, len(result.rungs))
+        runs = self._run(valid, result.speed_bps, Fidelity(1.0), full, len(result.rungs))
         result.rungs.append(
-            Rung(self.settings.duration_s, full, len(valid), runs, len(valid), self._fidelity(1.0))
+            Rung(
+                self.settings.duration_s,
+                full,
+                len(valid),
+                runs,
+                len(valid),
+                self._fidelity(Fidelity(1.0)),
+            )
         )
         after = ranked(trials, self.settings.objective)[0]
         result.edge_notes.append(AfterWidening(after.candidate, after.feasible))
