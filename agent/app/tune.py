@@ -271,9 +271,9 @@ def stage_table(speed: SpeedResult, stage: Stage, objective: ObjectiveSpec | Non
 def _ran(objective: ObjectiveSpec) -> str:
     """What each candidate ran, for the table's title ("" for a scenario)."""
     if objective.beside:
-        return " x QPs, " + " beside ".join(
-            f"{j.name} ({j.spec.workload} of {mib(j.spec.size_bytes)})" for j in objective.jobs
-        )
+        return " x QPs, " + " beside ".join(f"{j.name} ({j.what()})" for j in objective.jobs)
+    if objective.job is not None and objective.job.step:
+        return f" x QPs, {objective.job.what()}"
     if objective.name == "collective":
         return f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
     return ""
@@ -357,8 +357,10 @@ def render(result: TuneResult, console: Console) -> None:
         runs = f"{result.scenario} side by side, each run until the last job completes"
     elif result.objective.name == "collective":
         of = _collective_of(result)
-        target = f"{result.objective.workload} busbw{of} (highest)"
-        runs = f"{result.scenario}, each run until the collective completes"
+        target = f"{result.objective.busbw_of} busbw{of} (highest)"
+        step = result.objective.busbw_of == "step"
+        until = "each collective of the step" if step else "the collective"
+        runs = f"{result.scenario}, each run until {until} completes"
     else:
         target = "p99 queue (lowest)"
         runs = (
@@ -752,7 +754,7 @@ def _tuned_jobs(intent: FabricIntent, job_file: Path) -> tuple[TunedJob, ...]:
             hosts=tuple(placement.endpoints),
             speed_bps=placement.speed_bps,
         )
-        jobs.append(TunedJob(named.name, spec, placement.rails))
+        jobs.append(TunedJob(named.name, spec, placement.rails, named.step))
     _check_one_setting(jobs)
     return tuple(jobs)
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -54,7 +54,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from agent.twin.collectives import CollectiveReport, CollectiveSpec
+    from agent.twin.jobfile import NamedSpec
     from agent.twin.placement import FlowPath
+    from agent.twin.step import StepReport
 
 
 def _console() -> Console:
@@ -481,6 +483,8 @@ def _jobs_command(fabric: Path, run: TwinFlags, job_file: Path) -> None:
     network = load_network(fabric)
     named = resolve_jobs(load_jobs(job_file), network)
     limit = run.duration if _given(ctx, "duration") else None
+    if named[0].step:  # a step runs alone (resolve_jobs)
+        _step_command(network, run, named[0], limit)
     with ProgressBars(run.progress) as bars:
         results = run_collectives(
             network,
@@ -499,6 +503,66 @@ def _jobs_command(fabric: Path, run: TwinFlags, job_file: Path) -> None:
         for result, mine in zip(results, paths, strict=True):
             render_collective(result, _console(), mine)
     sys.exit(EXIT_OK if all(r.passed for r in results) else EXIT_FAILED)
+
+
+def _step_command(
+    network: TwinNetwork, run: TwinFlags, job: NamedSpec, limit: float | None
+) -> NoReturn:
+    """Run a job's step, its collectives one after the other, and exit: 0 when no lossless
+    class lost a frame in any of them."""
+    from agent.twin.placement import flow_paths
+    from agent.twin.step import run_step
+
+    with ProgressBars(run.progress) as bars:
+        result = run_step(
+            network,
+            job.spec,
+            job.step,
+            job.name,
+            seed=run.seed,
+            max_duration_s=limit,
+            on_progress=_collecting(bars, f"twin job {job.name}"),
+            recovery=run.recovery,
+            rto_s=run.rto_s,
+        )
+    specs = [part.of(job.spec) for part in job.step]
+    paths = [flow_paths(network, spec) if run.show_placement else None for spec in specs]
+    if run.output == "json":
+        step = result.to_json()
+        for collective, mine in zip(step["collectives"], paths, strict=True):
+            if mine is not None:
+                collective["placement"] = [path.to_json() for path in mine]
+        first = result.reports[0]
+        echo_json({"fabric": first.fabric, "profile": first.profile, "passed": result.passed,
+                   "jobs": [step]})  # fmt: skip
+    else:
+        for report, mine in zip(result.reports, paths, strict=True):
+            render_collective(report, _console(), mine)
+        _console().print(step_table(result))
+    sys.exit(EXIT_OK if result.passed else EXIT_FAILED)
+
+
+def step_table(result: StepReport) -> Table:
+    """Each collective's calls, time and share of the step, and the step's busbw."""
+    from agent.twin.step import describe_step
+
+    title = (
+        f"job {result.job}: its step, {describe_step(result.parts)}: "
+        f"{result.time_s * 1e3:,.2f} ms of collectives, step busbw {_gbs(result.busbw_Bps)}"
+        f" ({result.line_rate_fraction:.1%} of its collectives' bounds)"
+    )
+    out = table(title, "collective")
+    for column in ("size", "per step", "time each", "time per step", "share", "busbw"):
+        add_column(out, column, justify="right")
+    for part, report, share in zip(result.parts, result.reports, result.shares, strict=True):
+        done = "" if report.completed else " (not completed)"
+        per_step_ms = part.per_step * report.time_s * 1e3
+        out.add_row(
+            part.workload, f"{part.size_bytes / 2**20:g} MiB", str(part.per_step),
+            f"{report.time_s * 1e6:,.1f} us{done}", f"{per_step_ms:,.2f} ms",
+            f"{share:.1%}", _gbs(report.busbw_Bps),
+        )  # fmt: skip
+    return out
 
 
 def _jobs_json(

@@ -3,8 +3,10 @@
 A job is a set of GPUs and the collective they run: the hosts (names, shell globs, or a
 hostfile as ``mpirun`` takes it), which of each host's NICs serve its GPUs (``nics``, rail
 order; default every NIC the fabric links), the collective and its size, QPs per connection,
-the QP split and PXN. Several jobs run side by side in one run, each on GPUs of its own, and
-each is reported on its own (docs/collectives.md, "Job file").
+the QP split and PXN; or a ``step`` of several collectives, each with its size and how many
+times a training step calls it (:mod:`agent.twin.step`). Several jobs run side by side in one
+run, each on GPUs of its own, and each is reported on its own (docs/collectives.md, "Job
+file").
 
 Hostfiles: Open MPI's ``HOST [slots=N] [max_slots=M]`` (orte_hosts(7),
 https://manpages.ubuntu.com/manpages/jammy/en/man7/orte_hosts.7.html) and MPICH Hydra's
@@ -29,6 +31,7 @@ from agent.intent.model import Bytes, InterfaceName, Name, StrictModel
 from agent.twin.collectives import check_placement
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.placement import CollectiveSpec, nics_by_host
+from agent.twin.step import MAX_PER_STEP, MAX_STEP_COLLECTIVES, StepPart, describe_step
 from agent.twin.workloads import MAX_CHANNELS, MAX_QPS, P2P_COLLECTIVES, CollectiveName
 from common.validation import validation_problems
 from common.yamlsource import SourceMap, dotted_path, load_yaml, read_bounded
@@ -49,8 +52,40 @@ SCHEMA_ID = "https://roce-fabric-agent.readthedocs.io/en/latest/reference/job.sc
 DEFAULT_SIZE = 64 << 20  # 64 MiB, the issue's default collective and tune's
 
 
+class StepCollective(StrictModel):
+    """One collective of a job's training step."""
+
+    collective: CollectiveName
+    size: Bytes = Field(description="its size as nccl-tests prints it (64MiB, 1GB)")
+    per_step: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_PER_STEP,
+        description="how many times one training step calls it at this size",
+    )
+    channels: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_CHANNELS,
+        description="ring channels per NIC (NCCL_MIN_NCHANNELS); 1 for alltoall and sendrecv",
+    )
+
+    @model_validator(mode="after")
+    def _p2p_one_channel(self) -> StepCollective:
+        _check_channels(self.collective, self.channels)
+        return self
+
+
+def _check_channels(collective: str, channels: int) -> None:
+    if channels > 1 and collective in P2P_COLLECTIVES:
+        raise ValueError(
+            f"channels: Expected: 1 for {collective} (its connections are per peer) "
+            f"Actual: {channels}"
+        )
+
+
 class Job(StrictModel):
-    """One job: its GPUs' NICs and the collective they run."""
+    """One job: its GPUs' NICs and the collective they run (or its step's collectives)."""
 
     name: Name
     hosts: list[HostRef] | None = Field(
@@ -95,17 +130,31 @@ class Job(StrictModel):
         description="all-to-all on multi-NIC hosts through PXN (NCCL_PXN_DISABLE=0); false: "
         "every GPU sends over its own NIC to every GPU of the other hosts",
     )
+    step: list[StepCollective] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_STEP_COLLECTIVES,
+        description="a training step's collectives, run one after the other on the job's GPUs "
+        "(instead of collective, size and channels); the job is judged by the step's busbw "
+        "(its bus bytes over its collective time)",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_name_hosts(self) -> Job:
         if self.hosts is not None and self.hostfile is not None:
             raise ValueError("Expected: hosts or hostfile Actual: both")
-        if self.channels > 1 and self.collective in P2P_COLLECTIVES:
-            raise ValueError(
-                f"channels: Expected: 1 for {self.collective} (its connections are per peer) "
-                f"Actual: {self.channels}"
-            )
+        both = sorted({"collective", "size", "channels"} & self.model_fields_set)
+        if self.step is not None and both:
+            raise ValueError(f"Expected: step, or {', '.join(both)} Actual: both")
+        _check_channels(self.collective, self.channels)
         return self
+
+    @property
+    def parts(self) -> tuple[StepPart, ...]:
+        """Its step's collectives; one (its collective) without a step."""
+        if self.step is None:
+            return (StepPart(self.collective, self.size, 1, self.channels),)
+        return tuple(StepPart(c.collective, c.size, c.per_step, c.channels) for c in self.step)
 
 
 class JobFile(StrictModel):
@@ -133,10 +182,12 @@ class LoadedJobs:
 
 @dataclass(frozen=True)
 class NamedSpec:
-    """A job resolved on a fabric: its name and the collective the twin runs."""
+    """A job resolved on a fabric: its name, its first collective as placed, and its step's
+    collectives (one, the same as ``spec``, for a job of one collective)."""
 
     name: str
     spec: CollectiveSpec
+    step: tuple[StepPart, ...] = ()  # a job file's ``step``; () for one collective
 
 
 def load_jobs(path: Path) -> LoadedJobs:
@@ -156,31 +207,46 @@ def resolve_jobs(loaded: LoadedJobs, network: TwinNetwork) -> list[NamedSpec]:
     problems: list[Problem] = []
     for index, job in enumerate(loaded.jobs.jobs):
         try:
-            specs.append(NamedSpec(job.name, _placed_spec(loaded, index, network)))
+            spec = _placed_spec(loaded, index, network)
+            step = job.parts if job.step is not None else ()
+            specs.append(NamedSpec(job.name, spec, step))
         except _Located as exc:
             problems.append(exc.problem)
     if problems:
         raise IntentError(problems)
-    bare = [i for i, s in enumerate(specs) if s.spec.hosts is None]
-    if len(specs) > 1 and bare:
-        raise IntentError(
-            [
-                Problem(
-                    loaded.source.locate(("jobs", bare[0])),
-                    dotted_path(("jobs", bare[0])),
-                    "Expected: hosts, hostfile or nics on every job when several run side by "
-                    "side Actual: none (this job would take every GPU NIC of the fabric)",
-                )
-            ]
-        )
+    if len(specs) > 1:
+        _check_side_by_side(loaded, specs)
     return specs
 
 
+def _check_side_by_side(loaded: LoadedJobs, specs: list[NamedSpec]) -> None:
+    """Jobs side by side each name their GPUs and run one collective."""
+    bare = [i for i, s in enumerate(specs) if s.spec.hosts is None]
+    stepped = [i for i, s in enumerate(specs) if s.step]
+    if bare:
+        where: tuple[str | int, ...] = ("jobs", bare[0])
+        said = (
+            "Expected: hosts, hostfile or nics on every job when several run side by side "
+            "Actual: none (this job would take every GPU NIC of the fabric)"
+        )
+    elif stepped:
+        where = ("jobs", stepped[0], "step")
+        said = (
+            "Expected: one collective per job when several run side by side (the twin does "
+            "not model how two jobs' steps interleave) Actual: a step of "
+            f"{describe_step(specs[stepped[0]].step)}"
+        )
+    else:
+        return
+    raise IntentError([Problem(loaded.source.locate(where), dotted_path(where), said)])
+
+
 def _placed_spec(loaded: LoadedJobs, index: int, network: TwinNetwork) -> CollectiveSpec:
-    """Job ``index``'s collective, placed as the run will place it (a refusal located at the
-    job: a host twice, hosts with different NIC counts, a size too small for the ranks)."""
+    """Job ``index``'s first collective, placed as the run will place it (a refusal located
+    at the job, or at its step's collective: a host twice, hosts with different NIC counts, a
+    size too small for the ranks)."""
     job = loaded.jobs.jobs[index]
-    spec = CollectiveSpec(
+    base = CollectiveSpec(
         job.collective,
         0,
         job.size,
@@ -190,14 +256,18 @@ def _placed_spec(loaded: LoadedJobs, index: int, network: TwinNetwork) -> Collec
         pxn=job.pxn,
         channels=job.channels,
     )
-    try:
-        check_placement(network, spec)
-    except TwinError as exc:
-        # The run's own message names twin's option; here the job file says it.
-        said = _TWIN_OPTION.sub("", str(exc))
-        where = ("jobs", index)
-        raise _Located(Problem(loaded.source.locate(where), dotted_path(where), said)) from None
-    return spec
+    specs = [part.of(base) for part in job.parts]
+    for position, spec in enumerate(specs):
+        try:
+            check_placement(network, spec)
+        except TwinError as exc:
+            # The run's own message names twin's option; here the job file says it.
+            said = _TWIN_OPTION.sub("", str(exc))
+            where: tuple[str | int, ...] = ("jobs", index)
+            if job.step is not None:
+                where = ("jobs", index, "step", position)
+            raise _Located(Problem(loaded.source.locate(where), dotted_path(where), said)) from None
+    return specs[0]
 
 
 _TWIN_OPTION = re.compile(r"^twin --[a-z-]+:\s*")

@@ -150,7 +150,7 @@ def user_summary(speed: SpeedResult, objective: ObjectiveSpec = QUEUE) -> str:
         parts.append(_jobs_line(objective, current, best, n))
     elif objective.maximise:
         what = {"allreduce": "all-reduce", "alltoall": "all-to-all", "sendrecv": "send/recv"}.get(
-            objective.workload, objective.workload
+            objective.busbw_of, objective.busbw_of
         )
         parts.append(
             f"{what} busbw at {n} ranks {mean_at(current, n) / 1e9:.1f} → {gbs(mean_at(best, n))}"

@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from agent.twin.placement import CollectiveSpec
-from agent.twin.tune.text import gbs
+from agent.twin.step import StepPart, describe_step
+from agent.twin.tune.text import gbs, mib
 from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR, kb
 
 OBJECTIVES = ("queue", "collective")
@@ -69,6 +70,9 @@ class TunedJob:
     name: str
     spec: CollectiveSpec
     nics_per_host: int
+    # A job file's step (its collectives, one after the other; :mod:`agent.twin.step`): the
+    # objective is then the step's busbw. () for a job of one collective (``spec``'s).
+    step: tuple[StepPart, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.spec.hosts or not self.spec.speed_bps:
@@ -90,6 +94,18 @@ class TunedJob:
     @property
     def ranks(self) -> int:
         return len(self.placed)
+
+    @property
+    def parts(self) -> tuple[StepPart, ...]:
+        """Its step's collectives; its one collective without a step."""
+        one = StepPart(self.spec.workload, self.spec.size_bytes, 1, self.spec.channels)
+        return self.step or (one,)
+
+    def what(self) -> str:
+        """``allreduce of 64 MiB``, or ``step allreduce 64 MiB x1 + alltoall 16 MiB x4``."""
+        if self.step:
+            return f"step {describe_step(self.step)}"
+        return f"{self.spec.workload} of {mib(self.spec.size_bytes)}"
 
     def collective(self, ranks: int, qps: int, size_bytes: int) -> CollectiveSpec:
         """The job on its first ``ranks`` NICs (whole hosts), with ``qps`` QPs per connection
@@ -142,15 +158,20 @@ class ObjectiveSpec:
             return f"the highest share of its NICs' bound for the slowest of jobs {names}"
         if self.name == "collective":
             job = f" of job {self.job.name}" if self.job is not None and self.job.name else ""
-            return f"the highest {self.workload} busbw{job}"
+            return f"the highest {self.busbw_of} busbw{job}"
         return "the lowest p99 queue"
+
+    @property
+    def busbw_of(self) -> str:
+        """Whose busbw is optimised: the collective's, or a job file's step's."""
+        return "step" if self.job is not None and self.job.step else self.workload
 
     def value_text(self, value: float) -> str:
         """The metric's ``value`` (busbw positive) as the explanation says it."""
         if self.beside:
             return f"slowest job at {value:.1%} of its bound"
         if self.name == "collective":
-            return f"busbw {gbs(value)}"
+            return f"{'step ' if self.busbw_of == 'step' else ''}busbw {gbs(value)}"
         return f"p99 {kb(value)}"
 
 

@@ -155,10 +155,11 @@ def check_objective(objective: ObjectiveSpec, hosts: dict[int, int]) -> None:
         raise TwinError(f"tune --size. Expected: more than 0 bytes Actual: {objective.size_bytes}")
     if objective.job is not None:  # placed, its ranks checked, when the job file was read
         for job in objective.jobs:
-            each = replace(objective, workload=job.spec.workload, size_bytes=job.spec.size_bytes,
-                           job=job)  # fmt: skip
-            for speed in hosts:
-                check_collective_time(each, speed, job.ranks)
+            for part in job.parts:
+                each = replace(objective, workload=part.workload, size_bytes=part.size_bytes,
+                               job=job)  # fmt: skip
+                for speed in hosts:
+                    check_collective_time(each, speed, job.ranks)
         return
     for speed, count in hosts.items():
         if count < 2:

@@ -21,6 +21,7 @@ from agent.twin.collectives import CollectiveSpec, run_collective, run_collectiv
 from agent.twin.engine import Engine
 from agent.twin.network import TwinError, TwinNetwork, build_network
 from agent.twin.results import jain, simulate, time_weighted_p99
+from agent.twin.step import StepReport, run_step
 from agent.twin.switch import SwitchPort
 from agent.twin.tune.fabric import current_ecn
 from agent.twin.tune.objectives import ObjectiveSpec
@@ -223,9 +224,15 @@ def collective_spec(job: Job, network: TwinNetwork) -> CollectiveSpec:
 def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics:
     """One seed of a collective (``job.senders`` ranks) on the candidate's network; a job
     file's jobs side by side, when it has several."""
+    tuned = job.objective.job
     if job.objective.beside:
         names = [j.name for j in job.objective.jobs]
         reports = run_collectives(network, _side_by_side(job), names, seed=job.seed)
+    elif tuned is not None and tuned.step:
+        fraction = job.objective.size_bytes / tuned.spec.size_bytes
+        step = run_step(network, collective_spec(job, network), tuned.step, fraction=fraction,
+                        seed=job.seed)  # fmt: skip
+        return _step_metrics(job, step, pause)
     else:
         reports = [run_collective(network, collective_spec(job, network), seed=job.seed)]
     return _collective_metrics(job, reports, pause)
@@ -240,6 +247,36 @@ def _side_by_side(job: Job) -> list[CollectiveSpec]:
         j.collective(j.ranks, job.qps, max(1, round(j.spec.size_bytes * share)))
         for j in objective.jobs
     ]
+
+
+def _step_metrics(job: Job, step: StepReport, pause: int) -> RunMetrics:
+    """A step's metrics: the objective's numbers the step's (its busbw over its collective
+    time), the fabric's the worst of its collectives' runs (a constraint holds for the step
+    when it holds in every collective of it)."""
+    reports = step.reports
+    busiest = max(reports, key=lambda r: r.links[0].utilisation if r.links else 0.0)
+    worst_queue = max(reports, key=lambda r: r.queue_p99_bytes)
+    jains = [r.jain for r in reports if r.jain is not None]
+    return RunMetrics(
+        seed=job.seed,
+        utilisation=busiest.links[0].utilisation if busiest.links else 0.0,
+        paused_fraction=max(r.max_paused_fraction for r in reports),
+        queue_p99_bytes=worst_queue.queue_p99_bytes,
+        queue_peak_bytes=max(r.queue_peak_bytes for r in reports),
+        ce_fraction=max(r.ce_fraction for r in reports),
+        lossless_drops=sum(r.lossless_drops for r in reports),
+        pause_threshold_bytes=pause,
+        bottleneck=worst_queue.busiest_port,
+        events=sum(r.events for r in reports),
+        wall_s=sum(r.wall_s for r in reports),
+        senders=job.senders,
+        jain=min(jains) if jains else None,
+        busbw_Bps=step.busbw_Bps,
+        duration_s=step.time_s,
+        completed=step.completed,
+        ranks=True,
+        bound_fraction=step.line_rate_fraction,
+    )
 
 
 def _collective_metrics(job: Job, reports: list[CollectiveReport], pause: int) -> RunMetrics:

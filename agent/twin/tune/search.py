@@ -48,6 +48,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any, NamedTuple, Unpack
 
 from agent.intent.model import FabricIntent
@@ -195,6 +196,8 @@ def _scenario(settings: TuneSettings) -> str:
         return settings.scenario
     if objective.beside:
         return " + ".join(f"{j.name} ({j.spec.workload})" for j in objective.jobs)
+    if objective.job is not None and objective.job.step:
+        return objective.job.what()
     return objective.workload
 
 
@@ -360,7 +363,7 @@ class _Search:
             return ["more hosts in a job (hosts:), or an all-to-all (collective: alltoall)"]
         if job is not None and job.name:  # a job file's
             heavier = [f"more hosts in job {job.name} (hosts:)"] if hosts > job.hosts else []
-            if settings.objective.workload != "alltoall":
+            if all(part.workload != "alltoall" for part in job.parts):
                 heavier.append(f"an all-to-all (collective: alltoall in job {job.name})")
             return heavier
         if not settings.collective:
@@ -431,6 +434,9 @@ class _Search:
             return f"{self.settings.duration_s * fidelity.fraction * 1e3:g} ms"
         size = mib(self.settings.objective.size_bytes * fidelity.fraction)
         job = self.settings.objective.job
+        if job is not None and job.step:
+            whole = Fraction(fidelity.fraction).limit_denominator(1024)
+            size = "the whole step" if whole == 1 else f"the step at {whole} of each size"
         if job is not None and job.nics_per_host > 1:
             rails = f"rail 0 of {job.nics_per_host}" if fidelity.sample_rails else "every rail"
             return f"{size}, {rails}"
@@ -447,7 +453,8 @@ class _Search:
         if not self.settings.rail_sample:
             return 0
         network = build_network(self.intent, self.plan)
-        return 1 if rails_share_no_link(network, job.spec) else 0
+        specs = [part.of(job.spec) for part in job.parts]
+        return 1 if all(rails_share_no_link(network, spec) for spec in specs) else 0
 
     def _survivors(
         self,
