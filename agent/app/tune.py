@@ -272,7 +272,7 @@ def _ran(objective: ObjectiveSpec) -> str:
     """What each candidate ran, for the table's title ("" for a scenario)."""
     if objective.beside:
         return " x QPs, " + " beside ".join(f"{j.name} ({j.what()})" for j in objective.jobs)
-    if objective.job is not None and objective.job.step:
+    if objective.job is not None and (objective.job.step or objective.job.spec.algorithm == "tree"):
         return f" x QPs, {objective.job.what()}"
     if objective.name == "collective":
         return f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
@@ -741,7 +741,7 @@ def _tuned_jobs(intent: FabricIntent, job_file: Path) -> tuple[TunedJob, ...]:
     naming the option that clashes, or the job file's line, or jobs at two speeds."""
     from agent.twin.jobfile import load_jobs, resolve_jobs
     from agent.twin.network import build_network
-    from agent.twin.placement import place_ranks
+    from agent.twin.placement import place_ranks, resolve_algorithm
 
     _check_job_options(job_file)
     network = build_network(intent)
@@ -754,7 +754,14 @@ def _tuned_jobs(intent: FabricIntent, job_file: Path) -> tuple[TunedJob, ...]:
             hosts=tuple(placement.endpoints),
             speed_bps=placement.speed_bps,
         )
-        jobs.append(TunedJob(named.name, spec, placement.rails, named.step))
+        # auto, as NCCL picks it for each collective at its stated size: a rung's smaller
+        # size runs the same algorithm as the job it screens for.
+        step = tuple(
+            replace(part, algorithm=resolve_algorithm(part.of(spec), placement)[0].algorithm)
+            for part in named.step
+        )
+        spec = resolve_algorithm(spec, placement)[0]
+        jobs.append(TunedJob(named.name, spec, placement.rails, step))
     _check_one_setting(jobs)
     return tuple(jobs)
 

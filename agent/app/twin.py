@@ -35,12 +35,14 @@ from agent.twin.network import TwinError, TwinNetwork, load_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
 from agent.twin.run_options import DEFAULT_RTO_S, RECOVERIES, Recovery
 from agent.twin.workloads import (
+    ALGORITHMS,
     COLLECTIVES,
     MAX_CHANNELS,
     MAX_QPS,
     MAX_RANKS,
     MAX_SENDERS,
     SCENARIOS,
+    AlgorithmName,
     CollectiveName,
     ScenarioName,
 )
@@ -255,6 +257,12 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     "among them (NCCL_MIN_NCHANNELS; rings duplicated onto the same NICs as NCCL does).",
 )  # fmt: skip
 @click.option(
+    "--algorithm", type=click.Choice(ALGORITHMS), default="ring", show_default=True,
+    help="NCCL's algorithm for an all-reduce (NCCL_ALGO): its rings; its double binary tree "
+    "between the hosts (reduced up and broadcast down at once); or auto, the one NCCL's cost "
+    "model picks for the size and ranks with NCCL_PROTO=Simple (the report says why).",
+)  # fmt: skip
+@click.option(
     "--split-data-on-qps", is_flag=True,
     help="Cut every message over all QPs (NCCL_IB_SPLIT_DATA_ON_QPS=1) instead of one QP "
     "per message in turn.",
@@ -357,6 +365,7 @@ class TwinFlags:
     size_bytes: int
     qps_per_connection: int
     channels: int
+    algorithm: AlgorithmName
     split_data_on_qps: bool
     hosts: tuple[str, ...] | None
     job_file: Path | None
@@ -388,13 +397,13 @@ class TwinFlags:
         return CollectiveSpec(
             self.workload or "allreduce", self.ranks or 0, self.size_bytes,
             self.qps_per_connection, self.hosts, self.speed, self.split_data_on_qps,
-            channels=self.channels,
+            channels=self.channels, algorithm=self.algorithm,
         )  # fmt: skip
 
 
 # ---------------------------------------------------------------- collectives (--workload)
 
-COLLECTIVE_ONLY = ("ranks", "size_bytes", "qps_per_connection", "channels",
+COLLECTIVE_ONLY = ("ranks", "size_bytes", "qps_per_connection", "channels", "algorithm",
                    "split_data_on_qps", "hosts", "show_placement")  # fmt: skip
 SCENARIO_ONLY = ("scenario", "senders", "senders_ignore_pause", "payload_bytes", "no_dcqcn",
                  "plot_file")  # fmt: skip
@@ -636,21 +645,26 @@ def _placement_table(paths: list[FlowPath]) -> Table:
     return placed
 
 
-def render_collective(
-    r: CollectiveReport, console: Console, paths: list[FlowPath] | None = None
-) -> None:
-    """Summary, the busiest links, the collisions, the placement when asked, the notes, the
-    verdict last."""
-    summary = table(
+def _collective_title(r: CollectiveReport) -> str:
+    """``job J: twin allreduce on FABRIC (PROFILE): N ranks x 400G (...), size ..., ...``."""
+    return (
         (f"job {r.job}: " if r.job else "")
         + f"twin {r.workload} on {r.fabric} ({r.profile}): {r.ranks} ranks x "
         f"{format_speed(r.speed_bps)}"
         + (f" ({r.ranks // r.rails} hosts x {r.rails} NICs)" if r.rails > 1 else "")
         + f", size {format_size(r.size_bytes)}, "
         f"{r.qps} QP(s) per connection"
-        + (f", {r.channels} channels per NIC" if r.channels > 1 else ""),
-        "metric",
+        + (f", {r.channels} channels per NIC" if r.channels > 1 else "")
+        + (f", NCCL_ALGO={r.algorithm}" if r.algorithm != "ring" else "")
     )
+
+
+def render_collective(
+    r: CollectiveReport, console: Console, paths: list[FlowPath] | None = None
+) -> None:
+    """Summary, the busiest links, the collisions, the placement when asked, the notes, the
+    verdict last."""
+    summary = table(_collective_title(r), "metric")
     add_column(summary, "value", justify="right")
     for name, value in _collective_rows(r):
         summary.add_row(name, value)

@@ -18,7 +18,8 @@ NOT_MODELLED: tuple[str, ...] = (
     "compute and reduction time, and their overlap with communication",
     "intra-host NVLink transfers (instantaneous; one rank per GPU NIC, none without a NIC)",
     "NCCL's LL and LL128 protocols (Simple only)",
-    "tree, NVLS and CollNet algorithms (ring only; all-to-all as pairwise flows)",
+    "NVLS, CollNet and PAT algorithms, and NCCL's own choice between ring and tree (the "
+    "job's algorithm; all-to-all as pairwise flows)",
     "NCCL's own choice of the number of channels (the job's channels per NIC, rings duplicated "
     "onto the same NICs as NCCL does)",
     "GPUDirect RDMA details (PCIe, registration) and NCCL's per-step latency",
@@ -93,6 +94,7 @@ class CollectiveReport:
     notes: list[str] = field(default_factory=list)
     not_modelled: list[str] = field(default_factory=lambda: list(NOT_MODELLED))
     job: str = ""  # its name in a job file (several jobs side by side); "" for one collective
+    algorithm: str = "ring"  # NCCL's for an all-reduce: ring or tree
 
     @property
     def passed(self) -> bool:
@@ -153,6 +155,9 @@ def _collision_verdict(r: CollectiveReport, worst: Collision, share: str) -> Ver
 def nic_rate(r: CollectiveReport) -> str:
     """What busbw is measured against (:func:`busbw_bound_Bps`), in words."""
     speed = format_speed(r.speed_bps)
+    if r.algorithm == "tree":
+        nics = f"{r.rails} x {speed}" if r.rails > 1 else speed
+        return f"{nics} (the trees' busiest host at line rate)"
     if r.rails == 1:
         return speed
     if r.workload == "alltoall":

@@ -59,13 +59,17 @@ and #nccl-ib-split-data-on-qps.
 
 Not modelled (:data:`NOT_MODELLED`, repeated in every report): compute and reduction time and
 their overlap with communication, intra-host NVLink transfers (instantaneous), the LL and
-LL128 protocols, tree / NVLS / CollNet algorithms, channels beyond one per rail (otherwise
-only the QP split),
+LL128 protocols, NVLS / CollNet / PAT algorithms, NCCL's choice of channels,
 GPUDirect RDMA details (PCIe, memory registration), NCCL's own latency per step.
+
+An all-reduce may run on NCCL's double binary tree instead of its rings
+(``CollectiveSpec.algorithm``, :func:`tree_slices`, docs/collectives.md "NCCL's tree"), or on
+the one NCCL's cost model picks (``auto``, :mod:`agent.twin.nccl_algo`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -82,6 +86,7 @@ from agent.twin.collective_report import nic_rate as nic_rate
 from agent.twin.engine import Engine
 from agent.twin.flows import Flow, FlowSpec
 from agent.twin.network import TwinError, TwinNetwork
+from agent.twin.placement import ALGORITHMS as ALGORITHMS
 from agent.twin.placement import QPN_BASE as QPN_BASE
 from agent.twin.placement import CollectiveSpec as CollectiveSpec
 from agent.twin.placement import Connection as Connection
@@ -91,7 +96,10 @@ from agent.twin.placement import connection_pairs as connection_pairs
 from agent.twin.placement import connection_rail as connection_rail
 from agent.twin.placement import place_ranks as place_ranks
 from agent.twin.placement import qp_sport as qp_sport
+from agent.twin.placement import resolve_algorithm as resolve_algorithm
 from agent.twin.placement import roce_udp_sport as roce_udp_sport
+from agent.twin.placement import tree_edges as tree_edges
+from agent.twin.placement import tree_pairs as tree_pairs
 from agent.twin.results import (
     MAX_DURATION_S,
     PortReport,
@@ -109,6 +117,7 @@ from agent.twin.workloads import MAX_CHANNELS as MAX_CHANNELS
 from agent.twin.workloads import MAX_QPS as MAX_QPS
 from agent.twin.workloads import MAX_RANKS as MAX_RANKS
 from agent.twin.workloads import P2P_COLLECTIVES as P2P_COLLECTIVES
+from agent.twin.workloads import AlgorithmName
 from agent.twin.workloads import CollectiveName as CollectiveName
 from lossless.clock import TICKS_PER_SECOND
 
@@ -268,6 +277,14 @@ def check_spec(spec: CollectiveSpec) -> None:
             f"alltoall and sendrecv (their connections are per peer) Actual: {spec.channels} "
             f"for {spec.workload}"
         )
+    if spec.algorithm not in ALGORITHMS or (
+        spec.algorithm == "tree" and spec.workload != "allreduce"
+    ):
+        raise TwinError(
+            f"twin --algorithm: Expected: {', '.join(ALGORITHMS)} for allreduce, ring or auto "
+            f"for the others (NCCL's tree runs all-reduce only) Actual: {spec.algorithm} for "
+            f"{spec.workload}"
+        )
     if not 1 <= spec.qps_per_connection <= MAX_QPS:
         raise TwinError(
             f"twin --qps-per-connection: Expected: 1-{MAX_QPS} (NCCL_IB_QPS_PER_CONNECTION) "
@@ -391,6 +408,14 @@ class Slice:
     nbytes: int
     after: tuple[int, int] | None  # (upstream connection, its slice sequence number)
     last: bool
+    # More upstream slices it needs (a tree node reduces its children's data before it sends
+    # up; the root before it sends down); () in rings and point-to-point.
+    also: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def needs(self) -> tuple[tuple[int, int], ...]:
+        """Every upstream slice it waits for."""
+        return self.also if self.after is None else (self.after, *self.also)
 
 
 def ring_slices(
@@ -478,6 +503,63 @@ def rail_ring_slices(  # noqa: PLR0913 -- the sample is keyword-only, for tune's
     return out
 
 
+TREE_WINDOW = NCCL_STEPS  # tree, Simple: one step per message, the connection's 8 buffers
+
+
+def tree_slices(
+    hosts: int,
+    rails: int,
+    size_bytes: int,
+    channels: int = 1,
+    *,
+    sample_rails: int = 0,
+) -> list[list[Slice]]:
+    """Per connection of a tree all-reduce (:func:`tree_pairs` order), its slices.  NCCL
+    splits the buffer over its channels, tree 0's and as many for tree 1
+    (src/graph/connect.cc ``connectTrees``), and moves each channel's part in chunks of one
+    step, :data:`STEP_BYTES` (src/enqueue.cc: Simple on a tree has one step per chunk and
+    slice), pipelined up and down the tree at once (``runTreeSplit``,
+    src/device/all_reduce.h): a node sends chunk j to its parent once it has chunk j from
+    each child (their sum with its own data); the root sends chunk j down once it has it from
+    each child; a node forwards chunk j down once it has it from its parent; a leaf keeps it."""
+    parts = channel_parts("allreduce", hosts * rails, size_bytes, rails * channels * 2)
+    trees = tree_edges(hosts)
+    out: list[list[Slice]] = []
+    for index, part in enumerate(parts):
+        edges = trees[index % 2]
+        if sample_rails and index // 2 % rails >= sample_rails:
+            out += [[] for _ in range(2 * len(edges))]
+            continue
+        out += _tree_hop_slices(edges, slice_sizes(part, STEP_BYTES), len(out))
+    return out
+
+
+def _tree_hop_slices(
+    edges: list[tuple[int, int]], chunks: list[int], first: int
+) -> list[list[Slice]]:
+    """One tree's connections (its edges up, then down, from connection ``first``)."""
+    up_of = {child: e for e, (child, _) in enumerate(edges)}  # a node's connection to its parent
+    from_children: dict[int, list[int]] = {}
+    for e, (_, parent) in enumerate(edges):
+        from_children.setdefault(parent, []).append(first + e)
+    down = len(edges)
+
+    def waiting(needs: list[tuple[int, int]], nbytes: int, j: int, last: bool) -> Slice:
+        head = needs[0] if needs else None
+        return Slice((0, 0, j), nbytes, head, last, tuple(needs[1:]))
+
+    out = []
+    for child, _ in edges:  # up: the sum of the node's subtree
+        kids = from_children.get(child, [])
+        out.append([waiting([(k, j) for k in kids], n, j, False) for j, n in enumerate(chunks)])
+    for child, parent in edges:  # down: the whole sum
+        leaf = child not in from_children
+        # From the parent's own down connection; the root from its children's sums.
+        feed = [first + down + up_of[parent]] if parent in up_of else from_children[parent]
+        out.append([waiting([(f, j) for f in feed], n, j, leaf) for j, n in enumerate(chunks)])
+    return out
+
+
 def pxn_alltoall_slices(hosts: int, rails: int, size_bytes: int) -> list[list[Slice]]:
     """Per PXN connection (rail c, host h -> host k): the data of host h's G GPUs for GPU c of
     host k, size / N each, in P2P chunks, no dependencies."""
@@ -553,6 +635,8 @@ class CollectiveJob:
             for item in conn.slices:
                 if item.after is not None:
                     self.downstream.setdefault(item.after[0], set()).add(conn.index)
+                for upstream, _ in item.also:
+                    self.downstream.setdefault(upstream, set()).add(conn.index)
         self._engine: Any = None
 
     def start(self, engine: Engine) -> None:
@@ -561,8 +645,11 @@ class CollectiveJob:
         self._pump(range(len(self.conns)))
 
     def _ready(self, conn: _Connection, t: int) -> bool:
-        after = conn.slices[t].after
+        item = conn.slices[t]
+        after = item.after
         if after is not None and self.conns[after[0]].next_rx <= after[1]:
+            return False
+        if item.also and any(self.conns[c].next_rx <= n for c, n in item.also):
             return False
         return t < self.window or conn.consumed[t - self.window]
 
@@ -574,11 +661,14 @@ class CollectiveJob:
                 t = conn.next_post
                 conn.next_post += 1
                 self._post(conn, t)
-                after = conn.slices[t].after
-                if after is not None:
+                item = conn.slices[t]
+                if item.after is not None:
                     # Forwarding it frees the upstream slice's buffer at this rank.
-                    self.conns[after[0]].consumed[after[1]] = True
-                    work.append(after[0])
+                    self.conns[item.after[0]].consumed[item.after[1]] = True
+                    work.append(item.after[0])
+                for upstream, number in item.also:
+                    self.conns[upstream].consumed[number] = True
+                    work.append(upstream)
 
     def _post(self, conn: _Connection, t: int) -> None:
         nbytes = conn.slices[t].nbytes
@@ -650,12 +740,21 @@ def messages_in_flight(slices: list[list[Slice]], window: int) -> int:
     return max(1, min(window, max(per_step.values(), default=1)))
 
 
-def busbw_bound_Bps(workload: CollectiveName, ranks: int, speed_bps: int, rails: int = 1) -> float:
+def busbw_bound_Bps(
+    workload: CollectiveName,
+    ranks: int,
+    speed_bps: int,
+    rails: int = 1,
+    algorithm: AlgorithmName = "ring",
+) -> float:
     """The busbw the NICs' line rate allows (payload headers aside). A ring's channels run on
-    all ``rails`` NICs of a host at once: G x the NIC's rate. All-to-all sends (N - G) / N of
-    each rank's buffer over its GPU's own NIC (the rest over NVLink): busbw = algbw (N - 1) / N
-    is at most the NIC's rate x (N - 1) / (N - G) -- the NIC's rate on one-NIC hosts."""
+        all ``rails`` NICs of a host at once: G x the NIC's rate. All-to-all sends (N - G) / N of
+        each rank's buffer over its GPU's own NIC (the rest over NVLink): busbw = algbw (N - 1) / N
+        is at most the NIC's rate x (N - 1) / (N - G) -- the NIC's rate on one-NIC hosts.  A tree
+    all-reduce: :func:`tree_busbw_bound_Bps`."""
     rate = speed_bps / 8
+    if algorithm == "tree":
+        return tree_busbw_bound_Bps(ranks, speed_bps, rails)
     if workload == "alltoall":
         return rate * (ranks - 1) / (ranks - rails)
     if workload == "sendrecv":  # each GPU's buffer over its own NIC: busbw = algbw
@@ -663,11 +762,40 @@ def busbw_bound_Bps(workload: CollectiveName, ranks: int, speed_bps: int, rails:
     return rate * rails
 
 
-def ideal_time_s(
-    workload: CollectiveName, ranks: int, size_bytes: int, speed_bps: int, rails: int = 1
+def tree_busbw_bound_Bps(ranks: int, speed_bps: int, rails: int = 1) -> float:
+    """A tree all-reduce's busbw at the NICs' line rate.  Each tree carries S / 2 (per rail
+    S / 2G), up and down each of its edges once, so a host's NIC c sends and receives
+    S / 2G x its degree in that tree; the busiest host, degree D over both trees, needs
+    S D / (2 G x rate): busbw = algbw x 2(N - 1)/N <= 4 G rate (N - 1) / (D N).  That is the
+    ring's G x rate x (N - 1)/N where D = 4 (every host inside one tree, a leaf in the other),
+    and above the ring's on few hosts (2 hosts: D = 2), where the hosts' own GPUs reduce over
+    NVLink what a ring would send over the network."""
+    hosts = ranks // rails
+    degree = _busiest_tree_degree(hosts)
+    return speed_bps / 8 * 4 * rails * (ranks - 1) / (degree * ranks)
+
+
+@functools.lru_cache(maxsize=64)
+def _busiest_tree_degree(hosts: int) -> int:
+    """The most edges one host has in NCCL's two trees together."""
+    degree = [0] * hosts
+    for edges in tree_edges(hosts):
+        for child, parent in edges:
+            degree[child] += 1
+            degree[parent] += 1
+    return max(degree)
+
+
+def ideal_time_s(  # noqa: PLR0913 -- the spec's fields the bound follows from
+    workload: CollectiveName,
+    ranks: int,
+    size_bytes: int,
+    speed_bps: int,
+    rails: int = 1,
+    algorithm: AlgorithmName = "ring",
 ) -> float:
     """The bus-bandwidth bound: the time at the NICs' line rate (payload only)."""
-    bound = busbw_bound_Bps(workload, ranks, speed_bps, rails)
+    bound = busbw_bound_Bps(workload, ranks, speed_bps, rails, algorithm)
     return size_bytes * busbw_factor(workload, ranks) / bound
 
 
@@ -693,6 +821,7 @@ class _Placed:
     size: int
     rails: int = 1
     name: str = ""  # the job's, in a run of several
+    chose: str = ""  # why the algorithm, when NCCL's model picked it (--algorithm auto)
 
 
 def run_collective(
@@ -751,7 +880,8 @@ def _limit(placed: list[_Placed], limit: float | None) -> float:
     """The simulated time allowed: given, else 20 x the slowest job's line-rate time + 2 ms."""
     if limit is None:
         ideal = max(
-            ideal_time_s(p.spec.workload, p.spec.ranks, p.size, p.speed, p.rails) for p in placed
+            ideal_time_s(p.spec.workload, p.spec.ranks, p.size, p.speed, p.rails, p.spec.algorithm)
+            for p in placed
         )
         limit = min(MAX_DURATION_S, 20 * ideal + 2e-3)
     if not (math.isfinite(limit) and 0 < limit <= MAX_DURATION_S):
@@ -797,8 +927,9 @@ class _Jobs:
         for one in placed:
             spec = one.spec
             pairs = connection_pairs(
-                spec.workload, len(one.hosts), one.rails, spec.pxn, spec.channels
-            )
+                spec.workload, len(one.hosts), one.rails, spec.pxn, spec.channels,
+                spec.algorithm,
+            )  # fmt: skip
             slices, window = _slices(one)
             numbers = list(range(len(pairs)))  # each connection's QP numbers (its ports)
             if spec.sample_rails:
@@ -859,14 +990,14 @@ def _sampled(
         if (rail := connection_rail(pair, rails)) is not None and rail < sample
     ]  # fmt: skip
     position = {n: i for i, n in enumerate(numbers)}
-    renumbered = [
-        [
-            s if s.after is None else replace(s, after=(position[s.after[0]], s.after[1]))
-            for s in slices[n]
-        ]
-        for n in numbers
-    ]
-    return numbers, renumbered
+
+    def moved(s: Slice) -> Slice:
+        if s.after is None and not s.also:
+            return s
+        after = None if s.after is None else (position[s.after[0]], s.after[1])
+        return replace(s, after=after, also=tuple((position[c], n) for c, n in s.also))
+
+    return numbers, [[moved(s) for s in slices[n]] for n in numbers]
 
 
 def check_placement(network: TwinNetwork, spec: CollectiveSpec) -> None:
@@ -888,8 +1019,11 @@ def _place(network: TwinNetwork, spec: CollectiveSpec, name: str = "") -> _Place
             f"whose connections stay on their rail Actual: {spec.sample_rails}"
             + (" (an all-to-all without PXN crosses rails)" if crossing else "")
         )
+    spec, chose = resolve_algorithm(spec, placement)
     size = nccl_tests_size(spec.workload, spec.ranks, spec.size_bytes)
-    return _Placed(spec, placement.endpoints, placement.speed_bps, size, placement.rails, name)
+    return _Placed(
+        spec, placement.endpoints, placement.speed_bps, size, placement.rails, name, chose
+    )
 
 
 def _slices(placed: _Placed) -> tuple[list[list[Slice]], int]:
@@ -904,6 +1038,9 @@ def _slices(placed: _Placed) -> tuple[list[list[Slice]], int]:
     if workload == "sendrecv":
         return sendrecv_slices(ranks, placed.size), NCCL_STEPS
     channels, sample = placed.spec.channels, placed.spec.sample_rails
+    if placed.spec.algorithm == "tree":
+        slices = tree_slices(hosts, rails, placed.size, channels, sample_rails=sample)
+        return slices, TREE_WINDOW
     if rails > 1:
         slices = rail_ring_slices(
             workload, hosts, rails, placed.size, channels, sample_rails=sample
@@ -970,7 +1107,8 @@ def _report(
         time_s=time_s,
         algbw_Bps=algbw,
         busbw_Bps=busbw,
-        line_rate_fraction=busbw / busbw_bound_Bps(spec.workload, spec.ranks, speed, placed.rails),
+        line_rate_fraction=busbw
+        / busbw_bound_Bps(spec.workload, spec.ranks, speed, placed.rails, spec.algorithm),
         completed=completed,
         delivered_fraction=job.done_fraction,
         lossless_drops=drops.lossless,
@@ -990,8 +1128,11 @@ def _report(
         events=engine.events,
         wall_s=wall_s,
         verdict=Verdict("", ""),
-        notes=_notes(spec, job, placed.rails),
+        notes=[placed.chose, *_notes(spec, job, placed.rails)]
+        if placed.chose
+        else _notes(spec, job, placed.rails),
         job=placed.name,
+        algorithm=spec.algorithm,
     )
     return replace(partial, verdict=judge_collective(partial))
 
@@ -1015,7 +1156,7 @@ def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
     ]
     if rails > 1:
         how = {"alltoall": "PXN all-to-all", "sendrecv": "send/recv ring"}.get(
-            spec.workload, "ring"
+            spec.workload, "pair of trees" if spec.algorithm == "tree" else "ring"
         )
         notes.insert(
             0,
@@ -1029,7 +1170,16 @@ def _notes(spec: CollectiveSpec, job: CollectiveJob, rails: int) -> list[str]:
             f"a sample: only {_rail_names(spec.sample_rails)} of {rails} ran (whole rings, "
             "the other NICs idle); time and busbw are the sample's",
         )
-    if spec.workload in RING_COLLECTIVES:
+    if spec.algorithm == "tree":
+        notes.insert(
+            1,
+            f"tree: NCCL's double binary tree between the hosts, {spec.channels * 2} tree "
+            f"channel(s) per NIC (half on each tree), chunks of {STEP_BYTES >> 10} KiB, "
+            f"{TREE_WINDOW} in flight per connection, reduced up and broadcast down at once "
+            "(NCCL Simple protocol); the chain between a host's GPUs not modelled "
+            "(instantaneous)",
+        )
+    elif spec.workload in RING_COLLECTIVES:
         notes.insert(
             1,
             f"ring: chunks of up to {CHUNK_BYTES >> 20} MiB per step, {SLICE_BYTES >> 20} MiB "

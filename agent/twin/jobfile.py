@@ -32,7 +32,13 @@ from agent.twin.collectives import check_placement
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.placement import CollectiveSpec, nics_by_host
 from agent.twin.step import MAX_PER_STEP, MAX_STEP_COLLECTIVES, StepPart, describe_step
-from agent.twin.workloads import MAX_CHANNELS, MAX_QPS, P2P_COLLECTIVES, CollectiveName
+from agent.twin.workloads import (
+    MAX_CHANNELS,
+    MAX_QPS,
+    P2P_COLLECTIVES,
+    AlgorithmName,
+    CollectiveName,
+)
 from common.validation import validation_problems
 from common.yamlsource import SourceMap, dotted_path, load_yaml, read_bounded
 
@@ -130,6 +136,12 @@ class Job(StrictModel):
         description="all-to-all on multi-NIC hosts through PXN (NCCL_PXN_DISABLE=0); false: "
         "every GPU sends over its own NIC to every GPU of the other hosts",
     )
+    algorithm: AlgorithmName = Field(
+        default="ring",
+        description="NCCL's algorithm for the job's all-reduces (NCCL_ALGO=allreduce:tree): "
+        "its rings, its double binary tree between the hosts, or auto (the one NCCL's cost "
+        "model picks for each all-reduce's size and ranks, with NCCL_PROTO=Simple)",
+    )
     step: list[StepCollective] | None = Field(
         default=None,
         min_length=1,
@@ -147,6 +159,12 @@ class Job(StrictModel):
         if self.step is not None and both:
             raise ValueError(f"Expected: step, or {', '.join(both)} Actual: both")
         _check_channels(self.collective, self.channels)
+        if self.algorithm == "tree" and all(p.workload != "allreduce" for p in self.parts):
+            workloads = ", ".join(sorted({p.workload for p in self.parts}))
+            raise ValueError(
+                "algorithm: Expected: ring, or an allreduce in the job (NCCL's tree runs "
+                f"all-reduce only) Actual: tree for {workloads}"
+            )
         return self
 
     @property
@@ -255,6 +273,7 @@ def _placed_spec(loaded: LoadedJobs, index: int, network: TwinNetwork) -> Collec
         split_data_on_qps=job.split_data_on_qps,
         pxn=job.pxn,
         channels=job.channels,
+        algorithm=job.algorithm,
     )
     specs = [part.of(base) for part in job.parts]
     for position, spec in enumerate(specs):

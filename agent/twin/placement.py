@@ -17,12 +17,14 @@ Without ``ranks`` (0) the job is the fabric's: every GPU NIC at the dominant spe
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent.intent.units import format_speed
 from agent.twin.flows import FlowSpec
+from agent.twin.nccl_algo import nccl_choice
 from agent.twin.network import TwinError, TwinNetwork
-from agent.twin.workloads import MAX_QPS, CollectiveName, _pick_speed
+from agent.twin.workloads import ALGORITHMS as ALGORITHMS
+from agent.twin.workloads import MAX_QPS, AlgorithmName, CollectiveName, _pick_speed
 
 QPN_BASE = 0x100  # the twin's first QP number (a driver's are as arbitrary)
 
@@ -38,6 +40,9 @@ class CollectiveSpec:
     split_data_on_qps: bool = False  # NCCL_IB_SPLIT_DATA_ON_QPS (default 0)
     pxn: bool = True  # all-to-all on multi-NIC hosts through PXN (NCCL_PXN_DISABLE=0)
     channels: int = 1  # ring channels per NIC, each its own connections (NCCL_MIN_NCHANNELS)
+    # NCCL's algorithm for an all-reduce: its rings, or its double binary tree between the
+    # hosts (NCCL_ALGO=tree; :func:`double_binary_tree`)
+    algorithm: AlgorithmName = "ring"
     # tune's screening: only the connections of the first ``sample_rails`` rails post (their
     # rings are whole; the other rails' NICs idle); 0: every rail.  Exact for those rails when
     # no link carries two rails (:func:`rails_share_no_link`).
@@ -183,21 +188,102 @@ def _rails(network: TwinNetwork, endpoints: list[str]) -> int:
     )
 
 
-def connection_pairs(
-    workload: CollectiveName, ranks: int, rails: int = 1, pxn: bool = True, channels: int = 1
+def connection_pairs(  # noqa: PLR0913 -- the spec's fields the connections follow from
+    workload: CollectiveName,
+    ranks: int,
+    rails: int = 1,
+    pxn: bool = True,
+    channels: int = 1,
+    algorithm: AlgorithmName = "ring",
 ) -> list[tuple[int, int]]:
     """The connections as (source rank, destination rank), ranks host by host (module
     docstring): each rail's ring between the hosts, rail by rail (on one-NIC hosts the ring
     (r, r + 1)), ``channels`` times over (channel k x G + c runs on NIC c, as NCCL duplicates
-    a ring onto the same NICs; send/recv's peers are the ring's); or the all-to-all's pairs
-    (:func:`_alltoall_pairs`)."""
+    a ring onto the same NICs; send/recv's peers are the ring's); the all-to-all's pairs
+    (:func:`_alltoall_pairs`); or a tree's edges, both ways (:func:`tree_pairs`)."""
     if workload == "alltoall":
         return _alltoall_pairs(ranks, rails, pxn)
+    if algorithm == "tree":
+        return tree_pairs(ranks // rails, rails, channels)
     hosts = ranks // rails
     ring = [
         (h * rails + c, (h + 1) % hosts * rails + c) for c in range(rails) for h in range(hosts)
     ]
     return ring * channels
+
+
+def resolve_algorithm(spec: CollectiveSpec, placement: Placement) -> tuple[CollectiveSpec, str]:
+    """``spec`` with ``algorithm: auto`` made the one NCCL's cost model picks for it as placed
+    (an all-reduce; ring for the others), and the note that says why ("" when not auto)."""
+    if spec.algorithm != "auto":
+        return spec, ""
+    if spec.workload != "allreduce":
+        return replace(spec, algorithm="ring"), ""
+    ranks = len(placement.endpoints)
+    choice = nccl_choice(
+        spec.size_bytes, ranks, ranks // placement.rails, placement.rails * spec.channels,
+        placement.speed_bps,
+    )  # fmt: skip
+    return replace(spec, algorithm=choice.algorithm), choice.note()
+
+
+def btree(nranks: int, rank: int) -> tuple[int, int, int]:
+    """NCCL's binary tree (``ncclGetBtree``, src/graph/trees.cc): ``rank``'s parent and two
+    children, -1 for none; rank 0 is the root, and its one child is the highest power of two
+    below ``nranks``."""
+    bit = 1
+    while bit < nranks and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return -1, -1, (bit >> 1) if nranks > 1 else -1
+    up = (rank ^ bit) | (bit << 1)
+    if up >= nranks:
+        up = rank ^ bit
+    lowbit = bit >> 1
+    down0 = -1 if lowbit == 0 else rank - lowbit
+    down1 = -1 if lowbit == 0 else rank + lowbit
+    while down1 >= nranks:  # as NCCL steps it: the first pass recomputes the same child
+        down1 = -1 if lowbit == 0 else rank + lowbit
+        lowbit >>= 1
+    return up, down0, down1
+
+
+def double_binary_tree(nranks: int) -> tuple[list[int], list[int]]:
+    """NCCL's two trees over ``nranks`` nodes (``ncclGetDtree``): each node's parent (-1 at
+    the root) in the binary tree and in its mirror (an even count) or its shift by one rank
+    (an odd count), so a node that is a leaf in one tree is inside the other."""
+    first = [btree(nranks, r)[0] for r in range(nranks)]
+    second = []
+    for rank in range(nranks):
+        if nranks % 2:
+            up = btree(nranks, (rank - 1 + nranks) % nranks)[0]
+            second.append(-1 if up == -1 else (up + 1) % nranks)
+        else:
+            up = btree(nranks, nranks - 1 - rank)[0]
+            second.append(-1 if up == -1 else nranks - 1 - up)
+    return first, second
+
+
+def tree_edges(hosts: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Each tree's edges as (child host, parent host), children in host order."""
+    return tuple(  # type: ignore[return-value]
+        [(node, parent) for node, parent in enumerate(tree) if parent != -1]
+        for tree in double_binary_tree(hosts)
+    )
+
+
+def tree_pairs(hosts: int, rails: int, channels: int = 1) -> list[tuple[int, int]]:
+    """A tree all-reduce's connections: for channel k, rail c and each of the two trees
+    (NCCL runs tree 0 on its channels and tree 1 on as many more), the edges' up connections
+    (child to parent, NIC c of each host), then their down connections (parent to child)."""
+    out: list[tuple[int, int]] = []
+    first, second = tree_edges(hosts)
+    for _ in range(channels):
+        for rail in range(rails):
+            for edges in (first, second):
+                out += [(child * rails + rail, parent * rails + rail) for child, parent in edges]
+                out += [(parent * rails + rail, child * rails + rail) for child, parent in edges]
+    return out
 
 
 def connection_rail(pair: tuple[int, int], rails: int) -> int | None:
@@ -215,7 +301,11 @@ def rails_share_no_link(network: TwinNetwork, spec: CollectiveSpec) -> bool:
     placement = place_ranks(network, spec)
     if placement.rails < 2:
         return False
-    pairs = connection_pairs(spec.workload, len(placement.endpoints), placement.rails, spec.pxn)
+    spec, _ = resolve_algorithm(spec, placement)
+    pairs = connection_pairs(
+        spec.workload, len(placement.endpoints), placement.rails, spec.pxn,
+        algorithm=spec.algorithm,
+    )  # fmt: skip
     owner: dict[frozenset[str], int] = {}
     for pair in pairs:
         rail = connection_rail(pair, placement.rails)
@@ -336,9 +426,11 @@ def flow_paths(network: TwinNetwork, spec: CollectiveSpec) -> list[FlowPath]:
     """Every QP of the job ``spec`` places, with the path the switches' ECMP hash gives it
     (:meth:`TwinNetwork.path`, the engine's own choice)."""
     placement = place_ranks(network, spec)
+    spec, _ = resolve_algorithm(spec, placement)
     pairs = connection_pairs(
-        spec.workload, len(placement.endpoints), placement.rails, spec.pxn, spec.channels
-    )
+        spec.workload, len(placement.endpoints), placement.rails, spec.pxn, spec.channels,
+        spec.algorithm,
+    )  # fmt: skip
     connections, flows = build_flows(
         placement.endpoints, spec.workload, spec.qps_per_connection, pairs=pairs
     )

@@ -31,7 +31,7 @@ from agent.twin.collective_report import CollectiveReport
 from agent.twin.collectives import CollectiveOptions, run_collectives
 from agent.twin.network import TwinNetwork
 from agent.twin.placement import CollectiveSpec
-from agent.twin.workloads import CollectiveName
+from agent.twin.workloads import AlgorithmName, CollectiveName
 
 MAX_STEP_COLLECTIVES = 8
 MAX_PER_STEP = 100_000
@@ -45,15 +45,19 @@ class StepPart:
     size_bytes: int
     per_step: int = 1
     channels: int = 1
+    # Its own algorithm (tune resolves ``auto`` at each collective's stated size); None: the
+    # job's, for an all-reduce.
+    algorithm: AlgorithmName | None = None
 
     def of(self, job: CollectiveSpec, fraction: float = 1.0) -> CollectiveSpec:
-        """This collective on ``job``'s GPUs with the job's QPs and PXN; ``fraction`` of its
-        size (a tune rung's)."""
+        """This collective on ``job``'s GPUs with the job's QPs, PXN and (for an all-reduce)
+        algorithm; ``fraction`` of its size (a tune rung's)."""
         return replace(
             job,
             workload=self.workload,
             size_bytes=max(1, round(self.size_bytes * fraction)),
             channels=self.channels,
+            algorithm=self.algorithm or (job.algorithm if self.workload == "allreduce" else "ring"),
         )
 
     def describe(self) -> str:

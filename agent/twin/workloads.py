@@ -44,6 +44,10 @@ COLLECTIVES: tuple[CollectiveName, ...] = (
 )  # fmt: skip
 # Point-to-point: connections per peer (no ring channels to duplicate).
 P2P_COLLECTIVES: tuple[CollectiveName, ...] = ("alltoall", "sendrecv")
+# NCCL_ALGO for an all-reduce as the twin runs it; auto: as NCCL's cost model picks
+# (agent.twin.nccl_algo), resolved when the job is placed.
+AlgorithmName = Literal["ring", "tree", "auto"]
+ALGORITHMS: tuple[AlgorithmName, ...] = ("ring", "tree", "auto")
 MAX_RANKS = 1024  # a bound on the run's work: a 128-host x 8-NIC pod
 MAX_QPS = 16  # a bound on the run's work; NCCL accepts more
 MAX_CHANNELS = 16  # channels per NIC: a bound on the run's work (NCCL's MAXCHANNELS is 32 in all)

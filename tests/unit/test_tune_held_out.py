@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.app.tune import tune_command
+from agent.intent.plan import build_plan
 from agent.twin import collectives as C
 from agent.twin.network import TwinNetwork, build_network
 from agent.twin.placement import nics_by_host
 from agent.twin.tune import runners
 from agent.twin.tune.decision import held_out
-from agent.twin.tune.holdout import HELD_OUT_PLACEMENTS, draw_placements, held_out_conditions
+from agent.twin.tune.fabric import current_ecn
+from agent.twin.tune.holdout import (
+    HELD_OUT_PLACEMENTS,
+    draw_placements,
+    held_out_conditions,
+    held_out_counts,
+)
+from agent.twin.tune.objectives import QUEUE
 from agent.twin.tune.results import Condition, Decision, HeldOut, HeldOutRun, RunMetrics, Trial
 from agent.twin.tune.runs import Job, collective_spec
 from agent.twin.tune.space import Candidate, EcnSetting
@@ -211,3 +220,105 @@ def test_a_pick_that_loses_on_another_placement_is_not_recommended(
         "did not hold where the search had not run it: at placement 1" in speed["decision"]["why"]
     )
     assert speed["held_out"]["holds"] is False
+
+
+# ---------------------------------------------------------------- the queue objective
+
+
+@pytest.mark.parametrize(
+    ("senders", "searched", "most", "counts"),
+    [
+        (2, (2,), 3, [3]),
+        (6, (6, 4, 2), 7, [7, 5]),
+        (8, (8, 5, 2), 8, [7, 6]),
+        (2, (2,), 2, []),
+        (4, (4, 3, 2), 7, [5]),
+    ],
+)
+def test_held_out_sender_counts_are_the_nearest_ones_not_searched(
+    senders: int, searched: tuple[int, ...], most: int, counts: list[int]
+) -> None:
+    assert held_out_counts(senders, searched, most) == counts
+
+
+def _queue_run(pick_p99: int, today_p99: int) -> HeldOutRun:
+    return HeldOutRun(
+        Condition("5 senders, seed 3", 3, senders=5),
+        replace(_metrics(0.0), queue_p99_bytes=pick_p99),
+        replace(_metrics(0.0), queue_p99_bytes=today_p99),
+        (),
+        (),
+        QUEUE,
+    )
+
+
+@pytest.mark.parametrize(
+    ("pick", "today", "says"),
+    [
+        (6_144, 31_744, ""),  # lower: better
+        (32_768, 31_744, ""),  # 1 KiB above: one bucket, no measured difference
+        (40_960, 31_744, "its p99 41 KB is 29 % above today's p99 32 KB"),
+        (3_072, 2_048, ""),  # 50 % above but within one bucket
+        (4_096, 2_048, "100 % above"),
+    ],
+    ids=["lower", "one-bucket", "higher", "small-within-bucket", "small-higher"],
+)
+def test_a_queue_pick_is_refuted_by_a_p99_measurably_above_todays(
+    pick: int, today: int, says: str
+) -> None:
+    run = _queue_run(pick, today)
+    assert run.refutes().startswith("at 5 senders, seed 3") if says else run.refutes() == ""
+    assert says in run.refutes()
+    assert run.ratio == today / pick
+
+
+class QueueStandIn:
+    """Stands in for ``runs.run_job`` on the queue objective: p99 = the candidate's ECN max
+    (the search picks the lowest), except that at a sender count the search did not run a
+    changed setting queues 4 MiB."""
+
+    def __init__(self, searched: tuple[int, ...], fail_elsewhere: bool) -> None:
+        self.searched, self.fail = searched, fail_elsewhere
+        self.senders: set[int] = set()
+
+    def __call__(self, job: Job) -> RunMetrics:
+        plan = build_plan(job.intent)
+        ecn, *_ = current_ecn(plan, job.roce, job.speed_bps)
+        self.senders.add(job.senders)
+        p99 = ecn.max_bytes
+        if self.fail and job.senders not in self.searched and ecn.max_bytes < 1_000_000:
+            p99 = 4 << 20  # above today's 1.5 MB ECN max: only a changed setting queues so
+        return replace(_metrics(0.0, seed=job.seed), queue_p99_bytes=p99, senders=job.senders)
+
+
+@pytest.mark.parametrize("fail_elsewhere", [False, True], ids=["holds", "refuted"])
+def test_the_queue_pick_is_judged_at_sender_counts_it_was_not_chosen_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fail_elsewhere: bool
+) -> None:
+    stand_in = QueueStandIn((6, 4, 2), fail_elsewhere)
+    monkeypatch.setattr(runners, "run_job", stand_in)
+    fabric = tmp_path / "pod.yml"
+    fabric.write_text(rail_pod(hosts=4, rails=1, groups=2))
+    done = CliRunner().invoke(
+        tune_command,
+        [str(fabric), "--objective", "queue", "--senders", "6", "--no-progress", "--seeds", "2",
+         "--candidates", "6", "--no-dcqcn", "-o", "json"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    speed = json.loads(done.stdout)["speeds"][0]
+    held = speed["held_out"]
+    assert [r["condition"] for r in held["runs"]] == [
+        "seed 3", "seed 4", "7 senders, seed 3", "5 senders, seed 3",
+    ]  # fmt: skip
+    assert {7, 5} <= stand_in.senders
+    assert [r["metric"] for r in held["runs"]] == ["queue_p99_bytes"] * 4
+    if fail_elsewhere:
+        assert speed["decision"]["kind"] == "no change" and held["holds"] is False
+        assert (
+            "did not hold where the search had not run it: at 7 senders, seed 3"
+            in (speed["decision"]["why"])
+        )
+    else:
+        assert speed["decision"]["kind"] == "change" and held["holds"] is True
+        assert "the pick's highest, p99" in speed["explanation"]
+        assert "2 seeds and 2 sender counts the search did not run" in speed["explanation"]

@@ -221,7 +221,8 @@ def test_halving_counts_its_runs_and_keeps_the_current(star40: Path) -> None:
     assert first.candidates == first.runs and first.points == ((4, 1),)
     assert second.candidates == first.kept and second.runs == 3 * second.candidates
     assert third.candidates == second.kept and third.runs == 6 * third.candidates
-    assert speed.runs == result.runs == sum(r.runs for r in speed.rungs)
+    held = 2 * len(speed.held_out.runs) if speed.held_out is not None else 0
+    assert speed.runs == result.runs == sum(r.runs for r in speed.rungs) + held
     current = next(t for t in speed.ecn.trials if t.candidate.current)
     assert current.pruned is None and current.rung >= 2  # the reference runs every rung
     best = speed.recommended

@@ -1,6 +1,7 @@
-"""The pick judged where it was not chosen (issue #43): a change tune recommends for a
-collective is run again, beside today's setting, on seeds the search never ran and on
-placements of the same job on other hosts, and the worst is reported.
+"""The pick judged where it was not chosen (issue #43): a change tune recommends is run
+again, beside today's setting, on seeds the search never ran and, for a collective, on
+placements of the same job on other hosts, for a scenario (the queue objective) at sender
+counts it did not run, and the worst is reported.
 
 A search picks among candidates on the seeds and the placement it ran; a pick that only won
 the hash lottery of that placement (which flows collide on which spine) or of those seeds
@@ -12,7 +13,10 @@ would not hold on the user's next job.  So the pick and the current setting run 
   the job's speed, in a drawn ring order; never the searched placement itself (jobs side by
   side drawn together, each from the hosts the jobs before it left),
 
-each at the heaviest load point (the stated job), as full runs.  The pick *holds* when, in
+each at the heaviest load point (the stated job), as full runs.  A scenario (``--objective
+queue``) has no job to move: its held-out conditions are the fresh seeds at the stated N
+senders and :data:`HELD_OUT_PLACEMENTS` sender counts no load point ran, nearest N first
+(N + 1 and N - 1 where the hosts allow; :func:`held_out_counts`).  The pick *holds* when, in
 every one of them, it meets each hard constraint that today's setting meets there and its
 objective (busbw; jobs side by side: the slowest job's share of its bound) is not more than
 :data:`~agent.twin.tune.objectives.TIE_BAND` below today's.  When it does
@@ -62,6 +66,31 @@ def held_out_conditions(
         short = (
             f"{len(drawn)} of {HELD_OUT_PLACEMENTS} placements: the fabric has no other "
             f"hosts for {'jobs' if len(jobs) > 1 else 'a job'} of {shapes}"
+        )
+    return conditions, short
+
+
+def held_out_counts(senders: int, searched: tuple[int, ...], most: int) -> list[int]:
+    """Up to :data:`HELD_OUT_PLACEMENTS` sender counts from 2 to ``most`` that are not among
+    the ``searched`` load points: N + 1, N - 1, then fewer, nearest N first."""
+    nearest = [senders + 1, *range(senders - 1, 1, -1)]
+    return [n for n in nearest if 2 <= n <= most and n not in searched][:HELD_OUT_PLACEMENTS]
+
+
+def scenario_conditions(
+    senders: int, searched: tuple[int, ...], most: int, seeds: tuple[int, ...]
+) -> tuple[list[Condition], str]:
+    """The seeds after ``seeds`` at N senders, then the held-out sender counts at the first
+    of them; and why fewer counts ran than :data:`HELD_OUT_PLACEMENTS` ("" if none were short)."""
+    fresh = [max(seeds) + k for k in range(1, HELD_OUT_SEEDS + 1)]
+    conditions = [Condition(f"seed {s}", s) for s in fresh]
+    counts = held_out_counts(senders, searched, most)
+    conditions += [Condition(f"{n} senders, seed {fresh[0]}", fresh[0], senders=n) for n in counts]
+    short = ""
+    if len(counts) < HELD_OUT_PLACEMENTS:
+        short = (
+            f"{len(counts)} of {HELD_OUT_PLACEMENTS} sender counts: every other count from 2 to "
+            f"{most} was a load point"
         )
     return conditions, short
 

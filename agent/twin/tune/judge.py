@@ -19,14 +19,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent.twin.tune.objectives import QUEUE, TIE_BAND, Objectives, ObjectiveSpec
+from agent.twin.tune.objectives import (
+    QUEUE,
+    QUEUE_RESOLUTION_BYTES,
+    TIE_BAND,
+    Objectives,
+    ObjectiveSpec,
+)
 from agent.twin.tune.results import RunMetrics, Trial
 from agent.twin.tune.text import pct
-
-# The p99 queue is read from a time-weighted histogram of 1 KiB depth buckets (runs._Mark, the
-# ``depth >> 10`` key): p99s closer than one bucket are not a measured difference.
-QUEUE_RESOLUTION_BYTES = 1 << 10
-
 
 Constraint = Literal["completed", "drops", "paused", "utilisation", "onset", "jain"]
 

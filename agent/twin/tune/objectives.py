@@ -47,6 +47,9 @@ MAX_TUNE_RANKS = 64  # tune --ranks: a ring every candidate can afford
 COLLECTIVE_SLACK = 3  # a collective's run may take this many times its line-rate time
 COLLECTIVE_WORKLOADS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 TIE_BAND = 0.05  # objective values closer than this share are not a measured difference
+# The p99 queue is read from a time-weighted histogram of 1 KiB depth buckets (runs._Mark, the
+# ``depth >> 10`` key): p99s closer than one bucket are not a measured difference.
+QUEUE_RESOLUTION_BYTES = 1 << 10
 
 
 @dataclass(frozen=True)
@@ -103,9 +106,10 @@ class TunedJob:
 
     def what(self) -> str:
         """``allreduce of 64 MiB``, or ``step allreduce 64 MiB x1 + alltoall 16 MiB x4``."""
+        tree = ", all-reduce by tree" if self.spec.algorithm == "tree" else ""
         if self.step:
-            return f"step {describe_step(self.step)}"
-        return f"{self.spec.workload} of {mib(self.spec.size_bytes)}"
+            return f"step {describe_step(self.step)}{tree}"
+        return f"{self.spec.workload} of {mib(self.spec.size_bytes)}{tree}"
 
     def collective(self, ranks: int, qps: int, size_bytes: int) -> CollectiveSpec:
         """The job on its first ``ranks`` NICs (whole hosts), with ``qps`` QPs per connection

@@ -16,7 +16,12 @@ from typing import Any, Literal
 from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
 from agent.twin.tune.notes import EdgeNote
-from agent.twin.tune.objectives import TIE_BAND, Objectives, ObjectiveSpec
+from agent.twin.tune.objectives import (
+    QUEUE_RESOLUTION_BYTES,
+    TIE_BAND,
+    Objectives,
+    ObjectiveSpec,
+)
 from agent.twin.tune.space import Candidate
 
 
@@ -229,11 +234,20 @@ class Rung:
 @dataclass(frozen=True)
 class Condition:
     """One held-out condition: a ``seed`` at ``hosts``, each job's placement in the job
-    file's order (None: the searched placement)."""
+    file's order (None: the searched placement), or a scenario's ``senders`` count the search
+    did not run (None: the stated one)."""
 
     label: str
     seed: int
     hosts: tuple[tuple[str, ...], ...] | None = None  # each job's NICs; None: as searched
+    senders: int | None = None
+
+    @property
+    def kind(self) -> str:
+        """What it holds out: a seed, a placement or a sender count."""
+        if self.hosts is not None:
+            return "placements"
+        return "sender counts" if self.senders is not None else "seeds"
 
 
 @dataclass(frozen=True)
@@ -256,9 +270,12 @@ class HeldOutRun:
 
     @property
     def ratio(self) -> float:
-        """The pick's metric over today's (1.0 when today's measured nothing)."""
-        today = self.value(self.current)
-        return self.value(self.pick) / today if today else 1.0
+        """The pick's gain over today's, above 1 when it is better: its busbw over today's, or
+        today's p99 queue over its own (1.0 when the divisor measured nothing)."""
+        pick, today = self.value(self.pick), self.value(self.current)
+        if self.objective.maximise:
+            return pick / today if today else 1.0
+        return today / pick if pick else 1.0
 
     def refutes(self) -> str:
         """Why this run refutes the pick ("" when it does not)."""
@@ -268,11 +285,20 @@ class HeldOutRun:
                 f"at {self.condition.label} it misses {new[0]}, where today's setting meets "
                 "every constraint"
             )
-        if self.ratio < 1 - TIE_BAND:
+        pick, today = self.value(self.pick), self.value(self.current)
+        if self.objective.maximise and pick < today * (1 - TIE_BAND):
             return (
                 f"at {self.condition.label} its {self.text(self.pick)} is "
-                f"{(1 - self.ratio) * 100:.0f} % below today's {self.text(self.current)} "
+                f"{(1 - pick / today) * 100:.0f} % below today's {self.text(self.current)} "
                 f"(more than {TIE_BAND:.0%})"
+            )
+        if not self.objective.maximise and pick > today + max(
+            today * TIE_BAND, QUEUE_RESOLUTION_BYTES
+        ):
+            above = f"{(pick / today - 1) * 100:.0f} % above" if today else "above"
+            return (
+                f"at {self.condition.label} its {self.text(self.pick)} is {above} today's "
+                f"{self.text(self.current)} (more than {TIE_BAND:.0%} and one 1 KiB bucket)"
             )
         return ""
 
@@ -298,12 +324,17 @@ class HeldOut:
         worst = self.worst
         if worst is None:
             return f"held out: nothing ran ({self.short})" if self.short else "held out: none"
-        seeds = sum(r.condition.hosts is None for r in self.runs)
-        lowest = min(self.runs, key=lambda r: r.value(r.pick))
+        kinds = [r.condition.kind for r in self.runs]
+        counted = " and ".join(
+            f"{kinds.count(k)} {k if kinds.count(k) > 1 else k[:-1]}" for k in dict.fromkeys(kinds)
+        )
+        maximise = worst.objective.maximise
+        sign = 1 if maximise else -1
+        lowest = min(self.runs, key=lambda r: sign * r.value(r.pick))
         said = [
-            f"held out ({seeds} seeds and {len(self.runs) - seeds} placements the search did not "
-            f"run): the pick's lowest, {lowest.text(lowest.pick)}, at {lowest.condition.label} "
-            f"(today's setting {lowest.text(lowest.current)} there)"
+            f"held out ({counted} the search did not run): the pick's "
+            f"{'lowest' if maximise else 'highest'}, {lowest.text(lowest.pick)}, at "
+            f"{lowest.condition.label} (today's setting {lowest.text(lowest.current)} there)"
         ]
         if worst is not lowest:
             said.append(
@@ -325,6 +356,10 @@ class HeldOut:
                     "condition": r.condition.label,
                     "seed": r.condition.seed,
                     "hosts": [list(h) for h in r.condition.hosts] if r.condition.hosts else None,
+                    "senders": r.condition.senders,
+                    "metric": r.objective.metric,
+                    "value": r.value(r.pick),
+                    "current_value": r.value(r.current),
                     "busbw_Bps": r.pick.busbw_Bps,
                     "current_busbw_Bps": r.current.busbw_Bps,
                     "bound_fraction": r.pick.bound_fraction,

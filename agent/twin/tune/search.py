@@ -59,10 +59,15 @@ from agent.twin.placement import CollectiveSpec, place_ranks, rails_share_no_lin
 from agent.twin.tune.decision import decide, held_out, indistinguishable, no_load
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
-from agent.twin.tune.holdout import held_out_conditions
+from agent.twin.tune.holdout import held_out_conditions, scenario_conditions
 from agent.twin.tune.judge import evaluate, ranked
 from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdge
-from agent.twin.tune.objectives import COLLECTIVE_MAX_RANKS, MAX_TUNE_RANKS, TunedJob
+from agent.twin.tune.objectives import (
+    COLLECTIVE_MAX_RANKS,
+    MAX_TUNE_RANKS,
+    ObjectiveSpec,
+    TunedJob,
+)
 from agent.twin.tune.options import (
     TuneOptions,
     TuneSettings,
@@ -72,6 +77,7 @@ from agent.twin.tune.options import (
     tunable_speeds,
 )
 from agent.twin.tune.results import (
+    Condition,
     HeldOut,
     HeldOutRun,
     Rung,
@@ -196,7 +202,7 @@ def _scenario(settings: TuneSettings) -> str:
         return settings.scenario
     if objective.beside:
         return " + ".join(f"{j.name} ({j.spec.workload})" for j in objective.jobs)
-    if objective.job is not None and objective.job.step:
+    if objective.job is not None and (objective.job.step or objective.job.spec.algorithm == "tree"):
         return objective.job.what()
     return objective.workload
 
@@ -276,8 +282,8 @@ class _Search:
         if flat and result.decision.kind == "no change":
             heavier = self._heavier_jobs(senders, hosts)
             result.decision = no_load(result.decision, trials, settings.objective, heavier)
-        if settings.collective and result.decision.changes:
-            result.held_out = self._held_out(result, trials)
+        if result.decision.changes:
+            result.held_out = self._held_out(result, trials, hosts)
             result.decision = held_out(result.decision, trials, result.held_out)
         self._pause_note(result)
         result.summary = user_summary(result, settings.objective)
@@ -302,19 +308,45 @@ class _Search:
             )
         return senders
 
-    def _held_out(self, result: SpeedResult, trials: list[Trial]) -> HeldOut:
+    def _held_out(self, result: SpeedResult, trials: list[Trial], hosts: int) -> HeldOut:
         """The pick and today's setting where the search did not run them (module
-        :mod:`~agent.twin.tune.holdout`): fresh seeds, other placements of the job."""
+        :mod:`~agent.twin.tune.holdout`): fresh seeds, other placements of the job or, for a
+        scenario, other sender counts."""
         pick = result.decision.trial
         current = next(t for t in trials if t.candidate.current)
         assert pick is not None  # a change names its pick
+        settings = self.settings
+        if settings.collective:
+            conditions, short, jobs = self._collective_held_out(result, (pick, current))
+        else:
+            most = hosts - 1 if settings.scenario == "incast" else hosts
+            seeds = tuple(settings.seeds)
+            conditions, short = scenario_conditions(
+                result.load_points[0], result.load_points, min(most, MAX_SENDERS), seeds
+            )
+            jobs = [
+                self._held_out_job(trial, c.senders or result.load_points[0], result.speed_bps,
+                                   c.seed, settings.objective)
+                for c in conditions
+                for trial in (pick, current)
+            ]  # fmt: skip
+        metrics = list(settings.runner(jobs))
+        runs = [
+            HeldOutRun(c, mine, today, self._misses(mine), self._misses(today), settings.objective)
+            for c, mine, today in zip(conditions, metrics[::2], metrics[1::2], strict=True)
+        ]
+        return HeldOut(runs, short)
+
+    def _collective_held_out(
+        self, result: SpeedResult, trials: tuple[Trial, Trial]
+    ) -> tuple[list[Condition], str, list[Job]]:
+        """Fresh seeds and other placements of the job (jobs side by side drawn together)."""
         settings, speed, ranks = self.settings, result.speed_bps, result.load_points[0]
         network = build_network(self.intent, self.plan)
         job = settings.objective.job or self._default_job(network, speed, ranks)
         every = (job, *settings.objective.beside)
         shapes = [(j.placed, j.nics_per_host) for j in every]
         conditions, short = held_out_conditions(network, shapes, tuple(settings.seeds))
-        roce, label = self.intent.profile.roce.priority, f"tune {format_speed(speed)} held out"
         jobs = []
         for condition in conditions:
             hosts = condition.hosts or tuple(nics for nics, _ in shapes)
@@ -322,17 +354,18 @@ class _Search:
                 replace(j, spec=replace(j.spec, hosts=h)) for j, h in zip(every, hosts, strict=True)
             )
             objective = replace(settings.objective, job=first, beside=tuple(beside))
-            for trial in (pick, current):
-                intent = self.intent if trial.candidate.current else trial.variant or self.intent
-                jobs.append(Job(intent, settings.scenario, ranks, speed,
-                                settings.duration_s, condition.seed, roce, objective,
-                                trial.candidate.qps, label, settings.payload_bytes))  # fmt: skip
-        metrics = list(settings.runner(jobs))
-        runs = [
-            HeldOutRun(c, mine, today, self._misses(mine), self._misses(today), settings.objective)
-            for c, mine, today in zip(conditions, metrics[::2], metrics[1::2], strict=True)
-        ]
-        return HeldOut(runs, short)
+            jobs += [self._held_out_job(t, ranks, speed, condition.seed, objective) for t in trials]
+        return conditions, short, jobs
+
+    def _held_out_job(
+        self, trial: Trial, senders: int, speed: int, seed: int, objective: ObjectiveSpec
+    ) -> Job:
+        """One held-out run of ``trial`` (today's setting on the fabric as it is)."""
+        settings = self.settings
+        intent = self.intent if trial.candidate.current else trial.variant or self.intent
+        return Job(intent, settings.scenario, senders, speed, settings.duration_s, seed,
+                   self.intent.profile.roce.priority, objective, trial.candidate.qps,
+                   f"tune {format_speed(speed)} held out", settings.payload_bytes)  # fmt: skip
 
     def _default_job(self, network: TwinNetwork, speed: int, ranks: int) -> TunedJob:
         """The collective the search ran without a job file, as a job (one NIC per host)."""
