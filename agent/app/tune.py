@@ -80,6 +80,7 @@ from agent.twin.tune.search import FULL_GRID_MAX_RUNS, tune
 from agent.twin.tune.space import DEFAULT_CANDIDATES, QPS_LEVELS
 from agent.twin.tune.text import and_list, mib
 from agent.twin.verdicts import kb
+from agent.twin.workloads import ALGORITHMS
 from common.clicktypes import Duration, FiniteFloat
 from common.conventions import add_column, examples
 from common.conventions import console as literal_console
@@ -275,7 +276,8 @@ def _ran(objective: ObjectiveSpec) -> str:
     if objective.job is not None and (objective.job.step or objective.job.spec.algorithm == "tree"):
         return f" x QPs, {objective.job.what()}"
     if objective.name == "collective":
-        return f" x QPs, {objective.workload} of {mib(objective.size_bytes)}"
+        tree = ", all-reduce by tree" if objective.algorithm == "tree" else ""
+        return f" x QPs, {objective.workload} of {mib(objective.size_bytes)}{tree}"
     return ""
 
 
@@ -555,6 +557,11 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     help="Collective size per rank, nccl-tests' -b (e.g. 64MiB).",
 )  # fmt: skip
 @click.option(
+    "--algorithm", type=click.Choice(ALGORITHMS), default="ring", show_default=True,
+    help="NCCL's algorithm for the all-reduce (NCCL_ALGO): ring, tree, or auto (as NCCL's "
+    "cost model picks it for --size and the ranks, resolved once at that size).",
+)  # fmt: skip
+@click.option(
     "--qps", "qps", default=",".join(map(str, QPS_LEVELS)), show_default=True, callback=_qps,
     help="QPs per connection searched (objective collective; comma-separated, each >= 1).",
 )  # fmt: skip
@@ -677,6 +684,7 @@ class TuneFlags:
     workload: str
     ranks: int | None
     size: int
+    algorithm: Any
     qps: tuple[int, ...]
     speeds: tuple[int, ...]
     scenario: Any
@@ -701,7 +709,9 @@ class TuneFlags:
         self, intent: FabricIntent, runner: Runner, jobs: tuple[TunedJob, ...]
     ) -> TuneResult:
         """The search these options ask for (for ``jobs``, a job file's), on ``runner``."""
-        objective = ObjectiveSpec(self.objective, self.workload, self.ranks, self.size)
+        objective = ObjectiveSpec(
+            self.objective, self.workload, self.ranks, self.size, algorithm=self.algorithm
+        )
         if jobs:
             first, *beside = jobs
             objective = ObjectiveSpec(
@@ -733,7 +743,9 @@ def _run_length(result: TuneResult) -> str:
 
 
 # What a job file says instead (tune --job): the collective's options and the speed.
-JOB_FILE_SAYS = ("workload", "ranks", "size", "speeds", "scenario", "senders", "payload_bytes")
+JOB_FILE_SAYS = (
+    "workload", "ranks", "size", "algorithm", "speeds", "scenario", "senders", "payload_bytes",
+)  # fmt: skip
 
 
 def _tuned_jobs(intent: FabricIntent, job_file: Path) -> tuple[TunedJob, ...]:

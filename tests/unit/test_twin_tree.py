@@ -323,3 +323,64 @@ def test_tune_resolves_auto_once_at_the_jobs_own_size(
     # ... which is not what NCCL would pick for the smallest rung's size on its own
     assert nccl_choice(1 << 20, 16, 8, 2, 400 * 10**9).algorithm != whole.algorithm
     assert min(spec.size_bytes for _, spec in recording.runs) < 16 << 20
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (
+            ["--workload", "alltoall", "--algorithm", "tree"],
+            "tune --algorithm: Expected: ring or auto",
+        ),
+        (["--algorithm", "bush"], "'bush' is not one of"),
+    ],
+    ids=["alltoall", "unknown"],
+)
+def test_what_tune_cannot_run_as_a_tree_exits_2(
+    tmp_path: Path, options: list[str], says: str
+) -> None:
+    (tmp_path / "pod.yml").write_text(rail_pod(hosts=2, rails=2, groups=2))
+    done = CliRunner().invoke(tune_command, [str(tmp_path / "pod.yml"), *options, "--no-progress"])
+    assert done.exit_code == 2 and says in done.output, done.output
+
+
+def test_tune_job_refuses_algorithm_beside_a_job_file(tmp_path: Path) -> None:
+    (tmp_path / "pod.yml").write_text(rail_pod(hosts=2, rails=2, groups=2))
+    (tmp_path / "jobs.yml").write_text("jobs:\n  - {name: a}\n")
+    done = CliRunner().invoke(
+        tune_command,
+        [str(tmp_path / "pod.yml"), "--job", str(tmp_path / "jobs.yml"), "--algorithm", "tree",
+         "--no-progress"],
+    )  # fmt: skip
+    assert done.exit_code == 2 and "tune --algorithm: Expected: --job or" in done.output
+
+
+@pytest.mark.parametrize(
+    ("options", "size"),
+    [([], 16 << 20), (["--ranks", "6"], 16 << 20)],
+    ids=["every-nic", "ranks"],
+)
+def test_tunes_own_job_runs_the_algorithm_asked_and_auto_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, options: list[str], size: int
+) -> None:
+    """--algorithm tree: every run is a tree; auto: every run, rungs included, runs what NCCL
+    picks at the stated size, and a note says which."""
+    (tmp_path / "pod.yml").write_text(rail_pod(hosts=4, rails=1, groups=2))
+    for algorithm in ("tree", "auto"):
+        recording = Recording()
+        monkeypatch.setattr(runners, "run_job", recording)
+        done = CliRunner().invoke(
+            tune_command,
+            [str(tmp_path / "pod.yml"), "--algorithm", algorithm, "--size", "16MiB", *options,
+             "--no-progress", "--seeds", "1", "--candidates", "4", "--no-dcqcn",
+             "--method", "halving", "-o", "json"],
+        )  # fmt: skip
+        assert done.exit_code in (0, 1), done.output
+        ran = {spec.algorithm for _, spec in recording.runs}
+        assert len(ran) == 1 and "auto" not in ran, ran
+        assert min(spec.size_bytes for _, spec in recording.runs) < size
+        notes = " ".join(json.loads(done.stdout)["notes"])
+        if algorithm == "tree":
+            assert ran == {"tree"}
+        else:
+            assert f"--algorithm auto: {ran.pop()}, as NCCL's cost model picks" in notes

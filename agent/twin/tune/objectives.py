@@ -32,6 +32,7 @@ from agent.twin.placement import CollectiveSpec
 from agent.twin.step import StepPart, describe_step
 from agent.twin.tune.text import gbs, mib
 from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR, kb
+from agent.twin.workloads import AlgorithmName
 
 OBJECTIVES = ("queue", "collective")
 ObjectiveName = Literal["queue", "collective"]
@@ -139,6 +140,9 @@ class ObjectiveSpec:
     # The job file's other jobs, run beside ``job``: the objective is then the slowest job's
     # share of its NICs' bound (max-min: no job is given up for another's gain).
     beside: tuple[TunedJob, ...] = ()
+    # NCCL's algorithm for the all-reduce without a job file (``auto`` is resolved once, at
+    # ``size_bytes``, before the search); a job file's jobs carry their own.
+    algorithm: AlgorithmName = "ring"
 
     @property
     def jobs(self) -> tuple[TunedJob, ...]:

@@ -138,6 +138,20 @@ def check_options(settings: TuneSettings) -> None:
         )
 
 
+def _check_collective(objective: ObjectiveSpec) -> None:
+    """A collective tune runs, with an algorithm NCCL runs it with."""
+    if objective.workload not in COLLECTIVE_WORKLOADS:
+        raise TwinError(
+            f"tune --workload. Expected: one of {', '.join(COLLECTIVE_WORKLOADS)} "
+            f"Actual: {objective.workload}"
+        )
+    if objective.algorithm == "tree" and objective.workload != "allreduce":
+        raise TwinError(
+            f"tune --algorithm: Expected: ring or auto for {objective.workload} (NCCL's tree "
+            "runs all-reduce only) Actual: tree"
+        )
+
+
 def check_objective(objective: ObjectiveSpec, hosts: dict[int, int]) -> None:
     """The fabric can evaluate the objective at every speed tuned."""
     if objective.name not in OBJECTIVES:
@@ -146,11 +160,7 @@ def check_objective(objective: ObjectiveSpec, hosts: dict[int, int]) -> None:
         )
     if objective.name == "queue":
         return
-    if objective.workload not in COLLECTIVE_WORKLOADS:
-        raise TwinError(
-            f"tune --workload. Expected: one of {', '.join(COLLECTIVE_WORKLOADS)} "
-            f"Actual: {objective.workload}"
-        )
+    _check_collective(objective)
     if objective.size_bytes <= 0:
         raise TwinError(f"tune --size. Expected: more than 0 bytes Actual: {objective.size_bytes}")
     if objective.job is not None:  # placed, its ranks checked, when the job file was read

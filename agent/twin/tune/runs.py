@@ -218,6 +218,7 @@ def collective_spec(job: Job, network: TwinNetwork) -> CollectiveSpec:
         split_data_on_qps=job.qps > 1,
         hosts=collective_hosts(network, job.speed_bps, job.senders),
         speed_bps=job.speed_bps,
+        algorithm=job.objective.algorithm,
     )
 
 

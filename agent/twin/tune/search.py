@@ -55,7 +55,12 @@ from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
 from agent.intent.units import format_speed
 from agent.twin.network import TwinError, TwinNetwork, build_network, roce_frame_bytes
-from agent.twin.placement import CollectiveSpec, place_ranks, rails_share_no_link
+from agent.twin.placement import (
+    CollectiveSpec,
+    place_ranks,
+    rails_share_no_link,
+    resolve_algorithm,
+)
 from agent.twin.tune.decision import decide, held_out, indistinguishable, no_load
 from agent.twin.tune.explain import explain, user_summary
 from agent.twin.tune.fabric import candidate_intent, current_ecn, host_headroom, host_speeds
@@ -220,11 +225,27 @@ class _Search:
         collective without a job file or ``--ranks`` is the speed's every GPU NIC."""
         every = self._every_nic_job(speed, notes)
         if every is None:
-            return self._speed(speed, hosts, notes)
-        objective = replace(self.settings.objective, job=every)
+            return self._with_algorithm(speed, hosts, notes)._speed(speed, hosts, notes)
+        objective = replace(self.settings.objective, job=every, algorithm=every.spec.algorithm)
         return replace(self, settings=replace(self.settings, objective=objective))._speed(
             speed, hosts, notes
         )
+
+    def _with_algorithm(self, speed: int, hosts: int, notes: list[str]) -> _Search:
+        """The search with ``--algorithm auto`` made NCCL's pick for ``--ranks``' job at the
+        stated size (a rung's smaller size runs the same algorithm); itself otherwise."""
+        objective = self.settings.objective
+        if not self.settings.collective or objective.job is not None:
+            return self
+        if objective.algorithm != "auto":
+            return self
+        ranks = min(objective.ranks or COLLECTIVE_MAX_RANKS, hosts)
+        network = build_network(self.intent, self.plan)
+        job = self._default_job(network, speed, ranks)
+        chosen, why = resolve_algorithm(job.spec, place_ranks(network, job.spec))
+        notes.append(f"{format_speed(speed)}: {why}")
+        settings = replace(self.settings, objective=replace(objective, algorithm=chosen.algorithm))
+        return replace(self, settings=settings)
 
     def _every_nic_job(self, speed: int, notes: list[str]) -> TunedJob | None:
         """The default job at ``speed``: one rank per GPU NIC at that speed, placed as ``twin
@@ -236,7 +257,8 @@ class _Search:
             return None
         qps = self.intent.profile.job.qps_per_connection or 1  # today's, as the search runs it
         spec = CollectiveSpec(objective.workload, 0, objective.size_bytes, qps,  # type: ignore[arg-type]
-                              speed_bps=speed, split_data_on_qps=qps > 1)  # fmt: skip
+                              speed_bps=speed, split_data_on_qps=qps > 1,
+                              algorithm=objective.algorithm)  # fmt: skip
         network = build_network(self.intent, self.plan)
         try:
             placement = place_ranks(network, spec)
@@ -245,6 +267,9 @@ class _Search:
                          "one rank per host instead")  # fmt: skip
             return None
         placed = replace(spec, ranks=len(placement.endpoints), hosts=tuple(placement.endpoints))
+        placed, why = resolve_algorithm(placed, placement)  # auto: at the stated size, once
+        if why:
+            notes.append(f"{format_speed(speed)}: {why}")
         return TunedJob("", placed, placement.rails)
 
     def _speed(self, speed: int, hosts: int, notes: list[str]) -> SpeedResult:
@@ -372,7 +397,8 @@ class _Search:
         objective = self.settings.objective
         hosts = collective_hosts(network, speed, ranks)
         spec = CollectiveSpec(objective.workload, ranks, objective.size_bytes,  # type: ignore[arg-type]
-                              hosts=hosts, speed_bps=speed)  # fmt: skip
+                              hosts=hosts, speed_bps=speed,
+                              algorithm=objective.algorithm)  # fmt: skip
         return TunedJob("", spec, 1)
 
     def _misses(self, run: RunMetrics) -> tuple[str, ...]:
