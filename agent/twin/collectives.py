@@ -521,7 +521,9 @@ def tree_slices(
     slice), pipelined up and down the tree at once (``runTreeSplit``,
     src/device/all_reduce.h): a node sends chunk j to its parent once it has chunk j from
     each child (their sum with its own data); the root sends chunk j down once it has it from
-    each child; a node forwards chunk j down once it has it from its parent; a leaf keeps it."""
+    each child; a node forwards chunk j down once it has it from its parent; a leaf keeps it.
+    A received chunk's buffer is free once the first send that needs it is posted (as in the
+    rings), so a node with two children frees it one send early."""
     parts = channel_parts("allreduce", hosts * rails, size_bytes, rails * channels * 2)
     trees = tree_edges(hosts)
     out: list[list[Slice]] = []
@@ -748,9 +750,9 @@ def busbw_bound_Bps(
     algorithm: AlgorithmName = "ring",
 ) -> float:
     """The busbw the NICs' line rate allows (payload headers aside). A ring's channels run on
-        all ``rails`` NICs of a host at once: G x the NIC's rate. All-to-all sends (N - G) / N of
-        each rank's buffer over its GPU's own NIC (the rest over NVLink): busbw = algbw (N - 1) / N
-        is at most the NIC's rate x (N - 1) / (N - G) -- the NIC's rate on one-NIC hosts.  A tree
+    all ``rails`` NICs of a host at once: G x the NIC's rate. All-to-all sends (N - G) / N of
+    each rank's buffer over its GPU's own NIC (the rest over NVLink): busbw = algbw (N - 1) / N
+    is at most the NIC's rate x (N - 1) / (N - G) -- the NIC's rate on one-NIC hosts.  A tree
     all-reduce: :func:`tree_busbw_bound_Bps`."""
     rate = speed_bps / 8
     if algorithm == "tree":

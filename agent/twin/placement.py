@@ -40,8 +40,9 @@ class CollectiveSpec:
     split_data_on_qps: bool = False  # NCCL_IB_SPLIT_DATA_ON_QPS (default 0)
     pxn: bool = True  # all-to-all on multi-NIC hosts through PXN (NCCL_PXN_DISABLE=0)
     channels: int = 1  # ring channels per NIC, each its own connections (NCCL_MIN_NCHANNELS)
-    # NCCL's algorithm for an all-reduce: its rings, or its double binary tree between the
-    # hosts (NCCL_ALGO=tree; :func:`double_binary_tree`)
+    # NCCL's algorithm for an all-reduce: its rings, its double binary tree between the hosts
+    # (NCCL_ALGO=tree; :func:`double_binary_tree`), or auto, made one of them when placed
+    # (:func:`resolve_algorithm`)
     algorithm: AlgorithmName = "ring"
     # tune's screening: only the connections of the first ``sample_rails`` rails post (their
     # rings are whole; the other rails' NICs idle); 0: every rail.  Exact for those rails when
