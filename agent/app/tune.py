@@ -55,6 +55,7 @@ from agent.intent.units import format_speed
 from agent.twin.cluster import DEFAULT_TIMEOUT_S as CLUSTER_TIMEOUT_S
 from agent.twin.cluster import ClusterError
 from agent.twin.network import TwinError
+from agent.twin.tune.calibration import FINALISTS, Calibration, finalists, read_calibration
 from agent.twin.tune.judge import mean_at, ranked
 from agent.twin.tune.objectives import (
     COLLECTIVE_WORKLOADS,
@@ -372,8 +373,7 @@ def render(result: TuneResult, console: Console) -> None:
     console.print(
         f"tune {result.fabric} ({result.profile}): objective {result.objective.name} -- "
         f"{target}; {runs}, seeds {', '.join(map(str, result.seeds))}; constraints at every load "
-        f"point and seed: no lossless drop, paused <= {obj.max_paused_fraction:.1%}, "
-        f"utilisation >= {obj.min_utilisation:.1%}, Jain >= {obj.min_jain:.2f}",
+        f"point and seed: {obj.describe()}",
         markup=False,
     )
     for speed in result.speeds:
@@ -475,7 +475,7 @@ def counted(runner: Runner, bars: ProgressBars) -> Runner:
     return run
 
 
-def check_writable(path: Path) -> None:
+def check_writable(path: Path, option: str = "--write-override") -> None:
     """Refuse an override file that cannot be written before the search, not after minutes
     of it: its folder must exist and be writable, and the path no folder (exit 2, the
     option named)."""
@@ -490,7 +490,7 @@ def check_writable(path: Path) -> None:
     if reason is not None:
         raise click.BadParameter(
             f"Expected: a file tune can write Actual: {path}: {reason}",
-            param_hint="'--write-override'",
+            param_hint=f"'{option}'",
         )
 
 
@@ -522,6 +522,28 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     except OSError as exc:
         raise AgentError(f"--write-override {path}: {exc.strerror or exc}") from None
     return True
+
+
+def write_finalists(path: Path, result: TuneResult, fabric: Path) -> None:
+    """The dominant speed's best candidates as a lab check's ``candidates:`` (nothing written
+    without one meeting the constraints: said on stderr)."""
+    speed = result.dominant()
+    listed = finalists(speed, result.objective) if speed is not None else []
+    err = literal_console(stderr=True)
+    if not listed:
+        err.print(f"--write-finalists {path}: nothing written: no candidate meets the "
+                  "constraints", markup=False)  # fmt: skip
+        return
+    header = (
+        f"# roce-agent tune {fabric.name}: the {len(listed)} best candidates at "
+        f"{format_speed(result.dominant_speed_bps)} ({result.objective.describe()}), for a lab "
+        "check (ecn_sweep candidates:) whose report tune --calibration reads.\n"
+    )
+    try:
+        path.write_text(header + yaml.safe_dump({"candidates": listed}, sort_keys=False))
+    except OSError as exc:
+        raise AgentError(f"--write-finalists {path}: {exc.strerror or exc}") from None
+    err.print(f"finalists written to {path}", markup=False)
 
 
 @click.command("tune")
@@ -632,10 +654,25 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     help="--executor: how long to wait for its scheduler to answer, and for a worker when it "
     "has none.",
 )  # fmt: skip
+@click.option(
+    "--min-goodput", type=PERCENT, default=None,
+    help="Hard floor (objective queue): the receiver's goodput over the whole run as the lab "
+    "check measures it (payload bits / line rate; 1000-byte packets fill a wire at 92.4 %), %.",
+)  # fmt: skip
+@click.option(
+    "--calibration", type=click.Path(path_type=Path, dir_okay=False), multiple=True,
+    help="A lab check's report (run --report-file, an ecn_sweep step; repeat): --min-goodput "
+    "is raised by the most the twin's goodput read above the lab's there.",
+)  # fmt: skip
 @OUTPUT
 @click.option(
     "--write-override", "override_file", type=click.Path(path_type=Path, dir_okay=False),
     help="Write the fabric's overrides: block with the recommendation (YAML).",
+)  # fmt: skip
+@click.option(
+    "--write-finalists", "finalists_file", type=click.Path(path_type=Path, dir_okay=False),
+    help=f"Write the {FINALISTS} best candidates of the dominant speed as an ecn_sweep's "
+    "candidates: (YAML), for the lab check that measures the twin's error (objective queue).",
 )  # fmt: skip
 @PROGRESS
 @handle_errors
@@ -648,8 +685,11 @@ def tune_command(fabric: Path, **options: Any) -> None:
     flags = TuneFlags(**options)
     intent = load_fabric(fabric).intent
     jobs = () if flags.job_file is None else _tuned_jobs(intent, flags.job_file)
-    if flags.override_file is not None:
-        check_writable(flags.override_file)
+    flags = flags.calibrated(intent)
+    for option, path in (("--write-override", flags.override_file),
+                         ("--write-finalists", flags.finalists_file)):  # fmt: skip
+        if path is not None:
+            check_writable(path, option)
     with (
         search_runner(flags.jobs, flags.executor, flags.executor_timeout) as runner,
         ProgressBars(flags.progress) as bars,
@@ -659,6 +699,8 @@ def tune_command(fabric: Path, **options: Any) -> None:
     written = False
     if override_file is not None:
         written = write_override(override_file, result, fabric)
+    if flags.finalists_file is not None:
+        write_finalists(flags.finalists_file, result, fabric)
     steps = apply_steps(result, fabric, override_file)
     if flags.output == "json":
         data = result.to_json()
@@ -701,9 +743,47 @@ class TuneFlags:
     jobs: int
     executor: str | None
     executor_timeout: float
+    min_goodput: float | None
+    calibration: tuple[Path, ...]
     output: str
     override_file: Path | None
+    finalists_file: Path | None
     progress: bool | None
+    margin: Calibration | None = None  # --calibration's, read (calibrated)
+
+    def calibrated(self, intent: FabricIntent) -> TuneFlags:
+        """These flags with --calibration's reports read; the goodput options refused where
+        they do not apply (exit 2, the option named)."""
+        lab = [("--min-goodput", self.min_goodput is not None),
+               ("--calibration", bool(self.calibration)),
+               ("--write-finalists", self.finalists_file is not None)]  # fmt: skip
+        for option, given in lab:
+            if given and (self.objective != "queue" or self.scenario == "all-to-all"):
+                raise TwinError(
+                    f"tune {option}: Expected: --objective queue on the incast or victim "
+                    f"scenario (the lab check's incast, one receiver) Actual: --objective "
+                    f"{self.objective} --scenario {self.scenario}"
+                )
+        if self.calibration and self.min_goodput is None:
+            raise TwinError(
+                "tune --calibration: Expected: --min-goodput (the margin is the twin's error "
+                "above that floor) Actual: no --min-goodput"
+            )
+        if not self.calibration:
+            return self
+        return replace(self, margin=read_calibration(self.calibration, intent.name))
+
+    def objectives(self) -> Objectives:
+        """The hard constraints these options set."""
+        margin = self.margin
+        return Objectives(
+            self.max_paused / 100,
+            self.min_utilisation / 100,
+            self.min_jain,
+            None if self.min_goodput is None else self.min_goodput / 100,
+            margin.margin if margin is not None else 0.0,
+            margin.describe() if margin is not None else "",
+        )
 
     def search(
         self, intent: FabricIntent, runner: Runner, jobs: tuple[TunedJob, ...]
@@ -727,7 +807,7 @@ class TuneFlags:
             candidates=self.candidates,
             seeds=tuple(range(1, self.seeds + 1)),
             dcqcn=self.dcqcn,
-            objectives=Objectives(self.max_paused / 100, self.min_utilisation / 100, self.min_jain),
+            objectives=self.objectives(),
             objective=objective,
             qps_levels=self.qps,
             method=self.method,

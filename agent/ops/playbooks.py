@@ -55,7 +55,7 @@ from agent.ops.sweep import (
     add_twin_prediction,
     dcqcn_label,
     host_lines,
-    resolve_recommendation,
+    resolve_files,
     sweep_candidates,
     sweep_recommendation,
     sweep_verdict,
@@ -193,10 +193,11 @@ def load_playbook(path: Path) -> Playbook:
 
 
 def _resolve_files(playbook: Playbook, base: Path) -> Playbook:
-    """A sweep's recommendation file, relative to the playbook, made absolute and read once
-    (a bad file fails here, naming its own file and line, before anything is pushed)."""
+    """A sweep's recommendation and candidates files, relative to the playbook, made absolute
+    and read once (a bad file fails here, naming its own file and line, before anything is
+    pushed)."""
     steps = [
-        step.model_copy(update={"ecn_sweep": resolve_recommendation(step.ecn_sweep, base)})
+        step.model_copy(update={"ecn_sweep": resolve_files(step.ecn_sweep, base)})
         if step.ecn_sweep is not None
         else step
         for step in playbook.steps

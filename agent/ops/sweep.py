@@ -97,7 +97,11 @@ class EcnCandidate(SweepModel):
 class SweepSpec(SweepModel):
     """``ecn_sweep``: what to try, and how (see the module and :mod:`agent.ops.playbooks`)."""
 
-    candidates: list[EcnCandidate] = Field(default_factory=list)
+    # Settings to try: a list, or a file of them (a path relative to the playbook's directory:
+    # ``tune --write-finalists``'s, ``candidates: [...]``).
+    candidates: list[EcnCandidate] | Annotated[str, Field(min_length=1)] = Field(
+        default_factory=list
+    )
     # The fabric's own setting (profile + overrides) as a candidate named "current".
     current: bool = False
     # A tune override file (a path, relative to the playbook's directory) or explicit values.
@@ -172,15 +176,53 @@ def _set(dcqcn: Dcqcn) -> dict[str, int]:
     return {k: v for k, v in dcqcn.model_dump().items() if v is not None}
 
 
-def resolve_recommendation(spec: SweepSpec, base: Path) -> SweepSpec:
-    """``spec`` with a recommendation file's path made absolute (relative to ``base``, the
-    playbook's directory), after reading it once so a bad file fails before the lab changes."""
-    if not isinstance(spec.recommendation, str):
-        return spec
-    path = Path(spec.recommendation)
-    path = path if path.is_absolute() else base / path
-    read_recommendation(path)
-    return spec.model_copy(update={"recommendation": str(path)})
+def read_candidates(path: Path) -> list[EcnCandidate]:
+    """A file of settings (``candidates: [...]``, as ``tune --write-finalists`` writes it, or
+    the list itself). Bad content is an IntentError naming file:line and the field."""
+    data, source = load_yaml(path)
+    prefix: tuple[str, ...] = ()
+    if isinstance(data, dict) and set(data) == {"candidates"}:
+        data, prefix = data["candidates"], ("candidates",)
+    if not isinstance(data, list) or not data:
+        raise IntentError(
+            [Problem(source.locate(prefix), ".".join(prefix) or "candidates",
+                     "Expected: a non-empty list of settings (candidates: [...], as tune "
+                     "--write-finalists writes it)")]
+        )  # fmt: skip
+    out = []
+    for index, item in enumerate(data):
+        try:
+            out.append(EcnCandidate.model_validate(item))
+        except ValidationError as exc:
+            raise IntentError(validation_problems(exc, item, source, (*prefix, index))) from None
+    return out
+
+
+def resolve_files(spec: SweepSpec, base: Path) -> SweepSpec:
+    """``spec`` with its recommendation file's path made absolute (relative to ``base``, the
+    playbook's directory) and its candidates file read, each read now so a bad file fails
+    before the lab changes."""
+    update: dict[str, Any] = {}
+    if isinstance(spec.recommendation, str):
+        path = _beside(spec.recommendation, base)
+        read_recommendation(path)
+        update["recommendation"] = str(path)
+    if isinstance(spec.candidates, str):
+        update["candidates"] = read_candidates(_beside(spec.candidates, base))
+    return spec.model_copy(update=update) if update else spec
+
+
+def _beside(name: str, base: Path) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() else base / path
+
+
+def listed_candidates(spec: SweepSpec) -> list[EcnCandidate]:
+    """The explicit candidates (a file's are read by :func:`resolve_files` when the playbook
+    loads; one not yet read is read here)."""
+    if isinstance(spec.candidates, str):
+        return read_candidates(Path(spec.candidates))
+    return spec.candidates
 
 
 # ---------------------------------------------------------------------------------- settings
@@ -294,7 +336,7 @@ def sweep_candidates(
     if spec.recommendation is not None:
         best, notes = recommended_setting(spec.recommendation, intent, to)
         out += [best, *neighbours(best, intent, spec.neighbours, spec.neighbour_step)]
-    out += spec.candidates
+    out += listed_candidates(spec)
     return out, notes
 
 

@@ -252,11 +252,7 @@ def _why_best(
     with when that is not the fabric's, and why not the current setting."""
     stage, frame = speed.ecn, speed.frame_bytes
     feasible = sum(t.feasible for t in stage.trials)
-    constraints = (
-        f"no lossless drop, paused <= {pct(objectives.max_paused_fraction)}, "
-        f"utilisation >= {pct(objectives.min_utilisation)} and Jain >= "
-        f"{objectives.min_jain:.2f} at every load point and seed"
-    )
+    constraints = f"{objectives.describe()} at every load point and seed"
     decision = speed.decision
     head = f"{format_speed(speed.speed_bps)}: {decision.headline()} -- {_summary(best, objective)}"
     held = [str(speed.held_out)] if speed.held_out is not None else []

@@ -29,7 +29,7 @@ from agent.twin.tune.objectives import (
 from agent.twin.tune.results import RunMetrics, Trial
 from agent.twin.tune.text import pct
 
-Constraint = Literal["completed", "drops", "paused", "utilisation", "onset", "jain"]
+Constraint = Literal["completed", "drops", "paused", "utilisation", "onset", "goodput", "jain"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Miss:
     run: RunMetrics
     value: float = 0.0
     limit: float = 0.0
+    margin: float = 0.0  # of the limit: the twin's measured error (goodput)
 
     def __str__(self) -> str:
         return f"{self._what()} ({self.run.where()})"
@@ -61,8 +62,15 @@ class Miss:
                     f"utilisation over the whole run {pct(self.value)} < {pct(self.limit)}: "
                     "slow to recover from the onset"
                 )
+            case "goodput":
+                return f"goodput {pct(self.value)} < {pct(self.limit)}{self._margin()}"
             case "jain":
                 return f"Jain {self.value:.2f} < {self.limit:.2f}"
+
+    def _margin(self) -> str:
+        if not self.margin:
+            return ""
+        return f" (the floor + {pct(self.margin)}, the twin's measured error)"
 
 
 def _unfinished(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
@@ -98,6 +106,17 @@ def _slow_onset(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | No
     return Miss("onset", run, value, floor) if value < floor else None
 
 
+def _short_of_goodput(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
+    floor = objectives.goodput_floor
+    judged = [r for r in runs if r.goodput_fraction is not None]
+    if floor is None or not judged:
+        return None
+    run = min(judged, key=lambda r: r.goodput_fraction or 0.0)
+    value = run.goodput_fraction or 0.0
+    margin = objectives.goodput_margin
+    return Miss("goodput", run, value, floor, margin) if value < floor else None
+
+
 def _unfair(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
     judged = [r for r in runs if r.jain is not None]
     if not judged:
@@ -114,6 +133,7 @@ _CONSTRAINTS: tuple[Callable[[Sequence[RunMetrics], Objectives], Miss | None], .
     _paused,
     _idle,
     _slow_onset,
+    _short_of_goodput,
     _unfair,
 )
 
@@ -146,9 +166,10 @@ def objective_value(trial: Trial, objective: ObjectiveSpec = QUEUE) -> float:
 
 def violation(t: Trial, objectives: Objectives | None = None) -> float:
     """How far a trial is from feasible: the sum of each constraint's shortfall relative to
-    its limit (utilisation and Jain below their floors, pause above its ceiling as a share of
-    what is left), plus 1 for a lossless drop or an unfinished collective -- so that halving
-    keeps a fair candidate at 89 % over an unfair one at 95 % (the sum ranks both misses)."""
+    its limit (utilisation, goodput and Jain below their floors, pause above its ceiling as a
+    share of what is left), plus 1 for a lossless drop or an unfinished collective -- so that
+    halving keeps a fair candidate at 89 % over an unfair one at 95 % (the sum ranks both
+    misses)."""
     o = objectives or Objectives()
     if not t.runs:
         return math.inf
@@ -159,6 +180,10 @@ def violation(t: Trial, objectives: Objectives | None = None) -> float:
     score += max(0.0, t.worst_paused() - o.max_paused_fraction) / max(
         1 - o.max_paused_fraction, 1e-9
     )
+    floor = o.goodput_floor
+    goodput = [r.goodput_fraction for r in t.runs if r.goodput_fraction is not None]
+    if floor is not None and goodput:
+        score += max(0.0, floor - min(goodput)) / max(floor, 1e-9)
     fairness = t.worst_jain()
     if fairness is not None:
         score += max(0.0, o.min_jain - fairness) / max(o.min_jain, 1e-9)

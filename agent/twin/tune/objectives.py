@@ -9,7 +9,11 @@ all over the measurement window; and, for a scenario, the bottleneck's utilisati
 whole run at least ``min_utilisation`` too: every collective step starts with a burst, and a
 setting whose senders take half the run to recover from the onset (a slow additive increase)
 idles the link at each one, which the window does not see (issue #26: tune's pick at 100 % in
-the window delivered 89 % goodput in the lab, over the whole run).  A candidate failing one is
+the window delivered 89 % goodput in the lab, over the whole run).  With ``min_goodput`` (``tune
+--min-goodput``, the lab check's floor), the receiver's goodput over the whole run in the lab
+check's terms -- payload bits delivered / (its line rate x run time), so 1000-byte packets fill a
+wire at 92.4 % -- at least ``min_goodput`` plus ``goodput_margin``, the twin's goodput error
+measured by a lab check (:mod:`agent.twin.tune.calibration`).  A candidate failing one is
 rejected with the reason and where (sender count, seed): :mod:`agent.twin.tune.judge`.
 
 Objectives (:class:`ObjectiveSpec`), at the heaviest load point (the stated job), mean of the
@@ -30,7 +34,7 @@ from typing import Literal
 
 from agent.twin.placement import CollectiveSpec
 from agent.twin.step import StepPart, describe_step
-from agent.twin.tune.text import gbs, mib
+from agent.twin.tune.text import gbs, mib, pct
 from agent.twin.verdicts import PAUSED_CEILING, UTILISATION_FLOOR, kb
 from agent.twin.workloads import AlgorithmName
 
@@ -61,6 +65,27 @@ class Objectives:
     max_paused_fraction: float = PAUSED_CEILING
     min_utilisation: float = UTILISATION_FLOOR
     min_jain: float = MIN_JAIN
+    # The lab check's goodput floor (None: not judged) and the twin's measured error above it.
+    min_goodput: float | None = None
+    goodput_margin: float = 0.0
+    margin_source: str = ""  # where the margin was measured, in words
+
+    @property
+    def goodput_floor(self) -> float | None:
+        """What the twin's goodput must reach: the floor plus the measured error."""
+        return None if self.min_goodput is None else self.min_goodput + self.goodput_margin
+
+    def describe(self) -> str:
+        """The constraints in words, as the header and the explanation state them."""
+        goodput = ""
+        if self.min_goodput is not None:
+            goodput = f", goodput >= {pct(self.min_goodput)}"
+            if self.goodput_margin:
+                goodput += f" + {pct(self.goodput_margin)} (the twin's measured error)"
+        return (
+            f"no lossless drop, paused <= {pct(self.max_paused_fraction)}, utilisation >= "
+            f"{pct(self.min_utilisation)}{goodput} and Jain >= {self.min_jain:.2f}"
+        )
 
 
 @dataclass(frozen=True)

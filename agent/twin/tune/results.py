@@ -50,6 +50,9 @@ class RunMetrics:
     utilisation_whole: float | None = None  # whole run, onset included; scenarios only
     bound_fraction: float | None = None  # collective: busbw / the NICs' bound (jobs: slowest's)
     job_busbw: tuple[float, ...] = ()  # jobs side by side: each job's busbw, in file order
+    # The receiver's goodput over the whole run in the lab check's terms (payload bits / its
+    # line rate x run time); scenarios with a receiver only.
+    goodput_fraction: float | None = None
 
     def where(self) -> str:
         if not self.senders:
@@ -93,6 +96,12 @@ class Trial:
         values = [r.jain for r in self.runs if r.jain is not None]
         return min(values) if values else None
 
+    def worst_goodput(self) -> float | None:
+        """The receiver's goodput in the lab check's terms, the worst run's (None: no run
+        with one receiver)."""
+        values = [r.goodput_fraction for r in self.runs if r.goodput_fraction is not None]
+        return min(values) if values else None
+
     def drops(self) -> int:
         return max((r.lossless_drops for r in self.runs), default=0)
 
@@ -116,6 +125,7 @@ class Trial:
             "paused_fraction_worst": self.worst_paused(),
             "paused_fraction_whole_run": self.mean("paused_fraction_whole"),
             "jain_worst": self.worst_jain(),
+            "goodput_fraction_worst": self.worst_goodput(),
             "queue_p99_bytes": round(self.mean("queue_p99_bytes")),
             "queue_peak_bytes": round(self.mean("queue_peak_bytes")),
             "busbw_Bps": self.mean("busbw_Bps"),

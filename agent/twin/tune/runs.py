@@ -19,7 +19,7 @@ from agent.intent.plan import build_plan
 from agent.twin.collective_report import CollectiveReport
 from agent.twin.collectives import CollectiveSpec, run_collective, run_collectives
 from agent.twin.engine import Engine
-from agent.twin.network import TwinError, TwinNetwork, build_network
+from agent.twin.network import ROCE_FRAME_OVERHEAD, TwinError, TwinNetwork, build_network
 from agent.twin.results import jain, simulate, time_weighted_p99
 from agent.twin.step import StepReport, run_step
 from agent.twin.switch import SwitchPort
@@ -131,7 +131,24 @@ def run_candidate(job: Job, network: TwinNetwork, pause_threshold: int) -> RunMe
         wall_s=whole.wall_s,
         paused_fraction_whole=whole.max_paused_fraction,
         utilisation_whole=whole_utilisation,
+        goodput_fraction=_receiver_goodput(engine, scenario, network),
     )
+
+
+def _receiver_goodput(engine: Engine, scenario: Scenario, network: TwinNetwork) -> float | None:
+    """The lab check's goodput fraction (:func:`agent.ops.twin_vs_lab.from_twin`) of the
+    scenario's receiver over the whole run: whole frames delivered in order to it, their
+    payload bits, over its line rate x run time. None without one receiver."""
+    receiver = scenario.receiver
+    host = network.hosts.get(receiver) if receiver is not None else None
+    if host is None or engine.duration_s <= 0:
+        return None
+    bits = 0
+    for flow in engine.flows:
+        if flow.dst == receiver:
+            frame = engine.nics[flow.src].frame_bytes
+            bits += flow.delivered_bytes // frame * (frame - ROCE_FRAME_OVERHEAD) * 8
+    return bits / (host.port.speed_bps * engine.duration_s)
 
 
 def _bottleneck_jain(

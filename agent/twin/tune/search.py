@@ -182,6 +182,8 @@ def tune(intent: FabricIntent, **options: Unpack[TuneOptions]) -> TuneResult:
             f"{format_speed(dominant)}'s ({present[dominant]} of "
             f"{sum(present.values())} hosts); the other speeds' rows are advice only"
         )
+    if settings.objectives.margin_source:
+        notes.append(settings.objectives.margin_source)
     objective = settings.objective
     return TuneResult(
         fabric=intent.name,
