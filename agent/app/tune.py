@@ -662,7 +662,8 @@ def write_finalists(path: Path, result: TuneResult, fabric: Path) -> None:
 @click.option(
     "--calibration", type=click.Path(path_type=Path, dir_okay=False), multiple=True,
     help="A lab check's report (run --report-file, an ecn_sweep step; repeat): --min-goodput "
-    "is raised by the most the twin's goodput read above the lab's there.",
+    "is raised by the twin's goodput error above the lab's, a checked setting's own, the "
+    "median elsewhere.",
 )  # fmt: skip
 @OUTPUT
 @click.option(
@@ -783,6 +784,7 @@ class TuneFlags:
             None if self.min_goodput is None else self.min_goodput / 100,
             margin.margin if margin is not None else 0.0,
             margin.describe() if margin is not None else "",
+            margin.by_setting() if margin is not None else (),
         )
 
     def search(

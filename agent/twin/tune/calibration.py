@@ -2,22 +2,26 @@
 
 A lab check (an ``ecn_sweep`` step of ``roce-agent run``, :mod:`agent.ops.sweep`) runs each
 setting in the lab and the twin beside it, and writes both medians per setting to its report
-(``--report-file``). :func:`read_calibration` reads those reports: the goodput margin is the most
-the twin's goodput fraction stood *above* the lab's at any setting. A floor the lab must clear is
+(``--report-file``). :func:`read_calibration` reads those reports. The twin's error at a setting is
+how far its goodput fraction stood *above* the lab's median there (a floor the lab must clear is
 missed only where the twin is too optimistic; where it is below the lab, its own number is the
-safer one. ``tune --calibration REPORT --min-goodput 90`` then keeps only the candidates whose
-goodput in the twin clears the floor by that margin.
+safer one). ``tune --calibration REPORT --min-goodput 90`` then holds a candidate the lab ran to
+the floor plus that setting's own error, and every other candidate to the floor plus the median
+of the errors measured: the twin's typical error. Not the largest: the lab's runs have a low
+tail at some settings, and a tail measured at one setting says that setting is riskier than the
+twin thinks, not that every setting is (docs/tuning.md, "The lab check's margin").
 
-Where the error is measured matters: the twin's error depends on the regime (at the lab's deep
-factory-like ECN setting it read 7 points below the lab; at tune's shallow picks within about
-two, docs/measurements/2026-12-03-lab-check-margin.md). :func:`finalists` writes the settings
-the decision is made among -- tune's best few -- as the candidates of such a check, so the
-margin is measured where it is used.
+Where the error is measured matters: it depends on the regime (the twin reads the lab's deep
+factory-like ECN setting far below the lab, tune's shallow picks close to it;
+docs/measurements/2026-12-03-lab-check-margin.md). :func:`finalists` writes the settings the
+decision is made among -- tune's best few -- as the candidates of such a check, so the margin
+is measured where it is used.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +29,7 @@ from typing import Any
 
 from agent.twin.network import TwinError
 from agent.twin.tune.judge import ranked
-from agent.twin.tune.objectives import ObjectiveSpec
+from agent.twin.tune.objectives import ObjectiveSpec, SettingKey
 from agent.twin.tune.results import SpeedResult
 from agent.twin.tune.text import pct
 from common.yamlsource import read_bounded
@@ -43,6 +47,7 @@ class Measured:
     setting: str
     lab: float
     twin: float
+    key: SettingKey | None = None  # None: a row that does not name its setting
 
     @property
     def over(self) -> float:
@@ -58,21 +63,28 @@ class Calibration:
 
     @property
     def margin(self) -> float:
-        return max(0.0, *(m.over for m in self.settings))
+        """The twin's typical error: the median over the settings checked (0 at least)."""
+        return max(0.0, statistics.median(m.over for m in self.settings))
+
+    def by_setting(self) -> tuple[tuple[SettingKey, float], ...]:
+        """Each setting's own error (0 at least; the largest where one ran twice)."""
+        own: dict[SettingKey, float] = {}
+        for m in self.settings:
+            if m.key is not None:
+                own[m.key] = max(own.get(m.key, 0.0), m.over)
+        return tuple(own.items())
 
     def describe(self) -> str:
-        """The margin in words: its size and the setting that set it."""
-        worst = max(self.settings, key=lambda m: m.over)
+        """The margins in words: the typical one and each setting's own."""
         count = f"{len(self.settings)} setting{'s' if len(self.settings) != 1 else ''}"
-        if worst.over <= 0:
-            return (
-                f"goodput margin 0: the twin read at or below the lab at every one of {count} "
-                f"checked ({', '.join(sorted({m.source for m in self.settings}))})"
-            )
+        each = "; ".join(
+            f"{m.setting} {m.over * 100:+.1f} % (lab {pct(m.lab)}, twin {pct(m.twin)})"
+            for m in self.settings
+        )
+        sources = ", ".join(sorted({m.source for m in self.settings}))
         return (
-            f"goodput margin {pct(worst.over)}: the most the twin read above the lab over {count} "
-            f"checked, at {worst.setting} (lab {pct(worst.lab)}, twin {pct(worst.twin)}; "
-            f"{worst.source})"
+            f"goodput margin {pct(self.margin)}: the median of the twin's error above the lab "
+            f"over {count} checked ({sources}); a setting the lab ran takes its own: {each}"
         )
 
 
@@ -123,7 +135,20 @@ def _measured(path: Path, row: Any) -> Measured | None:
     if lab is None or twin is None or not (_fraction(lab) and _fraction(twin)):
         return None
     setting = str(row.get("name") or row.get("label") or "?")
-    return Measured(path.name, setting, float(lab), float(twin))
+    return Measured(path.name, setting, float(lab), float(twin), _key(row))
+
+
+def _key(row: dict[str, Any]) -> SettingKey | None:
+    """The setting of a row (its ECN and the DCQCN values it set), as tune's candidates name
+    theirs (:meth:`agent.twin.tune.space.Candidate.setting_key`)."""
+    ecn = [row.get(k) for k in ("min_threshold", "max_threshold", "max_probability")]
+    dcqcn = row.get("dcqcn") or {}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in ecn):
+        return None
+    if not isinstance(dcqcn, dict) or not all(isinstance(v, int) for v in dcqcn.values()):
+        return None
+    low, high, probability = (int(v or 0) for v in ecn)
+    return (low, high, probability, tuple(sorted((str(k), v) for k, v in dcqcn.items())))
 
 
 def _fraction(value: Any) -> bool:

@@ -43,6 +43,7 @@ class Miss:
     value: float = 0.0
     limit: float = 0.0
     margin: float = 0.0  # of the limit: the twin's measured error (goodput)
+    own: bool = False  # the margin was measured at this very setting
 
     def __str__(self) -> str:
         return f"{self._what()} ({self.run.where()})"
@@ -70,7 +71,8 @@ class Miss:
     def _margin(self) -> str:
         if not self.margin:
             return ""
-        return f" (the floor + {pct(self.margin)}, the twin's measured error)"
+        where = " at this setting" if self.own else ""
+        return f" (the floor + {pct(self.margin)}, the twin's error measured{where})"
 
 
 def _unfinished(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:
@@ -114,7 +116,8 @@ def _short_of_goodput(runs: Sequence[RunMetrics], objectives: Objectives) -> Mis
     run = min(judged, key=lambda r: r.goodput_fraction or 0.0)
     value = run.goodput_fraction or 0.0
     margin = objectives.goodput_margin
-    return Miss("goodput", run, value, floor, margin) if value < floor else None
+    own = objectives.at_setting
+    return Miss("goodput", run, value, floor, margin, own) if value < floor else None
 
 
 def _unfair(runs: Sequence[RunMetrics], objectives: Objectives) -> Miss | None:

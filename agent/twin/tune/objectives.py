@@ -55,6 +55,9 @@ TIE_BAND = 0.05  # objective values closer than this share are not a measured di
 # The p99 queue is read from a time-weighted histogram of 1 KiB depth buckets (runs._Mark, the
 # ``depth >> 10`` key): p99s closer than one bucket are not a measured difference.
 QUEUE_RESOLUTION_BYTES = 1 << 10
+# A setting as a lab check and tune both name it: ECN min and max bytes, max probability %,
+# and the DCQCN values it sets, sorted by name.
+SettingKey = tuple[int, int, int, tuple[tuple[str, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -65,15 +68,23 @@ class Objectives:
     max_paused_fraction: float = PAUSED_CEILING
     min_utilisation: float = UTILISATION_FLOOR
     min_jain: float = MIN_JAIN
-    # The lab check's goodput floor (None: not judged) and the twin's measured error above it.
+    # The lab check's goodput floor (None: not judged) and the twin's measured error above it:
+    # at a setting a lab check ran, that setting's own (``measured``), elsewhere the typical one.
     min_goodput: float | None = None
     goodput_margin: float = 0.0
-    margin_source: str = ""  # where the margin was measured, in words
+    margin_source: str = ""  # where the margins were measured, in words
+    measured: tuple[tuple[SettingKey, float], ...] = ()
+    at_setting: bool = False  # goodput_margin is the setting's own (for_setting)
 
     @property
     def goodput_floor(self) -> float | None:
         """What the twin's goodput must reach: the floor plus the measured error."""
         return None if self.min_goodput is None else self.min_goodput + self.goodput_margin
+
+    def for_setting(self, key: SettingKey) -> Objectives:
+        """The constraints of one setting: its own measured error when a lab check ran it."""
+        own = dict(self.measured).get(key)
+        return self if own is None else replace(self, goodput_margin=own, at_setting=True)
 
     def describe(self) -> str:
         """The constraints in words, as the header and the explanation state them."""
@@ -82,6 +93,8 @@ class Objectives:
             goodput = f", goodput >= {pct(self.min_goodput)}"
             if self.goodput_margin:
                 goodput += f" + {pct(self.goodput_margin)} (the twin's measured error)"
+            if self.measured:
+                goodput += " (at a setting the lab checked: its own error)"
         return (
             f"no lossless drop, paused <= {pct(self.max_paused_fraction)}, utilisation >= "
             f"{pct(self.min_utilisation)}{goodput} and Jain >= {self.min_jain:.2f}"

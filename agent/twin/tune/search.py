@@ -70,6 +70,7 @@ from agent.twin.tune.notes import AfterWidening, EdgeNote, PauseMove, StillAtEdg
 from agent.twin.tune.objectives import (
     COLLECTIVE_MAX_RANKS,
     MAX_TUNE_RANKS,
+    Objectives,
     ObjectiveSpec,
     TunedJob,
 )
@@ -359,7 +360,14 @@ class _Search:
             ]  # fmt: skip
         metrics = list(settings.runner(jobs))
         runs = [
-            HeldOutRun(c, mine, today, self._misses(mine), self._misses(today), settings.objective)
+            HeldOutRun(
+                c,
+                mine,
+                today,
+                self._misses(mine, pick),
+                self._misses(today, current),
+                settings.objective,
+            )
             for c, mine, today in zip(conditions, metrics[::2], metrics[1::2], strict=True)
         ]
         return HeldOut(runs, short)
@@ -403,8 +411,13 @@ class _Search:
                               algorithm=objective.algorithm)  # fmt: skip
         return TunedJob("", spec, 1)
 
-    def _misses(self, run: RunMetrics) -> tuple[str, ...]:
-        return tuple(evaluate([run], self.settings.objectives))
+    def _misses(self, run: RunMetrics, trial: Trial) -> tuple[str, ...]:
+        return tuple(evaluate([run], self._objectives(trial)))
+
+    def _objectives(self, trial: Trial) -> Objectives:
+        """The constraints of ``trial``'s setting (its own measured error, where a lab check
+        ran it)."""
+        return self.settings.objectives.for_setting(trial.candidate.setting_key())
 
     def _load_points(self, senders: int) -> tuple[int, ...]:
         """:func:`load_points`; a job file's job: its ranks on as many whole hosts."""
@@ -570,7 +583,7 @@ class _Search:
         for trial, metrics in zip(owners, self.settings.runner(jobs), strict=True):
             trial.runs.append(metrics)
         for trial in trials:
-            trial.reasons = evaluate(trial.runs, self.settings.objectives)
+            trial.reasons = evaluate(trial.runs, self._objectives(trial))
         return len(jobs)
 
     def _widen(

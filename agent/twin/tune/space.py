@@ -34,6 +34,7 @@ from typing import Any, Literal
 from agent.intent.units import format_size, format_speed
 from agent.twin.collectives import MAX_QPS as COLLECTIVE_MAX_QPS
 from agent.twin.network import TwinError
+from agent.twin.tune.objectives import SettingKey
 
 DEFAULT_CANDIDATES = 20
 # Queueing delay at line rate where marking starts: the DCQCN paper's 5 KB at 40 Gb/s is
@@ -88,6 +89,11 @@ class Candidate:
     @property
     def current(self) -> bool:
         return self.index == 0
+
+    def setting_key(self) -> SettingKey:
+        """The setting as a lab check's row names it (ECN, then the DCQCN values it sets)."""
+        ecn = self.ecn
+        return (ecn.min_bytes, ecn.max_bytes, ecn.max_probability, tuple(sorted(self.dcqcn)))
 
     def dcqcn_label(self) -> str:
         short = {"rpg_time_reset": "T", "rpg_ai_rate": "AI", "rpg_hai_rate": "HAI"}
