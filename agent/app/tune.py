@@ -524,6 +524,15 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
     return True
 
 
+def fabric_dcqcn(intent: FabricIntent) -> tuple[tuple[str, int], ...]:
+    """The DCQCN values the fabric's hosts get (the NIC plan's, by their fabric-file names)."""
+    from agent.intent.model import Dcqcn
+    from agent.intent.plan import nic_plan
+
+    planned = nic_plan(intent.profile).dcqcn
+    return tuple(sorted((k, v) for k, v in planned.items() if k in Dcqcn.model_fields))
+
+
 def write_finalists(path: Path, result: TuneResult, fabric: Path) -> None:
     """The dominant speed's best candidates as a lab check's ``candidates:`` (nothing written
     without one meeting the constraints: said on stderr)."""
@@ -751,6 +760,7 @@ class TuneFlags:
     finalists_file: Path | None
     progress: bool | None
     margin: Calibration | None = None  # --calibration's, read (calibrated)
+    dcqcn_base: tuple[tuple[str, int], ...] = ()  # the fabric's DCQCN (calibrated)
 
     def calibrated(self, intent: FabricIntent) -> TuneFlags:
         """These flags with --calibration's reports read; the goodput options refused where
@@ -772,7 +782,9 @@ class TuneFlags:
             )
         if not self.calibration:
             return self
-        return replace(self, margin=read_calibration(self.calibration, intent.name))
+        base = fabric_dcqcn(intent)
+        margin = read_calibration(self.calibration, intent.name, base)
+        return replace(self, margin=margin, dcqcn_base=base)
 
     def objectives(self) -> Objectives:
         """The hard constraints these options set."""
@@ -785,6 +797,7 @@ class TuneFlags:
             margin.margin if margin is not None else 0.0,
             margin.describe() if margin is not None else "",
             margin.by_setting() if margin is not None else (),
+            dcqcn_base=self.dcqcn_base,
         )
 
     def search(

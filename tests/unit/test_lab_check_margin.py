@@ -293,3 +293,22 @@ def test_a_setting_the_lab_read_low_is_not_picked_again(tmp_path: Path) -> None:
     after = {t["index"]: t for t in again["speeds"][0]["stages"][-1]["trials"]}
     assert again["speeds"][0]["recommended"] not in (None, pick["index"])
     assert any("measured at this setting" in r for r in after[pick["index"]]["reasons"])
+
+
+def test_a_checks_row_that_names_every_dcqcn_value_is_the_same_setting(tmp_path: Path) -> None:
+    """The lab check's ``recommended`` row lists every DCQCN value the hosts ran (the fabric's
+    and the override's); tune's candidate lists only the ones it changes. Both are read over the
+    fabric's own values, so they are one setting and the row's error is the candidate's."""
+    from agent.app.tune import fabric_dcqcn
+
+    base = fabric_dcqcn(load_fabric(LAB_FABRIC).intent)
+    assert dict(base)["rpg_time_reset"] == 55  # the lab fabric's own, which the pick changes
+    changed = {"rpg_time_reset": 20, "rpg_ai_rate": 4, "rpg_hai_rate": 20}
+    everything = {**row("recommended", 0.884, 0.914), "dcqcn": {**dict(base), **changed}}
+    calibration = read_calibration([report(tmp_path, [everything])], "roce-leafspine", base)
+    objectives = Objectives(min_goodput=0.9, goodput_margin=0.0,
+                            measured=calibration.by_setting(), dcqcn_base=base)  # fmt: skip
+    candidate = (2124, 4248, 100, tuple(sorted(changed.items())))
+    assert objectives.for_setting(candidate).goodput_margin == pytest.approx(0.030)
+    other = (2124, 4248, 100, (("rpg_time_reset", 30),))
+    assert not objectives.for_setting(other).at_setting

@@ -29,7 +29,7 @@ from typing import Any
 
 from agent.twin.network import TwinError
 from agent.twin.tune.judge import ranked
-from agent.twin.tune.objectives import ObjectiveSpec, SettingKey
+from agent.twin.tune.objectives import ObjectiveSpec, SettingKey, full_key
 from agent.twin.tune.results import SpeedResult
 from agent.twin.tune.text import pct
 from common.yamlsource import read_bounded
@@ -88,17 +88,19 @@ class Calibration:
         )
 
 
-def read_calibration(paths: Sequence[Path], fabric: str) -> Calibration:
+def read_calibration(
+    paths: Sequence[Path], fabric: str, dcqcn_base: tuple[tuple[str, int], ...] = ()
+) -> Calibration:
     """The settings of every lab check in ``paths`` (``roce-agent run --report-file`` JSON of
-    fabric ``fabric`` with an ``ecn_sweep`` step): an error naming the file and what it lacks
-    otherwise."""
+    fabric ``fabric`` with an ``ecn_sweep`` step), each keyed with the fabric's DCQCN values
+    ``dcqcn_base`` under its own: an error naming the file and what it lacks otherwise."""
     settings: list[Measured] = []
     for path in paths:
         report = _report(path)
         if report.get("fabric") != fabric:
             actual = report.get("fabric")
             raise _bad(path, f"a lab check of fabric {fabric} Actual: fabric {actual}")
-        found = [_measured(path, row) for row in _sweep_rows(report)]
+        found = [_measured(path, row, dcqcn_base) for row in _sweep_rows(report)]
         measured = [m for m in found if m is not None]
         if not measured:
             raise _bad(path, "a lab check with the twin beside the lab (an ecn_sweep step's rows) "
@@ -128,14 +130,15 @@ def _sweep_rows(report: dict[str, Any]) -> list[Any]:
     return rows
 
 
-def _measured(path: Path, row: Any) -> Measured | None:
+def _measured(path: Path, row: Any, base: tuple[tuple[str, int], ...]) -> Measured | None:
     if not isinstance(row, dict) or not isinstance(row.get("twin"), dict):
         return None
     lab, twin = row.get("goodput_fraction"), row["twin"].get("goodput_fraction")
     if lab is None or twin is None or not (_fraction(lab) and _fraction(twin)):
         return None
     setting = str(row.get("name") or row.get("label") or "?")
-    return Measured(path.name, setting, float(lab), float(twin), _key(row))
+    key = _key(row)
+    return Measured(path.name, setting, float(lab), float(twin), key and full_key(key, base))
 
 
 def _key(row: dict[str, Any]) -> SettingKey | None:

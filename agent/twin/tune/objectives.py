@@ -60,6 +60,12 @@ QUEUE_RESOLUTION_BYTES = 1 << 10
 SettingKey = tuple[int, int, int, tuple[tuple[str, int], ...]]
 
 
+def full_key(key: SettingKey, base: tuple[tuple[str, int], ...]) -> SettingKey:
+    """``key`` with every DCQCN value of ``base`` it does not set."""
+    low, high, probability, dcqcn = key
+    return (low, high, probability, tuple(sorted({**dict(base), **dict(dcqcn)}.items())))
+
+
 @dataclass(frozen=True)
 class Objectives:
     """The hard constraints (module docstring: Constraints); the twin's verdicts use the same
@@ -75,6 +81,9 @@ class Objectives:
     margin_source: str = ""  # where the margins were measured, in words
     measured: tuple[tuple[SettingKey, float], ...] = ()
     at_setting: bool = False  # goodput_margin is the setting's own (for_setting)
+    # The fabric's DCQCN values: a setting's key names every one (its own over these), so a
+    # lab check's row that lists them all and tune's candidate that lists its own match.
+    dcqcn_base: tuple[tuple[str, int], ...] = ()
 
     @property
     def goodput_floor(self) -> float | None:
@@ -83,7 +92,7 @@ class Objectives:
 
     def for_setting(self, key: SettingKey) -> Objectives:
         """The constraints of one setting: its own measured error when a lab check ran it."""
-        own = dict(self.measured).get(key)
+        own = dict(self.measured).get(full_key(key, self.dcqcn_base))
         return self if own is None else replace(self, goodput_margin=own, at_setting=True)
 
     def describe(self) -> str:
