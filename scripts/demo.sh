@@ -205,9 +205,9 @@ $AGENT apply "$TUNED" --yes --state-dir "$STATE_DIR"
 $AGENT plan "$TUNED" --device h1 | grep -E "rpg_time_reset|rpg_ai_rate" || true
 twin_line "$TUNED"
 else
-    # The lab disposes: a recommendation the lab does not confirm is not rolled out. The
-    # check's table shows its neighbours; playbooks/ecn-sweep.yml carries a lab-checked one.
-    echo "(the lab check did not confirm tune's recommendation: not applied; the fabric keeps its setting)"
+    # The lab disposes: a recommendation the lab does not confirm (or none) is not rolled out.
+    # The check's table shows its neighbours; playbooks/ecn-sweep.yml carries a lab-checked one.
+    echo "(no recommendation the lab check confirmed: nothing applied; the fabric keeps its setting)"
     TUNED=$FABRIC
 fi
 
