@@ -150,7 +150,7 @@ def _key(row: dict[str, Any]) -> SettingKey | None:
         return None
     if not isinstance(dcqcn, dict) or not all(isinstance(v, int) for v in dcqcn.values()):
         return None
-    low, high, probability = (int(v or 0) for v in ecn)
+    low, high, probability = (int(v) for v in ecn if v is not None)
     return (low, high, probability, tuple(sorted((str(k), v) for k, v in dcqcn.items())))
 
 

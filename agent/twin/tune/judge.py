@@ -169,10 +169,9 @@ def objective_value(trial: Trial, objective: ObjectiveSpec = QUEUE) -> float:
 
 def violation(t: Trial, objectives: Objectives | None = None) -> float:
     """How far a trial is from feasible: the sum of each constraint's shortfall relative to
-    its limit (utilisation, goodput and Jain below their floors, pause above its ceiling as a
-    share of what is left), plus 1 for a lossless drop or an unfinished collective -- so that
-    halving keeps a fair candidate at 89 % over an unfair one at 95 % (the sum ranks both
-    misses)."""
+    its limit (utilisation and Jain below their floors, pause above its ceiling as a share of
+    what is left), plus 1 for a lossless drop or an unfinished collective -- so that halving
+    keeps a fair candidate at 89 % over an unfair one at 95 % (the sum ranks both misses)."""
     o = objectives or Objectives()
     if not t.runs:
         return math.inf
@@ -183,10 +182,6 @@ def violation(t: Trial, objectives: Objectives | None = None) -> float:
     score += max(0.0, t.worst_paused() - o.max_paused_fraction) / max(
         1 - o.max_paused_fraction, 1e-9
     )
-    floor = o.goodput_floor
-    goodput = [r.goodput_fraction for r in t.runs if r.goodput_fraction is not None]
-    if floor is not None and goodput:
-        score += max(0.0, floor - min(goodput)) / max(floor, 1e-9)
     fairness = t.worst_jain()
     if fairness is not None:
         score += max(0.0, o.min_jain - fairness) / max(o.min_jain, 1e-9)
