@@ -1,7 +1,9 @@
 """Where the built-in data is: the one place that finds it, in a checkout and when installed.
 
-Everything is looked up through :mod:`importlib.resources`, so the same names work in the
-repository, in an installed wheel (site-packages) and in an editable install:
+Everything is looked up where the package is, so the same names work in the repository, in an
+installed wheel (site-packages) and in an editable install -- on disk directly (importing
+:mod:`importlib.resources` costs a one-shot command more than the look-up), else through
+:mod:`importlib.resources` (a zipped install):
 
 - ``common/data/playbooks`` and ``common/data/deploy`` are symlinks in the repository to the
   top-level ``playbooks/`` and ``deploy/`` folders (tests, docs and users name those paths);
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import sys
 from collections.abc import Sequence
-from importlib.resources import as_file, files
-from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 # A zipped install (zipimport) has no folder to read: its files are extracted once for the
 # process and removed at exit (a folder needs Python 3.12's as_file; pip and pipx unpack).
@@ -47,12 +52,18 @@ KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
 def resource(kind: str) -> Path:
     """The file or folder of built-in data ``kind`` (one of :data:`KINDS`), as a real path."""
     package, parts = KINDS[kind]
+    origin = getattr(importlib.import_module(package), "__file__", None)
+    on_disk = Path(origin).parent.joinpath(*parts) if origin else None
+    if on_disk is not None and on_disk.exists():
+        # resolve(): in the repository this goes through the symlink to the top-level folder,
+        # so messages name playbooks/profiles/…, as the docs do.
+        return on_disk.resolve()
+    from importlib.resources import as_file, files  # here: a zipped install only
+
     found: Traversable = files(package)
     for part in parts:
         found = found / part
     if isinstance(found, Path):
-        # resolve(): in the repository this goes through the symlink to the top-level folder,
-        # so messages name playbooks/profiles/…, as the docs do.
         return found.resolve()
     return _EXTRACTED.enter_context(as_file(found))
 

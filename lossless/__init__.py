@@ -10,7 +10,7 @@ honouring (:class:`lossless.pfc.PauseHonouring`).
 
 Every rule takes the time as an argument; only :mod:`lossless.clock` reads a real clock
 (:class:`~lossless.clock.WallClock`), for the callers that run the model on wall time.  This
-package imports only the standard library and pydantic -- never ``agent``, ``lab`` or
+package imports only the standard library -- never ``agent``, ``lab`` or
 ``exporters`` -- so that all of them may import it.
 """
 

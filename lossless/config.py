@@ -1,102 +1,143 @@
-"""Parameters of the lossless-Ethernet rules (pydantic v2 models, frozen, unknown keys refused).
+"""Parameters of the lossless-Ethernet rules: frozen dataclasses, validated by pydantic where
+they are read from a file.
 
 These are the switch's per-port QoS knobs the rules in this package read: buffer thresholds
 (XOFF / XON / headroom, :mod:`lossless.pfc`), WRED-with-ECN profiles (:mod:`lossless.wred`),
 strict / weighted scheduling (:mod:`lossless.queues`) and the PFC watchdog
 (:mod:`lossless.watchdog`).  ``lab.vswitch.config`` builds its ``--config`` file format from
 them, so the field names, limits and error messages here are that file's.
+
+Why plain dataclasses and not pydantic models: the twin's start-up (docs/twin-speed.md,
+"Start-up").  Importing pydantic's ``BaseModel`` costs a one-shot ``roce-agent twin`` more
+CPU than its whole budget, and the twin runs these rules on values the fabric intent already
+validated.  So this module imports only the standard library; the limits on each field are
+``Annotated`` metadata that pydantic reads when it builds a schema for a file that holds them
+(:class:`Limits`, :class:`SortedUnique`, the ``__pydantic_config__`` of each class), and a
+rule between fields is checked in ``__post_init__``, which pydantic calls after it validated
+the fields (its ``ValueError`` becomes the file's validation error, located at the object).
+Built in code (the twin, the lab's data plane), they are trusted values: nothing but the
+rules between fields is checked.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 NUM_CLASSES: Final = 8
 """Traffic classes == priorities == egress queues per port (IEEE 802.1Q: eight priorities)."""
 
-Priority = Annotated[int, Field(ge=0, le=NUM_CLASSES - 1)]
+
+class Limits:
+    """Numeric limits of a field (``gt``, ``ge``, ``le``), as pydantic's ``Field`` states
+    them: its error messages and JSON Schema come out the same, and nothing is imported
+    until pydantic builds a schema."""
+
+    def __init__(self, **limits: int) -> None:
+        self.limits = limits
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        schema.update(self.limits)
+        return schema
 
 
-class StrictModel(BaseModel):
-    """Base of every config model: frozen, and an unknown key is an error, not ignored."""
+class SortedUnique:
+    """A list of values with no repeats, kept sorted (the lossless priorities)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    @staticmethod
+    def _check(value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"duplicate priorities in {value}")
+        return sorted(value)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema  # here: only where a file is validated
+
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
 
 
-class BufferConfig(StrictModel):
+Priority = Annotated[int, Limits(ge=0, le=NUM_CLASSES - 1)]
+
+# Unknown keys are refused, not ignored (pydantic reads this from each class).
+_STRICT: Final = {"extra": "forbid"}
+
+
+@dataclass(frozen=True)
+class BufferConfig:
     """Buffer thresholds.
 
     ``xoff_bytes``/``xon_bytes``/``headroom_bytes`` apply to every ingress (port, priority)
     that is lossless; ``queue_limit_bytes`` is the tail-drop limit of every lossy egress queue.
     """
 
-    xoff_bytes: int = Field(gt=0)
-    xon_bytes: int = Field(ge=0)
-    headroom_bytes: int = Field(ge=0)
-    queue_limit_bytes: int = Field(gt=0)
+    __pydantic_config__: ClassVar = _STRICT
 
-    @model_validator(mode="after")
-    def _xon_below_xoff(self) -> BufferConfig:
+    xoff_bytes: Annotated[int, Limits(gt=0)]
+    xon_bytes: Annotated[int, Limits(ge=0)]
+    headroom_bytes: Annotated[int, Limits(ge=0)]
+    queue_limit_bytes: Annotated[int, Limits(gt=0)]
+
+    def __post_init__(self) -> None:
         if self.xon_bytes > self.xoff_bytes:
             raise ValueError(
                 f"xon_bytes ({self.xon_bytes}) must be <= xoff_bytes ({self.xoff_bytes})"
             )
-        return self
 
 
-class EcnConfig(StrictModel):
+@dataclass(frozen=True)
+class EcnConfig:
     """WRED-with-ECN marking profile of one egress queue (instantaneous depth, bytes)."""
 
-    min_bytes: int = Field(ge=0)
-    max_bytes: int = Field(gt=0)
-    max_probability: int = Field(ge=0, le=100)
+    __pydantic_config__: ClassVar = _STRICT
+
+    min_bytes: Annotated[int, Limits(ge=0)]
+    max_bytes: Annotated[int, Limits(gt=0)]
+    max_probability: Annotated[int, Limits(ge=0, le=100)]
     # Where the mark is decided (:mod:`lossless.wred`): on a frame's arrival, from the depth
     # it finds, or on its departure, from the depth it leaves behind.
     at_dequeue: bool = False
 
-    @model_serializer(mode="wrap")
-    def _enqueue_unsaid(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """Marking at enqueue (the default, and every NOS personality's) is left out of the
-        switch's reported config, which keeps the shape it had before the choice existed."""
-        data = handler(self)
-        if isinstance(data, dict) and not self.at_dequeue:
-            data.pop("at_dequeue", None)
-        return data
-
-    @model_validator(mode="after")
-    def _min_below_max(self) -> EcnConfig:
+    def __post_init__(self) -> None:
         if self.min_bytes > self.max_bytes:
             raise ValueError(
                 f"min_bytes ({self.min_bytes}) must be <= max_bytes ({self.max_bytes})"
             )
-        return self
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Marking at enqueue (the default, and every NOS personality's) is left out of the
+        switch's reported config, which keeps the shape it had before the choice existed."""
+        from pydantic_core import core_schema  # here: only where a file is validated
+
+        def enqueue_unsaid(value: Any, serialize: Any) -> Any:
+            data = serialize(value)
+            if isinstance(data, dict) and not value.at_dequeue:
+                data.pop("at_dequeue", None)
+            return data
+
+        schema = handler(source)
+        schema["serialization"] = core_schema.wrap_serializer_function_ser_schema(enqueue_unsaid)
+        return schema
 
 
-class QueueConfig(StrictModel):
+@dataclass(frozen=True)
+class QueueConfig:
     """Scheduling and marking of one egress queue."""
+
+    __pydantic_config__: ClassVar = _STRICT
 
     ecn: EcnConfig | None = None
     strict: bool = False
-    bandwidth_percent: int | None = Field(default=None, ge=1, le=100)
+    bandwidth_percent: Annotated[int, Limits(ge=1, le=100)] | None = None
 
-    @model_validator(mode="after")
-    def _strict_has_no_weight(self) -> QueueConfig:
+    def __post_init__(self) -> None:
         if self.strict and self.bandwidth_percent is not None:
             raise ValueError("a strict-priority queue cannot also have bandwidth_percent")
-        return self
 
 
-class WatchdogConfig(StrictModel):
+@dataclass(frozen=True)
+class WatchdogConfig:
     """PFC watchdog (detection / mitigation / restoration), per port or switch-wide.
 
     Named as the NOSes name it and as the agent's device state reads it: SONiC ``PFC_WD``
@@ -104,37 +145,33 @@ class WatchdogConfig(StrictModel):
     ``forward`` (EOS ``no-drop``: ignore pause and keep forwarding) and ``alert``.
     """
 
+    __pydantic_config__: ClassVar = _STRICT
+
     enabled: bool = False
-    detection_ms: int = Field(default=200, gt=0, le=60_000)
-    restoration_ms: int = Field(default=400, gt=0, le=600_000)
-    polling_ms: int = Field(default=100, gt=0, le=60_000)
+    detection_ms: Annotated[int, Limits(gt=0, le=60_000)] = 200
+    restoration_ms: Annotated[int, Limits(gt=0, le=600_000)] = 400
+    polling_ms: Annotated[int, Limits(gt=0, le=60_000)] = 100
     action: Literal["drop", "forward", "alert"] = "drop"
 
 
-class PortQosConfig(StrictModel):
+@dataclass(frozen=True)
+class PortQosConfig:
     """QoS of one port: PFC (both generating and honouring pause) and its egress queues.
 
     ``pfc_priorities`` are the lossless (no-drop) priorities, as the device state names them.
     """
 
+    __pydantic_config__: ClassVar = _STRICT
+
     pfc_enabled: bool = False
-    pfc_priorities: list[Priority] = Field(default_factory=list)
+    pfc_priorities: Annotated[list[Priority], SortedUnique()] = field(default_factory=list)
     watchdog: WatchdogConfig | None = None
-    queues: dict[Priority, QueueConfig] = Field(default_factory=dict)
+    queues: dict[Priority, QueueConfig] = field(default_factory=dict)
 
-    @field_validator("pfc_priorities")
-    @classmethod
-    def _unique_priorities(cls, value: list[int]) -> list[int]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"duplicate priorities in {value}")
-        return sorted(value)
-
-    @model_validator(mode="after")
-    def _bandwidth_total(self) -> PortQosConfig:
+    def __post_init__(self) -> None:
         total = sum(q.bandwidth_percent or 0 for q in self.queues.values())
         if total > 100:
             raise ValueError(f"bandwidth_percent of the queues adds up to {total} (> 100)")
-        return self
 
     def lossless(self) -> list[bool]:
         """Per priority: lossless (PFC on the port and the priority in ``pfc_priorities``)."""

@@ -8,7 +8,6 @@ one line each on stderr — never a traceback unless ``--debug`` asks for it.
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -217,18 +216,24 @@ def main(
     _configure_connections(trust_on_first_use, connect_timeout)
 
 
-class _DebugHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """``--debug``: the agent's log (the SSH libraries' records among it) on stderr."""
+# The name of the ``--debug`` handler: the agent's log (the SSH libraries' records among it)
+# on stderr.
+_DEBUG_HANDLER = "roce-agent --debug"
 
 
 def _debug_log(debug: bool) -> None:
     """One stderr handler on ``roce_agent`` with ``--debug``, none without (a process that
     runs several commands, a test run, gets exactly what each asked for)."""
+    if not debug and "logging" not in sys.modules:
+        return  # no handler to remove; a command that logs nothing need not import logging
+    import logging  # here: see above
+
     logger = logging.getLogger("roce_agent")
-    for handler in [h for h in logger.handlers if isinstance(h, _DebugHandler)]:
+    for handler in [h for h in logger.handlers if h.get_name() == _DEBUG_HANDLER]:
         logger.removeHandler(handler)
     if debug:
-        handler = _DebugHandler(sys.stderr)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name(_DEBUG_HANDLER)
         handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)

@@ -12,7 +12,6 @@ writes it out explicitly before the models validate it, keeping a position for e
 from __future__ import annotations
 
 import copy
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,9 +25,9 @@ from agent.intent.credpaths import expand_credential_paths
 from agent.intent.expand import Expanded, PortSources, expand_fabric, record_sources
 from agent.intent.model import DeviceDefaults, FabricIntent, Profile
 from agent.intent.plan import Plan, build_plan
+from agent.intent.profiles import resolve_profile
 from agent.intent.rules import rule_problems
 from common.errors import excerpt
-from common.resources import builtin_profiles
 from common.validation import field_errors
 from common.yamlsource import PathKey, SourceMap, dotted_path, load_yaml
 
@@ -36,7 +35,6 @@ FABRIC_KEYS = ("name", "profile", "overrides", "defaults", "devices", "validatio
 # Top-level keys the loader ignores: room for YAML anchors (``x-eos: &eos {...}``), as
 # docker compose's extension fields (https://docs.docker.com/reference/compose-file/extension/).
 EXTENSION_PREFIX = "x-"
-BUILTIN_PROFILES = builtin_profiles()
 
 
 @dataclass(frozen=True)
@@ -56,6 +54,8 @@ class LoadedFabric:
     # (device, port) -> {speed|mtu|cable_m: where the value came from}
     sources: PortSources | None = None
     plan: Plan | None = None
+    # The fabric's ``profile:`` as written, which resolve_profile turned into profile_file.
+    profile_reference: str = ""
 
 
 class Locator:
@@ -135,57 +135,6 @@ def _deep_merge(base: dict[Any, Any], override: dict[Any, Any]) -> dict[Any, Any
     return merged
 
 
-def profile_search_path(fabric_file: Path) -> list[Path]:
-    """Where a profile name is looked up, first match wins."""
-    extra = [Path(p) for p in os.environ.get("ROCE_AGENT_PROFILES", "").split(os.pathsep) if p]
-    here = fabric_file.resolve().parent
-    return [*extra, here / "profiles", here.parent / "profiles", BUILTIN_PROFILES]
-
-
-def _resolve_profile(reference: str, fabric_file: Path) -> Path | str:
-    """The profile file for ``reference``, or why there is none.
-
-    A profile is a name looked up in the search path, or a file in the fabric file's folder
-    (or below it). After resolving symlinks it must still be inside one of those folders:
-    ``profile: /etc/shadow`` or ``../../etc/shadow`` would otherwise be read, and parts of
-    it echoed in error messages.
-    """
-    here = fabric_file.resolve().parent
-    folders = profile_search_path(fabric_file)
-    if "/" in reference or "\\" in reference or reference.endswith((".yml", ".yaml")):
-        if Path(reference).is_absolute():
-            return (
-                "Expected: a profile name or a file next to the fabric file "
-                "Actual: an absolute path"
-            )
-        candidates = [here / reference]
-    else:
-        candidates = [folder / f"{reference}{suffix}" for folder in folders for suffix in _SUFFIXES]
-    roots = [_real(folder) for folder in (here, *folders)]
-    for candidate in candidates:
-        if not candidate.is_file():
-            continue
-        real = _real(candidate)
-        if any(real.is_relative_to(root) for root in roots if root is not None):
-            return candidate
-        return (
-            "Expected: a file in the fabric file's folder or the profile search path "
-            f"Actual: {real} (outside them)"
-        )
-    searched = ", ".join(str(p) for p in folders)
-    return f"profile {excerpt(reference)} not found (searched {searched})"
-
-
-_SUFFIXES = (".yml", ".yaml")
-
-
-def _real(path: Path) -> Path:
-    try:
-        return path.resolve(strict=False)
-    except (OSError, RuntimeError):  # a symlink loop
-        return path
-
-
 def _pydantic_problems(
     exc: ValidationError, locate: Locator, prefix: PathKey = (), data: Any = None
 ) -> list[Problem]:
@@ -234,7 +183,8 @@ def load_fabric(path: Path) -> LoadedFabric:
 
     record_sources(intent, expanded.sources)
     plan = build_plan(intent)
-    loaded = LoadedFabric(intent, path, profile_file, locate, expanded.sources, plan)
+    reference = str(data["profile"])
+    loaded = LoadedFabric(intent, path, profile_file, locate, expanded.sources, plan, reference)
     problems = rule_problems(loaded.intent, loaded.locator.problem, plan)
     if problems:
         raise IntentError(_collapse(problems))
@@ -291,7 +241,7 @@ def _profile(
             plain.problem(("profile",), "name a profile (e.g. nvidia-default) or a profile file")
         )
         return path, {}, SourceMap(path)
-    resolved = _resolve_profile(reference, path)
+    resolved = resolve_profile(reference, path)
     if isinstance(resolved, str):
         problems.append(plain.problem(("profile",), resolved))
         return path, {}, SourceMap(path)

@@ -30,14 +30,12 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from agent.errors import AgentError
 from agent.intent import sizing
-from agent.intent.loader import load_fabric
-from agent.intent.model import FabricIntent, Watchdog
-from agent.intent.plan import DevicePlan, Plan, PortPlan, build_plan
 from agent.intent.units import format_speed
+from agent.twin import netcache
 from lossless.config import (
     BufferConfig,
     EcnConfig,
@@ -45,6 +43,12 @@ from lossless.config import (
     QueueConfig,
     WatchdogConfig,
 )
+
+if TYPE_CHECKING:
+    # The loader, the intent's models and the plan: imported where a fabric is loaded, not
+    # when its network is read from the cache (agent.twin.netcache; the twin's start-up).
+    from agent.intent.model import FabricIntent, Watchdog
+    from agent.intent.plan import DevicePlan, Plan, PortPlan
 
 PROPAGATION_S_PER_M = 5e-9
 """Cable propagation delay per metre (module docstring)."""
@@ -329,6 +333,8 @@ def _rdma_devices(intent: FabricIntent) -> dict[tuple[str, str], str]:
 
 def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork:
     """The twin's network for a validated intent (and its plan, computed if not given)."""
+    from agent.intent.plan import build_plan  # here: see the TYPE_CHECKING imports
+
     plan = plan or build_plan(intent)
     links = _links(intent)
     # The lab runs the hosts' DCQCN in emulated time (agent.observe.probes.dilation); the twin,
@@ -442,9 +448,18 @@ def _check_peers(switches: dict[str, SwitchSpec], hosts: dict[str, NicSpec]) -> 
 
 
 def load_network(path: Path) -> TwinNetwork:
-    """Load a fabric file (errors located as by every other command) into the twin's network."""
+    """Load a fabric file (errors located as by every other command) into the twin's network,
+    or read the network kept from the last load of the same file (:mod:`agent.twin.netcache`
+    says when it is the same)."""
+    kept = netcache.lookup(path)
+    if isinstance(kept, TwinNetwork):
+        return kept
+    from agent.intent.loader import load_fabric  # here: see the TYPE_CHECKING imports
+
     loaded = load_fabric(path)
-    return build_network(loaded.intent, loaded.plan)
+    network = build_network(loaded.intent, loaded.plan)
+    netcache.store(path, loaded.profile_reference, loaded.profile_file, network)
+    return network
 
 
 PAPER_DCQCN: dict[str, int] = {

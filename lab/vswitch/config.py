@@ -3,8 +3,9 @@
 The JSON file passed with ``--config`` is validated by :class:`SwitchConfig`; the QoS part is
 also replaceable at run time (``set_qos`` on the control socket) and is validated by the same
 models, in the context of the running switch's ports, before anything changes.  The parameters
-of the lossless rules (buffer, ECN, queue, watchdog and per-port QoS models) live in
-:mod:`lossless.config` beside the rules that read them; this module composes them.
+of the lossless rules (buffer, ECN, queue, watchdog and per-port QoS) live in
+:mod:`lossless.config` beside the rules that read them, as dataclasses whose limits pydantic
+reads; this module composes them.
 """
 
 from __future__ import annotations
@@ -13,12 +14,21 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from lossless.config import BufferConfig, PortQosConfig, Priority, StrictModel, WatchdogConfig
+from lossless.config import BufferConfig, PortQosConfig, Priority, WatchdogConfig
 
 MAX_SPEED_BPS = 400_000_000_000
 
@@ -27,6 +37,12 @@ Dscp = Annotated[int, Field(ge=0, le=63)]
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 # Linux IFNAMSIZ is 16 including the NUL byte.
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
+
+
+class StrictModel(BaseModel):
+    """Base of every model of the file: frozen, and an unknown key is an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ConfigError(ValueError):
@@ -102,13 +118,14 @@ COS0_TRAFFIC_CLASS = 1
 Trust = Literal["dscp", "cos", "none"]
 
 
+@dataclass(frozen=True)
 class LabPortQosConfig(PortQosConfig):
     """A port's QoS plus its own trust (unset: the switch-wide ``qos.trust``) and ingress
     classification by UDP destination port (a QoS policy matching an ACL, which ASICs can
     apply before the DSCP map: what RoCE must not depend on, see the agent's check RC010)."""
 
     trust: Trust | None = None
-    udp_dst_port_tc: dict[Annotated[int, Field(ge=1, le=65535)], Priority] = Field(
+    udp_dst_port_tc: dict[Annotated[int, Field(ge=1, le=65535)], Priority] = field(
         default_factory=dict
     )
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from lab.vswitch import packet
 from lab.vswitch.config import ConfigError, parse_config, with_qos
@@ -153,7 +154,7 @@ def _serve(
 
 
 def test_strict_priority_then_dwrr_by_bandwidth_percent() -> None:
-    qos = PortQosConfig.model_validate(
+    qos = TypeAdapter(PortQosConfig).validate_python(
         {
             "queues": {
                 "6": {"strict": True},

@@ -15,6 +15,7 @@ from itertools import groupby
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from lossless.config import EcnConfig, PortQosConfig
 from lossless.pfc import IngressAccounting, ReceivedPause
@@ -64,7 +65,9 @@ WEIGHTS: list[tuple[str, dict[str, Any], set[int], list[int]]] = [
     ("queues", "strict", "weights"), [row[1:] for row in WEIGHTS], ids=[row[0] for row in WEIGHTS]
 )
 def test_scheduler_weights(queues: dict[str, Any], strict: set[int], weights: list[int]) -> None:
-    got_strict, got_weights = scheduler_weights(PortQosConfig.model_validate({"queues": queues}))
+    got_strict, got_weights = scheduler_weights(
+        TypeAdapter(PortQosConfig).validate_python({"queues": queues})
+    )
     assert {tc for tc in range(8) if got_strict[tc]} == strict
     assert got_weights == weights
 

@@ -24,6 +24,15 @@ ROOT = Path(__file__).resolve().parents[2]
 # The paths of a twin run, each the body of a fresh ``python -c``; ``sys.argv[1]`` is a small
 # star fabric, ``sys.argv[2]`` the file the path writes ``sys.modules`` into.
 REPORT = "open(sys.argv[2], 'w').write('\\n'.join(sorted(sys.modules)))"
+# A whole run that prints JSON, lazy imports at run time included.
+JSON_RUN = (
+    "import sys\n"
+    "from agent.app.cli import main\n"
+    "try:\n"
+    "    main(['twin', sys.argv[1], '--duration', '50us', '-o', 'json'])\n"
+    "except SystemExit as exc:\n"
+    "    assert exc.code in (0, 1), exc.code\n" + REPORT
+)
 PATHS: dict[str, str] = {
     # The command line up to the twin command, as click resolves it, and the run's results.
     "twin resolved": (
@@ -33,16 +42,9 @@ PATHS: dict[str, str] = {
         "assert command is not None and command.name == 'twin'\n"
         "import agent.twin.results\n" + REPORT
     ),
-    # A whole run that prints JSON, lazy imports at run time included.
-    "twin -o json run": (
-        "import sys\n"
-        "from agent.app.cli import main\n"
-        "try:\n"
-        "    main(['twin', sys.argv[1], '--duration', '50us', '-o', 'json'])\n"
-        "except SystemExit as exc:\n"
-        "    assert exc.code in (0, 1), exc.code\n" + REPORT
-    ),
-    # The Python API in a fresh interpreter.
+    "twin -o json run": JSON_RUN,
+    # The Python API in a fresh interpreter (the network cache is each path's own and empty,
+    # but for the next path's).
     "run_twin (API)": (
         "import sys\n"
         "from pathlib import Path\n"
@@ -51,7 +53,22 @@ PATHS: dict[str, str] = {
         "run_twin(load_network(Path(sys.argv[1])), 'incast', senders=2, duration_s=50e-6)\n"
         + REPORT
     ),
+    # The same run again: the network the run before kept (agent.twin.netcache) is read back.
+    "twin -o json run, network kept": JSON_RUN,
 }
+# The path that reads a kept network, and what loading a fabric needs that it does not.
+KEPT = "twin -o json run, network kept"
+NOT_WHEN_KEPT: list[tuple[str, str]] = [
+    ("pydantic", "validating the fabric intent (a kept network was validated when it was kept)"),
+    ("pydantic_core", "pydantic"),
+    ("yaml", "reading the fabric file"),
+    ("agent.intent.loader", "loading the fabric file"),
+    ("agent.intent.model", "the fabric intent's models"),
+    ("agent.intent.plan", "the plan"),
+    ("agent.intent.rules", "the fabric's rule checks"),
+    ("common.yamlsource", "positions in the fabric file"),
+    ("logging", "--debug"),
+]
 
 # (module or package, what needs it instead): none of them is imported by any path.
 NOT_ON_THE_TWIN_PATH: list[tuple[str, str]] = [
@@ -94,6 +111,8 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for name, code in PATHS.items():
         report = tmp / f"{len(found)}.txt"
+        if name != KEPT:  # the kept path reads what the path before it kept
+            env["ROCE_AGENT_CACHE_DIR"] = str(tmp / f"cache-{len(found)}")
         done = subprocess.run(
             [sys.executable, "-c", code, str(star), str(report)],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
@@ -113,7 +132,18 @@ def test_not_imported_on_the_twin_path(
     assert not loaded, f"{path} imports {shown} (needed only by {needed_by})"
 
 
+@pytest.mark.parametrize(("module", "needed_by"), NOT_WHEN_KEPT)
+def test_a_kept_network_loads_no_fabric(
+    imported: dict[str, set[str]], module: str, needed_by: str
+) -> None:
+    loaded = sorted(m for m in imported[KEPT] if m == module or m.startswith(module + "."))
+    assert not loaded, f"{KEPT} imports {', '.join(loaded[:4])} (needed only by {needed_by})"
+
+
 def test_the_paths_run_the_twin(imported: dict[str, set[str]]) -> None:
-    """The table above means something only if the paths do reach the twin."""
+    """The tables above mean something only if the paths do reach the twin, and the fabric is
+    loaded by the runs that find no network kept (the first path only resolves the command)."""
     for name, modules in imported.items():
-        assert {"agent.twin.engine", "agent.twin.results", "agent.intent.loader"} <= modules, name
+        assert {"agent.twin.engine", "agent.twin.results"} <= modules, name
+        loads = name in ("twin -o json run", "run_twin (API)")
+        assert ("agent.intent.loader" in modules) is loads, name

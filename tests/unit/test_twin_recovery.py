@@ -65,7 +65,7 @@ def _small_headroom(net: TwinNetwork, headroom_bytes: int) -> TwinNetwork:
     for switch in net.switches.values():
         for i, port in enumerate(switch.ports):
             if port.buffer is not None:
-                buffer = port.buffer.model_copy(update={"headroom_bytes": headroom_bytes})
+                buffer = replace(port.buffer, headroom_bytes=headroom_bytes)
                 switch.ports[i] = replace(port, buffer=buffer)
     return net
 

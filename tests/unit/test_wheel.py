@@ -201,7 +201,7 @@ def test_installed_resources_name_every_kind(venv: Path, tmp_path: Path) -> None
 
 def test_in_a_checkout_the_data_is_the_top_level_folders() -> None:
     """The symlinks lead the one lookup to playbooks/ and deploy/ (docs and tests name them)."""
-    from agent.intent import loader
+    from agent.intent import profiles
     from agent.ops import playbooks
     from common.resources import resource
     from lab import faults
@@ -209,7 +209,7 @@ def test_in_a_checkout_the_data_is_the_top_level_folders() -> None:
     assert resource("profiles") == ROOT / "playbooks" / "profiles"
     assert resource("systemd-unit") == ROOT / "deploy" / "systemd" / "roce-agent.service"
     assert resource("dashboards") == ROOT / "exporters" / "grafana"
-    assert loader.BUILTIN_PROFILES == faults.BUILTIN_PROFILES == resource("profiles")
+    assert profiles.BUILTIN_PROFILES == faults.BUILTIN_PROFILES == resource("profiles")
     assert resource("playbooks") == playbooks.PLAYBOOKS
 
 

@@ -1,0 +1,176 @@
+"""The twin's network, kept between runs: a fabric file loaded once is not loaded again while
+neither it, its profile nor the code that builds the network changed.
+
+Loading a fabric (YAML with positions, the intent's pydantic models, the plan, the rules) costs
+a one-shot ``roce-agent twin`` more CPU than its whole start-up budget (docs/twin-speed.md,
+"Start-up"), and the network it yields is plain dataclasses.  So :func:`agent.twin.network.
+load_network` keeps that network in a file of this cache and, next time, reads it back without
+importing the loader.
+
+What a kept network is valid for, all checked before one is used:
+
+* the key: SHA-256 of the fabric file's bytes, its resolved path (a ``profile:`` file is found
+  relative to it), ``CREDENTIALS_DIRECTORY`` (the loader expands it into paths), and the code --
+  the size and modification time of every module and profile the loader and the network
+  builder read (a reinstall or an edit changes them);
+* the profile: the fabric's ``profile:`` is looked up again (:func:`agent.intent.profiles.
+  resolve_profile`, the loader's own rule), must name the same file, and that file's SHA-256
+  must be the one recorded.
+
+Only a fabric that loaded without error is kept, so a bad file gives the same error every
+time.  The cache is a folder of the user's (``$ROCE_AGENT_CACHE_DIR``, else
+``$XDG_CACHE_HOME/roce-agent``, else ``~/.cache/roce-agent``), created private (0700).  A kept
+network is a pickle, and reading a pickle runs code it names: a folder or file that another
+user owns or may write is not read (nor written), and the cache is skipped.  At most
+:data:`MAX_ENTRIES` networks are kept, the least recently used removed first.
+``ROCE_AGENT_CACHE=off`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from agent.intent.profiles import resolve_profile
+
+MAX_ENTRIES: Final = 64
+# Bumped when a kept network's shape changes in a way the code's stamp would not show.
+FORMAT: Final = 1
+_PREFIX: Final = "twin-network-"
+# What builds a network from a fabric file, relative to the packages' root: every module under
+# these is part of the code's stamp (the profile file is checked by its own digest).
+_CODE: Final = ("agent/intent", "agent/twin/network.py", "lossless")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A kept network and what it was loaded from besides the fabric file (the network is
+    whatever the caller kept: :func:`agent.twin.network.load_network` checks its type, and
+    this module does not import the one that imports it)."""
+
+    format: int
+    profile_reference: str
+    profile_file: str
+    profile_sha256: str
+    network: object
+
+
+def enabled() -> bool:
+    return os.environ.get("ROCE_AGENT_CACHE", "on").lower() not in ("off", "0", "no", "false")
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("ROCE_AGENT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "roce-agent"
+
+
+def _private(info: os.stat_result) -> bool:
+    """Ours, and no one else may write it (a pickle runs what it names)."""
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _usable_dir(create: bool) -> Path | None:
+    folder = cache_dir()
+    try:
+        if create:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.stat()
+    except OSError:
+        return None
+    return folder if stat.S_ISDIR(info.st_mode) and _private(info) else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _code_stamp() -> bytes:
+    """Size and modification time of every file that decides what a fabric loads into."""
+    root = Path(__file__).resolve().parents[2]
+    lines = []
+    for part in _CODE:
+        top = root / part
+        paths = sorted(top.rglob("*")) if top.is_dir() else [top]
+        for path in paths:
+            if path.suffix == ".py":
+                info = path.stat()
+                lines.append(f"{path.relative_to(root)} {info.st_size} {info.st_mtime_ns}")
+    return "\n".join(lines).encode()
+
+
+def _key(fabric: Path, content: bytes) -> str:
+    digest = hashlib.sha256(content)
+    for part in (
+        str(fabric.resolve()).encode(),
+        os.environ.get("CREDENTIALS_DIRECTORY", "").encode(),
+        _code_stamp(),
+    ):
+        digest.update(b"\0" + part)
+    return digest.hexdigest()
+
+
+def _still_valid(entry: object, fabric: Path) -> bool:
+    if not isinstance(entry, Entry) or entry.format != FORMAT:
+        return False
+    resolved = resolve_profile(entry.profile_reference, fabric)
+    if isinstance(resolved, str) or str(resolved) != entry.profile_file:
+        return False
+    try:
+        return _sha256(resolved) == entry.profile_sha256
+    except OSError:
+        return False
+
+
+def lookup(fabric: Path) -> object | None:
+    """The network kept for this fabric file, if it is still what loading it would give."""
+    folder = _usable_dir(create=False) if enabled() else None
+    if folder is None:
+        return None
+    try:
+        kept = folder / f"{_PREFIX}{_key(fabric, fabric.read_bytes())}.pickle"
+        with kept.open("rb") as handle:
+            if not _private(os.fstat(handle.fileno())):
+                return None
+            entry = pickle.load(handle)
+        os.utime(kept)  # recently used: kept longest
+    except Exception:  # absent, torn or from other code: the fabric is loaded instead
+        return None
+    return entry.network if _still_valid(entry, fabric) else None
+
+
+def store(fabric: Path, profile_reference: str, profile_file: Path, network: object) -> None:
+    """Keep a network loaded from ``fabric`` (best effort: a cache that cannot be written is
+    skipped, never an error of the command)."""
+    folder = _usable_dir(create=True) if enabled() else None
+    if folder is None:
+        return
+    import tempfile  # here: a run that finds its network kept never writes
+
+    try:
+        entry = Entry(FORMAT, profile_reference, str(profile_file), _sha256(profile_file), network)
+        name = f"{_PREFIX}{_key(fabric, fabric.read_bytes())}.pickle"
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pickle")
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as out:
+            pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temporary, folder / name)
+        _trim(folder)
+    except (OSError, pickle.PicklingError):
+        Path(temporary).unlink(missing_ok=True)
+
+
+def _trim(folder: Path) -> None:
+    """At most MAX_ENTRIES networks: the least recently used go first."""
+    kept = sorted(folder.glob(f"{_PREFIX}*.pickle"), key=lambda p: p.stat().st_mtime_ns)
+    for old in kept[: max(0, len(kept) - MAX_ENTRIES)]:
+        old.unlink(missing_ok=True)
