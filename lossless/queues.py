@@ -158,7 +158,9 @@ def fill_eligible(
     frame on the twin's hot path)."""
     until = pause.paused_until
     for tc in range(NUM_CLASSES):
-        eligible[tc] = bool(queues[tc].packets) and (until[tc] <= now or override[tc])
+        # depth_bytes, not the deque's truth: an int compare where the deque is a generic
+        # call (compiled); every frame has bytes, so both say "something queued".
+        eligible[tc] = queues[tc].depth_bytes > 0 and (until[tc] <= now or override[tc])
 
 
 def scheduler_weights(qos: PortQosConfig) -> tuple[list[bool], list[int]]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from mypy_extensions import i64
+
 from agent.twin.frames import PFC_FRAME_BYTES, Packet, propagation_ticks, wire_ticks
 from agent.twin.network import PortSpec
 from lossless.config import NUM_CLASSES
@@ -88,6 +90,14 @@ class SwitchPort:
         "wire_length",
     )
 
+    # Native 64-bit ints when compiled (ticks and bytes; NEVER is 2^61): the per-frame
+    # bookkeeping below compares and adds machine ints.
+    busy_until: i64
+    backlog: i64
+    depth: i64
+    depth_t: i64
+    depth_peak: i64
+
     def __init__(self, spec: PortSpec, switch: SwitchNode, rng: random.Random) -> None:
         assert spec.qos is not None and spec.buffer is not None
         self.spec = spec
@@ -139,7 +149,7 @@ class SwitchPort:
         self.pfc_rx = 0
         self.watchdog_drops = 0
 
-    def depth_change(self, now: int, delta: int) -> None:
+    def depth_change(self, now: i64, delta: i64) -> None:
         """The queued bytes change by ``delta`` at ``now``: the time at the old depth goes
         into its 1 KiB bin, and the peak follows."""
         depth = self.depth
