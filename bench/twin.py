@@ -29,11 +29,12 @@ at 100G.
 
 Collective: a 16-rank ring all-reduce of 64 MB (nccl-tests' size) at 400G on the 400G pod,
 ranks in fabric order (two leaves), one QP per connection; and the pod row, twin's default job
-on ``playbooks/fabrics/pod-32-leaf.yml`` (256 ranks, one ring per rail, issue #43's goal: at most
-60 s of CPU, the fabric file's load included): simulated time, busbw, events, wall time and
+on ``playbooks/fabrics/pod-32-leaf.yml`` (256 ranks, one ring per rail, in a fresh process; issue
+#43's goal: at most 60 s of CPU, the fabric file's load included; issue #44's: at most 1 GiB of
+peak resident memory, the process's VmHWM): simulated time, busbw, events, wall time and
 events/s (``agent.twin.collectives``; ``--collective-size`` for another size,
 ``--collective-only`` to run it alone, ``--skip-collective`` to leave it out; ``--profile``
-also profiles it).
+also profiles it).  With it, the memory a frame in flight holds (:func:`frame_memory_row`).
 
 Lab: ``--lab`` adds the lab-versus-twin agreement table (``bench/twin_vs_lab.py``).
 
@@ -78,6 +79,7 @@ ROOT = Path(__file__).resolve().parents[1]
 POD = ROOT / "playbooks" / "fabrics" / "pod-400g.yml"
 POD_32_LEAF = ROOT / "playbooks" / "fabrics" / "pod-32-leaf.yml"
 POD_GOAL_S = 60.0  # issue #43: the 256-rank default job on pod-32-leaf, one core
+POD_MEMORY_GOAL = 1 << 30  # issue #44: its peak resident memory
 
 
 def _star(tmp: Path, hosts: int, speed: str, profile: str, mtu: int) -> TwinNetwork:
@@ -243,21 +245,90 @@ def collective_table(size_bytes: int, profile_run: bool) -> None:
         print("\n".join(out.getvalue().splitlines()[:45]))
 
 
+# The pod row in a fresh process of its own: its peak resident set is VmHWM of that process
+# (/proc/self/status); a child's ru_maxrss would carry this bench's own peak over the exec.
+_POD_CASE = """
+import json, sys, time
+from pathlib import Path
+from agent.twin.collectives import CollectiveSpec, run_collective
+from agent.twin.network import load_network
+cpu, wall = time.process_time(), time.perf_counter()
+spec = CollectiveSpec("allreduce", 0, int(sys.argv[2]))
+result = run_collective(load_network(Path(sys.argv[1])), spec)
+cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+with open("/proc/self/status") as status:
+    hwm = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+print(json.dumps({"cpu": cpu, "wall": wall, "peak_rss": hwm, "ranks": result.ranks,
+    "rails": result.rails, "completed": result.completed, "time_s": result.time_s,
+    "busbw": result.busbw_Bps, "line": result.line_rate_fraction, "events": result.events,
+    "engine_wall": result.wall_s, "size": result.size_bytes}))
+"""
+
+
 def pod_row(size_bytes: int = 64 << 20) -> None:
     """The pod-scale row: twin's default job on pod-32-leaf (256 ranks, every GPU NIC, one ring
-    per rail, 64 MiB), loading the fabric file included; goal: at most :data:`POD_GOAL_S` of CPU."""
-    cpu, wall = time.process_time(), time.perf_counter()
-    result = run_collective(load_network(POD_32_LEAF), CollectiveSpec("allreduce", 0, size_bytes))
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    done = "" if result.completed else " (NOT completed)"
-    goal = "yes" if cpu <= POD_GOAL_S else "NO"
+    per rail, 64 MiB), loading the fabric file included, in a fresh process; goals: at most
+    :data:`POD_GOAL_S` of CPU and :data:`POD_MEMORY_GOAL` of peak resident memory."""
+    done = subprocess.run(
+        [sys.executable, "-c", _POD_CASE, str(POD_32_LEAF), str(size_bytes)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    r = json.loads(done.stdout)
+    finished = "" if r["completed"] else " (NOT completed)"
+    cpu_goal = "yes" if r["cpu"] <= POD_GOAL_S else "NO"
+    memory_goal = "yes" if r["peak_rss"] <= POD_MEMORY_GOAL else "NO"
     print(
-        f"| all-reduce, the default job: {result.ranks} ranks ({result.rails} rails) x 400G, "
-        f"pod-32-leaf, 1 QP{done} | {result.size_bytes / (1 << 20):g} MiB | "
-        f"{result.time_s * 1e3:.3f} ms | {result.busbw_Bps / 1e9:.2f} GB/s | "
-        f"{result.line_rate_fraction:.1%} | {result.events} | {wall:.2f} s "
-        f"(CPU {cpu:.2f} s, at most {POD_GOAL_S:.0f} s: {goal}) | "
-        f"{result.events / result.wall_s:,.0f} | {result.time_s / result.wall_s:.2e} |"
+        f"| all-reduce, the default job: {r['ranks']} ranks ({r['rails']} rails) x 400G, "
+        f"pod-32-leaf, 1 QP{finished} | {r['size'] / (1 << 20):g} MiB | "
+        f"{r['time_s'] * 1e3:.3f} ms | {r['busbw'] / 1e9:.2f} GB/s | {r['line']:.1%} | "
+        f"{r['events']} | {r['wall']:.2f} s (CPU {r['cpu']:.2f} s, at most {POD_GOAL_S:.0f} s: "
+        f"{cpu_goal}; peak memory {r['peak_rss'] / (1 << 20):.0f} MiB, at most "
+        f"{POD_MEMORY_GOAL / (1 << 30):.0f} GiB: {memory_goal}) | "
+        f"{r['events'] / r['engine_wall']:,.0f} | {r['time_s'] / r['engine_wall']:.2e} |"
+    )
+
+
+# What one frame in flight holds, from live objects of a run (sys.getsizeof: the object itself,
+# its slots included; the flow and the ints it points to are shared or cached): the frame, and
+# either the event that carries it over a wire or its entry in an egress queue (a tuple, and
+# the deque's pointer to it).
+_FRAME_CASE = """
+import json, sys, tempfile
+from pathlib import Path
+from agent.twin.engine import Engine
+from agent.twin.network import load_network, star_fabric_yaml
+from agent.twin.workloads import build_scenario
+from lossless.compiled import is_compiled
+import agent.twin.engine as engine_module
+with tempfile.TemporaryDirectory() as tmp:
+    path = Path(tmp) / "star.yml"
+    path.write_text(star_fabric_yaml(17, "400G", profile="pfc-only", mtu=4200, cable_m=200.0))
+    net = load_network(path)
+engine = Engine(net, build_scenario(net, "incast", 16).flows, payload_bytes=4096)
+engine.stop_at_tick(200_000_000)  # 200 us: the queue is built, frames are on every wire
+engine.run(0.001)
+on_wires = [e for e in engine._heap if e.packet is not None] if is_compiled(engine_module) else []
+queued = [entry for port in engine.ports for queue in port.queues for entry in queue.packets]
+packet = (on_wires[0].packet if on_wires else queued[0][0])
+event = sys.getsizeof(on_wires[0]) if on_wires else 0
+print(json.dumps({"packet": sys.getsizeof(packet), "event": event,
+    "entry": sys.getsizeof(queued[0]) + 8, "on_wires": len(on_wires), "queued": len(queued),
+    "compiled": is_compiled(engine_module)}))
+"""
+
+
+def frame_memory_row() -> None:
+    """Bytes a frame in flight holds (the 16:1 incast at 400G, 200 us in)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FRAME_CASE], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    r = json.loads(done.stdout)
+    wire, queue = r["packet"] + r["event"], r["packet"] + r["entry"]
+    print(
+        f"\nMemory per frame in flight ({'compiled' if r['compiled'] else 'from source'}; "
+        f"16:1 incast at 400G, 200 us in: {r['on_wires']} frames on wires, {r['queued']} "
+        f"queued): a frame {r['packet']} B; on a wire {wire} B (with its event), in a queue "
+        f"{queue} B (with its queue entry)"
     )
 
 
@@ -391,6 +462,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.collective_only:
         collective_table(args.collective_size, args.profile)
+        frame_memory_row()
         return
     if not args.skip_compiled:
         compiled_table(args.rounds, args.goal_horizon, args.collective_size)
@@ -405,6 +477,7 @@ def main() -> None:
             speed_table(Path(tmp), args.profile)
         if not args.skip_collective:
             collective_table(args.collective_size, args.profile)
+            frame_memory_row()
         if not args.skip_agreement:
             agreement_table(Path(tmp), args.horizon)
     if args.lab:

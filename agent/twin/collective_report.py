@@ -5,12 +5,13 @@ job and fills it in."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.intent.units import format_speed
 from agent.twin.verdicts import PAUSED_CEILING, Verdict
 from agent.twin.workloads import MAX_QPS
+from common.plain import plain
 
 LINE_RATE_FLOOR = 0.90  # a busbw below this share of the NIC's line rate is a verdict
 
@@ -102,7 +103,7 @@ class CollectiveReport:
         return self.lossless_drops == 0
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data: dict[str, Any] = plain(self)
         data["passed"] = self.passed
         data["algbw_GBps"] = self.algbw_Bps / 1e9
         data["busbw_GBps"] = self.busbw_Bps / 1e9

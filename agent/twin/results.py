@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, Unpack
 
 from agent.twin.engine import Engine, SampleCallback
@@ -48,6 +48,7 @@ from agent.twin.samples import Watch
 from agent.twin.switch import SwitchPort
 from agent.twin.verdicts import RunFacts, Verdict, judge
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
+from common.plain import plain
 from common.text import natural_key
 from lossless.config import NUM_CLASSES
 
@@ -172,7 +173,7 @@ class TwinReport:
         return self.lossless_drops == 0
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data: dict[str, Any] = plain(self)
         data["passed"] = self.passed
         return data
 
