@@ -482,7 +482,7 @@ class Engine(PauseHandlers):
         if nic.busy_until > now:
             self._wake_nic(nic, nic.busy_until)
             return
-        if nic.cnp_queue:
+        if nic.cnp_queue.count:
             control = nic.cnp_queue.popleft()
             if control.kind == CNP:
                 nic.cnps_tx += 1
@@ -497,7 +497,7 @@ class Engine(PauseHandlers):
         nic.busy_until = done
         nic.tx_bytes += length + WIRE_OVERHEAD_BYTES
         self._at(done + nic.prop, SWITCH_RX, nic.peer, packet)
-        if nic.cnp_queue:
+        if nic.cnp_queue.count:
             self._wake_nic(nic, done)
         elif nic.flows:
             first = nic.flows[0].next_at
@@ -592,7 +592,7 @@ class Engine(PauseHandlers):
             if flow.nak_out:
                 flow.nak_out = False
             msgs = flow.msgs
-            if msgs and msgs[0][0] == epsn:
+            if msgs.count and msgs.first()[0] == epsn:
                 self._send_ack(nic, flow, ACK)
                 self._message_done(flow)
             else:
@@ -641,7 +641,7 @@ class Engine(PauseHandlers):
             epsn += 1
             flow.epsn = epsn
             flow.delivered_bytes += length
-            if flow.msgs and flow.msgs[0][0] == epsn:
+            if flow.msgs.count and flow.msgs.first()[0] == epsn:
                 self._message_done(flow)
             if epsn not in ooo:
                 break
@@ -777,7 +777,7 @@ class Engine(PauseHandlers):
         if tc is None:
             # Everything queued is paused: the XON or the end of the pause wakes the port.
             until = port.pause.paused_until
-            wake = min(until[c] for c in range(NUM_CLASSES) if queues[c].packets)
+            wake = min(until[c] for c in range(NUM_CLASSES) if queues[c].packets.count)
             port.wake_gen += 1
             self._at(ticks_at_or_after(wake), PORT_WAKE, port, None, port.wake_gen)
             return

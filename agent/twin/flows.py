@@ -19,6 +19,7 @@ from mypy_extensions import i64
 from agent.twin.network import flow_hash
 from lossless.clock import to_ticks
 from lossless.dcqcn import DcqcnReactionPoint
+from lossless.queues import Fifo
 
 NEVER: Final = 1 << 61  # a tick no run reaches (a flow without a stop time); a short int, compiled
 
@@ -147,7 +148,7 @@ class Flow:
         self.max_psn = 0
         self.end_psn = NEVER if spec.size_bytes is None else 0
         self.short: dict[int, int] = {}
-        self.msgs: deque[tuple[int, object, int]] = deque()
+        self.msgs: Fifo[tuple[int, object, int]] = Fifo()
         self.in_heap = False  # an entry in the sending NIC's heap of flows
         # Sender's recovery: every PSN before ``acked`` is acknowledged; ``retx`` the PSNs a
         # selective-repeat NAK asked for; the retransmission deadline (0: nothing

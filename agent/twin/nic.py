@@ -9,7 +9,6 @@ its reaction point's (:mod:`lossless.dcqcn`).  Compiled with the engine
 from __future__ import annotations
 
 import math
-from collections import deque
 from typing import Any
 
 from agent.twin.flows import NEVER, Flow
@@ -18,6 +17,7 @@ from agent.twin.network import NicSpec, roce_frame_bytes
 from lossless.clock import TICKS_PER_SECOND
 from lossless.dcqcn import NotificationPoint
 from lossless.pfc import PFC_QUANTA_MAX, REFRESH_FRACTION, PauseHonouring, pause_duration
+from lossless.queues import Fifo
 
 
 class Nic:
@@ -74,7 +74,7 @@ class Nic:
         self.pause_end = 0
         self.np = NotificationPoint(spec.dcqcn["min_time_between_cnps"])
         self.flows: list[Flow] = []  # a heap on (next_at, index): flows.flows_push
-        self.cnp_queue: deque[Control] = deque()  # CNPs, ACKs and NAKs: before data
+        self.cnp_queue: Fifo[Control] = Fifo()  # CNPs, ACKs and NAKs: before data
         self.peer: Any = None
         self.busy_until = 0
         self.wake_at = NEVER  # the pending wake's tick, NEVER for none

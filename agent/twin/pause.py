@@ -39,7 +39,7 @@ class PauseHandlers(EventQueue):
             return
         nic.pause.receive(quanta, self.clock.now())
         nic.pause_end = ticks_at_or_after(nic.pause.paused_until)
-        if not quanta and (nic.flows or nic.cnp_queue):
+        if not quanta and (nic.flows or nic.cnp_queue.count):
             self._wake_nic(nic, self.clock.ticks)
 
     def _storm_tick(self, nic: Nic) -> None:
@@ -103,7 +103,7 @@ class PauseHandlers(EventQueue):
     def _poll_watchdog(self, port: SwitchPort) -> None:
         now = self.clock.ticks
         watchdog = port.watchdog
-        queued = [bool(q.packets) for q in port.queues]
+        queued = [q.packets.count > 0 for q in port.queues]
         for event in watchdog.poll(now / TICKS_PER_SECOND, port.pause, queued):
             if not event.detected:
                 continue
@@ -120,7 +120,7 @@ class PauseHandlers(EventQueue):
     def _flush(self, port: SwitchPort, tc: int, now: int) -> None:
         """Watchdog drop action: discard the class's queue, releasing its ingress charges."""
         queue = port.queues[tc]
-        while queue.packets:
+        while queue.packets.count:
             packet, in_index, in_tc = queue.pop()
             port.backlog -= 1
             port.depth_change(now, -packet.length)

@@ -385,7 +385,7 @@ class Switch:
                 override = port.watchdog.override_pause
                 queues = port.queues
                 for tc in range(NUM_CLASSES):
-                    if not queues[tc].packets:
+                    if not queues[tc].packets.count:
                         continue
                     if pause_until[tc] > now and not override[tc]:
                         deadline = min(deadline, pause_until[tc])
@@ -427,7 +427,7 @@ class Switch:
         """One PFC watchdog poll of ``port``: log what it detected or restored, and act on a
         detected storm (ignore the pause, drop the priority's traffic) as configured."""
         watchdog = port.watchdog
-        queued = [bool(q.packets) for q in port.queues]
+        queued = [q.packets.count > 0 for q in port.queues]
         events = watchdog.poll(now, port.pause, queued)
         for event in events:
             if event.detected:
@@ -748,7 +748,7 @@ class Switch:
         """Discard everything queued in ``tc`` (watchdog drop action, or the link went down)."""
         queue = port.queues[tc]
         dropped = 0
-        while queue.packets:
+        while queue.packets.count:
             self._release(queue.pop(), now)
             dropped += 1
         port.backlog -= dropped
@@ -822,7 +822,7 @@ class Switch:
         ):
             _set_ce(frame)
         length = len(frame)
-        if not queue.packets:
+        if not queue.packets.count:
             eligible[tc] = False
         port.backlog -= 1
         queue.tx_packets += 1
