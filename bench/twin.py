@@ -36,6 +36,10 @@ events/s (``agent.twin.collectives``; ``--collective-size`` for another size,
 ``--collective-only`` to run it alone, ``--skip-collective`` to leave it out; ``--profile``
 also profiles it).  With it, the memory a frame in flight holds (:func:`frame_memory_row`).
 
+Machine-normalised (``--normalised-only``, issue #44): a PFC-only 8:1 incast at 400G on pod-400g
+(20 ms, DCQCN off) in simulated ms per wall second, over a fixed pure-Python loop's Mops/s on
+the same machine in the same run (:func:`normalised_table`).
+
 Lab: ``--lab`` adds the lab-versus-twin agreement table (``bench/twin_vs_lab.py``).
 
     python bench/twin.py [--compiled-only] [--skip-compiled] [--rounds 3] [--goal-horizon 0.1]
@@ -427,6 +431,49 @@ def compiled_table(rounds: int, horizon: float, collective_size: int) -> None:
         sys.stdout.flush()
 
 
+# Issue #44's machine-normalised speed: simulated ms per wall second of a PFC-only 8:1 incast at
+# 400 Gb/s on pod-400g (20 ms; the NICs' DCQCN off, so PFC alone holds the queue), divided by
+# this machine's speed at a fixed pure-Python loop (millions of `total += i` per second), each
+# in a fresh process, in alternating rounds: a slower or busier machine lowers both.
+NORMALISED_GOAL = 21.0
+_PYTHON_LOOP = """
+import time
+total, started = 0, time.perf_counter()
+for i in range(5_000_000):
+    total += i
+print(5.0 / (time.perf_counter() - started))
+"""
+
+
+def _twin_sim_ms_per_s() -> float:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "twin", str(POD), "--senders", "8", "--speed", "400G",
+         "--duration", "20ms", "--no-dcqcn", "-o", "json"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    if done.returncode not in (0, 1):
+        sys.exit(f"bench/twin.py: the pod-400g incast: exit {done.returncode}: {done.stderr}")
+    return 20.0 / float(json.loads(done.stdout)["wall_s"])
+
+
+def normalised_table(rounds: int) -> None:
+    """Simulated ms per wall second over the loop's Mops/s, best of ``rounds`` each."""
+    twin, loop = [], []
+    for _ in range(rounds):
+        twin.append(_twin_sim_ms_per_s())
+        done = subprocess.run(
+            [sys.executable, "-c", _PYTHON_LOOP], capture_output=True, text=True, check=True
+        )
+        loop.append(float(done.stdout))
+    ratio = max(twin) / max(loop)
+    goal = "met" if ratio >= NORMALISED_GOAL else "MISSED"
+    print(
+        f"\nMachine-normalised (issue #44): PFC-only 8:1 incast at 400G on pod-400g, 20 ms: "
+        f"{max(twin):.1f} simulated ms per wall s (best of {rounds}); pure-Python loop "
+        f"{max(loop):.2f} Mops/s; ratio {ratio:.1f} (goal >= {NORMALISED_GOAL:g}: {goal})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-speed", action="store_true")
@@ -450,6 +497,10 @@ def main() -> None:
         help="only the compiled-versus-source table (the issue #31 goal)",
     )  # fmt: skip
     parser.add_argument("--skip-compiled", action="store_true")
+    parser.add_argument(
+        "--normalised-only", action="store_true",
+        help="only the machine-normalised pod-400g row (issue #44), --rounds rounds",
+    )  # fmt: skip
     parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument(
         "--rounds", type=int, default=3,
@@ -460,6 +511,9 @@ def main() -> None:
         help="simulated time of the goal case, seconds [default: 0.1]",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.normalised_only:
+        normalised_table(args.rounds)
+        return
     if args.collective_only:
         collective_table(args.collective_size, args.profile)
         frame_memory_row()
