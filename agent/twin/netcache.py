@@ -11,14 +11,16 @@ What a kept network is valid for, all checked before one is used:
 
 * the key: SHA-256 of the fabric file's bytes, its resolved path (a ``profile:`` file is found
   relative to it), ``CREDENTIALS_DIRECTORY`` (the loader expands it into paths), and the code --
-  the size and modification time of every module and profile the loader and the network
-  builder read (a reinstall or an edit changes them);
+  the size and modification time of every module of the intent, the network builder and the
+  lossless model (a reinstall or an edit changes them);
 * the profile: the fabric's ``profile:`` is looked up again (:func:`agent.intent.profiles.
   resolve_profile`, the loader's own rule), must name the same file, and that file's SHA-256
   must be the one recorded.
 
 Only a fabric that loaded without error is kept, so a bad file gives the same error every
-time.  The cache is a folder of the user's (``$ROCE_AGENT_CACHE_DIR``, else
+time; a fabric path that is not a regular file of at most :data:`MAX_FABRIC_BYTES` is not looked
+up (opened without blocking, so a FIFO cannot hold the command): the loader reads it, and
+refuses it with its own error.  The cache is a folder of the user's (``$ROCE_AGENT_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/roce-agent``, else ``~/.cache/roce-agent``), created private (0700).  A kept
 network is a pickle, and reading a pickle runs code it names: a folder or file that another
 user owns or may write is not read (nor written), and the cache is skipped.  At most
@@ -39,6 +41,9 @@ from typing import Final
 from agent.intent.profiles import resolve_profile
 
 MAX_ENTRIES: Final = 64
+# More than the loader accepts (common.yamlsource's max_bytes, 4 MiB): a larger file is the
+# loader's to refuse.
+MAX_FABRIC_BYTES: Final = 8 << 20
 # Bumped when a kept network's shape changes in a way the code's stamp would not show.
 FORMAT: Final = 1
 _PREFIX: Final = "twin-network-"
@@ -88,8 +93,36 @@ def _usable_dir(create: bool) -> Path | None:
     return folder if stat.S_ISDIR(info.st_mode) and _private(info) else None
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _small_file(path: Path) -> bytes | None:
+    """The bytes of a regular file of at most MAX_FABRIC_BYTES, else None (the loader then
+    reads it and says what is wrong with it)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        handle = os.open(path, flags)
+    except OSError:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        while size <= MAX_FABRIC_BYTES:
+            chunk = os.read(handle, MAX_FABRIC_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    return b"".join(chunks) if size <= MAX_FABRIC_BYTES else None
+
+
+def _sha256(path: Path) -> str | None:
+    content = _small_file(path)
+    return None if content is None else hashlib.sha256(content).hexdigest()
 
 
 def _code_stamp() -> bytes:
@@ -123,19 +156,17 @@ def _still_valid(entry: object, fabric: Path) -> bool:
     resolved = resolve_profile(entry.profile_reference, fabric)
     if isinstance(resolved, str) or str(resolved) != entry.profile_file:
         return False
-    try:
-        return _sha256(resolved) == entry.profile_sha256
-    except OSError:
-        return False
+    return _sha256(resolved) == entry.profile_sha256
 
 
 def lookup(fabric: Path) -> object | None:
     """The network kept for this fabric file, if it is still what loading it would give."""
     folder = _usable_dir(create=False) if enabled() else None
-    if folder is None:
+    content = _small_file(fabric) if folder is not None else None
+    if folder is None or content is None:
         return None
     try:
-        kept = folder / f"{_PREFIX}{_key(fabric, fabric.read_bytes())}.pickle"
+        kept = folder / f"{_PREFIX}{_key(fabric, content)}.pickle"
         with kept.open("rb") as handle:
             if not _private(os.fstat(handle.fileno())):
                 return None
@@ -150,13 +181,17 @@ def store(fabric: Path, profile_reference: str, profile_file: Path, network: obj
     """Keep a network loaded from ``fabric`` (best effort: a cache that cannot be written is
     skipped, never an error of the command)."""
     folder = _usable_dir(create=True) if enabled() else None
-    if folder is None:
+    content = _small_file(fabric) if folder is not None else None
+    if folder is None or content is None:
         return
     import tempfile  # here: a run that finds its network kept never writes
 
+    profile_sha256 = _sha256(profile_file)
+    if profile_sha256 is None:
+        return
     try:
-        entry = Entry(FORMAT, profile_reference, str(profile_file), _sha256(profile_file), network)
-        name = f"{_PREFIX}{_key(fabric, fabric.read_bytes())}.pickle"
+        entry = Entry(FORMAT, profile_reference, str(profile_file), profile_sha256, network)
+        name = f"{_PREFIX}{_key(fabric, content)}.pickle"
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pickle")
     except OSError:
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,25 @@ def test_at_most_max_entries_kept_least_recently_used_first(
     load_network(fabrics[0])
     load_network(fabrics[1])
     assert loads == [fabrics[1]]
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "too large"])
+def test_a_fabric_path_the_cache_will_not_read_goes_to_the_loader(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Never a blocked read (a FIFO) nor an unbounded one: the loader's own error, at once."""
+    fabric = tmp_path / "fabric.yml"
+    if kind == "a FIFO":
+        os.mkfifo(fabric)
+        words = "FIFO"
+    else:
+        fabric.write_text(star_fabric_yaml(3, "100G") + "#" * (netcache.MAX_FABRIC_BYTES + 1))
+        words = "too large"
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("blocked on the fabric path"))
+    signal.alarm(20)
+    try:
+        with pytest.raises(IntentError, match=words):
+            load_network(fabric)
+    finally:
+        signal.alarm(0)
+    assert _kept(cache) == []
