@@ -832,6 +832,14 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def interpreter_floor(setup: Setup, rounds: int) -> list[float]:
+    """CPU of the twin's interpreter doing nothing (``python -c pass``, the same environment):
+    what no Python command can go under, the floor of its end-to-end figures."""
+    argv = [setup.twin_python, "-c", "pass"]
+    run_child(setup, argv, setup.env, setup.root)  # warm-up, as for every case
+    return [run_child(setup, argv, setup.env, setup.root).cpu_s for _ in range(rounds)]
+
+
 def run(args: argparse.Namespace) -> None:
     checkout = htsim_checkout(args.htsim_src, args.cache)
     binary = build_htsim(checkout)
@@ -849,6 +857,7 @@ def run(args: argparse.Namespace) -> None:
                 case = Case(senders, duration, duration_us)
                 print(f"measuring {case.label} ({args.rounds} rounds) ...", flush=True)
                 results.append(measure_case(setup, case, args.rounds))
+        floor = interpreter_floor(setup, args.rounds)
         print(
             f"\ntwin vs htsim, PFC-only N:1 incast at {SPEED}, {CABLE_M:g} m cables, "
             f"{FRAME}-byte frames; {started}; {os.cpu_count()} CPUs; "
@@ -857,6 +866,10 @@ def run(args: argparse.Namespace) -> None:
         print_setup(setup, flags, commit, results)
     check_table(results)
     main_table(results, args.rounds)
+    print(
+        f"\nthe interpreter alone (`{args.twin_python} -c pass`, the twin's environment): "
+        f"CPU {_fmt(_mm(floor))} s (min / median of {args.rounds})"
+    )
     goals(results)
     if args.json:
         meta = {
@@ -869,6 +882,7 @@ def run(args: argparse.Namespace) -> None:
             "code_root": str(root),
             "twin_python": args.twin_python,
             "rounds": args.rounds,
+            "interpreter_cpu_s": floor,
         }
         write_json(args.json, meta, results)
         print(f"\nraw numbers: {args.json}")

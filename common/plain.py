@@ -21,18 +21,19 @@ _ATOMS = frozenset({int, float, str, bool, type(None)})
 
 def plain(value: Any) -> Any:
     """``value`` as :func:`dataclasses.asdict` gives it (for a dataclass instance), or as it
-    gives a field of that value (anything else)."""
+    gives a field of that value (anything else), containers rebuilt as their own type as
+    ``asdict`` rebuilds them."""
     kind = type(value)
     if kind in _ATOMS:
         return value
-    if kind is list:
-        if all(type(item) in _ATOMS for item in value):
-            return value.copy()
-        return [plain(item) for item in value]
-    if kind is dict:
-        return {plain(key): plain(item) for key, item in value.items()}
-    if kind is tuple:
-        return tuple(plain(item) for item in value)
+    if kind is list and all(type(item) in _ATOMS for item in value):
+        return value.copy()
     if is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return kind(*[plain(item) for item in value])
+    if isinstance(value, list | tuple):
+        return kind(plain(item) for item in value)
+    if isinstance(value, dict):
+        return kind((plain(key), plain(item)) for key, item in value.items())
     return copy.deepcopy(value)

@@ -71,20 +71,12 @@ class Fifo(Generic[ItemT]):
         """The oldest item, left in (IndexError when empty)."""
         return self._head[-1] if self._head else self._tail[0]
 
-    def clear(self) -> None:
-        self._head = []
-        self._tail = []
-        self.count = 0
-
-    def items(self) -> list[ItemT]:
-        """Every item, oldest first (a copy)."""
-        return self._head[::-1] + self._tail
-
     def __len__(self) -> int:
         return self.count
 
     def __iter__(self) -> Iterator[ItemT]:
-        return iter(self.items())
+        """Every item, oldest first (over a copy)."""
+        return iter(self._head[::-1] + self._tail)
 
 
 # A frame waiting in an egress queue and who it is charged to on ingress:

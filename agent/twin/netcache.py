@@ -18,9 +18,13 @@ What a kept network is valid for, all checked before one is used:
   must be the one recorded.
 
 Only a fabric that loaded without error is kept, so a bad file gives the same error every
-time; a fabric path that is not a regular file of at most :data:`MAX_FABRIC_BYTES` is not looked
-up (opened without blocking, so a FIFO cannot hold the command): the loader reads it, and
-refuses it with its own error.  The cache is a folder of the user's (``$ROCE_AGENT_CACHE_DIR``, else
+time, and only when neither file changed between the look-up's read of the fabric and the
+keeping (what the loader read is then what the key and the recorded digest say).  A fabric
+path that is not a regular file of at most :data:`MAX_FABRIC_BYTES` is not looked up (it is
+opened without blocking, so a FIFO cannot hold the command): the loader reads it, and refuses
+it with its own error.
+
+The cache is a folder of the user's (``$ROCE_AGENT_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/roce-agent``, else ``~/.cache/roce-agent``), created private (0700).  A kept
 network is a pickle, and reading a pickle runs code it names: a folder or file that another
 user owns or may write is not read (nor written), and the cache is skipped.  At most
@@ -34,6 +38,7 @@ import hashlib
 import os
 import pickle
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -44,6 +49,9 @@ MAX_ENTRIES: Final = 64
 # More than the loader accepts (common.yamlsource's max_bytes, 4 MiB): a larger file is the
 # loader's to refuse.
 MAX_FABRIC_BYTES: Final = 8 << 20
+# A file's modification time comes from the kernel's coarse clock, up to a tick behind the
+# wall clock: a change within this much before the look-up counts as during the load.
+_CLOCK_SLACK_NS: Final = 50_000_000
 # Bumped when a kept network's shape changes in a way the code's stamp would not show.
 FORMAT: Final = 1
 _PREFIX: Final = "twin-network-"
@@ -63,6 +71,18 @@ class Entry:
     profile_file: str
     profile_sha256: str
     network: object
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What :func:`lookup` found: the kept network (None: load the fabric), and what a network
+    loaded now may be kept under -- the key of the bytes it read (None: nothing may be kept) and
+    the time before it read them."""
+
+    fabric: Path
+    network: object | None
+    key: str | None
+    since_ns: int
 
 
 def enabled() -> bool:
@@ -159,46 +179,57 @@ def _still_valid(entry: object, fabric: Path) -> bool:
     return _sha256(resolved) == entry.profile_sha256
 
 
-def lookup(fabric: Path) -> object | None:
+def lookup(fabric: Path) -> Lookup:
     """The network kept for this fabric file, if it is still what loading it would give."""
-    folder = _usable_dir(create=False) if enabled() else None
-    content = _small_file(fabric) if folder is not None else None
-    if folder is None or content is None:
-        return None
+    since = time.time_ns() - _CLOCK_SLACK_NS
+    content = _small_file(fabric) if enabled() else None
+    if content is None:
+        return Lookup(fabric, None, None, since)
+    key = _key(fabric, content)
+    folder = _usable_dir(create=False)
+    if folder is None:  # none yet (store makes it), or not private (store refuses it too)
+        return Lookup(fabric, None, key, since)
     try:
-        kept = folder / f"{_PREFIX}{_key(fabric, content)}.pickle"
+        kept = folder / f"{_PREFIX}{key}.pickle"
         with kept.open("rb") as handle:
             if not _private(os.fstat(handle.fileno())):
-                return None
+                return Lookup(fabric, None, None, since)
             entry = pickle.load(handle)
         os.utime(kept)  # recently used: kept longest
     except Exception:  # absent, torn or from other code: the fabric is loaded instead
-        return None
-    return entry.network if _still_valid(entry, fabric) else None
+        return Lookup(fabric, None, key, since)
+    return Lookup(fabric, entry.network if _still_valid(entry, fabric) else None, key, since)
 
 
-def store(fabric: Path, profile_reference: str, profile_file: Path, network: object) -> None:
-    """Keep a network loaded from ``fabric`` (best effort: a cache that cannot be written is
+def _changed_since(path: Path, since_ns: int) -> bool:
+    try:
+        return os.stat(path).st_mtime_ns >= since_ns
+    except OSError:
+        return True
+
+
+def store(found: Lookup, profile_reference: str, profile_file: Path, network: object) -> None:
+    """Keep a network loaded after ``found`` (best effort: a cache that cannot be written is
     skipped, never an error of the command)."""
-    folder = _usable_dir(create=True) if enabled() else None
-    content = _small_file(fabric) if folder is not None else None
-    if folder is None or content is None:
+    if found.key is None or any(
+        _changed_since(p, found.since_ns) for p in (found.fabric, profile_file)
+    ):
+        return
+    folder = _usable_dir(create=True)
+    profile_sha256 = _sha256(profile_file)
+    if folder is None or profile_sha256 is None:
         return
     import tempfile  # here: a run that finds its network kept never writes
 
-    profile_sha256 = _sha256(profile_file)
-    if profile_sha256 is None:
-        return
     try:
         entry = Entry(FORMAT, profile_reference, str(profile_file), profile_sha256, network)
-        name = f"{_PREFIX}{_key(fabric, content)}.pickle"
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pickle")
     except OSError:
         return
     try:
         with os.fdopen(handle, "wb") as out:
             pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, folder / name)
+        os.replace(temporary, folder / f"{_PREFIX}{found.key}.pickle")
         _trim(folder)
     except (OSError, pickle.PicklingError):
         Path(temporary).unlink(missing_ok=True)

@@ -451,14 +451,14 @@ def load_network(path: Path) -> TwinNetwork:
     """Load a fabric file (errors located as by every other command) into the twin's network,
     or read the network kept from the last load of the same file (:mod:`agent.twin.netcache`
     says when it is the same)."""
-    kept = netcache.lookup(path)
-    if isinstance(kept, TwinNetwork):
-        return kept
+    found = netcache.lookup(path)
+    if isinstance(found.network, TwinNetwork):
+        return found.network
     from agent.intent.loader import load_fabric  # here: see the TYPE_CHECKING imports
 
     loaded = load_fabric(path)
     network = build_network(loaded.intent, loaded.plan)
-    netcache.store(path, loaded.profile_reference, loaded.profile_file, network)
+    netcache.store(found, loaded.profile_reference, loaded.profile_file, network)
     return network
 
 

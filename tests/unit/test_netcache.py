@@ -24,10 +24,15 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def _fabric(folder: Path, hosts: int = 3, profile: str = "pfc-only") -> Path:
-    path = folder / "fabric.yml"
-    path.write_text(star_fabric_yaml(hosts, "100G", profile=profile))
+def _written(path: Path, text: str) -> Path:
+    """A file written a while ago (one changed around a load is not kept: see below)."""
+    path.write_text(text)
+    os.utime(path, (1_700_000_000, 1_700_000_000))
     return path
+
+
+def _fabric(folder: Path, hosts: int = 3, profile: str = "pfc-only") -> Path:
+    return _written(folder / "fabric.yml", star_fabric_yaml(hosts, "100G", profile=profile))
 
 
 def _kept(cache: Path) -> list[Path]:
@@ -71,11 +76,9 @@ def test_a_change_that_matters_loads_again(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
     fabric = tmp_path / "fabric.yml"
-    profile = tmp_path / "mine.yml"
-    profile.write_text((Path("playbooks/profiles/pfc-only.yml")).read_text())
-    fabric.write_text(star_fabric_yaml(3, "100G", profile="./mine.yml"))
-    if change == "a profile found first":
-        fabric.write_text(star_fabric_yaml(3, "100G", profile="pfc-only"))
+    profile = _written(tmp_path / "mine.yml", Path("playbooks/profiles/pfc-only.yml").read_text())
+    mine = "pfc-only" if change == "a profile found first" else "./mine.yml"
+    _written(fabric, star_fabric_yaml(3, "100G", profile=mine))
     loads = _load_counting(monkeypatch)
     before = load_network(fabric)
     if change == "the fabric file":
@@ -202,4 +205,26 @@ def test_a_fabric_path_the_cache_will_not_read_goes_to_the_loader(
             load_network(fabric)
     finally:
         signal.alarm(0)
+    assert _kept(cache) == []
+
+
+@pytest.mark.parametrize("changed", ["fabric", "profile"])
+def test_a_file_changed_during_the_load_is_not_kept(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changed: str
+) -> None:
+    """The loader may have read the new text while the key holds the old: nothing is kept."""
+    import agent.intent.loader as loader
+
+    profile = _written(tmp_path / "mine.yml", Path("playbooks/profiles/pfc-only.yml").read_text())
+    fabric = _written(tmp_path / "fabric.yml", star_fabric_yaml(3, "100G", profile="./mine.yml"))
+    real = loader.load_fabric
+
+    def edited_meanwhile(path: Path) -> loader.LoadedFabric:
+        loaded = real(path)
+        target = fabric if changed == "fabric" else profile
+        target.write_text(target.read_text() + "# edited\n")
+        return loaded
+
+    monkeypatch.setattr(loader, "load_fabric", edited_meanwhile)
+    load_network(fabric)
     assert _kept(cache) == []
