@@ -102,6 +102,7 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
     intended = f["roce_intended_class_info"]
     for device, view in snapshot.devices.items():
         reported = view.counters.interfaces if view.counters is not None else {}
+        unread = view.counters.unread if view.counters is not None else {}
         for interface in view.interface_names():
             counters = reported[interface]
             for priority, label in enumerate(PRIORITIES):
@@ -119,7 +120,10 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
                 where = (device, interface, PRIORITIES[priority])
                 pfc((*where, "rx"), counters.pfc_rx[priority])
                 pfc((*where, "tx"), counters.pfc_tx[priority])
-                headroom(where, counters.headroom_drops[priority])
+                if "headroom_drops" not in unread:
+                    headroom(where, counters.headroom_drops[priority])
+                if "watchdog" in unread:
+                    continue  # not published by this transport: no series, not zeros
                 # The watchdog's output was read with the rest (a poll that cannot read it
                 # fails); NOSes list only the queues with watchdog events, so one not listed
                 # had none: a read 0, unlike a queue the device did not report at all.
@@ -143,6 +147,8 @@ def _agent(snapshot: Snapshot, f: Families) -> None:
         now = status.state
         for candidate in DEVICE_STATES:
             state((device, candidate), 1 if candidate == now else 0)
+        if status.transport is not None:
+            f["roce_device_telemetry_info"]((device, status.transport), 1)
         if status.last_success_at is None:
             continue  # nothing read yet: no statistics that would read as zeros
         f["roce_polls_total"]((device,), status.polls)

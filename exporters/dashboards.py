@@ -395,6 +395,27 @@ def switch() -> dict[str, Any]:
     )
 
 
+# The storm panel's step: with gNMI sampled every second (exporter --telemetry gnmi
+# --interval 1s) and a 1 s scrape, a point a second, each the rate over $__rate_interval (4
+# scrapes: the shortest window Grafana deems safe).
+STORM_INTERVAL = "1s"
+
+
+def storm_panel(by: str, selector: str) -> Panel:
+    """Pause frames received per second at the finest step the data has: a storm's start,
+    to the second, when the switch streams."""
+    body = series("PFC storm: pause frames received, 1 s steps", [
+        target(f"{by}, priority) (rate(roce_pfc_frames_total{{{selector}, direction=\"rx\"}}"
+               "[$__rate_interval]))", "{{interface}} p{{priority}} rx"),
+    ], Look((0, 32, 24, 8), "pps",
+            "Pause frames received per second, a point every second when the exporter streams "
+            "gNMI at --interval 1s and Prometheus scrapes every second (each point the rate over "
+            "the last 4 scrapes); at a 15 s SSH poll it shows 15 s steps. The stormed panel "
+            "above says when the watchdog stepped in."))  # fmt: skip
+    body["interval"] = STORM_INTERVAL
+    return body
+
+
 def interface() -> dict[str, Any]:
     p = sel((*PORT, "priority"))
     q = sel(PORT)
@@ -438,7 +459,8 @@ def interface() -> dict[str, Any]:
                    f"{{{p}}}[$__rate_interval]))", "{{interface}} p{{priority}} restored", "B"),
         ], Look((12, 24, 12, 8), "none",
                 "Storms the watchdog detected and restored per interval.")),
-        table("Intended classes", f"roce_intended_class_info{{{p}}}", Look((0, 32, 24, 8), "none",
+        storm_panel(by, p),
+        table("Intended classes", f"roce_intended_class_info{{{p}}}", Look((0, 40, 24, 8), "none",
               "From the fabric intent: every class of the interface; pfc=on must never drop.")),
     ]  # fmt: skip
     return dashboard(

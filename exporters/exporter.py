@@ -47,6 +47,7 @@ from exporters.poller import (
 )
 from exporters.server import MetricsServer, ServerLimits
 from exporters.store import Snapshot, SnapshotStore
+from exporters.telemetry import TELEMETRY_MODES, GnmiTelemetry, choose_transports, gnmi_target
 from exporters.webconfig import WebConfig
 
 log = logging.getLogger("exporters")
@@ -118,6 +119,9 @@ DEFAULT_INTERVAL_S = 15.0
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_CONCURRENCY = 16
 DEFAULT_PORT = 9417
+# Switches streaming their counters over gNMI still have their configuration read over SSH for
+# drift, but not at a 1 s sampling interval: no more often than this.
+CONFIG_INTERVAL_MIN_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,11 @@ class ExporterOptions:
     own); ``device_intervals`` overrides ``interval_s`` per switch; ``host_nic`` None reads
     the host's RDMA NICs when ``sysfs_root`` has any; ``drift`` compares each switch with
     its plan; ``shard`` (``--shard K/N``) limits the exporter to the devices the shard owns.
-    ``connector``, ``ethtool`` and ``poll_switches`` are for tests and embedding."""
+    ``connector``, ``ethtool`` and ``poll_switches`` are for tests and embedding.
+
+    ``telemetry`` (``--telemetry``): ``ssh`` polls every switch, ``gnmi`` subscribes to them,
+    ``auto`` subscribes where a switch answers gNMI and polls the others
+    (:mod:`exporters.telemetry`); ``insecure`` subscribes without TLS (``--insecure``)."""
 
     listen: tuple[str, int] | None = ("127.0.0.1", DEFAULT_PORT)
     interval_s: float = DEFAULT_INTERVAL_S
@@ -146,11 +154,18 @@ class ExporterOptions:
     poll_switches: bool = True
     shard: Shard = WHOLE
     limits: ServerLimits | None = None
+    telemetry: str = "ssh"
+    insecure: bool = False
 
     def owned_switches(self, intent: FabricIntent) -> list[Device]:
         """The switches this exporter polls; bad options are an error naming the option."""
         if self.interval_s <= 0 or self.timeout_s <= 0 or self.concurrency < 1:
             raise AgentError("--interval and --timeout must be > 0, --concurrency >= 1")
+        if self.telemetry not in TELEMETRY_MODES:
+            raise AgentError(
+                f"--telemetry: Expected: one of {', '.join(TELEMETRY_MODES)} "
+                f"Actual: {self.telemetry!r}"
+            )
         every_switch = [d for d in intent.devices if d.role != "host"]
         unknown = sorted(set(self.device_intervals) - {d.name for d in every_switch})
         if unknown:
@@ -179,8 +194,9 @@ class Exporter:
         self.collector = RoceCollector(self.store)
         self.registry = ExporterRegistry(self.collector, intent.name)
         self.jobs: list[Pollable] = []
+        self.telemetry: GnmiTelemetry | None = None
         if options.poll_switches:
-            self.jobs += self._switch_pollers(switches, plan, options)
+            self.jobs += self._switch_readers(switches, plan, options)
         self.jobs += self._local_pollers(options)
         self.scheduler = PollScheduler(self.jobs, concurrency=options.concurrency)
         self._rendered: tuple[Snapshot, bytes] | None = None
@@ -192,16 +208,43 @@ class Exporter:
         )  # fmt: skip
         self._started = False
 
-    def _switch_pollers(
+    def _switch_readers(
         self, switches: list[Device], plan: Plan, options: ExporterOptions
     ) -> list[Pollable]:
+        """The SSH pollers, and the gNMI subscriptions (``self.telemetry``), of the switches:
+        one transport per switch for its counters."""
+        targets = {}
+        if options.telemetry != "ssh":
+            for device in switches:
+                interval_s = options.device_intervals.get(device.name, options.interval_s)
+                targets[device.name] = gnmi_target(device, interval_s, options.insecure)
+            if options.insecure:
+                log.warning("--insecure: gNMI subscriptions without TLS (credentials in clear)")
+        chosen = choose_transports(targets, options.telemetry) if targets else {}
+        streamed = [targets[name] for name, how in chosen.items() if how == "gnmi"]
+        if streamed:
+            self.telemetry = GnmiTelemetry(self.store, streamed)
+        for device in switches:
+            self.store.set_transport(device.name, chosen.get(device.name, "ssh"))
+        return self._switch_pollers(switches, plan, options, chosen)
+
+    def _switch_pollers(
+        self, switches: list[Device], plan: Plan, options: ExporterOptions, chosen: dict[str, str]
+    ) -> list[Pollable]:
+        """SSH pollers: counters (and drift) for switches read over SSH; drift alone, no more
+        often than every :data:`CONFIG_INTERVAL_MIN_S`, for those streaming over gNMI."""
         pollers: list[Pollable] = []
         for device in switches:
+            streamed = chosen.get(device.name) == "gnmi"
+            if streamed and not options.drift:
+                continue
             platform = platform_for(device.platform)
             device_plan = plan.device(device.name)
             desired = platform.desired(device_plan) if options.drift and device_plan else None
             interval_s = options.device_intervals.get(device.name, options.interval_s)
-            read = SwitchRead(desired, platform, options.connector)
+            if streamed:
+                interval_s = max(interval_s, CONFIG_INTERVAL_MIN_S)
+            read = SwitchRead(desired, platform, options.connector, counters=not streamed)
             pollers.append(SwitchPoller(device, self.store, interval_s, options.timeout_s, read))
         return pollers
 
@@ -247,6 +290,8 @@ class Exporter:
         if self.server is not None:
             self.server.start()
         self.scheduler.start()
+        if self.telemetry is not None:
+            self.telemetry.start()
 
     def stop(self) -> None:
         if not self._started:
@@ -255,6 +300,8 @@ class Exporter:
         if self.server is not None:
             self.server.stop()
         self.scheduler.stop()
+        if self.telemetry is not None:
+            self.telemetry.stop()
 
     def __enter__(self) -> Exporter:
         self.start()

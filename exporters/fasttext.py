@@ -166,6 +166,9 @@ def _counter_block(fabric: str, view: DeviceView) -> tuple[bytes, ...]:
     headroom, detected, restored, stormed = (lines[_SLOT[n]] for n in PRIORITY_FAMILIES)
     assert view.counters is not None
     reported = view.counters.interfaces
+    unread = view.counters.unread
+    headroom_read = "headroom_drops" not in unread
+    watchdog_read = "watchdog" not in unread
     device = view.inventory.device
     n = _n
     for interface in view.interface_names():
@@ -187,7 +190,10 @@ def _counter_block(fabric: str, view: DeviceView) -> tuple[bytes, ...]:
             p_rx, p_tx_pfc, p_headroom, p_detected, p_restored, p_stormed = prefix.priority(p)
             pfc.append(p_rx + n(counters.pfc_rx[p]))
             pfc.append(p_tx_pfc + n(counters.pfc_tx[p]))
-            headroom.append(p_headroom + n(counters.headroom_drops[p]))
+            if headroom_read:
+                headroom.append(p_headroom + n(counters.headroom_drops[p]))
+            if not watchdog_read:
+                continue  # not published by this transport: no lines, not zeros
             watchdog = counters.watchdog.get(p, NO_WATCHDOG)  # not listed: no events (read)
             detected.append(p_detected + n(watchdog.storms_detected))
             restored.append(p_restored + n(watchdog.storms_restored))

@@ -20,7 +20,13 @@ MetricType = Literal["counter", "gauge", "histogram"]
 
 PRIORITY_LABEL_VALUES = tuple(str(p) for p in range(8))
 DIRECTIONS = ("rx", "tx")
-POLL_ERROR_REASONS = ("timeout", "auth", "connect", "parse", "other")
+# reset, stale, oversized, unsupported: gNMI streams (exporters/telemetry.py) -- cut after
+# they were up, samples older than allowed, a message over the size limit, a NOS or device
+# the gNMI transport cannot serve.
+POLL_ERROR_REASONS = (
+    "timeout", "auth", "connect", "parse", "other", "reset", "stale", "oversized", "unsupported",
+)  # fmt: skip
+TELEMETRY_TRANSPORTS = ("gnmi", "ssh")
 # What the exporter knows of a switch: read by its latest poll, no poll finished yet, or why
 # the latest poll failed. Every figure about a switch is absent until it was read once; this
 # says why one is absent.
@@ -350,18 +356,25 @@ SPECS: tuple[MetricSpec, ...] = (
     _agent("roce_device_state", "gauge", ("device", "state"),
        "1 for what the exporter knows of the switch now, 0 for the other states: up (the "
        "latest poll read it), not_polled_yet (no poll has finished: nothing read yet), or why "
-       "the latest poll failed (timeout, auth, connect, parse, other). Exists from the first "
-       "scrape: where a figure about a switch is absent, this says why.",
-       "the exporter's poller"),
+       "the latest poll failed (timeout, auth, connect, parse, other; over gNMI also reset, "
+       "stale, oversized, unsupported). Exists from the first scrape: where a figure about a "
+       "switch is absent, this says why.",
+       "the exporter's poller or gNMI subscription"),
+    _agent("roce_device_telemetry_info", "gauge", ("device", "transport"),
+       "Constant 1: how the exporter reads the switch's counters -- gnmi (a STREAM "
+       "subscription, sampled at --interval) or ssh (a poll every --interval). Absent while "
+       "--telemetry auto has not decided yet.", "the exporter"),
     _agent("roce_poll_duration_seconds", "gauge", ("device",),
        "Duration of the latest poll of the switch (the timeout when it timed out). Absent "
        "before the first successful poll.", "the exporter's poller"),
     _agent("roce_last_successful_poll_timestamp_seconds", "gauge", ("device",),
-       "When the latest successful poll finished (Unix time). Absent before the first "
-       "success.", "the exporter's poller"),
+       "When the latest successful poll finished (Unix time); over gNMI, the switch's "
+       "timestamp of the latest sample applied. Absent before the first success.",
+       "the exporter's poller or gNMI subscription"),
     _agent("roce_polls_total", "counter", ("device",),
-       "Polls attempted (failed ones before the first success included). Absent before the "
-       "first successful poll.", "the exporter's poller"),
+       "Polls attempted (failed ones before the first success included); over gNMI, samples "
+       "applied plus failures. Absent before the first successful poll.",
+       "the exporter's poller or gNMI subscription"),
     _agent("roce_poll_errors_total", "counter", ("device", "reason"),
        "Failed polls by reason: timeout (over --timeout or a read timeout), auth, connect, "
        "parse (the device answered something the platform could not read), other. Absent "

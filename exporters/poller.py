@@ -104,7 +104,7 @@ def _one_line(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class SwitchPoll:
-    counters: Counters
+    counters: Counters | None  # None: a configuration-only poll (counters come over gNMI)
     drift: int | None
     sessions: list[PendingSession] | None = None
 
@@ -118,6 +118,9 @@ class SwitchRead:
     desired: QosState | None = None
     platform: Platform | None = None
     connector: Connector = connect
+    # False: the configuration only -- the counters come over gNMI, and a failed read here
+    # does not mark the switch down (its telemetry says whether it is up).
+    counters: bool = True
 
 
 class SwitchPoller:
@@ -140,6 +143,7 @@ class SwitchPoller:
         self.desired = read.desired
         self.connector = read.connector
         self.platform = read.platform or platform_for(device.platform)
+        self.counters = read.counters
         self._conn: Connection | None = None
 
     def _read(self, conn: Connection) -> SwitchPoll:
@@ -151,7 +155,8 @@ class SwitchPoller:
             sessions = self.platform.read_sessions(conn)
             actual = self.platform.read_state(conn)
             drift = len(diff(self.name, self.desired, actual, self.platform.managed))
-        return SwitchPoll(self.platform.read_counters(conn, actual), drift, sessions)
+        counters = self.platform.read_counters(conn, actual) if self.counters else None
+        return SwitchPoll(counters, drift, sessions)
 
     def poll(self) -> SwitchPoll:
         reused = self._conn is not None
@@ -172,11 +177,17 @@ class SwitchPoller:
 
     def succeeded(self, result: SwitchPoll, duration_s: float) -> None:
         read = ConfigRead(result.drift, result.sessions)
+        if result.counters is None:
+            self.store.update_config(self.name, read)
+            return
         self.store.update_counters(self.name, result.counters, duration_s, read)
         self._format()
 
     def failed(self, reason: str, duration_s: float, error: BaseException | None) -> None:
         detail = _one_line(error) if error is not None else f"no answer within {duration_s:.1f} s"
+        if not self.counters:
+            log.warning("configuration read of %s failed (%s): %s", self.name, reason, detail)
+            return
         log.warning("poll of %s failed (%s): %s", self.name, reason, detail)
         self.store.record_poll_failure(self.name, reason, duration_s, detail)
         self._format()

@@ -30,6 +30,7 @@ from exporters.metrics import (
     LOCATE_KINDS,
     NIC_ERROR_SOURCES,
     POLL_ERROR_REASONS,
+    TELEMETRY_TRANSPORTS,
 )
 from exporters.probe_deltas import (
     BUCKET_BOUNDS,
@@ -89,6 +90,7 @@ class DeviceStatus:
     last_success_at: float | None = None
     last_error: str | None = None
     last_reason: str | None = None  # of POLL_ERROR_REASONS: why the latest poll failed
+    transport: str | None = None  # of TELEMETRY_TRANSPORTS; None until decided
 
     @property
     def state(self) -> str:
@@ -389,7 +391,7 @@ class SnapshotStore:
         self,
         device: str,
         counters: Counters,
-        duration_s: float,
+        duration_s: float | None,
         config: ConfigRead | None = None,
         at: float | None = None,
     ) -> None:
@@ -411,8 +413,15 @@ class SnapshotStore:
                                       active=_merge_active(view.active, counters),
                                       **config.changes()))  # fmt: skip
 
+    def update_config(self, device: str, config: ConfigRead) -> None:
+        """A configuration-only read (drift, pending sessions) of a switch whose counters come
+        from another transport: its up state and counters stay as they are."""
+        with self._lock:
+            view = self._view(device)
+            self._put(device, replace(view, **config.changes()))
+
     def record_poll_failure(
-        self, device: str, reason: str, duration_s: float, error: str = ""
+        self, device: str, reason: str, duration_s: float | None, error: str = ""
     ) -> None:
         """A failed poll: the device is down; its last counters stay (they are monotonic)."""
         if reason not in POLL_ERROR_REASONS:
@@ -431,6 +440,17 @@ class SnapshotStore:
                 last_reason=reason,
             )
             self._put(device, replace(view, status=status))
+
+    def set_transport(self, device: str, transport: str) -> None:
+        """How the device's counters are read from now on (gnmi or ssh)."""
+        if transport not in TELEMETRY_TRANSPORTS:
+            raise StoreError(
+                f"transport of {device}: {transport!r} is not one of "
+                f"{', '.join(TELEMETRY_TRANSPORTS)}"
+            )
+        with self._lock:
+            view = self._view(device)
+            self._put(device, replace(view, status=replace(view.status, transport=transport)))
 
     # ------------------------------------------------------------------ compliance
 

@@ -296,8 +296,15 @@ def _kb(value: float) -> str:
     return f"{max(1, round(value / 1000))}KB"
 
 
-def fabric_document(plan: LabPlan, mgmt_ports: Mapping[str, int]) -> dict[str, Any]:
+def fabric_document(
+    plan: LabPlan,
+    mgmt_ports: Mapping[str, int],
+    gnmi: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The agent's fabric file for the lab (like containerlab's generated inventory).
+
+    ``gnmi`` gives a switch its ``gnmi`` block (``{port, tls: {ca, server_name}}``): where its
+    gNMI server listens on the management host and how to check its certificate.
 
     The profile's ECN and buffer values are for real switches (ECN from 150 KB); the lab's
     ports are slow, so the overrides are scaled to the lab switch's XOFF threshold, which is
@@ -331,6 +338,8 @@ def fabric_document(plan: LabPlan, mgmt_ports: Mapping[str, int]) -> dict[str, A
                 host=MGMT_HOST,
                 port=mgmt_ports[node.name],
             )
+            if gnmi and node.name in gnmi:
+                device["gnmi"] = {**gnmi[node.name], "tls": dict(gnmi[node.name]["tls"])}
         else:
             device.update(platform="linux_host", role="host", netns=node_plan.netns)
         device["ports"] = ports

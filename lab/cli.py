@@ -157,6 +157,8 @@ def _print_status(data: dict[str, Any]) -> None:
         if node["kind"] == "lab-switch":
             nos = node.get("nos", "eos")
             mgmt = f"{node['mgmt_host']}:{node['mgmt_port']} ({nos} ssh {node['mgmt_state']})"
+            if node.get("gnmi"):
+                mgmt += f", gnmi {node['gnmi']}"
             vswitch = Text.assemble(
                 f"pid {node['pid']} ",
                 _flagged("alive", node["alive"], "dead"),

@@ -14,6 +14,9 @@ name the directory itself)::
     <switch>.json       lab.vswitch --config
     <switch>.sock       its control socket
     <switch>.log        its log (--log-file); <switch>.console.log: its stdout/stderr
+    gnmi-ca.pem/.key    the lab's CA for the switches' gNMI servers (lab.mgmt.gnmi.tls)
+    <switch>-mgmt/      the management process's state: host key, startup config, faults.json,
+                        gnmi.pem/gnmi.key (its gNMI server certificate, signed by the lab's CA)
 """
 
 from __future__ import annotations
@@ -64,6 +67,10 @@ if TYPE_CHECKING:  # lab.vmhost is loaded only for labs with VM hosts
 
 USERNAME_ENV = "ROCE_LAB_USERNAME"
 FABRIC_FILE = "fabric.yml"
+GNMI_CA = "gnmi-ca.pem"
+GNMI_CA_KEY = "gnmi-ca.key"
+GNMI_CERT = "gnmi.pem"  # in <switch>-mgmt/
+GNMI_KEY = "gnmi.key"
 START_TIMEOUT_S = 30.0
 MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the NUL
 MGMT_SUFFIX = ":mgmt"  # process records of management planes are keyed "<node>:mgmt"
@@ -214,9 +221,20 @@ def _refuse_if_present(plan: LabPlan, directory: Path) -> None:
         )
 
 
+def _serves_gnmi(nos: str) -> bool:
+    from lab.mgmt.gnmi import default_port
+
+    return default_port(nos) is not None
+
+
 def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
     managed = [p.name for p in plan.nodes.values() if p.node.is_switch or p.node.is_vm]
-    ports = dict(zip(managed, allocate_mgmt_ports(len(managed)), strict=True))
+    telemetry = [
+        f"{p.name}:gnmi" for p in plan.switches() if _serves_gnmi(p.node.nos or DEFAULT_NOS)
+    ]
+    # One allocation for both kinds: every switch shares 127.0.0.1, so no two may coincide.
+    wanted = managed + telemetry
+    ports = dict(zip(wanted, allocate_mgmt_ports(len(wanted)), strict=True))
     username = os.environ.get(USERNAME_ENV) or topology.credentials.username
     password = os.environ.get(PASSWORD_ENV) or topology.credentials.password
     nodes: dict[str, Any] = {}
@@ -228,14 +246,7 @@ def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
             "netns": node_plan.netns,
         }
         if node.is_switch:
-            info.update(
-                nos=node.nos or DEFAULT_NOS,
-                mgmt_host=MGMT_HOST,
-                mgmt_port=ports[node.name],
-                config_file=str(directory / f"{node.name}.json"),
-                control_socket=str(directory / f"{node.name}.sock"),
-                log_file=str(directory / f"{node.name}.log"),
-            )
+            info.update(_switch_record(node.name, node.nos or DEFAULT_NOS, directory, ports))
         elif node_plan.gateway is not None:
             info["gateway"] = str(node_plan.gateway.peer_address)
         if node.is_vm:
@@ -282,6 +293,51 @@ def _new_state(plan: LabPlan, topology: Topology, directory: Path) -> LabState:
     return LabState(directory, data)
 
 
+def _switch_record(name: str, nos: str, directory: Path, ports: dict[str, int]) -> dict[str, Any]:
+    """A switch's record: its NOS, management ports and files."""
+    info: dict[str, Any] = {
+        "nos": nos,
+        "mgmt_host": MGMT_HOST,
+        "mgmt_port": ports[name],
+        "config_file": str(directory / f"{name}.json"),
+        "control_socket": str(directory / f"{name}.sock"),
+        "log_file": str(directory / f"{name}.log"),
+    }
+    if f"{name}:gnmi" in ports:
+        info.update(_gnmi_info(directory, name, ports[f"{name}:gnmi"]))
+    return info
+
+
+def _gnmi_info(directory: Path, name: str, port: int) -> dict[str, Any]:
+    """A switch's gNMI endpoint: its port on the management host, the lab CA that signed its
+    certificate and the name the certificate carries (the switch's)."""
+    mgmt = directory / f"{name}-mgmt"
+    return {
+        "gnmi_host": MGMT_HOST,
+        "gnmi_port": port,
+        "gnmi_ca": str(directory / GNMI_CA),
+        "gnmi_server_name": name,
+        "gnmi_cert": str(mgmt / GNMI_CERT),
+        "gnmi_key": str(mgmt / GNMI_KEY),
+    }
+
+
+def _make_gnmi_certs(state: LabState) -> None:
+    """The lab's CA and a server certificate per switch that serves gNMI (recorded first, so
+    ``down`` removes them)."""
+    switches = {n: i for n, i in state.data["nodes"].items() if "gnmi_port" in i}
+    if not switches:
+        return
+    from lab.mgmt.gnmi.tls import CertFiles, create_ca, issue_server_cert
+
+    ca = CertFiles(state.add_file(GNMI_CA), state.add_file(GNMI_CA_KEY))
+    create_ca(ca, state.name)
+    for name, info in switches.items():
+        state.add_dir(f"{name}-mgmt").mkdir(parents=True, exist_ok=True)
+        files = CertFiles(Path(info["gnmi_cert"]), Path(info["gnmi_key"]))
+        issue_server_cert(ca, files, info["gnmi_server_name"])
+
+
 def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
     _create_namespaces(state, plan)
     _wire(plan)
@@ -292,6 +348,7 @@ def _build(state: LabState, plan: LabPlan, start_timeout: float) -> None:
     for node_plan in plan.switches():
         config = state.add_file(f"{node_plan.name}.json")
         config.write_text(json.dumps(vswitch_config(plan, node_plan.name), indent=2) + "\n")
+    _make_gnmi_certs(state)
     _start_processes(state, plan, start_timeout)
     state.data["phase"] = "up"
     state.data["up_at"] = now()
@@ -419,7 +476,7 @@ def _write_fabric_file(state: LabState, plan: LabPlan) -> None:
         for name, info in state.data["nodes"].items()
         if "mgmt_port" in info
     }
-    document = fabric_document(plan, ports)
+    document = fabric_document(plan, ports, _gnmi_blocks(state))
     from lab.mgmt.launcher import host_public_key
 
     for device in document["devices"]:
@@ -447,6 +504,19 @@ def _write_fabric_file(state: LabState, plan: LabPlan) -> None:
         f"# (the lab's is shown by `roce-agent lab status`).\n"
     )
     path.write_text(header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
+
+
+def _gnmi_blocks(state: LabState) -> dict[str, dict[str, Any]]:
+    """Each gNMI switch's ``gnmi`` block of the fabric file: where it serves gNMI and how to
+    check its certificate (the lab's CA, the switch's name)."""
+    return {
+        name: {
+            "port": int(info["gnmi_port"]),
+            "tls": {"ca": info["gnmi_ca"], "server_name": info["gnmi_server_name"]},
+        }
+        for name, info in state.data["nodes"].items()
+        if "gnmi_port" in info
+    }
 
 
 def _vm_host_device(device: dict[str, Any], info: Mapping[str, Any]) -> None:
@@ -608,9 +678,9 @@ PORT_ATTEMPTS = 3
 
 
 def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> bool:
-    """The switch's SSH management plane (the personality of its NOS) on its recorded loopback
-    port, or on a new one if another process took that port between its allocation and the bind
-    (labs coming up side by side). True when the port moved."""
+    """The switch's SSH management plane (the personality of its NOS, with its gNMI server) on
+    its recorded loopback ports, or on new ones if another process took one between its
+    allocation and the bind (labs coming up side by side). True when the ports moved."""
     from lab.mgmt.launcher import (
         ManagementOptions,
         ManagementStartError,
@@ -634,13 +704,16 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> b
                 credentials["password"],
                 [i.ifname for i in node_plan.interfaces],
                 nos=info.get("nos", DEFAULT_NOS),
+                gnmi_port=info.get("gnmi_port"),
+                gnmi_cert=info.get("gnmi_cert"),
+                gnmi_key=info.get("gnmi_key"),
             )
             proc = start_management(switch, timeout=timeout)
             break
         except PortTaken as exc:
             if attempt == PORT_ATTEMPTS:
                 raise LabError(f"management plane of {node_plan.name}: {exc}") from None
-            (info["mgmt_port"],) = allocate_mgmt_ports(1)
+            _move_ports(info)
             state.save()
             moved = True
         except ManagementStartError as exc:
@@ -653,6 +726,14 @@ def _start_management(state: LabState, node_plan: NodePlan, timeout: float) -> b
     }
     state.save()
     return moved
+
+
+def _move_ports(info: dict[str, Any]) -> None:
+    """New SSH (and gNMI) ports for a switch whose ports were taken before it bound them."""
+    if "gnmi_port" in info:
+        info["mgmt_port"], info["gnmi_port"] = allocate_mgmt_ports(2)
+    else:
+        (info["mgmt_port"],) = allocate_mgmt_ports(1)
 
 
 def _wait_for_vswitches(
@@ -904,6 +985,12 @@ def _switch_status(
         control_socket=info["control_socket"],
         log_file=info["log_file"],
     )
+    if "gnmi_port" in info:  # NX-OS switches (and labs older than gNMI) serve none
+        entry.update(
+            gnmi=f"{info['gnmi_host']}:{info['gnmi_port']}",
+            gnmi_ca=info["gnmi_ca"],
+            gnmi_server_name=info["gnmi_server_name"],
+        )
     return mgmt_alive and alive and vswitch in ("ok", "not-probed")
 
 

@@ -657,7 +657,11 @@ class EmbeddedExporter:
         # The exporter polls and serves only the shard's switches (and says which shard it
         # is in roce_exporter_shard_info), so N agents' targets add up to the fabric once.
         options = ExporterOptions(
-            listen=None, interval_s=settings.poll_interval_s, host_nic=False, shard=loaded.shard
+            listen=None,
+            interval_s=settings.poll_interval_s,
+            host_nic=False,
+            shard=loaded.shard,
+            telemetry=settings.telemetry,
         )
         exporter = Exporter(loaded.intent, options)
         exporter.registry.register(DaemonCollector(daemon))

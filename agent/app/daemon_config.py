@@ -58,6 +58,9 @@ class ExporterConfig(DaemonModel):
     listen: str = "127.0.0.1:9810"
     web_config: Path | None = None
     poll_interval_s: float = Field(default=30.0, gt=0, le=3600)
+    # How switch counters are read (``exporter --telemetry``): gNMI subscriptions sampled every
+    # poll_interval_s, SSH polls, or auto (gNMI where a switch answers it at start).
+    telemetry: Literal["auto", "gnmi", "ssh"] = "auto"
     # Fair between client addresses (docs/exporter.md, "Connection limits"): one address never
     # takes more.
     max_connections: int = Field(default=32, ge=1, le=4096)

@@ -40,6 +40,7 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
     "roce-agent exporter fabric.yml",
     "roce-agent exporter fabric.yml --listen :9417 --interval 30s --device-interval leaf1=5s",
     "roce-agent exporter fabric.yml --shard 1/4 --timeout 5s",
+    "roce-agent exporter fabric.yml --telemetry gnmi --interval 1s",
 )
 @FABRIC
 @click.option(
@@ -126,15 +127,30 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
     help="Connections served at once from one client address (an IPv6 /64); at most "
     "--max-connections. Behind a reverse proxy every scrape shares the proxy's address.",
 )
+@click.option(
+    "--telemetry",
+    type=click.Choice(["auto", "gnmi", "ssh"]),
+    default="auto",
+    show_default=True,
+    help="How switch counters are read: gnmi (a STREAM subscription sampled every --interval), "
+    "ssh (a poll every --interval), or auto (gNMI where a switch answers it at start, else SSH).",
+)
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Subscribe to gNMI without TLS (plain text, credentials included); logged as a "
+    "warning. Without it, every gNMI connection verifies the switch's certificate.",
+)
 @click.option("--no-drift", is_flag=True, help="Do not read the configuration for drift.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every poll failure detail.")
 @handle_errors
 def exporter_command(fabric: Path, **options: Any) -> None:
     """Serve PFC, ECN, drop, watchdog, drift, probe and NIC metrics for Prometheus.
 
-    Pollers read every switch of FABRIC over SSH (the platform's counter commands) into a
-    snapshot; a scrape renders the latest snapshot and never waits for a device. A device
-    that does not answer within --timeout reads roce_device_up 0 and keeps its last values.
+    Every switch of FABRIC is read into a snapshot, by a gNMI subscription or an SSH poll
+    (--telemetry); a scrape renders the latest snapshot and never waits for a device. A
+    device that does not answer within --timeout, or whose stream fails, reads
+    roce_device_up 0 with the reason and keeps its last values.
     Stops on SIGTERM or Ctrl-C (exit 0); bad input (fabric, web config, listen address,
     unreadable credentials) exits 2 before anything is served.
 
@@ -198,6 +214,8 @@ class ExporterFlags:
     max_connections_per_address: int
     no_drift: bool
     verbose: bool
+    telemetry: str = "auto"
+    insecure: bool = False
 
     def configure_logging(self) -> None:
         logging.basicConfig(
@@ -241,4 +259,6 @@ class ExporterFlags:
             drift=not self.no_drift,
             shard=shard,
             limits=limits,
+            telemetry=self.telemetry,
+            insecure=self.insecure,
         )

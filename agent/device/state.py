@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -241,12 +241,18 @@ class LinkHealth(StateModel):
     out_errors: int = 0
 
 
+UnreadFamily = Literal["headroom_drops", "watchdog"]
+
+
 class Counters(StateModel):
     """A counter snapshot of one device (monotonic counters, as the device reports them)."""
 
     device: str
     collected_at: float
     interfaces: dict[str, InterfaceCounters] = Field(default_factory=dict)
+    # Counter families the transport did not read, with why (a NOS that does not publish
+    # them over gNMI): their fields hold no reading, so no series is made from them.
+    unread: dict[UnreadFamily, str] = Field(default_factory=dict)
 
     def queue_items(self) -> Iterator[tuple[str, int, QueueCounters]]:
         for name, interface in sorted(self.interfaces.items(), key=natural_item_key):

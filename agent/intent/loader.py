@@ -306,10 +306,11 @@ def _apply_defaults(device: Any, defaults: DeviceDefaults | None, fabric_file: P
         return device
     filled = dict(device)
     if defaults is not None:
-        for key in ("username", "credentials", "port", "known_hosts", "host_key_policy"):
+        for key in ("username", "credentials", "port", "known_hosts", "host_key_policy", "gnmi"):
             value = getattr(defaults, key)
             if key not in filled and value is not None:
-                filled[key] = value.model_dump(exclude_none=True) if key == "credentials" else value
+                dump = key in ("credentials", "gnmi")
+                filled[key] = value.model_dump(exclude_none=True) if dump else value
     known_hosts = filled.get("known_hosts")
     if isinstance(known_hosts, str | Path) and not Path(known_hosts).is_absolute():
         filled["known_hosts"] = str(fabric_file.resolve().parent / known_hosts)
@@ -321,7 +322,18 @@ def _apply_defaults(device: Any, defaults: DeviceDefaults | None, fabric_file: P
             if isinstance(value, str | Path) and not Path(value).is_absolute():
                 credentials = {**credentials, key: str(fabric_file.resolve().parent / value)}
         filled["credentials"] = credentials
+    if "gnmi" in filled:
+        filled["gnmi"] = _gnmi_ca_resolved(filled["gnmi"], fabric_file)
     return filled
+
+
+def _gnmi_ca_resolved(gnmi: Any, fabric_file: Path) -> Any:
+    """``gnmi.tls.ca`` relative to the fabric file (anything malformed is left to the model)."""
+    tls = gnmi.get("tls") if isinstance(gnmi, dict) else None
+    ca = tls.get("ca") if isinstance(tls, dict) else None
+    if not isinstance(tls, dict) or not isinstance(ca, str | Path) or Path(ca).is_absolute():
+        return gnmi
+    return {**gnmi, "tls": {**tls, "ca": str(fabric_file.resolve().parent / ca)}}
 
 
 def load_profile_model(path: Path) -> Profile:

@@ -331,6 +331,30 @@ class PortDefaults(StrictModel):
     description: Description | None = None
 
 
+class GnmiTls(StrictModel):
+    """How the agent checks a switch's gNMI certificate: TLS is always on (``exporter
+    --insecure`` is the one way around it, and it is logged)."""
+
+    ca: Path | None = Field(
+        default=None, description="PEM CA bundle to verify the switch with (default: system CAs)"
+    )
+    server_name: Hostname | None = Field(
+        default=None, description="name the certificate must carry (default: the device's host)"
+    )
+
+
+class GnmiSettings(StrictModel):
+    """Where a switch serves gNMI (``exporter --telemetry gnmi|auto``)."""
+
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="gNMI port (default: the NOS's: EOS 6030, SONiC 8080, NVUE 9339)",
+    )
+    tls: GnmiTls = GnmiTls()
+
+
 class DeviceDefaults(StrictModel):
     """Values every device gets unless it sets its own."""
 
@@ -339,6 +363,7 @@ class DeviceDefaults(StrictModel):
     port: int | None = Field(default=None, ge=1, le=65535)
     known_hosts: Path | None = None
     host_key_policy: HostKeyPolicyName | None = None
+    gnmi: GnmiSettings | None = None
     ports: PortDefaults | None = Field(
         default=None, description="defaults for every port (speed, mtu, cable_m, description)"
     )
@@ -369,6 +394,9 @@ class Device(StrictModel):
     known_hosts: Path | None = Field(default=None, description="known_hosts file to check with")
     host_key_policy: HostKeyPolicyName = Field(
         default="strict", description="tofu: record an unknown host's key on first contact"
+    )
+    gnmi: GnmiSettings | None = Field(
+        default=None, description="switches: gNMI telemetry endpoint (default: the NOS's port)"
     )
 
     @model_validator(mode="after")

@@ -29,6 +29,8 @@ What every NOS shares stays here:
 * ``names``, ``cli_units`` -- port names of every NOS; ECN threshold units, seconds <-> ms;
 * ``lldp``            -- each port's link and LLDP neighbour, from the lab's ``links.json``;
 * ``ssh_server``      -- asyncssh glue, terminal line discipline, fault knobs;
+* ``gnmi``            -- the gNMI server beside SSH: each NOS's paths from the same counters
+  (SONiC, Cumulus, EOS; NX-OS none), TLS from the lab's CA, its own fault knobs;
 * ``persistence``     -- the host key and startup-config files;
 * ``launcher``        -- ``start_management`` / ``stop_management`` for the lab runtime;
 * ``testing``         -- test doubles (data plane, clock) and an in-process SSH switch.

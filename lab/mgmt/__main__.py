@@ -3,16 +3,25 @@
     python -m lab.mgmt --name leaf1 --listen 127.0.0.1:2201 --control /run/lab/leaf1.sock \\
         --state-dir /var/lib/lab/leaf1 [--username admin] [--password-file FILE] \\
         [--authorized-keys FILE] [--ports eth1,eth2] [--login-mode enable|exec]
-        [--dataplane-wait SECONDS] [--log-file F] [--nos eos|sonic|nvue|nxos]
+        [--dataplane-wait SECONDS] [--log-file F] [--nos eos|sonic|nvue|nxos] \\
+        [--gnmi on|off] [--gnmi-listen HOST:PORT] [--gnmi-cert FILE] [--gnmi-key FILE]
 
 Runs in the root network namespace and listens on loopback only (127.0.0.0/8). Exit codes:
-0 after SIGTERM/SIGINT, 2 for a bad command line, 1 if the data plane or the port is unusable.
+0 after SIGTERM/SIGINT, 2 for a bad command line, 1 if the data plane or the port is unusable,
+3 if a port is taken.
+
+Besides SSH it serves gNMI with the NOS's paths (:mod:`lab.mgmt.gnmi`; NX-OS: none), over TLS
+with ``--gnmi-cert``/``--gnmi-key``, on ``--gnmi-listen`` (default: the SSH address's host and
+the NOS's own gNMI port: SONiC 8080, Cumulus 9339, EOS 6030), to the SSH login's user and
+password; ``--gnmi off`` serves none. The process is ready (``<state-dir>/listening`` written,
+"<pid> <ssh port> [<gnmi port>]") once both listeners are bound.
 
 Lab-only fault knobs for drills (:mod:`lab.mgmt.launcher` has helpers), by signal — never
 over SSH, so nothing the agent sends can trigger them:
 
 - SIGUSR1: reload ``<state-dir>/faults.json`` (slow replies, cut the connection on a
-  command; see :class:`lab.mgmt.ssh_server.Faults`);
+  command; see :class:`lab.mgmt.ssh_server.Faults`; its ``gnmi`` object:
+  :class:`lab.mgmt.gnmi.faults.GnmiFaults`);
 - SIGUSR2: rotate the SSH host key (new key on disk; new connections see it);
 - SIGHUP: restart the SSH management plane: every connection dropped, nothing listening
   for ``restart_down_s`` seconds (from faults.json, default 1), then listening again.
@@ -38,11 +47,17 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from lab.logsetup import setup_logging
-from lab.mgmt import names
-from lab.mgmt.dataplane_handle import DataplaneError, VswitchDataplane
+from lab.mgmt import gnmi, names
+from lab.mgmt.dataplane_handle import Dataplane, DataplaneError, VswitchDataplane
 from lab.mgmt.eos.commands import HOSTNAME_RE
+from lab.mgmt.gnmi.faults import GnmiFaults
+from lab.mgmt.gnmi.server import GnmiService, Listener, Login, start_server
+from lab.mgmt.gnmi.snapshot import Sampler
 from lab.mgmt.launcher import EXIT_PORT_TAKEN, LISTENING_FILE
 from lab.mgmt.lldp import PortLink, load_links
 from lab.mgmt.persistence import HOST_KEY, load_or_create_host_key, read_secret_file
@@ -58,20 +73,20 @@ class UsageError(ValueError):
     """A command-line value that cannot be used."""
 
 
-def parse_listen(value: str) -> tuple[str, int]:
+def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
     """``127.0.0.1:2201`` -> (host, port); only loopback addresses are allowed."""
     host, sep, port_text = value.rpartition(":")
     if not sep or not port_text.isdigit():
-        raise UsageError(f"--listen must be HOST:PORT, got {value!r}")
+        raise UsageError(f"{option} must be HOST:PORT, got {value!r}")
     port = int(port_text)
     if not 0 < port < 65536:
-        raise UsageError(f"--listen port out of range: {port}")
+        raise UsageError(f"{option} port out of range: {port}")
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        raise UsageError(f"--listen host must be an IPv4 address, got {host!r}") from None
+        raise UsageError(f"{option} host must be an IPv4 address, got {host!r}") from None
     if address.version != 4 or address not in ipaddress.ip_network("127.0.0.0/8"):
-        raise UsageError(f"--listen {host}: management listens on loopback (127.0.0.0/8) only")
+        raise UsageError(f"{option} {host}: management listens on loopback (127.0.0.0/8) only")
     return host, port
 
 
@@ -105,6 +120,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=NOS_NAMES,
         help="management-plane personality (topology label roce.lab/nos)",
     )
+    parser.add_argument(
+        "--gnmi", choices=["on", "off"], default="on", help="serve gNMI (NX-OS: never)"
+    )
+    parser.add_argument("--gnmi-listen", help="HOST:PORT on 127.0.0.0/8 (default: the NOS's port)")
+    parser.add_argument("--gnmi-cert", type=Path, help="gNMI server certificate (PEM)")
+    parser.add_argument("--gnmi-key", type=Path, help="its private key (PEM)")
     parser.add_argument("--log-file", help="log here instead of stderr")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
     return parser.parse_args(argv)
@@ -149,6 +170,7 @@ def _ports(
 async def serve(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT."""
     host, port = parse_listen(args.listen)
+    telemetry = _Telemetry(_gnmi_listener(args, host))
     auth = _auth(args)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     host_key = load_or_create_host_key(args.state_dir)
@@ -168,22 +190,85 @@ async def serve(args: argparse.Namespace) -> int:
     settings = SshSettings(
         host, port, host_key, auth, args.login_mode == "enable", system_mac=system_mac
     )
-    plane = _SshPlane(args, settings, personality)
+    plane = _SshPlane(args, settings, personality, telemetry.faults)
     try:
+        await telemetry.start(args, auth, dataplane, [names.dataplane_name(p.name) for p in ports])
         await plane.listen()
     except OSError as exc:
-        log.error("%s: cannot listen on %s:%d: %s", args.name, host, port, exc)
+        log.error("%s: cannot listen: %s", args.name, exc)
+        await telemetry.stop()
         dataplane.close()
         return EXIT_PORT_TAKEN if exc.errno == errno.EADDRINUSE else 1
-    (args.state_dir / LISTENING_FILE).write_text(f"{os.getpid()} {port}\n")
+    ready = f"{os.getpid()} {port}" + (f" {telemetry.port}" if telemetry.port else "")
+    (args.state_dir / LISTENING_FILE).write_text(ready + "\n")
     log.info("%s: SSH CLI (%s) listening on %s:%d", args.name, args.nos, host, port)
     plane.handle_signals(asyncio.get_running_loop())
     await plane.serve_until_stopped()
     log.info("%s: stopping", args.name)
     plane.close()
+    await telemetry.stop()
     await personality.close()
     dataplane.close()
     return 0
+
+
+def _gnmi_listener(args: argparse.Namespace, ssh_host: str) -> Listener | None:
+    """Where gNMI listens (None: not served); UsageError for a bad option."""
+    default = gnmi.default_port(args.nos)
+    if args.gnmi == "off" or default is None:
+        return None
+    if args.gnmi_cert is None or args.gnmi_key is None:
+        raise UsageError("gNMI is TLS only: give --gnmi-cert and --gnmi-key, or --gnmi off")
+    _check_pem(args.gnmi_cert, args.gnmi_key)
+    if args.gnmi_listen:
+        host, port = parse_listen(args.gnmi_listen, "--gnmi-listen")
+    else:
+        host, port = ssh_host, default
+    return Listener(host, port, args.gnmi_cert, args.gnmi_key)
+
+
+def _check_pem(cert: Path, key: Path) -> None:
+    """UsageError unless ``cert`` is a PEM certificate and ``key`` a PEM private key."""
+    try:
+        x509.load_pem_x509_certificate(cert.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--gnmi-cert {cert}: not a readable PEM certificate ({exc})") from None
+    try:
+        serialization.load_pem_private_key(key.read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"--gnmi-key {key}: not a readable PEM private key ({exc})") from None
+
+
+class _Telemetry:
+    """The switch's gNMI server, when it serves one."""
+
+    def __init__(self, listener: Listener | None) -> None:
+        self.listener = listener
+        self.faults = GnmiFaults()
+        self.server: grpc.aio.Server | None = None
+        self.port: int | None = None
+
+    async def start(
+        self, args: argparse.Namespace, auth: AuthSettings, dataplane: Dataplane, ports: list[str]
+    ) -> None:
+        """Bind and serve (OSError naming the address when that fails)."""
+        tree = gnmi.tree_for(args.nos, ports)
+        if self.listener is None or tree is None:
+            log.info("%s: no gNMI server (%s, --gnmi %s)", args.name, args.nos, args.gnmi)
+            return
+        sampler = Sampler(dataplane, ports)
+        service = GnmiService(tree, sampler, Login(auth.username, auth.password), self.faults)
+        where = f"{self.listener.host}:{self.listener.port}"
+        try:
+            self.server, self.port = await start_server(self.listener, service)
+        except OSError as exc:
+            raise OSError(exc.errno, f"gNMI on {where}: {exc.strerror or exc}") from None
+        log.info("%s: gNMI (%s) listening on %s", args.name, args.nos, where)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+            self.server = None
 
 
 def _auth(args: argparse.Namespace) -> AuthSettings:
@@ -202,14 +287,19 @@ class _SshPlane:
     re-keyed on signal (the lab's fault drills)."""
 
     def __init__(
-        self, args: argparse.Namespace, settings: SshSettings, personality: Personality
+        self,
+        args: argparse.Namespace,
+        settings: SshSettings,
+        personality: Personality,
+        gnmi_faults: GnmiFaults,
     ) -> None:
         self.args = args
         self.settings = settings
         self.personality = personality
         self.faults = Faults()
+        self.gnmi_faults = gnmi_faults
         self.faults_file = args.state_dir / FAULTS_FILE
-        _reload_faults(self.faults, self.faults_file)
+        self.reload_faults()
         self.stop = asyncio.Event()
         self.restart = asyncio.Event()
         self.server: asyncssh.SSHAcceptor | None = None
@@ -224,10 +314,14 @@ class _SshPlane:
     def handle_signals(self, loop: asyncio.AbstractEventLoop) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stop.set)
-        loop.add_signal_handler(signal.SIGUSR1, _reload_faults, self.faults, self.faults_file)
+        loop.add_signal_handler(signal.SIGUSR1, self.reload_faults)
         loop.add_signal_handler(signal.SIGHUP, self.restart.set)
         self.faults.request_restart = self.restart.set
         loop.add_signal_handler(signal.SIGUSR2, self._rotate)
+
+    def reload_faults(self) -> None:
+        _reload_faults(self.faults, self.faults_file)
+        _reload_faults(self.gnmi_faults, self.faults_file)
 
     def _rotate(self) -> None:
         host_key = _rotate_host_key(self.args.state_dir)
@@ -260,7 +354,7 @@ class _SshPlane:
 FAULTS_FILE = "faults.json"
 
 
-def _reload_faults(faults: Faults, path: Path) -> None:
+def _reload_faults(faults: Faults | GnmiFaults, path: Path) -> None:
     # A broken file must not take the switch down: keep the old knobs and say why.
     try:
         faults.load(path)

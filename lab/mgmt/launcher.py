@@ -16,9 +16,10 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD_FILE = "login-password"
 LOG_FILE = "mgmt.log"
-# Written by the management process once its SSH listener is bound: "<pid> <port>". An SSH
-# banner on the port alone does not prove the switch is ours: another lab's switch may hold
-# the port (it was free when allocated and taken before this process bound it).
+# Written by the management process once its SSH listener (and its gNMI one, when it serves
+# gNMI) is bound: "<pid> <port> [<gnmi port>]". An SSH banner on the port alone does not prove
+# the switch is ours: another lab's switch may hold the port (it was free when allocated and
+# taken before this process bound it).
 LISTENING_FILE = "listening"
 # The management process's exit status when its port is taken: the caller picks another.
 EXIT_PORT_TAKEN = 3
@@ -32,11 +33,20 @@ class PortTaken(ManagementStartError):
     """Another process bound the management port first."""
 
 
-def _listening_pid(state_dir: Path) -> int | None:
+def _listening(state_dir: Path) -> list[int]:
+    """The listening file's numbers: pid, SSH port and the gNMI port if any ([] if none)."""
     try:
-        return int((state_dir / LISTENING_FILE).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
+        return [int(word) for word in (state_dir / LISTENING_FILE).read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _port_open(host: str, port: int, timeout: float) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _ssh_banner_seen(host: str, port: int, timeout: float) -> bool:
@@ -73,6 +83,8 @@ class ManagementOptions:
 
     ``ports`` are data-plane names (``eth1``...); None or empty means every port of the switch.
     ``dataplane_wait`` bounds how long the process waits for the vswitch control socket.
+    gNMI is served (TLS) when ``gnmi_cert`` and ``gnmi_key`` are given, on ``gnmi_port`` of
+    the listen host (None: the NOS's own gNMI port); without them it is off.
     """
 
     name: str
@@ -87,6 +99,13 @@ class ManagementOptions:
     login_mode: str = "enable"
     dataplane_wait: float = 15.0
     nos: str = "eos"
+    gnmi_port: int | None = None
+    gnmi_cert: str | Path | None = None
+    gnmi_key: str | Path | None = None
+
+    @property
+    def serves_gnmi(self) -> bool:
+        return self.gnmi_cert is not None and self.gnmi_key is not None
 
     def argv(self, password_path: Path) -> list[str]:
         """``python -m lab.mgmt`` with this switch's options (the password by file)."""
@@ -108,11 +127,20 @@ class ManagementOptions:
             argv += ["--ports", ",".join(self.ports)]
         if self.authorized_keys is not None:
             argv += ["--authorized-keys", str(self.authorized_keys)]
+        return argv + self._gnmi_argv()
+
+    def _gnmi_argv(self) -> list[str]:
+        if not self.serves_gnmi:
+            return ["--gnmi", "off"]
+        argv = ["--gnmi-cert", str(self.gnmi_cert), "--gnmi-key", str(self.gnmi_key)]
+        if self.gnmi_port is not None:
+            argv += ["--gnmi-listen", f"{self.listen_host}:{self.gnmi_port}"]
         return argv
 
 
 def start_management(switch: ManagementOptions, timeout: float = 20.0) -> subprocess.Popen[bytes]:
-    """Start ``python -m lab.mgmt`` for one switch; return once its SSH port answers.
+    """Start ``python -m lab.mgmt`` for one switch; return once its SSH port answers (and its
+    gNMI port accepts connections, when it serves gNMI).
 
     The password is handed over in ``<state_dir>/login-password`` (mode 0600), never on the
     command line; the log goes to ``<state_dir>/mgmt.log``. Raises
@@ -146,13 +174,22 @@ def start_management(switch: ManagementOptions, timeout: float = 20.0) -> subpro
             raise error(
                 f"{switch.name}: lab.mgmt exited with {proc.returncode}:\n{_log_tail(state)}"
             )
-        if _listening_pid(state) == proc.pid and _ssh_banner_seen(
-            switch.listen_host, switch.listen_port, timeout=1.0
-        ):
+        if _ready(switch, state, proc.pid):
             return proc
         time.sleep(0.05)
     stop_management(proc)
     raise ManagementStartError(f"{switch.name}: SSH not up after {timeout:g}s:\n{_log_tail(state)}")
+
+
+def _ready(switch: ManagementOptions, state: Path, pid: int) -> bool:
+    numbers = _listening(state)
+    if not numbers or numbers[0] != pid:
+        return False
+    if not _ssh_banner_seen(switch.listen_host, switch.listen_port, timeout=1.0):
+        return False
+    if len(numbers) < 3:  # no gNMI server (off, or NX-OS)
+        return not switch.serves_gnmi or switch.nos == "nxos"
+    return _port_open(switch.listen_host, numbers[2], timeout=1.0)
 
 
 def stop_management(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> int | None:
@@ -173,7 +210,9 @@ FAULTS_FILE = "faults.json"
 
 def set_faults(state_dir: str | Path, pid: int, **knobs: object) -> None:
     """Write ``faults.json`` (delay_s, slow_on, cut_on, cut_when, cut_count, restart_on,
-    restart_down_s) and make the process reload it; no knobs clears them."""
+    restart_down_s; ``gnmi={...}`` for the gNMI server's, see
+    :class:`lab.mgmt.gnmi.faults.GnmiFaults`) and make the process reload it; no knobs clears
+    them."""
     path = Path(state_dir) / FAULTS_FILE
     tmp = path.with_name(f".{FAULTS_FILE}.{os.getpid()}")
     tmp.write_text(json.dumps(knobs), encoding="utf-8")

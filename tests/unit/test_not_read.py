@@ -46,8 +46,11 @@ from tests.unit.daemon_process import (
 
 UNREAD = ("leaf2", "leaf3", "leaf4")
 # Series about a switch that exist before it was ever read: the exporter's knowledge of it
-# (up, and why not), the plan, and the verdict "could not judge".
-ALLOWED_UNREAD = {"roce_device_up", "roce_device_state", "roce_intended_class_info"}
+# (up, and why not, and the transport it reads it with), the plan, and the verdict "could not
+# judge".
+ALLOWED_UNREAD = {
+    "roce_device_up", "roce_device_state", "roce_device_telemetry_info", "roce_intended_class_info",
+}  # fmt: skip
 
 
 class Peer:

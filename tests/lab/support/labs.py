@@ -181,15 +181,16 @@ def stop_lab(name: str, state_dir: Path, topology: Path = LEAFSPINE) -> None:
 
 
 @contextmanager
-def exporter_serving(fabric: str | Path) -> Iterator[str]:
-    """``roce-agent exporter FABRIC`` on a free loopback port (2 s polls, no host NICs), as a
-    user runs it; yields its /metrics URL and stops it afterwards."""
+def exporter_serving(fabric: str | Path, *options: str, interval: str = "2s") -> Iterator[str]:
+    """``roce-agent exporter FABRIC`` on a free loopback port (2 s polls, no host NICs, and
+    ``options``), as a user runs it; yields its /metrics URL and stops it afterwards (a
+    traceback on its stderr fails the test)."""
     from tests.lab.support.loopback import free_port
 
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "agent", "exporter", str(fabric), "--listen",
-         f"127.0.0.1:{port}", "--interval", "2s", "--no-host-nic"],
+         f"127.0.0.1:{port}", "--interval", interval, "--no-host-nic", *options],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
         env={**os.environ, PASSWORD_ENV: os.environ.get(PASSWORD_ENV, "admin")},
     )  # fmt: skip
@@ -197,7 +198,21 @@ def exporter_serving(fabric: str | Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/metrics"
     finally:
         process.terminate()
-        process.wait(timeout=20)
+        _, err = process.communicate(timeout=20)
+        assert "Traceback" not in err, err
+
+
+@contextmanager
+def host_storming(lab: Lab, host: str) -> Iterator[None]:
+    """The lab's ``storm`` fault on ``host`` (PFC XOFF on the RoCE priority), removed after."""
+    from lab.faults import LabFaults
+
+    faults = LabFaults(lab.state_dir)
+    fault = faults.add("storm", host)
+    try:
+        yield
+    finally:
+        faults.remove(fault.id)
 
 
 def apply_fabric(lab: Lab, timeout: float = 120, connect_timeout: str = "10s") -> None:
