@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import socket
-import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -401,62 +399,3 @@ def value_of(value: gnmi_pb2.TypedValue) -> Any:
     if kind in ("json_val", "json_ietf_val"):
         return json.loads(getattr(value, kind))
     return getattr(value, kind) if kind else None
-
-
-class ControlSocket:
-    """A unix socket speaking the vswitch control protocol (newline-delimited JSON) from a
-    :class:`CountingDataplane`, for a ``python -m lab.mgmt`` process under test."""
-
-    def __init__(self, path: Path, dp: CountingDataplane) -> None:
-        self.path = path
-        self.dataplane = dp
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen(8)
-        self.listener.settimeout(0.2)
-        self.running = True
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while self.running:
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
-
-    def _client(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rwb") as stream:
-            for raw in stream:
-                answer = self._answer(json.loads(raw))
-                stream.write(json.dumps(answer).encode() + b"\n")
-                stream.flush()
-
-    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        dp, cmd = self.dataplane, request.get("cmd")
-        if cmd == "ping":
-            return {"ok": True}
-        if cmd == "get_config":
-            return {"ok": True, "config": dp.config}
-        if cmd == "counters":
-            dp.reads += 1
-            return {"ok": True, "counters": dp.counters_snapshot}
-        if cmd == "set_qos":
-            dp.config = {**dp.config, "qos": request["qos"]}
-            return {"ok": True}
-        return {"ok": False, "error": f"unknown cmd {cmd}"}
-
-    def close(self) -> None:
-        self.running = False
-        self.listener.close()
-        self.thread.join(2)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

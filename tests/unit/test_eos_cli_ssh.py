@@ -33,6 +33,7 @@ from lab.mgmt.launcher import (
 from lab.mgmt.ssh_server import AuthSettings, LineDiscipline
 from lab.mgmt.switch import PortInfo
 from lab.mgmt.testing import FakeDataplane, ServedSwitch, SshSwitchThread, fake_switch_config
+from tests.unit.control_socket import FakeControlSocket
 
 REPO = Path(__file__).resolve().parents[2]
 PORTS = ["eth1", "eth2", "eth3"]
@@ -236,60 +237,6 @@ def test_exec_request_and_dropped_connection_keeps_session(server: SshSwitchThre
 # ----------------------------------------------------------------------------- the real process
 
 
-class FakeControlSocket:
-    """A unix socket speaking the vswitch control protocol, backed by :class:`FakeDataplane`."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.dataplane = FakeDataplane(fake_switch_config("leaf9", PORTS))
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen(8)
-        self.listener.settimeout(0.2)
-        self.running = True
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while self.running:
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
-
-    def _client(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rwb") as stream:
-            for raw in stream:
-                request = json.loads(raw)
-                stream.write(json.dumps(self._answer(request)).encode() + b"\n")
-                stream.flush()
-
-    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        dp = self.dataplane
-        cmd = request["cmd"]
-        try:
-            if cmd == "ping":
-                return {"ok": True}
-            if cmd == "get_config":
-                return {"ok": True, "config": dp.config}
-            if cmd == "counters":
-                return {"ok": True, "counters": {"ports": {}}}
-            if cmd == "set_qos":
-                asyncio.run(dp.set_qos(request["qos"]))
-                return {"ok": True}
-        except Exception as exc:
-            return {"ok": False, "error": str(exc)}
-        return {"ok": False, "error": f"unknown cmd {cmd}"}
-
-    def close(self) -> None:
-        self.running = False
-        self.listener.close()
-        self.thread.join(2)
-
-
 def test_listen_address_must_be_loopback() -> None:
     assert parse_listen("127.0.0.1:2201") == ("127.0.0.1", 2201)
     assert parse_listen("127.3.4.5:22") == ("127.3.4.5", 22)
@@ -313,7 +260,10 @@ def test_listen_address_must_be_loopback() -> None:
 
 
 def test_process_saves_and_restores_startup_config(tmp_path: Path) -> None:
-    control = FakeControlSocket(tmp_path / "control.sock")
+    control = FakeControlSocket(
+        tmp_path / "control.sock",
+        FakeDataplane(fake_switch_config("leaf9", PORTS), {"ports": {}}),
+    )
     port = free_port()
     state = tmp_path / "state"
     try:
@@ -378,7 +328,10 @@ def test_another_ssh_server_on_the_port_is_not_taken_for_this_switch(tmp_path: P
     """The port was free when the lab allocated it, then another switch (another lab coming
     up beside this one) bound it first: its banner must not pass for this switch's, and the
     process that cannot bind says its port is taken, so the lab can pick another."""
-    control = FakeControlSocket(tmp_path / "control.sock")
+    control = FakeControlSocket(
+        tmp_path / "control.sock",
+        FakeDataplane(fake_switch_config("leaf9", PORTS), {"ports": {}}),
+    )
     port = free_port()
     squatter = socket.create_server(("127.0.0.1", port))
     stop = threading.Event()

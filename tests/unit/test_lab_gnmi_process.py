@@ -35,13 +35,13 @@ from lab.mgmt.launcher import (
     stop_management,
 )
 from lab.topology.loader import load_topology
+from tests.lab.support.loopback import free_port
+from tests.unit.control_socket import FakeControlSocket
 from tests.unit.lab_gnmi_support import (
     PASSWORD,
     USER,
-    ControlSocket,
     Pki,
     dataplane,
-    free_port,
     make_pki,
 )
 
@@ -153,7 +153,7 @@ def test_the_process_serves_gnmi_with_the_ssh_login_and_its_faults(tmp_path: Pat
     pki = make_pki(tmp_path / "pki")
     dp = dataplane(["eth1", "eth2"])
     dp.counters_snapshot["ports"]["eth1"]["pfc"]["rx_xoff"][3] = 12
-    control = ControlSocket(tmp_path / "c.sock", dp)
+    control = FakeControlSocket(tmp_path / "c.sock", dp)
     state, gnmi_port = tmp_path / "state", free_port()
     try:
         proc = start_management(options(state, control.path, pki, gnmi_port=gnmi_port))
@@ -176,7 +176,7 @@ def test_the_process_serves_gnmi_with_the_ssh_login_and_its_faults(tmp_path: Pat
 
 def test_a_taken_gnmi_port_is_a_taken_port(tmp_path: Path) -> None:
     pki = make_pki(tmp_path / "pki")
-    control = ControlSocket(tmp_path / "c.sock", dataplane(["eth1", "eth2"]))
+    control = FakeControlSocket(tmp_path / "c.sock", dataplane(["eth1", "eth2"]))
     squatter = socket.create_server(("127.0.0.1", 0))
     try:
         taken = squatter.getsockname()[1]
@@ -189,7 +189,7 @@ def test_a_taken_gnmi_port_is_a_taken_port(tmp_path: Path) -> None:
 
 def test_an_nxos_switch_is_ready_without_gnmi(tmp_path: Path) -> None:
     pki = make_pki(tmp_path / "pki")
-    control = ControlSocket(tmp_path / "c.sock", dataplane(["eth1", "eth2"]))
+    control = FakeControlSocket(tmp_path / "c.sock", dataplane(["eth1", "eth2"]))
     state = tmp_path / "state"
     try:
         proc = start_management(options(state, control.path, pki, nos="nxos"))
