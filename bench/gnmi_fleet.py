@@ -37,7 +37,8 @@ the bytes built once for that time, so the generator spends its CPU on the trans
 making up numbers. The exporter cannot tell: it parses every switch's sample in full.
 
 The exporter is a real subprocess (``python -m agent exporter FABRIC --telemetry ...
---no-drift --no-host-nic``) on a generated fabric file; its CPU is read from
+--no-drift --no-host-nic``, and ``--insecure --no-ssh-complement`` for gNMI: the stream alone,
+without the SSH read of what the stream lacks) on a generated fabric file; its CPU is read from
 ``/proc/<pid>/stat`` over a steady window that starts one interval (at most 15 s) after every
 switch read up (or the wait for that gave up), its snapshots from ``roce_polls_total`` on
 ``/metrics`` (scraped uncompressed, ``--scrapes`` times spread over the window: they are part of
@@ -54,7 +55,8 @@ are stopped, by PID (and they die with it: ``PR_SET_PDEATHSIG``).
         [--duration 60] [--configs gnmi1,gnmi15,ssh15,shard] [--workers N] [--concurrency 16]
         [--scrapes 4] [--up-timeout 300] [--max-rss 8] [--keep]
 
-Measured on 2026-12-03: docs/measurements/2026-12-03-gnmi-fleet.md.
+Measured on 2026-12-03 and 2026-12-04: docs/measurements/2026-12-03-gnmi-fleet.md,
+docs/measurements/2026-12-04-gnmi-fleet.md.
 """
 
 from __future__ import annotations
@@ -921,7 +923,7 @@ def write_fabric(
             lines += [f"    port: {ssh.ports[name]}", f"    host_key: {host_key}"]
         elif gnmi is not None:
             # No SSH fleet: a port of its own all the same (one device per address and port,
-            # rule IR012); --telemetry gnmi --no-drift never opens SSH.
+            # rule IR012); --telemetry gnmi --no-drift --no-ssh-complement never opens SSH.
             lines.append(f"    port: {gnmi.ports[name]}")
         if gnmi is not None:
             lines.append(f"    gnmi: {{port: {gnmi.ports[name]}}}")
@@ -1047,7 +1049,9 @@ def exporter_argv(
             "--listen", "127.0.0.1:0", "--no-drift", "--no-host-nic",
             "--concurrency", str(concurrency)]  # fmt: skip
     if run.telemetry == "gnmi":
-        argv.append("--insecure")
+        # The stream alone: the SSH read of what SONiC does not stream (its headroom drops,
+        # one command every 15 s at most) is a cost of SSH, not of gNMI.
+        argv += ["--insecure", "--no-ssh-complement"]
     if shard is not None:
         argv += ["--shard", shard]
     return argv

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from agent.device.platforms import platform_for
 from agent.device.push import check_credentials, connect
+from agent.device.state import UnreadFamily
 from agent.errors import AgentError
 from agent.intent.model import Device, FabricIntent
 from agent.intent.plan import Plan, build_plan
@@ -46,8 +47,15 @@ from exporters.poller import (
     SwitchRead,
 )
 from exporters.server import MetricsServer, ServerLimits
-from exporters.store import Snapshot, SnapshotStore
-from exporters.telemetry import TELEMETRY_MODES, GnmiTelemetry, choose_transports, gnmi_target
+from exporters.store import Complement, Snapshot, SnapshotStore
+from exporters.telemetry import (
+    TELEMETRY_MODES,
+    GnmiTarget,
+    GnmiTelemetry,
+    Unsupported,
+    choose_transports,
+    gnmi_target,
+)
 from exporters.webconfig import WebConfig
 
 log = logging.getLogger("exporters")
@@ -137,7 +145,9 @@ class ExporterOptions:
 
     ``telemetry`` (``--telemetry``): ``ssh`` polls every switch, ``gnmi`` subscribes to them,
     ``auto`` subscribes where a switch answers gNMI and polls the others
-    (:mod:`exporters.telemetry`); ``insecure`` subscribes without TLS (``--insecure``)."""
+    (:mod:`exporters.telemetry`); ``insecure`` subscribes without TLS (``--insecure``);
+    ``ssh_complement`` reads over SSH the counter families a switch's stream lacks (off:
+    ``--no-ssh-complement``, they read as not read)."""
 
     listen: tuple[str, int] | None = ("127.0.0.1", DEFAULT_PORT)
     interval_s: float = DEFAULT_INTERVAL_S
@@ -156,6 +166,7 @@ class ExporterOptions:
     limits: ServerLimits | None = None
     telemetry: str = "ssh"
     insecure: bool = False
+    ssh_complement: bool = True
 
     def owned_switches(self, intent: FabricIntent) -> list[Device]:
         """The switches this exporter polls; bad options are an error naming the option."""
@@ -224,19 +235,41 @@ class Exporter:
         streamed = [targets[name] for name, how in chosen.items() if how == "gnmi"]
         if streamed:
             self.telemetry = GnmiTelemetry(self.store, streamed)
+        complements = {}  # every streamed switch: the families read over SSH all the same
         for device in switches:
             self.store.set_transport(device.name, chosen.get(device.name, "ssh"))
-        return self._switch_pollers(switches, plan, options, chosen)
+            if chosen.get(device.name) == "gnmi":
+                complements[device.name] = self._complement(device.name, targets, options)
+        return self._switch_pollers(switches, plan, options, complements)
+
+    def _complement(
+        self, name: str, targets: dict[str, GnmiTarget | Unsupported], options: ExporterOptions
+    ) -> frozenset[UnreadFamily]:
+        """The families ``name``'s stream lacks, to be read over SSH; marked not read yet."""
+        target = targets.get(name)
+        if not options.ssh_complement or not isinstance(target, GnmiTarget):
+            return frozenset()
+        if not target.profile.unread:
+            return frozenset()
+        families = frozenset(target.profile.unread)
+        self.store.set_complement(name, Complement(families))
+        return families
 
     def _switch_pollers(
-        self, switches: list[Device], plan: Plan, options: ExporterOptions, chosen: dict[str, str]
+        self,
+        switches: list[Device],
+        plan: Plan,
+        options: ExporterOptions,
+        complements: dict[str, frozenset[UnreadFamily]],
     ) -> list[Pollable]:
-        """SSH pollers: counters (and drift) for switches read over SSH; drift alone, no more
-        often than every :data:`CONFIG_INTERVAL_MIN_S`, for those streaming over gNMI."""
+        """SSH pollers: counters (and drift) for switches read over SSH; for those streaming
+        over gNMI (the keys of ``complements``), drift and the families their stream lacks,
+        no more often than every :data:`CONFIG_INTERVAL_MIN_S`."""
         pollers: list[Pollable] = []
         for device in switches:
-            streamed = chosen.get(device.name) == "gnmi"
-            if streamed and not options.drift:
+            streamed = device.name in complements
+            complement = complements.get(device.name, frozenset())
+            if streamed and not options.drift and not complement:
                 continue
             platform = platform_for(device.platform)
             device_plan = plan.device(device.name)
@@ -244,7 +277,7 @@ class Exporter:
             interval_s = options.device_intervals.get(device.name, options.interval_s)
             if streamed:
                 interval_s = max(interval_s, CONFIG_INTERVAL_MIN_S)
-            read = SwitchRead(desired, platform, options.connector, counters=not streamed)
+            read = SwitchRead(desired, platform, options.connector, not streamed, complement)
             pollers.append(SwitchPoller(device, self.store, interval_s, options.timeout_s, read))
         return pollers
 

@@ -475,6 +475,18 @@ def markdown() -> str:
         "priorities its driver lists. `roce_exporter_shard_info` and `roce_exporter_devices` "
         "exist from the first scrape.",
         "",
+        "**Which transport fills a switch's series, and how fresh.** "
+        "`roce_device_telemetry_info{transport}` says how the switch's counters are read. "
+        "`ssh`: every series comes from the platform's `show` commands (the source column), "
+        "read every `--interval`. `gnmi`: PFC, queue, ECN and watermark series (and the "
+        "watchdog on SONiC and EOS) come from the switch's gNMI stream, each sample applied "
+        "once it is complete, so they are as fresh as `--interval` (1 s and up). What the "
+        "NOS does not stream (headroom drops on SONiC, EOS and Cumulus Linux, the PFC "
+        "watchdog on Cumulus Linux) is read over SSH all the same, with the configuration, "
+        "every `--interval` but no more often than every 15 s; with `--no-ssh-complement`, "
+        "or while that read has not succeeded, those series are absent (not read), never 0. "
+        'The paths per NOS are in docs/exporter.md, "Telemetry".',
+        "",
         "**Lean per-priority series.** Queue series exist for every queue the device reports "
         "on a reported interface (EOS, SONiC and NVUE report all 8). The per-priority PFC, "
         "headroom and watchdog series "

@@ -33,14 +33,14 @@ from agent.device.failures import AUTH_FAILED, TIMED_OUT
 from agent.device.platforms import platform_for
 from agent.device.platforms.base import Connection, Platform, PlatformError
 from agent.device.push import Unreachable, connect
-from agent.device.state import Counters, PendingSession, QosState, diff
+from agent.device.state import Counters, PendingSession, QosState, UnreadFamily, diff
 from agent.errors import AgentError, CredentialError
 from agent.intent.model import Device
 from agent.observe.hostnic import HostNicReader, NicCounters, NicReadError
 from exporters.fasttext import device_block
 from exporters.probe_deltas import ProbeResultError
 from exporters.probe_files import Skipped, candidates, read_result
-from exporters.store import ConfigRead, SnapshotStore
+from exporters.store import Complement, ConfigRead, SnapshotStore
 
 log = logging.getLogger("exporters")
 
@@ -121,6 +121,9 @@ class SwitchRead:
     # False: the configuration only -- the counters come over gNMI, and a failed read here
     # does not mark the switch down (its telemetry says whether it is up).
     counters: bool = True
+    # With counters False: the counter families the switch's stream lacks, read here over
+    # SSH all the same (exporters.store.Complement).
+    complement: frozenset[UnreadFamily] = frozenset()
 
 
 class SwitchPoller:
@@ -144,6 +147,7 @@ class SwitchPoller:
         self.connector = read.connector
         self.platform = read.platform or platform_for(device.platform)
         self.counters = read.counters
+        self.complement = read.complement if not read.counters else frozenset()
         self._conn: Connection | None = None
 
     def _read(self, conn: Connection) -> SwitchPoll:
@@ -155,7 +159,11 @@ class SwitchPoller:
             sessions = self.platform.read_sessions(conn)
             actual = self.platform.read_state(conn)
             drift = len(diff(self.name, self.desired, actual, self.platform.managed))
-        counters = self.platform.read_counters(conn, actual) if self.counters else None
+        counters = None
+        if self.counters:
+            counters = self.platform.read_counters(conn, actual)
+        elif self.complement:
+            counters = self.platform.read_families(conn, self.complement, actual)
         return SwitchPoll(counters, drift, sessions)
 
     def poll(self) -> SwitchPoll:
@@ -177,9 +185,13 @@ class SwitchPoller:
 
     def succeeded(self, result: SwitchPoll, duration_s: float) -> None:
         read = ConfigRead(result.drift, result.sessions)
-        if result.counters is None:
+        if not self.counters:
             self.store.update_config(self.name, read)
+            if self.complement and result.counters is not None:
+                self.store.set_complement(self.name, Complement(self.complement, result.counters))
+                self._format()
             return
+        assert result.counters is not None  # a counters poll always reads them
         self.store.update_counters(self.name, result.counters, duration_s, read)
         self._format()
 
@@ -187,6 +199,10 @@ class SwitchPoller:
         detail = _one_line(error) if error is not None else f"no answer within {duration_s:.1f} s"
         if not self.counters:
             log.warning("configuration read of %s failed (%s): %s", self.name, reason, detail)
+            if self.complement:
+                why = f"its SSH read failed ({reason}): {detail}"
+                self.store.set_complement(self.name, Complement(self.complement, None, why))
+                self._format()
             return
         log.warning("poll of %s failed (%s): %s", self.name, reason, detail)
         self.store.record_poll_failure(self.name, reason, duration_s, detail)

@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from agent import __version__
-from agent.device.state import Counters, InterfaceCounters, PendingSession
+from agent.device.state import Counters, InterfaceCounters, PendingSession, UnreadFamily
 from agent.errors import AgentError
 from agent.intent.model import FabricIntent
 from agent.intent.plan import Plan, build_plan
@@ -101,6 +101,47 @@ class DeviceStatus:
 
 
 @dataclass(frozen=True)
+class Complement:
+    """Counter families a switch's gNMI stream does not carry, read over SSH instead (at the
+    configuration read's pace): the latest such read, or why there is none."""
+
+    families: frozenset[UnreadFamily]
+    counters: Counters | None = None  # None: not read yet, or the latest read failed
+    why: str = "not read over SSH yet"
+
+    def fill(self, counters: Counters) -> Counters:
+        """``counters`` with this complement's families taken from the SSH read, or marked
+        not read (with why) where there is no usable one."""
+        why = self._why_not(counters)
+        unread = dict(counters.unread)
+        if why is not None:
+            unread.update(dict.fromkeys(self.families, why))
+            return counters.model_copy(update={"unread": unread})
+        assert self.counters is not None
+        read = self.counters.interfaces
+        for family in self.families:
+            unread.pop(family, None)
+        interfaces = {
+            name: interface.model_copy(
+                update={family: getattr(read[name], family) for family in self.families}
+            )
+            for name, interface in counters.interfaces.items()
+        }
+        return counters.model_copy(update={"interfaces": interfaces, "unread": unread})
+
+    def _why_not(self, counters: Counters) -> str | None:
+        if self.counters is None:
+            return self.why
+        for family in sorted(self.families):
+            if family in self.counters.unread:
+                return f"not read over SSH either: {self.counters.unread[family]}"
+        missing = sorted(set(counters.interfaces) - set(self.counters.interfaces))
+        if missing:
+            return f"the SSH read did not report {', '.join(missing[:3])}"
+        return None
+
+
+@dataclass(frozen=True)
 class DeviceView:
     inventory: SwitchInventory
     counters: Counters | None = None
@@ -110,6 +151,8 @@ class DeviceView:
     sessions_oldest_age_s: float | None = None
     # Per interface, priorities whose PFC, headroom or watchdog counter was ever non-zero.
     active: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    # Families a gNMI stream lacks, read over SSH (None: the transport reads them all).
+    complement: Complement | None = None
 
     def interface_names(self) -> list[str]:
         """The interfaces the device reported in its latest successful poll: fabric ports in
@@ -400,6 +443,8 @@ class SnapshotStore:
         config = config or ConfigRead()
         with self._lock:
             view = self._view(device)
+            if view.complement is not None:
+                counters = view.complement.fill(counters)
             status = replace(
                 view.status,
                 up=True,
@@ -412,6 +457,30 @@ class SnapshotStore:
             self._put(device, replace(view, counters=counters, status=status,
                                       active=_merge_active(view.active, counters),
                                       **config.changes()))  # fmt: skip
+
+    def complete_sample(self, device: str, counters: Counters, at: float) -> None:
+        """The rest of a sample already counted by :meth:`update_counters` (a stream's sample
+        that arrived in parts): its counters replace the partial ones, no new poll."""
+        with self._lock:
+            view = self._view(device)
+            if view.complement is not None:
+                counters = view.complement.fill(counters)
+            status = replace(view.status, up=True, last_success_at=at,
+                             last_error=None, last_reason=None)  # fmt: skip
+            self._put(device, replace(view, counters=counters, status=status,
+                                      active=_merge_active(view.active, counters)))  # fmt: skip
+
+    def set_complement(self, device: str, complement: Complement) -> None:
+        """The SSH read of the families ``device``'s stream lacks: its latest result (or, with
+        ``counters`` None, why there is none). The device's counters take it at once."""
+        with self._lock:
+            view = self._view(device)
+            counters = view.counters
+            if counters is not None:
+                counters = complement.fill(counters)
+            self._put(device, replace(view, complement=complement, counters=counters,
+                                      active=_merge_active(view.active, counters)
+                                      if counters is not None else view.active))  # fmt: skip
 
     def update_config(self, device: str, config: ConfigRead) -> None:
         """A configuration-only read (drift, pending sessions) of a switch whose counters come

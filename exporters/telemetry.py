@@ -52,6 +52,11 @@ PROBE_TIMEOUT_S = 5.0
 # The first subscriptions are spread over this long (or one interval, if shorter), so that a
 # thousand switches are not all asked for their first, full sample in the same instant.
 START_SPREAD_S = 2.0
+# At most this many subscriptions wait for their first sample at once. A first sample is a
+# switch's whole tree (a 64-port SONiC switch: ~0.5 MB, tens of ms to fold on the one
+# thread); a fleet asked all at once has its later first samples wait on the thread past the
+# first-sample deadline, retry, and never settle (docs/measurements/2026-12-03-gnmi-fleet.md).
+START_CONCURRENCY = 32
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,7 @@ class GnmiTelemetry:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._up: set[str] = set()
+        self._starting: asyncio.Semaphore | None = None
 
     def start(self) -> None:
         for item in self.unsupported:
@@ -173,6 +179,7 @@ class GnmiTelemetry:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        self._starting = asyncio.Semaphore(START_CONCURRENCY)
         tasks = [asyncio.create_task(self._follow(target)) for target in self.targets]
         self._started.set()
         await self._stop.wait()
@@ -188,12 +195,8 @@ class GnmiTelemetry:
         await asyncio.sleep(rng.uniform(0, min(START_SPREAD_S, target.interval_s)))
         while True:
             started = time.monotonic()
-            subscriber = Subscriber(
-                target.endpoint, target.profile, target.interval_s,
-                lambda counters: self._publish(name, counters),
-            )  # fmt: skip
             try:
-                await subscribe_once(subscriber)
+                await self._subscribe(target)
             except StreamFailure as failure:
                 self._down(name, failure.reason, failure.detail)
             except Exception as error:  # a bug must not end this switch's subscriptions
@@ -203,11 +206,38 @@ class GnmiTelemetry:
                 backoff.reset()
             await asyncio.sleep(backoff.next_delay(rng))
 
-    def _publish(self, name: str, counters: Counters) -> None:
+    async def _subscribe(self, target: GnmiTarget) -> None:
+        """One subscription, holding a start slot until its first sample is in."""
+        starting = self._starting
+        assert starting is not None
+        await starting.acquire()
+        held = True
+
+        def started() -> None:
+            nonlocal held
+            if held:
+                held = False
+                starting.release()
+
+        name = target.endpoint.device
+        subscriber = Subscriber(
+            target.endpoint, target.profile, target.interval_s,
+            lambda counters, new: self._publish(name, counters, new),
+        )  # fmt: skip
+        subscriber.on_sync = started
+        try:
+            await subscribe_once(subscriber)
+        finally:
+            started()
+
+    def _publish(self, name: str, counters: Counters, new_sample: bool) -> None:
         if name not in self._up:
             self._up.add(name)
             log.info("telemetry gnmi: %s streaming", name)
-        self.store.update_counters(name, counters, None, at=counters.collected_at)
+        if new_sample:
+            self.store.update_counters(name, counters, None, at=counters.collected_at)
+        else:
+            self.store.complete_sample(name, counters, counters.collected_at)
         snapshot = self.store.snapshot()
         view = snapshot.devices.get(name)
         if view is not None:  # format its lines here, so a scrape only joins them

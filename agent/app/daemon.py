@@ -662,6 +662,7 @@ class EmbeddedExporter:
             host_nic=False,
             shard=loaded.shard,
             telemetry=settings.telemetry,
+            ssh_complement=settings.ssh_complement,
         )
         exporter = Exporter(loaded.intent, options)
         exporter.registry.register(DaemonCollector(daemon))

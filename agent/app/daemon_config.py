@@ -61,6 +61,9 @@ class ExporterConfig(DaemonModel):
     # How switch counters are read (``exporter --telemetry``): gNMI subscriptions sampled every
     # poll_interval_s, SSH polls, or auto (gNMI where a switch answers it at start).
     telemetry: Literal["auto", "gnmi", "ssh"] = "auto"
+    # Under gNMI, the counter families a switch's stream lacks are read over SSH all the same
+    # (``exporter --no-ssh-complement`` is false here).
+    ssh_complement: bool = True
     # Fair between client addresses (docs/exporter.md, "Connection limits"): one address never
     # takes more.
     max_connections: int = Field(default=32, ge=1, le=4096)

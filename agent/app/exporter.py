@@ -141,6 +141,12 @@ def _device_intervals(values: tuple[str, ...]) -> dict[str, float]:
     help="Subscribe to gNMI without TLS (plain text, credentials included); logged as a "
     "warning. Without it, every gNMI connection verifies the switch's certificate.",
 )
+@click.option(
+    "--no-ssh-complement",
+    is_flag=True,
+    help="Under gNMI, do not read over SSH the counter families a switch's stream lacks (the "
+    "PFC watchdog on Cumulus Linux, headroom drops); they then read as not read.",
+)
 @click.option("--no-drift", is_flag=True, help="Do not read the configuration for drift.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every poll failure detail.")
 @handle_errors
@@ -216,6 +222,7 @@ class ExporterFlags:
     verbose: bool
     telemetry: str = "auto"
     insecure: bool = False
+    no_ssh_complement: bool = False
 
     def configure_logging(self) -> None:
         logging.basicConfig(
@@ -261,4 +268,5 @@ class ExporterFlags:
             limits=limits,
             telemetry=self.telemetry,
             insecure=self.insecure,
+            ssh_complement=not self.no_ssh_complement,
         )

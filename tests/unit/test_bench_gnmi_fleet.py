@@ -158,7 +158,9 @@ async def _stream(shape: str, password: str, wanted: int, tally: Any = None) -> 
     got: list[Counters] = []
     try:
         end = Endpoint("sw0001", f"127.0.0.1:{ports[1]}", "admin", password, plaintext=True)
-        task = asyncio.create_task(subscribe_once(Subscriber(end, profile, 0.1, got.append)))
+        task = asyncio.create_task(
+            subscribe_once(Subscriber(end, profile, 0.1, lambda c, _new: got.append(c)))
+        )
         deadline = time.monotonic() + 20
         while len(got) < wanted and not task.done() and time.monotonic() < deadline:
             await asyncio.sleep(0.02)

@@ -49,7 +49,9 @@ async def read_once(port: int, ca_pem: bytes, nos: str, wanted: int = 2) -> list
     assert profile is not None
     endpoint = Endpoint("leaf1", f"127.0.0.1:{port}", USER, PASSWORD, SERVER_NAME, ca_pem)
     got: list[Counters] = []
-    task = asyncio.create_task(subscribe_once(Subscriber(endpoint, profile, 0.2, got.append)))
+    task = asyncio.create_task(
+        subscribe_once(Subscriber(endpoint, profile, 0.2, lambda c, _new: got.append(c)))
+    )
     for _ in range(200):
         if len(got) >= wanted or task.done():
             break

@@ -90,7 +90,7 @@ def run_until(end: Endpoint, wanted: int = 3, timeout_s: float = 10.0) -> list[C
     got: list[Counters] = []
 
     async def main() -> None:
-        subscriber = Subscriber(end, SONIC, 0.05, got.append)
+        subscriber = Subscriber(end, SONIC, 0.05, lambda c, _new: got.append(c))
         task = asyncio.create_task(subscribe_once(subscriber))
         deadline = time.monotonic() + timeout_s
         while len(got) < wanted and not task.done() and time.monotonic() < deadline:
@@ -311,9 +311,8 @@ def test_exporter_streams_one_switch_while_another_hangs(tmp_path: Path, pki: Pk
             {"name": "leaf3", "platform": "cisco_nxos", "ports": [
                 {"name": "Ethernet1/1", "speed": "100G", "cable_m": 1, "mtu": 9000}]},
         ])  # fmt: skip
-        options = ExporterOptions(
-            listen=None, interval_s=0.2, host_nic=False, telemetry="gnmi", drift=False
-        )
+        options = ExporterOptions(listen=None, interval_s=0.2, host_nic=False, telemetry="gnmi",
+                                  drift=False, ssh_complement=False)  # fmt: skip
         with Exporter(load_fabric(path).intent, options) as exporter:
             wait_for(lambda: exporter.store.snapshot().devices["leaf1"].status.up)
             text = exporter.exposition_text().decode()
@@ -323,7 +322,7 @@ def test_exporter_streams_one_switch_while_another_hangs(tmp_path: Path, pki: Pk
     assert 'roce_device_up{device="leaf2",fabric="gnmi"} 0.0' in text
     # Read over gNMI: no headroom series for SONiC (not published there), not zeros.
     assert 'roce_headroom_dropped_packets_total{device="leaf1"' not in text
-    assert exporter.jobs == []  # no SSH poller: one transport per switch, drift off
+    assert exporter.jobs == []  # no SSH at all: drift and the SSH complement off
 
 
 @pytest.mark.usefixtures("password")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -39,6 +40,10 @@ MAX_INTERFACES = 4096
 # A counter leaf is an unsigned 64-bit integer (oc-yang:counter64); anything bigger is
 # malformed, not a counter.
 COUNTER_MAX = (1 << 64) - 1
+
+
+# Folds one update's value into the counters: what a profile makes of one path, once.
+Folder = Callable[[Any, "CounterBuilder"], None]
 
 
 class UpdateError(ValueError):
@@ -85,14 +90,14 @@ class CounterBuilder:
     def pfc(self, interface: str, priority: int, direction: str, value: int) -> None:
         """Pause frames received (``rx``) or sent (``tx``) for one priority."""
         counts = self._interface(interface)
-        (counts.pfc_rx if direction == "rx" else counts.pfc_tx)[_priority(priority)] = value
+        (counts.pfc_rx if direction == "rx" else counts.pfc_tx)[valid_priority(priority)] = value
 
     def queue(self, interface: str, queue: int, name: QueueField, value: int) -> None:
-        self._interface(interface).queues.setdefault(_priority(queue), {})[name] = value
+        self._interface(interface).queues.setdefault(valid_priority(queue), {})[name] = value
 
     def watchdog(self, interface: str, priority: int, name: str, value: int | bool) -> None:
         """``storms_detected``, ``storms_restored`` or ``stormed`` of one lossless priority."""
-        self._interface(interface).watchdog.setdefault(_priority(priority), {})[name] = value
+        self._interface(interface).watchdog.setdefault(valid_priority(priority), {})[name] = value
 
     def counters(
         self, device: str, collected_at: float, unread: dict[UnreadFamily, str]
@@ -103,10 +108,34 @@ class CounterBuilder:
         )
 
 
-def _priority(value: int) -> int:
+def valid_priority(value: int) -> int:
     if value not in PRIORITIES:
         raise UpdateError(f"priority or queue {value} is outside 0-7")
     return value
+
+
+def ignore(value: Any, builder: CounterBuilder) -> None:
+    """The folder of a leaf under a subscribed path that the agent does not use."""
+
+
+def pfc_folder(interface: str, priority: int, direction: str, where: str) -> Folder:
+    """One priority's pause frames, received (``rx``) or sent (``tx``), one leaf per update."""
+    valid_priority(priority)
+
+    def fold(value: Any, builder: CounterBuilder) -> None:
+        builder.pfc(interface, priority, direction, counter_value(value, where))
+
+    return fold
+
+
+def queue_folder(interface: str, queue: int, name: QueueField, where: str) -> Folder:
+    """One egress queue counter, one leaf per update."""
+    valid_priority(queue)
+
+    def fold(value: Any, builder: CounterBuilder) -> None:
+        builder.queue(interface, queue, name, counter_value(value, where))
+
+    return fold
 
 
 def key_number(path: GnmiPath, elem: str, key: str) -> int:
@@ -189,6 +218,9 @@ class GnmiProfile:
     encoding: ClassVar[str] = "PROTO"  # gnmi.Encoding name
     # (path, mode) the agent subscribes to, as the NOS documents them.
     paths: ClassVar[tuple[tuple[str, Mode], ...]] = ()
+    # True where each notification of a sample carries one subscribed path's whole table, so
+    # a sample is complete once every sampled path delivered.
+    table_per_notification: ClassVar[bool] = False
     # Counter families the NOS does not publish over gNMI, and why (no series for them).
     unread: ClassVar[dict[UnreadFamily, str]] = {}
 
@@ -201,4 +233,11 @@ class GnmiProfile:
     def fold(self, path: GnmiPath, value: Any, builder: CounterBuilder) -> None:
         """Add one update to ``builder``; :class:`UpdateError` if it cannot be used. Leaves
         under a subscribed path that the agent does not use are ignored."""
+        self.folder(path)(value, builder)
+
+    def folder(self, path: GnmiPath) -> Folder:
+        """What to do with every update at ``path``. A stream sends the same paths every
+        sample, so the subscriber asks once per path and keeps the answer; a profile whose
+        paths each carry one leaf (thousands a sample) works out the path here, once.
+        :class:`UpdateError` if no update at ``path`` can be used."""
         raise NotImplementedError

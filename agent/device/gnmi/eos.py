@@ -22,13 +22,18 @@ from typing import Any, ClassVar
 
 from agent.device.gnmi.base import (
     CounterBuilder,
+    Folder,
     GnmiProfile,
     Mode,
     QueueField,
     UpdateError,
     counter_value,
+    ignore,
     key_number,
     key_text,
+    pfc_folder,
+    queue_folder,
+    valid_priority,
 )
 from agent.device.gnmi.paths import GnmiPath
 from agent.device.state import UnreadFamily
@@ -60,7 +65,7 @@ class EosGnmi(GnmiProfile):
         "headroom_drops": "EOS publishes no per-priority headroom drop counter over gNMI",
     }
 
-    def fold(self, path: GnmiPath, value: Any, builder: CounterBuilder) -> None:
+    def folder(self, path: GnmiPath) -> Folder:
         names = path.names()
         where = path.text()
         leaf = names[-1]
@@ -68,25 +73,28 @@ class EosGnmi(GnmiProfile):
             interface = key_text(path, "interface", "name")
             if "priority" in names and leaf in _PFC:
                 priority = key_number(path, "priority", "index")
-                builder.pfc(interface, priority, _PFC[leaf], counter_value(value, where))
-            elif "tx-queue" in names and leaf in _WATCHDOG:
-                self._watchdog(path, interface, leaf, counter_value(value, where), builder)
-        elif names[:3] == ("qos", "interfaces", "interface"):
+                return pfc_folder(interface, priority, _PFC[leaf], where)
+            if "tx-queue" in names and leaf in _WATCHDOG:
+                return _watchdog_folder(path, interface, _WATCHDOG[leaf], where)
+            return ignore
+        if names[:3] == ("qos", "interfaces", "interface"):
             if "queue" in names and leaf in _QUEUE:
                 interface = key_text(path, "interface", "interface-id")
                 queue = key_number(path, "queue", "name")
-                builder.queue(interface, queue, _QUEUE[leaf], counter_value(value, where))
-        else:
-            raise UpdateError(f"{where}: not a path the agent subscribed to")
+                return queue_folder(interface, queue, _QUEUE[leaf], where)
+            return ignore
+        raise UpdateError(f"{where}: not a path the agent subscribed to")
 
-    @staticmethod
-    def _watchdog(
-        path: GnmiPath, interface: str, leaf: str, count: int, builder: CounterBuilder
-    ) -> None:
-        if key_text(path, "tx-queue", "queue-type") != "UNICAST":
-            return  # RoCE is unicast; a multicast queue's watchdog is not the lossless class
-        queue = key_number(path, "tx-queue", "index")
-        builder.watchdog(interface, queue, _WATCHDOG[leaf], count)
+
+def _watchdog_folder(path: GnmiPath, interface: str, name: str, where: str) -> Folder:
+    if key_text(path, "tx-queue", "queue-type") != "UNICAST":
+        return ignore  # RoCE is unicast; a multicast queue's watchdog is not the lossless class
+    queue = valid_priority(key_number(path, "tx-queue", "index"))
+
+    def fold(value: Any, builder: CounterBuilder) -> None:
+        builder.watchdog(interface, queue, name, counter_value(value, where))
         so_far = builder.interfaces[interface].watchdog[queue]
         detected, restored = so_far.get("storms_detected", 0), so_far.get("storms_restored", 0)
         builder.watchdog(interface, queue, "stormed", int(detected) > int(restored))
+
+    return fold

@@ -11,17 +11,19 @@ page lists no PFC watchdog path and no headroom drop counter.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from agent.device.gnmi.base import (
-    CounterBuilder,
+    Folder,
     GnmiProfile,
     Mode,
     QueueField,
     UpdateError,
-    counter_value,
+    ignore,
     key_number,
     key_text,
+    pfc_folder,
+    queue_folder,
 )
 from agent.device.gnmi.paths import GnmiPath
 from agent.device.state import UnreadFamily
@@ -52,7 +54,7 @@ class NvueGnmi(GnmiProfile):
         "headroom_drops": "Cumulus Linux publishes no headroom drop counter over gNMI",
     }
 
-    def fold(self, path: GnmiPath, value: Any, builder: CounterBuilder) -> None:
+    def folder(self, path: GnmiPath) -> Folder:
         names = path.names()
         where = path.text()
         if names[:3] != _INTERFACE:
@@ -61,7 +63,7 @@ class NvueGnmi(GnmiProfile):
         leaf = names[-1]
         if "switch-priority" in names and leaf in _PAUSE:
             priority = key_number(path, "switch-priority", "priority")
-            builder.pfc(interface, priority, _PAUSE[leaf], counter_value(value, where))
-        elif "queue" in names and leaf in _QUEUE:
-            queue = key_number(path, "queue", "name")
-            builder.queue(interface, queue, _QUEUE[leaf], counter_value(value, where))
+            return pfc_folder(interface, priority, _PAUSE[leaf], where)
+        if "queue" in names and leaf in _QUEUE:
+            return queue_folder(interface, key_number(path, "queue", "name"), _QUEUE[leaf], where)
+        return ignore

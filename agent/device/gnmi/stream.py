@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.device.gnmi.base import CounterBuilder, GnmiProfile, UpdateError, under
+from agent.device.gnmi.base import CounterBuilder, Folder, GnmiProfile, UpdateError, under
 from agent.device.gnmi.paths import from_proto, to_proto
 from agent.device.state import Counters
 
@@ -157,15 +157,27 @@ async def probe(endpoint: Endpoint, timeout_s: float) -> str | None:
     return None
 
 
+# Folders a subscriber keeps, one per distinct path: a switch has a few thousand leaves; a
+# stream naming more paths than this is refused by the interface bound first or re-derived.
+MAX_FOLDERS = 65536
+
+
 class Subscriber:
-    """Folds one subscription's responses into snapshots; ``publish`` gets each snapshot."""
+    """Folds one subscription's responses into snapshots; ``publish`` gets each snapshot and
+    whether it starts a new sample (``roce_polls_total`` counts samples, not snapshots).
+
+    A sample is published once it is complete: when the next sample's first notification
+    arrives (its timestamp half an interval or more after this one's), when every sampled
+    path delivered (a profile whose notification carries a whole table, SONiC), or
+    :data:`COALESCE_S` after its last notification, whichever comes first. ``on_sync``, if
+    set, is called when the first complete sample (``sync_response``) was published."""
 
     def __init__(
         self,
         endpoint: Endpoint,
         profile: GnmiProfile,
         interval_s: float,
-        publish: Callable[[Counters], None],
+        publish: Callable[[Counters, bool], None],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.endpoint = endpoint
@@ -173,10 +185,18 @@ class Subscriber:
         self.interval_s = interval_s
         self.publish = publish
         self.clock = clock
-        self.subscriptions = [s.path for s in profile.subscriptions()]
+        self.on_sync: Callable[[], None] | None = None
+        wanted = profile.subscriptions()
+        self.subscriptions = [s.path for s in wanted]
+        self._sampled = frozenset(i for i, s in enumerate(wanted) if s.mode == "sample")
         self.builder = CounterBuilder()
         self.synced = False
         self.latest_ns = 0
+        self._folders: dict[tuple[bytes, bytes], tuple[int, Folder]] = {}
+        self._round_ns = 0  # the first timestamp of the sample being received
+        self._published_round_ns = -1
+        self._seen: set[int] = set()  # subscriptions that delivered in this sample
+        self._dirty = False
         self._pending: asyncio.TimerHandle | None = None
 
     def apply(self, response: Any) -> None:
@@ -185,25 +205,59 @@ class Subscriber:
         if kind == "sync_response":
             self.synced = True
             self._flush()
+            if self.on_sync is not None:
+                self.on_sync()
         elif kind == "update":
             self._notification(response.update)
         elif kind == "error":
             raise StreamFailure("other", f"the switch sent an error: {response.error.message}")
 
     def _notification(self, notification: Any) -> None:
-        self._check_age(notification.timestamp)
+        timestamp = notification.timestamp
+        self._check_age(timestamp)
+        if timestamp - self._round_ns >= self.interval_s * 5e8:  # half an interval, in ns
+            if self.synced and self._dirty:
+                self._flush()
+            self._round_ns = timestamp
+            self._seen.clear()
         prefix = notification.prefix
+        prefix_key = prefix.SerializeToString()
         for update in notification.update:
-            path = from_proto(prefix, update.path)
-            if not any(under(wanted, path) for wanted in self.subscriptions):
-                raise StreamFailure("parse", f"an update under {path.text()}, not subscribed")
+            index, fold = self._folder(prefix, prefix_key, update.path)
             try:
-                self.profile.fold(path, update.val, self.builder)
+                fold(update.val, self.builder)
             except UpdateError as error:
                 raise StreamFailure(error.reason, str(error)) from None
-        self.latest_ns = max(self.latest_ns, notification.timestamp)
-        if self.synced and self._pending is None:
+            self._seen.add(index)
+        self._dirty = True
+        self.latest_ns = max(self.latest_ns, timestamp)
+        if not self.synced:
+            return
+        if self.profile.table_per_notification and self._seen >= self._sampled:
+            self._flush()
+        elif self._pending is None:
             self._pending = asyncio.get_running_loop().call_later(COALESCE_S, self._flush)
+
+    def _folder(self, prefix: Any, prefix_key: bytes, proto_path: Any) -> tuple[int, Folder]:
+        key = (prefix_key, proto_path.SerializeToString())
+        found = self._folders.get(key)
+        if found is None:
+            path = from_proto(prefix, proto_path)
+            # The deepest subscription that holds it: SONiC's COUNTERS/Ethernet*/Queues lies
+            # under COUNTERS/Ethernet* too.
+            holding = [
+                (len(w.elems), i) for i, w in enumerate(self.subscriptions) if under(w, path)
+            ]
+            if not holding:
+                raise StreamFailure("parse", f"an update under {path.text()}, not subscribed")
+            index = max(holding)[1]
+            try:
+                found = (index, self.profile.folder(path))
+            except UpdateError as error:
+                raise StreamFailure(error.reason, str(error)) from None
+            if len(self._folders) < MAX_FOLDERS:
+                self._folders[key] = found
+        return found
 
     def _check_age(self, timestamp_ns: int) -> None:
         age_s = self.clock() - timestamp_ns / 1e9
@@ -212,9 +266,13 @@ class Subscriber:
             raise StreamFailure("stale", f"a sample {abs(age_s):.1f} s {when}")
 
     def _flush(self) -> None:
-        self._pending = None
+        self.cancel()
+        self._dirty = False
         at = self.latest_ns / 1e9 if self.latest_ns else self.clock()
-        self.publish(self.builder.counters(self.endpoint.device, at, dict(self.profile.unread)))
+        new_sample = self._round_ns != self._published_round_ns
+        self._published_round_ns = self._round_ns
+        counters = self.builder.counters(self.endpoint.device, at, dict(self.profile.unread))
+        self.publish(counters, new_sample)
 
     def cancel(self) -> None:
         if self._pending is not None:

@@ -36,7 +36,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agent.device.state import Counters, LinkHealth, PendingSession, QosState, desired_state
+from agent.device.state import (
+    Counters,
+    LinkHealth,
+    PendingSession,
+    QosState,
+    UnreadFamily,
+    desired_state,
+)
 from agent.errors import AgentError
 from agent.intent.plan import DevicePlan
 
@@ -214,6 +221,23 @@ class Platform(ABC):
     def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:
         """Normalize the outputs of :attr:`COUNTER_COMMANDS` (recorded outputs in tests)."""
         raise NotImplementedError
+
+    # The keys of COUNTER_COMMANDS that alone give a counter family, where they do: a switch
+    # streaming the rest over gNMI is asked over SSH only for what its stream lacks.
+    FAMILY_COMMANDS: ClassVar[dict[UnreadFamily, tuple[str, ...]]] = {}
+
+    def read_families(
+        self, conn: Connection, families: frozenset[UnreadFamily], state: QosState | None = None
+    ) -> Counters:
+        """Counters holding at least ``families``: only their commands where
+        :attr:`FAMILY_COMMANDS` names them all, else every counter (:meth:`read_counters`).
+        The other families of the result may be unread zeros: take only ``families``."""
+        if not families or not families <= self.FAMILY_COMMANDS.keys():
+            return self.read_counters(conn, state)
+        keys = sorted({key for family in families for key in self.FAMILY_COMMANDS[family]})
+        collected_at = time.time()
+        outputs = {key: conn.show(self.COUNTER_COMMANDS[key]) for key in keys}
+        return self.counters_from_text(conn.device, collected_at, outputs)
 
     # ------------------------------------------------------------------ the transaction flow
 

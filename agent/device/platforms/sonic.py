@@ -76,6 +76,7 @@ from agent.device.state import (
     PendingSession,
     QosState,
     QueueState,
+    UnreadFamily,
     WatchdogCounters,
     WatchdogState,
     diff,
@@ -461,6 +462,10 @@ class Sonic(CheckpointPlatform):
         "watermark": "show queue watermark unicast",
         "pg_drop": "show priority-group drop counters",
         "pfcwd": "pfcwd show stats",
+    }
+    FAMILY_COMMANDS: ClassVar[dict[UnreadFamily, tuple[str, ...]]] = {
+        "headroom_drops": ("pg_drop",),
+        "watchdog": ("pfcwd",),
     }
 
     @staticmethod
