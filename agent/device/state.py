@@ -46,10 +46,26 @@ class WatchdogState(StateModel):
     action: str | None = None  # drop | forward | alert
 
 
+class TrimState(StateModel):
+    """Packet trimming on the switch: trimmed frames keep ``size_bytes`` and leave re-marked
+    ``dscp`` in the queue of ``priority``."""
+
+    size_bytes: int
+    dscp: int | None  # None: derived from the traffic class (SONiC's "from-tc")
+    priority: int | None  # None: the queue follows the DSCP (SONiC's "dynamic")
+
+    def text(self) -> str:
+        dscp = "from the TC" if self.dscp is None else self.dscp
+        queue = "from the DSCP" if self.priority is None else self.priority
+        return f"{self.size_bytes} B, DSCP {dscp}, priority {queue}"
+
+
 class InterfaceState(StateModel):
     pfc_enabled: bool = False
     pfc_priorities: tuple[int, ...] = ()
     queues: dict[int, QueueState] = Field(default_factory=dict)
+    # Egress queues whose frames the switch trims instead of dropping (packet trimming).
+    trim_queues: tuple[int, ...] = ()
     # The interface's effective trust, when the platform reads it per interface (EOS); the
     # plan has one trust per device, so desired states leave it None.
     trust: str | None = None
@@ -67,6 +83,7 @@ class QosState(StateModel):
     dscp_to_priority: dict[int, int] = Field(default_factory=dict)  # all 64 DSCPs
     watchdog: WatchdogState = WatchdogState()
     interfaces: dict[str, InterfaceState] = Field(default_factory=dict)
+    trim: TrimState | None = None  # None: packet trimming off (or not a platform that trims)
 
 
 def full_dscp_map(non_default: dict[int, int], default_priority: int) -> dict[int, int]:
@@ -99,6 +116,7 @@ def desired_state(device: DevicePlan) -> QosState:
             pfc_enabled=bool(port.pfc_priorities),
             pfc_priorities=tuple(port.pfc_priorities),
             queues=queues,
+            trim_queues=_trim_queues(device),
         )
     watchdog = device.watchdog
     return QosState(
@@ -112,7 +130,19 @@ def desired_state(device: DevicePlan) -> QosState:
             action=watchdog.action if watchdog.enabled else None,
         ),
         interfaces=interfaces,
+        trim=_trim_state(device),
     )
+
+
+def _trim_queues(device: DevicePlan) -> tuple[int, ...]:
+    return tuple(device.trim.queues) if device.trim else ()
+
+
+def _trim_state(device: DevicePlan) -> TrimState | None:
+    trim = device.trim
+    if trim is None:
+        return None
+    return TrimState(size_bytes=trim.size_bytes, dscp=trim.dscp, priority=trim.priority)
 
 
 @dataclass(frozen=True)
@@ -147,6 +177,10 @@ def _queue_items(queue: QueueState | None) -> dict[str, Any]:
         "strict": queue.strict,
         "bandwidth_percent": queue.bandwidth_percent,
     }
+
+
+def _trim_text(trim: TrimState | None) -> str:
+    return "off" if trim is None else trim.text()
 
 
 def diff(
@@ -191,6 +225,7 @@ def diff(
         if field != "enabled" and not desired.watchdog.enabled:
             continue
         check("", f"watchdog.{field}", expected, getattr(actual.watchdog, field))
+    check("", "trim", _trim_text(desired.trim), _trim_text(actual.trim))
     for name, want in desired.interfaces.items():
         have = actual.interfaces.get(name)
         if have is None:
@@ -198,6 +233,7 @@ def diff(
             continue
         check(name, "pfc_enabled", want.pfc_enabled, have.pfc_enabled)
         check(name, "pfc_priorities", list(want.pfc_priorities), list(have.pfc_priorities))
+        check(name, "trim_queues", list(want.trim_queues), list(have.trim_queues))
         for queue in PRIORITIES:
             mine = _queue_items(want.queues.get(queue))
             theirs = _queue_items(have.queues.get(queue))

@@ -573,13 +573,41 @@ class JobSettings(StrictModel):
     )
 
 
+class Trim(StrictModel):
+    """Packet trimming, for a RoCE class in ``mode: lossy-trim``: a frame the class's full
+    queue cannot take is cut to ``size_bytes`` and forwarded, re-marked ``dscp``, in the queue
+    of ``priority`` (usually a strict one) instead of being dropped, so the receiver learns of
+    the loss at once. SONiC: ``SWITCH_TRIMMING|GLOBAL`` (``size``, ``dscp_value``,
+    ``queue_index``) and ``BUFFER_PROFILE|...|packet_discard_action: trim``
+    (sonic-net/SONiC doc/packet_trimming/packet-trimming-design.md, 0031145); Cumulus Linux
+    5.14+: ``nv set system forwarding packet-trim`` (size 256-1024, a multiple of 4) and ``nv
+    set qos roce mode lossy-multi-tc`` (CumulusNetworks/docs, "Packet Trimming"). Unset
+    ``dscp`` and ``priority`` take the CNP class's, as the SONiC design's example does (DSCP
+    48, queue 6)."""
+
+    size_bytes: int = Field(
+        default=256, ge=64, le=9216,
+        description="bytes a trimmed frame keeps (SONiC's default is 128, Cumulus takes "
+        "256-1024 in steps of 4; 256 is valid on both)",
+    )  # fmt: skip
+    dscp: Dscp | None = Field(default=None, description="DSCP of trimmed frames; unset: CNP's")
+    priority: Priority | None = Field(
+        default=None, description="switch priority (and queue) of trimmed frames; unset: CNP's"
+    )
+
+
 class Profile(StrictModel):
     """A lossless profile: the QoS intent applied to every fabric port."""
 
     name: Name
     description: Description | None = None
     source: Description | None = Field(default=None, description="where the values come from")
-    mode: Literal["lossless", "lossy"] = "lossless"
+    mode: Literal["lossless", "lossy", "lossy-trim"] = Field(
+        default="lossless",
+        description="lossless: PFC on the RoCE class; lossy: ECN only; lossy-trim: no PFC, "
+        "the switches trim what the RoCE queue cannot take (trim)",
+    )
+    trim: Trim = Field(default_factory=Trim, description="packet trimming, in mode lossy-trim")
     trust: Literal["dscp", "pcp"] = "dscp"
     roce: TrafficClass = TrafficClass(dscp=26, priority=3)
     cnp: TrafficClass = TrafficClass(dscp=48, priority=6)

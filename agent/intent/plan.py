@@ -76,6 +76,16 @@ class EtsPlan(PlanModel):
     weights: dict[int, int]
 
 
+class TrimPlan(PlanModel):
+    """Packet trimming on a switch (mode lossy-trim): frames of ``queues`` that their queue
+    cannot take are cut to ``size_bytes`` and sent re-marked ``dscp`` in queue ``priority``."""
+
+    size_bytes: int
+    dscp: int
+    priority: int
+    queues: list[int]
+
+
 class DevicePlan(PlanModel):
     name: str
     platform: str
@@ -88,6 +98,7 @@ class DevicePlan(PlanModel):
     ets: EtsPlan
     ports: list[PortPlan]
     nic: NicPlan | None
+    trim: TrimPlan | None = None
 
 
 class Plan(PlanModel):
@@ -117,6 +128,25 @@ def dscp_map(profile: Profile) -> dict[int, int]:
 
 def pfc_priorities(profile: Profile) -> list[int]:
     return list(profile.pfc.priorities) if profile.mode == "lossless" else []
+
+
+def trim_plan(profile: Profile) -> TrimPlan | None:
+    """The RoCE class's trimming in mode lossy-trim (None otherwise); unset DSCP and
+    priority are the CNP class's."""
+    if profile.mode != "lossy-trim":
+        return None
+    trim = profile.trim
+    return TrimPlan(
+        size_bytes=trim.size_bytes,
+        dscp=profile.cnp.dscp if trim.dscp is None else trim.dscp,
+        priority=profile.cnp.priority if trim.priority is None else trim.priority,
+        queues=[profile.roce.priority],
+    )
+
+
+def watchdog_for(profile: Profile) -> Watchdog:
+    """A lossy-trim class sends no PFC, so there is no pause storm to watch for."""
+    return Watchdog(enabled=False) if profile.mode == "lossy-trim" else profile.pfc.watchdog
 
 
 def ecn_for_port(profile: Profile, port: Port) -> list[EcnPlan]:
@@ -225,13 +255,14 @@ def build_plan(
                 dscp_to_priority=dscp_map(profile),
                 default_priority=DEFAULT_PRIORITY,
                 pfc_priorities=pfc_priorities(profile),
-                watchdog=profile.pfc.watchdog,
+                watchdog=watchdog_for(profile),
                 ets=EtsPlan(strict=sorted(profile.ets.strict), weights=dict(profile.ets.weights)),
                 ports=[
                     _port_plan(profile, device, port, sources.get((device.name, port.name)))
                     for port in device.ports
                 ],
                 nic=nic_plan(profile) if device.role == "host" else None,
+                trim=trim_plan(profile) if device.role != "host" else None,
             )
         )
     return Plan(fabric=intent.name, profile=profile.name, mode=profile.mode, devices=devices)

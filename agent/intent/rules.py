@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 from agent.errors import Problem
 from agent.intent.model import FabricIntent
-from agent.intent.plan import Plan, build_plan, ecn_for_port, pfc_priorities
+from agent.intent.plan import (
+    Plan,
+    build_plan,
+    dscp_map,
+    ecn_for_port,
+    pfc_priorities,
+    trim_plan,
+)
 from agent.intent.portnames import check_port_name
 from agent.intent.units import format_size, format_speed
 
@@ -437,6 +444,66 @@ def _some_congestion_control(intent: FabricIntent, plan: Plan) -> Iterator[Viola
             "ECN on in lossy mode (without PFC, ECN is the only signal)",
             "mode lossy, ecn.enabled false",
         )
+
+
+# Where packet trimming is configurable, and where the agent found it is not (docs/trimming.md
+# cites each). A platform not listed here (a host) is not a switch and trims nothing.
+TRIMMING_PLATFORMS = {
+    "sonic": "SWITCH_TRIMMING (sonic-net/SONiC packet-trimming HLD)",
+    "cumulus_nvue": "nv set system forwarding packet-trim (Cumulus Linux 5.14+, Spectrum-4/5)",
+}
+NOT_TRIMMING = {
+    "arista_eos": "EOS's published configuration guides have no packet trimming",
+    "cisco_nxos": "NX-OS's published configuration guides have no packet trimming",
+}
+# Cumulus Linux, "Packet Trimming": "a value between 256 and 1024; the value must be a
+# multiple of 4".
+NVUE_TRIM_SIZES = range(256, 1025, 4)
+
+
+@rule("IR022", "a lossy-trim RoCE class only on switches whose NOS trims packets")
+def _trimming_platforms(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    if intent.profile.mode != "lossy-trim":
+        return
+    can = "; ".join(f"{name}: {how}" for name, how in TRIMMING_PLATFORMS.items())
+    for d, device in enumerate(intent.devices):
+        why = NOT_TRIMMING.get(device.platform)
+        if why is not None:
+            yield Violation(("devices", d, "platform"), f"a platform that trims ({can})", why)
+
+
+@rule("IR023", "trimmed frames ride a class of their own: strict, mapped, not RoCE's")
+def _trim_class(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    trim = trim_plan(profile)
+    if trim is None:
+        return
+    if trim.priority == profile.roce.priority:
+        yield Violation(("profile", "trim", "priority"), "a priority other than RoCE's "
+                        "(a trimmed frame must not wait behind the queue that trimmed it)",
+                        f"priority {trim.priority}, the RoCE class's")  # fmt: skip
+    elif trim.priority not in profile.ets.strict:
+        yield Violation(("profile", "trim", "priority"),
+                        f"a strict queue (ets.strict {sorted(profile.ets.strict)}), so the "
+                        "loss is reported at once", f"priority {trim.priority}")  # fmt: skip
+    mapped = dscp_map(profile).get(trim.dscp, 0)
+    if mapped != trim.priority:
+        yield Violation(("profile", "trim", "dscp"),
+                        f"DSCP {trim.dscp} sent to priority {trim.priority} by this profile "
+                        "(roce, cnp or dscp_map), so the next hop queues it there too",
+                        f"the profile sends DSCP {trim.dscp} to priority {mapped}")  # fmt: skip
+
+
+@rule("IR024", "the trim size is one every trimming switch of the fabric takes")
+def _trim_size(intent: FabricIntent, plan: Plan) -> Iterator[Violation]:
+    profile = intent.profile
+    size = profile.trim.size_bytes
+    if profile.mode != "lossy-trim" or size in NVUE_TRIM_SIZES:
+        return
+    if any(device.platform == "cumulus_nvue" for device in intent.devices):
+        yield Violation(("profile", "trim", "size_bytes"),
+                        "256-1024 bytes in steps of 4 (Cumulus Linux packet-trim size)",
+                        f"{size}")  # fmt: skip
 
 
 @rule("IR021", "port names follow the device's platform naming (Ethernet1/1, swp1, ...)")

@@ -188,7 +188,16 @@ class Platform(ABC):
     # has nothing to save.
     saves_after_confirm: ClassVar[bool] = True
 
+    # Whether this NOS can trim packets (a RoCE class in mode lossy-trim); rule IR022 says why
+    # the others cannot, and this refuses a plan that reached one all the same.
+    trims: ClassVar[bool] = False
+
     def desired(self, device: DevicePlan) -> QosState:
+        if device.trim is not None and not self.trims:
+            raise PlatformError(
+                f"{device.name}: {self.name} cannot trim packets (profile mode lossy-trim, "
+                "rule IR022): use mode lossless or lossy on it"
+            )
         return desired_state(device)
 
     @abstractmethod

@@ -80,6 +80,7 @@ from agent.device.state import (
     QosState,
     QueueCounters,
     QueueState,
+    TrimState,
     WatchdogCounters,
     WatchdogState,
 )
@@ -113,13 +114,73 @@ def _csv(values: list[int]) -> str:
 # ---------------------------------------------------------------------- one renderer per section
 
 
-def _roce_mode_lines(pfc: tuple[int, ...]) -> list[str]:
+def _roce_mode_lines(pfc: tuple[int, ...], trim: bool = False) -> list[str]:
     """``roce mode``: in every render that changes something. The rest of the render assumes
     RoCE's defaults (only TC 0, 3 and 6 scheduled); on a switch without RoCE the default
     scheduler gives every queue 12 or 13 % (QoS guide, "Egress Scheduler") and the plan's
     weights would add up past the documented limit of 100. Setting the mode a switch already
-    has changes nothing in NVUE's object model."""
-    return [f"{QOS} roce mode {'lossless' if pfc else 'lossy'}"]
+    has changes nothing in NVUE's object model. A trimming class is ``lossy-multi-tc``
+    ("Packet Trimming", "Packet Trimming with RoCE")."""
+    mode = "lossy-multi-tc" if trim else ("lossless" if pfc else "lossy")
+    return [f"{QOS} roce mode {mode}"]
+
+
+TRIM = "nv set system forwarding packet-trim"
+# What ``lossy-multi-tc`` implies when nothing else is set: "the default packet trimming
+# profile": trimming on, DSCP 11, size 256, switch priority 4, eligibility TC 1, 2 and 3 on
+# every port (Cumulus Linux, "Packet Trimming with Default Profile").
+TRIM_DEFAULTS = {"size": 256, "dscp": 11, "switch-priority": 4}
+TRIM_DEFAULT_CLASSES = (1, 2, 3)
+
+
+def _trim_lines(desired: QosState, actual: QosState | None) -> list[str]:
+    """``nv set system forwarding packet-trim ...`` and each port's egress eligibility: every
+    value explicit, as the rest of the render ("Packet Trimming", "Configure Packet
+    Trimming"); ``state disabled`` when trimming ends."""
+    trim = desired.trim
+    if trim is None:
+        had = actual is not None and actual.trim is not None
+        return [f"{TRIM} state disabled"] if had else []
+    lines = []
+    if actual is None or actual.trim != trim:
+        lines += [f"{TRIM} state enabled", f"{TRIM} size {trim.size_bytes}",
+                  f"{TRIM} remark dscp {trim.dscp}",
+                  f"{TRIM} switch-priority {trim.priority}"]  # fmt: skip
+    for name, want in desired.interfaces.items():
+        have = actual.interfaces.get(name) if actual else None
+        if want.trim_queues and (have is None or have.trim_queues != want.trim_queues):
+            classes = _csv(list(want.trim_queues))
+            lines.append(f"nv set interface {name} packet-trim egress-eligibility "
+                         f"traffic-class {classes}")  # fmt: skip
+    return lines
+
+
+def _trim_from(tree: dict[str, Any], roce: _Roce) -> TrimState | None:
+    """``system forwarding packet-trim``, or lossy-multi-tc's default profile."""
+    settings = tree.get("system", {}).get("forwarding", {}).get("packet-trim", {})
+    state = settings.get("state", "enabled" if roce.trims else "disabled")
+    if state != "enabled":
+        return None
+    remark = settings.get("remark", {})
+    dscp = remark.get("dscp", TRIM_DEFAULTS["dscp"]) if isinstance(remark, dict) else remark
+    return TrimState(
+        size_bytes=_int(settings.get("size"), TRIM_DEFAULTS["size"]),
+        dscp=None if str(dscp) == "port-level" else _int(dscp),
+        priority=_int(settings.get("switch-priority"), TRIM_DEFAULTS["switch-priority"]),
+    )
+
+
+def _trim_classes_from(entry: dict[str, Any], trim: TrimState | None) -> tuple[int, ...]:
+    """A port's ``packet-trim egress-eligibility traffic-class`` keys; lossy-multi-tc's
+    default (TC 1-3 on every port) where none is set."""
+    if trim is None:
+        return ()
+    eligibility = entry.get("packet-trim", {}).get("egress-eligibility", {})
+    keys = eligibility.get("traffic-class", {}) if isinstance(eligibility, dict) else {}
+    if not keys:
+        return TRIM_DEFAULT_CLASSES
+    where = "interface packet-trim egress-eligibility traffic-class key"
+    return tuple(sorted({tc for key in keys for tc in expand_ranges(str(key), where)}))
 
 
 def _trust_lines(desired: QosState, actual: QosState | None) -> list[str]:
@@ -260,12 +321,14 @@ class _Roce:
 
     on: bool
     lossless: bool
+    trims: bool = False  # mode lossy-multi-tc: the default trimming profile applies
 
     @classmethod
     def of(cls, qos: dict[str, Any]) -> _Roce:
         roce = qos.get("roce", {})
         on = roce.get("enable", "off") == "on" or "mode" in roce
-        return cls(on=on, lossless=on and roce.get("mode", "lossless") == "lossless")
+        mode = roce.get("mode", "lossless")
+        return cls(on=on, lossless=on and mode == "lossless", trims=on and mode == "lossy-multi-tc")
 
 
 def _dscp_map_from(mapping: dict[str, Any]) -> dict[int, int]:
@@ -354,6 +417,8 @@ def _watchdog_from(qos: dict[str, Any], enabled: bool) -> WatchdogState:
 class CumulusNvue(Platform):
     name: ClassVar[str] = "cumulus_nvue"
     netmiko_device_type: ClassVar[str] = "linux"
+    trims: ClassVar[bool] = True
+    managed: ClassVar[frozenset[str]] = Platform.managed | {"trim", "trim_queues"}
 
     def desired(self, device: DevicePlan) -> QosState:
         state = super().desired(device)
@@ -400,9 +465,11 @@ class CumulusNvue(Platform):
             *_egress_scheduler_lines(changed),
             *self._watchdog_lines(desired, actual),
         ]
+        rest += _trim_lines(desired, actual)
         if actual is not None and not mapping and not rest:
             return []
-        return [*_roce_mode_lines(pfc), *mapping, *_egress_queue_mapping_lines(), *rest]
+        trims = desired.trim is not None
+        return [*_roce_mode_lines(pfc, trims), *mapping, *_egress_queue_mapping_lines(), *rest]
 
     @staticmethod
     def _watchdog_lines(desired: QosState, actual: QosState | None) -> list[str]:
@@ -461,20 +528,23 @@ class CumulusNvue(Platform):
         queues = {
             tc: state for tc in PRIORITIES if (state := _queue_from(qos, roce, tc)) is not None
         }
+        trim = _trim_from(tree, roce)
         interfaces: dict[str, InterfaceState] = {}
         watchdog_ports: list[bool] = []
         for name, entry in tree.get("interface", {}).items():
             if not name.startswith("swp"):
                 continue
             interfaces[name] = InterfaceState(
-                pfc_enabled=pfc_on, pfc_priorities=priorities, queues=queues
-            )
+                pfc_enabled=pfc_on, pfc_priorities=priorities, queues=queues,
+                trim_queues=_trim_classes_from(entry, trim),
+            )  # fmt: skip
             watchdog_ports.append(_port_watchdog_on(entry))
         return QosState(
             trust=trust,
             dscp_to_priority=dscp_map,
             watchdog=_watchdog_from(qos, bool(majority(watchdog_ports))),
             interfaces=dict(sorted(interfaces.items(), key=lambda item: natural_key(item[0]))),
+            trim=trim,
         )
 
     # ------------------------------------------------------------------ counters

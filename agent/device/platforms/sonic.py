@@ -76,6 +76,7 @@ from agent.device.state import (
     PendingSession,
     QosState,
     QueueState,
+    TrimState,
     UnreadFamily,
     WatchdogCounters,
     WatchdogState,
@@ -95,8 +96,15 @@ TABLE_ORDER = (
     "PORT_QOS_MAP",
     "QUEUE",
     "BUFFER_PG",
+    "BUFFER_QUEUE",
     "PFC_WD",
+    "SWITCH_TRIMMING",
 )
+# The egress profile whose discard action trims (packet trimming), on the lossy pool, as the
+# HLD's example "q_lossy_trim_profile" (sonic-net/SONiC
+# doc/packet_trimming/packet-trimming-design.md, 2.6.4, commit 0031145).
+TRIM_PROFILE = "roce_lossy_trim_profile"
+TRIM_PROFILE_FIELDS = {"pool": "egress_lossy_pool", "size": "0", "dynamic_th": "3"}
 STRICT_SCHEDULER = "ROCE_STRICT"
 HEREDOC_END = "ROCE_AGENT_PATCH_EOF"
 # bash's continuation prompt (PS2, default "> "; bash(1) PROMPTING) answers each heredoc line:
@@ -173,6 +181,7 @@ class _Change:
     pfc: dict[str, bool]  # per port: PFC priorities or PFC on/off
     watchdog: bool
     queues: list[tuple[str, int, QueueState | None]]  # (port, queue, wanted) that differ
+    actual: QosState | None = None
 
 
 def _change(desired: QosState, actual: QosState | None) -> _Change:
@@ -190,6 +199,7 @@ def _change(desired: QosState, actual: QosState | None) -> _Change:
             for name, want in desired.interfaces.items()
             for queue, mine in _queues_that_differ(want, present(name), fresh=actual is None)
         ],
+        actual=actual,
     )
 
 
@@ -313,6 +323,33 @@ def _pfc_watchdog(patch: _Patch, change: _Change) -> None:
     patch.add(str(watchdog.polling_ms), "PFC_WD", "GLOBAL", "POLL_INTERVAL")
 
 
+def _switch_trimming(patch: _Patch, change: _Change) -> None:
+    """SWITCH_TRIMMING|GLOBAL. The HLD supports no removal of this entry or of a field, so
+    trimming ends at the buffer profile (:func:`_trim_queues`), never here."""
+    trim, actual = change.desired.trim, change.actual
+    if trim is not None and (actual is None or actual.trim != trim):
+        fields = {"size": str(trim.size_bytes), "dscp_value": str(trim.dscp),
+                  "queue_index": str(trim.priority)}  # fmt: skip
+        patch.add(fields, "SWITCH_TRIMMING", "GLOBAL")
+
+
+def _trim_queues(patch: _Patch, change: _Change) -> None:
+    """The queues that trim: BUFFER_QUEUE entries on the profile whose
+    ``packet_discard_action`` is ``trim``, back to ``drop`` when trimming ends."""
+    desired, actual = change.desired, change.actual
+    trims = any(i.trim_queues for i in desired.interfaces.values())
+    trimmed = actual is not None and any(i.trim_queues for i in actual.interfaces.values())
+    if trims or trimmed:
+        action = "trim" if trims else "drop"
+        patch.add({**TRIM_PROFILE_FIELDS, "packet_discard_action": action},
+                  "BUFFER_PROFILE", TRIM_PROFILE)  # fmt: skip
+    for name, want in desired.interfaces.items():
+        have = actual.interfaces.get(name) if actual else None
+        if want.trim_queues and (have is None or have.trim_queues != want.trim_queues):
+            for queue in want.trim_queues:
+                patch.add({"profile": TRIM_PROFILE}, "BUFFER_QUEUE", f"{name}|{queue}")
+
+
 # One renderer per CONFIG_DB table (the patch orders the tables itself, see TABLE_ORDER).
 STATE_TABLES: tuple[Callable[[_Patch, _Change], None], ...] = (
     _classifier_map,
@@ -321,6 +358,8 @@ STATE_TABLES: tuple[Callable[[_Patch, _Change], None], ...] = (
     _port_qos_maps,
     _queue_entries,
     _pfc_watchdog,
+    _switch_trimming,
+    _trim_queues,
 )
 
 
@@ -359,6 +398,8 @@ class Sonic(CheckpointPlatform):
 
     name: ClassVar[str] = "sonic"
     netmiko_device_type: ClassVar[str] = "linux"
+    trims: ClassVar[bool] = True
+    managed: ClassVar[frozenset[str]] = CheckpointPlatform.managed | {"trim", "trim_queues"}
 
     # ------------------------------------------------------------------ render
 
@@ -442,15 +483,19 @@ class Sonic(CheckpointPlatform):
         }
         trust, dscp_to_priority = _classifier_from(config_db, port_qos)
         queues = _queues_from(config_db)
+        trim_queues = _trim_queues_from(config_db)
         interfaces = {
-            name: _interface_from(port_qos.get(name, {}), queues.get(name, {}))
-            for name in sorted(set(port_qos) | set(queues), key=natural_key)
+            name: _interface_from(port_qos.get(name, {}), queues.get(name, {})).model_copy(
+                update={"trim_queues": trim_queues.get(name, ())}
+            )
+            for name in sorted(set(port_qos) | set(queues) | set(trim_queues), key=natural_key)
         }
         return QosState(
             trust=trust,
             dscp_to_priority=dscp_to_priority,
             watchdog=_watchdog_from(config_db.get("PFC_WD", {})),
             interfaces=interfaces,
+            trim=_trim_from(config_db) if trim_queues else None,
         )
 
     # ------------------------------------------------------------------ counters
@@ -822,6 +867,44 @@ def _read_pfcwd(found: CounterTally, header: list[str], rows: Rows) -> None:
             storms_restored=parse_int(restored),
             stormed=row[1].strip() == "stormed",
         )
+
+
+def _profile_name(reference: str) -> str:
+    """``roce_lossy_trim_profile`` or the older ``[BUFFER_PROFILE|roce_lossy_trim_profile]``."""
+    return reference.strip("[]").removeprefix("BUFFER_PROFILE|")
+
+
+def _trim_queues_from(config_db: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Per port, the queues on a buffer profile whose ``packet_discard_action`` is ``trim``
+    (BUFFER_QUEUE keys are ``<port>|<queue>`` or ``<port>|<first>-<last>``)."""
+    trimming = {
+        name
+        for name, fields in config_db.get("BUFFER_PROFILE", {}).items()
+        if isinstance(fields, dict) and fields.get("packet_discard_action") == "trim"
+    }
+    found: dict[str, set[int]] = {}
+    for key, fields in config_db.get("BUFFER_QUEUE", {}).items():
+        port, _, span = key.partition("|")
+        if not isinstance(fields, dict) or _profile_name(fields.get("profile", "")) not in trimming:
+            continue
+        first, _, last = span.partition("-")
+        if first.isdigit() and (last or first).isdigit():
+            found.setdefault(port, set()).update(range(int(first), int(last or first) + 1))
+    return {port: tuple(sorted(queues)) for port, queues in found.items()}
+
+
+def _trim_from(config_db: dict[str, Any]) -> TrimState | None:
+    """SWITCH_TRIMMING|GLOBAL: ``dscp_value`` may be ``from-tc``, ``queue_index``
+    ``dynamic`` (the HLD, 2.6.1.1); no ``size`` means trimming is not set up."""
+    fields = config_db.get("SWITCH_TRIMMING", {}).get("GLOBAL")
+    if not isinstance(fields, dict) or not str(fields.get("size", "")).isdigit():
+        return None
+    dscp, queue = str(fields.get("dscp_value", "")), str(fields.get("queue_index", ""))
+    return TrimState(
+        size_bytes=int(fields["size"]),
+        dscp=int(dscp) if dscp.isdigit() else None,
+        priority=int(queue) if queue.isdigit() else None,
+    )
 
 
 # One reader per show command (keys of Sonic.COUNTER_COMMANDS), each given its tables.

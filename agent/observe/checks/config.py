@@ -29,10 +29,17 @@ from common.text import natural_item_key
 
 
 def roce_mode(state: QosState, roce_priority: int, ecn_queue: int) -> str:
-    """lossless (PFC on the RoCE priority everywhere), lossy (ECN only) or disabled."""
+    """lossless (PFC on the RoCE priority everywhere), lossy-trim (no PFC there, the RoCE
+    queue trims everywhere), lossy (ECN only) or disabled."""
     interfaces = list(state.interfaces.values())
     if interfaces and all(roce_priority in i.pfc_priorities for i in interfaces):
         return "lossless"
+    if (
+        interfaces
+        and state.trim is not None
+        and all(roce_priority in i.trim_queues for i in interfaces)
+    ):
+        return "lossy-trim"
     if interfaces and all(
         (q := i.queues.get(ecn_queue)) is not None and q.ecn is not None for i in interfaces
     ):
@@ -41,7 +48,8 @@ def roce_mode(state: QosState, roce_priority: int, ecn_queue: int) -> str:
 
 
 class RoceModeConsistent(Check):
-    """Every switch runs the fabric's RoCE mode (lossless or lossy), the same everywhere."""
+    """Every switch runs the fabric's RoCE mode (lossless, lossy or lossy-trim), the same
+    everywhere."""
 
     check_id = "RC001"
     categories = ("config",)
