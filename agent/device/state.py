@@ -179,6 +179,17 @@ def _queue_items(queue: QueueState | None) -> dict[str, Any]:
     }
 
 
+def _watchdog_fields(desired: QosState) -> tuple[str, ...]:
+    """The watchdog settings the plan cares about: all of them when it is on; else only that
+    it is off, except for a trimming class with PFC on no port, where none: the watchdog
+    watches paused queues and nothing pauses, so whatever the switch has is moot."""
+    if desired.watchdog.enabled:
+        return ("enabled", "detection_ms", "restoration_ms", "polling_ms", "action")
+    if any(i.pfc_priorities for i in desired.interfaces.values()) or desired.trim is None:
+        return ("enabled",)
+    return ()
+
+
 def _trim_text(trim: TrimState | None) -> str:
     return "off" if trim is None else trim.text()
 
@@ -220,10 +231,8 @@ def diff(
             desired.dscp_to_priority.get(dscp),
             actual.dscp_to_priority.get(dscp),
         )
-    for field in ("enabled", "detection_ms", "restoration_ms", "polling_ms", "action"):
+    for field in _watchdog_fields(desired):
         expected = getattr(desired.watchdog, field)
-        if field != "enabled" and not desired.watchdog.enabled:
-            continue
         check("", f"watchdog.{field}", expected, getattr(actual.watchdog, field))
     check("", "trim", _trim_text(desired.trim), _trim_text(actual.trim))
     for name, want in desired.interfaces.items():

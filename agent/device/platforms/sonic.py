@@ -262,27 +262,39 @@ def _queue_profiles(patch: _Patch, change: _Change) -> None:
 
 
 def _port_qos_maps(patch: _Patch, change: _Change) -> None:
-    """PORT_QOS_MAP, field by field (fields this agent does not own stay as they are)."""
+    """PORT_QOS_MAP, field by field (fields this agent does not own stay as they are); a
+    field set to None is removed."""
     for name, want in change.desired.interfaces.items():
         for key, value in _port_qos_fields(change, name, want):
-            patch.add(value, "PORT_QOS_MAP", name, key)
+            if value is None:
+                patch.remove("PORT_QOS_MAP", name, key)
+            else:
+                patch.add(value, "PORT_QOS_MAP", name, key)
 
 
-def _port_qos_fields(change: _Change, name: str, want: InterfaceState) -> list[tuple[str, str]]:
+def _port_qos_fields(
+    change: _Change, name: str, want: InterfaceState
+) -> list[tuple[str, str | None]]:
     desired = change.desired
     priorities = ",".join(map(str, want.pfc_priorities))
-    fields: list[tuple[str, str]] = []
+    fields: list[tuple[str, str | None]] = []
     if change.classifier:
         fields.append(("dot1p_to_tc_map" if desired.trust == "pcp" else "dscp_to_tc_map", MAP_NAME))
     if change.pfc[name]:
-        fields += [
-            ("tc_to_pg_map", MAP_NAME),
-            ("tc_to_queue_map", MAP_NAME),
-            ("pfc_enable", priorities),
-        ]
-    if (change.watchdog or change.pfc[name]) and desired.watchdog.enabled:
+        fields += [("tc_to_pg_map", MAP_NAME), ("tc_to_queue_map", MAP_NAME)]
+        fields += _pfc_enable(change, name, priorities)
+    if (change.watchdog or change.pfc[name]) and desired.watchdog.enabled and priorities:
         fields.append(("pfcwd_sw_enable", priorities))
     return fields
+
+
+def _pfc_enable(change: _Change, name: str, priorities: str) -> list[tuple[str, str | None]]:
+    """``pfc_enable``: the priorities, or, with none, no field at all (sonic-port-qos-map.yang
+    takes no empty list): removed where the switch has one, left absent where it has none."""
+    if priorities:
+        return [("pfc_enable", priorities)]
+    have = change.actual.interfaces.get(name) if change.actual else None
+    return [("pfc_enable", None)] if have is not None and have.pfc_priorities else []
 
 
 def _queue_entries(patch: _Patch, change: _Change) -> None:

@@ -83,7 +83,32 @@ class Number:
         return f"integer:{self.low} - {self.high}"
 
 
-Leaf = Choice | Number
+@dataclass(frozen=True)
+class Trimmed:
+    """The trimmed size: "a value between 256 and 1024; the value must be a multiple of 4"."""
+
+    def parse(self, text: str) -> str | int:
+        value = Number(256, 1024).parse(text)
+        if int(value) % 4:
+            raise NvueError(f"Error: Invalid value '{text}': must be a multiple of 4")
+        return value
+
+    def describe(self) -> str:
+        return "integer:256 - 1024, a multiple of 4"
+
+
+@dataclass(frozen=True)
+class Remark:
+    """The trimmed frames' DSCP: 0-63, or ``port-level`` (asymmetric trimming)."""
+
+    def parse(self, text: str) -> str | int:
+        return "port-level" if text == "port-level" else Number(0, 63).parse(text)
+
+    def describe(self) -> str:
+        return "integer:0 - 63, port-level"
+
+
+Leaf = Choice | Number | Trimmed | Remark
 
 
 @dataclass(frozen=True)
@@ -256,13 +281,38 @@ def qos_schema() -> Obj:
     )
 
 
+def packet_trim_schema() -> Obj:
+    """``nv set system forwarding packet-trim …`` (Cumulus Linux, "Packet Trimming":
+    CumulusNetworks/docs ``content/cumulus-linux-514/Layer-1-and-Switch-Ports/
+    Quality-of-Service/Packet-Trimming.md``): state, size, remark dscp, switch-priority and
+    the default profile; the SN5610's ``service-port`` is not modelled."""
+    return Obj(
+        {
+            "state": Choice(("enabled", "disabled")),
+            "size": Trimmed(),
+            "remark": Obj({"dscp": Remark()}),
+            "switch-priority": Number(0, 7),
+            "profile": Choice(("packet-trim-default",)),
+        }
+    )
+
+
 def root_schema(ports: list[str]) -> Obj:
-    """``nv set``: ``qos`` and ``interface <swp> qos pfc-watchdog``."""
+    """``nv set``: ``qos``, ``system forwarding packet-trim`` and ``interface <swp> qos
+    pfc-watchdog`` / ``packet-trim egress-eligibility traffic-class <0-7>``."""
     watchdog = Obj({"state": Choice(ENABLE)}, bare=True)
-    interface = Obj({"type": Choice(("swp",)), "qos": Obj({"pfc-watchdog": watchdog})})
+    eligibility = Obj({"traffic-class": Coll("traffic-class", numbers(0, 7))})
+    interface = Obj(
+        {
+            "type": Choice(("swp",)),
+            "qos": Obj({"pfc-watchdog": watchdog}),
+            "packet-trim": Obj({"egress-eligibility": eligibility}),
+        }
+    )
     return Obj(
         {
             "qos": qos_schema(),
+            "system": Obj({"forwarding": Obj({"packet-trim": packet_trim_schema()})}),
             "interface": Obj({"": Coll("interface", interface_names(ports), interface)}),
         }
     )

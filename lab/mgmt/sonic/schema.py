@@ -6,14 +6,14 @@ sonic-port-qos-map.yang, sonic-dscp-tc-map.yang, sonic-dot1p-tc-map.yang,
 sonic-tc-priority-group-map.yang, sonic-tc-queue-map.yang, sonic-pfc-priority-queue-map.yang,
 sonic-wred-profile.yang, sonic-scheduler.yang, sonic-queue.yang, sonic-buffer-pool.yang,
 sonic-buffer-profile.yang, sonic-buffer-pg.yang, sonic-buffer-queue.yang, sonic-pfcwd.yang,
-sonic-cable-length.yang, sonic-device_metadata.yang). Here each modelled table lists its fields
-and a check per field (integers, enumerations, the PFC priority list) and its references
-(leafrefs: a QUEUE's scheduler must exist in SCHEDULER, a port key in PORT). Numeric ranges
-are checked only where stated here (percentages, map indices); the models' other ranges are
-not. What fails reads as sonic_yang words it (``All Keys are not parsed in <TABLE>`` for an
-unknown field, libyang's ``Invalid value`` / ``Leafref ... points to a non-existing leaf``).
-Tables not listed have no model here, as tables without YANG have none on a switch: GCU
-refuses patches that touch them.
+sonic-cable-length.yang, sonic-device_metadata.yang, sonic-trimming.yang). Here each modelled
+table lists its fields and a check per field (integers, enumerations, the PFC priority list)
+and its references (leafrefs: a QUEUE's scheduler must exist in SCHEDULER, a port key in PORT).
+Numeric ranges are checked only where stated here (percentages, map indices); the models' other
+ranges are not. What fails reads as sonic_yang words it (``All Keys are not parsed in <TABLE>``
+for an unknown field, libyang's ``Invalid value`` / ``Leafref ... points to a non-existing
+leaf``). Tables not listed have no model here, as tables without YANG have none on a switch:
+GCU refuses patches that touch them.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class TableModel:
     fields: dict[str, Check] = field(default_factory=dict)
     # field -> table its value names (a leafref)
     refs: dict[str, str] = field(default_factory=dict)
-    # "port" (key is a PORT name), "port|range" (PORT name | queue or PG range), "any"
+    # "port" (key is a PORT name), "port|range" (PORT name | queue or PG range), "any",
+    # "global" (only the keys of ``key_extra``: a YANG container such as SWITCH_TRIMMING|GLOBAL)
     key: str = "any"
     key_extra: tuple[str, ...] = ()  # keys allowed besides ports (``global``, ``GLOBAL``)
     # map tables: every field is a number within ``map_keys`` with a value within ``map_values``
@@ -201,6 +202,18 @@ MODELS: dict[str, TableModel] = {
         key_extra=("GLOBAL",),
     ),
     "CABLE_LENGTH": TableModel(key="any"),
+    # sonic-trimming.yang (sonic-net/sonic-buildimage a3488c1): container GLOBAL only; size
+    # uint32, dscp_value 0..63 or "from-tc", tc_value uint8, queue_index uint8 or "dynamic".
+    "SWITCH_TRIMMING": TableModel(
+        fields={
+            "size": _uint,
+            "dscp_value": lambda v: v == "from-tc" or _int_range(0, 63)(v),
+            "tc_value": _int_range(0, 255),
+            "queue_index": lambda v: v == "dynamic" or _int_range(0, 255)(v),
+        },
+        key="global",
+        key_extra=("GLOBAL",),
+    ),
 }
 
 
@@ -230,6 +243,8 @@ def validate(db: ConfigDb) -> None:
 def _validate_key(table: str, model: TableModel, key: str, ports: set[str]) -> None:
     if model.key == "any" or key in model.key_extra:
         return
+    if model.key == "global":  # a container, not a list: no other key exists
+        raise YangError(f'Invalid value "{key}" in "{table}" element.')
     port, _, rest = key.partition("|")
     if model.key == "port|range" and not re.fullmatch(r"\d+(-\d+)?", rest):
         raise YangError(f'Invalid value "{key}" in "{table}" element.')
