@@ -183,22 +183,34 @@ def test_sonic_stops_trimming_by_the_profile_action() -> None:
 
 
 @pytest.mark.parametrize(
-    ("packet_trim", "eligibility", "trim", "classes"),
+    ("roce_mode_set", "packet_trim", "eligibility", "trim", "classes"),
     [
-        ({}, {}, TrimState(size_bytes=256, dscp=11, priority=4), (1, 2, 3)),
-        ({"state": "enabled", "size": 512, "remark": {"dscp": 48}, "switch-priority": 6},
+        ("lossy-multi-tc", {}, {}, TrimState(size_bytes=256, dscp=11, priority=4), (1, 2, 3)),
+        ("lossy", {"profile": "packet-trim-default"}, {},
+         TrimState(size_bytes=256, dscp=11, priority=4), (1, 2, 3)),
+        # Enabled by hand: "By default, port eligibility is disabled for all ports".
+        ("lossy", {"state": "enabled", "size": 512}, {},
+         TrimState(size_bytes=512, dscp=11, priority=4), ()),
+        ("lossy", {}, {}, None, ()),
+        ("lossy-multi-tc",
+         {"state": "enabled", "size": 512, "remark": {"dscp": 48}, "switch-priority": 6},
          {"traffic-class": {"3": {}}}, TrimState(size_bytes=512, dscp=48, priority=6), (3,)),
-        ({"state": "disabled"}, {}, None, ()),
-        ({"remark": {"dscp": "port-level"}}, {}, TrimState(size_bytes=256, dscp=None,
-                                                           priority=4), (1, 2, 3)),
+        ("lossy-multi-tc", {"state": "disabled"}, {}, None, ()),
+        ("lossy-multi-tc", {"remark": {"dscp": "port-level"}}, {},
+         TrimState(size_bytes=256, dscp=None, priority=4), (1, 2, 3)),
     ],
-    ids=["lossy-multi-tc-defaults", "explicit", "disabled", "port-level-remark"],
+    ids=["lossy-multi-tc-defaults", "default-profile", "enabled-by-hand", "lossy-off",
+         "explicit", "disabled", "port-level-remark"],
 )  # fmt: skip
 def test_cumulus_reads_packet_trim(
-    packet_trim: dict[str, Any], eligibility: dict[str, Any], trim: Any, classes: Any
+    roce_mode_set: str,
+    packet_trim: dict[str, Any],
+    eligibility: dict[str, Any],
+    trim: Any,
+    classes: Any,
 ) -> None:
     tree = {
-        "qos": {"roce": {"mode": "lossy-multi-tc"}},
+        "qos": {"roce": {"mode": roce_mode_set}},
         "system": {"forwarding": {"packet-trim": packet_trim}},
         "interface": {"swp1": {"packet-trim": {"egress-eligibility": eligibility}}},
     }

@@ -155,10 +155,20 @@ def _trim_lines(desired: QosState, actual: QosState | None) -> list[str]:
     return lines
 
 
-def _trim_from(tree: dict[str, Any], roce: _Roce) -> TrimState | None:
-    """``system forwarding packet-trim``, or lossy-multi-tc's default profile."""
+DEFAULT_TRIM = "packet-trim-default"
+
+
+def _trim_settings(tree: dict[str, Any]) -> dict[str, Any]:
     settings = tree.get("system", {}).get("forwarding", {}).get("packet-trim", {})
-    state = settings.get("state", "enabled" if roce.trims else "disabled")
+    return settings if isinstance(settings, dict) else {}
+
+
+def _trim_from(tree: dict[str, Any], roce: _Roce) -> TrimState | None:
+    """``system forwarding packet-trim``, or the default profile's values (lossy-multi-tc,
+    or ``profile packet-trim-default``: "Enables packet trimming")."""
+    settings = _trim_settings(tree)
+    default_profile = roce.trims or settings.get("profile") == DEFAULT_TRIM
+    state = settings.get("state", "enabled" if default_profile else "disabled")
     if state != "enabled":
         return None
     remark = settings.get("remark", {})
@@ -170,15 +180,18 @@ def _trim_from(tree: dict[str, Any], roce: _Roce) -> TrimState | None:
     )
 
 
-def _trim_classes_from(entry: dict[str, Any], trim: TrimState | None) -> tuple[int, ...]:
-    """A port's ``packet-trim egress-eligibility traffic-class`` keys; lossy-multi-tc's
-    default (TC 1-3 on every port) where none is set."""
+def _trim_classes_from(
+    entry: dict[str, Any], trim: TrimState | None, default_profile: bool
+) -> tuple[int, ...]:
+    """A port's ``packet-trim egress-eligibility traffic-class`` keys. Where none is set: the
+    default profile's TC 1-3 (lossy-multi-tc, or ``profile packet-trim-default``), else none
+    ("By default, port eligibility is disabled for all ports and traffic classes")."""
     if trim is None:
         return ()
     eligibility = entry.get("packet-trim", {}).get("egress-eligibility", {})
     keys = eligibility.get("traffic-class", {}) if isinstance(eligibility, dict) else {}
     if not keys:
-        return TRIM_DEFAULT_CLASSES
+        return TRIM_DEFAULT_CLASSES if default_profile else ()
     where = "interface packet-trim egress-eligibility traffic-class key"
     return tuple(sorted({tc for key in keys for tc in expand_ranges(str(key), where)}))
 
@@ -529,6 +542,7 @@ class CumulusNvue(Platform):
             tc: state for tc in PRIORITIES if (state := _queue_from(qos, roce, tc)) is not None
         }
         trim = _trim_from(tree, roce)
+        default_profile = roce.trims or _trim_settings(tree).get("profile") == DEFAULT_TRIM
         interfaces: dict[str, InterfaceState] = {}
         watchdog_ports: list[bool] = []
         for name, entry in tree.get("interface", {}).items():
@@ -536,7 +550,7 @@ class CumulusNvue(Platform):
                 continue
             interfaces[name] = InterfaceState(
                 pfc_enabled=pfc_on, pfc_priorities=priorities, queues=queues,
-                trim_queues=_trim_classes_from(entry, trim),
+                trim_queues=_trim_classes_from(entry, trim, default_profile),
             )  # fmt: skip
             watchdog_ports.append(_port_watchdog_on(entry))
         return QosState(
