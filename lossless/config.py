@@ -130,10 +130,47 @@ class QueueConfig:
     ecn: EcnConfig | None = None
     strict: bool = False
     bandwidth_percent: Annotated[int, Limits(ge=1, le=100)] | None = None
+    # What the queue does with a frame over its lossy limit: drop it, or trim it (SONiC
+    # BUFFER_PROFILE packet_discard_action drop|trim; Cumulus packet-trim egress-eligibility;
+    # OpenConfig trim-enable).  Trimming needs the port's ``trim`` (:class:`TrimConfig`).
+    trim: bool = False
 
     def __post_init__(self) -> None:
         if self.strict and self.bandwidth_percent is not None:
             raise ValueError("a strict-priority queue cannot also have bandwidth_percent")
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """A queue that drops (the default, and every queue before trimming existed) is
+        reported without ``trim``: the switch's reported config keeps its shape."""
+        from pydantic_core import core_schema  # here: only where a file is validated
+
+        def drop_unsaid(value: Any, serialize: Any) -> Any:
+            data = serialize(value)
+            if isinstance(data, dict) and not value.trim:
+                data.pop("trim", None)
+            return data
+
+        schema = handler(source)
+        schema["serialization"] = core_schema.wrap_serializer_function_ser_schema(drop_unsaid)
+        return schema
+
+
+@dataclass(frozen=True)
+class TrimConfig:
+    """Packet trimming of a port: where a trimming queue (``QueueConfig.trim``) would drop a
+    frame, the frame is cut to ``size_bytes`` (a shorter frame is kept whole), its DSCP set to
+    ``dscp`` and it is sent from egress queue ``queue`` instead, so the receiver learns of the
+    loss at once.  SONiC ``SWITCH_TRIMMING|GLOBAL`` {size, dscp_value, queue_index}
+    (sonic-net/SONiC doc/packet_trimming/packet-trimming-design.md; default size 128 B);
+    Cumulus ``nv set system forwarding packet-trim size|remark dscp|switch-priority``.
+    """
+
+    __pydantic_config__: ClassVar = _STRICT
+
+    dscp: Annotated[int, Limits(ge=0, le=63)]
+    queue: Priority
+    size_bytes: Annotated[int, Limits(ge=64, le=9216)] = 128
 
 
 @dataclass(frozen=True)
@@ -167,13 +204,41 @@ class PortQosConfig:
     pfc_priorities: Annotated[list[Priority], SortedUnique()] = field(default_factory=list)
     watchdog: WatchdogConfig | None = None
     queues: dict[Priority, QueueConfig] = field(default_factory=dict)
+    trim: TrimConfig | None = None
 
     def __post_init__(self) -> None:
         total = sum(q.bandwidth_percent or 0 for q in self.queues.values())
         if total > 100:
             raise ValueError(f"bandwidth_percent of the queues adds up to {total} (> 100)")
+        self._check_trim()
+
+    def _check_trim(self) -> None:
+        """A trimming queue needs the port's trim settings, is lossy (a lossless class never
+        reaches its limit: it pauses), and is not the queue trimmed frames go to."""
+        trimming = sorted(tc for tc, q in self.queues.items() if q.trim)
+        if not trimming:
+            return
+        if self.trim is None:
+            raise ValueError(f"queues {trimming} trim, but the port has no trim settings")
+        lossless = self.lossless()
+        for tc in trimming:
+            if lossless[tc]:
+                raise ValueError(f"queue {tc} trims, but priority {tc} is lossless (PFC)")
+            if tc == self.trim.queue:
+                raise ValueError(f"queue {tc} trims, and trimmed frames go to it")
 
     def lossless(self) -> list[bool]:
         """Per priority: lossless (PFC on the port and the priority in ``pfc_priorities``)."""
         lossless = set(self.pfc_priorities) if self.pfc_enabled else set()
         return [tc in lossless for tc in range(NUM_CLASSES)]
+
+    def trim_sizes(self) -> list[int]:
+        """Per egress queue: the size its frames are trimmed to over its limit (0: dropped),
+        what :attr:`lossless.queues.EgressQueue.trim_bytes` holds."""
+        trim = self.trim
+        sizes = [0] * NUM_CLASSES
+        if trim is not None:
+            for tc, queue in self.queues.items():
+                if queue.trim:
+                    sizes[tc] = trim.size_bytes
+        return sizes

@@ -16,6 +16,15 @@ paused or empty queue is skipped and keeps no credit (no burst after a pause).
 
 :func:`enqueue` is a frame's way in: admission (headroom for lossless priorities, tail drop
 for lossy ones), WRED/ECN marking, queueing and the ingress charge that may make an XOFF due.
+
+Packet trimming (lossy RoCE; SONiC doc/packet_trimming/packet-trimming-design.md, SAI
+``SAI_BUFFER_PROFILE_PACKET_ADMISSION_FAIL_ACTION_DROP_AND_TRIM``; Cumulus Linux "Packet
+Trimming"): a lossy queue whose ``trim_bytes`` is set does not tail-drop a frame that fails
+admission; :func:`enqueue` answers :data:`TRIMMED` and the owner cuts the frame to
+:func:`trimmed_length`, re-marks its DSCP and offers it to the trimmed packets' queue with
+:func:`admit_trimmed`, where it may still be dropped (SAI's ``DROPPED_TRIM_PACKETS``).  The
+queue that trimmed counts ``trimmed`` (SAI ``TRIM_PACKETS``: sent and dropped) and
+``trim_dropped``.
 """
 
 from __future__ import annotations
@@ -92,12 +101,15 @@ class EgressQueue(Generic[FrameT]):
         "ecn_marked",
         "packets",
         "tail_drops",
+        "trim_bytes",
+        "trim_dropped",
+        "trimmed",
         "tx_bytes",
         "tx_packets",
         "watermark_bytes",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, trim_bytes: int = 0) -> None:
         self.packets: Fifo[QueuedPacket[FrameT]] = Fifo()
         self.depth_bytes = 0
         self.watermark_bytes = 0
@@ -105,6 +117,11 @@ class EgressQueue(Generic[FrameT]):
         self.tx_bytes = 0
         self.tail_drops = 0
         self.ecn_marked = 0
+        # Over its limit a frame is trimmed to this size (0: tail-dropped); set by the owner
+        # from PortQosConfig.trim_sizes().
+        self.trim_bytes = trim_bytes
+        self.trimmed = 0
+        self.trim_dropped = 0
 
     def push(self, packet: QueuedPacket[FrameT]) -> None:
         """Append and account (depth, watermark)."""
@@ -123,12 +140,14 @@ class EgressQueue(Generic[FrameT]):
     def clear_counters(self) -> None:
         """Zero the cumulative counters (not the depth)."""
         self.tx_packets = self.tx_bytes = self.tail_drops = self.ecn_marked = 0
+        self.trimmed = self.trim_dropped = 0
 
 
 # What :func:`enqueue` did with a frame (bits; 0 = dropped).
 QUEUED: Final = 1
 MARKED: Final = 2  # the owner sets CE in the frame (the queue already counted it)
 XOFF_DUE: Final = 4  # the owner sends an XOFF for the frame's priority out of its ingress port
+TRIMMED: Final = 8  # not queued: the owner trims the frame and offers it to admit_trimmed
 
 
 def enqueue(  # noqa: PLR0913 -- once a frame (lab switch, twin): a parameter object would be an allocation a frame (measured with mypyc: 17 -> 60 ns a call)
@@ -155,6 +174,9 @@ def enqueue(  # noqa: PLR0913 -- once a frame (lab switch, twin): a parameter ob
             ingress.headroom_drops[tc] += 1
             return 0
     elif queue.depth_bytes + length > limit_bytes:
+        if queue.trim_bytes:
+            queue.trimmed += 1
+            return TRIMMED
         queue.tail_drops += 1
         return 0
     status = QUEUED
@@ -169,6 +191,31 @@ def enqueue(  # noqa: PLR0913 -- once a frame (lab switch, twin): a parameter ob
     queue.push(packet)
     if ingress.charge(tc, length):
         status |= XOFF_DUE
+    return status
+
+
+def trimmed_length(length: int, trim_bytes: int) -> int:
+    """A trimmed frame's length: cut to ``trim_bytes``; a frame not longer is sent whole (the
+    SONiC design's note on ``size``)."""
+    return length if length <= trim_bytes else trim_bytes
+
+
+def admit_trimmed(  # noqa: PLR0913 -- once per trimmed frame, as enqueue (no parameter object)
+    trimmed_from: EgressQueue[Any],
+    trim_queue: EgressQueue[FrameT],
+    ingress: IngressAccounting,
+    packet: QueuedPacket[FrameT],
+    length: int,
+    limit_bytes: int,
+) -> int:
+    """A frame :func:`enqueue` answered :data:`TRIMMED` for, cut to ``length`` and carrying
+    the trim queue's priority in ``packet[2]``, into ``trim_queue``: tail-dropped beyond
+    ``limit_bytes`` (counted as ``trim_dropped`` of the queue it was trimmed from, and as a
+    tail drop of the trim queue), never ECN-marked (it already tells of congestion), charged
+    to its ingress.  :data:`QUEUED`, or 0 when dropped."""
+    status = enqueue(trim_queue, ingress, None, packet, length, False, limit_bytes)
+    if not status:
+        trimmed_from.trim_dropped += 1
     return status
 
 
