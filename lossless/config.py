@@ -59,6 +59,23 @@ class SortedUnique:
 
 Priority = Annotated[int, Limits(ge=0, le=NUM_CLASSES - 1)]
 
+
+def _unsaid_when_false(name: str, source: Any, handler: Any) -> Any:
+    """The schema of ``source`` serialising without the boolean field ``name`` while it is
+    false: a choice added later leaves the shape of what was written before it unchanged."""
+    from pydantic_core import core_schema  # here: only where a file is validated
+
+    def unsaid(value: Any, serialize: Any) -> Any:
+        data = serialize(value)
+        if isinstance(data, dict) and not getattr(value, name):
+            data.pop(name, None)
+        return data
+
+    schema = handler(source)
+    schema["serialization"] = core_schema.wrap_serializer_function_ser_schema(unsaid)
+    return schema
+
+
 # Unknown keys are refused, not ignored (pydantic reads this from each class).
 _STRICT: Final = {"extra": "forbid"}
 
@@ -108,17 +125,7 @@ class EcnConfig:
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
         """Marking at enqueue (the default, and every NOS personality's) is left out of the
         switch's reported config, which keeps the shape it had before the choice existed."""
-        from pydantic_core import core_schema  # here: only where a file is validated
-
-        def enqueue_unsaid(value: Any, serialize: Any) -> Any:
-            data = serialize(value)
-            if isinstance(data, dict) and not value.at_dequeue:
-                data.pop("at_dequeue", None)
-            return data
-
-        schema = handler(source)
-        schema["serialization"] = core_schema.wrap_serializer_function_ser_schema(enqueue_unsaid)
-        return schema
+        return _unsaid_when_false("at_dequeue", source, handler)
 
 
 @dataclass(frozen=True)
@@ -143,17 +150,7 @@ class QueueConfig:
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
         """A queue that drops (the default, and every queue before trimming existed) is
         reported without ``trim``: the switch's reported config keeps its shape."""
-        from pydantic_core import core_schema  # here: only where a file is validated
-
-        def drop_unsaid(value: Any, serialize: Any) -> Any:
-            data = serialize(value)
-            if isinstance(data, dict) and not value.trim:
-                data.pop("trim", None)
-            return data
-
-        schema = handler(source)
-        schema["serialization"] = core_schema.wrap_serializer_function_ser_schema(drop_unsaid)
-        return schema
+        return _unsaid_when_false("trim", source, handler)
 
 
 @dataclass(frozen=True)
