@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from agent.device.state import WatchdogCounters
+from agent.device.state import TrimColumn, WatchdogCounters
 from agent.observe.hostnic import MICROSECONDS, provides_dcqcn
 from exporters.metrics import CHECK_RESULTS, DEVICE_STATES, SPECS, MetricSpec
 from exporters.probe_deltas import BUCKET_BOUNDS
@@ -80,6 +80,7 @@ def render(snapshot: Snapshot) -> Iterator[Metric]:
     """Every metric family of ``snapshot``."""
     families = Families(snapshot.fabric)
     _switches(snapshot, families)
+    _trims(snapshot, families)
     _agent(snapshot, families)
     _compliance(snapshot, families)
     _probes(snapshot, families)
@@ -134,6 +135,39 @@ def _switches(snapshot: Snapshot, f: Families) -> None:
         for cls in view.inventory.classes:
             label = PRIORITIES[cls.priority]
             intended((device, cls.interface, label, label, ON_OFF[cls.pfc], ON_OFF[cls.ecn]), 1)
+
+
+TRIM_METRICS: tuple[tuple[TrimColumn, str], ...] = (
+    ("trimmed", "trimmed"),
+    ("sent", "trim_sent"),
+    ("dropped", "trim_dropped"),
+)
+
+
+def _trims(snapshot: Snapshot, f: Families) -> None:
+    """Packet trimming, per queue and per port: only the figures a switch reported (a
+    family not read, a column it did not print and a queue or port it did not list have no
+    series, not 0). Few ports and queues trim, so these go through the families on each
+    scrape rather than the fast text's per-poll blocks; a port without any costs one test."""
+    queue_adds = [(c, f[f"roce_queue_{what}_packets_total"]) for c, what in TRIM_METRICS]
+    port_adds = [(c, f[f"roce_interface_{what}_packets_total"]) for c, what in TRIM_METRICS]
+    for device, view in snapshot.devices.items():
+        if view.counters is None or "trim" in view.counters.unread:
+            continue
+        reported = view.counters.interfaces
+        for interface in view.interface_names():
+            trim = reported[interface].trim
+            if trim.port is None and not trim.queues:
+                continue
+            for column, add in queue_adds:
+                for queue, counts in trim.queues.items():
+                    value = getattr(counts, column)
+                    if value is not None:
+                        add((device, interface, PRIORITIES[queue]), value)
+            for column, add in port_adds:
+                value = None if trim.port is None else getattr(trim.port, column)
+                if value is not None:
+                    add((device, interface), value)
 
 
 def _agent(snapshot: Snapshot, f: Families) -> None:

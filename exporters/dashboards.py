@@ -416,6 +416,23 @@ def storm_panel(by: str, selector: str) -> Panel:
     return body
 
 
+def trim_panel(by: str, selector: str) -> Panel:
+    """Packet trimming per queue (a lossy-trim class): trimmed, sent on, and dropped at the
+    trim queue. Empty, not zero, where the switch does not trim or report a column."""
+    return series("Packet trimming/s by queue", [
+        target(f"{by}, queue) (rate(roce_queue_trimmed_packets_total{{{selector}}}"
+               "[$__rate_interval]))", "{{interface}} q{{queue}} trimmed"),
+        target(f"{by}, queue) (rate(roce_queue_trim_sent_packets_total{{{selector}}}"
+               "[$__rate_interval]))", "{{interface}} q{{queue}} sent", "B"),
+        target(f"{by}, queue) (rate(roce_queue_trim_dropped_packets_total{{{selector}}}"
+               "[$__rate_interval]))", "{{interface}} q{{queue}} dropped", "C"),
+    ], Look((0, 48, 24, 8), "pps",
+            "Packets the switch trimmed to their header instead of dropping them (lossy-trim "
+            "class), the trimmed packets it sent on, and those dropped at the trim queue (the "
+            "loss notice itself lost). Only what the switch reports: SONiC 202505 and Cumulus "
+            "per queue report trimmed packets alone."))  # fmt: skip
+
+
 def interface() -> dict[str, Any]:
     p = sel((*PORT, "priority"))
     q = sel(PORT)
@@ -462,6 +479,7 @@ def interface() -> dict[str, Any]:
         storm_panel(by, p),
         table("Intended classes", f"roce_intended_class_info{{{p}}}", Look((0, 40, 24, 8), "none",
               "From the fabric intent: every class of the interface; pfc=on must never drop.")),
+        trim_panel(by, q),
     ]  # fmt: skip
     return dashboard(
         "roce-interface",

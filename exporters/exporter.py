@@ -249,9 +249,9 @@ class Exporter:
         target = targets.get(name)
         if not options.ssh_complement or not isinstance(target, GnmiTarget):
             return frozenset()
-        if not target.profile.unread:
+        families = frozenset(target.profile.unread) | _trim_family(target.profile.platform)
+        if not families:
             return frozenset()
-        families = frozenset(target.profile.unread)
         self.store.set_complement(name, Complement(families))
         return families
 
@@ -347,3 +347,9 @@ class Exporter:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _trim_family(platform: str) -> frozenset[UnreadFamily]:
+    """The trim family, for a platform that trims: no gNMI profile of the agent folds trim
+    counters, so they come over SSH with the other families a stream lacks."""
+    return frozenset({"trim"}) if platform_for(platform).trims else frozenset()

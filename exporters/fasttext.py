@@ -30,6 +30,7 @@ from exporters.collector import (
     _locate,
     _nic,
     _probes,
+    _trims,
 )
 from exporters.metrics import SPECS
 from exporters.store import DeviceView, Snapshot, SwitchInventory
@@ -274,6 +275,7 @@ def _family_lines(families: Iterable[Metric]) -> dict[str, list[bytes]]:
 def render_text(snapshot: Snapshot) -> bytes:
     """The whole exposition of ``snapshot`` in the text format 0.0.4."""
     rest = Families(snapshot.fabric)
+    _trims(snapshot, rest)
     _agent(snapshot, rest)
     _compliance(snapshot, rest)
     _probes(snapshot, rest)

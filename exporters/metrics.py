@@ -210,6 +210,51 @@ def _nic_counter_specs() -> tuple[MetricSpec, ...]:
     )  # fmt: skip
 
 
+# Packet trimming (a RoCE class in mode lossy-trim): the SAI/OpenConfig triplet, per queue and
+# per port. A figure the device did not report (N/A, a release without the column, a switch
+# that does not trim) is absent, never 0.
+SONIC_TRIM = "SONiC `show queue counters --trim -j`"
+SONIC_TRIM_PORT = "SONiC `show interfaces counters trim -j`"
+NVUE_TRIM = "Cumulus `nv show interface IF counters packet-trim` (5.15: `… packet-trim counters`)"
+NVUE_TRIM_PORT = "Cumulus `nv show system forwarding packet-trim counters` (5.19)"
+TRIM_MEANINGS = (
+    ("trimmed", "Packets trimmed instead of dropped (sent + dropped trimmed packets; SAI "
+     "`TRIM_PACKETS`, OpenConfig `trim-pkts`; Cumulus: Trim Eligible Packets)."),
+    ("trim_sent", "Trimmed packets sent on through the trim queue (SAI `TX_TRIM_PACKETS`, "
+     "OpenConfig `out-trim-pkts`). Absent where the release or ASIC does not report it "
+     "(SONiC 202505, Cumulus per queue, Spectrum-4 N/A)."),
+    ("trim_dropped", "Trimmed packets dropped at the trim queue (SAI `DROPPED_TRIM_PACKETS`, "
+     "OpenConfig `dropped-trim-pkts`): the loss notice itself was lost. SONiC 202511 and "
+     "later only."),
+)  # fmt: skip
+
+
+def _trim_specs() -> tuple[MetricSpec, ...]:
+    """``roce_queue_<what>_packets_total`` and ``roce_interface_<what>_packets_total``."""
+    specs = []
+    for what, text in TRIM_MEANINGS:
+        specs.append(
+            _switch(
+                f"roce_queue_{what}_packets_total",
+                "counter",
+                (*IFACE, "queue"),
+                f"{text} Per egress queue; absent when not read.",
+                f"{SONIC_TRIM}; {NVUE_TRIM}",
+            )
+        )
+    for what, text in TRIM_MEANINGS:
+        specs.append(
+            _switch(
+                f"roce_interface_{what}_packets_total",
+                "counter",
+                IFACE,
+                f"{text} Whole port; absent when not read.",
+                f"{SONIC_TRIM_PORT}; {NVUE_TRIM_PORT}",
+            )
+        )
+    return tuple(specs)  # fmt: skip
+
+
 SPECS: tuple[MetricSpec, ...] = (
     # ------------------------------------------------------------------ switch
     _switch("roce_pfc_frames_total", "counter", (*IFACE, "priority", "direction"),
@@ -230,6 +275,7 @@ SPECS: tuple[MetricSpec, ...] = (
     _switch("roce_queue_watermark_bytes", "gauge", (*IFACE, "queue"),
        "Peak egress queue occupancy since the device last cleared it. Present only for "
        "platforms that report it.", SONIC_WATERMARK),
+    *_trim_specs(),
     _switch("roce_headroom_dropped_packets_total", "counter", (*IFACE, "priority"),
        "Packets dropped at ingress for the priority (headroom exhausted): PFC fired too late "
        "for the cable length or the headroom is too small. Lean, as roce_pfc_frames_total.",

@@ -111,32 +111,46 @@ class Complement:
 
     def fill(self, counters: Counters) -> Counters:
         """``counters`` with this complement's families taken from the SSH read, or marked
-        not read (with why) where there is no usable one."""
-        why = self._why_not(counters)
+        not read (with why) where there is no usable one: per family, so one the SSH read
+        could not read either (a switch that does not trim) leaves the others read."""
         unread = dict(counters.unread)
-        if why is not None:
-            unread.update(dict.fromkeys(self.families, why))
+        taken: list[UnreadFamily] = []
+        for family in sorted(self.families):
+            why = self._why_not(counters, family)
+            if why is None:
+                unread.pop(family, None)
+                taken.append(family)
+            else:
+                unread[family] = why
+        if not taken:
             return counters.model_copy(update={"unread": unread})
         assert self.counters is not None
         read = self.counters.interfaces
-        for family in self.families:
-            unread.pop(family, None)
+        # A port the SSH read did not list reported no trim counter (the others are whole
+        # tables: _why_not refuses those with a port missing).
+        blank = InterfaceCounters()
         interfaces = {
             name: interface.model_copy(
-                update={family: getattr(read[name], family) for family in self.families}
+                update={family: getattr(read.get(name, blank), family) for family in taken}
             )
             for name, interface in counters.interfaces.items()
         }
-        return counters.model_copy(update={"interfaces": interfaces, "unread": unread})
+        update: dict[str, object] = {"interfaces": interfaces, "unread": unread}
+        if "trim" in taken:
+            update["trim_unread"] = self.counters.trim_unread
+        return counters.model_copy(update=update)
 
-    def _why_not(self, counters: Counters) -> str | None:
+    def _why_not(self, counters: Counters, family: UnreadFamily) -> str | None:
         if self.counters is None:
             return self.why
-        for family in sorted(self.families):
-            if family in self.counters.unread:
-                return f"not read over SSH either: {self.counters.unread[family]}"
+        # The whole-table families stand or fall together, as one read; trim on its own (a
+        # switch that does not trim still has its headroom and watchdog counters).
+        together = [family] if family == "trim" else sorted(self.families - {"trim"})
+        for other in together:
+            if other in self.counters.unread:
+                return f"not read over SSH either: {self.counters.unread[other]}"
         missing = sorted(set(counters.interfaces) - set(self.counters.interfaces))
-        if missing:
+        if missing and family != "trim":
             return f"the SSH read did not report {', '.join(missing[:3])}"
         return None
 

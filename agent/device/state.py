@@ -268,12 +268,34 @@ class WatchdogCounters(StateModel):
     stormed: bool = False
 
 
+TrimColumn = Literal["trimmed", "sent", "dropped"]
+TRIM_COLUMNS: tuple[TrimColumn, ...] = ("trimmed", "sent", "dropped")
+
+
+class TrimCounters(StateModel):
+    """Packet trimming counters (SAI ``*_TRIM_PACKETS``, OpenConfig ``trim-pkts``): frames
+    trimmed instead of dropped (sent + dropped), trimmed frames sent, trimmed frames dropped
+    at the trim queue. None: the device did not report that column (never a 0 for it)."""
+
+    trimmed: int | None = None
+    sent: int | None = None
+    dropped: int | None = None
+
+
+class InterfaceTrim(StateModel):
+    """One interface's trim counters: the whole port and per egress queue, as reported."""
+
+    port: TrimCounters | None = None  # None: no port-level figure reported
+    queues: dict[int, TrimCounters] = Field(default_factory=dict)
+
+
 class InterfaceCounters(StateModel):
     pfc_rx: tuple[int, ...] = (0,) * 8
     pfc_tx: tuple[int, ...] = (0,) * 8
     queues: dict[int, QueueCounters] = Field(default_factory=dict)
     watchdog: dict[int, WatchdogCounters] = Field(default_factory=dict)
     headroom_drops: tuple[int, ...] = (0,) * 8
+    trim: InterfaceTrim = InterfaceTrim()
 
 
 class LinkHealth(StateModel):
@@ -286,7 +308,7 @@ class LinkHealth(StateModel):
     out_errors: int = 0
 
 
-UnreadFamily = Literal["headroom_drops", "watchdog"]
+UnreadFamily = Literal["headroom_drops", "watchdog", "trim"]
 
 
 class Counters(StateModel):
@@ -298,6 +320,9 @@ class Counters(StateModel):
     # Counter families the transport did not read, with why (a NOS that does not publish
     # them over gNMI): their fields hold no reading, so no series is made from them.
     unread: dict[UnreadFamily, str] = Field(default_factory=dict)
+    # Trim columns the device did not report anywhere, with why (a release without the
+    # column, N/A on this ASIC): the family was read, these columns of it were not.
+    trim_unread: dict[TrimColumn, str] = Field(default_factory=dict)
 
     def queue_items(self) -> Iterator[tuple[str, int, QueueCounters]]:
         for name, interface in sorted(self.interfaces.items(), key=natural_item_key):

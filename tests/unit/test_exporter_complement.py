@@ -155,9 +155,9 @@ def fabric(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({}, {"leaf1": frozenset({"headroom_drops"}), "leaf2": BOTH}),
+        ({}, {"leaf1": frozenset({"headroom_drops", "trim"}), "leaf2": BOTH | {"trim"}}),
         ({"ssh_complement": False}, {}),
-        ({"drift": True}, {"leaf1": frozenset({"headroom_drops"}), "leaf2": BOTH,
+        ({"drift": True}, {"leaf1": frozenset({"headroom_drops", "trim"}), "leaf2": BOTH | {"trim"},
                            "spine1": frozenset()}),  # spine1: drift only (no gNMI, no counters)
         ({"telemetry": "ssh"}, {"leaf1": frozenset(), "leaf2": frozenset(),
                                 "spine1": frozenset()}),

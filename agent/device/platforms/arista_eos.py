@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from agent.device.platforms._common import class_selector, class_selector_map, show_json
+from agent.device.platforms._trim import not_trimming, with_trim_unread
 from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction
 from agent.device.state import (
     DSCPS,
@@ -642,7 +643,8 @@ class AristaEos(Platform):
         if state is None:
             state = self.read_state(conn)
         replies = CounterReplies.read(conn)
-        return self.counters_from_json(conn.device, collected_at, state, replies)
+        counters = self.counters_from_json(conn.device, collected_at, state, replies)
+        return with_trim_unread(counters, not_trimming(self.name))
 
     def read_link_health(self, conn: Connection) -> dict[str, LinkHealth]:
         return self.link_health_from_json(

@@ -46,6 +46,7 @@ from agent.device.state import (
 )
 from agent.errors import AgentError
 from agent.intent.plan import DevicePlan
+from agent.intent.rules import TRIMMING_PLATFORMS
 
 KILL_POINTS = (
     "after-intent",
@@ -188,9 +189,12 @@ class Platform(ABC):
     # has nothing to save.
     saves_after_confirm: ClassVar[bool] = True
 
-    # Whether this NOS can trim packets (a RoCE class in mode lossy-trim); rule IR022 says why
-    # the others cannot, and this refuses a plan that reached one all the same.
-    trims: ClassVar[bool] = False
+    @property
+    def trims(self) -> bool:
+        """Whether this NOS can trim packets (a RoCE class in mode lossy-trim): the intent's
+        table of trimming platforms, the one rule IR022 refuses the others by (with why), so
+        a plan that reached one all the same is refused here too."""
+        return self.name in TRIMMING_PLATFORMS
 
     def desired(self, device: DevicePlan) -> QosState:
         if device.trim is not None and not self.trims:

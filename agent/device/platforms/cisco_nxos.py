@@ -73,6 +73,7 @@ from agent.device.platforms._common import (
     watchdog_multiples,
 )
 from agent.device.platforms._nxos_candidate import candidate_config
+from agent.device.platforms._trim import not_trimming, with_trim_unread
 from agent.device.platforms.base import (
     CheckpointPlatform,
     ConfigRejected,
@@ -313,6 +314,9 @@ class CiscoNxos(CheckpointPlatform):
         "queuing": "show queuing interface",
         "watchdog": "show queuing pfc-queue detail",
     }
+
+    def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
+        return with_trim_unread(super().read_counters(conn, state), not_trimming(self.name))
 
     @staticmethod
     def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:

@@ -68,6 +68,16 @@ from agent.device.platforms._common import (
     show_json,
     watchdog_multiples,
 )
+from agent.device.platforms._trim import (
+    NVUE_ABSENT,
+    TRIM_OFF,
+    TrimTally,
+    nvue_class_trim,
+    nvue_port_trim,
+    refusal,
+    with_trim,
+    with_trim_unread,
+)
 from agent.device.platforms.base import Connection, Platform, PlatformError, Transaction
 from agent.device.state import (
     DSCPS,
@@ -430,7 +440,6 @@ def _watchdog_from(qos: dict[str, Any], enabled: bool) -> WatchdogState:
 class CumulusNvue(Platform):
     name: ClassVar[str] = "cumulus_nvue"
     netmiko_device_type: ClassVar[str] = "linux"
-    trims: ClassVar[bool] = True
     managed: ClassVar[frozenset[str]] = Platform.managed | {"trim", "trim_queues"}
 
     def desired(self, device: DevicePlan) -> QosState:
@@ -574,9 +583,54 @@ class CumulusNvue(Platform):
         for name in names:
             qos_counters[name] = show_json(conn, f"nv show interface {name} counters qos -o json")
             watchdogs[name] = show_json(conn, f"nv show interface {name} qos pfc-watchdog -o json")
-        return self.counters_from_json(
-            conn.device, collected_at, self.state_from_config(tree), qos_counters, watchdogs
+        state = self.state_from_config(tree)
+        counters = self.counters_from_json(
+            conn.device, collected_at, state, qos_counters, watchdogs
         )
+        if state.trim is None:
+            return with_trim_unread(counters, TRIM_OFF)
+        trimming = [n for n in names if state.interfaces[n].trim_queues]
+        return self.trim_from_text(counters, *self._trim_outputs(conn, trimming))
+
+    # Per interface, 5.19's form first (the NVUE reference's), then 5.15's.
+    TRIM_PORTS_COMMAND: ClassVar[str] = "nv show system forwarding packet-trim counters"
+    TRIM_CLASS_COMMANDS: ClassVar[tuple[str, ...]] = (
+        "nv show interface {} counters packet-trim",
+        "nv show interface {} packet-trim counters",
+    )
+
+    def _trim_outputs(self, conn: Connection, names: list[str]) -> tuple[str, dict[str, str]]:
+        ports = conn.show(self.TRIM_PORTS_COMMAND)
+        classes: dict[str, str] = {}
+        forms = list(self.TRIM_CLASS_COMMANDS)
+        for name in names:
+            while forms:
+                output = conn.show(forms[0].format(name))
+                if refusal(output) is None:
+                    classes[name] = output
+                    break
+                forms.pop(0)  # this release has the other form (or neither)
+        return ports, classes
+
+    @classmethod
+    def trim_from_text(cls, counters: Counters, ports: str, classes: dict[str, str]) -> Counters:
+        """``counters`` with the trim family of ``nv show system forwarding packet-trim
+        counters`` (``ports``) and each trimming interface's per-class table (``classes``;
+        recorded outputs in tests), or why not read."""
+        why = refusal(ports)
+        if why is not None:
+            return with_trim_unread(
+                counters,
+                f"{cls.TRIM_PORTS_COMMAND!r}: {why} (trim counters since Cumulus Linux 5.15)",
+            )
+        tally = TrimTally()
+        port_why = nvue_port_trim(tally, ports)
+        for name, output in classes.items():
+            nvue_class_trim(tally, name, output)
+        unread = tally.unread(NVUE_ABSENT)
+        if port_why is not None and "sent" in unread:
+            unread["sent"] = port_why
+        return with_trim(counters, tally.result(), unread)
 
     @staticmethod
     def counters_from_json(

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -65,6 +66,17 @@ from agent.device.platforms._common import (
     run_checked,
     show_json,
     text_tables,
+)
+from agent.device.platforms._trim import (
+    SONIC_ABSENT,
+    TRIM_OFF,
+    TRIM_STATE_UNKNOWN,
+    TrimTally,
+    refusal,
+    sonic_port_trim,
+    sonic_queue_trim,
+    with_trim,
+    with_trim_unread,
 )
 from agent.device.platforms.base import CheckpointPlatform, Connection, PlatformError, Transaction
 from agent.device.state import (
@@ -410,7 +422,6 @@ class Sonic(CheckpointPlatform):
 
     name: ClassVar[str] = "sonic"
     netmiko_device_type: ClassVar[str] = "linux"
-    trims: ClassVar[bool] = True
     managed: ClassVar[frozenset[str]] = CheckpointPlatform.managed | {"trim", "trim_queues"}
 
     # ------------------------------------------------------------------ render
@@ -524,6 +535,52 @@ class Sonic(CheckpointPlatform):
         "headroom_drops": ("pg_drop",),
         "watchdog": ("pfcwd",),
     }
+    # Read only from a switch whose CONFIG_DB sets trimming up (``state``): a release
+    # without the feature refuses ``--trim``, and that must not fail the other counters.
+    TRIM_COMMANDS: ClassVar[dict[str, str]] = {
+        "queue": "show queue counters --trim -j",
+        "port": "show interfaces counters trim -j",
+    }
+
+    def read_counters(self, conn: Connection, state: QosState | None = None) -> Counters:
+        return self._with_trim(conn, super().read_counters(conn, state), state)
+
+    def read_families(
+        self, conn: Connection, families: frozenset[UnreadFamily], state: QosState | None = None
+    ) -> Counters:
+        rest = families - {"trim"}
+        if rest and not rest <= self.FAMILY_COMMANDS.keys():
+            return self.read_counters(conn, state)  # every command, the trim ones included
+        if rest:
+            counters = super().read_families(conn, rest, state)
+        else:
+            counters = Counters(device=conn.device, collected_at=time.time())
+        return self._with_trim(conn, counters, state) if "trim" in families else counters
+
+    def _with_trim(self, conn: Connection, counters: Counters, state: QosState | None) -> Counters:
+        if state is None:
+            return with_trim_unread(counters, TRIM_STATE_UNKNOWN)
+        if state.trim is None:
+            return with_trim_unread(counters, TRIM_OFF)
+        outputs = {key: conn.show(command) for key, command in self.TRIM_COMMANDS.items()}
+        return self.trim_from_text(counters, outputs)
+
+    @classmethod
+    def trim_from_text(cls, counters: Counters, outputs: dict[str, str]) -> Counters:
+        """``counters`` with the trim family of the outputs of :attr:`TRIM_COMMANDS` (keyed
+        alike; recorded outputs in tests): per queue and per port, or why not read."""
+        tally = TrimTally()
+        refused = []
+        for key, read in (("queue", sonic_queue_trim), ("port", sonic_port_trim)):
+            command, output = cls.TRIM_COMMANDS[key], outputs.get(key, "")
+            why = refusal(output)
+            if why is not None:
+                refused.append(f"{command!r}: {why}")
+                continue
+            read(tally, parse_json(counters.device, command, output, dict), command)
+        if len(refused) == len(cls.TRIM_COMMANDS):
+            return with_trim_unread(counters, "; ".join(refused))
+        return with_trim(counters, tally.result(), tally.unread(SONIC_ABSENT))
 
     @staticmethod
     def counters_from_text(device: str, collected_at: float, outputs: dict[str, str]) -> Counters:
