@@ -14,6 +14,10 @@ input, one line naming the option; also a --executor cluster that cannot
 run the search (unreachable, no worker, a scheduler or worker with another roce-fabric-agent,
 lost during the search).
 
+``--modes lossless,lossy-trim`` runs the same tune once per RoCE mode and compares their
+decided settings (:mod:`agent.twin.tune.modes`; docs/tuning.md, "Lossless or trimming?");
+without it, or with the fabric's own mode alone, the tune and its output are as they were.
+
 ``--executor dask://HOST:PORT`` runs the same jobs on an existing Dask cluster instead of local
 processes (:func:`agent.twin.tune.runners.dask_runner`; docs/tuning.md, "Searching on a cluster"):
 the same runs, the same results, the same output but the wall times.
@@ -57,6 +61,14 @@ from agent.twin.cluster import ClusterError
 from agent.twin.network import TwinError
 from agent.twin.tune.calibration import FINALISTS, Calibration, finalists, read_calibration
 from agent.twin.tune.judge import mean_at, ranked
+from agent.twin.tune.modes import (
+    ModesResult,
+    check_modes_options,
+    parse_modes,
+    support_lines,
+    table_rows,
+    tune_modes,
+)
 from agent.twin.tune.objectives import (
     COLLECTIVE_WORKLOADS,
     DEFAULT_OBJECTIVE,
@@ -105,6 +117,15 @@ def _qps(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, .
     if not levels or any(q < 1 for q in levels):
         raise click.BadParameter(f"Expected: QPs per connection of at least 1 Actual: {value!r}")
     return levels
+
+
+def _modes(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    try:
+        return parse_modes(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 class ExecutorType(click.ParamType[str]):
@@ -401,7 +422,7 @@ def job_override(result: TuneResult) -> dict[str, Any] | None:
     (agent.twin.search: a connection spreads over its QPs only when each message is split);
     with one QP it is cleared (null: NCCL's default), so no stale ``true`` stays behind."""
     qps = result.qps_per_connection()
-    if qps is None or not result.override():  # {}: no change
+    if qps is None or not result.decision().changes:
         return None
     return {"job": {"qps_per_connection": qps, "split_data_on_qps": True if qps > 1 else None}}
 
@@ -442,13 +463,14 @@ def apply_steps(result: TuneResult, fabric: Path, override_file: Path | None) ->
         f"roce-agent plan {fabric}",
         f"roce-agent diff {fabric}",
     ]
+    switches = _switch_changes(tuned)
     if "nic" in tuned:
         steps.append(
-            f"roce-agent apply {fabric} --include-hosts   # switches (ECN, pause threshold) and "
+            f"roce-agent apply {fabric} --include-hosts   # switches ({switches}) and "
             "the hosts' NIC DCQCN"
         )
     else:
-        steps.append(f"roce-agent apply {fabric}   # switches (ECN, pause threshold)")
+        steps.append(f"roce-agent apply {fabric}   # switches ({switches})")
     qps = result.qps_per_connection()
     if qps is not None:
         steps.append(
@@ -459,6 +481,20 @@ def apply_steps(result: TuneResult, fabric: Path, override_file: Path | None) ->
         )
     steps.append(f"roce-agent validate {fabric}   # then the lab check (docs/tuning.md)")
     return steps
+
+
+def _switch_changes(tuned: dict[str, Any]) -> str:
+    """What apply changes on the switches: the RoCE class's mode when the override moves it
+    (``tune --modes``), and its ECN."""
+    if tuned.get("mode") == "lossy-trim":
+        return (
+            "RoCE class lossy-trim: trimming, no PFC; ECN"
+            if "ecn" in tuned
+            else ("RoCE class lossy-trim: trimming, no PFC")
+        )
+    if "mode" in tuned:
+        return f"RoCE class {tuned['mode']}: PFC, headroom" + (", ECN" if "ecn" in tuned else "")
+    return "ECN, pause threshold"
 
 
 def counted(runner: Runner, bars: ProgressBars) -> Runner:
@@ -494,7 +530,7 @@ def check_writable(path: Path, option: str = "--write-override") -> None:
         )
 
 
-def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
+def write_override(path: Path, result: TuneResult, fabric: Path, why: str = "") -> bool:
     data, _ = load_yaml(fabric)
     existing = data.get("overrides") if isinstance(data, dict) else None
     document = override_document(result, existing if isinstance(existing, dict) else {})
@@ -508,11 +544,13 @@ def write_override(path: Path, result: TuneResult, fabric: Path) -> bool:
         if steps
         else "# The fabric's overrides: block as it is: nothing to apply.\n"
     )
+    mode = result.mode_override.get("mode")
     header = (
         f"# roce-agent tune {fabric.name}: the decision for {speed} (the fabric's "
         "dominant host speed),\n"
         f"# {decision.headline()}\n"
-        f"# objective {result.objective.name} ({result.objective.describe()}), {result.scenario} "
+        + (f"# RoCE mode {mode} (tune --modes: {why}).\n" if mode else "")
+        + f"# objective {result.objective.name} ({result.objective.describe()}), {result.scenario} "
         "in the twin, "
         f"{_run_length(result)}, seeds {', '.join(map(str, result.seeds))}.\n"
         f"{then}"
@@ -561,6 +599,7 @@ def write_finalists(path: Path, result: TuneResult, fabric: Path) -> None:
     "roce-agent tune fabric.yml --objective queue --scenario incast --duration 5ms",
     "roce-agent tune fabric.yml --speed 400G --write-override tuned.yml -o json",
     "roce-agent tune fabric.yml --executor dask://10.0.0.5:8786",
+    "roce-agent tune fabric.yml --modes lossless,lossy-trim --write-override tuned.yml",
 )
 @FABRIC
 @click.option(
@@ -674,6 +713,12 @@ def write_finalists(path: Path, result: TuneResult, fabric: Path) -> None:
     "is raised by the twin's goodput error above the lab's, a checked setting's own, the "
     "median elsewhere.",
 )  # fmt: skip
+@click.option(
+    "--modes", callback=_modes, metavar="MODE[,MODE]",
+    help="Tune the fabric in each RoCE mode listed (lossless, lossy-trim: trimming, no PFC) "
+    "and compare their best settings, with a recommendation and what switching needs "
+    "[default: the fabric's own mode].",
+)  # fmt: skip
 @OUTPUT
 @click.option(
     "--write-override", "override_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -695,34 +740,88 @@ def tune_command(fabric: Path, **options: Any) -> None:
     flags = TuneFlags(**options)
     intent = load_fabric(fabric).intent
     jobs = () if flags.job_file is None else _tuned_jobs(intent, flags.job_file)
+    modes = _compared_modes(flags, intent)
     flags = flags.calibrated(intent)
     for option, path in (("--write-override", flags.override_file),
                          ("--write-finalists", flags.finalists_file)):  # fmt: skip
         if path is not None:
             check_writable(path, option)
+    compared: ModesResult | None = None
     with (
         search_runner(flags.jobs, flags.executor, flags.executor_timeout) as runner,
         ProgressBars(flags.progress) as bars,
     ):
-        result = flags.search(intent, counted(runner, bars), jobs)
+        run = counted(runner, bars)
+        if modes is None:
+            result = flags.search(intent, run, jobs)
+        else:
+            compared = tune_modes(intent, modes, lambda moved: flags.search(moved, run, jobs))
+            result = compared.chosen()
     override_file = flags.override_file
     written = False
     if override_file is not None:
-        written = write_override(override_file, result, fabric)
+        why = compared.reason if compared is not None else ""
+        written = write_override(override_file, result, fabric, why)
     if flags.finalists_file is not None:
         write_finalists(flags.finalists_file, result, fabric)
     steps = apply_steps(result, fabric, override_file)
     if flags.output == "json":
-        data = result.to_json()
+        data = result.to_json() if compared is None else _modes_json(compared, result)
         data["override_file"] = str(override_file) if written else None
         data["apply"] = steps
         echo_json(data)
     else:
         console = literal_console()
-        render(result, console)
+        if compared is None:
+            render(result, console)
+        else:
+            render_modes(compared, console)
         for step in steps:
             console.print(f"next: {step}", markup=False, soft_wrap=True)
     _report(result, override_file, written)
+
+
+def _compared_modes(flags: TuneFlags, intent: FabricIntent) -> tuple[str, ...] | None:
+    """--modes' modes, None for the fabric's own alone (today's tune, its output as it was);
+    the lab check's options refused beside another mode (exit 2, the option named)."""
+    if flags.modes is None or flags.modes == (intent.profile.mode,):
+        return None
+    ctx = click.get_current_context()
+    lab = [n for n in ("calibration", "finalists_file")
+           if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]  # fmt: skip
+    check_modes_options(flags.modes, intent.profile.mode, [_option_name(ctx, n) for n in lab])
+    return flags.modes
+
+
+def _modes_json(compared: ModesResult, chosen: TuneResult) -> dict[str, Any]:
+    """``-o json`` of ``tune --modes``: every mode's tune and row, the recommended mode, why,
+    what switching needs, and the override written (the recommended mode's)."""
+    data = compared.to_json()
+    data["override"] = chosen.override()
+    return data
+
+
+def render_modes(compared: ModesResult, console: Console) -> None:
+    """Every mode's tune as ``tune`` shows it, then the modes side by side, the recommended
+    mode and why, and what the fabric must support to switch."""
+    for mode_tune in compared.tunes:
+        own = " (the fabric's)" if mode_tune.mode == compared.fabric_mode else ""
+        console.print(f"== mode {mode_tune.mode}{own} ==", markup=False)
+        render(mode_tune.result, console)
+    side = folding_table(f"tune --modes on {compared.tunes[0].result.fabric}: each mode's "
+                         "decided setting at the stated job")  # fmt: skip
+    add_column(side, "metric", justify="left")
+    for mode_tune in compared.tunes:
+        add_column(side, mode_tune.mode, justify="right")
+    for name, cells in table_rows(compared):
+        side.add_row(name, *cells)
+    console.print(side)
+    for note in compared.notes:
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
+    console.print(f"recommended mode: {compared.recommended} -- {compared.reason}",
+                  markup=False, soft_wrap=True)  # fmt: skip
+    for line in support_lines(compared.support):
+        console.print(f"to switch to lossy-trim: {line}", markup=False, soft_wrap=True)
 
 
 @dataclass(frozen=True)
@@ -759,6 +858,7 @@ class TuneFlags:
     override_file: Path | None
     finalists_file: Path | None
     progress: bool | None
+    modes: tuple[str, ...] | None = None  # --modes (None: the fabric's own)
     margin: Calibration | None = None  # --calibration's, read (calibrated)
     dcqcn_base: tuple[tuple[str, int], ...] = ()  # the fabric's DCQCN (calibrated)
 
@@ -922,7 +1022,7 @@ def _option_name(ctx: click.Context, name: str) -> str:
 def _report(result: TuneResult, override_file: Path | None, written: bool) -> None:
     err = literal_console(stderr=True)
     if written:
-        unchanged = "" if result.decision().changes else " (no change: the overrides as they are)"
+        unchanged = "" if result.override() else " (no change: the overrides as they are)"
         err.print(f"override written to {override_file}{unchanged}", markup=False)
     elif override_file is not None:
         err.print(

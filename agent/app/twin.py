@@ -31,9 +31,9 @@ from agent.app.support import (
 )
 from agent.errors import AgentError
 from agent.intent.units import format_size, format_speed
-from agent.twin.network import TwinError, TwinNetwork, load_network
+from agent.twin.network import MODES, TwinError, TwinNetwork, load_network
 from agent.twin.results import MAX_DURATION_S, TwinReport, run_twin
-from agent.twin.run_options import DEFAULT_RTO_S, RECOVERIES, Recovery
+from agent.twin.run_options import DEFAULT_RTO_S, PATHS, RECOVERIES, Paths, Recovery, RunOptions
 from agent.twin.workloads import (
     ALGORITHMS,
     COLLECTIVES,
@@ -56,9 +56,11 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from agent.twin.collectives import CollectiveReport, CollectiveSpec
+    from agent.twin.compare import Comparison, ModeRow
     from agent.twin.jobfile import NamedSpec
     from agent.twin.placement import FlowPath
     from agent.twin.step import StepReport
+    from agent.twin.trimming import TrimFacts
 
 
 def _console() -> Console:
@@ -106,11 +108,38 @@ def _summary_rows(result: TwinReport) -> list[tuple[str, str]]:
             "-" if result.converge_s is None else f"{result.converge_s * 1e3:.3f} ms",
         ),
     ]
+    rows += _trim_rows(result.trim)
     if result.victim_goodput_bps is not None:
         rows.append(("victim goodput", _gbps(result.victim_goodput_bps)))
     if result.scenario == "storm":
         rows.append(("storms detected", str(result.storms_detected)))
     rows.append(("events / wall time", f"{result.events} / {result.wall_s:.2f} s"))
+    return rows
+
+
+def _us(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:,.1f} us"
+
+
+def _trim_rows(trim: TrimFacts | None) -> list[tuple[str, str]]:
+    """The mode, the path choice, trims, retransmitted frames, reordering and the messages'
+    completion times."""
+    if trim is None:
+        return []
+    rows = [
+        ("mode / paths", f"{trim.mode} / {trim.paths}"),
+        ("trimmed / dropped at the trim queue", f"{trim.trimmed} / {trim.trim_dropped}"),
+        ("retransmitted frames", str(trim.retransmitted)),
+        ("reorder depth (max frames held)", str(trim.reorder_depth)),
+    ]
+    if trim.completion_p50_s is not None:
+        rows.append(
+            (
+                "message completion p50 / p99 / max",
+                f"{_us(trim.completion_p50_s)} / {_us(trim.completion_p99_s)} / "
+                f"{_us(trim.completion_max_s)}",
+            )
+        )
     return rows
 
 
@@ -129,8 +158,10 @@ def summary_table(result: TwinReport) -> Table:
 def ports_table(result: TwinReport) -> Table:
     """The ports that did something, the bottleneck first, then by name."""
     ports = table("ports (the bottleneck first)")
+    trims = any(p.trimmed for p in result.ports)
     for column in ("port", "util", "queue peak", "queue p99", "XOFF/XON tx", "PFC rx", "paused",
-                   "drops (hdrm/tail/wd)", "ECN marked"):  # fmt: skip
+                   "drops (hdrm/tail/wd)", "ECN marked",
+                   *(("trimmed/dropped",) if trims else ())):  # fmt: skip
         add_column(ports, column, justify="left" if column == "port" else "right")
     for p in sorted(result.ports, key=lambda p: p.port != result.bottleneck):
         ports.add_row(
@@ -143,6 +174,7 @@ def ports_table(result: TwinReport) -> Table:
             f"{p.paused_fraction:.1%}",
             f"{p.headroom_drops}/{p.tail_drops}/{p.watchdog_drops}",
             str(p.ecn_marked),
+            *((f"{p.trimmed}/{p.trim_dropped}",) if trims else ()),
         )
     return ports
 
@@ -176,7 +208,13 @@ def render_table(result: TwinReport, console: Console) -> None:
     console.print(flows_table(result))
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
+    _print_trim_receiver(result.trim, console)
     console.print(f"verdict: {result.verdict.says}", markup=False, soft_wrap=True)
+
+
+def _print_trim_receiver(trim: TrimFacts | None, console: Console) -> None:
+    if trim is not None and trim.trim_receiver is not None:
+        console.print(f"assumed: {trim.trim_receiver}", markup=False, soft_wrap=True)
 
 
 PROGRESS_STEPS = 1000  # a bar's resolution: simulated time in thousandths of the run
@@ -293,6 +331,24 @@ def _simulating(bars: ProgressBars, title: str) -> Callable[[float, float], None
     help="Retransmission timeout, with its unit (1ms, 50us); shorter to see tail loss "
     "recovered within a short run.",
 )  # fmt: skip
+@click.option(
+    "--mode", type=click.Choice(MODES),
+    help="The RoCE class's mode [default: the fabric profile's]: lossless (PFC) or lossy-trim "
+    "(no PFC; a full queue trims frames; NICs that NAK a trimmed frame at once, UEC-style; "
+    "selective repeat).",
+)  # fmt: skip
+@click.option(
+    "--paths", type=click.Choice(PATHS),
+    help="The switches' choice among equal-cost next hops: flow (per-flow ECMP hash), spray "
+    "(per packet, at random), adaptive (per packet, the shortest queue) [default: flow; spray "
+    "in lossy-trim].",
+)  # fmt: skip
+@click.option(
+    "--compare-modes", is_flag=True,
+    help="Run the same scenario, --workload or --job once per mode (lossless, lossy-trim; "
+    "without --paths lossless also on lossy-trim's sprayed paths) and report them side by "
+    "side, with a recommendation on the same paths and what the fabric needs to switch.",
+)  # fmt: skip
 @OUTPUT
 @click.option(
     "--plot", "plot_file", type=click.Path(path_type=Path, dir_okay=False),
@@ -319,6 +375,8 @@ def twin_command(fabric: Path, **options: Any) -> None:
     Exit 0: no lossless drop; 1: a lossless class dropped frames; 2: bad input.
     """
     run = TwinFlags(**options)
+    if run.compare_modes:
+        _compare_command(fabric, run)
     if run.job_file is not None:
         _jobs_command(fabric, run, run.job_file)
     if _collective_mode(run.workload):
@@ -327,7 +385,7 @@ def twin_command(fabric: Path, **options: Any) -> None:
     if plot_file is not None and plot_file.suffix.lower() not in (".png", ".svg"):
         suffix = plot_file.suffix or "no suffix"
         raise AgentError(f"--plot {plot_file}: Expected: a .png or .svg file Actual: {suffix}")
-    network = load_network(fabric)
+    network = load_network(fabric, run.mode)
     with ProgressBars(run.progress) as bars:
         result = run.simulate(network, _simulating(bars, f"twin {run.scenario}"))
     if plot_file is not None:
@@ -370,24 +428,49 @@ class TwinFlags:
     hosts: tuple[str, ...] | None
     job_file: Path | None
     show_placement: bool
+    mode: str | None = None
+    paths: Paths | None = None
+    compare_modes: bool = False
+
+    def run_options(self, mode: str, paths: Paths | None = None) -> RunOptions:
+        """The run's seed, loss recovery and path choice in ``mode``: lossy-trim sprays by
+        default (UEC pairs trimming with spraying: a trim says which packet to resend, and
+        spreading a flow keeps queues short); it and spraying need selective repeat (a trim
+        NAKs one PSN; a sprayed flow arrives out of order), so an explicit --recovery
+        go-back-n with them is bad input.  ``paths``: this run's, over --paths and the
+        mode's default (--compare-modes' lossless run on lossy-trim's paths)."""
+        trim = mode == "lossy-trim"
+        paths = paths or self.paths or ("spray" if trim else "flow")
+        recovery = self.recovery
+        if trim or paths != "flow":
+            if recovery == "go-back-n" and _given(click.get_current_context(), "recovery"):
+                why = "--mode lossy-trim" if trim else f"--paths {paths}"
+                raise TwinError(
+                    f"twin --recovery go-back-n: Expected: selective-repeat with {why} (a "
+                    "trimmed frame is NAKed alone; sprayed frames arrive out of order) "
+                    f"Actual: --recovery go-back-n {why}"
+                )
+            recovery = "selective-repeat"
+        return {"seed": self.seed, "recovery": recovery, "rto_s": self.rto_s, "paths": paths}
 
     def simulate(
-        self, network: TwinNetwork, on_progress: Callable[[float, float], None]
+        self,
+        network: TwinNetwork,
+        on_progress: Callable[[float, float], None],
+        paths: Paths | None = None,
     ) -> TwinReport:
-        """The scenario run."""
+        """The scenario run (``paths``: as :meth:`run_options`)."""
         return run_twin(
             network,
             self.scenario,
             senders=self.senders,
             duration_s=self.duration,
             speed_bps=self.speed,
-            seed=self.seed,
             ignore_pause=self.senders_ignore_pause,
             payload_bytes=self.payload_bytes,
             reaction_point=not self.no_dcqcn,
             on_progress=on_progress,
-            recovery=self.recovery,
-            rto_s=self.rto_s,
+            **self.run_options(network.mode, paths),
         )
 
     def collective(self) -> CollectiveSpec:
@@ -451,17 +534,15 @@ def _collective_command(fabric: Path, run: TwinFlags) -> None:
 
     spec = run.collective()
     ctx = click.get_current_context()
-    network = load_network(fabric)
+    network = load_network(fabric, run.mode)
     limit = run.duration if _given(ctx, "duration") else None
     with ProgressBars(run.progress) as bars:
         result = run_collective(
             network,
             spec,
-            seed=run.seed,
             max_duration_s=limit,
             on_progress=_collecting(bars, f"twin {spec.workload}"),
-            recovery=run.recovery,
-            rto_s=run.rto_s,
+            **run.run_options(network.mode),
         )
     paths = flow_paths(network, spec) if run.show_placement else None
     if run.output == "json":
@@ -481,15 +562,8 @@ def _jobs_command(fabric: Path, run: TwinFlags, job_file: Path) -> None:
     from agent.twin.placement import flow_paths
 
     ctx = click.get_current_context()
-    clash = next((n for n in ("workload", "speed", *COLLECTIVE_ONLY, *SCENARIO_ONLY)
-                  if n != "show_placement" and _given(ctx, n)), None)  # fmt: skip
-    if clash is not None:
-        raise TwinError(
-            f"twin {_option(ctx, clash)}: Expected: --job or {_option(ctx, clash)}, not both "
-            f"(the job file says what each job runs) Actual: --job {job_file} "
-            f"{_option(ctx, clash)}"
-        )
-    network = load_network(fabric)
+    _check_job_clash(ctx, job_file)
+    network = load_network(fabric, run.mode)
     named = resolve_jobs(load_jobs(job_file), network)
     limit = run.duration if _given(ctx, "duration") else None
     if named[0].step:  # a step runs alone (resolve_jobs)
@@ -499,11 +573,9 @@ def _jobs_command(fabric: Path, run: TwinFlags, job_file: Path) -> None:
             network,
             [job.spec for job in named],
             [job.name for job in named],
-            seed=run.seed,
             max_duration_s=limit,
             on_progress=_collecting(bars, f"twin --job {job_file.name}"),
-            recovery=run.recovery,
-            rto_s=run.rto_s,
+            **run.run_options(network.mode),
         )
     paths = [flow_paths(network, job.spec) if run.show_placement else None for job in named]
     if run.output == "json":
@@ -512,6 +584,18 @@ def _jobs_command(fabric: Path, run: TwinFlags, job_file: Path) -> None:
         for result, mine in zip(results, paths, strict=True):
             render_collective(result, _console(), mine)
     sys.exit(EXIT_OK if all(r.passed for r in results) else EXIT_FAILED)
+
+
+def _check_job_clash(ctx: click.Context, job_file: Path) -> None:
+    """A scenario's or a collective's option beside --job is bad input naming it."""
+    clash = next((n for n in ("workload", "speed", *COLLECTIVE_ONLY, *SCENARIO_ONLY)
+                  if n != "show_placement" and _given(ctx, n)), None)  # fmt: skip
+    if clash is not None:
+        raise TwinError(
+            f"twin {_option(ctx, clash)}: Expected: --job or {_option(ctx, clash)}, not both "
+            f"(the job file says what each job runs) Actual: --job {job_file} "
+            f"{_option(ctx, clash)}"
+        )
 
 
 def _step_command(
@@ -528,11 +612,9 @@ def _step_command(
             job.spec,
             job.step,
             job.name,
-            seed=run.seed,
             max_duration_s=limit,
             on_progress=_collecting(bars, f"twin job {job.name}"),
-            recovery=run.recovery,
-            rto_s=run.rto_s,
+            **run.run_options(network.mode),
         )
     specs = [part.of(job.spec) for part in job.step]
     paths = [flow_paths(network, spec) if run.show_placement else None for spec in specs]
@@ -628,6 +710,7 @@ def _collective_rows(r: CollectiveReport) -> list[tuple[str, str]]:
         ("busiest port", r.busiest_port or "-"),
         ("its queue peak / p99", f"{_bytes(r.queue_peak_bytes)} / {_bytes(r.queue_p99_bytes)}"),
         ("Jain (connections)", "-" if r.jain is None else f"{r.jain:.4f}"),
+        *_trim_rows(r.trim),
         ("events / wall time", f"{r.events} / {r.wall_s:.2f} s"),
     ]
 
@@ -695,4 +778,186 @@ def render_collective(
     console.print(f"ranks: {', '.join(r.hosts)}", markup=False, soft_wrap=True)
     for note in r.notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)
+    _print_trim_receiver(r.trim, console)
     console.print(f"verdict: {r.verdict.says}", markup=False, soft_wrap=True)
+
+
+# ---------------------------------------------------------------- --compare-modes
+
+# Options that make no sense with --compare-modes: it chooses the mode itself, and draws or
+# lists nothing per run.
+NOT_WITH_COMPARE = ("mode", "plot_file", "show_placement")
+
+
+def _compare_command(fabric: Path, run: TwinFlags) -> NoReturn:
+    """Run the scenario, --workload or --job once per mode, report them side by side and
+    exit: 0 when no lossless class lost a frame in either run, 1 otherwise."""
+    from agent.intent.loader import load_fabric
+    from agent.twin.compare import Comparison, comparison_notes, recommend, support
+
+    ctx = click.get_current_context()
+    clash = next((n for n in NOT_WITH_COMPARE if _given(ctx, n)), None)
+    if clash is not None:
+        raise TwinError(
+            f"twin {_option(ctx, clash)}: Expected: --compare-modes or {_option(ctx, clash)}, "
+            f"not both (--compare-modes runs every mode and reports them side by side) "
+            f"Actual: --compare-modes {_option(ctx, clash)}"
+        )
+    if run.job_file is not None:
+        _check_job_clash(ctx, run.job_file)
+        workload = f"--job {run.job_file.name}"
+    elif _collective_mode(run.workload):
+        workload = run.workload or "allreduce"
+    else:
+        workload = run.scenario
+    rows: list[ModeRow] = []
+    with ProgressBars(run.progress) as bars:
+        for mode, paths in _compared_runs(run):
+            network = load_network(fabric, mode)
+            rows += _mode_rows(network, run, bars, paths)
+    lossless_drops = sum(r.lossless_drops for r in rows)
+    recommended, reason = recommend(rows)
+    comparison = Comparison(
+        notes=comparison_notes(rows),
+        fabric=network.name,
+        workload=workload,
+        rows=rows,
+        recommended=recommended,
+        reason=reason,
+        support=support(load_fabric(fabric).intent),
+    )
+    if run.output == "json":
+        echo_json(comparison.to_json())
+    else:
+        render_comparison(comparison, _console())
+    sys.exit(EXIT_OK if not lossless_drops else EXIT_FAILED)
+
+
+def _compared_runs(run: TwinFlags) -> list[tuple[str, Paths | None]]:
+    """Each mode on its default paths; without --paths, lossless also on lossy-trim's
+    (spraying): the control that tells the paths' part of a difference from trimming's."""
+    if run.paths is not None:
+        return [(mode, None) for mode in MODES]
+    return [("lossless", None), ("lossless", "spray"), ("lossy-trim", None)]
+
+
+def _mode_rows(
+    network: TwinNetwork, run: TwinFlags, bars: ProgressBars, paths: Paths | None
+) -> list[ModeRow]:
+    """One mode's run of the job file's jobs, the collective or the scenario, as rows."""
+    from agent.twin.compare import collective_row, scenario_row
+
+    mode = network.mode
+    options = run.run_options(mode, paths)
+    title = f"twin {mode} ({options['paths']} paths)"
+    limit = run.duration if _given(click.get_current_context(), "duration") else None
+    if run.job_file is not None or run.workload is not None:
+        from agent.twin.collectives import run_collectives
+
+        specs, names = _compared_jobs(network, run)
+        reports = run_collectives(
+            network,
+            specs,
+            names,
+            max_duration_s=limit,
+            on_progress=_collecting(bars, title),
+            **options,
+        )
+        return [collective_row(mode, r, options.get("recovery", "go-back-n")) for r in reports]
+    result = run.simulate(network, _simulating(bars, title), paths)
+    return [scenario_row(mode, result)]
+
+
+def _compared_jobs(
+    network: TwinNetwork, run: TwinFlags
+) -> tuple[list[CollectiveSpec], list[str] | None]:
+    """The collectives to compare: the job file's jobs (not a step) or --workload's."""
+    if run.job_file is None:
+        return [run.collective()], None
+    from agent.twin.jobfile import load_jobs, resolve_jobs
+
+    named = resolve_jobs(load_jobs(run.job_file), network)
+    if named[0].step:
+        raise TwinError(
+            f"twin --compare-modes: Expected: a job file of collectives side by side Actual: "
+            f"{run.job_file} runs job {named[0].name}'s step (compare its collectives one by "
+            "one with --workload)"
+        )
+    return [job.spec for job in named], [job.name for job in named]
+
+
+def render_comparison(comparison: Comparison, console: Console) -> None:
+    """Each mode's run in a column, then the recommendation and what switching needs."""
+    out = table(f"twin --compare-modes on {comparison.fabric}: {comparison.workload}", "metric")
+    rows = comparison.rows
+    # A mode run on two path choices (the lossless control) names its paths in the header.
+    paths_of: dict[str, set[str]] = {}
+    for row in rows:
+        paths_of.setdefault(row.mode, set()).add(row.paths)
+    for row in rows:
+        label = f"{row.mode} {row.paths}" if len(paths_of[row.mode]) > 1 else row.mode
+        add_column(out, f"{label}{f' ({row.job})' if row.job else ''}", justify="right")
+    for name, cell in _COMPARED:
+        out.add_row(name, *(cell(row) for row in rows))
+    console.print(out)
+    for note in comparison.notes:
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
+    console.print(
+        f"recommended: {comparison.recommended} -- {comparison.reason}",
+        markup=False,
+        soft_wrap=True,
+    )
+    needs = comparison.support
+    for platform, (names, why) in _by_platform(needs.switches_cannot).items():
+        console.print(
+            f"cannot trim: {_few(names)} ({platform}): {why} (the lossy-trim run assumed "
+            f"{'it does' if len(names) == 1 else 'they do'})",
+            markup=False,
+            soft_wrap=True,
+        )
+    for name, platform in needs.switches_unknown:
+        console.print(
+            f"trimming unknown: {name} ({platform}): not a platform the intent rule IR022 knows",
+            markup=False,
+            soft_wrap=True,
+        )
+    console.print(f"NICs: {needs.nics}", markup=False, soft_wrap=True)
+
+
+def _by_platform(switches: list[tuple[str, str, str]]) -> dict[str, tuple[list[str], str]]:
+    """Switches that cannot trim, by platform (one line each on a 32-leaf pod)."""
+    out: dict[str, tuple[list[str], str]] = {}
+    for name, platform, why in switches:
+        out.setdefault(platform, ([], why))[0].append(name)
+    return out
+
+
+def _few(names: list[str], shown: int = 4) -> str:
+    """``a, b, c, d and 30 more`` (the JSON lists every one)."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
+
+
+def _opt(value: float | None, unit: str, scale: float) -> str:
+    return "-" if value is None else f"{value * scale:,.2f} {unit}"
+
+
+_COMPARED: list[tuple[str, Callable[[ModeRow], str]]] = [
+    ("paths / recovery", lambda r: f"{r.paths} / {r.recovery}"),
+    ("completed", lambda r: "yes" if r.completed else "no"),
+    ("time", lambda r: _opt(r.time_s, "us", 1e6)),
+    ("busbw", lambda r: _opt(r.busbw_GBps, "GB/s", 1)),
+    ("goodput", lambda r: _opt(r.goodput_Gbps, "Gb/s", 1)),
+    ("message completion p50", lambda r: _opt(r.completion_p50_s, "us", 1e6)),
+    ("message completion p99", lambda r: _opt(r.completion_p99_s, "us", 1e6)),
+    ("message completion max", lambda r: _opt(r.completion_max_s, "us", 1e6)),
+    ("queue peak / p99", lambda r: f"{_bytes(r.queue_peak_bytes)} / {_bytes(r.queue_p99_bytes)}"),
+    ("PFC frames", lambda r: str(r.pfc_frames)),
+    ("max paused fraction", lambda r: f"{r.max_paused_fraction:.1%}"),
+    ("trimmed / trim-dropped", lambda r: f"{r.trimmed} / {r.trim_dropped}"),
+    ("retransmitted frames", lambda r: str(r.retransmitted)),
+    ("timeouts", lambda r: str(r.timeouts)),
+    ("reorder depth", lambda r: str(r.reorder_depth)),
+    ("lossless / lossy drops", lambda r: f"{r.lossless_drops} / {r.lossy_drops}"),
+]

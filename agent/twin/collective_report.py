@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.intent.units import format_speed
+from agent.twin.trimming import TrimFacts
 from agent.twin.verdicts import PAUSED_CEILING, Verdict
 from agent.twin.workloads import MAX_QPS
 from common.plain import plain
@@ -96,6 +97,9 @@ class CollectiveReport:
     not_modelled: list[str] = field(default_factory=lambda: list(NOT_MODELLED))
     job: str = ""  # its name in a job file (several jobs side by side); "" for one collective
     algorithm: str = "ring"  # NCCL's for an all-reduce: ring or tree
+    # The RoCE class's mode, path choice, trims, retransmissions, reordering and per-message
+    # completion times (agent.twin.trimming); flat in the JSON.
+    trim: TrimFacts | None = None
 
     @property
     def passed(self) -> bool:
@@ -104,6 +108,7 @@ class CollectiveReport:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = plain(self)
+        data.update(data.pop("trim") or {})
         data["passed"] = self.passed
         data["algbw_GBps"] = self.algbw_Bps / 1e9
         data["busbw_GBps"] = self.busbw_Bps / 1e9

@@ -111,6 +111,7 @@ from agent.twin.results import (
     pick_bottleneck,
 )
 from agent.twin.run_options import RunOptions
+from agent.twin.trimming import trim_facts
 from agent.twin.verdicts import Verdict
 from agent.twin.workloads import COLLECTIVES as COLLECTIVES
 from agent.twin.workloads import MAX_CHANNELS as MAX_CHANNELS
@@ -864,6 +865,10 @@ def run_collectives(
     engine.run(limit)
     wall = time.perf_counter() - started
     collisions = find_collisions(network, jobs.connections, jobs.flows, jobs.busy)
+    if engine.settings.paths != "flow":
+        # Sprayed frames do not follow the flow hash: only a link the job oversubscribes
+        # whatever the paths is still a finding.
+        collisions = [c for c in collisions if c.oversubscribed]
     reports = [
         _report(engine, job, one, _own(collisions, conns), wall)
         for job, one, conns in zip(jobs.jobs, placed, jobs.per_job, strict=True)
@@ -1135,6 +1140,7 @@ def _report(
         else _notes(spec, job, placed.rails),
         job=placed.name,
         algorithm=spec.algorithm,
+        trim=trim_facts(engine, own),
     )
     return replace(partial, verdict=judge_collective(partial))
 

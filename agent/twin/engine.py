@@ -103,6 +103,7 @@ from agent.twin.frames import (
     CNP_BYTES,
     MIN_FRAME_BYTES,
     NAK,
+    NAK_TRIM,
     WIRE_OVERHEAD_BYTES,
     Control,
     Packet,
@@ -113,8 +114,10 @@ from agent.twin.nic import Nic, us_ticks
 from agent.twin.pause import PauseHandlers
 from agent.twin.run_options import (
     DEFAULT_RTO_S,
+    Paths,
     Recovery,
     TrafficOptions,
+    check_paths,
     check_recovery,
 )
 from agent.twin.samples import Watch, watch
@@ -132,7 +135,16 @@ from lossless.clock import TICKS_PER_SECOND, ticks_at_or_after, to_ticks
 from lossless.config import NUM_CLASSES
 from lossless.dcqcn import DcqcnReactionPoint, NotificationPoint
 from lossless.pfc import PFC_QUANTA_MAX
-from lossless.queues import MARKED, XOFF_DUE, enqueue, fill_eligible, mark_on_dequeue
+from lossless.queues import (
+    MARKED,
+    TRIMMED,
+    XOFF_DUE,
+    admit_trimmed,
+    enqueue,
+    fill_eligible,
+    mark_on_dequeue,
+    trimmed_length,
+)
 
 # The responder acknowledges every ACK_EVERY data frames it accepts in order, and at once a
 # message's last frame, a frame that fills a selective-repeat hole and every duplicate.  The
@@ -146,6 +158,13 @@ ACK_EVERY: Final = 16
 # log time axis shows first.
 ONSET_INTERVALS: Final = 5
 ONSET_SPLIT: Final = 10
+# The switches' path choice (run_options.PATHS) as the engine tests it per frame.
+PATHS_FLOW: Final = 0
+PATHS_SPRAY: Final = 1
+PATHS_ADAPTIVE: Final = 2
+# Salt of the path draws' own generator: spraying draws per frame, and sharing the marking
+# draws' generator would change every ECN decision of a run when only the paths changed.
+PATH_SEED_SALT: Final = 0x5EED_9A75
 
 
 MessageCallback = Callable[["Engine", Flow, object, int], None]
@@ -174,6 +193,7 @@ class EngineSettings:
     dcqcn_override: dict[str, int] | None = None
     recovery: Recovery = "go-back-n"
     rto_s: float = DEFAULT_RTO_S
+    paths: Paths = "flow"
     payload_bytes: int | None = None
     reaction_point: bool = True
     ignore_pause: frozenset[str] = frozenset()
@@ -203,6 +223,7 @@ class Engine(PauseHandlers):
         settings = EngineSettings(**options)
         recovery, rto_s = settings.recovery, settings.rto_s
         check_recovery(recovery, rto_s)
+        check_paths(settings.paths, recovery)
         self.settings = settings
         self.recovery = recovery
         self.selective = recovery == "selective-repeat"
@@ -216,6 +237,11 @@ class Engine(PauseHandlers):
         # the counters at a moment of its choosing (tune's measurement window).
         self.on_sample = settings.on_sample
         self.rng = random.Random(settings.seed)
+        self.paths = ("flow", "spray", "adaptive").index(settings.paths)
+        self.path_rng = random.Random(settings.seed ^ PATH_SEED_SALT)
+        # A sprayed flow's frames arrive out of order by design: the responder does not take a
+        # gap for a loss (it NAKs a trimmed frame, and the timeout finds the rest).
+        self.nak_holes = self.paths == PATHS_FLOW
         self.events = 0
         self.switches: dict[str, SwitchNode] = {}
         self.ports: list[SwitchPort] = []  # every built switch port, switch by switch
@@ -252,6 +278,11 @@ class Engine(PauseHandlers):
         self.nics = build_nics(network, host_names, self.payload_bytes, ignore_pause)
         wire(self.switches, self.nics)
         self._lengths = wire_times(self.switches, self.nics)
+        for port in self.ports:
+            for queue in port.queues:
+                # A trimmed frame is cut to the queue's trim size (or goes whole if shorter).
+                if queue.trim_bytes:
+                    self._add_length(queue.trim_bytes)
         route(network, self.switches, host_names)
         self._add_flows(specs, override)
 
@@ -316,6 +347,7 @@ class Engine(PauseHandlers):
             self._add_length(length)
         flow.end_psn = end
         flow.msgs.append((end, tag, nbytes))
+        flow.posted_at.append(self.clock.ticks)
         self._schedule_flow(nic, flow)
 
     def _schedule_flow(self, nic: Nic, flow: Flow) -> None:
@@ -334,6 +366,7 @@ class Engine(PauseHandlers):
         """The responder has the head message in full: count it, tell the caller."""
         _, tag, _ = flow.msgs.popleft()
         flow.messages_done += 1
+        flow.completions.append(self.clock.ticks - flow.posted_at.popleft())
         if self.on_message is not None:
             self.on_message(self, flow, tag, self.clock.ticks)
 
@@ -581,6 +614,9 @@ class Engine(PauseHandlers):
         if packet.cnp:
             self._control_rx(flow, packet)  # type: ignore[arg-type]
             return
+        if packet.trimmed:
+            self._trimmed_rx(nic, flow, packet.psn)
+            return
         length = packet.length
         flow.rx_bytes += length
         flow.rx_packets += 1
@@ -627,9 +663,15 @@ class Engine(PauseHandlers):
                 self._send_ack(nic, flow, NAK)
             return
         if psn > epsn:
-            flow.ooo[psn] = packet.length
+            ooo = flow.ooo
+            if psn in ooo:
+                self._send_ack(nic, flow, ACK)  # a duplicate held out of order
+                return
+            ooo[psn] = packet.length
+            if len(ooo) > flow.ooo_peak:
+                flow.ooo_peak = len(ooo)
             start = flow.rcv_high if flow.rcv_high > epsn else epsn
-            if psn > start:
+            if psn > start and self.nak_holes:
                 self._send_ack(nic, flow, NAK, start, psn)
             if psn >= flow.rcv_high:
                 flow.rcv_high = psn + 1
@@ -648,6 +690,26 @@ class Engine(PauseHandlers):
             length = ooo.pop(epsn)
         self._send_ack(nic, flow, ACK)
 
+    def _trimmed_rx(self, nic: Nic, flow: Flow, psn: int) -> None:
+        """A trimmed frame (its header only) reached the responder: an explicit loss signal,
+        answered at once as UEC's transport answers a trimmed packet -- selective repeat NAKs
+        exactly that PSN; go-back-N NAKs the expected PSN once per gap.  Its payload is not
+        delivered."""
+        flow.trims_rx += 1
+        epsn = flow.epsn
+        if psn < epsn or psn in flow.ooo:
+            return  # a copy of it already arrived whole
+        if not self.selective:
+            if not flow.nak_out:
+                flow.nak_out = True
+                self._send_ack(nic, flow, NAK)
+            return
+        # Not the holes before it: the trimmed header rode a strict queue and overtook the
+        # full frames still queued behind it.
+        self._send_ack(nic, flow, NAK_TRIM, psn, psn + 1)
+        if psn >= flow.rcv_high:
+            flow.rcv_high = psn + 1
+
     def _send_ack(self, nic: Nic, flow: Flow, kind: int, psn: int = -1, end: int = 0) -> None:
         """The responder's ACK or NAK (of the expected PSN; a selective NAK of ``psn`` to
         ``end``), a small packet back through the fabric on the CNP priority."""
@@ -663,7 +725,9 @@ class Engine(PauseHandlers):
 
     def _control_rx(self, flow: Flow, control: Control) -> None:
         """At the sender: a CNP cuts the rate; an ACK moves the acknowledged PSN; a NAK also
-        rewinds the sender to it (go-back-N) or queues the PSNs it asks for (selective)."""
+        rewinds the sender to it (go-back-N) or queues the PSNs it asks for (selective); a
+        trimmed frame's NAK cuts the rate as a CNP does (the twin's assumption: a sender that
+        took no signal from trims would keep the bottleneck full of trimmed headers)."""
         kind = control.kind
         if kind == CNP:
             flow.cnps_rx += 1
@@ -675,6 +739,8 @@ class Engine(PauseHandlers):
             return
         flow.naks += 1
         psn = control.psn
+        if kind == NAK_TRIM and self.reaction_point:
+            flow.rp.on_cnp(self.clock.now())
         if self.selective:
             # It names a hole, not the expected PSN: it acknowledges nothing.
             start = psn if psn > flow.acked else flow.acked
@@ -717,12 +783,10 @@ class Engine(PauseHandlers):
     def _switch_rx(self, port: SwitchPort, packet: Packet) -> None:
         node = port.switch
         key = packet.flow.index * 2 + packet.cnp
+        tc = node.dscp_to_tc[packet.dscp]
         out = node.flow_port[key]
         if out is None:
-            choices = node.routes[packet.dst]
-            out = node.ports[ecmp_pick(node.name, choices, packet.flow.hash)]
-            node.flow_port[key] = out
-        tc = node.dscp_to_tc[packet.dscp]
+            out = self._route(node, packet, key, tc)
         if out.watchdog.drop_traffic[tc]:
             out.watchdog.classes[tc].dropped_packets += 1
             out.watchdog_drops += 1
@@ -737,6 +801,10 @@ class Engine(PauseHandlers):
             packet.ect and not packet.ce,
             out.queue_limit,
         )
+        if status == TRIMMED:
+            status = self._trim(port, out, packet, tc)
+            tc = out.trim_tc
+            length = packet.length
         if not status:
             return  # headroom (lossless) or tail (lossy) drop, counted by the model
         now = self.clock.ticks
@@ -748,6 +816,50 @@ class Engine(PauseHandlers):
         out.backlog += 1
         if not out.tx_pending:
             self._kick(out, now)
+
+    def _route(self, node: SwitchNode, packet: Packet, key: int, tc: int) -> SwitchPort:
+        """The egress port of a frame whose flow and direction has none kept: the flow's
+        ECMP hash (kept for the flow: one list read per frame after the first); sprayed or
+        adaptive data frames choose per frame among several next hops (nothing kept)."""
+        choices = node.routes[packet.dst]
+        mode = self.paths
+        if mode == PATHS_FLOW or packet.cnp or len(choices) == 1:
+            out = node.ports[ecmp_pick(node.name, choices, packet.flow.hash)]
+            node.flow_port[key] = out
+            return out
+        count = len(choices)
+        first = self.path_rng.randrange(count)
+        if mode == PATHS_SPRAY:
+            return node.ports[choices[first]]
+        best = node.ports[choices[first]]
+        for step in range(1, count):
+            port = node.ports[choices[(first + step) % count]]
+            if port.queues[tc].depth_bytes < best.queues[tc].depth_bytes:
+                best = port
+        return best
+
+    def _trim(self, port: SwitchPort, out: SwitchPort, packet: Packet, tc: int) -> int:
+        """A frame ``out``'s queue ``tc`` answered TRIMMED for: cut to its trim size,
+        re-marked to the trim DSCP and offered to the trimmed frames' queue (the shared
+        model's :func:`lossless.queues.admit_trimmed`); its status there (0: dropped)."""
+        trim_tc = out.trim_tc
+        cut = trimmed_length(packet.length, out.queues[tc].trim_bytes)
+        packet.length = cut
+        packet.dscp = out.trim_dscp
+        packet.trimmed = True
+        flow = packet.flow
+        flow.trimmed += 1
+        status = admit_trimmed(
+            out.queues[tc],
+            out.queues[trim_tc],
+            port.ingress,
+            (packet, port.index, trim_tc),
+            cut,
+            out.queue_limit,
+        )
+        if not status:
+            flow.trim_dropped += 1
+        return status
 
     def _kick(self, port: SwitchPort, now: int) -> None:
         """Something may be sendable: transmit now, or at the end of the frame on the wire.

@@ -88,6 +88,7 @@ class Flow:
     __slots__ = (
         "acked",
         "cnps_rx",
+        "completions",
         "delivered_bytes",
         "dst",
         "end_psn",
@@ -103,6 +104,8 @@ class Flow:
         "naks",
         "next_at",
         "ooo",
+        "ooo_peak",
+        "posted_at",
         "rcv_high",
         "retx",
         "retx_bytes",
@@ -121,6 +124,9 @@ class Flow:
         "stop_at",
         "stop_s",
         "timeouts",
+        "trim_dropped",
+        "trimmed",
+        "trims_rx",
         "tx_bytes",
         "tx_packets",
         "udp_sport",
@@ -149,6 +155,10 @@ class Flow:
         self.end_psn = NEVER if spec.size_bytes is None else 0
         self.short: dict[int, int] = {}
         self.msgs: Fifo[tuple[int, object, int]] = Fifo()
+        self.posted_at: Fifo[int] = Fifo()  # the tick each message in ``msgs`` was posted
+        # Each delivered message's completion time (ticks from its post to its last byte in
+        # order at the responder): the tail the mode comparison reports, per job.
+        self.completions: list[int] = []
         self.in_heap = False  # an entry in the sending NIC's heap of flows
         # Sender's recovery: every PSN before ``acked`` is acknowledged; ``retx`` the PSNs a
         # selective-repeat NAK asked for; the retransmission deadline (0: nothing
@@ -168,6 +178,14 @@ class Flow:
         self.nak_out = False
         self.ooo: dict[int, int] = {}
         self.rcv_high = 0
+        # The most frames held out of order at once (the reorder depth), and the trimmed
+        # frames that reached the responder (each an explicit loss signal).
+        self.ooo_peak = 0
+        self.trims_rx = 0
+        # Its frames a switch trimmed (sent on or dropped at the trim queue), and of those
+        # dropped at the trim queue: a job's own trims in a run of several.
+        self.trimmed = 0
+        self.trim_dropped = 0
 
     @property
     def name(self) -> str:

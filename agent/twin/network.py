@@ -41,6 +41,7 @@ from lossless.config import (
     EcnConfig,
     PortQosConfig,
     QueueConfig,
+    TrimConfig,
     WatchdogConfig,
 )
 
@@ -142,6 +143,9 @@ class TwinNetwork:
     # A lab fabric (``emulation.time_dilation`` D > 1) is simulated as what it stands for:
     # every port D times faster, times D times shorter (lab wall time = twin time * D).
     time_dilation: int = 1
+    # The RoCE class's mode as the network was built (lossless | lossy | lossy-trim): in
+    # lossy-trim the plan's switches trim (PortQosConfig.trim) instead of pausing.
+    mode: str = "lossless"
     _routes: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
 
     def hosts_at(self, speed_bps: int | None) -> list[NicSpec]:
@@ -250,6 +254,7 @@ def _port_qos(
 ) -> tuple[PortQosConfig, BufferConfig, int]:
     queues: dict[int, QueueConfig] = {}
     ecn = {e.queue: e for e in port.ecn}
+    trim = device.trim
     for tc in range(8):
         strict = tc in device.ets.strict
         weight = None if strict else device.ets.weights.get(tc)
@@ -264,13 +269,19 @@ def _port_qos(
             if marking is not None
             else None
         )
-        if strict or weight is not None or ecn_cfg is not None:
-            queues[tc] = QueueConfig(ecn=ecn_cfg, strict=strict, bandwidth_percent=weight)
+        trims = trim is not None and tc in trim.queues
+        if strict or weight is not None or ecn_cfg is not None or trims:
+            queues[tc] = QueueConfig(
+                ecn=ecn_cfg, strict=strict, bandwidth_percent=weight, trim=trims
+            )
     qos = PortQosConfig(
         pfc_enabled=bool(port.pfc_priorities),
         pfc_priorities=list(port.pfc_priorities),
         watchdog=_watchdog(device.watchdog),
         queues=queues,
+        trim=None
+        if trim is None
+        else TrimConfig(dscp=trim.dscp, queue=trim.priority, size_bytes=trim.size_bytes),
     )
     if port.headroom:
         head = next(iter(port.headroom.values()))
@@ -331,10 +342,17 @@ def _rdma_devices(intent: FabricIntent) -> dict[tuple[str, str], str]:
     }
 
 
-def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork:
-    """The twin's network for a validated intent (and its plan, computed if not given)."""
+def build_network(
+    intent: FabricIntent, plan: Plan | None = None, mode: str | None = None
+) -> TwinNetwork:
+    """The twin's network for a validated intent (and its plan, computed if not given).
+
+    ``mode`` (lossless | lossy-trim) other than the profile's rewrites the RoCE class as the
+    intent would (:func:`with_mode`) and plans again: ``twin --mode``."""
     from agent.intent.plan import build_plan  # here: see the TYPE_CHECKING imports
 
+    if mode is not None and mode != intent.profile.mode:
+        intent, plan = with_mode(intent, mode), None
     plan = plan or build_plan(intent)
     links = _links(intent)
     # The lab runs the hosts' DCQCN in emulated time (agent.observe.probes.dilation); the twin,
@@ -406,7 +424,23 @@ def build_network(intent: FabricIntent, plan: Plan | None = None) -> TwinNetwork
         hosts=hosts,
         ecn_enabled=profile.ecn.enabled,
         time_dilation=dilation,
+        mode=profile.mode,
     )
+
+
+MODES: tuple[str, ...] = ("lossless", "lossy-trim")
+"""The RoCE class's modes ``twin --mode`` runs."""
+
+
+def with_mode(intent: FabricIntent, mode: str) -> FabricIntent:
+    """The intent with its RoCE class in ``mode``, as a fabric file's ``overrides: {mode:
+    ...}`` would put it: in lossy-trim the plan has no PFC, headroom or watchdog for the class
+    and trims with the profile's trim settings (their defaults where unset,
+    :func:`agent.intent.plan.trim_plan`)."""
+    if mode not in MODES:
+        raise TwinError(f"twin --mode: Expected: one of {', '.join(MODES)} Actual: {mode!r}")
+    profile = intent.profile.model_copy(update={"mode": mode})
+    return intent.model_copy(update={"profile": profile})
 
 
 def endpoint_name(host: str, port: str, linked_ports: int) -> str:
@@ -447,19 +481,24 @@ def _check_peers(switches: dict[str, SwitchSpec], hosts: dict[str, NicSpec]) -> 
             )
 
 
-def load_network(path: Path) -> TwinNetwork:
+def load_network(path: Path, mode: str | None = None) -> TwinNetwork:
     """Load a fabric file (errors located as by every other command) into the twin's network,
     or read the network kept from the last load of the same file (:mod:`agent.twin.netcache`
-    says when it is the same)."""
+    says when it is the same).  ``mode`` other than the fabric's: built again in that mode
+    (:func:`build_network`; the cache keeps the fabric's own)."""
     found = netcache.lookup(path)
-    if isinstance(found.network, TwinNetwork):
-        return found.network
+    network = found.network if isinstance(found.network, TwinNetwork) else None
+    if network is not None and mode in (None, network.mode):
+        return network
     from agent.intent.loader import load_fabric  # here: see the TYPE_CHECKING imports
 
     loaded = load_fabric(path)
-    network = build_network(loaded.intent, loaded.plan)
-    netcache.store(found, loaded.profile_reference, loaded.profile_file, network)
-    return network
+    if network is None:
+        network = build_network(loaded.intent, loaded.plan)
+        netcache.store(found, loaded.profile_reference, loaded.profile_file, network)
+    if mode in (None, network.mode):
+        return network
+    return build_network(loaded.intent, loaded.plan, mode)
 
 
 PAPER_DCQCN: dict[str, int] = {

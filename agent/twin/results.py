@@ -46,6 +46,7 @@ from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.run_options import DEFAULT_RTO_S, TrafficOptions
 from agent.twin.samples import Watch
 from agent.twin.switch import SwitchPort
+from agent.twin.trimming import TrimFacts, trim_facts
 from agent.twin.verdicts import RunFacts, Verdict, judge
 from agent.twin.workloads import Scenario, ScenarioName, build_scenario
 from common.plain import plain
@@ -76,6 +77,8 @@ class PortReport:
     ecn_marked: int
     storms_detected: int
     tx_bytes: int
+    trimmed: int = 0  # frames its queues cut (lossy-trim), sent or dropped at the trim queue
+    trim_dropped: int = 0  # of those, dropped at the trim queue
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class FlowReport:
     retx_packets: int = 0
     timeouts: int = 0
     naks: int = 0
+    reorder_depth: int = 0  # the most frames its responder held out of order at once
+    trims_received: int = 0  # trimmed frames its responder received (each NAKed)
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,9 @@ class TwinReport:
     naks: int = 0
     recovery: str = "go-back-n"
     rto_s: float = DEFAULT_RTO_S
+    # The RoCE class's mode, the path choice, trims, retransmissions, reordering and message
+    # completion times (agent.twin.trimming); flat in the JSON.
+    trim: TrimFacts | None = None
 
     @property
     def passed(self) -> bool:
@@ -174,6 +182,7 @@ class TwinReport:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = plain(self)
+        data.update(data.pop("trim") or {})
         data["passed"] = self.passed
         return data
 
@@ -219,6 +228,8 @@ def _port_report(port: SwitchPort, duration: float, ticks: int) -> PortReport:
         ecn_marked=sum(q.ecn_marked for q in port.queues),
         storms_detected=sum(c.storms_detected for c in port.watchdog.classes),
         tx_bytes=port.tx_bytes,
+        trimmed=sum(q.trimmed for q in port.queues),
+        trim_dropped=sum(q.trim_dropped for q in port.queues),
     )
 
 
@@ -314,6 +325,8 @@ def _flow_report(engine: Engine, flow: Flow, duration: float) -> FlowReport:
         retx_packets=flow.retx_packets,
         timeouts=flow.timeouts,
         naks=flow.naks,
+        reorder_depth=flow.ooo_peak,
+        trims_received=flow.trims_rx,
     )
 
 
@@ -507,6 +520,9 @@ def _facts(engine: Engine, scenario: Scenario, partial: TwinReport) -> RunFacts:
         goodput_bps=partial.goodput_bps,
         recovery=partial.recovery,
         rto_s=partial.rto_s,
+        mode=engine.network.mode,
+        trimmed=partial.trim.trimmed if partial.trim is not None else 0,
+        trim_dropped=partial.trim.trim_dropped if partial.trim is not None else 0,
     )
 
 
@@ -571,6 +587,7 @@ def report(engine: Engine, scenario: Scenario, **label: Unpack[RunLabel]) -> Twi
         naks=sum(f.naks for f in flows),
         recovery=engine.recovery,
         rto_s=engine.rto_s,
+        trim=trim_facts(engine),
     )
     return replace(partial, verdict=judge(_facts(engine, scenario, partial)))
 

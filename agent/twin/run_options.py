@@ -1,5 +1,6 @@
 """What a run of the twin's engine may be told besides its fabric and flows -- the seed, the
-NICs' DCQCN values, their loss recovery and its timeout, the RoCE payload, DCQCN on or off --
+NICs' DCQCN values, their loss recovery and its timeout, the switches' path choice (per flow,
+sprayed, adaptive), the RoCE payload, DCQCN on or off --
 the defaults of the loss recovery, and the check of its values.
 
 :class:`agent.twin.engine.EngineOptions` adds what only a caller of the engine itself sets
@@ -25,6 +26,12 @@ NCCL_IB_TIMEOUT: Final = 20
 DEFAULT_RTO_S: Final = IB_TIMEOUT_UNIT_S * 2**NCCL_IB_TIMEOUT
 Recovery = Literal["go-back-n", "selective-repeat"]
 RECOVERIES: tuple[Recovery, ...] = ("go-back-n", "selective-repeat")
+# How a switch picks among equal-cost next hops: per flow (the ECMP hash of the 5-tuple, what
+# a RoCE fabric does today), per packet at random (spraying, as UEC pairs with trimming), or
+# per packet the member whose egress queue for the frame's class is shortest (a simple
+# adaptive routing; ties broken at random).
+Paths = Literal["flow", "spray", "adaptive"]
+PATHS: tuple[Paths, ...] = ("flow", "spray", "adaptive")
 
 
 class RunOptions(TypedDict, total=False):
@@ -35,6 +42,7 @@ class RunOptions(TypedDict, total=False):
     dcqcn_override: dict[str, int] | None
     recovery: Recovery
     rto_s: float
+    paths: Paths
 
 
 class TrafficOptions(RunOptions, total=False):
@@ -54,3 +62,16 @@ def check_recovery(recovery: Recovery, rto_s: float) -> None:
         )
     if not (math.isfinite(rto_s) and rto_s > 0):
         raise TwinError(f"twin --rto: Expected: a time above 0 s Actual: {rto_s!r}")
+
+
+def check_paths(paths: str, recovery: Recovery) -> None:
+    """A :class:`TwinError` naming the option when the path choice is not one of
+    :data:`PATHS`, or when frames sprayed over several paths (they arrive out of order) meet
+    go-back-N, which takes every reordering for a loss."""
+    if paths not in PATHS:
+        raise TwinError(f"twin --paths: Expected: one of {', '.join(PATHS)} Actual: {paths!r}")
+    if paths != "flow" and recovery != "selective-repeat":
+        raise TwinError(
+            f"twin --paths {paths}: Expected: with --recovery selective-repeat (frames of a "
+            f"flow take several paths and arrive out of order) Actual: --recovery {recovery}"
+        )

@@ -80,6 +80,8 @@ class SwitchPort:
         "scheduler",
         "spec",
         "switch",
+        "trim_dscp",
+        "trim_tc",
         "tx_bytes",
         "tx_pending",
         "wake_gen",
@@ -113,7 +115,10 @@ class SwitchPort:
         self.pfc_frame = wire_ticks(PFC_FRAME_BYTES, speed)
         qos = spec.qos
         lossless = qos.lossless()
-        self.queues: list[EgressQueue[Packet]] = [EgressQueue() for _ in range(NUM_CLASSES)]
+        self.queues: list[EgressQueue[Packet]] = [EgressQueue(size) for size in qos.trim_sizes()]
+        # Where a trimming queue's cut frames go, re-marked (-1: the port does not trim).
+        self.trim_tc = qos.trim.queue if qos.trim is not None else -1
+        self.trim_dscp = qos.trim.dscp if qos.trim is not None else -1
         self.ecn: list[EcnMarker | None] = [None] * NUM_CLASSES
         for tc, cfg in qos.queues.items():
             if cfg.ecn is not None:

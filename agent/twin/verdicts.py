@@ -7,7 +7,10 @@ Verdicts, in order (the bottleneck is :func:`agent.twin.results.pick_bottleneck`
    loss cost (retransmitted bytes, timeouts, in-order goodput) when the NICs had to recover.
 2. ``storm-contained`` / ``storm-uncontained`` -- the storm scenario, with or without the PFC
    watchdog detecting it (enable the watchdog).
-3. ``retransmitting`` -- frames were lost where loss is allowed (a lossy class, a watchdog
+3. ``trimming`` -- lossy-trim (issue #47): the switches trimmed frames instead of pausing
+   and the NICs resent them, as the mode intends; with what it cost, the assumption of NICs
+   that react to trims, and ``--compare-modes`` to weigh it against lossless.  Otherwise
+   ``retransmitting`` -- frames were lost where loss is allowed (a lossy class, a watchdog
    drop) and the NICs' loss recovery (go-back-N or selective repeat) sent data again: RoCE
    is built for a fabric that does not drop (make the RoCE priority no-drop).
 4. ``victim-starved`` -- the victim flow got less than :data:`VICTIM_FLOOR` of its line rate:
@@ -88,6 +91,9 @@ class RunFacts:
     goodput_bps: float = 0.0  # in order, all flows
     recovery: str = "go-back-n"
     rto_s: float = 0.0
+    mode: str = "lossless"  # the RoCE class's: lossless or lossy-trim
+    trimmed: int = 0  # frames the switches trimmed (lossy-trim)
+    trim_dropped: int = 0  # of those, dropped at the trim queue
 
 
 def _pct(value: float) -> str:
@@ -125,6 +131,21 @@ def _lossless_loss(f: RunFacts) -> Verdict | None:
         f"{f.worst_drop_port}'s ingress){_recovery_cost(f)} -- the headroom above the pause "
         "threshold does not hold what arrives after XOFF, or the senders ignore pause; compare "
         "`roce-agent plan`'s headroom with the cables and speeds",
+    )
+
+
+def _trimming(f: RunFacts) -> Verdict | None:
+    """Lossy-trim resends what the switches trimmed by design: not the loss a lossless
+    fabric's recovery is for."""
+    if f.mode != "lossy-trim" or not (f.trimmed or f.retx_bytes or f.timeouts):
+        return None
+    dropped = f", {f.trim_dropped} of them dropped at the trim queue" if f.trim_dropped else ""
+    return Verdict(
+        "trimming",
+        f"trimming: {f.trimmed} frames trimmed instead of paused{dropped}"
+        f"{_recovery_cost(f)} -- the run assumes NICs that resend a trimmed frame at once "
+        "(UEC); no RoCE NIC of today does: compare both modes with `roce-agent twin "
+        "--compare-modes`",
     )
 
 
@@ -259,6 +280,7 @@ def _healthy(f: RunFacts) -> Verdict:
 RULES: tuple[Callable[[RunFacts], Verdict | None], ...] = (
     _lossless_loss,
     _storm,
+    _trimming,
     _retransmitting,
     _victim_starved,
     _under_utilised,

@@ -24,6 +24,9 @@ says what each EOS line means, in data-plane terms:
   ``cos`` on every port); an interface's own effective trust, where it differs, ->
   ``qos.ports.P.trust`` (``dscp`` | ``cos`` | ``none``).  The lab carries no VLAN tags, so a
   ``cos`` port puts every frame in EOS' class for CoS 0 (TC 1) -- RoCE on a lossy class.
+* packet trimming (SONiC and NVUE only, :attr:`SwitchConfig.trim`): a queue that trims ->
+  ``queues.Q.trim``, and its port gets ``trim`` {``size_bytes``, ``dscp``, ``queue``}; a size
+  beyond the data plane's largest frame (9216 B) trims nothing, so it is 9216 there.
 
 Anything the data plane cannot do raises :class:`TranslationError`, so the change is refused.
 """
@@ -35,11 +38,14 @@ from typing import Any
 
 from lab.mgmt import names
 from lab.mgmt.cli_units import seconds_to_ms, threshold_bytes
-from lab.mgmt.model import QosSettings, SwitchConfig, TxQueue, WatchdogPortTimer
+from lab.mgmt.model import QosSettings, SwitchConfig, TrimSettings, TxQueue, WatchdogPortTimer
 
 DEFAULT_DETECTION_MS = 200
 DEFAULT_RESTORATION_MS = 400
 DEFAULT_ECN_PROBABILITY = 100
+# lossless.config.TrimConfig's size range.
+TRIM_SIZE_MIN = 64
+TRIM_SIZE_MAX = 9216
 # EOS' watchdog actions in the data plane's (and the device state's) words.
 _GLOBAL_ACTION = {"drop": "drop", "no-drop": "forward"}
 _PORT_ACTION = {"drop": "drop", "notify-only": "alert"}
@@ -82,6 +88,7 @@ def _merge_queue(base: TxQueue | None, own: TxQueue) -> TxQueue:
         strict_priority=own.strict_priority or base.strict_priority,
         ecn=copy.deepcopy(own.ecn if own.ecn is not None else base.ecn),
         ecn_count=own.ecn_count or base.ecn_count,
+        trim=own.trim or base.trim,
     )
 
 
@@ -178,7 +185,31 @@ def _queue(interface: str, queue_id: int, queue: TxQueue) -> dict[str, Any]:
         result["strict"] = True
     elif queue.bandwidth_percent is not None:
         result["bandwidth_percent"] = queue.bandwidth_percent
+    if queue.trim:
+        result["trim"] = True
     return result
+
+
+def _trim(
+    interface: str, trim: TrimSettings | None, queues: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """``{"trim": ...}`` for a port with a trimming queue, else nothing."""
+    if not any(q.get("trim") for q in queues.values()):
+        return {}
+    if trim is None:
+        raise TranslationError(f"{interface}: a queue trims, but packet trimming is not set")
+    if trim.size_bytes < TRIM_SIZE_MIN:
+        raise TranslationError(
+            f"packet trimming size {trim.size_bytes}: the lab data plane trims to at least "
+            f"{TRIM_SIZE_MIN} bytes"
+        )
+    return {
+        "trim": {
+            "size_bytes": min(trim.size_bytes, TRIM_SIZE_MAX),
+            "dscp": trim.dscp,
+            "queue": trim.queue,
+        }
+    }
 
 
 def _port_qos(
@@ -217,6 +248,7 @@ def _port_qos(
         port["trust"] = trust
     if by_udp_port:
         port["udp_dst_port_tc"] = by_udp_port
+    port.update(_trim(interface, config.trim, queues))
     return port
 
 

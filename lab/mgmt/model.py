@@ -44,10 +44,25 @@ class TxQueue:
     strict_priority: bool = False
     ecn: EcnThreshold | None = None
     ecn_count: bool = False
+    # Over its limit the queue trims instead of dropping (SONiC: its BUFFER_QUEUE profile's
+    # packet_discard_action trim; NVUE: packet-trim egress-eligibility).  EOS has no such
+    # line: only SONiC and NVUE set it.
+    trim: bool = False
 
     def is_default(self) -> bool:
         """True if the queue block would render empty."""
         return self == TxQueue()
+
+
+@dataclass(frozen=True)
+class TrimSettings:
+    """Switch-wide packet trimming (SONiC ``SWITCH_TRIMMING|GLOBAL``, Cumulus ``system
+    forwarding packet-trim``): the size trimmed frames are cut to, their new DSCP and the
+    egress queue they leave from."""
+
+    size_bytes: int
+    dscp: int
+    queue: int
 
 
 @dataclass
@@ -128,6 +143,8 @@ class SwitchConfig:
     class_maps: dict[str, list[str]] = field(default_factory=dict)
     # policy-map type quality-of-service NAME -> class -> its set traffic-class (None: unset)
     policy_maps: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    # Packet trimming of the queues whose ``trim`` is set (None: no trimming).
+    trim: TrimSettings | None = None
 
     @classmethod
     def empty(cls, hostname: str, interfaces: list[str]) -> SwitchConfig:

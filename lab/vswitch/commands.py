@@ -121,7 +121,7 @@ def counters_snapshot(switch: Switch) -> dict[str, Any]:
                 port.oper_up,
                 port.paused_view(now),
                 port.ingress,
-                queues_snapshot(port.queues, port.watchdog),
+                queues_snapshot(port.queues, port.watchdog, port.counters.trim_sent),
             )
             for port in switch.ports
         },

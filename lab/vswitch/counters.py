@@ -30,6 +30,7 @@ class PortCounters:
         "rx_fcs_errors",
         "rx_overruns",
         "rx_packets",
+        "trim_sent",
         "tx_bytes",
         "tx_packets",
     )
@@ -57,10 +58,19 @@ class PortCounters:
         self.pfc_rx_xon = [0] * NUM_CLASSES
         self.pfc_tx_xoff = [0] * NUM_CLASSES
         self.pfc_tx_xon = [0] * NUM_CLASSES
+        # Per queue that trimmed: its trimmed frames sent from the trim queue (SAI
+        # SAI_QUEUE_STAT_TX_TRIM_PACKETS; trimmed and trim_dropped live on the queue).
+        self.trim_sent = [0] * NUM_CLASSES
 
 
-def queues_snapshot(queues: list[EgressQueue[bytearray]], watchdog: PortWatchdog) -> dict[str, Any]:
-    """The ``counters.ports.<ifname>.queues`` object: each egress queue with its watchdog."""
+def queues_snapshot(
+    queues: list[EgressQueue[bytearray]],
+    watchdog: PortWatchdog,
+    trim_sent: list[int] | None = None,
+) -> dict[str, Any]:
+    """The ``counters.ports.<ifname>.queues`` object: each egress queue with its watchdog and
+    its trimming counters (``trim_sent``: :attr:`PortCounters.trim_sent`)."""
+    sent = trim_sent if trim_sent is not None else [0] * NUM_CLASSES
     queue_view: dict[str, Any] = {}
     for tc in range(NUM_CLASSES):
         q = queues[tc]
@@ -72,6 +82,12 @@ def queues_snapshot(queues: list[EgressQueue[bytearray]], watchdog: PortWatchdog
             "ecn_marked": q.ecn_marked,
             "depth_bytes": q.depth_bytes,
             "watermark_bytes": q.watermark_bytes,
+            # Packet trimming, as SAI counts it per queue (SAI_QUEUE_STAT_TRIM_PACKETS,
+            # _TX_TRIM_PACKETS, _DROPPED_TRIM_PACKETS; SONiC packet-trimming-design.md §2.4):
+            # frames this queue trimmed, those sent from the trim queue, those dropped there.
+            "trimmed": q.trimmed,
+            "trim_sent": sent[tc],
+            "trim_dropped": q.trim_dropped,
             "watchdog": {
                 "state": wd.state,
                 "storms_detected": wd.storms_detected,
@@ -125,6 +141,12 @@ def port_snapshot(
             "buffered_bytes": list(ingress.buffered_bytes),
             "watermark_bytes": list(ingress.watermark_bytes),
             "headroom_drops": list(ingress.headroom_drops),
+        },
+        # The port's trimming counters (SAI_PORT_STAT_TRIM_PACKETS, _TX_TRIM_PACKETS,
+        # _DROPPED_TRIM_PACKETS): the sums over its queues.
+        "trim": {
+            key: sum(int(q.get(key, 0)) for q in queues.values())
+            for key in ("trimmed", "trim_sent", "trim_dropped")
         },
         "queues": queues,
     }

@@ -49,14 +49,17 @@ from lossless.config import NUM_CLASSES, WatchdogConfig
 from lossless.pfc import PFC_QUANTA_MAX, IngressAccounting, ReceivedPause
 from lossless.queues import (
     MARKED,
+    TRIMMED,
     XOFF_DUE,
     EgressQueue,
     QueuedPacket,
     Scheduler,
+    admit_trimmed,
     eligible_classes,
     enqueue,
     mark_on_dequeue,
     scheduler_weights,
+    trimmed_length,
 )
 from lossless.watchdog import PortWatchdog
 from lossless.wred import EcnMarker
@@ -89,6 +92,11 @@ ADJACENCY_LIMIT: Final = 65536
 # ICMP error rate limit, per switch (token bucket), like a router's control-plane policer.
 ICMP_RATE_PER_S: Final = 1000.0
 ICMP_BURST: Final = 200.0
+# A trimmed frame waits in the trim queue with its ingress port's index plus this times
+# (1 + the queue it was trimmed from) in the packet's index field: its transmission is
+# then counted as that queue's TX_TRIM (SAI_QUEUE_STAT_TX_TRIM_PACKETS) without a second
+# structure a frame, and an untrimmed frame pays one integer comparison.
+TRIM_TAG: Final = 1 << 16
 
 PortOpener = Callable[[str], socket.socket]
 LinkProbe = Callable[["Port"], bool]
@@ -129,6 +137,9 @@ class Port:
         self.watchdog = PortWatchdog(WatchdogConfig(), now)
         self.ecn: list[EcnMarker | None] = [None] * NUM_CLASSES
         self.queue_limit = 0  # tail-drop limit of this port's lossy egress queues
+        # Packet trimming (lossless.queues, TRIMMED): the queue and DSCP of trimmed frames.
+        self.trim_queue = 0
+        self.trim_dscp = 0
         self.tc_of_dscp = [0] * 64  # ingress classification (trust, classify faults)
         self.tc_of_udp_port: dict[int, int] = {}  # a QoS policy on UDP ports, before DSCP
         self.oper_up = True
@@ -294,6 +305,11 @@ class Switch:
             if queue_cfg.ecn is not None:
                 port.ecn[tc] = EcnMarker(queue_cfg.ecn)
         port.scheduler = Scheduler(*scheduler_weights(qos))
+        for queue, trim_bytes in zip(port.queues, qos.trim_sizes(), strict=True):
+            queue.trim_bytes = trim_bytes
+        if qos.trim is not None:
+            port.trim_queue = qos.trim.queue
+            port.trim_dscp = qos.trim.dscp
         # PFC is generated and honoured for the same priorities (EOS no-drop).
         port.pause.configure(lossless)
         for tc in port.ingress.configure(buffer, lossless):
@@ -719,16 +735,49 @@ class Switch:
         )
         if not status:
             return  # a headroom drop (lossless) or a tail drop (lossy), counted
-        if status & MARKED:
+        if status & TRIMMED:
+            status = self._trim(in_port, out_port, tc, frame)
+            if not status:
+                return
+        elif status & MARKED:
             _set_ce(frame)
         out_port.backlog += 1
         if status & XOFF_DUE:
             self._send_pfc(in_port, tc, PFC_QUANTA_MAX, now)
 
+    def _trim(self, in_port: Port, out_port: Port, tc: int, frame: bytearray) -> int:
+        """A frame queue ``tc`` of ``out_port`` trims (:data:`lossless.queues.TRIMMED`): cut
+        to the queue's trim size, its DSCP set to the port's trim DSCP (ECN bits kept, header
+        checksum recomputed), offered to the trim queue (SONiC packet-trimming-design.md
+        §2.2; SAI-Proposal-Packet-Trimming.md).  The IPv4 total length is left as the sender
+        wrote it: the designs name only size, DSCP and queue, and the lab chose the length
+        that lets a receiver see the cut (captured length < 14 + total length).  The
+        status :func:`lossless.queues.admit_trimmed` answers."""
+        queue = out_port.queues[tc]
+        length = trimmed_length(len(frame), queue.trim_bytes)
+        if length < len(frame):
+            del frame[length:]
+        tos = frame[15]
+        frame[15] = (out_port.trim_dscp << 2) | (tos & pkt.ECN_MASK)
+        ihl = (frame[14] & 0x0F) * 4
+        frame[24] = frame[25] = 0
+        csum = pkt.checksum(frame[14 : 14 + ihl])
+        frame[24] = csum >> 8
+        frame[25] = csum & 0xFF
+        trim_tc = out_port.trim_queue
+        return admit_trimmed(
+            queue,
+            out_port.queues[trim_tc],
+            in_port.ingress,
+            (frame, in_port.index + TRIM_TAG * (tc + 1), trim_tc),
+            length,
+            out_port.queue_limit,
+        )
+
     def _release(self, packet: QueuedPacket[bytearray], now: float) -> None:
         """A queued frame left the switch (sent or dropped): uncharge its ingress."""
         frame, in_index, tc = packet
-        in_port = self.ports[in_index]
+        in_port = self.ports[in_index % TRIM_TAG]
         if in_port.ingress.release(tc, len(frame)):
             self._send_pfc(in_port, tc, 0, now)
 
@@ -827,6 +876,9 @@ class Switch:
         port.backlog -= 1
         queue.tx_packets += 1
         queue.tx_bytes += length
+        if in_index >= TRIM_TAG:
+            port.counters.trim_sent[(in_index >> 16) - 1] += 1
+            in_index &= TRIM_TAG - 1
         in_port = self.ports[in_index]
         if in_port.ingress.release(in_tc, length):
             self._send_pfc(in_port, in_tc, 0, now)

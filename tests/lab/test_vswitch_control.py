@@ -24,6 +24,9 @@ QUEUE_KEYS = {
     "depth_bytes",
     "watermark_bytes",
     "watchdog",
+    "trimmed",
+    "trim_sent",
+    "trim_dropped",
 }
 
 
@@ -58,7 +61,7 @@ def test_counters_have_the_documented_shape(topo: fx.Topology) -> None:
         assert set(port) == {
             "rx_packets", "rx_bytes", "rx_overruns", "tx_packets", "tx_bytes", "drops", "pfc",
             "paused", "ingress", "queues", "rx_fcs_errors", "rx_errors", "oper_up",
-            "icmp_time_exceeded", "icmp_rate_limited", "fault_drops", "fault_corrupted",
+            "icmp_time_exceeded", "icmp_rate_limited", "fault_drops", "fault_corrupted", "trim",
         }  # fmt: skip
         assert port["oper_up"] is True
         assert set(port["drops"]) == {"ttl", "no_route", "arp_unresolved"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -372,6 +373,10 @@ class _Tuned:
 
     def qps_per_connection(self) -> int | None:
         return self.qps
+
+    def decision(self) -> Any:
+        # The override above changes the ECN thresholds: a decision with changes.
+        return SimpleNamespace(changes=True)
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,9 @@ from lab.mgmt.testing import FakeClock, FakeDataplane, fake_switch_config
 from lab.vswitch import packet as pkt
 from lab.vswitch.commands import counters_snapshot, handle_request
 from lab.vswitch.config import ConfigError, QosConfig, parse_config, parse_faults
-from lab.vswitch.dataplane import Port, Switch
+from lab.vswitch.dataplane import Switch
 from lab.vswitch.forwarding import Nexthop, RouteTable, ecmp_index
+from tests.unit.vswitch_wires import Clock, Wires
 
 PORTS = ["eth1", "eth2", "eth3"]
 
@@ -255,51 +256,10 @@ def test_route_table_local_repair() -> None:
 # ----------------------------------------------------------------------------- in-process switch
 
 
-class _Wires:
-    """One datagram socket pair per port: the switch holds one end, the test the other."""
-
-    def __init__(self) -> None:
-        self.peer: dict[str, socket.socket] = {}
-        self.mine: list[socket.socket] = []
-        self.link: dict[str, bool] = {}
-
-    def open(self, ifname: str) -> socket.socket:
-        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        a.setblocking(False)
-        b.setblocking(False)
-        self.peer[ifname] = b
-        self.mine += [a, b]
-        self.link[ifname] = True
-        return a
-
-    def probe(self, port: Port) -> bool:
-        return self.link[port.name]
-
-    def received(self, ifname: str) -> list[bytes]:
-        frames = []
-        while True:
-            try:
-                frames.append(self.peer[ifname].recv(65536))
-            except BlockingIOError:
-                return frames
-
-    def close(self) -> None:
-        for sock in self.mine:
-            sock.close()
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def now(self) -> float:
-        return self.t
-
-
 @pytest.fixture
-def wired() -> Iterator[tuple[Switch, _Wires, _Clock]]:
-    wires = _Wires()
-    clock = _Clock()
+def wired() -> Iterator[tuple[Switch, Wires, Clock]]:
+    wires = Wires()
+    clock = Clock()
     config = fake_switch_config("leaf1", PORTS)
     config["qos"] = {"dscp_to_tc": {"26": 3}}
     switch = Switch(
@@ -312,7 +272,7 @@ def wired() -> Iterator[tuple[Switch, _Wires, _Clock]]:
         wires.close()
 
 
-def test_set_faults_refused_changes_nothing(wired: tuple[Switch, _Wires, _Clock]) -> None:
+def test_set_faults_refused_changes_nothing(wired: tuple[Switch, Wires, Clock]) -> None:
     switch, _, _ = wired
     good = [{"kind": "classify", "port": "eth1", "dscp": 26, "tc": 0}]
     assert handle_request(switch, {"cmd": "set_faults", "faults": good})["ok"] is True
@@ -328,7 +288,7 @@ def test_set_faults_refused_changes_nothing(wired: tuple[Switch, _Wires, _Clock]
 
 
 def test_classify_fault_survives_a_qos_change_and_hides_from_the_config(
-    wired: tuple[Switch, _Wires, _Clock],
+    wired: tuple[Switch, Wires, Clock],
 ) -> None:
     switch, _, _ = wired
     switch.set_faults([{"kind": "classify", "port": "eth1", "dscp": 26, "tc": 0}])
@@ -342,7 +302,7 @@ def test_classify_fault_survives_a_qos_change_and_hides_from_the_config(
     assert switch.ports[0].tc_of_dscp[26] == 5
 
 
-def test_only_faulty_ports_take_the_slow_path(wired: tuple[Switch, _Wires, _Clock]) -> None:
+def test_only_faulty_ports_take_the_slow_path(wired: tuple[Switch, Wires, Clock]) -> None:
     switch, _, _ = wired
     switch.set_faults(
         [
@@ -366,7 +326,7 @@ def _to_eth2(switch: Switch, ttl: int = 64) -> bytearray:
     return frame
 
 
-def _deliver(switch: Switch, wires: _Wires, ifname: str, frames: list[bytearray]) -> None:
+def _deliver(switch: Switch, wires: Wires, ifname: str, frames: list[bytearray]) -> None:
     for frame in frames:
         wires.peer[ifname].send(bytes(frame))
     port = next(p for p in switch.ports if p.name == ifname)
@@ -382,7 +342,7 @@ def _neighbors(switch: Switch) -> None:
 
 
 def test_link_down_withdraws_routes_and_counts_no_route(
-    wired: tuple[Switch, _Wires, _Clock],
+    wired: tuple[Switch, Wires, Clock],
 ) -> None:
     switch, wires, clock = wired
     _neighbors(switch)
@@ -408,7 +368,7 @@ def test_link_down_withdraws_routes_and_counts_no_route(
     assert len(wires.received("eth2")) == 1
 
 
-def test_link_down_flushes_what_was_queued(wired: tuple[Switch, _Wires, _Clock]) -> None:
+def test_link_down_flushes_what_was_queued(wired: tuple[Switch, Wires, Clock]) -> None:
     switch, wires, clock = wired
     _neighbors(switch)
     frame = _to_eth2(switch)
@@ -429,7 +389,7 @@ def test_link_down_flushes_what_was_queued(wired: tuple[Switch, _Wires, _Clock])
     assert wires.received("eth2") == []
 
 
-def test_ttl_expiry_answers_from_the_ingress_port(wired: tuple[Switch, _Wires, _Clock]) -> None:
+def test_ttl_expiry_answers_from_the_ingress_port(wired: tuple[Switch, Wires, Clock]) -> None:
     switch, wires, clock = wired
     _neighbors(switch)
     frame = _to_eth2(switch, ttl=1)
@@ -470,7 +430,7 @@ def _to_host(switch: Switch, port: int, ttl: int = 64, sport: int = 49321) -> by
 
 
 def _forward(
-    switch: Switch, wires: _Wires, clock: _Clock, frames: list[bytearray]
+    switch: Switch, wires: Wires, clock: Clock, frames: list[bytearray]
 ) -> dict[str, list[bytes]]:
     """Each frame into eth1 on its own, 10 ms apart (the shaper lets it out at once); what
     every port sent."""
@@ -483,7 +443,7 @@ def _forward(
     return sent
 
 
-def test_a_neighbor_that_moved_gets_the_next_frame(wired: tuple[Switch, _Wires, _Clock]) -> None:
+def test_a_neighbor_that_moved_gets_the_next_frame(wired: tuple[Switch, Wires, Clock]) -> None:
     """Forwarding remembers where a destination goes; a MAC learned anew replaces it at once."""
     switch, wires, clock = wired
     _neighbors(switch)
@@ -497,7 +457,7 @@ def test_a_neighbor_that_moved_gets_the_next_frame(wired: tuple[Switch, _Wires, 
 
 
 def test_an_expired_frame_to_a_known_destination_is_answered(
-    wired: tuple[Switch, _Wires, _Clock],
+    wired: tuple[Switch, Wires, Clock],
 ) -> None:
     switch, wires, clock = wired
     _neighbors(switch)
@@ -515,7 +475,7 @@ def test_an_expired_frame_to_a_known_destination_is_answered(
 def test_ecmp_spreads_frames_to_one_destination_over_its_next_hops() -> None:
     """Each frame is hashed on its own 5-tuple: remembering one path per destination would
     send every flow to the same next hop."""
-    wires, clock = _Wires(), _Clock()
+    wires, clock = Wires(), Clock()
     config = fake_switch_config("leaf1", PORTS)
     config["routes"] = [
         {"prefix": "10.9.0.0/16", "nexthops": [{"ip": "198.18.2.2"}, {"ip": "198.18.3.2"}]}

@@ -32,9 +32,11 @@ from agent.observe.probes.packets import (
     PfcView,
     RoceFields,
     RoceView,
+    TrimmedFields,
     address_texts,
     parse_pfc,
     parse_roce_fields,
+    parse_trimmed,
     roce_icrc_ok,
     roce_view,
 )
@@ -103,6 +105,9 @@ class QpStats:
     ce_marked: int = 0
     cnps: int = 0
     icrc_errors: int = 0
+    # Frames a switch trimmed (cut, re-marked, sent on ahead): neither drops nor corrupt.
+    trimmed: int = 0
+    trimmed_dscp: int | None = None
     dscp: int | None = None
     highest: int | None = None
     first: int | None = None
@@ -242,6 +247,8 @@ class QpStats:
             "ce_marked": self.ce_marked,
             "cnps": self.cnps,
             "icrc_errors": self.icrc_errors,
+            "trimmed": self.trimmed,
+            "trimmed_dscp": self.trimmed_dscp,
             "missing_overflow": self.missing_overflow,
             "latency": {
                 "count": self.latency_count,
@@ -312,7 +319,7 @@ class RoceAnalyzer:
         try:
             fields = parse_roce_fields(frame, self.udp_port)
         except MalformedFrame:
-            self.invalid += 1
+            self._malformed(frame)
             return None
         if fields is None:
             return None
@@ -353,6 +360,35 @@ class RoceAnalyzer:
             stats.track(self._unwrap(stats, pword & 0xFFFFFF))
         return fields
 
+    def _malformed(self, frame: bytes) -> None:
+        """A frame on the port that is no whole RoCEv2 packet: trimmed by a switch, or
+        invalid."""
+        trimmed = parse_trimmed(frame, self.udp_port)
+        if trimmed is None:
+            self.invalid += 1
+        else:
+            self._account_trimmed(frame, trimmed)
+
+    def _account_trimmed(self, frame: bytes, fields: TrimmedFields) -> None:
+        """A trimmed frame: counted with its DSCP, and its number accounted as seen, so the
+        gap it would leave is not counted as a drop (the receiver learnt of the loss)."""
+        addresses, tos, qword, pword, seq = fields
+        qpn = qword & 0xFFFFFF
+        key = addresses << 24 | qpn
+        stats = self._index.get(key) or self._new_flow(key, frame, qpn)
+        if stats is None:
+            return
+        stats.trimmed += 1
+        stats.trimmed_dscp = tos >> 2
+        if seq is not None:
+            stats.uses_sequence = True
+            stats.track(seq)
+        elif not stats.uses_sequence:
+            stats.track(self._unwrap(stats, pword & 0xFFFFFF))
+        else:
+            return
+        stats.received -= 1  # track() counts a whole frame: this one arrived cut
+
     @staticmethod
     def _unwrap(stats: QpStats, psn: int) -> int:
         """Map a 24-bit PSN onto a monotonic number near the highest seen so far."""
@@ -376,6 +412,7 @@ class RoceAnalyzer:
                 "ce_marked",
                 "cnps",
                 "icrc_errors",
+                "trimmed",
                 "missing_overflow",
             )
         }
@@ -397,6 +434,12 @@ class RoceAnalyzer:
         if missing_overflow is None:
             missing_overflow = sum(s.missing_overflow for s in self.flows.values())
         out = []
+        trimmed = sum(s.trimmed for s in self.flows.values())
+        if trimmed:
+            out.append(
+                f"trimmed {trimmed}: frames cut short by a trimming switch (packet trimming), "
+                "counted per flow as trimmed, not as lost or corrupt"
+            )
         if self.untracked_frames:
             out.append(
                 f"flow cap reached: {self.max_flows} flows tracked, {self.untracked_frames} "

@@ -362,6 +362,40 @@ def _parse_general(frame: bytes, udp_port: int = ROCE_UDP_PORT) -> RoceFields | 
     )  # fmt: skip
 
 
+# What the analyser needs from a trimmed RoCEv2 frame: (source and destination IPv4 as one
+# 64-bit int, TOS, BTH word 2 (destination QP), BTH word 3 (PSN), probe sequence or None).
+TrimmedFields = tuple[int, int, int, int, int | None]
+
+
+def parse_trimmed(frame: bytes, udp_port: int = ROCE_UDP_PORT) -> TrimmedFields | None:
+    """The fields of a RoCEv2 frame a switch trimmed (packet trimming: SONiC
+    doc/packet_trimming/packet-trimming-design.md, Cumulus "Packet Trimming"), None when
+    ``frame`` is not one.  Trimmed: shorter than the 14 B of Ethernet plus the IPv4 total
+    length says, and still holding the whole BTH (a trim size is at least 64 B).  The lab's
+    switch leaves the total length as the sender wrote it (lab/vswitch/dataplane.py); a
+    switch that rewrote it would make the frame look whole, with a bad ICRC."""
+    if len(frame) < UDP_OFFSET + 8 or frame[12:14] != b"\x08\x00":
+        return None
+    version_ihl = frame[IP_OFFSET]
+    ihl = (version_ihl & 0x0F) * 4
+    if version_ihl >> 4 != 4 or ihl < 20 or frame[IP_OFFSET + 9] != 17:
+        return None
+    total = (frame[IP_OFFSET + 2] << 8) | frame[IP_OFFSET + 3]
+    udp = IP_OFFSET + ihl
+    bth = udp + 8
+    if len(frame) >= IP_OFFSET + total or len(frame) < bth + 12:
+        return None
+    if (frame[udp + 2] << 8) | frame[udp + 3] != udp_port:
+        return None
+    qword, pword = struct.unpack_from("!II", frame, bth + 4)
+    payload = bth + 12
+    seq = None
+    if len(frame) >= payload + PROBE_HEADER.size and frame[payload : payload + 4] == PROBE_MAGIC:
+        seq = PROBE_HEADER.unpack_from(frame, payload)[2]
+    addr = int.from_bytes(frame[IP_OFFSET + 12 : IP_OFFSET + 20], "big")
+    return addr, frame[IP_OFFSET + 1], qword, pword, seq
+
+
 def roce_icrc_ok(frame: bytes, fields: RoceFields) -> bool:
     """Whether the ICRC of a frame :func:`parse_roce_fields` accepted is right."""
     end, header = fields[9], fields[10]

@@ -176,6 +176,9 @@ def _pair_rows(
         target = targets[flow["dst_ip"]]
         seen = flow_of(received[target], flow["src_ip"], flow["qpn"])
         got = seen["received"] if seen else 0
+        # A trimmed frame arrived cut, re-marked (packet trimming): the receiver learnt of it,
+        # so it is neither received whole nor lost.
+        trimmed = seen.get("trimmed", 0) if seen else 0
         rows.append(
             {
                 "from": result["host"],
@@ -183,7 +186,9 @@ def _pair_rows(
                 "qpn": flow["qpn"],
                 "sent": result["sent"],
                 "received": got,
-                "lost": result["sent"] - got,
+                "lost": result["sent"] - got - trimmed,
+                "trimmed": trimmed,
+                "trimmed_dscp": seen.get("trimmed_dscp") if seen else None,
                 "reordered": seen["reordered"] if seen else 0,
                 "ce_marked": seen["ce_marked"] if seen else 0,
                 "cnps_received": result["cnps_received"],
@@ -291,6 +296,7 @@ def incast(
     failures = _incast_failures(intent, totals)
     return {
         "scenario": "incast",
+        "notes": trimmed_notes(totals),
         "to": to,
         "from": senders_from,
         "passed": not failures,
@@ -355,8 +361,16 @@ def _incast_failures(intent: FabricIntent, totals: dict[str, Any]) -> list[str]:
     return failures
 
 
+def trimmed_notes(totals: dict[str, Any]) -> list[str]:
+    """The report's line on packet trimming: ``trimmed N`` when a switch trimmed frames."""
+    trimmed = totals.get("trimmed", 0)
+    if not trimmed:
+        return []
+    return [f"trimmed {trimmed}: frames a switch cut and re-marked (packet trimming), not lost"]
+
+
 def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("sent", "received", "lost", "reordered", "ce_marked", "cnps_received",
+    keys = ("sent", "received", "lost", "trimmed", "reordered", "ce_marked", "cnps_received",
             "pfc_frames_received", "rate_cuts")  # fmt: skip
     totals: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
     totals["paused_s"] = round(sum(r["paused_s"] for r in rows), 6)

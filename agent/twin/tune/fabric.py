@@ -11,12 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from agent.intent import sizing
 from agent.intent.model import FabricIntent, Profile
 from agent.intent.plan import DevicePlan, HeadroomPlan, Plan, PortPlan, build_plan
 from agent.intent.rules import RULES
 from agent.intent.units import format_speed
 from agent.twin.network import TwinError, TwinNetwork
 from agent.twin.tune.space import EcnSetting
+
+# Rules a candidate (ECN, DCQCN) cannot break or mend: whether the switches' platforms trim
+# (IR022) is the fabric's, not the setting's; ``tune --modes`` reports it beside the
+# comparison (what switching needs) rather than refusing every lossy-trim candidate.
+NOT_THE_CANDIDATES = frozenset({"IR022"})
 
 
 def candidate_intent(
@@ -40,6 +46,8 @@ def candidate_intent(
     variant = intent.model_copy(update={"profile": profile})
     plan = build_plan(variant)
     for registered in RULES:
+        if registered.rule_id in NOT_THE_CANDIDATES:
+            continue
         for violation in registered.check(variant, plan):
             return None, f"{registered.rule_id} {violation.message()}"
     return variant, None
@@ -53,8 +61,9 @@ def current_ecn(
     when they differ between ports (the tightest cap, the largest frame).  ``speed_bps`` is
     the twin's: on a time-dilated lab (``emulation.time_dilation`` D) a port of the plan runs
     at 1/D of the speed it stands for."""
+    trims = plan.mode == "lossy-trim"
     found = [
-        _port_setting(device, port, roce, speed_bps)
+        _port_setting(device, port, roce, speed_bps, trims)
         for device, port in host_facing_ports(plan, speed_bps, dilation)
     ]
     if not found:
@@ -82,11 +91,15 @@ def host_facing_ports(
 
 
 def _port_setting(
-    device: DevicePlan, port: PortPlan, roce: int, speed_bps: int
+    device: DevicePlan, port: PortPlan, roce: int, speed_bps: int, trims: bool = False
 ) -> tuple[EcnSetting, int, int]:
-    """(ECN of the RoCE queue, pause threshold, MTU) of a host-facing port."""
+    """(ECN of the RoCE queue, pause threshold, MTU) of a host-facing port; in lossy-trim
+    (``trims``) the queue's limit, where trimming starts, stands for the pause threshold."""
     ecn = next((e for e in port.ecn if e.queue == roce), None)
     head = port.headroom.get(roce)
+    if ecn is not None and head is None and trims:
+        setting = EcnSetting(ecn.min_bytes, ecn.max_bytes, ecn.max_probability)
+        return setting, trim_limit(port), port.mtu
     if ecn is None or head is None:
         raise TwinError(
             f"tune {format_speed(speed_bps)}: {device.name}:{port.name}. Expected: ECN "
@@ -95,6 +108,13 @@ def _port_setting(
         )
     setting = EcnSetting(ecn.min_bytes, ecn.max_bytes, ecn.max_probability)
     return setting, head.pause_threshold, port.mtu
+
+
+def trim_limit(port: PortPlan) -> int:
+    """The RoCE queue's limit on a lossy port, where a lossy-trim switch starts trimming:
+    the twin's lossy queue limit (:func:`agent.twin.network._port_qos`, twice the headroom a
+    lossless class would get), so ECN's ramp ends below the trims as it ends below XOFF."""
+    return 2 * sizing.pfc_headroom(port.speed_bps, port.cable_m, port.mtu).size
 
 
 def host_speeds(network: TwinNetwork) -> dict[int, int]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from agent.intent.model import FabricIntent
 from agent.intent.units import format_speed
+from agent.twin.compare import ModeRow
 from agent.twin.tune.notes import EdgeNote
 from agent.twin.tune.objectives import (
     QUEUE_RESOLUTION_BYTES,
@@ -53,6 +54,9 @@ class RunMetrics:
     # The receiver's goodput over the whole run in the lab check's terms (payload bits / its
     # line rate x run time); scenarios with a receiver only.
     goodput_fraction: float | None = None
+    # The run as ``twin --compare-modes`` reports it (one row per job): PFC frames, trims,
+    # retransmissions, message completion times; ``tune --modes`` compares its modes on them.
+    mode_rows: tuple[ModeRow, ...] = ()
 
     def where(self) -> str:
         if not self.senders:
@@ -137,8 +141,16 @@ class Trial:
             "ce_fraction": self.mean("ce_fraction"),
             "lossless_drops": self.drops(),
             "pause_threshold_bytes": self.runs[0].pause_threshold_bytes if self.runs else None,
-            "runs": [asdict(r) for r in self.runs],
+            "runs": [_run_json(r) for r in self.runs],
         }
+
+
+def _run_json(run: RunMetrics) -> dict[str, Any]:
+    """A run's JSON: its measures (the mode rows are ``tune --modes``' summary's, given there
+    once per mode, not per run)."""
+    data = asdict(run)
+    del data["mode_rows"]
+    return data
 
 
 @dataclass
@@ -434,6 +446,9 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
     dcqcn: bool = True
+    # ``tune --modes``: the profile values that put the fabric in the mode this tune ran
+    # (``mode``, ``trim``), when it is not the fabric's own; part of the override.
+    mode_override: dict[str, Any] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -459,7 +474,7 @@ class TuneResult:
         if decision.recommended is None:
             return None
         if not decision.changes:
-            return {}
+            return dict(self.mode_override)
         best = decision.recommended.candidate
         values: dict[str, Any] = {
             "ecn": {
@@ -474,7 +489,7 @@ class TuneResult:
         }
         if best.dcqcn:
             values["nic"] = {"dcqcn": dict(best.dcqcn)}
-        return values
+        return {**self.mode_override, **values}
 
     def qps_per_connection(self) -> int | None:
         """The decided QPs per connection (an NCCL setting, the profile's ``job:``): the

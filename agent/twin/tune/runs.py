@@ -18,9 +18,11 @@ from agent.intent.model import FabricIntent
 from agent.intent.plan import build_plan
 from agent.twin.collective_report import CollectiveReport
 from agent.twin.collectives import CollectiveSpec, run_collective, run_collectives
+from agent.twin.compare import ModeRow, collective_row, scenario_row
 from agent.twin.engine import Engine
 from agent.twin.network import ROCE_FRAME_OVERHEAD, TwinError, TwinNetwork, build_network
 from agent.twin.results import jain, simulate, time_weighted_p99
+from agent.twin.run_options import RunOptions
 from agent.twin.step import StepReport, run_step
 from agent.twin.switch import SwitchPort
 from agent.twin.tune.fabric import current_ecn
@@ -84,9 +86,9 @@ def run_candidate(job: Job, network: TwinNetwork, pause_threshold: int) -> RunMe
         scenario,
         senders=senders,
         duration_s=duration_s,
-        seed=job.seed,
         on_sample=window_start,
         payload_bytes=job.payload_bytes,
+        **run_options(job),
     )
     mark = window_start.mark
     if mark is None:  # pragma: no cover - the engine samples up to the end of the run
@@ -132,6 +134,7 @@ def run_candidate(job: Job, network: TwinNetwork, pause_threshold: int) -> RunMe
         paused_fraction_whole=whole.max_paused_fraction,
         utilisation_whole=whole_utilisation,
         goodput_fraction=_receiver_goodput(engine, scenario, network),
+        mode_rows=(scenario_row(network.mode, whole),),
     )
 
 
@@ -181,6 +184,21 @@ class Job:
     label: str = ""  # the progress bar's
     payload_bytes: int | None = None  # RoCE payload per frame (None: the ports' RoCE MTU)
     sample_rails: int = 0  # a job's screening run: its first rails only (0: every rail)
+
+
+def run_options(job: Job) -> RunOptions:
+    """The job's seed, and how a run in its intent's mode recovers: lossy-trim with selective
+    repeat (a trim NAKs one PSN), on the per-flow ECMP paths lossless runs on, so that
+    ``tune --modes`` compares the modes and not the path choices (``twin --compare-modes``
+    shows what spraying adds); lossless with the engine's defaults, as tune always ran it."""
+    if job.intent.profile.mode != "lossy-trim":
+        return {"seed": job.seed}
+    return {"seed": job.seed, "recovery": "selective-repeat", "paths": "flow"}
+
+
+def _rows(job: Job, reports: list[CollectiveReport]) -> tuple[ModeRow, ...]:
+    recovery = run_options(job).get("recovery", "go-back-n")
+    return tuple(collective_row(job.intent.profile.mode, r, recovery) for r in reports)
 
 
 def run_job(job: Job) -> RunMetrics:
@@ -243,16 +261,18 @@ def run_collective_job(job: Job, network: TwinNetwork, pause: int) -> RunMetrics
     """One seed of a collective (``job.senders`` ranks) on the candidate's network; a job
     file's jobs side by side, when it has several."""
     tuned = job.objective.job
+    options = run_options(job)
     if job.objective.beside:
         names = [j.name for j in job.objective.jobs]
-        reports = run_collectives(network, _side_by_side(job), names, seed=job.seed)
+        reports = run_collectives(network, _side_by_side(job), names, **options)
     elif tuned is not None and tuned.step:
         fraction = job.objective.size_bytes / tuned.spec.size_bytes
         step = run_step(network, collective_spec(job, network), tuned.step, fraction=fraction,
-                        seed=job.seed)  # fmt: skip
+                        **options)  # fmt: skip
         return _step_metrics(job, step, pause)
     else:
-        reports = [run_collective(network, collective_spec(job, network), seed=job.seed)]
+        spec = collective_spec(job, network)
+        reports = [run_collective(network, spec, **options)]
     return _collective_metrics(job, reports, pause)
 
 
@@ -294,6 +314,7 @@ def _step_metrics(job: Job, step: StepReport, pause: int) -> RunMetrics:
         completed=step.completed,
         ranks=True,
         bound_fraction=step.line_rate_fraction,
+        mode_rows=_rows(job, list(reports)),
     )
 
 
@@ -324,4 +345,5 @@ def _collective_metrics(job: Job, reports: list[CollectiveReport], pause: int) -
         ranks=True,
         bound_fraction=slowest.line_rate_fraction,
         job_busbw=tuple(r.busbw_Bps for r in reports) if len(reports) > 1 else (),
+        mode_rows=_rows(job, reports),
     )

@@ -27,7 +27,7 @@ from lab.mgmt.nvue.errors import NvueError
 from lab.mgmt.nvue.revisions import DEFAULT_CONFIRM_S
 from lab.mgmt.nvue.schema import resolve, root_schema
 from lab.mgmt.nvue.state import NvueSwitch
-from lab.mgmt.nvue.translate import effective
+from lab.mgmt.nvue.translate import Effective, effective
 from lab.mgmt.nvue.tree import Tree, apply_set, apply_unset, diff, get
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -232,6 +232,12 @@ class NvCommand:
             if options.output == "json":
                 return shows.as_json(shows.roce_json(state))
             return shows.roce_text(state)
+        if path == ["system", "forwarding", "packet-trim", "counters"]:
+            counters = await personality.manager.dataplane.counters()
+            data = shows.packet_trim_counters_json(counters, list(personality.ports))
+            if options.output == "json":
+                return shows.as_json(data)
+            return shows.packet_trim_counters_text(data)
         if path == ["interface"]:
             counters = await personality.manager.dataplane.counters()
             return _render(shows.interfaces_json(personality.ports, counters), options.output)
@@ -252,6 +258,12 @@ class NvCommand:
         counters = await personality.manager.dataplane.counters()
         if rest == ["counters", "qos"]:
             return _render(shows.counters_qos_json(counters, name), options.output)
+        if rest in (["counters", "packet-trim"], ["packet-trim", "counters"]):
+            classes = _trim_classes(effective(personality.store.applied.tree), name)
+            data = shows.interface_trim_counters_json(counters, name, classes)
+            if options.output == "json":
+                return shows.as_json(data)
+            return shows.interface_trim_counters_text(data)
         if rest == ["qos", "pfc-watchdog"]:
             on = name in effective(personality.store.applied.tree).watchdog_ports
             return _render(shows.pfc_watchdog_json(counters, name, on), options.output)
@@ -275,3 +287,10 @@ def _confirm_status(left: float | None, pending: Any) -> str:
         f"Revision {pending.rev_id} is waiting for confirmation: "
         f"{int(left + 0.999)} seconds left before the automatic rollback"
     )
+
+
+def _trim_classes(state: Effective, name: str) -> list[int]:
+    """The traffic classes ``name`` trims (its own eligibility, else the default profile's)."""
+    if state.trim is None:
+        return []
+    return list(state.trim_classes.get(name, state.trim_classes.get("*", ())))

@@ -44,7 +44,7 @@ HEADER = {
     "model": "lab",
     "nvue-api-version": "nvue_v1",
     "rev-id": 1.0,
-    "version": "Cumulus Linux 5.14.0",
+    "version": "Cumulus Linux 5.15.0",
 }
 
 Installer = Callable[[Tree], Awaitable[None]]

@@ -19,6 +19,18 @@ Shapes, from NVIDIA's Cumulus Linux 5.14 user guide (CumulusNetworks/docs):
   -o json``.
 - ``nv show interface <if> qos pfc-watchdog``: ``state`` and the "PFC WD Status" table
   (``traffic-class``, ``status`` OK|DEADLOCK, ``deadlock-count``).
+- Packet trimming counters, in the Cumulus Linux 5.15 format (the release that added them and
+  the one this personality reports; "Packet Trimming", CumulusNetworks/docs
+  ``content/cumulus-linux-515/…/Packet-Trimming.md`` commit 504c13c2): ``nv show system
+  forwarding packet-trim counters`` prints ``Global`` with ``trimmed-packets`` and
+  ``trimmed-drop-packets``, then ``Port-Level`` with columns ``interface  trimmed-packets``;
+  ``nv show interface <if> packet-trim counters`` (also answered as ``counters packet-trim``,
+  the NVUE reference's form) prints ``traffic-class  trimmed-packets-tx`` per trimming class:
+  the packets the class trimmed ("the number of trimmed packets for a specific interface by
+  traffic class", NVUE reference), sent or dropped.  The port-level
+  ``trimmed-packets`` is read as on Spectrum-5 ("the number of sent trimmed packets"), the
+  data plane's TX_TRIM; the drops are its DROPPED_TRIM.  The guide prints no JSON of these:
+  ``-o json`` gives the same fields under the printed labels (lab's choice, unverified).
 - ``nv show interface <if> lldp neighbor``: ``{<neighbor-id>: {chassis: {system-name,
   chassis-id}, port: {name, description, type}}}`` (NVUE reference, as
   ``agent/device/lldp.py`` documents it).
@@ -280,3 +292,55 @@ def _at(values: Any, index: int) -> int:
 
 def _dataplane(swp: str) -> str:
     return "eth" + swp[3:]
+
+
+# ----------------------------------------------------------------------------- trimming
+
+
+def _trim(counters: dict[str, Any], swp: str) -> dict[str, Any]:
+    found: dict[str, Any] = counters.get("ports", {}).get(_dataplane(swp), {}).get("trim", {})
+    return found
+
+
+def packet_trim_counters_json(counters: dict[str, Any], ports: list[str]) -> dict[str, Any]:
+    """``nv show system forwarding packet-trim counters`` as data (see the module docstring)."""
+    per_port = {swp: int(_trim(counters, swp).get("trim_sent", 0)) for swp in ports}
+    dropped = sum(int(_trim(counters, swp).get("trim_dropped", 0)) for swp in ports)
+    return {
+        "global": {"trimmed-packets": sum(per_port.values()), "trimmed-drop-packets": dropped},
+        "port-level": {swp: {"trimmed-packets": n} for swp, n in per_port.items()},
+    }
+
+
+def packet_trim_counters_text(data: dict[str, Any]) -> str:
+    """The 5.15 text: ``Global`` rows (comma separators), then the ``Port-Level`` table."""
+    glob = data["global"]
+    lines = [
+        "Global",
+        f" trimmed-packets      {glob['trimmed-packets']:,}",
+        f" trimmed-drop-packets {glob['trimmed-drop-packets']:,}",
+        "Port-Level",
+        "-------------",
+    ]
+    rows = [(swp, str(v["trimmed-packets"])) for swp, v in data["port-level"].items()]
+    lines.append(table(("interface", "trimmed-packets"), rows))
+    return "\n".join(lines)
+
+
+def interface_trim_counters_json(
+    counters: dict[str, Any], swp: str, classes: list[int]
+) -> dict[str, Any]:
+    """``nv show interface <if> packet-trim counters`` as data: per trimming traffic class,
+    the packets it trimmed (the NVUE reference: "the number of trimmed packets for a specific
+    interface by traffic class"; 5.19 names the column ``Trim Eligible Packets``)."""
+    queues = counters.get("ports", {}).get(_dataplane(swp), {}).get("queues", {})
+    return {
+        str(tc): {"trimmed-packets-tx": int(queues.get(str(tc), {}).get("trimmed", 0))}
+        for tc in classes
+    }
+
+
+def interface_trim_counters_text(data: dict[str, Any]) -> str:
+    """The 5.15 table ``traffic-class  trimmed-packets-tx``."""
+    rows = [(tc, str(v["trimmed-packets-tx"])) for tc, v in data.items()]
+    return table(("traffic-class", "trimmed-packets-tx"), rows)

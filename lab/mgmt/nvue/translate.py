@@ -16,6 +16,16 @@ named in :mod:`lab.mgmt.nvue.schema`):
 
 Explicit settings in the tree override those defaults field by field.
 
+Packet trimming (Cumulus Linux 5.15 "Packet Trimming", CumulusNetworks/docs commit 504c13c2;
+RoCE page 5.18, commit 364b02c0): ``qos roce mode lossy-multi-tc`` or ``system forwarding
+packet-trim profile packet-trim-default`` apply the default profile -- state enabled, size 256,
+remark DSCP 11, switch priority 4, egress eligibility TC 1, 2 and 3 on every port -- and
+explicit ``packet-trim`` settings override it field by field; trimming enabled by hand trims
+only the traffic classes a port lists ("By default, port eligibility is disabled for all ports
+and traffic classes").  Trimmed frames leave from the traffic class of their switch priority.
+A lossless class never trims (it pauses), nor the class trimmed frames go to.  ``remark dscp
+port-level`` is refused: the lab data plane remarks with one DSCP.
+
 The lab's data plane has one traffic class per queue and trusts DSCP or nothing: ``both``
 (``pcp,dscp``) is DSCP for IP traffic (the "Classification" table: "PCP and DSCP, IP ->
 Accept incoming DSCP"), ``l2`` is CoS, ``port`` is untrusted. The PFC watchdog detects after
@@ -26,6 +36,7 @@ dropping ("PFC Watchdog"), which is ``timeout = poll × robustness``, ``recovery
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -33,6 +44,7 @@ from typing import Any
 from lab.mgmt.model import (
     EcnThreshold,
     SwitchConfig,
+    TrimSettings,
     TrustMode,
     TxQueue,
     WatchdogDefaults,
@@ -50,6 +62,9 @@ DEFAULT_ROBUSTNESS = 3
 DEFAULT_CABLE_M = 10  # "All PFC commands": "The default is 10 meters"
 ROCE_CABLE_M = 100  # the ``nv show qos roce`` sample's cable-length
 ROCE_LOSSLESS_MODES = ("lossless", "lossless-single-ipool")
+TRIM_DEFAULT_PROFILE = "packet-trim-default"
+TRIM_DEFAULTS = {"size": 256, "dscp": 11, "switch-priority": 4}
+TRIM_DEFAULT_CLASSES = (1, 2, 3)
 _TRUST: dict[str, TrustMode] = {"l3": "dscp", "both": "dscp", "l2": "cos", "port": "disabled"}
 
 
@@ -89,6 +104,9 @@ class Effective:
     watchdog_poll_ms: int
     watchdog_robustness: int
     watchdog_ports: list[str] = field(default_factory=list)
+    # Packet trimming: (size, DSCP, switch priority), None when off; per port its eligible TCs.
+    trim: tuple[int, int, int] | None = None
+    trim_classes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def pfc_on(self) -> bool:
@@ -107,6 +125,7 @@ def effective(tree: Tree) -> Effective:
     roce = isinstance(roce_node, dict) and roce_node.get("enable", "on") == "on"
     mode = str(roce_node.get("mode", "lossless")) if roce and isinstance(roce_node, dict) else None
     lossless = mode in ROCE_LOSSLESS_MODES
+    trim, trim_classes = _trimming(tree, mode == "lossy-multi-tc")
     return Effective(
         roce=roce,
         mode=mode,
@@ -125,7 +144,40 @@ def effective(tree: Tree) -> Effective:
         watchdog_poll_ms=int(get(qos, "pfc-watchdog", "polling-interval") or DEFAULT_POLL_MS),
         watchdog_robustness=int(get(qos, "pfc-watchdog", "robustness") or DEFAULT_ROBUSTNESS),
         watchdog_ports=_watchdog_ports(tree),
+        trim=trim,
+        trim_classes=trim_classes,
     )
+
+
+def _trimming(
+    tree: Tree, multi_tc: bool
+) -> tuple[tuple[int, int, int] | None, dict[str, tuple[int, ...]]]:
+    """``system forwarding packet-trim`` with the default profile's values where it applies,
+    and each port's eligible traffic classes (see the module's docstring)."""
+    settings = get(tree, "system", "forwarding", "packet-trim")
+    settings = settings if isinstance(settings, dict) else {}
+    default_profile = multi_tc or settings.get("profile") == TRIM_DEFAULT_PROFILE
+    if settings.get("state", "enabled" if default_profile else "disabled") != "enabled":
+        return None, {}
+    dscp = get(settings, "remark", "dscp")
+    if dscp == "port-level":
+        raise NvueError(
+            "Error: packet-trim remark dscp port-level: the lab data plane remarks trimmed "
+            "packets with one DSCP"
+        )
+    trim = (
+        int(settings.get("size", TRIM_DEFAULTS["size"])),
+        int(dscp if dscp is not None else TRIM_DEFAULTS["dscp"]),
+        int(settings.get("switch-priority", TRIM_DEFAULTS["switch-priority"])),
+    )
+    classes: dict[str, tuple[int, ...]] = {}
+    for name, entry in (tree.get("interface") or {}).items():
+        keys = get(entry, "packet-trim", "egress-eligibility", "traffic-class")
+        if isinstance(keys, dict) and keys:
+            classes[name] = tuple(sorted(int(tc) for tc in keys))
+    if default_profile:
+        classes["*"] = TRIM_DEFAULT_CLASSES  # every port without its own list
+    return trim, classes
 
 
 def _dscp_map(qos: dict[str, Any]) -> dict[int, int]:
@@ -242,6 +294,8 @@ def to_switch_config(tree: Tree, hostname: str, eos_ports: list[str]) -> SwitchC
         qos.pfc_priorities = {tc: "no-drop" for tc in lossless_tcs} if state.pfc_on else {}
         qos.pfc_watchdog = name in watchdog_eos and state.pfc_on
         qos.tx_queues = {tc: queue for tc, queue in queues.items() if not queue.is_default()}
+    if state.trim is not None:
+        _trim_queues(config, state, set(lossless_tcs) if state.pfc_on else set())
     if state.watchdog_ports:
         poll = Decimal(state.watchdog_poll_ms) / 1000
         config.watchdog = WatchdogDefaults(
@@ -251,6 +305,22 @@ def to_switch_config(tree: Tree, hostname: str, eos_ports: list[str]) -> SwitchC
             action="drop",
         )
     return config
+
+
+def _trim_queues(config: SwitchConfig, state: Effective, lossless: set[int]) -> None:
+    """The shared model's trimming: the settings, and each port's trimming queues."""
+    assert state.trim is not None
+    size, dscp, priority = state.trim
+    trim_queue = state.sp_to_tc[priority]
+    config.trim = TrimSettings(size_bytes=size, dscp=dscp, queue=trim_queue)
+    by_eos = {f"Ethernet{nos_port_index('nvue', n)}": c for n, c in state.trim_classes.items()}
+    for name, interface in config.interfaces.items():
+        classes = by_eos.get(name, state.trim_classes.get("*", ()))
+        for tc in classes:
+            if tc != trim_queue and tc not in lossless:
+                # Ports share their queue objects (one NVUE profile): a copy per port.
+                queue = interface.qos.tx_queues.get(tc) or TxQueue()
+                interface.qos.tx_queues[tc] = dataclasses.replace(queue, trim=True)
 
 
 def _queue(state: Effective, tc: int) -> TxQueue:

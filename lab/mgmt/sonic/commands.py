@@ -235,6 +235,9 @@ async def show(switch: SonicSwitch, args: list[str], root: bool) -> str:
         return print_data(switch.db)
     if words in ("pfcwd stats", "pfcwd stats -e"):
         return await pfcwd(switch, ["show", *args[1:]], root)
+    trim = await _trim_show(switch, args)
+    if trim is not None:
+        return trim
     table = SHOWS.get(words)
     if table is None:
         first = args[0] if args else ""
@@ -244,6 +247,32 @@ async def show(switch: SonicSwitch, args: list[str], root: bool) -> str:
         )
     counters = await switch.manager.dataplane.counters()
     return table(await _views(switch), counters)
+
+
+_JSON_FLAGS = ("-j", "--json")
+_QUEUE_TRIM_FLAGS = ("-T", "--trim")
+
+
+async def _trim_show(switch: SonicSwitch, args: list[str]) -> str | None:
+    """``show queue counters [IFACE] --trim [-j]`` and ``show interfaces counters trim [IFACE]
+    [-j]`` (None: another command)."""
+    as_json = any(a in _JSON_FLAGS for a in args)
+    words = [a for a in args if a not in _JSON_FLAGS]
+    if words[:2] == ["queue", "counters"] and any(a in _QUEUE_TRIM_FLAGS for a in words):
+        names = [a for a in words[2:] if a not in _QUEUE_TRIM_FLAGS]
+        render = shows.queue_trim_counters
+    elif words[:3] == ["interfaces", "counters", "trim"]:
+        names = words[3:]
+        render = shows.interface_trim_counters
+    else:
+        return None
+    views = await _views(switch)
+    if names:
+        views = [v for v in views if v.name in names]
+        if not views or len(names) > 1:
+            return f"Interface {' '.join(names)} doesn't exist"  # lab: one IFACE at most
+    counters = await switch.manager.dataplane.counters()
+    return render(views, counters, as_json)
 
 
 SHOWS: dict[str, Callable[[list[shows.PortView], dict[str, Any]], str]] = {

@@ -23,10 +23,24 @@ Formats are the expected outputs in sonic-net/sonic-utilities' own tests (commit
 * ``pfcwd show stats`` / ``show pfcwd stats`` (pfcwd/main.py; tests/pfcwd_input/
   pfcwd_test_vectors.py ``pfcwd_show_stats_output``): one row per watched queue with non-zero
   stats, ``<port>:<queue>``, STATUS, STORM DETECTED/RESTORED, TX/RX OK/DROP.
+
+Packet trimming (sonic-utilities 202511, "[trim]: Add Packet Trimming CLI (#3830)" and "Drop
+Counters CLI (#3993)"; SONiC doc/packet_trimming/packet-trimming-design.md §4):
+
+* ``show queue counters [IFACE] --trim [-j]`` (scripts/queuestat ``-T``; tests/queue_counter_test
+  vectors ``trim_counters_all`` / ``trim_eth0_counters`` and their ``_json``): per port ``For
+  namespace :`` and Port, TxQ, Trim/pkts (SAI_QUEUE_STAT_TRIM_PACKETS), TrimSent/pkts
+  (_TX_TRIM_PACKETS), TrimDrop/pkts (_DROPPED_TRIM_PACKETS); JSON ``{port: {queue:
+  {trimdroppacket, trimpacket, trimsentpacket}}}``, two-space indent, keys sorted;
+* ``show interfaces counters trim [IFACE] [-j]`` (utilities_common/portstat.py, ``portstat -T``;
+  tests/portstat_input vector ``trim_counters_all``): IFACE, STATE (U/D), TRIM_PKTS,
+  TRIM_TX_PKTS, TRIM_DRP_PKTS with comma separators; JSON ``{port: {STATE, TRIM_DRP_PKTS,
+  TRIM_PKTS, TRIM_TX_PKTS}}``, four-space indent, keys sorted.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -190,4 +204,70 @@ def pfcwd_stats(
             ]
             if stats != ["0/0"] * len(stats) or empty:
                 rows.append([f"{view.name}:{q}", str(wd.get("state", "operational")), *stats])
+    return simple_table(header, rows)
+
+
+# queuestat's trim columns and JSON keys, in its order (Trim, TrimSent, TrimDrop).
+QUEUE_TRIM_COLUMNS = (
+    ("Trim/pkts", "trimpacket", "trimmed"),
+    ("TrimSent/pkts", "trimsentpacket", "trim_sent"),
+    ("TrimDrop/pkts", "trimdroppacket", "trim_dropped"),
+)
+PORT_TRIM_COLUMNS = (
+    ("TRIM_PKTS", "trimmed"),
+    ("TRIM_TX_PKTS", "trim_sent"),
+    ("TRIM_DRP_PKTS", "trim_dropped"),
+)
+
+
+def queue_trim_counters(
+    ports: Sequence[PortView], counters: dict[str, Any], as_json: bool = False
+) -> str:
+    """``show queue counters [IFACE] --trim [-j]``."""
+    if as_json:
+        found = {
+            view.name: {
+                f"UC{q}": {
+                    key: with_commas(int(_queue(counters, view, q).get(field, 0)))
+                    for _, key, field in QUEUE_TRIM_COLUMNS
+                }
+                for q in PRIORITIES
+            }
+            for view in ports
+        }
+        return json.dumps(found, indent=2, sort_keys=True)
+    header = ["Port", "TxQ", *(title for title, _, _ in QUEUE_TRIM_COLUMNS)]
+    tables = []
+    for view in ports:
+        rows = []
+        for q in PRIORITIES:
+            queue = _queue(counters, view, q)
+            cells = [with_commas(int(queue.get(field, 0))) for _, _, field in QUEUE_TRIM_COLUMNS]
+            rows.append([view.name, f"UC{q}", *cells])
+        tables.append("For namespace :\n" + simple_table(header, rows))
+    return "\n\n".join(tables)
+
+
+def _state(port: dict[str, Any]) -> str:
+    """portstat's STATE: U (oper up), D (down), N/A (not read)."""
+    if "oper_up" not in port:
+        return "N/A"
+    return "U" if port["oper_up"] else "D"
+
+
+def interface_trim_counters(
+    ports: Sequence[PortView], counters: dict[str, Any], as_json: bool = False
+) -> str:
+    """``show interfaces counters trim [IFACE] [-j]``."""
+    rows = []
+    for view in ports:
+        port = _port(counters, view)
+        trim = port.get("trim", {})
+        cells = [with_commas(int(trim.get(field, 0))) for _, field in PORT_TRIM_COLUMNS]
+        rows.append([view.name, _state(port), *cells])
+    if as_json:
+        titles = ["STATE", *(title for title, _ in PORT_TRIM_COLUMNS)]
+        found = {row[0]: dict(zip(titles, row[1:], strict=True)) for row in rows}
+        return json.dumps(found, indent=4, sort_keys=True)
+    header = ["IFACE", "STATE", *(title for title, _ in PORT_TRIM_COLUMNS)]
     return simple_table(header, rows)

@@ -17,8 +17,17 @@ What each table means for the data plane, as SONiC's orchagent programs it (soni
   (ms), ``GLOBAL.POLL_INTERVAL`` (ms); ``action`` drop -> drop, alert -> notify only, forward ->
   no-drop (switch-wide only). A port without an entry has no watchdog.
 
-Buffer tables (BUFFER_POOL/PROFILE/PG/QUEUE, CABLE_LENGTH) are kept and shown but do not change
-the lab data plane, whose buffer thresholds are set by the lab (see docs/lab-sonic.md).
+* Packet trimming (sonic-net/SONiC ``doc/packet_trimming/packet-trimming-design.md`` §2.6.1):
+  ``BUFFER_QUEUE|<port>|<q>`` whose ``BUFFER_PROFILE`` has ``packet_discard_action`` ``trim``
+  -> that queue trims, with ``SWITCH_TRIMMING|GLOBAL`` {``size``, ``dscp_value``,
+  ``queue_index``}; a field left out takes the SAI proposal's default (size 128, DSCP 0, queue
+  0). ``queue_index`` ``dynamic`` is the queue of the DSCP through the DSCP map; ``dscp_value``
+  ``from-tc`` (asymmetric DSCP) is refused: the lab data plane has one trim DSCP. Without the
+  GLOBAL entry no queue trims (the HLD: trimming is disabled by default).
+
+Other buffer settings (BUFFER_POOL/PROFILE sizes, BUFFER_PG, CABLE_LENGTH) are kept and shown but
+do not change the lab data plane, whose buffer thresholds are set by the lab (see
+docs/lab-sonic.md).
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from lab.mgmt.model import (
     InterfaceConfig,
     QosSettings,
     SwitchConfig,
+    TrimSettings,
     TxQueue,
     WatchdogDefaults,
     WatchdogPortTimer,
@@ -40,6 +50,8 @@ from lab.mgmt.names import nos_port_index
 from lab.mgmt.sonic.configdb import ConfigDb
 
 NUM_QUEUES = 8
+# SAI-Proposal-Packet-Trimming.md's defaults (PACKET_TRIM_SIZE 128, DSCP_VALUE 0, QUEUE_INDEX 0).
+TRIM_DEFAULTS = {"size": "128", "dscp_value": "0", "queue_index": "0"}
 
 
 class SonicTranslationError(ValueError):
@@ -67,6 +79,7 @@ def to_switch_config(db: ConfigDb, factory: SwitchConfig) -> SwitchConfig:
             settings.tx_queues[queue] = _queue(db, entry)
     for settings in (i.qos for i in config.interfaces.values()):
         _scale_weights(settings.tx_queues)
+    _trimming(config, db)
     for sonic_name, entry in db.get("PFC_WD", {}).items():
         if sonic_name != "GLOBAL":
             _port_watchdog(config, _interface(config, sonic_name).qos, entry, db)
@@ -137,6 +150,37 @@ def _queue(db: ConfigDb, entry: dict[str, Any]) -> TxQueue:
         weight = int(scheduler["weight"])
         queue.bandwidth_percent = weight
     return queue
+
+
+def _trimming(config: SwitchConfig, db: ConfigDb) -> None:
+    """Packet trimming: the global settings, and the queues whose buffer profile trims."""
+    entry = db.get("SWITCH_TRIMMING", {}).get("GLOBAL")
+    if entry is None:
+        return
+    fields = {**TRIM_DEFAULTS, **entry}
+    if fields["dscp_value"] == "from-tc":
+        raise SonicTranslationError(
+            "SWITCH_TRIMMING|GLOBAL dscp_value from-tc: the lab data plane remarks trimmed "
+            "packets with one DSCP"
+        )
+    dscp = int(fields["dscp_value"])
+    queue = (
+        config.dscp_to_tc.get(dscp, 0)
+        if fields["queue_index"] == "dynamic"
+        else int(fields["queue_index"])
+    )
+    if queue >= NUM_QUEUES:
+        raise SonicTranslationError(f"SWITCH_TRIMMING|GLOBAL queue_index {queue}: queues 0-7")
+    config.trim = TrimSettings(size_bytes=int(fields["size"]), dscp=dscp, queue=queue)
+    profiles = db.get("BUFFER_PROFILE", {})
+    for key, value in db.get("BUFFER_QUEUE", {}).items():
+        profile = profiles.get(str(value.get("profile", "")), {})
+        if profile.get("packet_discard_action") != "trim":
+            continue
+        sonic_name, _, queues = key.rpartition("|")
+        settings = _interface(config, sonic_name).qos
+        for q in _expand(queues):
+            settings.tx_queues.setdefault(q, TxQueue()).trim = True
 
 
 def _scale_weights(queues: dict[int, TxQueue]) -> None:
