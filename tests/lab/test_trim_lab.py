@@ -19,6 +19,9 @@ Not ``lab_parallel``: the counts measure the data plane, which needs the CPU.
 from __future__ import annotations
 
 import json
+import shutil
+import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +30,17 @@ import yaml
 
 from agent.intent.loader import load_fabric
 from agent.observe.probes import scenarios
+from tests.lab.support import prometheus as prom
+from tests.lab.support.dashboards import TRIM_SERIES, substitute, targets
 from tests.lab.support.dataplane import control
-from tests.lab.support.labs import INCAST, Lab, LabFactory, requires_lab, run_agent_in
+from tests.lab.support.labs import (
+    INCAST,
+    Lab,
+    LabFactory,
+    exporter_serving,
+    requires_lab,
+    run_agent_in,
+)
 
 pytestmark = [pytest.mark.lab, requires_lab]
 SWITCH = "leaf1"
@@ -129,6 +141,68 @@ def test_a_2_to_1_incast_trims_and_the_probe_counts_it(lab: Lab, trimming: Path)
     # Trimming replaced tail drops: what the probe lost is what the trim queue dropped.
     assert port["queues"]["3"]["tail_drops"] == 0
     assert totals["lost"] == dropped
+
+
+# The trim panel's targets and the RoceTrimDropped alert's expression each NOS answers: SONiC
+# reports trimmed, sent and dropped per queue; Cumulus 5.15 per class only what was trimmed
+# (sent and dropped per queue are not read: no series, never 0).
+SERVED = {
+    "sonic": {"trimmed": True, "sent": True, "dropped": True},
+    "nvue": {"trimmed": True, "sent": False, "dropped": False},
+}
+TRIM_DROPPED_ALERT = "increase(roce_queue_trim_dropped_packets_total[15s])"
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed")
+def test_the_trim_panel_and_alert_read_what_the_switch_reports(
+    lab: Lab, trimming: Path, tmp_path: Path
+) -> None:
+    """The exporter (as a user runs it) reads the trimming leaf's counters over SSH; a real
+    Prometheus scrapes it; the dashboard's trim queries and RoceTrimDropped's expression find
+    the series the NOS reports and none it does not (the lossless exporter lab, whose EOS
+    switches do not trim, finds none: tests/lab/test_exporter_lab.py)."""
+    served = SERVED[_nos(lab)]
+    interface = "Ethernet.*" if _nos(lab) == "sonic" else "swp.*"
+    with exporter_serving(trimming, interval="1s") as url:
+        target = urllib.parse.urlsplit(url).netloc
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "roce", "static_configs": [{"targets": [target]}]}],
+        }
+        prometheus, base = prom.run_prometheus(config, tmp_path)
+        try:
+            found = _trim_queries(base, interface, wait_s=40.0)
+        finally:
+            prom.stop(prometheus)
+    assert found == {column: True for column in served if served[column]} | {
+        column: False for column in served if not served[column]
+    }, found
+
+
+def _trim_queries(base: str, interface: str, wait_s: float) -> dict[str, bool]:
+    """Per column (trimmed, sent, dropped): whether the trim panel's query and, for dropped,
+    the alert's expression return series, once every served column has appeared (or
+    ``wait_s`` passed: a rate needs two scrapes)."""
+    exprs = {
+        title_column(expr): substitute(expr, interface=interface)
+        for _, _, expr in targets()
+        if TRIM_SERIES.search(expr)
+    }
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = {column: bool(prom.query(base, expr)) for column, expr in exprs.items()}
+        found["dropped"] = found["dropped"] and bool(prom.query(base, TRIM_DROPPED_ALERT))
+        if all(found.values()) or time.monotonic() > deadline:
+            return found
+        time.sleep(2)
+
+
+def title_column(expr: str) -> str:
+    """Which of the trim panel's columns a query reads."""
+    for column, metric in (("sent", "trim_sent"), ("dropped", "trim_dropped")):
+        if metric in expr:
+            return column
+    return "trimmed"
 
 
 def test_a_pfc_storm_pauses_nothing_on_a_trimming_class(lab: Lab, trimming: Path) -> None:
