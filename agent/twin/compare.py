@@ -73,6 +73,20 @@ class Support:
     trimming_platforms: dict[str, str]
     nics: str = NIC_REQUIREMENT
 
+    def to_json(self) -> dict[str, Any]:
+        """The switches as objects (``switch``, ``platform``, ``why``), not tuples."""
+        return {
+            "switches_cannot": [
+                {"switch": name, "platform": platform, "why": why}
+                for name, platform, why in self.switches_cannot
+            ],
+            "switches_unknown": [
+                {"switch": name, "platform": platform} for name, platform in self.switches_unknown
+            ],
+            "trimming_platforms": dict(self.trimming_platforms),
+            "nics": self.nics,
+        }
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -88,14 +102,7 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = plain(self)
-        data["support"]["switches_cannot"] = [
-            {"switch": name, "platform": platform, "why": why}
-            for name, platform, why in self.support.switches_cannot
-        ]
-        data["support"]["switches_unknown"] = [
-            {"switch": name, "platform": platform}
-            for name, platform in self.support.switches_unknown
-        ]
+        data["support"] = self.support.to_json()
         return data
 
 

@@ -3,8 +3,9 @@
 Each mode's tune is the whole search (:func:`agent.twin.tune.search.tune`) on the fabric with
 its RoCE class in that mode, as ``twin --mode`` rewrites it (:func:`agent.twin.network.with_mode`):
 ECN and DCQCN (and QPs) are searched in both; in lossy-trim the queue's limit, where trimming
-starts, caps ECN's ramp instead of the pause threshold, and the runs spray with selective
-repeat as ``twin --mode lossy-trim`` does (:func:`agent.twin.tune.runs.mode_options`).
+starts, caps ECN's ramp instead of the pause threshold, and the runs take the per-flow paths
+lossless runs take, with selective repeat (:func:`agent.twin.tune.runs.run_options`): the
+comparison is the mode's, not the path choice's.
 
 A mode's row is its decision's trial (the recommendation, or today's setting for no change;
 the best ranked when nothing met the constraints) at the stated job (the heaviest load point),
@@ -98,25 +99,13 @@ class ModesResult:
         return next(t.result for t in self.tunes if t.mode == self.recommended)
 
     def to_json(self) -> dict[str, Any]:
-        needs = self.support
         return {
             "fabric_mode": self.fabric_mode,
             "modes": [t.to_json() for t in self.tunes],
             "recommended_mode": self.recommended,
             "reason": self.reason,
             "notes": list(self.notes),
-            "support": {
-                "switches_cannot": [
-                    {"switch": name, "platform": platform, "why": why}
-                    for name, platform, why in needs.switches_cannot
-                ],
-                "switches_unknown": [
-                    {"switch": name, "platform": platform}
-                    for name, platform in needs.switches_unknown
-                ],
-                "trimming_platforms": dict(needs.trimming_platforms),
-                "nics": needs.nics,
-            },
+            "support": self.support.to_json(),
         }
 
 
